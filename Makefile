@@ -1,0 +1,91 @@
+# tandem build. `make` builds build/tandem and build/libtandem.a.
+#   make demo        install missing Debian packages (as root), build, run the bundled model
+#   make test        every test: unit + conformance, then the ASan+UBSan build of the unit tests
+#   make test-quick  unit + conformance tests, no sanitizer build
+#   make fuzz        libFuzzer targets (clang) into build/fuzz/, see docs/fuzzing.md
+# Switches: CUDA=1 (not yet used), O=0 for a debug build.
+
+CC      ?= gcc
+O       ?= 2
+BUILD   ?= build
+CFLAGS  ?= -O$(O) -g
+WFLAGS  := -std=c11 -Wall -Wextra -Wshadow -Wno-unused-parameter
+CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I/usr/include/cjson
+LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread
+
+# Instruction-set variants: a file's suffix picks its flags (one shared kernel
+# source, thin per-ISA units; the runtime picks one by CPUID).
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-bf16 -mamx-int8
+
+LIB_SRC := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
+CLI_SRC := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+isa = $(if $(findstring _amx.c,$1),$(ISA_amx),$(if $(findstring _avx512.c,$1),$(ISA_avx512),$(if $(findstring _avx2.c,$1),$(ISA_avx2))))
+
+.PHONY: all test test-quick test-san demo fuzz clean deps
+all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) $(call isa,$<) -MMD -MP -c $< -o $@
+
+$(BUILD)/libtandem.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tandem: $(CLI_OBJ) $(BUILD)/libtandem.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libtandem.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(BUILD)/libtandem.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
+
+test-quick: all
+	@BUILD=$(BUILD) sh tests/run.sh $(BUILD)/tests
+
+# The sanitizer tier: the same unit tests, built with ASan+UBSan into build-san/.
+test-san:
+	@$(MAKE) --no-print-directory BUILD=build-san O=1 \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  build-san/libtandem.a $(TESTS:$(BUILD)/%=build-san/%)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TM_SANITIZER=1 sh tests/run.sh build-san/tests
+
+test: all
+	@echo "== tier 1: unit and conformance tests =="
+	@sh tests/run.sh $(BUILD)/tests > $(BUILD)/test-quick.log 2>&1; rc=$$?; cat $(BUILD)/test-quick.log; \
+	 echo "== tier 2: ASan+UBSan =="; \
+	 $(MAKE) --no-print-directory test-san > $(BUILD)/test-san.log 2>&1; rc2=$$?; grep -vE '^(gcc|cc|ar) ' $(BUILD)/test-san.log | grep -v '^make' ; \
+	 p=$$(tail -n1 $(BUILD)/test-quick.log | cut -d' ' -f1); f=$$(tail -n1 $(BUILD)/test-quick.log | cut -d' ' -f3); \
+	 p2=$$(tail -n1 $(BUILD)/test-san.log | cut -d' ' -f1); f2=$$(tail -n1 $(BUILD)/test-san.log | cut -d' ' -f3); \
+	 case "$$p2" in ''|*[!0-9]*) p2=0; f2=1;; esac; \
+	 echo "== total =="; echo "$$((p + p2)) passed, $$((f + f2)) failed"; \
+	 [ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
+
+deps:
+	@sh tools/deps.sh
+
+DEMO_PROMPT ?= Once upon a time, there was a little girl who
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@sh tools/demo.sh "$(DEMO_PROMPT)"
+
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang \
+	  CFLAGS="-g -O1 -fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libtandem.a
+	@mkdir -p build-fuzz/bin
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); echo "  FUZZ build-fuzz/bin/$$n"; \
+	  clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o build-fuzz/bin/$$n $$f \
+	    build-fuzz/libtandem.a $(LDLIBS) || exit 1; done
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

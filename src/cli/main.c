@@ -1,0 +1,54 @@
+/* cli/main.c: `tandem COMMAND ...` dispatch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+const cli_command cli_commands[] = {
+    /* name        function      summary */
+    {"version", cmd_version, "print the version"},
+    {NULL, NULL, NULL},
+};
+
+int cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
+    return 0;
+}
+
+int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("tandem %s\n", TANDEM_VERSION);
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "tandem %s: hybrid prefill/decode LLM inference\n\n"
+               "usage: tandem COMMAND [options]   (tandem COMMAND --help for details)\n\n"
+               "commands:\n", TANDEM_VERSION);
+    for (const cli_command *c = cli_commands; c->name; c++)
+        fprintf(f, "  %-12s %s\n", c->name, c->summary);
+    fprintf(f, "\nMODEL is a package file (.tdm) or a Hugging Face model directory.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) return cmd_version(argc - 1, argv + 1);
+    for (const cli_command *c = cli_commands; c->name; c++)
+        if (strcmp(c->name, argv[1]) == 0) exit(c->fn(argc - 1, argv + 1));
+    fprintf(stderr, "tandem: unknown command '%s' (see tandem --help)\n", argv[1]);
+    return 2;
+}

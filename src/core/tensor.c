@@ -1,0 +1,97 @@
+/* core/tensor.c: dtype names and scalar conversions. */
+#include "core/tensor.h"
+
+static const struct { tm_dtype t; const char *name; size_t size; } dtypes[] = {
+    {TM_DT_F32, "f32", 4},     {TM_DT_F16, "f16", 2},     {TM_DT_BF16, "bf16", 2},
+    {TM_DT_I8, "i8", 1},       {TM_DT_I32, "i32", 4},     {TM_DT_Q8PC, "int8", 0},
+    {TM_DT_Q4PC, "int4pc", 0}, {TM_DT_Q4G64, "int4g64", 0}, {TM_DT_Q4G32, "int4g32", 0},
+};
+
+const char *tm_dtype_name(tm_dtype t)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].t == t) return dtypes[i].name;
+    return "?";
+}
+
+int tm_dtype_from_name(const char *s)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (strcmp(dtypes[i].name, s) == 0) return (int)dtypes[i].t;
+    return -1;
+}
+
+size_t tm_dtype_size(tm_dtype t)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].t == t) return dtypes[i].size;
+    return 0;
+}
+
+int64_t tm_tensor_numel(const tm_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+float tm_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do { e++; man <<= 1; } while (!(man & 0x400u));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t tm_f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t absu = u & 0x7fffffffu;
+    if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);     /* NaN */
+    if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);    /* overflow -> inf */
+    if (absu < 0x38800000u) {                                      /* subnormal or zero */
+        if (absu < 0x33000000u) return (uint16_t)sign;
+        uint32_t e = absu >> 23;
+        uint32_t m = (absu & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e;                                  /* 14 + (113 - e) - 1 */
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = absu - 0x38000000u;                               /* rebias 127 -> 15 */
+    uint32_t h = r >> 13;
+    uint32_t rem = r & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+void tm_to_f32(float *dst, const void *src, tm_dtype t, size_t n)
+{
+    const uint16_t *h = src;
+    switch (t) {
+    case TM_DT_F32: memcpy(dst, src, n * 4); break;
+    case TM_DT_BF16: for (size_t i = 0; i < n; i++) dst[i] = tm_bf16_to_f32(h[i]); break;
+    case TM_DT_F16: for (size_t i = 0; i < n; i++) dst[i] = tm_f16_to_f32(h[i]); break;
+    default: break;
+    }
+}

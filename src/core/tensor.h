@@ -1,0 +1,84 @@
+/* core/tensor.h: element types, encodings and a non-owning tensor view.
+ *
+ * Shape legend used in comments throughout tandem (as in llm.c):
+ *   B batch (sequences)   T tokens in a chunk / sequence   P past tokens (KV length)
+ *   D hidden size         H query heads    Hk key/value heads    Dh head dim
+ *   F feed-forward (intermediate) size   V vocabulary   L layers   E experts
+ *   N output features (rows of a weight)  K input features (columns)
+ * A linear weight is stored as in Hugging Face: [N][K] row-major, y = x W^T.
+ *
+ * Encodings (quantized dtypes) of a weight [N][K]; bit layouts are normative and
+ * documented in docs/package-format.md:
+ *   TM_DT_Q8PC   int8 per output channel, symmetric. data: int8 [N][K];
+ *                scales: f32 [N]. w[n][k] = scale[n] * q[n][k].
+ *   TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32
+ *                int4 symmetric, group size G = K (per channel), 64 or 32.
+ *                data: uint8 [N][K/2] packed in blocks of 32 elements: byte j
+ *                (0..15) of a block holds element j in its low nibble and
+ *                element j+16 in its high nibble, each stored as q+8, q in
+ *                [-8, 7]. scales: f32 [N][K/G]. w = scale * q.
+ *                K must be a multiple of 32 (and of G).
+ */
+#ifndef TM_CORE_TENSOR_H
+#define TM_CORE_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum tm_dtype {
+    TM_DT_F32 = 0,
+    TM_DT_F16 = 1,
+    TM_DT_BF16 = 2,
+    TM_DT_I8 = 3,
+    TM_DT_I32 = 4,
+    TM_DT_Q8PC = 16,
+    TM_DT_Q4PC = 17,
+    TM_DT_Q4G64 = 18,
+    TM_DT_Q4G32 = 19,
+} tm_dtype;
+
+#define TM_MAX_DIMS 4
+
+/* A view of a tensor somewhere in memory (an mmapped file, an arena).
+ * It does not own data or scales. */
+typedef struct tm_tensor {
+    const char *name;            /* e.g. "model.layers.0.self_attn.q_proj.weight" */
+    tm_dtype dtype;
+    int ndim;
+    int64_t shape[TM_MAX_DIMS];  /* outermost first, HF order */
+    const void *data;            /* element data (packed for quantized dtypes) */
+    size_t nbytes;               /* bytes at data */
+    const float *scales;         /* quantized dtypes only, see the table above */
+} tm_tensor;
+
+const char *tm_dtype_name(tm_dtype t);     /* "bf16", "q4g64", ... */
+int tm_dtype_from_name(const char *s);     /* -1 if unknown */
+size_t tm_dtype_size(tm_dtype t);          /* bytes per element for plain types, 0 for quantized */
+int64_t tm_tensor_numel(const tm_tensor *t);
+
+static inline float tm_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* round to nearest even; NaN stays NaN */
+static inline uint16_t tm_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float tm_f16_to_f32(uint16_t h);
+uint16_t tm_f32_to_f16(float f);
+
+/* tm_to_f32: convert n plain elements (F32/F16/BF16) at src to float. */
+void tm_to_f32(float *dst, const void *src, tm_dtype t, size_t n);
+
+#endif

@@ -1,0 +1,54 @@
+/* tests/harness.h: the minimal test harness every tests/test_*.c uses.
+ *
+ * Rule for where tests live: one binary per module, tests/test_<module>.c,
+ * built by `make` into build/tests/. Each binary runs its cases, prints one
+ * line per failure (file:line and what differed) and ends with
+ *     <name>: N passed, M failed
+ * Its exit status is 0 only if nothing failed. tests/run.sh runs them all and
+ * sums the counts. Paths are relative to the repository root (tests run there);
+ * ../shared is found through the TM_SHARED environment variable (default
+ * "../shared"). */
+#ifndef TM_TESTS_HARNESS_H
+#define TM_TESTS_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int th_pass, th_fail;
+
+#define CHECK(cond) do { \
+    if (cond) th_pass++; \
+    else { th_fail++; fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } \
+} while (0)
+
+#define CHECKF(cond, ...) do { \
+    if (cond) th_pass++; \
+    else { th_fail++; fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+           fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } \
+} while (0)
+
+#define CHECK_EQ_INT(a, b) do { long long _a = (long long)(a), _b = (long long)(b); \
+    CHECKF(_a == _b, "%s = %lld, %s = %lld", #a, _a, #b, _b); } while (0)
+
+#define CHECK_EQ_STR(a, b) do { const char *_a = (a), *_b = (b); \
+    CHECKF(_a && _b && strcmp(_a, _b) == 0, "%s = \"%s\", expected \"%s\"", #a, _a ? _a : "(null)", _b ? _b : "(null)"); } while (0)
+
+#define CHECK_NEAR(a, b, tol) do { double _a = (a), _b = (b); \
+    CHECKF(fabs(_a - _b) <= (tol), "%s = %.9g, %s = %.9g, |diff| %.3g > %.3g", #a, _a, #b, _b, fabs(_a - _b), (double)(tol)); } while (0)
+
+static inline const char *th_shared(void)
+{
+    const char *s = getenv("TM_SHARED");
+    return s && *s ? s : "../shared";
+}
+
+/* th_done: print the summary line and return the exit status. */
+static inline int th_done(const char *name)
+{
+    printf("%s: %d passed, %d failed\n", name, th_pass, th_fail);
+    return th_fail ? 1 : 0;
+}
+
+#endif
