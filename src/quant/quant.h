@@ -1,0 +1,118 @@
+/* quant/quant.h: weight encodings (bf16, f16, int8 per channel, int4 per
+ * channel / group 64 / group 32) with reference quantize and dequantize.
+ *
+ *   tm_err err = {0};
+ *   size_t nb = tm_quant_data_bytes(TM_DT_Q4G64, N, K);       // packed bytes
+ *   size_t ns = tm_quant_scale_count(TM_DT_Q4G64, N, K);      // f32 scales
+ *   void *data = malloc(nb); float *scales = malloc(ns * sizeof(float));
+ *   tm_quant_opts o = {.clip_search = 0};
+ *   if (tm_quant_quantize(TM_DT_Q4G64, w, N, K, data, scales, &o, &err) != TM_OK)
+ *       fprintf(stderr, "%s\n", err.msg);
+ *   float row[K];
+ *   tm_quant_dequant_row(TM_DT_Q4G64, data, scales, K, 5, row);  // row 5 -> f32
+ *
+ * Threads: tm_quant_quantize_rows() quantizes rows [r0, r1) of a tensor
+ * given in f32, bf16 or f16; disjoint row ranges write disjoint bytes, so
+ * each thread takes a range and no locking is needed.
+ *
+ * The bit layouts are normative (core/tensor.h, docs/encodings.md):
+ *   Q8PC   data int8 [N][K], scales f32 [N]; w = scale[n] * q, q in [-127, 127]
+ *          (the quantizer never writes -128; a decoder accepts it).
+ *   Q4PC / Q4G64 / Q4G32 (group G = K, 64, 32)
+ *          data uint8 [N][K/2] in blocks of 32 elements (16 bytes): byte j of a
+ *          block = (q[j] + 8) | (q[j + 16] + 8) << 4, q in [-8, 7];
+ *          scales f32 [N][K/G]; w = scale[n][k / G] * q. K % 32 == 0, K % G == 0.
+ *   BF16 / F16 / F32  data [N][K] of that type, no scales.
+ *
+ * Quantizer rules (the reference; any faster quantizer must give identical
+ * bytes): q = clamp(round_half_even(w / d), qmin, qmax) with the division in
+ * f32. Default scale d per group: int8 d = absmax / 127; int4 d = m / -8 where
+ * m is the group's element of largest magnitude (the first one on ties), so m
+ * itself encodes as -8 exactly (ggml Q4_0 style; lower RMSE than absmax / 7,
+ * see docs/encodings.md). An all-zero group gets d = 0 and q = 0.
+ * With clip_search, d is chosen among d0 * c, c in {0.70, 0.71, ..., 1.00},
+ * then refined by least squares, keeping whichever gives the lowest squared
+ * error of the group (never worse than the default d0). */
+#ifndef TM_QUANT_QUANT_H
+#define TM_QUANT_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+/* Limits accepted by tm_quant_check_shape (anything larger is an absurd
+ * shape from a corrupt header, not a weight). */
+#define TM_QUANT_MAX_DIM ((int64_t)1 << 31)      /* N, K < 2^31 */
+#define TM_QUANT_MAX_NUMEL ((int64_t)1 << 40)    /* N * K <= 2^40 */
+
+typedef struct tm_quant_opts {
+    int clip_search;   /* 1: per-group error-minimising scale search (slower) */
+} tm_quant_opts;
+
+/* tm_quant_is_encoding: 1 for the weight encodings handled here
+ * (F32, F16, BF16, Q8PC, Q4PC, Q4G64, Q4G32), 0 otherwise. */
+int tm_quant_is_encoding(tm_dtype enc);
+
+/* tm_quant_is_quantized: 1 for Q8PC and the Q4 family (encodings with scales). */
+int tm_quant_is_quantized(tm_dtype enc);
+
+/* tm_quant_group_size: elements per scale along K: K for Q8PC/Q4PC, 64, 32;
+ * 0 for plain types. */
+int64_t tm_quant_group_size(tm_dtype enc, int64_t K);
+
+/* tm_quant_row_bytes: bytes of packed data per row of K elements. Assumes a
+ * valid shape (see tm_quant_check_shape); 0 for a non-encoding. */
+size_t tm_quant_row_bytes(tm_dtype enc, int64_t K);
+
+/* tm_quant_data_bytes: bytes of packed data of an [N][K] weight. */
+size_t tm_quant_data_bytes(tm_dtype enc, int64_t N, int64_t K);
+
+/* tm_quant_scale_count: number of f32 scales ([N] or [N][K/G]); 0 for plain. */
+size_t tm_quant_scale_count(tm_dtype enc, int64_t N, int64_t K);
+
+/* tm_quant_check_shape: TM_OK if an [N][K] weight can be stored in `enc`;
+ * otherwise TM_E_INVALID (or TM_E_UNSUPPORTED for a non-encoding) with a
+ * message naming the rule, e.g. "int4g64: K = 100 is not a multiple of 64".
+ * Rules: 1 <= N, K < 2^31, N*K <= 2^40; Q4*: K % 32 == 0; Q4G64: K % 64 == 0. */
+int tm_quant_check_shape(tm_dtype enc, int64_t N, int64_t K, tm_err *err);
+
+/* tm_quant_quantize: encode a whole f32 weight w [N][K] into data
+ * (tm_quant_data_bytes bytes) and scales (tm_quant_scale_count floats; may be
+ * NULL for plain types). o may be NULL (defaults). Errors: bad shape, a
+ * non-finite weight (quantized encodings), a finite weight that overflows f16;
+ * the message names the row and column. */
+int tm_quant_quantize(tm_dtype enc, const float *w /*[N][K]*/, int64_t N, int64_t K,
+                      void *data, float *scales, const tm_quant_opts *o, tm_err *err);
+
+/* tm_quant_quantize_rows: encode rows [r0, r1) of a weight src [N][K] whose
+ * elements are of type src_dt (F32, BF16 or F16). src, data and scales all
+ * point at the start (row 0) of their tensors; only rows [r0, r1) of data and
+ * scales are written. Safe to call concurrently on disjoint row ranges. */
+int tm_quant_quantize_rows(tm_dtype enc, tm_dtype src_dt, const void *src /*[N][K]*/,
+                           int64_t N, int64_t K, int64_t r0, int64_t r1,
+                           void *data, float *scales, const tm_quant_opts *o, tm_err *err);
+
+/* tm_quant_dequant_row: decode row `row` of an encoded weight (data and scales
+ * point at row 0) into out [K] f32. Works for every encoding including
+ * F32/F16/BF16 (scales ignored, may be NULL). The shape must be valid. */
+void tm_quant_dequant_row(tm_dtype enc, const void *data, const float *scales, int64_t K,
+                          int64_t row, float *out /*[K]*/);
+
+/* tm_quant_dequant: decode a whole [N][K] weight into out [N][K] f32.
+ * Returns TM_E_INVALID / TM_E_UNSUPPORTED (shape check) or TM_OK. */
+int tm_quant_dequant(tm_dtype enc, const void *data, const float *scales, int64_t N, int64_t K,
+                     float *out /*[N][K]*/, tm_err *err);
+
+/* tm_quant_q4_unpack_block: the 32 signed values q [32] in [-8, 7] of one
+ * packed block b [16] (for kernels and tests). */
+static inline void tm_quant_q4_unpack_block(const uint8_t *b /*[16]*/, int8_t *q /*[32]*/)
+{
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)((b[j] & 0x0f) - 8);
+        q[j + 16] = (int8_t)((b[j] >> 4) - 8);
+    }
+}
+
+#endif
