@@ -1,0 +1,52 @@
+/* core/cpu.h: run-time CPU feature detection (CPUID + XGETBV) and the Linux
+ * AMX permission request.
+ *
+ *   const tm_cpu *c = tm_cpu_get();      // detected once, then cached
+ *   if (c->amx_usable) ...               // AMX present, OS-enabled and permitted
+ *   char buf[256];
+ *   tm_cpu_features_str(c, buf, sizeof buf);  // "avx2 fma f16c avx512f ..."
+ *
+ * A feature flag is set only if the CPU reports it AND the OS saves its
+ * register state (XCR0), so a set flag means "safe to execute". AMX also
+ * needs the per-process permission arch_prctl(ARCH_REQ_XCOMP_PERM,
+ * XFEATURE_XTILEDATA); tm_cpu_get() asks for it once. If the CPU has AMX but
+ * the request fails, amx_usable is 0 and amx_note says "AMX present but not
+ * permitted: ...".
+ *
+ * The cached record is immutable after the first call (a fact about the
+ * hardware, not configuration); tm_cpu_get() is thread-safe. */
+#ifndef TM_CORE_CPU_H
+#define TM_CORE_CPU_H
+
+#include <stddef.h>
+
+typedef struct tm_cpu {
+    char vendor[13];   /* "GenuineIntel", "AuthenticAMD" */
+    char brand[49];    /* "AMD EPYC 9654 96-Core Processor" (trimmed) */
+    int n_cpus;        /* online logical CPUs (sysconf) */
+    /* Each flag: CPU reports it and XCR0 enables its state. */
+    unsigned char avx2, fma, f16c;
+    unsigned char avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    unsigned char amx_tile, amx_bf16, amx_int8; /* CPU + XCR0 (XTILECFG|XTILEDATA) */
+    unsigned char amx_usable;                   /* all three AMX flags + arch_prctl permission */
+    char amx_note[160]; /* one line: "AMX usable", "no AMX on this CPU", "AMX present but not permitted: ..." */
+} tm_cpu;
+
+/* tm_cpu_get: detect once (thread-safe), request AMX permission once, and
+ * return the cached record. Never NULL. */
+const tm_cpu *tm_cpu_get(void);
+
+/* tm_cpu_detect: detect into *out without caching and without asking for
+ * AMX permission (amx_usable reflects only whether permission is already
+ * granted). Used by tests and by tm_cpu_get. */
+void tm_cpu_detect(tm_cpu *out);
+
+/* tm_cpu_features_str: space-separated names of the set flags into buf
+ * (always NUL-terminated). Returns buf. */
+char *tm_cpu_features_str(const tm_cpu *c, char *buf, size_t n);
+
+/* Convenience predicates over a tm_cpu, as used by the kernel dispatch. */
+int tm_cpu_has_avx2(const tm_cpu *c);   /* AVX2 + FMA + F16C */
+int tm_cpu_has_avx512(const tm_cpu *c); /* F/BW/VL/DQ + VNNI + BF16 (tandem's AVX-512 level) */
+
+#endif

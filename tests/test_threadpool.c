@@ -1,0 +1,276 @@
+/* tests/test_threadpool.c: parallel-for correctness, pinning, two pools at once. */
+#include "harness.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "core/cpu.h"
+#include "core/threadpool.h"
+
+#define MAXT 1000
+
+typedef struct {
+    _Atomic int hits[MAXT];
+    _Atomic int bad_worker;
+    int n_workers;
+    const int *cpus;      /* expected cpu per worker, or NULL */
+    _Atomic int bad_cpu;  /* tasks that ran on an unexpected cpu */
+    _Atomic int nested_rc;
+    tm_pool *pool;
+} job;
+
+static void body(void *ctx, int task, int worker)
+{
+    job *j = ctx;
+    atomic_fetch_add(&j->hits[task], 1);
+    if (worker < 0 || worker >= j->n_workers) atomic_fetch_add(&j->bad_worker, 1);
+    if (j->cpus && sched_getcpu() != j->cpus[worker]) atomic_fetch_add(&j->bad_cpu, 1);
+}
+
+static void reset(job *j)
+{
+    for (int i = 0; i < MAXT; i++) atomic_store(&j->hits[i], 0);
+}
+
+static int all_once(job *j, int n)
+{
+    for (int i = 0; i < MAXT; i++)
+        if (atomic_load(&j->hits[i]) != (i < n)) return 0;
+    return 1;
+}
+
+static int n_allowed_cpus(int *cpus, int max)
+{
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) != 0) return 0;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+        if (CPU_ISSET(c, &s)) cpus[n++] = c;
+    return n;
+}
+
+static void test_parallel_for(void)
+{
+    tm_err err = {0};
+    tm_pool *pool;
+    CHECK_EQ_INT(tm_pool_init(&pool, NULL, 3, 0, &err), TM_OK);
+    CHECK_EQ_INT(tm_pool_size(pool), 3);
+    static job j;
+    j.n_workers = 3;
+    int ok = 1, iters = getenv("TM_SANITIZER") ? 300 : 2000;
+    for (int it = 0; it < iters; it++) {
+        int n = 1 + (it * 37) % MAXT;
+        if (it % 7 == 0) n = it % 5; /* includes 0 tasks */
+        reset(&j);
+        CHECK_EQ_INT(tm_pool_run(pool, n, body, &j), TM_OK);
+        if (!all_once(&j, n)) ok = 0;
+        if (it == iters / 2) tm_pool_set_spin(pool, 0); /* futex sleep path every time */
+    }
+    CHECK(ok);
+    CHECK_EQ_INT(atomic_load(&j.bad_worker), 0);
+    tm_pool_free(pool);
+
+    /* NULL pool runs inline */
+    reset(&j);
+    j.n_workers = 1;
+    CHECK_EQ_INT(tm_pool_run(NULL, 17, body, &j), TM_OK);
+    CHECK(all_once(&j, 17));
+    CHECK_EQ_INT(tm_pool_size(NULL), 1);
+}
+
+static void nested_body(void *ctx, int task, int worker)
+{
+    (void)worker;
+    job *j = ctx;
+    atomic_fetch_add(&j->hits[task], 1);
+    int rc = tm_pool_run(j->pool, 2, body, j);
+    if (rc != TM_E_INVALID) atomic_store(&j->nested_rc, rc == TM_OK ? 1 : rc);
+}
+
+static void test_nested_rejected(void)
+{
+    tm_err err = {0};
+    static job j;
+    CHECK_EQ_INT(tm_pool_init(&j.pool, NULL, 2, 0, &err), TM_OK);
+    j.n_workers = 2;
+    atomic_store(&j.nested_rc, 0);
+    CHECK_EQ_INT(tm_pool_run(j.pool, 4, nested_body, &j), TM_OK);
+    CHECK_EQ_INT(atomic_load(&j.nested_rc), 0); /* every nested call was refused */
+    tm_pool_free(j.pool);
+}
+
+static void test_affinity(void)
+{
+    static int saved[1024];
+    int n_saved = n_allowed_cpus(saved, 1024);
+    int cpus[8];
+    int n = n_allowed_cpus(cpus, 2);
+    tm_err err = {0};
+    tm_pool *pool;
+    CHECK_EQ_INT(tm_pool_init(&pool, cpus, n, 0, &err), TM_OK);
+    CHECK_EQ_INT(tm_pool_pin_caller(pool, &err), TM_OK);
+    static job j;
+    j.n_workers = n;
+    j.cpus = cpus;
+    atomic_store(&j.bad_cpu, 0);
+    for (int it = 0; it < 200; it++) {
+        reset(&j);
+        tm_pool_run(pool, 64, body, &j);
+    }
+    CHECK(all_once(&j, 64));
+    CHECKF(atomic_load(&j.bad_cpu) == 0, "%d tasks ran off their worker's cpu", atomic_load(&j.bad_cpu));
+    tm_pool_free(pool);
+    j.cpus = NULL;
+    /* restore the caller's affinity to every allowed cpu */
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int i = 0; i < n_saved; i++) CPU_SET(saved[i], &all);
+    sched_setaffinity(0, sizeof all, &all);
+}
+
+/* Two pools on disjoint core sets, driven at the same time from two threads. */
+typedef struct {
+    int cpu;
+    int iters;
+    job j;
+    int rc_init, ok;
+} side;
+
+static void *side_main(void *arg)
+{
+    side *s = arg;
+    tm_err err = {0};
+    tm_pool *pool;
+    s->rc_init = tm_pool_init(&pool, &s->cpu, 1, TM_POOL_SPAWN_ALL, &err);
+    if (s->rc_init) return NULL;
+    s->j.n_workers = 1;
+    s->j.cpus = &s->cpu;
+    s->ok = 1;
+    for (int it = 0; it < s->iters; it++) {
+        int n = 1 + it % 97;
+        reset(&s->j);
+        if (tm_pool_run(pool, n, body, &s->j) != TM_OK || !all_once(&s->j, n)) s->ok = 0;
+    }
+    tm_pool_free(pool);
+    return NULL;
+}
+
+static void test_two_pools(void)
+{
+    int cpus[2];
+    if (n_allowed_cpus(cpus, 2) < 2) {
+        printf("SKIP: two pools on disjoint cores need 2 cpus\n");
+        return;
+    }
+    static side a, b;
+    a.cpu = cpus[0];
+    b.cpu = cpus[1];
+    a.iters = b.iters = getenv("TM_SANITIZER") ? 100 : 400;
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, side_main, &a);
+    pthread_create(&tb, NULL, side_main, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK_EQ_INT(a.rc_init, TM_OK);
+    CHECK_EQ_INT(b.rc_init, TM_OK);
+    CHECK(a.ok);
+    CHECK(b.ok);
+    CHECK_EQ_INT(atomic_load(&a.j.bad_cpu), 0);
+    CHECK_EQ_INT(atomic_load(&b.j.bad_cpu), 0);
+}
+
+static void test_errors(void)
+{
+    tm_err err = {0};
+    tm_pool *pool = (tm_pool *)1;
+    int bad[] = {0, 100000};
+    CHECK_EQ_INT(tm_pool_init(&pool, bad, 2, 0, &err), TM_E_INVALID);
+    CHECK(pool == NULL);
+    CHECK(strstr(err.msg, "cpu 100000") != NULL);
+    CHECK_EQ_INT(tm_pool_init(&pool, NULL, 0, 0, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_pool_init(&pool, NULL, 100000, 0, &err), TM_E_INVALID);
+
+    int cpus[16];
+    CHECK_EQ_INT(tm_cpu_list_parse("0-3,6,8-9", cpus, 16, &err), 7);
+    CHECK_EQ_INT(cpus[3], 3);
+    CHECK_EQ_INT(cpus[4], 6);
+    CHECK_EQ_INT(cpus[6], 9);
+    CHECK(tm_cpu_list_parse("3-1", cpus, 16, &err) < 0);
+    CHECK(tm_cpu_list_parse("a", cpus, 16, &err) < 0);
+    CHECK(tm_cpu_list_parse("0-100", cpus, 16, &err) == TM_E_LIMIT);
+    CHECK(tm_cpu_list_parse("1,", cpus, 16, &err) == 1);
+    CHECK(tm_cpu_list_parse("1;2", cpus, 16, &err) < 0);
+}
+
+static void noop(void *ctx, int task, int worker)
+{
+    (void)ctx; (void)task; (void)worker;
+}
+
+static void test_overhead(void)
+{
+    tm_err err = {0};
+    tm_pool *pool;
+    CHECK_EQ_INT(tm_pool_init(&pool, NULL, 2, 0, &err), TM_OK);
+    int iters = 20000;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < iters; i++) tm_pool_run(pool, 2, noop, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / iters;
+    printf("tm_pool_run overhead (2 workers, empty tasks): %.2f us per call\n", us);
+    /* Generous bound: the machine is shared, but a spinning pool must not
+     * cost a scheduler round trip (milliseconds) per call. */
+    CHECKF(us < 200.0, "%.1f us per empty parallel-for", us);
+    tm_pool_free(pool);
+}
+
+static void test_cpu_features(void)
+{
+    const tm_cpu *c = tm_cpu_get();
+    CHECK(c == tm_cpu_get());
+    CHECK(c->n_cpus >= 1);
+    char buf[256];
+    tm_cpu_features_str(c, buf, sizeof buf);
+    printf("cpu: %s | %s | %s\n", c->brand, buf, c->amx_note);
+    /* Cross-check against the kernel's view in /proc/cpuinfo where it exists. */
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[8192];
+        int has_avx2 = -1, has_512f = -1, has_bf16 = -1, has_vnni = -1;
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "flags", 5) != 0) continue;
+            has_avx2 = strstr(line, " avx2") != NULL;
+            has_512f = strstr(line, " avx512f") != NULL;
+            has_bf16 = strstr(line, " avx512_bf16") != NULL;
+            has_vnni = strstr(line, " avx512_vnni") != NULL;
+            break;
+        }
+        fclose(f);
+        if (has_avx2 >= 0) {
+            CHECK_EQ_INT(c->avx2, has_avx2);
+            CHECK_EQ_INT(c->avx512f, has_512f);
+            CHECK_EQ_INT(c->avx512bf16, has_bf16);
+            CHECK_EQ_INT(c->avx512vnni, has_vnni);
+        }
+    }
+    if (c->amx_tile) CHECK(c->amx_usable || strstr(c->amx_note, "not permitted"));
+    else CHECK(strstr(c->amx_note, "no AMX") != NULL);
+    char small[8];
+    tm_cpu_features_str(c, small, sizeof small);
+    CHECK(strlen(small) < sizeof small);
+}
+
+int main(void)
+{
+    test_cpu_features();
+    test_parallel_for();
+    test_nested_rejected();
+    test_affinity();
+    test_two_pools();
+    test_errors();
+    test_overhead();
+    return th_done("test_threadpool");
+}
