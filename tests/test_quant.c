@@ -1,0 +1,510 @@
+/* tests/test_quant.c: weight encodings (quant/): sizes, shape rules, exact
+ * bit layouts, rounding, round-trip error bounds, idempotence, the clipping
+ * search, row-range quantization from bf16/f16 and bad input. */
+#include "harness.h"
+
+#include <stdint.h>
+
+#include "quant/quant.h"
+
+static const tm_dtype ALL_ENC[] = {TM_DT_F32, TM_DT_F16, TM_DT_BF16, TM_DT_Q8PC,
+                                   TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32};
+static const tm_dtype Q_ENC[] = {TM_DT_Q8PC, TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32};
+
+/* a small deterministic PRNG for test data (splitmix64) */
+static uint64_t rng_state = 0x1234567;
+static double rnd_u01(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static double rnd_gauss(void)
+{
+    return sqrt(-2.0 * log(rnd_u01())) * cos(6.283185307179586 * rnd_u01());
+}
+/* Student-t with 3 degrees of freedom: heavy tails, like real weights' outliers */
+static double rnd_student3(void)
+{
+    double c = 0;
+    for (int k = 0; k < 3; k++) {
+        double z = rnd_gauss();
+        c += z * z;
+    }
+    return rnd_gauss() / sqrt(c / 3.0);
+}
+
+static void fill_gauss(float *w, int64_t n, double sigma)
+{
+    for (int64_t i = 0; i < n; i++) w[i] = (float)(sigma * rnd_gauss());
+}
+
+static double sqerr(const float *a, const float *b, int64_t n)
+{
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return e;
+}
+
+static void test_sizes(void)
+{
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_F32, 3, 64), 3 * 64 * 4);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_BF16, 3, 64), 3 * 64 * 2);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_F16, 3, 64), 3 * 64 * 2);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q8PC, 3, 64), 3 * 64);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q4PC, 3, 64), 3 * 32);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q4G64, 3, 128), 3 * 64);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q4G32, 3, 128), 3 * 64);
+    CHECK_EQ_INT(tm_quant_scale_count(TM_DT_BF16, 3, 128), 0);
+    CHECK_EQ_INT(tm_quant_scale_count(TM_DT_Q8PC, 3, 128), 3);
+    CHECK_EQ_INT(tm_quant_scale_count(TM_DT_Q4PC, 3, 128), 3);
+    CHECK_EQ_INT(tm_quant_scale_count(TM_DT_Q4G64, 3, 128), 6);
+    CHECK_EQ_INT(tm_quant_scale_count(TM_DT_Q4G32, 3, 128), 12);
+    CHECK_EQ_INT(tm_quant_group_size(TM_DT_Q4PC, 96), 96);
+    CHECK_EQ_INT(tm_quant_group_size(TM_DT_Q4G64, 128), 64);
+    CHECK_EQ_INT(tm_quant_group_size(TM_DT_BF16, 128), 0);
+    CHECK(tm_quant_is_quantized(TM_DT_Q4G32) && !tm_quant_is_quantized(TM_DT_BF16));
+    CHECK(tm_quant_is_encoding(TM_DT_F16) && !tm_quant_is_encoding(TM_DT_I32));
+}
+
+static void test_shape_rules(void)
+{
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4G64, 4, 100, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "int4g64") && strstr(err.msg, "K = 100") && strstr(err.msg, "multiple of 64"));
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4G64, 4, 96, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4G32, 4, 96, &err), TM_OK);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4PC, 4, 96, &err), TM_OK);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4PC, 4, 48, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "multiple of 32") != NULL);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4G32, 4, 16, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q8PC, 4, 7, &err), TM_OK);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_BF16, 1, 1, &err), TM_OK);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q8PC, 0, 64, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "N = 0") != NULL);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q8PC, 4, -64, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "K = -64") != NULL);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_BF16, 4, (int64_t)1 << 31, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_BF16, (int64_t)1 << 20, (int64_t)1 << 21, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "2^40") != NULL);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_I32, 4, 64, &err), TM_E_UNSUPPORTED);
+    CHECK_EQ_INT(tm_quant_check_shape((tm_dtype)99, 4, 64, &err), TM_E_UNSUPPORTED);
+
+    /* quantize and dequant refuse a bad shape too, without touching buffers */
+    float w[100] = {0}, s[4] = {0}, out[100];
+    uint8_t d[64];
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G64, w, 1, 100, d, s, NULL, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_quant_dequant(TM_DT_Q4G64, d, s, 1, 100, out, &err), TM_E_INVALID);
+}
+
+/* 32 values -8..7 then 7..-8: scale 1, nibbles j and 15 - j */
+static void test_q4_layout(void)
+{
+    float w[32];
+    for (int j = 0; j < 16; j++) {
+        w[j] = (float)(j - 8);
+        w[j + 16] = (float)(7 - j);
+    }
+    static const uint8_t expect[16] = {0xf0, 0xe1, 0xd2, 0xc3, 0xb4, 0xa5, 0x96, 0x87,
+                                       0x78, 0x69, 0x5a, 0x4b, 0x3c, 0x2d, 0x1e, 0x0f};
+    const tm_dtype encs[] = {TM_DT_Q4PC, TM_DT_Q4G32};
+    for (int e = 0; e < 2; e++) {
+        uint8_t d[16];
+        float s = 0;
+        tm_err err = {0};
+        CHECK_EQ_INT(tm_quant_quantize(encs[e], w, 1, 32, d, &s, NULL, &err), TM_OK);
+        CHECK_NEAR(s, 1.0, 0);
+        CHECK(memcmp(d, expect, 16) == 0);
+        int8_t q[32];
+        tm_quant_q4_unpack_block(d, q);
+        for (int j = 0; j < 32; j++) CHECK_EQ_INT(q[j], (int)w[j]);
+        float out[32];
+        tm_quant_dequant_row(encs[e], d, &s, 32, 0, out);
+        CHECK(memcmp(out, w, sizeof w) == 0);
+    }
+
+    /* rounding: half to even; +7.5 clamps to 7; the -8 element sets d = 1 */
+    float t[32] = {-8.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 6.5f, 7.5f, 0.49f, -3.51f};
+    int expq[32] = {-8, 0, 2, 2, 0, -2, -2, 6, 7, 0, -4};
+    uint8_t d[16];
+    float s;
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, t, 1, 32, d, &s, NULL, NULL), TM_OK);
+    CHECK_NEAR(s, 1.0, 0);
+    int8_t q[32];
+    tm_quant_q4_unpack_block(d, q);
+    int bad = 0;
+    for (int j = 0; j < 32; j++) bad += q[j] != expq[j];
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(d[0], 0x80);                       /* q[0] = -8 -> 0, q[16] = 0 -> 8 */
+    CHECK_EQ_INT(d[2], 0x8a);                       /* q[2] = 2 -> 10 */
+
+    /* a positive extreme: d = 8 / -8 = -1, so 8 encodes as -8 and -3 as +3 */
+    float p[32] = {8.0f, -3.0f, 2.0f};
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, p, 1, 32, d, &s, NULL, NULL), TM_OK);
+    CHECK_NEAR(s, -1.0, 0);
+    tm_quant_q4_unpack_block(d, q);
+    CHECK_EQ_INT(q[0], -8);
+    CHECK_EQ_INT(q[1], 3);
+    CHECK_EQ_INT(q[2], -2);
+
+    /* +a and -a tie: the negative element sets the scale */
+    float tie[32] = {4.0f, 1.0f, -4.0f};
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, tie, 1, 32, d, &s, NULL, NULL), TM_OK);
+    CHECK_NEAR(s, 0.5, 0);
+    tm_quant_q4_unpack_block(d, q);
+    CHECK_EQ_INT(q[0], 7);                          /* 8 clamps to 7 */
+    CHECK_EQ_INT(q[2], -8);
+
+    /* all-zero group: scale 0, q = 0 (bytes 0x88) */
+    float z[64] = {0};
+    uint8_t dz[32];
+    float sz[2] = {1, 1};
+    for (int j = 32; j < 64; j++) z[j] = (float)((j % 16) - 8) / 2.0f;   /* second group: m = -4 */
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, z, 1, 64, dz, sz, NULL, NULL), TM_OK);
+    CHECK_NEAR(sz[0], 0.0, 0);
+    CHECK_NEAR(sz[1], 0.5, 0);                      /* m = -4 */
+    int n88 = 0;
+    for (int j = 0; j < 16; j++) n88 += dz[j] == 0x88;
+    CHECK_EQ_INT(n88, 16);
+    float out[64];
+    tm_quant_dequant_row(TM_DT_Q4G32, dz, sz, 64, 0, out);
+    CHECK(memcmp(out, z, sizeof z) == 0);
+}
+
+/* group 64 spans two blocks: the scale is shared, the blocks are separate */
+static void test_q4g64_layout(void)
+{
+    float w[128];
+    for (int j = 0; j < 128; j++) w[j] = (float)((j % 16) - 8) * (j < 64 ? 1.0f : 0.25f);
+    uint8_t d[64];
+    float s[2];
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G64, w, 1, 128, d, s, NULL, NULL), TM_OK);
+    CHECK_NEAR(s[0], 1.0, 0);
+    CHECK_NEAR(s[1], 0.25, 0);
+    for (int b = 0; b < 4; b++)
+        for (int j = 0; j < 16; j++) CHECK_EQ_INT(d[b * 16 + j], j | (j << 4));
+}
+
+static void test_q8_layout(void)
+{
+    float w[6] = {127.0f, -63.5f, 0.5f, 1.5f, -127.0f, 2.5f};
+    int8_t q[6];
+    float s;
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, w, 1, 6, q, &s, NULL, NULL), TM_OK);
+    CHECK_NEAR(s, 1.0, 0);
+    const int8_t e[6] = {127, -64, 0, 2, -127, 2};
+    CHECK(memcmp(q, e, 6) == 0);
+
+    /* two rows, one scale each; the quantizer never writes -128 */
+    float w2[2][4] = {{0.1f, -0.2f, 0.3f, -0.4f}, {-1000.0f, 10.0f, 0.0f, 999.0f}};
+    int8_t q2[8];
+    float s2[2];
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, &w2[0][0], 2, 4, q2, s2, NULL, NULL), TM_OK);
+    CHECK_NEAR(s2[0], 0.4f / 127.0f, 0);
+    CHECK_NEAR(s2[1], 1000.0f / 127.0f, 0);
+    CHECK_EQ_INT(q2[3], -127);
+    CHECK_EQ_INT(q2[4], -127);
+    CHECK_EQ_INT(q2[7], 127);
+    CHECK_EQ_INT(q2[5], 1);                         /* 10 / 7.874 = 1.27 */
+    /* a decoder accepts -128 */
+    int8_t m[2] = {-128, 127};
+    float sm = 0.5f, out[2];
+    tm_quant_dequant_row(TM_DT_Q8PC, m, &sm, 2, 0, out);
+    CHECK_NEAR(out[0], -64.0, 0);
+    CHECK_NEAR(out[1], 63.5, 0);
+}
+
+/* |w - deq| <= |d|/2 wherever w/d is within the grid; the int4 side opposite
+ * to the extreme can reach w/d up to 8 and clamps to 7 (error <= |d|). */
+static void test_roundtrip_bounds(void)
+{
+    const int64_t N = 16, K = 256;
+    float *w = malloc(sizeof(float) * N * K), *out = malloc(sizeof(float) * N * K);
+    void *data = malloc(N * K * 4);
+    float *sc = malloc(sizeof(float) * N * K);
+    fill_gauss(w, N * K, 0.02);
+    w[5] = 0.3f;      /* an outlier */
+    w[K + 7] = -0.3f;
+    for (size_t e = 0; e < sizeof ALL_ENC / sizeof ALL_ENC[0]; e++) {
+        tm_dtype enc = ALL_ENC[e];
+        tm_err err = {0};
+        CHECK_EQ_INT(tm_quant_quantize(enc, w, N, K, data, sc, NULL, &err), TM_OK);
+        CHECK_EQ_INT(tm_quant_dequant(enc, data, sc, N, K, out, &err), TM_OK);
+        int64_t G = tm_quant_group_size(enc, K);
+        int bad = 0, clamped = 0;
+        for (int64_t i = 0; i < N * K; i++) {
+            double diff = fabs((double)w[i] - out[i]);
+            if (enc == TM_DT_F32) bad += diff != 0;
+            else if (enc == TM_DT_BF16) bad += diff > fabs(w[i]) * (1.0 / 256);
+            else if (enc == TM_DT_F16) bad += diff > fabs(w[i]) * (1.0 / 2048) + 3e-8;
+            else {
+                double d = fabs(sc[(i / K) * (K / G) + (i % K) / G]);
+                double x = (double)w[i] / sc[(i / K) * (K / G) + (i % K) / G];
+                if (enc == TM_DT_Q8PC || x <= 7.5) bad += diff > d / 2 * (1 + 1e-6);
+                else {
+                    clamped++;
+                    bad += x > 8.0 * (1 + 1e-6) || diff > d * (1 + 1e-6);
+                }
+            }
+        }
+        CHECKF(bad == 0, "%s: %d elements beyond the error bound", tm_dtype_name(enc), bad);
+        if (enc == TM_DT_Q8PC) CHECK_EQ_INT(clamped, 0);
+        /* dequant_row agrees with the whole-tensor dequant */
+        float row[256];
+        tm_quant_dequant_row(enc, data, sc, K, 9, row);
+        CHECK(memcmp(row, out + 9 * K, sizeof row) == 0);
+    }
+    free(w);
+    free(out);
+    free(data);
+    free(sc);
+}
+
+/* quantize(dequant(q)) == q, for default and clip-search scales */
+static void test_idempotent(void)
+{
+    const int64_t N = 8, K = 192;
+    float *w = malloc(sizeof(float) * N * K), *deq = malloc(sizeof(float) * N * K);
+    uint8_t *d1 = malloc(N * K), *d2 = malloc(N * K);
+    float *s1 = malloc(sizeof(float) * N * K), *s2 = malloc(sizeof(float) * N * K);
+    for (int64_t i = 0; i < N * K; i++) w[i] = (float)(0.02 * rnd_student3());
+    for (size_t e = 0; e < sizeof Q_ENC / sizeof Q_ENC[0]; e++) {
+        tm_dtype enc = Q_ENC[e];
+        if (enc == TM_DT_Q4G64) continue;             /* K = 192 is a multiple of 64 too, but test below */
+        for (int clip = 0; clip < 2; clip++) {
+            tm_quant_opts o = {.clip_search = clip};
+            size_t nb = tm_quant_data_bytes(enc, N, K), ns = tm_quant_scale_count(enc, N, K);
+            CHECK_EQ_INT(tm_quant_quantize(enc, w, N, K, d1, s1, &o, NULL), TM_OK);
+            CHECK_EQ_INT(tm_quant_dequant(enc, d1, s1, N, K, deq, NULL), TM_OK);
+            CHECK_EQ_INT(tm_quant_quantize(enc, deq, N, K, d2, s2, &o, NULL), TM_OK);
+            CHECKF(memcmp(d1, d2, nb) == 0, "%s clip=%d: re-quantized bytes differ", tm_dtype_name(enc), clip);
+            int sbad = 0;
+            for (size_t i = 0; i < ns; i++) sbad += fabsf(s1[i] - s2[i]) > fabsf(s1[i]) * 1e-6f;
+            CHECK_EQ_INT(sbad, 0);
+        }
+    }
+    {
+        tm_dtype enc = TM_DT_Q4G64;
+        CHECK_EQ_INT(tm_quant_quantize(enc, w, N, K, d1, s1, NULL, NULL), TM_OK);
+        CHECK_EQ_INT(tm_quant_dequant(enc, d1, s1, N, K, deq, NULL), TM_OK);
+        CHECK_EQ_INT(tm_quant_quantize(enc, deq, N, K, d2, s2, NULL, NULL), TM_OK);
+        CHECK(memcmp(d1, d2, tm_quant_data_bytes(enc, N, K)) == 0);
+        CHECK(memcmp(s1, s2, tm_quant_scale_count(enc, N, K) * sizeof(float)) == 0); /* -8 d / -8 is exact */
+    }
+    free(w);
+    free(deq);
+    free(d1);
+    free(d2);
+    free(s1);
+    free(s2);
+}
+
+/* clip search: per group never worse, clearly better on heavy tails */
+static void check_clip(tm_dtype enc, const float *w, int64_t N, int64_t K, double min_gain, const char *what)
+{
+    size_t nb = tm_quant_data_bytes(enc, N, K), ns = tm_quant_scale_count(enc, N, K);
+    uint8_t *d = malloc(nb);
+    float *s = malloc(ns * sizeof(float)), *o0 = malloc(sizeof(float) * N * K), *o1 = malloc(sizeof(float) * N * K);
+    tm_quant_opts off = {0}, on = {.clip_search = 1};
+    CHECK_EQ_INT(tm_quant_quantize(enc, w, N, K, d, s, &off, NULL), TM_OK);
+    tm_quant_dequant(enc, d, s, N, K, o0, NULL);
+    CHECK_EQ_INT(tm_quant_quantize(enc, w, N, K, d, s, &on, NULL), TM_OK);
+    tm_quant_dequant(enc, d, s, N, K, o1, NULL);
+    int64_t G = tm_quant_group_size(enc, K);
+    int worse = 0;
+    double e0 = 0, e1 = 0;
+    for (int64_t g = 0; g < N * K; g += G) {
+        double a = sqerr(w + g, o0 + g, G), b = sqerr(w + g, o1 + g, G);
+        worse += b > a;
+        e0 += a;
+        e1 += b;
+    }
+    CHECKF(worse == 0, "%s %s: clip search increased the error of %d groups", tm_dtype_name(enc), what, worse);
+    CHECKF(e1 <= e0 * (1.0 - min_gain), "%s %s: clip search error %.4g vs %.4g (want %.0f%% lower)",
+           tm_dtype_name(enc), what, e1, e0, min_gain * 100);
+    free(d);
+    free(s);
+    free(o0);
+    free(o1);
+}
+
+static void test_clip_search(void)
+{
+    const int64_t N = 32, K = 512;
+    float *w = malloc(sizeof(float) * N * K);
+    for (int64_t i = 0; i < N * K; i++) w[i] = (float)(0.02 * rnd_student3());
+    for (size_t e = 0; e < sizeof Q_ENC / sizeof Q_ENC[0]; e++)
+        check_clip(Q_ENC[e], w, N, K, Q_ENC[e] == TM_DT_Q8PC ? 0.005 : 0.03, "student-t");
+    /* Gaussian with 1% outliers at 10 sigma */
+    fill_gauss(w, N * K, 0.02);
+    for (int64_t i = 0; i < N * K; i += 97) w[i] = (float)(i % 2 ? 0.2 : -0.2);
+    for (size_t e = 0; e < sizeof Q_ENC / sizeof Q_ENC[0]; e++)
+        check_clip(Q_ENC[e], w, N, K, 0.0, "outliers");
+    /* plain Gaussian: still never worse */
+    fill_gauss(w, N * K, 0.02);
+    for (size_t e = 0; e < sizeof Q_ENC / sizeof Q_ENC[0]; e++) check_clip(Q_ENC[e], w, N, K, 0.0, "gaussian");
+    free(w);
+}
+
+/* quality on N(0, 0.02): guards against a regression of the scale choice
+ * (docs/encodings.md has the measured figures) */
+static void test_rmse(void)
+{
+    const int64_t N = 32, K = 1024;
+    float *w = malloc(sizeof(float) * N * K), *o = malloc(sizeof(float) * N * K);
+    uint8_t *d = malloc(N * K * 2);
+    float *s = malloc(sizeof(float) * N * K);
+    fill_gauss(w, N * K, 0.02);
+    double ms = 0;
+    for (int64_t i = 0; i < N * K; i++) ms += (double)w[i] * w[i];
+    const struct { tm_dtype enc; double max_rel; } c[] = {
+        {TM_DT_Q8PC, 0.0095}, {TM_DT_Q4G32, 0.090}, {TM_DT_Q4G64, 0.100}, {TM_DT_Q4PC, 0.150},
+        {TM_DT_BF16, 0.0025}, {TM_DT_F16, 0.0004},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        tm_quant_quantize(c[i].enc, w, N, K, d, s, NULL, NULL);
+        tm_quant_dequant(c[i].enc, d, s, N, K, o, NULL);
+        double rel = sqrt(sqerr(w, o, N * K) / ms);
+        CHECKF(rel < c[i].max_rel, "%s: relative RMSE %.4f >= %.4f", tm_dtype_name(c[i].enc), rel, c[i].max_rel);
+        CHECKF(rel > c[i].max_rel / 20, "%s: relative RMSE %.5f implausibly small", tm_dtype_name(c[i].enc), rel);
+    }
+    free(w);
+    free(o);
+    free(d);
+    free(s);
+}
+
+/* rows [r0, r1) from bf16 / f16 sources equal quantizing the f32 values, and
+ * nothing outside the range is written */
+static void test_rows_from_half(void)
+{
+    const int64_t N = 6, K = 128;
+    float w[6 * 128], wf[6 * 128];
+    uint16_t hb[6 * 128], hh[6 * 128];
+    fill_gauss(w, N * K, 0.05);
+    const tm_dtype srcs[] = {TM_DT_BF16, TM_DT_F16};
+    for (int si = 0; si < 2; si++) {
+        uint16_t *h = si == 0 ? hb : hh;
+        for (int64_t i = 0; i < N * K; i++) h[i] = si == 0 ? tm_f32_to_bf16(w[i]) : tm_f32_to_f16(w[i]);
+        tm_to_f32(wf, h, srcs[si], (size_t)(N * K));
+        for (size_t e = 0; e < sizeof ALL_ENC / sizeof ALL_ENC[0]; e++) {
+            tm_dtype enc = ALL_ENC[e];
+            size_t nb = tm_quant_data_bytes(enc, N, K), ns = tm_quant_scale_count(enc, N, K);
+            uint8_t ref[6 * 128 * 4], got[6 * 128 * 4];
+            float rs[64], gs[64];
+            CHECK_EQ_INT(tm_quant_quantize(enc, wf, N, K, ref, rs, NULL, NULL), TM_OK);
+            memset(got, 0xa5, sizeof got);
+            for (int i = 0; i < 64; i++) gs[i] = -7.0f;
+            tm_err err = {0};
+            CHECK_EQ_INT(tm_quant_quantize_rows(enc, srcs[si], h, N, K, 2, 5, got, gs, NULL, &err), TM_OK);
+            size_t rb = nb / N, sr = ns / N;
+            CHECK(memcmp(got + 2 * rb, ref + 2 * rb, 3 * rb) == 0);
+            CHECK(ns == 0 || memcmp(gs + 2 * sr, rs + 2 * sr, 3 * sr * sizeof(float)) == 0);
+            int touched = 0;
+            for (size_t i = 0; i < 2 * rb; i++) touched += got[i] != 0xa5;
+            for (size_t i = 5 * rb; i < nb; i++) touched += got[i] != 0xa5;
+            for (size_t i = 0; i < ns; i++)
+                if (i < 2 * sr || i >= 5 * sr) touched += gs[i] != -7.0f;
+            CHECK_EQ_INT(touched, 0);
+            /* the rest of the rows, then the whole tensor matches */
+            CHECK_EQ_INT(tm_quant_quantize_rows(enc, srcs[si], h, N, K, 0, 2, got, gs, NULL, NULL), TM_OK);
+            CHECK_EQ_INT(tm_quant_quantize_rows(enc, srcs[si], h, N, K, 5, 6, got, gs, NULL, NULL), TM_OK);
+            CHECK_EQ_INT(tm_quant_quantize_rows(enc, srcs[si], h, N, K, 6, 6, got, gs, NULL, NULL), TM_OK);
+            CHECK(memcmp(got, ref, nb) == 0);
+        }
+    }
+    /* bf16 -> bf16 is a bit-exact copy */
+    uint16_t out[6 * 128];
+    CHECK_EQ_INT(tm_quant_quantize_rows(TM_DT_BF16, TM_DT_BF16, hb, N, K, 0, N, out, NULL, NULL, NULL), TM_OK);
+    CHECK(memcmp(out, hb, sizeof out) == 0);
+}
+
+static void test_plain_dequant(void)
+{
+    const uint16_t bf[2] = {0x3f80, 0xc000}, hf[2] = {0x3c00, 0xc000};
+    const float f[2] = {1.0f, -2.0f};
+    float out[2];
+    tm_quant_dequant_row(TM_DT_BF16, bf, NULL, 2, 0, out);
+    CHECK(out[0] == 1.0f && out[1] == -2.0f);
+    tm_quant_dequant_row(TM_DT_F16, hf, NULL, 1, 1, out);
+    CHECK(out[0] == -2.0f);
+    tm_quant_dequant_row(TM_DT_F32, f, NULL, 1, 1, out);
+    CHECK(out[0] == -2.0f);
+    float w[2] = {1.0f, 3.0f};
+    uint16_t h[2];
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_F16, w, 1, 2, h, NULL, NULL, NULL), TM_OK);
+    CHECK_EQ_INT(h[1], 0x4200);
+}
+
+static void test_bad_input(void)
+{
+    const int64_t N = 4, K = 64;
+    float w[4 * 64];
+    uint8_t d[4 * 64 * 4];
+    float s[16];
+    fill_gauss(w, N * K, 1.0);
+    tm_err err = {0};
+    w[3 * K + 7] = NAN;
+    for (size_t e = 0; e < sizeof Q_ENC / sizeof Q_ENC[0]; e++) {
+        tm_err_clear(&err);
+        CHECK_EQ_INT(tm_quant_quantize(Q_ENC[e], w, N, K, d, s, NULL, &err), TM_E_INVALID);
+        CHECKF(strstr(err.msg, "row 3, column 7") && strstr(err.msg, "not finite"), "%s", err.msg);
+    }
+    w[3 * K + 7] = -INFINITY;
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G64, w, N, K, d, s, NULL, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "row 3, column 7") != NULL);
+    /* plain encodings keep NaN / inf faithfully */
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_BF16, w, N, K, d, s, NULL, &err), TM_OK);
+    w[3 * K + 7] = 1.0f;
+    /* a finite weight beyond f16's range */
+    w[K + 2] = 70000.0f;
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_F16, w, N, K, d, NULL, NULL, &err), TM_E_INVALID);
+    CHECKF(strstr(err.msg, "row 1, column 2") && strstr(err.msg, "f16"), "%s", err.msg);
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, w, N, K, d, s, NULL, &err), TM_OK);
+    /* bad row ranges, source types and buffers */
+    CHECK_EQ_INT(tm_quant_quantize_rows(TM_DT_Q8PC, TM_DT_F32, w, N, K, 3, 2, d, s, NULL, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "[3, 2)") != NULL);
+    CHECK_EQ_INT(tm_quant_quantize_rows(TM_DT_Q8PC, TM_DT_F32, w, N, K, 0, 5, d, s, NULL, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_quant_quantize_rows(TM_DT_Q8PC, TM_DT_F32, w, N, K, -1, 2, d, s, NULL, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_quant_quantize_rows(TM_DT_Q8PC, TM_DT_I8, w, N, K, 0, 1, d, s, NULL, &err), TM_E_UNSUPPORTED);
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, w, N, K, d, NULL, NULL, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "scales") != NULL);
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G64, w, N, K, d, s, NULL, NULL), TM_OK);   /* NULL err is fine */
+    /* huge and tiny magnitudes stay finite and within bounds */
+    float big[32], tiny[32], out[32];
+    for (int j = 0; j < 32; j++) {
+        big[j] = (j % 2 ? 1 : -1) * 3.0e38f * ((float)(j + 1) / 32.0f);
+        tiny[j] = (float)(j - 16) * 1e-44f;
+    }
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, big, 1, 32, d, s, NULL, NULL), TM_OK);
+    tm_quant_dequant_row(TM_DT_Q4G32, d, s, 32, 0, out);
+    int bad = 0;
+    for (int j = 0; j < 32; j++) bad += !isfinite(out[j]) || fabsf(out[j] - big[j]) > fabsf(s[0]);
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, tiny, 1, 32, d, s, NULL, NULL), TM_OK);
+    tm_quant_dequant_row(TM_DT_Q4G32, d, s, 32, 0, out);
+    bad = 0;
+    for (int j = 0; j < 32; j++) bad += !isfinite(out[j]) || fabsf(out[j] - tiny[j]) > 2e-44f;
+    CHECK_EQ_INT(bad, 0);
+    tm_quant_opts on = {.clip_search = 1};
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, tiny, 1, 32, d, s, &on, NULL), TM_OK);
+}
+
+int main(void)
+{
+    test_sizes();
+    test_shape_rules();
+    test_q4_layout();
+    test_q4g64_layout();
+    test_q8_layout();
+    test_roundtrip_bounds();
+    test_idempotent();
+    test_clip_search();
+    test_rmse();
+    test_rows_from_half();
+    test_plain_dequant();
+    test_bad_input();
+    return th_done("test_quant");
+}
