@@ -27,9 +27,12 @@
  * Quantizer rules (the reference; any faster quantizer must give identical
  * bytes): q = clamp(round_half_even(w / d), qmin, qmax) with the division in
  * f32. Default scale d per group: int8 d = absmax / 127; int4 d = m / -8 where
- * m is the group's element of largest magnitude (the first one on ties), so m
- * itself encodes as -8 exactly (ggml Q4_0 style; lower RMSE than absmax / 7,
- * see docs/encodings.md). An all-zero group gets d = 0 and q = 0.
+ * m is the group's element of largest magnitude (the negative one when +a and
+ * -a tie), so m itself encodes as -8 exactly (ggml Q4_0 style; about 11% lower
+ * RMSE than absmax / 7 on Gaussian weights, see docs/encodings.md). d may thus
+ * be negative. An all-zero group gets d = +0 and q = 0. Error bound:
+ * |w - d q| <= |d| / 2, except int4 elements of the sign opposite to m with
+ * |w| > 7.5 |d|, which clamp to 7 (error <= |d|).
  * With clip_search, d is chosen among d0 * c, c in {0.70, 0.71, ..., 1.00},
  * then refined by least squares, keeping whichever gives the lowest squared
  * error of the group (never worse than the default d0). */
