@@ -1,0 +1,103 @@
+/* engine/engine.h: the engine interface. An engine is a small vtable, a
+ * context, and a version (ggml-backend, sqlite3_io_methods).
+ *
+ *   const tm_engine_vt *e = tm_engine_find("cpu-avx512");
+ *   tm_engine_caps caps;
+ *   if (e->probe(&caps) != TM_OK) ...;            // not available on this machine
+ *   void *ctx;
+ *   e->bind(&ctx, model, &opts, &err);            // repack/upload the stage's weights
+ *   e->prefill(ctx, &(tm_prefill_args){...}, &err); // one fixed-size chunk
+ *   e->decode(ctx, &(tm_decode_args){...}, &err);   // one step for B sequences
+ *   e->unbind(ctx);
+ *
+ * The runtime asks engines what they can do (caps) and never switches on an
+ * engine's name. Roles: a prefill engine is a matrix unit that wants fixed
+ * chunk shapes (AMX tiles, tensor cores); a decode engine is a bandwidth
+ * unit (AVX-512/VNNI GEMV, CUDA). One engine may serve both roles.
+ *
+ * KV: every engine reads and writes KV through the paged cache of
+ * runtime/kvcache.h. Stateful prefill writes the chunk's K/V straight into
+ * the decode side's cache (zero copy when dtype and layout agree). Stateless
+ * prefill writes into a prefill-private staging cache and reports each layer
+ * as done through on_layer, so the KV bridge (runtime/bridge.h) converts and
+ * scatters that layer into decode pages while later layers compute.
+ *
+ * Shapes: T chunk tokens, B sequences, V vocabulary (legend in core/tensor.h). */
+#ifndef TM_ENGINE_ENGINE_H
+#define TM_ENGINE_ENGINE_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "runtime/kvcache.h"
+
+#define TM_ENGINE_VERSION 1
+
+struct tm_model;
+struct tm_pool;
+
+enum { TM_ROLE_PREFILL = 1, TM_ROLE_DECODE = 2 };
+
+typedef struct tm_engine_caps {
+    const char *name;          /* "cpu-amx", "cpu-avx512", "cpu-avx2", "cpu-scalar" */
+    const char *device;        /* "cpu", "cuda:0" */
+    unsigned roles;            /* TM_ROLE_* bits */
+    tm_dtype encodings[8];     /* weight encodings bind accepts, preferred first */
+    int n_encodings;
+    int chunk_sizes[8];        /* prefill chunk sizes it is built for */
+    int n_chunks;
+    tm_dtype kv_dtypes[4];     /* KV cache dtypes it reads/writes, preferred first */
+    int n_kv_dtypes;
+    int max_batch;             /* decode: most sequences per step */
+} tm_engine_caps;
+
+typedef struct tm_engine_opts {
+    tm_dtype weight_enc;       /* encoding of the stage's weights to bind */
+    struct tm_pool *pool;      /* threads (pinned to this engine's core set) */
+    int max_ctx;               /* longest sequence it must serve */
+} tm_engine_opts;
+
+typedef struct tm_prefill_args {
+    const int32_t *tokens;     /* [T]: n_valid real tokens, then padding */
+    int T;                     /* chunk size (one of caps.chunk_sizes, or exact) */
+    int n_valid;               /* real tokens, 1..T */
+    int pos0;                  /* position of tokens[0]; KV holds [0, pos0) */
+    tm_kv_cache *kv;           /* where this chunk's K/V go and earlier K/V are */
+    tm_kv_seq *seq;            /* pages covering [0, pos0 + n_valid) */
+    float *logits;             /* (optional) [V]: logits after tokens[n_valid-1] */
+    /* (optional) called once a layer's K/V for this chunk are in kv */
+    void (*on_layer)(void *ud, int layer);
+    void *ud;
+} tm_prefill_args;
+
+typedef struct tm_decode_args {
+    int B;                     /* sequences this step */
+    const int32_t *tokens;     /* [B] the token each sequence feeds */
+    const int *pos;            /* [B] its position; KV holds [0, pos[b]) */
+    tm_kv_cache *kv;
+    tm_kv_seq *const *seqs;    /* [B] pages covering [0, pos[b] + 1) */
+    float *logits;             /* [B][V] */
+} tm_decode_args;
+
+typedef struct tm_engine_vt {
+    int version;               /* TM_ENGINE_VERSION */
+    const char *name;          /* same as caps.name */
+    /* probe: fill caps; TM_E_UNSUPPORTED if the engine cannot run here
+     * (e.g. no AMX), with the reason in err. */
+    int (*probe)(tm_engine_caps *caps, tm_err *err);
+    /* bind: take the model's weights (already in opts->weight_enc, from the
+     * stage's tensor source) and make them ready: repack into tiles, etc. */
+    int (*bind)(void **ctx, const struct tm_model *m, const tm_engine_opts *opts, tm_err *err);
+    /* (optional) prefill one chunk; NULL if the engine has no prefill role */
+    int (*prefill)(void *ctx, const tm_prefill_args *a, tm_err *err);
+    /* (optional) one decode step for a batch; NULL if no decode role */
+    int (*decode)(void *ctx, const tm_decode_args *a, tm_err *err);
+    void (*unbind)(void *ctx);
+} tm_engine_vt;
+
+/* The registry: every engine compiled in, best first. */
+const tm_engine_vt *const *tm_engines(int *n);
+const tm_engine_vt *tm_engine_find(const char *name); /* NULL if unknown */
+
+#endif

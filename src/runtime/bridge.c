@@ -1,0 +1,174 @@
+/* runtime/bridge.c: see bridge.h for the hand-off design block. */
+#include "runtime/bridge.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Convert n elements between KV dtypes (bf16, f16, f32). */
+static void convert_row(void *dst, tm_dtype dt, const void *src, tm_dtype st, int n)
+{
+    if (dt == st) {
+        memcpy(dst, src, (size_t)n * (st == TM_DT_F32 ? 4 : 2));
+        return;
+    }
+    float tmp[1024];
+    for (int i0 = 0; i0 < n; i0 += 1024) {
+        int m = n - i0 < 1024 ? n - i0 : 1024;
+        const uint8_t *s = (const uint8_t *)src + (size_t)i0 * (st == TM_DT_F32 ? 4 : 2);
+        tm_to_f32(tmp, s, st, (size_t)m);
+        uint8_t *d = (uint8_t *)dst + (size_t)i0 * (dt == TM_DT_F32 ? 4 : 2);
+        if (dt == TM_DT_F32) memcpy(d, tmp, (size_t)m * 4);
+        else if (dt == TM_DT_BF16) for (int i = 0; i < m; i++) ((uint16_t *)d)[i] = tm_f32_to_bf16(tmp[i]);
+        else for (int i = 0; i < m; i++) ((uint16_t *)d)[i] = tm_f32_to_f16(tmp[i]);
+    }
+}
+
+void tm_kv_copy_layer(const tm_kv_cache *src, const tm_kv_seq *ss, tm_kv_cache *dst,
+                      const tm_kv_seq *ds, int layer, int p0, int p1)
+{
+    const tm_kv_cache_opts *so = tm_kv_cache_info(src), *dop = tm_kv_cache_info(dst);
+    int Hk = so->n_kv_heads, Dh = so->head_dim;
+    size_t sesz = so->dtype == TM_DT_F32 ? 4 : 2, desz = dop->dtype == TM_DT_F32 ? 4 : 2;
+    for (int h = 0; h < Hk; h++) {
+        int p = p0;
+        while (p < p1) {
+            /* the longest run contiguous in both layouts */
+            int sp = p / so->page_size, sr = p % so->page_size;
+            int dp = p / dop->page_size, dr = p % dop->page_size;
+            int run = so->page_size - sr;
+            if (dop->page_size - dr < run) run = dop->page_size - dr;
+            if (p1 - p < run) run = p1 - p;
+            const uint8_t *sk = tm_kv_page_k(src, ss->pages[sp], layer, h);
+            const uint8_t *sv = tm_kv_page_v(src, ss->pages[sp], layer, h);
+            uint8_t *dk = tm_kv_page_k(dst, ds->pages[dp], layer, h);
+            uint8_t *dv = tm_kv_page_v(dst, ds->pages[dp], layer, h);
+            convert_row(dk + (size_t)dr * Dh * desz, dop->dtype, sk + (size_t)sr * Dh * sesz, so->dtype, run * Dh);
+            convert_row(dv + (size_t)dr * Dh * desz, dop->dtype, sv + (size_t)sr * Dh * sesz, so->dtype, run * Dh);
+            p += run;
+        }
+    }
+}
+
+#define BRIDGE_MAXQ 4096
+
+struct tm_bridge {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* work queued, or stop */
+    pthread_cond_t done_cv; /* queue drained */
+    int queue[BRIDGE_MAXQ];
+    int head, tail;         /* queue[head..tail) */
+    int busy, stop;
+    const tm_kv_cache *src;
+    const tm_kv_seq *ss;
+    tm_kv_cache *dst;
+    tm_kv_seq *ds;
+    int p0, p1;
+    double busy_s;
+};
+
+static void *bridge_main(void *arg)
+{
+    tm_bridge *b = arg;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        while (b->head == b->tail && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
+        if (b->head == b->tail && b->stop) break;
+        int layer = b->queue[b->head % BRIDGE_MAXQ];
+        b->busy = 1;
+        pthread_mutex_unlock(&b->mu);
+        double t0 = now_s();
+        tm_kv_copy_layer(b->src, b->ss, b->dst, b->ds, layer, b->p0, b->p1);
+        double dt = now_s() - t0;
+        pthread_mutex_lock(&b->mu);
+        b->busy_s += dt;
+        b->head++;
+        b->busy = 0;
+        if (b->head == b->tail) pthread_cond_broadcast(&b->done_cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+int tm_bridge_init(tm_bridge **out, int cpu, tm_err *err)
+{
+    tm_bridge *b = calloc(1, sizeof *b);
+    if (!b) return tm_errf(err, TM_E_NOMEM, "bridge: out of memory");
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    pthread_cond_init(&b->done_cv, NULL);
+    if (pthread_create(&b->thread, NULL, bridge_main, b) != 0) {
+        free(b);
+        return tm_errf(err, TM_E_NOMEM, "bridge: cannot start its thread");
+    }
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        pthread_setaffinity_np(b->thread, sizeof set, &set); /* best effort */
+    }
+    *out = b;
+    return TM_OK;
+}
+
+void tm_bridge_free(tm_bridge *b)
+{
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    pthread_cond_destroy(&b->done_cv);
+    free(b);
+}
+
+void tm_bridge_begin(tm_bridge *b, const tm_kv_cache *src, const tm_kv_seq *ss, tm_kv_cache *dst,
+                     tm_kv_seq *ds, int p0, int p1)
+{
+    tm_bridge_finish(b); /* the previous hand-off, if any, must be complete */
+    pthread_mutex_lock(&b->mu);
+    b->src = src;
+    b->ss = ss;
+    b->dst = dst;
+    b->ds = ds;
+    b->p0 = p0;
+    b->p1 = p1;
+    b->busy_s = 0;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void tm_bridge_layer_done(void *bridge, int layer)
+{
+    tm_bridge *b = bridge;
+    pthread_mutex_lock(&b->mu);
+    while (b->tail - b->head >= BRIDGE_MAXQ) pthread_cond_wait(&b->done_cv, &b->mu);
+    b->queue[b->tail % BRIDGE_MAXQ] = layer;
+    b->tail++;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+double tm_bridge_finish(tm_bridge *b)
+{
+    double t0 = now_s();
+    pthread_mutex_lock(&b->mu);
+    while (b->head != b->tail || b->busy) pthread_cond_wait(&b->done_cv, &b->mu);
+    if (b->ds) b->ds->owner = TM_KV_OWNER_DECODE;
+    pthread_mutex_unlock(&b->mu);
+    return now_s() - t0;
+}
+
+double tm_bridge_busy_seconds(const tm_bridge *b) { return b->busy_s; }

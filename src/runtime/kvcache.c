@@ -1,0 +1,138 @@
+/* runtime/kvcache.c: see kvcache.h for the design block. */
+#include "runtime/kvcache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tm_kv_cache {
+    tm_kv_cache_opts o;
+    size_t esz;          /* bytes per element */
+    size_t block_bytes;  /* one (page, layer, head): page_size * Dh * esz */
+    size_t layer_bytes;  /* K and V of one (page, layer): 2 * Hk * block_bytes */
+    size_t page_bytes;   /* one page, all layers: L * layer_bytes */
+    uint8_t *arena;      /* [n_pages][L][2][Hk][page_size][Dh] */
+    int32_t *free_list;  /* [n_pages] stack of free page ids */
+    int n_free;
+    pthread_mutex_t lock;
+};
+
+int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err)
+{
+    *out = NULL;
+    if (o->n_layers <= 0 || o->n_kv_heads <= 0 || o->head_dim <= 0 || o->n_pages <= 0 ||
+        o->page_size <= 0 || o->page_size > 1024 || (o->page_size & (o->page_size - 1)))
+        return tm_errf(err, TM_E_INVALID, "kv cache: invalid geometry (L %d, Hk %d, Dh %d, page %d, pages %d)",
+                       o->n_layers, o->n_kv_heads, o->head_dim, o->page_size, o->n_pages);
+    if (o->dtype != TM_DT_BF16 && o->dtype != TM_DT_F16 && o->dtype != TM_DT_F32)
+        return tm_errf(err, TM_E_UNSUPPORTED, "kv cache: dtype %s not supported (bf16, f16, f32)",
+                       tm_dtype_name(o->dtype));
+    tm_kv_cache *kv = calloc(1, sizeof *kv);
+    if (!kv) return tm_errf(err, TM_E_NOMEM, "kv cache: out of memory");
+    kv->o = *o;
+    kv->esz = o->dtype == TM_DT_F32 ? 4 : 2;
+    kv->block_bytes = (size_t)o->page_size * (size_t)o->head_dim * kv->esz;
+    kv->layer_bytes = 2 * (size_t)o->n_kv_heads * kv->block_bytes;
+    kv->page_bytes = (size_t)o->n_layers * kv->layer_bytes;
+    size_t total = kv->page_bytes * (size_t)o->n_pages;
+    if (total / (size_t)o->n_pages != kv->page_bytes) {
+        free(kv);
+        return tm_errf(err, TM_E_INVALID, "kv cache: size overflows");
+    }
+    /* 64-byte aligned so every block starts on a cache line (block_bytes is a
+     * multiple of 64 whenever page_size * Dh * esz is, i.e. always for Dh >= 32). */
+    if (posix_memalign((void **)&kv->arena, 4096, total ? total : 64) != 0) kv->arena = NULL;
+    kv->free_list = malloc(sizeof(int32_t) * (size_t)o->n_pages);
+    if (!kv->arena || !kv->free_list) {
+        free(kv->arena);
+        free(kv->free_list);
+        free(kv);
+        return tm_errf(err, TM_E_NOMEM, "kv cache: cannot allocate %zu bytes", total);
+    }
+    for (int i = 0; i < o->n_pages; i++) kv->free_list[i] = o->n_pages - 1 - i;
+    kv->n_free = o->n_pages;
+    pthread_mutex_init(&kv->lock, NULL);
+    *out = kv;
+    return TM_OK;
+}
+
+void tm_kv_cache_free(tm_kv_cache *kv)
+{
+    if (!kv) return;
+    pthread_mutex_destroy(&kv->lock);
+    free(kv->arena);
+    free(kv->free_list);
+    free(kv);
+}
+
+const tm_kv_cache_opts *tm_kv_cache_info(const tm_kv_cache *kv) { return &kv->o; }
+size_t tm_kv_cache_bytes(const tm_kv_cache *kv) { return kv->page_bytes * (size_t)kv->o.n_pages; }
+
+int tm_kv_cache_free_pages(tm_kv_cache *kv)
+{
+    pthread_mutex_lock(&kv->lock);
+    int n = kv->n_free;
+    pthread_mutex_unlock(&kv->lock);
+    return n;
+}
+
+int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err)
+{
+    int ps = kv->o.page_size;
+    int need = (n_tokens + ps - 1) / ps;
+    if (need <= seq->n_pages) return TM_OK;
+    if (need > seq->cap) {
+        int cap = seq->cap ? seq->cap : 8;
+        while (cap < need) cap *= 2;
+        int32_t *p = realloc(seq->pages, sizeof(int32_t) * (size_t)cap);
+        if (!p) return tm_errf(err, TM_E_NOMEM, "kv cache: out of memory for a page table");
+        seq->pages = p;
+        seq->cap = cap;
+    }
+    pthread_mutex_lock(&kv->lock);
+    int more = need - seq->n_pages;
+    if (more > kv->n_free) {
+        int nf = kv->n_free;
+        pthread_mutex_unlock(&kv->lock);
+        return tm_errf(err, TM_E_LIMIT, "kv cache full: %d tokens need %d more pages, %d free of %d",
+                       n_tokens, more, nf, kv->o.n_pages);
+    }
+    for (int i = 0; i < more; i++) seq->pages[seq->n_pages++] = kv->free_list[--kv->n_free];
+    pthread_mutex_unlock(&kv->lock);
+    return TM_OK;
+}
+
+void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq)
+{
+    if (seq->n_pages) {
+        pthread_mutex_lock(&kv->lock);
+        for (int i = 0; i < seq->n_pages; i++) kv->free_list[kv->n_free++] = seq->pages[i];
+        pthread_mutex_unlock(&kv->lock);
+    }
+    free(seq->pages);
+    memset(seq, 0, sizeof *seq);
+}
+
+void *tm_kv_page_k(const tm_kv_cache *kv, int32_t page, int layer, int head)
+{
+    return kv->arena + (size_t)page * kv->page_bytes + (size_t)layer * kv->layer_bytes +
+           (size_t)head * kv->block_bytes;
+}
+
+void *tm_kv_page_v(const tm_kv_cache *kv, int32_t page, int layer, int head)
+{
+    return (uint8_t *)tm_kv_page_k(kv, page, layer, head) + (size_t)kv->o.n_kv_heads * kv->block_bytes;
+}
+
+void tm_kv_view_of(const tm_kv_cache *kv, const tm_kv_seq *seq, int layer, tm_kv_view *v)
+{
+    v->pages = seq->pages;
+    v->page_size = kv->o.page_size;
+    v->n_tokens = seq->n_tokens;
+    v->dtype = kv->o.dtype;
+    v->base = kv->arena + (size_t)layer * kv->layer_bytes;
+    v->page_stride = kv->page_bytes;
+    v->head_stride = kv->block_bytes;
+    v->v_offset = (size_t)kv->o.n_kv_heads * kv->block_bytes;
+    v->head_dim = kv->o.head_dim;
+}
