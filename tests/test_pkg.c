@@ -1,0 +1,690 @@
+/* tests/test_pkg.c: the package format: checksum, writer, reader, stage
+ * sources, dedup, functions table, metadata, verify, and corruption cases. */
+#include "harness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "pkg/checksum.h"
+#include "pkg/pkg.h"
+#include "pkg/pkg_format.h"
+
+/* ---- checksum ---------------------------------------------------------------- */
+
+static void test_xxh64(void)
+{
+    /* published XXH64 values (seed 0) */
+    CHECK(tm_xxh64("", 0, 0) == 0xef46db3751d8e999ull);
+    CHECK(tm_xxh64("a", 1, 0) == 0xd24ec4f1a98c6e5bull);
+    CHECK(tm_xxh64("abc", 3, 0) == 0x44bc2cf5ad770999ull);
+    CHECK(tm_xxh64("abcdefghijklmnopqrstuvwxyz12345", 31, 0) == 0x467605901b01d6f6ull);
+    CHECK(tm_xxh64("abcdefghijklmnopqrstuvwxyz12345", 31, 877380273) == 0x37b562ec5715e132ull);
+    const char *s = "Nobody inspects the spammish repetition"; /* 39 bytes: the 32-byte stripe path */
+    CHECK(tm_xxh64(s, strlen(s), 0) == 0xfbcea83c8a378bf1ull);
+    /* 1000 bytes (i*7+3): zstd's frame checksum, the low 32 bits of XXH64, is 0x33f1a3fb */
+    uint8_t b[1000];
+    for (int i = 0; i < 1000; i++) b[i] = (uint8_t)(i * 7 + 3);
+    uint64_t whole = tm_xxh64(b, sizeof b, 0);
+    CHECK((uint32_t)whole == 0x33f1a3fbu);
+    /* streaming gives the same result at every split */
+    int bad = 0;
+    for (size_t cut = 0; cut <= sizeof b; cut += 7) {
+        tm_xxh64_state st;
+        tm_xxh64_init(&st, 0);
+        tm_xxh64_update(&st, b, cut / 3);
+        tm_xxh64_update(&st, b + cut / 3, cut - cut / 3);
+        tm_xxh64_update(&st, b + cut, sizeof b - cut);
+        bad += tm_xxh64_digest(&st) != whole;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+/* ---- a synthetic package ------------------------------------------------------ */
+
+#define N_SPECS 9
+
+typedef struct spec {
+    const char *name;
+    tm_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    unsigned stages;
+    uint8_t *data;     /* [nbytes] */
+    size_t nbytes;
+    float *scales;     /* [nscales] */
+    size_t nscales;
+} spec;
+
+static spec specs[N_SPECS] = {
+    {"model.embed_tokens.weight", TM_DT_BF16, 2, {64, 32}, TM_PKG_PREFILL | TM_PKG_DECODE, 0, 0, 0, 0},
+    {"model.norm.weight", TM_DT_F32, 1, {32}, TM_PKG_PREFILL | TM_PKG_DECODE, 0, 0, 0, 0},
+    {"model.layers.0.self_attn.q_proj.weight", TM_DT_BF16, 2, {48, 64}, TM_PKG_PREFILL, 0, 0, 0, 0},
+    {"model.layers.0.self_attn.q_proj.weight", TM_DT_Q4G64, 2, {48, 64}, TM_PKG_DECODE, 0, 0, 0, 0},
+    {"model.layers.0.self_attn.k_proj.weight", TM_DT_Q8PC, 2, {15, 40}, TM_PKG_PREFILL, 0, 0, 0, 0},
+    {"model.layers.0.self_attn.k_proj.weight", TM_DT_Q4G32, 2, {16, 64}, TM_PKG_DECODE, 0, 0, 0, 0},
+    {"model.layers.0.self_attn.o_proj.weight", TM_DT_Q4PC, 2, {32, 64}, TM_PKG_PREFILL | TM_PKG_DECODE, 0, 0, 0, 0},
+    {"model.layers.0.mlp.experts.weight", TM_DT_Q4G32, 3, {2, 8, 64}, TM_PKG_DECODE, 0, 0, 0, 0},
+    {"big.weight", TM_DT_BF16, 2, {1100, 4096}, TM_PKG_PREFILL, 0, 0, 0, 0}, /* 9 MB: several write slices */
+};
+
+static uint32_t rng = 12345;
+static uint8_t rnd8(void)
+{
+    rng = rng * 1103515245u + 12345u;
+    return (uint8_t)(rng >> 16);
+}
+
+static void make_specs(void)
+{
+    for (int i = 0; i < N_SPECS; i++) {
+        spec *s = &specs[i];
+        int64_t numel = 1;
+        for (int d = 0; d < s->ndim; d++) numel *= s->shape[d];
+        int64_t k = s->shape[s->ndim - 1], rows = numel / k;
+        switch (s->dtype) {
+        case TM_DT_Q8PC: s->nbytes = (size_t)numel; s->nscales = (size_t)rows; break;
+        case TM_DT_Q4PC: s->nbytes = (size_t)numel / 2; s->nscales = (size_t)rows; break;
+        case TM_DT_Q4G64: s->nbytes = (size_t)numel / 2; s->nscales = (size_t)(rows * k / 64); break;
+        case TM_DT_Q4G32: s->nbytes = (size_t)numel / 2; s->nscales = (size_t)(rows * k / 32); break;
+        default: s->nbytes = (size_t)numel * tm_dtype_size(s->dtype); s->nscales = 0; break;
+        }
+        s->data = malloc(s->nbytes);
+        for (size_t j = 0; j < s->nbytes; j++) s->data[j] = rnd8();
+        if (s->nscales) {
+            s->scales = malloc(s->nscales * sizeof(float));
+            for (size_t j = 0; j < s->nscales; j++) s->scales[j] = 0.001f * (float)(j + 1) + (float)i;
+        }
+    }
+}
+
+static tm_tensor spec_tensor(const spec *s)
+{
+    tm_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = s->name;
+    t.dtype = s->dtype;
+    t.ndim = s->ndim;
+    memcpy(t.shape, s->shape, sizeof t.shape);
+    t.data = s->data;
+    t.nbytes = s->nbytes;
+    t.scales = s->scales;
+    return t;
+}
+
+static char tokenizer_text[20000];
+static const char *config_text = "{\"architectures\": [\"LlamaForCausalLM\"], \"num_hidden_layers\": 1}";
+static const char *template_text = "{% for m in messages %}{{ m.content }}{% endfor %}";
+
+static const tm_pkg_io prefill_in[] = {
+    {"tokens", TM_DT_I32, 1, {{"T", 0}}},
+    {"kv_in", TM_DT_BF16, 5, {{"L", 0}, {NULL, 2}, {"Hk", 0}, {"P", 0}, {"Dh", 0}}},
+};
+static const tm_pkg_io prefill_out[] = {
+    {"kv_out", TM_DT_BF16, 5, {{"L", 0}, {NULL, 2}, {"Hk", 0}, {"T", 0}, {"Dh", 0}}},
+    {"logits", TM_DT_F32, 2, {{NULL, 1}, {"V", 0}}},
+};
+static const tm_pkg_function fn_prefill = {"prefill_64_stateless", TM_PKG_FN_PREFILL, "matrix", 64, 0,
+                                           2, 2, prefill_in, prefill_out};
+static const tm_pkg_function fn_decode = {"decode", TM_PKG_FN_DECODE, "bandwidth", 1, 1,
+                                          1, 1, prefill_in, prefill_out + 1};
+
+static int write_package(const char *path, tm_err *err)
+{
+    tm_pkg_writer *w;
+    int rc = tm_pkg_writer_open(&w, path, 0, err);
+    if (rc) return rc;
+    for (int i = 0; i < N_SPECS && rc == TM_OK; i++) {
+        tm_tensor t = spec_tensor(&specs[i]);
+        rc = tm_pkg_writer_add_tensor(w, &t, specs[i].stages, err);
+        if (i == 3 && rc == TM_OK) rc = tm_pkg_writer_add_doc(w, TM_PKG_DOC_CONFIG, config_text, strlen(config_text), err);
+    }
+    if (rc == TM_OK) rc = tm_pkg_writer_add_doc(w, TM_PKG_DOC_TOKENIZER, tokenizer_text, strlen(tokenizer_text), err);
+    if (rc == TM_OK) rc = tm_pkg_writer_add_doc(w, TM_PKG_DOC_CHAT_TEMPLATE, template_text, strlen(template_text), err);
+    if (rc == TM_OK) rc = tm_pkg_writer_add_doc(w, "empty.txt", "", 0, err);
+    if (rc == TM_OK) rc = tm_pkg_writer_add_function(w, &fn_prefill, err);
+    if (rc == TM_OK) rc = tm_pkg_writer_add_function(w, &fn_decode, err);
+    if (rc == TM_OK)
+        rc = tm_pkg_writer_set_meta(w, "converter",
+                                    "{\"name\": \"tandem\", \"version\": \"0.1.0\", \"encodings\": "
+                                    "{\"prefill\": \"bf16\", \"decode\": \"int4g64\"}, \"chunks\": [64]}",
+                                    err);
+    if (rc == TM_OK) rc = tm_pkg_writer_set_meta(w, "model", "{\"n_params\": 12345}", err);
+    if (rc) {
+        tm_pkg_writer_abort(w);
+        return rc;
+    }
+    return tm_pkg_writer_finish(w, err);
+}
+
+static int io_equal(const tm_pkg_io *a, const tm_pkg_io *b)
+{
+    if (strcmp(a->name, b->name) || a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (!a->dims[d].sym != !b->dims[d].sym) return 0;
+        if (a->dims[d].sym ? strcmp(a->dims[d].sym, b->dims[d].sym) != 0 : a->dims[d].size != b->dims[d].size) return 0;
+    }
+    return 1;
+}
+
+static int fn_equal(const tm_pkg_function *a, const tm_pkg_function *b)
+{
+    if (!a || strcmp(a->name, b->name) || a->kind != b->kind || strcmp(a->engine_class, b->engine_class) ||
+        a->chunk != b->chunk || a->stateful != b->stateful || a->n_inputs != b->n_inputs || a->n_outputs != b->n_outputs)
+        return 0;
+    for (int i = 0; i < a->n_inputs; i++) if (!io_equal(&a->inputs[i], &b->inputs[i])) return 0;
+    for (int i = 0; i < a->n_outputs; i++) if (!io_equal(&a->outputs[i], &b->outputs[i])) return 0;
+    return 1;
+}
+
+static void check_package(tm_pkg *p)
+{
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_pkg_version(p), 1);
+    CHECK_EQ_INT(tm_pkg_alignment(p), 4096);
+    CHECK_EQ_INT(tm_pkg_n_tensors(p), N_SPECS);
+    /* every record, every byte, every offset */
+    int bad_bytes = 0, bad_align = 0, bad_meta = 0;
+    for (int i = 0; i < N_SPECS; i++) {
+        const tm_pkg_entry *e = tm_pkg_tensor(p, i);
+        const spec *s = &specs[i];
+        if (!e) { bad_meta++; continue; }
+        if (strcmp(e->t.name, s->name) || e->t.dtype != s->dtype || e->t.ndim != s->ndim || e->stages != s->stages ||
+            e->t.nbytes != s->nbytes || e->scales_bytes != s->nscales * 4)
+            bad_meta++;
+        for (int d = 0; d < s->ndim; d++) bad_meta += e->t.shape[d] != s->shape[d];
+        bad_align += e->offset % 4096 != 0;
+        bad_align += ((uintptr_t)e->t.data % 4096) != 0; /* the mapping is page-aligned */
+        bad_bytes += memcmp(e->t.data, s->data, s->nbytes) != 0;
+        if (s->nscales) {
+            bad_bytes += !e->t.scales || memcmp(e->t.scales, s->scales, s->nscales * 4) != 0;
+            bad_align += ((uintptr_t)e->t.scales % 64) != 0;
+            bad_align += (const uint8_t *)e->t.scales != (const uint8_t *)e->t.data + ((s->nbytes + 63) / 64) * 64;
+        } else {
+            bad_bytes += e->t.scales != NULL;
+        }
+    }
+    CHECK_EQ_INT(bad_meta, 0);
+    CHECK_EQ_INT(bad_bytes, 0);
+    CHECK_EQ_INT(bad_align, 0);
+    CHECK(tm_pkg_tensor(p, N_SPECS) == NULL && tm_pkg_tensor(p, -1) == NULL);
+
+    /* stage sources: the right copy per stage; one shared copy when deduplicated */
+    void *pre = tm_pkg_stage_ctx(p, TM_PKG_PREFILL), *dec = tm_pkg_stage_ctx(p, TM_PKG_DECODE);
+    tm_tensor a, b;
+    CHECK_EQ_INT(tm_pkg_stage_lookup(pre, "model.layers.0.self_attn.q_proj.weight", &a, &err), TM_OK);
+    CHECK_EQ_INT(tm_pkg_stage_lookup(dec, "model.layers.0.self_attn.q_proj.weight", &b, &err), TM_OK);
+    CHECK_EQ_INT(a.dtype, TM_DT_BF16);
+    CHECK_EQ_INT(b.dtype, TM_DT_Q4G64);
+    CHECK(a.data != b.data && b.scales && memcmp(b.scales, specs[3].scales, specs[3].nscales * 4) == 0);
+    CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_PREFILL, "model.layers.0.self_attn.k_proj.weight", &a, &err), TM_OK);
+    CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_DECODE, "model.layers.0.self_attn.k_proj.weight", &b, &err), TM_OK);
+    CHECK(a.dtype == TM_DT_Q8PC && b.dtype == TM_DT_Q4G32);
+    for (int i = 0; i < N_SPECS; i++) {
+        if (specs[i].stages != (TM_PKG_PREFILL | TM_PKG_DECODE)) continue;
+        CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_PREFILL, specs[i].name, &a, &err), TM_OK);
+        CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_DECODE, specs[i].name, &b, &err), TM_OK);
+        CHECK(a.data == b.data && a.dtype == specs[i].dtype); /* one copy, both stages */
+    }
+    CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_DECODE, "big.weight", &a, &err), TM_E_NOTFOUND);
+    CHECK(strstr(err.msg, "big.weight") && strstr(err.msg, "decode"));
+    CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_PREFILL, "model.layers.0.mlp.experts.weight", &a, &err), TM_E_NOTFOUND);
+    CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_PREFILL, "nope", &a, &err), TM_E_NOTFOUND);
+    CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_PREFILL, "", &a, &err), TM_E_NOTFOUND);
+    CHECK_EQ_INT(tm_pkg_lookup(p, 3, "model.norm.weight", &a, &err), TM_E_INVALID);
+    CHECK(tm_pkg_stage_ctx(p, 0) == NULL);
+
+    /* documents */
+    size_t n = 0;
+    const char *txt = tm_pkg_doc(p, TM_PKG_DOC_TOKENIZER, &n);
+    CHECK(txt && n == strlen(tokenizer_text) && strcmp(txt, tokenizer_text) == 0);
+    CHECK_EQ_STR(tm_pkg_doc(p, TM_PKG_DOC_CONFIG, NULL), config_text);
+    CHECK_EQ_STR(tm_pkg_doc(p, TM_PKG_DOC_CHAT_TEMPLATE, NULL), template_text);
+    txt = tm_pkg_doc(p, "empty.txt", &n);
+    CHECK(txt && n == 0 && txt[0] == '\0');
+    CHECK(tm_pkg_doc(p, TM_PKG_DOC_GENERATION_CONFIG, &n) == NULL && n == 0);
+    CHECK_EQ_INT(tm_pkg_n_docs(p), 4);
+    CHECK_EQ_STR(tm_pkg_doc_name(p, 0), TM_PKG_DOC_CONFIG);
+    CHECK(tm_pkg_doc_name(p, 4) == NULL);
+
+    /* metadata */
+    CHECK_EQ_STR(tm_pkg_meta_str(p, "converter.encodings.decode"), "int4g64");
+    CHECK_EQ_STR(tm_pkg_meta_str(p, "converter.version"), "0.1.0");
+    double v = 0;
+    CHECK(tm_pkg_meta_num(p, "model.n_params", &v) == 0 && v == 12345);
+    CHECK(tm_pkg_meta_num(p, "model.nothing", &v) == -1);
+    CHECK(tm_pkg_meta_str(p, "model.n_params") == NULL);
+    CHECK(tm_pkg_meta_str(p, "converter.encodings.decode.x") == NULL);
+    CHECK(strstr(tm_pkg_meta_json(p), "\"functions\"") != NULL);
+
+    /* functions */
+    CHECK_EQ_INT(tm_pkg_n_functions(p), 2);
+    CHECK(fn_equal(tm_pkg_function_at(p, 0), &fn_prefill));
+    CHECK(fn_equal(tm_pkg_function_at(p, 1), &fn_decode));
+    CHECK(tm_pkg_function_find(p, "decode") == tm_pkg_function_at(p, 1));
+    CHECK(tm_pkg_function_find(p, "prefill_128") == NULL);
+    CHECK(tm_pkg_function_at(p, 2) == NULL);
+
+    CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
+}
+
+static char pkg_path[256];
+
+static void test_roundtrip(void)
+{
+    tm_err err = {0};
+    CHECKF(write_package(pkg_path, &err) == TM_OK, "%s", err.msg);
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", pkg_path, (long)getpid());
+    CHECK(!tm_file_exists(tmp)); /* renamed into place */
+    tm_pkg *p = NULL;
+    int rc = tm_pkg_open(&p, pkg_path, &err);
+    CHECKF(rc == TM_OK, "%s", err.msg);
+    if (rc) return;
+    check_package(p);
+    tm_pkg_close(p);
+}
+
+static void test_empty_package(void)
+{
+    tm_err err = {0};
+    char path[300];
+    snprintf(path, sizeof path, "%s.empty", pkg_path);
+    tm_pkg_writer *w;
+    CHECK_EQ_INT(tm_pkg_writer_open(&w, path, 64, &err), TM_OK);
+    CHECK_EQ_INT(tm_pkg_writer_finish(w, &err), TM_OK);
+    tm_pkg *p;
+    CHECKF(tm_pkg_open(&p, path, &err) == TM_OK, "%s", err.msg);
+    if (p) {
+        CHECK_EQ_INT(tm_pkg_n_tensors(p), 0);
+        CHECK_EQ_INT(tm_pkg_n_functions(p), 0);
+        CHECK_EQ_INT(tm_pkg_alignment(p), 64);
+        tm_tensor t;
+        CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_DECODE, "x", &t, &err), TM_E_NOTFOUND);
+        CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
+        tm_pkg_close(p);
+    }
+    unlink(path);
+}
+
+/* ---- the writer rejects bad arguments and stays usable ----------------------- */
+
+static void test_writer_validation(void)
+{
+    tm_err err = {0};
+    char path[300];
+    snprintf(path, sizeof path, "%s.val", pkg_path);
+    tm_pkg_writer *w;
+    CHECK_EQ_INT(tm_pkg_writer_open(&w, path, 100, &err), TM_E_INVALID); /* not a power of two */
+    CHECK_EQ_INT(tm_pkg_writer_open(&w, path, 0, &err), TM_OK);
+    tm_tensor t = spec_tensor(&specs[3]); /* q4g64 */
+    t.nbytes--;
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_DECODE, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, specs[3].name) != NULL);
+    t = spec_tensor(&specs[3]);
+    t.scales = NULL;
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_DECODE, &err), TM_E_INVALID);
+    t = spec_tensor(&specs[3]);
+    t.shape[1] = 48; /* K not a multiple of the group */
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_DECODE, &err), TM_E_INVALID);
+    t = spec_tensor(&specs[3]);
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, 0, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, 4, &err), TM_E_INVALID);
+    t.shape[0] = -48;
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_DECODE, &err), TM_E_INVALID);
+    t = spec_tensor(&specs[3]);
+    t.name = "";
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_DECODE, &err), TM_E_INVALID);
+    t = spec_tensor(&specs[3]);
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_DECODE, &err), TM_OK);
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_DECODE | TM_PKG_PREFILL, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "decode stage already") != NULL);
+    t = spec_tensor(&specs[2]);
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_PREFILL, &err), TM_OK); /* other stage: fine */
+    CHECK_EQ_INT(tm_pkg_writer_add_doc(w, "a.json", "{}", 2, &err), TM_OK);
+    CHECK_EQ_INT(tm_pkg_writer_add_doc(w, "a.json", "{}", 2, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_pkg_writer_set_meta(w, "functions", "[]", &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_pkg_writer_set_meta(w, "x", "{not json", &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_pkg_writer_set_meta(w, "x", "1", &err), TM_OK);
+    CHECK_EQ_INT(tm_pkg_writer_set_meta(w, "x", "2", &err), TM_OK); /* replaces */
+    tm_pkg_io bad_io = prefill_in[1];
+    bad_io.dims[0].sym = "Q"; /* not a legend symbol */
+    tm_pkg_function f = fn_prefill;
+    f.inputs = &bad_io;
+    f.n_inputs = 1;
+    CHECK_EQ_INT(tm_pkg_writer_add_function(w, &f, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "shape[0]") != NULL);
+    f = fn_prefill;
+    f.chunk = 0;
+    CHECK_EQ_INT(tm_pkg_writer_add_function(w, &f, &err), TM_E_INVALID);
+    f = fn_prefill;
+    f.name = "bad name";
+    CHECK_EQ_INT(tm_pkg_writer_add_function(w, &f, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_pkg_writer_add_function(w, &fn_decode, &err), TM_OK);
+    CHECK_EQ_INT(tm_pkg_writer_add_function(w, &fn_decode, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_pkg_writer_finish(w, &err), TM_OK);
+    tm_pkg *p;
+    CHECKF(tm_pkg_open(&p, path, &err) == TM_OK, "%s", err.msg);
+    if (p) {
+        CHECK_EQ_INT(tm_pkg_n_tensors(p), 2);
+        CHECK_EQ_INT(tm_pkg_n_functions(p), 1);
+        double x = 0;
+        CHECK(tm_pkg_meta_num(p, "x", &x) == 0 && x == 2);
+        tm_pkg_close(p);
+    }
+    unlink(path);
+}
+
+/* ---- interrupted writes leave nothing at the destination --------------------- */
+
+static void test_interrupted_write(void)
+{
+    tm_err err = {0};
+    char path[300], tmp[340];
+    snprintf(path, sizeof path, "%s.abort", pkg_path);
+    unlink(path);
+    tm_pkg_writer *w;
+    CHECK_EQ_INT(tm_pkg_writer_open(&w, path, 0, &err), TM_OK);
+    tm_tensor t = spec_tensor(&specs[0]);
+    CHECK_EQ_INT(tm_pkg_writer_add_tensor(w, &t, TM_PKG_PREFILL, &err), TM_OK);
+    CHECK(tm_pkg_writer_bytes(w) == 4096 + specs[0].nbytes);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    CHECK(tm_file_exists(tmp) && !tm_file_exists(path));
+    tm_pkg_writer_abort(w);
+    CHECK(!tm_file_exists(path) && !tm_file_exists(tmp));
+
+    /* a writer killed mid-way: the final path never appears */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        tm_pkg_writer *cw;
+        if (tm_pkg_writer_open(&cw, path, 0, NULL) == TM_OK) {
+            tm_tensor ct = spec_tensor(&specs[8]);
+            tm_pkg_writer_add_tensor(cw, &ct, TM_PKG_PREFILL, NULL);
+        }
+        raise(SIGKILL);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    CHECK(!tm_file_exists(path));
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)pid);
+    CHECK(tm_file_exists(tmp)); /* the partial temporary, never renamed */
+    unlink(tmp);
+}
+
+/* ---- corruption: every case a clear error, never a crash ---------------------- */
+
+static uint8_t *image;   /* the good package's bytes */
+static size_t image_size;
+
+static uint8_t *copy_image(void)
+{
+    uint8_t *c = malloc(image_size);
+    memcpy(c, image, image_size);
+    return c;
+}
+
+/* open a (possibly edited) image; returns the status, err holds the message */
+static int open_image(const uint8_t *img, size_t n, tm_err *err)
+{
+    tm_pkg *p = NULL;
+    int rc = tm_pkg_open_mem(&p, img, n, "corrupt.tdm", err);
+    if (rc == TM_OK) {
+        CHECK(p != NULL);
+        tm_pkg_close(p);
+    } else {
+        CHECK(p == NULL);
+        CHECK(strncmp(err->msg, "corrupt.tdm: ", 13) == 0); /* names the file */
+    }
+    return rc;
+}
+
+static tm_pkg_header hdr(const uint8_t *img)
+{
+    tm_pkg_header h;
+    tm_pkg_header_get(img, &h);
+    return h;
+}
+
+static uint8_t *trec_at(uint8_t *img, uint32_t i)
+{
+    return img + hdr(img).index_offset + TM_PKG_INDEX_HEADER_SIZE + (size_t)TM_PKG_TENSOR_REC_SIZE * i;
+}
+
+/* edit tensor record i with fn, reseal, open: the status */
+static int edit_tensor(uint32_t i, void (*fn)(tm_pkg_tensor_rec *), tm_err *err)
+{
+    uint8_t *c = copy_image();
+    tm_pkg_tensor_rec r;
+    tm_pkg_tensor_rec_get(trec_at(c, i), &r);
+    fn(&r);
+    tm_pkg_tensor_rec_put(trec_at(c, i), &r);
+    CHECK(tm_pkg_reseal(c, image_size) == 0);
+    int rc = open_image(c, image_size, err);
+    free(c);
+    return rc;
+}
+
+static void off_past_end(tm_pkg_tensor_rec *r) { r->data_offset = 1ull << 40; }
+static void off_wrap(tm_pkg_tensor_rec *r) { r->data_offset = UINT64_MAX - 4095; }
+static void off_unaligned(tm_pkg_tensor_rec *r) { r->data_offset += 64; }
+static void off_header(tm_pkg_tensor_rec *r) { r->data_offset = 0; }
+static void off_overlap(tm_pkg_tensor_rec *r) { r->data_offset += 4096; } /* into the next region */
+static void absurd_shape(tm_pkg_tensor_rec *r) { r->shape[0] = 1ull << 50; }
+static void size_mismatch(tm_pkg_tensor_rec *r) { r->data_size += 2; }
+static void bad_dtype(tm_pkg_tensor_rec *r) { r->dtype = 99; }
+static void bad_ndim(tm_pkg_tensor_rec *r) { r->ndim = 7; }
+static void bad_name(tm_pkg_tensor_rec *r) { r->name_off = 0xfffffff0u; }
+static void bad_stages(tm_pkg_tensor_rec *r) { r->stages = 0; }
+static void scales_moved(tm_pkg_tensor_rec *r) { r->scales_offset += 64; }
+static void to_prefill(tm_pkg_tensor_rec *r) { r->stages = TM_PKG_PREFILL; }
+
+static void test_corruption(void)
+{
+    tm_err err = {0};
+    int rc;
+    CHECK_EQ_INT(open_image(image, image_size, &err), TM_OK);
+
+    uint8_t *c = copy_image();
+    memcpy(c, "GGUF", 4);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "bad magic") && strstr(err.msg, "GGUF"));
+    memcpy(c, "TNDX", 4);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "bad magic") != NULL);
+    free(c);
+
+    c = copy_image(); /* version 2, header otherwise consistent */
+    c[4] = 2;
+    tm_pkg_reseal(c, image_size);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_UNSUPPORTED);
+    CHECK(strstr(err.msg, "version 2") != NULL);
+    free(c);
+
+    c = copy_image(); /* big-endian marker */
+    c[8] = 1, c[9] = 2, c[10] = 3, c[11] = 4;
+    tm_pkg_reseal(c, image_size);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_UNSUPPORTED);
+    CHECK(strstr(err.msg, "big-endian") != NULL);
+    free(c);
+
+    c = copy_image(); /* a flipped header byte */
+    c[20] ^= 0x10;
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_CHECKSUM);
+    CHECK(strstr(err.msg, "header checksum") != NULL);
+    free(c);
+
+    c = copy_image(); /* alignment not a power of two */
+    c[12] = 0x01, c[13] = 0x11;
+    tm_pkg_reseal(c, image_size);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "alignment") != NULL);
+    free(c);
+
+    /* truncated at many cut points, and one trailing byte */
+    int bad = 0, unclear = 0;
+    for (size_t cut = 0; cut < image_size; cut += (cut < 5000 ? 37 : 4099)) {
+        rc = open_image(image, cut, &err);
+        bad += rc == TM_OK;
+        unclear += cut >= 64 && !strstr(err.msg, "truncated");
+    }
+    rc = open_image(image, image_size - 1, &err);
+    CHECK(rc == TM_E_FORMAT && strstr(err.msg, "truncated"));
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(unclear, 0);
+    c = malloc(image_size + 1);
+    memcpy(c, image, image_size);
+    c[image_size] = 0;
+    CHECK_EQ_INT(open_image(c, image_size + 1, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "trailing") != NULL);
+    free(c);
+
+    /* a flipped index byte without resealing: the index hash */
+    c = copy_image();
+    c[hdr(c).index_offset + TM_PKG_INDEX_HEADER_SIZE + 20] ^= 1;
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_CHECKSUM);
+    CHECK(strstr(err.msg, "index checksum") != NULL);
+    free(c);
+
+    /* tensor records edited (and resealed, so the structural checks answer) */
+    const char *q = "'model.layers.0.self_attn.q_proj.weight'";
+    CHECK_EQ_INT(edit_tensor(3, off_past_end, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, q) && strstr(err.msg, "outside the data area"));
+    CHECK_EQ_INT(edit_tensor(3, off_wrap, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, q) != NULL);
+    CHECK_EQ_INT(edit_tensor(3, off_unaligned, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, q) && strstr(err.msg, "unaligned"));
+    CHECK_EQ_INT(edit_tensor(0, off_header, &err), TM_E_FORMAT);
+    CHECK_EQ_INT(edit_tensor(2, off_overlap, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "overlaps") != NULL);
+    CHECK_EQ_INT(edit_tensor(2, absurd_shape, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, q) && strstr(err.msg, "2^40"));
+    CHECK_EQ_INT(edit_tensor(1, size_mismatch, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "'model.norm.weight'") && strstr(err.msg, "data_size"));
+    CHECK_EQ_INT(edit_tensor(1, bad_dtype, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "unknown dtype") != NULL);
+    CHECK_EQ_INT(edit_tensor(1, bad_ndim, &err), TM_E_FORMAT);
+    CHECK_EQ_INT(edit_tensor(4, bad_name, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "tensor #4") != NULL);
+    CHECK_EQ_INT(edit_tensor(4, bad_stages, &err), TM_E_FORMAT);
+    CHECK_EQ_INT(edit_tensor(5, scales_moved, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "scales") != NULL);
+    CHECK_EQ_INT(edit_tensor(3, to_prefill, &err), TM_E_FORMAT); /* two prefill copies of q_proj */
+    CHECK(strstr(err.msg, q) && strstr(err.msg, "two copies"));
+
+    /* absurd counts in the index header */
+    c = copy_image();
+    uint8_t *ih = c + hdr(c).index_offset;
+    ih[0] = ih[1] = ih[2] = ih[3] = 0xff; /* n_tensors = 2^32 - 1 */
+    tm_pkg_reseal(c, image_size);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "limits") != NULL);
+    ih[0] = 0x10, ih[1] = ih[2] = ih[3] = 0; /* 16: within limits, inconsistent with the index size */
+    tm_pkg_reseal(c, image_size);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_FORMAT);
+    CHECK(strstr(err.msg, "the counts need") != NULL);
+    free(c);
+
+    /* a document's bytes changed: its checksum, at open */
+    c = copy_image();
+    const char *at = memmem(c, image_size, "LlamaForCausalLM", 16);
+    CHECK(at != NULL);
+    if (at) c[at - (const char *)c] = 'X';
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_CHECKSUM);
+    CHECK(strstr(err.msg, "'config.json'") != NULL);
+    free(c);
+
+    /* metadata edits: not JSON; a bad functions entry */
+    c = copy_image();
+    char *meta = memmem(c, image_size, "\"functions\"", 11);
+    CHECK(meta != NULL);
+    if (meta) {
+        char *chunk = strstr(meta, "\"chunk\"");
+        if (chunk) memcpy(chunk, "\"chunX\"", 7); /* functions[0] loses its chunk */
+        tm_pkg_reseal(c, image_size);
+        CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_FORMAT);
+        CHECK(strstr(err.msg, "functions[0]") && strstr(err.msg, "chunk"));
+        meta[0] = '[';
+        tm_pkg_reseal(c, image_size);
+        CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_FORMAT);
+        CHECK(strstr(err.msg, "metadata") != NULL);
+    }
+    free(c);
+
+    /* a flipped byte in tensor data: opens, and verify names the tensor */
+    c = copy_image();
+    tm_pkg *p;
+    CHECK_EQ_INT(tm_pkg_open_mem(&p, c, image_size, "flip.tdm", &err), TM_OK);
+    if (p) {
+        const tm_pkg_entry *e = tm_pkg_tensor(p, 5);
+        c[e->offset + 7] ^= 0x01;
+        CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_E_CHECKSUM);
+        CHECK(strstr(err.msg, "flip.tdm: tensor 'model.layers.0.self_attn.k_proj.weight'") != NULL);
+        c[e->offset + 7] ^= 0x01;
+        CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
+        const tm_pkg_entry *e4 = tm_pkg_tensor(p, 4); /* int8 [15][40]: 600 data bytes, scales at 640 */
+        CHECK((const uint8_t *)e4->t.scales - (const uint8_t *)e4->t.data == 640);
+        c[e4->offset + 620] ^= 0x80; /* padding between data and scales: not covered */
+        CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
+        ((uint8_t *)e->t.scales)[3] ^= 0x04;   /* a scale byte: covered */
+        CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_E_CHECKSUM);
+        tm_pkg_close(p);
+    }
+    free(c);
+}
+
+/* every single-byte flip of the header and index, resealed or not: never a crash */
+static void test_index_flips(void)
+{
+    tm_err err = {0};
+    tm_pkg_header h = hdr(image);
+    uint8_t *c = copy_image();
+    int step = getenv("TM_SANITIZER") ? 3 : 1, crashed_ok = 0;
+    for (uint64_t off = 0; off < image_size; off += (off < 64 ? 1 : off < h.index_offset ? 4099 : (uint64_t)step)) {
+        uint8_t save = c[off];
+        c[off] ^= (uint8_t)(0x5a + off);
+        if (off >= h.index_offset || off < 56) tm_pkg_reseal(c, image_size);
+        tm_pkg *p = NULL;
+        int rc = tm_pkg_open_mem(&p, c, image_size, "flip.tdm", &err);
+        if (rc == TM_OK) {
+            tm_pkg_verify(p, &err);
+            tm_pkg_close(p);
+        }
+        c[off] = save;
+        crashed_ok++;
+    }
+    memcpy(c, image, image_size);
+    CHECK(crashed_ok > 1000);
+    free(c);
+}
+
+int main(void)
+{
+    snprintf(pkg_path, sizeof pkg_path, "build/test_pkg_%ld.tdm", (long)getpid());
+    for (size_t i = 0; i + 1 < sizeof tokenizer_text; i++) tokenizer_text[i] = (char)('a' + i % 26);
+    make_specs();
+    test_xxh64();
+    test_roundtrip();
+    test_empty_package();
+    test_writer_validation();
+    test_interrupted_write();
+    tm_err err = {0};
+    char *buf = NULL;
+    if (tm_read_file(pkg_path, &buf, &image_size, 0, &err) == TM_OK) {
+        image = (uint8_t *)buf;
+        test_corruption();
+        test_index_flips();
+    } else {
+        CHECKF(0, "%s", err.msg);
+    }
+    free(buf);
+    unlink(pkg_path);
+    for (int i = 0; i < N_SPECS; i++) {
+        free(specs[i].data);
+        free(specs[i].scales);
+    }
+    return th_done("test_pkg");
+}
