@@ -1,0 +1,334 @@
+/* hf/config.c: config.json → tm_hf_config (typed fields, no defaults). */
+#include "hf/config.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+
+#define CFG_MAX_INT 9007199254740992.0 /* 2^53 */
+
+typedef struct cfg_ctx {
+    const char *file;
+    const char *pre;   /* "" or "text_config." */
+    tm_err *err;
+} cfg_ctx;
+
+/* an integer field: number with no fractional part, |v| <= 2^53 */
+static int get_int(cfg_ctx *x, const cJSON *o, const char *key, const char *where, tm_cfg_int *out)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    out->state = TM_CFG_ABSENT;
+    if (!j) return TM_OK;
+    if (cJSON_IsNull(j)) {
+        out->state = TM_CFG_NULL;
+        return TM_OK;
+    }
+    if (!cJSON_IsNumber(j))
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be an integer", x->file, where, key);
+    double v = j->valuedouble;
+    if (!isfinite(v) || v != floor(v) || fabs(v) > CFG_MAX_INT)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be an integer, got %g", x->file, where, key, v);
+    out->state = TM_CFG_SET;
+    out->v = (int64_t)v;
+    return TM_OK;
+}
+
+static int get_num(cfg_ctx *x, const cJSON *o, const char *key, const char *where, tm_cfg_num *out)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    out->state = TM_CFG_ABSENT;
+    if (!j) return TM_OK;
+    if (cJSON_IsNull(j)) {
+        out->state = TM_CFG_NULL;
+        return TM_OK;
+    }
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be a number", x->file, where, key);
+    out->state = TM_CFG_SET;
+    out->v = j->valuedouble;
+    return TM_OK;
+}
+
+static int get_bool(cfg_ctx *x, const cJSON *o, const char *key, const char *where, tm_cfg_bool *out)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    out->state = TM_CFG_ABSENT;
+    if (!j) return TM_OK;
+    if (cJSON_IsNull(j)) {
+        out->state = TM_CFG_NULL;
+        return TM_OK;
+    }
+    if (!cJSON_IsBool(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be true or false", x->file, where, key);
+    out->state = TM_CFG_SET;
+    out->v = cJSON_IsTrue(j) ? 1 : 0;
+    return TM_OK;
+}
+
+/* a string field into buf; absent or null leaves "" */
+static int get_str(cfg_ctx *x, const cJSON *o, const char *key, const char *where, char *buf, size_t n)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!j || cJSON_IsNull(j)) return TM_OK;
+    if (!cJSON_IsString(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be a string", x->file, where, key);
+    if (strlen(j->valuestring) >= n)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' is too long (%zu bytes)", x->file, where, key,
+                       strlen(j->valuestring));
+    snprintf(buf, n, "%s", j->valuestring);
+    return TM_OK;
+}
+
+static int get_float_list(cfg_ctx *x, const cJSON *o, const char *key, const char *where, float **out, int *n)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NULL;
+    *n = 0;
+    if (!j || cJSON_IsNull(j)) return TM_OK;
+    if (!cJSON_IsArray(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be a list of numbers", x->file, where, key);
+    int m = cJSON_GetArraySize(j);
+    if (m > TM_CFG_MAX_LIST) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' has %d entries", x->file, where, key, m);
+    *out = malloc(((size_t)m + 1) * sizeof **out);
+    if (!*out) return tm_errf(x->err, TM_E_NOMEM, "%s: out of memory", x->file);
+    int i = 0;
+    for (const cJSON *e = j->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble))
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s'[%d] must be a number", x->file, where, key, i);
+        (*out)[i] = (float)e->valuedouble;
+    }
+    *n = m;
+    return TM_OK;
+}
+
+static int parse_rope(cfg_ctx *x, const cJSON *d, const char *where, tm_hf_rope_params *r)
+{
+    int rc;
+    memset(r, 0, sizeof *r);
+    if (!d || cJSON_IsNull(d)) return TM_OK;
+    if (!cJSON_IsObject(d)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be an object", x->file, x->pre, where);
+    r->present = 1;
+    char w[96];
+    snprintf(w, sizeof w, "%s%s.", x->pre, where);
+    if ((rc = get_str(x, d, "type", w, r->rope_type, sizeof r->rope_type))) return rc;
+    if ((rc = get_str(x, d, "rope_type", w, r->rope_type, sizeof r->rope_type))) return rc;
+    struct { const char *k; tm_cfg_num *p; } nums[] = {
+        {"rope_theta", &r->rope_theta},       {"factor", &r->factor},
+        {"low_freq_factor", &r->low_freq_factor}, {"high_freq_factor", &r->high_freq_factor},
+        {"beta_fast", &r->beta_fast},         {"beta_slow", &r->beta_slow},
+        {"mscale", &r->mscale},               {"mscale_all_dim", &r->mscale_all_dim},
+        {"attention_factor", &r->attention_factor},
+        {"partial_rotary_factor", &r->partial_rotary_factor},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if ((rc = get_num(x, d, nums[i].k, w, nums[i].p))) return rc;
+    if ((rc = get_int(x, d, "original_max_position_embeddings", w, &r->original_max_position_embeddings))) return rc;
+    if ((rc = get_bool(x, d, "truncate", w, &r->truncate))) return rc;
+    if ((rc = get_float_list(x, d, "short_factor", w, &r->short_factor, &r->n_short))) return rc;
+    if ((rc = get_float_list(x, d, "long_factor", w, &r->long_factor, &r->n_long))) return rc;
+    return TM_OK;
+}
+
+static void free_rope(tm_hf_rope_params *r)
+{
+    free(r->short_factor);
+    free(r->long_factor);
+    r->short_factor = r->long_factor = NULL;
+}
+
+void tm_hf_config_free(tm_hf_config *c)
+{
+    if (!c) return;
+    free_rope(&c->rope_scaling);
+    free_rope(&c->rope_parameters);
+    free_rope(&c->rope_full);
+    free_rope(&c->rope_sliding);
+    free(c->layer_sliding);
+    free(c->mlp_only_layers);
+    c->layer_sliding = NULL;
+    c->mlp_only_layers = NULL;
+}
+
+static int parse_layer_types(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
+    if (!j || cJSON_IsNull(j)) return TM_OK;
+    if (!cJSON_IsArray(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types' must be a list", x->file, x->pre);
+    int n = cJSON_GetArraySize(j);
+    if (n > TM_CFG_MAX_LIST) return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types' has %d entries", x->file, x->pre, n);
+    c->layer_sliding = calloc((size_t)n + 1, 1);
+    if (!c->layer_sliding) return tm_errf(x->err, TM_E_NOMEM, "%s: out of memory", x->file);
+    int i = 0;
+    for (const cJSON *e = j->child; e; e = e->next, i++) {
+        if (!cJSON_IsString(e))
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types'[%d] must be a string", x->file, x->pre, i);
+        if (strcmp(e->valuestring, "sliding_attention") == 0) c->layer_sliding[i] = 1;
+        else if (strcmp(e->valuestring, "full_attention") != 0)
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%slayer_types'[%d] = '%.40s' is not supported "
+                           "(full_attention, sliding_attention are)", x->file, x->pre, i, e->valuestring);
+    }
+    c->n_layer_types = n;
+    return TM_OK;
+}
+
+static int parse_int_list(cfg_ctx *x, const cJSON *o, const char *key, int **out, int *n)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!j || cJSON_IsNull(j)) return TM_OK;
+    if (!cJSON_IsArray(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s' must be a list of integers", x->file, key);
+    int m = cJSON_GetArraySize(j);
+    if (m > TM_CFG_MAX_LIST) return tm_errf(x->err, TM_E_INVALID, "%s: '%s' has %d entries", x->file, key, m);
+    *out = calloc((size_t)m + 1, sizeof **out);
+    if (!*out) return tm_errf(x->err, TM_E_NOMEM, "%s: out of memory", x->file);
+    int i = 0;
+    for (const cJSON *e = j->child; e; e = e->next, i++) {
+        double v = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+        if (!(v == floor(v)) || fabs(v) > 1e9)
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%s'[%d] must be an integer", x->file, key, i);
+        (*out)[i] = (int)v;
+    }
+    *n = m;
+    return TM_OK;
+}
+
+static int parse_eos(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "eos_token_id");
+    if (!j || cJSON_IsNull(j)) return TM_OK;
+    const cJSON *one = j;
+    if (cJSON_IsArray(j)) {
+        if (cJSON_GetArraySize(j) > TM_CFG_MAX_EOS)
+            return tm_errf(x->err, TM_E_INVALID, "%s: 'eos_token_id' lists more than %d ids", x->file, TM_CFG_MAX_EOS);
+        one = j->child;
+    }
+    for (; one; one = cJSON_IsArray(j) ? one->next : NULL) {
+        double v = cJSON_IsNumber(one) ? one->valuedouble : NAN;
+        if (!(v == floor(v)) || v < 0 || v > 2e9)
+            return tm_errf(x->err, TM_E_INVALID, "%s: 'eos_token_id' must be a token id or a list of them", x->file);
+        c->eos_ids[c->n_eos++] = (int)v;
+    }
+    return TM_OK;
+}
+
+static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
+{
+    int rc;
+    struct { const char *k; tm_cfg_int *p; } ints[] = {
+        {"vocab_size", &c->vocab_size},
+        {"hidden_size", &c->hidden_size},
+        {"intermediate_size", &c->intermediate_size},
+        {"num_hidden_layers", &c->num_hidden_layers},
+        {"num_attention_heads", &c->num_attention_heads},
+        {"num_key_value_heads", &c->num_key_value_heads},
+        {"head_dim", &c->head_dim},
+        {"max_position_embeddings", &c->max_position_embeddings},
+        {"original_max_position_embeddings", &c->original_max_position_embeddings},
+        {"sliding_window", &c->sliding_window},
+        {"sliding_window_pattern", &c->sliding_window_pattern},
+        {"max_window_layers", &c->max_window_layers},
+        {"num_experts", &c->num_experts},
+        {"num_local_experts", &c->num_local_experts},
+        {"num_experts_per_tok", &c->num_experts_per_tok},
+        {"moe_intermediate_size", &c->moe_intermediate_size},
+        {"decoder_sparse_step", &c->decoder_sparse_step},
+        {"bos_token_id", &c->bos_token_id},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
+    struct { const char *k; tm_cfg_num *p; } nums[] = {
+        {"rms_norm_eps", &c->rms_norm_eps},
+        {"rope_theta", &c->rope_theta},
+        {"rope_local_base_freq", &c->rope_local_base_freq},
+        {"partial_rotary_factor", &c->partial_rotary_factor},
+        {"query_pre_attn_scalar", &c->query_pre_attn_scalar},
+        {"attn_logit_softcapping", &c->attn_logit_softcapping},
+        {"final_logit_softcapping", &c->final_logit_softcapping},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if ((rc = get_num(x, o, nums[i].k, x->pre, nums[i].p))) return rc;
+    struct { const char *k; tm_cfg_bool *p; } bools[] = {
+        {"tie_word_embeddings", &c->tie_word_embeddings},
+        {"attention_bias", &c->attention_bias},
+        {"mlp_bias", &c->mlp_bias},
+        {"use_sliding_window", &c->use_sliding_window},
+        {"norm_topk_prob", &c->norm_topk_prob},
+    };
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+        if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;
+    if ((rc = get_str(x, o, "model_type", x->pre, c->model_type, sizeof c->model_type))) return rc;
+    if ((rc = get_str(x, o, "hidden_act", x->pre, c->hidden_act, sizeof c->hidden_act))) return rc;
+    if ((rc = get_str(x, o, "hidden_activation", x->pre, c->hidden_activation, sizeof c->hidden_activation))) return rc;
+    if ((rc = get_str(x, o, "torch_dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
+    if ((rc = get_str(x, o, "dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
+    if ((rc = parse_rope(x, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), "rope_scaling", &c->rope_scaling)))
+        return rc;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+    const cJSON *sliding = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+    if (cJSON_IsObject(rp) && (full || sliding)) {
+        c->rope_nested = 1;
+        for (const cJSON *k = rp->child; k; k = k->next)
+            if (strcmp(k->string, "full_attention") && strcmp(k->string, "sliding_attention"))
+                return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%srope_parameters.%.40s': unsupported layer type "
+                               "(full_attention, sliding_attention are)", x->file, x->pre, k->string);
+        if ((rc = parse_rope(x, full, "rope_parameters.full_attention", &c->rope_full))) return rc;
+        if ((rc = parse_rope(x, sliding, "rope_parameters.sliding_attention", &c->rope_sliding))) return rc;
+    } else if ((rc = parse_rope(x, rp, "rope_parameters", &c->rope_parameters))) {
+        return rc;
+    }
+    if ((rc = parse_layer_types(x, o, c))) return rc;
+    if ((rc = parse_int_list(x, o, "mlp_only_layers", &c->mlp_only_layers, &c->n_mlp_only))) return rc;
+    if ((rc = parse_eos(x, o, c))) return rc;
+    return TM_OK;
+}
+
+int tm_hf_config_parse(tm_hf_config *c, const char *text, size_t len, const char *name, tm_err *err)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    cfg_ctx x = {c->name, "", err};
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) return tm_errf(err, TM_E_FORMAT, "%s: not valid JSON", c->name);
+    int rc = TM_OK;
+    if (!cJSON_IsObject(root)) {
+        rc = tm_errf(err, TM_E_FORMAT, "%s: not a JSON object", c->name);
+        goto done;
+    }
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    if (cJSON_IsArray(arch) && cJSON_IsString(arch->child)) {
+        snprintf(c->architecture, sizeof c->architecture, "%s", arch->child->valuestring);
+    } else if (arch && !cJSON_IsNull(arch)) {
+        rc = tm_errf(err, TM_E_INVALID, "%s: 'architectures' must be a list of strings", c->name);
+        goto done;
+    }
+    const cJSON *body = root;
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (cJSON_IsObject(tc)) {
+        body = tc;
+        c->text_config = 1;
+        x.pre = "text_config.";
+    }
+    rc = parse_obj(&x, body, c);
+    if (rc == TM_OK && body != root && !c->dtype[0])
+        rc = get_str(&x, root, "torch_dtype", "", c->dtype, sizeof c->dtype);
+    if (rc == TM_OK && body != root && !c->dtype[0])
+        rc = get_str(&x, root, "dtype", "", c->dtype, sizeof c->dtype);
+done:
+    cJSON_Delete(root);
+    if (rc) tm_hf_config_free(c);
+    return rc;
+}
+
+int tm_hf_config_load(tm_hf_config *c, const char *path, tm_err *err)
+{
+    memset(c, 0, sizeof *c);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = tm_read_file(path, &text, &len, (size_t)16 << 20, err);
+    if (rc) return rc;
+    const char *base = strrchr(path, '/');
+    rc = tm_hf_config_parse(c, text, len, base ? base + 1 : path, err);
+    free(text);
+    return rc;
+}

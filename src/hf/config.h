@@ -1,0 +1,91 @@
+/* hf/config.h: config.json of a Hugging Face causal LM, parsed into typed
+ * fields. No architecture knowledge lives here: every field records whether
+ * it was absent, null or set, and model/arch.c applies each architecture's
+ * defaults and rules.
+ *
+ *   tm_hf_config c;
+ *   if (tm_hf_config_load(&c, "models/x/config.json", &err) != TM_OK) ...;
+ *   if (c.hidden_size.state == TM_CFG_SET) ... c.hidden_size.v ...
+ *   tm_hf_config_free(&c);
+ *
+ * Both key styles are read: Hub style (rope_theta, rope_scaling with
+ * rope_type or type, torch_dtype) and transformers 5 (rope_parameters, flat
+ * or nested by layer type {"full_attention": {...}, "sliding_attention":
+ * {...}}, dtype). A config of Gemma3ForConditionalGeneration is read from its
+ * "text_config" (architecture and dtype come from the top level if absent
+ * there).
+ *
+ * Type errors are reported here (TM_E_INVALID naming the file and the field):
+ * a string where a number is needed, a non-integer where an integer is
+ * needed, an unknown layer type. Range checks are arch.c's. */
+#ifndef TM_HF_CONFIG_H
+#define TM_HF_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+enum { TM_CFG_ABSENT = 0, TM_CFG_NULL = 1, TM_CFG_SET = 2 };
+
+typedef struct tm_cfg_int { int state; int64_t v; } tm_cfg_int;
+typedef struct tm_cfg_num { int state; double v; } tm_cfg_num;
+typedef struct tm_cfg_bool { int state; int v; } tm_cfg_bool;
+
+/* A RoPE parameter dict (rope_scaling or rope_parameters, or one layer type's). */
+typedef struct tm_hf_rope_params {
+    int present;                    /* a dict was given */
+    char rope_type[24];             /* "rope_type" or legacy "type"; "" if neither */
+    tm_cfg_num rope_theta, factor, low_freq_factor, high_freq_factor;
+    tm_cfg_num beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor;
+    tm_cfg_num partial_rotary_factor;
+    tm_cfg_int original_max_position_embeddings;
+    tm_cfg_bool truncate;
+    float *short_factor, *long_factor; /* longrope lists, [n_short] / [n_long] */
+    int n_short, n_long;
+} tm_hf_rope_params;
+
+#define TM_CFG_MAX_EOS 16
+
+typedef struct tm_hf_config {
+    char name[256];                 /* file name used in messages, e.g. "config.json" */
+    char architecture[64];          /* architectures[0] */
+    char model_type[32];
+    int text_config;                /* fields were read from "text_config" */
+
+    tm_cfg_int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
+    tm_cfg_int num_attention_heads, num_key_value_heads, head_dim;
+    tm_cfg_int max_position_embeddings, original_max_position_embeddings;
+    tm_cfg_int sliding_window, sliding_window_pattern, max_window_layers;
+    tm_cfg_int num_experts, num_local_experts, num_experts_per_tok, moe_intermediate_size;
+    tm_cfg_int decoder_sparse_step, bos_token_id;
+    int eos_ids[TM_CFG_MAX_EOS], n_eos;
+
+    tm_cfg_num rms_norm_eps, rope_theta, rope_local_base_freq, partial_rotary_factor;
+    tm_cfg_num query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping;
+
+    tm_cfg_bool tie_word_embeddings, attention_bias, mlp_bias, use_sliding_window, norm_topk_prob;
+
+    char hidden_act[32];            /* "" if absent or null */
+    char hidden_activation[32];
+    char dtype[16];                 /* torch_dtype or dtype, "" if absent */
+
+    tm_hf_rope_params rope_scaling;      /* Hub style */
+    tm_hf_rope_params rope_parameters;   /* transformers 5, flat */
+    tm_hf_rope_params rope_full, rope_sliding; /* transformers 5, nested by layer type */
+    int rope_nested;
+
+    int n_layer_types;              /* length of layer_types, 0 if absent */
+    uint8_t *layer_sliding;         /* [n_layer_types] 1 = "sliding_attention" */
+    int n_mlp_only;
+    int *mlp_only_layers;           /* [n_mlp_only] */
+} tm_hf_config;
+
+/* Limits on list lengths, so that a hostile file cannot make us allocate much. */
+#define TM_CFG_MAX_LIST 65536
+
+int tm_hf_config_parse(tm_hf_config *c, const char *text, size_t len, const char *name, tm_err *err);
+int tm_hf_config_load(tm_hf_config *c, const char *path, tm_err *err);
+void tm_hf_config_free(tm_hf_config *c);
+
+#endif

@@ -1,0 +1,665 @@
+/* model/arch.c: the architecture table. A parsed config.json becomes one
+ * uniform tm_model description (see model.h for the op sequence); defaults
+ * for absent keys are those of the transformers config classes. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3 } sw_mode;
+typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
+typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL } moe_mode;
+
+typedef struct arch_info {
+    const char *cls;         /* architectures[0] */
+    const char *model_type;  /* fallback when architectures is absent */
+    tm_arch arch;
+    int tie;                 /* default tie_word_embeddings */
+    double eps;              /* default rms_norm_eps */
+    double theta;            /* default rope_theta */
+    int max_pos;             /* default max_position_embeddings */
+    int head_dim;            /* default head_dim, 0: hidden / heads */
+    bias_mode bias;          /* AB_CONFIG: attention_bias → q,k,v,o; AB_QKV: q,k,v always */
+    int mlp_bias;            /* mlp_bias key honoured */
+    int qk_norm;
+    int gemma;               /* 2 or 3: (1 + w) norms, sandwich norms, scaled embedding, softcaps */
+    int fused;               /* Phi-3 fused qkv and gate_up */
+    sw_mode sw;
+    int sw_default;          /* sliding_window when the key is absent */
+    moe_mode moe;
+    const char *prefix;      /* tensor name prefix of the decoder */
+} arch_info;
+
+static const arch_info arch_table[] = {
+    /* cls                              type         arch               tie eps   theta  maxpos hd  bias       mb qk g  f  sw         swdef moe */
+    {"LlamaForCausalLM",               "llama",      TM_ARCH_LLAMA,     0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
+    {"MistralForCausalLM",             "mistral",    TM_ARCH_MISTRAL,   0, 1e-6, 1e4, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    4096, MOE_NONE,    "model."},
+    {"Qwen2ForCausalLM",               "qwen2",      TM_ARCH_QWEN2,     0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN,   4096, MOE_NONE,    "model."},
+    {"Qwen3ForCausalLM",               "qwen3",      TM_ARCH_QWEN3,     0, 1e-6, 1e4, 32768,  128, AB_CONFIG, 0, 1, 0, 0, SW_QWEN,  4096, MOE_NONE,    "model."},
+    {"Gemma2ForCausalLM",              "gemma2",     TM_ARCH_GEMMA2,    1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 2, 0, SW_GEMMA2, 4096, MOE_NONE,   "model."},
+    {"Gemma3ForCausalLM",              "gemma3_text", TM_ARCH_GEMMA3,   1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "model."},
+    {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model."},
+    {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model."},
+    {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model."},
+    {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model."},
+};
+#define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
+
+const char *tm_arch_name(tm_arch a)
+{
+    for (int i = 0; i < N_ARCH; i++)
+        if (arch_table[i].arch == a) return arch_table[i].cls;
+    return "?";
+}
+
+/* ---- validation helpers ---- */
+
+typedef struct ctx {
+    const tm_hf_config *c;
+    const char *pre;          /* "" or "text_config." */
+    tm_err *err;
+} ctx;
+
+static int req_int(ctx *x, const tm_cfg_int *v, const char *key, int64_t lo, int64_t hi, int *out)
+{
+    if (v->state != TM_CFG_SET)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' is %s", x->c->name, x->pre, key,
+                       v->state == TM_CFG_NULL ? "null" : "missing");
+    if (v->v < lo || v->v > hi)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' = %lld is out of range [%lld, %lld]", x->c->name, x->pre,
+                       key, (long long)v->v, (long long)lo, (long long)hi);
+    *out = (int)v->v;
+    return TM_OK;
+}
+
+/* optional integer: absent or null gives def */
+static int opt_int(ctx *x, const tm_cfg_int *v, const char *key, int64_t lo, int64_t hi, int def, int *out)
+{
+    if (v->state != TM_CFG_SET) {
+        *out = def;
+        return TM_OK;
+    }
+    return req_int(x, v, key, lo, hi, out);
+}
+
+static int opt_pos_num(ctx *x, const tm_cfg_num *v, const char *key, double def, double *out)
+{
+    if (v->state != TM_CFG_SET) {
+        *out = def;
+        return TM_OK;
+    }
+    if (!(v->v > 0) || !isfinite(v->v))
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' = %g must be positive", x->c->name, x->pre, key, v->v);
+    *out = v->v;
+    return TM_OK;
+}
+
+/* ---- RoPE ---- */
+
+static int rope_from_dict(ctx *x, const tm_hf_rope_params *d, const char *field, double theta_fb, int Dh,
+                          int64_t max_pos, int top_level_orig, tm_rope *r)
+{
+    const tm_hf_config *c = x->c;
+    static const tm_hf_rope_params empty;
+    if (!d) d = &empty;
+    memset(r, 0, sizeof *r);
+    const char *t = d->rope_type[0] ? d->rope_type : "default";
+    if (strcmp(t, "default") == 0) r->type = TM_ROPE_DEFAULT;
+    else if (strcmp(t, "linear") == 0) r->type = TM_ROPE_LINEAR;
+    else if (strcmp(t, "llama3") == 0) r->type = TM_ROPE_LLAMA3;
+    else if (strcmp(t, "yarn") == 0) r->type = TM_ROPE_YARN;
+    else if (strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) r->type = TM_ROPE_LONGROPE;
+    else
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%s%s.rope_type' = '%s' is not supported "
+                       "(default, linear, llama3, yarn, longrope are)", c->name, x->pre, field, t);
+    char key[96];
+#define KEY(k) (snprintf(key, sizeof key, "%s.%s", field, k), key)
+    int rc = opt_pos_num(x, &d->rope_theta, KEY("rope_theta"), theta_fb, &r->theta);
+    if (rc) return rc;
+    double prf = 1.0;
+    if (d->partial_rotary_factor.state == TM_CFG_SET) rc = opt_pos_num(x, &d->partial_rotary_factor, KEY("partial_rotary_factor"), 1.0, &prf);
+    else rc = opt_pos_num(x, &c->partial_rotary_factor, "partial_rotary_factor", 1.0, &prf);
+    if (rc) return rc;
+    if (prf > 1) return tm_errf(x->err, TM_E_INVALID, "%s: 'partial_rotary_factor' = %g is above 1", c->name, prf);
+    r->rot_dim = (int)((double)Dh * prf);
+    if (r->rot_dim < 2 || r->rot_dim % 2)
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: rotary dimension %d (head_dim %d x partial_rotary_factor %g) "
+                       "is not a positive even number", c->name, r->rot_dim, Dh, prf);
+    int need_factor = r->type == TM_ROPE_LINEAR || r->type == TM_ROPE_LLAMA3;
+    if (need_factor && d->factor.state != TM_CFG_SET)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s.factor' is missing (rope_type %s)", c->name, x->pre, field, t);
+    if ((rc = opt_pos_num(x, &d->factor, KEY("factor"), 0, &r->factor))) return rc;
+    if (r->type == TM_ROPE_LLAMA3) {
+        if (d->low_freq_factor.state != TM_CFG_SET || d->high_freq_factor.state != TM_CFG_SET)
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' needs low_freq_factor and high_freq_factor (llama3)",
+                           c->name, x->pre, field);
+        if ((rc = opt_pos_num(x, &d->low_freq_factor, KEY("low_freq_factor"), 1, &r->low_freq_factor))) return rc;
+        if ((rc = opt_pos_num(x, &d->high_freq_factor, KEY("high_freq_factor"), 1, &r->high_freq_factor))) return rc;
+        if (!(r->high_freq_factor > r->low_freq_factor))
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s.high_freq_factor' must exceed low_freq_factor", c->name,
+                           x->pre, field);
+    }
+    if (r->type == TM_ROPE_LLAMA3 || r->type == TM_ROPE_YARN || r->type == TM_ROPE_LONGROPE) {
+        /* transformers: a top-level original_max_position_embeddings (Phi-3) wins */
+        int64_t orig = max_pos;
+        if (top_level_orig && c->original_max_position_embeddings.state == TM_CFG_SET)
+            orig = c->original_max_position_embeddings.v;
+        else if (d->original_max_position_embeddings.state == TM_CFG_SET)
+            orig = d->original_max_position_embeddings.v;
+        if (orig < 1 || orig > 100000000)
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%s.original_max_position_embeddings' = %lld is out of range",
+                           c->name, field, (long long)orig);
+        r->original_max_pos = orig;
+    }
+    if (r->type == TM_ROPE_YARN || r->type == TM_ROPE_LONGROPE) {
+        if (d->attention_factor.state == TM_CFG_SET) {
+            if (!(d->attention_factor.v > 0))
+                return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s.attention_factor' must be positive", c->name, x->pre, field);
+            r->has_attention_factor = 1;
+            r->attention_factor = d->attention_factor.v;
+        }
+    }
+    if (r->type == TM_ROPE_YARN) {
+        r->beta_fast = d->beta_fast.state == TM_CFG_SET ? d->beta_fast.v : 0;
+        r->beta_slow = d->beta_slow.state == TM_CFG_SET ? d->beta_slow.v : 0;
+        r->mscale = d->mscale.state == TM_CFG_SET ? d->mscale.v : 0;
+        r->mscale_all_dim = d->mscale_all_dim.state == TM_CFG_SET ? d->mscale_all_dim.v : 0;
+        r->truncate = d->truncate.state == TM_CFG_SET ? d->truncate.v : 1;
+    }
+    if (r->type == TM_ROPE_LONGROPE) {
+        int half = r->rot_dim / 2;
+        if (d->n_short != half || d->n_long != half)
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s.short_factor' and 'long_factor' must have %d entries "
+                           "(have %d and %d)", c->name, x->pre, field, half, d->n_short, d->n_long);
+        for (int i = 0; i < half; i++)
+            if (!(d->short_factor[i] > 0) || !(d->long_factor[i] > 0))
+                return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' factors must be positive", c->name, x->pre, field);
+    }
+#undef KEY
+    rc = tm_rope_compute(r, max_pos, d->short_factor, d->long_factor, x->err);
+    if (rc) tm_err_prefix(x->err, "%s: '%s%s'", c->name, x->pre, field);
+    return rc;
+}
+
+static int resolve_ropes(ctx *x, const arch_info *ai, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+    double theta_top = c->rope_theta.state == TM_CFG_SET ? c->rope_theta.v : ai->theta;
+    if (c->rope_theta.state == TM_CFG_SET && !(c->rope_theta.v > 0))
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%srope_theta' = %g must be positive", c->name, x->pre, c->rope_theta.v);
+    int rc;
+    if (ai->gemma == 3) {
+        /* rope[0]: full attention layers (rope_scaling applies), rope[1]: sliding layers */
+        double local = 1e4;
+        if ((rc = opt_pos_num(x, &c->rope_local_base_freq, "rope_local_base_freq", 1e4, &local))) return rc;
+        m->n_rope = 2;
+        if (c->rope_nested) {
+            if ((rc = rope_from_dict(x, &c->rope_full, "rope_parameters.full_attention", theta_top, m->Dh, m->max_pos, 0,
+                                     &m->rope[0])))
+                return rc;
+            return rope_from_dict(x, &c->rope_sliding, "rope_parameters.sliding_attention", local, m->Dh, m->max_pos, 0,
+                                  &m->rope[1]);
+        }
+        const tm_hf_rope_params *full = c->rope_scaling.present ? &c->rope_scaling : &c->rope_parameters;
+        if ((rc = rope_from_dict(x, full, full == &c->rope_scaling ? "rope_scaling" : "rope_parameters", theta_top,
+                                 m->Dh, m->max_pos, 0, &m->rope[0])))
+            return rc;
+        return rope_from_dict(x, NULL, "rope_local_base_freq", local, m->Dh, m->max_pos, 0, &m->rope[1]);
+    }
+    if (c->rope_nested)
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%srope_parameters' by layer type is not supported for %s",
+                       c->name, x->pre, ai->cls);
+    const tm_hf_rope_params *d = c->rope_scaling.present ? &c->rope_scaling : &c->rope_parameters;
+    m->n_rope = 1;
+    return rope_from_dict(x, d, d == &c->rope_scaling ? "rope_scaling" : "rope_parameters", theta_top, m->Dh,
+                          m->max_pos, 1, &m->rope[0]);
+}
+
+/* ---- tensor specs ---- */
+
+static int add_spec(tm_model *m, int *cap, tm_tensor *slot, tm_tensor_kind kind, int64_t d0, int64_t d1,
+                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+static int add_spec(tm_model *m, int *cap, tm_tensor *slot, tm_tensor_kind kind, int64_t d0, int64_t d1,
+                    const char *fmt, ...)
+{
+    if (m->n_spec == *cap) {
+        int nc = *cap ? *cap * 2 : 64;
+        tm_tensor_spec *ns = realloc(m->spec, (size_t)nc * sizeof *ns);
+        if (!ns) return TM_E_NOMEM;
+        m->spec = ns;
+        *cap = nc;
+    }
+    tm_tensor_spec *s = &m->spec[m->n_spec++];
+    memset(s, 0, sizeof *s);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->name, sizeof s->name, fmt, ap);
+    va_end(ap);
+    s->ndim = d1 ? 2 : 1;
+    s->shape[0] = d0;
+    s->shape[1] = d1;
+    s->kind = kind;
+    s->slot = slot;
+    return TM_OK;
+}
+
+static const arch_info *info_of(const tm_model *m)
+{
+    for (int i = 0; i < N_ARCH; i++)
+        if (strcmp(arch_table[i].cls, m->arch_name) == 0) return &arch_table[i];
+    return NULL;
+}
+
+static int build_specs(tm_model *m, tm_err *err)
+{
+    const arch_info *ai = info_of(m);
+    int cap = 0, rc = 0;
+    m->n_spec = 0;
+    const char *P = m->prefix;
+    int64_t D = m->D, q = (int64_t)m->H * m->Dh, kv = (int64_t)m->Hk * m->Dh;
+#define ADD(...) do { if ((rc = add_spec(m, &cap, __VA_ARGS__))) goto oom; } while (0)
+    ADD(&m->embed, TM_TK_EMBED, m->V, D, "%sembed_tokens.weight", P);
+    for (int l = 0; l < m->L; l++) {
+        tm_layer_weights *w = &m->w[l];
+        ADD(&w->attn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.input_layernorm.weight", P, l);
+        if (m->fused_qkv) {
+            ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%slayers.%d.self_attn.qkv_proj.weight", P, l);
+        } else {
+            ADD(&w->wq, TM_TK_MATRIX, q, D, "%slayers.%d.self_attn.q_proj.weight", P, l);
+            ADD(&w->wk, TM_TK_MATRIX, kv, D, "%slayers.%d.self_attn.k_proj.weight", P, l);
+            ADD(&w->wv, TM_TK_MATRIX, kv, D, "%slayers.%d.self_attn.v_proj.weight", P, l);
+        }
+        if (m->qkv_bias) {
+            ADD(&w->bq, TM_TK_VECTOR, q, 0, "%slayers.%d.self_attn.q_proj.bias", P, l);
+            ADD(&w->bk, TM_TK_VECTOR, kv, 0, "%slayers.%d.self_attn.k_proj.bias", P, l);
+            ADD(&w->bv, TM_TK_VECTOR, kv, 0, "%slayers.%d.self_attn.v_proj.bias", P, l);
+        }
+        if (m->qk_norm) {
+            ADD(&w->q_norm, TM_TK_VECTOR, m->Dh, 0, "%slayers.%d.self_attn.q_norm.weight", P, l);
+            ADD(&w->k_norm, TM_TK_VECTOR, m->Dh, 0, "%slayers.%d.self_attn.k_norm.weight", P, l);
+        }
+        ADD(&w->wo, TM_TK_MATRIX, D, q, "%slayers.%d.self_attn.o_proj.weight", P, l);
+        if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%slayers.%d.self_attn.o_proj.bias", P, l);
+        if (ai->gemma) {
+            ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
+            ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.pre_feedforward_layernorm.weight", P, l);
+            ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
+        } else {
+            ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
+        }
+        if (m->layer[l].moe) {
+            int64_t E = m->n_experts, Fe = m->F_expert;
+            const char *blk = ai->moe == MOE_MIXTRAL ? "block_sparse_moe" : "mlp";
+            ADD(&w->router, TM_TK_MATRIX, E, D, "%slayers.%d.%s.gate.weight", P, l, blk);
+            for (int e = 0; e < E; e++) {
+                if (ai->moe == MOE_MIXTRAL) {
+                    ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.w1.weight", P, l, blk, e);
+                    ADD(&w->e_up[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.w3.weight", P, l, blk, e);
+                    ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%slayers.%d.%s.experts.%d.w2.weight", P, l, blk, e);
+                } else {
+                    ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.gate_proj.weight", P, l, blk, e);
+                    ADD(&w->e_up[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.up_proj.weight", P, l, blk, e);
+                    ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%slayers.%d.%s.experts.%d.down_proj.weight", P, l, blk, e);
+                }
+            }
+        } else {
+            if (m->fused_gate_up) {
+                ADD(&w->w_gate_up, TM_TK_MATRIX, 2 * (int64_t)m->F, D, "%slayers.%d.mlp.gate_up_proj.weight", P, l);
+            } else {
+                ADD(&w->w_gate, TM_TK_MATRIX, m->F, D, "%slayers.%d.mlp.gate_proj.weight", P, l);
+                ADD(&w->w_up, TM_TK_MATRIX, m->F, D, "%slayers.%d.mlp.up_proj.weight", P, l);
+            }
+            ADD(&w->w_down, TM_TK_MATRIX, D, m->F, "%slayers.%d.mlp.down_proj.weight", P, l);
+            if (m->mlp_bias) {
+                ADD(&w->b_gate, TM_TK_VECTOR, m->F, 0, "%slayers.%d.mlp.gate_proj.bias", P, l);
+                ADD(&w->b_up, TM_TK_VECTOR, m->F, 0, "%slayers.%d.mlp.up_proj.bias", P, l);
+                ADD(&w->b_down, TM_TK_VECTOR, D, 0, "%slayers.%d.mlp.down_proj.bias", P, l);
+            }
+        }
+    }
+    ADD(&m->final_norm, TM_TK_VECTOR, D, 0, "%snorm.weight", P);
+    if (!m->tied) {
+        /* the head sits next to the decoder: "lm_head.weight", or "language_model.lm_head.weight" */
+        size_t pl = strlen(P);
+        const char *dec = "model.";
+        size_t dl = strlen(dec);
+        if (pl >= dl && strcmp(P + pl - dl, dec) == 0)
+            ADD(&m->lm_head, TM_TK_MATRIX, m->V, D, "%.*slm_head.weight", (int)(pl - dl), P);
+        else
+            ADD(&m->lm_head, TM_TK_MATRIX, m->V, D, "lm_head.weight");
+    }
+#undef ADD
+    return TM_OK;
+oom:
+    return tm_errf(err, TM_E_NOMEM, "out of memory");
+}
+
+/* ---- the model ---- */
+
+static const arch_info *find_arch(const tm_hf_config *c)
+{
+    for (int i = 0; i < N_ARCH; i++)
+        if (c->architecture[0] ? strcmp(c->architecture, arch_table[i].cls) == 0
+                               : strcmp(c->model_type, arch_table[i].model_type) == 0)
+            return &arch_table[i];
+    return NULL;
+}
+
+static int resolve_act(ctx *x, const arch_info *ai, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+    const char *key = ai->gemma ? "hidden_activation" : "hidden_act";
+    const char *a = ai->gemma ? c->hidden_activation : c->hidden_act;
+    if (!a[0]) {
+        m->act = ai->gemma ? TM_ACT_GELU_TANH : TM_ACT_SILU;
+        return TM_OK;
+    }
+    if (strcmp(a, "silu") == 0 || strcmp(a, "swish") == 0) m->act = TM_ACT_SILU;
+    else if (strcmp(a, "gelu_pytorch_tanh") == 0 || strcmp(a, "gelu_new") == 0) m->act = TM_ACT_GELU_TANH;
+    else
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%s%s' = '%s' is not supported (silu, gelu_pytorch_tanh are)",
+                       c->name, x->pre, key, a);
+    return TM_OK;
+}
+
+static int resolve_dtype(ctx *x, tm_model *m)
+{
+    const char *d = x->c->dtype;
+    m->has_dtype = 1;
+    if (!d[0]) m->has_dtype = 0;
+    else if (strcmp(d, "bfloat16") == 0) m->dtype = TM_DT_BF16;
+    else if (strcmp(d, "float16") == 0) m->dtype = TM_DT_F16;
+    else if (strcmp(d, "float32") == 0) m->dtype = TM_DT_F32;
+    else return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: 'torch_dtype' = '%s' is not supported (bfloat16, float16, float32 are)",
+                        x->c->name, d);
+    return TM_OK;
+}
+
+static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+    int window = 0, rc;
+    if (c->n_layer_types && c->n_layer_types != m->L)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types' has %d entries but num_hidden_layers is %d", c->name,
+                       x->pre, c->n_layer_types, m->L);
+    if (ai->sw != SW_NONE) {
+        if ((rc = opt_int(x, &c->sliding_window, "sliding_window", 1, INT32_MAX,
+                          c->sliding_window.state == TM_CFG_NULL ? 0 : ai->sw_default, &window)))
+            return rc;
+    }
+    if (ai->sw == SW_QWEN && !(c->use_sliding_window.state == TM_CFG_SET && c->use_sliding_window.v)) window = 0;
+    int mwl = 0, pattern = 6;
+    if ((rc = opt_int(x, &c->max_window_layers, "max_window_layers", 0, INT32_MAX, 28, &mwl))) return rc;
+    if ((rc = opt_int(x, &c->sliding_window_pattern, "sliding_window_pattern", 1, INT32_MAX, 6, &pattern))) return rc;
+    for (int l = 0; l < m->L; l++) {
+        int s = 0;
+        switch (ai->sw) {
+        case SW_NONE: s = 0; break;
+        case SW_ALL: s = 1; break;
+        case SW_QWEN: s = c->n_layer_types ? c->layer_sliding[l] : l >= mwl; break;
+        case SW_GEMMA2: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0; break;
+        case SW_GEMMA3: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % pattern != 0; break;
+        }
+        m->layer[l].sliding = s && window > 0;
+        m->layer[l].window = m->layer[l].sliding ? window : 0;
+        m->layer[l].rope = (ai->gemma == 3 && s) ? 1 : 0;
+    }
+    return TM_OK;
+}
+
+static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+    int rc;
+    if (ai->moe == MOE_NONE) return TM_OK;
+    const tm_cfg_int *ne = c->num_experts.state == TM_CFG_SET ? &c->num_experts : &c->num_local_experts;
+    const char *nek = ne == &c->num_experts ? "num_experts" : "num_local_experts";
+    if ((rc = opt_int(x, ne, nek, 1, TM_MODEL_MAX_EXPERTS, ai->moe == MOE_QWEN3 ? 128 : 8, &m->n_experts))) return rc;
+    if ((rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts,
+                      ai->moe == MOE_QWEN3 ? 8 : 2, &m->top_k)))
+        return rc;
+    if (m->top_k > m->n_experts)
+        return tm_errf(x->err, TM_E_INVALID, "%s: 'num_experts_per_tok' = %d exceeds the %d experts", c->name, m->top_k,
+                       m->n_experts);
+    if (ai->moe == MOE_MIXTRAL) {
+        m->F_expert = m->F;
+        m->norm_topk_prob = 1;
+        for (int l = 0; l < m->L; l++) m->layer[l].moe = 1;
+        return TM_OK;
+    }
+    if ((rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF, 768, &m->F_expert)))
+        return rc;
+    m->norm_topk_prob = c->norm_topk_prob.state == TM_CFG_SET ? c->norm_topk_prob.v : 0;
+    int step = 1;
+    if ((rc = opt_int(x, &c->decoder_sparse_step, "decoder_sparse_step", 1, INT32_MAX, 1, &step))) return rc;
+    for (int l = 0; l < m->L; l++) {
+        int dense = 0;
+        for (int i = 0; i < c->n_mlp_only; i++)
+            if (c->mlp_only_layers[i] == l) dense = 1;
+        m->layer[l].moe = !dense && (l + 1) % step == 0;
+    }
+    return TM_OK;
+}
+
+void tm_model_free(tm_model *m)
+{
+    if (!m) return;
+    for (int i = 0; i < 2; i++) tm_rope_free(&m->rope[i]);
+    if (m->w)
+        for (int l = 0; l < m->L; l++) {
+            free(m->w[l].e_gate);
+            free(m->w[l].e_up);
+            free(m->w[l].e_down);
+        }
+    free(m->w);
+    free(m->layer);
+    free(m->spec);
+    if (m->owner_free) m->owner_free(m->owner);
+    free(m);
+}
+
+void tm_model_set_owner(tm_model *m, void *owner, void (*owner_free)(void *))
+{
+    m->owner = owner;
+    m->owner_free = owner_free;
+}
+
+int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
+{
+    *out = NULL;
+    const arch_info *ai = find_arch(c);
+    if (!ai) {
+        if (!c->architecture[0] && !c->model_type[0])
+            return tm_errf(err, TM_E_INVALID, "%s: 'architectures' is missing", c->name);
+        return tm_errf(err, TM_E_UNSUPPORTED, "%s: architecture '%s' is not supported (Llama, Mistral, Qwen2, Qwen3, "
+                       "Gemma2, Gemma3, Phi3, Qwen3Moe, Mixtral are)", c->name,
+                       c->architecture[0] ? c->architecture : c->model_type);
+    }
+    ctx x = {c, c->text_config ? "text_config." : "", err};
+    tm_model *m = calloc(1, sizeof *m);
+    if (!m) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    m->arch = ai->arch;
+    m->arch_name = ai->cls;
+    snprintf(m->model_type, sizeof m->model_type, "%s", c->model_type[0] ? c->model_type : ai->model_type);
+    snprintf(m->prefix, sizeof m->prefix, "%s", ai->prefix);
+    m->check_dtype = 1;
+    int rc;
+    if ((rc = req_int(&x, &c->vocab_size, "vocab_size", 1, TM_MODEL_MAX_VOCAB, &m->V))) goto fail;
+    if ((rc = req_int(&x, &c->hidden_size, "hidden_size", 1, TM_MODEL_MAX_HIDDEN, &m->D))) goto fail;
+    if ((rc = req_int(&x, &c->num_hidden_layers, "num_hidden_layers", 1, TM_MODEL_MAX_LAYERS, &m->L))) goto fail;
+    if ((rc = req_int(&x, &c->num_attention_heads, "num_attention_heads", 1, TM_MODEL_MAX_HEADS, &m->H))) goto fail;
+    if ((rc = req_int(&x, &c->intermediate_size, "intermediate_size", 1, TM_MODEL_MAX_FF, &m->F))) goto fail;
+    if ((rc = opt_int(&x, &c->num_key_value_heads, "num_key_value_heads", 1, TM_MODEL_MAX_HEADS, m->H, &m->Hk))) goto fail;
+    if (m->H % m->Hk) {
+        rc = tm_errf(err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d does not divide 'num_attention_heads' = %d",
+                     c->name, m->Hk, m->H);
+        goto fail;
+    }
+    if (c->head_dim.state == TM_CFG_SET) {
+        if ((rc = req_int(&x, &c->head_dim, "head_dim", 1, TM_MODEL_MAX_HEAD_DIM, &m->Dh))) goto fail;
+    } else if (ai->head_dim && c->head_dim.state == TM_CFG_ABSENT) {
+        m->Dh = ai->head_dim;
+    } else {
+        if (m->D % m->H) {
+            rc = tm_errf(err, TM_E_INVALID, "%s: 'hidden_size' = %d is not divisible by 'num_attention_heads' = %d "
+                         "(and no 'head_dim' is given)", c->name, m->D, m->H);
+            goto fail;
+        }
+        m->Dh = m->D / m->H;
+    }
+    if ((int64_t)m->H * m->Dh > TM_MODEL_MAX_HIDDEN * 4LL) {
+        rc = tm_errf(err, TM_E_INVALID, "%s: num_attention_heads x head_dim = %lld is absurd", c->name,
+                     (long long)m->H * m->Dh);
+        goto fail;
+    }
+    double eps = 1e-6;
+    if ((rc = opt_pos_num(&x, &c->rms_norm_eps, "rms_norm_eps", ai->eps, &eps))) goto fail;
+    if (eps >= 1) {
+        rc = tm_errf(err, TM_E_INVALID, "%s: 'rms_norm_eps' = %g is absurd (must be below 1)", c->name, eps);
+        goto fail;
+    }
+    m->eps = (float)eps;
+    if ((rc = opt_int(&x, &c->max_position_embeddings, "max_position_embeddings", 1, 100000000, ai->max_pos,
+                      &m->max_pos)))
+        goto fail;
+    m->tied = c->tie_word_embeddings.state == TM_CFG_SET ? c->tie_word_embeddings.v : ai->tie;
+    int ab = c->attention_bias.state == TM_CFG_SET && c->attention_bias.v;
+    m->qkv_bias = ai->bias == AB_QKV || (ai->bias == AB_CONFIG && ab);
+    m->o_bias = ai->bias == AB_CONFIG && ab;
+    m->mlp_bias = ai->mlp_bias && c->mlp_bias.state == TM_CFG_SET && c->mlp_bias.v;
+    m->qk_norm = ai->qk_norm;
+    m->fused_qkv = m->fused_gate_up = ai->fused;
+    m->norm_add_one = m->post_attn_norm = m->post_ffn_norm = ai->gemma != 0;
+    m->embed_scale = ai->gemma ? (float)sqrt((double)m->D) : 1.0f;
+    m->attn_scale = (float)pow((double)m->Dh, -0.5);
+    if (ai->gemma) {
+        double qpas = 256, cap = 0;
+        if ((rc = opt_pos_num(&x, &c->query_pre_attn_scalar, "query_pre_attn_scalar", 256, &qpas))) goto fail;
+        m->attn_scale = (float)pow(qpas, -0.5);
+        if ((rc = opt_pos_num(&x, &c->attn_logit_softcapping, "attn_logit_softcapping", ai->gemma == 2 ? 50.0 : 0, &cap)))
+            goto fail;
+        m->attn_softcap = c->attn_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;
+        if ((rc = opt_pos_num(&x, &c->final_logit_softcapping, "final_logit_softcapping", ai->gemma == 2 ? 30.0 : 0, &cap)))
+            goto fail;
+        m->final_softcap = c->final_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;
+    }
+    if ((rc = resolve_act(&x, ai, m))) goto fail;
+    if ((rc = resolve_dtype(&x, m))) goto fail;
+    m->bos_id = c->bos_token_id.state == TM_CFG_SET ? (int)c->bos_token_id.v : -1;
+    m->n_eos = c->n_eos < 16 ? c->n_eos : 16;
+    memcpy(m->eos_ids, c->eos_ids, (size_t)m->n_eos * sizeof(int));
+    m->layer = calloc((size_t)m->L, sizeof *m->layer);
+    m->w = calloc((size_t)m->L, sizeof *m->w);
+    if (!m->layer || !m->w) {
+        rc = tm_errf(err, TM_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = resolve_sliding(&x, ai, m))) goto fail;
+    if ((rc = resolve_moe(&x, ai, m))) goto fail;
+    if ((rc = resolve_ropes(&x, ai, m))) goto fail;
+    for (int l = 0; l < m->L && m->n_experts; l++) {
+        if (!m->layer[l].moe) continue;
+        m->w[l].e_gate = calloc((size_t)m->n_experts, sizeof(tm_tensor));
+        m->w[l].e_up = calloc((size_t)m->n_experts, sizeof(tm_tensor));
+        m->w[l].e_down = calloc((size_t)m->n_experts, sizeof(tm_tensor));
+        if (!m->w[l].e_gate || !m->w[l].e_up || !m->w[l].e_down) {
+            rc = tm_errf(err, TM_E_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    if ((rc = build_specs(m, err))) goto fail;
+    *out = m;
+    return TM_OK;
+fail:
+    tm_model_free(m);
+    return rc;
+}
+
+/* ---- binding ---- */
+
+static int shape_eq(const tm_tensor *t, const tm_tensor_spec *s)
+{
+    if (t->ndim != s->ndim) return 0;
+    for (int d = 0; d < s->ndim; d++)
+        if (t->shape[d] != s->shape[d]) return 0;
+    return 1;
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int d = 0; d < ndim && k < n; d++) k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_tensor *t, tm_err *err)
+{
+    if (!shape_eq(t, s)) {
+        char a[96], b[96];
+        shape_str(a, sizeof a, t->ndim, t->shape);
+        shape_str(b, sizeof b, s->ndim, s->shape);
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': shape %s does not match %s expected from the config", s->name, a, b);
+    }
+    int64_t numel = tm_tensor_numel(t);
+    size_t es = tm_dtype_size(t->dtype);
+    if (t->dtype == TM_DT_F32 || t->dtype == TM_DT_F16 || t->dtype == TM_DT_BF16) {
+        if (t->nbytes != (size_t)numel * es || !t->data)
+            return tm_errf(err, TM_E_INVALID, "tensor '%s': %zu bytes for %lld %s elements", s->name, t->nbytes,
+                           (long long)numel, tm_dtype_name(t->dtype));
+        if (m->check_dtype && m->has_dtype && t->dtype != m->dtype)
+            return tm_errf(err, TM_E_INVALID, "tensor '%s': dtype %s does not match the config's declared dtype %s",
+                           s->name, tm_dtype_name(t->dtype), tm_dtype_name(m->dtype));
+        return TM_OK;
+    }
+    int quant = t->dtype == TM_DT_Q8PC || t->dtype == TM_DT_Q4PC || t->dtype == TM_DT_Q4G64 || t->dtype == TM_DT_Q4G32;
+    if (!quant || s->kind == TM_TK_VECTOR)
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
+    int64_t N = s->shape[0], K = s->shape[1];
+    int64_t G = t->dtype == TM_DT_Q4G64 ? 64 : t->dtype == TM_DT_Q4G32 ? 32 : K;
+    size_t want = t->dtype == TM_DT_Q8PC ? (size_t)(N * K) : (size_t)(N * K / 2);
+    if ((t->dtype != TM_DT_Q8PC && K % 32) || K % G || !t->data || !t->scales || t->nbytes != want)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': malformed %s encoding (%zu bytes for [%lld, %lld])", s->name,
+                       tm_dtype_name(t->dtype), t->nbytes, (long long)N, (long long)K);
+    return TM_OK;
+}
+
+int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
+{
+    int rc;
+    tm_tensor t;
+    if (m->arch == TM_ARCH_GEMMA3 && strcmp(m->prefix, "model.") != 0) {
+        /* multimodal checkpoints name the decoder either way round */
+        static const char *cands[] = {"language_model.model.", "model.language_model."};
+        for (int i = 0; i < 2; i++) {
+            char name[160];
+            snprintf(name, sizeof name, "%sembed_tokens.weight", cands[i]);
+            tm_err e2 = {0};
+            if (src->lookup(src->ctx, name, &t, &e2) == TM_OK) {
+                if (strcmp(m->prefix, cands[i]) != 0) {
+                    snprintf(m->prefix, sizeof m->prefix, "%s", cands[i]);
+                    if ((rc = build_specs(m, err))) return rc;
+                }
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < m->n_spec; i++) {
+        const tm_tensor_spec *s = &m->spec[i];
+        rc = src->lookup(src->ctx, s->name, &t, err);
+        if (rc) {
+            if (rc == TM_E_NOTFOUND && s->slot == &m->lm_head)
+                tm_err_prefix(err, "%s is untied (tie_word_embeddings false)", m->arch_name);
+            return rc;
+        }
+        if ((rc = check_tensor(m, s, &t, err))) return rc;
+        *s->slot = t;
+    }
+    if (m->tied) m->lm_head = m->embed;
+    m->bound = 1;
+    return TM_OK;
+}

@@ -1,0 +1,238 @@
+/* model/model.h: the architecture table's output, one uniform description of
+ * a decoder-only transformer (hyper-parameters, per-layer attention kind and
+ * RoPE, the tensors it needs with their shapes) plus the bound weights.
+ *
+ *   tm_hf_config cfg;                        // hf/config.h
+ *   tm_hf_config_load(&cfg, "dir/config.json", &err);
+ *   tm_model *m;
+ *   tm_model_init(&m, &cfg, &err);           // description only, no weights
+ *   tm_hf_config_free(&cfg);
+ *   tm_tensor_source src = {ctx, my_lookup};
+ *   tm_model_bind(m, &src, &err);            // every required tensor, shape and dtype checked
+ *   ... m->D, m->layer[l].sliding, m->w[l].wq.data ...
+ *   tm_model_free(m);
+ * (hf/hf_model.h's tm_hf_model_open does all of this for a HF directory.)
+ *
+ * Supported architectures: LlamaForCausalLM, MistralForCausalLM,
+ * Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM
+ * (and the text part of Gemma3ForConditionalGeneration), Phi3ForCausalLM,
+ * Qwen3MoeForCausalLM, MixtralForCausalLM.
+ *
+ * THE OP SEQUENCE (every engine computes exactly this; float32 reference in
+ * engine/ref). rmsnorm(v, w) = v * 1/sqrt(mean(v²) + eps) * (norm_add_one ? 1 + w : w).
+ *
+ *   x[T][D] = embed[tok] * embed_scale              (embed_scale: sqrt(D) rounded to f32 for Gemma, else 1)
+ *   for each layer l (desc layer[l], weights w[l]):
+ *     h = rmsnorm(x, attn_norm)
+ *     q = h·wqᵀ + bq   [T][H*Dh];  k = h·wkᵀ + bk, v = h·wvᵀ + bv   [T][Hk*Dh]
+ *         (fused_qkv: one matrix wqkv [(H+2Hk)*Dh][D], rows Q then K then V)
+ *     qk_norm: each head of q and k: rmsnorm over Dh with q_norm / k_norm
+ *     RoPE (rope[layer[l].rope]) on the first rot_dim dims of every q and k head,
+ *         "rotate-half": dim i pairs with i + rot_dim/2; angle = f32(pos * inv_freq[i]);
+ *         c = cos(angle) * attn_scaling, s = sin(angle) * attn_scaling;
+ *         y[i] = x[i]·c - x[i+h]·s,  y[i+h] = x[i+h]·c + x[i]·s  (h = rot_dim/2)
+ *     per query head qh (kv head qh / (H/Hk)), query at position i, key at j:
+ *         s_j = (q·k_j) * attn_scale;  attn_softcap: s_j = tanh(s_j / c) * c
+ *         allowed: j <= i, and i - j < window if layer[l].sliding
+ *         o = softmax(s) · V
+ *     a = o·woᵀ + bo                                [T][D]
+ *     post_attn_norm (Gemma): a = rmsnorm(a, attn_out_norm)
+ *     x = x + a
+ *     h = rmsnorm(x, ffn_norm)
+ *     dense:  f = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd
+ *             (fused_gate_up: one matrix w_gate_up [2F][D], rows gate then up)
+ *     moe:    r = softmax(h·routerᵀ) over E experts (f32); take the top_k
+ *             (norm_topk_prob: divide them by their sum);
+ *             f = Σ p_e · (act(h·eg_eᵀ) ⊙ h·eu_eᵀ)·ed_eᵀ
+ *     post_ffn_norm (Gemma): f = rmsnorm(f, ffn_out_norm)
+ *     x = x + f
+ *   x = rmsnorm(x, final_norm)
+ *   logits = x·lm_headᵀ   (tied: lm_head is embed);  final_softcap: tanh(l / c) * c
+ *
+ * act: SiLU x·sigmoid(x), or GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
+ */
+#ifndef TM_MODEL_MODEL_H
+#define TM_MODEL_MODEL_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "hf/config.h"
+
+/* Sanity limits: a config beyond them is rejected as absurd. */
+#define TM_MODEL_MAX_VOCAB 10000000
+#define TM_MODEL_MAX_HIDDEN 1000000
+#define TM_MODEL_MAX_LAYERS 10000
+#define TM_MODEL_MAX_HEADS 65536
+#define TM_MODEL_MAX_HEAD_DIM 65536
+#define TM_MODEL_MAX_FF 10000000
+#define TM_MODEL_MAX_EXPERTS 65536
+
+/* A container of tensors (a HF directory, a package): lookup returns a view
+ * whose memory stays valid as long as the container does; TM_E_NOTFOUND if
+ * the name is absent (message written into err). */
+typedef struct tm_tensor_source {
+    void *ctx;
+    int (*lookup)(void *ctx, const char *name, tm_tensor *out, tm_err *err);
+} tm_tensor_source;
+
+typedef enum tm_arch {
+    TM_ARCH_LLAMA,
+    TM_ARCH_MISTRAL,
+    TM_ARCH_QWEN2,
+    TM_ARCH_QWEN3,
+    TM_ARCH_GEMMA2,
+    TM_ARCH_GEMMA3,
+    TM_ARCH_PHI3,
+    TM_ARCH_QWEN3_MOE,
+    TM_ARCH_MIXTRAL,
+} tm_arch;
+
+typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH } tm_act;
+
+typedef enum tm_rope_type {
+    TM_ROPE_DEFAULT,
+    TM_ROPE_LINEAR,
+    TM_ROPE_LLAMA3,
+    TM_ROPE_YARN,
+    TM_ROPE_LONGROPE,
+} tm_rope_type;
+
+/* One rotary embedding (a model has one, or one per layer type for Gemma 3). */
+typedef struct tm_rope {
+    tm_rope_type type;
+    double theta;                /* base */
+    int rot_dim;                 /* rotated dims per head: even, <= Dh (int(Dh * partial_rotary_factor)) */
+    double factor;               /* linear / llama3 / yarn / longrope (0: yarn/longrope derive it
+                                    from max_position_embeddings / original_max_pos) */
+    double low_freq_factor, high_freq_factor;  /* llama3 */
+    int64_t original_max_pos;    /* llama3 / yarn / longrope */
+    double beta_fast, beta_slow, mscale, mscale_all_dim; /* yarn */
+    int truncate;                /* yarn: floor/ceil the correction range */
+    int has_attention_factor;    /* yarn / longrope: attention_factor given in the config */
+    double attention_factor;
+    float attn_scaling;          /* multiplies cos and sin (yarn, longrope), 1 otherwise */
+    float *inv_freq;             /* [rot_dim/2] float32, exactly as transformers computes it */
+    float *inv_freq_long;        /* [rot_dim/2] longrope only: used by a forward call whose
+                                    positions reach original_max_pos or beyond; NULL otherwise */
+} tm_rope;
+
+typedef struct tm_layer_desc {
+    int sliding;                 /* 1: keys j with i - j < window only */
+    int window;
+    int rope;                    /* index into tm_model.rope */
+    int moe;                     /* 1: mixture-of-experts FFN, 0: dense */
+} tm_layer_desc;
+
+/* Weights of one layer; a field the architecture lacks has data == NULL. */
+typedef struct tm_layer_weights {
+    tm_tensor attn_norm;         /* [D] */
+    tm_tensor wq, wk, wv;        /* [H*Dh][D], [Hk*Dh][D], [Hk*Dh][D] */
+    tm_tensor wqkv;              /* [(H+2Hk)*Dh][D] fused (Phi-3) */
+    tm_tensor bq, bk, bv;        /* [H*Dh], [Hk*Dh], [Hk*Dh] */
+    tm_tensor q_norm, k_norm;    /* [Dh] */
+    tm_tensor wo;                /* [D][H*Dh] */
+    tm_tensor bo;                /* [D] */
+    tm_tensor attn_out_norm;     /* [D] Gemma post_attention_layernorm */
+    tm_tensor ffn_norm;          /* [D] */
+    tm_tensor ffn_out_norm;      /* [D] Gemma post_feedforward_layernorm */
+    tm_tensor w_gate, w_up;      /* [F][D] */
+    tm_tensor w_gate_up;         /* [2F][D] fused (Phi-3) */
+    tm_tensor w_down;            /* [D][F] */
+    tm_tensor b_gate, b_up, b_down; /* [F], [F], [D] */
+    tm_tensor router;            /* [E][D] */
+    tm_tensor *e_gate, *e_up;    /* [E] each [Fe][D] */
+    tm_tensor *e_down;           /* [E] each [D][Fe] */
+} tm_layer_weights;
+
+/* What a tensor is, so a converter knows what it may quantize. */
+typedef enum tm_tensor_kind {
+    TM_TK_MATRIX,                /* a linear weight [N][K], used as x·Wᵀ */
+    TM_TK_EMBED,                 /* the embedding [V][D] (rows are gathered; also the tied lm_head) */
+    TM_TK_VECTOR,                /* norm weights and biases */
+} tm_tensor_kind;
+
+typedef struct tm_tensor_spec {
+    char name[128];              /* checkpoint name, e.g. "model.layers.0.self_attn.q_proj.weight" */
+    int ndim;
+    int64_t shape[TM_MAX_DIMS];
+    tm_tensor_kind kind;
+    tm_tensor *slot;             /* where tm_model_bind puts it */
+} tm_tensor_spec;
+
+typedef struct tm_model {
+    tm_arch arch;
+    const char *arch_name;       /* "LlamaForCausalLM", ... */
+    char model_type[32];
+    int V, D, L, H, Hk, Dh, F;   /* vocab, hidden, layers, heads, kv heads, head dim, ffn */
+    float eps;                   /* RMSNorm epsilon (as f32, as torch adds it) */
+    int norm_add_one;            /* Gemma: weight is 1 + w */
+    int qkv_bias, o_bias, mlp_bias;
+    int qk_norm;
+    int fused_qkv, fused_gate_up;
+    int tied;                    /* lm_head is the embedding */
+    int post_attn_norm, post_ffn_norm; /* Gemma's sandwich norms */
+    tm_act act;
+    float embed_scale;           /* 1, or sqrt(D) as f32 (Gemma) */
+    float attn_scale;            /* multiplies q·k: Dh^-0.5 or query_pre_attn_scalar^-0.5, as f32 */
+    float attn_softcap;          /* 0 = none */
+    float final_softcap;         /* 0 = none */
+    int max_pos;                 /* max_position_embeddings */
+    int bos_id;                  /* -1 if none */
+    int eos_ids[16], n_eos;
+    tm_dtype dtype;              /* declared torch_dtype / dtype */
+    int has_dtype;
+    int check_dtype;             /* bind rejects plain-dtype tensors that differ from dtype (default 1) */
+
+    /* mixture of experts (n_experts == 0: dense) */
+    int n_experts, top_k, F_expert, norm_topk_prob;
+
+    tm_rope rope[2];
+    int n_rope;
+    tm_layer_desc *layer;        /* [L] */
+
+    /* weights, filled by tm_model_bind */
+    char prefix[48];             /* "model." or "language_model.model." */
+    tm_tensor embed;             /* [V][D] */
+    tm_tensor final_norm;        /* [D] */
+    tm_tensor lm_head;           /* [V][D] (a copy of embed when tied) */
+    tm_layer_weights *w;         /* [L] */
+    int bound;
+
+    tm_tensor_spec *spec;        /* [n_spec] required tensors */
+    int n_spec;
+
+    void *owner;                 /* memory behind the tensors, released by owner_free */
+    void (*owner_free)(void *owner);
+} tm_model;
+
+/* tm_model_init: build the description from a parsed config. Errors:
+ * TM_E_UNSUPPORTED (unknown architecture, rope type, activation) or
+ * TM_E_INVALID (missing or absurd field), naming the config file and field. */
+int tm_model_init(tm_model **out, const tm_hf_config *cfg, tm_err *err);
+
+/* tm_model_bind: look up every tensor of m->spec in src, checking shape and
+ * dtype (F32/F16/BF16, or a quantized encoding for TM_TK_MATRIX/EMBED
+ * tensors). Tensors in src that are not needed are ignored. */
+int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err);
+
+/* tm_model_set_owner: m releases owner with owner_free in tm_model_free. */
+void tm_model_set_owner(tm_model *m, void *owner, void (*owner_free)(void *));
+void tm_model_free(tm_model *m);
+
+/* tm_rope_inv_freq_at: the inverse frequencies a forward pass over positions
+ * [0, max_pos_plus_1) uses (longrope picks its long factors past original_max_pos). */
+const float *tm_rope_inv_freq_at(const tm_rope *r, int64_t max_pos_plus_1);
+
+/* tm_rope_compute: fill r->inv_freq (and inv_freq_long) and r->attn_scaling
+ * from the other fields, in float32 exactly as transformers does; for
+ * longrope short/long are the factor lists [rot_dim/2]. Dh is the head dim,
+ * max_pos the config's max_position_embeddings. */
+int tm_rope_compute(tm_rope *r, int64_t max_pos, const float *short_factor, const float *long_factor,
+                    tm_err *err);
+void tm_rope_free(tm_rope *r);
+
+const char *tm_arch_name(tm_arch a);
+
+#endif
