@@ -21,7 +21,7 @@ int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err)
 {
     *out = NULL;
     if (o->n_layers <= 0 || o->n_kv_heads <= 0 || o->head_dim <= 0 || o->n_pages <= 0 ||
-        o->page_size <= 0 || o->page_size > 1024 || (o->page_size & (o->page_size - 1)))
+        o->page_size <= 0 || o->page_size > 65536 || (o->page_size & (o->page_size - 1)))
         return tm_errf(err, TM_E_INVALID, "kv cache: invalid geometry (L %d, Hk %d, Dh %d, page %d, pages %d)",
                        o->n_layers, o->n_kv_heads, o->head_dim, o->page_size, o->n_pages);
     if (o->dtype != TM_DT_BF16 && o->dtype != TM_DT_F16 && o->dtype != TM_DT_F32)

@@ -46,7 +46,7 @@ typedef struct tm_kv_cache_opts {
     int n_layers;    /* L */
     int n_kv_heads;  /* Hk */
     int head_dim;    /* Dh */
-    int page_size;   /* tokens per page (power of two, 1..1024) */
+    int page_size;   /* tokens per page (power of two, 1..65536) */
     int n_pages;     /* pages in the pool */
     tm_dtype dtype;  /* TM_DT_BF16, TM_DT_F16 or TM_DT_F32 */
 } tm_kv_cache_opts;

@@ -1,0 +1,121 @@
+/* tandem.h: the public C API of tandem (opaque handles only).
+ *
+ *   tandem_status st;
+ *   tandem_model *m;
+ *   if (tandem_model_open(&m, "model.tdm", &st) != 0) { fprintf(stderr, "%s\n", st.msg); return 1; }
+ *   tandem_session_opts so;
+ *   tandem_session_opts_default(&so);              // engines, threads and route from calibration
+ *   tandem_session *s;
+ *   tandem_session_new(&s, m, &so, &st);
+ *   tandem_request r;
+ *   tandem_request_default(&r);
+ *   r.prompt = "Once upon a time"; r.max_tokens = 64;
+ *   tandem_generate(s, &r, on_text, user_data, &stats, &st);   // streams text pieces to on_text
+ *   tandem_session_free(s);
+ *   tandem_model_free(m);
+ *
+ * Every function that can fail returns 0 or a negative status and fills the
+ * caller's tandem_status with one line naming the file and field at fault.
+ * The library never exits the process. Threads: a tandem_model is read-only
+ * after open and may be shared; a tandem_session is used by one thread at a
+ * time (the server runs one scheduler per session). */
+#ifndef TANDEM_H
+#define TANDEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TANDEM_VERSION_STRING "0.1.0"
+
+typedef struct tandem_status {
+    int code;        /* 0, or a negative status (see core/status.h for the list) */
+    char msg[512];
+} tandem_status;
+
+typedef struct tandem_model tandem_model;
+typedef struct tandem_session tandem_session;
+
+/* ---- models: a package (.tdm) or a Hugging Face directory ---- */
+int tandem_model_open(tandem_model **out, const char *path, tandem_status *st);
+void tandem_model_free(tandem_model *m);
+
+typedef struct tandem_model_info {
+    const char *architecture;   /* "LlamaForCausalLM" */
+    int vocab, hidden, layers, heads, kv_heads, head_dim, ffn, max_ctx;
+    int64_t n_params;
+    const char *prefill_encoding, *decode_encoding; /* "bf16", "int4g64", ... */
+    int is_package;
+} tandem_model_info;
+void tandem_model_get_info(const tandem_model *m, tandem_model_info *info);
+
+/* ---- text ---- */
+int tandem_tokenize(const tandem_model *m, const char *text, size_t len, int add_special,
+                    int32_t **ids, size_t *n_ids, tandem_status *st);          /* free(*ids) */
+int tandem_detokenize(const tandem_model *m, const int32_t *ids, size_t n, int skip_special,
+                      char **text, tandem_status *st);                          /* free(*text) */
+/* messages_json: an array of {"role", "content"}; kwargs_json may be NULL. */
+int tandem_chat_render(const tandem_model *m, const char *messages_json, int add_generation_prompt,
+                       const char *kwargs_json, char **text, tandem_status *st); /* free(*text) */
+
+/* ---- sessions: engines bound, KV cache, scheduler ---- */
+typedef enum tandem_route {
+    TANDEM_ROUTE_AUTO = 0,     /* the router picks by its calibrated cost model */
+    TANDEM_ROUTE_HYBRID,       /* prefill engine -> KV bridge -> decode engine */
+    TANDEM_ROUTE_PREFILL_ONLY, /* the prefill engine does everything (stateful) */
+    TANDEM_ROUTE_DECODE_ONLY,  /* the decode engine does everything */
+} tandem_route;
+
+typedef struct tandem_session_opts {
+    const char *prefill_engine;   /* NULL: best available ("cpu-amx", "cpu-avx512", ...) */
+    const char *decode_engine;    /* NULL: best available */
+    int n_threads;                /* 0: all cores */
+    int prefill_threads;          /* 0: split by calibration */
+    int max_ctx;                  /* 0: the model's, capped at 4096 */
+    tandem_route route;
+    int explain;                  /* log routing decisions to stderr */
+    int stateless;                /* 1: stateless prefill + bridge copy; 0: stateful (zero copy) */
+} tandem_session_opts;
+void tandem_session_opts_default(tandem_session_opts *o);
+int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st);
+void tandem_session_free(tandem_session *s);
+
+typedef struct tandem_request {
+    const char *prompt;           /* text, tokenized with special tokens; or: */
+    const int32_t *prompt_ids;    /* token ids (used if prompt is NULL) */
+    size_t n_prompt_ids;
+    int max_tokens;               /* new tokens, default 128 */
+    float temperature;            /* default: the model's generation_config, else 1 */
+    int top_k;                    /* 0 = off */
+    float top_p, min_p;           /* 1 / 0 = off */
+    float repetition_penalty, presence_penalty, frequency_penalty;
+    uint64_t seed;
+    const char *const *stop;      /* NULL-terminated stop strings, or NULL */
+    int ignore_eos;
+} tandem_request;
+void tandem_request_default(tandem_request *r);
+
+typedef struct tandem_stats {
+    int n_prompt, n_generated;
+    double t_prefill, t_handoff, t_decode;   /* seconds */
+    double ttft;                             /* seconds from submit to first token */
+    const char *route;                       /* "hybrid", "prefill-only", "decode-only" */
+    const char *finish_reason;               /* "stop", "length" */
+} tandem_stats;
+
+/* on_text receives each new piece of valid UTF-8 (never a partial character);
+ * returning nonzero cancels the request. */
+typedef int (*tandem_text_fn)(void *ud, const char *piece, size_t len, int32_t token);
+int tandem_generate(tandem_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud,
+                    tandem_stats *stats, tandem_status *st);
+
+/* Logits of every position: out [n][vocab] float32 (fp32 reference engine). */
+int tandem_logits(const tandem_model *m, const int32_t *ids, size_t n, float *out, tandem_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

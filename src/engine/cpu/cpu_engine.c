@@ -1,0 +1,518 @@
+/* engine/cpu/cpu_engine.c: the CPU engines (AMX, AVX-512, AVX2, scalar).
+ *
+ * One implementation of the engine interface (engine/engine.h) over the
+ * kernel table of engine/cpu/kernels.h. The registry entries differ only in
+ * the kernel variant they select and the roles their caps announce:
+ *
+ *   cpu-amx      prefill   AMX tiles (bf16, int8 W8A8) GEMM
+ *   cpu-avx512   prefill + decode   AVX-512-BF16 GEMM, VNNI GEMV
+ *   cpu-avx2     prefill + decode   FMA fallbacks
+ *   cpu-scalar   prefill + decode   plain C (the portable fallback)
+ *
+ * The forward pass is the op sequence of model/model.h over M "rows": a
+ * prefill chunk is M = T rows of one sequence, a decode step is M = B rows of
+ * B sequences (one each). Rows are (token, position, sequence). Matmuls go
+ * through tm_kmatmul, which picks GEMM or GEMV by encoding and M.
+ *
+ * Attention and KV:
+ *   - the row's K/V are written into the KV cache (a->kv) at its position,
+ *     converted to the cache dtype;
+ *   - prefill over a contiguous cache (one page holds the whole sequence:
+ *     the stateless staging cache) uses the flash-style attn_prefill kernel;
+ *   - otherwise (decode, or stateful prefill into decode pages) every row
+ *     attends over its sequence's pages with attn_decode, ctx = pos + 1,
+ *     which is causal by construction.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/threadpool.h"
+#include "engine/cpu/kernels.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "quant/quant.h"
+
+#define CPU_MAX_ROWS 512  /* largest prefill chunk */
+
+typedef struct cpu_layer {
+    tm_kweight *wq, *wk, *wv, *wqkv, *wo;     /* see tm_layer_weights for shapes */
+    tm_kweight *w_gate, *w_up, *w_gate_up, *w_down;
+    float *attn_norm, *ffn_norm;              /* [D] */
+    float *attn_out_norm, *ffn_out_norm;      /* [D] or NULL */
+    float *q_norm, *k_norm;                   /* [Dh] or NULL */
+    float *bq, *bk, *bv, *bo;                 /* [H*Dh], [Hk*Dh], [Hk*Dh], [D] or NULL */
+    float *b_gate, *b_up, *b_down;            /* [F], [F], [D] or NULL */
+} cpu_layer;
+
+typedef struct cpu_ctx {
+    const tm_model *m;
+    tm_kernels k;
+    struct tm_pool *pool;
+    int max_ctx;
+    cpu_layer *layer;                         /* [L] */
+    tm_kweight *lm_head;                      /* [V][D] */
+    float *final_norm;                        /* [D] */
+    float *rope_cos[2], *rope_sin[2];         /* [max_ctx][rot/2] per rope */
+    /* scratch, sized for CPU_MAX_ROWS rows */
+    float *x;                                 /* [M][D] residual stream */
+    float *h;                                 /* [M][max(D, H*Dh)] normed input / attention output */
+    float *q, *kk, *vv;                       /* [M][H*Dh], [M][Hk*Dh], [M][Hk*Dh] */
+    float *qkv;                               /* [M][(H+2Hk)*Dh] fused projections */
+    float *g, *u;                             /* [M][2F] gate (or gate_up), [M][F] up */
+    float *f;                                 /* [M][D] */
+    float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
+    const int32_t **ptab;                     /* [M] page tables for attn_decode */
+    int *ctxlen;                              /* [M] */
+    tm_kbuf ws;
+} cpu_ctx;
+
+typedef struct cpu_variant {
+    const char *engine;   /* registry name */
+    const char *kernels;  /* kernel variant */
+    unsigned roles;
+} cpu_variant;
+
+/* ---- binding ---------------------------------------------------------------- */
+
+static float *vec_f32(const tm_tensor *t)
+{
+    if (!t->data) return NULL;
+    int64_t n = tm_tensor_numel(t);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    if (v) tm_quant_dequant_row(t->dtype, t->data, t->scales, n, 0, v);
+    return v;
+}
+
+static int pack(tm_kweight **out, const tm_tensor *t, unsigned roles, tm_err *err)
+{
+    *out = NULL;
+    if (!t->data) return TM_OK;
+    int uses = TM_KPACK_GEMV;
+    if ((roles & TM_ROLE_PREFILL) && (t->dtype == TM_DT_BF16 || t->dtype == TM_DT_Q8PC)) uses |= TM_KPACK_GEMM;
+    return tm_kpack_init(out, t, uses, err);
+}
+
+static void cpu_unbind(void *vctx)
+{
+    cpu_ctx *c = vctx;
+    if (!c) return;
+    if (c->layer) {
+        for (int l = 0; l < c->m->L; l++) {
+            cpu_layer *y = &c->layer[l];
+            tm_kweight *ws[] = {y->wq, y->wk, y->wv, y->wqkv, y->wo, y->w_gate, y->w_up, y->w_gate_up, y->w_down};
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) tm_kpack_free(ws[i]);
+            float *vs[] = {y->attn_norm, y->ffn_norm, y->attn_out_norm, y->ffn_out_norm, y->q_norm, y->k_norm,
+                           y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down};
+            for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) free(vs[i]);
+        }
+        free(c->layer);
+    }
+    tm_kpack_free(c->lm_head);
+    free(c->final_norm);
+    for (int i = 0; i < 2; i++) {
+        free(c->rope_cos[i]);
+        free(c->rope_sin[i]);
+    }
+    float *bufs[] = {c->x, c->h, c->q, c->kk, c->vv, c->qkv, c->g, c->u, c->f, c->cs, c->sn};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c->ptab);
+    free(c->ctxlen);
+    tm_kbuf_free(&c->ws);
+    free(c);
+}
+
+/* cos/sin tables [max_ctx][rot/2], angle = f32(pos * inv_freq) as transformers. */
+static int rope_tables(cpu_ctx *c, tm_err *err)
+{
+    const tm_model *m = c->m;
+    for (int r = 0; r < m->n_rope; r++) {
+        const tm_rope *rp = &m->rope[r];
+        int half = rp->rot_dim / 2;
+        const float *inv = tm_rope_inv_freq_at(rp, c->max_ctx);
+        c->rope_cos[r] = malloc(sizeof(float) * (size_t)c->max_ctx * (size_t)half);
+        c->rope_sin[r] = malloc(sizeof(float) * (size_t)c->max_ctx * (size_t)half);
+        if (!c->rope_cos[r] || !c->rope_sin[r]) return tm_errf(err, TM_E_NOMEM, "cpu engine: rope tables");
+        for (int p = 0; p < c->max_ctx; p++)
+            for (int i = 0; i < half; i++) {
+                float a = (float)p * inv[i];
+                c->rope_cos[r][(size_t)p * half + i] = cosf(a) * rp->attn_scaling;
+                c->rope_sin[r][(size_t)p * half + i] = sinf(a) * rp->attn_scaling;
+            }
+    }
+    return TM_OK;
+}
+
+static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, const cpu_variant *var,
+                       tm_err *err)
+{
+    *out = NULL;
+    if (m->n_experts > 0)
+        return tm_errf(err, TM_E_UNSUPPORTED, "%s: mixture-of-experts models (%s) are not supported by the CPU engines yet",
+                       var->engine, m->arch_name);
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!c) return tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
+    c->m = m;
+    c->pool = o->pool;
+    c->max_ctx = o->max_ctx > 0 ? o->max_ctx : 4096;
+    int rc = tm_kernels_select(var->kernels, &c->k, err);
+    if (rc != TM_OK) goto fail;
+    c->layer = calloc((size_t)m->L, sizeof *c->layer);
+    if (!c->layer) { rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine); goto fail; }
+    for (int l = 0; l < m->L; l++) {
+        const tm_layer_weights *w = &m->w[l];
+        cpu_layer *y = &c->layer[l];
+        const tm_tensor *mats[] = {&w->wq, &w->wk, &w->wv, &w->wqkv, &w->wo, &w->w_gate, &w->w_up, &w->w_gate_up, &w->w_down};
+        tm_kweight **dst[] = {&y->wq, &y->wk, &y->wv, &y->wqkv, &y->wo, &y->w_gate, &y->w_up, &y->w_gate_up, &y->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if ((rc = pack(dst[i], mats[i], var->roles, err)) != TM_OK) goto fail;
+        y->attn_norm = vec_f32(&w->attn_norm);
+        y->ffn_norm = vec_f32(&w->ffn_norm);
+        y->attn_out_norm = vec_f32(&w->attn_out_norm);
+        y->ffn_out_norm = vec_f32(&w->ffn_out_norm);
+        y->q_norm = vec_f32(&w->q_norm);
+        y->k_norm = vec_f32(&w->k_norm);
+        y->bq = vec_f32(&w->bq);
+        y->bk = vec_f32(&w->bk);
+        y->bv = vec_f32(&w->bv);
+        y->bo = vec_f32(&w->bo);
+        y->b_gate = vec_f32(&w->b_gate);
+        y->b_up = vec_f32(&w->b_up);
+        y->b_down = vec_f32(&w->b_down);
+    }
+    if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
+    c->final_norm = vec_f32(&m->final_norm);
+    if ((rc = rope_tables(c, err)) != TM_OK) goto fail;
+
+    size_t M = CPU_MAX_ROWS, D = (size_t)m->D, HD = (size_t)m->H * m->Dh, KD = (size_t)m->Hk * m->Dh;
+    size_t F = (size_t)m->F, half = (size_t)m->Dh / 2;
+    size_t hw = D > HD ? D : HD;
+    c->x = malloc(sizeof(float) * M * D);
+    c->h = malloc(sizeof(float) * M * hw);
+    c->q = malloc(sizeof(float) * M * HD);
+    c->kk = malloc(sizeof(float) * M * KD);
+    c->vv = malloc(sizeof(float) * M * KD);
+    c->qkv = m->fused_qkv ? malloc(sizeof(float) * M * (HD + 2 * KD)) : NULL;
+    c->g = malloc(sizeof(float) * M * 2 * F);
+    c->u = malloc(sizeof(float) * M * F);
+    c->f = malloc(sizeof(float) * M * D);
+    c->cs = malloc(sizeof(float) * M * half);
+    c->sn = malloc(sizeof(float) * M * half);
+    c->ptab = malloc(sizeof(*c->ptab) * M);
+    c->ctxlen = malloc(sizeof(int) * M);
+    if (!c->x || !c->h || !c->q || !c->kk || !c->vv || (m->fused_qkv && !c->qkv) || !c->g || !c->u || !c->f ||
+        !c->cs || !c->sn || !c->ptab || !c->ctxlen) {
+        rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory for scratch", var->engine);
+        goto fail;
+    }
+    for (int l = 0; l < m->L; l++)
+        if (!c->layer[l].attn_norm || !c->layer[l].ffn_norm) {
+            rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
+            goto fail;
+        }
+    *out = c;
+    return TM_OK;
+fail:
+    cpu_unbind(c);
+    return rc;
+}
+
+/* ---- the forward pass over M rows -------------------------------------------- */
+
+typedef struct cpu_rows {
+    int M;
+    const int32_t *tokens;     /* [M] */
+    const int *pos;            /* [M] */
+    tm_kv_seq *const *seq;     /* [M] the sequence of each row */
+    tm_kv_cache *kv;
+    int contiguous_prefill;    /* rows are one chunk of one sequence in a one-page cache */
+    float *logits;             /* [n_logit_rows][V] */
+    const int *logit_rows;     /* [n_logit_rows] which rows need logits */
+    int n_logit_rows;
+    void (*on_layer)(void *ud, int layer);
+    void *ud;
+} cpu_rows;
+
+static int matmul(cpu_ctx *c, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
+{
+    tm_kact a = {.M = M, .K = tm_kweight_k(w), .f32 = x};
+    return tm_kmatmul(&c->k, w, &a, y, &c->ws, c->pool, err);
+}
+
+static void add_bias(float *y, const float *b, int M, int N)
+{
+    if (!b) return;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) y[(size_t)i * N + j] += b[j];
+}
+
+/* Write rows' K and V [M][Hk*Dh] into the cache at their positions. */
+static void kv_store(cpu_ctx *c, const cpu_rows *r, int layer)
+{
+    const tm_model *m = c->m;
+    const tm_kv_cache_opts *o = tm_kv_cache_info(r->kv);
+    int Dh = m->Dh;
+    for (int i = 0; i < r->M; i++) {
+        const tm_kv_seq *s = r->seq[i];
+        int p = r->pos[i];
+        int32_t page = s->pages[p / o->page_size];
+        size_t off = (size_t)(p % o->page_size) * (size_t)Dh;
+        for (int h = 0; h < m->Hk; h++) {
+            const float *ks = c->kk + ((size_t)i * m->Hk + h) * Dh;
+            const float *vs = c->vv + ((size_t)i * m->Hk + h) * Dh;
+            void *kd = tm_kv_page_k(r->kv, page, layer, h), *vd = tm_kv_page_v(r->kv, page, layer, h);
+            if (o->dtype == TM_DT_F32) {
+                memcpy((float *)kd + off, ks, sizeof(float) * Dh);
+                memcpy((float *)vd + off, vs, sizeof(float) * Dh);
+            } else if (o->dtype == TM_DT_BF16) {
+                c->k.f32_to_bf16((uint16_t *)kd + off, ks, (size_t)Dh);
+                c->k.f32_to_bf16((uint16_t *)vd + off, vs, (size_t)Dh);
+            } else {
+                c->k.f32_to_f16((uint16_t *)kd + off, ks, (size_t)Dh);
+                c->k.f32_to_f16((uint16_t *)vd + off, vs, (size_t)Dh);
+            }
+        }
+    }
+}
+
+static void apply_rope(cpu_ctx *c, const cpu_rows *r, int ridx, float *x, int nh)
+{
+    const tm_model *m = c->m;
+    const tm_rope *rp = &m->rope[ridx];
+    int half = rp->rot_dim / 2;
+    for (int i = 0; i < r->M; i++) {
+        memcpy(c->cs + (size_t)i * half, c->rope_cos[ridx] + (size_t)r->pos[i] * half, sizeof(float) * half);
+        memcpy(c->sn + (size_t)i * half, c->rope_sin[ridx] + (size_t)r->pos[i] * half, sizeof(float) * half);
+    }
+    if (rp->rot_dim == m->Dh) {
+        c->k.rope(x, c->cs, c->sn, r->M, nh, m->Dh);
+        return;
+    }
+    /* partial rotary: rotate the first rot_dim dims of each head */
+    for (int i = 0; i < r->M; i++)
+        for (int h = 0; h < nh; h++)
+            c->k.rope(x + ((size_t)i * nh + h) * m->Dh, c->cs + (size_t)i * half, c->sn + (size_t)i * half, 1, 1,
+                      rp->rot_dim);
+}
+
+static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
+{
+    const tm_model *m = c->m;
+    const tm_layer_desc *ld = &m->layer[l];
+    int window = ld->sliding ? ld->window : 0;
+    const tm_kv_cache_opts *o = tm_kv_cache_info(r->kv);
+    if (r->contiguous_prefill) {
+        const tm_kv_seq *s = r->seq[0];
+        tm_kattn_prefill a = {
+            .T = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .pos0 = r->pos[0], .q = c->q,
+            .k = tm_kv_page_k(r->kv, s->pages[0], l, 0), .v = tm_kv_page_v(r->kv, s->pages[0], l, 0),
+            .kv_dtype = o->dtype, .kv_stride = o->page_size, .out = out, .scale = m->attn_scale,
+            .softcap = m->attn_softcap, .window = window,
+        };
+        return c->k.attn_prefill(&a, &c->ws, c->pool);
+    }
+    tm_kv_view v;
+    tm_kv_view_of(r->kv, r->seq[0], l, &v);
+    for (int i = 0; i < r->M; i++) {
+        c->ptab[i] = r->seq[i]->pages;
+        c->ctxlen[i] = r->pos[i] + 1;
+    }
+    tm_kattn_decode a = {
+        .B = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .q = c->q, .k_pages = v.base,
+        .v_pages = v.base + v.v_offset, .page_bytes = v.page_stride, .page_size = v.page_size,
+        .kv_dtype = o->dtype, .page_table = c->ptab, .ctx_len = c->ctxlen, .out = out,
+        .scale = m->attn_scale, .softcap = m->attn_softcap, .window = window,
+    };
+    return c->k.attn_decode(&a, &c->ws, c->pool);
+}
+
+static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
+{
+    const tm_model *m = c->m;
+    int M = r->M, D = m->D, H = m->H, Hk = m->Hk, Dh = m->Dh, F = m->F;
+    int HD = H * Dh, KD = Hk * Dh;
+    int rc;
+    if (M < 1 || M > CPU_MAX_ROWS) return tm_errf(err, TM_E_INVALID, "cpu engine: %d rows (1..%d)", M, CPU_MAX_ROWS);
+    for (int i = 0; i < M; i++) {
+        if (r->tokens[i] < 0 || r->tokens[i] >= m->V)
+            return tm_errf(err, TM_E_INVALID, "token id %d out of range (vocabulary %d)", r->tokens[i], m->V);
+        if (r->pos[i] < 0 || r->pos[i] >= c->max_ctx)
+            return tm_errf(err, TM_E_LIMIT, "position %d beyond the context of %d tokens", r->pos[i], c->max_ctx);
+    }
+    /* x[M][D] = embed[tok] * embed_scale */
+    for (int i = 0; i < M; i++) {
+        float *x = c->x + (size_t)i * D;
+        tm_quant_dequant_row(m->embed.dtype, m->embed.data, m->embed.scales, D, r->tokens[i], x);
+        if (m->embed_scale != 1.0f)
+            for (int j = 0; j < D; j++) x[j] *= m->embed_scale;
+    }
+    for (int l = 0; l < m->L; l++) {
+        const cpu_layer *y = &c->layer[l];
+        c->k.rmsnorm(c->h, c->x, y->attn_norm, M, D, m->eps, m->norm_add_one);
+        if (y->wqkv) {
+            if ((rc = matmul(c, y->wqkv, c->h, M, c->qkv, err))) return rc;
+            for (int i = 0; i < M; i++) {
+                const float *s = c->qkv + (size_t)i * (HD + 2 * KD);
+                memcpy(c->q + (size_t)i * HD, s, sizeof(float) * HD);
+                memcpy(c->kk + (size_t)i * KD, s + HD, sizeof(float) * KD);
+                memcpy(c->vv + (size_t)i * KD, s + HD + KD, sizeof(float) * KD);
+            }
+        } else {
+            if ((rc = matmul(c, y->wq, c->h, M, c->q, err))) return rc;
+            if ((rc = matmul(c, y->wk, c->h, M, c->kk, err))) return rc;
+            if ((rc = matmul(c, y->wv, c->h, M, c->vv, err))) return rc;
+        }
+        add_bias(c->q, y->bq, M, HD);
+        add_bias(c->kk, y->bk, M, KD);
+        add_bias(c->vv, y->bv, M, KD);
+        if (y->q_norm) c->k.rmsnorm(c->q, c->q, y->q_norm, M * H, Dh, m->eps, m->norm_add_one);
+        if (y->k_norm) c->k.rmsnorm(c->kk, c->kk, y->k_norm, M * Hk, Dh, m->eps, m->norm_add_one);
+        apply_rope(c, r, m->layer[l].rope, c->q, H);
+        apply_rope(c, r, m->layer[l].rope, c->kk, Hk);
+        kv_store(c, r, l);
+        if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
+        if ((rc = matmul(c, y->wo, c->h, M, c->f, err))) return rc;
+        add_bias(c->f, y->bo, M, D);
+        if (y->attn_out_norm) c->k.rmsnorm(c->f, c->f, y->attn_out_norm, M, D, m->eps, m->norm_add_one);
+        for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
+
+        c->k.rmsnorm(c->h, c->x, y->ffn_norm, M, D, m->eps, m->norm_add_one);
+        float *gate = c->g, *up = c->u;
+        if (y->w_gate_up) {
+            if ((rc = matmul(c, y->w_gate_up, c->h, M, c->g, err))) return rc;
+            for (int i = 0; i < M; i++) /* rows: gate then up -> split */
+                memcpy(c->u + (size_t)i * F, c->g + (size_t)i * 2 * F + F, sizeof(float) * F);
+            for (int i = 1; i < M; i++) memmove(c->g + (size_t)i * F, c->g + (size_t)i * 2 * F, sizeof(float) * F);
+        } else {
+            if ((rc = matmul(c, y->w_gate, c->h, M, gate, err))) return rc;
+            if ((rc = matmul(c, y->w_up, c->h, M, up, err))) return rc;
+        }
+        add_bias(gate, y->b_gate, M, F);
+        add_bias(up, y->b_up, M, F);
+        if (m->act == TM_ACT_SILU) c->k.silu_mul(gate, gate, up, (size_t)M * F);
+        else c->k.gelu_tanh_mul(gate, gate, up, (size_t)M * F);
+        if ((rc = matmul(c, y->w_down, gate, M, c->f, err))) return rc;
+        add_bias(c->f, y->b_down, M, D);
+        if (y->ffn_out_norm) c->k.rmsnorm(c->f, c->f, y->ffn_out_norm, M, D, m->eps, m->norm_add_one);
+        for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
+        if (r->on_layer) r->on_layer(r->ud, l);
+    }
+    /* logits for the requested rows only */
+    for (int j = 0; j < r->n_logit_rows; j++) {
+        const float *x = c->x + (size_t)r->logit_rows[j] * D;
+        c->k.rmsnorm(c->h + (size_t)j * D, x, c->final_norm, 1, D, m->eps, m->norm_add_one);
+    }
+    if (r->n_logit_rows > 0) {
+        for (int j0 = 0; j0 < r->n_logit_rows; j0 += TM_KGEMV_MAX_B) {
+            int nb = r->n_logit_rows - j0 < TM_KGEMV_MAX_B ? r->n_logit_rows - j0 : TM_KGEMV_MAX_B;
+            if ((rc = matmul(c, c->lm_head, c->h + (size_t)j0 * D, nb, r->logits + (size_t)j0 * m->V, err)))
+                return rc;
+        }
+        if (m->final_softcap > 0) {
+            float cap = m->final_softcap;
+            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] = tanhf(r->logits[i] / cap) * cap;
+        }
+    }
+    return TM_OK;
+}
+
+/* ---- engine entry points ------------------------------------------------------ */
+
+static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
+{
+    cpu_ctx *c = vctx;
+    int T = a->T;
+    if (T < 1 || T > CPU_MAX_ROWS || a->n_valid < 1 || a->n_valid > T)
+        return tm_errf(err, TM_E_INVALID, "prefill: chunk %d with %d valid tokens", T, a->n_valid);
+    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
+    int need = a->pos0 + T;
+    if (a->seq->n_pages * o->page_size < need)
+        return tm_errf(err, TM_E_INVALID, "prefill: KV pages cover %d positions, the chunk needs %d",
+                       a->seq->n_pages * o->page_size, need);
+    int pos[CPU_MAX_ROWS];
+    tm_kv_seq *seqs[CPU_MAX_ROWS];
+    for (int i = 0; i < T; i++) {
+        pos[i] = a->pos0 + i;
+        seqs[i] = a->seq;
+    }
+    int last = a->n_valid - 1;
+    cpu_rows r = {
+        .M = T, .tokens = a->tokens, .pos = pos, .seq = seqs, .kv = a->kv,
+        .contiguous_prefill = o->page_size >= need && (o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F32),
+        .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
+        .on_layer = a->on_layer, .ud = a->ud,
+    };
+    int rc = forward(c, &r, err);
+    if (rc == TM_OK && a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
+    return rc;
+}
+
+static int cpu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
+{
+    cpu_ctx *c = vctx;
+    if (a->B < 1 || a->B > TM_KGEMV_MAX_B) return tm_errf(err, TM_E_INVALID, "decode: batch %d (1..%d)", a->B, TM_KGEMV_MAX_B);
+    int rows[TM_KGEMV_MAX_B];
+    for (int i = 0; i < a->B; i++) rows[i] = i;
+    cpu_rows r = {
+        .M = a->B, .tokens = a->tokens, .pos = a->pos, .seq = a->seqs, .kv = a->kv,
+        .logits = a->logits, .logit_rows = rows, .n_logit_rows = a->B,
+    };
+    int rc = forward(c, &r, err);
+    if (rc == TM_OK)
+        for (int i = 0; i < a->B; i++)
+            if (a->seqs[i]->n_tokens < a->pos[i] + 1) a->seqs[i]->n_tokens = a->pos[i] + 1;
+    return rc;
+}
+
+/* ---- the variants ------------------------------------------------------------- */
+
+static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
+{
+    tm_kernels k;
+    int rc = tm_kernels_select(v->kernels, &k, err);
+    if (rc != TM_OK) return rc;
+    memset(caps, 0, sizeof *caps);
+    caps->name = v->engine;
+    caps->device = "cpu";
+    caps->roles = v->roles;
+    int n = 0;
+    if (v->roles & TM_ROLE_PREFILL) {
+        caps->encodings[n++] = TM_DT_BF16;
+        caps->encodings[n++] = TM_DT_Q8PC;
+    }
+    if (v->roles & TM_ROLE_DECODE) {
+        caps->encodings[n++] = TM_DT_Q4G64;
+        caps->encodings[n++] = TM_DT_Q4G32;
+        caps->encodings[n++] = TM_DT_Q4PC;
+        if (!(v->roles & TM_ROLE_PREFILL)) {
+            caps->encodings[n++] = TM_DT_Q8PC;
+            caps->encodings[n++] = TM_DT_BF16;
+        }
+    }
+    caps->n_encodings = n;
+    static const int chunks[] = {64, 128, 256, 512};
+    if (v->roles & TM_ROLE_PREFILL) {
+        memcpy(caps->chunk_sizes, chunks, sizeof chunks);
+        caps->n_chunks = 4;
+    }
+    caps->kv_dtypes[0] = TM_DT_BF16;
+    caps->kv_dtypes[1] = TM_DT_F16;
+    caps->kv_dtypes[2] = TM_DT_F32;
+    caps->n_kv_dtypes = 3;
+    caps->max_batch = TM_KGEMV_MAX_B;
+    return TM_OK;
+}
+
+#define CPU_VARIANT(sym, ename, kname, roles_)                                                     \
+    static const cpu_variant sym##_v = {ename, kname, roles_};                                     \
+    static int sym##_probe(tm_engine_caps *caps, tm_err *err) { return probe_common(&sym##_v, caps, err); } \
+    static int sym##_bind(void **ctx, const struct tm_model *m, const tm_engine_opts *o, tm_err *err) \
+    { return bind_common(ctx, m, o, &sym##_v, err); }                                              \
+    const tm_engine_vt tm_engine_##sym = {TM_ENGINE_VERSION, ename, sym##_probe, sym##_bind,        \
+                                          cpu_prefill, ((roles_) & TM_ROLE_DECODE) ? cpu_decode : NULL, cpu_unbind};
+
+CPU_VARIANT(cpu_amx, "cpu-amx", "amx", TM_ROLE_PREFILL)
+CPU_VARIANT(cpu_avx512, "cpu-avx512", "avx512", TM_ROLE_PREFILL | TM_ROLE_DECODE)
+CPU_VARIANT(cpu_avx2, "cpu-avx2", "avx2", TM_ROLE_PREFILL | TM_ROLE_DECODE)
+CPU_VARIANT(cpu_scalar, "cpu-scalar", "scalar", TM_ROLE_PREFILL | TM_ROLE_DECODE)

@@ -1,0 +1,29 @@
+/* engine/registry.c: every engine compiled in, best first. A build without
+ * an engine (e.g. no CUDA) simply has no entry here: the stub is link-time. */
+#include <string.h>
+
+#include "engine/engine.h"
+
+extern const tm_engine_vt tm_engine_cpu_amx, tm_engine_cpu_avx512, tm_engine_cpu_avx2, tm_engine_cpu_scalar;
+
+static const tm_engine_vt *const engines[] = {
+    &tm_engine_cpu_amx,
+    &tm_engine_cpu_avx512,
+    &tm_engine_cpu_avx2,
+    &tm_engine_cpu_scalar,
+};
+
+const tm_engine_vt *const *tm_engines(int *n)
+{
+    *n = (int)(sizeof engines / sizeof engines[0]);
+    return engines;
+}
+
+const tm_engine_vt *tm_engine_find(const char *name)
+{
+    int n;
+    const tm_engine_vt *const *e = tm_engines(&n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(e[i]->name, name) == 0) return e[i];
+    return NULL;
+}

@@ -1,0 +1,43 @@
+/* runtime/rt_model.h: a model as the runtime sees it: both stages' weights,
+ * the tokenizer and the text configuration, from a package or a HF directory.
+ *
+ *   tm_rt_model *rm;
+ *   if (tm_rt_model_open(&rm, "model.tdm", &err) != TM_OK) ...;
+ *   rm->prefill   // tm_model bound to the prefill stage's weights (e.g. bf16)
+ *   rm->decode    // tm_model bound to the decode stage's weights (e.g. int4g64)
+ *   rm->tok       // tokenizer
+ *   tm_rt_model_free(rm);
+ *
+ * A package binds each stage to its own copy of the weights (shared copies
+ * are the same bytes). A HF directory is converted on the fly with the
+ * default encodings into an unlinked temporary package (nothing is left on
+ * disk), so every command sees the same thing whatever it was given. */
+#ifndef TM_RUNTIME_RT_MODEL_H
+#define TM_RUNTIME_RT_MODEL_H
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+struct tm_model;
+struct tm_tokenizer;
+struct tm_pkg;
+
+typedef struct tm_rt_model {
+    char path[1024];
+    struct tm_pkg *pkg;
+    struct tm_model *prefill;        /* weights in the prefill encoding */
+    struct tm_model *decode;         /* weights in the decode encoding */
+    struct tm_tokenizer *tok;
+    tm_dtype prefill_enc, decode_enc;
+    char *chat_template;             /* NULL if the model has none */
+    char *bos_token, *eos_token;     /* special-token strings for templates, or NULL */
+    int eos_ids[16], n_eos;          /* generation stops on these */
+    float temperature, top_p, min_p, repetition_penalty; /* generation_config defaults */
+    int top_k;
+    int has_sampling_defaults;
+} tm_rt_model;
+
+int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err);
+void tm_rt_model_free(tm_rt_model *rm);
+
+#endif
