@@ -49,6 +49,8 @@ typedef struct tandem_model_info {
     int64_t n_params;
     const char *prefill_encoding, *decode_encoding; /* "bf16", "int4g64", ... */
     int is_package;
+    float temperature, top_p;   /* generation_config defaults; temperature -1 if none */
+    int top_k;
 } tandem_model_info;
 void tandem_model_get_info(const tandem_model *m, tandem_model_info *info);
 
@@ -103,6 +105,7 @@ typedef struct tandem_stats {
     double t_prefill, t_handoff, t_decode;   /* seconds */
     double ttft;                             /* seconds from submit to first token */
     const char *route;                       /* "hybrid", "prefill-only", "decode-only" */
+    const char *prefill_engine, *decode_engine;
     const char *finish_reason;               /* "stop", "length" */
 } tandem_stats;
 

@@ -318,6 +318,8 @@ int tm_session_generate(tm_session *s, const tandem_request *r, tandem_text_fn o
 
     run_state st = {.s = s, .route = route_pick(s, (int)n)};
     stats->route = route_name(st.route);
+    stats->prefill_engine = st.route == TANDEM_ROUTE_DECODE_ONLY ? s->dec.caps.name : s->pre.caps.name;
+    stats->decode_engine = st.route == TANDEM_ROUTE_PREFILL_ONLY ? s->pre.caps.name : s->dec.caps.name;
     stats->n_prompt = (int)n;
     if (s->o.explain)
         fprintf(stderr, "[route] prompt %zu tokens -> %s (prefill %s, decode %s)\n", n, stats->route,

@@ -1,0 +1,112 @@
+/* runtime/rt_model.c: open a package or a HF directory for the runtime. */
+#include "runtime/rt_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "hf/config.h"
+#include "hf/hf_model.h"
+#include "model/model.h"
+#include "pkg/pkg.h"
+#include "text/tokenizer.h"
+
+void tm_rt_model_free(tm_rt_model *rm)
+{
+    if (!rm) return;
+    if (rm->decode != rm->prefill) tm_model_free(rm->decode);
+    tm_model_free(rm->prefill);
+    tm_tok_free(rm->tok);
+    if (rm->pkg) tm_pkg_close(rm->pkg);
+    free(rm->chat_template);
+    free(rm->bos_token);
+    free(rm->eos_token);
+    free(rm);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* The encoding a stage's weights use: that of its first layer's attention output matrix. */
+static tm_dtype stage_encoding(const tm_model *m)
+{
+    return m->L > 0 && m->w[0].wo.data ? m->w[0].wo.dtype : m->embed.dtype;
+}
+
+static void take_model_defaults(tm_rt_model *rm)
+{
+    const tm_model *m = rm->decode;
+    rm->n_eos = m->n_eos < 16 ? m->n_eos : 16;
+    memcpy(rm->eos_ids, m->eos_ids, sizeof(int) * (size_t)rm->n_eos);
+    rm->prefill_enc = stage_encoding(rm->prefill);
+    rm->decode_enc = stage_encoding(rm->decode);
+}
+
+static int open_stage(tm_model **out, const char *cfg_text, size_t cfg_len, const char *label, tm_pkg *p,
+                      unsigned stage, tm_err *err)
+{
+    tm_hf_config cfg;
+    int rc = tm_hf_config_parse(&cfg, cfg_text, cfg_len, label, err);
+    if (rc != TM_OK) return rc;
+    rc = tm_model_init(out, &cfg, err);
+    tm_hf_config_free(&cfg);
+    if (rc != TM_OK) return rc;
+    tm_tensor_source src = {tm_pkg_stage_ctx(p, stage), tm_pkg_stage_lookup};
+    (*out)->check_dtype = 0; /* a package holds each stage in its own encoding */
+    rc = tm_model_bind(*out, &src, err);
+    if (rc != TM_OK) {
+        tm_model_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static int open_package(tm_rt_model *rm, const char *path, tm_err *err)
+{
+    int rc = tm_pkg_open(&rm->pkg, path, err);
+    if (rc != TM_OK) return rc;
+    size_t n = 0;
+    const char *cfg = tm_pkg_doc(rm->pkg, TM_PKG_DOC_CONFIG, &n);
+    if (!cfg) return tm_errf(err, TM_E_FORMAT, "%s: the package holds no config.json", path);
+    char label[1100];
+    snprintf(label, sizeof label, "%s:config.json", path);
+    if ((rc = open_stage(&rm->prefill, cfg, n, label, rm->pkg, TM_PKG_PREFILL, err)) != TM_OK) return rc;
+    if ((rc = open_stage(&rm->decode, cfg, n, label, rm->pkg, TM_PKG_DECODE, err)) != TM_OK) return rc;
+    const char *tok = tm_pkg_doc(rm->pkg, TM_PKG_DOC_TOKENIZER, &n);
+    if (!tok) return tm_errf(err, TM_E_FORMAT, "%s: the package holds no tokenizer.json", path);
+    snprintf(label, sizeof label, "%s:tokenizer.json", path);
+    return tm_tok_load_from_string(&rm->tok, tok, n, label, err);
+}
+
+static int open_hf_dir(tm_rt_model *rm, const char *dir, tm_err *err)
+{
+    int rc = tm_hf_model_open(&rm->prefill, dir, NULL, err);
+    if (rc != TM_OK) return rc;
+    rm->decode = rm->prefill; /* one copy of the weights serves both stages */
+    char p[1100];
+    if (tm_path_join(p, sizeof p, dir, "tokenizer.json") != TM_OK)
+        return tm_errf(err, TM_E_INVALID, "%s: path too long", dir);
+    return tm_tok_load(&rm->tok, p, err);
+}
+
+int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err)
+{
+    *out = NULL;
+    tm_rt_model *rm = calloc(1, sizeof *rm);
+    if (!rm) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    snprintf(rm->path, sizeof rm->path, "%s", path);
+    int rc;
+    if (tm_is_dir(path)) rc = open_hf_dir(rm, path, err);
+    else if (ends_with(path, ".tdm") || tm_file_exists(path)) rc = open_package(rm, path, err);
+    else rc = tm_errf(err, TM_E_NOTFOUND, "%s: no such package file or model directory", path);
+    if (rc != TM_OK) {
+        tm_rt_model_free(rm);
+        return rc;
+    }
+    take_model_defaults(rm);
+    *out = rm;
+    return TM_OK;
+}
