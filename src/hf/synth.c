@@ -1,0 +1,303 @@
+/* hf/synth.c: synthetic HF model directories (see synth.h). The tensor list
+ * comes from the architecture table (model/arch.c), so a preset is only a
+ * config.json. */
+#include "hf/synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/fileio.h"
+#include "hf/config.h"
+#include "model/model.h"
+
+typedef struct synth_preset {
+    const char *name;
+    const char *desc;
+    const char *config; /* config.json, Hub style */
+} synth_preset;
+
+static const synth_preset presets[] = {
+    {"llama-tiny", "a 2-layer Llama for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+     "\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,\"tie_word_embeddings\":false,"
+     "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"llama-3.2-1b", "Llama 3.2 1B shape: 1.24 B params, GQA 32/8, tied embeddings",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":2048,"
+     "\"intermediate_size\":8192,\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+     "\"head_dim\":64,\"max_position_embeddings\":131072,\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,"
+     "\"rope_scaling\":{\"factor\":32.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
+     "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},\"tie_word_embeddings\":true,"
+     "\"hidden_act\":\"silu\",\"attention_bias\":false,\"mlp_bias\":false,\"bos_token_id\":128000,"
+     "\"eos_token_id\":128001,\"torch_dtype\":\"bfloat16\"}"},
+    {"qwen2.5-0.5b", "Qwen2.5 0.5B shape: 0.49 B params, GQA 14/2, qkv bias, tied embeddings",
+     "{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"qwen2\",\"vocab_size\":151936,\"hidden_size\":896,"
+     "\"intermediate_size\":4864,\"num_hidden_layers\":24,\"num_attention_heads\":14,\"num_key_value_heads\":2,"
+     "\"max_position_embeddings\":32768,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,"
+     "\"hidden_act\":\"silu\",\"sliding_window\":32768,\"use_sliding_window\":false,\"max_window_layers\":21,"
+     "\"bos_token_id\":151643,\"eos_token_id\":151645,\"torch_dtype\":\"bfloat16\"}"},
+    {"qwen3-0.6b", "Qwen3 0.6B shape: 0.6 B params, q/k norm, head_dim 128, tied embeddings",
+     "{\"architectures\":[\"Qwen3ForCausalLM\"],\"model_type\":\"qwen3\",\"vocab_size\":151936,\"hidden_size\":1024,"
+     "\"intermediate_size\":3072,\"num_hidden_layers\":28,\"num_attention_heads\":16,\"num_key_value_heads\":8,"
+     "\"head_dim\":128,\"max_position_embeddings\":40960,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,"
+     "\"tie_word_embeddings\":true,\"hidden_act\":\"silu\",\"attention_bias\":false,\"bos_token_id\":151643,"
+     "\"eos_token_id\":151645,\"torch_dtype\":\"bfloat16\"}"},
+    {"llama-2-7b", "Llama 2 7B shape: 6.7 B params, MHA 32/32 (for converter memory checks)",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":32000,\"hidden_size\":4096,"
+     "\"intermediate_size\":11008,\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":32,"
+     "\"max_position_embeddings\":4096,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,\"tie_word_embeddings\":false,"
+     "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"llama-3.1-8b", "Llama 3.1 8B shape: 8.0 B params, GQA 32/8",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":4096,"
+     "\"intermediate_size\":14336,\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+     "\"max_position_embeddings\":131072,\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,"
+     "\"rope_scaling\":{\"factor\":8.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
+     "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"},\"tie_word_embeddings\":false,"
+     "\"hidden_act\":\"silu\",\"bos_token_id\":128000,\"eos_token_id\":128001,\"torch_dtype\":\"bfloat16\"}"},
+    {"gemma-2-2b", "Gemma 2 2B shape: 2.6 B params, soft-capping, sliding window, GeGLU",
+     "{\"architectures\":[\"Gemma2ForCausalLM\"],\"model_type\":\"gemma2\",\"vocab_size\":256000,\"hidden_size\":2304,"
+     "\"intermediate_size\":9216,\"num_hidden_layers\":26,\"num_attention_heads\":8,\"num_key_value_heads\":4,"
+     "\"head_dim\":256,\"max_position_embeddings\":8192,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,"
+     "\"query_pre_attn_scalar\":256,\"sliding_window\":4096,\"attn_logit_softcapping\":50.0,"
+     "\"final_logit_softcapping\":30.0,\"hidden_activation\":\"gelu_pytorch_tanh\",\"tie_word_embeddings\":true,"
+     "\"bos_token_id\":2,\"eos_token_id\":1,\"torch_dtype\":\"bfloat16\"}"},
+    {"qwen3-30b-a3b", "Qwen3 30B-A3B shape: 30.5 B params, 128 experts top-8 (61 GB of bf16)",
+     "{\"architectures\":[\"Qwen3MoeForCausalLM\"],\"model_type\":\"qwen3_moe\",\"vocab_size\":151936,"
+     "\"hidden_size\":2048,\"intermediate_size\":6144,\"moe_intermediate_size\":768,\"num_hidden_layers\":48,"
+     "\"num_attention_heads\":32,\"num_key_value_heads\":4,\"head_dim\":128,\"num_experts\":128,"
+     "\"num_experts_per_tok\":8,\"norm_topk_prob\":true,\"decoder_sparse_step\":1,\"max_position_embeddings\":40960,"
+     "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":false,\"hidden_act\":\"silu\","
+     "\"bos_token_id\":151643,\"eos_token_id\":151645,\"torch_dtype\":\"bfloat16\"}"},
+};
+
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+const char *const *tm_synth_presets(void)
+{
+    static const char *names[N_PRESETS + 1];
+    for (size_t i = 0; i < N_PRESETS; i++) names[i] = presets[i].name;
+    return names;
+}
+
+static const synth_preset *find(const char *name)
+{
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcmp(presets[i].name, name) == 0) return &presets[i];
+    return NULL;
+}
+
+const char *tm_synth_describe(const char *preset)
+{
+    const synth_preset *p = find(preset);
+    return p ? p->desc : NULL;
+}
+
+/* ---- random numbers: a table of N(0,1) values indexed by xoshiro ------------------ */
+
+#define GTAB_BITS 20
+
+typedef struct synth_rng {
+    uint64_t s[4];
+    float *gauss; /* [1 << GTAB_BITS] */
+} synth_rng;
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(synth_rng *r)
+{
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+static int rng_init(synth_rng *r, uint64_t seed)
+{
+    uint64_t z = seed;
+    for (int i = 0; i < 4; i++) { /* splitmix64 */
+        z += 0x9e3779b97f4a7c15ull;
+        uint64_t x = z;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        r->s[i] = x ^ (x >> 31);
+    }
+    r->gauss = malloc(sizeof(float) << GTAB_BITS);
+    if (!r->gauss) return TM_E_NOMEM;
+    for (int i = 0; i < (1 << GTAB_BITS); i += 2) { /* Box-Muller */
+        double u1 = ((double)(next_u64(r) >> 11) + 1.0) / 9007199254740993.0;
+        double u2 = (double)(next_u64(r) >> 11) / 9007199254740992.0;
+        double rad = sqrt(-2.0 * log(u1));
+        r->gauss[i] = (float)(rad * cos(2 * M_PI * u2));
+        r->gauss[i + 1] = (float)(rad * sin(2 * M_PI * u2));
+    }
+    return TM_OK;
+}
+
+/* ---- writers -------------------------------------------------------------------- */
+
+static int write_text(const char *dir, const char *name, const char *text, tm_err *err)
+{
+    char path[4096];
+    if (tm_path_join(path, sizeof path, dir, name) != TM_OK) return tm_errf(err, TM_E_INVALID, "%s: path too long", dir);
+    tm_afile a;
+    int rc = tm_afile_open(&a, path, err);
+    if (rc != TM_OK) return rc;
+    fputs(text, a.f);
+    return tm_afile_commit(&a, err);
+}
+
+/* tokenizer.json: byte-level BPE, 256 byte symbols + bos/eos + filler, V entries in all. */
+static int write_tokenizer(const char *dir, int V, int bos, int eos, tm_err *err)
+{
+    char path[4096];
+    if (tm_path_join(path, sizeof path, dir, "tokenizer.json") != TM_OK)
+        return tm_errf(err, TM_E_INVALID, "%s: path too long", dir);
+    tm_afile a;
+    int rc = tm_afile_open(&a, path, err);
+    if (rc != TM_OK) return rc;
+    FILE *f = a.f;
+    fprintf(f, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":["
+               "{\"id\":%d,\"content\":\"<|bos|>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
+               "\"normalized\":false,\"special\":true},"
+               "{\"id\":%d,\"content\":\"<|eos|>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
+               "\"normalized\":false,\"special\":true}],",
+            bos, eos);
+    fputs("\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
+          "\"use_regex\":true},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+          "{\"id\":\"<|bos|>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[{\"Sequence\":"
+          "{\"id\":\"A\",\"type_id\":0}},{\"Sequence\":{\"id\":\"B\",\"type_id\":1}}],\"special_tokens\":{\"<|bos|>\":"
+          "{\"id\":\"<|bos|>\",\"ids\":[",
+          f);
+    fprintf(f, "%d],\"tokens\":[\"<|bos|>\"]}}},\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+               "\"trim_offsets\":true,\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
+               "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,\"byte_fallback\":false,"
+               "\"ignore_merges\":false,\"vocab\":{",
+            bos);
+    /* GPT-2 byte -> unicode map */
+    int id = 0, first = 1;
+    for (int b = 0; b < 256; b++) {
+        while (id == bos || id == eos) id++;
+        int cp;
+        if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) cp = b;
+        else {
+            int n = 0;
+            for (int c = 0; c < b; c++)
+                if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))) n++;
+            cp = 256 + n;
+        }
+        char u[8];
+        if (cp < 0x80) snprintf(u, sizeof u, "%c", cp);
+        else snprintf(u, sizeof u, "%c%c", 0xc0 | (cp >> 6), 0x80 | (cp & 0x3f));
+        if (cp == '"' || cp == '\\') fprintf(f, "%s\"\\%s\":%d", first ? "" : ",", u, id);
+        else fprintf(f, "%s\"%s\":%d", first ? "" : ",", u, id);
+        first = 0;
+        id++;
+    }
+    fprintf(f, ",\"<|bos|>\":%d,\"<|eos|>\":%d", bos, eos);
+    for (; id < V; id++) {
+        if (id == bos || id == eos) continue;
+        fprintf(f, ",\"<|synth_%d|>\":%d", id, id);
+    }
+    fputs("},\"merges\":[]}}\n", f);
+    return tm_afile_commit(&a, err);
+}
+
+static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng, tm_err *err)
+{
+    char path[4096];
+    if (tm_path_join(path, sizeof path, dir, "model.safetensors") != TM_OK)
+        return tm_errf(err, TM_E_INVALID, "%s: path too long", dir);
+    /* header */
+    size_t cap = 1 << 20, len = 0;
+    char *hdr = malloc(cap);
+    if (!hdr) return tm_errf(err, TM_E_NOMEM, "synth: out of memory");
+    len += (size_t)snprintf(hdr, cap, "{\"__metadata__\":{\"format\":\"pt\"}");
+    uint64_t off = 0;
+    for (int i = 0; i < m->n_spec; i++) {
+        const tm_tensor_spec *s = &m->spec[i];
+        uint64_t n = 1;
+        for (int d = 0; d < s->ndim; d++) n *= (uint64_t)s->shape[d];
+        if (cap - len < 512) {
+            cap *= 2;
+            char *nh = realloc(hdr, cap);
+            if (!nh) { free(hdr); return tm_errf(err, TM_E_NOMEM, "synth: out of memory"); }
+            hdr = nh;
+        }
+        len += (size_t)snprintf(hdr + len, cap - len, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[", s->name);
+        for (int d = 0; d < s->ndim; d++)
+            len += (size_t)snprintf(hdr + len, cap - len, "%s%lld", d ? "," : "", (long long)s->shape[d]);
+        len += (size_t)snprintf(hdr + len, cap - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                                (unsigned long long)(off + 2 * n));
+        off += 2 * n;
+    }
+    len += (size_t)snprintf(hdr + len, cap - len, "}");
+    while (len % 8) hdr[len++] = ' ';
+    tm_afile a;
+    int rc = tm_afile_open(&a, path, err);
+    if (rc != TM_OK) { free(hdr); return rc; }
+    uint64_t hl = len;
+    fwrite(&hl, 8, 1, a.f);
+    fwrite(hdr, 1, len, a.f);
+    free(hdr);
+    enum { CH = 1 << 16 };
+    uint16_t *buf = malloc(sizeof(uint16_t) * CH);
+    if (!buf) { tm_afile_abort(&a); return tm_errf(err, TM_E_NOMEM, "synth: out of memory"); }
+    uint16_t one = tm_f32_to_bf16(m->norm_add_one ? 0.0f : 1.0f);
+    for (int i = 0; i < m->n_spec; i++) {
+        const tm_tensor_spec *s = &m->spec[i];
+        uint64_t n = 1;
+        for (int d = 0; d < s->ndim; d++) n *= (uint64_t)s->shape[d];
+        int is_norm = s->kind == TM_TK_VECTOR && strstr(s->name, "norm") != NULL;
+        for (uint64_t k = 0; k < n; k += CH) {
+            size_t c = n - k < CH ? (size_t)(n - k) : CH;
+            for (size_t j = 0; j < c; j++)
+                buf[j] = is_norm ? one : tm_f32_to_bf16(0.02f * rng->gauss[next_u64(rng) >> (64 - GTAB_BITS)]);
+            if (fwrite(buf, 2, c, a.f) != c) break;
+        }
+    }
+    free(buf);
+    return tm_afile_commit(&a, err);
+}
+
+int tm_synth_write(const char *preset, const char *out_dir, uint64_t seed, tm_err *err)
+{
+    const synth_preset *p = find(preset);
+    if (!p) return tm_errf(err, TM_E_NOTFOUND, "synth: unknown preset '%s' (tandem synth --list)", preset);
+    if (mkdir(out_dir, 0755) != 0 && !tm_is_dir(out_dir))
+        return tm_errf(err, TM_E_IO, "%s: cannot create the directory", out_dir);
+    tm_hf_config cfg;
+    int rc = tm_hf_config_parse(&cfg, p->config, strlen(p->config), "synth config.json", err);
+    if (rc != TM_OK) return rc;
+    tm_model *m = NULL;
+    rc = tm_model_init(&m, &cfg, err);
+    tm_hf_config_free(&cfg);
+    if (rc != TM_OK) return rc;
+    synth_rng rng = {0};
+    if (rng_init(&rng, seed) != TM_OK) {
+        tm_model_free(m);
+        return tm_errf(err, TM_E_NOMEM, "synth: out of memory");
+    }
+    int bos = m->bos_id >= 0 ? m->bos_id : 1, eos = m->n_eos ? m->eos_ids[0] : 2;
+    char gen[256];
+    snprintf(gen, sizeof gen, "{\"bos_token_id\": %d, \"eos_token_id\": %d, \"do_sample\": false}\n", bos, eos);
+    char tcfg[512];
+    snprintf(tcfg, sizeof tcfg,
+             "{\"bos_token\": \"<|bos|>\", \"eos_token\": \"<|eos|>\", \"model_max_length\": %d, "
+             "\"tokenizer_class\": \"PreTrainedTokenizerFast\"}\n",
+             m->max_pos);
+    if ((rc = write_text(out_dir, "config.json", p->config, err)) == TM_OK &&
+        (rc = write_text(out_dir, "generation_config.json", gen, err)) == TM_OK &&
+        (rc = write_text(out_dir, "tokenizer_config.json", tcfg, err)) == TM_OK &&
+        (rc = write_tokenizer(out_dir, m->V, bos, eos, err)) == TM_OK)
+        rc = write_safetensors(out_dir, m, &rng, err);
+    free(rng.gauss);
+    tm_model_free(m);
+    return rc;
+}
