@@ -295,6 +295,17 @@ static void test_distributions(void)
     check_distribution("T=3 top_p=0.5", l, 8, 3.0f, 0, 0.5f, 0.0f, n);
     check_distribution("T=3 top_k=7 top_p=0.5", l, 8, 3.0f, 7, 0.5f, 0.0f, n);
 
+    /* 64 tokens with many tied logits (ties break by lower id at every cut) */
+    float r[64];
+    tm_rng g;
+    tm_rng_seed(&g, 2024);
+    for (int i = 0; i < 64; i++) r[i] = (float)floor(tm_rng_uniform(&g) * 12.0) * 0.25f;
+    check_distribution("V=64 T=1.3 top_p=0.8", r, 64, 1.3f, 0, 0.8f, 0.0f, n);
+    check_distribution("V=64 top_k=20 top_p=0.9", r, 64, 1.0f, 20, 0.9f, 0.0f, n);
+    check_distribution("V=64 T=0.7 top_k=30 top_p=0.95 min_p=0.1", r, 64, 0.7f, 30, 0.95f, 0.1f, n);
+    check_distribution("V=64 T=2 top_p=0.6 min_p=0.3", r, 64, 2.0f, 0, 0.6f, 0.3f, n);
+    check_distribution("V=64 top_k=13", r, 64, 1.0f, 13, 1.0f, 0.0f, n);
+
     /* each filter's effect on hand-made logits, exactly */
     double p[8];
     reference_probs(l, 8, 1.0f, 3, 1.0f, 0.0f, p);

@@ -1,16 +1,17 @@
 /* text/sampler.c: penalties, temperature, top-k / top-p / min-p and the PRNG.
  * The order of the steps is specified in text/sampler.h and docs/sampling.md.
  *
- * Candidate paths (V up to ~150k must stay cheap per token):
- *   top-k on (0 < k < V): one pass with a size-k min-heap, then sort the k.
- *   top-k off, top-p on:   weights w = exp((l - max) / T) over V; only tokens
- *                          with w >= t can be in the nucleus when the mass of
- *                          {w >= t} already reaches top_p: a histogram of w by
- *                          binary exponent gives the largest such t = 2^-b, and
- *                          only those tokens (the nucleus and less than one
- *                          octave of w more) are sorted.
- *   neither:               min-p is a threshold on w (unsorted); else draw
- *                          from all of V by a cumulative walk in id order. */
+ * Nothing is ever sorted (V up to ~150k must stay cheap per token):
+ *   top-k (0 < k < V): one pass with a size-k min-heap.
+ *   else: weights w = exp((l - max) / T) over V; with top-p, only tokens with
+ *         w >= t can be in the nucleus when the mass of {w >= t} already
+ *         reaches top_p: a histogram of w by binary exponent gives the largest
+ *         such t = 2^-b, so the nucleus and less than one octave more remain.
+ *   top-p: a weighted quickselect finds the nucleus (expected linear time).
+ *   min-p: a threshold, w >= min_p (the argmax has w = 1 and is always kept).
+ *   draw:  a cumulative walk over what is left, in its (deterministic) order.
+ * Pre-filtering with min-p before top-p is safe: it only removes tokens that
+ * min-p would remove afterwards, and top-p's total is the unfiltered one. */
 #include "text/sampler.h"
 
 #include <math.h>
@@ -229,12 +230,6 @@ static int better(const cand *a, const cand *b)
     return a->l > b->l || (a->l == b->l && a->id < b->id);
 }
 
-static int cmp_cand(const void *x, const void *y)
-{
-    const cand *a = x, *b = y;
-    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
-}
-
 /* heap[0] is the worst of the k kept */
 static void sift_down(cand *h, int32_t n, int32_t i)
 {
@@ -284,14 +279,49 @@ static int32_t argmax(const float *logits, int32_t V)
     return best;
 }
 
-/* shortest prefix of the sorted c [n] whose mass reaches top_p * total */
-static int32_t top_p_cut(const cand *c, int32_t n, double total, float top_p)
+static void swap_cand(cand *a, cand *b)
 {
-    const double target = (double)top_p * total;
-    double cum = 0;
-    int32_t keep = 0;
-    while (keep < n && (keep == 0 || cum < target)) cum += c[keep++].w;
-    return keep;
+    cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* top-p without sorting: reorder c [n] so that c[0..m) is the nucleus, the
+ * shortest prefix in the candidate order (larger logit, then lower id: a
+ * strict order) whose mass reaches target, and return m >= 1. A weighted
+ * quickselect, expected O(n); the nucleus comes out unsorted.
+ * Invariant: mass(c[0..lo)) < target (those are kept) and m <= hi. */
+static int32_t nucleus_select(cand *c, int32_t n, double target)
+{
+    int32_t lo = 0, hi = n;
+    double need = target;   /* target - mass(c[0..lo)) */
+    while (hi - lo > 1) {
+        /* pivot: median of three, moved to the end */
+        int32_t a = lo, b = lo + (hi - lo) / 2, z = hi - 1;
+        if (better(&c[b], &c[a])) swap_cand(&c[a], &c[b]);
+        if (better(&c[z], &c[b])) swap_cand(&c[b], &c[z]);
+        if (better(&c[b], &c[a])) swap_cand(&c[a], &c[b]);
+        swap_cand(&c[b], &c[z]);
+        const cand pv = c[z];
+        int32_t i = lo;
+        double m = 0;
+        for (int32_t j = lo; j < z; j++)
+            if (better(&c[j], &pv)) {
+                m += c[j].w;
+                swap_cand(&c[i++], &c[j]);
+            }
+        swap_cand(&c[i], &c[z]);   /* [lo, i) better, pivot at i, (i, hi) worse */
+        if (m >= need) {
+            hi = i;
+        } else if (m + pv.w >= need) {
+            return i + 1;
+        } else {
+            need -= m + pv.w;
+            lo = i + 1;
+        }
+    }
+    /* hi == lo only if rounding made the running sums disagree: keep [0, hi) */
+    return hi > 0 ? hi : 1;
 }
 
 /* draw from c [n] by weight */
@@ -368,35 +398,22 @@ int32_t tm_sampler_sample(tm_sampler *s, float *logits)
     if (lmax == INFINITY || !isfinite(invT)) return top;   /* +inf logit, or T ~ 0 */
     cand *c;
     int32_t n;
-    int sorted;
     double total;
     if (p->top_k > 0 && p->top_k < V) {
         c = s->heap;
         n = select_top_k(logits, V, c, p->top_k);
-        qsort(c, (size_t)n, sizeof *c, cmp_cand);
         total = 0;
         for (int32_t i = 0; i < n; i++) total += c[i].w = expf((c[i].l - lmax) * invT);
-        sorted = 1;
     } else {
         if (!s->all && !(s->all = malloc((size_t)V * sizeof *s->all))) return top;   /* no memory: greedy */
         c = s->all;
         n = weigh_all(s, logits, lmax, invT, &total);
-        if (p->top_p < 1.0f) {
-            /* sort only a prefix sure to hold the nucleus: all w >= t with mass >= top_p * Z */
-            n = keep_at_least(c, n, nucleus_threshold(c, n, (double)p->top_p * total));
-            qsort(c, (size_t)n, sizeof *c, cmp_cand);
-            sorted = 1;
-        } else {
-            n = keep_at_least(c, n, p->min_p);   /* min-p alone: w >= min_p * w_max, w_max = 1 */
-            sorted = 0;
-        }
+        /* cheap pre-filter: only w >= t can be in the nucleus (or pass min-p) */
+        float t = p->top_p < 1.0f ? nucleus_threshold(c, n, (double)p->top_p * total) : 0.0f;
+        n = keep_at_least(c, n, t > p->min_p ? t : p->min_p);
     }
     if (n == 0) return top;
-    if (p->top_p < 1.0f) n = top_p_cut(c, n, total, p->top_p);
-    if (p->min_p > 0 && sorted) {
-        int32_t keep = 1;
-        while (keep < n && c[keep].w >= p->min_p * c[0].w) keep++;
-        n = keep;
-    }
-    return draw(s, c, n);
+    if (p->top_p < 1.0f) n = nucleus_select(c, n, (double)p->top_p * total);
+    if (p->min_p > 0) n = keep_at_least(c, n, p->min_p);   /* w >= min_p * w_max, w_max = 1 */
+    return n > 0 ? draw(s, c, n) : top;
 }
