@@ -549,6 +549,12 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     }
     if ((rc = resolve_act(&x, ai, m))) goto fail;
     if ((rc = resolve_dtype(&x, m))) goto fail;
+    /* transformers keeps Gemma's sqrt(D) in a buffer created in the dtype the
+     * checkpoint is loaded in (the declared one by default), so the factor is
+     * sqrt(D) rounded to bf16 / f16 for such checkpoints (11.3125 for D = 128):
+     * the conformance logits were made that way. */
+    if (ai->gemma && m->has_dtype && m->dtype == TM_DT_BF16) m->embed_scale = tm_bf16_to_f32(tm_f32_to_bf16(m->embed_scale));
+    if (ai->gemma && m->has_dtype && m->dtype == TM_DT_F16) m->embed_scale = tm_f16_to_f32(tm_f32_to_f16(m->embed_scale));
     m->bos_id = c->bos_token_id.state == TM_CFG_SET ? (int)c->bos_token_id.v : -1;
     m->n_eos = c->n_eos < 16 ? c->n_eos : 16;
     memcpy(m->eos_ids, c->eos_ids, (size_t)m->n_eos * sizeof(int));

@@ -21,7 +21,7 @@
  * THE OP SEQUENCE (every engine computes exactly this; float32 reference in
  * engine/ref). rmsnorm(v, w) = v * 1/sqrt(mean(v²) + eps) * (norm_add_one ? 1 + w : w).
  *
- *   x[T][D] = embed[tok] * embed_scale              (embed_scale: sqrt(D) rounded to f32 for Gemma, else 1)
+ *   x[T][D] = embed[tok] * embed_scale              (embed_scale: Gemma's sqrt(D) in the declared dtype, else 1)
  *   for each layer l (desc layer[l], weights w[l]):
  *     h = rmsnorm(x, attn_norm)
  *     q = h·wqᵀ + bq   [T][H*Dh];  k = h·wkᵀ + bk, v = h·wvᵀ + bv   [T][Hk*Dh]
@@ -174,7 +174,8 @@ typedef struct tm_model {
     int tied;                    /* lm_head is the embedding */
     int post_attn_norm, post_ffn_norm; /* Gemma's sandwich norms */
     tm_act act;
-    float embed_scale;           /* 1, or sqrt(D) as f32 (Gemma) */
+    float embed_scale;           /* 1, or Gemma's sqrt(D) rounded to the declared dtype (bf16: 11.3125 for
+                                    D = 128), as transformers computes it for a checkpoint loaded in its dtype */
     float attn_scale;            /* multiplies q·k: Dh^-0.5 or query_pre_attn_scalar^-0.5, as f32 */
     float attn_softcap;          /* 0 = none */
     float final_softcap;         /* 0 = none */

@@ -1,0 +1,59 @@
+/* engine/ref/ref-impl.h: the reference engine's state and scalar kernels
+ * (private to engine/ref). */
+#ifndef TM_ENGINE_REF_REF_IMPL_H
+#define TM_ENGINE_REF_REF_IMPL_H
+
+#include "engine/ref/ref.h"
+
+/* One layer's weights in f32, stacked so that each projection is one product. */
+typedef struct ref_layer {
+    float *attn_norm;        /* [D] effective weight (1 + w for Gemma) */
+    float *wqkv;             /* [(H+2Hk)*Dh][D]: Q rows, K rows, V rows */
+    float *bqkv;             /* [(H+2Hk)*Dh] or NULL */
+    float *q_norm, *k_norm;  /* [Dh] effective, or NULL */
+    float *wo;               /* [D][H*Dh] */
+    float *bo;               /* [D] or NULL */
+    float *attn_out_norm;    /* [D] or NULL */
+    float *ffn_norm;         /* [D] */
+    float *ffn_out_norm;     /* [D] or NULL */
+    float *wgu;              /* dense: [2F][D], gate rows then up rows */
+    float *bgu;              /* [2F] or NULL */
+    float *wd;               /* dense: [D][F] */
+    float *bd;               /* [D] or NULL */
+    float *router;           /* moe: [E][D] */
+    float *e_gu;             /* moe: [E][2Fe][D] */
+    float *e_d;              /* moe: [E][D][Fe] */
+} ref_layer;
+
+struct tm_ref {
+    /* a copy of the description (no weights) */
+    int V, D, L, H, Hk, Dh, F, E, top_k, Fe, norm_topk;
+    float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
+    tm_act act;
+    tm_rope rope[2];         /* inv_freq tables owned */
+    tm_layer_desc *layer;    /* [L] */
+    int max_ctx, n_threads;
+
+    float *embed;            /* [V][D] */
+    float *lm_head;          /* [V][D]; == embed when tied */
+    float *final_norm;       /* [D] */
+    ref_layer *w;            /* [L] */
+
+    float *kc, *vc;          /* [L][Hk][max_ctx][Dh] */
+    int n_past;
+    float *trace;            /* [L+2][T][D] or NULL */
+};
+
+/* ref_parallel: fn(ctx, i0, i1) over [0, n) split into n_threads ranges
+ * (inline when n_threads == 1 or the work is small). */
+void ref_parallel(int n_threads, int n, double work, void (*fn)(void *ctx, int i0, int i1), void *ctx);
+
+/* y[T][N] = x[T][K] · w[N][K]ᵀ (+ b[N]); double accumulation. y must not alias x. */
+void ref_matmul(int n_threads, float *y, const float *x, const float *w, const float *b, int T, int N, int K);
+
+/* y[n] = x[n] / sqrt(mean(x²) + eps) * w[n]; y may alias x. */
+void ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+
+float ref_act(tm_act a, float x);
+
+#endif

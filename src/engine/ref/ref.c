@@ -1,0 +1,227 @@
+/* engine/ref/ref.c: reference engine set-up: weights to f32, KV cache. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ref/ref-impl.h"
+#include "quant/quant.h"
+
+/* element i of a plain tensor as f32 (memcpy: the data may be unaligned) */
+static void plain_to_f32(float *dst, const uint8_t *src, tm_dtype dt, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dt == TM_DT_F32) {
+            memcpy(&dst[i], src + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = dt == TM_DT_BF16 ? tm_bf16_to_f32(h) : tm_f16_to_f32(h);
+        }
+    }
+}
+
+/* tensor t, numel N*K (K = 1 for vectors), into a fresh f32 array */
+static float *to_f32(const tm_tensor *t, int64_t N, int64_t K, tm_err *err)
+{
+    if (!t->data) {
+        tm_errf(err, TM_E_INVALID, "reference engine: tensor '%s' is not bound", t->name ? t->name : "?");
+        return NULL;
+    }
+    float *dst = malloc((size_t)(N * K) * sizeof(float) + 1);
+    if (!dst) {
+        tm_errf(err, TM_E_NOMEM, "reference engine: out of memory for tensor '%s'", t->name);
+        return NULL;
+    }
+    if (t->dtype == TM_DT_F32 || t->dtype == TM_DT_F16 || t->dtype == TM_DT_BF16) {
+        plain_to_f32(dst, t->data, t->dtype, (size_t)(N * K));
+    } else if (tm_quant_is_quantized(t->dtype) && tm_quant_check_shape(t->dtype, N, K, err) == TM_OK) {
+        for (int64_t n = 0; n < N; n++) tm_quant_dequant_row(t->dtype, t->data, t->scales, K, n, dst + n * K);
+    } else {
+        free(dst);
+        tm_errf(err, TM_E_UNSUPPORTED, "reference engine: tensor '%s': dtype %s not supported", t->name,
+                tm_dtype_name(t->dtype));
+        return NULL;
+    }
+    return dst;
+}
+
+/* rows [row0, row0 + N) of dst [.][K] from tensor t [N][K] */
+static int fill_rows(float *dst, int64_t row0, const tm_tensor *t, int64_t N, int64_t K, tm_err *err)
+{
+    float *tmp = to_f32(t, N, K, err);
+    if (!tmp) return err->code;
+    memcpy(dst + row0 * K, tmp, (size_t)(N * K) * sizeof(float));
+    free(tmp);
+    return TM_OK;
+}
+
+/* a norm weight, made effective (1 + w for Gemma) */
+static float *norm_w(const tm_tensor *t, int n, int add_one, tm_err *err)
+{
+    float *w = to_f32(t, n, 1, err);
+    if (w && add_one)
+        for (int i = 0; i < n; i++) w[i] = 1.0f + w[i];
+    return w;
+}
+
+static float *opt_vec(const tm_tensor *t, int n, tm_err *err, int *rc)
+{
+    if (!t->data) return NULL;
+    float *v = to_f32(t, n, 1, err);
+    if (!v) *rc = err->code;
+    return v;
+}
+
+static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
+{
+    const tm_layer_weights *w = &m->w[l];
+    ref_layer *o = &r->w[l];
+    int64_t D = m->D, q = (int64_t)m->H * m->Dh, kv = (int64_t)m->Hk * m->Dh;
+    int rc = 0, irc = 0;
+    if (!(o->attn_norm = norm_w(&w->attn_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (!(o->ffn_norm = norm_w(&w->ffn_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->post_attn_norm && !(o->attn_out_norm = norm_w(&w->attn_out_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->post_ffn_norm && !(o->ffn_out_norm = norm_w(&w->ffn_out_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->qk_norm) {
+        if (!(o->q_norm = norm_w(&w->q_norm, m->Dh, m->norm_add_one, err))) return err->code;
+        if (!(o->k_norm = norm_w(&w->k_norm, m->Dh, m->norm_add_one, err))) return err->code;
+    }
+    o->wqkv = malloc((size_t)((q + 2 * kv) * D) * sizeof(float));
+    if (!o->wqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    if (m->fused_qkv) {
+        rc = fill_rows(o->wqkv, 0, &w->wqkv, q + 2 * kv, D, err);
+    } else {
+        rc = fill_rows(o->wqkv, 0, &w->wq, q, D, err);
+        if (!rc) rc = fill_rows(o->wqkv, q, &w->wk, kv, D, err);
+        if (!rc) rc = fill_rows(o->wqkv, q + kv, &w->wv, kv, D, err);
+    }
+    if (rc) return rc;
+    if (m->qkv_bias) {
+        o->bqkv = malloc((size_t)(q + 2 * kv) * sizeof(float));
+        if (!o->bqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+        rc = fill_rows(o->bqkv, 0, &w->bq, q, 1, err);
+        if (!rc) rc = fill_rows(o->bqkv, q, &w->bk, kv, 1, err);
+        if (!rc) rc = fill_rows(o->bqkv, q + kv, &w->bv, kv, 1, err);
+        if (rc) return rc;
+    }
+    if (!(o->wo = to_f32(&w->wo, D, q, err))) return err->code;
+    o->bo = opt_vec(&w->bo, m->D, err, &irc);
+    if (irc) return irc;
+    if (!m->layer[l].moe) {
+        int64_t F = m->F;
+        o->wgu = malloc((size_t)(2 * F * D) * sizeof(float));
+        if (!o->wgu) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+        if (m->fused_gate_up) {
+            rc = fill_rows(o->wgu, 0, &w->w_gate_up, 2 * F, D, err);
+        } else {
+            rc = fill_rows(o->wgu, 0, &w->w_gate, F, D, err);
+            if (!rc) rc = fill_rows(o->wgu, F, &w->w_up, F, D, err);
+        }
+        if (rc) return rc;
+        if (m->mlp_bias) {
+            o->bgu = malloc((size_t)(2 * F) * sizeof(float));
+            if (!o->bgu) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+            rc = fill_rows(o->bgu, 0, &w->b_gate, F, 1, err);
+            if (!rc) rc = fill_rows(o->bgu, F, &w->b_up, F, 1, err);
+            if (rc) return rc;
+        }
+        if (!(o->wd = to_f32(&w->w_down, D, F, err))) return err->code;
+        o->bd = opt_vec(&w->b_down, m->D, err, &irc);
+        return irc;
+    }
+    int64_t E = m->n_experts, Fe = m->F_expert;
+    if (!(o->router = to_f32(&w->router, E, D, err))) return err->code;
+    o->e_gu = malloc((size_t)(E * 2 * Fe * D) * sizeof(float));
+    o->e_d = malloc((size_t)(E * D * Fe) * sizeof(float));
+    if (!o->e_gu || !o->e_d) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    for (int64_t e = 0; e < E; e++) {
+        float *gu = o->e_gu + e * 2 * Fe * D;
+        if ((rc = fill_rows(gu, 0, &w->e_gate[e], Fe, D, err))) return rc;
+        if ((rc = fill_rows(gu, Fe, &w->e_up[e], Fe, D, err))) return rc;
+        if ((rc = fill_rows(o->e_d + e * D * Fe, 0, &w->e_down[e], D, Fe, err))) return rc;
+    }
+    return TM_OK;
+}
+
+void tm_ref_free(tm_ref *r)
+{
+    if (!r) return;
+    if (r->w)
+        for (int l = 0; l < r->L; l++) {
+            ref_layer *o = &r->w[l];
+            float *ps[] = {o->attn_norm, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->wo, o->bo, o->attn_out_norm,
+                           o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d};
+            for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+        }
+    free(r->w);
+    if (r->lm_head != r->embed) free(r->lm_head);
+    free(r->embed);
+    free(r->final_norm);
+    for (int i = 0; i < 2; i++) tm_rope_free(&r->rope[i]);
+    free(r->layer);
+    free(r->kc);
+    free(r->vc);
+    free(r);
+}
+
+static int copy_rope(tm_rope *dst, const tm_rope *src, tm_err *err)
+{
+    *dst = *src;
+    dst->inv_freq = dst->inv_freq_long = NULL;
+    size_t half = (size_t)src->rot_dim / 2;
+    if (!src->inv_freq) return TM_OK;
+    dst->inv_freq = malloc(half * sizeof(float));
+    if (src->inv_freq_long) dst->inv_freq_long = malloc(half * sizeof(float));
+    if (!dst->inv_freq || (src->inv_freq_long && !dst->inv_freq_long))
+        return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    memcpy(dst->inv_freq, src->inv_freq, half * sizeof(float));
+    if (src->inv_freq_long) memcpy(dst->inv_freq_long, src->inv_freq_long, half * sizeof(float));
+    return TM_OK;
+}
+
+int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_err *err)
+{
+    *out = NULL;
+    tm_err local;
+    if (!err) err = &local;
+    if (!m || !m->bound) return tm_errf(err, TM_E_INVALID, "reference engine: the model has no weights bound");
+    if (max_ctx < 1 || max_ctx > 16 * 1024 * 1024)
+        return tm_errf(err, TM_E_INVALID, "reference engine: max_ctx %d out of range", max_ctx);
+    if (n_threads < 1) n_threads = 1;
+    tm_ref *r = calloc(1, sizeof *r);
+    if (!r) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    r->V = m->V, r->D = m->D, r->L = m->L, r->H = m->H, r->Hk = m->Hk, r->Dh = m->Dh, r->F = m->F;
+    r->E = m->n_experts, r->top_k = m->top_k, r->Fe = m->F_expert, r->norm_topk = m->norm_topk_prob;
+    r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
+    r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
+    r->max_ctx = max_ctx, r->n_threads = n_threads;
+    int rc = TM_OK;
+    size_t kvn = (size_t)m->L * m->Hk * (size_t)max_ctx * m->Dh;
+    r->layer = malloc((size_t)m->L * sizeof *r->layer);
+    r->w = calloc((size_t)m->L, sizeof *r->w);
+    r->kc = malloc(kvn * sizeof(float));
+    r->vc = malloc(kvn * sizeof(float));
+    if (!r->layer || !r->w || !r->kc || !r->vc) {
+        rc = tm_errf(err, TM_E_NOMEM, "reference engine: out of memory (KV cache of %zu floats)", 2 * kvn);
+        goto fail;
+    }
+    memcpy(r->layer, m->layer, (size_t)m->L * sizeof *r->layer);
+    for (int i = 0; i < m->n_rope && rc == TM_OK; i++) rc = copy_rope(&r->rope[i], &m->rope[i], err);
+    if (rc) goto fail;
+    if (!(r->embed = to_f32(&m->embed, m->V, m->D, err))) goto fail_code;
+    if (m->tied) r->lm_head = r->embed;
+    else if (!(r->lm_head = to_f32(&m->lm_head, m->V, m->D, err))) goto fail_code;
+    if (!(r->final_norm = norm_w(&m->final_norm, m->D, m->norm_add_one, err))) goto fail_code;
+    for (int l = 0; l < m->L; l++)
+        if ((rc = load_layer(r, m, l, err))) goto fail;
+    *out = r;
+    return TM_OK;
+fail_code:
+    rc = err->code != TM_OK ? err->code : TM_E_INVALID;
+fail:
+    tm_ref_free(r);
+    return rc;
+}
+
+int tm_ref_n_past(const tm_ref *r) { return r->n_past; }
+void tm_ref_reset(tm_ref *r) { r->n_past = 0; }
+void tm_ref_trace(tm_ref *r, float *residual) { r->trace = residual; }

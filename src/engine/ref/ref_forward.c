@@ -1,0 +1,257 @@
+/* engine/ref/ref_forward.c: the reference forward pass (model.h's op
+ * sequence, one layer after another over a chunk of T tokens). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ref/ref-impl.h"
+
+static size_t kv_off(const tm_ref *r, int l, int g, int p)
+{
+    return (((size_t)l * r->Hk + g) * r->max_ctx + p) * r->Dh;
+}
+
+/* ---- RoPE ---- */
+
+/* cos/sin for position p: cs, sn [half] */
+static void rope_table(const tm_rope *rp, const float *inv, int p, float *cs, float *sn)
+{
+    int half = rp->rot_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float ang = (float)p * inv[i];
+        cs[i] = (float)cos((double)ang) * rp->attn_scaling;
+        sn[i] = (float)sin((double)ang) * rp->attn_scaling;
+    }
+}
+
+/* rotate-half on the first 2*half dims of x */
+static void rope_apply(float *x, const float *cs, const float *sn, int half)
+{
+    for (int i = 0; i < half; i++) {
+        float a = x[i], b = x[i + half];
+        x[i] = a * cs[i] - b * sn[i];
+        x[i + half] = b * cs[i] + a * sn[i];
+    }
+}
+
+/* ---- attention ---- */
+
+typedef struct att_ctx {
+    const tm_ref *r;
+    int l, T, pos0;
+    const float *qkv;   /* [T][(H+2Hk)*Dh] (q part used) */
+    float *out;         /* [T][H*Dh] */
+} att_ctx;
+
+static void att_items(void *p, int i0, int i1)
+{
+    const att_ctx *c = p;
+    const tm_ref *r = c->r;
+    const tm_layer_desc *ld = &r->layer[c->l];
+    int Dh = r->Dh, nqkv = (r->H + 2 * r->Hk) * Dh, group = r->H / r->Hk;
+    float *s = malloc(((size_t)c->pos0 + c->T) * sizeof(float));
+    if (!s) return; /* cannot happen in practice; the output stays zero */
+    for (int it = i0; it < i1; it++) {
+        int t = it / r->H, h = it % r->H, g = h / group, i = c->pos0 + t;
+        const float *q = c->qkv + (size_t)t * nqkv + (size_t)h * Dh;
+        int j0 = ld->sliding && i - ld->window + 1 > 0 ? i - ld->window + 1 : 0;
+        float mx = -INFINITY;
+        for (int j = j0; j <= i; j++) {
+            const float *k = r->kc + kv_off(r, c->l, g, j);
+            double acc = 0;
+            for (int d = 0; d < Dh; d++) acc += (double)q[d] * (double)k[d];
+            float v = (float)acc * r->attn_scale;
+            if (r->attn_softcap != 0) v = (float)tanh((double)(v / r->attn_softcap)) * r->attn_softcap;
+            s[j] = v;
+            if (v > mx) mx = v;
+        }
+        double sum = 0;
+        for (int j = j0; j <= i; j++) {
+            s[j] = (float)exp((double)(s[j] - mx));
+            sum += s[j];
+        }
+        float fsum = (float)sum;
+        for (int j = j0; j <= i; j++) s[j] = s[j] / fsum;
+        float *o = c->out + (size_t)t * r->H * Dh + (size_t)h * Dh;
+        for (int d = 0; d < Dh; d++) {
+            double acc = 0;
+            for (int j = j0; j <= i; j++) acc += (double)s[j] * (double)r->vc[kv_off(r, c->l, g, j) + d];
+            o[d] = (float)acc;
+        }
+    }
+    free(s);
+}
+
+/* ---- mixture of experts ---- */
+
+typedef struct moe_ctx {
+    const tm_ref *r;
+    const ref_layer *w;
+    const float *h;     /* [T][D] */
+    float *out;         /* [T][D] */
+} moe_ctx;
+
+static void moe_tokens(void *p, int t0, int t1)
+{
+    const moe_ctx *c = p;
+    const tm_ref *r = c->r;
+    int D = r->D, E = r->E, Fe = r->Fe, K = r->top_k;
+    float *prob = malloc((size_t)E * sizeof(float));
+    float *gu = malloc((size_t)2 * Fe * sizeof(float));
+    float *y = malloc((size_t)D * sizeof(float));
+    int *sel = malloc((size_t)K * sizeof(int));
+    float *wsel = malloc((size_t)K * sizeof(float));
+    if (!prob || !gu || !y || !sel || !wsel) goto done;
+    for (int t = t0; t < t1; t++) {
+        const float *h = c->h + (size_t)t * D;
+        float *out = c->out + (size_t)t * D;
+        ref_matmul(1, prob, h, c->w->router, NULL, 1, E, D);
+        float mx = -INFINITY;
+        for (int e = 0; e < E; e++) mx = prob[e] > mx ? prob[e] : mx;
+        double sum = 0;
+        for (int e = 0; e < E; e++) sum += (prob[e] = (float)exp((double)(prob[e] - mx)));
+        for (int e = 0; e < E; e++) prob[e] = (float)(prob[e] / sum);
+        /* top-k, the lower index first on ties */
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int k2 = 0; k2 < k; k2++) taken |= sel[k2] == e;
+                if (!taken && (best < 0 || prob[e] > prob[best])) best = e;
+            }
+            sel[k] = best;
+        }
+        double wsum = 0;
+        for (int k = 0; k < K; k++) wsum += prob[sel[k]];
+        for (int k = 0; k < K; k++) wsel[k] = r->norm_topk ? (float)(prob[sel[k]] / wsum) : prob[sel[k]];
+        /* experts in index order, as transformers accumulates them */
+        memset(out, 0, (size_t)D * sizeof(float));
+        for (int e = 0; e < E; e++) {
+            int k = -1;
+            for (int k2 = 0; k2 < K; k2++)
+                if (sel[k2] == e) k = k2;
+            if (k < 0) continue;
+            ref_matmul(1, gu, h, c->w->e_gu + (size_t)e * 2 * Fe * D, NULL, 1, 2 * Fe, D);
+            for (int f = 0; f < Fe; f++) gu[f] = ref_act(r->act, gu[f]) * gu[Fe + f];
+            ref_matmul(1, y, gu, c->w->e_d + (size_t)e * D * Fe, NULL, 1, D, Fe);
+            for (int d = 0; d < D; d++) out[d] += y[d] * wsel[k];
+        }
+    }
+done:
+    free(prob);
+    free(gu);
+    free(y);
+    free(sel);
+    free(wsel);
+}
+
+/* ---- the forward pass ---- */
+
+int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *logits, int all_logits, tm_err *err)
+{
+    if (T < 1) return tm_errf(err, TM_E_INVALID, "reference forward: T = %d tokens", T);
+    if (pos0 < 0 || pos0 > r->n_past)
+        return tm_errf(err, TM_E_INVALID, "reference forward: pos0 = %d but the cache holds %d positions", pos0, r->n_past);
+    if ((int64_t)pos0 + T > r->max_ctx)
+        return tm_errf(err, TM_E_LIMIT, "reference forward: positions up to %lld exceed max_ctx %d",
+                       (long long)pos0 + T, r->max_ctx);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= r->V)
+            return tm_errf(err, TM_E_INVALID, "reference forward: token %d at index %d is outside the vocabulary [0, %d)",
+                           (int)tokens[t], t, r->V);
+    int D = r->D, Dh = r->Dh, qd = r->H * Dh, kvd = r->Hk * Dh, nqkv = qd + 2 * kvd;
+    int Fmax = r->F > r->Fe ? r->F : r->Fe;
+    size_t TD = (size_t)T * D;
+    float *x = malloc(TD * sizeof(float));
+    float *h = malloc(TD * sizeof(float));
+    float *a = malloc(TD * sizeof(float));
+    float *qkv = malloc((size_t)T * nqkv * sizeof(float));
+    float *att = malloc((size_t)T * qd * sizeof(float));
+    float *gu = malloc((size_t)T * 2 * Fmax * sizeof(float));
+    float *g = malloc((size_t)T * Fmax * sizeof(float));
+    float *cs = malloc((size_t)Dh * sizeof(float));
+    float *sn = malloc((size_t)Dh * sizeof(float));
+    int rc = TM_OK;
+    if (!x || !h || !a || !qkv || !att || !gu || !g || !cs || !sn) {
+        rc = tm_errf(err, TM_E_NOMEM, "reference forward: out of memory for %d tokens", T);
+        goto done;
+    }
+    r->n_past = pos0;
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < D; d++) x[(size_t)t * D + d] = r->embed[(size_t)tokens[t] * D + d] * r->embed_scale;
+    if (r->trace) memcpy(r->trace, x, TD * sizeof(float));
+
+    for (int l = 0; l < r->L; l++) {
+        const ref_layer *w = &r->w[l];
+        const tm_layer_desc *ld = &r->layer[l];
+        const tm_rope *rp = &r->rope[ld->rope];
+        for (int t = 0; t < T; t++) ref_rmsnorm(h + (size_t)t * D, x + (size_t)t * D, w->attn_norm, D, r->eps);
+        ref_matmul(r->n_threads, qkv, h, w->wqkv, w->bqkv, T, nqkv, D);
+        const float *inv = tm_rope_inv_freq_at(rp, (int64_t)pos0 + T);
+        int half = rp->rot_dim / 2;
+        for (int t = 0; t < T; t++) {
+            int p = pos0 + t;
+            float *q = qkv + (size_t)t * nqkv, *k = q + qd, *v = k + kvd;
+            rope_table(rp, inv, p, cs, sn);
+            for (int hh = 0; hh < r->H; hh++) {
+                if (w->q_norm) ref_rmsnorm(q + hh * Dh, q + hh * Dh, w->q_norm, Dh, r->eps);
+                rope_apply(q + hh * Dh, cs, sn, half);
+            }
+            for (int gg = 0; gg < r->Hk; gg++) {
+                if (w->k_norm) ref_rmsnorm(k + gg * Dh, k + gg * Dh, w->k_norm, Dh, r->eps);
+                rope_apply(k + gg * Dh, cs, sn, half);
+                memcpy(r->kc + kv_off(r, l, gg, p), k + gg * Dh, (size_t)Dh * sizeof(float));
+                memcpy(r->vc + kv_off(r, l, gg, p), v + gg * Dh, (size_t)Dh * sizeof(float));
+            }
+        }
+        att_ctx ac = {r, l, T, pos0, qkv, att};
+        ref_parallel(r->n_threads, T * r->H, (double)T * r->H * (pos0 + T) * Dh, att_items, &ac);
+        ref_matmul(r->n_threads, a, att, w->wo, w->bo, T, D, qd);
+        for (int t = 0; t < T; t++) {
+            float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
+            if (w->attn_out_norm) ref_rmsnorm(at, at, w->attn_out_norm, D, r->eps);
+            for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d];
+            ref_rmsnorm(h + (size_t)t * D, xt, w->ffn_norm, D, r->eps);
+        }
+        if (ld->moe) {
+            moe_ctx mc = {r, w, h, a};
+            ref_parallel(r->n_threads, T, (double)T * r->top_k * 3 * r->Fe * D, moe_tokens, &mc);
+        } else {
+            int F = r->F;
+            ref_matmul(r->n_threads, gu, h, w->wgu, w->bgu, T, 2 * F, D);
+            for (int t = 0; t < T; t++)
+                for (int f = 0; f < F; f++)
+                    g[(size_t)t * F + f] = ref_act(r->act, gu[(size_t)t * 2 * F + f]) * gu[(size_t)t * 2 * F + F + f];
+            ref_matmul(r->n_threads, a, g, w->wd, w->bd, T, D, F);
+        }
+        for (int t = 0; t < T; t++) {
+            float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
+            if (w->ffn_out_norm) ref_rmsnorm(at, at, w->ffn_out_norm, D, r->eps);
+            for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d];
+        }
+        if (r->trace) memcpy(r->trace + (size_t)(l + 1) * TD, x, TD * sizeof(float));
+    }
+    r->n_past = pos0 + T;
+
+    int t0 = (all_logits || r->trace) ? 0 : T - 1;
+    for (int t = t0; t < T; t++) ref_rmsnorm(h + (size_t)t * D, x + (size_t)t * D, r->final_norm, D, r->eps);
+    if (r->trace) memcpy(r->trace + (size_t)(r->L + 1) * TD, h, TD * sizeof(float));
+    if (logits) {
+        int lt0 = all_logits ? 0 : T - 1, n = T - lt0;
+        ref_matmul(r->n_threads, logits, h + (size_t)lt0 * D, r->lm_head, NULL, n, r->V, D);
+        if (r->final_softcap != 0)
+            for (size_t i = 0; i < (size_t)n * r->V; i++)
+                logits[i] = (float)tanh((double)(logits[i] / r->final_softcap)) * r->final_softcap;
+    }
+done:
+    free(x);
+    free(h);
+    free(a);
+    free(qkv);
+    free(att);
+    free(gu);
+    free(g);
+    free(cs);
+    free(sn);
+    return rc;
+}

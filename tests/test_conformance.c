@@ -1,0 +1,305 @@
+/* tests/test_conformance.c: the reference engine against Hugging Face
+ * transformers' own outputs (../shared/conformance/models, every model dir,
+ * both config styles) and the demo model's reference logits.
+ *
+ * Per model and config: RoPE inv_freq within 1 ulp of transformers', logits
+ * within 1e-4 at every position of every case, identical argmax, the
+ * 24-step greedy continuation reproduced with the KV cache (incremental
+ * decoding vs the reference's full recompute), the residual stream of the
+ * 37-token case, and thread-count independence. Under TM_SANITIZER the
+ * 300-token cases are skipped (only them). */
+#include <cJSON.h>
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "engine/ref/ref.h"
+#include "harness.h"
+#include "hf/hf_model.h"
+
+static int sanitizer;
+
+static cJSON *load_json(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    tm_err err = {0};
+    if (tm_read_file(path, &text, &len, 0, &err) != TM_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    return j;
+}
+
+/* floats from a little-endian f32 file; *n receives the count */
+static float *load_f32(const char *path, size_t *n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    tm_err err = {0};
+    if (tm_read_file(path, &buf, &len, 0, &err) != TM_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    float *f = malloc(len + 4);
+    memcpy(f, buf, len);
+    free(buf);
+    *n = len / 4;
+    return f;
+}
+
+static int32_t *json_ids(const cJSON *arr, int *n)
+{
+    *n = cJSON_GetArraySize(arr);
+    int32_t *ids = malloc(((size_t)*n + 1) * sizeof *ids);
+    int i = 0;
+    for (const cJSON *e = arr ? arr->child : NULL; e; e = e->next) ids[i++] = (int32_t)e->valuedouble;
+    return ids;
+}
+
+static int argmax(const float *v, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+static int ulp_diff(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    return ia > ib ? ia - ib : ib - ia;
+}
+
+/* logits of all positions; compare with a reference file */
+static void check_case(tm_ref *r, const tm_model *m, const char *tag, const char *dir, const cJSON *c)
+{
+    const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+    int T;
+    int32_t *ids = json_ids(cJSON_GetObjectItem(c, "input_ids"), &T);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, cJSON_GetObjectItem(c, "logits_file")->valuestring);
+    size_t n = 0;
+    float *ref = load_f32(path, &n);
+    CHECKF(ref && n == (size_t)T * m->V, "%s %s: reference logits file %s", tag, name, path);
+    float *out = malloc((size_t)T * m->V * sizeof(float));
+    tm_err err = {0};
+    tm_ref_reset(r);
+    int rc = tm_ref_forward(r, ids, T, 0, out, 1, &err);
+    CHECKF(rc == TM_OK, "%s %s: forward: %s", tag, name, err.msg);
+    if (rc == TM_OK && ref && n == (size_t)T * m->V) {
+        double maxd = 0;
+        int bad_argmax = 0, first_bad = -1;
+        const cJSON *am = cJSON_GetObjectItem(c, "argmax_per_position");
+        const cJSON *ae = am ? am->child : NULL;
+        for (int t = 0; t < T; t++) {
+            for (int v = 0; v < m->V; v++) {
+                double d = fabs((double)out[(size_t)t * m->V + v] - ref[(size_t)t * m->V + v]);
+                if (d > maxd || d != d) maxd = d != d ? 1e30 : d;
+            }
+            int a = argmax(out + (size_t)t * m->V, m->V);
+            int want = ae ? (int)ae->valuedouble : argmax(ref + (size_t)t * m->V, m->V);
+            if (ae) ae = ae->next;
+            if (a != want) {
+                bad_argmax++;
+                if (first_bad < 0) first_bad = t;
+            }
+        }
+        CHECKF(maxd <= 1e-4, "%s %s: max |logit - reference| = %.3g > 1e-4", tag, name, maxd);
+        CHECKF(bad_argmax == 0, "%s %s: argmax differs at %d positions (first %d)", tag, name, bad_argmax, first_bad);
+        if (getenv("TM_VERBOSE")) printf("  %s %s: max diff %.3g\n", tag, name, maxd);
+    }
+    free(ids);
+    free(ref);
+    free(out);
+}
+
+/* greedy continuation through the KV cache */
+static void check_greedy(tm_ref *r, const tm_model *m, const char *tag, const cJSON *prompt, const cJSON *gen)
+{
+    int T, G;
+    int32_t *ids = json_ids(prompt, &T);
+    int32_t *want = json_ids(gen, &G);
+    float *lg = malloc((size_t)m->V * sizeof(float));
+    tm_err err = {0};
+    tm_ref_reset(r);
+    int rc = tm_ref_forward(r, ids, T, 0, lg, 0, &err);
+    int first_bad = -1;
+    for (int s = 0; s < G && rc == TM_OK; s++) {
+        int32_t tok = argmax(lg, m->V);
+        if (tok != want[s] && first_bad < 0) first_bad = s;
+        rc = tm_ref_forward(r, &tok, 1, T + s, lg, 0, &err);
+    }
+    CHECKF(rc == TM_OK, "%s greedy: forward: %s", tag, err.msg);
+    CHECKF(first_bad < 0, "%s greedy: continuation differs from step %d on", tag, first_bad);
+    free(ids);
+    free(want);
+    free(lg);
+}
+
+static void check_rope(const tm_model *m, const char *tag, const cJSON *rope)
+{
+    for (const cJSON *it = rope ? rope->child : NULL; it; it = it->next) {
+        const cJSON *inv = cJSON_GetObjectItem(it, "inv_freq");
+        int n = cJSON_GetArraySize(inv), worst = 0;
+        CHECKF(n == m->rope[0].rot_dim / 2, "%s rope: %d frequencies, want %d", tag, m->rope[0].rot_dim / 2, n);
+        int i = 0;
+        for (const cJSON *e = inv->child; e && i < m->rope[0].rot_dim / 2; e = e->next, i++) {
+            int u = ulp_diff(m->rope[0].inv_freq[i], (float)e->valuedouble);
+            if (u > worst) worst = u;
+        }
+        CHECKF(worst <= 1, "%s rope: inv_freq differs by %d ulp", tag, worst);
+        double as = cJSON_GetObjectItem(it, "attention_scaling")->valuedouble;
+        CHECK_NEAR(m->rope[0].attn_scaling, as, 1e-7);
+    }
+}
+
+/* residual stream of the 37-token case, and thread independence */
+static void check_residual(const tm_model *m, const char *tag, const char *dir, const cJSON *man)
+{
+    const cJSON *rs = cJSON_GetObjectItem(man, "residual_stream");
+    const cJSON *cases = cJSON_GetObjectItem(man, "cases");
+    const cJSON *c37 = NULL;
+    for (const cJSON *c = cases->child; c; c = c->next)
+        if (strcmp(cJSON_GetObjectItem(c, "name")->valuestring, cJSON_GetObjectItem(rs, "case")->valuestring) == 0) c37 = c;
+    if (!c37) return;
+    int T;
+    int32_t *ids = json_ids(cJSON_GetObjectItem(c37, "input_ids"), &T);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, cJSON_GetObjectItem(rs, "file")->valuestring);
+    size_t n = 0;
+    float *ref = load_f32(path, &n);
+    size_t want = (size_t)(m->L + 2) * T * m->D;
+    float *tr = malloc(want * sizeof(float));
+    float *l1 = malloc((size_t)T * m->V * sizeof(float)), *l3 = malloc((size_t)T * m->V * sizeof(float));
+    tm_ref *r1 = NULL, *r3 = NULL;
+    tm_err err = {0};
+    CHECK(tm_ref_init(&r1, m, T, 1, &err) == TM_OK);
+    CHECK(tm_ref_init(&r3, m, T, 3, &err) == TM_OK);
+    if (r1 && r3 && ref && n == want) {
+        tm_ref_trace(r1, tr);
+        CHECK(tm_ref_forward(r1, ids, T, 0, l1, 1, &err) == TM_OK);
+        CHECK(tm_ref_forward(r3, ids, T, 0, l3, 1, &err) == TM_OK);
+        CHECKF(memcmp(l1, l3, (size_t)T * m->V * sizeof(float)) == 0, "%s: 1 and 3 threads give different logits", tag);
+        int bad_slot = -1;
+        double worst = 0;
+        for (int s = 0; s < m->L + 2 && bad_slot < 0; s++)
+            for (size_t i = 0; i < (size_t)T * m->D; i++) {
+                double a = tr[(size_t)s * T * m->D + i], b = ref[(size_t)s * T * m->D + i];
+                double d = fabs(a - b) / (1.0 + fabs(b));
+                if (d > worst) worst = d;
+                if (d > 1e-4 && bad_slot < 0) bad_slot = s;
+            }
+        CHECKF(bad_slot < 0, "%s: residual stream diverges at slot %d (worst rel diff %.3g)", tag, bad_slot, worst);
+    } else {
+        CHECKF(0, "%s: residual file %s (%zu floats, want %zu)", tag, path, n, want);
+    }
+    tm_ref_free(r1);
+    tm_ref_free(r3);
+    free(ids);
+    free(ref);
+    free(tr);
+    free(l1);
+    free(l3);
+}
+
+static void run_model(const char *dir, const cJSON *man, const char *config_file)
+{
+    char hf[1024], cfg[1024], tag[256];
+    snprintf(hf, sizeof hf, "%s/%s", dir, cJSON_GetObjectItem(man, "hf_dir")->valuestring);
+    snprintf(cfg, sizeof cfg, "%s/%s", dir, config_file);
+    snprintf(tag, sizeof tag, "%s [%s]", cJSON_GetObjectItem(man, "name")->valuestring, config_file);
+    tm_model *m = NULL;
+    tm_err err = {0};
+    int rc = tm_hf_model_open(&m, hf, cfg, &err);
+    CHECKF(rc == TM_OK, "%s: open: %s", tag, err.msg);
+    if (rc) return;
+    check_rope(m, tag, cJSON_GetObjectItem(man, "rope"));
+    tm_ref *r = NULL;
+    rc = tm_ref_init(&r, m, 512, 2, &err);
+    CHECKF(rc == TM_OK, "%s: ref init: %s", tag, err.msg);
+    if (rc == TM_OK) {
+        const cJSON *cases = cJSON_GetObjectItem(man, "cases");
+        for (const cJSON *c = cases->child; c; c = c->next) {
+            if (sanitizer && cJSON_GetObjectItem(c, "length")->valueint > 100) continue;
+            check_case(r, m, tag, dir, c);
+        }
+        const cJSON *g = cJSON_GetObjectItem(man, "greedy");
+        check_greedy(r, m, tag, cJSON_GetObjectItem(g, "prompt_ids"), cJSON_GetObjectItem(g, "generated_ids"));
+        check_residual(m, tag, dir, man);
+    }
+    tm_ref_free(r);
+    tm_model_free(m);
+}
+
+static void conformance_models(void)
+{
+    char root[1024];
+    snprintf(root, sizeof root, "%s/conformance/models", th_shared());
+    DIR *d = opendir(root);
+    CHECKF(d != NULL, "cannot open %s", root);
+    if (!d) return;
+    char *names[64];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64)
+        if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
+    closedir(d);
+    int models = 0;
+    for (int i = 0; i < n; i++) {
+        char dir[2048], mp[2100];
+        snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+        snprintf(mp, sizeof mp, "%s/manifest.json", dir);
+        free(names[i]);
+        if (!tm_file_exists(mp)) continue;
+        cJSON *man = load_json(mp);
+        CHECKF(man != NULL, "%s: unreadable", mp);
+        if (!man) continue;
+        models++;
+        run_model(dir, man, cJSON_GetObjectItem(man, "config_file")->valuestring);
+        run_model(dir, man, cJSON_GetObjectItem(man, "native_config_file")->valuestring);
+        cJSON_Delete(man);
+    }
+    CHECKF(models >= 7, "found %d conformance models, expected 7", models);
+}
+
+static void demo_model(void)
+{
+    const char *dir = "models/tiny-classics-llama";
+    cJSON *man = load_json("models/tiny-classics-llama/reference/manifest.json");
+    CHECK(man != NULL);
+    if (!man) return;
+    tm_model *m = NULL;
+    tm_err err = {0};
+    int rc = tm_hf_model_open(&m, dir, NULL, &err);
+    CHECKF(rc == TM_OK, "demo model: %s", err.msg);
+    tm_ref *r = NULL;
+    if (rc == TM_OK) rc = tm_ref_init(&r, m, 128, 2, &err);
+    CHECKF(rc == TM_OK, "demo model: ref init: %s", err.msg);
+    if (rc == TM_OK) {
+        for (const cJSON *c = cJSON_GetObjectItem(man, "cases")->child; c; c = c->next) {
+            char tag[128];
+            snprintf(tag, sizeof tag, "demo %s", cJSON_GetObjectItem(c, "name")->valuestring);
+            check_case(r, m, tag, "models/tiny-classics-llama/reference", c);
+            check_greedy(r, m, tag, cJSON_GetObjectItem(c, "input_ids"), cJSON_GetObjectItem(c, "greedy_ids"));
+        }
+    }
+    tm_ref_free(r);
+    tm_model_free(m);
+    cJSON_Delete(man);
+}
+
+int main(void)
+{
+    sanitizer = getenv("TM_SANITIZER") != NULL;
+    conformance_models();
+    demo_model();
+    return th_done("test_conformance");
+}
