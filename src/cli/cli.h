@@ -23,6 +23,7 @@ int cli_wants_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
 
 /* cli_parse_route: "auto", "hybrid", "prefill-only", "decode-only" -> tandem_route; -1 if unknown. */
 int cli_parse_route(const char *s, int *route);
