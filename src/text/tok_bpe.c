@@ -289,6 +289,43 @@ static int merge_all(const tok_bpe *b, tok_work *w)
     return TM_OK;
 }
 
+/* remember the ids w->ids[from..] produced for word s[0..n) */
+static int cache_put(tok_work *w, const char *s, size_t n, size_t from)
+{
+    tok_cache *c = &w->cache;
+    size_t k = w->n_ids - from;
+    if (c->n_ent >= TOK_CACHE_MAX_ENTRIES) return TM_OK;
+    if (!c->map.slots && tok_strmap_init(&c->map, 1024)) return TM_E_NOMEM;
+    if (c->n_ent == c->cap_ent) {
+        size_t cap = c->cap_ent ? c->cap_ent * 2 : 1024;
+        uint32_t *o = realloc(c->ent_off, cap * sizeof *o);
+        if (!o) return TM_E_NOMEM;
+        c->ent_off = o;
+        uint32_t *l = realloc(c->ent_len, cap * sizeof *l);
+        if (!l) return TM_E_NOMEM;
+        c->ent_len = l;
+        c->cap_ent = cap;
+    }
+    if (c->n_ids + k > c->cap_ids) {
+        size_t cap = c->cap_ids ? c->cap_ids * 2 : 4096;
+        while (cap < c->n_ids + k) cap *= 2;
+        int32_t *v = realloc(c->ids, cap * sizeof *v);
+        if (!v) return TM_E_NOMEM;
+        c->ids = v;
+        c->cap_ids = cap;
+    }
+    char *key = tok_arena_strndup(&c->keys, s, n);
+    if (!key || tok_strmap_put(&c->map, key, n, (int32_t)c->n_ent)) return TM_E_NOMEM;
+    memcpy(c->ids + c->n_ids, w->ids + from, k * sizeof *c->ids);
+    c->ent_off[c->n_ent] = (uint32_t)c->n_ids;
+    c->ent_len[c->n_ent] = (uint32_t)k;
+    c->n_ids += k;
+    c->n_ent++;
+    return TM_OK;
+}
+
+static int bpe_word(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_err *err);
+
 int tok_bpe_encode(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_err *err)
 {
     if (n == 0) return TM_OK;
@@ -296,6 +333,23 @@ int tok_bpe_encode(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_er
         int32_t id = tok_strmap_get(&b->vocab, s, n);
         if (id >= 0) return tok_work_push_id(w, id) ? tm_errf(err, TM_E_NOMEM, "%s: out of memory", w->name) : TM_OK;
     }
+    if (n > TOK_CACHE_MAX_WORD) return bpe_word(b, w, s, n, err);
+    tok_cache *c = &w->cache;
+    int32_t e = c->map.slots ? tok_strmap_get(&c->map, s, n) : -1;
+    if (e >= 0) {
+        for (uint32_t i = 0; i < c->ent_len[e]; i++)
+            if (tok_work_push_id(w, c->ids[c->ent_off[e] + i])) return tm_errf(err, TM_E_NOMEM, "%s: out of memory", w->name);
+        return TM_OK;
+    }
+    size_t from = w->n_ids;
+    int rc = bpe_word(b, w, s, n, err);
+    if (!rc && cache_put(w, s, n, from)) rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", w->name);
+    return rc;
+}
+
+/* one word, no cache */
+static int bpe_word(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_err *err)
+{
     w->n_syms = 0;
     int32_t unk_id = -1;
     uint32_t unk_len = 0;

@@ -144,6 +144,19 @@ typedef struct tok_heap_ent {
     int32_t new_id;
 } tok_heap_ent;
 
+/* per-call cache of BPE results: word -> ids (words repeat a lot in text) */
+#define TOK_CACHE_MAX_WORD 64
+#define TOK_CACHE_MAX_ENTRIES 65536
+typedef struct tok_cache {
+    tok_strmap map;        /* word (in keys) -> entry index */
+    tok_arena keys;
+    int32_t *ids;          /* all cached ids [n_ids] */
+    size_t n_ids, cap_ids;
+    uint32_t *ent_off;     /* [n_ent] first id of an entry in ids */
+    uint32_t *ent_len;     /* [n_ent] */
+    size_t n_ent, cap_ent;
+} tok_cache;
+
 typedef struct tok_work {
     tok_buf text;                 /* piece storage */
     size_t limit;                 /* max text.len (growth guard) */
@@ -159,6 +172,7 @@ typedef struct tok_work {
     size_t n_syms, cap_syms;
     tok_heap_ent *heap;           /* BPE merge queue */
     size_t n_heap, cap_heap;
+    tok_cache cache;              /* BPE word cache */
     const char *name;             /* for messages */
 } tok_work;
 

@@ -34,6 +34,10 @@ static int set_text(tok_work *w, tok_piece *p, const char *s, size_t n, size_t i
     return TM_OK;
 }
 
+/* NFC/NFD/NFKC/NFKD. Only the non-ASCII islands go through utf8proc: an
+ * ASCII character is a starter that never composes as a second element, so
+ * the text can be cut before any ASCII character; the ASCII character just
+ * before an island is included since it may compose with a following mark. */
 static int unicode_form(tok_work *w, tok_piece *p, tok_norm_type type, tm_err *err)
 {
     const char *s = w->text.p + p->off;
@@ -45,15 +49,34 @@ static int unicode_form(tok_work *w, tok_piece *p, tok_norm_type type, tm_err *e
     case TOK_NORM_NFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
     default: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
     }
-    utf8proc_uint8_t *out = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)p->len, &out, (utf8proc_option_t)opts);
-    if (n < 0) {
-        free(out);
-        return tm_errf(err, TM_E_INVALID, "%s: normalizer: unicode normalization failed: %s", w->name,
-                       utf8proc_errmsg(n));
+    tok_buf out = {0};
+    size_t ins = p->ins, i = 0, n = p->len;
+    int rc = TM_OK;
+    while (i < n && !rc) {
+        size_t a = i;
+        while (a < n && (unsigned char)s[a] < 0x80) a++;
+        size_t island = a == n ? n : (a > i ? a - 1 : a); /* keep one ASCII char of context */
+        if (island > i) rc = tok_buf_append(&out, s + i, island - i);
+        if (rc || a == n) break;
+        size_t b = a;
+        while (b < n && (unsigned char)s[b] >= 0x80) b++;
+        utf8proc_uint8_t *o = NULL;
+        utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s + island, (utf8proc_ssize_t)(b - island), &o,
+                                          (utf8proc_option_t)opts);
+        if (m < 0) {
+            free(o);
+            tok_buf_free(&out);
+            return tm_errf(err, TM_E_INVALID, "%s: normalizer: unicode normalization failed: %s", w->name,
+                           utf8proc_errmsg(m));
+        }
+        rc = tok_buf_append(&out, o, (size_t)m);
+        free(o);
+        i = b;
+        s = w->text.p + p->off;
     }
-    int rc = set_text(w, p, (const char *)out, (size_t)n, p->ins, err);
-    free(out);
+    if (!rc) rc = set_text(w, p, out.p, out.len, ins, err);
+    else rc = oom(w, err);
+    tok_buf_free(&out);
     return rc;
 }
 

@@ -200,6 +200,11 @@ void tok_work_free(tok_work *w)
     free(w->ids);
     free(w->syms);
     free(w->heap);
+    tok_strmap_free(&w->cache.map);
+    tok_arena_free(&w->cache.keys);
+    free(w->cache.ids);
+    free(w->cache.ent_off);
+    free(w->cache.ent_len);
     memset(w, 0, sizeof *w);
 }
 
