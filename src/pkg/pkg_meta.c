@@ -175,10 +175,10 @@ void tm_pkg_functions_free(tm_pkg_function *fns, int n)
 
 static cJSON *io_to_json(const tm_pkg_io *io)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-    if (!o || !shape || !cJSON_AddStringToObject(o, "name", io->name ? io->name : "") ||
-        !cJSON_AddStringToObject(o, "dtype", tm_dtype_name(io->dtype))) {
+    cJSON *o = cJSON_CreateObject(), *shape = NULL;
+    if (!o || !cJSON_AddStringToObject(o, "name", io->name ? io->name : "") ||
+        !cJSON_AddStringToObject(o, "dtype", tm_dtype_name(io->dtype)) ||
+        !(shape = cJSON_AddArrayToObject(o, "shape"))) {
         cJSON_Delete(o);
         return NULL;
     }
