@@ -10,6 +10,8 @@ const cli_command cli_commands[] = {
     {"inspect", cmd_inspect, "describe a package (.tdm); --verify checks every checksum"},
     {"logits", cmd_logits, "reference float32 logits of token ids (for testing engines)"},
     {"synth", cmd_synth, "write a synthetic HF model with a real architecture's shapes"},
+    {"tokenize", cmd_tokenize, "text -> token ids (JSON array) with a model's tokenizer.json"},
+    {"detokenize", cmd_detokenize, "token ids -> text with a model's tokenizer.json"},
     {"version", cmd_version, "print the version"},
     {NULL, NULL, NULL},
 };
