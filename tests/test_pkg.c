@@ -7,9 +7,13 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "hf/safetensors.h"
+#include "model/model.h"
 #include "pkg/checksum.h"
+#include "pkg/convert.h"
 #include "pkg/pkg.h"
 #include "pkg/pkg_format.h"
+#include "quant/quant.h"
 
 /* ---- checksum ---------------------------------------------------------------- */
 
@@ -234,6 +238,10 @@ static void check_package(tm_pkg *p)
     CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_PREFILL, "", &a, &err), TM_E_NOTFOUND);
     CHECK_EQ_INT(tm_pkg_lookup(p, 3, "model.norm.weight", &a, &err), TM_E_INVALID);
     CHECK(tm_pkg_stage_ctx(p, 0) == NULL);
+    CHECK_EQ_INT(tm_pkg_stage_lookup(NULL, "model.norm.weight", &a, &err), TM_E_INVALID);
+    tm_tensor_source src = tm_pkg_source(p, TM_PKG_DECODE);
+    CHECK_EQ_INT(src.lookup(src.ctx, "model.layers.0.mlp.experts.weight", &a, &err), TM_OK);
+    CHECK(a.dtype == TM_DT_Q4G32 && a.ndim == 3 && a.shape[0] == 2 && a.nbytes == specs[7].nbytes);
 
     /* documents */
     size_t n = 0;
@@ -661,6 +669,167 @@ static void test_index_flips(void)
     free(c);
 }
 
+
+/* ---- the converter on the vendored demo model -------------------------------- */
+
+#define DEMO "models/tiny-classics-llama"
+
+static int progress_calls;
+static void count_progress(void *ctx, const tm_convert_progress *p)
+{
+    (void)ctx;
+    progress_calls += p->tensors_done > 0 && p->bytes_done <= p->bytes_total;
+}
+
+/* every stage copy of every checkpoint tensor against the checkpoint itself */
+static void check_converted(tm_pkg *p, tm_st_set *set, tm_dtype pre, tm_dtype dec)
+{
+    tm_err err = {0};
+    int n_files = tm_st_set_nfiles(set), checked = 0, bad_bytes = 0, bad_dtype = 0, bad_share = 0;
+    for (int f = 0; f < n_files; f++) {
+        const tm_st_file *sf = tm_st_set_file(set, f);
+        for (int i = 0; i < tm_st_count(sf); i++) {
+            tm_tensor src, cp[2];
+            if (tm_st_find(sf, tm_st_name(sf, i), &src, &err) != TM_OK) continue;
+            int ok0 = tm_pkg_lookup(p, TM_PKG_PREFILL, src.name, &cp[0], &err) == TM_OK;
+            int ok1 = tm_pkg_lookup(p, TM_PKG_DECODE, src.name, &cp[1], &err) == TM_OK;
+            CHECKF(ok0 && ok1, "%s missing", src.name);
+            if (!ok0 || !ok1) continue;
+            checked++;
+            int vec = src.ndim == 1, emb = strstr(src.name, "embed_tokens") != NULL;
+            tm_dtype want[2] = {vec ? TM_DT_F32 : emb ? TM_DT_BF16 : pre, vec ? TM_DT_F32 : emb ? TM_DT_BF16 : dec};
+            bad_dtype += cp[0].dtype != want[0] || cp[1].dtype != want[1];
+            bad_share += (want[0] == want[1]) != (cp[0].data == cp[1].data); /* one copy iff same encoding */
+            int64_t K = src.shape[src.ndim - 1], N = tm_tensor_numel(&src) / K;
+            for (int s = 0; s < 2; s++) {
+                /* the reference single-threaded encoding of the source, byte for byte */
+                size_t nb = tm_quant_data_bytes(cp[s].dtype, N, K), ns = tm_quant_scale_count(cp[s].dtype, N, K);
+                uint8_t *data = malloc(nb);
+                float *sc = ns ? malloc(ns * sizeof *sc) : NULL;
+                int rc = tm_quant_quantize_rows(cp[s].dtype, src.dtype, src.data, N, K, 0, N, data, sc, NULL, &err);
+                bad_bytes += rc != TM_OK || cp[s].nbytes != nb || memcmp(cp[s].data, data, nb) != 0 ||
+                             (ns && memcmp(cp[s].scales, sc, ns * sizeof *sc) != 0);
+                free(data);
+                free(sc);
+            }
+        }
+    }
+    CHECK_EQ_INT(checked, 56);
+    CHECK_EQ_INT(bad_dtype, 0);
+    CHECK_EQ_INT(bad_share, 0);
+    CHECK_EQ_INT(bad_bytes, 0);
+}
+
+static void test_convert(void)
+{
+    tm_err err = {0};
+    char out[300];
+    snprintf(out, sizeof out, "%s.conv", pkg_path);
+    tm_convert_opts o;
+    tm_convert_opts_default(&o);
+    o.progress = count_progress;
+    tm_convert_stats st;
+    int rc = tm_convert(DEMO, out, &o, &st, &err);
+    CHECKF(rc == TM_OK, "%s", err.msg);
+    if (rc) return;
+    CHECK_EQ_INT(st.tensors, 56);
+    CHECK_EQ_INT(st.records, 56 + 42); /* 42 matrices have a bf16 and an int4g64 copy */
+    CHECK_EQ_INT(st.fallbacks, 0);
+    CHECK_EQ_INT(progress_calls, 56);
+    tm_pkg *p;
+    tm_st_set *set;
+    CHECKF(tm_pkg_open(&p, out, &err) == TM_OK, "%s", err.msg);
+    CHECKF(tm_st_set_open(&set, DEMO, &err) == TM_OK, "%s", err.msg);
+    if (p && set) {
+        CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
+        check_converted(p, set, TM_DT_BF16, TM_DT_Q4G64);
+        /* documents verbatim */
+        const char *docs[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+        for (int i = 0; i < 4; i++) {
+            char path[256], *text = NULL;
+            size_t n = 0, m = 0;
+            snprintf(path, sizeof path, DEMO "/%s", docs[i]);
+            CHECK_EQ_INT(tm_read_file(path, &text, &n, 0, &err), TM_OK);
+            const char *d = tm_pkg_doc(p, docs[i], &m);
+            CHECKF(d && text && n == m && memcmp(d, text, n) == 0, "%s", docs[i]);
+            free(text);
+        }
+        CHECK_EQ_STR(tm_pkg_meta_str(p, "model.architecture"), "LlamaForCausalLM");
+        CHECK_EQ_STR(tm_pkg_meta_str(p, "converter.encodings.decode"), "int4g64");
+        double np = 0;
+        /* V*D embedding (tied) + per layer q,o D*D, k,v 128*D, gate,up,down 3*F*D, 2 norms D; + final norm D */
+        const double D = 384, F = 1024, per_layer = 2 * D * D + 2 * 128 * D + 3 * F * D + 2 * D;
+        CHECK(tm_pkg_meta_num(p, "model.n_params", &np) == 0 && np == 8192 * D + 6 * per_layer + D);
+        CHECK_EQ_INT(tm_pkg_n_functions(p), 10); /* 4 chunks x 2 prefill variants + 2 decode */
+        const tm_pkg_function *f = tm_pkg_function_find(p, "prefill_256_stateless");
+        CHECK(f && f->chunk == 256 && !f->stateful && f->n_inputs == 2 && strcmp(f->inputs[1].name, "kv_in") == 0);
+        f = tm_pkg_function_find(p, "decode");
+        CHECK(f && f->kind == TM_PKG_FN_DECODE && f->stateful && strcmp(f->engine_class, "bandwidth") == 0);
+        /* both stages bind as models */
+        for (unsigned stage = TM_PKG_PREFILL; stage <= TM_PKG_DECODE; stage++) {
+            tm_hf_config cfg;
+            size_t n;
+            const char *text = tm_pkg_doc(p, TM_PKG_DOC_CONFIG, &n);
+            tm_model *m = NULL;
+            CHECK_EQ_INT(tm_hf_config_parse(&cfg, text, n, "config.json", &err), TM_OK);
+            CHECK_EQ_INT(tm_model_init(&m, &cfg, &err), TM_OK);
+            tm_hf_config_free(&cfg);
+            if (!m) continue;
+            m->check_dtype = 0;
+            tm_tensor_source src = tm_pkg_source(p, stage);
+            CHECKF(tm_model_bind(m, &src, &err) == TM_OK, "%s", err.msg);
+            CHECK(m->w[0].wq.dtype == (stage == TM_PKG_PREFILL ? TM_DT_BF16 : TM_DT_Q4G64));
+            CHECK(m->embed.dtype == TM_DT_BF16 && m->final_norm.dtype == TM_DT_F32);
+            tm_model_free(m);
+        }
+    }
+    tm_st_set_close(set);
+    tm_pkg_close(p);
+
+    /* same encoding for both stages: every tensor stored once */
+    o.decode_enc = TM_DT_BF16;
+    o.n_chunks = 1;
+    o.stateless = 0;
+    rc = tm_convert(DEMO, out, &o, &st, &err);
+    CHECKF(rc == TM_OK, "%s", err.msg);
+    CHECK_EQ_INT(st.records, 56);
+    if (tm_pkg_open(&p, out, &err) == TM_OK) {
+        CHECK_EQ_INT(tm_pkg_n_functions(p), 2);
+        if (tm_st_set_open(&set, DEMO, &err) == TM_OK) {
+            check_converted(p, set, TM_DT_BF16, TM_DT_BF16);
+            tm_st_set_close(set);
+        }
+        tm_pkg_close(p);
+    }
+    /* int8 prefill, int4g32 decode */
+    o.prefill_enc = TM_DT_Q8PC;
+    o.decode_enc = TM_DT_Q4G32;
+    o.threads = 1;
+    rc = tm_convert(DEMO, out, &o, &st, &err);
+    CHECKF(rc == TM_OK, "%s", err.msg);
+    if (tm_pkg_open(&p, out, &err) == TM_OK) {
+        if (tm_st_set_open(&set, DEMO, &err) == TM_OK) {
+            check_converted(p, set, TM_DT_Q8PC, TM_DT_Q4G32);
+            tm_st_set_close(set);
+        }
+        tm_pkg_close(p);
+    }
+    unlink(out);
+
+    /* bad options and a failed conversion leave nothing at the destination */
+    tm_convert_opts_default(&o);
+    o.prefill_enc = TM_DT_Q4G64;
+    CHECK_EQ_INT(tm_convert(DEMO, out, &o, NULL, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "--prefill-enc") != NULL);
+    tm_convert_opts_default(&o);
+    o.chunks[1] = 32; /* not ascending */
+    CHECK_EQ_INT(tm_convert(DEMO, out, &o, NULL, &err), TM_E_INVALID);
+    tm_convert_opts_default(&o);
+    CHECK(tm_convert("tests", out, &o, NULL, &err) != TM_OK); /* no config.json */
+    CHECK(strstr(err.msg, "config.json") != NULL);
+    CHECK(!tm_file_exists(out));
+}
+
 int main(void)
 {
     snprintf(pkg_path, sizeof pkg_path, "build/test_pkg_%ld.tdm", (long)getpid());
@@ -671,6 +840,7 @@ int main(void)
     test_empty_package();
     test_writer_validation();
     test_interrupted_write();
+    test_convert();
     tm_err err = {0};
     char *buf = NULL;
     if (tm_read_file(pkg_path, &buf, &image_size, 0, &err) == TM_OK) {

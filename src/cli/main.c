@@ -7,6 +7,7 @@
 
 const cli_command cli_commands[] = {
     /* name        function      summary */
+    {"convert", cmd_convert, "convert a Hugging Face model directory into a package (.tdm)"},
     {"inspect", cmd_inspect, "describe a package (.tdm); --verify checks every checksum"},
     {"logits", cmd_logits, "reference float32 logits of token ids (for testing engines)"},
     {"synth", cmd_synth, "write a synthetic HF model with a real architecture's shapes"},

@@ -13,8 +13,7 @@
  *   const char *tok = tm_pkg_doc(p, TM_PKG_DOC_TOKENIZER, &n);  // NUL-terminated, in the mapping
  *   tm_tensor w;                                                 // a view into the mapping
  *   if (tm_pkg_lookup(p, TM_PKG_DECODE, "model.norm.weight", &w, &err) != TM_OK) ...;
- *   // the binder's tensor source for one stage (model's tm_tensor_source):
- *   //   { tm_pkg_stage_ctx(p, TM_PKG_DECODE), tm_pkg_stage_lookup }
+ *   tm_tensor_source src = tm_pkg_source(p, TM_PKG_DECODE);     // for tm_model_bind
  *   if (tm_pkg_verify(p, &err) != TM_OK) ...;                    // every checksum
  *   tm_pkg_close(p);
  *
@@ -35,6 +34,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/model.h"
 #include "pkg/pkg_format.h"
 
 /* Stages, as bits: a tensor record says which stages use that copy. */
@@ -121,9 +121,10 @@ const tm_pkg_entry *tm_pkg_tensor(const tm_pkg *p, int i);  /* NULL if i is out 
  * TM_PKG_DECODE) uses; TM_E_NOTFOUND if that stage has none. */
 int tm_pkg_lookup(const tm_pkg *p, unsigned stage, const char *name, tm_tensor *out, tm_err *err);
 
-/* A tensor source per stage, for the model binder (model's tm_tensor_source
- * is { void *ctx; lookup }): ctx = tm_pkg_stage_ctx(p, stage), lookup =
- * tm_pkg_stage_lookup. The ctx lives as long as p. */
+/* tm_pkg_source: the tensor source of one stage for the model binder
+ * (model/model.h), valid as long as p: it is {tm_pkg_stage_ctx(p, stage),
+ * tm_pkg_stage_lookup}. stage must be TM_PKG_PREFILL or TM_PKG_DECODE. */
+tm_tensor_source tm_pkg_source(tm_pkg *p, unsigned stage);
 void *tm_pkg_stage_ctx(tm_pkg *p, unsigned stage);
 int tm_pkg_stage_lookup(void *ctx, const char *name, tm_tensor *out, tm_err *err);
 

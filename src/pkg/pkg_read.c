@@ -397,9 +397,16 @@ void *tm_pkg_stage_ctx(tm_pkg *p, unsigned stage)
     return stage == TM_PKG_PREFILL ? &p->stages[0] : stage == TM_PKG_DECODE ? &p->stages[1] : NULL;
 }
 
+tm_tensor_source tm_pkg_source(tm_pkg *p, unsigned stage)
+{
+    tm_tensor_source s = {tm_pkg_stage_ctx(p, stage), tm_pkg_stage_lookup};
+    return s;
+}
+
 int tm_pkg_stage_lookup(void *ctx, const char *name, tm_tensor *out, tm_err *err)
 {
     const stage_ctx *s = ctx;
+    if (!s) return tm_errf(err, TM_E_INVALID, "package tensor source: no stage (stage must be prefill or decode)");
     return tm_pkg_lookup(s->p, s->stage, name, out, err);
 }
 

@@ -1,0 +1,78 @@
+/* pkg/convert.h: Hugging Face model directory -> package (.tdm).
+ *
+ *   tm_convert_opts o;
+ *   tm_convert_opts_default(&o);                 // prefill bf16, decode int4g64, chunks 64..512
+ *   o.decode_enc = TM_DT_Q4G32;
+ *   tm_convert_stats st;
+ *   if (tm_convert("models/tiny-classics-llama", "tiny.tdm", &o, &st, &err) != TM_OK)
+ *       fprintf(stderr, "%s\n", err.msg);
+ *
+ * What gets which encoding (docs/package-format.md, "Conversion policy"):
+ *   linear weights [N][K] (attention and MLP projections, experts, an untied
+ *     lm_head)        the stage's encoding; one shared copy when both stages
+ *                     use the same one. A shape the encoding cannot hold
+ *                     (int4 needs K % 32 == 0, int4g64 K % 64 == 0) falls back
+ *                     int4g64 -> int4g32 -> int8, counted in stats.fallbacks.
+ *   embeddings        one shared copy in bf16 (f16 stays f16): rows are
+ *                     gathered, and a tied lm_head is the embedding itself
+ *                     (the model binder maps it so; no extra copy).
+ *   MoE routers       one shared copy in bf16 (f16 stays f16): routing is
+ *                     sensitive to small errors, and the matrix is tiny.
+ *   norms and biases  one shared copy in f32.
+ * Tensors of the checkpoint the architecture does not use are skipped
+ * (counted in stats.skipped).
+ *
+ * Memory: one tensor at a time from the memory-mapped safetensors (the pages
+ * of a finished tensor are released), one scratch buffer the size of the
+ * largest encoded tensor, and the writer's records: peak RSS stays near the
+ * largest tensor, not the model. The output is written atomically. */
+#ifndef TM_PKG_CONVERT_H
+#define TM_PKG_CONVERT_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+#define TM_CONVERT_MAX_CHUNKS 16
+
+typedef struct tm_convert_progress {
+    int tensors_done, tensors_total;
+    uint64_t bytes_done, bytes_total;   /* input (checkpoint) bytes */
+    double seconds;                     /* since the start */
+    const char *current;                /* the tensor just finished */
+} tm_convert_progress;
+
+typedef struct tm_convert_opts {
+    tm_dtype prefill_enc;               /* BF16 (default), F16, Q8PC, Q4PC */
+    tm_dtype decode_enc;                /* Q4G64 (default), Q4G32, Q8PC, BF16, F16 */
+    int chunks[TM_CONVERT_MAX_CHUNKS];  /* prefill chunk sizes T, ascending; default 64 128 256 512 */
+    int n_chunks;
+    int stateful, stateless;            /* which function variants to list (default both) */
+    int clip_search;                    /* quantizer's per-group scale search (slower) */
+    int threads;                        /* quantization threads (default 2) */
+    /* (optional) called after each tensor; default: none */
+    void (*progress)(void *ctx, const tm_convert_progress *p);
+    void *progress_ctx;
+} tm_convert_opts;
+
+typedef struct tm_convert_stats {
+    int tensors;                        /* checkpoint tensors converted */
+    int skipped;                        /* checkpoint tensors the model does not use */
+    int records;                        /* tensor records written (shared copies count once) */
+    int fallbacks;                      /* matrices stored in a fallback encoding (see above) */
+    uint64_t bytes_in, bytes_out;       /* checkpoint bytes read, package bytes written */
+    double seconds;
+} tm_convert_stats;
+
+void tm_convert_opts_default(tm_convert_opts *o);
+
+/* tm_convert_check_opts: TM_OK, or TM_E_INVALID naming the bad option. */
+int tm_convert_check_opts(const tm_convert_opts *o, tm_err *err);
+
+/* tm_convert: convert hf_dir (config.json, *.safetensors, tokenizer.json, ...)
+ * into the package out_path. st (optional) receives the figures. */
+int tm_convert(const char *hf_dir, const char *out_path, const tm_convert_opts *o, tm_convert_stats *st,
+               tm_err *err);
+
+#endif
