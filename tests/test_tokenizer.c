@@ -220,10 +220,555 @@ static void conformance(const char *name)
     tm_tok_free(t);
 }
 
+/* ---- 2. the demo model and the tiny model fixtures ------------------------ */
+
+static void demo_model(void)
+{
+    tm_err err = {0};
+    tm_tokenizer *t = NULL;
+    int rc = tm_tok_load(&t, "models/tiny-classics-llama/tokenizer.json", &err);
+    CHECKF(rc == TM_OK, "%s", err.msg);
+    char *js = read_text("models/tiny-classics-llama/reference/manifest.json");
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    CHECK(root != NULL);
+    if (rc || !root) {
+        tm_tok_free(t);
+        cJSON_Delete(root);
+        return;
+    }
+    int n_cases = 0;
+    for (const cJSON *c = cJSON_GetObjectItem(root, "cases")->child; c; c = c->next, n_cases++) {
+        const char *prompt = cJSON_GetObjectItem(c, "prompt")->valuestring;
+        int32_t *ids;
+        size_t n;
+        CHECK_EQ_INT(tm_tok_encode(t, prompt, strlen(prompt), 1, &ids, &n, &err), TM_OK);
+        CHECKF(ids_equal(ids, n, cJSON_GetObjectItem(c, "input_ids")), "demo model prompt \"%s\"", prompt);
+        free(ids);
+        /* the greedy continuation decodes to the recorded text */
+        size_t ng;
+        int32_t *g = json_ids(cJSON_GetObjectItem(c, "greedy_ids"), &ng);
+        char *text;
+        size_t tl;
+        CHECK_EQ_INT(tm_tok_decode(t, g, ng, 1, &text, &tl, &err), TM_OK);
+        CHECK_EQ_STR(text, cJSON_GetObjectItem(c, "greedy_text")->valuestring);
+        free(text);
+        free(g);
+    }
+    CHECK(n_cases >= 2);
+    cJSON_Delete(root);
+    tm_tok_free(t);
+}
+
+static void fixture_models(void)
+{
+    static const char *names[] = {"gemma2", "llama3", "mistral", "phi3", "qwen2", "qwen3", "qwen3_moe"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/conformance/models/%s/hf/tokenizer.json", th_shared(), names[i]);
+        tm_err err = {0};
+        tm_tokenizer *t = NULL;
+        int rc = tm_tok_load(&t, path, &err);
+        CHECKF(rc == TM_OK, "%s: %s", names[i], err.msg);
+        if (rc) continue;
+        /* round trip through the byte-level pipeline */
+        const char *text = "Hello world, 123!";
+        int32_t *ids;
+        size_t n;
+        char *back;
+        CHECK_EQ_INT(tm_tok_encode(t, text, strlen(text), 0, &ids, &n, &err), TM_OK);
+        CHECK_EQ_INT(tm_tok_decode(t, ids, n, 0, &back, NULL, &err), TM_OK);
+        CHECK_EQ_STR(back, text);
+        free(ids);
+        free(back);
+        tm_tok_free(t);
+    }
+}
+
+/* ---- 3. components on inline tokenizer.json ------------------------------ */
+
+static char json_buf[1 << 16];
+
+/* a tokenizer.json from its parts (JSON text each; "null" for none) */
+static tm_tokenizer *mk(const char *added, const char *normalizer, const char *pretok, const char *post,
+                        const char *decoder, const char *model)
+{
+    snprintf(json_buf, sizeof json_buf,
+             "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":%s,"
+             "\"normalizer\":%s,\"pre_tokenizer\":%s,\"post_processor\":%s,\"decoder\":%s,\"model\":%s}",
+             added, normalizer, pretok, post, decoder, model);
+    tm_err err = {0};
+    tm_tokenizer *t = NULL;
+    int rc = tm_tok_load_from_string(&t, json_buf, strlen(json_buf), "inline", &err);
+    CHECKF(rc == TM_OK, "inline tokenizer: %s", err.msg);
+    return t;
+}
+
+#define IDS(...) ((const int32_t[]){__VA_ARGS__}), sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t)
+
+static void expect_ids(const tm_tokenizer *t, const char *text, int special, const int32_t *want, size_t nw, int line)
+{
+    if (!t) {
+        CHECK(t != NULL);
+        return;
+    }
+    tm_err err = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = tm_tok_encode(t, text, strlen(text), special, &ids, &n, &err);
+    int ok = rc == TM_OK && n == nw && (n == 0 || memcmp(ids, want, n * sizeof *ids) == 0);
+    CHECKF(ok, "line %d: encode(\"%s\") %s", line, text, rc ? err.msg : "");
+    if (!ok && !rc) {
+        fprintf(stderr, "  got [");
+        for (size_t i = 0; i < n; i++) fprintf(stderr, "%s%d", i ? "," : "", ids[i]);
+        fprintf(stderr, "]\n");
+    }
+    free(ids);
+}
+#define EXPECT(t, text, special, ...) expect_ids(t, text, special, IDS(__VA_ARGS__), __LINE__)
+#define EXPECT_NONE(t, text, special) expect_ids(t, text, special, NULL, 0, __LINE__)
+
+static void expect_decode(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip, const char *want, int line)
+{
+    if (!t) return;
+    tm_err err = {0};
+    char *s = NULL;
+    int rc = tm_tok_decode(t, ids, n, skip, &s, NULL, &err);
+    CHECKF(rc == TM_OK && strcmp(s, want) == 0, "line %d: decode = \"%s\", want \"%s\"", line, rc ? err.msg : s, want);
+    free(s);
+}
+#define EXPECT_DECODE(t, want, skip, ...) expect_decode(t, IDS(__VA_ARGS__), skip, want, __LINE__)
+
+/* Metaspace with a merge table that exposes where "▁" lands.
+ * merges by rank: 0 "▁ a", 1 "▁ b", 2 "a b", 3 "▁a b". */
+#define MS_MODEL "{\"type\":\"BPE\",\"vocab\":{\"<unk>\":0,\"▁\":1,\"a\":2,\"b\":3,\"▁a\":4,\"▁b\":5,\"ab\":6,\"▁ab\":7,\"<s>\":8}," \
+                 "\"merges\":[\"▁ a\",\"▁ b\",\"a b\",\"▁a b\"],\"unk_token\":\"<unk>\"}"
+#define MS_ADDED "[{\"id\":8,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}]"
+
+static void test_metaspace(void)
+{
+    tm_tokenizer *t = mk(MS_ADDED, "null",
+                         "{\"type\":\"Metaspace\",\"replacement\":\"▁\",\"prepend_scheme\":\"first\",\"split\":false}", "null",
+                         "{\"type\":\"Metaspace\",\"replacement\":\"▁\",\"prepend_scheme\":\"first\",\"split\":false}", MS_MODEL);
+    /* "ab ab" -> "▁ab▁ab" (space replaced, ▁ prepended at offset 0); BPE: "▁ a" (rank 0) twice,
+     * then "▁a b" (rank 3) twice -> ▁ab ▁ab */
+    EXPECT(t, "ab ab", 0, 7, 7);
+    /* "<s>" splits first; "ab" starts at original offset 3, so "first" adds no ▁: "a b" -> ab */
+    EXPECT(t, "<s>ab", 0, 8, 6);
+    /* already starts with ▁ after replacing the space: nothing prepended */
+    EXPECT(t, " ab", 0, 7);
+    /* decoder: ▁ of the first token dropped, later ones become spaces */
+    EXPECT_DECODE(t, "ab ab", 0, 7, 7);
+    EXPECT_DECODE(t, "<s> ab ab", 0, 8, 7, 7); /* only token 0 loses its ▁, and token 0 is <s> (as HF) */
+    EXPECT_DECODE(t, "ab ab", 1, 8, 7, 7);
+    tm_tok_free(t);
+
+    /* prepend_scheme "always": the piece after an added token gets ▁ too */
+    t = mk(MS_ADDED, "null", "{\"type\":\"Metaspace\",\"replacement\":\"▁\",\"prepend_scheme\":\"always\",\"split\":true}", "null",
+           "null", MS_MODEL);
+    EXPECT(t, "<s>ab", 0, 8, 7);
+    /* split=true, MergedWithNext: "▁a▁▁b" -> "▁a" "▁" "▁b" */
+    EXPECT(t, "a  b", 0, 4, 1, 5);
+    tm_tok_free(t);
+
+    /* legacy add_prefix_space=false means "never" */
+    t = mk(MS_ADDED, "null", "{\"type\":\"Metaspace\",\"replacement\":\"▁\",\"add_prefix_space\":false}", "null", "null", MS_MODEL);
+    EXPECT(t, "ab", 0, 6);
+    tm_tok_free(t);
+}
+
+/* a model whose vocabulary holds whole expected pieces: with ignore_merges a
+ * pre-token that is a vocabulary entry becomes exactly one id, so the ids
+ * spell out the pre-tokenizer's split. */
+#define PIECES_MODEL(vocab) "{\"type\":\"BPE\",\"ignore_merges\":true,\"vocab\":{" vocab "},\"merges\":[]}"
+
+static void test_split_behaviors(void)
+{
+    const char *vocab = PIECES_MODEL("\"a\":0,\"b\":1,\"c\":2,\"-\":3,\"a-\":4,\"b-\":5,\"-b\":6,\"-c\":7,\"--\":8");
+    /* "a-b--c" on "-": pieces a|-|b|-|-|c (match flags F T F T T F) */
+    static const struct {
+        const char *behavior;
+        int invert;
+        int32_t want[6];
+        size_t n;
+    } cases[] = {
+        {"Removed", 0, {0, 1, 2}, 3},
+        {"Isolated", 0, {0, 3, 1, 3, 3, 2}, 6},
+        {"MergedWithPrevious", 0, {4, 5, 3, 2}, 4}, /* a- b- - c */
+        {"MergedWithNext", 0, {0, 6, 3, 7}, 4},     /* a -b - -c */
+        {"Contiguous", 0, {0, 3, 1, 8, 2}, 5},      /* a - b -- c */
+        {"Removed", 1, {3, 3, 3}, 3},               /* inverted: the letters are removed */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char pre[256];
+        snprintf(pre, sizeof pre, "{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"%s\",\"invert\":%s}",
+                 cases[i].behavior, cases[i].invert ? "true" : "false");
+        tm_tokenizer *t = mk("[]", "null", pre, "null", "null", vocab);
+        expect_ids(t, "a-b--c", 0, cases[i].want, cases[i].n, __LINE__ + (int)i * 1000);
+        tm_tok_free(t);
+    }
+    /* a regex pattern (Oniguruma syntax \h = hex digit) */
+    tm_tokenizer *t = mk("[]", "null", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\h+\"},\"behavior\":\"Isolated\",\"invert\":false}",
+                         "null", "null", PIECES_MODEL("\"ab\":0,\"-\":1,\"-xy\":2,\"c\":3"));
+    EXPECT(t, "ab-xyc", 0, 0, 2, 3); /* hex runs "ab" and "c" are matches, "-xy" the gap */
+    tm_tok_free(t);
+}
+
+static void test_word_pretokenizers(void)
+{
+    const char *vocab = PIECES_MODEL("\"Hello\":0,\",\":1,\"world\":2,\"!\":3,\"123\":4,\"Hello,\":5,\"world!\":6,\" world\":7,"
+                                     "\"1\":8,\"2\":9,\"3\":10,\"a\":11,\"12\":12,\"b\":13");
+    /* Whitespace: \w+|[^\w\s]+ */
+    tm_tokenizer *t = mk("[]", "null", "{\"type\":\"Whitespace\"}", "null", "null", vocab);
+    EXPECT(t, "Hello, world! 123", 0, 0, 1, 2, 3, 4);
+    tm_tok_free(t);
+    /* WhitespaceSplit: only whitespace separates */
+    t = mk("[]", "null", "{\"type\":\"WhitespaceSplit\"}", "null", "null", vocab);
+    EXPECT(t, "Hello,  world!\t123", 0, 5, 6, 4);
+    tm_tok_free(t);
+    /* Punctuation (Isolated): the space stays with "world" */
+    t = mk("[]", "null", "{\"type\":\"Punctuation\",\"behavior\":\"Isolated\"}", "null", "null", vocab);
+    EXPECT(t, "Hello, world!", 0, 0, 1, 7, 3);
+    tm_tok_free(t);
+    /* BertPreTokenizer: whitespace removed, punctuation isolated */
+    t = mk("[]", "null", "{\"type\":\"BertPreTokenizer\"}", "null", "null", vocab);
+    EXPECT(t, "Hello, world!", 0, 0, 1, 2, 3);
+    tm_tok_free(t);
+    /* Digits: individual digits, or contiguous runs */
+    t = mk("[]", "null", "{\"type\":\"Digits\",\"individual_digits\":true}", "null", "null", vocab);
+    EXPECT(t, "123", 0, 8, 9, 10);
+    tm_tok_free(t);
+    t = mk("[]", "null", "{\"type\":\"Digits\",\"individual_digits\":false}", "null", "null", vocab);
+    EXPECT(t, "a12b", 0, 11, 12, 13);
+    EXPECT(t, "123", 0, 4);
+    tm_tok_free(t);
+    /* Sequence: WhitespaceSplit then Digits(individual) */
+    t = mk("[]", "null",
+           "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":\"Digits\",\"individual_digits\":true}]}",
+           "null", "null", vocab);
+    EXPECT(t, "world! 12", 0, 6, 8, 9);
+    tm_tok_free(t);
+}
+
+static void test_normalizers(void)
+{
+    /* single characters and a few merges; no pre-tokenizer */
+    const char *model = "{\"type\":\"BPE\",\"vocab\":{\"f\":0,\"i\":1,\"fi\":2,\"1\":3,\"e\":4,\"\xcc\x81\":5,\"é\":6,\"h\":7,"
+                        "\"l\":8,\"o\":9,\" \":10,\"\xcc\x87\":11,\"a\":12,\"x\":13,\"y\":14,\"ö\":15,\"o\xcc\x88\":16,"
+                        "\"\xcc\x88\":17},"
+                        "\"merges\":[\"f i\",\"o \xcc\x88\"]}";
+    /* NFKC: the ligature ﬁ becomes "fi" (merged), ① becomes "1" */
+    tm_tokenizer *t = mk("[]", "{\"type\":\"NFKC\"}", "null", "null", "null", model);
+    EXPECT(t, "\xef\xac\x81\xe2\x91\xa0", 0, 2, 3);
+    /* NFC also composes a decomposed é that follows ASCII text */
+    tm_tok_free(t);
+    t = mk("[]", "{\"type\":\"NFC\"}", "null", "null", "null", model);
+    EXPECT(t, "fe\xcc\x81", 0, 0, 6);  /* f + (e + U+0301 -> é) */
+    EXPECT_NONE(t, "\xef\xac\x81", 0);   /* NFC keeps the ligature: not in the vocabulary, no unk -> dropped */
+    tm_tok_free(t);
+    /* NFD splits é into e + U+0301; NFKD also decomposes ﬁ */
+    t = mk("[]", "{\"type\":\"NFD\"}", "null", "null", "null", model);
+    EXPECT(t, "é", 0, 4, 5);
+    tm_tok_free(t);
+    t = mk("[]", "{\"type\":\"NFKD\"}", "null", "null", "null", model);
+    EXPECT(t, "\xef\xac\x81ö", 0, 2, 16); /* ö -> o + U+0308, merged by "o ̈" */
+    tm_tok_free(t);
+    /* Lowercase: char::to_lowercase, incl. İ -> i + U+0307 */
+    t = mk("[]", "{\"type\":\"Lowercase\"}", "null", "null", "null", model);
+    EXPECT(t, "HeLLo \xc4\xb0", 0, 7, 4, 8, 8, 9, 10, 1, 11);
+    tm_tok_free(t);
+    /* Sequence[Strip, Replace(regex \s+ -> " "), Prepend("x")] */
+    t = mk("[]",
+           "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":true},"
+           "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"\\\\s+\"},\"content\":\" \"},{\"type\":\"Prepend\",\"prepend\":\"x\"}]}",
+           "null", "null", "null", model);
+    EXPECT(t, "  a \t\n a  ", 0, 13, 12, 10, 12);
+    EXPECT_NONE(t, "   ", 0); /* stripped to "", and Prepend leaves an empty string alone */
+    tm_tok_free(t);
+    /* StripAccents after NFD removes the combining mark */
+    t = mk("[]", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFD\"},{\"type\":\"StripAccents\"}]}", "null", "null",
+           "null", model);
+    EXPECT(t, "éö", 0, 4, 9);
+    tm_tok_free(t);
+}
+
+static void test_added_tokens(void)
+{
+    const char *model = "{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\" \":3,\"h\":4,\"e\":5,\"l\":6,\"o\":7},\"merges\":[]}";
+    /* ids are assigned as HF does: the model has 8 entries, so 8, 9, ... */
+    tm_tokenizer *t = mk("[{\"id\":8,\"content\":\"<m>\",\"lstrip\":true,\"rstrip\":false,\"single_word\":false,\"normalized\":false,\"special\":true},"
+                         "{\"id\":9,\"content\":\"<n>\",\"lstrip\":false,\"rstrip\":true,\"single_word\":false,\"normalized\":false,\"special\":true},"
+                         "{\"id\":10,\"content\":\"ab\",\"lstrip\":false,\"rstrip\":false,\"single_word\":true,\"normalized\":false,\"special\":false},"
+                         "{\"id\":11,\"content\":\"<x>\",\"lstrip\":false,\"rstrip\":false,\"single_word\":false,\"normalized\":false,\"special\":true},"
+                         "{\"id\":12,\"content\":\"<x><y>\",\"lstrip\":false,\"rstrip\":false,\"single_word\":false,\"normalized\":false,\"special\":true},"
+                         "{\"id\":13,\"content\":\"HELLO\",\"lstrip\":false,\"rstrip\":false,\"single_word\":false,\"normalized\":true,\"special\":false}]",
+                         "{\"type\":\"Lowercase\"}", "null", "null", "null", model);
+    /* lstrip: the space before <m> is swallowed by the token */
+    EXPECT(t, "a <m> b", 0, 0, 8, 3, 1);
+    /* rstrip: the space after <n> is swallowed */
+    EXPECT(t, "a <n> b", 0, 0, 3, 9, 1);
+    /* single_word: "ab" only where it is not inside a word ("cab" has a word char before it) */
+    EXPECT(t, "ab cab ab", 0, 10, 3, 2, 0, 1, 3, 10);
+    /* longest match wins */
+    EXPECT(t, "<x><y><x>", 0, 12, 11);
+    /* normalized token: matched in the lowercased text ("HELLO" -> "hello") */
+    EXPECT(t, "a HeLLo", 0, 0, 3, 13);
+    CHECK_EQ_INT(tm_tok_piece_to_id(t, "<x><y>"), 12);
+    CHECK_EQ_INT(tm_tok_piece_to_id(t, "c"), 2);
+    CHECK_EQ_INT(tm_tok_piece_to_id(t, "zz"), -1);
+    CHECK_EQ_STR(tm_tok_id_to_piece(t, 9), "<n>");
+    CHECK(tm_tok_id_to_piece(t, 99) == NULL);
+    CHECK(tm_tok_is_special(t, 8) && !tm_tok_is_special(t, 10) && !tm_tok_is_special(t, 0));
+    CHECK_EQ_INT(tm_tok_vocab_size(t), 14);
+    /* no decoder: tokens joined with " "; skip_special drops <m> but not "ab" */
+    EXPECT_DECODE(t, "a <m> ab", 0, 0, 8, 10);
+    EXPECT_DECODE(t, "a ab", 1, 0, 8, 10);
+    tm_tok_free(t);
+}
+
+/* Gemma-style SentencePiece BPE: Replace(" " -> "▁") without Prepend, byte
+ * fallback, <bos> template, decoder Replace/ByteFallback/Fuse (no Strip). */
+static void test_gemma_style(void)
+{
+    const char *model = "{\"type\":\"BPE\",\"byte_fallback\":true,\"fuse_unk\":true,\"unk_token\":\"<unk>\","
+                        "\"vocab\":{\"<pad>\":0,\"<eos>\":1,\"<bos>\":2,\"<unk>\":3,\"<0xC3>\":4,\"<0xA9>\":5,\"<0xE2>\":6,"
+                        "\"<0x82>\":7,\"<0xAC>\":8,\"H\":9,\"i\":10,\"▁\":11,\"t\":12,\"h\":13,\"e\":14,\"r\":15,\"Hi\":16,"
+                        "\"▁t\":17,\"he\":18,\"▁the\":19,\"▁there\":20,\"re\":21},"
+                        "\"merges\":[[\"H\",\"i\"],[\"▁\",\"t\"],[\"h\",\"e\"],[\"▁t\",\"he\"],[\"r\",\"e\"],[\"▁the\",\"re\"]]}";
+    const char *added = "[{\"id\":0,\"content\":\"<pad>\",\"special\":true,\"normalized\":false,\"lstrip\":false,\"rstrip\":false,\"single_word\":false},"
+                        "{\"id\":1,\"content\":\"<eos>\",\"special\":true,\"normalized\":false,\"lstrip\":false,\"rstrip\":false,\"single_word\":false},"
+                        "{\"id\":2,\"content\":\"<bos>\",\"special\":true,\"normalized\":false,\"lstrip\":false,\"rstrip\":false,\"single_word\":false},"
+                        "{\"id\":3,\"content\":\"<unk>\",\"special\":true,\"normalized\":false,\"lstrip\":false,\"rstrip\":false,\"single_word\":false}]";
+    const char *post = "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<bos>\",\"type_id\":0}},"
+                       "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],"
+                       "\"special_tokens\":{\"<bos>\":{\"id\":\"<bos>\",\"ids\":[2],\"tokens\":[\"<bos>\"]}}}";
+    const char *dec = "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"▁\"},\"content\":\" \"},"
+                      "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}]}";
+    tm_tokenizer *t = mk(added, "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"▁\"}", "null", post, dec, model);
+    /* "Hi there" -> "Hi▁there": H i (rank 0) -> Hi; ▁ t (1); h e (2); ▁t he (3); r e (4); ▁the re (5) */
+    EXPECT(t, "Hi there", 0, 16, 20);
+    EXPECT(t, "Hi there", 1, 2, 16, 20);
+    /* é is not in the vocabulary: byte fallback <0xC3><0xA9>; "x" has no bytes... it does: but <0x78> is absent -> unk */
+    EXPECT(t, "é", 0, 4, 5);
+    EXPECT(t, "xx", 0, 3); /* two unknown chars, fuse_unk -> one <unk> */
+    /* a leading space is kept on decode (no Strip decoder in Gemma) */
+    EXPECT(t, " the", 0, 19);
+    EXPECT_DECODE(t, " the", 0, 19);
+    EXPECT_DECODE(t, "<bos>Hi there€", 0, 2, 16, 20, 6, 7, 8);
+    EXPECT_DECODE(t, "Hi there€", 1, 2, 16, 20, 6, 7, 8);
+    /* invalid byte sequences decode to one U+FFFD per byte */
+    EXPECT_DECODE(t, "\xef\xbf\xbd\xef\xbf\xbdHi", 0, 6, 7, 16);
+    /* streaming: the three bytes of € arrive one by one; nothing is emitted until complete */
+    tm_detok_stream *s = tm_detok_stream_new(t, 1);
+    tm_err err = {0};
+    const int32_t seq[] = {2, 16, 6, 7, 8, 20};
+    const char *want[] = {"", "Hi", "", "", "€", " there"};
+    for (size_t i = 0; i < 6; i++) {
+        char *p;
+        size_t pl;
+        CHECK_EQ_INT(tm_detok_stream_push(s, seq[i], &p, &pl, &err), TM_OK);
+        CHECKF(strcmp(p, want[i]) == 0, "stream step %zu: \"%s\" want \"%s\"", i, p, want[i]);
+        free(p);
+    }
+    tm_detok_stream_free(s);
+    tm_tok_free(t);
+}
+
+static void test_post_and_decoders(void)
+{
+    const char *model = "{\"type\":\"BPE\",\"vocab\":{\"<s>\":0,\"</s>\":1,\"a\":2,\"b\":3,\"__x\":4,\"y\":5},\"merges\":[]}";
+    /* RobertaProcessing: <s> A </s>; a Sequence of two templates wraps twice */
+    tm_tokenizer *t = mk("[]", "null", "null", "{\"type\":\"RobertaProcessing\",\"sep\":[\"</s>\",1],\"cls\":[\"<s>\",0]}", "null", model);
+    EXPECT(t, "ab", 1, 0, 2, 3, 1);
+    EXPECT(t, "ab", 0, 2, 3);
+    tm_tok_free(t);
+    t = mk("[]", "null", "null",
+           "{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":\"BertProcessing\",\"sep\":[\"</s>\",1],\"cls\":[\"<s>\",0]}]}",
+           "null", model);
+    EXPECT(t, "a", 1, 0, 2, 1);
+    tm_tok_free(t);
+    /* Strip decoder: at most `start` leading / `stop` trailing content chars per token */
+    t = mk("[]", "null", "null", "null",
+           "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"_+\"},\"content\":\"-\"},"
+           "{\"type\":\"Strip\",\"content\":\"-\",\"start\":1,\"stop\":1}]}",
+           model);
+    EXPECT_DECODE(t, "xay", 0, 4, 2, 5); /* "__x" -> "-x" -> "x" */
+    tm_tok_free(t);
+    /* BPEDecoder: the suffix marks word ends */
+    t = mk("[]", "null", "null", "null", "{\"type\":\"BPEDecoder\",\"suffix\":\"_x\"}", model);
+    EXPECT_DECODE(t, "_ a_", 0, 4, 2, 4); /* "__x" -> "_ ", "a", last "__x" -> "_" */
+    tm_tok_free(t);
+    /* ByteLevel decoder: a lone continuation byte is invalid UTF-8 -> U+FFFD */
+    t = mk("[]", "null", "null", "null", "{\"type\":\"ByteLevel\"}",
+           "{\"type\":\"BPE\",\"vocab\":{\"â\":0,\"Ħ\":1,\"¢\":2,\"a\":3},\"merges\":[]}");
+    EXPECT_DECODE(t, "\xe2\x84\xa2", 0, 0, 1, 2); /* byte-level chars of E2 84 A2 (™): â Ħ ¢ */
+    EXPECT_DECODE(t, "\xef\xbf\xbd" "a", 0, 0, 3);
+    tm_tok_free(t);
+}
+
+/* ---- 4. malformed files and concurrency ---------------------------------- */
+
+static void expect_load_error(const char *json, int code, const char *needle, int line)
+{
+    tm_err err = {0};
+    tm_tokenizer *t = NULL;
+    int rc = tm_tok_load_from_string(&t, json, strlen(json), "bad.json", &err);
+    CHECKF(rc == code && t == NULL && strstr(err.msg, needle) != NULL, "line %d: rc %d, msg \"%s\" (want %d, \"%s\")", line,
+           rc, err.msg, code, needle);
+    CHECKF(strncmp(err.msg, "bad.json: ", 10) == 0, "line %d: message does not name the file: %s", line, err.msg);
+    tm_tok_free(t);
+}
+#define EXPECT_LOAD_ERROR(json, code, needle) expect_load_error(json, code, needle, __LINE__)
+
+static void test_malformed(void)
+{
+#define BPE_OK "{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}"
+    EXPECT_LOAD_ERROR("{\"model\": ", TM_E_FORMAT, "not valid JSON");
+    EXPECT_LOAD_ERROR("[1,2]", TM_E_FORMAT, "not a JSON object");
+    EXPECT_LOAD_ERROR("{\"added_tokens\":[]}", TM_E_FORMAT, "model: missing");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", TM_E_UNSUPPORTED, "model.type: model type 'Unigram'");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a c\"]}}", TM_E_FORMAT,
+                      "model.merges[0]: token 'c' is not in model.vocab");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"c\":1},\"merges\":[[\"a\",\"c\"]]}}", TM_E_FORMAT,
+                      "merged token 'ac' is not in model.vocab");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-4},\"merges\":[]}}", TM_E_FORMAT, "model.vocab[\"a\"]");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}}}", TM_E_FORMAT, "model.merges: missing");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":2000000000},\"merges\":[]}}", TM_E_FORMAT, "model.vocab");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+                      "\"pattern\":{\"Regex\":\"(a\"},\"behavior\":\"Isolated\"}]}}",
+                      TM_E_FORMAT, "pre_tokenizer.pretokenizers[0].pattern.Regex: bad regex");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"pre_tokenizer\":{\"type\":\"UnicodeScripts\"}}", TM_E_UNSUPPORTED,
+                      "pre_tokenizer.type: pre_tokenizer type 'UnicodeScripts'");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},"
+                      "{\"type\":\"Precompiled\"}]}}",
+                      TM_E_UNSUPPORTED, "normalizer.normalizers[1].type: normalizer type 'Precompiled'");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"decoder\":{\"type\":\"WordPiece\"}}", TM_E_UNSUPPORTED, "decoder.type");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":"
+                      "[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":{}}}",
+                      TM_E_FORMAT, "post_processor.special_tokens");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"added_tokens\":[{\"id\":3}]}", TM_E_FORMAT, "added_tokens[0].content");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"truncation\":{\"max_length\":5}}", TM_E_UNSUPPORTED, "truncation");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"dropout\":0.1,\"vocab\":{},\"merges\":[]}}", TM_E_UNSUPPORTED, "model.dropout");
+    /* nesting is bounded */
+    char deep[4096] = "{\"model\":" BPE_OK ",\"normalizer\":";
+    for (int i = 0; i < 40; i++) strcat(deep, "{\"type\":\"Sequence\",\"normalizers\":[");
+    strcat(deep, "{\"type\":\"NFC\"}");
+    for (int i = 0; i < 40; i++) strcat(deep, "]}");
+    strcat(deep, "}");
+    EXPECT_LOAD_ERROR(deep, TM_E_FORMAT, "nested too deeply");
+    /* a truncated real file */
+    char path[512];
+    snprintf(path, sizeof path, "%s/conformance/models/llama3/hf/tokenizer.json", th_shared());
+    char *js = read_text(path);
+    if (js) {
+        tm_err err = {0};
+        tm_tokenizer *t = NULL;
+        CHECK_EQ_INT(tm_tok_load_from_string(&t, js, strlen(js) / 2, "half.json", &err), TM_E_FORMAT);
+        CHECK(strstr(err.msg, "half.json") != NULL);
+        free(js);
+    }
+    /* a missing file names the path */
+    tm_err err = {0};
+    tm_tokenizer *t = NULL;
+    CHECK(tm_tok_load(&t, "build/no-such-tokenizer.json", &err) != TM_OK);
+    CHECK(strstr(err.msg, "build/no-such-tokenizer.json") != NULL);
+    /* invalid UTF-8 input text is refused, not mangled */
+    t = mk("[]", "null", "null", "null", "null", BPE_OK);
+    if (t) {
+        int32_t *ids;
+        size_t n;
+        CHECK_EQ_INT(tm_tok_encode(t, "a\xff", 2, 0, &ids, &n, &err), TM_E_INVALID);
+        CHECK(strstr(err.msg, "UTF-8") != NULL);
+        tm_tok_free(t);
+    }
+    /* an exponential regex is stopped by the match limit with an error, not a hang */
+    t = mk("[]", "null", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|aa)+$\"},\"behavior\":\"Isolated\",\"invert\":false}",
+           "null", "null", BPE_OK);
+    if (t) {
+        char text[200];
+        memset(text, 'a', sizeof text - 2);
+        text[sizeof text - 2] = 'b';
+        text[sizeof text - 1] = 0;
+        int32_t *ids = NULL;
+        size_t n;
+        int rc = tm_tok_encode(t, text, strlen(text), 0, &ids, &n, &err);
+        CHECKF(rc == TM_E_LIMIT, "rc %d %s", rc, err.msg);
+        free(ids);
+        tm_tok_free(t);
+    }
+}
+
+typedef struct job {
+    const tm_tokenizer *t;
+    const char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n;
+    int rc;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    tm_err err = {0};
+    j->rc = tm_tok_encode(j->t, j->text, j->len, 1, &j->ids, &j->n, &err);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    tm_err err = {0};
+    tm_tokenizer *t = NULL;
+    char *text = read_text("models/tiny-classics-llama/heldout.txt");
+    if (tm_tok_load(&t, "models/tiny-classics-llama/tokenizer.json", &err) != TM_OK || !text) {
+        CHECK(0);
+        free(text);
+        tm_tok_free(t);
+        return;
+    }
+    size_t len = strlen(text);
+    if (getenv("TM_SANITIZER") && len > 100000) len = 100000;
+    while (len && ((unsigned char)text[len] & 0xC0) == 0x80) len--; /* cut at a character boundary */
+    job ref = {t, text, len, NULL, 0, 0};
+    run_job(&ref);
+    CHECK_EQ_INT(ref.rc, TM_OK);
+    job jobs[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = (job){t, text, len, NULL, 0, 0};
+        pthread_create(&th[i], NULL, run_job, &jobs[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].rc == TM_OK && jobs[i].n == ref.n && memcmp(jobs[i].ids, ref.ids, ref.n * sizeof *ref.ids) == 0);
+        free(jobs[i].ids);
+    }
+    /* and the whole text round-trips (with its literal <|end_of_text|> markers, and the BOS) */
+    char *back;
+    size_t bl;
+    CHECK_EQ_INT(tm_tok_decode(t, ref.ids, ref.n, 0, &back, &bl, &err), TM_OK);
+    CHECK(bl == len + 17 && memcmp(back, "<|begin_of_text|>", 17) == 0 && memcmp(back + 17, text, len) == 0);
+    free(back);
+    free(ref.ids);
+    free(text);
+    tm_tok_free(t);
+}
+
 int main(void)
 {
     conformance("llama-bpe");
     conformance("qwen2");
     conformance("llama-spm");
+    demo_model();
+    fixture_models();
+    test_metaspace();
+    test_split_behaviors();
+    test_word_pretokenizers();
+    test_normalizers();
+    test_added_tokens();
+    test_gemma_style();
+    test_post_and_decoders();
+    test_malformed();
+    test_threads();
     return th_done("test_tokenizer");
 }

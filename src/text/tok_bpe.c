@@ -316,7 +316,7 @@ static int cache_put(tok_work *w, const char *s, size_t n, size_t from)
     }
     char *key = tok_arena_strndup(&c->keys, s, n);
     if (!key || tok_strmap_put(&c->map, key, n, (int32_t)c->n_ent)) return TM_E_NOMEM;
-    memcpy(c->ids + c->n_ids, w->ids + from, k * sizeof *c->ids);
+    if (k) memcpy(c->ids + c->n_ids, w->ids + from, k * sizeof *c->ids);
     c->ent_off[c->n_ent] = (uint32_t)c->n_ids;
     c->ent_len[c->n_ent] = (uint32_t)k;
     c->n_ids += k;
