@@ -1,0 +1,11 @@
+/* engine/cpu/attn_avx2.c: attention for AVX2 (attn_vec.inc over vec_avx2.h). */
+#include <math.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "engine/cpu/kernels-impl.h"
+#include "engine/cpu/vec_avx2.h"
+
+#include "engine/cpu/attn_vec.inc"
+
+void tm_kattn_fill_avx2(tm_kernels *k) { KFN(fill_attn)(k); }

@@ -1,0 +1,301 @@
+/* engine/cpu/gemv_avx512.c: decode GEMV, y[B][N] = x[B][K] . W[N][K]^T for
+ * B = 1..8, AVX-512 VNNI (int4, int8) and AVX-512 BF16 (bf16). The weights
+ * are streamed once from their HF layout; x is prepared per call into ws.
+ *
+ * int4 (Q4G32 / Q4G64 / Q4PC): a 64-byte load is 4 blocks of 32 nibbles;
+ * the low nibbles are elements 0..15 of each block (one 128-bit lane per
+ * block), the high nibbles elements 16..31. x is quantized per block and
+ * laid out to match (xlo, xhi), so two dpbusd(u8 nibble = q+8, s8 x) give
+ * per block 4 int32 partial sums of (q+8) x. The accumulator starts at
+ * corr = -2 sum(x_block) in each of the block's 4 lanes, which removes the
+ * +8 exactly (4 lanes x -2 = -8 sum x). Then one cvt and one fma with the
+ * per-lane scale ws(block) * xs(block).
+ *
+ * int8 (Q8PC): dpbusd(u8 x + 128, s8 w), minus 128 colsum[n] at the end.
+ * bf16: dpbf16ps on pairs, f32 sums. */
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "engine/cpu/kernels-impl.h"
+
+#include <immintrin.h>
+
+#define AI static inline __attribute__((always_inline))
+
+/* ---- int4 ------------------------------------------------------------------ */
+
+/* x prepared for one 128-element chunk of one row */
+typedef struct xchunk {
+    __m512i lo, hi;   /* int8: lane j = block j elements 0..15 / 16..31 */
+    __m512i corr;     /* int32: lanes 4j..4j+3 = -2 * sum of block j's q */
+    __m512 xs;        /* f32: lanes 4j..4j+3 = block j's scale */
+} xchunk;
+
+typedef struct q4_ctx {
+    const tm_kweight *w;
+    const xchunk *x;  /* [B][nch] */
+    int B, nch, nfull, tail_blocks;
+    float *y;
+} q4_ctx;
+
+static void q4_prepare(const tm_kact *x, xchunk *xc, int nch, int8_t *q, float *s, int32_t *bs)
+{
+    int K = x->K;
+    for (int b = 0; b < x->M; b++) {
+        tm_kref_quant_b32(x->f32 + (size_t)b * K, K, q, s, bs);
+        for (int c = 0; c < nch; c++) {
+            xchunk *o = xc + (size_t)b * nch + c;
+            int8_t lo[64], hi[64];
+            int32_t corr[16];
+            float xs[16];
+            for (int j = 0; j < 4; j++) {
+                int blk = 4 * c + j;
+                int in = blk < K / 32;
+                for (int e = 0; e < 16; e++) {
+                    lo[16 * j + e] = in ? q[32 * blk + e] : 0;
+                    hi[16 * j + e] = in ? q[32 * blk + 16 + e] : 0;
+                }
+                for (int e = 0; e < 4; e++) {
+                    corr[4 * j + e] = in ? -2 * bs[blk] : 0;
+                    xs[4 * j + e] = in ? s[blk] : 0.f;
+                }
+            }
+            o->lo = _mm512_loadu_si512(lo);
+            o->hi = _mm512_loadu_si512(hi);
+            o->corr = _mm512_loadu_si512(corr);
+            o->xs = _mm512_loadu_ps(xs);
+        }
+    }
+}
+
+/* per-lane weight scales of chunk c: G = 32: 4 scales, one per block; G = 64:
+ * 2 scales, one per block pair; G = 0 (per channel): not used */
+AI __m512 q4_wscale(const float *ws, int c, int G, __mmask8 m)
+{
+    if (G == 32) {
+        __m128 v = _mm_maskz_loadu_ps(m, ws + 4 * c);
+        return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                     _mm512_castps128_ps512(v));
+    }
+    __m128 v = _mm_maskz_loadu_ps(m, ws + 2 * c);
+    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(v));
+}
+
+AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk *xb, int nch, int c, int B, int G,
+                 __mmask64 bm, __mmask8 sm, __m512 *fs)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i wv = bm == (__mmask64)-1 ? _mm512_loadu_si512(wp + 64 * c) : _mm512_maskz_loadu_epi8(bm, wp + 64 * c);
+    __m512i wlo = _mm512_and_si512(wv, m4);
+    __m512i whi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+    __m512 wsl = G ? q4_wscale(ws, c, G, sm) : _mm512_setzero_ps();
+    for (int b = 0; b < B; b++) {
+        const xchunk *xc = xb + (size_t)b * nch + c;
+        __m512i acc = _mm512_dpbusd_epi32(xc->corr, wlo, xc->lo);
+        acc = _mm512_dpbusd_epi32(acc, whi, xc->hi);
+        __m512 sc = G ? _mm512_mul_ps(wsl, xc->xs) : xc->xs;
+        fs[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, fs[b]);
+    }
+}
+
+AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
+{
+    const tm_kweight *w = c->w;
+    int ng = w->K / w->G; /* scales per row */
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
+        const float *ws = w->scales + (size_t)n * ng;
+        __m512 fs[TM_KGEMV_MAX_B];
+        for (int b = 0; b < B; b++) fs[b] = _mm512_setzero_ps();
+        int cc = 0;
+        for (; cc < c->nfull; cc++) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, (__mmask64)-1, 0xff, fs);
+        if (c->tail_blocks) {
+            __mmask64 bm = ((__mmask64)1 << (16 * c->tail_blocks)) - 1;
+            __mmask8 sm = (__mmask8)((1u << (G == 32 ? c->tail_blocks : c->tail_blocks / 2)) - 1);
+            q4_chunk(wp, ws, c->x, c->nch, cc, B, G, bm, sm, fs);
+        }
+        for (int b = 0; b < B; b++) {
+            float v = _mm512_reduce_add_ps(fs[b]);
+            c->y[(size_t)b * w->N + n] = G ? v : v * ws[0];
+        }
+    }
+}
+
+#define Q4_CASE_B(G_)                                                     \
+    switch (c->B) {                                                       \
+    case 1: q4_rows_t(c, n0, n1, 1, G_); break;                           \
+    case 2: q4_rows_t(c, n0, n1, 2, G_); break;                           \
+    case 3: q4_rows_t(c, n0, n1, 3, G_); break;                           \
+    case 4: q4_rows_t(c, n0, n1, 4, G_); break;                           \
+    case 5: q4_rows_t(c, n0, n1, 5, G_); break;                           \
+    case 6: q4_rows_t(c, n0, n1, 6, G_); break;                           \
+    case 7: q4_rows_t(c, n0, n1, 7, G_); break;                           \
+    default: q4_rows_t(c, n0, n1, 8, G_); break;                          \
+    }
+
+static void q4_rows(void *ctx, int n0, int n1, int worker)
+{
+    (void)worker;
+    const q4_ctx *c = ctx;
+    switch (c->w->dtype) {
+    case TM_DT_Q4G32: Q4_CASE_B(32) break;
+    case TM_DT_Q4G64: Q4_CASE_B(64) break;
+    default: Q4_CASE_B(0) break;
+    }
+}
+
+static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
+    int K = w->K, nb = K / 32, nch = (K + 127) / 128;
+    size_t xbytes = (size_t)x->M * nch * sizeof(xchunk);
+    size_t need = xbytes + tm_kalign64((size_t)K) + 2 * tm_kalign64((size_t)nb * 4);
+    if (tm_kbuf_reserve(ws, need)) return TM_E_NOMEM;
+    xchunk *xc = tm_kbuf_at(ws, 0);
+    int8_t *q = tm_kbuf_at(ws, xbytes);
+    float *s = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K));
+    int32_t *bs = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4));
+    q4_prepare(x, xc, nch, q, s, bs);
+    q4_ctx c = {w, xc, x->M, nch, K / 128, (K % 128) / 32, y};
+    tm_kgemv_run(w->N, 1, q4_rows, &c, pool);
+    return TM_OK;
+}
+
+/* ---- int8 ------------------------------------------------------------------ */
+
+typedef struct q8_ctx {
+    const tm_kweight *w;
+    const uint8_t *xq; /* [B][ld] offset-binary */
+    const float *xs;   /* [B] */
+    int B, ld;
+    float *y;
+} q8_ctx;
+
+/* int32 lanes stay exact for 2^19 elements (each lane adds 4 products of
+ * at most 255 * 128 per 64 elements); longer rows flush to double. */
+#define Q8_SEG 8192 /* chunks of 64 */
+
+AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
+{
+    const tm_kweight *w = c->w;
+    int K = w->K, nfull = K / 64, tail = K % 64;
+    for (int n = n0; n < n1; n++) {
+        const int8_t *wp = (const int8_t *)w->data + (size_t)n * w->row_bytes;
+        double tot[TM_KGEMV_MAX_B] = {0};
+        for (int s0 = 0;;) {
+            __m512i acc[TM_KGEMV_MAX_B];
+            for (int b = 0; b < B; b++) acc[b] = _mm512_setzero_si512();
+            int s1 = s0 + Q8_SEG < nfull ? s0 + Q8_SEG : nfull;
+            for (int ch = s0; ch < s1; ch++) {
+                __m512i wv = _mm512_loadu_si512(wp + 64 * ch);
+                for (int b = 0; b < B; b++)
+                    acc[b] = _mm512_dpbusd_epi32(acc[b], _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * ch), wv);
+            }
+            int last = s1 == nfull;
+            if (last && tail) {
+                __m512i wv = _mm512_maskz_loadu_epi8(((__mmask64)1 << tail) - 1, wp + 64 * nfull);
+                for (int b = 0; b < B; b++)
+                    acc[b] = _mm512_dpbusd_epi32(acc[b], _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * nfull), wv);
+            }
+            for (int b = 0; b < B; b++) tot[b] += (double)_mm512_reduce_add_epi32(acc[b]);
+            if (last) break;
+            s0 = s1;
+        }
+        for (int b = 0; b < B; b++)
+            c->y[(size_t)b * w->N + n] =
+                (float)((tot[b] - 128.0 * w->colsum[n]) * ((double)w->scales[n] * c->xs[b]));
+    }
+}
+
+static void q8_rows(void *ctx, int n0, int n1, int worker)
+{
+    (void)worker;
+    const q8_ctx *c = ctx;
+    switch (c->B) {
+    case 1: q8_rows_t(c, n0, n1, 1); break;
+    case 2: q8_rows_t(c, n0, n1, 2); break;
+    case 3: q8_rows_t(c, n0, n1, 3); break;
+    case 4: q8_rows_t(c, n0, n1, 4); break;
+    case 5: q8_rows_t(c, n0, n1, 5); break;
+    case 6: q8_rows_t(c, n0, n1, 6); break;
+    case 7: q8_rows_t(c, n0, n1, 7); break;
+    default: q8_rows_t(c, n0, n1, 8); break;
+    }
+}
+
+static int gemv_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    if (tm_kcheck_gemv(w, x, TM_DT_Q8PC)) return TM_E_INVALID;
+    if (tm_kbuf_reserve(ws, tm_kact_need_q8(x) + 64)) return TM_E_NOMEM;
+    const float *xs;
+    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs);
+    q8_ctx c = {w, xq, xs, x->M, tm_kact_ld(x->K), y};
+    tm_kgemv_run(w->N, 1, q8_rows, &c, pool);
+    return TM_OK;
+}
+
+/* ---- bf16 ------------------------------------------------------------------ */
+
+typedef struct bf_ctx {
+    const tm_kweight *w;
+    const uint16_t *xb; /* [B][ld] */
+    int B, ld;
+    float *y;
+} bf_ctx;
+
+AI void bf_rows_t(const bf_ctx *c, int n0, int n1, const int B)
+{
+    const tm_kweight *w = c->w;
+    int K = w->K, nfull = K / 32, tail = K % 32;
+    for (int n = n0; n < n1; n++) {
+        const uint16_t *wp = (const uint16_t *)w->data + (size_t)n * K;
+        __m512 acc[TM_KGEMV_MAX_B];
+        for (int b = 0; b < B; b++) acc[b] = _mm512_setzero_ps();
+        for (int ch = 0; ch < nfull; ch++) {
+            __m512bh wv = (__m512bh)_mm512_loadu_si512(wp + 32 * ch);
+            for (int b = 0; b < B; b++)
+                acc[b] = _mm512_dpbf16_ps(acc[b], (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * ch), wv);
+        }
+        if (tail) {
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(((__mmask32)1 << tail) - 1, wp + 32 * nfull);
+            for (int b = 0; b < B; b++)
+                acc[b] = _mm512_dpbf16_ps(acc[b], (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * nfull), wv);
+        }
+        for (int b = 0; b < B; b++) c->y[(size_t)b * w->N + n] = _mm512_reduce_add_ps(acc[b]);
+    }
+}
+
+static void bf_rows(void *ctx, int n0, int n1, int worker)
+{
+    (void)worker;
+    const bf_ctx *c = ctx;
+    switch (c->B) {
+    case 1: bf_rows_t(c, n0, n1, 1); break;
+    case 2: bf_rows_t(c, n0, n1, 2); break;
+    case 3: bf_rows_t(c, n0, n1, 3); break;
+    case 4: bf_rows_t(c, n0, n1, 4); break;
+    case 5: bf_rows_t(c, n0, n1, 5); break;
+    case 6: bf_rows_t(c, n0, n1, 6); break;
+    case 7: bf_rows_t(c, n0, n1, 7); break;
+    default: bf_rows_t(c, n0, n1, 8); break;
+    }
+}
+
+static int gemv_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    if (tm_kcheck_gemv(w, x, TM_DT_BF16)) return TM_E_INVALID;
+    if (tm_kbuf_reserve(ws, tm_kact_need_bf16(x) + 64)) return TM_E_NOMEM;
+    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16);
+    bf_ctx c = {w, xb, x->M, tm_kact_ld(x->K), y};
+    tm_kgemv_run(w->N, 1, bf_rows, &c, pool);
+    return TM_OK;
+}
+
+void tm_kmm_fill_avx512(tm_kernels *k)
+{
+    k->gemv_q4 = gemv_q4;
+    k->gemv_q8 = gemv_q8;
+    k->gemv_bf16 = gemv_bf16;
+    tm_kgemm_fill_avx512(k);
+}

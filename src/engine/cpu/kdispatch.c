@@ -1,0 +1,289 @@
+/* engine/cpu/kdispatch.c: the kernel table (variants, selection by CPUID or
+ * by name), tm_kmatmul, activation preparation, argument checks, and the
+ * thread drivers every ISA's GEMV/GEMM uses. */
+#include <stddef.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/threadpool.h"
+#include "engine/cpu/kernels-impl.h"
+
+const char *const tm_kop_names[TM_KOP_COUNT] = {
+    "gemv_q4", "gemv_q8", "gemv_bf16", "gemm_bf16", "gemm_q8", "rmsnorm", "rmsnorm_bf16",
+    "rmsnorm_q8", "quant_q8", "silu_mul", "gelu_tanh_mul", "rope", "softmax", "f32_to_bf16",
+    "bf16_to_f32", "f32_to_f16", "f16_to_f32", "attn_prefill", "attn_decode",
+};
+
+static const size_t op_off[TM_KOP_COUNT] = {
+    offsetof(tm_kernels, gemv_q4), offsetof(tm_kernels, gemv_q8), offsetof(tm_kernels, gemv_bf16),
+    offsetof(tm_kernels, gemm_bf16), offsetof(tm_kernels, gemm_q8), offsetof(tm_kernels, rmsnorm),
+    offsetof(tm_kernels, rmsnorm_bf16), offsetof(tm_kernels, rmsnorm_q8), offsetof(tm_kernels, quant_q8),
+    offsetof(tm_kernels, silu_mul), offsetof(tm_kernels, gelu_tanh_mul), offsetof(tm_kernels, rope),
+    offsetof(tm_kernels, softmax), offsetof(tm_kernels, f32_to_bf16), offsetof(tm_kernels, bf16_to_f32),
+    offsetof(tm_kernels, f32_to_f16), offsetof(tm_kernels, f16_to_f32), offsetof(tm_kernels, attn_prefill),
+    offsetof(tm_kernels, attn_decode),
+};
+
+typedef void (*any_fn)(void);
+
+static any_fn op_get(const tm_kernels *k, int i)
+{
+    any_fn f;
+    memcpy(&f, (const char *)k + op_off[i], sizeof f);
+    return f;
+}
+
+/* ---- variants ---------------------------------------------------------------- */
+
+typedef struct variant {
+    const char *name;
+    void (*fill)(tm_kernels *k);
+    const char *(*missing)(const tm_cpu *c); /* NULL if runnable, else what is missing */
+} variant;
+
+static const char *miss_none(const tm_cpu *c) { (void)c; return NULL; }
+static const char *miss_avx2(const tm_cpu *c) { return tm_cpu_has_avx2(c) ? NULL : "AVX2+FMA+F16C"; }
+static const char *miss_avx512(const tm_cpu *c)
+{
+    return tm_cpu_has_avx512(c) ? NULL : "AVX-512 F/BW/VL/DQ + VNNI + BF16";
+}
+static const char *miss_amx(const tm_cpu *c)
+{
+    if (miss_avx512(c)) return miss_avx512(c);
+    return c->amx_usable ? NULL : c->amx_note;
+}
+
+static const variant variants[] = {
+    {"scalar", tm_kvariant_scalar, miss_none},
+    {"avx2", tm_kvariant_avx2, miss_avx2},
+    {"avx512", tm_kvariant_avx512, miss_avx512},
+    {"amx", tm_kvariant_amx, miss_amx},
+};
+#define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
+
+const char *const *tm_kernels_variants(void)
+{
+    static const char *const names[] = {"scalar", "avx2", "avx512", "amx", NULL};
+    return names;
+}
+
+static void build(int level, tm_kernels *k)
+{
+    memset(k, 0, sizeof *k);
+    for (int i = 0; i <= level; i++) variants[i].fill(k);
+    k->name = variants[level].name;
+}
+
+int tm_kernels_select(const char *name, tm_kernels *k, tm_err *err)
+{
+    if (strcmp(name, "best") == 0) {
+        tm_kernels_best(k);
+        return TM_OK;
+    }
+    for (int i = 0; i < N_VARIANTS; i++) {
+        if (strcmp(variants[i].name, name) != 0) continue;
+        const char *miss = variants[i].missing(tm_cpu_get());
+        if (miss)
+            return tm_errf(err, TM_E_UNSUPPORTED, "kernels '%s': this CPU lacks %s", name, miss);
+        build(i, k);
+        return TM_OK;
+    }
+    return tm_errf(err, TM_E_NOTFOUND, "kernels '%s': unknown (scalar, avx2, avx512, amx, best)", name);
+}
+
+void tm_kernels_best(tm_kernels *k)
+{
+    const tm_cpu *c = tm_cpu_get();
+    int level = 0;
+    for (int i = N_VARIANTS - 1; i > 0; i--)
+        if (!variants[i].missing(c)) { level = i; break; }
+    build(level, k);
+}
+
+const char *tm_kernels_op_source(const tm_kernels *k, int i)
+{
+    if (i < 0 || i >= TM_KOP_COUNT) return "?";
+    any_fn f = op_get(k, i);
+    for (int v = N_VARIANTS - 1; v >= 0; v--) {
+        tm_kernels only;
+        memset(&only, 0, sizeof only);
+        variants[v].fill(&only);
+        any_fn g = op_get(&only, i);
+        if (g && g == f) return variants[v].name;
+    }
+    return "?";
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+size_t tm_kact_need_bf16(const tm_kact *x)
+{
+    return x->bf16 ? 0 : tm_kalign64((size_t)x->M * (size_t)tm_kact_ld(x->K) * 2);
+}
+
+size_t tm_kact_need_q8(const tm_kact *x)
+{
+    return x->q8 ? 0 : tm_kalign64((size_t)x->M * (size_t)tm_kact_ld(x->K)) + tm_kalign64((size_t)x->M * 4);
+}
+
+const uint16_t *tm_kact_get_bf16(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kcvt_bf16_fn cvt)
+{
+    if (x->bf16) return x->bf16;
+    int ld = tm_kact_ld(x->K);
+    uint16_t *o = tm_kbuf_at(ws, off);
+    for (int m = 0; m < x->M; m++) {
+        cvt(o + (size_t)m * ld, x->f32 + (size_t)m * x->K, (size_t)x->K);
+        memset(o + (size_t)m * ld + x->K, 0, (size_t)(ld - x->K) * 2);
+    }
+    return o;
+}
+
+const uint8_t *tm_kact_get_q8(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kquant_q8_fn quant,
+                              const float **scale)
+{
+    if (x->q8) {
+        *scale = x->q8_scale;
+        return x->q8;
+    }
+    int ld = tm_kact_ld(x->K);
+    uint8_t *q = tm_kbuf_at(ws, off);
+    float *s = tm_kbuf_at(ws, off + tm_kalign64((size_t)x->M * (size_t)ld));
+    quant(q, s, ld, x->f32, x->M, x->K);
+    *scale = s;
+    return q;
+}
+
+static int act_ok(const tm_kact *x, const tm_kweight *w)
+{
+    if (!x || x->M < 1 || x->K != w->K) return 0;
+    if (!x->f32 && !x->bf16 && !x->q8) return 0;
+    if ((x->bf16 || x->q8) && x->ld != tm_kact_ld(x->K)) return 0;
+    if (x->q8 && !x->q8_scale) return 0;
+    return 1;
+}
+
+int tm_kcheck_gemv(const tm_kweight *w, const tm_kact *x, int want)
+{
+    if (!w || !act_ok(x, w) || x->M > TM_KGEMV_MAX_B) return TM_E_INVALID;
+    int q4 = w->dtype == TM_DT_Q4PC || w->dtype == TM_DT_Q4G64 || w->dtype == TM_DT_Q4G32;
+    if (want == 4 ? !q4 : (int)w->dtype != want) return TM_E_INVALID;
+    if (want == 4 && !x->f32) return TM_E_INVALID;                   /* block-32 quantization is internal */
+    if (want == TM_DT_BF16 && !x->f32 && !x->bf16) return TM_E_INVALID;
+    if (want == TM_DT_Q8PC && !x->f32 && !x->q8) return TM_E_INVALID;
+    return TM_OK;
+}
+
+int tm_kcheck_gemm(const tm_kweight *w, const tm_kact *x, tm_dtype want)
+{
+    if (!w || !act_ok(x, w) || w->dtype != want || !w->panel) return TM_E_INVALID;
+    if (want == TM_DT_BF16 && !x->f32 && !x->bf16) return TM_E_INVALID;
+    if (want == TM_DT_Q8PC && !x->f32 && !x->q8) return TM_E_INVALID;
+    return TM_OK;
+}
+
+/* ---- thread drivers -------------------------------------------------------- */
+
+typedef struct rows_job {
+    tm_krows_fn fn;
+    void *ctx;
+    int N, chunk;
+} rows_job;
+
+static void rows_task(void *c, int task, int worker)
+{
+    rows_job *j = c;
+    int n0 = task * j->chunk, n1 = n0 + j->chunk;
+    j->fn(j->ctx, n0, n1 < j->N ? n1 : j->N, worker);
+}
+
+void tm_kgemv_run(int N, int align, tm_krows_fn fn, void *ctx, struct tm_pool *pool)
+{
+    int nw = tm_pool_size(pool);
+    if (nw <= 1 || N <= align) {
+        fn(ctx, 0, N, 0);
+        return;
+    }
+    /* about 4 tasks per worker (dynamic balance against noisy neighbours),
+     * each at least 32 rows so per-task overhead stays small */
+    int chunk = (N + 4 * nw - 1) / (4 * nw);
+    if (chunk < 32) chunk = 32;
+    chunk = (chunk + align - 1) / align * align;
+    rows_job j = {fn, ctx, N, chunk};
+    tm_pool_run(pool, (N + chunk - 1) / chunk, rows_task, &j);
+}
+
+typedef struct block_job {
+    tm_kblock_fn fn;
+    void *ctx;
+    int M, npan, mb, pb, n_mb;
+} block_job;
+
+static void block_task(void *c, int task, int worker)
+{
+    block_job *j = c;
+    int mi = task % j->n_mb, pi = task / j->n_mb;
+    int m0 = mi * j->mb, m1 = m0 + j->mb;
+    int p0 = pi * j->pb, p1 = p0 + j->pb;
+    j->fn(j->ctx, m0, m1 < j->M ? m1 : j->M, p0, p1 < j->npan ? p1 : j->npan, worker);
+}
+
+void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_pool *pool)
+{
+    int nw = tm_pool_size(pool), npan = Np / 32;
+    int n_mb = (M + mb - 1) / mb;
+    int pb = npan < 16 ? npan : 16;
+    while (pb > 1 && n_mb * ((npan + pb - 1) / pb) < 4 * nw) pb = (pb + 1) / 2;
+    block_job j = {fn, ctx, M, npan, mb, pb, n_mb};
+    int tasks = n_mb * ((npan + pb - 1) / pb);
+    if (nw <= 1) {
+        for (int t = 0; t < tasks; t++) block_task(&j, t, 0);
+        return;
+    }
+    tm_pool_run(pool, tasks, block_task, &j);
+}
+
+/* ---- tm_kmatmul -------------------------------------------------------------- */
+
+static tm_kact sub_act(const tm_kact *x, int m0, int m1)
+{
+    tm_kact s = *x;
+    s.M = m1 - m0;
+    if (x->f32) s.f32 = x->f32 + (size_t)m0 * x->K;
+    if (x->bf16) s.bf16 = x->bf16 + (size_t)m0 * x->ld;
+    if (x->q8) {
+        s.q8 = x->q8 + (size_t)m0 * x->ld;
+        s.q8_scale = x->q8_scale + m0;
+    }
+    return s;
+}
+
+int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
+               struct tm_pool *pool, tm_err *err)
+{
+    typedef int (*op_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
+    op_fn gemv, gemm = NULL;
+    switch (w->dtype) {
+    case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: gemv = k->gemv_q4; break;
+    case TM_DT_Q8PC: gemv = k->gemv_q8; gemm = k->gemm_q8; break;
+    case TM_DT_BF16: gemv = k->gemv_bf16; gemm = k->gemm_bf16; break;
+    default: return tm_errf(err, TM_E_UNSUPPORTED, "matmul: weight dtype %s", tm_dtype_name(w->dtype));
+    }
+    if (!x || x->M < 1 || x->K != w->K)
+        return tm_errf(err, TM_E_INVALID, "matmul: x is [%d][%d], weight [%d][%d]", x ? x->M : 0, x ? x->K : 0,
+                       w->N, w->K);
+    int rc;
+    if (x->M > TM_KGEMV_MAX_B && w->panel && gemm) {
+        rc = gemm(w, x, y, ws, pool);
+    } else {
+        rc = TM_OK;
+        for (int m0 = 0; m0 < x->M && rc == TM_OK; m0 += TM_KGEMV_MAX_B) {
+            int m1 = m0 + TM_KGEMV_MAX_B < x->M ? m0 + TM_KGEMV_MAX_B : x->M;
+            tm_kact s = sub_act(x, m0, m1);
+            rc = gemv(w, &s, y + (size_t)m0 * w->N, ws, pool);
+        }
+    }
+    if (rc == TM_E_NOMEM) return tm_errf(err, rc, "matmul [%d][%d] x [%d][%d]: out of scratch memory", x->M, x->K, w->N, w->K);
+    if (rc) return tm_errf(err, rc, "matmul [%d][%d] x %s [%d][%d]: activations not usable (need f32 or the op's prepared form)",
+                           x->M, x->K, tm_dtype_name(w->dtype), w->N, w->K);
+    return TM_OK;
+}

@@ -1,0 +1,117 @@
+/* engine/cpu/kernels-impl.h: what the kernel units share and nobody else
+ * needs: the bound-weight record, the activation preparation helpers, the
+ * thread drivers, the scalar references, and the per-ISA table fillers.
+ *
+ * Panel layouts (TM_KPACK_GEMM), shared by every ISA variant (AVX2, AVX-512
+ * and AMX read the same bytes; only the scalar reference reads the HF layout):
+ *   BF16  uint16 [Np/32][Kp/2][32][2]: panel p, k-pair r, column c holds
+ *         W[32p + c][2r], W[32p + c][2r + 1]   (Kp = K rounded up to 32)
+ *         = AMX BF16 B tiles (16 rows of 16 pairs, stride 128 B) side by side,
+ *           and two zmm of dpbf16ps operands per k-pair.
+ *   Q8PC  int8 [Np/32][Kp/4][32][4]: panel p, k-quad r, column c holds
+ *         q[32p + c][4r .. 4r+3]               (Kp = K rounded up to 64)
+ *         = AMX INT8 B tiles, and two zmm of dpbusd operands per k-quad.
+ *   Np = N rounded up to 32; padding is zero weight (and zero scale).
+ *   colsum[Np] = sum_k q[n][k] corrects offset-binary activations:
+ *   sum_k (q_x + 128) q_w = sum_k q_x q_w + 128 colsum. */
+#ifndef TM_ENGINE_CPU_KERNELS_IMPL_H
+#define TM_ENGINE_CPU_KERNELS_IMPL_H
+
+#include "engine/cpu/kernels.h"
+
+struct tm_kweight {
+    tm_dtype dtype;        /* BF16, Q8PC, Q4PC, Q4G64, Q4G32 */
+    int N, K;
+    int G;                 /* Q4*: elements per scale (32, 64, or K); Q8PC: K */
+    const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K], q4 [N][K/2] */
+    const float *scales;   /* borrowed: [N] (Q8PC, Q4PC) or [N][K/G] */
+    size_t row_bytes;      /* bytes per row of data */
+    int32_t *colsum;       /* Q8PC: [Np] sum_k q[n][k] (owned) */
+    void *panel;           /* TM_KPACK_GEMM: see the layouts above (owned), else NULL */
+    float *pscale;         /* Q8PC with panel: [Np] scales, 0 past N (owned) */
+    int Kp, Np;            /* padded sizes of the panel layout */
+};
+
+static inline void *tm_kbuf_at(tm_kbuf *ws, size_t off) { return (char *)ws->p + off; }
+static inline size_t tm_kalign64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Row conversion/quantization function types (an ISA's own versions). */
+typedef void (*tm_kcvt_bf16_fn)(uint16_t *y, const float *x, size_t n);
+typedef void (*tm_kquant_q8_fn)(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
+
+/* tm_kact_need_*: scratch bytes an op needs to prepare x (0 if x already
+ * has the form). tm_kact_get_*: return the prepared rows, converting x->f32
+ * into ws at byte offset off if needed (ws already reserved). */
+size_t tm_kact_need_bf16(const tm_kact *x);
+size_t tm_kact_need_q8(const tm_kact *x);
+const uint16_t *tm_kact_get_bf16(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kcvt_bf16_fn cvt);
+const uint8_t *tm_kact_get_q8(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kquant_q8_fn quant,
+                              const float **scale);
+
+/* Argument checks shared by all variants: TM_OK or TM_E_INVALID. */
+int tm_kcheck_gemv(const tm_kweight *w, const tm_kact *x, int want /* 4: any Q4, else the dtype */);
+int tm_kcheck_gemm(const tm_kweight *w, const tm_kact *x, tm_dtype want);
+
+/* Thread drivers. GEMV: rows [n0, n1) of W per task, n0 a multiple of
+ * align; GEMM: rows [m0, m1) of x times panels [p0, p1) of W per task. */
+typedef void (*tm_krows_fn)(void *ctx, int n0, int n1, int worker);
+typedef void (*tm_kblock_fn)(void *ctx, int m0, int m1, int p0, int p1, int worker);
+void tm_kgemv_run(int N, int align, tm_krows_fn fn, void *ctx, struct tm_pool *pool);
+/* mb: rows per task (the ISA's preferred block); panels per task chosen to
+ * give every worker several tasks. */
+void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_pool *pool);
+
+/* ---- scalar references (ref_*.c); the "scalar" variant is these ---------- */
+
+/* Block-32 quantization of one row x[K] (K % 32 == 0): q[K], s[K/32]
+ * (normative, see kernels.h). Also returns the block sums of q in bsum
+ * [K/32] if not NULL. */
+void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum);
+/* One value's int8 quantization with inverse scale inv (RNE, clamp 127). */
+static inline int tm_kq8(float x, float inv)
+{
+    float r = __builtin_nearbyintf(x * inv);
+    if (r != r) return 0; /* NaN (inf input) */
+    return r > 127.f ? 127 : r < -127.f ? -127 : (int)r;
+}
+
+int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+int tm_kref_gemv_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+int tm_kref_gemv_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+int tm_kref_gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+int tm_kref_gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+
+void tm_kref_rmsnorm(float *y, const float *x, const float *w, int T, int D, float eps, int add_one);
+void tm_kref_rmsnorm_bf16(uint16_t *yb, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
+void tm_kref_rmsnorm_q8(uint8_t *yq, float *ys, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
+void tm_kref_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
+void tm_kref_silu_mul(float *y, const float *g, const float *u, size_t n);
+void tm_kref_gelu_tanh_mul(float *y, const float *g, const float *u, size_t n);
+void tm_kref_rope(float *x, const float *cos_t, const float *sin_t, int T, int H, int Dh);
+void tm_kref_softmax(float *x, int R, int n);
+void tm_kref_f32_to_bf16(uint16_t *y, const float *x, size_t n);
+void tm_kref_bf16_to_f32(float *y, const uint16_t *x, size_t n);
+void tm_kref_f32_to_f16(uint16_t *y, const float *x, size_t n);
+void tm_kref_f16_to_f32(float *y, const uint16_t *x, size_t n);
+int tm_kref_attn_prefill(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool);
+int tm_kref_attn_decode(const tm_kattn_decode *a, tm_kbuf *ws, struct tm_pool *pool);
+int tm_kcheck_attn_prefill(const tm_kattn_prefill *a);
+int tm_kcheck_attn_decode(const tm_kattn_decode *a);
+
+/* ---- per-ISA table fillers: set the ops the unit implements --------------- */
+void tm_kvariant_scalar(tm_kernels *k);
+void tm_kvariant_avx2(tm_kernels *k);   /* ops_avx2.c: calls the two below */
+void tm_kvariant_avx512(tm_kernels *k); /* ops_avx512.c: likewise */
+void tm_kvariant_amx(tm_kernels *k);    /* gemm_amx.c */
+void tm_kops_fill_avx2(tm_kernels *k), tm_kops_fill_avx512(tm_kernels *k);
+void tm_kmm_fill_avx2(tm_kernels *k), tm_kmm_fill_avx512(tm_kernels *k);     /* gemv_*: all of the matmul ops */
+void tm_kgemm_fill_avx2(tm_kernels *k), tm_kgemm_fill_avx512(tm_kernels *k); /* gemm_* (called by the above) */
+void tm_kattn_fill_avx2(tm_kernels *k), tm_kattn_fill_avx512(tm_kernels *k);
+
+/* Each ISA's row conversions, for its GEMV/GEMM activation preparation. */
+void tm_kavx2_f32_to_bf16(uint16_t *y, const float *x, size_t n);
+void tm_kavx2_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
+void tm_kavx512_f32_to_bf16(uint16_t *y, const float *x, size_t n);
+void tm_kavx512_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
+
+#endif

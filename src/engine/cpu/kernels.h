@@ -1,0 +1,209 @@
+/* engine/cpu/kernels.h: the CPU kernels (GEMV for decode, GEMM for prefill,
+ * the small ops around them, attention) behind one dispatch table.
+ *
+ *   tm_kernels k;
+ *   tm_kernels_best(&k);                          // AMX > AVX-512 > AVX2 > scalar, by CPUID
+ *   // or: tm_kernels_select("avx2", &k, &err);  // by name, for tests and --decode ENGINE
+ *
+ *   tm_kweight *w;                                // bind once: GEMV reads the HF layout
+ *   tm_kpack_init(&w, &tensor, TM_KPACK_GEMV | TM_KPACK_GEMM, &err);  // GEMM repacks
+ *
+ *   tm_kbuf ws = {0};                             // caller-owned scratch, grows as needed
+ *   tm_kact x = {.M = B, .K = K, .f32 = xf};      // activations [B][K]
+ *   k.gemv_q4(w, &x, y, &ws, pool);               // y[B][N] = x . W^T   (B <= 8)
+ *   k.gemm_bf16(w, &x, y, &ws, pool);             // y[M][N], M any (prefill chunk)
+ *   tm_kmatmul(&k, w, &x, y, &ws, pool, &err);    // picks the op from w's encoding and M
+ *   tm_kbuf_free(&ws); tm_kpack_free(w);
+ *
+ * Numerics (normative: every variant computes this, the scalar reference in
+ * ref_*.c spells it out):
+ *  - int4 weights (Q4*): x is quantized per 32-element block b of each row:
+ *    s_b = max|x_b| / 127, q = round_half_even(x * (127 / max|x_b|)) (0 if the
+ *    block is all zero), then y = sum_b ws(b) * s_b * sum_{k in b} q_w[k] q_x[k]
+ *    with exact integer block dots (VNNI: dpbusd on nibbles q+8, minus 8*sum q_x).
+ *  - int8 weights (Q8PC, decode and W8A8 prefill): x is quantized per row:
+ *    s = max|x| / 127, q as above; y = ws[n] * s * sum_k q_w q_x (exact int32).
+ *    Prepared int8 activations are stored offset-binary: u8 = q + 128
+ *    (what VNNI dpbusd and AMX tdpbusd take; the weight column sums correct it).
+ *  - bf16 weights: x is rounded to bf16 (nearest even), products summed in f32.
+ * GEMV/GEMM results differ from the reference only by f32 summation order.
+ *
+ * Threads: GEMV splits N across the pool; GEMM splits M x N blocks. pool may
+ * be NULL (run on the calling thread). Ops never allocate except through ws.
+ * Shapes use the legend of core/tensor.h. */
+#ifndef TM_ENGINE_CPU_KERNELS_H
+#define TM_ENGINE_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+struct tm_pool;
+
+#define TM_KGEMV_MAX_B 8   /* GEMV ops take at most this many rows of x */
+
+/* ---- scratch ---------------------------------------------------------------- */
+
+typedef struct tm_kbuf {
+    void *p;      /* 64-byte aligned, cap bytes */
+    size_t cap;
+} tm_kbuf;
+
+/* tm_kbuf_reserve: make ws at least n bytes (contents not kept). TM_E_NOMEM. */
+int tm_kbuf_reserve(tm_kbuf *ws, size_t n);
+void tm_kbuf_free(tm_kbuf *ws);
+
+/* ---- weights --------------------------------------------------------------- */
+
+typedef struct tm_kweight tm_kweight;
+
+enum {
+    TM_KPACK_GEMV = 1, /* decode: reads the tensor's own layout (borrowed), adds row sums for int8 */
+    TM_KPACK_GEMM = 2, /* prefill: repack bf16/int8 into panels (owned), see kpack.c */
+};
+
+/* tm_kpack_init: bind a weight tensor [N][K] in BF16, Q8PC, Q4PC, Q4G64 or
+ * Q4G32 (TM_KPACK_GEMM: BF16 and Q8PC only). The tensor's data and scales
+ * are borrowed (e.g. an mmap) and must outlive the tm_kweight. Errors name
+ * the tensor and the field (dtype, shape, nbytes). */
+int tm_kpack_init(tm_kweight **out, const tm_tensor *w, int uses, tm_err *err);
+void tm_kpack_free(tm_kweight *w);
+
+/* tm_kpack_unpack: rebuild the tensor's layout (data, and scales if any)
+ * from the GEMM panels, for tests: must equal the original bytes. */
+int tm_kpack_unpack(const tm_kweight *w, void *data, float *scales, tm_err *err);
+
+int tm_kweight_n(const tm_kweight *w);
+int tm_kweight_k(const tm_kweight *w);
+tm_dtype tm_kweight_dtype(const tm_kweight *w);
+/* bytes one GEMV streams (data + scales): for GB/s figures */
+size_t tm_kweight_gemv_bytes(const tm_kweight *w);
+
+/* ---- activations ------------------------------------------------------------ */
+
+/* Rows of x given as f32, or already prepared (e.g. by a fused RMSNorm).
+ * An op uses a prepared form it can take and otherwise prepares from f32
+ * into ws; at least one form must be present. */
+typedef struct tm_kact {
+    int M, K;                 /* rows (B or T), columns */
+    const float *f32;         /* [M][K] or NULL */
+    const uint16_t *bf16;     /* [M][ld] bf16, zero past K; or NULL */
+    const uint8_t *q8;        /* [M][ld] offset-binary int8 (q + 128), 128 past K; or NULL */
+    const float *q8_scale;    /* [M] scale per row of q8 */
+    int ld;                   /* row stride of bf16/q8 in elements: tm_kact_ld(K) */
+} tm_kact;
+
+/* tm_kact_ld: the row stride of prepared activations: K rounded up to 64. */
+static inline int tm_kact_ld(int K) { return (K + 63) & ~63; }
+
+/* ---- attention ------------------------------------------------------------- */
+
+/* Prefill attention for one sequence: T queries at positions pos0 .. pos0+T-1
+ * over keys at positions 0 .. pos0+T-1 (P = pos0 earlier keys, then the
+ * chunk), causal; flash-style (online softmax, no T x P matrix). */
+typedef struct tm_kattn_prefill {
+    int T, H, Hk, Dh;          /* H % Hk == 0 (GQA: head h reads kv head h / (H/Hk)) */
+    int pos0;                  /* P */
+    const float *q;            /* [T][H][Dh] */
+    const void *k, *v;         /* [Hk][kv_stride][Dh], positions 0 .. pos0+T-1 valid */
+    tm_dtype kv_dtype;         /* TM_DT_BF16 or TM_DT_F32 */
+    int kv_stride;             /* tokens between heads in k/v (>= pos0 + T) */
+    float *out;                /* [T][H][Dh] */
+    float scale;               /* logit scale, usually 1/sqrt(Dh) */
+    float softcap;             /* > 0: s = softcap * tanh(s / softcap); 0: off */
+    int window;                /* > 0: key j visible from query i iff i - j < window; 0: off */
+} tm_kattn_prefill;
+
+/* Decode attention: one query per sequence over a paged KV cache. */
+typedef struct tm_kattn_decode {
+    int B, H, Hk, Dh;
+    const float *q;            /* [B][H][Dh] */
+    const void *k_pages, *v_pages; /* page p at base + p * page_bytes: [Hk][page_size][Dh] */
+    size_t page_bytes;         /* bytes between pages (>= Hk * page_size * Dh * elem) */
+    int page_size;             /* tokens per page */
+    tm_dtype kv_dtype;         /* TM_DT_BF16 or TM_DT_F16 */
+    int n_pages;               /* pages in the pool, to check every page id is in [0, n_pages);
+                                  0: unchecked (the caller vouches for the page table) */
+    const int32_t *const *page_table; /* [B] -> int32 [ceil(ctx_len / page_size)] page ids */
+    const int *ctx_len;        /* [B] keys per sequence (query at position ctx_len-1) */
+    float *out;                /* [B][H][Dh] */
+    float scale, softcap;      /* as above */
+    int window;                /* as above */
+} tm_kattn_decode;
+
+/* ---- the table ------------------------------------------------------------- */
+
+typedef struct tm_kernels {
+    const char *name;          /* variant: "scalar", "avx2", "avx512", "amx" */
+
+    /* Decode GEMV, y[M][N] = x[M][K] . W[N][K]^T for M = 1..TM_KGEMV_MAX_B.
+     * Each returns TM_OK, TM_E_INVALID (w's dtype/shape vs the op, M out of
+     * range) or TM_E_NOMEM (ws). */
+    int (*gemv_q4)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+    int (*gemv_q8)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+    int (*gemv_bf16)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+
+    /* Prefill GEMM, y[M][N] = x[M][K] . W[N][K]^T, any M; w packed with
+     * TM_KPACK_GEMM. bf16: bf16 x and w, f32 sums. q8: W8A8 per-row x scales. */
+    int (*gemm_bf16)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+    int (*gemm_q8)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+
+    /* y[T][D] = x / rms(x) * (w or 1 + w), rms = sqrt(mean(x^2) + eps). y may be x. */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int T, int D, float eps, int add_one);
+    /* Fused RMSNorm -> bf16 rows yb[T][ld] (zero past D) */
+    void (*rmsnorm_bf16)(uint16_t *yb, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
+    /* Fused RMSNorm -> offset-binary int8 rows yq[T][ld] (128 past D), scale ys[T] */
+    void (*rmsnorm_q8)(uint8_t *yq, float *ys, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
+    /* Per-row int8 quantization of x[T][D] into yq[T][ld], ys[T] (see Numerics) */
+    void (*quant_q8)(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
+    /* y[n] = silu(g[n]) * u[n];  y may alias g or u */
+    void (*silu_mul)(float *y, const float *g, const float *u, size_t n);
+    /* y[n] = gelu_tanh(g[n]) * u[n] (0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))) */
+    void (*gelu_tanh_mul)(float *y, const float *g, const float *u, size_t n);
+    /* RoPE, rotate-half (HF Llama): x[T][H][Dh] in place; cos, sin [T][Dh/2].
+     * x1 = x[i], x2 = x[i + Dh/2]: x[i] = x1 c - x2 s, x[i + Dh/2] = x2 c + x1 s. */
+    void (*rope)(float *x, const float *cos_t, const float *sin_t, int T, int H, int Dh);
+    /* In-place softmax of each row of x[R][n] (max-subtracted) */
+    void (*softmax)(float *x, int R, int n);
+    /* Row conversions (RNE; NaN stays NaN) */
+    void (*f32_to_bf16)(uint16_t *y, const float *x, size_t n);
+    void (*bf16_to_f32)(float *y, const uint16_t *x, size_t n);
+    void (*f32_to_f16)(uint16_t *y, const float *x, size_t n);
+    void (*f16_to_f32)(float *y, const uint16_t *x, size_t n);
+
+    /* Attention (see the structs above); TM_E_INVALID on bad shapes/dtype,
+     * TM_E_NOMEM (ws). pool splits (head, query block) or (sequence, head). */
+    int (*attn_prefill)(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool);
+    int (*attn_decode)(const tm_kattn_decode *a, tm_kbuf *ws, struct tm_pool *pool);
+} tm_kernels;
+
+/* The op names, in table order, for listings (tandem devices) and tests. */
+#define TM_KOP_COUNT 19
+extern const char *const tm_kop_names[TM_KOP_COUNT];
+
+/* tm_kernels_best: the best variant this CPU can run. */
+void tm_kernels_best(tm_kernels *k);
+
+/* tm_kernels_select: the variant called `name` ("scalar", "avx2", "avx512",
+ * "amx", or "best"); TM_E_NOTFOUND for an unknown name, TM_E_UNSUPPORTED
+ * (naming the missing feature) if this CPU cannot run it. Ops a variant
+ * does not implement come from the next lower one. */
+int tm_kernels_select(const char *name, tm_kernels *k, tm_err *err);
+
+/* tm_kernels_variants: names of every compiled variant, lowest first
+ * (NULL-terminated). */
+const char *const *tm_kernels_variants(void);
+
+/* tm_kernels_op_source: which variant implements op `i` (tm_kop_names) in
+ * table k, e.g. "avx512" for amx's softmax. */
+const char *tm_kernels_op_source(const tm_kernels *k, int i);
+
+/* tm_kmatmul: y[M][N] = x . W^T with the op matching w's encoding: GEMV for
+ * M <= TM_KGEMV_MAX_B (or int4 weights, in row blocks of 8), GEMM otherwise
+ * (if w was packed for it). */
+int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float *y,
+               tm_kbuf *ws, struct tm_pool *pool, tm_err *err);
+
+#endif

@@ -1,0 +1,184 @@
+/* engine/cpu/kpack.c: binding weights for the kernels (row sums, GEMM panels,
+ * see the layouts in kernels-impl.h), and the scratch buffer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/kernels-impl.h"
+
+#define KP_MAX_DIM ((int64_t)1 << 31)
+#define KP_MAX_NUMEL ((int64_t)1 << 40)
+
+int tm_kbuf_reserve(tm_kbuf *ws, size_t n)
+{
+    if (ws->cap >= n) return TM_OK;
+    size_t cap = tm_kalign64(n + n / 4);
+    void *p = aligned_alloc(64, cap);
+    if (!p) return TM_E_NOMEM;
+    free(ws->p);
+    ws->p = p;
+    ws->cap = cap;
+    return TM_OK;
+}
+
+void tm_kbuf_free(tm_kbuf *ws)
+{
+    free(ws->p);
+    ws->p = NULL;
+    ws->cap = 0;
+}
+
+int tm_kweight_n(const tm_kweight *w) { return w->N; }
+int tm_kweight_k(const tm_kweight *w) { return w->K; }
+tm_dtype tm_kweight_dtype(const tm_kweight *w) { return w->dtype; }
+
+size_t tm_kweight_gemv_bytes(const tm_kweight *w)
+{
+    size_t ns = 0;
+    if (w->dtype != TM_DT_BF16) ns = (size_t)w->N * (size_t)(w->K / w->G);
+    return (size_t)w->N * w->row_bytes + ns * sizeof(float);
+}
+
+void tm_kpack_free(tm_kweight *w)
+{
+    if (!w) return;
+    free(w->colsum);
+    free(w->panel);
+    free(w->pscale);
+    free(w);
+}
+
+static int pack_bf16(tm_kweight *w)
+{
+    const uint16_t *src = w->data;
+    size_t kp2 = (size_t)w->Kp / 2;
+    uint16_t *dst = aligned_alloc(64, (size_t)w->Np * (size_t)w->Kp * 2);
+    if (!dst) return TM_E_NOMEM;
+    for (int p = 0; p < w->Np / 32; p++)
+        for (size_t r = 0; r < kp2; r++) {
+            uint16_t *o = dst + ((size_t)p * kp2 + r) * 64;
+            for (int c = 0; c < 32; c++) {
+                int n = 32 * p + c;
+                for (int j = 0; j < 2; j++) {
+                    size_t k = 2 * r + (size_t)j;
+                    o[2 * c + j] = (n < w->N && k < (size_t)w->K) ? src[(size_t)n * w->K + k] : 0;
+                }
+            }
+        }
+    w->panel = dst;
+    return TM_OK;
+}
+
+static int pack_q8(tm_kweight *w)
+{
+    const int8_t *src = w->data;
+    size_t kp4 = (size_t)w->Kp / 4;
+    int8_t *dst = aligned_alloc(64, (size_t)w->Np * (size_t)w->Kp);
+    w->pscale = calloc((size_t)w->Np, sizeof(float));
+    if (!dst || !w->pscale) { free(dst); return TM_E_NOMEM; }
+    for (int p = 0; p < w->Np / 32; p++)
+        for (size_t r = 0; r < kp4; r++) {
+            int8_t *o = dst + ((size_t)p * kp4 + r) * 128;
+            for (int c = 0; c < 32; c++) {
+                int n = 32 * p + c;
+                for (int j = 0; j < 4; j++) {
+                    size_t k = 4 * r + (size_t)j;
+                    o[4 * c + j] = (n < w->N && k < (size_t)w->K) ? src[(size_t)n * w->K + k] : 0;
+                }
+            }
+        }
+    memcpy(w->pscale, w->scales, sizeof(float) * (size_t)w->N);
+    w->panel = dst;
+    return TM_OK;
+}
+
+int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
+{
+    *out = NULL;
+    const char *name = t->name ? t->name : "(unnamed)";
+    if (t->ndim != 2)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': kernels take 2-d weights [N][K], ndim is %d", name, t->ndim);
+    int64_t N = t->shape[0], K = t->shape[1];
+    if (N < 1 || K < 1 || N >= KP_MAX_DIM || K >= KP_MAX_DIM || N * K > KP_MAX_NUMEL)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': shape [%lld][%lld] out of range", name, (long long)N, (long long)K);
+    int G = (int)K;
+    size_t row_bytes;
+    switch (t->dtype) {
+    case TM_DT_BF16: row_bytes = (size_t)K * 2; break;
+    case TM_DT_Q8PC: row_bytes = (size_t)K; break;
+    case TM_DT_Q4G32: G = 32; /* fall through */
+    case TM_DT_Q4G64: if (t->dtype == TM_DT_Q4G64) G = 64; /* fall through */
+    case TM_DT_Q4PC:
+        if (K % 32 || K % G)
+            return tm_errf(err, TM_E_INVALID, "tensor '%s': %s needs K %% %d == 0, K is %lld", name,
+                           tm_dtype_name(t->dtype), G > 32 && G != K ? G : 32, (long long)K);
+        row_bytes = (size_t)K / 2;
+        break;
+    default:
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s has no CPU kernel (bf16, int8, int4*)", name,
+                       tm_dtype_name(t->dtype));
+    }
+    if ((uses & TM_KPACK_GEMM) && t->dtype != TM_DT_BF16 && t->dtype != TM_DT_Q8PC)
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': GEMM panels exist for bf16 and int8, not %s", name,
+                       tm_dtype_name(t->dtype));
+    if ((uses & TM_KPACK_GEMM) && t->dtype == TM_DT_Q8PC && K > 65536)
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': int8 GEMM keeps exact int32 sums up to K = 65536, K is %lld",
+                       name, (long long)K);
+    if (!t->data || t->nbytes < (size_t)N * row_bytes)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': data holds %zu bytes, [%lld][%lld] %s needs %zu", name,
+                       t->data ? t->nbytes : 0, (long long)N, (long long)K, tm_dtype_name(t->dtype),
+                       (size_t)N * row_bytes);
+    if (t->dtype != TM_DT_BF16 && !t->scales)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': %s weight without scales", name, tm_dtype_name(t->dtype));
+
+    tm_kweight *w = calloc(1, sizeof *w);
+    if (!w) return tm_errf(err, TM_E_NOMEM, "tensor '%s': out of memory", name);
+    w->dtype = t->dtype;
+    w->N = (int)N;
+    w->K = (int)K;
+    w->G = G;
+    w->data = t->data;
+    w->scales = t->scales;
+    w->row_bytes = row_bytes;
+    w->Np = (int)((N + 31) & ~31);
+    w->Kp = (int)(t->dtype == TM_DT_Q8PC ? (K + 63) & ~63 : (K + 31) & ~31);
+    int rc = TM_OK;
+    if (t->dtype == TM_DT_Q8PC) {
+        w->colsum = calloc((size_t)w->Np, sizeof(int32_t));
+        if (!w->colsum) rc = TM_E_NOMEM;
+        const int8_t *q = t->data;
+        for (int64_t n = 0; n < N && rc == TM_OK; n++) {
+            int32_t s = 0;
+            for (int64_t k = 0; k < K; k++) s += q[n * K + k];
+            w->colsum[n] = s;
+        }
+    }
+    if (rc == TM_OK && (uses & TM_KPACK_GEMM)) rc = t->dtype == TM_DT_BF16 ? pack_bf16(w) : pack_q8(w);
+    if (rc != TM_OK) {
+        tm_kpack_free(w);
+        return tm_errf(err, rc, "tensor '%s': out of memory packing [%lld][%lld]", name, (long long)N, (long long)K);
+    }
+    *out = w;
+    return TM_OK;
+}
+
+int tm_kpack_unpack(const tm_kweight *w, void *data, float *scales, tm_err *err)
+{
+    if (!w->panel) return tm_errf(err, TM_E_INVALID, "kpack unpack: weight has no GEMM panels");
+    if (w->dtype == TM_DT_BF16) {
+        const uint16_t *s = w->panel;
+        uint16_t *d = data;
+        size_t kp2 = (size_t)w->Kp / 2;
+        for (int n = 0; n < w->N; n++)
+            for (int k = 0; k < w->K; k++)
+                d[(size_t)n * w->K + k] = s[(((size_t)(n / 32) * kp2 + (size_t)k / 2) * 32 + n % 32) * 2 + k % 2];
+    } else {
+        const int8_t *s = w->panel;
+        int8_t *d = data;
+        size_t kp4 = (size_t)w->Kp / 4;
+        for (int n = 0; n < w->N; n++)
+            for (int k = 0; k < w->K; k++)
+                d[(size_t)n * w->K + k] = s[(((size_t)(n / 32) * kp4 + (size_t)k / 4) * 32 + n % 32) * 4 + k % 4];
+        if (scales) memcpy(scales, w->pscale, sizeof(float) * (size_t)w->N);
+    }
+    return TM_OK;
+}

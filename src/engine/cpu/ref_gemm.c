@@ -1,0 +1,123 @@
+/* engine/cpu/ref_gemm.c: scalar references of the GEMV/GEMM ops, straight
+ * from the HF weight layout and the normative activation quantization of
+ * kernels.h. Exact integer dots, double accumulation: the yardstick every
+ * ISA variant is tested against, and the "scalar" variant itself. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/kernels-impl.h"
+
+void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum)
+{
+    for (int b = 0; b < K / 32; b++) {
+        float amax = 0.f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        float inv = amax > 0.f ? 127.f / amax : 0.f;
+        s[b] = amax / 127.f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int v = tm_kq8(x[32 * b + j], inv);
+            q[32 * b + j] = (int8_t)v;
+            sum += v;
+        }
+        if (bsum) bsum[b] = sum;
+    }
+}
+
+static inline int q4_at(const uint8_t *row, int k)
+{
+    uint8_t byte = row[(k / 32) * 16 + (k & 15)];
+    return ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
+}
+
+int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    (void)pool;
+    if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
+    int K = w->K, nb = K / 32, ng = K / w->G;
+    size_t need = tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4);
+    if (tm_kbuf_reserve(ws, need)) return TM_E_NOMEM;
+    int8_t *q = tm_kbuf_at(ws, 0);
+    float *s = tm_kbuf_at(ws, tm_kalign64((size_t)K));
+    for (int m = 0; m < x->M; m++) {
+        tm_kref_quant_b32(x->f32 + (size_t)m * K, K, q, s, NULL);
+        for (int n = 0; n < w->N; n++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
+            const float *wsc = w->scales + (size_t)n * ng;
+            double acc = 0;
+            for (int b = 0; b < nb; b++) {
+                int32_t d = 0;
+                for (int j = 0; j < 32; j++) d += q4_at(row, 32 * b + j) * q[32 * b + j];
+                acc += (double)wsc[(32 * b) / w->G] * s[b] * d;
+            }
+            y[(size_t)m * w->N + n] = (float)acc;
+        }
+    }
+    return TM_OK;
+}
+
+/* Exact W8A8 dot for x rows already in offset-binary form. */
+static void q8_rows(const tm_kweight *w, const uint8_t *xq, const float *xs, int M, int ld, float *y)
+{
+    const int8_t *W = w->data;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < w->N; n++) {
+            int64_t d = 0;
+            for (int k = 0; k < w->K; k++) d += (int64_t)((int)xq[(size_t)m * ld + k] - 128) * W[(size_t)n * w->K + k];
+            y[(size_t)m * w->N + n] = (float)((double)w->scales[n] * xs[m] * (double)d);
+        }
+}
+
+static int q8_common(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws)
+{
+    if (tm_kbuf_reserve(ws, tm_kact_need_q8(x) + 64)) return TM_E_NOMEM;
+    const float *xs;
+    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kref_quant_q8, &xs);
+    q8_rows(w, xq, xs, x->M, tm_kact_ld(x->K), y);
+    return TM_OK;
+}
+
+int tm_kref_gemv_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    (void)pool;
+    if (tm_kcheck_gemv(w, x, TM_DT_Q8PC)) return TM_E_INVALID;
+    return q8_common(w, x, y, ws);
+}
+
+int tm_kref_gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    (void)pool;
+    if (tm_kcheck_gemm(w, x, TM_DT_Q8PC)) return TM_E_INVALID;
+    return q8_common(w, x, y, ws);
+}
+
+static int bf16_common(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws)
+{
+    if (tm_kbuf_reserve(ws, tm_kact_need_bf16(x) + 64)) return TM_E_NOMEM;
+    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kref_f32_to_bf16);
+    int ld = tm_kact_ld(x->K);
+    const uint16_t *W = w->data;
+    for (int m = 0; m < x->M; m++)
+        for (int n = 0; n < w->N; n++) {
+            double acc = 0;
+            for (int k = 0; k < w->K; k++)
+                acc += (double)tm_bf16_to_f32(xb[(size_t)m * ld + k]) * tm_bf16_to_f32(W[(size_t)n * w->K + k]);
+            y[(size_t)m * w->N + n] = (float)acc;
+        }
+    return TM_OK;
+}
+
+int tm_kref_gemv_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    (void)pool;
+    if (tm_kcheck_gemv(w, x, TM_DT_BF16)) return TM_E_INVALID;
+    return bf16_common(w, x, y, ws);
+}
+
+int tm_kref_gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    (void)pool;
+    if (tm_kcheck_gemm(w, x, TM_DT_BF16)) return TM_E_INVALID;
+    return bf16_common(w, x, y, ws);
+}

@@ -1,0 +1,646 @@
+/* tests/test_kernels.c: every kernel of every ISA variant this CPU runs
+ * against the scalar references (engine/cpu/ref_*.c), which are themselves
+ * checked against plain float formulas written here.
+ *
+ * Tolerances (why they are what they are):
+ *  - GEMV/GEMM against the reference on the SAME quantized/rounded inputs:
+ *    the integer block dots are exact in both, so only f32 rounding of the
+ *    scale products and the summation order differ. With u = 2^-24 and K
+ *    terms, random-order rounding grows like sqrt(K) u; we allow
+ *    8 sqrt(K) u * sum|terms| + 1e-30 (a few sigma of that walk, far below
+ *    any indexing or layout bug, which moves results by O(|terms|)).
+ *  - Against the unquantized f32 product (checks the activation
+ *    quantization itself): int8 x has |error| <= s/2 = amax/254 per element,
+ *    so |y - y_f32| <= sum_k |w_k| amax(k's block or row) / 254 (a hard
+ *    bound); bf16 x (8 significant bits, round to nearest) has relative
+ *    error <= 2^-8 per element, so |y - y_f32| <= 2^-8 sum_k |w_k x_k|
+ *    (+ the f32 term).
+ *  - Small ops: f32 formulas evaluated in another order or with a ~2 ulp
+ *    vector exp: 1e-5 relative to the magnitudes involved.
+ *  - Conversions and quantization with the same inputs: exact. */
+#include "harness.h"
+
+#include <stdint.h>
+
+#include "core/cpu.h"
+#include "core/threadpool.h"
+#include "engine/cpu/kernels-impl.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+static float frand(void) { return (float)(rnd() >> 10) / 2097152.0f - 1.0f; } /* [-1, 1) */
+static float grand(void) { return frand() + frand() + frand(); }
+
+static int sanitizer(void) { return getenv("TM_SANITIZER") != NULL; }
+
+/* ---- weights ------------------------------------------------------------------ */
+
+typedef struct wbuf {
+    tm_tensor t;
+    void *data;
+    float *scales;
+    float *deq;      /* [N][K] dequantized, for the plain float formulas */
+} wbuf;
+
+static int group_of(tm_dtype dt, int K)
+{
+    return dt == TM_DT_Q4G32 ? 32 : dt == TM_DT_Q4G64 ? 64 : K;
+}
+
+static void wbuf_make(wbuf *w, tm_dtype dt, int N, int K)
+{
+    memset(w, 0, sizeof *w);
+    size_t n = (size_t)N * K;
+    w->deq = malloc(n * sizeof(float));
+    int G = group_of(dt, K);
+    if (dt == TM_DT_BF16) {
+        uint16_t *d = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) {
+            d[i] = tm_f32_to_bf16(grand() * 0.05f);
+            w->deq[i] = tm_bf16_to_f32(d[i]);
+        }
+        w->data = d;
+        w->t.nbytes = n * 2;
+    } else if (dt == TM_DT_Q8PC) {
+        int8_t *d = malloc(n);
+        w->scales = malloc(sizeof(float) * N);
+        for (int r = 0; r < N; r++) w->scales[r] = (0.5f + (rnd() % 1000) / 1000.f) * 1e-3f * (rnd() % 7 ? 1 : -1);
+        for (size_t i = 0; i < n; i++) {
+            d[i] = (int8_t)(rnd() % 256 - 128); /* includes -128, which decoders accept */
+            w->deq[i] = w->scales[i / K] * d[i];
+        }
+        w->data = d;
+        w->t.nbytes = n;
+    } else {
+        uint8_t *d = malloc(n / 2);
+        int ng = K / G;
+        w->scales = malloc(sizeof(float) * (size_t)N * ng);
+        for (int i = 0; i < N * ng; i++) w->scales[i] = (0.5f + (rnd() % 1000) / 1000.f) * 0.01f * (rnd() % 5 ? 1 : -1);
+        for (size_t i = 0; i < n / 2; i++) d[i] = (uint8_t)rnd();
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < K; k++) {
+                uint8_t byte = d[(size_t)r * K / 2 + (k / 32) * 16 + (k & 15)];
+                int q = ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
+                w->deq[(size_t)r * K + k] = w->scales[(size_t)r * ng + k / G] * q;
+            }
+        w->data = d;
+        w->t.nbytes = n / 2;
+    }
+    w->t.name = "test.weight";
+    w->t.dtype = dt;
+    w->t.ndim = 2;
+    w->t.shape[0] = N;
+    w->t.shape[1] = K;
+    w->t.data = w->data;
+    w->t.scales = w->scales;
+}
+
+static void wbuf_free(wbuf *w)
+{
+    free(w->data);
+    free(w->scales);
+    free(w->deq);
+}
+
+static float *rand_vec(size_t n, float scale)
+{
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = grand() * scale;
+    /* a few outliers, as real activations have */
+    for (size_t i = 0; i < n / 97; i++) v[rnd() % n] *= 8.f;
+    return v;
+}
+
+/* ---- what each matmul computes, in plain floats -------------------------------- */
+
+/* x as the kernels see it: per-32-block int8 (Q4), per-row int8 (Q8) or bf16 */
+static void x_effective(tm_dtype dt, const float *x, int M, int K, float *xe, float *amax_of)
+{
+    for (int m = 0; m < M; m++) {
+        const float *xr = x + (size_t)m * K;
+        float *o = xe + (size_t)m * K, *a = amax_of + (size_t)m * K;
+        if (dt == TM_DT_BF16) {
+            for (int k = 0; k < K; k++) { o[k] = tm_bf16_to_f32(tm_f32_to_bf16(xr[k])); a[k] = 0; }
+            continue;
+        }
+        int blk = dt == TM_DT_Q8PC ? K : 32;
+        for (int b0 = 0; b0 < K; b0 += blk) {
+            float amax = 0;
+            for (int k = b0; k < b0 + blk; k++) amax = fmaxf(amax, fabsf(xr[k]));
+            float inv = amax > 0 ? 127.f / amax : 0, s = amax / 127.f;
+            for (int k = b0; k < b0 + blk; k++) {
+                o[k] = s * (float)tm_kq8(xr[k], inv);
+                a[k] = amax;
+            }
+        }
+    }
+}
+
+typedef struct expect {
+    double *y_eff;   /* [M][N] sum w x_eff in double */
+    double *abs_eff; /* [M][N] sum |w x_eff| */
+    double *y_f32;   /* [M][N] sum w x (unquantized) */
+    double *qbound;  /* [M][N] bound on |y_eff - y_f32| from the x quantization */
+} expect;
+
+static void expect_make(expect *e, const wbuf *w, tm_dtype dt, const float *x, int M, int N, int K)
+{
+    float *xe = malloc(sizeof(float) * (size_t)M * K), *am = malloc(sizeof(float) * (size_t)M * K);
+    x_effective(dt, x, M, K, xe, am);
+    e->y_eff = calloc((size_t)M * N, sizeof(double));
+    e->abs_eff = calloc((size_t)M * N, sizeof(double));
+    e->y_f32 = calloc((size_t)M * N, sizeof(double));
+    e->qbound = calloc((size_t)M * N, sizeof(double));
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double a = 0, b = 0, c = 0, d = 0;
+            for (int k = 0; k < K; k++) {
+                double wk = w->deq[(size_t)n * K + k];
+                double xk = xe[(size_t)m * K + k];
+                a += wk * xk;
+                b += fabs(wk * xk);
+                c += wk * x[(size_t)m * K + k];
+                d += dt == TM_DT_BF16 ? fabs(wk * x[(size_t)m * K + k]) / 256 : fabs(wk) * am[(size_t)m * K + k] / 254;
+            }
+            size_t i = (size_t)m * N + n;
+            e->y_eff[i] = a;
+            e->abs_eff[i] = b;
+            e->y_f32[i] = c;
+            e->qbound[i] = d;
+        }
+    free(xe);
+    free(am);
+}
+
+static void expect_free(expect *e)
+{
+    free(e->y_eff);
+    free(e->abs_eff);
+    free(e->y_f32);
+    free(e->qbound);
+}
+
+static double f32_tol(double abs_sum, int K)
+{
+    return 8.0 * sqrt((double)K) * 5.96e-8 * abs_sum + 1e-30;
+}
+
+/* Compare y[M][N] to the expectations; returns the number of bad entries
+ * (prints the first). */
+static int compare(const char *what, const float *y, const expect *e, int M, int N, int K)
+{
+    int bad = 0;
+    for (int i = 0; i < M * N; i++) {
+        double tol = f32_tol(e->abs_eff[i], K) * 4; /* the reference and the kernel both round */
+        double tolq = e->qbound[i] * (1 + 1e-6) + tol;
+        int ok = fabs(y[i] - e->y_eff[i]) <= tol && fabs(y[i] - e->y_f32[i]) <= tolq && isfinite(y[i]);
+        if (!ok && bad++ == 0)
+            fprintf(stderr, "%s: y[%d][%d] = %.9g, expected %.9g (|d| %.3g, tol %.3g), f32 %.9g (tol %.3g)\n", what,
+                    i / N, i % N, y[i], e->y_eff[i], fabs(y[i] - e->y_eff[i]), tol, e->y_f32[i], tolq);
+    }
+    return bad;
+}
+
+/* ---- matmul tests ---------------------------------------------------------------- */
+
+typedef int (*mm_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
+
+static mm_fn pick(const tm_kernels *k, tm_dtype dt, int gemm)
+{
+    if (gemm) return dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
+    return dt == TM_DT_BF16 ? k->gemv_bf16 : dt == TM_DT_Q8PC ? k->gemv_q8 : k->gemv_q4;
+}
+
+static const char *dtn(tm_dtype dt) { return tm_dtype_name(dt); }
+
+/* One shape: variant k (and the reference) against the expectations, with
+ * and without a pool (bit-identical), f32 and prepared activations. */
+static void mm_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int gemm, int M, int N, int K)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s %s %s M=%d N=%d K=%d", k->name, gemm ? "gemm" : "gemv", dtn(dt), M, N, K);
+    wbuf w;
+    wbuf_make(&w, dt, N, K);
+    tm_err err = {0};
+    tm_kweight *kw;
+    int rc = tm_kpack_init(&kw, &w.t, TM_KPACK_GEMV | (gemm ? TM_KPACK_GEMM : 0), &err);
+    CHECKF(rc == TM_OK, "%s: pack: %s", what, err.msg);
+    if (rc) { wbuf_free(&w); return; }
+    float *x = rand_vec((size_t)M * K, 1.0f);
+    expect e;
+    expect_make(&e, &w, dt, x, M, N, K);
+    float *y = malloc(sizeof(float) * M * N), *y2 = malloc(sizeof(float) * M * N);
+    tm_kbuf ws = {0};
+    tm_kact a = {.M = M, .K = K, .f32 = x};
+
+    /* the reference itself against the float formulas (once per shape) */
+    if (strcmp(k->name, "scalar") != 0) {
+        tm_kernels ref;
+        tm_kernels_select("scalar", &ref, NULL);
+        CHECK_EQ_INT(pick(&ref, dt, gemm)(kw, &a, y, &ws, NULL), TM_OK);
+    } else {
+        CHECK_EQ_INT(pick(k, dt, gemm)(kw, &a, y, &ws, NULL), TM_OK);
+    }
+    char rw[200];
+    snprintf(rw, sizeof rw, "reference for %s", what);
+    CHECK_EQ_INT(compare(rw, y, &e, M, N, K), 0);
+
+    mm_fn f = pick(k, dt, gemm);
+    for (size_t i = 0; i < (size_t)M * N; i++) y[i] = NAN;
+    CHECK_EQ_INT(f(kw, &a, y, &ws, NULL), TM_OK);
+    CHECK_EQ_INT(compare(what, y, &e, M, N, K), 0);
+    /* threads: same rows, same arithmetic, bit-identical */
+    CHECK_EQ_INT(f(kw, &a, y2, &ws, pool), TM_OK);
+    CHECKF(memcmp(y, y2, sizeof(float) * M * N) == 0, "%s: pool result differs from single-thread", what);
+    /* prepared activations (what a fused RMSNorm produces) give the same */
+    if (dt != TM_DT_Q4G32 && dt != TM_DT_Q4G64 && dt != TM_DT_Q4PC) {
+        int ld = tm_kact_ld(K);
+        tm_kact p = {.M = M, .K = K, .ld = ld};
+        uint16_t *xb = NULL;
+        uint8_t *xq = NULL;
+        float *xs = NULL;
+        if (dt == TM_DT_BF16) {
+            xb = malloc((size_t)M * ld * 2);
+            for (int m = 0; m < M; m++) {
+                k->f32_to_bf16(xb + (size_t)m * ld, x + (size_t)m * K, (size_t)K);
+                memset(xb + (size_t)m * ld + K, 0, (size_t)(ld - K) * 2);
+            }
+            p.bf16 = xb;
+        } else {
+            xq = malloc((size_t)M * ld);
+            xs = malloc(sizeof(float) * M);
+            k->quant_q8(xq, xs, ld, x, M, K);
+            p.q8 = xq;
+            p.q8_scale = xs;
+        }
+        CHECK_EQ_INT(f(kw, &p, y2, &ws, pool), TM_OK);
+        CHECKF(memcmp(y, y2, sizeof(float) * M * N) == 0, "%s: prepared activations differ from f32 path", what);
+        free(xb);
+        free(xq);
+        free(xs);
+    }
+    tm_kbuf_free(&ws);
+    free(y);
+    free(y2);
+    free(x);
+    expect_free(&e);
+    tm_kpack_free(kw);
+    wbuf_free(&w);
+}
+
+static void test_matmul(const tm_kernels *k, tm_pool *pool)
+{
+    int big = !sanitizer() && strcmp(k->name, "scalar") != 0;
+    /* GEMV: B = 1..8, odd N, K with tails (for q4: K % 128 = 32, 64, 96) */
+    static const tm_dtype q4s[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC};
+    static const int gv_shapes[][2] = {{1, 64}, {17, 96}, {33, 128}, {5, 192}, {40, 320}, {64, 4096}};
+    for (int d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof gv_shapes / sizeof gv_shapes[0]; s++) {
+            int N = gv_shapes[s][0], K = gv_shapes[s][1];
+            if (q4s[d] == TM_DT_Q4G64 && K % 64) K += 32;
+            if (K > 1024 && !big) K = 1024;
+            mm_case(k, pool, q4s[d], 0, 1 + (int)(s % 8), N, K);
+        }
+    mm_case(k, pool, TM_DT_Q4G32, 0, 8, 31, 224);
+    mm_case(k, pool, TM_DT_Q4G64, 0, 3, 9, 256);
+    static const int q8_shapes[][2] = {{1, 1}, {3, 17}, {19, 64}, {33, 100}, {7, 130}, {48, 1000}};
+    for (size_t s = 0; s < sizeof q8_shapes / sizeof q8_shapes[0]; s++)
+        for (int B = 1; B <= 8; B += 3 + (int)s % 2) {
+            mm_case(k, pool, TM_DT_Q8PC, 0, B, q8_shapes[s][0], q8_shapes[s][1]);
+            mm_case(k, pool, TM_DT_BF16, 0, B, q8_shapes[s][0], q8_shapes[s][1] + 3);
+        }
+    if (big) {
+        mm_case(k, pool, TM_DT_Q8PC, 0, 8, 64, 4096);
+        mm_case(k, pool, TM_DT_BF16, 0, 2, 64, 4096);
+    }
+    /* GEMM: M = 1, 3, 17, 64, 130 (row tails of every micro-kernel), N tails,
+     * K tails and K > one K slice (bf16 512, int8 1024) */
+    static const int gm_shapes[][3] = {{1, 5, 32}, {3, 32, 96}, {17, 33, 100}, {64, 64, 64}, {37, 100, 600},
+                                       {130, 40, 1100}, {20, 70, 2100}};
+    for (size_t s = 0; s < sizeof gm_shapes / sizeof gm_shapes[0]; s++) {
+        int M = gm_shapes[s][0], N = gm_shapes[s][1], K = gm_shapes[s][2];
+        if (!big && M * N * K > 3000000) K = 300;
+        mm_case(k, pool, TM_DT_BF16, 1, M, N, K);
+        mm_case(k, pool, TM_DT_Q8PC, 1, M, N, K);
+    }
+    if (big) {
+        mm_case(k, pool, TM_DT_BF16, 1, 64, 96, 4096);
+        mm_case(k, pool, TM_DT_Q8PC, 1, 96, 64, 4096);
+    }
+}
+
+/* ---- tm_kmatmul, packing, errors ------------------------------------------------ */
+
+static void test_pack_and_errors(void)
+{
+    tm_err err = {0};
+    for (int d = 0; d < 2; d++) {
+        tm_dtype dt = d ? TM_DT_Q8PC : TM_DT_BF16;
+        wbuf w;
+        wbuf_make(&w, dt, 37, 70);
+        tm_kweight *kw;
+        CHECK_EQ_INT(tm_kpack_init(&kw, &w.t, TM_KPACK_GEMM, &err), TM_OK);
+        size_t nb = w.t.nbytes;
+        void *back = malloc(nb);
+        float *sc = malloc(sizeof(float) * 37);
+        CHECK_EQ_INT(tm_kpack_unpack(kw, back, sc, &err), TM_OK);
+        CHECK(memcmp(back, w.data, nb) == 0);
+        if (dt == TM_DT_Q8PC) CHECK(memcmp(sc, w.scales, sizeof(float) * 37) == 0);
+        CHECK_EQ_INT(tm_kweight_n(kw), 37);
+        CHECK_EQ_INT(tm_kweight_k(kw), 70);
+        CHECK_EQ_INT(tm_kweight_dtype(kw), dt);
+        free(back);
+        free(sc);
+        tm_kpack_free(kw);
+        wbuf_free(&w);
+    }
+    wbuf w;
+    wbuf_make(&w, TM_DT_Q4G64, 8, 128);
+    tm_kweight *kw = NULL;
+    CHECK_EQ_INT(tm_kpack_init(&kw, &w.t, TM_KPACK_GEMM, &err), TM_E_UNSUPPORTED); /* no int4 panels */
+    CHECK(strstr(err.msg, "test.weight") != NULL);
+    tm_tensor t = w.t;
+    t.shape[1] = 96; /* not a multiple of 64 */
+    CHECK_EQ_INT(tm_kpack_init(&kw, &t, TM_KPACK_GEMV, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "64") != NULL);
+    t = w.t;
+    t.nbytes = 100; /* truncated */
+    CHECK_EQ_INT(tm_kpack_init(&kw, &t, TM_KPACK_GEMV, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "bytes") != NULL);
+    t = w.t;
+    t.ndim = 3;
+    CHECK_EQ_INT(tm_kpack_init(&kw, &t, TM_KPACK_GEMV, &err), TM_E_INVALID);
+    t = w.t;
+    t.shape[0] = (int64_t)1 << 40;
+    CHECK_EQ_INT(tm_kpack_init(&kw, &t, TM_KPACK_GEMV, &err), TM_E_INVALID);
+    t = w.t;
+    t.scales = NULL;
+    CHECK_EQ_INT(tm_kpack_init(&kw, &t, TM_KPACK_GEMV, &err), TM_E_INVALID);
+    t = w.t;
+    t.dtype = TM_DT_F16;
+    CHECK_EQ_INT(tm_kpack_init(&kw, &t, TM_KPACK_GEMV, &err), TM_E_UNSUPPORTED);
+    CHECK(kw == NULL);
+
+    /* ops refuse what they cannot take */
+    CHECK_EQ_INT(tm_kpack_init(&kw, &w.t, TM_KPACK_GEMV, &err), TM_OK);
+    tm_kernels k;
+    tm_kernels_best(&k);
+    float x[9 * 128] = {0}, y[9 * 8];
+    tm_kbuf ws = {0};
+    tm_kact a9 = {.M = 9, .K = 128, .f32 = x};
+    CHECK_EQ_INT(k.gemv_q4(kw, &a9, y, &ws, NULL), TM_E_INVALID);          /* B > 8 */
+    tm_kact ak = {.M = 1, .K = 64, .f32 = x};
+    CHECK_EQ_INT(k.gemv_q4(kw, &ak, y, &ws, NULL), TM_E_INVALID);          /* K mismatch */
+    tm_kact a1 = {.M = 1, .K = 128, .f32 = x};
+    CHECK_EQ_INT(k.gemv_q8(kw, &a1, y, &ws, NULL), TM_E_INVALID);          /* wrong dtype */
+    CHECK_EQ_INT(k.gemm_bf16(kw, &a1, y, &ws, NULL), TM_E_INVALID);
+    /* tm_kmatmul runs int4 for M > 8 in GEMV row blocks */
+    for (int i = 0; i < 9 * 128; i++) x[i] = grand();
+    CHECK_EQ_INT(tm_kmatmul(&k, kw, &a9, y, &ws, NULL, &err), TM_OK);
+    float y1[8];
+    tm_kact last = {.M = 1, .K = 128, .f32 = x + 8 * 128};
+    CHECK_EQ_INT(k.gemv_q4(kw, &last, y1, &ws, NULL), TM_OK);
+    CHECK(memcmp(y1, y + 8 * 8, sizeof y1) == 0);
+    tm_kact bad = {.M = 1, .K = 128};
+    CHECK_EQ_INT(tm_kmatmul(&k, kw, &bad, y, &ws, NULL, &err), TM_E_INVALID);
+    CHECK(err.msg[0] != 0);
+    tm_kbuf_free(&ws);
+    tm_kpack_free(kw);
+    wbuf_free(&w);
+
+    CHECK_EQ_INT(tm_kernels_select("nonsense", &k, &err), TM_E_NOTFOUND);
+    CHECK_EQ_INT(tm_kernels_select("scalar", &k, &err), TM_OK);
+    CHECK_EQ_STR(k.name, "scalar");
+    for (int i = 0; i < TM_KOP_COUNT; i++) CHECK_EQ_STR(tm_kernels_op_source(&k, i), "scalar");
+}
+
+/* ---- small ops --------------------------------------------------------------------- */
+
+static int near_rel(double a, double b, double rel, double abs_floor)
+{
+    return fabs(a - b) <= rel * fabs(b) + abs_floor && isfinite(a) == isfinite(b);
+}
+
+static void test_small_ops(const tm_kernels *k)
+{
+    static const int Ds[] = {1, 7, 16, 33, 64, 100, 2048};
+    const char *v = k->name;
+    for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++) {
+        int D = Ds[di], T = 3, ld = tm_kact_ld(D);
+        float *x = rand_vec((size_t)T * D, 2.0f), *w = rand_vec((size_t)D, 0.5f);
+        float *y = malloc(sizeof(float) * T * D), *yr = malloc(sizeof(float) * T * D);
+        for (int add_one = 0; add_one < 2; add_one++) {
+            k->rmsnorm(y, x, w, T, D, 1e-6f, add_one);
+            tm_kref_rmsnorm(yr, x, w, T, D, 1e-6f, add_one);
+            int bad = 0;
+            for (int i = 0; i < T * D; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-30);
+            CHECKF(bad == 0, "%s rmsnorm D=%d add_one=%d: %d bad", v, D, add_one, bad);
+            /* in place */
+            memcpy(y, x, sizeof(float) * T * D);
+            k->rmsnorm(y, y, w, T, D, 1e-6f, add_one);
+            bad = 0;
+            for (int i = 0; i < T * D; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-30);
+            CHECKF(bad == 0, "%s rmsnorm in place D=%d: %d bad", v, D, bad);
+
+            uint16_t *b = malloc((size_t)T * ld * 2);
+            memset(b, 0xff, (size_t)T * ld * 2);
+            k->rmsnorm_bf16(b, ld, x, w, T, D, 1e-6f, add_one);
+            bad = 0;
+            for (int t = 0; t < T; t++) {
+                for (int i = 0; i < D; i++) /* one bf16 ulp: rms differs in the last f32 bits */
+                    bad += !near_rel(tm_bf16_to_f32(b[t * ld + i]), yr[t * D + i], 1.0 / 128, 1e-30);
+                for (int i = D; i < ld; i++) bad += b[t * ld + i] != 0;
+            }
+            CHECKF(bad == 0, "%s rmsnorm_bf16 D=%d: %d bad", v, D, bad);
+            free(b);
+
+            uint8_t *q = malloc((size_t)T * ld), *qr = malloc((size_t)T * ld);
+            float s[3], sr[3];
+            k->rmsnorm_q8(q, s, ld, x, w, T, D, 1e-6f, add_one);
+            tm_kref_rmsnorm_q8(qr, sr, ld, x, w, T, D, 1e-6f, add_one);
+            bad = 0;
+            for (int t = 0; t < T; t++) {
+                bad += !near_rel(s[t], sr[t], 1e-5, 0);
+                for (int i = 0; i < ld; i++) bad += abs((int)q[t * ld + i] - (int)qr[t * ld + i]) > 1;
+                for (int i = D; i < ld; i++) bad += q[t * ld + i] != 128;
+            }
+            CHECKF(bad == 0, "%s rmsnorm_q8 D=%d: %d bad", v, D, bad);
+            free(q);
+            free(qr);
+        }
+        /* quantization of the same input: exact */
+        uint8_t *q = malloc((size_t)T * ld), *qr = malloc((size_t)T * ld);
+        float s[3], sr[3];
+        x[1] = 0; /* a row with zeros and an all-zero row */
+        for (int i = 0; i < D; i++) x[2 * D + i] = 0;
+        k->quant_q8(q, s, ld, x, T, D);
+        tm_kref_quant_q8(qr, sr, ld, x, T, D);
+        CHECK(memcmp(q, qr, (size_t)T * ld) == 0);
+        CHECK(memcmp(s, sr, sizeof s) == 0);
+        CHECK_EQ_INT(q[2 * ld], 128);
+        /* and the quantization is what it claims: |x - s q| <= s / 2 */
+        int bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < D; i++)
+                bad += fabs(x[t * D + i] - sr[t] * ((int)qr[t * ld + i] - 128)) > sr[t] * 0.5001 + 1e-30;
+        CHECK_EQ_INT(bad, 0);
+        free(q);
+        free(qr);
+
+        size_t n = (size_t)T * D;
+        float *u = rand_vec(n, 1.0f);
+        k->silu_mul(y, x, u, n);
+        tm_kref_silu_mul(yr, x, u, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6 * fabs(u[i]));
+        CHECKF(bad == 0, "%s silu_mul n=%zu: %d bad", v, n, bad);
+        k->gelu_tanh_mul(y, x, u, n);
+        tm_kref_gelu_tanh_mul(yr, x, u, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6 * fabs(u[i] * x[i]) + 1e-30);
+        CHECKF(bad == 0, "%s gelu_tanh_mul n=%zu: %d bad", v, n, bad);
+        free(u);
+        free(x);
+        free(w);
+        free(y);
+        free(yr);
+    }
+    /* silu/gelu far out in the tails: no inf/NaN, right limits */
+    float g[16] = {-200, -90, -30, -5, 0, 5, 30, 90, 200, 1e-20f, -1e-20f, 0.5f, -0.5f, 3, -3, 88};
+    float u[16], y[16], yr[16];
+    for (int i = 0; i < 16; i++) u[i] = 1.5f;
+    k->silu_mul(y, g, u, 16);
+    tm_kref_silu_mul(yr, g, u, 16);
+    int bad = 0;
+    for (int i = 0; i < 16; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-30);
+    CHECKF(bad == 0, "%s silu tails", v);
+    k->gelu_tanh_mul(y, g, u, 16);
+    tm_kref_gelu_tanh_mul(yr, g, u, 16);
+    bad = 0;
+    for (int i = 0; i < 16; i++) {
+        int b1 = !near_rel(y[i], yr[i], 1e-5, 1e-30);
+        if (b1) fprintf(stderr, "gelu(%g) * %g = %.9g, reference %.9g\n", g[i], u[i], y[i], yr[i]);
+        bad += b1;
+    }
+    CHECKF(bad == 0, "%s gelu tails", v);
+
+    /* RoPE: odd head dims (Dh/2 = 3, 8, 17, 64) */
+    static const int Dhs[] = {6, 16, 34, 128};
+    for (int di = 0; di < 4; di++) {
+        int T = 5, H = 3, Dh = Dhs[di], half = Dh / 2;
+        float *x = rand_vec((size_t)T * H * Dh, 1.f), *x2 = malloc(sizeof(float) * T * H * Dh);
+        float *c = malloc(sizeof(float) * T * half), *s = malloc(sizeof(float) * T * half);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < half; i++) {
+                double th = (t + 3) * pow(10000.0, -2.0 * i / Dh);
+                c[t * half + i] = (float)cos(th);
+                s[t * half + i] = (float)sin(th);
+            }
+        memcpy(x2, x, sizeof(float) * T * H * Dh);
+        float *orig = malloc(sizeof(float) * T * H * Dh);
+        memcpy(orig, x, sizeof(float) * T * H * Dh);
+        k->rope(x, c, s, T, H, Dh);
+        tm_kref_rope(x2, c, s, T, H, Dh);
+        bad = 0;
+        /* the vector form fuses one multiply-add: a rounding of the products' size */
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < Dh; i++) {
+                    size_t o = ((size_t)t * H + h) * Dh;
+                    double mag = fabs(orig[o + i % half]) + fabs(orig[o + i % half + half]);
+                    bad += fabs(x[o + i] - x2[o + i]) > 1e-6 * mag;
+                }
+        CHECKF(bad == 0, "%s rope Dh=%d", v, Dh);
+        /* rotation keeps each (x1, x2) pair's norm */
+        bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < half; i++) {
+                    size_t o = ((size_t)t * H + h) * Dh;
+                    double n0 = hypot(orig[o + i], orig[o + i + half]), n1 = hypot(x2[o + i], x2[o + i + half]);
+                    bad += fabs(n0 - n1) > 1e-5 * (n0 + 1e-3);
+                }
+        CHECK_EQ_INT(bad, 0);
+        free(x); free(x2); free(c); free(s); free(orig);
+    }
+
+    /* softmax: rows of 1, 15, 16, 100; a masked row; large logits */
+    static const int ns[] = {1, 15, 16, 100, 1000};
+    for (int ni = 0; ni < 5; ni++) {
+        int R = 3, n = ns[ni];
+        float *x = rand_vec((size_t)R * n, 10.f), *xr = malloc(sizeof(float) * R * n);
+        for (int i = 0; i < n; i++) x[n + i] = -INFINITY; /* fully masked row */
+        x[2 * n] = 1e4f;
+        memcpy(xr, x, sizeof(float) * R * n);
+        k->softmax(x, R, n);
+        tm_kref_softmax(xr, R, n);
+        bad = 0;
+        for (int i = 0; i < R * n; i++) bad += !near_rel(x[i], xr[i], 1e-5, 1e-7);
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += x[i];
+        CHECKF(bad == 0 && fabs(sum - 1) < 1e-5, "%s softmax n=%d: %d bad, sum %g", v, n, bad, sum);
+        CHECK(x[n] == 0.f);
+        free(x);
+        free(xr);
+    }
+
+    /* conversions: random values and the special ones, exact */
+    float sp[] = {0.f, -0.f, 1.f, 1.00390625f, 1.01171875f, 65504.f, 65520.f, 1e-40f, -1e-40f, 6e-8f, 3e-5f,
+                  INFINITY, -INFINITY, NAN, 3.4e38f, -2.5f, 1e-45f, 0.333333f};
+    size_t nsp = sizeof sp / sizeof sp[0], n = 1000 + nsp;
+    float *f = rand_vec(n, 100.f), *back = malloc(n * sizeof(float)), *backr = malloc(n * sizeof(float));
+    memcpy(f, sp, sizeof sp);
+    uint16_t *h = malloc(n * 2), *hr = malloc(n * 2);
+    k->f32_to_bf16(h, f, n);
+    tm_kref_f32_to_bf16(hr, f, n);
+    CHECK(memcmp(h, hr, n * 2) == 0);
+    k->bf16_to_f32(back, h, n);
+    tm_kref_bf16_to_f32(backr, hr, n);
+    CHECK(memcmp(back, backr, n * 4) == 0);
+    k->f32_to_f16(h, f, n);
+    tm_kref_f32_to_f16(hr, f, n);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int nan_a = (h[i] & 0x7c00) == 0x7c00 && (h[i] & 0x3ff), nan_b = (hr[i] & 0x7c00) == 0x7c00 && (hr[i] & 0x3ff);
+        bad += nan_a ? !nan_b : h[i] != hr[i];
+    }
+    CHECKF(bad == 0, "%s f32_to_f16: %d differ", v, bad);
+    k->f16_to_f32(back, hr, n);
+    tm_kref_f16_to_f32(backr, hr, n);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += isnan(backr[i]) ? !isnan(back[i]) : memcmp(&back[i], &backr[i], 4) != 0;
+    CHECKF(bad == 0, "%s f16_to_f32: %d differ", v, bad);
+    free(f); free(back); free(backr); free(h); free(hr);
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+int main(void)
+{
+    const tm_cpu *cpu = tm_cpu_get();
+    tm_pool *pool;
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_pool_init(&pool, NULL, 2, 0, &err), TM_OK);
+    test_pack_and_errors();
+    for (const char *const *v = tm_kernels_variants(); *v; v++) {
+        tm_kernels k;
+        if (tm_kernels_select(*v, &k, &err) != TM_OK) {
+            if (strcmp(*v, "amx") == 0)
+                printf("SKIP: no AMX on this CPU (%s): AMX GEMM tests not run\n", cpu->amx_note);
+            else
+                printf("SKIP: %s: %s\n", *v, err.msg);
+            continue;
+        }
+        printf("variant %s\n", k.name);
+        test_matmul(&k, pool);
+        if (strcmp(*v, "scalar") != 0) test_small_ops(&k);
+    }
+    tm_pool_free(pool);
+    return th_done("test_kernels");
+}
