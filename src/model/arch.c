@@ -543,6 +543,9 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if ((rc = opt_pos_num(&x, &c->attn_logit_softcapping, "attn_logit_softcapping", ai->gemma == 2 ? 50.0 : 0, &cap)))
             goto fail;
         m->attn_softcap = c->attn_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;
+        /* transformers' Gemma 3 attention never passes attn_logit_softcapping on:
+         * the key is accepted and has no effect (the refs fixture checks this) */
+        if (ai->gemma == 3) m->attn_softcap = 0;
         if ((rc = opt_pos_num(&x, &c->final_logit_softcapping, "final_logit_softcapping", ai->gemma == 2 ? 30.0 : 0, &cap)))
             goto fail;
         m->final_softcap = c->final_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;

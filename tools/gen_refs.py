@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""tools/gen_refs.py OUT_DIR: Hugging Face reference outputs for architectures
+and RoPE variants that ../shared/conformance does not cover.
+
+Needs torch and transformers 5 (run it where they are installed; CPU is
+enough). For each variant it builds a tiny random model exactly the way the
+conformance fixtures were built (torch.manual_seed, transformers' default
+init, every 1-D parameter perturbed by N(0, 0.1^2), cast to bfloat16,
+save_pretrained), reloads the saved directory in bfloat16 with eager
+attention, upcasts to float32 and records on CPU:
+
+  OUT_DIR/<name>/hf/                 config.json (transformers-5 form) + model.safetensors
+  OUT_DIR/<name>/config.hub_style.json  the same config in Hub key style
+                                     (rope_theta / rope_scaling / torch_dtype, ...), written
+                                     only if transformers gives bit-identical logits with it
+  OUT_DIR/<name>/logits_len37.f32.bin       [37][V] float32 LE
+  OUT_DIR/<name>/logits_len300_tail.f32.bin rows [256, 300) of the 300-token case
+  OUT_DIR/<name>/residual_len37.f32.bin     [L+2][37][D]
+  OUT_DIR/<name>/manifest.json       inputs, rows, argmax, greedy continuation, RoPE tables
+
+The manifest uses the field names of ../shared/conformance/models (cases[],
+greedy, rope, residual_stream), plus cases[].rows = [first, end) when a file
+holds only some positions, and rope entries carry layer_type / table.
+
+Everything is small (vocab 128, hidden 64, 2-3 layers): the whole output is
+checked to stay under 2 MB so it can be committed to tests/data/refs/.
+"""
+import copy
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM
+
+V = 128
+TAIL0 = 256  # first stored row of the 300-token case
+
+COMMON = dict(vocab_size=V, bos_token_id=0, eos_token_id=1, pad_token_id=None, initializer_range=0.02)
+
+
+def variants():
+    """name -> (config class name, kwargs, seed, description)"""
+    v = {}
+    v["gemma3"] = ("Gemma3TextConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, query_pre_attn_scalar=24, hidden_activation="gelu_pytorch_tanh",
+        max_position_embeddings=4096, rms_norm_eps=1e-6, sliding_window=16,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+        attn_logit_softcapping=0.1, final_logit_softcapping=0.5, tie_word_embeddings=True), 2001,
+        "Gemma 3 text: q/k norm (1+w), sliding window 16 on layers 0-1 (pattern 3), local RoPE base 1e4, "
+        "global base 1e6 with linear scaling x8, query_pre_attn_scalar 24, tiny soft-caps (transformers applies "
+        "the final one and ignores attn_logit_softcapping for Gemma 3), tied")
+    v["llama_yarn"] = ("LlamaConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, hidden_act="silu", max_position_embeddings=128, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128,
+                         "rope_theta": 10000.0},
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False), 2003,
+        "Llama with YaRN (factor 4, original max 128 = max_position_embeddings, default betas: attention factor "
+        "0.1 ln 4 + 1)")
+    v["llama_linear"] = ("LlamaConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, hidden_act="silu", max_position_embeddings=2048, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0},
+        tie_word_embeddings=False, attention_bias=True, mlp_bias=True), 2005,
+        "Llama with linear RoPE scaling x4, MQA (1 kv head), attention and MLP biases")
+    v["phi3_partial"] = ("Phi3Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, original_max_position_embeddings=4096,
+        rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        tie_word_embeddings=False), 2007,
+        "Phi-3 with partial_rotary_factor 0.5 (8 of 16 head dims rotated)")
+    half = 8
+    short = [1.0 + 0.05 * i for i in range(half)]
+    long_ = [1.0 + 0.9 * i for i in range(half)]
+    v["phi3_longrope"] = ("Phi3Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=512, original_max_position_embeddings=128,
+        rms_norm_eps=1e-5, rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                            "short_factor": short, "long_factor": long_},
+        tie_word_embeddings=False), 2009,
+        "Phi-3 with LongRoPE (original max 128, max 512: the 37-token case uses the short factors, the 300-token "
+        "case the long ones; attention factor sqrt(1 + ln 4 / ln 128))")
+    v["qwen2_sliding"] = ("Qwen2Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        use_sliding_window=True, sliding_window=16, max_window_layers=1, tie_word_embeddings=True), 2011,
+        "Qwen2 with use_sliding_window, window 16 from layer max_window_layers = 1 on")
+    v["mixtral"] = ("MixtralConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        num_local_experts=4, num_experts_per_tok=2, sliding_window=None, tie_word_embeddings=False), 2013,
+        "Mixtral: 4 experts, top-2 (always renormalised), Hub tensor names block_sparse_moe.experts.N.w1/w2/w3")
+    return v
+
+
+def hub_style(d):
+    """transformers-5 config dict -> the Hub (transformers 4) key style"""
+    d = copy.deepcopy(d)
+    if "dtype" in d:
+        d["torch_dtype"] = d.pop("dtype")
+    rp = d.pop("rope_parameters", None)
+    if rp is None:
+        return d
+    if "full_attention" in rp or "sliding_attention" in rp:  # Gemma 3
+        full = dict(rp.get("full_attention") or {})
+        slid = dict(rp.get("sliding_attention") or {})
+        d["rope_theta"] = full.pop("rope_theta", 1000000.0)
+        d["rope_local_base_freq"] = slid.get("rope_theta", 10000.0)
+        d["rope_scaling"] = full if full.get("rope_type", "default") != "default" else None
+        lt = d.get("layer_types")
+        if lt:  # express the pattern the Hub way when it is one
+            for p in range(1, len(lt) + 1):
+                if lt == ["sliding_attention" if (i + 1) % p else "full_attention" for i in range(len(lt))]:
+                    d.pop("layer_types")
+                    d["sliding_window_pattern"] = p
+                    break
+        return d
+    rp = dict(rp)
+    d["rope_theta"] = rp.pop("rope_theta", 10000.0)
+    if "partial_rotary_factor" in rp:
+        d["partial_rotary_factor"] = rp.pop("partial_rotary_factor")
+    d["rope_scaling"] = rp if rp.get("rope_type", "default") != "default" else None
+    return d
+
+
+def perturb(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    names = []
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn(p.shape, generator=g) * 0.1)
+                names.append(n)
+    return names
+
+
+def to_hub_moe_names(hf_dir, F, D, n_experts):
+    """transformers 5 may save MoE experts fused ([E][2F][D] gate_up, [E][D][F] down); rewrite them as the
+    Hub's per-expert Mixtral tensors block_sparse_moe.experts.N.{w1,w3,w2}.weight"""
+    path = os.path.join(hf_dir, "model.safetensors")
+    sd = load_file(path)
+    out, changed = {}, False
+    for k, t in sd.items():
+        for blk in (".mlp.", ".block_sparse_moe."):
+            if blk in k:
+                pre = k.split(blk)[0] + ".block_sparse_moe."
+                rest = k.split(blk, 1)[1]
+                break
+        else:
+            out[k] = t
+            continue
+        if rest == "experts.gate_up_proj":
+            changed = True
+            for e in range(n_experts):
+                w = t[e] if t.shape[1] == 2 * F else t[e].t()
+                out[pre + f"experts.{e}.w1.weight"] = w[:F].contiguous()
+                out[pre + f"experts.{e}.w3.weight"] = w[F:].contiguous()
+        elif rest == "experts.down_proj":
+            changed = True
+            for e in range(n_experts):
+                w = t[e] if t.shape[1] == D else t[e].t()
+                out[pre + f"experts.{e}.w2.weight"] = w.contiguous()
+        else:
+            changed |= pre + rest != k
+            out[pre + rest] = t
+    if changed:
+        save_file(out, path, metadata={"format": "pt"})
+    return changed
+
+
+def capture(model, ids):
+    """float32 logits [T][V] and residual stream [L+2][T][D]"""
+    layers = model.model.layers
+    res = [None] * (len(layers) + 2)
+    hooks = []
+
+    def pre0(mod, args, kwargs):
+        res[0] = (args[0] if args else kwargs["hidden_states"]).detach().clone()
+
+    hooks.append(layers[0].register_forward_pre_hook(pre0, with_kwargs=True))
+    for i, layer in enumerate(layers):
+        def post(mod, args, out, i=i):
+            res[i + 1] = (out[0] if isinstance(out, tuple) else out).detach().clone()
+        hooks.append(layer.register_forward_hook(post))
+
+    def normhook(mod, args, out):
+        res[-1] = out.detach().clone()
+
+    hooks.append(model.model.norm.register_forward_hook(normhook))
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]), use_cache=False).logits[0].float()
+    for h in hooks:
+        h.remove()
+    return logits, torch.stack([r[0] for r in res])
+
+
+def load(hf_dir):
+    m, info = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.bfloat16, attn_implementation="eager",
+                                                   output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    if bad:
+        raise RuntimeError(f"{hf_dir}: loading is not clean: {bad}")
+    return m.float().eval()
+
+
+def rope_tables(model, cfg):
+    out = {}
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    for n, b in model.named_buffers():
+        if "inv_freq" in n and "original" not in n:
+            lt = "sliding_attention" if "local" in n else None
+            for t in ("full_attention", "sliding_attention"):
+                if t in n:
+                    lt = t
+            mod = model.get_submodule(n.rsplit(".", 1)[0])
+            att = getattr(mod, f"{lt}_attention_scaling", None) if lt else None
+            if att is None:
+                att = getattr(mod, "attention_scaling", 1.0)
+            out[n] = {"inv_freq": [float(x) for x in b.float()], "attention_scaling": float(att), "layer_type": lt,
+                      "table": "current"}
+    rp = cfg.rope_parameters
+    if isinstance(rp, dict) and rp.get("rope_type") == "longrope":
+        orig = rp["original_max_position_embeddings"]
+        inv, att = ROPE_INIT_FUNCTIONS["longrope"](cfg, "cpu", seq_len=orig + 1)
+        out["longrope.long"] = {"inv_freq": [float(x) for x in inv.float()], "attention_scaling": float(att),
+                                "layer_type": None, "table": "long"}
+    return out
+
+
+def f32_file(path, t):
+    a = t.detach().float().numpy().astype("<f4")
+    a.tofile(path)
+    return hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def build(name, cls_name, kwargs, seed, desc, root):
+    d = os.path.join(root, name)
+    hf = os.path.join(d, "hf")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(hf)
+    cls = getattr(transformers, cls_name)
+    cfg = cls(**kwargs)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    perturbed = perturb(model, seed + 1)
+    model = model.to(torch.bfloat16)
+    model.save_pretrained(hf)
+    for extra in ("generation_config.json",):
+        p = os.path.join(hf, extra)
+        if os.path.exists(p):
+            os.remove(p)
+    notes = []
+    if cls_name == "MixtralConfig" and to_hub_moe_names(hf, cfg.intermediate_size, cfg.hidden_size,
+                                                         cfg.num_local_experts):
+        notes.append("experts rewritten to the Hub's per-expert block_sparse_moe.experts.N.w1/w2/w3 tensors "
+                     "(reloaded cleanly: no missing or unexpected keys)")
+    ref = load(hf)
+    rope = rope_tables(ref, ref.config)  # before any forward (LongRoPE switches tables during one)
+    L = ref.config.num_hidden_layers
+    rng_ids = {}
+    cases = []
+    for T, sseed in ((37, seed * 10 + 37), (300, seed * 10 + 300)):
+        ids = [int(x) for x in np.random.default_rng(sseed).integers(0, V, T)]
+        rng_ids[T] = ids
+        logits, resid = capture(ref, ids)
+        if T == 37:
+            fn = "logits_len37.f32.bin"
+            rows = [0, 37]
+            sha = f32_file(os.path.join(d, fn), logits)
+            rsha = f32_file(os.path.join(d, "residual_len37.f32.bin"), resid)
+        else:
+            fn = "logits_len300_tail.f32.bin"
+            rows = [TAIL0, 300]
+            sha = f32_file(os.path.join(d, fn), logits[TAIL0:])
+        sel = logits[rows[0]:rows[1]]
+        cases.append({"name": f"len{T}", "length": T, "seq_seed": sseed, "input_ids": ids, "logits_file": fn,
+                      "rows": rows, "shape": [rows[1] - rows[0], V], "dtype": "float32", "byte_order": "little",
+                      "layout": "row-major [position - rows[0]][vocab]", "sha256": sha,
+                      "argmax_per_position": [int(x) for x in sel.argmax(-1)]})
+    # the Hub-style config must give bit-identical logits
+    with open(os.path.join(hf, "config.json")) as f:
+        native = json.load(f)
+    hub = hub_style(native)
+    tmp = tempfile.mkdtemp()
+    try:
+        for fn in os.listdir(hf):
+            if fn != "config.json":
+                os.symlink(os.path.abspath(os.path.join(hf, fn)), os.path.join(tmp, fn))
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump(hub, f, indent=2, sort_keys=True)
+        alt = load(tmp)
+        same = all(torch.equal(capture(alt, rng_ids[T])[0], capture(ref, rng_ids[T])[0]) for T in (37, 300))
+    finally:
+        shutil.rmtree(tmp)
+    if same:
+        with open(os.path.join(d, "config.hub_style.json"), "w") as f:
+            json.dump(hub, f, indent=2, sort_keys=True)
+    else:
+        notes.append("the Hub-style config gave different logits in transformers: not written")
+    # greedy, full recompute each step
+    seq = list(rng_ids[37])
+    gen, margins = [], []
+    with torch.no_grad():
+        for _ in range(24):
+            lg = ref(torch.tensor([seq]), use_cache=False).logits[0, -1].float()
+            top = torch.topk(lg, 2)
+            gen.append(int(top.indices[0]))
+            margins.append(float(top.values[0] - top.values[1]))
+            seq.append(gen[-1])
+    man = {
+        "format_version": 1, "name": name, "description": desc, "architecture": type(ref).__name__,
+        "model_type": ref.config.model_type, "hf_dir": "hf", "config_file": "hf/config.json",
+        "hub_config_file": "config.hub_style.json" if same else None, "weights_dtype": "bfloat16",
+        "tensors": {k: {"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
+                    for k, v in load_file(os.path.join(hf, "model.safetensors")).items()},
+        "init": {"torch_manual_seed": seed, "matrices": "transformers default init (normal, std=initializer_range)",
+                 "perturbed_1d_params": perturbed, "perturbation": f"+ N(0, 0.1^2), generator seed {seed + 1}"},
+        "config_class": cls_name, "config_args": kwargs,
+        "rope": rope,
+        "compute": {"dtype": "float32 (bf16 checkpoint upcast)", "device": "cpu", "attn_implementation": "eager",
+                    "use_cache": False, "position_ids": "0..T-1"},
+        "cases": cases,
+        "greedy": {"prompt_case": "len37", "prompt_ids": rng_ids[37], "max_new_tokens": 24, "generated_ids": gen,
+                   "step_margins_top1_minus_top2": margins, "method": "argmax, full recompute without cache"},
+        "residual_stream": {"case": "len37", "file": "residual_len37.f32.bin", "shape": [L + 2, 37, ref.config.hidden_size],
+                            "sha256": rsha},
+        "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
+                     "transformers": transformers.__version__, "numpy": np.__version__},
+        "notes": notes,
+    }
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(man, f, indent=1)
+    return same
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        sys.exit(2)
+    root = sys.argv[1]
+    os.makedirs(root, exist_ok=True)
+    torch.set_num_threads(min(8, os.cpu_count() or 1))
+    summary = {}
+    for name, (cls_name, kwargs, seed, desc) in variants().items():
+        try:
+            summary[name] = {"ok": True, "hub_style_equal": build(name, cls_name, kwargs, seed, desc, root)}
+        except Exception as e:  # keep going: report what failed
+            import traceback
+            traceback.print_exc()
+            summary[name] = {"ok": False, "error": repr(e)}
+    total = 0
+    for dp, _, fns in os.walk(root):
+        for fn in fns:
+            total += os.path.getsize(os.path.join(dp, fn))
+    summary["total_bytes"] = total
+    with open(os.path.join(root, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps(summary, indent=1))
+    if total > 2 * 1000 * 1000:
+        print(f"warning: {total} bytes, over the 2 MB budget")
+
+
+if __name__ == "__main__":
+    main()
