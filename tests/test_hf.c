@@ -1,0 +1,529 @@
+/* tests/test_hf.c: safetensors parsing and validation (single and sharded),
+ * config.json parsing, the architecture table's resolution and validation,
+ * and tensor binding errors. Malformed files are generated here under
+ * build/test_hf/ (nothing binary is committed). Every error case checks the
+ * status code and that the message names the file and the field. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/fileio.h"
+#include "harness.h"
+#include "hf/config.h"
+#include "hf/hf_model.h"
+#include "hf/safetensors.h"
+#include "model/model.h"
+
+#define TMP "build/test_hf"
+
+static int contains(const char *s, const char *sub) { return s && sub && strstr(s, sub) != NULL; }
+
+/* a safetensors image: 8-byte length, header, then `data` bytes */
+static uint8_t *st_image(const char *header, const void *data, size_t dn, size_t *size)
+{
+    size_t hn = strlen(header);
+    uint8_t *b = calloc(1, 8 + hn + dn + 1);
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hn >> (8 * i));
+    memcpy(b + 8, header, hn);
+    if (dn) memcpy(b + 8 + hn, data, dn);
+    *size = 8 + hn + dn;
+    return b;
+}
+
+/* parse an image expecting failure: check code and message fragments */
+static void st_bad(const char *header, size_t dn, int want, const char *frag1, const char *frag2)
+{
+    uint8_t zero[256] = {0};
+    size_t size;
+    uint8_t *img = st_image(header, zero, dn, &size);
+    tm_st_file *f = NULL;
+    tm_err err = {0};
+    int rc = tm_st_parse(&f, img, size, "bad.safetensors", &err);
+    CHECKF(rc == want, "header %s: rc %d (%s), want %d", header, rc, err.msg, want);
+    CHECKF(contains(err.msg, "bad.safetensors") && contains(err.msg, frag1) && (!frag2 || contains(err.msg, frag2)),
+           "header %s: message '%s' lacks '%s' / '%s'", header, err.msg, frag1, frag2 ? frag2 : "");
+    CHECK(f == NULL);
+    tm_st_close(f);
+    free(img);
+}
+
+static void test_safetensors(void)
+{
+    /* a valid file: two tensors and metadata */
+    float a[6] = {1, 2, 3, 4, 5, 6};
+    uint16_t b[2] = {0x3f80, 0xc000}; /* bf16 1.0, -2.0 */
+    uint8_t data[32];
+    memcpy(data, a, 24);
+    memcpy(data + 24, b, 4);
+    int64_t i64 = 7;
+    memcpy(data + 28, &i64, 4); /* 4 bytes: an I32 scalar */
+    size_t size;
+    uint8_t *img = st_image("{\"__metadata__\":{\"format\":\"pt\"},"
+                            "\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                            "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[24,28]},"
+                            "\"n\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[28,32]}}   ",
+                            data, 32, &size);
+    tm_st_file *f = NULL;
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_st_parse(&f, img, size, "ok.safetensors", &err), TM_OK);
+    if (f) {
+        CHECK_EQ_INT(tm_st_count(f), 3);
+        CHECK_EQ_STR(tm_st_metadata(f, "format"), "pt");
+        tm_tensor t;
+        CHECK_EQ_INT(tm_st_find(f, "w", &t, &err), TM_OK);
+        CHECK_EQ_INT(t.dtype, TM_DT_F32);
+        CHECK_EQ_INT(t.ndim, 2);
+        CHECK_EQ_INT(t.shape[0], 2);
+        CHECK_EQ_INT(t.shape[1], 3);
+        CHECK_EQ_INT(t.nbytes, 24);
+        CHECK(memcmp(t.data, a, 24) == 0);
+        CHECK_EQ_INT(tm_st_find(f, "b", &t, &err), TM_OK);
+        CHECK_EQ_INT(t.dtype, TM_DT_BF16);
+        CHECK_NEAR(tm_bf16_to_f32(((const uint16_t *)t.data)[1]), -2.0, 0);
+        CHECK_EQ_INT(tm_st_find(f, "n", &t, &err), TM_E_UNSUPPORTED);
+        CHECK(contains(err.msg, "ok.safetensors") && contains(err.msg, "'n'") && contains(err.msg, "I32"));
+        CHECK_EQ_INT(tm_st_find(f, "nope", &t, &err), TM_E_NOTFOUND);
+        CHECK(contains(err.msg, "nope"));
+    }
+    tm_st_close(f);
+    free(img);
+
+    /* malformed images */
+    tm_err e2 = {0};
+    uint8_t tiny[5] = {1, 2, 3, 4, 5};
+    f = NULL;
+    CHECK_EQ_INT(tm_st_parse(&f, tiny, 5, "bad.safetensors", &e2), TM_E_FORMAT);
+    CHECK(contains(e2.msg, "bad.safetensors") && contains(e2.msg, "truncated"));
+    uint8_t big[16] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}'};
+    CHECK_EQ_INT(tm_st_parse(&f, big, 16, "bad.safetensors", &e2), TM_E_FORMAT);
+    CHECK(contains(e2.msg, "header length 65535") && contains(e2.msg, "past the end"));
+    uint8_t huge[16] = {0, 0, 0, 0, 0, 0, 0, 0x80};
+    CHECK_EQ_INT(tm_st_parse(&f, huge, 16, "bad.safetensors", &e2), TM_E_FORMAT);
+    st_bad("{\"w\":{\"dtype\":\"F32\",", 0, TM_E_FORMAT, "not valid JSON", NULL);
+    st_bad("[1,2]", 0, TM_E_FORMAT, "not a JSON object", NULL);
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} x", 4, TM_E_FORMAT, "trailing", NULL);
+    st_bad("{\"w\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'", "missing 'dtype'");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'", "missing 'shape'");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, TM_E_FORMAT, "'w'", "missing 'data_offsets'");
+    st_bad("{\"w\":{\"dtype\":\"Q9\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'", "unknown dtype");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'", "shape[0]");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'", "shape[0]");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
+           TM_E_FORMAT, "'w'", "absurd");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'", "need 8");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, TM_E_FORMAT, "'w'", "past the end");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, TM_E_FORMAT, "'w'", "end before");
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, TM_E_FORMAT, "'w'", "data_offsets");
+    st_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, TM_E_FORMAT, "overlap", NULL);
+    st_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+           "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, TM_E_FORMAT, "belong to no tensor", NULL);
+    st_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, TM_E_FORMAT, "belong to no tensor", NULL);
+    st_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+           "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, TM_E_FORMAT, "'a' appears twice", NULL);
+    st_bad("{\"__metadata__\":{\"k\":1}}", 0, TM_E_FORMAT, "__metadata__", NULL);
+    st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'",
+           "dimensions");
+}
+
+static int write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, n, f);
+    fclose(f);
+    return w == n ? 0 : -1;
+}
+
+static void write_str(const char *path, const char *s) { CHECK(write_file(path, s, strlen(s)) == 0); }
+
+static void test_sharded(void)
+{
+    mkdir(TMP, 0755);
+    mkdir(TMP "/shard", 0755);
+    float x[2] = {1.5f, -3.0f}, y[3] = {7, 8, 9};
+    size_t n1, n2;
+    uint8_t *s1 = st_image("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", x, 8, &n1);
+    uint8_t *s2 = st_image("{\"y\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}", y, 12, &n2);
+    CHECK(write_file(TMP "/shard/model-00001-of-00002.safetensors", s1, n1) == 0);
+    CHECK(write_file(TMP "/shard/model-00002-of-00002.safetensors", s2, n2) == 0);
+    free(s1);
+    free(s2);
+    remove(TMP "/shard/model.safetensors");
+    write_str(TMP "/shard/model.safetensors.index.json",
+              "{\"metadata\":{\"total_size\":20},\"weight_map\":{\"x\":\"model-00001-of-00002.safetensors\","
+              "\"y\":\"model-00002-of-00002.safetensors\"}}");
+    tm_st_set *s = NULL;
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_st_set_open(&s, TMP "/shard", &err), TM_OK);
+    if (s) {
+        CHECK_EQ_INT(tm_st_set_nfiles(s), 2);
+        tm_tensor t;
+        CHECK_EQ_INT(tm_st_set_lookup(s, "y", &t, &err), TM_OK);
+        CHECK(t.shape[0] == 3 && ((const float *)t.data)[2] == 9.0f);
+        CHECK_EQ_INT(tm_st_set_lookup(s, "x", &t, &err), TM_OK);
+        CHECK(((const float *)t.data)[1] == -3.0f);
+        CHECK_EQ_INT(tm_st_set_lookup(s, "z", &t, &err), TM_E_NOTFOUND);
+        CHECK(contains(err.msg, "'z'"));
+    }
+    tm_st_set_close(s);
+    /* the index puts a tensor in the wrong shard */
+    write_str(TMP "/shard/model.safetensors.index.json",
+              "{\"weight_map\":{\"x\":\"model-00002-of-00002.safetensors\"}}");
+    s = NULL;
+    CHECK_EQ_INT(tm_st_set_open(&s, TMP "/shard", &err), TM_OK);
+    if (s) {
+        tm_tensor t;
+        CHECK_EQ_INT(tm_st_set_lookup(s, "x", &t, &err), TM_E_FORMAT);
+        CHECK(contains(err.msg, "model.safetensors.index.json") && contains(err.msg, "'x'"));
+    }
+    tm_st_set_close(s);
+    /* a missing shard, a path outside the directory, no weight_map */
+    write_str(TMP "/shard/model.safetensors.index.json", "{\"weight_map\":{\"x\":\"model-00009.safetensors\"}}");
+    CHECK_EQ_INT(tm_st_set_open(&s, TMP "/shard", &err), TM_E_IO);
+    CHECK(contains(err.msg, "model-00009.safetensors") && contains(err.msg, "weight_map['x']"));
+    write_str(TMP "/shard/model.safetensors.index.json", "{\"weight_map\":{\"x\":\"../../etc/passwd\"}}");
+    CHECK_EQ_INT(tm_st_set_open(&s, TMP "/shard", &err), TM_E_FORMAT);
+    CHECK(contains(err.msg, "model.safetensors.index.json") && contains(err.msg, "weight_map['x']"));
+    write_str(TMP "/shard/model.safetensors.index.json", "{\"metadata\":{}}");
+    CHECK_EQ_INT(tm_st_set_open(&s, TMP "/shard", &err), TM_E_FORMAT);
+    CHECK(contains(err.msg, "weight_map"));
+    write_str(TMP "/shard/model.safetensors.index.json", "{\"weight_map\":");
+    CHECK_EQ_INT(tm_st_set_open(&s, TMP "/shard", &err), TM_E_FORMAT);
+    CHECK_EQ_INT(tm_st_set_open(&s, TMP "/nonexistent", &err), TM_E_NOTFOUND);
+}
+
+/* ---- config.json and the architecture table ---- */
+
+static const char *LLAMA =
+    "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":512,\"hidden_size\":128,"
+    "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+    "\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,\"torch_dtype\":\"bfloat16\",\"tie_word_embeddings\":false,"
+    "\"bos_token_id\":0,\"eos_token_id\":[1,2]}";
+
+/* parse text and build a model; returns rc, fills *mp (caller frees) */
+static int model_from(const char *text, tm_model **mp, tm_err *err)
+{
+    tm_hf_config c;
+    *mp = NULL;
+    int rc = tm_hf_config_parse(&c, text, strlen(text), "config.json", err);
+    if (rc) return rc;
+    rc = tm_model_init(mp, &c, err);
+    tm_hf_config_free(&c);
+    return rc;
+}
+
+/* LLAMA with key k replaced by value v (v NULL: removed) */
+static char *llama_with(const char *k, const char *v)
+{
+    static char buf[4096];
+    char key[128];
+    snprintf(key, sizeof key, "\"%s\":", k);
+    const char *p = strstr(LLAMA, key);
+    if (!p) { /* add it */
+        snprintf(buf, sizeof buf, "{%s%s,%s", key, v, LLAMA + 1);
+        return buf;
+    }
+    const char *e = p + strlen(key);
+    int depth = 0;
+    while (*e && !(depth == 0 && (*e == ',' || *e == '}'))) {
+        if (*e == '[' || *e == '{') depth++;
+        if (*e == ']' || *e == '}') depth--;
+        e++;
+    }
+    if (v) snprintf(buf, sizeof buf, "%.*s%s%s%s", (int)(p - LLAMA), LLAMA, key, v, e);
+    else snprintf(buf, sizeof buf, "%.*s%s", (int)(p - LLAMA), LLAMA, *e == ',' ? e + 1 : e);
+    return buf;
+}
+
+static void cfg_bad(const char *k, const char *v, int want, const char *frag)
+{
+    tm_model *m;
+    tm_err err = {0};
+    int rc = model_from(llama_with(k, v), &m, &err);
+    CHECKF(rc == want, "%s = %s: rc %d (%s), want %d", k, v ? v : "(removed)", rc, err.msg, want);
+    CHECKF(contains(err.msg, "config.json") && contains(err.msg, frag), "%s = %s: message '%s' lacks '%s'", k,
+           v ? v : "(removed)", err.msg, frag);
+    tm_model_free(m);
+}
+
+static void test_config(void)
+{
+    tm_model *m = NULL;
+    tm_err err = {0};
+    CHECK_EQ_INT(model_from(LLAMA, &m, &err), TM_OK);
+    if (m) {
+        CHECK_EQ_INT(m->arch, TM_ARCH_LLAMA);
+        CHECK_EQ_INT(m->V, 512);
+        CHECK_EQ_INT(m->Dh, 32);
+        CHECK_EQ_INT(m->Hk, 2);
+        CHECK_EQ_INT(m->tied, 0);
+        CHECK_EQ_INT(m->dtype, TM_DT_BF16);
+        CHECK_EQ_INT(m->n_eos, 2);
+        CHECK_EQ_INT(m->eos_ids[1], 2);
+        CHECK_NEAR(m->rope[0].theta, 500000.0, 0);
+        CHECK_EQ_INT(m->rope[0].type, TM_ROPE_DEFAULT);
+        CHECK_NEAR(m->attn_scale, 1 / sqrt(32.0), 1e-7);
+        /* 2 layers x 9 tensors + embed + norm + lm_head */
+        CHECK_EQ_INT(m->n_spec, 21);
+        CHECK_EQ_STR(m->spec[m->n_spec - 1].name, "lm_head.weight");
+    }
+    tm_model_free(m);
+
+    cfg_bad("hidden_size", NULL, TM_E_INVALID, "'hidden_size' is missing");
+    cfg_bad("hidden_size", "null", TM_E_INVALID, "'hidden_size' is null");
+    cfg_bad("hidden_size", "\"128\"", TM_E_INVALID, "'hidden_size' must be an integer");
+    cfg_bad("hidden_size", "128.5", TM_E_INVALID, "'hidden_size' must be an integer");
+    cfg_bad("hidden_size", "-128", TM_E_INVALID, "'hidden_size' = -128");
+    cfg_bad("hidden_size", "2000000", TM_E_INVALID, "'hidden_size' = 2000000");
+    cfg_bad("hidden_size", "130", TM_E_INVALID, "'hidden_size' = 130 is not divisible by 'num_attention_heads'");
+    cfg_bad("num_attention_heads", "0", TM_E_INVALID, "'num_attention_heads' = 0");
+    cfg_bad("num_key_value_heads", "3", TM_E_INVALID, "'num_key_value_heads' = 3 does not divide");
+    cfg_bad("num_key_value_heads", "-1", TM_E_INVALID, "'num_key_value_heads'");
+    cfg_bad("intermediate_size", "-5", TM_E_INVALID, "'intermediate_size' = -5");
+    cfg_bad("num_hidden_layers", "0", TM_E_INVALID, "'num_hidden_layers' = 0");
+    cfg_bad("vocab_size", "0", TM_E_INVALID, "'vocab_size' = 0");
+    cfg_bad("vocab_size", "20000000", TM_E_INVALID, "'vocab_size' = 20000000");
+    cfg_bad("rms_norm_eps", "0", TM_E_INVALID, "'rms_norm_eps'");
+    cfg_bad("rms_norm_eps", "\"x\"", TM_E_INVALID, "'rms_norm_eps' must be a number");
+    cfg_bad("head_dim", "0", TM_E_INVALID, "'head_dim' = 0");
+    cfg_bad("rope_theta", "-1", TM_E_INVALID, "'rope_theta'");
+    cfg_bad("tie_word_embeddings", "1", TM_E_INVALID, "'tie_word_embeddings' must be true or false");
+    cfg_bad("architectures", "[\"FooForCausalLM\"]", TM_E_UNSUPPORTED, "'FooForCausalLM' is not supported");
+    cfg_bad("hidden_act", "\"relu\"", TM_E_UNSUPPORTED, "'hidden_act' = 'relu'");
+    cfg_bad("torch_dtype", "\"float64\"", TM_E_UNSUPPORTED, "'torch_dtype' = 'float64'");
+    cfg_bad("rope_scaling", "{\"rope_type\":\"dynamic\",\"factor\":2.0}", TM_E_UNSUPPORTED, "'dynamic'");
+    cfg_bad("rope_scaling", "{\"rope_type\":\"linear\"}", TM_E_INVALID, "'rope_scaling.factor' is missing");
+    cfg_bad("rope_scaling", "{\"rope_type\":\"llama3\",\"factor\":8.0}", TM_E_INVALID, "low_freq_factor");
+    cfg_bad("rope_scaling", "[1]", TM_E_INVALID, "'rope_scaling' must be an object");
+    cfg_bad("rope_scaling", "{\"rope_type\":\"longrope\",\"short_factor\":[1,2],\"long_factor\":[1,2]}", TM_E_INVALID,
+            "16 entries");
+    cfg_bad("partial_rotary_factor", "1.5", TM_E_INVALID, "'partial_rotary_factor'");
+    cfg_bad("layer_types", "[\"full_attention\"]", TM_E_INVALID, "'layer_types' has 1 entries");
+    cfg_bad("layer_types", "[\"full_attention\",\"chunked_attention\"]", TM_E_UNSUPPORTED, "chunked_attention");
+    cfg_bad("eos_token_id", "\"x\"", TM_E_INVALID, "'eos_token_id'");
+    {
+        tm_hf_config c;
+        CHECK_EQ_INT(tm_hf_config_parse(&c, "{\"a\":", 5, "config.json", &err), TM_E_FORMAT);
+        CHECK(contains(err.msg, "config.json") && contains(err.msg, "JSON"));
+        CHECK_EQ_INT(tm_hf_config_parse(&c, "{\"vocab_size\":5}", 16, "config.json", &err), TM_OK);
+        CHECK_EQ_INT(tm_model_init(&m, &c, &err), TM_E_INVALID);
+        CHECK(contains(err.msg, "'architectures' is missing"));
+        tm_hf_config_free(&c);
+    }
+    /* a model_type without architectures is enough */
+    CHECK_EQ_INT(model_from(llama_with("architectures", NULL), &m, &err), TM_OK);
+    tm_model_free(m);
+}
+
+/* per-architecture defaults and rules */
+static void test_arch_rules(void)
+{
+    tm_model *m = NULL;
+    tm_err err = {0};
+    /* Gemma 3 in Hub style: pattern 6, local base, linear scaling on global layers only */
+    const char *g3 = "{\"architectures\":[\"Gemma3ForCausalLM\"],\"model_type\":\"gemma3_text\",\"vocab_size\":256,"
+                     "\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":12,\"num_attention_heads\":4,"
+                     "\"num_key_value_heads\":1,\"head_dim\":32,\"rope_theta\":1000000.0,\"rope_local_base_freq\":10000.0,"
+                     "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":8.0},\"sliding_window\":512,"
+                     "\"sliding_window_pattern\":6,\"query_pre_attn_scalar\":256,\"torch_dtype\":\"bfloat16\"}";
+    CHECK_EQ_INT(model_from(g3, &m, &err), TM_OK);
+    if (m) {
+        CHECK_EQ_INT(m->arch, TM_ARCH_GEMMA3);
+        CHECK_EQ_INT(m->tied, 1);
+        CHECK_EQ_INT(m->qk_norm, 1);
+        CHECK_EQ_INT(m->norm_add_one, 1);
+        CHECK_EQ_INT(m->n_rope, 2);
+        int ok = 1;
+        for (int l = 0; l < 12; l++) {
+            int full = l == 5 || l == 11;
+            ok &= m->layer[l].sliding == !full && m->layer[l].rope == (full ? 0 : 1) && m->layer[l].window == (full ? 0 : 512);
+        }
+        CHECK(ok);
+        CHECK_EQ_INT(m->rope[0].type, TM_ROPE_LINEAR);
+        CHECK_NEAR(m->rope[0].theta, 1e6, 0);
+        CHECK_EQ_INT(m->rope[1].type, TM_ROPE_DEFAULT);
+        CHECK_NEAR(m->rope[1].theta, 1e4, 0);
+        CHECK_NEAR(m->attn_scale, 1.0 / 16, 0);
+        CHECK_NEAR(m->embed_scale, 8.0, 0);
+        CHECK_NEAR(m->attn_softcap, 0, 0);
+        CHECK_NEAR(m->final_softcap, 0, 0);
+        CHECK_EQ_INT(m->act, TM_ACT_GELU_TANH);
+    }
+    tm_model_free(m);
+    /* the same as Gemma3ForConditionalGeneration's text_config */
+    char mm[2048];
+    snprintf(mm, sizeof mm, "{\"architectures\":[\"Gemma3ForConditionalGeneration\"],\"model_type\":\"gemma3\","
+             "\"text_config\":%s,\"vision_config\":{\"hidden_size\":1152}}", g3);
+    CHECK_EQ_INT(model_from(mm, &m, &err), TM_OK);
+    if (m) {
+        CHECK_EQ_INT(m->arch, TM_ARCH_GEMMA3);
+        CHECK_EQ_STR(m->prefix, "language_model.model.");
+        CHECK_EQ_INT(m->layer[5].sliding, 0);
+    }
+    tm_model_free(m);
+    snprintf(mm, sizeof mm, "{\"architectures\":[\"Gemma3ForConditionalGeneration\"],\"text_config\":"
+             "{\"hidden_size\":64,\"vocab_size\":8,\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":0}}");
+    CHECK_EQ_INT(model_from(mm, &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'text_config.num_attention_heads' = 0"));
+    /* Gemma 2 defaults: tied, alternate sliding layers, softcaps 50 / 30, head_dim 256 */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Gemma2ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":3,\"num_attention_heads\":2}", &m, &err), TM_OK);
+    if (m) {
+        CHECK(m->tied && m->Dh == 256 && m->attn_softcap == 50.0f && m->final_softcap == 30.0f);
+        CHECK(m->layer[0].sliding && !m->layer[1].sliding && m->layer[2].sliding && m->layer[0].window == 4096);
+        CHECK_NEAR(m->embed_scale, 8.0, 0);
+    }
+    tm_model_free(m);
+    /* Mistral: sliding_window absent → 4096 everywhere, null → none */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"MistralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2}", &m, &err), TM_OK);
+    if (m) CHECK(m->layer[0].sliding && m->layer[1].window == 4096 && !m->tied);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"MistralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                            "\"sliding_window\":null}", &m, &err), TM_OK);
+    if (m) CHECK(!m->layer[0].sliding && !m->layer[1].sliding);
+    tm_model_free(m);
+    /* Qwen2: sliding only with use_sliding_window, from max_window_layers on; q/k/v biases, no o bias */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Qwen2ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":3,\"num_attention_heads\":2,"
+                            "\"use_sliding_window\":true,\"sliding_window\":64,\"max_window_layers\":2}", &m, &err), TM_OK);
+    if (m) CHECK(!m->layer[0].sliding && !m->layer[1].sliding && m->layer[2].sliding && m->qkv_bias && !m->o_bias);
+    tm_model_free(m);
+    /* Phi-3: fused projections, partial rotary */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Phi3ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                            "\"partial_rotary_factor\":0.5}", &m, &err), TM_OK);
+    if (m) {
+        CHECK(m->fused_qkv && m->fused_gate_up && m->rope[0].rot_dim == 16);
+        CHECK(contains(m->spec[2].name, "qkv_proj") && m->spec[2].shape[0] == 3 * 64);
+    }
+    tm_model_free(m);
+    /* Qwen3-MoE: Hub key num_experts, mlp_only_layers, decoder_sparse_step */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Qwen3MoeForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":32,\"num_hidden_layers\":4,\"num_attention_heads\":2,"
+                            "\"num_experts\":4,\"num_experts_per_tok\":2,\"moe_intermediate_size\":16,"
+                            "\"norm_topk_prob\":true,\"mlp_only_layers\":[0],\"decoder_sparse_step\":1}", &m, &err), TM_OK);
+    if (m) CHECK(m->n_experts == 4 && m->top_k == 2 && m->F_expert == 16 && m->norm_topk_prob && !m->layer[0].moe &&
+                 m->layer[1].moe && m->layer[3].moe);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":32,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                            "\"num_local_experts\":4,\"num_experts_per_tok\":5}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "num_experts_per_tok"));
+}
+
+/* ---- binding a real checkpoint with a wrong config ---- */
+
+static void copy_file(const char *from, const char *to, size_t limit)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    tm_err err = {0};
+    CHECK(tm_read_file(from, &buf, &n, 0, &err) == TM_OK);
+    if (buf) CHECK(write_file(to, buf, limit && limit < n ? limit : n) == 0);
+    free(buf);
+}
+
+/* the llama3 fixture's config.json with the first occurrence of `from`
+ * replaced by `to`, into TMP/bind/config.json */
+static void bind_config_sub(const char *from, const char *to)
+{
+    char src[1024], *text = NULL, out[8192];
+    size_t n = 0;
+    tm_err err = {0};
+    snprintf(src, sizeof src, "%s/conformance/models/llama3/hf/config.json", th_shared());
+    CHECK(tm_read_file(src, &text, &n, 0, &err) == TM_OK);
+    if (!text) return;
+    char *p = strstr(text, from);
+    CHECKF(p != NULL, "'%s' not in %s", from, src);
+    if (p) snprintf(out, sizeof out, "%.*s%s%s", (int)(p - text), text, to, p + strlen(from));
+    else snprintf(out, sizeof out, "%s", text);
+    write_str(TMP "/bind/config.json", out);
+    free(text);
+}
+
+/* ... with the value of key k (up to the end of its line) set to v */
+static void bind_config(const char *k, const char *v)
+{
+    char from[128], to[256];
+    snprintf(from, sizeof from, "\"%s\": ", k);
+    snprintf(to, sizeof to, "\"%s\": %s, \"_was_%s\": ", k, v, k);
+    bind_config_sub(from, to);
+}
+
+static void test_bind(void)
+{
+    char src[1024];
+    mkdir(TMP "/bind", 0755);
+    snprintf(src, sizeof src, "%s/conformance/models/llama3/hf/model.safetensors", th_shared());
+    copy_file(src, TMP "/bind/model.safetensors", 0);
+    tm_model *m = NULL;
+    tm_err err = {0};
+    bind_config("torch_dtype", "\"bfloat16\"");
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_OK);
+    tm_model_free(m);
+    /* a dtype that does not match the config */
+    bind_config("torch_dtype", "\"float32\"");
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "model.embed_tokens.weight") && contains(err.msg, "bf16") && contains(err.msg, "f32"));
+    /* shapes that do not match */
+    bind_config("intermediate_size", "128");
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "model.layers.0.mlp.gate_proj.weight") && contains(err.msg, "[256, 128]") &&
+          contains(err.msg, "[128, 128]"));
+    /* a tensor that is not there */
+    bind_config("attention_bias", "true");
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_NOTFOUND);
+    CHECK(contains(err.msg, "model.safetensors") && contains(err.msg, "q_proj.bias"));
+    /* a config problem is reported before the weights are touched */
+    bind_config("num_attention_heads", "0");
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "config.json") && contains(err.msg, "num_attention_heads"));
+    bind_config_sub("LlamaForCausalLM", "GPTBigCodeForCausalLM");
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "config.json") && contains(err.msg, "GPTBigCodeForCausalLM"));
+    /* a truncated safetensors file */
+    bind_config("torch_dtype", "\"bfloat16\"");
+    copy_file(src, TMP "/bind/model.safetensors", 4000);
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_FORMAT);
+    CHECK(contains(err.msg, "model.safetensors") && contains(err.msg, "past the end"));
+    copy_file(src, TMP "/bind/model.safetensors", 6);
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_FORMAT);
+    CHECK(contains(err.msg, "model.safetensors") && contains(err.msg, "truncated"));
+    /* header offsets that overlap: corrupt the file's first data_offsets end */
+    {
+        char *buf = NULL;
+        size_t n = 0;
+        CHECK(tm_read_file(src, &buf, &n, 0, &err) == TM_OK);
+        char *p = buf ? strstr(buf + 8, "\"data_offsets\":[0,") : NULL;
+        CHECK(p != NULL);
+        if (p) {
+            p += strlen("\"data_offsets\":[0,");
+            p[0] = '9'; /* the first tensor now ends far later: overlaps the next one or runs past the end */
+            CHECK(write_file(TMP "/bind/model.safetensors", buf, n) == 0);
+            CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_FORMAT);
+            CHECK(contains(err.msg, "model.safetensors") && contains(err.msg, "data_offsets"));
+        }
+        free(buf);
+    }
+    /* a missing config */
+    remove(TMP "/bind/config.json");
+    CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_IO);
+    CHECK(contains(err.msg, "config.json"));
+}
+
+int main(void)
+{
+    mkdir("build", 0755);
+    mkdir(TMP, 0755);
+    test_safetensors();
+    test_sharded();
+    test_config();
+    test_arch_rules();
+    test_bind();
+    return th_done("test_hf");
+}
