@@ -25,6 +25,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);   /* and cmd_detokenize: cli/cmd_tokenize.c */
 int cmd_detokenize(int argc, char **argv);

@@ -7,6 +7,8 @@
 
 const cli_command cli_commands[] = {
     /* name        function      summary */
+    {"run", cmd_run, "generate text from a prompt (hybrid prefill/decode by default)"},
+    {"bench", cmd_bench, "measure speed (JSON, markdown, SVG), side by side with llama.cpp"},
     {"convert", cmd_convert, "convert a Hugging Face model directory into a package (.tdm)"},
     {"inspect", cmd_inspect, "describe a package (.tdm); --verify checks every checksum"},
     {"logits", cmd_logits, "reference float32 logits of token ids (for testing engines)"},

@@ -3,11 +3,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "hf/config.h"
 #include "hf/hf_model.h"
 #include "model/model.h"
+#include "pkg/convert.h"
 #include "pkg/pkg.h"
 #include "text/tokenizer.h"
 
@@ -81,15 +83,23 @@ static int open_package(tm_rt_model *rm, const char *path, tm_err *err)
     return tm_tok_load_from_string(&rm->tok, tok, n, label, err);
 }
 
+/* A HF directory is converted with the default encodings into a temporary
+ * package that is unlinked once mapped: nothing stays on disk. */
 static int open_hf_dir(tm_rt_model *rm, const char *dir, tm_err *err)
 {
-    int rc = tm_hf_model_open(&rm->prefill, dir, NULL, err);
+    static int counter;
+    const char *td = getenv("TMPDIR");
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s/tandem-%ld-%d.tdm", td && *td ? td : "/tmp", (long)getpid(),
+             __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+    tm_convert_opts o;
+    tm_convert_opts_default(&o);
+    tm_convert_stats st;
+    int rc = tm_convert(dir, tmp, &o, &st, err);
     if (rc != TM_OK) return rc;
-    rm->decode = rm->prefill; /* one copy of the weights serves both stages */
-    char p[1100];
-    if (tm_path_join(p, sizeof p, dir, "tokenizer.json") != TM_OK)
-        return tm_errf(err, TM_E_INVALID, "%s: path too long", dir);
-    return tm_tok_load(&rm->tok, p, err);
+    rc = open_package(rm, tmp, err);
+    unlink(tmp);
+    return rc;
 }
 
 int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err)

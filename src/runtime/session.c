@@ -346,8 +346,9 @@ int tm_session_generate(tm_session *s, const tandem_request *r, tandem_text_fn o
         const char *emit;
         size_t elen = 0;
         int matched = tm_stop_feed(stop, piece ? piece : "", plen, &emit, &elen);
-        free(piece);
-        if (elen && on_text && on_text(ud, emit, elen, tok)) {
+        int cancel = elen && on_text && on_text(ud, emit, elen, tok);
+        free(piece); /* emit may point into piece */
+        if (cancel) {
             cancelled = 1;
             break;
         }
