@@ -55,6 +55,7 @@ AI void uk_bf16(const float *A, int lda, const uint16_t *Bp, int npairs, float *
 {
     __m256 acc[MR][2];
     const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
         if (first) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
         else ld16(C + (size_t)i * ldc, &acc[i][0], &acc[i][1], nc);
@@ -64,6 +65,7 @@ AI void uk_bf16(const float *A, int lda, const uint16_t *Bp, int npairs, float *
         __m256i v1 = _mm256_loadu_si256((const __m256i *)(Bp + (size_t)r * 64 + 16));
         __m256 e0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)), o0 = _mm256_castsi256_ps(_mm256_and_si256(v0, hi));
         __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)), o1 = _mm256_castsi256_ps(_mm256_and_si256(v1, hi));
+        #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
             __m256 ae = _mm256_broadcast_ss(A + (size_t)i * lda + 2 * r);
             __m256 ao = _mm256_broadcast_ss(A + (size_t)i * lda + 2 * r + 1);
@@ -71,6 +73,7 @@ AI void uk_bf16(const float *A, int lda, const uint16_t *Bp, int npairs, float *
             acc[i][1] = _mm256_fmadd_ps(ao, o1, _mm256_fmadd_ps(ae, e1, acc[i][1]));
         }
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) st16(C + (size_t)i * ldc, acc[i][0], acc[i][1], nc);
 }
 
@@ -125,6 +128,7 @@ AI void uk_q8(const int8_t *A, int lda, const int8_t *Bp, int nquads, float *C, 
               const float *xs, const float *wscale, const int mr)
 {
     __m256i acc[MR][2];
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
         if (first) {
             acc[i][0] = acc[i][1] = _mm256_setzero_si256();
@@ -139,6 +143,7 @@ AI void uk_q8(const int8_t *A, int lda, const int8_t *Bp, int nquads, float *C, 
         __m256i w0 = _mm256_loadu_si256((const __m256i *)(Bp + (size_t)r * 128));
         __m256i w1 = _mm256_loadu_si256((const __m256i *)(Bp + (size_t)r * 128 + 32));
         __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+        #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
             int32_t q4;
             memcpy(&q4, A + (size_t)i * lda + 4 * r, 4);
@@ -148,6 +153,7 @@ AI void uk_q8(const int8_t *A, int lda, const int8_t *Bp, int nquads, float *C, 
         }
     }
     __m256 s0 = _mm256_loadu_ps(wscale), s1 = _mm256_loadu_ps(wscale + 8);
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
         if (!last) {
             st16(C + (size_t)i * ldc, _mm256_castsi256_ps(acc[i][0]), _mm256_castsi256_ps(acc[i][1]), nc);

@@ -49,6 +49,7 @@ AI void uk_bf16(const uint16_t *A, int lda, const uint16_t *Bp, int npairs, floa
 {
     __m512 acc[MR][2];
     __mmask16 k0 = col_mask(ncols, 0), k1 = col_mask(ncols, 1);
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
         acc[i][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(k0, C + (size_t)i * ldc);
         acc[i][1] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(k1, C + (size_t)i * ldc + 16);
@@ -56,12 +57,14 @@ AI void uk_bf16(const uint16_t *A, int lda, const uint16_t *Bp, int npairs, floa
     for (int r = 0; r < npairs; r++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(Bp + (size_t)r * 64);
         __m512bh b1 = (__m512bh)_mm512_loadu_si512(Bp + (size_t)r * 64 + 32);
+        #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32(pair_at(A + (size_t)i * lda + 2 * r));
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
         }
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
         _mm512_mask_storeu_ps(C + (size_t)i * ldc, k0, acc[i][0]);
         _mm512_mask_storeu_ps(C + (size_t)i * ldc + 16, k1, acc[i][1]);
@@ -115,6 +118,7 @@ AI void uk_q8(const uint8_t *A, int lda, const int8_t *Bp, int nquads, float *C,
 {
     __m512i acc[MR][2];
     __mmask16 k0 = col_mask(ncols, 0), k1 = col_mask(ncols, 1);
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
         acc[i][0] = first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(k0, C + (size_t)i * ldc);
         acc[i][1] = first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(k1, C + (size_t)i * ldc + 16);
@@ -122,6 +126,7 @@ AI void uk_q8(const uint8_t *A, int lda, const int8_t *Bp, int nquads, float *C,
     for (int r = 0; r < nquads; r++) {
         __m512i b0 = _mm512_loadu_si512(Bp + (size_t)r * 128);
         __m512i b1 = _mm512_loadu_si512(Bp + (size_t)r * 128 + 64);
+        #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
             __m512i a = _mm512_set1_epi32(pair_at(A + (size_t)i * lda + 4 * r));
             acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], a, b0);
@@ -129,6 +134,7 @@ AI void uk_q8(const uint8_t *A, int lda, const int8_t *Bp, int nquads, float *C,
         }
     }
     if (!last) {
+        #pragma GCC unroll 8
         for (int i = 0; i < mr; i++) {
             _mm512_mask_storeu_epi32(C + (size_t)i * ldc, k0, acc[i][0]);
             _mm512_mask_storeu_epi32(C + (size_t)i * ldc + 16, k1, acc[i][1]);
@@ -137,6 +143,7 @@ AI void uk_q8(const uint8_t *A, int lda, const int8_t *Bp, int nquads, float *C,
     }
     __m512i c0 = _mm512_slli_epi32(_mm512_loadu_si512(colsum), 7), c1 = _mm512_slli_epi32(_mm512_loadu_si512(colsum + 16), 7);
     __m512 s0 = _mm512_loadu_ps(wscale), s1 = _mm512_loadu_ps(wscale + 16);
+    #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
         __m512 xsi = _mm512_set1_ps(xs[i]);
         __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][0], c0)), _mm512_mul_ps(s0, xsi));

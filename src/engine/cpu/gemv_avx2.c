@@ -29,7 +29,7 @@ typedef struct xchunk2 {
 
 typedef struct q4_ctx {
     const tm_kweight *w;
-    const xchunk2 *x; /* [B][nch] */
+    const xchunk2 *x; /* [nch][B]: the B rows of one chunk are adjacent */
     int B, nch, nfull, tail; /* tail: one last block */
     float *y;
 } q4_ctx;
@@ -54,7 +54,7 @@ static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float 
                     xs[4 * j + e] = in ? s[blk] : 0.f;
                 }
             }
-            xchunk2 *o = xc + (size_t)b * nch + c;
+            xchunk2 *o = xc + (size_t)c * x->M + b;
             o->lo = _mm256_loadu_si256((const __m256i *)lo);
             o->hi = _mm256_loadu_si256((const __m256i *)hi);
             o->corr = _mm256_loadu_si256((const __m256i *)corr);
@@ -77,8 +77,9 @@ AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk2 *xb, int nch,
     } else if (G == 64) {
         wsl = _mm256_set1_ps(ws[c]);
     }
+    #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
-        const xchunk2 *xc = xb + (size_t)b * nch + c;
+        const xchunk2 *xc = xb + (size_t)c * B + b;
         __m256i acc = _mm256_add_epi32(xc->corr, _mm256_add_epi32(dot_i8(wlo, xc->lo), dot_i8(whi, xc->hi)));
         __m256 sc = G ? _mm256_mul_ps(wsl, xc->xs) : xc->xs;
         fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), sc, fs[b]);
@@ -109,10 +110,12 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
         const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
         const float *ws = w->scales + (size_t)n * ng;
         __m256 fs[TM_KGEMV_MAX_B];
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm256_setzero_ps();
         int cc = 0;
         for (; cc < c->nfull; cc++) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 0, fs);
         if (c->tail) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 1, fs);
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
             float v = hsum8(fs[b]);
             c->y[(size_t)b * w->N + n] = G ? v : v * ws[0];
@@ -181,6 +184,7 @@ AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
         double tot[TM_KGEMV_MAX_B] = {0};
         for (int s0 = 0;;) {
             __m256i acc[TM_KGEMV_MAX_B];
+            #pragma GCC unroll 8
             for (int b = 0; b < B; b++) acc[b] = _mm256_setzero_si256();
             int s1 = s0 + Q8_SEG < nfull ? s0 + Q8_SEG : nfull, last = s1 == nfull;
             for (int ch = s0; ch <= s1; ch++) {
@@ -194,15 +198,18 @@ AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
                     wv = _mm256_loadu_si256((const __m256i *)t);
                 }
                 __m256i wa = _mm256_abs_epi8(wv);
+                #pragma GCC unroll 8
                 for (int b = 0; b < B; b++) {
                     __m256i xv = _mm256_loadu_si256((const __m256i *)(c->xq + (size_t)b * c->ld + 32 * ch));
                     acc[b] = _mm256_add_epi32(acc[b], dot_i8(wa, _mm256_sign_epi8(xv, wv)));
                 }
             }
+            #pragma GCC unroll 8
             for (int b = 0; b < B; b++) tot[b] += hsum8i(acc[b]);
             if (last) break;
             s0 = s1;
         }
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++)
             c->y[(size_t)b * w->N + n] = (float)(tot[b] * ((double)w->scales[n] * c->xs[b]));
     }
@@ -258,6 +265,7 @@ AI void bf_rows_t(const bf_ctx *c, int n0, int n1, const int B)
     for (int n = n0; n < n1; n++) {
         const uint16_t *wp = (const uint16_t *)w->data + (size_t)n * K;
         __m256 acc[TM_KGEMV_MAX_B];
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) acc[b] = _mm256_setzero_ps();
         for (int ch = 0; ch <= nfull; ch++) {
             __m256i h;
@@ -270,12 +278,14 @@ AI void bf_rows_t(const bf_ctx *c, int n0, int n1, const int B)
                 h = _mm256_loadu_si256((const __m256i *)t);
             }
             __m256 w0 = bf8(_mm256_castsi256_si128(h)), w1 = bf8(_mm256_extracti128_si256(h, 1));
+            #pragma GCC unroll 8
             for (int b = 0; b < B; b++) {
                 const float *xp = c->xf + (size_t)b * c->ld + 16 * ch;
                 acc[b] = _mm256_fmadd_ps(_mm256_loadu_ps(xp), w0, acc[b]);
                 acc[b] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + 8), w1, acc[b]);
             }
         }
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) c->y[(size_t)b * w->N + n] = hsum8(acc[b]);
     }
 }

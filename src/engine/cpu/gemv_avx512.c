@@ -17,8 +17,7 @@
 
 #include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
-
-#include <immintrin.h>
+#include "engine/cpu/vec_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -33,37 +32,40 @@ typedef struct xchunk {
 
 typedef struct q4_ctx {
     const tm_kweight *w;
-    const xchunk *x;  /* [B][nch] */
+    const xchunk *x;  /* [nch][B]: the B rows of one chunk are adjacent */
     int B, nch, nfull, tail_blocks;
     float *y;
 } q4_ctx;
 
-static void q4_prepare(const tm_kact *x, xchunk *xc, int nch, int8_t *q, float *s, int32_t *bs)
+/* Quantize x per 32-block (the numerics of tm_kref_quant_b32, vectorized:
+ * same f32 operations, so the same bytes) straight into the chunk layout. */
+static void q4_prepare(const tm_kact *x, xchunk *xc, int nch)
 {
-    int K = x->K;
+    int K = x->K, nb = K / 32;
     for (int b = 0; b < x->M; b++) {
-        tm_kref_quant_b32(x->f32 + (size_t)b * K, K, q, s, bs);
+        const float *xr = x->f32 + (size_t)b * K;
         for (int c = 0; c < nch; c++) {
-            xchunk *o = xc + (size_t)b * nch + c;
-            int8_t lo[64], hi[64];
-            int32_t corr[16];
-            float xs[16];
+            xchunk *o = xc + (size_t)c * x->M + b;
+            int8_t *lo = (int8_t *)&o->lo, *hi = (int8_t *)&o->hi;
+            int32_t *corr = (int32_t *)&o->corr;
+            float *xs = (float *)&o->xs;
             for (int j = 0; j < 4; j++) {
                 int blk = 4 * c + j;
-                int in = blk < K / 32;
-                for (int e = 0; e < 16; e++) {
-                    lo[16 * j + e] = in ? q[32 * blk + e] : 0;
-                    hi[16 * j + e] = in ? q[32 * blk + 16 + e] : 0;
+                if (blk >= nb) {
+                    memset(lo + 16 * j, 0, 16);
+                    memset(hi + 16 * j, 0, 16);
+                    for (int e = 0; e < 4; e++) corr[4 * j + e] = 0, xs[4 * j + e] = 0.f;
+                    continue;
                 }
-                for (int e = 0; e < 4; e++) {
-                    corr[4 * j + e] = in ? -2 * bs[blk] : 0;
-                    xs[4 * j + e] = in ? s[blk] : 0.f;
-                }
+                __m512 v0 = _mm512_loadu_ps(xr + 32 * blk), v1 = _mm512_loadu_ps(xr + 32 * blk + 16);
+                float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+                float inv = amax > 0.f ? 127.f / amax : 0.f;
+                __m512i q0 = vf_q8(v0, _mm512_set1_ps(inv)), q1 = vf_q8(v1, _mm512_set1_ps(inv));
+                _mm_storeu_si128((__m128i *)(lo + 16 * j), _mm512_cvtepi32_epi8(q0));
+                _mm_storeu_si128((__m128i *)(hi + 16 * j), _mm512_cvtepi32_epi8(q1));
+                int32_t bsum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+                for (int e = 0; e < 4; e++) corr[4 * j + e] = -2 * bsum, xs[4 * j + e] = amax / 127.f;
             }
-            o->lo = _mm512_loadu_si512(lo);
-            o->hi = _mm512_loadu_si512(hi);
-            o->corr = _mm512_loadu_si512(corr);
-            o->xs = _mm512_loadu_ps(xs);
         }
     }
 }
@@ -82,7 +84,7 @@ AI __m512 q4_wscale(const float *ws, int c, int G, __mmask8 m)
                                  _mm512_castps128_ps512(v));
 }
 
-AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk *xb, int nch, int c, int B, int G,
+AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk *xb, int c, int B, int G,
                  __mmask64 bm, __mmask8 sm, __m512 *fs)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -90,8 +92,9 @@ AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk *xb, int nch, 
     __m512i wlo = _mm512_and_si512(wv, m4);
     __m512i whi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
     __m512 wsl = G ? q4_wscale(ws, c, G, sm) : _mm512_setzero_ps();
+    #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
-        const xchunk *xc = xb + (size_t)b * nch + c;
+        const xchunk *xc = xb + (size_t)c * B + b;
         __m512i acc = _mm512_dpbusd_epi32(xc->corr, wlo, xc->lo);
         acc = _mm512_dpbusd_epi32(acc, whi, xc->hi);
         __m512 sc = G ? _mm512_mul_ps(wsl, xc->xs) : xc->xs;
@@ -107,14 +110,16 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
         const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
         const float *ws = w->scales + (size_t)n * ng;
         __m512 fs[TM_KGEMV_MAX_B];
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm512_setzero_ps();
         int cc = 0;
-        for (; cc < c->nfull; cc++) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, (__mmask64)-1, 0xff, fs);
+        for (; cc < c->nfull; cc++) q4_chunk(wp, ws, c->x, cc, B, G, (__mmask64)-1, 0xff, fs);
         if (c->tail_blocks) {
             __mmask64 bm = ((__mmask64)1 << (16 * c->tail_blocks)) - 1;
             __mmask8 sm = (__mmask8)((1u << (G == 32 ? c->tail_blocks : c->tail_blocks / 2)) - 1);
-            q4_chunk(wp, ws, c->x, c->nch, cc, B, G, bm, sm, fs);
+            q4_chunk(wp, ws, c->x, cc, B, G, bm, sm, fs);
         }
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
             float v = _mm512_reduce_add_ps(fs[b]);
             c->y[(size_t)b * w->N + n] = G ? v : v * ws[0];
@@ -148,15 +153,10 @@ static void q4_rows(void *ctx, int n0, int n1, int worker)
 static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
-    int K = w->K, nb = K / 32, nch = (K + 127) / 128;
-    size_t xbytes = (size_t)x->M * nch * sizeof(xchunk);
-    size_t need = xbytes + tm_kalign64((size_t)K) + 2 * tm_kalign64((size_t)nb * 4);
-    if (tm_kbuf_reserve(ws, need)) return TM_E_NOMEM;
+    int K = w->K, nch = (K + 127) / 128;
+    if (tm_kbuf_reserve(ws, (size_t)x->M * nch * sizeof(xchunk))) return TM_E_NOMEM;
     xchunk *xc = tm_kbuf_at(ws, 0);
-    int8_t *q = tm_kbuf_at(ws, xbytes);
-    float *s = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K));
-    int32_t *bs = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4));
-    q4_prepare(x, xc, nch, q, s, bs);
+    q4_prepare(x, xc, nch);
     q4_ctx c = {w, xc, x->M, nch, K / 128, (K % 128) / 32, y};
     tm_kgemv_run(w->N, 1, q4_rows, &c, pool);
     return TM_OK;
@@ -185,23 +185,28 @@ AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
         double tot[TM_KGEMV_MAX_B] = {0};
         for (int s0 = 0;;) {
             __m512i acc[TM_KGEMV_MAX_B];
+            #pragma GCC unroll 8
             for (int b = 0; b < B; b++) acc[b] = _mm512_setzero_si512();
             int s1 = s0 + Q8_SEG < nfull ? s0 + Q8_SEG : nfull;
             for (int ch = s0; ch < s1; ch++) {
                 __m512i wv = _mm512_loadu_si512(wp + 64 * ch);
+                #pragma GCC unroll 8
                 for (int b = 0; b < B; b++)
                     acc[b] = _mm512_dpbusd_epi32(acc[b], _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * ch), wv);
             }
             int last = s1 == nfull;
             if (last && tail) {
                 __m512i wv = _mm512_maskz_loadu_epi8(((__mmask64)1 << tail) - 1, wp + 64 * nfull);
+                #pragma GCC unroll 8
                 for (int b = 0; b < B; b++)
                     acc[b] = _mm512_dpbusd_epi32(acc[b], _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * nfull), wv);
             }
+            #pragma GCC unroll 8
             for (int b = 0; b < B; b++) tot[b] += (double)_mm512_reduce_add_epi32(acc[b]);
             if (last) break;
             s0 = s1;
         }
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++)
             c->y[(size_t)b * w->N + n] =
                 (float)((tot[b] - 128.0 * w->colsum[n]) * ((double)w->scales[n] * c->xs[b]));
@@ -251,17 +256,21 @@ AI void bf_rows_t(const bf_ctx *c, int n0, int n1, const int B)
     for (int n = n0; n < n1; n++) {
         const uint16_t *wp = (const uint16_t *)w->data + (size_t)n * K;
         __m512 acc[TM_KGEMV_MAX_B];
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) acc[b] = _mm512_setzero_ps();
         for (int ch = 0; ch < nfull; ch++) {
             __m512bh wv = (__m512bh)_mm512_loadu_si512(wp + 32 * ch);
+            #pragma GCC unroll 8
             for (int b = 0; b < B; b++)
                 acc[b] = _mm512_dpbf16_ps(acc[b], (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * ch), wv);
         }
         if (tail) {
             __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(((__mmask32)1 << tail) - 1, wp + 32 * nfull);
+            #pragma GCC unroll 8
             for (int b = 0; b < B; b++)
                 acc[b] = _mm512_dpbf16_ps(acc[b], (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * nfull), wv);
         }
+        #pragma GCC unroll 8
         for (int b = 0; b < B; b++) c->y[(size_t)b * w->N + n] = _mm512_reduce_add_ps(acc[b]);
     }
 }

@@ -67,12 +67,16 @@ void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_p
  * (normative, see kernels.h). Also returns the block sums of q in bsum
  * [K/32] if not NULL. */
 void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum);
-/* One value's int8 quantization with inverse scale inv (RNE, clamp 127). */
+/* One value's int8 quantization with inverse scale inv: round half to even
+ * (the 1.5 * 2^23 trick is exact for |p| <= 2^22, and p is clamped to 127
+ * first; no libm call), clamp to [-127, 127], 0 for NaN. */
 static inline int tm_kq8(float x, float inv)
 {
-    float r = __builtin_nearbyintf(x * inv);
-    if (r != r) return 0; /* NaN (inf input) */
-    return r > 127.f ? 127 : r < -127.f ? -127 : (int)r;
+    float p = x * inv;
+    if (!(p == p)) return 0;
+    if (p >= 127.f) return 127;
+    if (p <= -127.f) return -127;
+    return (int)((p + 12582912.f) - 12582912.f);
 }
 
 int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);

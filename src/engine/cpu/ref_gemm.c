@@ -12,7 +12,10 @@ void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum
 {
     for (int b = 0; b < K / 32; b++) {
         float amax = 0.f;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        for (int j = 0; j < 32; j++) {
+            float a = fabsf(x[32 * b + j]);
+            if (a > amax) amax = a; /* NaN never wins, as with fmaxf */
+        }
         float inv = amax > 0.f ? 127.f / amax : 0.f;
         s[b] = amax / 127.f;
         int32_t sum = 0;

@@ -39,7 +39,10 @@ void tm_kref_rmsnorm_bf16(uint16_t *yb, int ld, const float *x, const float *w, 
 static void quant_row(uint8_t *q, float *s, int ld, const float *x, int D)
 {
     float amax = 0.f;
-    for (int i = 0; i < D; i++) amax = fmaxf(amax, fabsf(x[i]));
+    for (int i = 0; i < D; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax) amax = a;
+    }
     float inv = amax > 0.f ? 127.f / amax : 0.f;
     *s = amax / 127.f;
     for (int i = 0; i < D; i++) q[i] = (uint8_t)(tm_kq8(x[i], inv) + 128);

@@ -1,0 +1,246 @@
+/* engine/cpu/kmeasure.c: kernel timings on synthetic weights (see kmeasure.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/threadpool.h"
+#include "engine/cpu/kmeasure.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A synthetic [N][K] weight: small valid values (no NaN/denormals). */
+typedef struct synth {
+    tm_tensor t;
+    void *data;
+    float *scales;
+    tm_kweight *w;
+} synth;
+
+static size_t data_bytes(tm_dtype dt, int N, int K)
+{
+    switch (dt) {
+    case TM_DT_BF16: return (size_t)N * K * 2;
+    case TM_DT_Q8PC: return (size_t)N * K;
+    default: return (size_t)N * K / 2;
+    }
+}
+
+static size_t scale_count(tm_dtype dt, int N, int K)
+{
+    switch (dt) {
+    case TM_DT_Q8PC: case TM_DT_Q4PC: return (size_t)N;
+    case TM_DT_Q4G64: return (size_t)N * (K / 64);
+    case TM_DT_Q4G32: return (size_t)N * (K / 32);
+    default: return 0;
+    }
+}
+
+static int synth_init(synth *s, tm_dtype dt, int N, int K, int uses, uint64_t seed, tm_err *err)
+{
+    memset(s, 0, sizeof *s);
+    size_t nb = data_bytes(dt, N, K), ns = scale_count(dt, N, K);
+    s->data = aligned_alloc(64, (nb + 63) & ~(size_t)63);
+    s->scales = ns ? malloc(ns * sizeof(float)) : NULL;
+    if (!s->data || (ns && !s->scales)) {
+        free(s->data);
+        free(s->scales);
+        return tm_errf(err, TM_E_NOMEM, "kmeasure: cannot allocate a %d x %d %s weight", N, K, tm_dtype_name(dt));
+    }
+    uint64_t x = seed | 1;
+    if (dt == TM_DT_BF16) {
+        uint16_t *d = s->data;
+        for (size_t i = 0; i < nb / 2; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            d[i] = (uint16_t)(0x3c00 | ((x >> 40) & 0x81ff)); /* |v| in [2^-7, 2^-6), either sign */
+        }
+    } else {
+        uint64_t *d = s->data;
+        for (size_t i = 0; i < nb / 8; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            d[i] = x;
+        }
+        for (size_t i = nb / 8 * 8; i < nb; i++) ((uint8_t *)s->data)[i] = (uint8_t)i;
+    }
+    for (size_t i = 0; i < ns; i++) s->scales[i] = 1e-3f;
+    s->t.name = "kmeasure.synthetic";
+    s->t.dtype = dt;
+    s->t.ndim = 2;
+    s->t.shape[0] = N;
+    s->t.shape[1] = K;
+    s->t.data = s->data;
+    s->t.nbytes = nb;
+    s->t.scales = s->scales;
+    int rc = tm_kpack_init(&s->w, &s->t, uses, err);
+    if (rc) {
+        free(s->data);
+        free(s->scales);
+    }
+    return rc;
+}
+
+static void synth_free(synth *s)
+{
+    tm_kpack_free(s->w);
+    free(s->data);
+    free(s->scales);
+}
+
+typedef int (*mm_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
+
+static mm_fn gemv_of(const tm_kernels *k, tm_dtype dt)
+{
+    return dt == TM_DT_BF16 ? k->gemv_bf16 : dt == TM_DT_Q8PC ? k->gemv_q8 : k->gemv_q4;
+}
+
+int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size_t total_bytes, double seconds,
+                     struct tm_pool *pool, tm_kmeasure *out, tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (B < 1 || B > TM_KGEMV_MAX_B || N < 1 || K < 32 || K % 64)
+        return tm_errf(err, TM_E_INVALID, "kmeasure gemv: B %d, N %d, K %d out of range", B, N, K);
+    size_t one = data_bytes(dt, N, K) + scale_count(dt, N, K) * sizeof(float);
+    int nw = (int)((total_bytes + one - 1) / one);
+    if (nw < 1) nw = 1;
+    if (nw > 4096) return tm_errf(err, TM_E_INVALID, "kmeasure gemv: %d weights", nw);
+    synth *s = calloc((size_t)nw, sizeof *s);
+    float *x = malloc(sizeof(float) * (size_t)B * K), *y = malloc(sizeof(float) * (size_t)B * N);
+    if (!s || !x || !y) {
+        free(s); free(x); free(y);
+        return tm_errf(err, TM_E_NOMEM, "kmeasure gemv: out of memory");
+    }
+    int rc = TM_OK, made = 0;
+    for (; made < nw && rc == TM_OK; made++) rc = synth_init(&s[made], dt, N, K, TM_KPACK_GEMV, 77 + (uint64_t)made, err);
+    if (rc) made--;
+    for (int i = 0; i < B * K; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
+    tm_kbuf ws = {0};
+    tm_kact a = {.M = B, .K = K, .f32 = x};
+    mm_fn f = gemv_of(k, dt);
+    if (rc == TM_OK)
+        for (int i = 0; i < nw && rc == TM_OK; i++) rc = f(s[i].w, &a, y, &ws, pool); /* warm-up */
+    if (rc == TM_OK) {
+        double t0 = now_s(), t;
+        long calls = 0;
+        do {
+            for (int i = 0; i < nw; i++) f(s[i].w, &a, y, &ws, pool);
+            calls += nw;
+            t = now_s() - t0;
+        } while (t < seconds);
+        out->seconds = t;
+        out->calls = calls;
+        out->gbps = (double)one * (double)calls / t / 1e9;
+        out->gflops = 2.0 * B * (double)N * K * (double)calls / t / 1e9;
+    } else if (!err || !err->msg[0]) {
+        tm_errf(err, rc, "kmeasure gemv %s: op failed", tm_dtype_name(dt));
+    }
+    for (int i = 0; i < made; i++) synth_free(&s[i]);
+    tm_kbuf_free(&ws);
+    free(s); free(x); free(y);
+    return rc;
+}
+
+int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, double seconds, struct tm_pool *pool,
+                     tm_kmeasure *out, tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (M < 1 || N < 1 || K < 1 || (dt != TM_DT_BF16 && dt != TM_DT_Q8PC))
+        return tm_errf(err, TM_E_INVALID, "kmeasure gemm: %s M %d N %d K %d", tm_dtype_name(dt), M, N, K);
+    synth s;
+    int rc = synth_init(&s, dt, N, K, TM_KPACK_GEMM, 5, err);
+    if (rc) return rc;
+    float *x = malloc(sizeof(float) * (size_t)M * K), *y = malloc(sizeof(float) * (size_t)M * N);
+    if (!x || !y) {
+        free(x); free(y); synth_free(&s);
+        return tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
+    }
+    for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
+    /* prepare the activations once: the figure is the GEMM's own */
+    int ld = tm_kact_ld(K);
+    tm_kact a = {.M = M, .K = K, .ld = ld};
+    void *prep = dt == TM_DT_BF16 ? malloc((size_t)M * ld * 2) : malloc((size_t)M * ld);
+    float *xs = malloc(sizeof(float) * (size_t)M);
+    tm_kbuf ws = {0};
+    if (!prep || !xs) {
+        rc = tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
+    } else {
+        if (dt == TM_DT_BF16) {
+            uint16_t *b = prep;
+            for (int m = 0; m < M; m++) {
+                k->f32_to_bf16(b + (size_t)m * ld, x + (size_t)m * K, (size_t)K);
+                memset(b + (size_t)m * ld + K, 0, (size_t)(ld - K) * 2);
+            }
+            a.bf16 = b;
+        } else {
+            k->quant_q8(prep, xs, ld, x, M, K);
+            a.q8 = prep;
+            a.q8_scale = xs;
+        }
+        mm_fn f = dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
+        rc = f(s.w, &a, y, &ws, pool);
+        if (rc == TM_OK) {
+            double t0 = now_s(), t;
+            long calls = 0;
+            do {
+                f(s.w, &a, y, &ws, pool);
+                calls++;
+                t = now_s() - t0;
+            } while (t < seconds);
+            out->seconds = t;
+            out->calls = calls;
+            out->gflops = 2.0 * M * (double)N * K * (double)calls / t / 1e9;
+            out->gbps = (double)data_bytes(dt, N, K) * (double)calls / t / 1e9;
+        } else {
+            tm_errf(err, rc, "kmeasure gemm %s: op failed", tm_dtype_name(dt));
+        }
+    }
+    tm_kbuf_free(&ws);
+    free(prep); free(xs); free(x); free(y);
+    synth_free(&s);
+    return rc;
+}
+
+typedef struct read_job {
+    const uint64_t *p;
+    size_t n;       /* words */
+    int parts;
+    uint64_t sink[64];
+} read_job;
+
+static void read_task(void *ctx, int task, int worker)
+{
+    read_job *j = ctx;
+    size_t a = j->n * (size_t)task / (size_t)j->parts, b = j->n * (size_t)(task + 1) / (size_t)j->parts;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    for (size_t i = a; i + 8 <= b; i += 8) {
+        s0 += j->p[i]; s1 += j->p[i + 1]; s2 += j->p[i + 2]; s3 += j->p[i + 3];
+        s4 += j->p[i + 4]; s5 += j->p[i + 5]; s6 += j->p[i + 6]; s7 += j->p[i + 7];
+    }
+    j->sink[worker & 63] += s0 ^ s1 ^ s2 ^ s3 ^ s4 ^ s5 ^ s6 ^ s7;
+}
+
+int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_kmeasure *out, tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t n = bytes / 8;
+    uint64_t *p = aligned_alloc(64, n * 8);
+    if (!p) return tm_errf(err, TM_E_NOMEM, "kmeasure memread: cannot allocate %zu bytes", bytes);
+    for (size_t i = 0; i < n; i++) p[i] = i;
+    read_job j = {p, n, tm_pool_size(pool), {0}};
+    tm_pool_run(pool, j.parts, read_task, &j);
+    double t0 = now_s(), t;
+    long calls = 0;
+    do {
+        tm_pool_run(pool, j.parts, read_task, &j);
+        calls++;
+        t = now_s() - t0;
+    } while (t < seconds);
+    out->seconds = t;
+    out->calls = calls;
+    out->gbps = (double)n * 8 * (double)calls / t / 1e9;
+    free(p);
+    return TM_OK;
+}

@@ -1,0 +1,39 @@
+/* engine/cpu/kmeasure.h: timing the kernels on this machine (tandem devices,
+ * tools/kbench, the router's calibration).
+ *
+ *   tm_kernels k; tm_kernels_best(&k);
+ *   tm_kmeasure r;
+ *   tm_kmeasure_gemv(&k, TM_DT_Q4G64, 4096, 4096, 1, 256 << 20, 1.0, pool, &r, &err);
+ *   printf("%.1f GB/s\n", r.gbps);
+ *
+ * GEMV cycles through as many [N][K] weights as fill total_bytes (make it
+ * several times the last-level cache, so the figure is memory bandwidth, not
+ * cache), one call per weight, like a decode step walks its layers. GEMM
+ * repeats one [M][N] x [N][K] product. Each runs one warm-up pass, then for
+ * at least `seconds`. Weights are synthetic (values do not change speed). */
+#ifndef TM_ENGINE_CPU_KMEASURE_H
+#define TM_ENGINE_CPU_KMEASURE_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "engine/cpu/kernels.h"
+
+struct tm_pool;
+
+typedef struct tm_kmeasure {
+    double seconds;   /* measured time */
+    long calls;       /* op calls timed */
+    double gbps;      /* weight bytes streamed per second / 1e9 (GEMV) */
+    double gflops;    /* 2 M N K per second / 1e9 */
+} tm_kmeasure;
+
+int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size_t total_bytes, double seconds,
+                     struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
+int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, double seconds, struct tm_pool *pool,
+                     tm_kmeasure *out, tm_err *err);
+/* Plain read bandwidth over `bytes` of memory, split across the pool (the
+ * ceiling GEMV figures are compared with). */
+int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
+
+#endif

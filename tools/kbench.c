@@ -1,0 +1,145 @@
+/* tools/kbench.c: the kernel harness (llm.c dev/cuda style): for one op and
+ * shape, run the scalar reference, then every kernel variant this CPU runs
+ * (the numbered versions: 0 scalar, 1 avx2, 2 avx512, 3 amx), validate each
+ * against the reference, then time it. It links the library that ships.
+ *
+ * Build (after `make`):
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude tools/kbench.c build/libtandem.a -lm -pthread -o build/kbench
+ * Run:
+ *   build/kbench gemv q4g64 4096 4096 1     # N K B: GB/s of weights streamed
+ *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
+ *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
+ * Options: -t THREADS (default: all online cpus), -s SECONDS per timing
+ * (default 1), -v VARIANT (time only that one), -m MIB of weights cycled
+ * by gemv (default 512). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/threadpool.h"
+#include "engine/cpu/kernels.h"
+#include "engine/cpu/kmeasure.h"
+
+typedef int (*mm_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
+
+static mm_fn op_of(const tm_kernels *k, int gemm, tm_dtype dt)
+{
+    if (gemm) return dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
+    return dt == TM_DT_BF16 ? k->gemv_bf16 : dt == TM_DT_Q8PC ? k->gemv_q8 : k->gemv_q4;
+}
+
+/* Validate variant k against the scalar reference on a small slice of the
+ * shape: returns max |y - ref| / max |ref|, or -1 on failure. */
+static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N, int K, tm_pool *pool)
+{
+    if (M > 16) M = 16;
+    if (N > 512) N = 512;
+    size_t nb = dt == TM_DT_BF16 ? (size_t)N * K * 2 : dt == TM_DT_Q8PC ? (size_t)N * K : (size_t)N * K / 2;
+    int G = dt == TM_DT_Q4G32 ? 32 : dt == TM_DT_Q4G64 ? 64 : K;
+    size_t ns = dt == TM_DT_BF16 ? 0 : (size_t)N * (K / G);
+    uint8_t *data = malloc(nb);
+    float *sc = malloc((ns + 1) * sizeof(float)), *x = malloc(sizeof(float) * M * K);
+    float *y = malloc(sizeof(float) * M * N), *yr = malloc(sizeof(float) * M * N);
+    uint64_t r = 12345;
+    for (size_t i = 0; i < nb; i++) {
+        r = r * 6364136223846793005ull + 1;
+        data[i] = (uint8_t)(r >> 56);
+        if (dt == TM_DT_BF16 && (i & 1)) data[i] = (uint8_t)(0x3c | (data[i] & 0x80)); /* sane exponents */
+    }
+    for (size_t i = 0; i < ns; i++) sc[i] = 1e-3f * (1 + (float)(i % 7));
+    for (int i = 0; i < M * K; i++) x[i] = sinf((float)i * 0.37f);
+    tm_tensor t = {.name = "kbench", .dtype = dt, .ndim = 2, .shape = {N, K}, .data = data, .nbytes = nb, .scales = sc};
+    tm_kweight *w;
+    tm_err err = {0};
+    double out = -1;
+    if (tm_kpack_init(&w, &t, TM_KPACK_GEMV | (gemm ? TM_KPACK_GEMM : 0), &err) == TM_OK) {
+        tm_kernels ref;
+        tm_kernels_select("scalar", &ref, NULL);
+        tm_kbuf ws = {0};
+        tm_kact a = {.M = M, .K = K, .f32 = x};
+        if (op_of(&ref, gemm, dt)(w, &a, yr, &ws, NULL) == TM_OK && op_of(k, gemm, dt)(w, &a, y, &ws, pool) == TM_OK) {
+            double md = 0, mr = 0;
+            for (int i = 0; i < M * N; i++) {
+                md = fmax(md, fabs((double)y[i] - yr[i]));
+                mr = fmax(mr, fabs((double)yr[i]));
+            }
+            out = mr > 0 ? md / mr : md;
+        }
+        tm_kbuf_free(&ws);
+        tm_kpack_free(w);
+    } else {
+        fprintf(stderr, "kbench: %s\n", err.msg);
+    }
+    free(data); free(sc); free(x); free(y); free(yr);
+    return out;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-m MIB] gemv DTYPE N K B\n"
+                    "       kbench [options] gemm DTYPE M N K\n"
+                    "       kbench [options] mem\n"
+                    "DTYPE: int4g32 int4g64 int4pc int8 bf16 (gemm: bf16, int8)\n");
+}
+
+int main(int argc, char **argv)
+{
+    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1;
+    double secs = 1.0;
+    const char *only = NULL;
+    for (; i < argc && argv[i][0] == '-'; i += 2) {
+        if (i + 1 >= argc) { usage(); return 2; }
+        if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-v")) only = argv[i + 1];
+        else if (!strcmp(argv[i], "-m")) mib = atoi(argv[i + 1]);
+        else { usage(); return 2; }
+    }
+    if (i >= argc) { usage(); return 2; }
+    tm_err err = {0};
+    tm_pool *pool = NULL;
+    int cpus[256], nc = threads < 256 ? threads : 256;
+    for (int c = 0; c < nc; c++) cpus[c] = c;
+    if (tm_pool_init(&pool, cpus, nc, 0, &err) != TM_OK || tm_pool_pin_caller(pool, &err) != TM_OK) {
+        fprintf(stderr, "kbench: %s\n", err.msg);
+        return 1;
+    }
+    tm_kmeasure r;
+    const char *cmd = argv[i];
+    if (!strcmp(cmd, "mem")) {
+        if (tm_kmeasure_memread((size_t)mib << 20, secs, pool, &r, &err)) { fprintf(stderr, "kbench: %s\n", err.msg); return 1; }
+        printf("memread %d MiB, %d threads: %.2f GB/s\n", mib, nc, r.gbps);
+        tm_pool_free(pool);
+        return 0;
+    }
+    int gemm = !strcmp(cmd, "gemm");
+    if ((!gemm && strcmp(cmd, "gemv")) || i + 4 + !gemm > argc) { usage(); return 2; }
+    int dti = tm_dtype_from_name(argv[i + 1]);
+    if (dti < 0) { usage(); return 2; }
+    tm_dtype dt = (tm_dtype)dti;
+    int a1 = atoi(argv[i + 2]), a2 = atoi(argv[i + 3]), a3 = atoi(argv[i + 4]);
+    int M = gemm ? a1 : a3, N = gemm ? a2 : a1, K = gemm ? a3 : a2;
+    const char *const *v = tm_kernels_variants();
+    for (int n = 0; v[n]; n++) {
+        tm_kernels k;
+        if (tm_kernels_select(v[n], &k, &err) != TM_OK) {
+            printf("v%d %-7s skipped: %s\n", n, v[n], err.msg);
+            continue;
+        }
+        if (only && strcmp(only, v[n])) continue;
+        double rel = validate(&k, gemm, dt, M, N, K, pool);
+        printf("v%d %-7s %s %s M=%d N=%d K=%d threads=%d: max rel err %.2e %s", n, v[n], cmd, tm_dtype_name(dt), M, N,
+               K, nc, rel, rel < 0 || rel > 1e-3 ? "INVALID" : "ok");
+        fflush(stdout);
+        if (!strcmp(v[n], "scalar") && !only) { printf("\n"); continue; } /* the reference is not timed */
+        int rc = gemm ? tm_kmeasure_gemm(&k, dt, M, N, K, secs, pool, &r, &err)
+                      : tm_kmeasure_gemv(&k, dt, N, K, M, (size_t)mib << 20, secs, pool, &r, &err);
+        if (rc) printf("  timing failed: %s\n", err.msg);
+        else if (gemm) printf("  %.1f GFLOP/s (%.2f ms per call)\n", r.gflops, 1e3 * r.seconds / r.calls);
+        else printf("  %.2f GB/s (%.1f GFLOP/s, %.1f us per call)\n", r.gbps, r.gflops, 1e6 * r.seconds / r.calls);
+    }
+    tm_pool_free(pool);
+    return 0;
+}
