@@ -22,6 +22,10 @@
  * but looking such a tensor up fails with TM_E_UNSUPPORTED naming it; an
  * unknown dtype string makes the file malformed (TM_E_FORMAT).
  *
+ * Alignment: tensor data starts at 8 + N + begin; files written by the
+ * safetensors library pad N to a multiple of 8, so their data is 8-aligned,
+ * but nothing requires it: read element data with memcpy (or check).
+ *
  * A sharded checkpoint has model.safetensors.index.json whose "weight_map"
  * maps tensor names to shard file names (plain names in the same directory).
  */
