@@ -463,6 +463,11 @@ static void test_bad_input(void)
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_F16, w, N, K, d, NULL, NULL, &err), TM_E_INVALID);
     CHECKF(strstr(err.msg, "row 1, column 2") && strstr(err.msg, "f16"), "%s", err.msg);
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, w, N, K, d, s, NULL, &err), TM_OK);
+    w[K + 2] = 3.4e38f;   /* rounds to infinity in bf16 */
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_BF16, w, N, K, d, NULL, NULL, &err), TM_E_INVALID);
+    CHECKF(strstr(err.msg, "row 1, column 2") && strstr(err.msg, "bf16"), "%s", err.msg);
+    w[K + 2] = 3.3e38f;
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_BF16, w, N, K, d, NULL, NULL, &err), TM_OK);
     /* bad row ranges, source types and buffers */
     CHECK_EQ_INT(tm_quant_quantize_rows(TM_DT_Q8PC, TM_DT_F32, w, N, K, 3, 2, d, s, NULL, &err), TM_E_INVALID);
     CHECK(strstr(err.msg, "[3, 2)") != NULL);

@@ -96,8 +96,8 @@ static int64_t first_nonfinite(const float *w, int64_t n)
     return -1;
 }
 
-/* encode one finite-checked f32 row into `enc`; returns the column of an
- * f16 overflow or of a non-finite value in a quantized encoding, else -1 */
+/* encode one f32 row into `enc`; returns the column of a finite value that
+ * overflows f16 / bf16 or of a non-finite value in a quantized encoding, else -1 */
 static int64_t encode_row(tm_dtype enc, const float *w, int64_t K, void *drow, float *srow, int clip)
 {
     if (tm_quant_is_quantized(enc)) {
@@ -110,7 +110,10 @@ static int64_t encode_row(tm_dtype enc, const float *w, int64_t K, void *drow, f
         break;
     case TM_DT_BF16: {
         uint16_t *h = drow;
-        for (int64_t i = 0; i < K; i++) h[i] = tm_f32_to_bf16(w[i]);
+        for (int64_t i = 0; i < K; i++) {
+            h[i] = tm_f32_to_bf16(w[i]);
+            if ((h[i] & 0x7f80u) == 0x7f80u && isfinite(w[i])) return i;   /* |w| ~ FLT_MAX rounds to inf */
+        }
         break;
     }
     case TM_DT_F16: {
@@ -167,7 +170,8 @@ int tm_quant_quantize_rows(tm_dtype enc, tm_dtype src_dt, const void *src, int64
         if (bad >= 0) {
             rc = tm_errf(err, TM_E_INVALID, "%s: row %lld, column %lld: weight %g %s", nm, (long long)r,
                          (long long)bad, (double)w[bad],
-                         isfinite(w[bad]) ? "overflows f16 (|w| > 65504)" : "is not finite");
+                         isfinite(w[bad]) ? (enc == TM_DT_F16 ? "overflows f16 (|w| > 65504)" : "overflows bf16")
+                                          : "is not finite");
             break;
         }
     }

@@ -84,8 +84,9 @@ int tm_quant_check_shape(tm_dtype enc, int64_t N, int64_t K, tm_err *err);
 /* tm_quant_quantize: encode a whole f32 weight w [N][K] into data
  * (tm_quant_data_bytes bytes) and scales (tm_quant_scale_count floats; may be
  * NULL for plain types). o may be NULL (defaults). Errors: bad shape, a
- * non-finite weight (quantized encodings), a finite weight that overflows f16;
- * the message names the row and column. */
+ * non-finite weight (quantized encodings; f16/bf16 keep NaN and inf as they
+ * are), a finite weight that rounds to infinity in f16 / bf16; the message
+ * names the row and column. */
 int tm_quant_quantize(tm_dtype enc, const float *w /*[N][K]*/, int64_t N, int64_t K,
                       void *data, float *scales, const tm_quant_opts *o, tm_err *err);
 
