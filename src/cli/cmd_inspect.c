@@ -348,7 +348,7 @@ int cmd_inspect(int argc, char **argv)
     if (verify) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        rc = tm_pkg_verify(p, &err) == TM_OK ? 0 : 1;
+        rc = tm_pkg_verify_flags(p, TM_PKG_VERIFY_RELEASE, &err) == TM_OK ? 0 : 1;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     }

@@ -166,13 +166,15 @@ static int is_router(const tm_model *m, const tm_tensor *slot)
     return 0;
 }
 
-/* drop the resident pages of a finished source tensor: the mapping stays
- * valid (a later touch reads the file again), RSS stays near one tensor */
-static void release_pages(const void *p, size_t n)
+/* madvise over the pages covering [p, p + n): MADV_DONTNEED drops the resident
+ * pages of a finished source tensor (the mapping stays valid; a later touch
+ * reads the file again), so RSS stays near one tensor; MADV_WILLNEED starts
+ * reading the next tensor from disk while this one is encoded. */
+static void advise(const void *p, size_t n, int advice)
 {
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)p & ~(pg - 1), e = ((uintptr_t)p + n + pg - 1) & ~(pg - 1);
-    madvise((void *)a, e - a, MADV_DONTNEED);
+    madvise((void *)a, e - a, advice);
 }
 
 static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, tm_err *err)
@@ -196,7 +198,7 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
     }
     c->st.tensors++;
     c->st.bytes_in += src->nbytes;
-    release_pages(src->data, src->nbytes);
+    advise(src->data, src->nbytes, MADV_DONTNEED);
     return rc;
 }
 
@@ -421,6 +423,7 @@ int tm_convert(const char *hf_dir, const char *out_path, const tm_convert_opts *
     tm_convert_progress pr = {0, m->n_spec, 0, 0, 0, NULL};
     for (int i = 0; i < m->n_spec; i++) pr.bytes_total += m->spec[i].slot->nbytes;
     for (int i = 0; rc == TM_OK && i < m->n_spec; i++) {
+        if (i + 1 < m->n_spec) advise(m->spec[i + 1].slot->data, m->spec[i + 1].slot->nbytes, MADV_WILLNEED);
         rc = convert_tensor(&c, m, &m->spec[i], err);
         if (rc == TM_OK && o->progress) {
             pr.tensors_done = i + 1;

@@ -132,6 +132,13 @@ int tm_pkg_stage_lookup(void *ctx, const char *name, tm_tensor *out, tm_err *err
  * returns TM_E_CHECKSUM naming the tensor. */
 int tm_pkg_verify(const tm_pkg *p, tm_err *err);
 
+/* tm_pkg_verify_flags: the same; TM_PKG_VERIFY_RELEASE (for tools that only
+ * check a file) drops each tensor's pages from this process after hashing it,
+ * so a 16 GB package is verified in a small resident set. Without it the
+ * pages stay mapped in, as an engine using the weights wants. */
+enum { TM_PKG_VERIFY_RELEASE = 1 };
+int tm_pkg_verify_flags(const tm_pkg *p, unsigned flags, tm_err *err);
+
 /* Embedded documents: the text (NUL-terminated, in the mapping) or NULL. */
 const char *tm_pkg_doc(const tm_pkg *p, const char *name, size_t *len);
 int tm_pkg_n_docs(const tm_pkg *p);

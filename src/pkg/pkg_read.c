@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "pkg/checksum.h"
@@ -410,15 +412,35 @@ int tm_pkg_stage_lookup(void *ctx, const char *name, tm_tensor *out, tm_err *err
     return tm_pkg_lookup(s->p, s->stage, name, out, err);
 }
 
-int tm_pkg_verify(const tm_pkg *p, tm_err *err)
+/* madvise over the file pages of [off, off + n) of a mapped package */
+static void advise(const tm_pkg *p, uint64_t off, uint64_t n, int advice)
+{
+    if (!p->map.size || n == 0) return; /* caller-owned memory: not ours to advise */
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t a = off & ~(pg - 1), e = (off + n + pg - 1) & ~(pg - 1);
+    if (e > p->size) e = p->size;
+    madvise((void *)(p->base + a), (size_t)(e - a), advice);
+}
+
+static uint64_t span(const tm_pkg_entry *e)
+{
+    return e->scales_bytes ? (uint64_t)((const uint8_t *)e->t.scales - (const uint8_t *)e->t.data) + e->scales_bytes
+                           : e->t.nbytes;
+}
+
+int tm_pkg_verify(const tm_pkg *p, tm_err *err) { return tm_pkg_verify_flags(p, 0, err); }
+
+int tm_pkg_verify_flags(const tm_pkg *p, unsigned flags, tm_err *err)
 {
     for (uint32_t i = 0; i < p->n_tensors; i++) {
         const tm_pkg_entry *e = &p->tensors[i];
+        if (i + 1 < p->n_tensors) advise(p, p->tensors[i + 1].offset, span(&p->tensors[i + 1]), MADV_WILLNEED);
         tm_xxh64_state h;
         tm_xxh64_init(&h, 0);
         tm_xxh64_update(&h, e->t.data, e->t.nbytes);
         if (e->scales_bytes) tm_xxh64_update(&h, e->t.scales, e->scales_bytes);
         uint64_t got = tm_xxh64_digest(&h);
+        if (flags & TM_PKG_VERIFY_RELEASE) advise(p, e->offset, span(e), MADV_DONTNEED);
         if (got != e->hash)
             return tm_errf(err, TM_E_CHECKSUM,
                            "%s: tensor '%s' (%s copy at offset %llu): checksum mismatch (recorded %016llx, computed "
