@@ -606,6 +606,44 @@ static void test_post_and_decoders(void)
     tm_tok_free(t);
 }
 
+/* streamed pieces concatenate to the full decode */
+static void expect_stream_exact(const tm_tokenizer *t, const int32_t *ids, size_t n, int line)
+{
+    if (!t) return;
+    for (int skip = 0; skip < 2; skip++) {
+        tm_err err = {0};
+        char *full = NULL;
+        size_t fl = 0, sl = 0;
+        int ok;
+        CHECK_EQ_INT(tm_tok_decode(t, ids, n, skip, &full, &fl, &err), TM_OK);
+        char *s = stream_decode(t, ids, n, skip, &ok, &sl);
+        CHECKF(ok && full && same(s, sl, full, fl), "line %d skip %d: stream \"%s\" full \"%s\"", line, skip, s, full);
+        free(s);
+        free(full);
+    }
+}
+#define EXPECT_STREAM(t, ...) expect_stream_exact(t, IDS(__VA_ARGS__), __LINE__)
+
+static void test_stream_cases(void)
+{
+    /* SentencePiece-style decoder; runs of ▁ next to skipped specials, and a Strip
+     * that removes up to 3 leading spaces (not window-safe: streamed exactly anyway) */
+    const char *model = "{\"type\":\"BPE\",\"vocab\":{\"<s>\":0,\"</s>\":1,\"▁\":2,\"a\":3,\"▁a\":4,\"<0xC3>\":5,\"<0xA9>\":6},\"merges\":[]}";
+    const char *added = "[{\"id\":0,\"content\":\"<s>\",\"special\":true},{\"id\":1,\"content\":\"</s>\",\"special\":true}]";
+    for (int start = 1; start <= 3; start++) {
+        char dec[512];
+        snprintf(dec, sizeof dec,
+                 "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"▁\"},\"content\":\" \"},"
+                 "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":%d,\"stop\":0}]}",
+                 start);
+        tm_tokenizer *t = mk(added, "null", "null", "null", dec, model);
+        EXPECT_STREAM(t, 0, 2, 2, 2, 3, 1, 2, 2, 4, 1, 2, 2);
+        EXPECT_STREAM(t, 2, 2, 5, 6, 4, 0, 2, 5, 6, 2, 1);
+        EXPECT_STREAM(t, 1, 1, 2);
+        tm_tok_free(t);
+    }
+}
+
 /* ---- 4. malformed files and concurrency ---------------------------------- */
 
 static void expect_load_error(const char *json, int code, const char *needle, int line)
@@ -768,6 +806,7 @@ int main(void)
     test_added_tokens();
     test_gemma_style();
     test_post_and_decoders();
+    test_stream_cases();
     test_malformed();
     test_threads();
     return th_done("test_tokenizer");

@@ -15,13 +15,25 @@
  * (leading space of the first token) applies only at the very start, and
  * byte-fallback / byte-level sequences are completed across tokens.
  * If a window grows past TOK_STREAM_MAX_HELD tokens that all end in U+FFFD
- * (a long run of invalid bytes), it is emitted as is to bound the work. */
+ * (a long run of invalid bytes), it is emitted as is to bound the work.
+ *
+ * A Strip decoder that removes more than one leading (or trailing) character
+ * is not window-safe (it would strip inside the window); with it the window
+ * is not slid for the first TOK_STREAM_FULL tokens (exact, O(n^2) decoding).
+ *
+ * One case cannot stream exactly: with ByteFallback, a run of <0xXX> tokens
+ * that is invalid UTF-8 as a whole becomes one U+FFFD per byte, including
+ * bytes that formed valid characters already emitted (HF decodes the run as
+ * a unit). Then decode(window) no longer starts with prefix; HF's
+ * DecodeStream raises an error there, we emit the text after the longest
+ * common prefix instead and carry on. Valid text always streams exactly. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "text/tok_impl.h"
 
 #define TOK_STREAM_MAX_HELD 64
+#define TOK_STREAM_FULL 4096
 
 struct tm_detok_stream {
     const tm_tokenizer *t;
@@ -31,7 +43,17 @@ struct tm_detok_stream {
     size_t prefix_index; /* ids[0..prefix_index) decode to prefix */
     char *prefix;        /* [prefix_len] */
     size_t prefix_len;
+    int full;            /* decoder is not window-safe: keep the whole sequence */
 };
+
+static int window_safe(const tok_decoder *d)
+{
+    if (!d) return 1;
+    if (d->type == TOK_DEC_STRIP && (d->start > 1 || d->stop > 1)) return 0;
+    for (size_t i = 0; i < d->n_items; i++)
+        if (!window_safe(&d->items[i])) return 0;
+    return 1;
+}
 
 tm_detok_stream *tm_detok_stream_new(const tm_tokenizer *t, int skip_special)
 {
@@ -39,6 +61,7 @@ tm_detok_stream *tm_detok_stream_new(const tm_tokenizer *t, int skip_special)
     if (!s) return NULL;
     s->t = t;
     s->skip_special = skip_special;
+    s->full = !window_safe(t->decoder);
     return s;
 }
 
@@ -53,6 +76,16 @@ void tm_detok_stream_free(tm_detok_stream *s)
 static int ends_with_fffd(const char *s, size_t n)
 {
     return n >= 3 && memcmp(s + n - 3, "\xEF\xBF\xBD", 3) == 0;
+}
+
+/* length of the common prefix of a and b, cut back to a character boundary */
+static size_t common_prefix(const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t i = 0;
+    while (i < an && i < bn && a[i] == b[i]) i++;
+    if (i == bn) return i;
+    while (i > 0 && ((unsigned char)a[i] & 0xC0) == 0x80) i--;
+    return i;
 }
 
 static int empty_piece(char **piece, size_t *len, const tm_tokenizer *t, tm_err *err)
@@ -82,17 +115,14 @@ int tm_detok_stream_push(tm_detok_stream *s, int32_t id, char **piece, size_t *l
         free(str);
         return empty_piece(piece, len, s->t, err);
     }
-    if (s->prefix_len && memcmp(str, s->prefix, s->prefix_len) != 0) {
-        free(str);
-        return tm_errf(err, TM_E_INVALID, "%s: streaming decode: the decoder changed text it had already produced",
-                       s->t->name);
-    }
-    /* emit the new text */
-    size_t nl = sl - s->prefix_len;
-    memmove(str, str + s->prefix_len, nl);
+    /* emit the new text (after the common prefix, see above) */
+    size_t common = common_prefix(str, sl, s->prefix, s->prefix_len);
+    size_t nl = sl - common;
+    memmove(str, str + common, nl);
     str[nl] = 0;
     /* slide the window: keep ids[prefix_index..), they become the new prefix */
     size_t keep_from = s->prefix_index, new_index = s->n - s->prefix_index;
+    if (s->full && s->n < TOK_STREAM_FULL) keep_from = 0, new_index = s->n;
     memmove(s->ids, s->ids + keep_from, (s->n - keep_from) * sizeof *s->ids);
     s->n -= keep_from;
     free(s->prefix);
@@ -117,9 +147,10 @@ int tm_detok_stream_flush(tm_detok_stream *s, char **piece, size_t *len, tm_err 
     size_t sl = 0;
     int rc = tm_tok_decode(s->t, s->ids, s->n, s->skip_special, &str, &sl, err);
     if (rc) return rc;
-    if (sl > s->prefix_len && (!s->prefix_len || memcmp(str, s->prefix, s->prefix_len) == 0)) {
-        memmove(str, str + s->prefix_len, sl - s->prefix_len);
-        sl -= s->prefix_len;
+    if (sl > s->prefix_len) {
+        size_t common = common_prefix(str, sl, s->prefix, s->prefix_len);
+        memmove(str, str + common, sl - common);
+        sl -= common;
         str[sl] = 0;
     } else {
         str[0] = 0;
