@@ -619,6 +619,167 @@ static void test_small_ops(const tm_kernels *k)
     free(f); free(back); free(backr); free(h); free(hr);
 }
 
+
+/* ---- attention ------------------------------------------------------------------------ */
+
+/* Attention outputs are convex combinations of V rows, computed from f32
+ * scores (the reference: double). A score error e moves weights by ~e
+ * relatively, so |out - ref| <= ~(e + 1e-6) max|v|; with |q.k| scale up to
+ * ~10 and f32 dots over Dh terms, 2e-5 max|v| covers it with margin, while a
+ * wrong mask, position or head moves outputs by O(max|v|). */
+static float *attn_kv(tm_dtype dt, size_t n, void **raw)
+{
+    float *f = rand_vec(n, 1.f);
+    if (dt == TM_DT_F32) {
+        *raw = f;
+        return f;
+    }
+    uint16_t *h = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = dt == TM_DT_BF16 ? tm_f32_to_bf16(f[i]) : tm_f32_to_f16(f[i]);
+        f[i] = dt == TM_DT_BF16 ? tm_bf16_to_f32(h[i]) : tm_f16_to_f32(h[i]);
+    }
+    *raw = h;
+    return f;
+}
+
+static int attn_close(const float *y, const float *r, size_t n, const char *what)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(y[i] - r[i]) <= 2e-5 * 8.0 + 1e-5 * fabs(r[i])) && bad++ == 0)
+            fprintf(stderr, "%s: out[%zu] = %.8g, reference %.8g\n", what, i, y[i], r[i]);
+    return bad;
+}
+
+static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
+{
+    static const struct { int T, H, Hk, Dh, pos0, dt, window; float softcap; } cs[] = {
+        {1, 1, 1, 8, 0, TM_DT_F32, 0, 0},      {5, 4, 2, 16, 0, TM_DT_BF16, 0, 0},
+        {17, 8, 2, 64, 40, TM_DT_BF16, 0, 0},  {33, 4, 4, 128, 100, TM_DT_F32, 50, 0},
+        {20, 6, 2, 40, 70, TM_DT_BF16, 0, 30}, {70, 2, 1, 32, 0, TM_DT_BF16, 16, 0},
+        {3, 2, 1, 20, 130, TM_DT_F32, 0, 0},
+    };
+    tm_kbuf ws = {0};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int T = cs[c].T, H = cs[c].H, Hk = cs[c].Hk, Dh = cs[c].Dh, P = cs[c].pos0, stride = P + T + 3;
+        tm_dtype dt = (tm_dtype)cs[c].dt;
+        float *q = rand_vec((size_t)T * H * Dh, 1.f);
+        void *kr, *vr;
+        float *kf = attn_kv(dt, (size_t)Hk * stride * Dh, &kr), *vf = attn_kv(dt, (size_t)Hk * stride * Dh, &vr);
+        float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
+        tm_kattn_prefill a = {T, H, Hk, Dh, P, q, kr, vr, dt, stride, ref, 1.f / sqrtf((float)Dh),
+                              cs[c].softcap, cs[c].window};
+        CHECK_EQ_INT(tm_kref_attn_prefill(&a, NULL, NULL), TM_OK);
+        a.out = out;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < T * H * Dh; i++) out[i] = NAN;
+            CHECK_EQ_INT(k->attn_prefill(&a, &ws, pass ? pool : NULL), TM_OK);
+            char what[128];
+            snprintf(what, sizeof what, "%s attn_prefill case %zu%s", k->name, c, pass ? " (pool)" : "");
+            CHECK_EQ_INT(attn_close(out, ref, (size_t)T * H * Dh, what), 0);
+        }
+        /* the first query of a sequence sees only itself: out = v[0] of its kv head;
+         * with window 1 every query sees only itself */
+        if (P == 0) {
+            int bad = 0;
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < Dh; d++) bad += fabsf(ref[(size_t)h * Dh + d] - vf[(size_t)(h / (H / Hk)) * stride * Dh + d]) > 1e-6f;
+            CHECK_EQ_INT(bad, 0);
+        }
+        a.window = 1;
+        a.out = ref;
+        tm_kref_attn_prefill(&a, NULL, NULL);
+        a.out = out;
+        k->attn_prefill(&a, &ws, pool);
+        int bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < Dh; d++) {
+                    float want = vf[((size_t)(h / (H / Hk)) * stride + P + t) * Dh + d];
+                    size_t o = ((size_t)t * H + h) * Dh + d;
+                    bad += fabsf(ref[o] - want) > 1e-6f || fabsf(out[o] - want) > 1e-5f;
+                }
+        CHECKF(bad == 0, "%s attn_prefill window=1 case %zu: %d bad", k->name, c, bad);
+        if (dt != TM_DT_F32) { free(kr); free(vr); }
+        free(q); free(kf); free(vf); free(out); free(ref);
+    }
+    tm_kattn_prefill bad = {4, 3, 2, 8, 0, (float[96]){0}, (float[64]){0}, (float[64]){0}, TM_DT_F32, 4, (float[96]){0}, 1, 0, 0};
+    CHECK_EQ_INT(k->attn_prefill(&bad, &ws, NULL), TM_E_INVALID); /* H % Hk != 0 */
+    bad.H = 4;
+    bad.kv_stride = 3; /* shorter than pos0 + T */
+    CHECK_EQ_INT(k->attn_prefill(&bad, &ws, NULL), TM_E_INVALID);
+    tm_kbuf_free(&ws);
+}
+
+static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
+{
+    static const struct { int H, Hk, Dh, ps, dt, window; float softcap; } cs[] = {
+        {8, 2, 64, 16, TM_DT_BF16, 0, 0}, {4, 4, 40, 5, TM_DT_F16, 0, 0},
+        {6, 2, 128, 32, TM_DT_BF16, 20, 0}, {2, 1, 16, 64, TM_DT_F16, 0, 25},
+        {4, 1, 32, 100, TM_DT_BF16, 0, 0},
+    };
+    tm_kbuf ws = {0};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int B = 3, H = cs[c].H, Hk = cs[c].Hk, Dh = cs[c].Dh, ps = cs[c].ps;
+        int ctx[3] = {1, 37, 150};
+        tm_dtype dt = (tm_dtype)cs[c].dt;
+        /* contiguous K/V per sequence [Hk][150][Dh], then scattered into shuffled pages */
+        int maxp = (150 + ps - 1) / ps, npages = B * maxp + 2;
+        size_t page_elems = (size_t)Hk * ps * Dh;
+        uint16_t *kp = calloc((size_t)npages * page_elems, 2), *vp = calloc((size_t)npages * page_elems, 2);
+        int32_t *tab[3];
+        int *perm = malloc(sizeof(int) * npages);
+        for (int i = 0; i < npages; i++) perm[i] = i;
+        for (int i = npages - 1; i > 0; i--) { int j = (int)(rnd() % (unsigned)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+        void *kraw[3], *vraw[3];
+        float *kf[3], *vf[3];
+        float *q = rand_vec((size_t)B * H * Dh, 1.f);
+        float *out = malloc(sizeof(float) * B * H * Dh), *ref = malloc(sizeof(float) * B * H * Dh);
+        for (int b = 0; b < B; b++) {
+            tab[b] = malloc(sizeof(int32_t) * maxp);
+            kf[b] = attn_kv(dt, (size_t)Hk * 150 * Dh, &kraw[b]);
+            vf[b] = attn_kv(dt, (size_t)Hk * 150 * Dh, &vraw[b]);
+            for (int p = 0; p < maxp; p++) tab[b][p] = perm[b * maxp + p];
+            for (int j = 0; j < ctx[b]; j++)
+                for (int h = 0; h < Hk; h++) {
+                    size_t dst = (size_t)tab[b][j / ps] * page_elems + ((size_t)h * ps + j % ps) * Dh;
+                    memcpy(kp + dst, (uint16_t *)kraw[b] + ((size_t)h * 150 + j) * Dh, (size_t)Dh * 2);
+                    memcpy(vp + dst, (uint16_t *)vraw[b] + ((size_t)h * 150 + j) * Dh, (size_t)Dh * 2);
+                }
+        }
+        const int32_t *const tabs[3] = {tab[0], tab[1], tab[2]};
+        tm_kattn_decode a = {B, H, Hk, Dh, q, kp, vp, page_elems * 2, ps, dt, npages, tabs, ctx, ref,
+                             1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window};
+        CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
+        a.out = out;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < B * H * Dh; i++) out[i] = NAN;
+            CHECK_EQ_INT(k->attn_decode(&a, &ws, pass ? pool : NULL), TM_OK);
+            char what[128];
+            snprintf(what, sizeof what, "%s attn_decode case %zu%s", k->name, c, pass ? " (pool)" : "");
+            CHECK_EQ_INT(attn_close(out, ref, (size_t)B * H * Dh, what), 0);
+        }
+        /* the two references agree: decode over pages == prefill's last query
+         * over the same keys laid out contiguously (f16 is not a prefill dtype:
+         * widen it to f32) */
+        for (int b = 0; b < B; b++) {
+            float *pf = malloc(sizeof(float) * H * Dh);
+            tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, q + (size_t)b * H * Dh, kf[b], vf[b], TM_DT_F32, 150, pf,
+                                  a.scale, a.softcap, a.window};
+            CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
+            CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, "decode vs prefill reference"), 0);
+            free(pf);
+        }
+        /* a page id outside the pool is refused, not followed */
+        tab[1][0] = npages;
+        CHECK_EQ_INT(k->attn_decode(&a, &ws, NULL), TM_E_INVALID);
+        for (int b = 0; b < B; b++) { free(tab[b]); free(kraw[b]); free(vraw[b]); free(kf[b]); free(vf[b]); }
+        free(kp); free(vp); free(perm); free(q); free(out); free(ref);
+    }
+    tm_kbuf_free(&ws);
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 int main(void)
@@ -640,6 +801,8 @@ int main(void)
         printf("variant %s\n", k.name);
         test_matmul(&k, pool);
         if (strcmp(*v, "scalar") != 0) test_small_ops(&k);
+        test_attn_prefill(&k, pool);
+        test_attn_decode(&k, pool);
     }
     tm_pool_free(pool);
     return th_done("test_kernels");
