@@ -330,11 +330,13 @@ static int32_t draw(tm_sampler *s, const cand *c, int32_t n)
     double total = 0;
     for (int32_t i = 0; i < n; i++) total += c[i].w;
     double u = tm_rng_uniform(&s->rng) * total, acc = 0;
+    int32_t last = 0;
     for (int32_t i = 0; i < n; i++) {
+        if (c[i].w > 0) last = i;
         acc += c[i].w;
         if (u < acc) return c[i].id;
     }
-    return c[n - 1].id;   /* rounding at the very top */
+    return c[last].id;   /* u * total rounded up to total */
 }
 
 /* w = exp((l - lmax) / T) of every token with w > 0 into all[]; returns the
