@@ -21,6 +21,7 @@ int cli_wants_help(int argc, char **argv);
 
 /* Command implementations (one line each, in table order). */
 int cmd_version(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv);

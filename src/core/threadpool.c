@@ -127,12 +127,12 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int check_cpu(int cpu, const cpu_set_t *allowed, tm_err *err)
+static int check_cpu(int cpu, tm_err *err)
 {
-    if (cpu < 0 || cpu >= CPU_SETSIZE)
-        return tm_errf(err, TM_E_INVALID, "thread pool: cpu %d out of range [0, %d)", cpu, CPU_SETSIZE);
-    if (!CPU_ISSET(cpu, allowed))
-        return tm_errf(err, TM_E_INVALID, "thread pool: cpu %d is not in this process's allowed CPU set", cpu);
+    long conf = sysconf(_SC_NPROCESSORS_CONF);
+    int lim = conf > 0 && conf < CPU_SETSIZE ? (int)conf : CPU_SETSIZE;
+    if (cpu < 0 || cpu >= lim)
+        return tm_errf(err, TM_E_INVALID, "thread pool: cpu %d out of range [0, %d)", cpu, lim);
     return TM_OK;
 }
 
@@ -141,12 +141,8 @@ int tm_pool_init(tm_pool **out, const int *cpus, int n_threads, int flags, tm_er
     *out = NULL;
     if (n_threads < 1 || n_threads > TM_POOL_MAX)
         return tm_errf(err, TM_E_INVALID, "thread pool: n_threads %d out of range [1, %d]", n_threads, TM_POOL_MAX);
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (cpus && sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-        return tm_errf(err, TM_E_IO, "thread pool: sched_getaffinity: %s", strerror(errno));
     for (int i = 0; cpus && i < n_threads; i++) {
-        int rc = check_cpu(cpus[i], &allowed, err);
+        int rc = check_cpu(cpus[i], err);
         if (rc) return rc;
     }
     struct tm_pool *p = calloc(1, sizeof *p);
@@ -186,8 +182,10 @@ int tm_pool_init(tm_pool **out, const int *cpus, int n_threads, int flags, tm_er
         if (rc != 0) {
             p->n_spawn = i; /* join only those started */
             tm_pool_free(p);
-            return tm_errf(err, TM_E_INVALID, "thread pool: cannot start worker %d%s: %s", wid,
-                           cpus ? " (pinned)" : "", strerror(rc));
+            if (cpus)
+                return tm_errf(err, TM_E_INVALID, "thread pool: cannot start worker %d on cpu %d: %s", wid,
+                               cpus[wid], strerror(rc));
+            return tm_errf(err, TM_E_INVALID, "thread pool: cannot start worker %d: %s", wid, strerror(rc));
         }
     }
     *out = p;

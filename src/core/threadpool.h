@@ -43,7 +43,7 @@ enum {
 /* tm_pool_init: a pool of n_threads workers (1..256). cpus[n_threads] are the
  * logical CPU ids to pin to (worker i on cpus[i]); cpus may be NULL for no
  * pinning. Fails (TM_E_INVALID) if a CPU id is out of range or pinning is
- * refused, naming the CPU. */
+ * refused (e.g. the CPU is outside this process's cpuset), naming the CPU. */
 int tm_pool_init(tm_pool **out, const int *cpus, int n_threads, int flags, tm_err *err);
 void tm_pool_free(tm_pool *pool); /* joins the workers; NULL is fine */
 

@@ -42,10 +42,10 @@ typedef struct variant {
 } variant;
 
 static const char *miss_none(const tm_cpu *c) { (void)c; return NULL; }
-static const char *miss_avx2(const tm_cpu *c) { return tm_cpu_has_avx2(c) ? NULL : "AVX2+FMA+F16C"; }
+static const char *miss_avx2(const tm_cpu *c) { return tm_cpu_has_avx2(c) ? NULL : "AVX2+FMA+F16C missing"; }
 static const char *miss_avx512(const tm_cpu *c)
 {
-    return tm_cpu_has_avx512(c) ? NULL : "AVX-512 F/BW/VL/DQ + VNNI + BF16";
+    return tm_cpu_has_avx512(c) ? NULL : "AVX-512 F/BW/VL/DQ + VNNI + BF16 missing";
 }
 static const char *miss_amx(const tm_cpu *c)
 {
@@ -84,7 +84,7 @@ int tm_kernels_select(const char *name, tm_kernels *k, tm_err *err)
         if (strcmp(variants[i].name, name) != 0) continue;
         const char *miss = variants[i].missing(tm_cpu_get());
         if (miss)
-            return tm_errf(err, TM_E_UNSUPPORTED, "kernels '%s': this CPU lacks %s", name, miss);
+            return tm_errf(err, TM_E_UNSUPPORTED, "kernels '%s' cannot run here: %s", name, miss);
         build(i, k);
         return TM_OK;
     }
