@@ -495,6 +495,19 @@ static void test_bad_input(void)
     CHECK_EQ_INT(bad, 0);
     tm_quant_opts on = {.clip_search = 1};
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, tiny, 1, 32, d, s, &on, NULL), TM_OK);
+    /* amax / 127 and m / -8 underflow to 0 here: d becomes the smallest subnormal */
+    float sub[32] = {0};
+    sub[3] = 3 * 1.401298464e-45f;   /* 3 * 2^-149 */
+    sub[9] = -1.401298464e-45f;
+    const tm_dtype encs[2] = {TM_DT_Q8PC, TM_DT_Q4G32};
+    for (int e = 0; e < 2; e++) {
+        CHECK_EQ_INT(tm_quant_quantize(encs[e], sub, 1, 32, d, s, NULL, NULL), TM_OK);
+        CHECK(s[0] != 0.0f);
+        tm_quant_dequant_row(encs[e], d, s, 32, 0, out);
+        int diff = 0;
+        for (int j = 0; j < 32; j++) diff += out[j] != sub[j];   /* values: a negative d gives -0 */
+        CHECK_EQ_INT(diff, 0);
+    }
 }
 
 int main(void)

@@ -9,6 +9,8 @@
  * trip count of 32 so that the compiler vectorises them at -O2. */
 #include "quant/quant-impl.h"
 
+#include <float.h>
+
 /* quantize 32 values with scale d (d != 0) and pack them into 16 bytes */
 static inline void quant_pack_block(const float *w /*[32]*/, float d, uint8_t *out /*[16]*/)
 {
@@ -39,7 +41,9 @@ static float signed_absmax(const float *w, int64_t n)
 void tm_q4_quant_row(const float *w, int64_t K, int64_t G, uint8_t *data, float *scales, int clip)
 {
     for (int64_t g0 = 0; g0 < K; g0 += G) {
-        float d = signed_absmax(w + g0, G) / -8.0f;
+        const float m = signed_absmax(w + g0, G);
+        float d = m / -8.0f;
+        if (d == 0.0f && m != 0.0f) d = m > 0 ? -FLT_TRUE_MIN : FLT_TRUE_MIN;   /* tiny subnormal group */
         if (clip) d = tm_q_clip_search(w + g0, G, d, -8, 7);
         if (d == 0.0f) d = 0.0f;   /* +0, not -0 (0 / -8) */
         scales[g0 / G] = d;

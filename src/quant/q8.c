@@ -2,6 +2,7 @@
  * d = absmax / 127, q in [-127, 127]. */
 #include "quant/quant-impl.h"
 
+#include <float.h>
 #include <math.h>
 
 void tm_q8_quant_row(const float *w, int64_t K, int8_t *q, float *scale, int clip)
@@ -12,6 +13,7 @@ void tm_q8_quant_row(const float *w, int64_t K, int8_t *q, float *scale, int cli
         amax = a > amax ? a : amax;
     }
     float d = amax / 127.0f;
+    if (d == 0.0f && amax > 0.0f) d = FLT_TRUE_MIN;   /* a tiny subnormal row: keep it, not 0 */
     if (clip) d = tm_q_clip_search(w, K, d, -127, 127);
     tm_q_quant_group(w, K, d, -127, 127, q);
     *scale = d;

@@ -30,7 +30,8 @@
  * m is the group's element of largest magnitude (the negative one when +a and
  * -a tie), so m itself encodes as -8 exactly (ggml Q4_0 style; about 11% lower
  * RMSE than absmax / 7 on Gaussian weights, see docs/encodings.md). d may thus
- * be negative. An all-zero group gets d = +0 and q = 0. Error bound:
+ * be negative. An all-zero group gets d = +0 and q = 0; a nonzero group whose
+ * d underflows to 0 gets the smallest subnormal instead. Error bound:
  * |w - d q| <= |d| / 2, except int4 elements of the sign opposite to m with
  * |w| > 7.5 |d|, which clamp to 7 (error <= |d|).
  * With clip_search, d is chosen among d0 * c, c in {0.70, 0.71, ..., 1.00},
