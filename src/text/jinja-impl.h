@@ -78,6 +78,8 @@ typedef struct jlist { /* list or tuple */
     size_t n, cap;
     jv *v;     /* [n] items (owned references) */
     int depth; /* nesting depth of containers inside, for the depth limit */
+    uint8_t is_range;        /* made by range(): prints as range(start, stop[, step]) */
+    int64_t r_start, r_stop, r_step;
 } jlist;
 
 typedef struct jdict { /* dict or namespace; insertion ordered */

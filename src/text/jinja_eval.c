@@ -666,6 +666,16 @@ static int call_loop(jrt *rt, jloop *L, const jargs *a, jv *out)
     return jv_str_buf(rt, &b, out);
 }
 
+static int run_for_else(jrt *rt, jframe *F, const jnode *x, jbuf *out)
+{
+    if (!x->ln[1]) return 0;
+    jframe *EF = frame_new(rt, F);
+    if (!EF) return JE;
+    int rc = ex_body(rt, EF, x->l[1], x->ln[1], out); /* break/continue here belong to an outer loop */
+    frame_release(EF);
+    return rc;
+}
+
 static int run_for(jrt *rt, jframe *F, const jnode *x, jv iterable, int depth0, jbuf *out)
 {
     jv items;
@@ -705,12 +715,7 @@ static int run_for(jrt *rt, jframe *F, const jnode *x, jv iterable, int depth0, 
     const jlist *l = jv_l(items);
     if (l->n == 0) {
         jv_decref(items);
-        if (!x->ln[1]) return 0;
-        jframe *EF = frame_new(rt, F);
-        if (!EF) return JE;
-        rc = ex_body(rt, EF, x->l[1], x->ln[1], out);
-        frame_release(EF);
-        return rc < 0 ? JE : 0;
+        return run_for_else(rt, F, x, out);
     }
     jloop *L = jobj_new(rt, JV_LOOP, sizeof(jloop));
     if (!L) {
@@ -727,6 +732,9 @@ static int run_for(jrt *rt, jframe *F, const jnode *x, jv iterable, int depth0, 
         jv_decref(lv);
         return JE;
     }
+    /* jinja2 clears its "no iteration" flag at the end of the body, so an iteration that
+     * ends in break or continue does not count: {% else %} runs unless one completed */
+    int completed = 0;
     for (size_t i = 0; i < l->n; i++) {
         L->i = i;
         if ((rc = step(rt))) break;
@@ -739,6 +747,7 @@ static int run_for(jrt *rt, jframe *F, const jnode *x, jv iterable, int depth0, 
         if (!rc) rc = assign(rt, IF, x->a, jv_ref(l->v[i]));
         if (!rc) rc = ex_body(rt, IF, x->l[0], x->ln[0], out);
         frame_release(IF);
+        if (rc == 0) completed = 1;
         if (rc == JX_BREAK) {
             rc = 0;
             break;
@@ -747,7 +756,8 @@ static int run_for(jrt *rt, jframe *F, const jnode *x, jv iterable, int depth0, 
         if (rc) break;
     }
     jv_decref(lv);
-    return rc < 0 ? JE : 0;
+    if (rc < 0) return JE;
+    return completed ? 0 : run_for_else(rt, F, x, out);
 }
 
 /* ------------------------------------------------------------------ assignment */
@@ -837,6 +847,14 @@ static int ev_filter(jrt *rt, jframe *F, const jnode *x, const jv *input, jv *ou
     return rc;
 }
 
+/* obj[a:b:c] made only of literals */
+static int all_const(const jnode *x)
+{
+    const jnode *s = x->b;
+    return x->a->kind == JN_CONST && (!s->a || s->a->kind == JN_CONST) && (!s->b || s->b->kind == JN_CONST) &&
+           (!s->c || s->c->kind == JN_CONST);
+}
+
 static int ev_getitem(jrt *rt, jframe *F, const jnode *x, jv *out)
 {
     jv obj;
@@ -852,7 +870,10 @@ static int ev_getitem(jrt *rt, jframe *F, const jnode *x, jv *out)
             rt->line = x->line;
             if (obj.kind == JV_STR || jv_isseq(obj)) rc = py_slice(rt, obj, p[0], p[1], p[2], out);
             else if (obj.kind == JV_UNDEF || obj.kind == JV_MISSING) rc = jv_undef_fail(rt, obj);
-            else rc = jv_undef_msg(rt, out, "%s has no element slice", py_objrepr(obj));
+            else if (all_const(x)) /* jinja2 folds a constant expression through getitem(): undefined */
+                rc = jv_undef_msg(rt, out, "%s has no element slice", py_objrepr(obj));
+            else if (obj.kind == JV_DICT) rc = jfail(rt, "unhashable type: 'slice'"); /* jinja2 slices directly */
+            else rc = jfail(rt, "'%s' object is not subscriptable", py_typename(obj));
         }
         for (int i = 0; i < 3; i++) jv_decref(p[i]);
         jv_decref(obj);

@@ -183,7 +183,7 @@ static int sort_by_keys(jrt *rt, const jlist *src, jv *keys, int reverse, jv *ou
         for (size_t i = 0; i < n; i++) jv_decref(keys[i]);
         return jlimit(rt, "out of memory (sort)");
     }
-    memcpy(items, src->v, n * sizeof(jv));
+    if (n) memcpy(items, src->v, n * sizeof(jv));
     int rc = msort(rt, items, keys, items + n, items + 2 * n, n, reverse);
     jlist *l = NULL;
     if (!rc) {
@@ -213,6 +213,7 @@ static int run_test(jrt *rt, jv name, jv item, const jv *args, int nargs, int *o
 static int select_reject(jrt *rt, jv seq, const jargs *a, int attr, int keep, jv *out)
 {
     jv items;
+    if (!py_truthy(seq)) seq = jv_missing(); /* jinja2: `if value:` before iterating */
     if (py_iter_list(rt, seq, &items)) return JE;
     int off = 0;
     jv attribute = jv_missing();
@@ -256,6 +257,7 @@ static int select_reject(jrt *rt, jv seq, const jargs *a, int attr, int keep, jv
 static int f_map(jrt *rt, jv seq, const jargs *a, jv *out)
 {
     jv items;
+    if (!py_truthy(seq)) seq = jv_missing(); /* jinja2: `if value:` before iterating */
     if (py_iter_list(rt, seq, &items)) return JE;
     jv attribute = jv_missing(), dflt = jv_missing();
     int fid = -1;
@@ -338,8 +340,10 @@ static int f_join(jrt *rt, jv seq, jv d, jv attribute, jv *out)
 
 static int f_indent(jrt *rt, jv s, jv width, jv first, jv blank, jv *out)
 {
-    jv str;
-    if (py_tostr(rt, s, &str)) return JE;
+    /* jinja2's do_indent does `s += "\n"` on the value as it is: only strings work */
+    if (s.kind == JV_UNDEF || s.kind == JV_MISSING) return jv_undef_fail(rt, s);
+    if (s.kind != JV_STR) return jfail(rt, "unsupported operand type(s) for +=: '%s' and 'str'", py_typename(s));
+    jv str = jv_ref(s);
     jbuf ind = {0};
     int rc = 0;
     if (width.kind == JV_STR) rc = jb_put(rt, &ind, jv_s(width)->s, jv_s(width)->len);
@@ -1171,7 +1175,8 @@ int jtest_apply(jrt *rt, int id, jv v, const jargs *a, int *out)
     switch (id) {
     case T_BOOLEAN: *out = v.kind == JV_BOOL; return 0;
     case T_CALLABLE:
-        *out = v.kind == JV_MACRO || v.kind == JV_FUNC || v.kind == JV_JOINER || v.kind == JV_LOOP;
+        *out = v.kind == JV_MACRO || v.kind == JV_FUNC || v.kind == JV_JOINER || v.kind == JV_LOOP ||
+               v.kind == JV_UNDEF || v.kind == JV_MISSING; /* Undefined has __call__ */
         return 0;
     case T_DEFINED: *out = v.kind != JV_UNDEF && v.kind != JV_MISSING; return 0;
     case T_UNDEFINED: *out = v.kind == JV_UNDEF || v.kind == JV_MISSING; return 0;

@@ -703,6 +703,10 @@ static int g_range(jrt *rt, const jargs *a, jv *out)
     jlist *l = jlist_new(rt, JV_LIST, (size_t)n);
     if (!l) return JE;
     for (int64_t i = 0; i < n; i++) l->v[l->n++] = jv_int(start + i * stp);
+    l->is_range = 1;
+    l->r_start = start;
+    l->r_stop = stop;
+    l->r_step = stp;
     *out = jv_obj(JV_LIST, l);
     return 0;
 }

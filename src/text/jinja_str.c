@@ -310,6 +310,20 @@ static int jtitle_sep(uint32_t c)
     return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py_isspace(c);
 }
 
+/* Python's full case mappings that are not one-to-one (SpecialCasing.txt), the common
+ * ones; how: 'U' upper, 'L' lower, 'T' title */
+static const char *special_case(uint32_t c, char how)
+{
+    if (c == 0x00DF) return how == 'U' ? "SS" : how == 'T' ? "Ss" : NULL; /* sharp s */
+    if (c == 0x0130 && how == 'L') return "i\xcc\x87";                  /* I with dot above */
+    if (c >= 0xFB00 && c <= 0xFB06 && how != 'L') {                      /* ligatures */
+        static const char *const U[] = {"FF", "FI", "FL", "FFI", "FFL", "ST", "ST"};
+        static const char *const T[] = {"Ff", "Fi", "Fl", "Ffi", "Ffl", "St", "St"};
+        return how == 'U' ? U[c - 0xFB00] : T[c - 0xFB00];
+    }
+    return NULL;
+}
+
 int py_str_case(jrt *rt, jv s, int mode, jv *out)
 {
     const jstr *str = jv_s(s);
@@ -317,42 +331,46 @@ int py_str_case(jrt *rt, jv s, int mode, jv *out)
     size_t i = 0;
     int prev_cased = 0, first = 1, at_start = 1;
     while (i < str->len) {
-        uint32_t c = u8_next(str->s, str->len, &i), r = c;
-        int invalid = c >= 0xDC80 && c <= 0xDCFF;
-        if (!invalid) {
-            switch (mode) {
-            case JCASE_UPPER: r = (uint32_t)utf8proc_toupper((utf8proc_int32_t)c); break;
-            case JCASE_LOWER: r = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c); break;
-            case JCASE_TITLE:
-                r = prev_cased ? (uint32_t)utf8proc_tolower((utf8proc_int32_t)c)
-                               : (uint32_t)utf8proc_totitle((utf8proc_int32_t)c);
-                prev_cased = is_cased(c);
-                break;
-            case JCASE_CAPITALIZE:
-                r = first ? (uint32_t)utf8proc_totitle((utf8proc_int32_t)c)
-                          : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
-                break;
-            case JCASE_SWAP:
-                if (utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_LU)
-                    r = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
-                else if (utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_LL)
-                    r = (uint32_t)utf8proc_toupper((utf8proc_int32_t)c);
-                break;
-            case JCASE_JTITLE:
-                if (jtitle_sep(c)) {
-                    at_start = 1;
-                } else {
-                    r = at_start ? (uint32_t)utf8proc_toupper((utf8proc_int32_t)c)
-                                 : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
-                    at_start = 0;
-                }
-                break;
+        size_t st = i;
+        uint32_t c = u8_next(str->s, str->len, &i);
+        char how = 0; /* which mapping applies to c */
+        switch (mode) {
+        case JCASE_UPPER: how = 'U'; break;
+        case JCASE_LOWER: how = 'L'; break;
+        case JCASE_TITLE:
+            how = prev_cased ? 'L' : 'T';
+            prev_cased = is_cased(c);
+            break;
+        case JCASE_CAPITALIZE: how = first ? 'T' : 'L'; break;
+        case JCASE_SWAP: {
+            utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+            how = k == UTF8PROC_CATEGORY_LU ? 'L' : k == UTF8PROC_CATEGORY_LL ? 'U' : 0;
+            break;
+        }
+        case JCASE_JTITLE:
+            if (jtitle_sep(c)) at_start = 1;
+            else {
+                how = at_start ? 'U' : 'L';
+                at_start = 0;
             }
+            break;
         }
         first = 0;
-        char enc[4];
-        size_t k = u8_put(r, enc);
-        if (jb_put(rt, &b, enc, k)) {
+        int rc;
+        if (c >= 0xDC80 && c <= 0xDCFF) how = 0; /* an invalid byte stays */
+        const char *sp = how ? special_case(c, how) : NULL;
+        if (sp) {
+            rc = jb_puts(rt, &b, sp);
+        } else if (!how) {
+            rc = jb_put(rt, &b, str->s + st, i - st);
+        } else {
+            uint32_t r = (uint32_t)(how == 'U' ? utf8proc_toupper((utf8proc_int32_t)c)
+                                    : how == 'L' ? utf8proc_tolower((utf8proc_int32_t)c)
+                                                 : utf8proc_totitle((utf8proc_int32_t)c));
+            char enc[4];
+            rc = jb_put(rt, &b, enc, u8_put(r, enc));
+        }
+        if (rc) {
             jb_free(&b);
             return JE;
         }

@@ -571,7 +571,7 @@ const char *py_typename(jv v)
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return jv_s(v)->markup ? "Markup" : "str";
-    case JV_LIST: return "list";
+    case JV_LIST: return jv_l(v)->is_range ? "range" : "list";
     case JV_TUPLE: return "tuple";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
@@ -592,7 +592,7 @@ const char *py_objrepr(jv v)
     case JV_BOOL: return "bool object";
     case JV_INT: return "int object";
     case JV_FLOAT: return "float object";
-    case JV_LIST: return "list object";
+    case JV_LIST: return jv_l(v)->is_range ? "range object" : "list object";
     case JV_TUPLE: return "tuple object";
     case JV_DICT: return "dict object";
     case JV_NS: return "jinja2.utils.Namespace object";
@@ -648,7 +648,7 @@ int py_eq(jv a, jv b)
     case JV_LIST:
     case JV_TUPLE: {
         const jlist *x = jv_l(a), *y = jv_l(b);
-        if (x->n != y->n) return 0;
+        if (x->n != y->n || x->is_range != y->is_range) return 0;
         for (size_t i = 0; i < x->n; i++)
             if (!py_eq(x->v[i], y->v[i])) return 0;
         return 1;
@@ -884,7 +884,14 @@ static int repr_any(jrt *rt, jv v, jbuf *b, int depth, int as_str)
     case JV_STR:
         if (as_str) return jb_put(rt, b, jv_s(v)->s, jv_s(v)->len);
         return repr_str(rt, jv_s(v), b);
-    case JV_LIST: return repr_seq(rt, jv_l(v), 0, b, depth);
+    case JV_LIST:
+        if (jv_l(v)->is_range) {
+            const jlist *l = jv_l(v);
+            if (l->r_step == 1) return jb_printf(rt, b, "range(%lld, %lld)", (long long)l->r_start, (long long)l->r_stop);
+            return jb_printf(rt, b, "range(%lld, %lld, %lld)", (long long)l->r_start, (long long)l->r_stop,
+                             (long long)l->r_step);
+        }
+        return repr_seq(rt, jv_l(v), 0, b, depth);
     case JV_TUPLE: return repr_seq(rt, jv_l(v), 1, b, depth);
     case JV_DICT: return repr_dict(rt, jv_d(v), b, depth);
     case JV_NS:
@@ -1047,6 +1054,7 @@ static int json_any(jrt *rt, jv v, const jjson_opts *o, int level, jbuf *b)
     case JV_LIST:
     case JV_TUPLE: {
         const jlist *l = jv_l(v);
+        if (l->is_range) return jfail(rt, "Object of type range is not JSON serializable");
         if (l->n == 0) return jb_puts(rt, b, "[]");
         if (jb_putc(rt, b, '[')) return JE;
         if (o->indent && json_newline(rt, o, level + 1, b)) return JE;
