@@ -1,5 +1,6 @@
 /* fuzz/fuzz_tokenizer.c: the input is a tokenizer.json. If it loads, a few
- * fixed strings are encoded, decoded and stream-decoded with it. Loading must
+ * fixed strings are encoded, decoded and stream-decoded with it; bytes after a
+ * NUL in the input are one more text (so the fuzzer also mutates the text). Loading must
  * reject hostile JSON with an error (no crash, no huge allocation, no
  * super-linear blow-up), and a tokenizer that loads must run.
  *
@@ -11,7 +12,7 @@
 
 #include "text/tokenizer.h"
 
-static const char *texts[] = {
+static const char *texts[7] = {
     "Hello world! It's 2024, isn't it?",
     "  leading and trailing  ",
     "<s>special</s> <|endoftext|> [CLS]",
@@ -24,7 +25,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     tm_err err = {0};
     tm_tokenizer *t = NULL;
-    if (tm_tok_load_from_string(&t, (const char *)data, size, "fuzz.json", &err) != TM_OK) {
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t json_len = nul ? (size_t)(nul - data) : size;
+    char *extra = NULL;
+    if (nul) {
+        size_t n = size - json_len - 1;
+        extra = malloc(n + 1);
+        if (!extra) return 0;
+        memcpy(extra, nul + 1, n);
+        extra[n] = 0; /* strlen stops at a further NUL: fine */
+    }
+    texts[6] = extra ? extra : "";
+    if (tm_tok_load_from_string(&t, (const char *)data, json_len, "fuzz.json", &err) != TM_OK) {
+        free(extra);
         if (!err.msg[0] || strncmp(err.msg, "fuzz.json", 9) != 0) __builtin_trap(); /* errors name the file */
         return 0;
     }
@@ -60,5 +73,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(ids);
     }
     tm_tok_free(t);
+    free(extra);
     return 0;
 }

@@ -174,11 +174,6 @@ static int json_flag(const cJSON *o, const char *key, int dflt, uint8_t *out, co
     return TM_OK;
 }
 
-/* the trie lists of HF: special tokens, then non-special ones, in order */
-typedef struct entry {
-    tok_added tok;
-} entry;
-
 static int add_pattern(tm_tokenizer *t, const tok_added *tok, tm_err *err)
 {
     int32_t id = tok_strmap_get(&t->added_map, tok->content, tok->len);
@@ -208,7 +203,8 @@ int tok_load_added(tm_tokenizer *t, const void *added_json, tm_err *err)
     if (!arr || cJSON_IsNull(arr)) return TM_OK;
     if (!cJSON_IsArray(arr)) return tm_errf(err, TM_E_FORMAT, "%s: added_tokens: expected an array", t->name);
     size_t n = (size_t)cJSON_GetArraySize(arr), i = 0;
-    entry *specials = calloc(n + 1, sizeof *specials), *plain = calloc(n + 1, sizeof *plain);
+    /* the trie lists of HF: special tokens, then non-special ones, in order */
+    tok_added *specials = calloc(n + 1, sizeof *specials), *plain = calloc(n + 1, sizeof *plain);
     size_t n_spec = 0, n_plain = 0;
     int rc = TM_OK;
     if (!specials || !plain || tok_strmap_init(&t->added_map, n) || tok_strmap_init(&t->special_set, n)) {
@@ -248,7 +244,7 @@ int tok_load_added(tm_tokenizer *t, const void *added_json, tm_err *err)
         }
         if (tok.special && tok_strmap_get(&t->special_set, tok.content, tok.len) < 0) {
             if (tok_strmap_put(&t->special_set, tok.content, tok.len, 1)) goto oom;
-            specials[n_spec++].tok = tok;
+            specials[n_spec++] = tok;
         }
         /* skip an identical token already present */
         int32_t id = tok_strmap_get(&t->added_map, tok.content, tok.len);
@@ -277,10 +273,10 @@ int tok_load_added(tm_tokenizer *t, const void *added_json, tm_err *err)
             if (added_index_set(t, id, idx)) goto oom;
         }
         t->added[idx] = tok;
-        if (tok_strmap_get(&t->special_set, tok.content, tok.len) < 0) plain[n_plain++].tok = tok;
+        if (tok_strmap_get(&t->special_set, tok.content, tok.len) < 0) plain[n_plain++] = tok;
     }
-    for (size_t k = 0; k < n_spec && !rc; k++) rc = add_pattern(t, &specials[k].tok, err);
-    for (size_t k = 0; k < n_plain && !rc; k++) rc = add_pattern(t, &plain[k].tok, err);
+    for (size_t k = 0; k < n_spec && !rc; k++) rc = add_pattern(t, &specials[k], err);
+    for (size_t k = 0; k < n_plain && !rc; k++) rc = add_pattern(t, &plain[k], err);
 out:
     free(specials);
     free(plain);
