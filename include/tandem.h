@@ -104,6 +104,8 @@ typedef struct tandem_stats {
     int n_prompt, n_generated;
     double t_prefill, t_handoff, t_decode;   /* seconds */
     double ttft;                             /* seconds from submit to first token */
+    double t_total;                          /* seconds from submit to the end */
+    double tpot_p50, tpot_p99;               /* seconds between output tokens (percentiles) */
     const char *route;                       /* "hybrid", "prefill-only", "decode-only" */
     const char *prefill_engine, *decode_engine;
     const char *finish_reason;               /* "stop", "length" */
@@ -114,6 +116,15 @@ typedef struct tandem_stats {
 typedef int (*tandem_text_fn)(void *ud, const char *piece, size_t len, int32_t token);
 int tandem_generate(tandem_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud,
                     tandem_stats *stats, tandem_status *st);
+
+/* Concurrent use: submit returns at once; the session's prefill and decode
+ * workers run requests side by side (on_text is called from their threads).
+ * tandem_wait blocks until the request ends and frees the handle. */
+typedef struct tandem_handle tandem_handle;
+int tandem_submit(tandem_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tandem_handle **h,
+                  tandem_status *st);
+void tandem_cancel(tandem_handle *h);
+int tandem_wait(tandem_handle *h, tandem_stats *stats, tandem_status *st);
 
 /* Logits of every position: out [n][vocab] float32 (fp32 reference engine). */
 int tandem_logits(const tandem_model *m, const int32_t *ids, size_t n, float *out, tandem_status *st);

@@ -69,6 +69,7 @@ typedef struct tm_prefill_args {
     /* (optional) called once a layer's K/V for this chunk are in kv */
     void (*on_layer)(void *ud, int layer);
     void *ud;
+    struct tm_pool *pool;      /* (optional) threads for this call; default: the bind pool */
 } tm_prefill_args;
 
 typedef struct tm_decode_args {
@@ -78,6 +79,7 @@ typedef struct tm_decode_args {
     tm_kv_cache *kv;
     tm_kv_seq *const *seqs;    /* [B] pages covering [0, pos[b] + 1) */
     float *logits;             /* [B][V] */
+    struct tm_pool *pool;      /* (optional) threads for this call; default: the bind pool */
 } tm_decode_args;
 
 typedef struct tm_engine_vt {

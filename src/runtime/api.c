@@ -148,3 +148,23 @@ int tandem_generate(tandem_session *s, const tandem_request *r, tandem_text_fn o
     if (tm_session_generate(s->s, r, on_text, ud, stats ? stats : &tmp, &e) != TM_OK) return fail(st, &e);
     return ok(st);
 }
+
+int tandem_submit(tandem_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tandem_handle **h,
+                  tandem_status *st)
+{
+    tm_err e = {0};
+    tm_req *q;
+    if (tm_session_submit(s->s, r, on_text, ud, &q, &e) != TM_OK) return fail(st, &e);
+    *h = (tandem_handle *)q;
+    return ok(st);
+}
+
+void tandem_cancel(tandem_handle *h) { tm_req_cancel((tm_req *)h); }
+
+int tandem_wait(tandem_handle *h, tandem_stats *stats, tandem_status *st)
+{
+    tm_err e = {0};
+    tandem_stats tmp;
+    if (tm_req_wait((tm_req *)h, stats ? stats : &tmp, &e) != TM_OK) return fail(st, &e);
+    return ok(st);
+}

@@ -167,6 +167,8 @@ double tm_bridge_finish(tm_bridge *b)
     pthread_mutex_lock(&b->mu);
     while (b->head != b->tail || b->busy) pthread_cond_wait(&b->done_cv, &b->mu);
     if (b->ds) b->ds->owner = TM_KV_OWNER_DECODE;
+    b->ds = NULL; /* the hand-off is over: forget the sequence */
+    b->ss = NULL;
     pthread_mutex_unlock(&b->mu);
     return now_s() - t0;
 }

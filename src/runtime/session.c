@@ -1,5 +1,6 @@
 /* runtime/session.c: see session.h for the request lifecycle. */
 #include "runtime/session.h"
+#include "runtime/session-impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,25 +19,6 @@
 
 #define DECODE_PAGE 16
 
-typedef struct bound_engine {
-    const tm_engine_vt *vt;
-    tm_engine_caps caps;
-    void *ctx;
-} bound_engine;
-
-struct tm_session {
-    tm_rt_model *rm;
-    tandem_session_opts o;
-    int max_ctx;
-    tm_pool *pool;
-    bound_engine pre;      /* prefill engine, prefill weights */
-    bound_engine dec;      /* decode engine, decode weights */
-    tm_kv_cache *kv;       /* decode-side paged cache */
-    tm_kv_cache *stage;    /* prefill-side staging cache: one page = one whole sequence */
-    tm_bridge *bridge;
-    float *logits;         /* [V] */
-};
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -46,7 +28,7 @@ static double now_s(void)
 
 /* Pick the first engine of the registry (best first) with `role` that probes
  * here, or the named one. */
-static int engine_pick(bound_engine *b, const char *name, unsigned role, tm_err *err)
+static int engine_pick(tm_bound_engine *b, const char *name, unsigned role, tm_err *err)
 {
     if (name) {
         b->vt = tm_engine_find(name);
@@ -76,14 +58,55 @@ static int next_pow2(int n)
 void tm_session_free(tm_session *s)
 {
     if (!s) return;
+    tm_sched_free(s->sched); /* joins the workers first */
     if (s->pre.ctx) s->pre.vt->unbind(s->pre.ctx);
     if (s->dec.ctx) s->dec.vt->unbind(s->dec.ctx);
     tm_bridge_free(s->bridge);
     tm_kv_cache_free(s->kv);
     tm_kv_cache_free(s->stage);
-    tm_pool_free(s->pool);
+    tm_pool_free(s->pool_pre);
+    tm_pool_free(s->pool_dec);
+    tm_pool_free(s->pool_all_pre);
+    tm_pool_free(s->pool_all_dec);
     free(s->logits);
     free(s);
+}
+
+/* Core sets: prefill takes the first prefill_threads cores (default half),
+ * decode the rest; one core is shared by both. */
+static void plan_cores(tm_core_plan *p, const tandem_session_opts *o)
+{
+    int ncpu = tm_cpu_get()->n_cpus;
+    int n = o->n_threads > 0 && o->n_threads < ncpu ? o->n_threads : ncpu;
+    if (n > 64) n = 64;
+    int npre = o->prefill_threads > 0 && o->prefill_threads < n ? o->prefill_threads : (n + 1) / 2;
+    if (n == 1) {
+        p->pre_cpus[0] = p->dec_cpus[0] = 0;
+        p->n_pre = p->n_dec = 1;
+        return;
+    }
+    p->n_pre = npre;
+    p->n_dec = n - npre;
+    for (int i = 0; i < npre; i++) p->pre_cpus[i] = i;
+    for (int i = 0; i < p->n_dec; i++) p->dec_cpus[i] = npre + i;
+}
+
+/* Four pools: each side's own cores, and every core with worker 0 on that
+ * side's first core (used while the other side is idle). */
+static int make_pools(tm_session *s, tm_err *err)
+{
+    tm_core_plan *p = &s->plan;
+    int shared = p->n_pre == 1 && p->n_dec == 1 && p->pre_cpus[0] == p->dec_cpus[0];
+    int all[128], n = 0, rc;
+    if ((rc = tm_pool_init(&s->pool_pre, p->pre_cpus, p->n_pre, 0, err)) != TM_OK) return rc;
+    if ((rc = tm_pool_init(&s->pool_dec, p->dec_cpus, p->n_dec, 0, err)) != TM_OK) return rc;
+    for (int i = 0; i < p->n_pre; i++) all[n++] = p->pre_cpus[i];
+    for (int i = 0; i < p->n_dec && !shared; i++) all[n++] = p->dec_cpus[i];
+    if ((rc = tm_pool_init(&s->pool_all_pre, all, n, 0, err)) != TM_OK) return rc;
+    n = 0;
+    for (int i = 0; i < p->n_dec; i++) all[n++] = p->dec_cpus[i];
+    for (int i = 0; i < p->n_pre && !shared; i++) all[n++] = p->pre_cpus[i];
+    return tm_pool_init(&s->pool_all_dec, all, n, 0, err);
 }
 
 int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts *o, tm_err *err)
@@ -95,19 +118,19 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     s->o = *o;
     const tm_model *m = rm->decode;
     s->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->max_pos > 0 && m->max_pos < 4096 ? m->max_pos : 4096);
+    s->max_seqs = 8;
     int rc;
-    int ncpu = tm_cpu_get()->n_cpus;
-    int nt = o->n_threads > 0 ? o->n_threads : ncpu;
-    int cpus[256];
-    for (int i = 0; i < nt && i < 256; i++) cpus[i] = i % ncpu;
-    if ((rc = tm_pool_init(&s->pool, nt <= ncpu ? cpus : NULL, nt, 0, err)) != TM_OK) goto fail;
+    plan_cores(&s->plan, o);
+    if ((rc = make_pools(s, err)) != TM_OK) goto fail;
     if ((rc = engine_pick(&s->pre, o->prefill_engine, TM_ROLE_PREFILL, err)) != TM_OK) goto fail;
     if ((rc = engine_pick(&s->dec, o->decode_engine, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
-    tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool, .max_ctx = s->max_ctx};
+    tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx};
     if ((rc = s->pre.vt->bind(&s->pre.ctx, rm->prefill, &eo, err)) != TM_OK) goto fail;
     eo.weight_enc = rm->decode_enc;
+    eo.pool = s->pool_all_dec;
     if ((rc = s->dec.vt->bind(&s->dec.ctx, rm->decode, &eo, err)) != TM_OK) goto fail;
-    int pages = (s->max_ctx + DECODE_PAGE - 1) / DECODE_PAGE + 64;
+    /* decode pages for max_seqs full contexts, plus chunk padding */
+    int pages = s->max_seqs * ((s->max_ctx + 512 + DECODE_PAGE - 1) / DECODE_PAGE);
     if ((rc = tm_kv_cache_init(&s->kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, DECODE_PAGE, pages, TM_DT_BF16}, err)))
         goto fail;
     if ((rc = tm_kv_cache_init(&s->stage, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, next_pow2(s->max_ctx + 512), 1,
@@ -116,6 +139,7 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = tm_bridge_init(&s->bridge, -1, err)) != TM_OK) goto fail;
     s->logits = malloc(sizeof(float) * (size_t)m->V);
     if (!s->logits) { rc = tm_errf(err, TM_E_NOMEM, "session: out of memory"); goto fail; }
+    if ((rc = tm_sched_new(&s->sched, s, err)) != TM_OK) goto fail;
     *out = s;
     return TM_OK;
 fail:
@@ -128,7 +152,7 @@ const char *tm_session_decode_engine(const tm_session *s) { return s->dec.caps.n
 
 /* ---- routing and chunking ------------------------------------------------------ */
 
-static const char *route_name(tandem_route r)
+const char *tm_route_name(tandem_route r)
 {
     switch (r) {
     case TANDEM_ROUTE_PREFILL_ONLY: return "prefill-only";
@@ -137,19 +161,20 @@ static const char *route_name(tandem_route r)
     }
 }
 
-/* route_pick: the forced route, or the router's choice. Short prompts gain
- * nothing from the matrix engine (a padded chunk costs more than streaming
- * the decode weights a few times), so they go decode-only. */
-static tandem_route route_pick(const tm_session *s, int n_prompt)
+/* The router: the forced route, else by prompt length. A prompt shorter than
+ * the smallest prefill chunk gains nothing from the matrix engine (a padded
+ * chunk costs more than streaming the decode weights a few times), so it
+ * goes decode-only; longer prompts go hybrid. */
+tandem_route tm_route_pick(const tm_session *s, int n_prompt)
 {
     if (s->o.route != TANDEM_ROUTE_AUTO) return s->o.route;
-    return n_prompt < 16 ? TANDEM_ROUTE_DECODE_ONLY : TANDEM_ROUTE_HYBRID;
+    int smallest = s->pre.caps.n_chunks ? s->pre.caps.chunk_sizes[0] : 64;
+    return n_prompt < smallest / 4 ? TANDEM_ROUTE_DECODE_ONLY : TANDEM_ROUTE_HYBRID;
 }
 
-/* Chunk size for `remaining` prompt tokens: the largest built-in chunk that
- * fits, else the smallest that covers the tail (padded). Engines without
- * chunk sizes take exact chunks of up to 512. */
-static int plan_chunk(const tm_engine_caps *c, int remaining)
+/* The largest built-in chunk that fits, else the smallest that covers the
+ * tail (padded); engines without chunk sizes take exact chunks of <= 512. */
+int tm_plan_chunk(const tm_engine_caps *c, int remaining)
 {
     if (c->n_chunks == 0) return remaining < 512 ? remaining : 512;
     int best_fit = 0, cover = 0;
@@ -162,41 +187,31 @@ static int plan_chunk(const tm_engine_caps *c, int remaining)
     return best_fit >= 256 && remaining > best_fit ? best_fit : cover;
 }
 
-typedef struct run_state {
-    tm_session *s;
-    tandem_route route;
-    tm_kv_seq seq;        /* decode pages */
-    tm_kv_seq sseq;       /* staging pages (hybrid) */
-    double t_prefill, t_handoff;
-} run_state;
-
-/* Prefill ids[0..n) along the route; logits of the last one into s->logits. */
-static int run_prefill(run_state *st, const int32_t *ids, int n, tm_err *err)
+int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
+                     struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, tm_err *err)
 {
-    tm_session *s = st->s;
-    int hybrid = st->route == TANDEM_ROUTE_HYBRID;
-    bound_engine *e = st->route == TANDEM_ROUTE_DECODE_ONLY ? &s->dec : &s->pre;
+    int hybrid = route == TANDEM_ROUTE_HYBRID;
+    tm_bound_engine *e = route == TANDEM_ROUTE_DECODE_ONLY ? &s->dec : &s->pre;
     int stateless = hybrid && s->o.stateless;
     tm_kv_cache *kv = stateless ? s->stage : s->kv;
-    tm_kv_seq *seq = stateless ? &st->sseq : &st->seq;
-    int rc, maxchunk = 512;
-    if ((rc = tm_kv_seq_reserve(kv, seq, n + maxchunk, err)) != TM_OK) return rc;
-    if (stateless && (rc = tm_kv_seq_reserve(s->kv, &st->seq, n + 1, err)) != TM_OK) return rc;
-    seq->owner = TM_KV_OWNER_PREFILL;
+    tm_kv_seq *kseq = stateless ? sseq : seq;
+    int rc;
+    if ((rc = tm_kv_seq_reserve(kv, kseq, n + 512, err)) != TM_OK) return rc;
+    if (stateless && (rc = tm_kv_seq_reserve(s->kv, seq, n + 1, err)) != TM_OK) return rc;
+    kseq->owner = seq->owner = TM_KV_OWNER_PREFILL;
     int32_t buf[512];
     double t0 = now_s();
     for (int pos = 0; pos < n;) {
-        int T = plan_chunk(&e->caps, n - pos);
+        int T = tm_plan_chunk(&e->caps, n - pos);
         int nv = n - pos < T ? n - pos : T;
         memcpy(buf, ids + pos, sizeof(int32_t) * (size_t)nv);
-        for (int i = nv; i < T; i++) buf[i] = ids[n - 1]; /* padding: never attended to by real rows */
+        for (int i = nv; i < T; i++) buf[i] = ids[n - 1]; /* padding: real rows never attend to it */
         int last = pos + nv == n;
-        tm_prefill_args a = {.tokens = buf, .T = T, .n_valid = nv, .pos0 = pos, .kv = kv, .seq = seq,
-                             .logits = last ? s->logits : NULL};
+        tm_prefill_args a = {.tokens = buf, .T = T, .n_valid = nv, .pos0 = pos, .kv = kv, .seq = kseq,
+                             .logits = last ? logits : NULL, .pool = pool};
         if (last && stateless) {
-            /* the last chunk: hand each layer's whole prompt KV to the bridge as it completes */
-            tm_bridge_begin(s->bridge, s->stage, &st->sseq, s->kv, &st->seq, 0, n);
-            st->seq.n_tokens = n;
+            /* the last chunk: each layer's whole prompt KV goes to the bridge as soon as it completes */
+            tm_bridge_begin(s->bridge, s->stage, sseq, s->kv, seq, 0, n);
             a.on_layer = tm_bridge_layer_done;
             a.ud = s->bridge;
         }
@@ -206,182 +221,35 @@ static int run_prefill(run_state *st, const int32_t *ids, int n, tm_err *err)
         }
         pos += nv;
     }
-    seq->n_tokens = n;
     double t1 = now_s();
-    if (stateless) {
-        st->t_handoff = tm_bridge_finish(s->bridge); /* the part not hidden behind later layers */
-        st->seq.n_tokens = n;
-    } else {
-        st->t_handoff = 0;                            /* stateful: ownership moves, no bytes */
-    }
-    st->seq.owner = TM_KV_OWNER_DECODE;
-    st->t_prefill = t1 - t0;
+    /* stateless: wait for the copies not hidden behind later layers; stateful: ownership moves, no bytes */
+    *t_handoff = stateless ? tm_bridge_finish(s->bridge) : 0.0;
+    kseq->n_tokens = seq->n_tokens = n;
+    seq->owner = TM_KV_OWNER_DECODE;
+    *t_prefill = t1 - t0;
     return TM_OK;
 }
 
-static int run_decode_step(run_state *st, int32_t tok, int pos, tm_err *err)
-{
-    tm_session *s = st->s;
-    bound_engine *e = st->route == TANDEM_ROUTE_PREFILL_ONLY ? &s->pre : &s->dec;
-    int rc = tm_kv_seq_reserve(s->kv, &st->seq, pos + 1, err);
-    if (rc != TM_OK) return rc;
-    tm_kv_seq *sp = &st->seq;
-    tm_decode_args a = {.B = 1, .tokens = &tok, .pos = &pos, .kv = s->kv, .seqs = &sp, .logits = s->logits};
-    return e->vt->decode(e->ctx, &a, err);
-}
-
-static void run_release(run_state *st)
-{
-    tm_kv_seq_release(st->s->kv, &st->seq);
-    tm_kv_seq_release(st->s->stage, &st->sseq);
-}
-
+/* The synchronous scoring path (tests, perplexity). The session must be idle. */
 int tm_session_score(tm_session *s, const int32_t *ids, int n, int n_prefill, tandem_route route, float *logits,
                      tm_err *err)
 {
     int V = s->rm->decode->V;
     if (n_prefill < 1 || n_prefill > n) return tm_errf(err, TM_E_INVALID, "score: prefill %d of %d tokens", n_prefill, n);
     if (n + 1 > s->max_ctx) return tm_errf(err, TM_E_LIMIT, "score: %d tokens exceed the context of %d", n, s->max_ctx);
-    run_state st = {.s = s, .route = route == TANDEM_ROUTE_AUTO ? route_pick(s, n_prefill) : route};
-    int rc = run_prefill(&st, ids, n_prefill, err);
-    if (rc == TM_OK) memcpy(logits, s->logits, sizeof(float) * (size_t)V);
+    if (route == TANDEM_ROUTE_AUTO) route = tm_route_pick(s, n_prefill);
+    tm_kv_seq seq = {0}, sseq = {0};
+    double tp, th;
+    int rc = tm_prefill_route(s, route, ids, n_prefill, &seq, &sseq, s->pool_all_pre, logits, &tp, &th, err);
+    tm_bound_engine *e = route == TANDEM_ROUTE_PREFILL_ONLY ? &s->pre : &s->dec;
     for (int p = n_prefill; rc == TM_OK && p < n; p++) {
-        rc = run_decode_step(&st, ids[p], p, err);
-        if (rc == TM_OK) memcpy(logits + (size_t)(p - n_prefill + 1) * V, s->logits, sizeof(float) * (size_t)V);
+        if ((rc = tm_kv_seq_reserve(s->kv, &seq, p + 1, err)) != TM_OK) break;
+        tm_kv_seq *sp = &seq;
+        tm_decode_args a = {.B = 1, .tokens = &ids[p], .pos = &p, .kv = s->kv, .seqs = &sp,
+                            .logits = logits + (size_t)(p - n_prefill + 1) * V, .pool = s->pool_all_dec};
+        rc = e->vt->decode(e->ctx, &a, err);
     }
-    run_release(&st);
-    return rc;
-}
-
-/* ---- generation ----------------------------------------------------------------- */
-
-int tm_session_generate(tm_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tandem_stats *stats,
-                        tm_err *err)
-{
-    tm_rt_model *rm = s->rm;
-    double t_submit = now_s();
-    memset(stats, 0, sizeof *stats);
-    int32_t *ids = NULL;
-    size_t n = 0;
-    int rc;
-    if (r->prompt) {
-        if ((rc = tm_tok_encode(rm->tok, r->prompt, strlen(r->prompt), 1, &ids, &n, err)) != TM_OK) return rc;
-    } else {
-        if (!r->prompt_ids || r->n_prompt_ids == 0) return tm_errf(err, TM_E_INVALID, "request: empty prompt");
-        ids = malloc(sizeof(int32_t) * r->n_prompt_ids);
-        if (!ids) return tm_errf(err, TM_E_NOMEM, "request: out of memory");
-        memcpy(ids, r->prompt_ids, sizeof(int32_t) * r->n_prompt_ids);
-        n = r->n_prompt_ids;
-    }
-    int V = rm->decode->V;
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= V) {
-            free(ids);
-            return tm_errf(err, TM_E_INVALID, "request: prompt token id %d out of range (vocabulary %d)", ids[i], V);
-        }
-    if (n == 0) {
-        free(ids);
-        return tm_errf(err, TM_E_INVALID, "request: the prompt encodes to no tokens");
-    }
-    int max_new = r->max_tokens > 0 ? r->max_tokens : 128;
-    if ((int)n + max_new > s->max_ctx) {
-        if ((int)n >= s->max_ctx) {
-            free(ids);
-            return tm_errf(err, TM_E_LIMIT, "prompt of %zu tokens does not fit the context of %d tokens", n, s->max_ctx);
-        }
-        max_new = s->max_ctx - (int)n;
-    }
-
-    tm_sampler_params sp;
-    tm_sampler_params_default(&sp);
-    sp.temperature = r->temperature;
-    sp.top_k = r->top_k;
-    sp.top_p = r->top_p;
-    sp.min_p = r->min_p;
-    sp.repetition_penalty = r->repetition_penalty;
-    sp.presence_penalty = r->presence_penalty;
-    sp.frequency_penalty = r->frequency_penalty;
-    sp.seed = r->seed;
-    tm_sampler *smp = tm_sampler_new(&sp, V, err);
-    int n_stops = 0;
-    while (r->stop && r->stop[n_stops]) n_stops++;
-    tm_stop *stop = smp ? tm_stop_new(rm->eos_ids, r->ignore_eos ? 0 : rm->n_eos, r->stop, n_stops, err) : NULL;
-    tm_detok_stream *ds = stop ? tm_detok_stream_new(rm->tok, 1) : NULL;
-    if (!smp || !stop || !ds) {
-        if (smp && stop && !ds) tm_errf(err, TM_E_NOMEM, "request: out of memory");
-        tm_sampler_free(smp);
-        tm_stop_free(stop);
-        free(ids);
-        return err ? err->code : TM_E_NOMEM;
-    }
-    tm_sampler_accept_prompt(smp, ids, (int64_t)n);
-
-    run_state st = {.s = s, .route = route_pick(s, (int)n)};
-    stats->route = route_name(st.route);
-    stats->prefill_engine = st.route == TANDEM_ROUTE_DECODE_ONLY ? s->dec.caps.name : s->pre.caps.name;
-    stats->decode_engine = st.route == TANDEM_ROUTE_PREFILL_ONLY ? s->pre.caps.name : s->dec.caps.name;
-    stats->n_prompt = (int)n;
-    if (s->o.explain)
-        fprintf(stderr, "[route] prompt %zu tokens -> %s (prefill %s, decode %s)\n", n, stats->route,
-                st.route == TANDEM_ROUTE_DECODE_ONLY ? s->dec.caps.name : s->pre.caps.name,
-                st.route == TANDEM_ROUTE_PREFILL_ONLY ? s->pre.caps.name : s->dec.caps.name);
-    rc = run_prefill(&st, ids, (int)n, err);
-    stats->t_prefill = st.t_prefill;
-    stats->t_handoff = st.t_handoff;
-    stats->finish_reason = "length";
-    double t_dec0 = now_s();
-    int pos = (int)n, cancelled = 0, stop_string = 0;
-    for (int i = 0; rc == TM_OK && i < max_new; i++) {
-        int32_t tok = tm_sampler_sample(smp, s->logits);
-        tm_sampler_accept(smp, tok);
-        stats->n_generated++;
-        if (i == 0) stats->ttft = now_s() - t_submit;
-        if (tm_stop_is_eos(stop, tok)) {
-            stats->finish_reason = "stop";
-            break;
-        }
-        char *piece = NULL;
-        size_t plen = 0;
-        if ((rc = tm_detok_stream_push(ds, tok, &piece, &plen, err)) != TM_OK) break;
-        const char *emit;
-        size_t elen = 0;
-        int matched = tm_stop_feed(stop, piece ? piece : "", plen, &emit, &elen);
-        int cancel = elen && on_text && on_text(ud, emit, elen, tok);
-        free(piece); /* emit may point into piece */
-        if (cancel) {
-            cancelled = 1;
-            break;
-        }
-        if (matched) {
-            stats->finish_reason = "stop";
-            stop_string = 1;
-            break;
-        }
-        if (i + 1 == max_new) break;
-        rc = run_decode_step(&st, tok, pos++, err);
-    }
-    if (rc == TM_OK && !cancelled && !stop_string) { /* emit what was held back */
-        char *piece = NULL;
-        size_t plen = 0;
-        const char *emit;
-        size_t elen = 0;
-        if (tm_detok_stream_flush(ds, &piece, &plen, err) == TM_OK && plen) {
-            tm_stop_feed(stop, piece, plen, &emit, &elen);
-            if (elen && on_text) on_text(ud, emit, elen, -1);
-        }
-        free(piece);
-        tm_stop_flush(stop, &emit, &elen);
-        if (elen && on_text) on_text(ud, emit, elen, -1);
-    }
-    stats->t_decode = now_s() - t_dec0;
-    if (cancelled) {
-        stats->finish_reason = "cancelled";
-        rc = tm_errf(err, TM_E_CANCELLED, "request cancelled");
-    }
-    run_release(&st); /* invariant 1: every exit path */
-    tm_detok_stream_free(ds);
-    tm_stop_free(stop);
-    tm_sampler_free(smp);
-    free(ids);
+    tm_kv_seq_release(s->kv, &seq);
+    tm_kv_seq_release(s->stage, &sseq);
     return rc;
 }

@@ -43,6 +43,16 @@ typedef struct tm_session tm_session;
 int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts *o, tm_err *err);
 void tm_session_free(tm_session *s);
 
+/* Submit a request to the scheduler (sched.c) and return at once; the
+ * workers stream its text to on_text (from their threads). tm_req_wait
+ * blocks until it ends, fills stats and frees the request. */
+typedef struct tm_req tm_req;
+int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tm_req **out,
+                      tm_err *err);
+void tm_req_cancel(tm_req *q);
+int tm_req_wait(tm_req *q, tandem_stats *stats, tm_err *err);
+
+/* submit + wait */
 int tm_session_generate(tm_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud,
                         tandem_stats *stats, tm_err *err);
 

@@ -232,12 +232,13 @@ typedef struct cpu_rows {
     int n_logit_rows;
     void (*on_layer)(void *ud, int layer);
     void *ud;
+    struct tm_pool *pool;      /* threads for this call */
 } cpu_rows;
 
-static int matmul(cpu_ctx *c, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
+static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
 {
     tm_kact a = {.M = M, .K = tm_kweight_k(w), .f32 = x};
-    return tm_kmatmul(&c->k, w, &a, y, &c->ws, c->pool, err);
+    return tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
 }
 
 static void add_bias(float *y, const float *b, int M, int N)
@@ -310,7 +311,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
             .kv_dtype = o->dtype, .kv_stride = o->page_size, .out = out, .scale = m->attn_scale,
             .softcap = m->attn_softcap, .window = window,
         };
-        return c->k.attn_prefill(&a, &c->ws, c->pool);
+        return c->k.attn_prefill(&a, &c->ws, r->pool);
     }
     tm_kv_view v;
     tm_kv_view_of(r->kv, r->seq[0], l, &v);
@@ -324,7 +325,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
         .kv_dtype = o->dtype, .page_table = c->ptab, .ctx_len = c->ctxlen, .out = out,
         .scale = m->attn_scale, .softcap = m->attn_softcap, .window = window,
     };
-    return c->k.attn_decode(&a, &c->ws, c->pool);
+    return c->k.attn_decode(&a, &c->ws, r->pool);
 }
 
 static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
@@ -351,7 +352,7 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         const cpu_layer *y = &c->layer[l];
         c->k.rmsnorm(c->h, c->x, y->attn_norm, M, D, m->eps, m->norm_add_one);
         if (y->wqkv) {
-            if ((rc = matmul(c, y->wqkv, c->h, M, c->qkv, err))) return rc;
+            if ((rc = matmul(c, r, y->wqkv, c->h, M, c->qkv, err))) return rc;
             for (int i = 0; i < M; i++) {
                 const float *s = c->qkv + (size_t)i * (HD + 2 * KD);
                 memcpy(c->q + (size_t)i * HD, s, sizeof(float) * HD);
@@ -359,9 +360,9 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
                 memcpy(c->vv + (size_t)i * KD, s + HD + KD, sizeof(float) * KD);
             }
         } else {
-            if ((rc = matmul(c, y->wq, c->h, M, c->q, err))) return rc;
-            if ((rc = matmul(c, y->wk, c->h, M, c->kk, err))) return rc;
-            if ((rc = matmul(c, y->wv, c->h, M, c->vv, err))) return rc;
+            if ((rc = matmul(c, r, y->wq, c->h, M, c->q, err))) return rc;
+            if ((rc = matmul(c, r, y->wk, c->h, M, c->kk, err))) return rc;
+            if ((rc = matmul(c, r, y->wv, c->h, M, c->vv, err))) return rc;
         }
         add_bias(c->q, y->bq, M, HD);
         add_bias(c->kk, y->bk, M, KD);
@@ -372,7 +373,7 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         apply_rope(c, r, m->layer[l].rope, c->kk, Hk);
         kv_store(c, r, l);
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
-        if ((rc = matmul(c, y->wo, c->h, M, c->f, err))) return rc;
+        if ((rc = matmul(c, r, y->wo, c->h, M, c->f, err))) return rc;
         add_bias(c->f, y->bo, M, D);
         if (y->attn_out_norm) c->k.rmsnorm(c->f, c->f, y->attn_out_norm, M, D, m->eps, m->norm_add_one);
         for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
@@ -380,19 +381,19 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         c->k.rmsnorm(c->h, c->x, y->ffn_norm, M, D, m->eps, m->norm_add_one);
         float *gate = c->g, *up = c->u;
         if (y->w_gate_up) {
-            if ((rc = matmul(c, y->w_gate_up, c->h, M, c->g, err))) return rc;
+            if ((rc = matmul(c, r, y->w_gate_up, c->h, M, c->g, err))) return rc;
             for (int i = 0; i < M; i++) /* rows: gate then up -> split */
                 memcpy(c->u + (size_t)i * F, c->g + (size_t)i * 2 * F + F, sizeof(float) * F);
             for (int i = 1; i < M; i++) memmove(c->g + (size_t)i * F, c->g + (size_t)i * 2 * F, sizeof(float) * F);
         } else {
-            if ((rc = matmul(c, y->w_gate, c->h, M, gate, err))) return rc;
-            if ((rc = matmul(c, y->w_up, c->h, M, up, err))) return rc;
+            if ((rc = matmul(c, r, y->w_gate, c->h, M, gate, err))) return rc;
+            if ((rc = matmul(c, r, y->w_up, c->h, M, up, err))) return rc;
         }
         add_bias(gate, y->b_gate, M, F);
         add_bias(up, y->b_up, M, F);
         if (m->act == TM_ACT_SILU) c->k.silu_mul(gate, gate, up, (size_t)M * F);
         else c->k.gelu_tanh_mul(gate, gate, up, (size_t)M * F);
-        if ((rc = matmul(c, y->w_down, gate, M, c->f, err))) return rc;
+        if ((rc = matmul(c, r, y->w_down, gate, M, c->f, err))) return rc;
         add_bias(c->f, y->b_down, M, D);
         if (y->ffn_out_norm) c->k.rmsnorm(c->f, c->f, y->ffn_out_norm, M, D, m->eps, m->norm_add_one);
         for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
@@ -406,7 +407,7 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     if (r->n_logit_rows > 0) {
         for (int j0 = 0; j0 < r->n_logit_rows; j0 += TM_KGEMV_MAX_B) {
             int nb = r->n_logit_rows - j0 < TM_KGEMV_MAX_B ? r->n_logit_rows - j0 : TM_KGEMV_MAX_B;
-            if ((rc = matmul(c, c->lm_head, c->h + (size_t)j0 * D, nb, r->logits + (size_t)j0 * m->V, err)))
+            if ((rc = matmul(c, r, c->lm_head, c->h + (size_t)j0 * D, nb, r->logits + (size_t)j0 * m->V, err)))
                 return rc;
         }
         if (m->final_softcap > 0) {
@@ -441,7 +442,7 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
         .M = T, .tokens = a->tokens, .pos = pos, .seq = seqs, .kv = a->kv,
         .contiguous_prefill = o->page_size >= need && (o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F32),
         .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
-        .on_layer = a->on_layer, .ud = a->ud,
+        .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool,
     };
     int rc = forward(c, &r, err);
     if (rc == TM_OK && a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
@@ -456,7 +457,7 @@ static int cpu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     for (int i = 0; i < a->B; i++) rows[i] = i;
     cpu_rows r = {
         .M = a->B, .tokens = a->tokens, .pos = a->pos, .seq = a->seqs, .kv = a->kv,
-        .logits = a->logits, .logit_rows = rows, .n_logit_rows = a->B,
+        .logits = a->logits, .logit_rows = rows, .n_logit_rows = a->B, .pool = a->pool ? a->pool : c->pool,
     };
     int rc = forward(c, &r, err);
     if (rc == TM_OK)

@@ -1,0 +1,599 @@
+/* runtime/sched.c: the scheduler. A prefill worker and a decode worker run at
+ * the same time on disjoint core sets, so a new prompt never stalls the
+ * streams that are already generating.
+ *
+ * Design block
+ * ------------
+ *   submit -> [queue] -> prefill worker (prefill cores) -> [join] -> decode worker (decode cores)
+ *                        chunked prefill, bridge                    continuous batching: sequences
+ *                        hand-off, first token                      join and leave at every step
+ *
+ * Request lifecycle (req->state):
+ *
+ *   QUEUED -> ROUTED -> PREFILLING -> HANDOFF -> DECODING -> DONE
+ *      \________\___________\____________\___________\-----> CANCELLED | FAILED
+ *
+ *   | transition              | where                          | function          |
+ *   | (new) -> QUEUED         | caller thread                  | tm_session_submit |
+ *   | QUEUED -> ROUTED        | prefill worker                 | tm_route_pick     |
+ *   | ROUTED -> PREFILLING    | prefill worker (decode worker for decode-only) | tm_prefill_route |
+ *   | PREFILLING -> HANDOFF   | bridge thread, layer by layer  | tm_bridge_layer_done |
+ *   | HANDOFF -> DECODING     | prefill worker: first token, push to join | req_take_token, join_push |
+ *   | DECODING -> DONE        | decode worker: EOS, stop, length | req_take_token   |
+ *   | any -> CANCELLED        | the worker that holds it sees req->cancel | req_finish |
+ *   | any -> FAILED           | an engine error                 | req_finish        |
+ *
+ * Invariants
+ *  1. A request is held by exactly one thread at a time: the queue, the
+ *     prefill worker, the join list, or the decode worker. Moves between
+ *     them happen under sc->mu (which orders everything the request holds).
+ *  2. req_finish releases every KV page of the request, in every state.
+ *  3. Decode never waits on an unrelated prefill: the two workers share no
+ *     lock during compute; the decode worker takes sc->mu only to move
+ *     requests in and out of its batch.
+ *  4. Idle lending: a side runs on every core only while the other side has
+ *     no work. The prefill side raises pre_busy before it starts and waits
+ *     for dec_using_all to drop (at most one decode step); the decode side
+ *     raises dec_using_all and re-checks pre_busy (Dekker), so the two never
+ *     both use the shared cores.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/threadpool.h"
+#include "engine/cpu/kernels.h"
+#include "model/model.h"
+#include "runtime/session-impl.h"
+#include "text/sampler.h"
+#include "text/tokenizer.h"
+
+enum { REQ_QUEUED, REQ_ROUTED, REQ_PREFILLING, REQ_HANDOFF, REQ_DECODING, REQ_DONE, REQ_CANCELLED, REQ_FAILED };
+
+struct tm_req {
+    tm_session *s;
+    int32_t *ids;              /* [n_prompt] */
+    int n_prompt, max_new;
+    tandem_route route;
+    tm_sampler *smp;
+    tm_stop *stop;
+    tm_detok_stream *ds;
+    tandem_text_fn on_text;
+    void *ud;
+    int state;
+    atomic_int cancel;
+    tm_kv_seq seq, sseq;       /* decode pages, staging pages */
+    int pos;                   /* position of next_tok */
+    int32_t next_tok;          /* the token the next decode step feeds */
+    int n_gen;
+    double t_submit, t_first, t_prefill, t_handoff, t_last, t_done;
+    double *itl;               /* [max_new] inter-token latencies */
+    int n_itl;
+    const char *finish;
+    tm_err err;
+    int done;
+    pthread_cond_t done_cv;
+    struct tm_req *next;
+};
+
+typedef struct tm_sched {
+    tm_session *s;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;    /* prefill worker: queue non-empty, or stop */
+    pthread_cond_t join_cv;    /* decode worker: join non-empty, or stop */
+    pthread_cond_t room_cv;    /* prefill worker: a decode slot freed */
+    tm_req *q_head, *q_tail;   /* QUEUED */
+    tm_req *join_head, *join_tail; /* handed off, not yet in the batch */
+    int n_decoding;            /* in join + active */
+    int stop;
+    pthread_t pre_thread, dec_thread;
+    int threads_started;
+    float *batch_logits;       /* [max_batch][V] */
+} tm_sched;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
+}
+
+/* ---- request helpers ------------------------------------------------------------ */
+
+static void req_emit(tm_req *q, const char *text, size_t len, int32_t tok)
+{
+    if (len && q->on_text && q->on_text(q->ud, text, len, tok)) atomic_store(&q->cancel, 1);
+}
+
+/* Emit what the detokenizer and the stop matcher hold back. */
+static void req_flush(tm_req *q)
+{
+    char *piece = NULL;
+    size_t plen = 0, elen = 0;
+    const char *emit;
+    tm_err e = {0};
+    if (tm_detok_stream_flush(q->ds, &piece, &plen, &e) == TM_OK && plen) {
+        tm_stop_feed(q->stop, piece, plen, &emit, &elen);
+        req_emit(q, emit, elen, -1);
+    }
+    free(piece);
+    tm_stop_flush(q->stop, &emit, &elen);
+    req_emit(q, emit, elen, -1);
+}
+
+/* Sample the next token from logits [V] (modified), stream its text.
+ * Returns 1 when the request is finished (q->finish set), 0 to continue. */
+static int req_take_token(tm_req *q, float *logits)
+{
+    double t = now_s();
+    int32_t tok = tm_sampler_sample(q->smp, logits);
+    tm_sampler_accept(q->smp, tok);
+    if (q->n_gen == 0) q->t_first = t;
+    else if (q->n_itl < q->max_new) q->itl[q->n_itl++] = t - q->t_last;
+    q->t_last = t;
+    q->n_gen++;
+    if (tm_stop_is_eos(q->stop, tok)) {
+        req_flush(q);
+        q->finish = "stop";
+        return 1;
+    }
+    char *piece = NULL;
+    size_t plen = 0, elen = 0;
+    const char *emit;
+    if (tm_detok_stream_push(q->ds, tok, &piece, &plen, &q->err) != TM_OK) {
+        q->finish = "error";
+        return 1;
+    }
+    int matched = tm_stop_feed(q->stop, piece ? piece : "", plen, &emit, &elen);
+    req_emit(q, emit, elen, tok);
+    free(piece); /* emit may point into piece */
+    if (matched) {
+        q->finish = "stop";
+        return 1;
+    }
+    if (q->n_gen >= q->max_new) {
+        req_flush(q);
+        q->finish = "length";
+        return 1;
+    }
+    q->next_tok = tok;
+    return 0;
+}
+
+/* Any state -> DONE / CANCELLED / FAILED: release every page (invariant 2). */
+static void req_finish(tm_sched *sc, tm_req *q, int state)
+{
+    tm_session *s = sc->s;
+    tm_kv_seq_release(s->kv, &q->seq);
+    tm_kv_seq_release(s->stage, &q->sseq);
+    pthread_mutex_lock(&sc->mu);
+    q->state = state;
+    if (state == REQ_CANCELLED) q->finish = "cancelled";
+    q->t_done = now_s();
+    q->done = 1;
+    pthread_cond_broadcast(&q->done_cv);
+    pthread_mutex_unlock(&sc->mu);
+}
+
+static void join_push(tm_sched *sc, tm_req *q)
+{
+    pthread_mutex_lock(&sc->mu);
+    q->state = REQ_DECODING;
+    q->next = NULL;
+    if (sc->join_tail) sc->join_tail->next = q;
+    else sc->join_head = q;
+    sc->join_tail = q;
+    pthread_cond_signal(&sc->join_cv);
+    pthread_mutex_unlock(&sc->mu);
+}
+
+static void decoding_done(tm_sched *sc)
+{
+    pthread_mutex_lock(&sc->mu);
+    sc->n_decoding--;
+    pthread_cond_signal(&sc->room_cv);
+    pthread_mutex_unlock(&sc->mu);
+}
+
+/* ---- the prefill worker ----------------------------------------------------------- */
+
+/* The pool the prefill side runs on now (idle lending, invariant 4). */
+static struct tm_pool *pre_pool(tm_sched *sc)
+{
+    tm_session *s = sc->s;
+    atomic_store(&s->pre_busy, 1);
+    while (atomic_load(&s->dec_using_all)) sched_yield(); /* at most one decode step */
+    pthread_mutex_lock(&sc->mu);
+    int idle = sc->n_decoding == 0;
+    pthread_mutex_unlock(&sc->mu);
+    return idle ? s->pool_all_pre : s->pool_pre;
+}
+
+/* The prefill-only route: the prefill engine does the whole request here. */
+static void run_prefill_only(tm_sched *sc, tm_req *q)
+{
+    tm_session *s = sc->s;
+    int V = s->rm->decode->V;
+    for (;;) {
+        if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
+        if (tm_kv_seq_reserve(s->kv, &q->seq, q->pos + 1, &q->err) != TM_OK) break;
+        tm_kv_seq *sp = &q->seq;
+        tm_decode_args a = {.B = 1, .tokens = &q->next_tok, .pos = &q->pos, .kv = s->kv, .seqs = &sp,
+                            .logits = s->logits, .pool = pre_pool(sc)};
+        if (s->pre.vt->decode(s->pre.ctx, &a, &q->err) != TM_OK) break;
+        q->pos++;
+        (void)V;
+        if (req_take_token(q, s->logits)) {
+            req_finish(sc, q, atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE);
+            return;
+        }
+    }
+    req_finish(sc, q, REQ_FAILED);
+}
+
+static void prefill_one(tm_sched *sc, tm_req *q)
+{
+    tm_session *s = sc->s;
+    q->route = tm_route_pick(s, q->n_prompt);
+    q->state = REQ_ROUTED;
+    if (s->o.explain)
+        fprintf(stderr, "[route] %d prompt tokens -> %s\n", q->n_prompt, tm_route_name(q->route));
+    if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
+    if (q->route == TANDEM_ROUTE_DECODE_ONLY) { /* the decode worker prefills it, on its engine */
+        pthread_mutex_lock(&sc->mu);
+        sc->n_decoding++;
+        pthread_mutex_unlock(&sc->mu);
+        join_push(sc, q);
+        return;
+    }
+    q->state = REQ_PREFILLING;
+    if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pre_pool(sc), s->logits, &q->t_prefill,
+                         &q->t_handoff, &q->err) != TM_OK) {
+        req_finish(sc, q, REQ_FAILED);
+        return;
+    }
+    tm_kv_seq_release(s->stage, &q->sseq); /* staging pages are free once handed off */
+    q->state = REQ_HANDOFF;
+    q->pos = q->n_prompt;
+    if (req_take_token(q, s->logits)) {
+        req_finish(sc, q, atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE);
+        return;
+    }
+    if (q->route == TANDEM_ROUTE_PREFILL_ONLY) {
+        run_prefill_only(sc, q);
+        return;
+    }
+    pthread_mutex_lock(&sc->mu);
+    sc->n_decoding++;
+    pthread_mutex_unlock(&sc->mu);
+    join_push(sc, q);
+}
+
+static void *prefill_main(void *arg)
+{
+    tm_sched *sc = arg;
+    tm_session *s = sc->s;
+    pin_to(s->plan.pre_cpus[0]);
+    pthread_mutex_lock(&sc->mu);
+    for (;;) {
+        while (!sc->stop && (!sc->q_head || sc->n_decoding >= s->max_seqs)) {
+            atomic_store(&s->pre_busy, sc->q_head != NULL);
+            pthread_cond_wait(sc->q_head ? &sc->room_cv : &sc->work_cv, &sc->mu);
+        }
+        if (sc->stop) break;
+        tm_req *q = sc->q_head;
+        sc->q_head = q->next;
+        if (!sc->q_head) sc->q_tail = NULL;
+        atomic_store(&s->pre_busy, 1);
+        pthread_mutex_unlock(&sc->mu);
+        prefill_one(sc, q);
+        pthread_mutex_lock(&sc->mu);
+        atomic_store(&s->pre_busy, sc->q_head != NULL && sc->n_decoding < s->max_seqs);
+    }
+    atomic_store(&s->pre_busy, 0);
+    pthread_mutex_unlock(&sc->mu);
+    return NULL;
+}
+
+/* ---- the decode worker ------------------------------------------------------------ */
+
+static void *decode_main(void *arg)
+{
+    tm_sched *sc = arg;
+    tm_session *s = sc->s;
+    pin_to(s->plan.dec_cpus[0]);
+    int V = s->rm->decode->V;
+    int maxb = s->dec.caps.max_batch > 0 && s->dec.caps.max_batch < TM_KGEMV_MAX_B ? s->dec.caps.max_batch : TM_KGEMV_MAX_B;
+    tm_req *active[64];
+    int n_active = 0, rr = 0;
+    for (;;) {
+        pthread_mutex_lock(&sc->mu);
+        while (!sc->stop && n_active == 0 && !sc->join_head) pthread_cond_wait(&sc->join_cv, &sc->mu);
+        if (sc->stop && n_active == 0 && !sc->join_head) {
+            pthread_mutex_unlock(&sc->mu);
+            break;
+        }
+        tm_req *joined = sc->join_head;
+        sc->join_head = sc->join_tail = NULL;
+        pthread_mutex_unlock(&sc->mu);
+        /* join: decode-only requests prefill here, on the decode engine */
+        while (joined) {
+            tm_req *q = joined;
+            joined = q->next;
+            if (q->route == TANDEM_ROUTE_DECODE_ONLY && q->n_gen == 0) {
+                q->state = REQ_PREFILLING;
+                struct tm_pool *pool = atomic_load(&s->pre_busy) ? s->pool_dec : s->pool_all_dec;
+                if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool, sc->batch_logits,
+                                     &q->t_prefill, &q->t_handoff, &q->err) != TM_OK) {
+                    req_finish(sc, q, REQ_FAILED);
+                    decoding_done(sc);
+                    continue;
+                }
+                q->pos = q->n_prompt;
+                q->state = REQ_DECODING;
+                if (req_take_token(q, sc->batch_logits)) {
+                    req_finish(sc, q, atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE);
+                    decoding_done(sc);
+                    continue;
+                }
+            }
+            active[n_active++] = q;
+        }
+        /* leave: cancelled requests */
+        for (int i = 0; i < n_active;) {
+            if (atomic_load(&active[i]->cancel)) {
+                req_finish(sc, active[i], REQ_CANCELLED);
+                decoding_done(sc);
+                active[i] = active[--n_active];
+            } else i++;
+        }
+        if (n_active == 0) continue;
+        /* one step for up to maxb sequences, round-robin when more are active */
+        int B = n_active < maxb ? n_active : maxb;
+        tm_req *batch[TM_KGEMV_MAX_B];
+        int32_t toks[TM_KGEMV_MAX_B];
+        int pos[TM_KGEMV_MAX_B];
+        tm_kv_seq *seqs[TM_KGEMV_MAX_B];
+        int ok = 1;
+        for (int b = 0; b < B; b++) {
+            tm_req *q = active[(rr + b) % n_active];
+            batch[b] = q;
+            toks[b] = q->next_tok;
+            pos[b] = q->pos;
+            seqs[b] = &q->seq;
+            if (tm_kv_seq_reserve(s->kv, &q->seq, q->pos + 1, &q->err) != TM_OK) ok = 0;
+        }
+        rr = n_active > B ? (rr + B) % n_active : 0;
+        struct tm_pool *pool = s->pool_dec;
+        if (!atomic_load(&s->pre_busy)) {
+            atomic_store(&s->dec_using_all, 1);
+            if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
+            else pool = s->pool_all_dec;
+        }
+        tm_err e = {0};
+        if (ok) {
+            tm_decode_args a = {.B = B, .tokens = toks, .pos = pos, .kv = s->kv, .seqs = seqs,
+                                .logits = sc->batch_logits, .pool = pool};
+            ok = s->dec.vt->decode(s->dec.ctx, &a, &e) == TM_OK;
+        }
+        atomic_store(&s->dec_using_all, 0);
+        for (int b = 0; b < B; b++) {
+            tm_req *q = batch[b];
+            int fin;
+            if (!ok) {
+                if (q->err.code == TM_OK) q->err = e;
+                fin = REQ_FAILED;
+            } else {
+                q->pos++;
+                fin = req_take_token(q, sc->batch_logits + (size_t)b * V)
+                          ? (atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE) : 0;
+            }
+            if (fin) {
+                req_finish(sc, q, fin);
+                decoding_done(sc);
+                for (int i = 0; i < n_active; i++)
+                    if (active[i] == q) { active[i] = active[--n_active]; break; }
+            }
+        }
+    }
+    return NULL;
+}
+
+/* ---- set-up and the API --------------------------------------------------------------- */
+
+int tm_sched_new(tm_sched **out, tm_session *s, tm_err *err)
+{
+    *out = NULL;
+    tm_sched *sc = calloc(1, sizeof *sc);
+    if (!sc) return tm_errf(err, TM_E_NOMEM, "scheduler: out of memory");
+    sc->s = s;
+    pthread_mutex_init(&sc->mu, NULL);
+    pthread_cond_init(&sc->work_cv, NULL);
+    pthread_cond_init(&sc->join_cv, NULL);
+    pthread_cond_init(&sc->room_cv, NULL);
+    sc->batch_logits = malloc(sizeof(float) * (size_t)TM_KGEMV_MAX_B * (size_t)s->rm->decode->V);
+    if (!sc->batch_logits) {
+        tm_sched_free(sc);
+        return tm_errf(err, TM_E_NOMEM, "scheduler: out of memory");
+    }
+    if (pthread_create(&sc->pre_thread, NULL, prefill_main, sc) != 0) {
+        tm_sched_free(sc);
+        return tm_errf(err, TM_E_NOMEM, "scheduler: cannot start the prefill worker");
+    }
+    if (pthread_create(&sc->dec_thread, NULL, decode_main, sc) != 0) {
+        pthread_mutex_lock(&sc->mu);
+        sc->stop = 1;
+        pthread_cond_broadcast(&sc->work_cv);
+        pthread_mutex_unlock(&sc->mu);
+        pthread_join(sc->pre_thread, NULL);
+        free(sc->batch_logits);
+        free(sc);
+        return tm_errf(err, TM_E_NOMEM, "scheduler: cannot start the decode worker");
+    }
+    sc->threads_started = 1;
+    *out = sc;
+    return TM_OK;
+}
+
+void tm_sched_free(tm_sched *sc)
+{
+    if (!sc) return;
+    if (sc->threads_started) {
+        pthread_mutex_lock(&sc->mu);
+        sc->stop = 1;
+        pthread_cond_broadcast(&sc->work_cv);
+        pthread_cond_broadcast(&sc->join_cv);
+        pthread_cond_broadcast(&sc->room_cv);
+        pthread_mutex_unlock(&sc->mu);
+        pthread_join(sc->pre_thread, NULL);
+        pthread_join(sc->dec_thread, NULL);
+    }
+    pthread_mutex_destroy(&sc->mu);
+    pthread_cond_destroy(&sc->work_cv);
+    pthread_cond_destroy(&sc->join_cv);
+    pthread_cond_destroy(&sc->room_cv);
+    free(sc->batch_logits);
+    free(sc);
+}
+
+static void req_free(tm_req *q)
+{
+    if (!q) return;
+    tm_detok_stream_free(q->ds);
+    tm_stop_free(q->stop);
+    tm_sampler_free(q->smp);
+    free(q->ids);
+    free(q->itl);
+    pthread_cond_destroy(&q->done_cv);
+    free(q);
+}
+
+int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tm_req **out,
+                      tm_err *err)
+{
+    *out = NULL;
+    tm_rt_model *rm = s->rm;
+    int V = rm->decode->V, rc;
+    tm_req *q = calloc(1, sizeof *q);
+    if (!q) return tm_errf(err, TM_E_NOMEM, "request: out of memory");
+    pthread_cond_init(&q->done_cv, NULL);
+    q->s = s;
+    q->t_submit = now_s();
+    q->on_text = on_text;
+    q->ud = ud;
+    size_t n = 0;
+    if (r->prompt) {
+        if ((rc = tm_tok_encode(rm->tok, r->prompt, strlen(r->prompt), 1, &q->ids, &n, err)) != TM_OK) goto fail;
+    } else if (r->prompt_ids && r->n_prompt_ids > 0) {
+        q->ids = malloc(sizeof(int32_t) * r->n_prompt_ids);
+        if (!q->ids) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+        memcpy(q->ids, r->prompt_ids, sizeof(int32_t) * r->n_prompt_ids);
+        n = r->n_prompt_ids;
+    }
+    if (n == 0) { rc = tm_errf(err, TM_E_INVALID, "request: the prompt is empty"); goto fail; }
+    for (size_t i = 0; i < n; i++)
+        if (q->ids[i] < 0 || q->ids[i] >= V) {
+            rc = tm_errf(err, TM_E_INVALID, "request: prompt token id %d out of range (vocabulary %d)", q->ids[i], V);
+            goto fail;
+        }
+    if ((int)n >= s->max_ctx) {
+        rc = tm_errf(err, TM_E_LIMIT, "prompt of %zu tokens does not fit the context of %d tokens", n, s->max_ctx);
+        goto fail;
+    }
+    q->n_prompt = (int)n;
+    q->max_new = r->max_tokens > 0 ? r->max_tokens : 128;
+    if (q->n_prompt + q->max_new > s->max_ctx) q->max_new = s->max_ctx - q->n_prompt;
+    tm_sampler_params sp;
+    tm_sampler_params_default(&sp);
+    sp.temperature = r->temperature;
+    sp.top_k = r->top_k;
+    sp.top_p = r->top_p;
+    sp.min_p = r->min_p;
+    sp.repetition_penalty = r->repetition_penalty;
+    sp.presence_penalty = r->presence_penalty;
+    sp.frequency_penalty = r->frequency_penalty;
+    sp.seed = r->seed;
+    if (!(q->smp = tm_sampler_new(&sp, V, err))) { rc = err ? err->code : TM_E_INVALID; goto fail; }
+    tm_sampler_accept_prompt(q->smp, q->ids, (int64_t)n);
+    int n_stops = 0;
+    while (r->stop && r->stop[n_stops]) n_stops++;
+    if (!(q->stop = tm_stop_new(rm->eos_ids, r->ignore_eos ? 0 : rm->n_eos, r->stop, n_stops, err))) {
+        rc = err ? err->code : TM_E_INVALID;
+        goto fail;
+    }
+    q->ds = tm_detok_stream_new(rm->tok, 1);
+    q->itl = malloc(sizeof(double) * (size_t)q->max_new);
+    if (!q->ds || !q->itl) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+    q->finish = "length";
+    tm_sched *sc = s->sched;
+    pthread_mutex_lock(&sc->mu);
+    q->state = REQ_QUEUED;
+    if (sc->q_tail) sc->q_tail->next = q;
+    else sc->q_head = q;
+    sc->q_tail = q;
+    atomic_store(&s->pre_busy, 1);
+    pthread_cond_signal(&sc->work_cv);
+    pthread_mutex_unlock(&sc->mu);
+    *out = q;
+    return TM_OK;
+fail:
+    req_free(q);
+    return rc;
+}
+
+void tm_req_cancel(tm_req *q) { atomic_store(&q->cancel, 1); }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int tm_req_wait(tm_req *q, tandem_stats *st, tm_err *err)
+{
+    tm_sched *sc = q->s->sched;
+    pthread_mutex_lock(&sc->mu);
+    while (!q->done) pthread_cond_wait(&q->done_cv, &sc->mu);
+    pthread_mutex_unlock(&sc->mu);
+    memset(st, 0, sizeof *st);
+    st->n_prompt = q->n_prompt;
+    st->n_generated = q->n_gen;
+    st->t_prefill = q->t_prefill;
+    st->t_handoff = q->t_handoff;
+    st->ttft = q->n_gen ? q->t_first - q->t_submit : 0;
+    st->t_decode = q->n_gen ? q->t_done - q->t_first : 0;
+    st->t_total = q->t_done - q->t_submit;
+    st->route = tm_route_name(q->route);
+    st->prefill_engine = q->route == TANDEM_ROUTE_DECODE_ONLY ? q->s->dec.caps.name : q->s->pre.caps.name;
+    st->decode_engine = q->route == TANDEM_ROUTE_PREFILL_ONLY ? q->s->pre.caps.name : q->s->dec.caps.name;
+    st->finish_reason = q->finish;
+    if (q->n_itl) {
+        qsort(q->itl, (size_t)q->n_itl, sizeof(double), cmp_double);
+        st->tpot_p50 = q->itl[q->n_itl / 2];
+        st->tpot_p99 = q->itl[(q->n_itl * 99) / 100 < q->n_itl ? (q->n_itl * 99) / 100 : q->n_itl - 1];
+    }
+    int rc = TM_OK;
+    if (q->state == REQ_FAILED) rc = tm_errf(err, q->err.code ? q->err.code : TM_E_INVALID, "%s", q->err.msg);
+    else if (q->state == REQ_CANCELLED) rc = tm_errf(err, TM_E_CANCELLED, "request cancelled");
+    req_free(q);
+    return rc;
+}
+
+int tm_session_generate(tm_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tandem_stats *st,
+                        tm_err *err)
+{
+    tm_req *q;
+    int rc = tm_session_submit(s, r, on_text, ud, &q, err);
+    if (rc != TM_OK) return rc;
+    return tm_req_wait(q, st, err);
+}

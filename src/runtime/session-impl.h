@@ -1,0 +1,71 @@
+/* runtime/session-impl.h: the session's insides, shared by session.c (set-up,
+ * routes, the synchronous scoring path) and sched.c (the concurrent
+ * scheduler that every generation goes through). Not a public header. */
+#ifndef TM_RUNTIME_SESSION_IMPL_H
+#define TM_RUNTIME_SESSION_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/engine.h"
+#include "runtime/bridge.h"
+#include "runtime/kvcache.h"
+#include "runtime/session.h"
+
+struct tm_pool;
+struct tm_sched;
+
+typedef struct tm_bound_engine {
+    const tm_engine_vt *vt;
+    tm_engine_caps caps;
+    void *ctx;                 /* used by one thread at a time (see sched.c) */
+} tm_bound_engine;
+
+/* Core sets. The prefill side and the decode side each own a disjoint set;
+ * when one side is idle the other borrows every core (pool_all_*). */
+typedef struct tm_core_plan {
+    int pre_cpus[64], n_pre;
+    int dec_cpus[64], n_dec;
+} tm_core_plan;
+
+struct tm_session {
+    tm_rt_model *rm;
+    tandem_session_opts o;
+    int max_ctx;
+    int max_seqs;              /* sequences decoding at once */
+    tm_core_plan plan;
+    struct tm_pool *pool_pre, *pool_dec;        /* own core sets */
+    struct tm_pool *pool_all_pre, *pool_all_dec; /* every core, called from that side's thread */
+    tm_bound_engine pre;       /* prefill engine, prefill weights */
+    tm_bound_engine dec;       /* decode engine, decode weights */
+    tm_kv_cache *kv;           /* decode-side paged cache, all sequences */
+    tm_kv_cache *stage;        /* prefill-side staging cache: one page = one whole sequence */
+    tm_bridge *bridge;
+    float *logits;             /* [V] the prefill side's last logits */
+    struct tm_sched *sched;
+    /* idle lending (sched.c): seq_cst flags, Dekker style */
+    atomic_int pre_busy;       /* the prefill side has work */
+    atomic_int dec_using_all;  /* the decode side is running a step on every core */
+};
+
+/* The route name for reports: "hybrid", "prefill-only", "decode-only". */
+const char *tm_route_name(tandem_route r);
+
+/* Route for a prompt of n tokens (the forced one, or the router's choice). */
+tandem_route tm_route_pick(const tm_session *s, int n_prompt);
+
+/* Chunk size for `remaining` prompt tokens on an engine with caps c. */
+int tm_plan_chunk(const tm_engine_caps *c, int remaining);
+
+/* Prefill ids[0..n) of one sequence along `route` into its decode pages
+ * `seq` (via the staging pages `sseq` and the bridge when hybrid+stateless),
+ * with threads `pool`; the last position's logits into `logits` [V].
+ * *t_prefill and *t_handoff receive seconds. */
+int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
+                     struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, tm_err *err);
+
+/* The scheduler (sched.c). */
+int tm_sched_new(struct tm_sched **out, tm_session *s, tm_err *err);
+void tm_sched_free(struct tm_sched *sc);
+
+#endif
