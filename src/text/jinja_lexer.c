@@ -549,12 +549,14 @@ static int lex_tag(lexer *L, int is_block)
         for (k = 0; k < sizeof OPS / sizeof OPS[0]; k++)
             if (starts(L, p, OPS[k].s)) break;
         if (k == sizeof OPS / sizeof OPS[0]) {
-            char ch[8];
+            char ch[8], msg[32];
             size_t i = p;
             uint32_t cp = u8_next(L->s, L->n, &i);
             size_t m = u8_put(cp, ch);
             ch[m] = '\0';
-            return lfail(L, p, "unexpected char '%s'", ch);
+            /* as jinja2 words it: the character's repr and its offset */
+            snprintf(msg, sizeof msg, cp == '\'' ? "\"%s\" at %zu" : "'%s' at %zu", ch, p);
+            return lfail(L, p, "unexpected char %s", msg);
         }
         int op = OPS[k].op;
         if (op == JO_LBRACE || op == JO_LPAREN || op == JO_LBRACKET) {
