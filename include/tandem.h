@@ -80,6 +80,7 @@ typedef struct tandem_session_opts {
     tandem_route route;
     int explain;                  /* log routing decisions to stderr */
     int stateless;                /* 1: stateless prefill + bridge copy; 0: stateful (zero copy) */
+    int no_lend;                  /* 1: each side keeps to its own cores even when the other is idle */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
 int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st);
@@ -125,6 +126,14 @@ int tandem_submit(tandem_session *s, const tandem_request *r, tandem_text_fn on_
                   tandem_status *st);
 void tandem_cancel(tandem_handle *h);
 int tandem_wait(tandem_handle *h, tandem_stats *stats, tandem_status *st);
+
+/* KV hand-off cost for a prompt of n_ctx tokens of this model (stateless
+ * mode): *copy_s = seconds the bridge needs to convert and scatter every
+ * layer's K/V into decode pages; *exposed_s = the part left on the critical
+ * path when the copy overlaps the later layers (the last layer's copy).
+ * Median of reps runs. Uses its own caches (about 2 x n_ctx x KV bytes). */
+int tandem_handoff_cost(const tandem_model *m, int n_ctx, int reps, double *copy_s, double *exposed_s,
+                        tandem_status *st);
 
 /* Logits of every position: out [n][vocab] float32 (fp32 reference engine). */
 int tandem_logits(const tandem_model *m, const int32_t *ids, size_t n, float *out, tandem_status *st);

@@ -13,4 +13,4 @@ else
   MODEL=$M
 fi
 echo "== tandem run $MODEL =="
-$T run "$MODEL" -p "$1" -n 96 --seed 1
+$T run "$MODEL" -p "$1" -n 96 --seed 1 --route hybrid --explain

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/bench.h"
 #include "cli/cli.h"
 #include "tandem.h"
 
@@ -46,7 +47,14 @@ static const char bench_usage[] =
     "  --peer llama.cpp    also run llama.cpp's llbench on --peer-model, interleaved\n"
     "  --peer-model F.gguf the peer's model (same shape; see ../shared/peers)\n"
     "  --peer-bin PATH     llbench (default $HOME/.cache/tandem-peers/llbench)\n"
-    "  --json F, --md F, --svg F   write results (JSON goes to stdout by default)\n";
+    "  --json F, --md F, --svg F   write results (JSON goes to stdout by default)\n"
+    "scenarios (after the tests):\n"
+    "  --handoff LIST      KV hand-off cost at these context lengths (e.g. 512,2048,8192,32768)\n"
+    "  --sweep LIST        prompt-length sweep over every route and the router (e.g. 16,64,256,1024)\n"
+    "  --sweep-gen N       tokens generated per sweep point (default 16)\n"
+    "  --concurrency LIST  client counts (e.g. 1,2,4,8); --conc P+G (default 448+64), --gap S (default 1.0)\n"
+    "  --stall N           N running streams, then a --stall-prompt P (default 448) token prompt arrives\n"
+    "  --no-lend           never lend idle cores to the other side\n";
 
 static double median(const double *v, int n)
 {
@@ -146,9 +154,9 @@ static int run_peer(const char *bin, const char *model, int threads, bench_test 
     return found;
 }
 
-static void write_json(FILE *f, const char *model, int threads, bench_test *ts, int nt, int has_peer)
+static void write_json(FILE *f, const char *model, int threads, const char *scen, bench_test *ts, int nt, int has_peer)
 {
-    fprintf(f, "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n  \"results\": [\n", model, threads);
+    fprintf(f, "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n%s  \"results\": [\n", model, threads, scen ? scen : "");
     for (int i = 0; i < nt; i++) {
         bench_test *t = &ts[i];
         double m = median(t->tps, t->n);
@@ -234,7 +242,9 @@ int cmd_bench(int argc, char **argv)
     }
     const char *model = NULL, *tests = "pp512,tg128,e448+64,e64+448", *routes = "hybrid";
     const char *peer = NULL, *peer_model = NULL, *peer_bin = NULL, *json = NULL, *md = NULL, *svg = NULL;
-    int reps = 3;
+    int reps = 3, sweep_gen = 16, conc_p = 448, conc_g = 64, stall = 0, stall_p = 448;
+    const char *handoff = NULL, *sweep = NULL, *conc = NULL;
+    double gap = 1.0;
     tandem_session_opts so;
     tandem_session_opts_default(&so);
     for (int i = 1; i < argc; i++) {
@@ -253,6 +263,15 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--json")) { NEEDV(); json = v; }
         else if (!strcmp(a, "--md")) { NEEDV(); md = v; }
         else if (!strcmp(a, "--svg")) { NEEDV(); svg = v; }
+        else if (!strcmp(a, "--handoff")) { NEEDV(); handoff = v; }
+        else if (!strcmp(a, "--sweep")) { NEEDV(); sweep = v; }
+        else if (!strcmp(a, "--sweep-gen")) { NEEDV(); sweep_gen = atoi(v); }
+        else if (!strcmp(a, "--concurrency")) { NEEDV(); conc = v; }
+        else if (!strcmp(a, "--conc")) { NEEDV(); if (sscanf(v, "%d+%d", &conc_p, &conc_g) != 2) return 2; }
+        else if (!strcmp(a, "--gap")) { NEEDV(); gap = strtod(v, NULL); }
+        else if (!strcmp(a, "--stall")) { NEEDV(); stall = atoi(v); }
+        else if (!strcmp(a, "--stall-prompt")) { NEEDV(); stall_p = atoi(v); }
+        else if (!strcmp(a, "--no-lend")) so.no_lend = 1;
         else if (a[0] == '-') { fprintf(stderr, "tandem bench: unknown option '%s'\n", a); return 2; }
         else if (!model) model = a;
         else { fprintf(stderr, "tandem bench: unexpected argument '%s'\n", a); return 2; }
@@ -323,18 +342,34 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "\n");
     }
     if (rc != 0 && st.msg[0]) fprintf(stderr, "tandem bench: %s\n", st.msg);
+    /* scenarios: JSON members into a memory stream, markdown appended below the table */
+    char *scen = NULL, *scen_md = NULL;
+    size_t scen_len = 0, scen_md_len = 0;
+    FILE *sj = open_memstream(&scen, &scen_len), *sm = open_memstream(&scen_md, &scen_md_len);
+    double pp_rate = 0;
+    for (int i = 0; i < nt; i++)
+        if (ts[i].kind == 'p' && ts[i].n) pp_rate = median(ts[i].tps, ts[i].n);
+    so.route = TANDEM_ROUTE_AUTO;
+    if (rc == 0 && handoff) rc = bench_handoff(m, handoff, pp_rate, sj, sm);
+    if (rc == 0 && sweep) rc = bench_sweep(m, &so, sweep, sweep_gen, reps, sj, sm);
+    if (rc == 0 && conc) rc = bench_concurrency(m, &so, conc, conc_p, conc_g, gap, sj, sm);
+    if (rc == 0 && stall) rc = bench_stall(m, &so, stall, stall_p, sj, sm);
+    fclose(sj);
+    fclose(sm);
     if (rc == 0) {
         FILE *jf = json ? fopen(json, "w") : stdout;
         if (jf) {
-            write_json(jf, model, threads, ts, nt, peer != NULL);
+            write_json(jf, model, threads, scen, ts, nt, peer != NULL);
             if (json) fclose(jf);
         }
         FILE *mf = md ? fopen(md, "w") : NULL;
-        if (mf) { write_md(mf, ts, nt, peer != NULL); fclose(mf); }
+        if (mf) { write_md(mf, ts, nt, peer != NULL); fputs(scen_md ? scen_md : "", mf); fclose(mf); }
         FILE *sf = svg ? fopen(svg, "w") : NULL;
         if (sf) { write_svg(sf, ts, nt, peer != NULL); fclose(sf); }
     }
     for (int r = 0; r < 4; r++) tandem_session_free(sess[r]);
+    free(scen);
+    free(scen_md);
     tandem_model_free(m);
     return rc != 0;
 }

@@ -1,9 +1,12 @@
 /* runtime/api.c: the public API of include/tandem.h over the runtime. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/status.h"
 #include "model/model.h"
+#include "runtime/bridge.h"
+#include "runtime/kvcache.h"
 #include "runtime/rt_model.h"
 #include "runtime/session.h"
 #include "tandem.h"
@@ -167,4 +170,61 @@ int tandem_wait(tandem_handle *h, tandem_stats *stats, tandem_status *st)
     tandem_stats tmp;
     if (tm_req_wait((tm_req *)h, stats ? stats : &tmp, &e) != TM_OK) return fail(st, &e);
     return ok(st);
+}
+
+static double api_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int tandem_handoff_cost(const tandem_model *m, int n_ctx, int reps, double *copy_s, double *exposed_s,
+                        tandem_status *st)
+{
+    tm_err e = {0};
+    const tm_model *d = m->rm->decode;
+    if (n_ctx < 1 || reps < 1 || reps > 64) return fail(st, &(tm_err){TM_E_INVALID, "handoff: bad n_ctx or reps"});
+    int ps = 1;
+    while (ps < n_ctx) ps <<= 1;
+    tm_kv_cache *stage = NULL, *dec = NULL;
+    tm_kv_seq ss = {0}, ds = {0};
+    int rc = tm_kv_cache_init(&stage, &(tm_kv_cache_opts){d->L, d->Hk, d->Dh, ps, 1, TM_DT_BF16}, &e);
+    if (rc == TM_OK) rc = tm_kv_cache_init(&dec, &(tm_kv_cache_opts){d->L, d->Hk, d->Dh, 16, (n_ctx + 15) / 16, TM_DT_BF16}, &e);
+    if (rc == TM_OK) rc = tm_kv_seq_reserve(stage, &ss, n_ctx, &e);
+    if (rc == TM_OK) rc = tm_kv_seq_reserve(dec, &ds, n_ctx, &e);
+    double t[64], tl[64];
+    for (int r = 0; rc == TM_OK && r < reps; r++) {
+        /* touch the staging pages as prefill would have written them */
+        for (int l = 0; l < d->L; l++)
+            for (int h = 0; h < d->Hk; h++) {
+                memset(tm_kv_page_k(stage, ss.pages[0], l, h), r + 1, (size_t)n_ctx * d->Dh * 2);
+                memset(tm_kv_page_v(stage, ss.pages[0], l, h), r + 1, (size_t)n_ctx * d->Dh * 2);
+            }
+        double t0 = api_now(), tlast = 0;
+        for (int l = 0; l < d->L; l++) {
+            double a = api_now();
+            tm_kv_copy_layer(stage, &ss, dec, &ds, l, 0, n_ctx);
+            tlast = api_now() - a;
+        }
+        t[r] = api_now() - t0;
+        tl[r] = tlast;
+    }
+    if (rc == TM_OK) {
+        qsort(t, (size_t)reps, sizeof(double), cmp_dbl);
+        qsort(tl, (size_t)reps, sizeof(double), cmp_dbl);
+        *copy_s = t[reps / 2];
+        *exposed_s = tl[reps / 2];
+    }
+    if (stage) tm_kv_seq_release(stage, &ss);
+    if (dec) tm_kv_seq_release(dec, &ds);
+    tm_kv_cache_free(stage);
+    tm_kv_cache_free(dec);
+    return rc == TM_OK ? ok(st) : fail(st, &e);
 }

@@ -214,7 +214,7 @@ static struct tm_pool *pre_pool(tm_sched *sc)
     atomic_store(&s->pre_busy, 1);
     while (atomic_load(&s->dec_using_all)) sched_yield(); /* at most one decode step */
     pthread_mutex_lock(&sc->mu);
-    int idle = sc->n_decoding == 0;
+    int idle = sc->n_decoding == 0 && !s->o.no_lend;
     pthread_mutex_unlock(&sc->mu);
     return idle ? s->pool_all_pre : s->pool_pre;
 }
@@ -332,7 +332,7 @@ static void *decode_main(void *arg)
             joined = q->next;
             if (q->route == TANDEM_ROUTE_DECODE_ONLY && q->n_gen == 0) {
                 q->state = REQ_PREFILLING;
-                struct tm_pool *pool = atomic_load(&s->pre_busy) ? s->pool_dec : s->pool_all_dec;
+                struct tm_pool *pool = atomic_load(&s->pre_busy) || s->o.no_lend ? s->pool_dec : s->pool_all_dec;
                 if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool, sc->batch_logits,
                                      &q->t_prefill, &q->t_handoff, &q->err) != TM_OK) {
                     req_finish(sc, q, REQ_FAILED);
@@ -375,7 +375,7 @@ static void *decode_main(void *arg)
         }
         rr = n_active > B ? (rr + B) % n_active : 0;
         struct tm_pool *pool = s->pool_dec;
-        if (!atomic_load(&s->pre_busy)) {
+        if (!s->o.no_lend && !atomic_load(&s->pre_busy)) {
             atomic_store(&s->dec_using_all, 1);
             if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
             else pool = s->pool_all_dec;

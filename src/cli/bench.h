@@ -1,0 +1,28 @@
+/* cli/bench.h: the scenario parts of `tandem bench` (cmd_bench_sched.c),
+ * called from cmd_bench.c. Each writes one JSON member ("name": {...}) to
+ * json and a markdown section to md (either may be NULL). */
+#ifndef TM_CLI_BENCH_H
+#define TM_CLI_BENCH_H
+
+#include <stdio.h>
+
+#include "tandem.h"
+
+/* Hand-off cost by context length (comma list of n), against prefill time
+ * estimated from pp_rate tokens/s (measured in the same run; 0 = unknown). */
+int bench_handoff(tandem_model *m, const char *lens, double pp_rate, FILE *json, FILE *md);
+
+/* Prompt-length sweep: e2e n + gen for each forced route and the router's. */
+int bench_sweep(tandem_model *m, const tandem_session_opts *so, const char *lens, int gen, int reps, FILE *json,
+                FILE *md);
+
+/* Concurrency sweep: for each client count, Poisson arrivals (mean gap
+ * gap_s) of P+G requests; TTFT, TPOT p50/p99, throughput. */
+int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char *clients, int P, int G, double gap_s,
+                      FILE *json, FILE *md);
+
+/* The stall test: `streams` decode streams run; new prompts of P tokens
+ * arrive mid-generation; their p50 TPOT with and without arrivals. */
+int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, FILE *json, FILE *md);
+
+#endif
