@@ -683,6 +683,11 @@ static void count_progress(void *ctx, const tm_convert_progress *p)
     progress_calls += p->tensors_done > 0 && p->bytes_done <= p->bytes_total;
 }
 
+static void stop_after_3(void *ctx, const tm_convert_progress *p)
+{
+    if (p->tensors_done == 3) *(volatile sig_atomic_t *)ctx = 1;
+}
+
 /* every stage copy of every checkpoint tensor against the checkpoint itself */
 static void check_converted(tm_pkg *p, tm_st_set *set, tm_dtype pre, tm_dtype dec)
 {
@@ -826,6 +831,17 @@ static void test_convert(void)
     tm_convert_opts_default(&o);
     o.chunks[1] = 32; /* not ascending */
     CHECK_EQ_INT(tm_convert(DEMO, out, &o, NULL, &err), TM_E_INVALID);
+    tm_convert_opts_default(&o);
+    volatile sig_atomic_t stop = 0;
+    o.cancel = &stop;
+    o.progress = stop_after_3;
+    o.progress_ctx = (void *)&stop;
+    CHECK_EQ_INT(tm_convert(DEMO, out, &o, NULL, &err), TM_E_CANCELLED);
+    CHECK(strstr(err.msg, "cancelled after 3 of 56") != NULL);
+    CHECK(!tm_file_exists(out));
+    char tmp[340];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    CHECK(!tm_file_exists(tmp));
     tm_convert_opts_default(&o);
     CHECK(tm_convert("tests", out, &o, NULL, &err) != TM_OK); /* no config.json */
     CHECK(strstr(err.msg, "config.json") != NULL);

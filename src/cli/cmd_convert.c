@@ -1,4 +1,5 @@
 /* cli/cmd_convert.c: `tandem convert HF_DIR -o MODEL.tdm [options]`. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,13 @@ static int parse_functions(const char *s, tm_convert_opts *o)
     return 0;
 }
 
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
 static void progress(void *ctx, const tm_convert_progress *p)
 {
     (void)ctx;
@@ -111,8 +119,19 @@ int cmd_convert(int argc, char **argv)
         return 2;
     }
     if (isatty(STDERR_FILENO)) o.progress = progress;
+    /* Ctrl-C / SIGTERM: stop between tensors and remove the temporary file */
+    o.cancel = &interrupted;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     tm_convert_stats st;
-    if (tm_convert(dir, out, &o, &st, &err) != TM_OK) {
+    int rc = tm_convert(dir, out, &o, &st, &err);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (rc != TM_OK) {
+        if (o.progress) fputc('\n', stderr);
         fprintf(stderr, "tandem convert: %s\n", err.msg);
         return 1;
     }

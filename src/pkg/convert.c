@@ -423,6 +423,10 @@ int tm_convert(const char *hf_dir, const char *out_path, const tm_convert_opts *
     tm_convert_progress pr = {0, m->n_spec, 0, 0, 0, NULL};
     for (int i = 0; i < m->n_spec; i++) pr.bytes_total += m->spec[i].slot->nbytes;
     for (int i = 0; rc == TM_OK && i < m->n_spec; i++) {
+        if (o->cancel && *o->cancel) {
+            rc = tm_errf(err, TM_E_CANCELLED, "%s: cancelled after %d of %d tensors", out_path, i, m->n_spec);
+            break;
+        }
         if (i + 1 < m->n_spec) advise(m->spec[i + 1].slot->data, m->spec[i + 1].slot->nbytes, MADV_WILLNEED);
         rc = convert_tensor(&c, m, &m->spec[i], err);
         if (rc == TM_OK && o->progress) {

@@ -29,6 +29,7 @@
 #ifndef TM_PKG_CONVERT_H
 #define TM_PKG_CONVERT_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -54,6 +55,10 @@ typedef struct tm_convert_opts {
     /* (optional) called after each tensor; default: none */
     void (*progress)(void *ctx, const tm_convert_progress *p);
     void *progress_ctx;
+    /* (optional) polled between tensors: nonzero stops the conversion with
+     * TM_E_CANCELLED, removing the temporary file; default NULL. A signal
+     * handler may set it. */
+    const volatile sig_atomic_t *cancel;
 } tm_convert_opts;
 
 typedef struct tm_convert_stats {
