@@ -26,7 +26,7 @@
 #include "hf/hf_model.h"
 #include "hf/safetensors.h"
 #include "model/model.h"
-#include "pkg/pkg.h"
+#include "pkg/pkg-impl.h"
 #include "quant/quant.h"
 #include "tandem.h"
 
@@ -265,12 +265,10 @@ static tm_pkg_io io_make(const char *name, tm_dtype dt, const char *dims)
     memset(&io, 0, sizeof io);
     io.name = name;
     io.dtype = dt;
-    static const char *const syms[] = {"B", "T", "P", "D", "H", "Hk", "Dh", "F", "V", "L", "E", "N", "K"};
     while (*dims && io.ndim < TM_PKG_MAX_FN_DIMS) {
         size_t n = strcspn(dims, " ");
         tm_pkg_dim *d = &io.dims[io.ndim++];
-        for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
-            if (strlen(syms[i]) == n && strncmp(syms[i], dims, n) == 0) d->sym = syms[i];
+        d->sym = tm_pkg_legend_symbol(dims, n);
         if (!d->sym) d->size = strtoll(dims, NULL, 10);
         dims += n + (dims[n] == ' ');
     }

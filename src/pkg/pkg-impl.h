@@ -18,6 +18,10 @@ void tm_pkg_functions_free(tm_pkg_function *fns, int n);
  * out of memory or f has an unknown dtype/kind). */
 cJSON *tm_pkg_function_to_json(const tm_pkg_function *f);
 
+/* tm_pkg_legend_symbol: the static shape-legend symbol (core/tensor.h: B T P
+ * D H Hk Dh F V L E N K) spelled by s[0..n), or NULL. */
+const char *tm_pkg_legend_symbol(const char *s, size_t n);
+
 /* tm_pkg_name_ok: a function or io name: 1..TM_PKG_MAX_FN_NAME of [A-Za-z0-9_.-]. */
 int tm_pkg_name_ok(const char *s);
 

@@ -9,10 +9,10 @@
 
 static const char *const legend[] = {"B", "T", "P", "D", "H", "Hk", "Dh", "F", "V", "L", "E", "N", "K"};
 
-static const char *legend_symbol(const char *s)
+const char *tm_pkg_legend_symbol(const char *s, size_t n)
 {
     for (size_t i = 0; i < sizeof legend / sizeof legend[0]; i++)
-        if (strcmp(s, legend[i]) == 0) return legend[i];
+        if (strlen(legend[i]) == n && strncmp(s, legend[i], n) == 0) return legend[i];
     return NULL;
 }
 
@@ -63,7 +63,7 @@ static int parse_io(const cJSON *j, tm_pkg_io *io, const char *where, tm_err *er
         dim->sym = NULL;
         dim->size = 0;
         if (cJSON_IsString(e)) {
-            dim->sym = legend_symbol(e->valuestring);
+            dim->sym = tm_pkg_legend_symbol(e->valuestring, strlen(e->valuestring));
             if (!dim->sym)
                 return tm_errf(err, TM_E_FORMAT, "%s.shape[%d]: '%.32s' is not a shape-legend symbol", where, k,
                                e->valuestring);
