@@ -719,6 +719,24 @@ static void test_malformed(void)
         CHECK(strstr(err.msg, "UTF-8") != NULL);
         tm_tok_free(t);
     }
+    /* a backtracking-heavy regex on a long input outgrows the default JIT stack and still works */
+    t = mk("[]", "null", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(?:a|b)+\"},\"behavior\":\"Isolated\",\"invert\":false}",
+           "null", "null", BPE_OK);
+    if (t) {
+        size_t n_a = 20000;
+        char *text = malloc(n_a + 2);
+        memset(text, 'a', n_a);
+        text[n_a] = 'b';
+        text[n_a + 1] = 0;
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int rc = tm_tok_encode(t, text, n_a + 1, 0, &ids, &n, &err);
+        /* one piece "aaa...ab": BPE merges only the final "a b" */
+        CHECKF(rc == TM_OK && n == n_a && ids[0] == 0 && ids[n_a - 1] == 2, "rc %d n %zu %s", rc, n, err.msg);
+        free(ids);
+        free(text);
+        tm_tok_free(t);
+    }
     /* an exponential regex is stopped by the match limit with an error, not a hang */
     t = mk("[]", "null", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|aa)+$\"},\"behavior\":\"Isolated\",\"invert\":false}",
            "null", "null", BPE_OK);

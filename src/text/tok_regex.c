@@ -135,6 +135,13 @@ int tok_regex_find(const tok_regex *re, tok_work *w, const char *s, size_t n, to
     size_t prev = 0, pos = 0, last_match_end = (size_t)-1;
     while (pos <= n) {
         int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, w->md, w->mctx);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !w->jit) {
+            /* the default 32 KiB JIT stack was too small: give it 1 MiB and retry */
+            w->jit = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
+            if (!w->jit) goto oom;
+            pcre2_jit_stack_assign(w->mctx, NULL, w->jit);
+            continue;
+        }
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[200];
@@ -175,15 +182,14 @@ int tok_work_init(tok_work *w, size_t input_len, const char *name, tm_err *err)
     w->limit = input_len > ((size_t)-1 - (1u << 20)) / (TOK_GROWTH + 1) ? (size_t)-1 : input_len * TOK_GROWTH + (1u << 20);
     w->md = pcre2_match_data_create(1, NULL);
     w->mctx = pcre2_match_context_create(NULL);
-    w->jit = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
-    if (!w->md || !w->mctx || !w->jit) {
+    w->jit = NULL; /* created on demand (tok_regex_find) */
+    if (!w->md || !w->mctx) {
         tok_work_free(w);
         return tm_errf(err, TM_E_NOMEM, "%s: out of memory", name);
     }
     pcre2_set_match_limit(w->mctx, TOK_MATCH_LIMIT);
     pcre2_set_depth_limit(w->mctx, 10000);
     pcre2_set_heap_limit(w->mctx, 64 * 1024); /* KiB */
-    pcre2_jit_stack_assign(w->mctx, NULL, w->jit);
     return TM_OK;
 }
 
@@ -196,7 +202,7 @@ void tok_work_free(tok_work *w)
     free(w->m2.v);
     pcre2_match_data_free(w->md);
     pcre2_match_context_free(w->mctx);
-    pcre2_jit_stack_free(w->jit);
+    if (w->jit) pcre2_jit_stack_free(w->jit);
     free(w->ids);
     free(w->syms);
     free(w->heap);
