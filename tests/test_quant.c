@@ -483,11 +483,16 @@ static void test_bad_input(void)
         big[j] = (j % 2 ? 1 : -1) * 3.0e38f * ((float)(j + 1) / 32.0f);
         tiny[j] = (float)(j - 16) * 1e-44f;
     }
-    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, big, 1, 32, d, s, NULL, NULL), TM_OK);
-    tm_quant_dequant_row(TM_DT_Q4G32, d, s, 32, 0, out);
-    int bad = 0;
-    for (int j = 0; j < 32; j++) bad += !isfinite(out[j]) || fabsf(out[j] - big[j]) > fabsf(s[0]);
-    CHECK_EQ_INT(bad, 0);
+    big[5] = 3.4028235e38f;   /* FLT_MAX */
+    for (int e = 0; e < 2; e++) {
+        tm_dtype enc = e ? TM_DT_Q8PC : TM_DT_Q4G32;
+        CHECK_EQ_INT(tm_quant_quantize(enc, big, 1, 32, d, s, NULL, NULL), TM_OK);
+        tm_quant_dequant_row(enc, d, s, 32, 0, out);
+        int bad = 0;
+        for (int j = 0; j < 32; j++) bad += !isfinite(out[j]) || fabsf(out[j] - big[j]) > fabsf(s[0]);
+        CHECKF(bad == 0, "%s: %d bad", tm_dtype_name(enc), bad);
+    }
+    int bad;
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, tiny, 1, 32, d, s, NULL, NULL), TM_OK);
     tm_quant_dequant_row(TM_DT_Q4G32, d, s, 32, 0, out);
     bad = 0;
