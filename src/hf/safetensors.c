@@ -152,6 +152,7 @@ static int parse_entry(tm_st_file *f, const cJSON *item, st_entry *e, tm_err *er
 
 static int parse_metadata(tm_st_file *f, const cJSON *m, tm_err *err)
 {
+    if (f->meta) return tm_errf(err, TM_E_FORMAT, "%s: '__metadata__' appears twice", f->fname);
     if (cJSON_IsNull(m)) return TM_OK;
     if (!cJSON_IsObject(m))
         return tm_errf(err, TM_E_FORMAT, "%s: '__metadata__' is not an object", f->fname);

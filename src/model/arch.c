@@ -93,6 +93,8 @@ static int opt_pos_num(ctx *x, const tm_cfg_num *v, const char *key, double def,
     }
     if (!(v->v > 0) || !isfinite(v->v))
         return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' = %g must be positive", x->c->name, x->pre, key, v->v);
+    if (v->v > 1e30)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' = %g is absurd", x->c->name, x->pre, key, v->v);
     *out = v->v;
     return TM_OK;
 }
@@ -158,15 +160,22 @@ static int rope_from_dict(ctx *x, const tm_hf_rope_params *d, const char *field,
         if (d->attention_factor.state == TM_CFG_SET) {
             if (!(d->attention_factor.v > 0))
                 return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s.attention_factor' must be positive", c->name, x->pre, field);
+            if (d->attention_factor.v > 1e30)
+                return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s.attention_factor' is absurd", c->name, x->pre, field);
             r->has_attention_factor = 1;
             r->attention_factor = d->attention_factor.v;
         }
     }
     if (r->type == TM_ROPE_YARN) {
-        r->beta_fast = d->beta_fast.state == TM_CFG_SET ? d->beta_fast.v : 0;
-        r->beta_slow = d->beta_slow.state == TM_CFG_SET ? d->beta_slow.v : 0;
-        r->mscale = d->mscale.state == TM_CFG_SET ? d->mscale.v : 0;
-        r->mscale_all_dim = d->mscale_all_dim.state == TM_CFG_SET ? d->mscale_all_dim.v : 0;
+        /* absent or 0 (falsy, as transformers' `x or default` treats it) means the default */
+        tm_cfg_num bfast = d->beta_fast, bslow = d->beta_slow, ms = d->mscale, msa = d->mscale_all_dim;
+        tm_cfg_num *nz[] = {&bfast, &bslow, &ms, &msa};
+        for (int i = 0; i < 4; i++)
+            if (nz[i]->state == TM_CFG_SET && nz[i]->v == 0) nz[i]->state = TM_CFG_ABSENT;
+        if ((rc = opt_pos_num(x, &bfast, KEY("beta_fast"), 32, &r->beta_fast))) return rc;
+        if ((rc = opt_pos_num(x, &bslow, KEY("beta_slow"), 1, &r->beta_slow))) return rc;
+        if ((rc = opt_pos_num(x, &ms, KEY("mscale"), 0, &r->mscale))) return rc;
+        if ((rc = opt_pos_num(x, &msa, KEY("mscale_all_dim"), 0, &r->mscale_all_dim))) return rc;
         r->truncate = d->truncate.state == TM_CFG_SET ? d->truncate.v : 1;
     }
     if (r->type == TM_ROPE_LONGROPE) {
@@ -569,6 +578,11 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     }
     if ((rc = resolve_sliding(&x, ai, m))) goto fail;
     if ((rc = resolve_moe(&x, ai, m))) goto fail;
+    if ((int64_t)m->L * (3 * (int64_t)m->n_experts + 24) > TM_MODEL_MAX_TENSORS) {
+        rc = tm_errf(err, TM_E_INVALID, "%s: num_hidden_layers %d x %d experts means %lld tensors, which is absurd",
+                     c->name, m->L, m->n_experts, (long long)m->L * (3 * (int64_t)m->n_experts + 24));
+        goto fail;
+    }
     if ((rc = resolve_ropes(&x, ai, m))) goto fail;
     for (int l = 0; l < m->L && m->n_experts; l++) {
         if (!m->layer[l].moe) continue;

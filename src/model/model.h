@@ -68,6 +68,7 @@
 #define TM_MODEL_MAX_HEAD_DIM 65536
 #define TM_MODEL_MAX_FF 10000000
 #define TM_MODEL_MAX_EXPERTS 65536
+#define TM_MODEL_MAX_TENSORS 262144  /* layers x tensors per layer (MoE: 3 per expert) */
 
 /* A container of tensors (a HF directory, a package): lookup returns a view
  * whose memory stays valid as long as the container does; TM_E_NOTFOUND if
