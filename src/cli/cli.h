@@ -30,6 +30,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);   /* and cmd_detokenize: cli/cmd_tokenize.c */
 int cmd_detokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 /* cli_parse_route: "auto", "hybrid", "prefill-only", "decode-only" -> tandem_route; -1 if unknown. */
 int cli_parse_route(const char *s, int *route);

@@ -15,6 +15,7 @@ const cli_command cli_commands[] = {
     {"synth", cmd_synth, "write a synthetic HF model with a real architecture's shapes"},
     {"tokenize", cmd_tokenize, "text -> token ids (JSON array) with a model's tokenizer.json"},
     {"detokenize", cmd_detokenize, "token ids -> text with a model's tokenizer.json"},
+    {"template", cmd_template, "render a chat template for messages (as apply_chat_template)"},
     {"devices", cmd_devices, "CPU features, kernel variants per op, measured GEMV/GEMM peaks"},
     {"version", cmd_version, "print the version"},
     {NULL, NULL, NULL},
