@@ -45,6 +45,7 @@ void tok_buf_free(tok_buf *b);
 typedef struct tok_arena_chunk tok_arena_chunk;
 typedef struct tok_arena {
     tok_arena_chunk *head;
+    size_t next; /* size of the next chunk: grows from 4 KiB to 1 MiB */
 } tok_arena;
 /* copy s[0..n) and a NUL into the arena; NULL on OOM */
 char *tok_arena_strndup(tok_arena *a, const char *s, size_t n);

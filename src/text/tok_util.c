@@ -55,7 +55,9 @@ char *tok_arena_strndup(tok_arena *a, const char *s, size_t n)
 {
     tok_arena_chunk *c = a->head;
     if (!c || c->cap - c->used < n + 1) {
-        size_t cap = n + 1 > 1u << 20 ? n + 1 : 1u << 20;
+        if (a->next < 4096) a->next = 4096;
+        size_t cap = n + 1 > a->next ? n + 1 : a->next;
+        if (a->next < (1u << 20)) a->next *= 2;
         c = malloc(sizeof *c + cap);
         if (!c) return NULL;
         c->next = a->head;

@@ -94,7 +94,8 @@ int tm_detok_stream_push(tm_detok_stream *s, int32_t id, char **piece, size_t *l
 int tm_detok_stream_flush(tm_detok_stream *s, char **piece, size_t *len, tm_err *err);
 void tm_detok_stream_free(tm_detok_stream *s);
 
-/* tm_tok_bench: encode text[0..len) `reps` times and return MB/s (<0 on error). */
+/* tm_tok_bench: encode text[0..len) `reps` times and return MB/s of this
+ * thread's CPU time, i.e. the speed of one core (<0 on error). */
 double tm_tok_bench(const tm_tokenizer *t, const char *text, size_t len, int reps, tm_err *err);
 
 #endif
