@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fileio.h"
 #include "engine/ref/ref.h"
@@ -238,11 +239,14 @@ static void check_residual(const tm_model *m, const char *tag, const char *dir, 
     free(l3);
 }
 
-static void run_model(const char *dir, const cJSON *man, const char *config_file)
+/* hf_dir: NULL for the manifest's; config_file: relative to dir, or a path if hf_dir is given */
+static void run_model_at(const char *dir, const cJSON *man, const char *hf_dir, const char *config_file)
 {
     char hf[1024], cfg[1024], tag[256];
-    snprintf(hf, sizeof hf, "%s/%s", dir, cJSON_GetObjectItem(man, "hf_dir")->valuestring);
-    snprintf(cfg, sizeof cfg, "%s/%s", dir, config_file);
+    if (hf_dir) snprintf(hf, sizeof hf, "%s", hf_dir);
+    else snprintf(hf, sizeof hf, "%s/%s", dir, cJSON_GetObjectItem(man, "hf_dir")->valuestring);
+    if (hf_dir) snprintf(cfg, sizeof cfg, "%s", config_file);
+    else snprintf(cfg, sizeof cfg, "%s/%s", dir, config_file);
     snprintf(tag, sizeof tag, "%s [%s]", cJSON_GetObjectItem(man, "name")->valuestring, config_file);
     tm_model *m = NULL;
     tm_err err = {0};
@@ -266,6 +270,63 @@ static void run_model(const char *dir, const cJSON *man, const char *config_file
     }
     tm_ref_free(r);
     tm_model_free(m);
+}
+
+static void run_model(const char *dir, const cJSON *man, const char *config_file)
+{
+    run_model_at(dir, man, NULL, config_file);
+}
+
+/* The Gemma 3 fixture laid out as Gemma3ForConditionalGeneration checkpoints
+ * are: config under "text_config", decoder tensors under `prefix`. Written
+ * to build/test_conformance/ from the committed fixture. */
+static void gemma3_multimodal(const char *prefix)
+{
+    const char *src = "tests/data/refs/gemma3";
+    char *text = NULL, *cfgtext = NULL;
+    size_t n = 0, cn = 0;
+    tm_err err = {0};
+    int ok = tm_read_file("tests/data/refs/gemma3/hf/model.safetensors", &text, &n, 0, &err) == TM_OK &&
+             tm_read_file("tests/data/refs/gemma3/config.hub_style.json", &cfgtext, &cn, 0, &err) == TM_OK;
+    CHECKF(ok, "gemma3 multimodal: %s", err.msg);
+    cJSON *man = load_json("tests/data/refs/gemma3/manifest.json");
+    if (!ok || !man || n < 8) goto done;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | (uint8_t)text[i];
+    cJSON *hdr = cJSON_ParseWithLength(text + 8, (size_t)hl);
+    cJSON *nh = cJSON_CreateObject();
+    for (cJSON *it = hdr ? hdr->child : NULL; it; it = it->next) {
+        char name[256];
+        if (strncmp(it->string, "model.", 6) == 0) snprintf(name, sizeof name, "%s%s", prefix, it->string + 6);
+        else snprintf(name, sizeof name, "%s", it->string);
+        cJSON_AddItemToObject(nh, name, cJSON_Duplicate(it, 1));
+    }
+    char *hs = cJSON_PrintUnformatted(nh);
+    size_t hn = strlen(hs), pad = (8 - hn % 8) % 8;
+    mkdir("build/test_conformance", 0755);
+    mkdir("build/test_conformance/gemma3_mm", 0755);
+    FILE *f = fopen("build/test_conformance/gemma3_mm/model.safetensors", "wb");
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((hn + pad) >> (8 * i));
+    ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(hs, 1, hn, f) == hn && fwrite("        ", 1, pad, f) == pad &&
+         fwrite(text + 8 + hl, 1, n - 8 - hl, f) == n - 8 - hl;
+    if (f) fclose(f);
+    char *cfg = malloc(cn + 256);
+    snprintf(cfg, cn + 256, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", "
+             "\"text_config\": %s}", cfgtext);
+    f = fopen("build/test_conformance/gemma3_mm/config.json", "wb");
+    ok = ok && f && fwrite(cfg, 1, strlen(cfg), f) == strlen(cfg);
+    if (f) fclose(f);
+    CHECKF(ok, "gemma3 multimodal: cannot write build/test_conformance/gemma3_mm");
+    if (ok) run_model_at(src, man, "build/test_conformance/gemma3_mm", "build/test_conformance/gemma3_mm/config.json");
+    free(cfg);
+    free(hs);
+    cJSON_Delete(nh);
+    cJSON_Delete(hdr);
+done:
+    cJSON_Delete(man);
+    free(text);
+    free(cfgtext);
 }
 
 static void conformance_models(void)
@@ -364,6 +425,8 @@ int main(void)
     sanitizer = getenv("TM_SANITIZER") != NULL;
     conformance_models();
     extra_refs();
+    gemma3_multimodal("language_model.model.");
+    gemma3_multimodal("model.language_model.");
     demo_model();
     return th_done("test_conformance");
 }

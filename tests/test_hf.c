@@ -126,6 +126,7 @@ static void test_safetensors(void)
     st_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
            "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, TM_E_FORMAT, "'a' appears twice", NULL);
     st_bad("{\"__metadata__\":{\"k\":1}}", 0, TM_E_FORMAT, "__metadata__", NULL);
+    st_bad("{\"__metadata__\":{},\"__metadata__\":{}}", 0, TM_E_FORMAT, "'__metadata__' appears twice", NULL);
     st_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, TM_E_FORMAT, "'w'",
            "dimensions");
 }
@@ -415,6 +416,11 @@ static void test_arch_rules(void)
     if (m) CHECK(m->n_experts == 4 && m->top_k == 2 && m->F_expert == 16 && m->norm_topk_prob && !m->layer[0].moe &&
                  m->layer[1].moe && m->layer[3].moe);
     tm_model_free(m);
+    /* an absurd number of expert tensors is refused before anything is allocated for them */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":32,\"num_hidden_layers\":10000,\"num_attention_heads\":2,"
+                            "\"num_local_experts\":65536}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "config.json") && contains(err.msg, "experts") && contains(err.msg, "absurd"));
     CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
                             "\"intermediate_size\":32,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
                             "\"num_local_experts\":4,\"num_experts_per_tok\":5}", &m, &err), TM_E_INVALID);
