@@ -9,6 +9,8 @@
  *   build/kbench gemv q4g64 4096 4096 1     # N K B: GB/s of weights streamed
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
+ * "cpu N%" is the share of the threads' wall time they got the CPU: on a
+ * shared machine, below ~95% means other processes interfered.
  * Options: -t THREADS (default: all online cpus), -s SECONDS per timing
  * (default 1), -v VARIANT (time only that one), -m MIB of weights cycled
  * by gemv (default 512). */
@@ -110,7 +112,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[i];
     if (!strcmp(cmd, "mem")) {
         if (tm_kmeasure_memread((size_t)mib << 20, secs, pool, &r, &err)) { fprintf(stderr, "kbench: %s\n", err.msg); return 1; }
-        printf("memread %d MiB, %d threads: %.2f GB/s\n", mib, nc, r.gbps);
+        printf("memread %d MiB, %d threads: %.2f GB/s (cpu %.0f%%)\n", mib, nc, r.gbps, 100 * r.cpu_seconds / (r.seconds * nc));
         tm_pool_free(pool);
         return 0;
     }
@@ -137,8 +139,10 @@ int main(int argc, char **argv)
         int rc = gemm ? tm_kmeasure_gemm(&k, dt, M, N, K, secs, pool, &r, &err)
                       : tm_kmeasure_gemv(&k, dt, N, K, M, (size_t)mib << 20, secs, pool, &r, &err);
         if (rc) printf("  timing failed: %s\n", err.msg);
-        else if (gemm) printf("  %.1f GFLOP/s (%.2f ms per call)\n", r.gflops, 1e3 * r.seconds / r.calls);
-        else printf("  %.2f GB/s (%.1f GFLOP/s, %.1f us per call)\n", r.gbps, r.gflops, 1e6 * r.seconds / r.calls);
+        else if (gemm) printf("  %.1f GFLOP/s (%.2f ms per call, cpu %.0f%%)\n", r.gflops, 1e3 * r.seconds / r.calls,
+                              100 * r.cpu_seconds / (r.seconds * nc));
+        else printf("  %.2f GB/s (%.1f GFLOP/s, %.1f us per call, cpu %.0f%%)\n", r.gbps, r.gflops,
+                    1e6 * r.seconds / r.calls, 100 * r.cpu_seconds / (r.seconds * nc));
     }
     tm_pool_free(pool);
     return 0;

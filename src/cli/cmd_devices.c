@@ -60,6 +60,18 @@ static void list_variants(const tm_cpu *c)
     (void)c;
 }
 
+/* a mark when other processes took the CPU during a measurement */
+static void busy_mark(const tm_kmeasure *r, int threads, int *any)
+{
+    double share = r->seconds > 0 ? r->cpu_seconds / (r->seconds * threads) : 1;
+    if (share < 0.9) {
+        printf("*");
+        *any = 1;
+    } else {
+        printf(" ");
+    }
+}
+
 static int make_pool(int n, tm_pool **pool)
 {
     tm_err err = {0};
@@ -98,12 +110,14 @@ static int measure(const tm_kernels *k, const devopts *o)
     for (int c = 0; c < ncol; c++)
         if (make_pool(nt[c], &pools[c])) return 1;
     tm_kmeasure r;
+    int busy = 0;
     printf("%-34s", "memory read");
     for (int c = 0; c < ncol; c++) {
         tm_pool_pin_caller(pools[c], NULL);
         if (tm_kmeasure_memread(bytes, secs, pools[c], &r, &err)) { printf(" failed: %s", err.msg); break; }
         read[c] = r.gbps;
-        printf(" %15.2f GB/s", r.gbps);
+        printf(" %14.2f GB/s", r.gbps);
+        busy_mark(&r, nt[c], &busy);
         fflush(stdout);
     }
     printf("\n");
@@ -118,7 +132,8 @@ static int measure(const tm_kernels *k, const devopts *o)
                 printf(" failed: %s", err.msg);
                 break;
             }
-            printf(" %9.2f GB/s %3.0f%%", r.gbps, read[c] > 0 ? 100 * r.gbps / read[c] : 0);
+            printf(" %8.2f GB/s %3.0f%%", r.gbps, read[c] > 0 ? 100 * r.gbps / read[c] : 0);
+            busy_mark(&r, nt[c], &busy);
             fflush(stdout);
         }
         printf("\n");
@@ -134,11 +149,14 @@ static int measure(const tm_kernels *k, const devopts *o)
                 printf(" failed: %s", err.msg);
                 break;
             }
-            printf(" %9.1f GFLOP/s", r.gflops);
+            printf(" %8.1f GFLOP/s", r.gflops);
+            busy_mark(&r, nt[c], &busy);
             fflush(stdout);
         }
         printf("\n");
     }
+    printf("(GEMV %% = share of the plain read bandwidth in the same column)\n");
+    if (busy) printf("* other processes took more than 10%% of the CPU during this measurement: it reads low\n");
     for (int c = 0; c < ncol; c++) tm_pool_free(pools[c]);
     unpin_self();
     return 0;

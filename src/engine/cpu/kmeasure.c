@@ -13,6 +13,13 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* A synthetic [N][K] weight: small valid values (no NaN/denormals). */
 typedef struct synth {
     tm_tensor t;
@@ -123,7 +130,7 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
     if (rc == TM_OK)
         for (int i = 0; i < nw && rc == TM_OK; i++) rc = f(s[i].w, &a, y, &ws, pool); /* warm-up */
     if (rc == TM_OK) {
-        double t0 = now_s(), t;
+        double t0 = now_s(), c0 = cpu_s(), t;
         long calls = 0;
         do {
             for (int i = 0; i < nw; i++) f(s[i].w, &a, y, &ws, pool);
@@ -131,6 +138,7 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
             t = now_s() - t0;
         } while (t < seconds);
         out->seconds = t;
+        out->cpu_seconds = cpu_s() - c0;
         out->calls = calls;
         out->gbps = (double)one * (double)calls / t / 1e9;
         out->gflops = 2.0 * B * (double)N * K * (double)calls / t / 1e9;
@@ -182,7 +190,7 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
         mm_fn f = dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
         rc = f(s.w, &a, y, &ws, pool);
         if (rc == TM_OK) {
-            double t0 = now_s(), t;
+            double t0 = now_s(), c0 = cpu_s(), t;
             long calls = 0;
             do {
                 f(s.w, &a, y, &ws, pool);
@@ -190,6 +198,7 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
                 t = now_s() - t0;
             } while (t < seconds);
             out->seconds = t;
+        out->cpu_seconds = cpu_s() - c0;
             out->calls = calls;
             out->gflops = 2.0 * M * (double)N * K * (double)calls / t / 1e9;
             out->gbps = (double)data_bytes(dt, N, K) * (double)calls / t / 1e9;
@@ -231,7 +240,7 @@ int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_k
     for (size_t i = 0; i < n; i++) p[i] = i;
     read_job j = {p, n, tm_pool_size(pool), {0}};
     tm_pool_run(pool, j.parts, read_task, &j);
-    double t0 = now_s(), t;
+    double t0 = now_s(), c0 = cpu_s(), t;
     long calls = 0;
     do {
         tm_pool_run(pool, j.parts, read_task, &j);
@@ -239,6 +248,7 @@ int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_k
         t = now_s() - t0;
     } while (t < seconds);
     out->seconds = t;
+    out->cpu_seconds = cpu_s() - c0;
     out->calls = calls;
     out->gbps = (double)n * 8 * (double)calls / t / 1e9;
     free(p);

@@ -23,6 +23,9 @@ struct tm_pool;
 
 typedef struct tm_kmeasure {
     double seconds;   /* measured time */
+    double cpu_seconds; /* process CPU time in that window (all threads; on a
+                           shared machine, seconds * threads - cpu_seconds is
+                           time other processes took) */
     long calls;       /* op calls timed */
     double gbps;      /* weight bytes streamed per second / 1e9 (GEMV) */
     double gflops;    /* 2 M N K per second / 1e9 */
