@@ -54,7 +54,7 @@ static void test_routes_exact(void)
     CHECKF(tm_ref_forward(ref, ids, n, 0, want, 1, &err) == TM_OK, "%s", err.msg);
     tm_ref_free(ref);
 
-    const char *engines[] = {"cpu-scalar", "cpu-avx2", "cpu-avx512"};
+    const char *engines[] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cpu-amx"};
     const tandem_route routes[] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_PREFILL_ONLY, TANDEM_ROUTE_DECODE_ONLY};
     float *got = malloc(sizeof(float) * (size_t)(n - np + 1) * V);
     for (size_t e = 0; e < sizeof engines / sizeof engines[0]; e++) {
