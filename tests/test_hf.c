@@ -370,6 +370,14 @@ static void test_arch_rules(void)
         CHECK_EQ_INT(m->layer[5].sliding, 0);
     }
     tm_model_free(m);
+    /* gemma-3-4b style: sizes the text_config leaves out come from Gemma3TextConfig's defaults */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Gemma3ForConditionalGeneration\"],\"text_config\":{\"hidden_size\":2560,"
+                            "\"intermediate_size\":10240,\"model_type\":\"gemma3_text\",\"num_hidden_layers\":34,"
+                            "\"rope_scaling\":{\"factor\":8.0,\"rope_type\":\"linear\"},\"sliding_window\":1024},"
+                            "\"torch_dtype\":\"bfloat16\"}", &m, &err), TM_OK);
+    if (m) CHECK(m->V == 262208 && m->H == 8 && m->Hk == 4 && m->Dh == 256 && m->L == 34 && m->layer[5].sliding == 0 &&
+                 m->layer[4].window == 1024 && m->dtype == TM_DT_BF16 && m->rope[0].type == TM_ROPE_LINEAR);
+    tm_model_free(m);
     snprintf(mm, sizeof mm, "{\"architectures\":[\"Gemma3ForConditionalGeneration\"],\"text_config\":"
              "{\"hidden_size\":64,\"vocab_size\":8,\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":0}}");
     CHECK_EQ_INT(model_from(mm, &m, &err), TM_E_INVALID);

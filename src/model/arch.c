@@ -488,12 +488,24 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
                        "Gemma2, Gemma3, Phi3, Qwen3Moe, Mixtral are)", c->name,
                        c->architecture[0] ? c->architecture : c->model_type);
     }
+    /* Gemma 3's multimodal configs leave sizes out of text_config and rely on
+     * Gemma3TextConfig's defaults; every other architecture must state them */
+    tm_hf_config cc = *c; /* shallow: only scalar fields are changed */
+    if (ai->gemma == 3) {
+        struct { tm_cfg_int *f; int64_t v; } d[] = {
+            {&cc.vocab_size, 262208}, {&cc.hidden_size, 2304}, {&cc.intermediate_size, 9216},
+            {&cc.num_hidden_layers, 26}, {&cc.num_attention_heads, 8}, {&cc.num_key_value_heads, 4},
+        };
+        for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+            if (d[i].f->state == TM_CFG_ABSENT) *d[i].f = (tm_cfg_int){TM_CFG_SET, d[i].v};
+    }
+    c = &cc;
     ctx x = {c, c->text_config ? "text_config." : "", err};
     tm_model *m = calloc(1, sizeof *m);
     if (!m) return tm_errf(err, TM_E_NOMEM, "out of memory");
     m->arch = ai->arch;
     m->arch_name = ai->cls;
-    snprintf(m->model_type, sizeof m->model_type, "%s", c->model_type[0] ? c->model_type : ai->model_type);
+    snprintf(m->model_type, sizeof m->model_type, "%.31s", c->model_type[0] ? c->model_type : ai->model_type);
     snprintf(m->prefix, sizeof m->prefix, "%s", ai->prefix);
     m->check_dtype = 1;
     int rc;
