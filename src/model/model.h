@@ -223,14 +223,17 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err);
 void tm_model_set_owner(tm_model *m, void *owner, void (*owner_free)(void *));
 void tm_model_free(tm_model *m);
 
-/* tm_rope_inv_freq_at: the inverse frequencies a forward pass over positions
- * [0, max_pos_plus_1) uses (longrope picks its long factors past original_max_pos). */
+/* tm_rope_inv_freq_at: the inverse frequencies a forward call whose last
+ * position is max_pos_plus_1 - 1 uses: LongRoPE's long factors when
+ * max_pos_plus_1 > original_max_pos (as transformers decides per call), else
+ * inv_freq. */
 const float *tm_rope_inv_freq_at(const tm_rope *r, int64_t max_pos_plus_1);
 
 /* tm_rope_compute: fill r->inv_freq (and inv_freq_long) and r->attn_scaling
  * from the other fields, in float32 exactly as transformers does; for
- * longrope short/long are the factor lists [rot_dim/2]. Dh is the head dim,
- * max_pos the config's max_position_embeddings. */
+ * longrope short/long are the factor lists [rot_dim/2] (else may be NULL);
+ * max_pos is the config's max_position_embeddings (yarn / longrope derive
+ * their factor from it when r->factor is 0). */
 int tm_rope_compute(tm_rope *r, int64_t max_pos, const float *short_factor, const float *long_factor,
                     tm_err *err);
 void tm_rope_free(tm_rope *r);
