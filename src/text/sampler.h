@@ -132,9 +132,11 @@ void tm_stop_reset(tm_stop *st);
 int tm_stop_is_eos(const tm_stop *st, int32_t id);
 
 /* tm_stop_feed: add a decoded piece [len] (need not be NUL-terminated).
- * *emit / *emit_len get the text safe to show now (valid until the next call
- * on st). Returns 1 if a stop string has matched (emit then ends just before
- * it; later feeds emit nothing and return 1), 0 if not, TM_E_NOMEM. */
+ * *emit / *emit_len get the text safe to show now. *emit points into st's
+ * buffer or, when there are no stop strings, into piece itself: use it
+ * before the next call on st and before freeing piece. Returns 1 if a stop
+ * string has matched (emit then ends just before it; later feeds emit
+ * nothing and return 1), 0 if not, TM_E_NOMEM. */
 int tm_stop_feed(tm_stop *st, const char *piece, size_t len, const char **emit, size_t *emit_len);
 
 /* tm_stop_flush: generation ended otherwise (EOS, length): emit the text held
