@@ -31,6 +31,13 @@ extern "C" {
 
 #define TANDEM_VERSION_STRING "0.1.0"
 
+/* Status codes (the same values as the library's internal tm_status). */
+enum {
+    TANDEM_OK = 0, TANDEM_E_IO = -1, TANDEM_E_FORMAT = -2, TANDEM_E_INVALID = -3, TANDEM_E_UNSUPPORTED = -4,
+    TANDEM_E_NOMEM = -5, TANDEM_E_NOTFOUND = -6, TANDEM_E_TEMPLATE = -7, TANDEM_E_CANCELLED = -8,
+    TANDEM_E_CHECKSUM = -9, TANDEM_E_LIMIT = -10,
+};
+
 typedef struct tandem_status {
     int code;        /* 0, or a negative status (see core/status.h for the list) */
     char msg[512];
@@ -59,9 +66,11 @@ int tandem_tokenize(const tandem_model *m, const char *text, size_t len, int add
                     int32_t **ids, size_t *n_ids, tandem_status *st);          /* free(*ids) */
 int tandem_detokenize(const tandem_model *m, const int32_t *ids, size_t n, int skip_special,
                       char **text, tandem_status *st);                          /* free(*text) */
-/* messages_json: an array of {"role", "content"}; kwargs_json may be NULL. */
-int tandem_chat_render(const tandem_model *m, const char *messages_json, int add_generation_prompt,
-                       const char *kwargs_json, char **text, tandem_status *st); /* free(*text) */
+/* messages_json: an array of {"role", "content"}; kwargs_json may be NULL.
+ * template_src overrides the model's chat template (NULL: the model's). A
+ * template's raise_exception gives status TM_E_TEMPLATE with its message. */
+int tandem_chat_render(const tandem_model *m, const char *template_src, const char *messages_json,
+                       int add_generation_prompt, const char *kwargs_json, char **text, tandem_status *st);
 
 /* ---- sessions: engines bound, KV cache, scheduler ---- */
 typedef enum tandem_route {
@@ -98,6 +107,8 @@ typedef struct tandem_request {
     uint64_t seed;
     const char *const *stop;      /* NULL-terminated stop strings, or NULL */
     int ignore_eos;
+    int no_special;               /* 1: tokenize prompt without the model's special tokens
+                                     (a rendered chat template already holds them) */
 } tandem_request;
 void tandem_request_default(tandem_request *r);
 

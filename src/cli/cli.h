@@ -5,7 +5,9 @@
 #ifndef TM_CLI_H
 #define TM_CLI_H
 
-#define TANDEM_VERSION "0.1.0"
+#include "tandem.h"
+
+#define TANDEM_VERSION TANDEM_VERSION_STRING
 
 typedef struct cli_command {
     const char *name;
@@ -27,6 +29,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);   /* and cmd_detokenize: cli/cmd_tokenize.c */
 int cmd_detokenize(int argc, char **argv);
@@ -34,5 +37,22 @@ int cmd_template(int argc, char **argv);
 
 /* cli_parse_route: "auto", "hybrid", "prefill-only", "decode-only" -> tandem_route; -1 if unknown. */
 int cli_parse_route(const char *s, int *route);
+
+/* Generation and engine options shared by run, chat and bench (cli_opts.c). */
+typedef struct cli_gen {
+    tandem_request req;
+    tandem_session_opts so;
+    const char *stops[17];
+    int n_stops;
+    int temp_set, top_p_set, top_k_set;
+} cli_gen;
+extern const char cli_gen_usage[];
+void cli_gen_init(cli_gen *g);
+/* cli_gen_parse: if argv[*i] is a generation option, consume it (and its
+ * value, advancing *i) and return 1; 0 if it is not one; -2 on a usage error
+ * (message printed). */
+int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i);
+/* Sampling defaults from the model's generation_config, where not given. */
+void cli_gen_model_defaults(cli_gen *g, const tandem_model *m);
 
 #endif

@@ -10,7 +10,11 @@
 #include "runtime/rt_model.h"
 #include "runtime/session.h"
 #include "tandem.h"
+#include "text/jinja.h"
 #include "text/tokenizer.h"
+
+_Static_assert(TANDEM_E_LIMIT == TM_E_LIMIT && TANDEM_E_TEMPLATE == TM_E_TEMPLATE && TANDEM_E_CHECKSUM == TM_E_CHECKSUM,
+               "public status codes must equal core/status.h");
 
 struct tandem_model {
     tm_rt_model *rm;
@@ -104,6 +108,25 @@ int tandem_detokenize(const tandem_model *m, const int32_t *ids, size_t n, int s
     size_t len;
     if (tm_tok_decode(m->rm->tok, ids, n, skip_special, text, &len, &e) != TM_OK) return fail(st, &e);
     return ok(st);
+}
+
+int tandem_chat_render(const tandem_model *m, const char *template_src, const char *messages_json,
+                       int add_generation_prompt, const char *kwargs_json, char **text, tandem_status *st)
+{
+    tm_err e = {0};
+    *text = NULL;
+    const char *tpl = template_src ? template_src : m->rm->chat_template;
+    if (!tpl)
+        return fail(st, &(tm_err){TM_E_NOTFOUND, "the model has no chat template (give one with --template FILE)"});
+    cJSON *msgs = cJSON_Parse(messages_json);
+    cJSON *kw = kwargs_json ? cJSON_Parse(kwargs_json) : NULL;
+    int rc;
+    if (!msgs || !cJSON_IsArray(msgs)) rc = tm_errf(&e, TM_E_FORMAT, "messages: not a JSON array");
+    else if (kwargs_json && (!kw || !cJSON_IsObject(kw))) rc = tm_errf(&e, TM_E_FORMAT, "kwargs: not a JSON object");
+    else rc = tm_chat_render(tpl, msgs, add_generation_prompt, kw, m->rm->bos_token, m->rm->eos_token, NULL, text, &e);
+    cJSON_Delete(msgs);
+    cJSON_Delete(kw);
+    return rc == TM_OK ? ok(st) : fail(st, &e);
 }
 
 void tandem_session_opts_default(tandem_session_opts *o)

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "pkg/convert.h"
 #include "pkg/pkg.h"
+#include "text/tokconfig.h"
 #include "text/tokenizer.h"
 
 void tm_rt_model_free(tm_rt_model *rm)
@@ -38,13 +39,50 @@ static tm_dtype stage_encoding(const tm_model *m)
     return m->L > 0 && m->w[0].wo.data ? m->w[0].wo.dtype : m->embed.dtype;
 }
 
-static void take_model_defaults(tm_rt_model *rm)
+static void add_eos(tm_rt_model *rm, int64_t id)
+{
+    if (id < 0 || id >= rm->decode->V) return;
+    for (int i = 0; i < rm->n_eos; i++)
+        if (rm->eos_ids[i] == id) return;
+    if (rm->n_eos < 16) rm->eos_ids[rm->n_eos++] = (int)id;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* Text configuration from the package's documents: chat template, special
+ * token strings, stop ids (generation_config's eos list, config.json's, the
+ * tokenizer's eos token) and sampling defaults. */
+static int take_text_config(tm_rt_model *rm, tm_err *err)
 {
     const tm_model *m = rm->decode;
-    rm->n_eos = m->n_eos < 16 ? m->n_eos : 16;
-    memcpy(rm->eos_ids, m->eos_ids, sizeof(int) * (size_t)rm->n_eos);
     rm->prefill_enc = stage_encoding(rm->prefill);
     rm->decode_enc = stage_encoding(rm->decode);
+    rm->temperature = 1.0f;
+    rm->top_p = 1.0f;
+    tm_tokconfig *tc = NULL;
+    size_t n;
+    int rc = tm_tokconfig_parse(&tc, tm_pkg_doc(rm->pkg, TM_PKG_DOC_TOKENIZER_CONFIG, &n),
+                                tm_pkg_doc(rm->pkg, TM_PKG_DOC_SPECIAL_TOKENS, &n),
+                                tm_pkg_doc(rm->pkg, TM_PKG_DOC_GENERATION_CONFIG, &n),
+                                tm_pkg_doc(rm->pkg, TM_PKG_DOC_CHAT_TEMPLATE, &n), err);
+    if (rc != TM_OK) return tm_err_prefix(err, "%s", rm->path);
+    rm->chat_template = dup_or_null(tm_tokconfig_chat_template(tc, NULL));
+    rm->bos_token = dup_or_null(tm_tokconfig_bos(tc));
+    rm->eos_token = dup_or_null(tm_tokconfig_eos(tc));
+    const tm_gen_defaults *g = tm_tokconfig_gen(tc);
+    for (int i = 0; i < g->n_eos; i++) add_eos(rm, g->eos_token_ids[i]);
+    for (int i = 0; i < m->n_eos; i++) add_eos(rm, m->eos_ids[i]);
+    if (rm->eos_token) add_eos(rm, tm_tok_piece_to_id(rm->tok, rm->eos_token));
+    if (g->do_sample != 0 && g->temperature == g->temperature) { /* set, not NaN */
+        rm->has_sampling_defaults = 1;
+        rm->temperature = (float)g->temperature;
+        if (g->top_p == g->top_p) rm->top_p = (float)g->top_p;
+        if (g->min_p == g->min_p) rm->min_p = (float)g->min_p;
+        if (g->top_k > 0) rm->top_k = (int)g->top_k;
+        if (g->repetition_penalty == g->repetition_penalty) rm->repetition_penalty = (float)g->repetition_penalty;
+    }
+    tm_tokconfig_free(tc);
+    return TM_OK;
 }
 
 static int open_stage(tm_model **out, const char *cfg_text, size_t cfg_len, const char *label, tm_pkg *p,
@@ -116,7 +154,10 @@ int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err)
         tm_rt_model_free(rm);
         return rc;
     }
-    take_model_defaults(rm);
+    if ((rc = take_text_config(rm, err)) != TM_OK) {
+        tm_rt_model_free(rm);
+        return rc;
+    }
     *out = rm;
     return TM_OK;
 }

@@ -493,7 +493,8 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     q->ud = ud;
     size_t n = 0;
     if (r->prompt) {
-        if ((rc = tm_tok_encode(rm->tok, r->prompt, strlen(r->prompt), 1, &q->ids, &n, err)) != TM_OK) goto fail;
+        if ((rc = tm_tok_encode(rm->tok, r->prompt, strlen(r->prompt), !r->no_special, &q->ids, &n, err)) != TM_OK)
+            goto fail;
     } else if (r->prompt_ids && r->n_prompt_ids > 0) {
         q->ids = malloc(sizeof(int32_t) * r->n_prompt_ids);
         if (!q->ids) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }

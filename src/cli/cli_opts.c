@@ -1,0 +1,99 @@
+/* cli/cli_opts.c: the generation and engine options shared by run, chat and
+ * bench (one parser, so every command spells them the same way). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+const char cli_gen_usage[] =
+    "      --temp T           temperature; 0 = greedy (default: the model's, else 1)\n"
+    "      --top-k K          keep the K most likely tokens (0 = off)\n"
+    "      --top-p P          nucleus sampling (1 = off)\n"
+    "      --min-p P          drop tokens below P x the top probability (0 = off)\n"
+    "      --repeat-penalty R repetition penalty (1 = off)\n"
+    "      --presence-penalty X, --frequency-penalty X\n"
+    "      --seed S           sampling seed (default 0)\n"
+    "      --stop S           stop string (repeatable, up to 16)\n"
+    "      --ignore-eos       keep generating past end-of-sequence tokens\n"
+    "      --prefill ENGINE   prefill engine (see tandem devices; default: the best)\n"
+    "      --decode ENGINE    decode engine (default: the best)\n"
+    "      --route R          auto | hybrid | prefill-only | decode-only (default auto)\n"
+    "      --stateful         prefill writes KV straight into decode pages (default: stateless + bridge)\n"
+    "      --explain          log the routing decision\n"
+    "  -t, --threads N        threads (default: all cores)\n"
+    "      --prefill-threads N  cores for the prefill side (default: half)\n"
+    "  -c, --ctx N            context length (default: the model's, at most 4096)\n";
+
+int cli_parse_route(const char *s, int *route)
+{
+    if (strcmp(s, "auto") == 0) *route = TANDEM_ROUTE_AUTO;
+    else if (strcmp(s, "hybrid") == 0) *route = TANDEM_ROUTE_HYBRID;
+    else if (strcmp(s, "prefill-only") == 0 || strcmp(s, "prefill") == 0) *route = TANDEM_ROUTE_PREFILL_ONLY;
+    else if (strcmp(s, "decode-only") == 0 || strcmp(s, "decode") == 0) *route = TANDEM_ROUTE_DECODE_ONLY;
+    else return -1;
+    return 0;
+}
+
+void cli_gen_init(cli_gen *g)
+{
+    memset(g, 0, sizeof *g);
+    tandem_request_default(&g->req);
+    tandem_session_opts_default(&g->so);
+    g->req.stop = g->stops;
+}
+
+int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    static const char *const with_value[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                             "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
+                                             "--prefill", "--decode", "--route", "-t", "--threads",
+                                             "--prefill-threads", "-c", "--ctx", NULL};
+    int needs = 0;
+    for (const char *const *w = with_value; *w; w++)
+        if (!strcmp(a, *w)) needs = 1;
+    if (needs && !v) {
+        fprintf(stderr, "tandem %s: %s needs a value\n", cmd, a);
+        return -2;
+    }
+    tandem_request *r = &g->req;
+    tandem_session_opts *so = &g->so;
+    if (!strcmp(a, "--temp")) { r->temperature = strtof(v, NULL); g->temp_set = 1; }
+    else if (!strcmp(a, "--top-k")) { r->top_k = atoi(v); g->top_k_set = 1; }
+    else if (!strcmp(a, "--top-p")) { r->top_p = strtof(v, NULL); g->top_p_set = 1; }
+    else if (!strcmp(a, "--min-p")) r->min_p = strtof(v, NULL);
+    else if (!strcmp(a, "--repeat-penalty")) r->repetition_penalty = strtof(v, NULL);
+    else if (!strcmp(a, "--presence-penalty")) r->presence_penalty = strtof(v, NULL);
+    else if (!strcmp(a, "--frequency-penalty")) r->frequency_penalty = strtof(v, NULL);
+    else if (!strcmp(a, "--seed")) r->seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--stop")) { if (g->n_stops < 16) g->stops[g->n_stops++] = v; }
+    else if (!strcmp(a, "--ignore-eos")) r->ignore_eos = 1;
+    else if (!strcmp(a, "--prefill")) so->prefill_engine = v;
+    else if (!strcmp(a, "--decode")) so->decode_engine = v;
+    else if (!strcmp(a, "--route")) {
+        int route;
+        if (cli_parse_route(v, &route)) {
+            fprintf(stderr, "tandem %s: unknown route '%s'\n", cmd, v);
+            return -2;
+        }
+        so->route = (tandem_route)route;
+    }
+    else if (!strcmp(a, "--stateful")) so->stateless = 0;
+    else if (!strcmp(a, "--explain")) so->explain = 1;
+    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) so->n_threads = atoi(v);
+    else if (!strcmp(a, "--prefill-threads")) so->prefill_threads = atoi(v);
+    else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) so->max_ctx = atoi(v);
+    else return 0;
+    if (needs) (*i)++;
+    return 1;
+}
+
+void cli_gen_model_defaults(cli_gen *g, const tandem_model *m)
+{
+    tandem_model_info info;
+    tandem_model_get_info(m, &info);
+    if (!g->temp_set) g->req.temperature = info.temperature >= 0 ? info.temperature : 1.0f;
+    if (!g->top_p_set && info.top_p > 0) g->req.top_p = info.top_p;
+    if (!g->top_k_set && info.top_k > 0) g->req.top_k = info.top_k;
+}

@@ -1,0 +1,197 @@
+/* cli/cmd_chat.c: `tandem chat MODEL`: an interactive, multi-turn chat.
+ * Each turn renders the whole conversation with the chat template and
+ * streams the reply; /reset starts over, /quit (or end of input) leaves. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+#include "tandem.h"
+
+static void chat_usage(FILE *f)
+{
+    fputs("usage: tandem chat MODEL [options]\n"
+          "\n"
+          "Chat with MODEL: type a message and press enter; /reset forgets the conversation,\n"
+          "/quit (or end of input) leaves. The model's chat template formats the turns.\n"
+          "\n"
+          "  --template F.jinja     use this chat template (needed if the model has none)\n"
+          "  --system TEXT          a system message at the start of the conversation\n"
+          "  -n, --n-predict N      longest reply in tokens (default 512)\n", f);
+    fputs(cli_gen_usage, f);
+}
+
+typedef struct reply {
+    char *buf;
+    size_t len, cap;
+} reply;
+
+static int on_text(void *ud, const char *piece, size_t len, int32_t token)
+{
+    (void)token;
+    reply *r = ud;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    if (r->len + len + 1 > r->cap) {
+        size_t cap = (r->cap + len + 1) * 2;
+        char *nb = realloc(r->buf, cap);
+        if (!nb) return 1;
+        r->buf = nb;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, piece, len);
+    r->len += len;
+    r->buf[r->len] = '\0';
+    return 0;
+}
+
+static void add_message(cJSON *msgs, const char *role, const char *content)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    cJSON_AddStringToObject(m, "content", content);
+    cJSON_AddItemToArray(msgs, m);
+}
+
+static cJSON *fresh(const char *system)
+{
+    cJSON *msgs = cJSON_CreateArray();
+    if (system) add_message(msgs, "system", system);
+    return msgs;
+}
+
+static char *read_text_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 && n < (1 << 24) ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        chat_usage(stdout);
+        return 0;
+    }
+    const char *model = NULL, *tpl_path = NULL, *system = NULL;
+    cli_gen g;
+    cli_gen_init(&g);
+    g.req.max_tokens = 512;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int k = cli_gen_parse(&g, "chat", argc, argv, &i);
+        if (k < 0) return 2;
+        if (k > 0) continue;
+        if ((!strcmp(a, "--template") || !strcmp(a, "--system") || !strcmp(a, "-n") || !strcmp(a, "--n-predict")) && !v) {
+            fprintf(stderr, "tandem chat: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--template")) tpl_path = argv[++i];
+        else if (!strcmp(a, "--system")) system = argv[++i];
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) g.req.max_tokens = atoi(argv[++i]);
+        else if (a[0] == '-') { fprintf(stderr, "tandem chat: unknown option '%s' (see --help)\n", a); return 2; }
+        else if (!model) model = a;
+        else { fprintf(stderr, "tandem chat: unexpected argument '%s'\n", a); return 2; }
+    }
+    if (!model) {
+        chat_usage(stderr);
+        return 2;
+    }
+    char *tpl = NULL;
+    if (tpl_path && !(tpl = read_text_file(tpl_path))) {
+        fprintf(stderr, "tandem chat: %s: cannot read the template\n", tpl_path);
+        return 1;
+    }
+    tandem_status st;
+    tandem_model *m;
+    if (tandem_model_open(&m, model, &st) != 0) {
+        fprintf(stderr, "tandem chat: %s\n", st.msg);
+        free(tpl);
+        return 1;
+    }
+    cli_gen_model_defaults(&g, m);
+    tandem_session *s;
+    if (tandem_session_new(&s, m, &g.so, &st) != 0) {
+        fprintf(stderr, "tandem chat: %s\n", st.msg);
+        tandem_model_free(m);
+        free(tpl);
+        return 1;
+    }
+    /* fail early if there is no template at all */
+    char *probe = NULL;
+    if (tandem_chat_render(m, tpl, "[{\"role\":\"user\",\"content\":\"hi\"}]", 1, NULL, &probe, &st) != 0) {
+        fprintf(stderr, "tandem chat: %s\n", st.msg);
+        tandem_session_free(s);
+        tandem_model_free(m);
+        free(tpl);
+        return 1;
+    }
+    free(probe);
+    int tty = isatty(0);
+    if (tty) fprintf(stderr, "tandem chat (%s). /reset to start over, /quit to leave.\n", model);
+    cJSON *msgs = fresh(system);
+    char line[65536];
+    int rc = 0;
+    for (;;) {
+        if (tty) fputs("\n> ", stderr);
+        if (!fgets(line, sizeof line, stdin)) break;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0]) continue;
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            cJSON_Delete(msgs);
+            msgs = fresh(system);
+            fprintf(stderr, "(conversation reset)\n");
+            continue;
+        }
+        add_message(msgs, "user", line);
+        char *js = cJSON_PrintUnformatted(msgs), *prompt = NULL;
+        int r1 = tandem_chat_render(m, tpl, js, 1, NULL, &prompt, &st);
+        free(js);
+        if (r1 != 0) {
+            fprintf(stderr, "TemplateError: %s\n", st.msg);
+            cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
+            continue;
+        }
+        tandem_request r = g.req;
+        r.prompt = prompt;
+        r.no_special = 1; /* the rendered template holds the special tokens */
+        reply rep = {0};
+        tandem_stats stats;
+        int r2 = tandem_generate(s, &r, on_text, &rep, &stats, &st);
+        free(prompt);
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (r2 != 0) {
+            fprintf(stderr, "tandem chat: %s\n", st.msg);
+            cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
+            free(rep.buf);
+            if (r2 == TANDEM_E_LIMIT) continue; /* context full: the user may /reset */
+            rc = 1;
+            break;
+        }
+        add_message(msgs, "assistant", rep.buf ? rep.buf : "");
+        free(rep.buf);
+        if (tty)
+            fprintf(stderr, "[%d prompt tokens, %.1f tok/s; %s]\n", stats.n_prompt,
+                    stats.t_decode > 0 ? stats.n_generated / stats.t_decode : 0.0, stats.route);
+    }
+    cJSON_Delete(msgs);
+    tandem_session_free(s);
+    tandem_model_free(m);
+    free(tpl);
+    return rc;
+}
