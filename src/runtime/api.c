@@ -13,7 +13,8 @@
 #include "text/jinja.h"
 #include "text/tokenizer.h"
 
-_Static_assert(TANDEM_E_LIMIT == TM_E_LIMIT && TANDEM_E_TEMPLATE == TM_E_TEMPLATE && TANDEM_E_CHECKSUM == TM_E_CHECKSUM,
+_Static_assert((int)TANDEM_E_LIMIT == (int)TM_E_LIMIT && (int)TANDEM_E_TEMPLATE == (int)TM_E_TEMPLATE &&
+                   (int)TANDEM_E_CHECKSUM == (int)TM_E_CHECKSUM,
                "public status codes must equal core/status.h");
 
 struct tandem_model {
