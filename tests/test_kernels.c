@@ -308,6 +308,8 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
             mm_case(k, pool, q4s[d], 0, 1 + (int)(s % 8), N, K);
         }
     mm_case(k, pool, TM_DT_Q4G32, 0, 8, 31, 224);
+    mm_case(k, pool, TM_DT_Q4G32, 0, 2, 19, 32);  /* K = one block: only a tail chunk */
+    mm_case(k, pool, TM_DT_Q4PC, 0, 7, 3, 32);
     mm_case(k, pool, TM_DT_Q4G64, 0, 3, 9, 256);
     static const int q8_shapes[][2] = {{1, 1}, {3, 17}, {19, 64}, {33, 100}, {7, 130}, {48, 1000}};
     for (size_t s = 0; s < sizeof q8_shapes / sizeof q8_shapes[0]; s++)
