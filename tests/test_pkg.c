@@ -740,7 +740,8 @@ static void test_convert(void)
     CHECKF(rc == TM_OK, "%s", err.msg);
     if (rc) return;
     CHECK_EQ_INT(st.tensors, 56);
-    CHECK_EQ_INT(st.records, 56 + 42); /* 42 matrices have a bf16 and an int4g64 copy */
+    /* 42 matrices have a bf16 and an int4g64 copy; the tied embedding adds an int8 decode "lm_head.weight" */
+    CHECK_EQ_INT(st.records, 56 + 42 + 1);
     CHECK_EQ_INT(st.fallbacks, 0);
     CHECK_EQ_INT(progress_calls, 56);
     tm_pkg *p;
@@ -750,6 +751,12 @@ static void test_convert(void)
     if (p && set) {
         CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
         check_converted(p, set, TM_DT_BF16, TM_DT_Q4G64);
+        /* the tied embedding's decode copy: int8 per channel, decode stage only, and the
+         * decode model binds it as its output projection */
+        tm_tensor h, emb;
+        CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q8PC &&
+              h.shape[0] == 8192 && h.shape[1] == 384);
+        CHECK(tm_pkg_lookup(p, TM_PKG_PREFILL, "lm_head.weight", &emb, &err) == TM_E_NOTFOUND);
         /* documents verbatim */
         const char *docs[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"};
         for (int i = 0; i < 4; i++) {

@@ -694,7 +694,16 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
         if ((rc = check_tensor(m, s, &t, err))) return rc;
         *s->slot = t;
     }
-    if (m->tied) m->lm_head = m->embed;
+    if (m->tied) {
+        /* a tied model reads the embedding as its output projection, unless the
+         * source holds its own "lm_head.weight" (a package's decode stage keeps a
+         * copy in the decode encoding: the projection is streamed every step) */
+        m->lm_head = m->embed;
+        tm_tensor h;
+        if (src->lookup(src->ctx, "lm_head.weight", &h, NULL) == TM_OK && h.ndim == 2 && h.shape[0] == m->V &&
+            h.shape[1] == m->D)
+            m->lm_head = h;
+    }
     m->bound = 1;
     return TM_OK;
 }

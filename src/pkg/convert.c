@@ -189,6 +189,17 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
         rc = put_copy(c, &t, TM_DT_F32, both, err);
     } else if (s->kind == TM_TK_EMBED || is_router(m, src)) {
         rc = put_copy(c, &t, plain, both, err);
+        /* a tied output projection: the decode stage streams it every step, so a
+         * quantized decode stage gets its own int8 per-channel copy,
+         * "lm_head.weight" (model/arch.c binds it in place of the embedding).
+         * int8, not int4: the logits are the most sensitive product of the
+         * model (as llama.cpp keeps output.weight at 6+ bits in its 4-bit types) */
+        tm_dtype de = fit(TM_DT_Q8PC, t.shape[0], t.shape[t.ndim - 1]);
+        if (rc == TM_OK && m->tied && src == &m->embed && tm_quant_is_quantized(c->o->decode_enc)) {
+            tm_tensor h = t;
+            h.name = "lm_head.weight";
+            rc = put_copy(c, &h, de, TM_PKG_DECODE, err);
+        }
     } else {
         int64_t K, N = rows_of(&t, &K);
         tm_dtype pe = fit(c->o->prefill_enc, N, K), de = fit(c->o->decode_enc, N, K);
