@@ -164,7 +164,7 @@ static void test_demo(int sanitizer)
 
     /* 1. the reference path's perplexity against an independent computation */
     tm_qual_result ref;
-    tm_qual_reference(q, &ref);
+    CHECKF(tm_qual_reference(q, &ref, &err) == TM_OK, "%s", err.msg);
     int n_ind = 0;
     double ppl_ind = independent_ppl(&d, &n_ind);
     CHECK_EQ_INT(ref.n_scored, n_ind);
@@ -228,14 +228,24 @@ static void test_demo(int sanitizer)
     CHECK(tm_qual_open(&q, DEMO, d.ids, d.n, &o, &err) == TM_E_INVALID && strstr(err.msg, "prefill_len"));
     o = d.o;
     CHECK(tm_qual_open(&q, DEMO, d.ids, (size_t)o.ctx / 2, &o, &err) == TM_E_INVALID && strstr(err.msg, "fewer"));
-    o.max_ref_bytes = 1000;
-    CHECK(tm_qual_open(&q, DEMO, d.ids, d.n, &o, &err) == TM_E_LIMIT && strstr(err.msg, "max_tokens"));
+    o.max_ref_bytes = 1000; /* checked when the reference is computed */
+    tm_qual_result r2;
+    CHECKF(tm_qual_open(&q, DEMO, d.ids, d.n, &o, &err) == TM_OK, "%s", err.msg);
+    if (q) CHECK(tm_qual_reference(q, &r2, &err) == TM_E_LIMIT && strstr(err.msg, "max_tokens"));
+    tm_qual_free(q);
     int32_t badid[80];
     for (int i = 0; i < 80; i++) badid[i] = i == 40 ? 1 << 30 : 5;
     o = d.o;
     o.ctx = 64;
     o.max_tokens = 32;
-    CHECK(tm_qual_open(&q, DEMO, badid, 80, &o, &err) == TM_E_INVALID && strstr(err.msg, "vocabulary"));
+    q = NULL;
+    CHECKF(tm_qual_open(&q, DEMO, badid, 80, &o, &err) == TM_OK, "%s", err.msg);
+    /* a bad case is refused before the (slow) reference is computed */
+    bad = (tm_qual_case){TM_DT_BF16, TM_DT_Q4PC, TANDEM_ROUTE_HYBRID, TM_QUAL_ENGINE};
+    if (q) CHECK(tm_qual_run(q, &bad, &r2, &err) == TM_E_INVALID && strstr(err.msg, "decode"));
+    if (q) CHECK(tm_qual_reference(q, &r2, &err) == TM_E_INVALID && strstr(err.msg, "vocabulary"));
+    tm_qual_free(q);
+    q = NULL;
     CHECK(q == NULL);
     free(d.ids);
 }
@@ -257,8 +267,8 @@ static void test_package(int sanitizer)
     CHECKF(tm_qual_open(&qh, DEMO, d.ids, d.n, &d.o, &err) == TM_OK, "%s", err.msg);
     if (qp && qh) {
         tm_qual_result a, b, ra, rb;
-        tm_qual_reference(qp, &ra);
-        tm_qual_reference(qh, &rb);
+        CHECK(tm_qual_reference(qp, &ra, &err) == TM_OK);
+        CHECK(tm_qual_reference(qh, &rb, &err) == TM_OK);
         CHECK(ra.ppl == rb.ppl); /* same bf16 weights in f32 */
         if (run_case(qp, -1, -1, TANDEM_ROUTE_HYBRID, TM_QUAL_REF, &a) == TM_OK &&
             run_case(qh, TM_DT_BF16, TM_DT_Q4G64, TANDEM_ROUTE_HYBRID, TM_QUAL_REF, &b) == TM_OK) {

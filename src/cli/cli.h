@@ -33,6 +33,8 @@ int cmd_chat(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);   /* and cmd_detokenize: cli/cmd_tokenize.c */
 int cmd_detokenize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv); /* and cmd_kld: cli/cmd_quality.c */
+int cmd_kld(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 
 /* cli_parse_route: "auto", "hybrid", "prefill-only", "decode-only" -> tandem_route; -1 if unknown. */

@@ -18,6 +18,8 @@ const cli_command cli_commands[] = {
     {"detokenize", cmd_detokenize, "token ids -> text with a model's tokenizer.json"},
     {"template", cmd_template, "render a chat template for messages (as apply_chat_template)"},
     {"devices", cmd_devices, "CPU features, kernel variants per op, measured GEMV/GEMM peaks"},
+    {"perplexity", cmd_perplexity, "perplexity, KL and top-1 vs fp32 per (prefill, decode) encoding pair"},
+    {"kld", cmd_kld, "KL divergence and top-1 agreement vs fp32 per encoding pair (--all: the table)"},
     {"version", cmd_version, "print the version"},
     {NULL, NULL, NULL},
 };

@@ -278,23 +278,32 @@ static int ref_score_hybrid(tm_ref *pre, tm_ref *dec, const int32_t *win, int N,
     return rc;
 }
 
-/* The fp32 reference of the source weights: a HF directory's safetensors,
- * or a package's bf16/f16 stage. */
-static int compute_reference(tm_qual *q, tm_err *err)
+/* A package's reference weights: its bf16 (or f16) stage. */
+static int pkg_reference_model(const tm_qual *q, const tm_model **m, tm_err *err)
 {
+    const tm_rt_model *rm = q->cur.rm;
+    int pre_ok = rm->prefill_enc == TM_DT_BF16 || rm->prefill_enc == TM_DT_F16 || rm->prefill_enc == TM_DT_F32;
+    int dec_ok = rm->decode_enc == TM_DT_BF16 || rm->decode_enc == TM_DT_F16 || rm->decode_enc == TM_DT_F32;
+    if (!pre_ok && !dec_ok)
+        return tm_errf(err, TM_E_UNSUPPORTED,
+                       "%s: neither stage is bf16/f16 (prefill %s, decode %s): the fp32 reference needs "
+                       "unquantized weights; give the Hugging Face directory", q->model,
+                       tm_dtype_name(rm->prefill_enc), tm_dtype_name(rm->decode_enc));
+    *m = pre_ok ? rm->prefill : rm->decode;
+    return TM_OK;
+}
+
+/* The fp32 reference logits of every scored position, computed on first
+ * need (so that a bad case is refused before this, the slow part): a HF
+ * directory's safetensors, or a package's bf16/f16 stage. */
+static int ensure_reference(tm_qual *q, tm_err *err)
+{
+    if (q->ref) return TM_OK;
     tm_model *own = NULL;
     const tm_model *m;
     int rc;
     if (q->is_pkg) {
-        const tm_rt_model *rm = q->cur.rm;
-        int pre_ok = rm->prefill_enc == TM_DT_BF16 || rm->prefill_enc == TM_DT_F16 || rm->prefill_enc == TM_DT_F32;
-        int dec_ok = rm->decode_enc == TM_DT_BF16 || rm->decode_enc == TM_DT_F16 || rm->decode_enc == TM_DT_F32;
-        if (!pre_ok && !dec_ok)
-            return tm_errf(err, TM_E_UNSUPPORTED,
-                           "%s: neither stage is bf16/f16 (prefill %s, decode %s): the fp32 reference needs "
-                           "unquantized weights; give the Hugging Face directory", q->model,
-                           tm_dtype_name(rm->prefill_enc), tm_dtype_name(rm->decode_enc));
-        m = pre_ok ? rm->prefill : rm->decode;
+        if ((rc = pkg_reference_model(q, &m, err)) != TM_OK) return rc;
     } else {
         if ((rc = tm_hf_model_open(&own, q->model, NULL, err)) != TM_OK) return rc;
         m = own;
@@ -302,14 +311,15 @@ static int compute_reference(tm_qual *q, tm_err *err)
     q->V = m->V;
     size_t S = (size_t)(q->N - q->P);
     size_t rows = (size_t)q->W * S;
+    float *ref = NULL;
     if (q->V < 1 || rows > q->o.max_ref_bytes / sizeof(float) / (size_t)q->V) {
         rc = tm_errf(err, TM_E_LIMIT, "max_tokens: %zu scored positions x %d logits exceed the reference cache "
                      "limit of %zu bytes (lower max_tokens)", rows, q->V, q->o.max_ref_bytes);
         goto done;
     }
-    q->ref = malloc(rows * (size_t)q->V * sizeof(float));
+    ref = malloc(rows * (size_t)q->V * sizeof(float));
     q->buf = malloc((S + 1) * (size_t)q->V * sizeof(float));
-    if (!q->ref || !q->buf) {
+    if (!ref || !q->buf) {
         rc = tm_errf(err, TM_E_NOMEM, "out of memory for %zu x %d reference logits", rows, q->V);
         goto done;
     }
@@ -318,7 +328,7 @@ static int compute_reference(tm_qual *q, tm_err *err)
     double nll = 0;
     for (int w = 0; w < q->W && rc == TM_OK; w++) {
         const int32_t *win = q->win + (size_t)w * q->N;
-        float *z = q->ref + (size_t)w * S * q->V;
+        float *z = ref + (size_t)w * S * q->V;
         if ((rc = ref_score_single(r, win, q->N, q->P, z, err)) != TM_OK) break;
         for (size_t i = 0; i < S; i++) nll += tm_qual_nll(z + i * q->V, q->V, win[q->P + i]);
     }
@@ -326,6 +336,8 @@ static int compute_reference(tm_qual *q, tm_err *err)
     q->ref_nll = nll / (double)rows;
     if (rc != TM_OK) tm_err_prefix(err, "%s: fp32 reference", q->model);
 done:
+    if (rc == TM_OK) q->ref = ref;
+    else free(ref);
     tm_model_free(own);
     return rc;
 }
@@ -351,8 +363,9 @@ int tm_qual_open(tm_qual **out, const char *model, const int32_t *ids, size_t n,
     if (q->is_pkg) {
         if ((rc = tm_rt_model_open(&q->cur.rm, model, err)) != TM_OK) goto fail;
         q->cur.prefill_enc = q->cur.decode_enc = -1;
+        const tm_model *m;
+        if ((rc = pkg_reference_model(q, &m, err)) != TM_OK) goto fail;
     }
-    if ((rc = compute_reference(q, err)) != TM_OK) goto fail;
     *out = q;
     return TM_OK;
 fail:
@@ -377,9 +390,11 @@ void tm_qual_windows(const tm_qual *q, int *n_windows, int *ctx, int *prefill_le
     *prefill_len = q->P;
 }
 
-void tm_qual_reference(const tm_qual *q, tm_qual_result *res)
+int tm_qual_reference(tm_qual *q, tm_qual_result *res, tm_err *err)
 {
     memset(res, 0, sizeof *res);
+    int rc = ensure_reference(q, err);
+    if (rc != TM_OK) return rc;
     res->nll = q->ref_nll;
     res->ppl = exp(q->ref_nll);
     res->top1 = 1;
@@ -388,6 +403,7 @@ void tm_qual_reference(const tm_qual *q, tm_qual_result *res)
     res->prefill_enc = res->decode_enc = TM_DT_F32;
     snprintf(res->prefill_by, sizeof res->prefill_by, "ref");
     snprintf(res->decode_by, sizeof res->decode_by, "ref");
+    return TM_OK;
 }
 
 /* ---- scoring one case ------------------------------------------------------------------ */
@@ -420,6 +436,7 @@ int tm_qual_run(tm_qual *q, const tm_qual_case *c, tm_qual_result *res, tm_err *
     if (c->path != TM_QUAL_ENGINE && c->path != TM_QUAL_REF)
         return tm_errf(err, TM_E_INVALID, "path: %d is neither engine nor reference", (int)c->path);
     int rc = pair_select(q, c->prefill_enc, c->decode_enc, err);
+    if (rc == TM_OK) rc = ensure_reference(q, err);
     if (rc != TM_OK) return rc;
     tm_rt_model *rm = q->cur.rm;
     if (rm->decode->V != q->V)

@@ -103,9 +103,11 @@ void tm_qual_opts_default(tm_qual_opts *o);
  * directory or a package. free(*ids). */
 int tm_qual_encode_file(const char *model, const char *file, int32_t **ids, size_t *n, int *bos, tm_err *err);
 
-/* tm_qual_open: cut ids[n] into windows (see above) and compute the float32
- * reference logits of every scored position once, for all later runs.
- * model: a HF directory (any pair can be run) or a package (its own pair). */
+/* tm_qual_open: cut ids[n] into windows (see above). model: a HF directory
+ * (any pair can be run) or a package (its own pair; it must hold a bf16/f16
+ * stage). The float32 reference logits of every scored position are
+ * computed once, on first need (tm_qual_run after it accepted the case, or
+ * tm_qual_reference), and kept for all later runs. */
 int tm_qual_open(tm_qual **out, const char *model, const int32_t *ids, size_t n, const tm_qual_opts *o,
                  tm_err *err);
 
@@ -113,7 +115,7 @@ int tm_qual_open(tm_qual **out, const char *model, const int32_t *ids, size_t n,
 int tm_qual_run(tm_qual *q, const tm_qual_case *c, tm_qual_result *res, tm_err *err);
 
 /* tm_qual_reference: the float32 reference's own figures (kl 0, top1 1). */
-void tm_qual_reference(const tm_qual *q, tm_qual_result *res);
+int tm_qual_reference(tm_qual *q, tm_qual_result *res, tm_err *err);
 
 /* tm_qual_windows: the window plan: windows, tokens per window, prompt tokens. */
 void tm_qual_windows(const tm_qual *q, int *n_windows, int *ctx, int *prefill_len);
