@@ -53,9 +53,11 @@ static void summarize(const tm_pkg *p, summary *s)
         /* a name is counted once: at its prefill copy, or its only (decode) copy */
         tm_tensor other;
         int first = (e->stages & TM_PKG_PREFILL) || tm_pkg_lookup(p, TM_PKG_PREFILL, e->t.name, &other, NULL) != TM_OK;
+        /* a decode-only "lm_head.weight" is the converter's copy of a tied embedding: not new parameters */
+        int tied_copy = !(e->stages & TM_PKG_PREFILL) && strcmp(e->t.name, "lm_head.weight") == 0 && first;
         if (first) {
             c->tensors++;
-            s->params += (uint64_t)tm_tensor_numel(&e->t);
+            if (!tied_copy) s->params += (uint64_t)tm_tensor_numel(&e->t);
         }
         for (int st = 0; st < 2; st++) {
             if (!(e->stages & (1u << st))) continue;
