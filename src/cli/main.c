@@ -17,6 +17,7 @@ const cli_command cli_commands[] = {
     {"tokenize", cmd_tokenize, "text -> token ids (JSON array) with a model's tokenizer.json"},
     {"detokenize", cmd_detokenize, "token ids -> text with a model's tokenizer.json"},
     {"template", cmd_template, "render a chat template for messages (as apply_chat_template)"},
+    {"calibrate", cmd_calibrate, "measure every route here and cache the router's cost model"},
     {"devices", cmd_devices, "CPU features, kernel variants per op, measured GEMV/GEMM peaks"},
     {"perplexity", cmd_perplexity, "perplexity, KL and top-1 vs fp32 per (prefill, decode) encoding pair"},
     {"kld", cmd_kld, "KL divergence and top-1 agreement vs fp32 per encoding pair (--all: the table)"},

@@ -57,6 +57,7 @@ struct tm_req {
     int32_t *ids;              /* [n_prompt] */
     int n_prompt, max_new;
     tandem_route route;
+    tm_router_pred pred;       /* the router's prediction (--explain compares it with the actual) */
     tm_sampler *smp;
     tm_stop *stop;
     tm_detok_stream *ds;
@@ -180,6 +181,7 @@ static void req_finish(tm_sched *sc, tm_req *q, int state)
     q->state = state;
     if (state == REQ_CANCELLED) q->finish = "cancelled";
     q->t_done = now_s();
+    if (s->o.explain && q->pred.t_pick > 0) tm_router_explain_done(stderr, &q->pred, q->t_first, q->t_done, q->n_gen);
     q->done = 1;
     pthread_cond_broadcast(&q->done_cv);
     pthread_mutex_unlock(&sc->mu);
@@ -244,10 +246,14 @@ static void run_prefill_only(tm_sched *sc, tm_req *q)
 static void prefill_one(tm_sched *sc, tm_req *q)
 {
     tm_session *s = sc->s;
-    q->route = tm_route_pick(s, q->n_prompt);
+    tm_router_load load = {0};
+    pthread_mutex_lock(&sc->mu);
+    load.n_decoding = sc->n_decoding;
+    for (tm_req *w = sc->q_head; w; w = w->next) load.n_queued++;
+    pthread_mutex_unlock(&sc->mu);
+    q->route = tm_route_pick(s, q->n_prompt, q->max_new, &load, &q->pred);
     q->state = REQ_ROUTED;
-    if (s->o.explain)
-        fprintf(stderr, "[route] %d prompt tokens -> %s\n", q->n_prompt, tm_route_name(q->route));
+    if (s->o.explain) tm_router_explain_pick(stderr, &q->pred);
     if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
     if (q->route == TANDEM_ROUTE_DECODE_ONLY) { /* the decode worker prefills it, on its engine */
         pthread_mutex_lock(&sc->mu);

@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "runtime/bridge.h"
 #include "runtime/kvcache.h"
+#include "runtime/router.h"
 #include "runtime/session.h"
 
 struct tm_pool;
@@ -43,6 +44,7 @@ struct tm_session {
     tm_bridge *bridge;
     float *logits;             /* [V] the prefill side's last logits */
     struct tm_sched *sched;
+    tm_router_state router;    /* the calibrated cost model, if cached (router.h) */
     /* idle lending (sched.c): seq_cst flags, Dekker style */
     atomic_int pre_busy;       /* the prefill side has work */
     atomic_int dec_using_all;  /* the decode side is running a step on every core */
@@ -51,8 +53,10 @@ struct tm_session {
 /* The route name for reports: "hybrid", "prefill-only", "decode-only". */
 const char *tm_route_name(tandem_route r);
 
-/* Route for a prompt of n tokens (the forced one, or the router's choice). */
-tandem_route tm_route_pick(const tm_session *s, int n_prompt);
+/* Route for a prompt of n tokens and n_out new ones (the forced one, or the
+ * router's choice under `load`, NULL: idle); the prediction into *pred (may be NULL). */
+tandem_route tm_route_pick(const tm_session *s, int n_prompt, int n_out, const tm_router_load *load,
+                           tm_router_pred *pred);
 
 /* Chunk size for `remaining` prompt tokens on an engine with caps c. */
 int tm_plan_chunk(const tm_engine_caps *c, int remaining);

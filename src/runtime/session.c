@@ -139,6 +139,7 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = tm_bridge_init(&s->bridge, -1, err)) != TM_OK) goto fail;
     s->logits = malloc(sizeof(float) * (size_t)m->V);
     if (!s->logits) { rc = tm_errf(err, TM_E_NOMEM, "session: out of memory"); goto fail; }
+    tm_router_session_init(s);
     if ((rc = tm_sched_new(&s->sched, s, err)) != TM_OK) goto fail;
     *out = s;
     return TM_OK;
@@ -161,15 +162,12 @@ const char *tm_route_name(tandem_route r)
     }
 }
 
-/* The router: the forced route, else by prompt length. A prompt shorter than
- * the smallest prefill chunk gains nothing from the matrix engine (a padded
- * chunk costs more than streaming the decode weights a few times), so it
- * goes decode-only; longer prompts go hybrid. */
-tandem_route tm_route_pick(const tm_session *s, int n_prompt)
+/* The router (router.h): the forced route, else the calibrated cost model's
+ * cheapest, else (no calibration cached) the rule by prompt length. */
+tandem_route tm_route_pick(const tm_session *s, int n_prompt, int n_out, const tm_router_load *load,
+                           tm_router_pred *pred)
 {
-    if (s->o.route != TANDEM_ROUTE_AUTO) return s->o.route;
-    int smallest = s->pre.caps.n_chunks ? s->pre.caps.chunk_sizes[0] : 64;
-    return n_prompt < smallest / 4 ? TANDEM_ROUTE_DECODE_ONLY : TANDEM_ROUTE_HYBRID;
+    return tm_router_pick(s, n_prompt, n_out, load, pred);
 }
 
 /* The largest built-in chunk that fits, else the smallest that covers the
@@ -204,6 +202,7 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
     for (int pos = 0; pos < n;) {
         int T = tm_plan_chunk(&e->caps, n - pos);
         int nv = n - pos < T ? n - pos : T;
+        if (s->o.exact_tail) T = nv; /* no padding: a shape the engine was not built for */
         memcpy(buf, ids + pos, sizeof(int32_t) * (size_t)nv);
         for (int i = nv; i < T; i++) buf[i] = ids[n - 1]; /* padding: real rows never attend to it */
         int last = pos + nv == n;
@@ -237,7 +236,7 @@ int tm_session_score(tm_session *s, const int32_t *ids, int n, int n_prefill, ta
     int V = s->rm->decode->V;
     if (n_prefill < 1 || n_prefill > n) return tm_errf(err, TM_E_INVALID, "score: prefill %d of %d tokens", n_prefill, n);
     if (n + 1 > s->max_ctx) return tm_errf(err, TM_E_LIMIT, "score: %d tokens exceed the context of %d", n, s->max_ctx);
-    if (route == TANDEM_ROUTE_AUTO) route = tm_route_pick(s, n_prefill);
+    if (route == TANDEM_ROUTE_AUTO) route = tm_route_pick(s, n_prefill, n - n_prefill + 1, NULL, NULL);
     tm_kv_seq seq = {0}, sseq = {0};
     double tp, th;
     int rc = tm_prefill_route(s, route, ids, n_prefill, &seq, &sseq, s->pool_all_pre, logits, &tp, &th, err);
