@@ -90,6 +90,8 @@ typedef struct tandem_session_opts {
     int explain;                  /* log routing decisions to stderr */
     int stateless;                /* 1: stateless prefill + bridge copy; 0: stateful (zero copy) */
     int no_lend;                  /* 1: each side keeps to its own cores even when the other is idle */
+    int exact_tail;               /* 1: the prompt's last chunk runs at its exact length instead of
+                                     being padded to a built-in chunk size */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
 int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st);

@@ -25,4 +25,7 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
  * arrive mid-generation; their p50 TPOT with and without arrivals. */
 int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, FILE *json, FILE *md);
 
+/* Tokenizer speed: encode the file (with special tokens) on one thread, 5 runs, median MB/s. */
+int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md);
+
 #endif

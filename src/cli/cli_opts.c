@@ -20,6 +20,7 @@ const char cli_gen_usage[] =
     "      --decode ENGINE    decode engine (default: the best)\n"
     "      --route R          auto | hybrid | prefill-only | decode-only (default auto)\n"
     "      --stateful         prefill writes KV straight into decode pages (default: stateless + bridge)\n"
+    "      --exact-tail       run the prompt's last chunk at its exact length (default: padded)\n"
     "      --explain          log the routing decision\n"
     "  -t, --threads N        threads (default: all cores)\n"
     "      --prefill-threads N  cores for the prefill side (default: half)\n"
@@ -80,6 +81,7 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
         so->route = (tandem_route)route;
     }
     else if (!strcmp(a, "--stateful")) so->stateless = 0;
+    else if (!strcmp(a, "--exact-tail")) so->exact_tail = 1;
     else if (!strcmp(a, "--explain")) so->explain = 1;
     else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) so->n_threads = atoi(v);
     else if (!strcmp(a, "--prefill-threads")) so->prefill_threads = atoi(v);

@@ -42,8 +42,8 @@ static const char bench_usage[] =
     "  --tests LIST        comma-separated: ppN, tgN, eP+G (default pp512,tg128,e448+64,e64+448)\n"
     "  --routes LIST       hybrid,prefill-only,decode-only,auto (default hybrid)\n"
     "  --reps N            timed repetitions per test (default 3)\n"
-    "  -t, --threads N     threads (default: all cores)\n"
-    "  --prefill ENGINE, --decode ENGINE, --stateful   as for tandem run\n"
+    "  -t, --threads N, --prefill ENGINE, --decode ENGINE, --stateful, --exact-tail,\n"
+    "  --prefill-threads N   as for tandem run\n"
     "  --peer llama.cpp    also run llama.cpp's llbench on --peer-model, interleaved\n"
     "  --peer-model F.gguf the peer's model (same shape; see ../shared/peers)\n"
     "  --peer-bin PATH     llbench (default $HOME/.cache/tandem-peers/llbench)\n"
@@ -54,7 +54,8 @@ static const char bench_usage[] =
     "  --sweep-gen N       tokens generated per sweep point (default 16)\n"
     "  --concurrency LIST  client counts (e.g. 1,2,4,8); --conc P+G (default 448+64), --gap S (default 1.0)\n"
     "  --stall N           N running streams, then a --stall-prompt P (default 448) token prompt arrives\n"
-    "  --no-lend           never lend idle cores to the other side\n";
+    "  --no-lend           never lend idle cores to the other side\n"
+    "  --tok-file F        tokenizer speed: encode F (one thread), MB/s\n";
 
 static double median(const double *v, int n)
 {
@@ -243,20 +244,20 @@ int cmd_bench(int argc, char **argv)
     const char *model = NULL, *tests = "pp512,tg128,e448+64,e64+448", *routes = "hybrid";
     const char *peer = NULL, *peer_model = NULL, *peer_bin = NULL, *json = NULL, *md = NULL, *svg = NULL;
     int reps = 3, sweep_gen = 16, conc_p = 448, conc_g = 64, stall = 0, stall_p = 448;
-    const char *handoff = NULL, *sweep = NULL, *conc = NULL;
+    const char *handoff = NULL, *sweep = NULL, *conc = NULL, *tok_file = NULL;
     double gap = 1.0;
-    tandem_session_opts so;
-    tandem_session_opts_default(&so);
+    cli_gen g;
+    cli_gen_init(&g);
+    int no_lend = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int k = cli_gen_parse(&g, "bench", argc, argv, &i);
+        if (k < 0) return 2;
+        if (k > 0) continue;
 #define NEEDV() do { if (!v) { fprintf(stderr, "tandem bench: %s needs a value\n", a); return 2; } i++; } while (0)
         if (!strcmp(a, "--tests")) { NEEDV(); tests = v; }
         else if (!strcmp(a, "--routes")) { NEEDV(); routes = v; }
         else if (!strcmp(a, "--reps")) { NEEDV(); reps = atoi(v); }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEEDV(); so.n_threads = atoi(v); }
-        else if (!strcmp(a, "--prefill")) { NEEDV(); so.prefill_engine = v; }
-        else if (!strcmp(a, "--decode")) { NEEDV(); so.decode_engine = v; }
-        else if (!strcmp(a, "--stateful")) so.stateless = 0;
         else if (!strcmp(a, "--peer")) { NEEDV(); peer = v; }
         else if (!strcmp(a, "--peer-model")) { NEEDV(); peer_model = v; }
         else if (!strcmp(a, "--peer-bin")) { NEEDV(); peer_bin = v; }
@@ -271,13 +272,16 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--gap")) { NEEDV(); gap = strtod(v, NULL); }
         else if (!strcmp(a, "--stall")) { NEEDV(); stall = atoi(v); }
         else if (!strcmp(a, "--stall-prompt")) { NEEDV(); stall_p = atoi(v); }
-        else if (!strcmp(a, "--no-lend")) so.no_lend = 1;
+        else if (!strcmp(a, "--no-lend")) no_lend = 1;
+        else if (!strcmp(a, "--tok-file")) { NEEDV(); tok_file = v; }
         else if (a[0] == '-') { fprintf(stderr, "tandem bench: unknown option '%s'\n", a); return 2; }
         else if (!model) model = a;
         else { fprintf(stderr, "tandem bench: unexpected argument '%s'\n", a); return 2; }
 #undef NEEDV
     }
     if (!model) { fputs(bench_usage, stderr); return 2; }
+    tandem_session_opts so = g.so; /* engines, threads, --stateful, --exact-tail (cli_opts.c) */
+    so.no_lend = no_lend;
     if (reps < 1 || reps > MAX_REPS) { fprintf(stderr, "tandem bench: --reps must be 1..%d\n", MAX_REPS); return 2; }
     if (peer && strcmp(peer, "llama.cpp") != 0) { fprintf(stderr, "tandem bench: unknown peer '%s'\n", peer); return 2; }
     if (peer && !peer_model) { fprintf(stderr, "tandem bench: --peer needs --peer-model F.gguf\n"); return 2; }
@@ -354,6 +358,7 @@ int cmd_bench(int argc, char **argv)
     if (rc == 0 && sweep) rc = bench_sweep(m, &so, sweep, sweep_gen, reps, sj, sm);
     if (rc == 0 && conc) rc = bench_concurrency(m, &so, conc, conc_p, conc_g, gap, sj, sm);
     if (rc == 0 && stall) rc = bench_stall(m, &so, stall, stall_p, sj, sm);
+    if (rc == 0 && tok_file) rc = bench_tokenizer(m, tok_file, sj, sm);
     fclose(sj);
     fclose(sm);
     if (rc == 0) {

@@ -335,3 +335,49 @@ int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int
     tandem_session_free(s);
     return 0;
 }
+
+/* ---- tokenizer speed ------------------------------------------------------------------- */
+
+int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "tandem bench: %s: cannot open\n", path);
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = n > 0 && n < (1L << 30) ? malloc((size_t)n + 1) : NULL;
+    size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (!text || got != (size_t)n) {
+        free(text);
+        fprintf(stderr, "tandem bench: %s: cannot read\n", path);
+        return 1;
+    }
+    text[n] = '\0';
+    double t[5];
+    size_t n_ids = 0;
+    tandem_status st;
+    for (int r = 0; r < 5; r++) {
+        int32_t *ids = NULL;
+        double t0 = now_s();
+        if (tandem_tokenize(m, text, (size_t)n, 1, &ids, &n_ids, &st) != 0) {
+            fprintf(stderr, "tandem bench: %s\n", st.msg);
+            free(text);
+            return 1;
+        }
+        t[r] = now_s() - t0;
+        free(ids);
+    }
+    double med = pct(t, 5, 0.5), mbs = n / med / 1e6;
+    fprintf(stderr, "tokenizer: %ld bytes -> %zu tokens in %.3f s: %.1f MB/s\n", n, n_ids, med, mbs);
+    if (json)
+        fprintf(json, "  \"tokenizer\": {\"file\": \"%s\", \"bytes\": %ld, \"tokens\": %zu, \"mb_per_s\": %.2f},\n", path, n,
+                n_ids, mbs);
+    if (md)
+        fprintf(md, "\n### Tokenizer\n\n%s: %ld bytes, %zu tokens, %.1f MB/s (one thread, median of 5)\n", path, n, n_ids, mbs);
+    free(text);
+    return 0;
+}

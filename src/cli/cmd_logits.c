@@ -11,6 +11,7 @@
 #include "core/fileio.h"
 #include "engine/ref/ref.h"
 #include "hf/hf_model.h"
+#include "runtime/rt_model.h"
 
 #define LOGITS_MAX_TOKENS 1000000
 
@@ -19,7 +20,8 @@ static void logits_usage(FILE *f)
     fputs("usage: tandem logits MODEL --tokens ID,ID,... --out FILE [--threads N] [--config PATH]\n\n"
           "Run the float32 reference forward pass over the token ids (positions 0..T-1)\n"
           "and write the logits of every position to FILE: float32 little-endian,\n"
-          "row-major [T][V], no header. MODEL is a Hugging Face directory (config.json +\n"
+          "row-major [T][V], no header. MODEL is a package (the reference runs over its prefill\n"
+          "stage's weights) or a Hugging Face directory (config.json +\n"
           "model.safetensors or its sharded index); --config reads another config file\n"
           "for the same weights.\n", f);
 }
@@ -98,22 +100,27 @@ int cmd_logits(int argc, char **argv)
     tm_ref *r = NULL;
     float *logits = NULL;
     int rc;
-    if (!tm_is_dir(model)) {
-        rc = tm_errf(&err, TM_E_UNSUPPORTED, "%s: not a Hugging Face model directory (packages are not yet read by "
-                     "this command)", model);
-        goto done;
+    tm_rt_model *rm = NULL;
+    const tm_model *mm;
+    if (tm_is_dir(model)) {
+        if ((rc = tm_hf_model_open(&m, model, config, &err))) goto done;
+        mm = m;
+    } else {
+        /* a package: the fp32 reference over its prefill stage's weights (the
+         * checkpoint's own values when that stage is bf16, the default) */
+        if ((rc = tm_rt_model_open(&rm, model, &err))) goto done;
+        mm = rm->prefill;
     }
-    if ((rc = tm_hf_model_open(&m, model, config, &err))) goto done;
-    if ((rc = tm_ref_init(&r, m, T, (int)threads, &err))) goto done;
-    logits = malloc((size_t)T * m->V * sizeof(float));
+    if ((rc = tm_ref_init(&r, mm, T, (int)threads, &err))) goto done;
+    logits = malloc((size_t)T * mm->V * sizeof(float));
     if (!logits) {
-        rc = tm_errf(&err, TM_E_NOMEM, "out of memory for %d x %d logits", T, m->V);
+        rc = tm_errf(&err, TM_E_NOMEM, "out of memory for %d x %d logits", T, mm->V);
         goto done;
     }
     if ((rc = tm_ref_forward(r, ids, T, 0, logits, 1, &err))) goto done;
     tm_afile af;
     if ((rc = tm_afile_open(&af, out, &err))) goto done;
-    if (fwrite(logits, sizeof(float), (size_t)T * m->V, af.f) != (size_t)T * m->V) {
+    if (fwrite(logits, sizeof(float), (size_t)T * mm->V, af.f) != (size_t)T * mm->V) {
         tm_afile_abort(&af);
         rc = tm_errf(&err, TM_E_IO, "%s: write failed", out);
         goto done;
@@ -125,5 +132,6 @@ done:
     free(logits);
     tm_ref_free(r);
     tm_model_free(m);
+    tm_rt_model_free(rm);
     return rc ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "core/fileio.h"
+#include "pkg/pkg.h"
 #include "text/tokenizer.h"
 
 static int ends_with(const char *s, const char *suffix)
@@ -28,9 +29,20 @@ static tm_tokenizer *load_model_tokenizer(const char *model)
 {
     tm_err err = {0};
     char path[4096];
-    if (ends_with(model, ".tdm")) {
-        fprintf(stderr, "%s: packages not supported yet by tokenize/detokenize (use the model directory)\n", model);
-        return NULL;
+    if (ends_with(model, ".tdm")) { /* a package: its embedded tokenizer.json */
+        tm_pkg *p = NULL;
+        tm_tokenizer *t = NULL;
+        size_t n = 0;
+        const char *doc = NULL;
+        if (tm_pkg_open(&p, model, &err) == TM_OK && !(doc = tm_pkg_doc(p, TM_PKG_DOC_TOKENIZER, &n)))
+            tm_errf(&err, TM_E_FORMAT, "%s: the package holds no tokenizer.json", model);
+        if (doc) {
+            snprintf(path, sizeof path, "%s:tokenizer.json", model);
+            tm_tok_load_from_string(&t, doc, n, path, &err);
+        }
+        if (p) tm_pkg_close(p);
+        if (!t) fprintf(stderr, "%s\n", err.msg);
+        return t;
     }
     if (tm_is_dir(model)) {
         if (tm_path_join(path, sizeof path, model, "tokenizer.json") != TM_OK) {
@@ -53,7 +65,7 @@ static void tokenize_usage(FILE *f)
     fprintf(f, "usage: tandem tokenize MODEL (--text TEXT | --file FILE) [--no-special] [--bench]\n\n"
                "Print the token ids of TEXT as a JSON array on one line, adding special tokens\n"
                "(e.g. BOS) as Hugging Face encode() does by default.\n"
-               "  MODEL         a model directory holding tokenizer.json, or a tokenizer.json file\n"
+               "  MODEL         a package (.tdm), a model directory holding tokenizer.json, or a tokenizer.json file\n"
                "  --text TEXT   the text to encode\n"
                "  --file FILE   read the text from FILE\n"
                "  --no-special  add_special_tokens=False\n"
