@@ -290,6 +290,26 @@ static void test_constructs(void)
     /* JSON numbers: whole ones are ints, others floats (as Python's json.loads makes them) */
     expect_text("{{ a }} {{ b }} {{ a is integer }} {{ b is float }} {{ c }}", "{\"a\": 2, \"b\": 1.5, \"c\": -0.25}",
                 "2 1.5 True True -0.25");
+    /* with tm_jinja_json_parse, numbers keep Python's int/float distinction (1.0 stays a float) */
+    {
+        const char *js = "{\"x\": [1.0, 1, -0.0, 2.5e3, 1e400, 12345678901234567, \"1.0\"], \"y\": {\"k\": 3.0}}";
+        cJSON *v;
+        tm_err err;
+        CHECK_EQ_INT(tm_jinja_json_parse(js, strlen(js), "vars", &v, &err), TM_OK);
+        tm_jinja *t;
+        const char *src = "{{ x }} {{ x|tojson }} {{ y|tojson }} {{ x[0] is float }} {{ x[1] is integer }}";
+        CHECK_EQ_INT(tm_jinja_compile(&t, src, strlen(src), &err), TM_OK);
+        char *out = NULL;
+        CHECK_EQ_INT(tm_jinja_render(t, v, NULL, &out, NULL, &err), TM_OK);
+        /* Python: json.loads then str() and json.dumps */
+        CHECK_EQ_STR(out, "[1.0, 1, -0.0, 2500.0, inf, 12345678901234567, '1.0'] "
+                          "[1.0, 1, -0.0, 2500.0, Infinity, 12345678901234567, \"1.0\"] {\"k\": 3.0} True True");
+        free(out);
+        tm_jinja_free(t);
+        cJSON_Delete(v);
+        CHECK_EQ_INT(tm_jinja_json_parse("{\n\"a\": [1,,2]}", 15, "messages.json", &v, &err), TM_E_FORMAT);
+        CHECK_EQ_STR(err.msg, "messages.json: invalid JSON at line 2 (byte 10)"); /* the second comma */
+    }
     /* variables absent from the render are undefined: printing gives '' */
     expect_text("[{{ bos_token }}]{{ bos_token is defined }}", "{}", "[]False");
     expect_text("", NULL, "");
@@ -340,6 +360,9 @@ static void test_errors(void)
                  "line 1: access to attribute 'update' of 'dict' object is unsafe.");
     expect_error("{{ range(100001)|length }}", NULL, TM_E_TEMPLATE,
                  "line 1: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    expect_error("{% for k, v in {'role': 1} %}{% endfor %}", NULL, TM_E_TEMPLATE, /* found by fuzz_template */
+                 "line 1: too many values to unpack (expected 2)");
+    expect_error("{% set a, b, c = 'xy' %}", NULL, TM_E_TEMPLATE, "line 1: not enough values to unpack (expected 3, got 2)");
     expect_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", NULL, TM_E_TEMPLATE,
                  "line 1: macro 'm' takes not more than 1 argument(s)");
     /* bad arguments to the API */

@@ -57,21 +57,15 @@ static cJSON *read_json_file(const char *path)
         }
         text[n] = '\0';
     } else {
-        tm_err err;
-        if (tm_read_file(path, &text, &n, 0, &err) != TM_OK) {
-            fprintf(stderr, "tandem template: %s\n", err.msg);
+        tm_err rerr;
+        if (tm_read_file(path, &text, &n, 0, &rerr) != TM_OK) {
+            fprintf(stderr, "tandem template: %s\n", rerr.msg);
             return NULL;
         }
     }
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithOpts(text, &end, 0);
-    if (!j) {
-        size_t off = end && end >= text ? (size_t)(end - text) : 0;
-        int line = 1;
-        for (size_t i = 0; i < off && text[i]; i++)
-            if (text[i] == '\n') line++;
-        fprintf(stderr, "tandem template: %s: invalid JSON at line %d (byte %zu)\n", path, line, off);
-    }
+    cJSON *j = NULL;
+    tm_err err;
+    if (tm_jinja_json_parse(text, n, path, &j, &err) != TM_OK) fprintf(stderr, "tandem template: %s\n", err.msg);
     free(text);
     return j;
 }
@@ -148,7 +142,10 @@ int cmd_template(int argc, char **argv)
     const char *tpl = NULL;
 
     if (kwargs_text) {
-        kwargs = cJSON_Parse(kwargs_text);
+        if (tm_jinja_json_parse(kwargs_text, strlen(kwargs_text), "--kwargs", &kwargs, &err) != TM_OK) {
+            fprintf(stderr, "tandem template: %s\n", err.msg);
+            goto done;
+        }
         if (!cJSON_IsObject(kwargs)) {
             fprintf(stderr, "tandem template: --kwargs: expected a JSON object\n");
             goto done;

@@ -53,8 +53,9 @@ int tm_jinja_compile(tm_jinja **out, const char *src, size_t len, tm_err *err);
 void tm_jinja_free(tm_jinja *t);
 
 /* tm_jinja_render: render with the variables of `vars` (a cJSON object, NULL = none):
- * messages, add_generation_prompt, bos_token, ... JSON numbers that are whole become
- * Python ints, the others floats. strftime_date pins strftime_now() to that day
+ * messages, add_generation_prompt, bos_token, ... JSON numbers become Python ints or
+ * floats as json.loads makes them when the tree comes from tm_jinja_json_parse, else ints
+ * when whole. strftime_date pins strftime_now() to that day
  * ("YYYY-MM-DD", 00:00:00 local time); NULL means now. *out is NUL-terminated, free() it;
  * *len (optional) receives its length. */
 int tm_jinja_render(const tm_jinja *t, const cJSON *vars, const char *strftime_date,
@@ -63,6 +64,13 @@ int tm_jinja_render(const tm_jinja *t, const cJSON *vars, const char *strftime_d
 /* tm_jinja_render_ex: the same with explicit limits (NULL = defaults). */
 int tm_jinja_render_ex(const tm_jinja *t, const cJSON *vars, const char *strftime_date,
                        const tm_jinja_limits *limits, char **out, size_t *len, tm_err *err);
+
+/* tm_jinja_json_parse: parse JSON text (len bytes) for template variables. Unlike a plain
+ * cJSON_Parse, it keeps each number's literal text (in the number's valuestring, freed by
+ * cJSON_Delete) so that, as with Python's json.loads, 1.0 stays a float (tojson prints
+ * 1.0) and 1 an int; numbers from other cJSON trees are ints when whole. Errors name
+ * `what` (a file name or "messages") and the line. */
+int tm_jinja_json_parse(const char *text, size_t len, const char *what, cJSON **out, tm_err *err);
 
 /* tm_chat_render: compile `template_src` and render it with the variables transformers'
  * apply_chat_template passes: messages (a cJSON array of {"role", "content", ...}),

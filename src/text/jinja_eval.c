@@ -789,9 +789,10 @@ static int assign(jrt *rt, jframe *F, const jnode *target, jv v)
     if (rc) return JE;
     const jlist *l = jv_l(items);
     int want = target->ln[0];
-    if ((int64_t)l->n != want) {
+    size_t got = l->n;
+    if ((int64_t)got != want) {
         jv_decref(items);
-        if ((int64_t)l->n < want) return jfail(rt, "not enough values to unpack (expected %d, got %zu)", want, l->n);
+        if ((int64_t)got < want) return jfail(rt, "not enough values to unpack (expected %d, got %zu)", want, got);
         return jfail(rt, "too many values to unpack (expected %d)", want);
     }
     for (int i = 0; i < want && !rc; i++) rc = assign(rt, F, target->l[0][i], jv_ref(l->v[i]));

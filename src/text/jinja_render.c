@@ -133,3 +133,73 @@ int tm_chat_render(const char *template_src, const cJSON *messages, int add_gene
     tm_jinja_free(t);
     return rc;
 }
+
+/* ------------------------------------------------------------------ JSON with number literals */
+
+typedef struct numscan {
+    const char *s;
+    size_t n, pos;
+} numscan;
+
+/* the next number token of the JSON text (outside strings): start and length; 0 at the end */
+static int next_number(numscan *ns, size_t *start, size_t *len)
+{
+    while (ns->pos < ns->n) {
+        char c = ns->s[ns->pos];
+        if (c == '"') { /* skip a string */
+            ns->pos++;
+            while (ns->pos < ns->n && ns->s[ns->pos] != '"') ns->pos += ns->s[ns->pos] == '\\' ? 2 : 1;
+            ns->pos++;
+            continue;
+        }
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t b = ns->pos;
+            while (ns->pos < ns->n && strchr("+-.0123456789eE", ns->s[ns->pos]) && ns->s[ns->pos]) ns->pos++;
+            *start = b;
+            *len = ns->pos - b;
+            return 1;
+        }
+        ns->pos++;
+    }
+    return 0;
+}
+
+/* number nodes in document order (cJSON keeps children in order) get their literal text */
+static int attach_literals(cJSON *j, numscan *ns)
+{
+    for (; j; j = j->next) {
+        if (cJSON_IsNumber(j)) {
+            size_t b, n;
+            if (!next_number(ns, &b, &n)) return -1;
+            char *lit = malloc(n + 1);
+            if (!lit) return -1;
+            memcpy(lit, ns->s + b, n);
+            lit[n] = '\0';
+            j->valuestring = lit;
+        } else if (j->child && attach_literals(j->child, ns)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int tm_jinja_json_parse(const char *text, size_t len, const char *what, cJSON **out, tm_err *err)
+{
+    *out = NULL;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!j) {
+        size_t off = end && end >= text ? (size_t)(end - text) : 0;
+        int line = 1;
+        for (size_t i = 0; i < off && i < len; i++)
+            if (text[i] == '\n') line++;
+        return tm_errf(err, TM_E_FORMAT, "%s: invalid JSON at line %d (byte %zu)", what, line, off);
+    }
+    numscan ns = {text, len, 0};
+    if (attach_literals(j, &ns)) {
+        cJSON_Delete(j);
+        return tm_errf(err, TM_E_NOMEM, "%s: out of memory", what);
+    }
+    *out = j;
+    return TM_OK;
+}

@@ -4,6 +4,7 @@
  * truthiness, ==, ordering, hash, len(), str(), repr() (including float repr's shortest
  * round-trip digits), json.dumps, and the conversion of a cJSON tree into values. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1116,6 +1117,22 @@ static int from_cjson(jrt *rt, const cJSON *j, jv *out, int depth)
         return 0;
     }
     if (cJSON_IsNumber(j)) {
+        const char *lit = j->valuestring; /* the literal, from tm_jinja_json_parse */
+        if (lit && !strpbrk(lit, ".eE")) { /* an int, exactly (past 64 bits: the nearest float) */
+            char *end;
+            errno = 0;
+            long long v = strtoll(lit, &end, 10);
+            if (errno == 0 && *end == '\0') {
+                *out = jv_int(v);
+                return 0;
+            }
+            *out = jv_float(j->valuedouble);
+            return 0;
+        }
+        if (lit) {
+            *out = jv_float(strtod(lit, NULL));
+            return 0;
+        }
         double d = j->valuedouble;
         if (d == floor(d) && fabs(d) < 9.2e18) *out = jv_int((int64_t)d);
         else *out = jv_float(d);
