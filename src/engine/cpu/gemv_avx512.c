@@ -102,29 +102,66 @@ AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk *xb, int c, in
     }
 }
 
-AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
+/* rows interleaved per chunk: R independent weight streams in flight (more
+ * memory-level parallelism than one row at a time), R * B <= 8 accumulators.
+ * Measured on an SPR-class core: +10-70% for int8 and bf16, a loss for int4
+ * (whose loop is heavier); int4 instead prefetches Q4_PREFETCH bytes ahead
+ * (rows are contiguous, so this runs into the next row; prefetches never fault). */
+#define ROWS_FOR(B) ((B) <= 2 ? 4 : (B) <= 4 ? 2 : 1)
+#ifndef Q4_ROWS
+#define Q4_ROWS 1
+#endif
+#ifndef Q4_PREFETCH
+#define Q4_PREFETCH 1024
+#endif
+
+AI void q4_group(const q4_ctx *c, int n, const int R, const int B, const int G)
 {
     const tm_kweight *w = c->w;
     int ng = w->K / w->G; /* scales per row */
-    for (int n = n0; n < n1; n++) {
-        const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-        const float *ws = w->scales + (size_t)n * ng;
-        __m512 fs[TM_KGEMV_MAX_B];
+    const uint8_t *wp[4];
+    const float *ws[4];
+    __m512 fs[4][TM_KGEMV_MAX_B];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        wp[r] = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
+        ws[r] = w->scales + (size_t)(n + r) * ng;
         #pragma GCC unroll 8
-        for (int b = 0; b < B; b++) fs[b] = _mm512_setzero_ps();
-        int cc = 0;
-        for (; cc < c->nfull; cc++) q4_chunk(wp, ws, c->x, cc, B, G, (__mmask64)-1, 0xff, fs);
-        if (c->tail_blocks) {
-            __mmask64 bm = ((__mmask64)1 << (16 * c->tail_blocks)) - 1;
-            __mmask8 sm = (__mmask8)((1u << (G == 32 ? c->tail_blocks : c->tail_blocks / 2)) - 1);
-            q4_chunk(wp, ws, c->x, cc, B, G, bm, sm, fs);
-        }
-        #pragma GCC unroll 8
-        for (int b = 0; b < B; b++) {
-            float v = _mm512_reduce_add_ps(fs[b]);
-            c->y[(size_t)b * w->N + n] = G ? v : v * ws[0];
+        for (int b = 0; b < B; b++) fs[r][b] = _mm512_setzero_ps();
+    }
+    int cc = 0;
+    const __mmask8 full_sm = G == 32 ? 0xf : 0x3; /* scales per chunk: 4 (G32) or 2 (G64) */
+    for (; cc < c->nfull; cc++) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+#if Q4_PREFETCH
+            _mm_prefetch((const char *)wp[r] + 64 * cc + Q4_PREFETCH, _MM_HINT_T0);
+#endif
+            q4_chunk(wp[r], ws[r], c->x, cc, B, G, (__mmask64)-1, full_sm, fs[r]);
         }
     }
+    if (c->tail_blocks) {
+        __mmask64 bm = ((__mmask64)1 << (16 * c->tail_blocks)) - 1;
+        __mmask8 sm = (__mmask8)((1u << (G == 32 ? c->tail_blocks : c->tail_blocks / 2)) - 1);
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) q4_chunk(wp[r], ws[r], c->x, cc, B, G, bm, sm, fs[r]);
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        #pragma GCC unroll 8
+        for (int b = 0; b < B; b++) {
+            float v = _mm512_reduce_add_ps(fs[r][b]);
+            c->y[(size_t)b * w->N + n + r] = G ? v : v * ws[r][0];
+        }
+    }
+}
+
+AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
+{
+    const int R = Q4_ROWS == 1 ? 1 : ROWS_FOR(B);
+    int n = n0;
+    for (; n + R <= n1; n += R) q4_group(c, n, R, B, G);
+    for (; n < n1; n++) q4_group(c, n, 1, B, G);
 }
 
 #define Q4_CASE_B(G_)                                                     \
@@ -176,41 +213,70 @@ typedef struct q8_ctx {
  * at most 255 * 128 per 64 elements); longer rows flush to double. */
 #define Q8_SEG 8192 /* chunks of 64 */
 
-AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
+AI void q8_group(const q8_ctx *c, int n, const int R, const int B)
 {
     const tm_kweight *w = c->w;
     int K = w->K, nfull = K / 64, tail = K % 64;
-    for (int n = n0; n < n1; n++) {
-        const int8_t *wp = (const int8_t *)w->data + (size_t)n * w->row_bytes;
-        double tot[TM_KGEMV_MAX_B] = {0};
-        for (int s0 = 0;;) {
-            __m512i acc[TM_KGEMV_MAX_B];
+    const int8_t *wp[4];
+    double tot[4][TM_KGEMV_MAX_B];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        wp[r] = (const int8_t *)w->data + (size_t)(n + r) * w->row_bytes;
+        #pragma GCC unroll 8
+        for (int b = 0; b < B; b++) tot[r][b] = 0;
+    }
+    for (int s0 = 0;;) {
+        __m512i acc[4][TM_KGEMV_MAX_B];
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
             #pragma GCC unroll 8
-            for (int b = 0; b < B; b++) acc[b] = _mm512_setzero_si512();
-            int s1 = s0 + Q8_SEG < nfull ? s0 + Q8_SEG : nfull;
-            for (int ch = s0; ch < s1; ch++) {
-                __m512i wv = _mm512_loadu_si512(wp + 64 * ch);
-                #pragma GCC unroll 8
-                for (int b = 0; b < B; b++)
-                    acc[b] = _mm512_dpbusd_epi32(acc[b], _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * ch), wv);
-            }
-            int last = s1 == nfull;
-            if (last && tail) {
-                __m512i wv = _mm512_maskz_loadu_epi8(((__mmask64)1 << tail) - 1, wp + 64 * nfull);
-                #pragma GCC unroll 8
-                for (int b = 0; b < B; b++)
-                    acc[b] = _mm512_dpbusd_epi32(acc[b], _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * nfull), wv);
-            }
-            #pragma GCC unroll 8
-            for (int b = 0; b < B; b++) tot[b] += (double)_mm512_reduce_add_epi32(acc[b]);
-            if (last) break;
-            s0 = s1;
+            for (int b = 0; b < B; b++) acc[r][b] = _mm512_setzero_si512();
         }
+        int s1 = s0 + Q8_SEG < nfull ? s0 + Q8_SEG : nfull;
+        for (int ch = s0; ch < s1; ch++) {
+            __m512i wv[4];
+            #pragma GCC unroll 4
+            for (int r = 0; r < R; r++) wv[r] = _mm512_loadu_si512(wp[r] + 64 * ch);
+            #pragma GCC unroll 8
+            for (int b = 0; b < B; b++) {
+                __m512i xv = _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * ch);
+                #pragma GCC unroll 4
+                for (int r = 0; r < R; r++) acc[r][b] = _mm512_dpbusd_epi32(acc[r][b], xv, wv[r]);
+            }
+        }
+        int last = s1 == nfull;
+        if (last && tail) {
+            #pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                __m512i wv = _mm512_maskz_loadu_epi8(((__mmask64)1 << tail) - 1, wp[r] + 64 * nfull);
+                #pragma GCC unroll 8
+                for (int b = 0; b < B; b++)
+                    acc[r][b] = _mm512_dpbusd_epi32(acc[r][b], _mm512_loadu_si512(c->xq + (size_t)b * c->ld + 64 * nfull), wv);
+            }
+        }
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            #pragma GCC unroll 8
+            for (int b = 0; b < B; b++) tot[r][b] += (double)_mm512_reduce_add_epi32(acc[r][b]);
+        }
+        if (last) break;
+        s0 = s1;
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++)
-            c->y[(size_t)b * w->N + n] =
-                (float)((tot[b] - 128.0 * w->colsum[n]) * ((double)w->scales[n] * c->xs[b]));
+            c->y[(size_t)b * w->N + n + r] =
+                (float)((tot[r][b] - 128.0 * w->colsum[n + r]) * ((double)w->scales[n + r] * c->xs[b]));
     }
+}
+
+AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
+{
+    const int R = ROWS_FOR(B);
+    int n = n0;
+    for (; n + R <= n1; n += R) q8_group(c, n, R, B);
+    for (; n < n1; n++) q8_group(c, n, 1, B);
 }
 
 static void q8_rows(void *ctx, int n0, int n1, int worker)
@@ -249,30 +315,51 @@ typedef struct bf_ctx {
     float *y;
 } bf_ctx;
 
-AI void bf_rows_t(const bf_ctx *c, int n0, int n1, const int B)
+AI void bf_group(const bf_ctx *c, int n, const int R, const int B)
 {
     const tm_kweight *w = c->w;
     int K = w->K, nfull = K / 32, tail = K % 32;
-    for (int n = n0; n < n1; n++) {
-        const uint16_t *wp = (const uint16_t *)w->data + (size_t)n * K;
-        __m512 acc[TM_KGEMV_MAX_B];
+    const uint16_t *wp[4];
+    __m512 acc[4][TM_KGEMV_MAX_B];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        wp[r] = (const uint16_t *)w->data + (size_t)(n + r) * K;
         #pragma GCC unroll 8
-        for (int b = 0; b < B; b++) acc[b] = _mm512_setzero_ps();
-        for (int ch = 0; ch < nfull; ch++) {
-            __m512bh wv = (__m512bh)_mm512_loadu_si512(wp + 32 * ch);
-            #pragma GCC unroll 8
-            for (int b = 0; b < B; b++)
-                acc[b] = _mm512_dpbf16_ps(acc[b], (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * ch), wv);
-        }
-        if (tail) {
-            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(((__mmask32)1 << tail) - 1, wp + 32 * nfull);
-            #pragma GCC unroll 8
-            for (int b = 0; b < B; b++)
-                acc[b] = _mm512_dpbf16_ps(acc[b], (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * nfull), wv);
-        }
-        #pragma GCC unroll 8
-        for (int b = 0; b < B; b++) c->y[(size_t)b * w->N + n] = _mm512_reduce_add_ps(acc[b]);
+        for (int b = 0; b < B; b++) acc[r][b] = _mm512_setzero_ps();
     }
+    for (int ch = 0; ch < nfull; ch++) {
+        __m512bh wv[4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) wv[r] = (__m512bh)_mm512_loadu_si512(wp[r] + 32 * ch);
+        #pragma GCC unroll 8
+        for (int b = 0; b < B; b++) {
+            __m512bh xv = (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * ch);
+            #pragma GCC unroll 4
+            for (int r = 0; r < R; r++) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], xv, wv[r]);
+        }
+    }
+    if (tail) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(((__mmask32)1 << tail) - 1, wp[r] + 32 * nfull);
+            #pragma GCC unroll 8
+            for (int b = 0; b < B; b++)
+                acc[r][b] = _mm512_dpbf16_ps(acc[r][b], (__m512bh)_mm512_loadu_si512(c->xb + (size_t)b * c->ld + 32 * nfull), wv);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        #pragma GCC unroll 8
+        for (int b = 0; b < B; b++) c->y[(size_t)b * w->N + n + r] = _mm512_reduce_add_ps(acc[r][b]);
+    }
+}
+
+AI void bf_rows_t(const bf_ctx *c, int n0, int n1, const int B)
+{
+    const int R = ROWS_FOR(B);
+    int n = n0;
+    for (; n + R <= n1; n += R) bf_group(c, n, R, B);
+    for (; n < n1; n++) bf_group(c, n, 1, B);
 }
 
 static void bf_rows(void *ctx, int n0, int n1, int worker)
