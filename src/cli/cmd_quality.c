@@ -193,17 +193,24 @@ static void print_header(int ppl)
                "|---|---|---|---:|---:|---:|---|\n");
 }
 
+static int is_int4(tm_dtype d)
+{
+    return d == TM_DT_Q4PC || d == TM_DT_Q4G64 || d == TM_DT_Q4G32;
+}
+
 static void print_row(const tm_qual_case *c, const tm_qual_result *r, const tm_qual_result *ref, int ppl)
 {
     char eng[80];
-    snprintf(eng, sizeof eng, "%s%s%s", r->prefill_by, strcmp(r->prefill_by, r->decode_by) ? " -> " : "",
-             strcmp(r->prefill_by, r->decode_by) ? r->decode_by : "");
-    char dec[48];
-    snprintf(dec, sizeof dec, "%s", tm_dtype_name(r->decode_enc));
-    if (r->fallbacks) snprintf(dec + strlen(dec), sizeof dec - strlen(dec), " (%d fallbacks)", r->fallbacks);
-    printf("| %s | %s | %s | ", route_name(c->route), tm_dtype_name(r->prefill_enc), dec);
+    int two = strcmp(r->prefill_by, r->decode_by) != 0;
+    snprintf(eng, sizeof eng, "%s%s%s", r->prefill_by, two ? " -> " : "", two ? r->decode_by : "");
+    /* the converter's fallbacks (int4 shapes it could not hold) concern rows that ran an int4 stage */
+    char note[48] = "";
+    if (r->fallbacks && (is_int4(r->prefill_enc) || is_int4(r->decode_enc)))
+        snprintf(note, sizeof note, " (%d fallbacks)", r->fallbacks);
+    printf("| %s | %s | %s%s | ", route_name(c->route), tm_dtype_name(r->prefill_enc), tm_dtype_name(r->decode_enc),
+           note);
     if (ppl) printf("%.4f | %+.2f%% | ", r->ppl, 100.0 * (r->ppl / ref->ppl - 1));
-    printf("%.5f | %.4f | %.2f%% | %s |\n", r->kl, r->kl_max, 100 * r->top1, eng);
+    printf("%.4g | %.4g | %.2f%% | %s |\n", r->kl, r->kl_max, 100 * r->top1, eng);
     fflush(stdout);
 }
 
@@ -222,7 +229,7 @@ static cJSON *row_json(const tm_qual_case *c, const tm_qual_result *r, int ppl)
     cJSON_AddNumberToObject(o, "top1", r->top1);
     cJSON_AddStringToObject(o, "prefill_by", r->prefill_by);
     cJSON_AddStringToObject(o, "decode_by", r->decode_by);
-    cJSON_AddNumberToObject(o, "fallbacks", r->fallbacks);
+    cJSON_AddNumberToObject(o, "package_fallbacks", r->fallbacks);
     cJSON_AddNumberToObject(o, "seconds", r->seconds);
     return o;
 }
