@@ -310,6 +310,11 @@ static void test_constructs(void)
         CHECK_EQ_INT(tm_jinja_json_parse("{\n\"a\": [1,,2]}", 15, "messages.json", &v, &err), TM_E_FORMAT);
         CHECK_EQ_STR(err.msg, "messages.json: invalid JSON at line 2 (byte 10)"); /* the second comma */
     }
+    /* Python's str % args: a list or dict is one "mapping" argument; str % Undefined works */
+    expect_text("{{ 'a%sb' % [1] }}|{{ 'x' % [] }}|{{ '%s' % missing }}|{{ '%(k)s' % {'k': 2} }}", NULL, "a[1]b|x||2");
+    /* str.expandtabs, and jinja2's folding of a {{ }} made only of literals (a bad slice is undefined) */
+    expect_text("{{ '12345\tx\n\ty'.expandtabs(4) }}|{{ 3[:2] }}|", NULL, "12345   x\n    y||");
+    expect_error("{% set x = 3[:2] %}", NULL, TM_E_TEMPLATE, "line 1: 'int' object is not subscriptable");
     /* variables absent from the render are undefined: printing gives '' */
     expect_text("[{{ bos_token }}]{{ bos_token is defined }}", "{}", "[]False");
     expect_text("", NULL, "");

@@ -174,6 +174,7 @@ typedef struct jrt {
     jv *nss;               /* namespaces made (cleared at the end: breaks cycles) */
     size_t nnss, capnss;
     int failed;            /* an error is recorded in err */
+    int const_output;      /* evaluating a {{ }} made only of literals (see jinja_eval.c) */
 } jrt;
 
 #define JE (-1000) /* internal status: an error has been recorded in rt->err */

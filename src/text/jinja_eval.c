@@ -340,6 +340,7 @@ static int binop_fail(jrt *rt, int op, jv a, jv b)
 /* Python a op b for + - * / // % ** */
 int jbinop(jrt *rt, int op, jv a, jv b, jv *out)
 {
+    if (op == JO_MOD && a.kind == JV_STR) return py_percent_format(rt, a, b, out); /* str.__mod__ takes anything */
     if (a.kind == JV_UNDEF || a.kind == JV_MISSING) return jv_undef_fail(rt, a);
     if (b.kind == JV_UNDEF || b.kind == JV_MISSING) return jv_undef_fail(rt, b);
     int64_t x, y;
@@ -457,7 +458,6 @@ int jbinop(jrt *rt, int op, jv a, jv b, jv *out)
             return jfail(rt, "can't multiply sequence by non-int of type '%s'",
                          py_typename(a.kind == JV_STR || jv_isseq(a) ? b : a));
     }
-    if (op == JO_MOD && a.kind == JV_STR) return py_percent_format(rt, a, b, out);
     return binop_fail(rt, op, a, b);
 }
 
@@ -848,12 +848,24 @@ static int ev_filter(jrt *rt, jframe *F, const jnode *x, const jv *input, jv *ou
     return rc;
 }
 
-/* obj[a:b:c] made only of literals */
-static int all_const(const jnode *x)
+/* an expression jinja2 can evaluate at compile time (only literals and operators on
+ * them): jinja2 prints such a {{ }} through its safe getattr/getitem, so there a bad
+ * subscript is undefined instead of an error */
+static int const_tree(const jnode *x)
 {
-    const jnode *s = x->b;
-    return x->a->kind == JN_CONST && (!s->a || s->a->kind == JN_CONST) && (!s->b || s->b->kind == JN_CONST) &&
-           (!s->c || s->c->kind == JN_CONST);
+    if (!x) return 1;
+    switch (x->kind) {
+    case JN_CONST: return 1;
+    case JN_GETATTR: case JN_GETITEM: case JN_SLICE: case JN_BINOP: case JN_NEG: case JN_POS: case JN_NOT:
+    case JN_AND: case JN_OR: case JN_COMPARE: case JN_COND: case JN_CONCAT: case JN_LIST: case JN_TUPLE:
+    case JN_DICT:
+        if (!const_tree(x->a) || !const_tree(x->b) || !const_tree(x->c)) return 0;
+        for (int s = 0; s < 3; s++)
+            for (int i = 0; i < x->ln[s]; i++)
+                if (!const_tree(x->l[s][i])) return 0;
+        return 1;
+    default: return 0;
+    }
 }
 
 static int ev_getitem(jrt *rt, jframe *F, const jnode *x, jv *out)
@@ -871,7 +883,7 @@ static int ev_getitem(jrt *rt, jframe *F, const jnode *x, jv *out)
             rt->line = x->line;
             if (obj.kind == JV_STR || jv_isseq(obj)) rc = py_slice(rt, obj, p[0], p[1], p[2], out);
             else if (obj.kind == JV_UNDEF || obj.kind == JV_MISSING) rc = jv_undef_fail(rt, obj);
-            else if (all_const(x)) /* jinja2 folds a constant expression through getitem(): undefined */
+            else if (rt->const_output) /* folded by jinja2 through its safe getitem(): undefined */
                 rc = jv_undef_msg(rt, out, "%s has no element slice", py_objrepr(obj));
             else if (obj.kind == JV_DICT) rc = jfail(rt, "unhashable type: 'slice'"); /* jinja2 slices directly */
             else rc = jfail(rt, "'%s' object is not subscriptable", py_typename(obj));
@@ -1147,7 +1159,10 @@ static int ex_stmt(jrt *rt, jframe *F, const jnode *x, jbuf *out)
         for (int i = 0; i < x->ln[0] && !rc; i++) {
             const jnode *e = x->l[0][i];
             jv v;
-            if (ev(rt, F, e, &v)) return JE;
+            rt->const_output = e->kind != JN_CONST && const_tree(e);
+            int erc = ev(rt, F, e, &v);
+            rt->const_output = 0;
+            if (erc) return JE;
             rt->line = e->line;
             rc = put_value(rt, v, out);
             jv_decref(v);

@@ -61,11 +61,13 @@ int py_percent_format(jrt *rt, jv fmtv, jv args, jv *out)
     const jstr *fmt = jv_s(fmtv);
     const jv *av = &args;
     size_t na = 1, ai = 0;
-    int mapping = 0;
+    /* CPython: a non-tuple with __getitem__ (dict, list, Undefined) counts as a mapping:
+     * %(key)s looks into it and "not all arguments converted" is not checked */
+    int mapping = 0, single_used = 0;
     if (args.kind == JV_TUPLE) {
         av = jv_l(args)->v;
         na = jv_l(args)->n;
-    } else if (args.kind == JV_DICT) {
+    } else if (args.kind == JV_DICT || args.kind == JV_LIST || args.kind == JV_UNDEF) {
         mapping = 1;
     }
     jbuf b = {0};
@@ -98,8 +100,9 @@ int py_percent_format(jrt *rt, jv fmtv, jv args, jv *out)
                 jfail(rt, "incomplete format key");
                 goto fail;
             }
-            if (!mapping) {
-                jfail(rt, "format requires a mapping");
+            if (args.kind != JV_DICT) {
+                jfail(rt, mapping ? "%s indices must be integers or slices, not str" : "format requires a mapping",
+                      py_typename(args));
                 goto fail;
             }
             jv key;
@@ -161,9 +164,17 @@ int py_percent_format(jrt *rt, jv fmtv, jv args, jv *out)
             continue;
         }
         if (!have_key) {
-            if (mapping) arg = args;
-            else if (ai < na) arg = av[ai++];
-            else {
+            if (args.kind != JV_TUPLE) { /* a single argument, used once */
+                if (single_used) {
+                    jfail(rt, "not enough arguments for format string");
+                    goto fail;
+                }
+                single_used = 1;
+                arg = args;
+                ai = 1;
+            } else if (ai < na) {
+                arg = av[ai++];
+            } else {
                 jfail(rt, "not enough arguments for format string");
                 goto fail;
             }
@@ -260,11 +271,7 @@ int py_percent_format(jrt *rt, jv fmtv, jv args, jv *out)
         }
         if (rc) goto fail;
     }
-    if (!mapping && ai < na && args.kind == JV_TUPLE) {
-        jfail(rt, "not all arguments converted during string formatting");
-        goto fail;
-    }
-    if (!mapping && args.kind != JV_TUPLE && ai == 0) {
+    if (!mapping && ai < na) {
         jfail(rt, "not all arguments converted during string formatting");
         goto fail;
     }

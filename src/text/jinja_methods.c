@@ -24,7 +24,7 @@ enum {
     JM_LOWER, JM_TITLE, JM_CAPITALIZE, JM_SWAPCASE, JM_CASEFOLD, JM_REPLACE, JM_FIND, JM_RFIND, JM_INDEX,
     JM_RINDEX, JM_COUNT, JM_JOIN, JM_SPLITLINES, JM_ISDIGIT, JM_ISALPHA, JM_ISALNUM, JM_ISSPACE,
     JM_ISLOWER, JM_ISUPPER, JM_ISNUMERIC, JM_ISDECIMAL, JM_ISTITLE, JM_FORMAT, JM_CENTER, JM_LJUST,
-    JM_RJUST, JM_ZFILL, JM_REMOVEPREFIX, JM_REMOVESUFFIX, JM_PARTITION, JM_RPARTITION,
+    JM_RJUST, JM_ZFILL, JM_REMOVEPREFIX, JM_REMOVESUFFIX, JM_PARTITION, JM_RPARTITION, JM_EXPANDTABS,
     /* dict */
     JM_GET = 200, JM_ITEMS, JM_KEYS, JM_VALUES, JM_DCOPY,
     /* list / tuple */
@@ -51,7 +51,7 @@ static const mdef STR_METHODS[] = {
     {"format", JM_FORMAT}, {"center", JM_CENTER}, {"ljust", JM_LJUST}, {"rjust", JM_RJUST}, {"zfill", JM_ZFILL},
     {"removeprefix", JM_REMOVEPREFIX}, {"removesuffix", JM_REMOVESUFFIX}, {"partition", JM_PARTITION},
     {"rpartition", JM_RPARTITION},
-    {"encode", JM_UNSUPPORTED}, {"expandtabs", JM_UNSUPPORTED}, {"format_map", JM_UNSUPPORTED},
+    {"encode", JM_UNSUPPORTED}, {"expandtabs", JM_EXPANDTABS}, {"format_map", JM_UNSUPPORTED},
     {"isascii", JM_UNSUPPORTED}, {"isidentifier", JM_UNSUPPORTED}, {"isprintable", JM_UNSUPPORTED},
     {"maketrans", JM_UNSUPPORTED}, {"translate", JM_UNSUPPORTED},
     {NULL, 0},
@@ -571,6 +571,34 @@ static int call_str(jrt *rt, const jfunc *f, const jargs *a, jv *out)
                 return jv_str_new(rt, s->s, s->len - x->len, out);
         }
         return jv_str_new(rt, s->s, s->len, out);
+    }
+    case JM_EXPANDTABS: { /* tabs to spaces up to the next multiple of tabsize; columns restart at \n \r */
+        static const char *const N_TAB[] = {"tabsize"};
+        if (jargs_bind(rt, f->name, a, N_TAB, 1, 0, p) || opt_int(rt, f->name, p[0], 8, &i1)) return JE;
+        jbuf b = {0};
+        int64_t col = 0;
+        int rc = 0;
+        size_t i = 0;
+        while (i < s->len && !rc) {
+            size_t st = i;
+            uint32_t c = u8_next(s->s, s->len, &i);
+            if (c == '\t') {
+                if (i1 > 0) {
+                    int64_t k = i1 - col % i1;
+                    if ((uint64_t)k > rt->lim.max_output) rc = jlimit(rt, "expandtabs exceeds the output limit");
+                    for (int64_t z = 0; z < k && !rc; z++) rc = jb_putc(rt, &b, ' ');
+                    col += k;
+                }
+                continue;
+            }
+            rc = jb_put(rt, &b, s->s + st, i - st);
+            col = (c == '\n' || c == '\r') ? 0 : col + 1;
+        }
+        if (rc) {
+            jb_free(&b);
+            return JE;
+        }
+        return jv_str_buf(rt, &b, out);
     }
     case JM_PARTITION:
     case JM_RPARTITION:
