@@ -400,6 +400,7 @@ int jargs_bind(jrt *rt, const char *fname, const jargs *a, const char *const *na
                int nparams, int nreq, jv *slots);
 
 int jeval_render(jrt *rt, const tm_jinja *t, jbuf *out);
+int jeval_root_new(jrt *rt);                          /* the top-level scope of a render */
 int jeval_root_set(jrt *rt, const char *name, jv v); /* a render variable (takes v) */
 void jeval_cleanup(jrt *rt);                          /* free scopes and namespaces */
 int jeval_call(jrt *rt, jv callee, const jargs *a, jv *out);

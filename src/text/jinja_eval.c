@@ -1285,9 +1285,15 @@ int jeval_render(jrt *rt, const tm_jinja *t, jbuf *out)
 
 /* ------------------------------------------------------------------ render setup */
 
+int jeval_root_new(jrt *rt)
+{
+    if (!rt->root && !(rt->root = frame_new(rt, NULL))) return JE;
+    return 0;
+}
+
 int jeval_root_set(jrt *rt, const char *name, jv v)
 {
-    if (!rt->root && !(rt->root = frame_new(rt, NULL))) {
+    if (jeval_root_new(rt)) {
         jv_decref(v);
         return JE;
     }

@@ -63,7 +63,7 @@ int tm_jinja_render_ex(const tm_jinja *t, const cJSON *vars, const char *strftim
     rt.lim.max_steps = limits && limits->max_steps ? limits->max_steps : 20000000;
     rt.lim.max_depth = limits && limits->max_depth ? limits->max_depth : 200;
     rt.date = strftime_date;
-    int rc = jeval_root_set(&rt, "__tandem__", jv_none()); /* makes the root scope */
+    int rc = jeval_root_new(&rt);
     if (vars && cJSON_IsObject(vars))
         for (const cJSON *c = vars->child; c && !rc; c = c->next) {
             jv v;
