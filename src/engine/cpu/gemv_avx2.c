@@ -113,7 +113,10 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm256_setzero_ps();
         int cc = 0;
-        for (; cc < c->nfull; cc++) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 0, fs);
+        for (; cc < c->nfull; cc++) {
+            _mm_prefetch((const char *)wp + 32 * cc + 2048, _MM_HINT_T0); /* see gemv_avx512.c */
+            q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 0, fs);
+        }
         if (c->tail) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 1, fs);
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
