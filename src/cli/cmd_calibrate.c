@@ -67,11 +67,12 @@ static void print_summary(const tm_router_costs *c, int gen)
         }
         printf("   %s\n", names[p.pick]);
     }
-    printf("decode step (decode engine): %.3f ms + %.3f ms per extra sequence + %.4f ms per 1000 context tokens\n",
-           c->step[TM_ROUTER_DEC][0] * 1e3, c->step[TM_ROUTER_DEC][1] * 1e3, c->step[TM_ROUTER_DEC][2] * 1e3);
-    if (c->routes & (1u << TANDEM_ROUTE_PREFILL_ONLY))
-        printf("decode step (prefill engine): %.3f ms + %.4f ms per 1000 context tokens\n",
-               c->step[TM_ROUTER_PRE][0] * 1e3, c->step[TM_ROUTER_PRE][2] * 1e3);
+    for (int r = 0; r < 3; r++)
+        if (c->routes & (1u << rs[r]))
+            printf("time per token, %-12s %.3f ms + %.4f ms per 1000 context tokens\n", names[rs[r]],
+                   c->tpot[rs[r]][0] * 1e3, c->tpot[rs[r]][1] * 1e3);
+    printf("decode-engine step by batch: %.3f ms + %.3f ms per extra sequence + %.4f ms per 1000 context tokens\n",
+           c->step[0] * 1e3, c->step[1] * 1e3, c->step[2] * 1e3);
     printf("hand-off: %.3f ms + %.3f us per token; own cores only: prefill x%.2f, decode x%.2f\n",
            c->handoff[0] * 1e3, c->handoff[1] * 1e6, c->lend_pre, c->lend_dec);
 }

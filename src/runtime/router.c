@@ -84,10 +84,15 @@ double tm_router_prefill_time(const tm_router_costs *c, tandem_route r, int n)
     return t;
 }
 
-double tm_router_step_time(const tm_router_costs *c, int engine, int B, double ctx_sum)
+double tm_router_tpot(const tm_router_costs *c, tandem_route r, double ctx)
 {
-    const double *s = c->step[engine == TM_ROUTER_PRE ? 1 : 0];
-    return s[0] + s[1] * (B > 1 ? B - 1 : 0) + s[2] * ctx_sum * 1e-3;
+    if (r < TANDEM_ROUTE_HYBRID || r > TANDEM_ROUTE_DECODE_ONLY) return 0;
+    return c->tpot[r][0] + c->tpot[r][1] * ctx * 1e-3;
+}
+
+double tm_router_step_time(const tm_router_costs *c, int B, double ctx_sum)
+{
+    return c->step[0] + c->step[1] * (B > 1 ? B - 1 : 0) + c->step[2] * ctx_sum * 1e-3;
 }
 
 static double nonneg(double x) { return x > 0 ? x : 0; }
@@ -108,7 +113,8 @@ void tm_router_predict(const tm_router_costs *c, int n_prompt, int n_out, const 
      * prefill side has no work */
     double slow_pre = nd > 0 || ld.no_lend ? c->lend_pre : 1;
     double slow_dec = nq > 0 || ld.no_lend ? c->lend_dec : 1;
-    double b_slope = c->step[TM_ROUTER_DEC][1];
+    /* what one more sequence (at context ctx) adds to every step of the batch */
+    double per_seq = c->step[1] + c->step[2] * ctx * 1e-3;
     double best = INFINITY;
     p->pick = TANDEM_ROUTE_HYBRID;
     for (int i = 0; i < 3; i++) {
@@ -124,21 +130,21 @@ void tm_router_predict(const tm_router_costs *c, int n_prompt, int n_out, const 
             pre = tm_router_prefill_time(c, pr, n_prompt) * slow_pre;
             double ho = ld.stateful ? 0 : nonneg(c->handoff[0] + c->handoff[1] * n_prompt);
             ttft = pre + ho + c->first[r];
-            tpot = tm_router_step_time(c, TM_ROUTER_DEC, nd + 1, (nd + 1) * ctx) * slow_dec + c->tok[r];
-            others = nq * (pre + ho) + nd * (p->n_out - 1) * b_slope;
+            tpot = (tm_router_tpot(c, r, ctx) + nd * per_seq) * slow_dec;
+            others = nq * (pre + ho) + nd * (p->n_out - 1) * per_seq;
         } else if (r == TANDEM_ROUTE_PREFILL_ONLY) {
             pre = tm_router_prefill_time(c, r, n_prompt) * slow_pre;
             ttft = pre + c->first[r];
-            tpot = tm_router_step_time(c, TM_ROUTER_PRE, 1, ctx) * slow_pre + c->tok[r];
+            tpot = tm_router_tpot(c, r, ctx) * slow_pre;
             /* the prefill worker runs the whole request: the queue waits for it */
             others = nq * (ttft + (p->n_out - 1) * nonneg(tpot));
         } else {
             /* prefilled on the decode worker, after its current step; the batch waits */
             pre = tm_router_prefill_time(c, r, n_prompt) * slow_dec;
-            double wait = nd > 0 ? tm_router_step_time(c, TM_ROUTER_DEC, nd, nd * ctx) * slow_dec : 0;
+            double wait = nd > 0 ? tm_router_step_time(c, nd, nd * ctx) * slow_dec : 0;
             ttft = wait + pre + c->first[r];
-            tpot = tm_router_step_time(c, TM_ROUTER_DEC, nd + 1, (nd + 1) * ctx) * slow_dec + c->tok[r];
-            others = nd * pre + nd * (p->n_out - 1) * b_slope;
+            tpot = (tm_router_tpot(c, r, ctx) + nd * per_seq) * slow_dec;
+            others = nd * pre + nd * (p->n_out - 1) * per_seq;
         }
         ttft = nonneg(ttft);
         tpot = nonneg(tpot);
@@ -268,11 +274,11 @@ int tm_router_fit(tm_router_costs *c, const tm_router_meas *m, int n, tm_err *er
     if (!X || !y || !w || !v) { rc = tm_errf(err, TM_E_NOMEM, "router fit: out of memory"); goto done; }
     memset(c->pf, 0, sizeof c->pf);
     memset(c->first, 0, sizeof c->first);
-    memset(c->tok, 0, sizeof c->tok);
+    memset(c->tpot, 0, sizeof c->tpot);
     memset(c->step, 0, sizeof c->step);
     c->handoff[0] = c->handoff[1] = 0;
     c->routes = 0;
-    /* prefill per route, and the first-token overhead */
+    /* per route: prefill, the first-token overhead, and the time per output token */
     for (int i = 0; i < 3; i++) {
         tandem_route r = k_routes[i];
         int k = 0, nf = 0;
@@ -290,6 +296,23 @@ int tm_router_fit(tm_router_costs *c, const tm_router_meas *m, int n, tm_err *er
             goto done;
         }
         c->first[r] = median(v, nf);
+        k = 0;
+        for (int j = 0; j < n; j++)
+            if (m[j].kind == TM_ROUTER_MEAS_TOKEN && m[j].route == (int)r && isfinite(m[j].t)) {
+                X[k * 2] = 1;
+                X[k * 2 + 1] = m[j].ctx * 1e-3;
+                y[k] = m[j].t;
+                w[k] = rel_weight(m[j].t, 1e-5);
+                k++;
+            }
+        if (k == 0) {
+            rc = tm_errf(err, TM_E_INVALID, "router fit: no time-per-token measurements for route %s", tm_route_name(r));
+            goto done;
+        }
+        if (tm_router_nnls(X, y, w, k, 2, c->tpot[r]) != TM_OK) {
+            rc = tm_errf(err, TM_E_INVALID, "router fit: %s time-per-token measurements are not finite", tm_route_name(r));
+            goto done;
+        }
         c->routes |= 1u << r;
     }
     if (!c->routes) { rc = tm_errf(err, TM_E_INVALID, "router fit: no prefill measurements for any route"); goto done; }
@@ -309,11 +332,11 @@ int tm_router_fit(tm_router_costs *c, const tm_router_meas *m, int n, tm_err *er
             goto done;
         }
     }
-    /* decode steps per engine: a + b (B-1) + c ctx_sum/1000 */
-    for (int e = 0; e < 2; e++) {
+    /* decode-engine steps by batch: a + b (B-1) + c ctx_sum/1000 */
+    {
         int k = 0;
         for (int j = 0; j < n; j++)
-            if (m[j].kind == TM_ROUTER_MEAS_STEP && m[j].engine == e) {
+            if (m[j].kind == TM_ROUTER_MEAS_STEP) {
                 X[k * 3] = 1;
                 X[k * 3 + 1] = m[j].B > 1 ? m[j].B - 1 : 0;
                 X[k * 3 + 2] = m[j].ctx * 1e-3;
@@ -321,32 +344,20 @@ int tm_router_fit(tm_router_costs *c, const tm_router_meas *m, int n, tm_err *er
                 w[k] = rel_weight(m[j].t, 1e-5);
                 k++;
             }
-        int needed = e == TM_ROUTER_DEC ? (c->routes & (1u << TANDEM_ROUTE_HYBRID | 1u << TANDEM_ROUTE_DECODE_ONLY)) != 0
-                                        : (c->routes & (1u << TANDEM_ROUTE_PREFILL_ONLY)) != 0;
-        if (k == 0 && needed) {
-            rc = tm_errf(err, TM_E_INVALID, "router fit: no decode-step measurements of the %s engine",
-                         e == TM_ROUTER_DEC ? "decode" : "prefill");
+        if (k == 0 && (c->routes & (1u << TANDEM_ROUTE_HYBRID | 1u << TANDEM_ROUTE_DECODE_ONLY))) {
+            rc = tm_errf(err, TM_E_INVALID, "router fit: no decode-step measurements of the decode engine");
             goto done;
         }
-        if (k > 0 && tm_router_nnls(X, y, w, k, TM_ROUTER_NSTEP, c->step[e]) != TM_OK) {
+        if (k > 0 && tm_router_nnls(X, y, w, k, TM_ROUTER_NSTEP, c->step) != TM_OK) {
             rc = tm_errf(err, TM_E_INVALID, "router fit: decode-step measurements are not finite");
             goto done;
         }
-    }
-    /* per-token time beyond the engine step: the median residual of each route's TPOT */
-    for (int i = 0; i < 3; i++) {
-        tandem_route r = k_routes[i];
-        int k = 0, e = r == TANDEM_ROUTE_PREFILL_ONLY ? TM_ROUTER_PRE : TM_ROUTER_DEC;
-        for (int j = 0; j < n; j++)
-            if (m[j].kind == TM_ROUTER_MEAS_TOKEN && m[j].route == (int)r && isfinite(m[j].t))
-                v[k++] = m[j].t - tm_router_step_time(c, e, 1, m[j].ctx);
-        c->tok[r] = k ? median(v, k) : 0;
     }
     /* lending factors: median of the measured ratios, at least 1 */
     for (int side = 0; side < 2; side++) {
         int k = 0;
         for (int j = 0; j < n; j++)
-            if (m[j].kind == TM_ROUTER_MEAS_LEND && m[j].engine == side && isfinite(m[j].t) && m[j].t > 0) v[k++] = m[j].t;
+            if (m[j].kind == TM_ROUTER_MEAS_LEND && m[j].side == side && isfinite(m[j].t) && m[j].t > 0) v[k++] = m[j].t;
         double f = k ? median(v, k) : 1;
         if (f < 1) f = 1;
         if (side == 0) c->lend_pre = f;
@@ -508,12 +519,10 @@ static char *costs_json(const tm_router_key *k, const tm_router_costs *c)
         cJSON_AddItemToObject(o, "chunks", cJSON_CreateIntArray(ch, c->n_chunks[r]));
         cJSON_AddItemToObject(o, "prefill", num_array(c->pf[r], TM_ROUTER_NPF));
         cJSON_AddNumberToObject(o, "first_token_s", c->first[r]);
-        cJSON_AddNumberToObject(o, "token_s", c->tok[r]);
+        cJSON_AddItemToObject(o, "tpot", num_array(c->tpot[r], 2));
     }
     cJSON_AddItemToObject(root, "handoff", num_array(c->handoff, 2));
-    cJSON *st = cJSON_AddObjectToObject(root, "step");
-    cJSON_AddItemToObject(st, "decode_engine", num_array(c->step[TM_ROUTER_DEC], TM_ROUTER_NSTEP));
-    cJSON_AddItemToObject(st, "prefill_engine", num_array(c->step[TM_ROUTER_PRE], TM_ROUTER_NSTEP));
+    cJSON_AddItemToObject(root, "step", num_array(c->step, TM_ROUTER_NSTEP));
     cJSON *ld = cJSON_AddObjectToObject(root, "lend");
     cJSON_AddNumberToObject(ld, "prefill", c->lend_pre);
     cJSON_AddNumberToObject(ld, "decode", c->lend_dec);
@@ -660,16 +669,13 @@ static void parse_costs(jrd *j, const cJSON *root, tm_router_key *k, tm_router_c
         jnums(j, o, "prefill", f, c->pf[r], TM_ROUTER_NPF, 0, 1e6);
         snprintf(f, sizeof f, "routes.%s.first_token_s", tm_route_name(r));
         c->first[r] = jnum(j, o, "first_token_s", f, -1e3, 1e3);
-        snprintf(f, sizeof f, "routes.%s.token_s", tm_route_name(r));
-        c->tok[r] = jnum(j, o, "token_s", f, -1e3, 1e3);
+        snprintf(f, sizeof f, "routes.%s.tpot", tm_route_name(r));
+        jnums(j, o, "tpot", f, c->tpot[r], 2, 0, 1e6);
         c->routes |= 1u << r;
     }
     if (j->rc == TM_OK && !c->routes) jbad(j, "routes", "no route");
     jnums(j, root, "handoff", "handoff", c->handoff, 2, 0, 1e6);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "step");
-    if (!cJSON_IsObject(st)) { jbad(j, "step", "missing or not an object"); return; }
-    jnums(j, st, "decode_engine", "step.decode_engine", c->step[TM_ROUTER_DEC], TM_ROUTER_NSTEP, 0, 1e6);
-    jnums(j, st, "prefill_engine", "step.prefill_engine", c->step[TM_ROUTER_PRE], TM_ROUTER_NSTEP, 0, 1e6);
+    jnums(j, root, "step", "step", c->step, TM_ROUTER_NSTEP, 0, 1e6);
     const cJSON *ld = cJSON_GetObjectItemCaseSensitive(root, "lend");
     if (!cJSON_IsObject(ld)) { jbad(j, "lend", "missing or not an object"); return; }
     c->lend_pre = jnum(j, ld, "prefill", "lend.prefill", 1, 1e3);
@@ -1033,25 +1039,19 @@ static void *step_main(void *arg)
     }
     int ctx_hi = s->max_ctx - steps - 4 < 1024 ? s->max_ctx - steps - 4 : 1024;
     int ctxs[2] = {ctx_hi < 64 ? ctx_hi : 64, ctx_hi}, n_ctx = ctx_hi > 64 ? 2 : 1;
-    for (int e = 0; e < 2 && rc == TM_OK; e++) {
-        int need = e == TM_ROUTER_DEC ? (j->avail & (1u << TANDEM_ROUTE_HYBRID | 1u << TANDEM_ROUTE_DECODE_ONLY)) != 0
-                                      : (j->avail & (1u << TANDEM_ROUTE_PREFILL_ONLY)) != 0;
-        if (!need) continue;
-        tm_bound_engine *be = e == TM_ROUTER_DEC ? &s->dec : &s->pre;
-        struct tm_pool *pool = e == TM_ROUTER_DEC ? s->pool_all_dec : s->pool_all_pre;
-        tm_pool_pin_caller(pool, NULL);
-        int maxb = e == TM_ROUTER_PRE ? 1 : TM_KGEMV_MAX_B;
-        if (e == TM_ROUTER_DEC && be->caps.max_batch > 0 && be->caps.max_batch < maxb) maxb = be->caps.max_batch;
+    if (j->avail & (1u << TANDEM_ROUTE_HYBRID | 1u << TANDEM_ROUTE_DECODE_ONLY)) {
+        tm_pool_pin_caller(s->pool_all_dec, NULL);
+        int maxb = TM_KGEMV_MAX_B;
+        if (s->dec.caps.max_batch > 0 && s->dec.caps.max_batch < maxb) maxb = s->dec.caps.max_batch;
         if (maxb > s->max_seqs) maxb = s->max_seqs;
         for (int ci = 0; ci < n_ctx && rc == TM_OK; ci++)
             for (int B = 1; B <= maxb && rc == TM_OK; B *= 2) {
                 double t = 0;
-                if ((rc = time_steps(c, be, pool, B, ctxs[ci], steps, logits, &t, err)) != TM_OK) break;
-                tm_router_meas x = {.kind = TM_ROUTER_MEAS_STEP, .engine = e, .B = B,
-                                    .ctx = (double)B * (ctxs[ci] + 0.5 * steps), .t = t};
+                if ((rc = time_steps(c, &s->dec, s->pool_all_dec, B, ctxs[ci], steps, logits, &t, err)) != TM_OK) break;
+                tm_router_meas x = {.kind = TM_ROUTER_MEAS_STEP, .B = B, .ctx = (double)B * (ctxs[ci] + 0.5 * steps),
+                                    .t = t};
                 rc = cal_push(c, &x, err);
-                cal_say(c, "%s engine step: B=%d ctx=%5d: %7.3f ms", e == TM_ROUTER_DEC ? "decode " : "prefill", B,
-                        ctxs[ci], t * 1e3);
+                cal_say(c, "decode engine step: B=%d ctx=%5d: %7.3f ms", B, ctxs[ci], t * 1e3);
             }
     }
     /* lending: each side on its own cores against every core */
@@ -1064,7 +1064,7 @@ static void *step_main(void *arg)
         rc = time_prefill(c, s->pool_pre, n, reps, &t_own, err);
         if (rc == TM_OK) rc = time_prefill(c, s->pool_all_pre, n, reps, &t_all, err);
         if (rc == TM_OK && t_all > 0) {
-            tm_router_meas x = {.kind = TM_ROUTER_MEAS_LEND, .engine = 0, .t = t_own / t_all};
+            tm_router_meas x = {.kind = TM_ROUTER_MEAS_LEND, .side = 0, .t = t_own / t_all};
             rc = cal_push(c, &x, err);
             cal_say(c, "prefill side: %d cores %.4f s, %d cores %.4f s (x%.2f)", own_pre, t_own, all_pre, t_all,
                     t_own / t_all);
@@ -1076,7 +1076,7 @@ static void *step_main(void *arg)
         rc = time_steps(c, &s->dec, s->pool_dec, 1, ctxs[0], steps, logits, &t_own, err);
         if (rc == TM_OK) rc = time_steps(c, &s->dec, s->pool_all_dec, 1, ctxs[0], steps, logits, &t_all, err);
         if (rc == TM_OK && t_all > 0) {
-            tm_router_meas x = {.kind = TM_ROUTER_MEAS_LEND, .engine = 1, .t = t_own / t_all};
+            tm_router_meas x = {.kind = TM_ROUTER_MEAS_LEND, .side = 1, .t = t_own / t_all};
             rc = cal_push(c, &x, err);
             cal_say(c, "decode side:  %d cores %.3f ms, %d cores %.3f ms (x%.2f)", own_dec, t_own * 1e3, all_dec,
                     t_all * 1e3, t_own / t_all);
@@ -1122,7 +1122,7 @@ int tm_router_calibrate(tm_session *s, const tm_router_cal_opts *o, tm_router_co
         c.n_chunks[r] = caps->n_chunks;
         memcpy(c.chunk_sizes[r], caps->chunk_sizes, sizeof c.chunk_sizes[r]);
     }
-    cal cx = {.s = s, .o = o, .rng = 0x9e3779b97f4a7c15ULL, .max_n = lens[nl - 1] > 64 ? lens[nl - 1] : 64};
+    cal cx = {.s = s, .o = o, .rng = 0x9e3779b97f4a7c15ULL, .max_n = lens[nl - 1] > 256 ? lens[nl - 1] : 256};
     cx.ids = malloc(sizeof(int32_t) * (size_t)cx.max_n);
     if (!cx.ids) return tm_errf(err, TM_E_NOMEM, "calibrate: out of memory");
     tandem_session_opts saved = s->o;

@@ -26,24 +26,28 @@
  *       chunk_sizes[r]): chunks = their count, n_pad = their padded token sum,
  *       attn = sum over chunks of T*(pos0 + T/2) (query-key pairs of causal
  *       attention, padding included), in units of 1e6 pairs.
- *   handoff(n)   = handoff[0] + handoff[1]*n         (hybrid, stateless; else 0)
- *   step_e(B, ctx_sum) = step[e][0] + step[e][1]*(B-1) + step[e][2]*ctx_sum/1000
- *       one decode step of B sequences whose contexts sum to ctx_sum, on the
- *       decode engine (e = TM_ROUTER_DEC) or the prefill engine (TM_ROUTER_PRE,
- *       the prefill-only route).
+ *   handoff(n)   = handoff[0] + handoff[1]*n        (hybrid, stateless; else 0)
+ *   tpot_r(ctx)  = tpot[r][0] + tpot[r][1]*ctx/1000 one sequence's time per
+ *       output token at context ctx: the decode engine's step for hybrid and
+ *       decode-only, the prefill engine's for prefill-only, sampling included.
+ *   step(B, ctx_sum) = step[0] + step[1]*(B-1) + step[2]*ctx_sum/1000
+ *       one decode-engine step of B sequences whose contexts sum to ctx_sum:
+ *       what each extra sequence in the batch adds.
+ * For a request of n prompt and n_out new tokens, ctx = n + n_out/2, with D
+ * sequences already decoding and Q requests queued behind it:
  *   TTFT_r = prefill_r(n)*slow + handoff(n) + first[r]
- *   TPOT_r = step_e(B, B*ctx)*slow + tok[r],  ctx = n + n_out/2
+ *   TPOT_r = (tpot_r(ctx) + D*(step[1] + step[2]*ctx/1000))*slow
  *   own_r  = TTFT_r + (n_out - 1)*TPOT_r      (the first token comes at TTFT)
- * A route whose engines lack a role (e.g. a prefill engine without decode
- * for prefill-only) is absent from `routes` and never picked.
  * where slow is lend_pre / lend_dec when that side runs on its own cores only
  * (the other side is busy), else 1. others_r is the delay the request adds to
- * requests already in the session (queued behind the prefill worker, or in the
- * decode batch); the pick minimises own_r + others_r, which is own_r when the
- * session is idle.
+ * the requests already in the session (the queue waits for its prefill, or for
+ * all of it on prefill-only; the batch waits for a decode-only prefill and
+ * carries one more sequence); the pick minimises own_r + others_r, which is
+ * own_r when the session is idle. A route whose engines lack a role (a prefill
+ * engine without decode, for prefill-only) is absent from `routes`.
  *
  * Every coefficient is fitted by weighted non-negative least squares (relative
- * error), so predictions never fall as n grows. */
+ * error), so no prediction falls as n or ctx grows. */
 #ifndef TM_RUNTIME_ROUTER_H
 #define TM_RUNTIME_ROUTER_H
 
@@ -57,7 +61,6 @@ struct tm_session;
 
 #define TM_ROUTER_NPF 4       /* prefill features: 1, chunks, n_pad, attn */
 #define TM_ROUTER_NSTEP 3     /* step features: 1, B-1, ctx_sum/1000 */
-enum { TM_ROUTER_DEC = 0, TM_ROUTER_PRE = 1 }; /* engines of step[] */
 
 typedef struct tm_router_costs {
     unsigned routes;               /* bit (1 << route) set: the route runs on these engines */
@@ -66,8 +69,8 @@ typedef struct tm_router_costs {
     int n_chunks[4];               /* 0: exact chunks of at most 512 (tm_plan_chunk) */
     double handoff[2];             /* exposed hand-off: [0] + [1]*n */
     double first[4];               /* [route] prefill end -> first token (sampling, queue hops) */
-    double step[2][TM_ROUTER_NSTEP]; /* [engine][feature] decode step coefficients */
-    double tok[4];                 /* [route] per-token time beyond the engine step (may be < 0) */
+    double tpot[4][2];             /* [route] one sequence's seconds per output token: [0] + [1]*ctx/1000 */
+    double step[TM_ROUTER_NSTEP];  /* decode-engine step by batch: [0] + [1]*(B-1) + [2]*ctx_sum/1000 */
     double lend_pre, lend_dec;     /* >= 1: slowdown of that side on its own cores vs every core */
 } tm_router_costs;
 
@@ -97,7 +100,8 @@ typedef struct tm_router_pred {
  * chunks[n_chunks]: f[TM_ROUTER_NPF] = {1, chunks, n_pad, attn (1e6 pairs)}. */
 void tm_router_prefill_features(const int *chunks, int n_chunks, int n, double f[TM_ROUTER_NPF]);
 double tm_router_prefill_time(const tm_router_costs *c, tandem_route r, int n);
-double tm_router_step_time(const tm_router_costs *c, int engine, int B, double ctx_sum);
+double tm_router_tpot(const tm_router_costs *c, tandem_route r, double ctx);
+double tm_router_step_time(const tm_router_costs *c, int B, double ctx_sum);
 
 /* Predict every route for a request of n_prompt tokens and n_out new tokens
  * under `load` (NULL: idle), and pick the cheapest (own + others). */
@@ -122,20 +126,22 @@ enum { TM_ROUTER_MEAS_PREFILL = 1, TM_ROUTER_MEAS_TOKEN, TM_ROUTER_MEAS_STEP, TM
 typedef struct tm_router_meas {
     int kind;         /* TM_ROUTER_MEAS_* */
     int route;        /* PREFILL, TOKEN: the tandem_route */
-    int engine;       /* STEP: TM_ROUTER_DEC or TM_ROUTER_PRE; LEND: 0 prefill side, 1 decode side */
+    int side;         /* LEND: 0 the prefill side, 1 the decode side */
     int n;            /* PREFILL: prompt tokens */
     int B;            /* STEP: sequences in the step */
     double ctx;       /* STEP: sum of their contexts; TOKEN: the request's mean context */
-    double t;         /* PREFILL: prefill seconds; TOKEN: seconds per output token (TPOT);
-                         STEP: seconds per step; LEND: own-cores time / all-cores time */
+    double t;         /* PREFILL: prefill seconds; TOKEN: seconds per output token (TPOT)
+                         of one request alone; STEP: seconds per decode-engine step;
+                         LEND: own-cores time / all-cores time */
     double t_handoff; /* PREFILL: exposed hand-off seconds */
     double t_first;   /* PREFILL: TTFT - prefill - hand-off */
 } tm_router_meas;
 
 /* Fit every coefficient of c from m[n]. c->chunk_sizes / n_chunks must be set
- * (they define the prefill features); the rest is overwritten. Needs at least
- * one PREFILL measurement per route and STEP measurements of both engines;
- * TOKEN and LEND ones are optional (defaults 0 and 1). */
+ * (they define the prefill features); the rest is overwritten. A route is
+ * fitted (and set in c->routes) when it has PREFILL and TOKEN measurements;
+ * STEP measurements are needed when hybrid or decode-only is; LEND ones are
+ * optional (default 1). */
 int tm_router_fit(tm_router_costs *c, const tm_router_meas *m, int n, tm_err *err);
 
 /* ---- cache: keyed by machine and package ---- */
@@ -205,8 +211,8 @@ typedef struct tm_router_cal_opts {
 } tm_router_cal_opts;
 
 /* Measure the session's engines along every route (requests through the
- * scheduler with forced routes, decode steps by batch and context, each side
- * on its own cores against every core), then fit c. The session must be
+ * scheduler with forced routes, decode-engine steps by batch and context,
+ * each side on its own cores against every core), then fit c. The session must be
  * idle and stays usable; its options are restored on return. */
 int tm_router_calibrate(struct tm_session *s, const tm_router_cal_opts *o, tm_router_costs *c, tm_err *err);
 
