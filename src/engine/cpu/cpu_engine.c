@@ -322,7 +322,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
     tm_kattn_decode a = {
         .B = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .q = c->q, .k_pages = v.base,
         .v_pages = v.base + v.v_offset, .page_bytes = v.page_stride, .page_size = v.page_size,
-        .kv_dtype = o->dtype, .page_table = c->ptab, .ctx_len = c->ctxlen, .out = out,
+        .kv_dtype = o->dtype, .page_table = c->ptab, .ctx_len = c->ctxlen, .n_pages = o->n_pages, .out = out,
         .scale = m->attn_scale, .softcap = m->attn_softcap, .window = window,
     };
     return c->k.attn_decode(&a, &c->ws, r->pool);
