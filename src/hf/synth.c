@@ -12,6 +12,7 @@
 #include "core/fileio.h"
 #include "hf/config.h"
 #include "model/model.h"
+#include "text/sampler.h"
 
 typedef struct synth_preset {
     const char *name;
@@ -95,44 +96,24 @@ const char *tm_synth_describe(const char *preset)
     return p ? p->desc : NULL;
 }
 
-/* ---- random numbers: a table of N(0,1) values indexed by xoshiro ------------------ */
-
 #define GTAB_BITS 20
 
+/* weights: a table of N(0,1) values (Box-Muller) indexed by the sampler's
+ * xoshiro256** generator: fast, seeded and reproducible */
 typedef struct synth_rng {
-    uint64_t s[4];
+    tm_rng r;
     float *gauss; /* [1 << GTAB_BITS] */
 } synth_rng;
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t next_u64(synth_rng *r)
-{
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
+static uint64_t next_u64(synth_rng *r) { return tm_rng_next(&r->r); }
 
 static int rng_init(synth_rng *r, uint64_t seed)
 {
-    uint64_t z = seed;
-    for (int i = 0; i < 4; i++) { /* splitmix64 */
-        z += 0x9e3779b97f4a7c15ull;
-        uint64_t x = z;
-        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-        r->s[i] = x ^ (x >> 31);
-    }
+    tm_rng_seed(&r->r, seed);
     r->gauss = malloc(sizeof(float) << GTAB_BITS);
     if (!r->gauss) return TM_E_NOMEM;
-    for (int i = 0; i < (1 << GTAB_BITS); i += 2) { /* Box-Muller */
-        double u1 = ((double)(next_u64(r) >> 11) + 1.0) / 9007199254740993.0;
-        double u2 = (double)(next_u64(r) >> 11) / 9007199254740992.0;
+    for (int i = 0; i < (1 << GTAB_BITS); i += 2) {
+        double u1 = 1.0 - tm_rng_uniform(&r->r), u2 = tm_rng_uniform(&r->r); /* u1 in (0, 1] */
         double rad = sqrt(-2.0 * log(u1));
         r->gauss[i] = (float)(rad * cos(2 * M_PI * u2));
         r->gauss[i + 1] = (float)(rad * sin(2 * M_PI * u2));
