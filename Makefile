@@ -74,7 +74,7 @@ deps:
 
 DEMO_PROMPT ?= Once upon a time, there was a little girl who
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j2 $(BUILD)/tandem
 	@sh tools/demo.sh "$(DEMO_PROMPT)"
 
 fuzz:

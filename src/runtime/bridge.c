@@ -68,7 +68,8 @@ struct tm_bridge {
     pthread_cond_t done_cv; /* queue drained */
     int queue[BRIDGE_MAXQ];
     int head, tail;         /* queue[head..tail) */
-    int busy, stop;
+    int busy;               /* copies in progress (bridge thread and/or finishing caller) */
+    int stop;
     const tm_kv_cache *src;
     const tm_kv_seq *ss;
     tm_kv_cache *dst;
@@ -77,6 +78,24 @@ struct tm_bridge {
     double busy_s;
 };
 
+/* Pop one queued layer and copy it (called with mu held; returns with it held).
+ * Both the bridge thread and tm_bridge_finish's caller run this, so a hand-off
+ * never waits on the bridge thread's wake-up latency. */
+static void copy_one(tm_bridge *b)
+{
+    int layer = b->queue[b->head % BRIDGE_MAXQ];
+    b->head++;
+    b->busy++;
+    pthread_mutex_unlock(&b->mu);
+    double t0 = now_s();
+    tm_kv_copy_layer(b->src, b->ss, b->dst, b->ds, layer, b->p0, b->p1);
+    double dt = now_s() - t0;
+    pthread_mutex_lock(&b->mu);
+    b->busy_s += dt;
+    b->busy--;
+    if (b->head == b->tail && b->busy == 0) pthread_cond_broadcast(&b->done_cv);
+}
+
 static void *bridge_main(void *arg)
 {
     tm_bridge *b = arg;
@@ -84,17 +103,7 @@ static void *bridge_main(void *arg)
     for (;;) {
         while (b->head == b->tail && !b->stop) pthread_cond_wait(&b->cv, &b->mu);
         if (b->head == b->tail && b->stop) break;
-        int layer = b->queue[b->head % BRIDGE_MAXQ];
-        b->busy = 1;
-        pthread_mutex_unlock(&b->mu);
-        double t0 = now_s();
-        tm_kv_copy_layer(b->src, b->ss, b->dst, b->ds, layer, b->p0, b->p1);
-        double dt = now_s() - t0;
-        pthread_mutex_lock(&b->mu);
-        b->busy_s += dt;
-        b->head++;
-        b->busy = 0;
-        if (b->head == b->tail) pthread_cond_broadcast(&b->done_cv);
+        copy_one(b);
     }
     pthread_mutex_unlock(&b->mu);
     return NULL;
@@ -165,7 +174,8 @@ double tm_bridge_finish(tm_bridge *b)
 {
     double t0 = now_s();
     pthread_mutex_lock(&b->mu);
-    while (b->head != b->tail || b->busy) pthread_cond_wait(&b->done_cv, &b->mu);
+    while (b->head != b->tail) copy_one(b); /* help: copy what is still queued here */
+    while (b->busy) pthread_cond_wait(&b->done_cv, &b->mu);
     if (b->ds) b->ds->owner = TM_KV_OWNER_DECODE;
     b->ds = NULL; /* the hand-off is over: forget the sequence */
     b->ss = NULL;
