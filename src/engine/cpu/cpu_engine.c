@@ -24,6 +24,7 @@
  *     which is causal by construction.
  */
 #include <math.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,66 @@ static int rope_tables(cpu_ctx *c, tm_err *err)
     return TM_OK;
 }
 
+/* ---- GEMV autotune ------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef int (*gemv_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
+
+/* Best of 5 timed calls of one GEMV (B = 1) on a bound weight. */
+static double time_gemv(gemv_fn f, const tm_kweight *w, const float *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    tm_kact a = {.M = 1, .K = tm_kweight_k(w), .f32 = x};
+    double best = 1e30;
+    f(w, &a, y, ws, pool); /* warm */
+    for (int i = 0; i < 5; i++) {
+        double t0 = now_s();
+        if (f(w, &a, y, ws, pool) != TM_OK) return 1e30;
+        double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+/* Decode GEMVs are memory-bound, and which instruction set streams memory
+ * best is a property of the core, not of its feature flags (on cores that
+ * run 512-bit vectors as two 256-bit halves the AVX2 kernels read faster).
+ * So the decode engine times both on this model's own weights at bind and
+ * keeps the faster per op. Costs a few milliseconds. */
+static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
+{
+    tm_kernels alt;
+    if (strcmp(c->k.name, "avx512") != 0 || tm_kernels_select("avx2", &alt, NULL) != TM_OK) return;
+    const tm_kweight *cand[] = {c->layer[0].w_up, c->layer[0].w_gate_up, c->layer[0].w_down, c->lm_head};
+    gemv_fn *mine[3] = {&c->k.gemv_q4, &c->k.gemv_q8, &c->k.gemv_bf16};
+    gemv_fn other[3] = {alt.gemv_q4, alt.gemv_q8, alt.gemv_bf16};
+    for (int op = 0; op < 3; op++) {
+        const tm_kweight *w = NULL;
+        for (size_t i = 0; i < sizeof cand / sizeof cand[0] && !w; i++) {
+            if (!cand[i]) continue;
+            tm_dtype d = tm_kweight_dtype(cand[i]);
+            int kind = d == TM_DT_Q8PC ? 1 : d == TM_DT_BF16 ? 2 : (d == TM_DT_Q4G64 || d == TM_DT_Q4G32 || d == TM_DT_Q4PC) ? 0 : -1;
+            if (kind == op) w = cand[i];
+        }
+        if (!w) continue;
+        int K = tm_kweight_k(w), N = tm_kweight_n(w);
+        float *x = malloc(sizeof(float) * (size_t)K), *y = malloc(sizeof(float) * (size_t)N);
+        if (x && y) {
+            for (int k = 0; k < K; k++) x[k] = (float)((k * 37) % 19) / 19.0f - 0.5f;
+            double t_mine = time_gemv(*mine[op], w, x, y, &c->ws, pool);
+            double t_other = time_gemv(other[op], w, x, y, &c->ws, pool);
+            if (t_other < 0.95 * t_mine) *mine[op] = other[op];
+        }
+        free(x);
+        free(y);
+    }
+}
+
 static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, const cpu_variant *var,
                        tm_err *err)
 {
@@ -182,6 +243,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         y->b_down = vec_f32(&w->b_down);
     }
     if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
+    if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool);
     c->final_norm = vec_f32(&m->final_norm);
     if ((rc = rope_tables(c, err)) != TM_OK) goto fail;
 
