@@ -287,7 +287,7 @@ int tm_router_fit(tm_router_costs *c, const tm_router_meas *m, int n, tm_err *er
             tm_router_prefill_features(c->chunk_sizes[r], c->n_chunks[r], m[j].n, X + (size_t)k * TM_ROUTER_NPF);
             y[k] = m[j].t;
             w[k] = rel_weight(m[j].t, 1e-4);
-            v[nf++] = m[j].t_first;
+            if (isfinite(m[j].t_first)) v[nf++] = m[j].t_first;
             k++;
         }
         if (k == 0) continue; /* not measured: the route is unavailable */
@@ -363,6 +363,16 @@ int tm_router_fit(tm_router_costs *c, const tm_router_meas *m, int n, tm_err *er
         if (side == 0) c->lend_pre = f;
         else c->lend_dec = f;
     }
+    /* the ranges a cache file may hold (tm_router_read checks the same) */
+    for (int r = 0; r < 4; r++) {
+        for (int q = 0; q < TM_ROUTER_NPF; q++)
+            if (!(c->pf[r][q] <= 1e6)) rc = TM_E_INVALID;
+        if (!(c->tpot[r][0] <= 1e6 && c->tpot[r][1] <= 1e6 && fabs(c->first[r]) <= 1e3)) rc = TM_E_INVALID;
+    }
+    for (int q = 0; q < TM_ROUTER_NSTEP; q++)
+        if (!(c->step[q] <= 1e6)) rc = TM_E_INVALID;
+    if (!(c->handoff[0] <= 1e6 && c->handoff[1] <= 1e6 && c->lend_pre <= 1e3 && c->lend_dec <= 1e3)) rc = TM_E_INVALID;
+    if (rc != TM_OK) rc = tm_errf(err, TM_E_INVALID, "router fit: a coefficient is out of range (absurd measurements)");
 done:
     free(X);
     free(y);
@@ -682,6 +692,27 @@ static void parse_costs(jrd *j, const cJSON *root, tm_router_key *k, tm_router_c
     c->lend_dec = jnum(j, ld, "decode", "lend.decode", 1, 1e3);
 }
 
+int tm_router_parse(const char *text, size_t len, const char *label, tm_router_key *k, tm_router_costs *c,
+                    tm_err *err)
+{
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return tm_errf(err, TM_E_FORMAT, "%s: not a JSON object", label);
+    }
+    tm_router_key got;
+    tm_router_costs tmp;
+    memset(&got, 0, sizeof got);
+    memset(&tmp, 0, sizeof tmp);
+    jrd j = {label, err, TM_OK};
+    parse_costs(&j, root, &got, &tmp);
+    cJSON_Delete(root);
+    if (j.rc != TM_OK) return j.rc;
+    *k = got;
+    *c = tmp;
+    return TM_OK;
+}
+
 int tm_router_read(const char *path, const tm_router_key *k, tm_router_costs *c, tm_err *err)
 {
     if (!tm_file_exists(path)) return tm_errf(err, TM_E_NOTFOUND, "%s: no such file", path);
@@ -689,20 +720,11 @@ int tm_router_read(const char *path, const tm_router_key *k, tm_router_costs *c,
     size_t len = 0;
     int rc = tm_read_file(path, &text, &len, 1 << 20, err);
     if (rc != TM_OK) return rc;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return tm_errf(err, TM_E_FORMAT, "%s: not a JSON object", path);
-    }
     tm_router_key got;
     tm_router_costs tmp;
-    memset(&got, 0, sizeof got);
-    memset(&tmp, 0, sizeof tmp);
-    jrd j = {path, err, TM_OK};
-    parse_costs(&j, root, &got, &tmp);
-    cJSON_Delete(root);
-    if (j.rc != TM_OK) return j.rc;
+    rc = tm_router_parse(text, len, path, &got, &tmp, err);
+    free(text);
+    if (rc != TM_OK) return rc;
     if (!tm_router_key_equal(&got, k)) {
         const char *field = strcmp(got.cpu, k->cpu) ? "cpu" : got.threads != k->threads ? "threads"
                           : got.prefill_threads != k->prefill_threads ? "prefill_threads"

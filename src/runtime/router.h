@@ -174,6 +174,11 @@ int tm_router_write(const char *path, const tm_router_key *k, const tm_router_co
  * written only on TM_OK. */
 int tm_router_read(const char *path, const tm_router_key *k, tm_router_costs *c, tm_err *err);
 
+/* The same over a text in memory (label names it in messages): the key and
+ * costs it holds, whatever the key. */
+int tm_router_parse(const char *text, size_t len, const char *label, tm_router_key *k, tm_router_costs *c,
+                    tm_err *err);
+
 /* ---- the session side ---- */
 
 /* What a session knows: the cached costs, if any (tm_session.router). */
