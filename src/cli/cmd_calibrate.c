@@ -26,7 +26,7 @@ static const char calibrate_usage[] =
     "      --prefill ENGINE, --decode ENGINE   engines (default: the best)\n"
     "      --quick            fewer prompt lengths, one repetition\n"
     "      --reps N           repetitions per point (default 3, quick 1)\n"
-    "      --gen N            tokens generated per request (default 16, quick 8)\n"
+    "      --gen N            tokens generated per request, 2..1024 (default 16, quick 8)\n"
     "      --lens LIST        prompt lengths (default 16,64,128,256,384,512,1024,2048)\n"
     "  -o, --out FILE         write the cache file here instead of the cache directory\n";
 
@@ -116,8 +116,8 @@ int cmd_calibrate(int argc, char **argv)
         fputs(calibrate_usage, stderr);
         return 2;
     }
-    if (co.reps < 0 || co.reps > 16 || co.gen < 0 || co.gen > 1024) {
-        fprintf(stderr, "tandem calibrate: --reps must be 1..16 and --gen 1..1024\n");
+    if (co.reps < 0 || co.reps > 16 || co.gen < 0 || co.gen == 1 || co.gen > 1024) {
+        fprintf(stderr, "tandem calibrate: --reps must be 1..16 and --gen 2..1024\n");
         return 2;
     }
     tm_err err = {0};

@@ -1116,7 +1116,7 @@ int tm_router_calibrate(tm_session *s, const tm_router_cal_opts *o, tm_router_co
     static const int full[] = {16, 64, 128, 256, 384, 512, 1024, 2048}, quick[] = {32, 128, 256, 512, 1024};
     tm_router_cal_opts def = {0};
     if (!o) o = &def;
-    int gen = o->gen > 0 ? o->gen : o->quick ? 8 : 16;
+    int gen = o->gen > 0 ? (o->gen > 1 ? o->gen : 2) : o->quick ? 8 : 16; /* >= 2: a time per token */
     int reps = o->reps > 0 ? (o->reps < 16 ? o->reps : 16) : o->quick ? 1 : 3;
     const int *src = o->lens ? o->lens : o->quick ? quick : full;
     int nsrc = o->lens ? o->n_lens : o->quick ? 5 : 8;
