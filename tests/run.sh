@@ -2,6 +2,10 @@
 # tests/run.sh DIR [pattern]: run every test binary in DIR from the repository
 # root, print each one's summary and the total. Exit status 1 if any failed.
 dir=${1:-build/tests}
+# tests never read or write the user's caches (e.g. the router's calibration)
+XDG_CACHE_HOME=$(mktemp -d "${TMPDIR:-/tmp}/tandem-test-cache.XXXXXX")
+export XDG_CACHE_HOME
+trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 pat=${2:-test_*}
 passed=0; failed=0; bins_failed=""
 for t in "$dir"/$pat; do

@@ -338,9 +338,16 @@ static void *decode_main(void *arg)
             joined = q->next;
             if (q->route == TANDEM_ROUTE_DECODE_ONLY && q->n_gen == 0) {
                 q->state = REQ_PREFILLING;
-                struct tm_pool *pool = atomic_load(&s->pre_busy) || s->o.no_lend ? s->pool_dec : s->pool_all_dec;
-                if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool, sc->batch_logits,
-                                     &q->t_prefill, &q->t_handoff, &q->err) != TM_OK) {
+                struct tm_pool *pool = s->pool_dec;
+                if (!s->o.no_lend && !atomic_load(&s->pre_busy)) { /* invariant 4, as for a step */
+                    atomic_store(&s->dec_using_all, 1);
+                    if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
+                    else pool = s->pool_all_dec;
+                }
+                int prc = tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool,
+                                           sc->batch_logits, &q->t_prefill, &q->t_handoff, &q->err);
+                atomic_store(&s->dec_using_all, 0);
+                if (prc != TM_OK) {
                     req_finish(sc, q, REQ_FAILED);
                     decoding_done(sc);
                     continue;

@@ -4,7 +4,8 @@
  * kernel table of engine/cpu/kernels.h. The registry entries differ only in
  * the kernel variant they select and the roles their caps announce:
  *
- *   cpu-amx      prefill   AMX tiles (bf16, int8 W8A8) GEMM
+ *   cpu-amx      prefill   AMX tiles (bf16, int8 W8A8) GEMM (it can also decode,
+ *                          with the AVX-512 GEMVs: the prefill-only route)
  *   cpu-avx512   prefill + decode   AVX-512-BF16 GEMM, VNNI GEMV
  *   cpu-avx2     prefill + decode   FMA fallbacks
  *   cpu-scalar   prefill + decode   plain C (the portable fallback)
@@ -573,7 +574,7 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
     static int sym##_bind(void **ctx, const struct tm_model *m, const tm_engine_opts *o, tm_err *err) \
     { return bind_common(ctx, m, o, &sym##_v, err); }                                              \
     const tm_engine_vt tm_engine_##sym = {TM_ENGINE_VERSION, ename, sym##_probe, sym##_bind,        \
-                                          cpu_prefill, ((roles_) & TM_ROLE_DECODE) ? cpu_decode : NULL, cpu_unbind};
+                                          cpu_prefill, cpu_decode, cpu_unbind};
 
 CPU_VARIANT(cpu_amx, "cpu-amx", "amx", TM_ROLE_PREFILL)
 CPU_VARIANT(cpu_avx512, "cpu-avx512", "avx512", TM_ROLE_PREFILL | TM_ROLE_DECODE)
