@@ -124,7 +124,8 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = make_pools(s, err)) != TM_OK) goto fail;
     if ((rc = engine_pick(&s->pre, o->prefill_engine, TM_ROLE_PREFILL, err)) != TM_OK) goto fail;
     if ((rc = engine_pick(&s->dec, o->decode_engine, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
-    tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx};
+    /* engines get room for a padded last chunk past the session's context */
+    tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx + 512};
     if ((rc = s->pre.vt->bind(&s->pre.ctx, rm->prefill, &eo, err)) != TM_OK) goto fail;
     eo.weight_enc = rm->decode_enc;
     eo.pool = s->pool_all_dec;

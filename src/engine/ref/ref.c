@@ -208,7 +208,9 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     for (int i = 0; i < m->n_rope && rc == TM_OK; i++) rc = copy_rope(&r->rope[i], &m->rope[i], err);
     if (rc) goto fail;
     if (!(r->embed = to_f32(&m->embed, m->V, m->D, err))) goto fail_code;
-    if (m->tied) r->lm_head = r->embed;
+    /* tied: the embedding, unless the binder found a separate copy (a package's
+     * decode stage keeps one in its own encoding) */
+    if (m->tied && m->lm_head.data == m->embed.data) r->lm_head = r->embed;
     else if (!(r->lm_head = to_f32(&m->lm_head, m->V, m->D, err))) goto fail_code;
     if (!(r->final_norm = norm_w(&m->final_norm, m->D, m->norm_add_one, err))) goto fail_code;
     for (int l = 0; l < m->L; l++)
