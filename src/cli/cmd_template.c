@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "core/fileio.h"
 #include "text/jinja.h"
+#include "pkg/pkg.h"
 #include "text/tokconfig.h"
 
 static const char template_usage[] =
@@ -122,13 +123,6 @@ int cmd_template(int argc, char **argv)
         fprintf(stderr, "tandem template: give MODEL or --template FILE.jinja\n");
         return 2;
     }
-    if (model) {
-        size_t n = strlen(model);
-        if (n >= 4 && strcmp(model + n - 4, ".tdm") == 0) {
-            fprintf(stderr, "tandem template: %s: packages not supported yet\n", model);
-            return 1;
-        }
-    }
     if (!date) {
         const char *env = getenv("TANDEM_DATE");
         if (env && *env) date = env;
@@ -156,7 +150,21 @@ int cmd_template(int argc, char **argv)
         fprintf(stderr, "tandem template: %s: expected a JSON array of messages\n", messages_path);
         goto done;
     }
-    if (model && tm_tokconfig_load(&cfg, model, &err) != TM_OK) {
+    if (model && !tm_is_dir(model)) { /* a package: its embedded tokenizer_config, template, ... */
+        tm_pkg *p = NULL;
+        size_t dn;
+        int prc = tm_pkg_open(&p, model, &err);
+        if (prc == TM_OK)
+            prc = tm_tokconfig_parse(&cfg, tm_pkg_doc(p, TM_PKG_DOC_TOKENIZER_CONFIG, &dn),
+                                     tm_pkg_doc(p, TM_PKG_DOC_SPECIAL_TOKENS, &dn),
+                                     tm_pkg_doc(p, TM_PKG_DOC_GENERATION_CONFIG, &dn),
+                                     tm_pkg_doc(p, TM_PKG_DOC_CHAT_TEMPLATE, &dn), &err);
+        if (p) tm_pkg_close(p);
+        if (prc != TM_OK) {
+            fprintf(stderr, "tandem template: %s\n", err.msg);
+            goto done;
+        }
+    } else if (model && tm_tokconfig_load(&cfg, model, &err) != TM_OK) {
         fprintf(stderr, "tandem template: %s\n", err.msg);
         goto done;
     }
