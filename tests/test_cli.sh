@@ -1,0 +1,82 @@
+#!/bin/sh
+# tests/test_cli.sh BUILD_DIR: the tandem command end to end: exit codes, the
+# exact interfaces the acceptance checks use, one-line errors on bad input,
+# and a multi-turn chat. Prints "test_cli: N passed, M failed".
+B=${1:-build}
+T=$B/tandem
+M=models/tiny-classics-llama
+S=${TM_SHARED:-../shared}
+W=$(mktemp -d "${TMPDIR:-/tmp}/tandem-cli.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "test_cli: FAIL: $*" >&2; }
+# expect CODE CMD...: run CMD, check its exit status
+expect() { want=$1; shift; "$@" > "$W/out" 2> "$W/err"; got=$?; [ "$got" = "$want" ] && ok || bad "exit $got (want $want): $* : $(head -c 300 "$W/err")"; }
+# one_line: stderr is exactly one line
+one_line() { [ "$(wc -l < "$W/err")" -le 1 ] && [ -s "$W/err" ] && ok || bad "stderr not one line: $(cat "$W/err")"; }
+
+expect 0 $T --help
+expect 0 $T --version
+grep -q "tandem 0" "$W/out" && ok || bad "--version output"
+for c in run chat bench convert inspect logits synth tokenize detokenize template calibrate devices perplexity kld; do
+  expect 0 $T $c --help
+done
+expect 2 $T no-such-command
+
+# package round trip: convert, verify, generate the same greedy text as the directory
+expect 0 $T convert $M -o "$W/m.tdm"
+expect 0 $T inspect "$W/m.tdm" --verify
+expect 0 $T run $M -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid
+cp "$W/out" "$W/dir.txt"
+expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid
+cmp -s "$W/out" "$W/dir.txt" && ok || bad "package and directory generate different text"
+grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "greedy text: $(cat "$W/out")"
+
+# tokenize / detokenize (the model card's reference ids)
+expect 0 $T tokenize "$W/m.tdm" --text "Once upon a time, there was a little girl who"
+[ "$(cat "$W/out")" = "[0, 7793, 537, 260, 594, 13, 477, 310, 260, 536, 952, 479]" ] && ok || bad "tokenize: $(cat "$W/out")"
+expect 0 $T detokenize $M --ids 7793,537,260,594 --skip-special
+[ "$(cat "$W/out")" = "Once upon a time" ] && ok || bad "detokenize: $(cat "$W/out")"
+
+# template: exact output, no added newline; raise_exception -> TemplateError, exit 1
+printf '[{"role":"user","content":"Hi"}]' > "$W/msgs.json"
+printf '[{"role":"system","content":"x"},{"role":"user","content":"Hi"}]' > "$W/sys.json"
+if [ -f "$S/conformance/chat_templates/google-gemma-2-2b-it.jinja" ]; then
+  expect 0 $T template --messages "$W/msgs.json" --add-generation-prompt --bos "<bos>" --template "$S/conformance/chat_templates/google-gemma-2-2b-it.jinja"
+  printf '<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n' | cmp -s - "$W/out" && ok || bad "template text: $(cat "$W/out")"
+  expect 1 $T template --messages "$W/sys.json" --template "$S/conformance/chat_templates/google-gemma-2-2b-it.jinja"
+  grep -q "^TemplateError: System role not supported" "$W/err" && ok || bad "TemplateError: $(cat "$W/err")"
+fi
+
+# chat: two turns and a reset, with a template from --template
+printf 'Tell me a story.\nAnd then?\n/reset\nHello\n/quit\n' > "$W/chat.in"
+printf '{%% for m in messages %%}<{{ m.role }}>{{ m.content }}\n{%% endfor %%}{%% if add_generation_prompt %%}<assistant>{%% endif %%}' > "$W/t.jinja"
+$T chat "$W/m.tdm" --template "$W/t.jinja" -n 8 --temp 0 < "$W/chat.in" > "$W/out" 2> "$W/err" && ok || bad "chat: $(cat "$W/err")"
+[ "$(grep -c . "$W/out")" -ge 3 ] && ok || bad "chat replies: $(cat "$W/out")"
+expect 1 $T chat "$W/m.tdm" < "$W/chat.in"
+grep -q "no chat template" "$W/err" && ok || bad "chat without a template: $(cat "$W/err")"
+
+# bad input: one line naming the file, exit 1, no half-written output
+expect 1 $T run "$W/does-not-exist.tdm" -p hi
+one_line
+head -c 5000 "$W/m.tdm" > "$W/trunc.tdm"
+expect 1 $T run "$W/trunc.tdm" -p hi
+one_line
+grep -q "trunc.tdm" "$W/err" && ok || bad "error does not name the file: $(cat "$W/err")"
+mkdir -p "$W/badcfg" && cp $M/tokenizer.json $M/tokenizer_config.json $M/model.safetensors "$W/badcfg/"
+sed 's/"num_attention_heads": 6/"num_attention_heads": 0/' $M/config.json > "$W/badcfg/config.json"
+expect 1 $T convert "$W/badcfg" -o "$W/bad.tdm"
+grep -q "num_attention_heads" "$W/err" && ok || bad "config error: $(cat "$W/err")"
+[ ! -e "$W/bad.tdm" ] && ok || bad "a failed convert left $W/bad.tdm"
+sed 's/LlamaForCausalLM/NoSuchForCausalLM/' $M/config.json > "$W/badcfg/config.json"
+expect 1 $T convert "$W/badcfg" -o "$W/bad.tdm"
+grep -q "NoSuchForCausalLM" "$W/err" && ok || bad "unknown architecture: $(cat "$W/err")"
+expect 1 $T logits $M --tokens 1,2,99999 --out "$W/l.bin"
+[ ! -e "$W/l.bin" ] && ok || bad "a failed logits left its output"
+expect 1 $T run $M -p "Once upon a time, there was a little girl who" -c 8
+grep -q "does not fit" "$W/err" && ok || bad "prompt too long: $(cat "$W/err")"
+expect 2 $T run $M -p hi --route sideways
+
+echo "test_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
