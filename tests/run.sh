@@ -8,6 +8,8 @@ pat=${2:-test_*}
 XDG_CACHE_HOME=$(mktemp -d "${TMPDIR:-/tmp}/tandem-test-cache.XXXXXX")
 export XDG_CACHE_HOME
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
+# the decode GEMV kernel is chosen by timing (cpu_engine.c); pin it so runs compare bit for bit
+export TANDEM_GEMV=${TANDEM_GEMV:-avx512}
 passed=0; failed=0; bins_failed=""
 
 # run_one NAME CMD...: run a test, add its "N passed, M failed" line to the totals

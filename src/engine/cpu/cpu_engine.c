@@ -181,6 +181,14 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
 {
     tm_kernels alt;
     if (strcmp(c->k.name, "avx512") != 0 || tm_kernels_select("avx2", &alt, NULL) != TM_OK) return;
+    /* TANDEM_GEMV=avx512|avx2 pins the choice (reproducible runs, tests); unset or "auto": measure */
+    const char *pin = getenv("TANDEM_GEMV");
+    if (pin && strcmp(pin, "avx2") == 0) {
+        c->k.gemv_q4 = alt.gemv_q4;
+        c->k.gemv_q8 = alt.gemv_q8;
+        c->k.gemv_bf16 = alt.gemv_bf16;
+    }
+    if (pin && strcmp(pin, "auto") != 0) return;
     const tm_kweight *cand[] = {c->layer[0].w_up, c->layer[0].w_gate_up, c->layer[0].w_down, c->lm_head};
     gemv_fn *mine[3] = {&c->k.gemv_q4, &c->k.gemv_q8, &c->k.gemv_bf16};
     gemv_fn other[3] = {alt.gemv_q4, alt.gemv_q8, alt.gemv_bf16};
