@@ -28,4 +28,7 @@ int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int
 /* Tokenizer speed: encode the file (with special tokens) on one thread, 5 runs, median MB/s. */
 int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md);
 
+/* Median of v[n] (not modified; n <= 64), 0 for n <= 0. */
+double bench_median(const double *v, int n);
+
 #endif

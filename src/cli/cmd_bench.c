@@ -57,18 +57,6 @@ static const char bench_usage[] =
     "  --no-lend           never lend idle cores to the other side\n"
     "  --tok-file F        tokenizer speed: encode F (one thread), MB/s\n";
 
-static double median(const double *v, int n)
-{
-    if (n <= 0) return 0;
-    double t[MAX_REPS];
-    memcpy(t, v, sizeof(double) * (size_t)n);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x;
-        }
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 static int parse_test(const char *s, bench_test *t)
 {
     memset(t, 0, sizeof *t);
@@ -160,16 +148,16 @@ static void write_json(FILE *f, const char *model, int threads, const char *scen
     fprintf(f, "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n%s  \"results\": [\n", model, threads, scen ? scen : "");
     for (int i = 0; i < nt; i++) {
         bench_test *t = &ts[i];
-        double m = median(t->tps, t->n);
+        double m = bench_median(t->tps, t->n);
         fprintf(f, "    {\"test\": \"%s\", \"route\": \"%s\", \"prefill_engine\": \"%s\", \"decode_engine\": \"%s\", \"reps\": %d, ",
                 t->name, route_str(t->route), t->engines[0] ? t->engines[0] : "?", t->engines[1] ? t->engines[1] : "?", t->n);
         if (t->kind == 'e')
             fprintf(f, "\"total_s\": %.4f, \"ttft_s\": %.4f, \"tpot_ms\": %.3f, \"handoff_ms\": %.4f", m,
-                    median(t->ttft, t->n), 1e3 * median(t->tpot, t->n), 1e3 * median(t->handoff, t->n));
+                    bench_median(t->ttft, t->n), 1e3 * bench_median(t->tpot, t->n), 1e3 * bench_median(t->handoff, t->n));
         else
-            fprintf(f, "\"tokens_per_s\": %.3f, \"handoff_ms\": %.4f", m, 1e3 * median(t->handoff, t->n));
+            fprintf(f, "\"tokens_per_s\": %.3f, \"handoff_ms\": %.4f", m, 1e3 * bench_median(t->handoff, t->n));
         if (has_peer && t->n_peer) {
-            double pm = median(t->peer, t->n_peer);
+            double pm = bench_median(t->peer, t->n_peer);
             fprintf(f, ", \"peer\": \"llama.cpp\", \"peer_%s\": %.4f, \"ratio\": %.3f", t->kind == 'e' ? "total_s" : "tokens_per_s",
                     pm, t->kind == 'e' ? pm / m : m / pm);
         }
@@ -184,22 +172,22 @@ static void write_md(FILE *f, bench_test *ts, int nt, int has_peer)
             has_peer ? "llama.cpp | " : "", has_peer ? "|---" : "");
     for (int i = 0; i < nt; i++) {
         bench_test *t = &ts[i];
-        double m = median(t->tps, t->n);
+        double m = bench_median(t->tps, t->n);
         char ours[64], peer[64] = "", ratio[32] = "";
-        if (t->kind == 'e') snprintf(ours, sizeof ours, "%.2f s (TTFT %.2f s)", m, median(t->ttft, t->n));
+        if (t->kind == 'e') snprintf(ours, sizeof ours, "%.2f s (TTFT %.2f s)", m, bench_median(t->ttft, t->n));
         else snprintf(ours, sizeof ours, "%.1f t/s", m);
         if (has_peer && t->n_peer) {
-            double pm = median(t->peer, t->n_peer);
-            if (t->kind == 'e') snprintf(peer, sizeof peer, "%.2f s (TTFT %.2f s)", pm, median(t->peer_ttft, t->n_peer));
+            double pm = bench_median(t->peer, t->n_peer);
+            if (t->kind == 'e') snprintf(peer, sizeof peer, "%.2f s (TTFT %.2f s)", pm, bench_median(t->peer_ttft, t->n_peer));
             else snprintf(peer, sizeof peer, "%.1f t/s", pm);
             snprintf(ratio, sizeof ratio, "%.2fx", t->kind == 'e' ? pm / m : m / pm);
         }
         if (has_peer)
             fprintf(f, "| %s | %s | %s | %s | %s | %.3f |\n", t->name, route_str(t->route), ours, peer, ratio,
-                    1e3 * median(t->handoff, t->n));
+                    1e3 * bench_median(t->handoff, t->n));
         else
             fprintf(f, "| %s | %s | %s | %s | %.3f |\n", t->name, route_str(t->route), ours, ratio,
-                    1e3 * median(t->handoff, t->n));
+                    1e3 * bench_median(t->handoff, t->n));
     }
 }
 
@@ -209,10 +197,10 @@ static void write_svg(FILE *f, bench_test *ts, int nt, int has_peer)
     int rowh = has_peer ? 44 : 26, W = 760, H = 40 + rowh * nt + 30;
     double mx = 0;
     for (int i = 0; i < nt; i++) {
-        double m = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / median(ts[i].tps, ts[i].n) : median(ts[i].tps, ts[i].n);
+        double m = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / bench_median(ts[i].tps, ts[i].n) : bench_median(ts[i].tps, ts[i].n);
         if (m > mx) mx = m;
         if (has_peer && ts[i].n_peer) {
-            double p = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / median(ts[i].peer, ts[i].n_peer) : median(ts[i].peer, ts[i].n_peer);
+            double p = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / bench_median(ts[i].peer, ts[i].n_peer) : bench_median(ts[i].peer, ts[i].n_peer);
             if (p > mx) mx = p;
         }
     }
@@ -222,12 +210,12 @@ static void write_svg(FILE *f, bench_test *ts, int nt, int has_peer)
                "<text x=\"10\" y=\"20\" font-size=\"14\">tokens/s (end-to-end: (P+G)/total) - higher is better</text>\n", W, H);
     for (int i = 0; i < nt; i++) {
         int y = 36 + i * rowh;
-        double m = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / median(ts[i].tps, ts[i].n) : median(ts[i].tps, ts[i].n);
+        double m = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / bench_median(ts[i].tps, ts[i].n) : bench_median(ts[i].tps, ts[i].n);
         fprintf(f, "<text x=\"10\" y=\"%d\">%s %s</text>\n", y + 14, ts[i].name, route_str(ts[i].route));
         fprintf(f, "<rect x=\"200\" y=\"%d\" width=\"%.1f\" height=\"18\" fill=\"#2b7bb9\"/><text x=\"%.1f\" y=\"%d\">tandem %.1f</text>\n",
                 y, 440 * m / mx, 205 + 440 * m / mx, y + 14, m);
         if (has_peer && ts[i].n_peer) {
-            double p = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / median(ts[i].peer, ts[i].n_peer) : median(ts[i].peer, ts[i].n_peer);
+            double p = ts[i].kind == 'e' ? (ts[i].P + ts[i].G) / bench_median(ts[i].peer, ts[i].n_peer) : bench_median(ts[i].peer, ts[i].n_peer);
             fprintf(f, "<rect x=\"200\" y=\"%d\" width=\"%.1f\" height=\"18\" fill=\"#d95f02\"/><text x=\"%.1f\" y=\"%d\">llama.cpp %.1f</text>\n",
                     y + 20, 440 * p / mx, 205 + 440 * p / mx, y + 34, p);
         }
@@ -352,7 +340,7 @@ int cmd_bench(int argc, char **argv)
     FILE *sj = open_memstream(&scen, &scen_len), *sm = open_memstream(&scen_md, &scen_md_len);
     double pp_rate = 0;
     for (int i = 0; i < nt; i++)
-        if (ts[i].kind == 'p' && ts[i].n) pp_rate = median(ts[i].tps, ts[i].n);
+        if (ts[i].kind == 'p' && ts[i].n) pp_rate = bench_median(ts[i].tps, ts[i].n);
     so.route = TANDEM_ROUTE_AUTO;
     if (rc == 0 && handoff) rc = bench_handoff(m, handoff, pp_rate, sj, sm);
     if (rc == 0 && sweep) rc = bench_sweep(m, &so, sweep, sweep_gen, reps, sj, sm);

@@ -31,6 +31,16 @@ static double pct(double *v, int n, double p)
     return v[i < n ? i : n - 1];
 }
 
+double bench_median(const double *v, int n)
+{
+    double t[64];
+    if (n <= 0) return 0;
+    if (n > 64) n = 64;
+    memcpy(t, v, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), cmp_d);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 static int parse_list(const char *s, int *out, int max)
 {
     int n = 0;

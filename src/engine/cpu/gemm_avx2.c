@@ -106,12 +106,9 @@ static void bf16_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_gemm(w, x, TM_DT_BF16)) return TM_E_INVALID;
-    int ld = tm_kact_ld(x->K);
-    size_t fbytes = tm_kalign64((size_t)x->M * ld * 4);
-    if (tm_kbuf_reserve(ws, fbytes + tm_kact_need_bf16(x) + 64)) return TM_E_NOMEM;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, fbytes, tm_kavx2_f32_to_bf16);
-    float *xf = tm_kbuf_at(ws, 0);
-    for (size_t i = 0; i < (size_t)x->M * ld; i++) xf[i] = tm_bf16_to_f32(xb[i]);
+    int ld;
+    float *xf = tm_kact_bf16_widened(x, ws, tm_kavx2_f32_to_bf16, &ld);
+    if (!xf) return TM_E_NOMEM;
     gemm_ctx g = {w, xf, NULL, ld, x->M, w->N, y};
     tm_kgemm_run(x->M, w->Np, MB, bf16_block, &g, pool);
     return TM_OK;

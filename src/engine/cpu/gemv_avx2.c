@@ -303,12 +303,9 @@ static void bf_rows(void *ctx, int n0, int n1, int worker)
 static int gemv_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_gemv(w, x, TM_DT_BF16)) return TM_E_INVALID;
-    int ld = tm_kact_ld(x->K);
-    size_t fbytes = tm_kalign64((size_t)x->M * ld * 4);
-    if (tm_kbuf_reserve(ws, fbytes + tm_kact_need_bf16(x) + 64)) return TM_E_NOMEM;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, fbytes, tm_kavx2_f32_to_bf16);
-    float *xf = tm_kbuf_at(ws, 0);
-    for (size_t i = 0; i < (size_t)x->M * ld; i++) xf[i] = tm_bf16_to_f32(xb[i]);
+    int ld;
+    float *xf = tm_kact_bf16_widened(x, ws, tm_kavx2_f32_to_bf16, &ld);
+    if (!xf) return TM_E_NOMEM;
     bf_ctx c = {w, xf, x->M, ld, y};
     tm_kgemv_run(w->N, 1, bf_rows, &c, pool);
     return TM_OK;
