@@ -23,6 +23,13 @@
  *   - otherwise (decode, or stateful prefill into decode pages) every row
  *     attends over its sequence's pages with attn_decode, ctx = pos + 1,
  *     which is causal by construction.
+ *
+ * Mixture of experts (Qwen3-MoE, Mixtral): a layer with m->layer[l].moe
+ * replaces the dense FFN by engine/cpu/moe.h's block: f32 router, top-k,
+ * rows grouped by expert, each routed expert's gate/up/down through
+ * tm_kmatmul on just its rows (GEMM in prefill chunks, GEMV in decode
+ * batches), weighted outputs summed in expert order. Experts are bound per
+ * stage like dense weights (tm_kweight in the stage's encoding).
  */
 #include <math.h>
 #include <time.h>
@@ -32,6 +39,7 @@
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/moe.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "quant/quant.h"
@@ -46,6 +54,7 @@ typedef struct cpu_layer {
     float *q_norm, *k_norm;                   /* [Dh] or NULL */
     float *bq, *bk, *bv, *bo;                 /* [H*Dh], [Hk*Dh], [Hk*Dh], [D] or NULL */
     float *b_gate, *b_up, *b_down;            /* [F], [F], [D] or NULL */
+    tm_moe_experts *moe;                      /* router [E][D] + E experts; NULL: dense FFN */
 } cpu_layer;
 
 typedef struct cpu_ctx {
@@ -62,11 +71,12 @@ typedef struct cpu_ctx {
     float *h;                                 /* [M][max(D, H*Dh)] normed input / attention output */
     float *q, *kk, *vv;                       /* [M][H*Dh], [M][Hk*Dh], [M][Hk*Dh] */
     float *qkv;                               /* [M][(H+2Hk)*Dh] fused projections */
-    float *g, *u;                             /* [M][2F] gate (or gate_up), [M][F] up */
+    float *g, *u;                             /* [M][2F] gate (or gate_up), [M][F] up (dense layers) */
     float *f;                                 /* [M][D] */
     float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
     const int32_t **ptab;                     /* [M] page tables for attn_decode */
     int *ctxlen;                              /* [M] */
+    tm_moe_scratch moe;                       /* routing and expert rows (MoE models) */
     tm_kbuf ws;
 } cpu_ctx;
 
@@ -108,6 +118,7 @@ static void cpu_unbind(void *vctx)
             float *vs[] = {y->attn_norm, y->ffn_norm, y->attn_out_norm, y->ffn_out_norm, y->q_norm, y->k_norm,
                            y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down};
             for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) free(vs[i]);
+            tm_moe_free(y->moe);
         }
         free(c->layer);
     }
@@ -121,6 +132,7 @@ static void cpu_unbind(void *vctx)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c->ptab);
     free(c->ctxlen);
+    tm_moe_scratch_free(&c->moe);
     tm_kbuf_free(&c->ws);
     free(c);
 }
@@ -189,7 +201,9 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
         c->k.gemv_bf16 = alt.gemv_bf16;
     }
     if (pin && strcmp(pin, "auto") != 0) return;
-    const tm_kweight *cand[] = {c->layer[0].w_up, c->layer[0].w_gate_up, c->layer[0].w_down, c->lm_head};
+    const tm_moe_experts *moe = c->layer[0].moe;
+    const tm_kweight *cand[] = {c->layer[0].w_up, c->layer[0].w_gate_up, c->layer[0].w_down,
+                                moe ? moe->up[0] : NULL, moe ? moe->down[0] : NULL, c->lm_head};
     gemv_fn *mine[3] = {&c->k.gemv_q4, &c->k.gemv_q8, &c->k.gemv_bf16};
     gemv_fn other[3] = {alt.gemv_q4, alt.gemv_q8, alt.gemv_bf16};
     for (int op = 0; op < 3; op++) {
@@ -218,9 +232,6 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
                        tm_err *err)
 {
     *out = NULL;
-    if (m->n_experts > 0)
-        return tm_errf(err, TM_E_UNSUPPORTED, "%s: mixture-of-experts models (%s) are not supported by the CPU engines yet",
-                       var->engine, m->arch_name);
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
     c->m = m;
@@ -250,6 +261,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         y->b_gate = vec_f32(&w->b_gate);
         y->b_up = vec_f32(&w->b_up);
         y->b_down = vec_f32(&w->b_down);
+        if (m->layer[l].moe && (rc = tm_moe_init(&y->moe, m, l, pack, var->roles, err)) != TM_OK) goto fail;
     }
     if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
     if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool);
@@ -259,21 +271,24 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     size_t M = CPU_MAX_ROWS, D = (size_t)m->D, HD = (size_t)m->H * m->Dh, KD = (size_t)m->Hk * m->Dh;
     size_t F = (size_t)m->F, half = (size_t)m->Dh / 2;
     size_t hw = D > HD ? D : HD;
+    int dense = 0; /* any dense FFN layer (an MoE model may have none) */
+    for (int l = 0; l < m->L; l++) dense |= !m->layer[l].moe;
     c->x = malloc(sizeof(float) * M * D);
     c->h = malloc(sizeof(float) * M * hw);
     c->q = malloc(sizeof(float) * M * HD);
     c->kk = malloc(sizeof(float) * M * KD);
     c->vv = malloc(sizeof(float) * M * KD);
     c->qkv = m->fused_qkv ? malloc(sizeof(float) * M * (HD + 2 * KD)) : NULL;
-    c->g = malloc(sizeof(float) * M * 2 * F);
-    c->u = malloc(sizeof(float) * M * F);
+    c->g = dense ? malloc(sizeof(float) * M * 2 * F) : NULL;
+    c->u = dense ? malloc(sizeof(float) * M * F) : NULL;
     c->f = malloc(sizeof(float) * M * D);
     c->cs = malloc(sizeof(float) * M * half);
     c->sn = malloc(sizeof(float) * M * half);
     c->ptab = malloc(sizeof(*c->ptab) * M);
     c->ctxlen = malloc(sizeof(int) * M);
-    if (!c->x || !c->h || !c->q || !c->kk || !c->vv || (m->fused_qkv && !c->qkv) || !c->g || !c->u || !c->f ||
-        !c->cs || !c->sn || !c->ptab || !c->ctxlen) {
+    if (m->n_experts > 0 && (rc = tm_moe_scratch_init(&c->moe, m, CPU_MAX_ROWS, err)) != TM_OK) goto fail;
+    if (!c->x || !c->h || !c->q || !c->kk || !c->vv || (m->fused_qkv && !c->qkv) || (dense && (!c->g || !c->u)) ||
+        !c->f || !c->cs || !c->sn || !c->ptab || !c->ctxlen) {
         rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory for scratch", var->engine);
         goto fail;
     }
@@ -399,10 +414,35 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
     return c->k.attn_decode(&a, &c->ws, r->pool);
 }
 
+/* The dense FFN of layer y: f[M][D] = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd,
+ * from h[M][D] (c->h), through g[M][F] and u[M][F]. */
+static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, tm_err *err)
+{
+    const tm_model *m = c->m;
+    int D = m->D, F = m->F, rc;
+    float *gate = c->g, *up = c->u;
+    if (y->w_gate_up) {
+        if ((rc = matmul(c, r, y->w_gate_up, c->h, M, c->g, err))) return rc;
+        for (int i = 0; i < M; i++) /* rows: gate then up -> split */
+            memcpy(c->u + (size_t)i * F, c->g + (size_t)i * 2 * F + F, sizeof(float) * F);
+        for (int i = 1; i < M; i++) memmove(c->g + (size_t)i * F, c->g + (size_t)i * 2 * F, sizeof(float) * F);
+    } else {
+        if ((rc = matmul(c, r, y->w_gate, c->h, M, gate, err))) return rc;
+        if ((rc = matmul(c, r, y->w_up, c->h, M, up, err))) return rc;
+    }
+    add_bias(gate, y->b_gate, M, F);
+    add_bias(up, y->b_up, M, F);
+    if (m->act == TM_ACT_SILU) c->k.silu_mul(gate, gate, up, (size_t)M * F);
+    else c->k.gelu_tanh_mul(gate, gate, up, (size_t)M * F);
+    if ((rc = matmul(c, r, y->w_down, gate, M, c->f, err))) return rc;
+    add_bias(c->f, y->b_down, M, D);
+    return TM_OK;
+}
+
 static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
 {
     const tm_model *m = c->m;
-    int M = r->M, D = m->D, H = m->H, Hk = m->Hk, Dh = m->Dh, F = m->F;
+    int M = r->M, D = m->D, H = m->H, Hk = m->Hk, Dh = m->Dh;
     int HD = H * Dh, KD = Hk * Dh;
     int rc;
     if (M < 1 || M > CPU_MAX_ROWS) return tm_errf(err, TM_E_INVALID, "cpu engine: %d rows (1..%d)", M, CPU_MAX_ROWS);
@@ -450,22 +490,11 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
 
         c->k.rmsnorm(c->h, c->x, y->ffn_norm, M, D, m->eps, m->norm_add_one);
-        float *gate = c->g, *up = c->u;
-        if (y->w_gate_up) {
-            if ((rc = matmul(c, r, y->w_gate_up, c->h, M, c->g, err))) return rc;
-            for (int i = 0; i < M; i++) /* rows: gate then up -> split */
-                memcpy(c->u + (size_t)i * F, c->g + (size_t)i * 2 * F + F, sizeof(float) * F);
-            for (int i = 1; i < M; i++) memmove(c->g + (size_t)i * F, c->g + (size_t)i * 2 * F, sizeof(float) * F);
-        } else {
-            if ((rc = matmul(c, r, y->w_gate, c->h, M, gate, err))) return rc;
-            if ((rc = matmul(c, r, y->w_up, c->h, M, up, err))) return rc;
+        if (y->moe) {
+            if ((rc = tm_moe_forward(y->moe, &c->k, c->h, M, c->f, &c->moe, &c->ws, r->pool, err))) return rc;
+        } else if ((rc = dense_ffn(c, r, y, M, err))) {
+            return rc;
         }
-        add_bias(gate, y->b_gate, M, F);
-        add_bias(up, y->b_up, M, F);
-        if (m->act == TM_ACT_SILU) c->k.silu_mul(gate, gate, up, (size_t)M * F);
-        else c->k.gelu_tanh_mul(gate, gate, up, (size_t)M * F);
-        if ((rc = matmul(c, r, y->w_down, gate, M, c->f, err))) return rc;
-        add_bias(c->f, y->b_down, M, D);
         if (y->ffn_out_norm) c->k.rmsnorm(c->f, c->f, y->ffn_out_norm, M, D, m->eps, m->norm_add_one);
         for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
         if (r->on_layer) r->on_layer(r->ud, l);

@@ -1,0 +1,216 @@
+/* engine/cpu/moe.c: the mixture-of-experts FFN block (see moe.h for the
+ * math, the row grouping and why the router stays f32). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "engine/cpu/moe.h"
+#include "quant/quant.h"
+
+/* ---- binding ------------------------------------------------------------------ */
+
+void tm_moe_free(tm_moe_experts *x)
+{
+    if (!x) return;
+    for (int e = 0; e < x->E; e++) {
+        if (x->gate) tm_kpack_free(x->gate[e]);
+        if (x->up) tm_kpack_free(x->up[e]);
+        if (x->down) tm_kpack_free(x->down[e]);
+    }
+    free(x->gate);
+    free(x->up);
+    free(x->down);
+    free(x->router);
+    free(x);
+}
+
+int tm_moe_init(tm_moe_experts **out, const tm_model *m, int layer, tm_moe_pack_fn pack, unsigned roles,
+                tm_err *err)
+{
+    *out = NULL;
+    const tm_layer_weights *w = &m->w[layer];
+    tm_moe_experts *x = calloc(1, sizeof *x);
+    if (!x) return tm_errf(err, TM_E_NOMEM, "moe layer %d: out of memory", layer);
+    x->D = m->D;
+    x->E = m->n_experts;
+    x->Fe = m->F_expert;
+    x->top_k = m->top_k;
+    x->norm_topk = m->norm_topk_prob;
+    x->act = m->act;
+    int rc = TM_OK;
+    size_t E = (size_t)x->E, D = (size_t)x->D;
+    x->gate = calloc(E, sizeof *x->gate);
+    x->up = calloc(E, sizeof *x->up);
+    x->down = calloc(E, sizeof *x->down);
+    x->router = malloc(sizeof(float) * E * D);
+    if (!x->gate || !x->up || !x->down || !x->router) {
+        rc = tm_errf(err, TM_E_NOMEM, "moe layer %d: out of memory for %d experts", layer, x->E);
+        goto fail;
+    }
+    if (!w->router.data || tm_tensor_numel(&w->router) != (int64_t)(E * D)) {
+        rc = tm_errf(err, TM_E_INVALID, "moe layer %d: router '%s' is not bound as [%d][%d]", layer,
+                     w->router.name ? w->router.name : "?", x->E, x->D);
+        goto fail;
+    }
+    for (size_t e = 0; e < E; e++)
+        tm_quant_dequant_row(w->router.dtype, w->router.data, w->router.scales, (int64_t)D, (int64_t)e,
+                             x->router + e * D);
+    for (int e = 0; e < x->E; e++) {
+        if ((rc = pack(&x->gate[e], &w->e_gate[e], roles, err)) != TM_OK) goto fail;
+        if ((rc = pack(&x->up[e], &w->e_up[e], roles, err)) != TM_OK) goto fail;
+        if ((rc = pack(&x->down[e], &w->e_down[e], roles, err)) != TM_OK) goto fail;
+        if (!x->gate[e] || !x->up[e] || !x->down[e]) {
+            rc = tm_errf(err, TM_E_INVALID, "moe layer %d: expert %d's weights are not bound", layer, e);
+            goto fail;
+        }
+    }
+    *out = x;
+    return TM_OK;
+fail:
+    tm_moe_free(x);
+    return rc;
+}
+
+void tm_moe_scratch_free(tm_moe_scratch *s)
+{
+    void *ps[] = {s->prob, s->sel, s->wsel, s->start, s->order, s->weight, s->xe, s->ge, s->ue, s->ye};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    memset(s, 0, sizeof *s);
+}
+
+int tm_moe_scratch_init(tm_moe_scratch *s, const tm_model *m, int max_rows, tm_err *err)
+{
+    memset(s, 0, sizeof *s);
+    size_t M = (size_t)max_rows, E = (size_t)m->n_experts, K = (size_t)m->top_k, D = (size_t)m->D;
+    size_t Fe = (size_t)m->F_expert;
+    s->max_rows = max_rows;
+    s->prob = malloc(sizeof(float) * M * E);
+    s->sel = malloc(sizeof(int) * M * K);
+    s->wsel = malloc(sizeof(float) * M * K);
+    s->start = malloc(sizeof(int) * (E + 1));
+    s->order = malloc(sizeof(int) * M * K);
+    s->weight = malloc(sizeof(float) * M * K);
+    s->xe = malloc(sizeof(float) * M * D);
+    s->ge = malloc(sizeof(float) * M * Fe);
+    s->ue = malloc(sizeof(float) * M * Fe);
+    s->ye = malloc(sizeof(float) * M * D);
+    if (!s->prob || !s->sel || !s->wsel || !s->start || !s->order || !s->weight || !s->xe || !s->ge || !s->ue ||
+        !s->ye) {
+        tm_moe_scratch_free(s);
+        return tm_errf(err, TM_E_NOMEM, "moe: out of memory for scratch (%d rows, %d experts)", max_rows,
+                       m->n_experts);
+    }
+    return TM_OK;
+}
+
+/* ---- routing ------------------------------------------------------------------ */
+
+#define ROUTER_ROWS 8 /* rows per pool task */
+
+typedef struct router_job {
+    const tm_moe_experts *x;
+    const float *h;   /* [M][D] */
+    float *logit;     /* [M][E] */
+    int M;
+} router_job;
+
+/* a·b in f32 with 8 partial sums (vectorisable without reassociation flags) */
+static float dot_f32(const float *a, const float *b, int n)
+{
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void router_rows(void *p, int task, int worker)
+{
+    (void)worker;
+    const router_job *j = p;
+    const tm_moe_experts *x = j->x;
+    int r1 = (task + 1) * ROUTER_ROWS < j->M ? (task + 1) * ROUTER_ROWS : j->M;
+    for (int r = task * ROUTER_ROWS; r < r1; r++)
+        for (int e = 0; e < x->E; e++)
+            j->logit[(size_t)r * x->E + e] = dot_f32(j->h + (size_t)r * x->D, x->router + (size_t)e * x->D, x->D);
+}
+
+/* Route every row: s->sel, s->wsel [M][K]; then group: s->start, s->order, s->weight. */
+static int route(const tm_moe_experts *x, const tm_kernels *k, const float *h, int M, tm_moe_scratch *s,
+                 struct tm_pool *pool, tm_err *err)
+{
+    int E = x->E, K = x->top_k;
+    router_job j = {x, h, s->prob, M};
+    int rc = tm_pool_run(pool, (M + ROUTER_ROWS - 1) / ROUTER_ROWS, router_rows, &j);
+    if (rc != TM_OK) return tm_errf(err, rc, "moe: the thread pool is busy (nested call)");
+    k->softmax(s->prob, M, E);
+    for (int r = 0; r < M; r++) {
+        const float *p = s->prob + (size_t)r * E;
+        int *sel = s->sel + (size_t)r * K;
+        float *w = s->wsel + (size_t)r * K;
+        float sum = 0;
+        /* top-k: the larger probability first, the lower index on ties */
+        for (int kk = 0; kk < K; kk++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int k2 = 0; k2 < kk; k2++) taken |= sel[k2] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[kk] = best;
+            w[kk] = p[best];
+            sum += p[best];
+        }
+        if (x->norm_topk)
+            for (int kk = 0; kk < K; kk++) w[kk] /= sum;
+    }
+    /* group by expert: a counting sort keeps rows ascending within an expert */
+    memset(s->start, 0, sizeof(int) * (size_t)(E + 1));
+    for (int i = 0; i < M * K; i++) s->start[s->sel[i] + 1]++;
+    for (int e = 0; e < E; e++) s->start[e + 1] += s->start[e];
+    for (int i = 0; i < M * K; i++) {
+        int slot = s->start[s->sel[i]]++;
+        s->order[slot] = i / K;
+        s->weight[slot] = s->wsel[i];
+    }
+    for (int e = E; e > 0; e--) s->start[e] = s->start[e - 1]; /* undo the bumps */
+    s->start[0] = 0;
+    return TM_OK;
+}
+
+/* ---- the block ---------------------------------------------------------------- */
+
+static int matmul(const tm_kernels *k, const tm_kweight *w, const float *x, int M, float *y, tm_kbuf *ws,
+                  struct tm_pool *pool, tm_err *err)
+{
+    tm_kact a = {.M = M, .K = tm_kweight_k(w), .f32 = x};
+    return tm_kmatmul(k, w, &a, y, ws, pool, err);
+}
+
+int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h, int M, float *f,
+                   tm_moe_scratch *s, tm_kbuf *ws, struct tm_pool *pool, tm_err *err)
+{
+    if (M < 1 || M > s->max_rows) return tm_errf(err, TM_E_INVALID, "moe: %d rows (1..%d)", M, s->max_rows);
+    int D = x->D, Fe = x->Fe, rc;
+    if ((rc = route(x, k, h, M, s, pool, err))) return rc;
+    memset(f, 0, sizeof(float) * (size_t)M * D);
+    for (int e = 0; e < x->E; e++) {
+        int j0 = s->start[e], n = s->start[e + 1] - j0;
+        if (n == 0) continue;
+        for (int j = 0; j < n; j++) /* xe[n][D] = h[order[j0 + j]] */
+            memcpy(s->xe + (size_t)j * D, h + (size_t)s->order[j0 + j] * D, sizeof(float) * D);
+        if ((rc = matmul(k, x->gate[e], s->xe, n, s->ge, ws, pool, err))) return rc; /* [n][Fe] */
+        if ((rc = matmul(k, x->up[e], s->xe, n, s->ue, ws, pool, err))) return rc;   /* [n][Fe] */
+        if (x->act == TM_ACT_SILU) k->silu_mul(s->ge, s->ge, s->ue, (size_t)n * Fe);
+        else k->gelu_tanh_mul(s->ge, s->ge, s->ue, (size_t)n * Fe);
+        if ((rc = matmul(k, x->down[e], s->ge, n, s->ye, ws, pool, err))) return rc; /* [n][D] */
+        for (int j = 0; j < n; j++) {
+            float *fr = f + (size_t)s->order[j0 + j] * D, wj = s->weight[j0 + j];
+            const float *yr = s->ye + (size_t)j * D;
+            for (int d = 0; d < D; d++) fr[d] += wj * yr[d];
+        }
+    }
+    return TM_OK;
+}
