@@ -855,6 +855,51 @@ static void test_convert(void)
     CHECK(!tm_file_exists(out));
 }
 
+/* the output head's decode encoding: --head-enc, for a tied head (its own decode
+ * record) and an untied one (the lm_head matrix's decode copy) */
+static void test_convert_head(void)
+{
+    tm_err err = {0};
+    char out[300];
+    snprintf(out, sizeof out, "%s.head", pkg_path);
+    tm_convert_opts o;
+    tm_convert_opts_default(&o);
+    CHECK_EQ_INT(o.head_enc, TM_DT_Q8PC);
+    o.head_enc = TM_DT_Q4G64;
+    o.n_chunks = 1;
+    tm_pkg *p;
+    tm_tensor h, wq;
+    int rc = tm_convert(DEMO, out, &o, NULL, &err);
+    CHECKF(rc == TM_OK, "%s", err.msg);
+    if (rc == TM_OK && tm_pkg_open(&p, out, &err) == TM_OK) {
+        CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q4G64 &&
+              h.shape[0] == 8192 && h.shape[1] == 384);
+        tm_pkg_close(p);
+    }
+    const char *untied = "../shared/conformance/models/llama3/hf";
+    if (tm_file_exists("../shared/conformance/models/llama3/hf/config.json")) {
+        tm_convert_opts_default(&o);
+        o.n_chunks = 1;
+        rc = tm_convert(untied, out, &o, NULL, &err);
+        CHECKF(rc == TM_OK, "%s", err.msg);
+        if (rc == TM_OK && tm_pkg_open(&p, out, &err) == TM_OK) {
+            CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q8PC);
+            CHECK(tm_pkg_lookup(p, TM_PKG_PREFILL, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_BF16);
+            CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "model.layers.0.self_attn.q_proj.weight", &wq, &err) == TM_OK &&
+                  wq.dtype == TM_DT_Q4G64);
+            tm_pkg_close(p);
+        }
+    } else {
+        printf("SKIP: %s not found: untied head encoding not checked\n", untied);
+    }
+    unlink(out);
+    tm_convert_opts_default(&o);
+    o.head_enc = TM_DT_BF16;
+    CHECK_EQ_INT(tm_convert(DEMO, out, &o, NULL, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "--head-enc") != NULL);
+    CHECK(!tm_file_exists(out));
+}
+
 int main(void)
 {
     snprintf(pkg_path, sizeof pkg_path, "build/test_pkg_%ld.tdm", (long)getpid());
@@ -866,6 +911,7 @@ int main(void)
     test_writer_validation();
     test_interrupted_write();
     test_convert();
+    test_convert_head();
     tm_err err = {0};
     char *buf = NULL;
     if (tm_read_file(pkg_path, &buf, &image_size, 0, &err) == TM_OK) {

@@ -11,14 +11,17 @@
 static void convert_usage(FILE *f)
 {
     fputs("usage: tandem convert HF_DIR -o MODEL.tdm [--prefill-enc bf16|f16|int8|int4pc]\n"
-          "         [--decode-enc int4g64|int4g32|int8|bf16|f16] [--chunks 64,128,256,512]\n"
-          "         [--functions stateful,stateless] [--clip-search] [--threads N]\n\n"
+          "         [--decode-enc int4g64|int4g32|int8|bf16|f16] [--head-enc int8|int4g64|int4g32]\n"
+          "         [--chunks 64,128,256,512]"
+" [--functions stateful,stateless] [--clip-search] [--threads N]\n\n"
           "Convert a Hugging Face model directory (config.json, *.safetensors, tokenizer.json,\n"
           "...) into one package file holding both stages' weights. Linear weights get the\n"
           "stage's encoding (one shared copy when the two stages agree); embeddings stay\n"
           "bf16, norms and biases f32. Defaults: prefill bf16, decode int4g64, chunks\n"
-          "64,128,256,512, stateful and stateless functions, 2 threads. The file appears\n"
-          "only when complete. A progress bar is drawn when stderr is a terminal.\n",
+          "64,128,256,512, stateful and stateless functions, 2 threads. A quantized decode\n"
+          "stage keeps the output head (lm_head, tied or not) in --head-enc, default int8.\n"
+          "The file appears"
+          " only when complete. A progress bar is drawn when stderr is a terminal.\n",
           f);
 }
 
@@ -95,6 +98,7 @@ int cmd_convert(int argc, char **argv)
         } else if (!strcmp(a, "-o") && v) out = argv[++i];
         else if (!strcmp(a, "--prefill-enc") && v) bad = parse_enc(argv[++i], &o.prefill_enc);
         else if (!strcmp(a, "--decode-enc") && v) bad = parse_enc(argv[++i], &o.decode_enc);
+        else if (!strcmp(a, "--head-enc") && v) bad = parse_enc(argv[++i], &o.head_enc);
         else if (!strcmp(a, "--chunks") && v) bad = parse_chunks(argv[++i], &o);
         else if (!strcmp(a, "--functions") && v) bad = parse_functions(argv[++i], &o);
         else if (!strcmp(a, "--threads") && v) o.threads = atoi(argv[++i]);

@@ -37,6 +37,7 @@ void tm_convert_opts_default(tm_convert_opts *o)
     memset(o, 0, sizeof *o);
     o->prefill_enc = TM_DT_BF16;
     o->decode_enc = TM_DT_Q4G64;
+    o->head_enc = TM_DT_Q8PC;
     static const int chunks[] = {64, 128, 256, 512};
     o->n_chunks = 4;
     memcpy(o->chunks, chunks, sizeof chunks);
@@ -52,6 +53,9 @@ int tm_convert_check_opts(const tm_convert_opts *o, tm_err *err)
     if (d != TM_DT_BF16 && d != TM_DT_F16 && d != TM_DT_Q8PC && d != TM_DT_Q4G64 && d != TM_DT_Q4G32)
         return tm_errf(err, TM_E_INVALID, "--decode-enc: %s is not one of int4g64, int4g32, int8, bf16, f16",
                        tm_dtype_name(d));
+    if (o->head_enc != TM_DT_Q8PC && o->head_enc != TM_DT_Q4G64 && o->head_enc != TM_DT_Q4G32)
+        return tm_errf(err, TM_E_INVALID, "--head-enc: %s is not one of int8, int4g64, int4g32",
+                       tm_dtype_name(o->head_enc));
     if (o->n_chunks < 1 || o->n_chunks > TM_CONVERT_MAX_CHUNKS)
         return tm_errf(err, TM_E_INVALID, "--chunks: %d sizes, 1..%d allowed", o->n_chunks, TM_CONVERT_MAX_CHUNKS);
     for (int i = 0; i < o->n_chunks; i++)
@@ -190,11 +194,9 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
     } else if (s->kind == TM_TK_EMBED || is_router(m, src)) {
         rc = put_copy(c, &t, plain, both, err);
         /* a tied output projection: the decode stage streams it every step, so a
-         * quantized decode stage gets its own int8 per-channel copy,
-         * "lm_head.weight" (model/arch.c binds it in place of the embedding).
-         * int8, not int4: the logits are the most sensitive product of the
-         * model (as llama.cpp keeps output.weight at 6+ bits in its 4-bit types) */
-        tm_dtype de = fit(TM_DT_Q8PC, t.shape[0], t.shape[t.ndim - 1]);
+         * quantized decode stage gets its own copy in the head encoding,
+         * "lm_head.weight" (model/arch.c binds it in place of the embedding) */
+        tm_dtype de = fit(c->o->head_enc, t.shape[0], t.shape[t.ndim - 1]);
         if (rc == TM_OK && m->tied && src == &m->embed && tm_quant_is_quantized(c->o->decode_enc)) {
             tm_tensor h = t;
             h.name = "lm_head.weight";
@@ -202,8 +204,10 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
         }
     } else {
         int64_t K, N = rows_of(&t, &K);
-        tm_dtype pe = fit(c->o->prefill_enc, N, K), de = fit(c->o->decode_enc, N, K);
-        c->st.fallbacks += pe != c->o->prefill_enc || de != c->o->decode_enc;
+        tm_dtype want = src == &m->lm_head && tm_quant_is_quantized(c->o->decode_enc) ? c->o->head_enc
+                                                                                          : c->o->decode_enc;
+        tm_dtype pe = fit(c->o->prefill_enc, N, K), de = fit(want, N, K);
+        c->st.fallbacks += pe != c->o->prefill_enc || de != want;
         if (pe == de) rc = put_copy(c, &t, pe, both, err);
         else if ((rc = put_copy(c, &t, pe, TM_PKG_PREFILL, err)) == TM_OK) rc = put_copy(c, &t, de, TM_PKG_DECODE, err);
     }

@@ -15,7 +15,14 @@
  *                     int4g64 -> int4g32 -> int8, counted in stats.fallbacks.
  *   embeddings        one shared copy in bf16 (f16 stays f16): rows are
  *                     gathered, and a tied lm_head is the embedding itself
- *                     (the model binder maps it so; no extra copy).
+ *                     (the model binder maps it so).
+ *   the output head   (lm_head, tied or not) when the decode stage is
+ *                     quantized: its decode copy in head_enc (default int8
+ *                     per channel: the logits are the most sensitive product,
+ *                     as llama.cpp keeps output.weight at 6 bits in Q4_0);
+ *                     a tied head gets this as its own decode-only record,
+ *                     "lm_head.weight". head_enc = the decode encoding
+ *                     streams 4-bit heads (fewer bytes per token, higher KL).
  *   MoE routers       one shared copy in bf16 (f16 stays f16): routing is
  *                     sensitive to small errors, and the matrix is tiny.
  *   norms and biases  one shared copy in f32.
@@ -47,6 +54,8 @@ typedef struct tm_convert_progress {
 typedef struct tm_convert_opts {
     tm_dtype prefill_enc;               /* BF16 (default), F16, Q8PC, Q4PC */
     tm_dtype decode_enc;                /* Q4G64 (default), Q4G32, Q8PC, BF16, F16 */
+    tm_dtype head_enc;                  /* the decode stage's lm_head when decode_enc is quantized:
+                                           Q8PC (default), Q4G64, Q4G32 */
     int chunks[TM_CONVERT_MAX_CHUNKS];  /* prefill chunk sizes T, ascending; default 64 128 256 512 */
     int n_chunks;
     int stateful, stateless;            /* which function variants to list (default both) */

@@ -6,10 +6,9 @@
  * the low nibbles are elements 0..15 of each block (one 128-bit lane per
  * block), the high nibbles elements 16..31. x is quantized per block and
  * laid out to match (xlo, xhi), so two dpbusd(u8 nibble = q+8, s8 x) give
- * per block 4 int32 partial sums of (q+8) x. The accumulator starts at
- * corr = -2 sum(x_block) in each of the block's 4 lanes, which removes the
- * +8 exactly (4 lanes x -2 = -8 sum x). Then one cvt and one fma with the
- * per-lane scale ws(block) * xs(block).
+ * per block 4 int32 partial sums of (q+8) x. Then one cvt and one fma with
+ * the per-lane scale ws(block) * xs(block). The +8 is removed once per row:
+ * minus sum over groups of ws(group) * sum over its blocks of xs 8 sum(x).
  *
  * int8 (Q8PC): dpbusd(u8 x + 128, s8 w), minus 128 colsum[n] at the end.
  * bf16: dpbf16ps on pairs, f32 sums. */
@@ -23,38 +22,48 @@
 
 /* ---- int4 ------------------------------------------------------------------ */
 
-/* x prepared for one 128-element chunk of one row */
+/* x prepared for one 128-element chunk of one row: 128 bytes of int8 (the
+ * only per-element data), the block scales kept compact (xs) and expanded to
+ * lanes in registers. Re-read from L1 for every weight row, so its size is
+ * what the inner loop's load bandwidth pays: 128 + 16 bytes per 64 bytes of
+ * weights (it was 256 with expanded scales and corrections). */
 typedef struct xchunk {
     __m512i lo, hi;   /* int8: lane j = block j elements 0..15 / 16..31 */
-    __m512i corr;     /* int32: lanes 4j..4j+3 = -2 * sum of block j's q */
-    __m512 xs;        /* f32: lanes 4j..4j+3 = block j's scale */
 } xchunk;
 
 typedef struct q4_ctx {
     const tm_kweight *w;
     const xchunk *x;  /* [nch][B]: the B rows of one chunk are adjacent */
-    int B, nch, nfull, tail_blocks;
+    const float *xs;  /* [nch][B][4]: block scales (0 past the end) */
+    const float *cg;  /* [B][ng]: per weight group, sum over its blocks of xs * (-8 sum q) */
+    int B, nch, nfull, tail_blocks, ng;
     float *y;
 } q4_ctx;
 
 /* Quantize x per 32-block (the numerics of tm_kref_quant_b32, vectorized:
- * same f32 operations, so the same bytes) straight into the chunk layout. */
-static void q4_prepare(const tm_kact *x, xchunk *xc, int nch)
+ * same f32 operations, so the same bytes) straight into the chunk layout.
+ * The -8 of the weight nibbles (u8 = q + 8) is not corrected per chunk:
+ * sum_k (q+8-8) x = dot(u8, x) - 8 sum(x), and the second term, scaled,
+ * is per x row and weight group: cg[g] = sum over g's blocks of xs (-8 bsum),
+ * which the row's epilogue dots with the row's group scales. G = 0 (per
+ * channel): one group spanning the row. */
+static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, float *cg, int nch, int G)
 {
-    int K = x->K, nb = K / 32;
+    int K = x->K, nb = K / 32, bpg = G ? G / 32 : nb, ng = nb / bpg;
     for (int b = 0; b < x->M; b++) {
         const float *xr = x->f32 + (size_t)b * K;
+        float *cgb = cg + (size_t)b * ng;
+        for (int g = 0; g < ng; g++) cgb[g] = 0.f;
         for (int c = 0; c < nch; c++) {
             xchunk *o = xc + (size_t)c * x->M + b;
             int8_t *lo = (int8_t *)&o->lo, *hi = (int8_t *)&o->hi;
-            int32_t *corr = (int32_t *)&o->corr;
-            float *xs = (float *)&o->xs;
+            float *xs = xsa + ((size_t)c * x->M + b) * 4;
             for (int j = 0; j < 4; j++) {
                 int blk = 4 * c + j;
                 if (blk >= nb) {
                     memset(lo + 16 * j, 0, 16);
                     memset(hi + 16 * j, 0, 16);
-                    for (int e = 0; e < 4; e++) corr[4 * j + e] = 0, xs[4 * j + e] = 0.f;
+                    xs[j] = 0.f;
                     continue;
                 }
                 __m512 v0 = _mm512_loadu_ps(xr + 32 * blk), v1 = _mm512_loadu_ps(xr + 32 * blk + 16);
@@ -64,106 +73,103 @@ static void q4_prepare(const tm_kact *x, xchunk *xc, int nch)
                 _mm_storeu_si128((__m128i *)(lo + 16 * j), _mm512_cvtepi32_epi8(q0));
                 _mm_storeu_si128((__m128i *)(hi + 16 * j), _mm512_cvtepi32_epi8(q1));
                 int32_t bsum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-                for (int e = 0; e < 4; e++) corr[4 * j + e] = -2 * bsum, xs[4 * j + e] = amax / 127.f;
+                xs[j] = amax / 127.f;
+                cgb[blk / bpg] += xs[j] * (float)(-8 * bsum);
             }
         }
     }
 }
 
-/* per-lane weight scales of chunk c: G = 32: 4 scales, one per block; G = 64:
- * 2 scales, one per block pair; G = 0 (per channel): not used */
-AI __m512 q4_wscale(const float *ws, int c, int G, __mmask8 m)
+/* Lane scales of chunk c: lanes 4j..4j+3 = (weight scale of block j) * xs[j].
+ * G = 32: 4 weight scales, one per block; G = 64: 2, one per block pair;
+ * G = 0 (per channel): xs alone (the row scale is applied at the end). The
+ * products are formed on 4 floats, then spread to 16 lanes by one permute. */
+AI __m512 q4_scale(const float *ws, const float *xs, int c, int G, __mmask8 m)
 {
+    __m128 x4 = _mm_loadu_ps(xs), s4;
     if (G == 32) {
-        __m128 v = _mm_maskz_loadu_ps(m, ws + 4 * c);
-        return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-                                     _mm512_castps128_ps512(v));
+        s4 = _mm_mul_ps(x4, _mm_maskz_loadu_ps(m, ws + 4 * c));
+    } else if (G == 64) {
+        __m128 w2 = _mm_maskz_loadu_ps(m, ws + 2 * c);
+        s4 = _mm_mul_ps(x4, _mm_unpacklo_ps(w2, w2));
+    } else {
+        s4 = x4;
     }
-    __m128 v = _mm_maskz_loadu_ps(m, ws + 2 * c);
-    return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                                 _mm512_castps128_ps512(v));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(s4));
 }
 
-AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk *xb, int c, int B, int G,
-                 __mmask64 bm, __mmask8 sm, __m512 *fs)
+AI void q4_chunk(const uint8_t *wp, const float *ws, const q4_ctx *ctx, int c, int B, int G, __mmask64 bm,
+                 __mmask8 sm, __m512 *fs)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i wv = bm == (__mmask64)-1 ? _mm512_loadu_si512(wp + 64 * c) : _mm512_maskz_loadu_epi8(bm, wp + 64 * c);
     __m512i wlo = _mm512_and_si512(wv, m4);
     __m512i whi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
-    __m512 wsl = G ? q4_wscale(ws, c, G, sm) : _mm512_setzero_ps();
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
-        const xchunk *xc = xb + (size_t)c * B + b;
-        __m512i acc = _mm512_dpbusd_epi32(xc->corr, wlo, xc->lo);
+        const xchunk *xc = ctx->x + (size_t)c * B + b;
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo, xc->lo);
         acc = _mm512_dpbusd_epi32(acc, whi, xc->hi);
-        __m512 sc = G ? _mm512_mul_ps(wsl, xc->xs) : xc->xs;
+        __m512 sc = q4_scale(ws, ctx->xs + ((size_t)c * B + b) * 4, c, G, sm);
         fs[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, fs[b]);
     }
 }
 
-/* rows interleaved per chunk: R independent weight streams in flight (more
- * memory-level parallelism than one row at a time), R * B <= 8 accumulators.
- * Measured on an SPR-class core: +10-70% for int8 and bf16, a loss for int4
- * (whose loop is heavier); int4 instead prefetches Q4_PREFETCH bytes ahead
- * (rows are contiguous, so this runs into the next row; prefetches never
- * fault): 2 threads, B = 1 went from 15-16 GB/s (none) to 20 (1 KB ahead) and
- * 22 GB/s (2 KB ahead), the read bandwidth of that machine. */
-#define ROWS_FOR(B) ((B) <= 2 ? 4 : (B) <= 4 ? 2 : 1)
-#ifndef Q4_ROWS
-#define Q4_ROWS 1
-#endif
+/* sum_g ws[g] cg[g] over the row's ng groups */
+AI float q4_corr(const float *ws, const float *cg, int ng)
+{
+    __m512 a = _mm512_setzero_ps();
+    int g = 0;
+    for (; g + 16 <= ng; g += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(ws + g), _mm512_loadu_ps(cg + g), a);
+    if (g < ng) {
+        __mmask16 m = (__mmask16)((1u << (ng - g)) - 1);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, ws + g), _mm512_maskz_loadu_ps(m, cg + g), a);
+    }
+    return _mm512_reduce_add_ps(a);
+}
+
+/* One weight row against B rows of x. The weights stream once; int4
+ * prefetches Q4_PREFETCH bytes ahead (rows are contiguous, so this runs into
+ * the next row; prefetches never fault): on an SPR-class core, 2 threads,
+ * B = 1 went from 15-16 GB/s (none) to 22 GB/s (2 KB ahead); on Zen 4 it is
+ * worth 15%. Interleaving several rows (more streams in flight) lost. */
 #ifndef Q4_PREFETCH
 #define Q4_PREFETCH 2048
 #endif
 
-AI void q4_group(const q4_ctx *c, int n, const int R, const int B, const int G)
+AI void q4_row(const q4_ctx *c, int n, const int B, const int G)
 {
     const tm_kweight *w = c->w;
-    int ng = w->K / w->G; /* scales per row */
-    const uint8_t *wp[4];
-    const float *ws[4];
-    __m512 fs[4][TM_KGEMV_MAX_B];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        wp[r] = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
-        ws[r] = w->scales + (size_t)(n + r) * ng;
-        #pragma GCC unroll 8
-        for (int b = 0; b < B; b++) fs[r][b] = _mm512_setzero_ps();
-    }
+    const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
+    const float *ws = w->scales + (size_t)n * (w->K / w->G);
+    __m512 fs[TM_KGEMV_MAX_B];
+    #pragma GCC unroll 8
+    for (int b = 0; b < B; b++) fs[b] = _mm512_setzero_ps();
     int cc = 0;
-    const __mmask8 full_sm = G == 32 ? 0xf : 0x3; /* scales per chunk: 4 (G32) or 2 (G64) */
+    const __mmask8 full_sm = G == 32 ? 0xf : 0x3; /* weight scales per chunk: 4 (G32) or 2 (G64) */
     for (; cc < c->nfull; cc++) {
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
 #if Q4_PREFETCH
-            _mm_prefetch((const char *)wp[r] + 64 * cc + Q4_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)wp + 64 * cc + Q4_PREFETCH, _MM_HINT_T0);
 #endif
-            q4_chunk(wp[r], ws[r], c->x, cc, B, G, (__mmask64)-1, full_sm, fs[r]);
-        }
+        q4_chunk(wp, ws, c, cc, B, G, (__mmask64)-1, full_sm, fs);
     }
     if (c->tail_blocks) {
         __mmask64 bm = ((__mmask64)1 << (16 * c->tail_blocks)) - 1;
         __mmask8 sm = (__mmask8)((1u << (G == 32 ? c->tail_blocks : c->tail_blocks / 2)) - 1);
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) q4_chunk(wp[r], ws[r], c->x, cc, B, G, bm, sm, fs[r]);
+        q4_chunk(wp, ws, c, cc, B, G, bm, sm, fs);
     }
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        #pragma GCC unroll 8
-        for (int b = 0; b < B; b++) {
-            float v = _mm512_reduce_add_ps(fs[r][b]);
-            c->y[(size_t)b * w->N + n + r] = G ? v : v * ws[r][0];
-        }
+    #pragma GCC unroll 8
+    for (int b = 0; b < B; b++) {
+        const float *cg = c->cg + (size_t)b * c->ng;
+        float v = _mm512_reduce_add_ps(fs[b]);
+        c->y[(size_t)b * w->N + n] = G ? v + q4_corr(ws, cg, c->ng) : (v + cg[0]) * ws[0];
     }
 }
 
 AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
 {
-    const int R = Q4_ROWS == 1 ? 1 : ROWS_FOR(B);
-    int n = n0;
-    for (; n + R <= n1; n += R) q4_group(c, n, R, B, G);
-    for (; n < n1; n++) q4_group(c, n, 1, B, G);
+    for (int n = n0; n < n1; n++) q4_row(c, n, B, G);
 }
 
 #define Q4_CASE_B(G_)                                                     \
@@ -192,16 +198,25 @@ static void q4_rows(void *ctx, int n0, int n1, int worker)
 static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
-    int K = w->K, nch = (K + 127) / 128;
-    if (tm_kbuf_reserve(ws, (size_t)x->M * nch * sizeof(xchunk))) return TM_E_NOMEM;
+    int K = w->K, nch = (K + 127) / 128, G = w->dtype == TM_DT_Q4PC ? 0 : w->G;
+    int ng = G ? K / G : 1;
+    size_t nx = (size_t)x->M * nch;
+    size_t bytes_x = nx * sizeof(xchunk), bytes_s = nx * 4 * sizeof(float);
+    if (tm_kbuf_reserve(ws, bytes_x + bytes_s + (size_t)x->M * ng * sizeof(float) + 64)) return TM_E_NOMEM;
     xchunk *xc = tm_kbuf_at(ws, 0);
-    q4_prepare(x, xc, nch);
-    q4_ctx c = {w, xc, x->M, nch, K / 128, (K % 128) / 32, y};
+    float *xs = tm_kbuf_at(ws, bytes_x), *cg = tm_kbuf_at(ws, bytes_x + bytes_s);
+    q4_prepare(x, xc, xs, cg, nch, G);
+    q4_ctx c = {w, xc, xs, cg, x->M, nch, K / 128, (K % 128) / 32, ng, y};
     tm_kgemv_run(w->N, 1, q4_rows, &c, pool);
     return TM_OK;
 }
 
 /* ---- int8 ------------------------------------------------------------------ */
+
+/* rows interleaved per chunk: R independent weight streams in flight (more
+ * memory-level parallelism than one row at a time), R * B <= 8 accumulators.
+ * Measured on an SPR-class core: +10-70% for int8 and bf16. */
+#define ROWS_FOR(B) ((B) <= 2 ? 4 : (B) <= 4 ? 2 : 1)
 
 typedef struct q8_ctx {
     const tm_kweight *w;
