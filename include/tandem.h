@@ -96,6 +96,9 @@ typedef struct tandem_session_opts {
 void tandem_session_opts_default(tandem_session_opts *o);
 int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st);
 void tandem_session_free(tandem_session *s);
+/* The session's context in tokens: one request's prompt + generated tokens
+ * (tandem_submit refuses a longer prompt and clips max_tokens to fit). */
+int tandem_session_ctx(const tandem_session *s);
 
 typedef struct tandem_request {
     const char *prompt;           /* text, tokenized with special tokens; or: */

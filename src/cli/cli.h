@@ -37,6 +37,7 @@ int cmd_perplexity(int argc, char **argv); /* and cmd_kld: cli/cmd_quality.c */
 int cmd_kld(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* cli_parse_route: "auto", "hybrid", "prefill-only", "decode-only" -> tandem_route; -1 if unknown. */
 int cli_parse_route(const char *s, int *route);

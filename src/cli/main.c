@@ -9,6 +9,7 @@ const cli_command cli_commands[] = {
     /* name        function      summary */
     {"run", cmd_run, "generate text from a prompt (hybrid prefill/decode by default)"},
     {"chat", cmd_chat, "interactive multi-turn chat (the model's chat template, or --template)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (completions, chat, streaming)"},
     {"bench", cmd_bench, "measure speed (JSON, markdown, SVG), side by side with llama.cpp"},
     {"convert", cmd_convert, "convert a Hugging Face model directory into a package (.tdm)"},
     {"inspect", cmd_inspect, "describe a package (.tdm); --verify checks every checksum"},

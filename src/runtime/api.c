@@ -8,6 +8,7 @@
 #include "runtime/bridge.h"
 #include "runtime/kvcache.h"
 #include "runtime/rt_model.h"
+#include "runtime/session-impl.h"
 #include "runtime/session.h"
 #include "tandem.h"
 #include "text/jinja.h"
@@ -157,6 +158,8 @@ void tandem_session_free(tandem_session *s)
     tm_session_free(s->s);
     free(s);
 }
+
+int tandem_session_ctx(const tandem_session *s) { return s->s->max_ctx; }
 
 void tandem_request_default(tandem_request *r)
 {

@@ -1,0 +1,142 @@
+/* serve/oai.h: the OpenAI wire format, as pure functions (no sockets, no
+ * model): request bodies of /v1/completions and /v1/chat/completions parsed
+ * into a struct, and the JSON of responses, stream chunks, model lists and
+ * errors. serve/serve.c puts them on HTTP; fuzz/fuzz_http.c fuzzes them.
+ *
+ *   tm_oai_req r;
+ *   tm_oai_error e;
+ *   if (tm_oai_parse(&r, TM_OAI_CHAT, body, len, &e) != 0) {
+ *       char *js = tm_oai_error_json(&e);          // {"error":{"message",...}}, status e.http
+ *       ...
+ *   }
+ *   tandem_request q;
+ *   tandem_request_default(&q);                    // or the server's defaults
+ *   tm_oai_apply(&r, &q);                          // the fields the body gave win
+ *   ...
+ *   tm_oai_req_free(&r);
+ *
+ * Parsing rules (docs/serve.md has the table): unknown fields are ignored;
+ * JSON null means "not given"; a known field of the wrong type, out of range,
+ * or asking for something tandem does not do (n > 1, logprobs, tools, ...)
+ * fails with HTTP 400, the field named in param ("messages[2].role"). Numbers
+ * given for integer fields must be integral. The body must be one JSON object
+ * (whitespace around it allowed). */
+#ifndef TM_SERVE_OAI_H
+#define TM_SERVE_OAI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tandem.h"
+
+#define TM_OAI_MAX_STOP 16          /* stop strings per request */
+#define TM_OAI_MAX_STOP_LEN 1024    /* bytes per stop string (text/sampler.h TM_STOP_MAX_LEN) */
+#define TM_OAI_MAX_TOKENS (1 << 30) /* largest max_tokens accepted (the context clips it) */
+
+typedef enum tm_oai_kind {
+    TM_OAI_COMPLETION = 0,          /* POST /v1/completions: "prompt" */
+    TM_OAI_CHAT = 1,                /* POST /v1/chat/completions: "messages" */
+} tm_oai_kind;
+
+/* tm_oai_req.set: which sampling fields the body gave (the rest keep the
+ * server's defaults). */
+enum {
+    TM_OAI_SET_MAX_TOKENS = 1u << 0,
+    TM_OAI_SET_TEMPERATURE = 1u << 1,
+    TM_OAI_SET_TOP_P = 1u << 2,
+    TM_OAI_SET_TOP_K = 1u << 3,
+    TM_OAI_SET_MIN_P = 1u << 4,
+    TM_OAI_SET_SEED = 1u << 5,
+    TM_OAI_SET_PRESENCE = 1u << 6,
+    TM_OAI_SET_FREQUENCY = 1u << 7,
+    TM_OAI_SET_REPETITION = 1u << 8,
+    TM_OAI_SET_STOP = 1u << 9,
+    TM_OAI_SET_IGNORE_EOS = 1u << 10,
+};
+
+typedef struct tm_oai_req {
+    tm_oai_kind kind;
+    /* completion: a text prompt, or token ids (prompt NULL) */
+    char *prompt;
+    int32_t *prompt_ids;            /* [n_prompt_ids], each >= 0 (the vocabulary is checked at submit) */
+    size_t n_prompt_ids;
+    /* chat: the messages, normalised for tandem_chat_render: a JSON array of
+     * {"role": "system"|"user"|"assistant", "content": string[, "name": string]}
+     * (content parts joined with "\n"; role "developer" becomes "system") */
+    char *messages_json;
+    char *template_kwargs_json;     /* "chat_template_kwargs" object, or NULL */
+    unsigned set;                   /* TM_OAI_SET_* */
+    int max_tokens;                 /* max_completion_tokens, else max_tokens; [1, TM_OAI_MAX_TOKENS] */
+    float temperature;              /* [0, inf) */
+    float top_p;                    /* (0, 1] */
+    int top_k;                      /* 0 = off (-1 and 0 in the body both mean off) */
+    float min_p;                    /* [0, 1] */
+    float presence_penalty, frequency_penalty; /* [-2, 2] */
+    float repetition_penalty;       /* (0, inf) */
+    uint64_t seed;                  /* a negative seed is taken modulo 2^64 */
+    int ignore_eos;                 /* vLLM's extension */
+    char *stop[TM_OAI_MAX_STOP + 1];/* NULL-terminated; empty strings are dropped */
+    int n_stop;
+    int stream;                     /* "stream": true */
+    int include_usage;              /* "stream_options": {"include_usage": true} */
+    char *model;                    /* as the body gave it, or NULL (any name is accepted) */
+} tm_oai_req;
+
+typedef struct tm_oai_error {
+    int http;                       /* HTTP status: 400, 401, 404, 405, 413, 500, 503 */
+    const char *type;               /* "invalid_request_error", "authentication_error", "server_error" */
+    const char *code;               /* NULL, or "context_length_exceeded", "invalid_api_key", ... */
+    char param[96];                 /* the field at fault, "" if none */
+    char msg[512];
+} tm_oai_error;
+
+/* tm_oai_parse: body [len] (need not be NUL-terminated) -> *r. Returns 0, or
+ * -1 with *e filled (http 400; 500 when out of memory) and *r empty. Call
+ * tm_oai_req_free on success. */
+int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, tm_oai_error *e);
+void tm_oai_req_free(tm_oai_req *r);
+
+/* tm_oai_apply: overlay the fields r gave onto q (the defaults). q->prompt,
+ * q->prompt_ids and q->stop then point into r: keep r alive while q is used. */
+void tm_oai_apply(const tm_oai_req *r, tandem_request *q);
+
+/* tm_oai_error_set: fill *e (param may be NULL). */
+void tm_oai_error_set(tm_oai_error *e, int http, const char *type, const char *code, const char *param,
+                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* ---- responses: each returns a malloc'd NUL-terminated string, NULL when out of memory ---- */
+
+/* Identity of one response: "id" ("cmpl-..." / "chatcmpl-..."), "model", "created". */
+typedef struct tm_oai_meta {
+    tm_oai_kind kind;
+    const char *id;
+    const char *model;
+    int64_t created;                /* Unix seconds */
+} tm_oai_meta;
+
+/* {"error":{"message","type","param","code"}} */
+char *tm_oai_error_json(const tm_oai_error *e);
+
+/* The whole (non-streaming) response: "text_completion" / "chat.completion"
+ * with choices[0] holding text [len] and finish_reason, and the usage block. */
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const char *finish, int n_prompt,
+                           int n_completion);
+
+/* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] holds text
+ * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1)
+ * and finish_reason (NULL: JSON null). */
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const char *finish);
+
+/* The usage event of a stream ("choices": [] and the usage block). */
+char *tm_oai_usage_sse(const tm_oai_meta *m, int n_prompt, int n_completion);
+
+/* GET /v1/models: {"object":"list","data":[{"id": model, "object":"model", ...}]} */
+char *tm_oai_models_json(const char *model, int64_t created, int max_ctx);
+
+/* tm_oai_json_string: append s [len] as a JSON string literal (quotes
+ * included) to *buf (malloc'd, *n bytes used, *cap allocated). Control
+ * characters are escaped; bytes that are not valid UTF-8 become U+FFFD, so
+ * the output is always valid JSON. Returns 0, or -1 when out of memory. */
+int tm_oai_json_string(char **buf, size_t *n, size_t *cap, const char *s, size_t len);
+
+#endif

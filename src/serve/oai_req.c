@@ -1,0 +1,387 @@
+/* serve/oai_req.c: OpenAI request bodies -> tm_oai_req (a pure function; the
+ * rules are in serve/oai.h and docs/serve.md). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "serve/oai.h"
+
+void tm_oai_error_set(tm_oai_error *e, int http, const char *type, const char *code, const char *param,
+                      const char *fmt, ...)
+{
+    e->http = http;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+}
+
+/* A 400 naming the field at fault; returns -1. */
+static int bad(tm_oai_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(tm_oai_error *e, const char *param, const char *fmt, ...)
+{
+    tm_oai_error_set(e, 400, "invalid_request_error", NULL, param, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int nomem(tm_oai_error *e)
+{
+    tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return -1;
+}
+
+#define BAD(param, ...) bad(e, param, __VA_ARGS__)
+#define NOMEM() nomem(e)
+
+static const char *type_name(const cJSON *v)
+{
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "null";
+}
+
+/* The value of a field, NULL if absent or JSON null ("not given"). */
+static const cJSON *field(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+/* A number field in [lo, hi] (lo_open / hi_open: the bound itself excluded).
+ * Returns 1 if given (*out set), 0 if not given, -1 on error. */
+static int get_number(const cJSON *obj, const char *name, double lo, int lo_open, double hi, int hi_open, double *out,
+                      tm_oai_error *e)
+{
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v)) return BAD(name, "'%s' must be a number, not %s", name, type_name(v));
+    double x = v->valuedouble;
+    if (!isfinite(x) || (lo_open ? x <= lo : x < lo) || (hi_open ? x >= hi : x > hi))
+        return BAD(name, "'%s' = %g is out of range %c%g, %g%c", name, x, lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+    *out = x;
+    return 1;
+}
+
+/* An integer field in [lo, hi]. */
+static int get_int(const cJSON *obj, const char *name, double lo, double hi, double *out, tm_oai_error *e)
+{
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
+        return BAD(name, "'%s' must be an integer, not %s", name, cJSON_IsNumber(v) ? "a fraction" : type_name(v));
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return BAD(name, "'%s' = %.0f is out of range [%.0f, %.0f]", name, v->valuedouble, lo, hi);
+    *out = v->valuedouble;
+    return 1;
+}
+
+static int get_bool(const cJSON *obj, const char *name, int *out, tm_oai_error *e)
+{
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) return BAD(name, "'%s' must be a boolean, not %s", name, type_name(v));
+    *out = cJSON_IsTrue(v);
+    return 1;
+}
+
+/* Fields tandem does not implement: accepted only at their "off" value. */
+static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *e)
+{
+    double x;
+    int rc;
+    if ((rc = get_int(root, "n", -1e18, 1e18, &x, e)) < 0) return -1;
+    if (rc && x != 1) return BAD("n", "only n = 1 is supported (one choice per request), not %.0f", x);
+    if ((rc = get_int(root, "best_of", -1e18, 1e18, &x, e)) < 0) return -1;
+    if (rc && x != 1) return BAD("best_of", "only best_of = 1 is supported");
+    const cJSON *v;
+    if ((v = field(root, "logprobs")) && !cJSON_IsFalse(v))
+        return BAD("logprobs", "logprobs are not supported");
+    if ((rc = get_int(root, "top_logprobs", -1e18, 1e18, &x, e)) < 0) return -1;
+    if (rc && x != 0) return BAD("top_logprobs", "logprobs are not supported");
+    if ((v = field(root, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "echo is not supported");
+    if ((v = field(root, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
+        return BAD("suffix", "suffix is not supported");
+    if ((v = field(root, "logit_bias")) && !(cJSON_IsObject(v) && !v->child))
+        return BAD("logit_bias", "logit_bias is not supported");
+    if ((v = field(root, "tools")) && !(cJSON_IsArray(v) && !v->child))
+        return BAD("tools", "tools are not supported");
+    if ((v = field(root, "functions")) && !(cJSON_IsArray(v) && !v->child))
+        return BAD("functions", "functions are not supported");
+    if ((v = field(root, "response_format"))) {
+        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
+            return BAD("response_format", "only response_format {\"type\": \"text\"} is supported");
+    }
+    (void)kind;
+    return 0;
+}
+
+static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
+{
+    double x;
+    int rc;
+    /* max_completion_tokens (the current name) wins over max_tokens */
+    if ((rc = get_int(root, "max_completion_tokens", 1, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
+    if (!rc && (rc = get_int(root, "max_tokens", 1, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
+    if (rc) { r->max_tokens = (int)x; r->set |= TM_OAI_SET_MAX_TOKENS; }
+#define NUM(name, lo, lo_open, hi, hi_open, dst, bit) \
+    if ((rc = get_number(root, name, lo, lo_open, hi, hi_open, &x, e)) < 0) return -1; \
+    if (rc) { r->dst = (float)x; r->set |= bit; }
+    NUM("temperature", 0, 0, INFINITY, 0, temperature, TM_OAI_SET_TEMPERATURE)
+    NUM("top_p", 0, 1, 1, 0, top_p, TM_OAI_SET_TOP_P)
+    NUM("min_p", 0, 0, 1, 0, min_p, TM_OAI_SET_MIN_P)
+    NUM("presence_penalty", -2, 0, 2, 0, presence_penalty, TM_OAI_SET_PRESENCE)
+    NUM("frequency_penalty", -2, 0, 2, 0, frequency_penalty, TM_OAI_SET_FREQUENCY)
+    NUM("repetition_penalty", 0, 1, INFINITY, 0, repetition_penalty, TM_OAI_SET_REPETITION)
+#undef NUM
+    if ((rc = get_int(root, "top_k", -1, 1 << 24, &x, e)) < 0) return -1;
+    if (rc) { r->top_k = x > 0 ? (int)x : 0; r->set |= TM_OAI_SET_TOP_K; }
+    if ((rc = get_int(root, "seed", -9223372036854775808.0, 18446744073709551615.0, &x, e)) < 0) return -1;
+    if (rc) {
+        r->seed = x < 0 ? (uint64_t)(int64_t)x : x >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)x;
+        r->set |= TM_OAI_SET_SEED;
+    }
+    if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e)) < 0) return -1;
+    if (rc) r->set |= TM_OAI_SET_IGNORE_EOS;
+    /* stop: a string or an array of strings */
+    const cJSON *v = field(root, "stop");
+    if (v) {
+        r->set |= TM_OAI_SET_STOP;
+        const cJSON *one = cJSON_IsString(v) ? v : NULL;
+        if (!one && !cJSON_IsArray(v)) return BAD("stop", "'stop' must be a string or an array of strings, not %s", type_name(v));
+        int i = 0;
+        for (const cJSON *s = one ? one : v->child; s; s = one ? NULL : s->next, i++) {
+            char param[32];
+            snprintf(param, sizeof param, one ? "stop" : "stop[%d]", i);
+            if (!cJSON_IsString(s)) return BAD(param, "'%s' must be a string, not %s", param, type_name(s));
+            size_t n = strlen(s->valuestring);
+            if (n == 0) continue;
+            if (n > TM_OAI_MAX_STOP_LEN) return BAD(param, "'%s' is longer than %d bytes", param, TM_OAI_MAX_STOP_LEN);
+            if (r->n_stop == TM_OAI_MAX_STOP) return BAD("stop", "at most %d stop strings", TM_OAI_MAX_STOP);
+            if (!(r->stop[r->n_stop++] = strdup(s->valuestring))) return NOMEM();
+        }
+    }
+    return 0;
+}
+
+static int parse_stream(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
+{
+    if (get_bool(root, "stream", &r->stream, e) < 0) return -1;
+    const cJSON *so = field(root, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so)) return BAD("stream_options", "'stream_options' must be an object, not %s", type_name(so));
+        if (get_bool(so, "include_usage", &r->include_usage, e) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A token id array [int, ...] -> r->prompt_ids. */
+static int take_ids(tm_oai_req *r, const cJSON *arr, const char *param, tm_oai_error *e)
+{
+    int n = cJSON_GetArraySize(arr);
+    if (n == 0) return BAD(param, "'%s' is empty", param);
+    if (!(r->prompt_ids = malloc(sizeof(int32_t) * (size_t)n))) return NOMEM();
+    int i = 0;
+    for (const cJSON *t = arr->child; t; t = t->next, i++) {
+        if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0 && t->valuedouble <= 2147483647.0) ||
+            floor(t->valuedouble) != t->valuedouble)
+            return BAD(param, "'%s[%d]' must be a token id (an integer >= 0)", param, i);
+        r->prompt_ids[i] = (int32_t)t->valuedouble;
+    }
+    r->n_prompt_ids = (size_t)n;
+    return 0;
+}
+
+/* "prompt": a string, [string], [int, ...] or [[int, ...]] (one prompt only). */
+static int parse_prompt(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
+{
+    const cJSON *p = field(root, "prompt");
+    if (!p) return BAD("prompt", "'prompt' is required");
+    if (cJSON_IsString(p)) return (r->prompt = strdup(p->valuestring)) ? 0 : NOMEM();
+    if (!cJSON_IsArray(p)) return BAD("prompt", "'prompt' must be a string or an array, not %s", type_name(p));
+    const cJSON *first = p->child;
+    if (!first) return BAD("prompt", "'prompt' is empty");
+    if (cJSON_IsNumber(first)) return take_ids(r, p, "prompt", e);
+    if (first->next) return BAD("prompt", "only one prompt per request is supported");
+    if (cJSON_IsString(first)) return (r->prompt = strdup(first->valuestring)) ? 0 : NOMEM();
+    if (cJSON_IsArray(first)) return take_ids(r, first, "prompt[0]", e);
+    return BAD("prompt[0]", "'prompt[0]' must be a string or an array of token ids, not %s", type_name(first));
+}
+
+/* One message's "content": a string, or an array of {"type":"text","text"}
+ * parts (joined with "\n"). Returns a malloc'd string, or NULL (*e set). */
+static char *message_content(const cJSON *c, int allow_null, const char *param, tm_oai_error *e)
+{
+    if (!c || cJSON_IsNull(c)) {
+        if (allow_null) return strdup("");
+        BAD(param, "'%s' is required", param);
+        return NULL;
+    }
+    if (cJSON_IsString(c)) return strdup(c->valuestring);
+    if (!cJSON_IsArray(c)) {
+        BAD(param, "'%s' must be a string or an array of content parts, not %s", param, type_name(c));
+        return NULL;
+    }
+    size_t total = 1;
+    int j = 0;
+    for (const cJSON *part = c->child; part; part = part->next, j++) {
+        char pp[96];
+        snprintf(pp, sizeof pp, "%s[%d]", param, j);
+        const cJSON *t = cJSON_IsObject(part) ? cJSON_GetObjectItemCaseSensitive(part, "type") : NULL;
+        const cJSON *tx = cJSON_IsObject(part) ? cJSON_GetObjectItemCaseSensitive(part, "text") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0) {
+            BAD(pp, "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+            return NULL;
+        }
+        if (!cJSON_IsString(tx)) {
+            BAD(pp, "'%s.text' must be a string", pp);
+            return NULL;
+        }
+        total += strlen(tx->valuestring) + 1;
+    }
+    char *s = malloc(total), *w = s;
+    if (!s) {
+        NOMEM();
+        return NULL;
+    }
+    for (const cJSON *part = c->child; part; part = part->next) {
+        const char *tx = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        if (w != s) *w++ = '\n';
+        size_t n = strlen(tx);
+        memcpy(w, tx, n);
+        w += n;
+    }
+    *w = '\0';
+    return s;
+}
+
+/* "messages" -> a normalised JSON array (see oai.h). */
+static int parse_messages(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
+{
+    const cJSON *ms = field(root, "messages");
+    if (!ms) return BAD("messages", "'messages' is required");
+    if (!cJSON_IsArray(ms)) return BAD("messages", "'messages' must be an array, not %s", type_name(ms));
+    if (!ms->child) return BAD("messages", "'messages' is empty");
+    cJSON *out = cJSON_CreateArray();
+    if (!out) return NOMEM();
+    int i = 0, rc = 0;
+    for (const cJSON *m = ms->child; m && rc == 0; m = m->next, i++) {
+        char param[64];
+        snprintf(param, sizeof param, "messages[%d]", i);
+        if (!cJSON_IsObject(m)) { rc = BAD(param, "'%s' must be an object, not %s", param, type_name(m)); break; }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        snprintf(param, sizeof param, "messages[%d].role", i);
+        if (!cJSON_IsString(role)) { rc = BAD(param, "'%s' must be a string", param); break; }
+        const char *rn = role->valuestring;
+        if (!strcmp(rn, "developer")) rn = "system";
+        if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant")) {
+            rc = BAD(param, "'%s' = '%.40s' is not supported (system, user, assistant)", param, role->valuestring);
+            break;
+        }
+        snprintf(param, sizeof param, "messages[%d].content", i);
+        char *content = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), !strcmp(rn, "assistant"), param, e);
+        if (!content) { rc = -1; break; }
+        cJSON *o = cJSON_CreateObject();
+        int ok = o && cJSON_AddStringToObject(o, "role", rn) && cJSON_AddStringToObject(o, "content", content);
+        free(content);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+        if (ok && cJSON_IsString(name)) ok = cJSON_AddStringToObject(o, "name", name->valuestring) != NULL;
+        if (o) cJSON_AddItemToArray(out, o);
+        if (!ok) rc = NOMEM();
+    }
+    if (rc == 0 && !(r->messages_json = cJSON_PrintUnformatted(out))) rc = NOMEM();
+    cJSON_Delete(out);
+    if (rc != 0) return rc;
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (kw) {
+        if (!cJSON_IsObject(kw))
+            return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object, not %s", type_name(kw));
+        if (!(r->template_kwargs_json = cJSON_PrintUnformatted(kw))) return NOMEM();
+    }
+    return 0;
+}
+
+int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, tm_oai_error *e)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    memset(e, 0, sizeof *e);
+    const char *end = NULL;
+    cJSON *root = body && len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
+    if (!root) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        if (!len) return BAD(NULL, "the request body is empty (expected a JSON object)");
+        return BAD(NULL, "the request body is not valid JSON (error near byte %zu)", at);
+    }
+    int rc = 0;
+    if (end) /* only whitespace may follow the value */
+        for (const char *p = end; p < body + len && rc == 0; p++)
+            if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '\0')
+                rc = BAD(NULL, "the request body is not valid JSON (extra data at byte %zu)", (size_t)(p - body));
+    if (rc == 0 && !cJSON_IsObject(root)) rc = BAD(NULL, "the request body must be a JSON object, not %s", type_name(root));
+    if (rc == 0) {
+        const cJSON *model = field(root, "model");
+        if (model && !cJSON_IsString(model)) rc = BAD("model", "'model' must be a string, not %s", type_name(model));
+        else if (model && !(r->model = strdup(model->valuestring))) rc = NOMEM();
+    }
+    if (rc == 0) rc = kind == TM_OAI_CHAT ? parse_messages(r, root, e) : parse_prompt(r, root, e);
+    if (rc == 0) rc = check_unsupported(root, kind, e);
+    if (rc == 0) rc = parse_sampling(r, root, e);
+    if (rc == 0) rc = parse_stream(r, root, e);
+    cJSON_Delete(root);
+    if (rc != 0) {
+        tm_oai_req_free(r);
+        r->kind = kind;
+    }
+    return rc;
+}
+
+void tm_oai_req_free(tm_oai_req *r)
+{
+    free(r->prompt);
+    free(r->prompt_ids);
+    free(r->messages_json);
+    free(r->template_kwargs_json);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->model);
+    memset(r, 0, sizeof *r);
+}
+
+void tm_oai_apply(const tm_oai_req *r, tandem_request *q)
+{
+    if (r->prompt) {
+        q->prompt = r->prompt;
+    } else if (r->prompt_ids) {
+        q->prompt = NULL;
+        q->prompt_ids = r->prompt_ids;
+        q->n_prompt_ids = r->n_prompt_ids;
+    }
+    if (r->set & TM_OAI_SET_MAX_TOKENS) q->max_tokens = r->max_tokens;
+    if (r->set & TM_OAI_SET_TEMPERATURE) q->temperature = r->temperature;
+    if (r->set & TM_OAI_SET_TOP_P) q->top_p = r->top_p;
+    if (r->set & TM_OAI_SET_TOP_K) q->top_k = r->top_k;
+    if (r->set & TM_OAI_SET_MIN_P) q->min_p = r->min_p;
+    if (r->set & TM_OAI_SET_SEED) q->seed = r->seed;
+    if (r->set & TM_OAI_SET_PRESENCE) q->presence_penalty = r->presence_penalty;
+    if (r->set & TM_OAI_SET_FREQUENCY) q->frequency_penalty = r->frequency_penalty;
+    if (r->set & TM_OAI_SET_REPETITION) q->repetition_penalty = r->repetition_penalty;
+    if (r->set & TM_OAI_SET_IGNORE_EOS) q->ignore_eos = r->ignore_eos;
+    if (r->set & TM_OAI_SET_STOP) q->stop = r->n_stop ? (const char *const *)r->stop : NULL;
+}

@@ -1,0 +1,236 @@
+/* serve/oai_resp.c: the JSON the server sends (serve/oai.h). Written with a
+ * small string builder rather than cJSON: text pieces are length-delimited
+ * (they may hold NUL) and a stream chunk is built per token. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/oai.h"
+
+typedef struct sb {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sb;
+
+static int sb_reserve(char **p, size_t *n, size_t *cap, size_t add)
+{
+    if (*n + add + 1 <= *cap) return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < *n + add + 1) c *= 2;
+    char *q = realloc(*p, c);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void sb_put(sb *b, const char *s, size_t len)
+{
+    if (b->oom || sb_reserve(&b->p, &b->n, &b->cap, len)) {
+        b->oom = 1;
+        return;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+static void sb_puts(sb *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sb *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof tmp) b->oom = 1; /* never with the formats used here */
+    else sb_put(b, tmp, (size_t)k);
+}
+
+static void sb_str(sb *b, const char *s, size_t len)
+{
+    if (!b->oom && tm_oai_json_string(&b->p, &b->n, &b->cap, s, len)) b->oom = 1;
+}
+
+static void sb_cstr_or_null(sb *b, const char *s)
+{
+    if (s) sb_str(b, s, strlen(s));
+    else sb_puts(b, "null");
+}
+
+static char *sb_done(sb *b)
+{
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p;
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n), 0 if it is not one
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t k;
+    uint32_t cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) { k = 2; cp = c & 0x1F; }
+    else if (c >= 0xE0 && c <= 0xEF) { k = 3; cp = c & 0x0F; }
+    else if (c >= 0xF0 && c <= 0xF4) { k = 4; cp = c & 0x07; }
+    else return 0;
+    if (n < k) return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return k;
+}
+
+int tm_oai_json_string(char **buf, size_t *n, size_t *cap, const char *s, size_t len)
+{
+    /* worst case: every byte becomes \u00XX (6) or U+FFFD (3) */
+    if (len > (SIZE_MAX - 3) / 6 || sb_reserve(buf, n, cap, 6 * len + 2)) return -1;
+    char *w = *buf + *n;
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    *w++ = '"';
+    while (p < end) {
+        unsigned c = *p;
+        if (c >= 0x80) {
+            size_t k = utf8_len(p, (size_t)(end - p));
+            if (k) {
+                memcpy(w, p, k);
+                w += k;
+                p += k;
+            } else {
+                memcpy(w, "\xEF\xBF\xBD", 3);
+                w += 3;
+                p++;
+            }
+            continue;
+        }
+        p++;
+        if (c == '"' || c == '\\') { *w++ = '\\'; *w++ = (char)c; }
+        else if (c == '\n') { *w++ = '\\'; *w++ = 'n'; }
+        else if (c == '\r') { *w++ = '\\'; *w++ = 'r'; }
+        else if (c == '\t') { *w++ = '\\'; *w++ = 't'; }
+        else if (c < 0x20 || c == 0x7F) {
+            static const char hex[] = "0123456789abcdef";
+            memcpy(w, "\\u00", 4);
+            w[4] = hex[c >> 4];
+            w[5] = hex[c & 15];
+            w += 6;
+        } else *w++ = (char)c;
+    }
+    *w++ = '"';
+    *w = '\0';
+    *n = (size_t)(w - *buf);
+    return 0;
+}
+
+char *tm_oai_error_json(const tm_oai_error *e)
+{
+    sb b = {0};
+    sb_puts(&b, "{\"error\":{\"message\":");
+    sb_str(&b, e->msg, strlen(e->msg));
+    sb_puts(&b, ",\"type\":");
+    sb_cstr_or_null(&b, e->type ? e->type : "invalid_request_error");
+    sb_puts(&b, ",\"param\":");
+    sb_cstr_or_null(&b, e->param[0] ? e->param : NULL);
+    sb_puts(&b, ",\"code\":");
+    sb_cstr_or_null(&b, e->code);
+    sb_puts(&b, "}}");
+    return sb_done(&b);
+}
+
+static void head(sb *b, const tm_oai_meta *m, const char *object)
+{
+    sb_puts(b, "{\"id\":");
+    sb_cstr_or_null(b, m->id);
+    sb_printf(b, ",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", object, m->created);
+    sb_cstr_or_null(b, m->model);
+    sb_puts(b, ",\"system_fingerprint\":\"tandem-" TANDEM_VERSION_STRING "\"");
+}
+
+static void usage(sb *b, int n_prompt, int n_completion)
+{
+    sb_printf(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}", n_prompt,
+              n_completion, n_prompt + n_completion);
+}
+
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const char *finish, int n_prompt,
+                           int n_completion)
+{
+    sb b = {0};
+    int chat = m->kind == TM_OAI_CHAT;
+    head(&b, m, chat ? "chat.completion" : "text_completion");
+    sb_puts(&b, ",\"choices\":[{\"index\":0,");
+    if (chat) {
+        sb_puts(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
+        sb_str(&b, text, len);
+        sb_puts(&b, "}");
+    } else {
+        sb_puts(&b, "\"text\":");
+        sb_str(&b, text, len);
+    }
+    sb_puts(&b, ",\"logprobs\":null,\"finish_reason\":");
+    sb_cstr_or_null(&b, finish);
+    sb_puts(&b, "}],");
+    usage(&b, n_prompt, n_completion);
+    sb_puts(&b, "}");
+    return sb_done(&b);
+}
+
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const char *finish)
+{
+    sb b = {0};
+    int chat = m->kind == TM_OAI_CHAT;
+    sb_puts(&b, "data: ");
+    head(&b, m, chat ? "chat.completion.chunk" : "text_completion");
+    sb_puts(&b, ",\"choices\":[{\"index\":0,");
+    if (chat) {
+        sb_puts(&b, "\"delta\":{");
+        if (role) sb_puts(&b, "\"role\":\"assistant\"");
+        if (len || role) {
+            sb_puts(&b, role ? ",\"content\":" : "\"content\":");
+            sb_str(&b, text, len);
+        }
+        sb_puts(&b, "}");
+    } else {
+        sb_puts(&b, "\"text\":");
+        sb_str(&b, text, len);
+    }
+    sb_puts(&b, ",\"logprobs\":null,\"finish_reason\":");
+    sb_cstr_or_null(&b, finish);
+    sb_puts(&b, "}]}\n\n");
+    return sb_done(&b);
+}
+
+char *tm_oai_usage_sse(const tm_oai_meta *m, int n_prompt, int n_completion)
+{
+    sb b = {0};
+    sb_puts(&b, "data: ");
+    head(&b, m, m->kind == TM_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
+    sb_puts(&b, ",\"choices\":[],");
+    usage(&b, n_prompt, n_completion);
+    sb_puts(&b, "}\n\n");
+    return sb_done(&b);
+}
+
+char *tm_oai_models_json(const char *model, int64_t created, int max_ctx)
+{
+    sb b = {0};
+    sb_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    sb_cstr_or_null(&b, model);
+    sb_printf(&b, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"tandem\"", created);
+    if (max_ctx > 0) sb_printf(&b, ",\"max_model_len\":%d", max_ctx);
+    sb_puts(&b, "}]}");
+    return sb_done(&b);
+}

@@ -1,0 +1,829 @@
+/* serve/serve.c: the HTTP side of `tandem serve` (libmicrohttpd).
+ *
+ * Design block
+ * ------------
+ * Threads: libmicrohttpd runs one thread per connection; the session's
+ * scheduler runs its prefill and decode workers; a streamed generation has
+ * one more thread, its waiter, blocked in tandem_wait.
+ *
+ *   connection thread                  scheduler workers          waiter (stream only)
+ *   headers; body (<= max_body)
+ *   parse (oai.h); chat template
+ *   tandem_submit -------------------> prefill, decode
+ *   JSON:   tandem_wait                job_on_text: append to
+ *           build the body               job->text
+ *   stream: queue a callback response  job_on_text: append,  ---> job_read wakes
+ *           job_read: wait for text,     signal                   tandem_wait returns:
+ *           one "data:" chunk per wake                            finished = 1, signal
+ *           ... finish chunk, usage, "data: [DONE]"
+ *
+ * A job (one generation):
+ *
+ *   NEW -> SUBMITTED -> RUNNING (text arrives) -> FINISHED (tandem_wait returned) -> FREED
+ *    \          \______________ cancel flag: client gone, shutdown ______/
+ *     \--> refused (parse, template, submit: 4xx / 5xx) -> FREED
+ *
+ *   | transition           | thread                          | function                   |
+ *   | NEW -> SUBMITTED     | connection                      | serve_generate             |
+ *   | RUNNING              | scheduler worker                | job_on_text                |
+ *   | -> FINISHED (JSON)   | connection, in tandem_wait      | serve_generate             |
+ *   | -> FINISHED (stream) | waiter                          | job_waiter                 |
+ *   | set cancel           | worker or connection (peer      | job_on_text, job_fill,     |
+ *   |                      | closed), any (tm_server_stop)   | job_release, tm_server_stop|
+ *   | -> FREED (JSON)      | connection                      | job_free                   |
+ *   | -> FREED (stream)    | connection, response destroyed  | job_release (joins waiter) |
+ *
+ * Invariants
+ *  1. A cancelled job is stopped through its text callback: job_on_text
+ *     returns nonzero once job->cancel is set, which the scheduler handles as
+ *     tandem_cancel (the request ends at its next piece of text and releases
+ *     its KV pages). No other thread calls tandem_cancel on a handle that
+ *     some thread is waiting on: tandem_wait frees the handle when it
+ *     returns, so such a call could touch a freed request.
+ *  2. Every submitted request is waited for exactly once: by the connection
+ *     thread (JSON) or the waiter (stream). A streamed job is freed only
+ *     after its waiter is joined, so job_on_text never sees a freed job.
+ *  3. job->text, job->finished and the result are guarded by job->mu;
+ *     job->cancel is atomic. Lock order: srv->mu before job->mu.
+ *  4. srv->jobs holds every job from before submit until it is freed, so
+ *     tm_server_stop can cancel them all; after stopping is set no job is
+ *     added (new generations get 503).
+ *  5. A body is always read to its end (past max_body it is discarded)
+ *     before a response is queued, so a client never loses its error
+ *     response to a connection reset.
+ *  6. A client that closed its connection is noticed by peeking at the
+ *     socket: from job_on_text at every piece, and from the stream reader
+ *     every 100 ms while it waits.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "serve/oai.h"
+#include "serve/serve.h"
+
+enum { R_NONE, R_MODELS, R_HEALTH, R_COMPLETIONS, R_CHAT };
+
+static const struct {
+    const char *path;
+    int route;
+} routes[] = {
+    {"/v1/models", R_MODELS},           {"/models", R_MODELS},
+    {"/health", R_HEALTH},              {"/v1/health", R_HEALTH},
+    {"/v1/completions", R_COMPLETIONS}, {"/completions", R_COMPLETIONS},
+    {"/v1/chat/completions", R_CHAT},   {"/chat/completions", R_CHAT},
+};
+
+typedef struct job job;
+
+struct tm_server {
+    struct MHD_Daemon *d;
+    tandem_model *m;
+    tandem_session *s;
+    char *model_name, *tpl, *api_key;
+    size_t max_body;
+    int n_predict, seed_set, ctx;
+    tandem_request defaults;
+    char *def_stop[TM_OAI_MAX_STOP + 1];
+    tm_server_log_fn log;
+    void *log_ud;
+    int port;
+    int64_t created;
+    uint64_t rand_base;
+    atomic_uint_fast64_t rand_ctr;
+    pthread_mutex_t mu;        /* jobs, stopping, counts */
+    job *jobs;
+    int stopping;
+    tm_server_counts counts;
+};
+
+/* One HTTP request (MHD's per-request pointer). */
+typedef struct http_req {
+    int route;
+    const char *canon;         /* the route table's spelling of the path */
+    char *body;
+    size_t len, cap;
+    int too_large;
+    double t0;
+} http_req;
+
+enum { PH_START, PH_TEXT, PH_END };
+
+struct job {
+    tm_server *srv;
+    tm_oai_req req;
+    tm_oai_meta meta;
+    char id[48];
+    const char *url;           /* for the log line (a route table string) */
+    double t0;
+    int fd;                    /* the client's socket, for disconnect checks */
+    tandem_handle *h;
+    atomic_int cancel;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *text;                /* JSON: all text; stream: text not yet sent */
+    size_t text_len, text_cap;
+    int oom;
+    int finished, rc;          /* tandem_wait returned, with rc */
+    tandem_stats stats;
+    tandem_status st;
+    pthread_t waiter;
+    int has_waiter;
+    int phase;                 /* stream: PH_* */
+    char *out;                 /* stream: formatted bytes not yet handed to MHD */
+    size_t out_len, out_off, out_cap;
+    job *next;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t next_random(tm_server *srv)
+{
+    return splitmix64(srv->rand_base + atomic_fetch_add(&srv->rand_ctr, 1));
+}
+
+static void srv_log(tm_server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void srv_log(tm_server *srv, const char *fmt, ...)
+{
+    if (!srv->log) return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    srv->log(srv->log_ud, line);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    tm_server *srv = cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (srv->log) srv->log(srv->log_ud, line);
+}
+
+/* 1 if the peer closed the connection (a peek reads end-of-file or an error). */
+static int peer_gone(int fd)
+{
+    if (fd < 0) return 0;
+    char b;
+    ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (k > 0) return 0;
+    if (k == 0) return 1;
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+/* ---- responses --------------------------------------------------------------------- */
+
+static void count_request(tm_server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->counts.requests++;
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* Queue body (malloc'd; taken) with status. */
+static enum MHD_Result reply(tm_server *srv, struct MHD_Connection *c, int status, char *body, const char *allow)
+{
+    count_request(srv);
+    if (!body) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result reply_error(tm_server *srv, struct MHD_Connection *c, const tm_oai_error *e, const char *allow)
+{
+    return reply(srv, c, e->http, tm_oai_error_json(e), allow);
+}
+
+static enum MHD_Result reply_errorf(tm_server *srv, struct MHD_Connection *c, int http, const char *type,
+                                    const char *code, const char *allow, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static enum MHD_Result reply_errorf(tm_server *srv, struct MHD_Connection *c, int http, const char *type,
+                                    const char *code, const char *allow, const char *fmt, ...)
+{
+    tm_oai_error e;
+    tm_oai_error_set(&e, http, type, code, NULL, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.msg, sizeof e.msg, fmt, ap);
+    va_end(ap);
+    return reply_error(srv, c, &e, allow);
+}
+
+/* ---- jobs ------------------------------------------------------------------------------ */
+
+static int job_on_text(void *ud, const char *piece, size_t len, int32_t token)
+{
+    (void)token;
+    job *j = ud;
+    pthread_mutex_lock(&j->mu);
+    if (j->text_len + len + 1 > j->text_cap) {
+        size_t cap = (j->text_len + len + 1) * 2;
+        char *t = realloc(j->text, cap);
+        if (t) {
+            j->text = t;
+            j->text_cap = cap;
+        } else {
+            j->oom = 1;
+        }
+    }
+    if (!j->oom) {
+        memcpy(j->text + j->text_len, piece, len);
+        j->text_len += len;
+    }
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (j->oom || peer_gone(j->fd)) atomic_store(&j->cancel, 1);
+    return atomic_load(&j->cancel);
+}
+
+static job *job_new(tm_server *srv, struct MHD_Connection *c, tm_oai_req *req, const char *url, double t0)
+{
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->srv = srv;
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int chat = j->req.kind == TM_OAI_CHAT;
+    snprintf(j->id, sizeof j->id, "%s-%016" PRIx64, chat ? "chatcmpl" : "cmpl", next_random(srv));
+    j->meta = (tm_oai_meta){.kind = j->req.kind, .id = j->id, .model = srv->model_name, .created = (int64_t)time(NULL)};
+    j->url = url;
+    j->t0 = t0;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    return j;
+}
+
+/* Add to the server's list; -1 if the server is stopping. */
+static int job_register(job *j)
+{
+    tm_server *srv = j->srv;
+    pthread_mutex_lock(&srv->mu);
+    int ok = !srv->stopping;
+    if (ok) {
+        j->next = srv->jobs;
+        srv->jobs = j;
+        srv->counts.generations++;
+        srv->counts.active++;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return ok ? 0 : -1;
+}
+
+static void job_log(job *j, int status)
+{
+    tm_server *srv = j->srv;
+    srv_log(srv, "POST %s %d%s: prompt %d, completion %d tokens, finish %s, %.3f s", j->url, status,
+            j->req.stream ? " (stream)" : "", j->stats.n_prompt, j->stats.n_generated,
+            j->finished ? (j->stats.finish_reason ? j->stats.finish_reason : "error") : "-", now_s() - j->t0);
+}
+
+static void job_free(job *j)
+{
+    if (!j) return;
+    tm_server *srv = j->srv;
+    pthread_mutex_lock(&srv->mu);
+    for (job **p = &srv->jobs; *p; p = &(*p)->next)
+        if (*p == j) {
+            *p = j->next;
+            srv->counts.active--;
+            if (j->finished && j->rc == TANDEM_E_CANCELLED) srv->counts.cancelled++;
+            break;
+        }
+    pthread_mutex_unlock(&srv->mu);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    tm_oai_req_free(&j->req);
+    free(j->text);
+    free(j->out);
+    free(j);
+}
+
+/* The streamed job's waiter thread. */
+static void *job_waiter(void *arg)
+{
+    job *j = arg;
+    tandem_stats stats;
+    tandem_status st;
+    int rc = tandem_wait(j->h, &stats, &st);
+    pthread_mutex_lock(&j->mu);
+    j->h = NULL;
+    j->rc = rc;
+    j->stats = stats;
+    j->st = st;
+    j->finished = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+static void out_add(job *j, char *s)
+{
+    if (!s) {
+        j->oom = 1;
+        return;
+    }
+    size_t n = strlen(s);
+    if (j->out_len + n + 1 > j->out_cap) {
+        size_t cap = (j->out_len + n + 1) * 2;
+        char *o = realloc(j->out, cap);
+        if (!o) {
+            j->oom = 1;
+            free(s);
+            return;
+        }
+        j->out = o;
+        j->out_cap = cap;
+    }
+    memcpy(j->out + j->out_len, s, n);
+    j->out_len += n;
+    free(s);
+}
+
+/* Wait for text or the end, and format what came as SSE events into j->out.
+ * -1: the stream must end now (client gone, shutdown, out of memory). */
+static int job_fill(job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    while (!j->text_len && !j->finished && !atomic_load(&j->cancel)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (!j->text_len && !j->finished && peer_gone(j->fd)) atomic_store(&j->cancel, 1);
+    }
+    char *text = j->text;
+    size_t len = j->text_len;
+    j->text = NULL;
+    j->text_len = j->text_cap = 0;
+    int finished = j->finished, rc = j->rc;
+    pthread_mutex_unlock(&j->mu);
+    if (atomic_load(&j->cancel) || (finished && rc == TANDEM_E_CANCELLED)) {
+        free(text);
+        return -1;
+    }
+    j->out_len = j->out_off = 0;
+    if (j->phase == PH_START) {
+        if (j->req.kind == TM_OAI_CHAT) out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 1, NULL));
+        j->phase = PH_TEXT;
+    }
+    if (len) out_add(j, tm_oai_chunk_sse(&j->meta, text, len, 0, NULL));
+    free(text);
+    if (finished) {
+        if (rc == 0) {
+            out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, j->stats.finish_reason));
+            if (j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, j->stats.n_prompt, j->stats.n_generated));
+        } else {
+            tm_oai_error e;
+            tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->st.msg);
+            char *js = tm_oai_error_json(&e);
+            size_t n = js ? strlen(js) + 16 : 0;
+            char *ev = js ? malloc(n) : NULL;
+            if (ev) snprintf(ev, n, "data: %s\n\n", js);
+            free(js);
+            out_add(j, ev);
+        }
+        out_add(j, strdup("data: [DONE]\n\n"));
+        j->phase = PH_END;
+    }
+    return j->oom ? -1 : 0;
+}
+
+/* MHD's content reader for a stream. */
+static ssize_t job_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    job *j = cls;
+    while (j->out_off == j->out_len) {
+        if (j->phase == PH_END) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (job_fill(j) < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = j->out_len - j->out_off;
+    if (n > max) n = max;
+    memcpy(buf, j->out + j->out_off, n);
+    j->out_off += n;
+    return (ssize_t)n;
+}
+
+/* MHD destroys a stream's response (sent, or the client left). */
+static void job_release(void *cls)
+{
+    job *j = cls;
+    atomic_store(&j->cancel, 1);
+    if (j->has_waiter) pthread_join(j->waiter, NULL);
+    job_log(j, 200);
+    job_free(j);
+}
+
+/* ---- generation --------------------------------------------------------------------------- */
+
+static enum MHD_Result submit_error(tm_server *srv, struct MHD_Connection *c, job *j, const tandem_status *st)
+{
+    const char *param = j->req.kind == TM_OAI_CHAT ? "messages" : "prompt";
+    tm_oai_error e;
+    if (st->code == TANDEM_E_LIMIT)
+        tm_oai_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", param, "%s", st->msg);
+    else if (st->code == TANDEM_E_INVALID)
+        tm_oai_error_set(&e, 400, "invalid_request_error", NULL, NULL, "%s", st->msg);
+    else
+        tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", st->msg);
+    job_free(j);
+    return reply_error(srv, c, &e, NULL);
+}
+
+static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, http_req *hr, const char *url)
+{
+    tm_oai_kind kind = hr->route == R_CHAT ? TM_OAI_CHAT : TM_OAI_COMPLETION;
+    tm_oai_req req;
+    tm_oai_error e;
+    if (tm_oai_parse(&req, kind, hr->body, hr->len, &e) != 0) return reply_error(srv, c, &e, NULL);
+    job *j = job_new(srv, c, &req, url, hr->t0);
+    if (!j) {
+        tm_oai_req_free(&req);
+        return MHD_NO;
+    }
+    if (job_register(j) != 0) {
+        free(j->text);
+        tm_oai_req_free(&j->req);
+        pthread_mutex_destroy(&j->mu);
+        pthread_cond_destroy(&j->cv);
+        free(j);
+        return reply_errorf(srv, c, 503, "server_error", NULL, NULL, "the server is shutting down");
+    }
+    tandem_request q = srv->defaults;
+    q.max_tokens = srv->n_predict > 0 ? srv->n_predict : kind == TM_OAI_CHAT ? srv->ctx : 16;
+    if (!srv->seed_set) q.seed = next_random(srv);
+    tm_oai_apply(&j->req, &q);
+    tandem_status st;
+    char *prompt = NULL;
+    if (kind == TM_OAI_CHAT) {
+        if (tandem_chat_render(srv->m, srv->tpl, j->req.messages_json, 1, j->req.template_kwargs_json, &prompt, &st) != 0) {
+            tm_oai_error_set(&e, st.code == TANDEM_E_NOMEM ? 500 : 400,
+                             st.code == TANDEM_E_NOMEM ? "server_error" : "invalid_request_error", NULL,
+                             st.code == TANDEM_E_TEMPLATE ? "messages" : NULL, "chat template: %s", st.msg);
+            job_free(j);
+            return reply_error(srv, c, &e, NULL);
+        }
+        q.prompt = prompt;
+        q.prompt_ids = NULL;
+        q.no_special = 1; /* the rendered template holds the special tokens */
+    }
+    int rc = tandem_submit(srv->s, &q, job_on_text, j, &j->h, &st);
+    free(prompt); /* submit tokenized it */
+    if (rc != 0) return submit_error(srv, c, j, &st);
+
+    if (!j->req.stream) {
+        tandem_stats stats;
+        rc = tandem_wait(j->h, &stats, &st);
+        pthread_mutex_lock(&j->mu);
+        j->h = NULL;
+        j->finished = 1;
+        j->rc = rc;
+        j->stats = stats;
+        pthread_mutex_unlock(&j->mu);
+        enum MHD_Result mr;
+        if (rc == 0 && !j->oom) {
+            char *body = tm_oai_response_json(&j->meta, j->text ? j->text : "", j->text_len, stats.finish_reason,
+                                              stats.n_prompt, stats.n_generated);
+            mr = reply(srv, c, 200, body, NULL);
+            job_log(j, 200);
+        } else if (rc == TANDEM_E_CANCELLED) {
+            int stopping;
+            pthread_mutex_lock(&srv->mu);
+            stopping = srv->stopping;
+            pthread_mutex_unlock(&srv->mu);
+            job_log(j, stopping ? 503 : 499);
+            mr = stopping ? reply_errorf(srv, c, 503, "server_error", NULL, NULL, "the server is shutting down")
+                          : MHD_NO; /* the client is gone */
+        } else {
+            mr = reply_errorf(srv, c, 500, "server_error", NULL, NULL, "%s", j->oom ? "out of memory" : st.msg);
+            job_log(j, 500);
+        }
+        job_free(j);
+        return mr;
+    }
+
+    /* stream: a waiter thread ends the job; MHD pulls the events through job_read */
+    if (pthread_create(&j->waiter, NULL, job_waiter, j) != 0) {
+        tandem_cancel(j->h); /* nobody else waits on it: safe here */
+        tandem_stats stats;
+        tandem_wait(j->h, &stats, &st);
+        job_free(j);
+        return reply_errorf(srv, c, 500, "server_error", NULL, NULL, "cannot start a thread");
+    }
+    j->has_waiter = 1;
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, job_read, j, job_release);
+    if (!r) {
+        job_release(j);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    count_request(srv);
+    enum MHD_Result mr = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r); /* job_release runs when MHD is done with it */
+    return mr;
+}
+
+/* ---- the request handler ------------------------------------------------------------------- */
+
+static int route_of(const char *url, const char **canon)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(url, routes[i].path)) {
+            *canon = routes[i].path;
+            return routes[i].route;
+        }
+    *canon = NULL;
+    return R_NONE;
+}
+
+/* Constant-time check of "Authorization: Bearer KEY". */
+static int authorized(const tm_server *srv, struct MHD_Connection *c)
+{
+    if (!srv->api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    size_t n = strlen(h), k = strlen(srv->api_key);
+    unsigned diff = n != k;
+    for (size_t i = 0; i < k; i++) diff |= (unsigned char)srv->api_key[i] ^ (unsigned char)(i < n ? h[i] : 0);
+    return diff == 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    tm_server *srv = cls;
+    http_req *hr = *con_cls;
+    if (!hr) { /* headers are in: set up, read the body in the next calls */
+        if (!(hr = calloc(1, sizeof *hr))) return MHD_NO;
+        hr->route = route_of(url, &hr->canon);
+        hr->t0 = now_s();
+        *con_cls = hr;
+        return MHD_YES;
+    }
+    int is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
+    int wants_post = hr->route == R_COMPLETIONS || hr->route == R_CHAT;
+    if (*upload_size) { /* a piece of the body: keep it if it may be used (invariant 5) */
+        if (wants_post && is_post && !hr->too_large) {
+            if (hr->len + *upload_size > srv->max_body) {
+                hr->too_large = 1;
+                free(hr->body);
+                hr->body = NULL;
+                hr->len = hr->cap = 0;
+            } else {
+                if (hr->len + *upload_size + 1 > hr->cap) {
+                    size_t cap = hr->cap ? hr->cap : 4096;
+                    while (cap < hr->len + *upload_size + 1) cap *= 2;
+                    char *b = realloc(hr->body, cap);
+                    if (!b) return MHD_NO;
+                    hr->body = b;
+                    hr->cap = cap;
+                }
+                memcpy(hr->body + hr->len, upload, *upload_size);
+                hr->len += *upload_size;
+                hr->body[hr->len] = '\0';
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (hr->route == R_NONE) {
+        srv_log(srv, "%s %s 404", method, url);
+        return reply_errorf(srv, c, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
+    }
+    int is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    if (wants_post ? !is_post : !is_get) {
+        srv_log(srv, "%s %s 405", method, url);
+        return reply_errorf(srv, c, 405, "invalid_request_error", "method_not_allowed", wants_post ? "POST" : "GET, HEAD",
+                            "Method %s is not allowed for %s (use %s)", method, url, wants_post ? "POST" : "GET");
+    }
+    if (hr->route != R_HEALTH && !authorized(srv, c)) {
+        srv_log(srv, "%s %s 401", method, url);
+        return reply_errorf(srv, c, 401, "authentication_error", "invalid_api_key", NULL,
+                            "Incorrect or missing API key (send \"Authorization: Bearer KEY\")");
+    }
+    if (hr->too_large) {
+        srv_log(srv, "%s %s 413", method, url);
+        return reply_errorf(srv, c, 413, "invalid_request_error", "request_too_large", NULL,
+                            "the request body is larger than %zu bytes (the server's --max-body)", srv->max_body);
+    }
+    switch (hr->route) {
+    case R_HEALTH:
+        return reply(srv, c, 200, strdup("{\"status\":\"ok\"}"), NULL);
+    case R_MODELS:
+        return reply(srv, c, 200, tm_oai_models_json(srv->model_name, srv->created, srv->ctx), NULL);
+    default:
+        return serve_generate(srv, c, hr, hr->canon);
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    http_req *hr = *con_cls;
+    if (!hr) return;
+    free(hr->body);
+    free(hr);
+    *con_cls = NULL;
+}
+
+/* ---- set-up ---------------------------------------------------------------------------------- */
+
+void tm_server_opts_default(tm_server_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+}
+
+/* A listening socket on host:port (port 0: the kernel picks one). */
+static int listen_on(const char *host, int port, int *fd_out, int *port_out, int *ipv6, tm_err *err)
+{
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int g = getaddrinfo(host, ps, &hints, &ai);
+    if (g != 0) return tm_errf(err, TM_E_IO, "serve: --host %s: %s", host, gai_strerror(g));
+    int fd = -1, e = 0;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) { e = errno; continue; }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 128) == 0) {
+            *ipv6 = a->ai_family == AF_INET6;
+            break;
+        }
+        e = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) return tm_errf(err, TM_E_IO, "serve: cannot listen on %s port %d: %s", host, port, strerror(e));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        close(fd);
+        return tm_errf(err, TM_E_IO, "serve: getsockname: %s", strerror(errno));
+    }
+    *port_out = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    *fd_out = fd;
+    return TM_OK;
+}
+
+static void srv_free(tm_server *srv)
+{
+    free(srv->model_name);
+    free(srv->tpl);
+    free(srv->api_key);
+    for (int i = 0; srv->def_stop[i]; i++) free(srv->def_stop[i]);
+    pthread_mutex_destroy(&srv->mu);
+    free(srv);
+}
+
+int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const tm_server_opts *o, tm_err *err)
+{
+    *out = NULL;
+    if (o->port < 0 || o->port > 65535) return tm_errf(err, TM_E_INVALID, "serve: --port %d is out of range [0, 65535]", o->port);
+    tm_server *srv = calloc(1, sizeof *srv);
+    if (!srv) return tm_errf(err, TM_E_NOMEM, "serve: out of memory");
+    pthread_mutex_init(&srv->mu, NULL);
+    srv->m = m;
+    srv->s = s;
+    srv->max_body = o->max_body ? o->max_body : TM_SERVER_DEFAULT_MAX_BODY;
+    srv->n_predict = o->n_predict;
+    srv->seed_set = o->seed_set;
+    srv->ctx = tandem_session_ctx(s);
+    srv->log = o->log;
+    srv->log_ud = o->log_ud;
+    srv->created = (int64_t)time(NULL);
+    if (o->defaults) srv->defaults = *o->defaults;
+    else tandem_request_default(&srv->defaults);
+    srv->defaults.prompt = NULL;
+    srv->defaults.prompt_ids = NULL;
+    srv->defaults.n_prompt_ids = 0;
+    int oom = 0, n_stop = 0;
+    for (int i = 0; o->defaults && o->defaults->stop && o->defaults->stop[i] && n_stop < TM_OAI_MAX_STOP; i++)
+        if (!(srv->def_stop[n_stop++] = strdup(o->defaults->stop[i]))) oom = 1;
+    srv->defaults.stop = n_stop ? (const char *const *)srv->def_stop : NULL;
+    srv->model_name = strdup(o->model_name ? o->model_name : "tandem");
+    if (!srv->model_name) oom = 1;
+    if (o->chat_template && !(srv->tpl = strdup(o->chat_template))) oom = 1;
+    if (o->api_key && o->api_key[0] && !(srv->api_key = strdup(o->api_key))) oom = 1;
+    uint64_t seed = 0;
+    if (getentropy(&seed, sizeof seed) != 0) seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)srv;
+    srv->rand_base = seed;
+    if (oom) {
+        srv_free(srv);
+        return tm_errf(err, TM_E_NOMEM, "serve: out of memory");
+    }
+    int fd = -1, ipv6 = 0;
+    int rc = listen_on(o->host ? o->host : "127.0.0.1", o->port, &fd, &srv->port, &ipv6, err);
+    if (rc != TM_OK) {
+        srv_free(srv);
+        return rc;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
+    if (ipv6) flags |= MHD_USE_IPv6;
+    if (srv->log) flags |= MHD_USE_ERROR_LOG;
+    srv->d = MHD_start_daemon(flags, (uint16_t)srv->port, NULL, NULL, on_request, srv,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv, /* first, so it gets every message */
+                              MHD_OPTION_LISTEN_SOCKET, fd,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_conns > 0 ? o->max_conns : 64),
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                              MHD_OPTION_END);
+    if (!srv->d) {
+        close(fd);
+        srv_free(srv);
+        return tm_errf(err, TM_E_IO, "serve: libmicrohttpd could not start on port %d", srv->port);
+    }
+    *out = srv;
+    return TM_OK;
+}
+
+int tm_server_port(const tm_server *srv) { return srv->port; }
+
+void tm_server_get_counts(tm_server *srv, tm_server_counts *c)
+{
+    pthread_mutex_lock(&srv->mu);
+    *c = srv->counts;
+    pthread_mutex_unlock(&srv->mu);
+}
+
+void tm_server_stop(tm_server *srv)
+{
+    if (!srv) return;
+    MHD_socket lfd = MHD_quiesce_daemon(srv->d); /* no new connections */
+    pthread_mutex_lock(&srv->mu);
+    srv->stopping = 1;
+    for (job *j = srv->jobs; j; j = j->next) {
+        atomic_store(&j->cancel, 1);
+        pthread_mutex_lock(&j->mu);
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    MHD_stop_daemon(srv->d); /* closes the connections, joins their threads */
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    srv_free(srv);
+}

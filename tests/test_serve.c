@@ -1,0 +1,685 @@
+/* tests/test_serve.c: the OpenAI-compatible server (serve/), in process on an
+ * ephemeral port, over real sockets: the model list, greedy completions equal
+ * to tandem_generate (JSON and SSE), chat through the model's own template,
+ * concurrent requests, every error status with an OpenAI error body, the API
+ * key, clients that disconnect (the generation is cancelled), shutdown with a
+ * stream in flight; and the request parser and JSON writer directly. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "serve/oai.h"
+#include "serve/serve.h"
+#include "tandem.h"
+
+/* ---- a minimal HTTP/1.1 client ------------------------------------------------------- */
+
+typedef struct http_res {
+    int status;
+    char *head;      /* status line + headers */
+    char *body;      /* de-chunked */
+    size_t body_len;
+} http_res;
+
+static void http_res_free(http_res *r)
+{
+    free(r->head);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct timeval tv = {20, 0}; /* a hung server fails the test instead of hanging it */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int send_request(int fd, const char *method, const char *path, const char *body, size_t body_len,
+                        const char *extra_headers)
+{
+    char head[1024];
+    int k = snprintf(head, sizeof head,
+                     "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s%s"
+                     "Content-Length: %zu\r\n\r\n",
+                     method, path, body ? "Content-Type: application/json\r\n" : "", extra_headers ? extra_headers : "",
+                     body ? body_len : 0);
+    if (send_all(fd, head, (size_t)k)) return -1;
+    return body && body_len ? send_all(fd, body, body_len) : 0;
+}
+
+/* Read to end of file; split head and body; undo chunked encoding. */
+static int read_response(int fd, http_res *r)
+{
+    memset(r, 0, sizeof *r);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+        ssize_t k = recv(fd, buf + n, cap - n, 0);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    buf[n] = '\0';
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (!sep || sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1) {
+        free(buf);
+        return -1;
+    }
+    r->head = strndup(buf, (size_t)(sep - buf));
+    const char *b = sep + 4, *end = buf + n;
+    r->body = malloc((size_t)(end - b) + 1);
+    if (strcasestr(r->head, "Transfer-Encoding: chunked")) {
+        while (b < end) {
+            char *e;
+            unsigned long len = strtoul(b, &e, 16);
+            const char *data = strstr(e, "\r\n");
+            if (!data || len == 0) break;
+            data += 2;
+            if (data + len > end) len = (unsigned long)(end - data);
+            memcpy(r->body + r->body_len, data, len);
+            r->body_len += len;
+            b = data + len + 2;
+        }
+    } else {
+        memcpy(r->body, b, (size_t)(end - b));
+        r->body_len = (size_t)(end - b);
+    }
+    r->body[r->body_len] = '\0';
+    free(buf);
+    return 0;
+}
+
+static int http(int port, const char *method, const char *path, const char *body, const char *headers, http_res *r)
+{
+    memset(r, 0, sizeof *r);
+    int fd = connect_to(port);
+    if (fd < 0) return -1;
+    int rc = send_request(fd, method, path, body, body ? strlen(body) : 0, headers);
+    if (rc == 0) rc = read_response(fd, r);
+    close(fd);
+    return rc;
+}
+
+/* status and JSON body of one exchange; NULL if the body is not JSON */
+static cJSON *http_json(int port, const char *method, const char *path, const char *body, const char *headers, int *status)
+{
+    http_res r;
+    *status = -1;
+    if (http(port, method, path, body, headers, &r) != 0) return NULL;
+    *status = r.status;
+    cJSON *j = cJSON_Parse(r.body);
+    http_res_free(&r);
+    return j;
+}
+
+static const char *jstr(const cJSON *j, const char *path)
+{
+    /* path: "a.b.0.c" */
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *v = j;
+    for (char *t = strtok(buf, "."); t && v; t = strtok(NULL, "."))
+        v = (*t >= '0' && *t <= '9') ? cJSON_GetArrayItem(v, atoi(t)) : cJSON_GetObjectItemCaseSensitive(v, t);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double jnum(const cJSON *j, const char *path)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *v = j;
+    for (char *t = strtok(buf, "."); t && v; t = strtok(NULL, "."))
+        v = (*t >= '0' && *t <= '9') ? cJSON_GetArrayItem(v, atoi(t)) : cJSON_GetObjectItemCaseSensitive(v, t);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* An error response: status, and the OpenAI error shape with this type. */
+static void check_error(int port, const char *method, const char *path, const char *body, int want_status,
+                        const char *want_param, const char *what)
+{
+    int status;
+    cJSON *j = http_json(port, method, path, body, NULL, &status);
+    CHECKF(status == want_status, "%s: status %d, want %d", what, status, want_status);
+    const char *msg = jstr(j, "error.message"), *type = jstr(j, "error.type");
+    CHECKF(msg && msg[0] && type && type[0], "%s: no OpenAI error body", what);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+    CHECKF(e && cJSON_GetObjectItemCaseSensitive(e, "param") && cJSON_GetObjectItemCaseSensitive(e, "code"),
+           "%s: error lacks param / code", what);
+    if (want_param) CHECKF(jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), want_param), "%s: param %s, want %s",
+                           what, jstr(j, "error.param") ? jstr(j, "error.param") : "null", want_param);
+    cJSON_Delete(j);
+}
+
+/* ---- SSE --------------------------------------------------------------------------------- */
+
+typedef struct sse {
+    char text[8192];
+    int n_events, done_last, role_first, finish_events;
+    int n_bad;       /* events that are not "data: " + JSON or [DONE] */
+    char finish[16];
+    int usage_completion;
+} sse;
+
+static void parse_sse(const char *body, int chat, sse *s)
+{
+    memset(s, 0, sizeof *s);
+    s->usage_completion = -1;
+    const char *p = body;
+    while (*p) {
+        const char *e = strstr(p, "\n\n");
+        if (!e) break;
+        if (strncmp(p, "data: ", 6) != 0) {
+            s->n_bad++;
+            p = e + 2;
+            continue;
+        }
+        char *ev = strndup(p + 6, (size_t)(e - p - 6));
+        s->n_events++;
+        s->done_last = !strcmp(ev, "[DONE]");
+        if (!s->done_last) {
+            cJSON *j = cJSON_Parse(ev);
+            if (!j) s->n_bad++;
+            const char *t = jstr(j, chat ? "choices.0.delta.content" : "choices.0.text");
+            if (t) strncat(s->text, t, sizeof s->text - strlen(s->text) - 1);
+            if (s->n_events == 1 && chat) s->role_first = jstr(j, "choices.0.delta.role") != NULL;
+            const char *f = jstr(j, "choices.0.finish_reason");
+            if (f) {
+                s->finish_events++;
+                snprintf(s->finish, sizeof s->finish, "%s", f);
+            }
+            if (cJSON_GetObjectItemCaseSensitive(j, "usage")) s->usage_completion = (int)jnum(j, "usage.completion_tokens");
+            cJSON_Delete(j);
+        }
+        free(ev);
+        p = e + 2;
+    }
+    if (*p) s->n_bad++; /* a partial event at the end */
+}
+
+/* ---- references from the library ----------------------------------------------------------- */
+
+typedef struct ref {
+    char text[8192];
+    tandem_stats st;
+} ref;
+
+static int collect(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)tok;
+    ref *r = ud;
+    size_t n = strlen(r->text);
+    if (n + len < sizeof r->text) {
+        memcpy(r->text + n, piece, len);
+        r->text[n + len] = '\0';
+    }
+    return 0;
+}
+
+static void reference(tandem_session *s, const char *prompt, int no_special, int max_tokens, ref *out)
+{
+    memset(out, 0, sizeof *out);
+    tandem_request q;
+    tandem_request_default(&q);
+    q.prompt = prompt;
+    q.no_special = no_special;
+    q.max_tokens = max_tokens;
+    q.temperature = 0;
+    tandem_status st;
+    CHECKF(tandem_generate(s, &q, collect, out, &out->st, &st) == 0, "%s", st.msg);
+}
+
+/* ---- concurrent clients ---------------------------------------------------------------------- */
+
+typedef struct client {
+    int port;
+    const char *body;
+    int status;
+    char text[8192];
+} client;
+
+static void *client_main(void *arg)
+{
+    client *c = arg;
+    cJSON *j = http_json(c->port, "POST", "/v1/completions", c->body, NULL, &c->status);
+    const char *t = jstr(j, "choices.0.text");
+    snprintf(c->text, sizeof c->text, "%s", t ? t : "(none)");
+    cJSON_Delete(j);
+    return NULL;
+}
+
+/* A streaming client that reads until the first text event, then signals and keeps reading to the end. */
+typedef struct streamer {
+    int port, got_first, eof;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} streamer;
+
+static void *streamer_main(void *arg)
+{
+    streamer *s = arg;
+    int fd = connect_to(s->port);
+    const char *body = "{\"prompt\":\"Once upon a time\",\"max_tokens\":100000,\"ignore_eos\":true,\"stream\":true}";
+    if (fd >= 0 && send_request(fd, "POST", "/v1/completions", body, strlen(body), NULL) == 0) {
+        char buf[4096];
+        ssize_t k;
+        size_t total = 0;
+        while ((k = recv(fd, buf, sizeof buf, 0)) > 0) {
+            total += (size_t)k;
+            if (!s->got_first && total > 200) {
+                pthread_mutex_lock(&s->mu);
+                s->got_first = 1;
+                pthread_cond_signal(&s->cv);
+                pthread_mutex_unlock(&s->mu);
+            }
+        }
+    }
+    if (fd >= 0) close(fd);
+    pthread_mutex_lock(&s->mu);
+    s->eof = 1;
+    s->got_first = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static int wait_idle(tm_server *srv, long cancelled, double timeout_s)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        tm_server_counts c;
+        tm_server_get_counts(srv, &c);
+        if (c.active == 0 && c.cancelled >= cancelled) return 1;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > timeout_s) return 0;
+        usleep(5000);
+    }
+}
+
+/* ---- the parser and writer alone -------------------------------------------------------------- */
+
+static void test_oai(void)
+{
+    tm_oai_req r;
+    tm_oai_error e;
+    const char *ok = "{\"model\":\"x\",\"prompt\":[[5,6,7]],\"max_tokens\":3,\"temperature\":0.5,\"top_k\":-1,"
+                     "\"stop\":[\"a\",\"\",\"bc\"],\"seed\":-1,\"n\":1,\"unknown\":{\"deep\":[1]},\"logprobs\":null}";
+    CHECKF(tm_oai_parse(&r, TM_OAI_COMPLETION, ok, strlen(ok), &e) == 0, "%s", e.msg);
+    CHECK_EQ_INT(r.n_prompt_ids, 3);
+    CHECK(r.prompt_ids && r.prompt_ids[2] == 7 && !r.prompt);
+    CHECK_EQ_INT(r.max_tokens, 3);
+    CHECK_EQ_INT(r.top_k, 0);
+    CHECK_EQ_INT(r.n_stop, 2);
+    CHECK(r.n_stop == 2 && !strcmp(r.stop[1], "bc") && r.stop[2] == NULL);
+    CHECK(r.seed == UINT64_MAX);
+    tandem_request q;
+    tandem_request_default(&q);
+    q.top_p = 0.9f;
+    tm_oai_apply(&r, &q);
+    CHECK(q.prompt == NULL && q.n_prompt_ids == 3 && q.max_tokens == 3 && q.temperature == 0.5f && q.top_p == 0.9f);
+    CHECK(q.stop && !strcmp(q.stop[0], "a"));
+    tm_oai_req_free(&r);
+
+    const char *chat = "{\"messages\":[{\"role\":\"developer\",\"content\":\"S\"},"
+                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+                       "{\"role\":\"assistant\",\"content\":null}],\"max_completion_tokens\":9,\"max_tokens\":2,"
+                       "\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+    CHECKF(tm_oai_parse(&r, TM_OAI_CHAT, chat, strlen(chat), &e) == 0, "%s", e.msg);
+    CHECK_EQ_STR(r.messages_json, "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"a\\nb\"},"
+                                  "{\"role\":\"assistant\",\"content\":\"\"}]");
+    CHECK(r.max_tokens == 9 && r.stream == 1 && r.include_usage == 1);
+    tm_oai_req_free(&r);
+
+    static const struct { tm_oai_kind k; const char *body, *param; } bad[] = {
+        {TM_OAI_COMPLETION, "", ""},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\"} x", ""},
+        {TM_OAI_COMPLETION, "[1]", ""},
+        {TM_OAI_COMPLETION, "{}", "prompt"},
+        {TM_OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt"},
+        {TM_OAI_COMPLETION, "{\"prompt\":[1,-2]}", "prompt"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":1.5}", "max_tokens"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":0}", "max_tokens"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"temperature\":\"hot\"}", "temperature"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"top_p\":0}", "top_p"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"presence_penalty\":3}", "presence_penalty"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"repetition_penalty\":0}", "repetition_penalty"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"stop\":[1]}", "stop[0]"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"stream\":1}", "stream"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":3}", "n"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":2}", "logprobs"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"model\":5}", "model"},
+        {TM_OAI_CHAT, "{\"messages\":[]}", "messages"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].role"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content[0]"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = tm_oai_parse(&r, bad[i].k, bad[i].body, strlen(bad[i].body), &e);
+        CHECKF(rc == -1 && e.http == 400 && e.msg[0] && !strcmp(e.param, bad[i].param), "body %s: rc %d http %d param '%s' (%s)",
+               bad[i].body, rc, e.http, e.param, e.msg);
+        CHECK(r.prompt == NULL && r.messages_json == NULL && r.n_stop == 0);
+    }
+
+    /* the writer: control characters, quotes, NUL and invalid UTF-8 give valid JSON */
+    const char text[] = "a\"b\\c\n\x01\xff\xc3\xa9\0z";
+    tm_oai_meta m = {TM_OAI_COMPLETION, "cmpl-1", "m\"x", 7};
+    char *js = tm_oai_response_json(&m, text, sizeof text - 1, "stop", 3, 4);
+    cJSON *j = cJSON_Parse(js);
+    CHECKF(j != NULL, "%s", js);
+    CHECK_EQ_STR(jstr(j, "model"), "m\"x");
+    CHECK(jnum(j, "usage.total_tokens") == 7);
+    const char *t = jstr(j, "choices.0.text");
+    CHECK(t && !memcmp(t, "a\"b\\c\n\x01\xef\xbf\xbd\xc3\xa9", 11)); /* cJSON stops at the escaped NUL */
+    cJSON_Delete(j);
+    free(js);
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+static const char *P0 = "Once upon a time, there was a little girl who";
+static const char *P1 = "The old man looked at the sea and said,";
+static const char *P2 = "She opened the door";
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    test_oai();
+
+    /* the demo model with a chat template of its own (chat_template.jinja beside the weights) */
+    char dir[] = "/tmp/tandem-test-serve.XXXXXX", path[PATH_MAX], src[PATH_MAX];
+    CHECK(mkdtemp(dir) != NULL);
+    static const char *files[] = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                                  "tokenizer_config.json", "special_tokens_map.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(src, sizeof src, "models/tiny-classics-llama/%s", files[i]);
+        char *abs = realpath(src, NULL);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        CHECKF(abs && symlink(abs, path) == 0, "%s", src);
+        free(abs);
+    }
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{%- for m in messages %}{{ m['role'] | capitalize }}: {{ m['content'] }}\n{% endfor %}"
+          "{%- if add_generation_prompt %}Assistant:{% endif %}", f);
+    fclose(f);
+
+    tandem_status st;
+    tandem_model *m = NULL;
+    CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
+    if (!m) return th_done("test_serve");
+    tandem_session_opts so;
+    tandem_session_opts_default(&so);
+    so.n_threads = 2;
+    so.max_ctx = 512;
+    so.route = TANDEM_ROUTE_HYBRID;
+    tandem_session *s = NULL;
+    CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
+    if (!s) return th_done("test_serve");
+    CHECK_EQ_INT(tandem_session_ctx(s), 512);
+
+    ref r0, r1, r2, rc;
+    reference(s, P0, 0, 24, &r0);
+    reference(s, P1, 0, 20, &r1);
+    reference(s, P2, 0, 20, &r2);
+    CHECK(strlen(r0.text) > 20);
+    const char *msgs = "[{\"role\":\"system\",\"content\":\"You tell stories.\"},"
+                       "{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]";
+    char *chat_prompt = NULL;
+    CHECKF(tandem_chat_render(m, NULL, msgs, 1, NULL, &chat_prompt, &st) == 0, "%s", st.msg);
+    CHECK_EQ_STR(chat_prompt, "System: You tell stories.\nUser: Tell me about the sea.\nAssistant:");
+    reference(s, chat_prompt, 1, 16, &rc);
+    free(chat_prompt);
+
+    tm_server_opts o;
+    tm_server_opts_default(&o);
+    o.port = 0;
+    o.model_name = "test-model";
+    o.max_body = 64 << 10;
+    tm_server *srv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (!srv) return th_done("test_serve");
+    int port = tm_server_port(srv);
+    CHECK(port > 0 && port < 65536);
+
+    /* GET /v1/models, /health */
+    int status;
+    cJSON *j = http_json(port, "GET", "/v1/models", NULL, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_STR(jstr(j, "object"), "list");
+    CHECK_EQ_STR(jstr(j, "data.0.id"), "test-model");
+    CHECK(jnum(j, "data.0.max_model_len") == 512);
+    cJSON_Delete(j);
+    j = http_json(port, "GET", "/health", NULL, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_STR(jstr(j, "status"), "ok");
+    cJSON_Delete(j);
+
+    /* a greedy completion is exactly tandem_generate's text */
+    char body[4096];
+    snprintf(body, sizeof body, "{\"model\":\"test-model\",\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0}", P0);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_STR(jstr(j, "object"), "text_completion");
+    CHECK_EQ_STR(jstr(j, "choices.0.text"), r0.text);
+    CHECK_EQ_STR(jstr(j, "choices.0.finish_reason"), r0.st.finish_reason);
+    CHECK(jstr(j, "id") && !strncmp(jstr(j, "id"), "cmpl-", 5));
+    CHECK_EQ_INT(jnum(j, "usage.prompt_tokens"), r0.st.n_prompt);
+    CHECK_EQ_INT(jnum(j, "usage.completion_tokens"), r0.st.n_generated);
+    CHECK_EQ_INT(jnum(j, "usage.total_tokens"), r0.st.n_prompt + r0.st.n_generated);
+    cJSON_Delete(j);
+
+    /* streamed: the same text across the chunks, then [DONE] */
+    snprintf(body, sizeof body,
+             "{\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", P0);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/completions", body, NULL, &hr) == 0);
+    CHECK_EQ_INT(hr.status, 200);
+    CHECK(hr.head && strcasestr(hr.head, "Content-Type: text/event-stream"));
+    sse ev;
+    parse_sse(hr.body ? hr.body : "", 0, &ev);
+    CHECK_EQ_STR(ev.text, r0.text);
+    CHECK(ev.n_events >= 4 && ev.done_last && ev.n_bad == 0); /* text..., finish, usage, [DONE] */
+    CHECK_EQ_INT(ev.finish_events, 1);
+    CHECK_EQ_STR(ev.finish, r0.st.finish_reason);
+    CHECK_EQ_INT(ev.usage_completion, r0.st.n_generated);
+    http_res_free(&hr);
+
+    /* chat: the model's own template, JSON and streamed */
+    const char *chat_body = "{\"messages\":[{\"role\":\"system\",\"content\":\"You tell stories.\"},"
+                            "{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}],\"max_tokens\":16,\"temperature\":0%s}";
+    snprintf(body, sizeof body, chat_body, "");
+    j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    CHECK_EQ_STR(jstr(j, "object"), "chat.completion");
+    CHECK_EQ_STR(jstr(j, "choices.0.message.role"), "assistant");
+    CHECK_EQ_STR(jstr(j, "choices.0.message.content"), rc.text);
+    CHECK_EQ_INT(jnum(j, "usage.prompt_tokens"), rc.st.n_prompt);
+    cJSON_Delete(j);
+    snprintf(body, sizeof body, chat_body, ",\"stream\":true");
+    CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
+    CHECK_EQ_INT(hr.status, 200);
+    parse_sse(hr.body ? hr.body : "", 1, &ev);
+    CHECK_EQ_STR(ev.text, rc.text);
+    CHECK(ev.role_first && ev.done_last && ev.n_bad == 0 && ev.usage_completion == -1);
+    http_res_free(&hr);
+
+    /* two requests at once: both complete, each with its own text */
+    char b1[512], b2[512];
+    snprintf(b1, sizeof b1, "{\"prompt\":\"%s\",\"max_tokens\":20,\"temperature\":0}", P1);
+    snprintf(b2, sizeof b2, "{\"prompt\":\"%s\",\"max_tokens\":20,\"temperature\":0}", P2);
+    client c1 = {.port = port, .body = b1}, c2 = {.port = port, .body = b2};
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, client_main, &c1);
+    pthread_create(&t2, NULL, client_main, &c2);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    CHECK(c1.status == 200 && c2.status == 200);
+    CHECK_EQ_STR(c1.text, r1.text);
+    CHECK_EQ_STR(c2.text, r2.text);
+
+    /* errors: status and an OpenAI error body */
+    check_error(port, "POST", "/v1/completions", "{\"prompt\": \"a\",", 400, NULL, "malformed JSON");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"many\"}", 400, "max_tokens", "bad type");
+    check_error(port, "POST", "/v1/chat/completions", "{\"messages\":\"hi\"}", 400, "messages", "bad messages");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"n\":2}", 400, "n", "n = 2");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":[999999]}", 400, NULL, "token id out of the vocabulary");
+    check_error(port, "POST", "/v1/nope", "{}", 404, NULL, "unknown route");
+    check_error(port, "GET", "/v1/completions", NULL, 405, NULL, "GET on a POST route");
+    check_error(port, "POST", "/v1/models", "{}", 405, NULL, "POST on a GET route");
+    {
+        size_t n = 100 << 10;
+        char *big = malloc(n + 1);
+        memset(big, ' ', n);
+        memcpy(big, "{\"prompt\":\"", 11);
+        memcpy(big + n - 3, "\"} ", 3);
+        big[n] = '\0';
+        check_error(port, "POST", "/v1/completions", big, 413, NULL, "oversized body");
+        /* fits the body limit, not the context: 400 context_length_exceeded */
+        size_t k = 0;
+        k += (size_t)snprintf(big + k, n - k, "{\"prompt\":\"");
+        while (k < 8000) k += (size_t)snprintf(big + k, n - k, "the sea and the ship ");
+        snprintf(big + k, n - k, "\"}");
+        j = http_json(port, "POST", "/v1/completions", big, NULL, &status);
+        CHECK_EQ_INT(status, 400);
+        CHECK_EQ_STR(jstr(j, "error.code"), "context_length_exceeded");
+        cJSON_Delete(j);
+        free(big);
+    }
+    /* malformed HTTP: the server answers or closes, and keeps serving */
+    static const char *junk[] = {"GARBAGE\r\n\r\n", "POST /v1/completions HTTP/1.1\r\nContent-Length: zz\r\n\r\n{}",
+                                 "\x01\x02\x03\xff\r\n\r\n", "GET /health HTTP/9.9\r\n\r\n",
+                                 "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"};
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+        int fd = connect_to(port);
+        CHECK(fd >= 0);
+        send_all(fd, junk[i], strlen(junk[i]));
+        shutdown(fd, SHUT_WR);
+        char buf[1024];
+        while (recv(fd, buf, sizeof buf, 0) > 0) {}
+        close(fd);
+    }
+    j = http_json(port, "GET", "/health", NULL, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    cJSON_Delete(j);
+
+    /* a client that leaves mid-stream: its generation is cancelled, nothing hangs */
+    tm_server_counts cnt;
+    tm_server_get_counts(srv, &cnt);
+    long cancelled0 = cnt.cancelled;
+    {
+        int fd = connect_to(port);
+        const char *sb = "{\"prompt\":\"Once upon a time\",\"max_tokens\":100000,\"ignore_eos\":true,\"stream\":true}";
+        CHECK(send_request(fd, "POST", "/v1/completions", sb, strlen(sb), NULL) == 0);
+        char buf[512];
+        size_t got = 0;
+        ssize_t k;
+        while (got < 300 && (k = recv(fd, buf, sizeof buf, 0)) > 0) got += (size_t)k;
+        CHECK(got >= 300);
+        close(fd);
+    }
+    CHECKF(wait_idle(srv, cancelled0 + 1, 20), "the abandoned stream was not cancelled");
+    /* and one that leaves while waiting for a JSON response */
+    {
+        int fd = connect_to(port);
+        const char *sb = "{\"prompt\":\"Once upon a time\",\"max_tokens\":100000,\"ignore_eos\":true}";
+        CHECK(send_request(fd, "POST", "/v1/completions", sb, strlen(sb), NULL) == 0);
+        usleep(50000);
+        close(fd);
+    }
+    CHECKF(wait_idle(srv, cancelled0 + 2, 20), "the abandoned request was not cancelled");
+    tm_server_get_counts(srv, &cnt);
+    CHECK_EQ_INT(cnt.cancelled, cancelled0 + 2);
+    CHECK_EQ_INT(cnt.active, 0);
+    /* the session still generates the same text afterwards (its KV pages came back) */
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0}", P0);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECK_EQ_STR(jstr(j, "choices.0.text"), r0.text);
+    cJSON_Delete(j);
+
+    /* shutdown with a stream in flight: stop returns, the client sees the end */
+    streamer sm = {.port = port};
+    pthread_mutex_init(&sm.mu, NULL);
+    pthread_cond_init(&sm.cv, NULL);
+    pthread_t ts;
+    pthread_create(&ts, NULL, streamer_main, &sm);
+    pthread_mutex_lock(&sm.mu);
+    while (!sm.got_first) pthread_cond_wait(&sm.cv, &sm.mu);
+    pthread_mutex_unlock(&sm.mu);
+    tm_server_stop(srv);
+    pthread_join(ts, NULL);
+    CHECK(sm.eof);
+    pthread_mutex_destroy(&sm.mu);
+    pthread_cond_destroy(&sm.cv);
+
+    /* an API key: the /v1 routes need it, /health does not */
+    o.api_key = "sekrit";
+    srv = NULL;
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (srv) {
+        port = tm_server_port(srv);
+        check_error(port, "GET", "/v1/models", NULL, 401, NULL, "no API key");
+        j = http_json(port, "GET", "/v1/models", NULL, "Authorization: Bearer wrong\r\n", &status);
+        CHECK_EQ_INT(status, 401);
+        CHECK_EQ_STR(jstr(j, "error.code"), "invalid_api_key");
+        cJSON_Delete(j);
+        j = http_json(port, "GET", "/v1/models", NULL, "Authorization: Bearer sekrit\r\n", &status);
+        CHECK_EQ_INT(status, 200);
+        cJSON_Delete(j);
+        j = http_json(port, "GET", "/health", NULL, NULL, &status);
+        CHECK_EQ_INT(status, 200);
+        cJSON_Delete(j);
+        /* the port is taken: a clear error */
+        tm_server *srv2 = NULL;
+        o.port = port;
+        CHECK_EQ_INT(tm_server_start(&srv2, m, s, &o, &err), TM_E_IO);
+        CHECKF(strstr(err.msg, "cannot listen") != NULL, "%s", err.msg);
+        tm_server_stop(srv);
+    }
+
+    tandem_session_free(s);
+    tandem_model_free(m);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    unlink(path);
+    rmdir(dir);
+    return th_done("test_serve");
+}
