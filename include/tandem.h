@@ -136,7 +136,11 @@ int tandem_generate(tandem_session *s, const tandem_request *r, tandem_text_fn o
 
 /* Concurrent use: submit returns at once; the session's prefill and decode
  * workers run requests side by side (on_text is called from their threads).
- * tandem_wait blocks until the request ends and frees the handle. */
+ * tandem_wait blocks until the request ends and frees the handle.
+ * tandem_submit and tandem_wait may be called from several threads at once
+ * (tandem serve does, one thread per connection). Call tandem_cancel only
+ * where tandem_wait of the same handle cannot have returned yet (it frees the
+ * handle); from on_text, return nonzero instead. */
 typedef struct tandem_handle tandem_handle;
 int tandem_submit(tandem_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tandem_handle **h,
                   tandem_status *st);

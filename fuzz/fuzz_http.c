@@ -1,0 +1,126 @@
+/* fuzz/fuzz_http.c: the server's request-body parser and JSON writer
+ * (serve/oai.h) on arbitrary input. Byte 0 picks the endpoint (even:
+ * /v1/completions, odd: /v1/chat/completions); the rest is the body.
+ * Checked invariants:
+ *  - tm_oai_parse returns 0, or -1 with HTTP 400 (500 only for out of
+ *    memory), a message, and an empty request;
+ *  - an accepted completion has exactly one of a text prompt and token ids
+ *    (ids >= 0); an accepted chat has messages_json, a JSON array of objects
+ *    with role system/user/assistant and string content, and kwargs (if any)
+ *    a JSON object;
+ *  - stop strings: at most TM_OAI_MAX_STOP, NULL-terminated, each non-empty
+ *    and at most TM_OAI_MAX_STOP_LEN bytes; every sampling field the body set
+ *    is within the range the sampler accepts, and tm_oai_apply copies it;
+ *  - whatever the text (raw input bytes included), the JSON string, the
+ *    response, the stream chunk and the error body the writer makes are
+ *    valid JSON. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "serve/oai.h"
+
+static void must_parse(const char *js, size_t skip)
+{
+    if (!js) return; /* out of memory */
+    size_t n = strlen(js);
+    if (n < skip) abort();
+    cJSON *j = cJSON_ParseWithLength(js + skip, n - skip);
+    if (!j || !cJSON_IsObject(j)) abort();
+    cJSON_Delete(j);
+}
+
+static void check_messages(const char *js)
+{
+    cJSON *a = cJSON_Parse(js);
+    if (!a || !cJSON_IsArray(a) || !a->child) abort();
+    for (const cJSON *m = a->child; m; m = m->next) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsString(role) || !cJSON_IsString(content)) abort();
+        if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+            strcmp(role->valuestring, "assistant"))
+            abort();
+    }
+    cJSON_Delete(a);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1) return 0;
+    tm_oai_kind kind = (data[0] & 1) ? TM_OAI_CHAT : TM_OAI_COMPLETION;
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+    /* raw bytes (NUL, invalid UTF-8, controls) through the string writer */
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (tm_oai_json_string(&buf, &n, &cap, body, len) == 0) {
+        if (n != strlen(buf)) abort(); /* no raw NUL in the output */
+        cJSON *s = cJSON_ParseWithLength(buf, n);
+        if (!cJSON_IsString(s)) abort();
+        cJSON_Delete(s);
+    }
+    free(buf);
+
+    tm_oai_req r;
+    tm_oai_error e;
+    int rc = tm_oai_parse(&r, kind, body, len, &e);
+    if (rc != 0) {
+        if (rc != -1 || !(e.http == 400 || e.http == 500) || !e.msg[0] || !e.type) abort();
+        if (r.prompt || r.prompt_ids || r.messages_json || r.n_stop || r.model) abort();
+        char *js = tm_oai_error_json(&e);
+        must_parse(js, 0);
+        free(js);
+        return 0;
+    }
+    if (kind == TM_OAI_COMPLETION) {
+        if (!!r.prompt == !!r.prompt_ids || r.messages_json) abort();
+        for (size_t i = 0; i < r.n_prompt_ids; i++)
+            if (r.prompt_ids[i] < 0) abort();
+        if (r.prompt_ids && r.n_prompt_ids == 0) abort();
+    } else {
+        if (r.prompt || r.prompt_ids || !r.messages_json) abort();
+        check_messages(r.messages_json);
+        if (r.template_kwargs_json) {
+            cJSON *kw = cJSON_Parse(r.template_kwargs_json);
+            if (!cJSON_IsObject(kw)) abort();
+            cJSON_Delete(kw);
+        }
+    }
+    if (r.n_stop < 0 || r.n_stop > TM_OAI_MAX_STOP || r.stop[r.n_stop]) abort();
+    for (int i = 0; i < r.n_stop; i++)
+        if (!r.stop[i] || !r.stop[i][0] || strlen(r.stop[i]) > TM_OAI_MAX_STOP_LEN) abort();
+    if ((r.set & TM_OAI_SET_MAX_TOKENS) && (r.max_tokens < 1 || r.max_tokens > TM_OAI_MAX_TOKENS)) abort();
+    if ((r.set & TM_OAI_SET_TEMPERATURE) && !(r.temperature >= 0 && isfinite(r.temperature))) abort();
+    if ((r.set & TM_OAI_SET_TOP_P) && !(r.top_p > 0 && r.top_p <= 1)) abort();
+    if ((r.set & TM_OAI_SET_MIN_P) && !(r.min_p >= 0 && r.min_p <= 1)) abort();
+    if ((r.set & TM_OAI_SET_TOP_K) && r.top_k < 0) abort();
+    if ((r.set & TM_OAI_SET_PRESENCE) && !(r.presence_penalty >= -2 && r.presence_penalty <= 2)) abort();
+    if ((r.set & TM_OAI_SET_FREQUENCY) && !(r.frequency_penalty >= -2 && r.frequency_penalty <= 2)) abort();
+    if ((r.set & TM_OAI_SET_REPETITION) && !(r.repetition_penalty > 0 && isfinite(r.repetition_penalty))) abort();
+    tandem_request q;
+    tandem_request_default(&q);
+    tm_oai_apply(&r, &q);
+    if ((r.set & TM_OAI_SET_TEMPERATURE) && q.temperature != r.temperature) abort();
+    if ((r.set & TM_OAI_SET_MAX_TOKENS) && q.max_tokens != r.max_tokens) abort();
+    if (r.prompt && q.prompt != r.prompt) abort();
+    if (r.n_stop && (!q.stop || strcmp(q.stop[r.n_stop - 1], r.stop[r.n_stop - 1]))) abort();
+
+    /* the writer on whatever text the body held (the prompt, or the messages) */
+    const char *text = r.prompt ? r.prompt : r.messages_json ? r.messages_json : "";
+    size_t tl = strlen(text);
+    tm_oai_meta m = {kind, "id-\"x", r.model, 1};
+    char *js = tm_oai_response_json(&m, text, tl, "stop", 1, 2);
+    must_parse(js, 0);
+    free(js);
+    js = tm_oai_chunk_sse(&m, text, tl, 1, NULL);
+    if (js && (strncmp(js, "data: ", 6) || strlen(js) < 8 || strcmp(js + strlen(js) - 2, "\n\n"))) abort();
+    if (js) js[strlen(js) - 2] = '\0';
+    must_parse(js, 6);
+    free(js);
+    tm_oai_req_free(&r);
+    return 0;
+}
