@@ -490,11 +490,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         return MHD_NO;
     }
     if (job_register(j) != 0) {
-        free(j->text);
-        tm_oai_req_free(&j->req);
-        pthread_mutex_destroy(&j->mu);
-        pthread_cond_destroy(&j->cv);
-        free(j);
+        job_free(j);
         return reply_errorf(srv, c, 503, "server_error", NULL, NULL, "the server is shutting down");
     }
     tandem_request q = srv->defaults;
