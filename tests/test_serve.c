@@ -135,7 +135,8 @@ static int http(int port, const char *method, const char *path, const char *body
 }
 
 /* status and JSON body of one exchange; NULL if the body is not JSON */
-static cJSON *http_json(int port, const char *method, const char *path, const char *body, const char *headers, int *status)
+static cJSON *http_json(int port, const char *method, const char *path, const char *body, const char *headers,
+                        int *status)
 {
     http_res r;
     *status = -1;
@@ -179,8 +180,9 @@ static void check_error(int port, const char *method, const char *path, const ch
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
     CHECKF(e && cJSON_GetObjectItemCaseSensitive(e, "param") && cJSON_GetObjectItemCaseSensitive(e, "code"),
            "%s: error lacks param / code", what);
-    if (want_param) CHECKF(jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), want_param), "%s: param %s, want %s",
-                           what, jstr(j, "error.param") ? jstr(j, "error.param") : "null", want_param);
+    if (want_param)
+        CHECKF(jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), want_param), "%s: param %s, want %s", what,
+               jstr(j, "error.param") ? jstr(j, "error.param") : "null", want_param);
     cJSON_Delete(j);
 }
 
@@ -221,7 +223,8 @@ static void parse_sse(const char *body, int chat, sse *s)
                 s->finish_events++;
                 snprintf(s->finish, sizeof s->finish, "%s", f);
             }
-            if (cJSON_GetObjectItemCaseSensitive(j, "usage")) s->usage_completion = (int)jnum(j, "usage.completion_tokens");
+            if (cJSON_GetObjectItemCaseSensitive(j, "usage"))
+                s->usage_completion = (int)jnum(j, "usage.completion_tokens");
             cJSON_Delete(j);
         }
         free(ev);
@@ -354,17 +357,19 @@ static void test_oai(void)
     CHECK(q.stop && !strcmp(q.stop[0], "a"));
     tm_oai_req_free(&r);
 
-    const char *chat = "{\"messages\":[{\"role\":\"developer\",\"content\":\"S\"},"
-                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
-                       "{\"role\":\"assistant\",\"content\":null}],\"max_completion_tokens\":9,\"max_tokens\":2,"
-                       "\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+    const char *chat =
+        "{\"messages\":[{\"role\":\"developer\",\"content\":\"S\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+        "{\"role\":\"assistant\",\"content\":null}],\"max_completion_tokens\":9,\"max_tokens\":2,"
+        "\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
     CHECKF(tm_oai_parse(&r, TM_OAI_CHAT, chat, strlen(chat), &e) == 0, "%s", e.msg);
     CHECK_EQ_STR(r.messages_json, "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"a\\nb\"},"
                                   "{\"role\":\"assistant\",\"content\":\"\"}]");
     CHECK(r.max_tokens == 9 && r.stream == 1 && r.include_usage == 1);
     tm_oai_req_free(&r);
 
-    static const struct { tm_oai_kind k; const char *body, *param; } bad[] = {
+    static const struct { tm_oai_kind k; const char *body, *param;
+    } bad[] = {
         {TM_OAI_COMPLETION, "", ""},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\"} x", ""},
         {TM_OAI_COMPLETION, "[1]", ""},
@@ -385,13 +390,14 @@ static void test_oai(void)
         {TM_OAI_CHAT, "{\"messages\":[]}", "messages"},
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].role"},
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
-        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content[0]"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+         "messages[0].content[0]"},
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = tm_oai_parse(&r, bad[i].k, bad[i].body, strlen(bad[i].body), &e);
-        CHECKF(rc == -1 && e.http == 400 && e.msg[0] && !strcmp(e.param, bad[i].param), "body %s: rc %d http %d param '%s' (%s)",
-               bad[i].body, rc, e.http, e.param, e.msg);
+        CHECKF(rc == -1 && e.http == 400 && e.msg[0] && !strcmp(e.param, bad[i].param),
+               "body %s: rc %d http %d param '%s' (%s)", bad[i].body, rc, e.http, e.param, e.msg);
         CHECK(r.prompt == NULL && r.messages_json == NULL && r.n_stop == 0);
     }
 
@@ -506,7 +512,9 @@ int main(void)
 
     /* streamed: the same text across the chunks, then [DONE] */
     snprintf(body, sizeof body,
-             "{\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", P0);
+             "{\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0,\"stream\":true,\"stream_options\":{\"include_"
+             "usage\":true}}",
+             P0);
     http_res hr;
     CHECK(http(port, "POST", "/v1/completions", body, NULL, &hr) == 0);
     CHECK_EQ_INT(hr.status, 200);
@@ -521,8 +529,9 @@ int main(void)
     http_res_free(&hr);
 
     /* chat: the model's own template, JSON and streamed */
-    const char *chat_body = "{\"messages\":[{\"role\":\"system\",\"content\":\"You tell stories.\"},"
-                            "{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}],\"max_tokens\":16,\"temperature\":0%s}";
+    const char *chat_body =
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"You tell stories.\"},"
+        "{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}],\"max_tokens\":16,\"temperature\":0%s}";
     snprintf(body, sizeof body, chat_body, "");
     j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
     CHECK_EQ_INT(status, 200);
@@ -555,7 +564,8 @@ int main(void)
 
     /* errors: status and an OpenAI error body */
     check_error(port, "POST", "/v1/completions", "{\"prompt\": \"a\",", 400, NULL, "malformed JSON");
-    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"many\"}", 400, "max_tokens", "bad type");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"many\"}", 400, "max_tokens",
+                "bad type");
     check_error(port, "POST", "/v1/chat/completions", "{\"messages\":\"hi\"}", 400, "messages", "bad messages");
     check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"n\":2}", 400, "n", "n = 2");
     check_error(port, "POST", "/v1/completions", "{\"prompt\":[999999]}", 400, NULL, "token id out of the vocabulary");
@@ -582,9 +592,10 @@ int main(void)
         free(big);
     }
     /* malformed HTTP: the server answers or closes, and keeps serving */
-    static const char *junk[] = {"GARBAGE\r\n\r\n", "POST /v1/completions HTTP/1.1\r\nContent-Length: zz\r\n\r\n{}",
-                                 "\x01\x02\x03\xff\r\n\r\n", "GET /health HTTP/9.9\r\n\r\n",
-                                 "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"};
+    static const char *junk[] = {
+        "GARBAGE\r\n\r\n", "POST /v1/completions HTTP/1.1\r\nContent-Length: zz\r\n\r\n{}", "\x01\x02\x03\xff\r\n\r\n",
+        "GET /health HTTP/9.9\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"};
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
         int fd = connect_to(port);
         CHECK(fd >= 0);

@@ -105,7 +105,10 @@ int cmd_serve(int argc, char **argv)
         if (!strcmp(a, "--host")) o.host = argv[++i];
         else if (!strcmp(a, "--port")) {
             long p = strtol(argv[++i], &end, 10);
-            if (*end || p < 0 || p > 65535) { fprintf(stderr, "tandem serve: --port %s: not a port number\n", v); return 2; }
+            if (*end || p < 0 || p > 65535) {
+                fprintf(stderr, "tandem serve: --port %s: not a port number\n", v);
+                return 2;
+            }
             o.port = (int)p;
         } else if (!strcmp(a, "--alias")) o.model_name = argv[++i];
         else if (!strcmp(a, "--template")) tpl_path = argv[++i];

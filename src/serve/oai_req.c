@@ -71,7 +71,8 @@ static int get_number(const cJSON *obj, const char *name, double lo, int lo_open
     if (!cJSON_IsNumber(v)) return BAD(name, "'%s' must be a number, not %s", name, type_name(v));
     double x = v->valuedouble;
     if (!isfinite(x) || (lo_open ? x <= lo : x < lo) || (hi_open ? x >= hi : x > hi))
-        return BAD(name, "'%s' = %g is out of range %c%g, %g%c", name, x, lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+        return BAD(name, "'%s' = %g is out of range %c%g, %g%c", name, x, lo_open ? '(' : '[', lo, hi,
+                   hi_open ? ')' : ']');
     *out = x;
     return 1;
 }
@@ -162,7 +163,8 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
     if (v) {
         r->set |= TM_OAI_SET_STOP;
         const cJSON *one = cJSON_IsString(v) ? v : NULL;
-        if (!one && !cJSON_IsArray(v)) return BAD("stop", "'stop' must be a string or an array of strings, not %s", type_name(v));
+        if (!one && !cJSON_IsArray(v))
+            return BAD("stop", "'stop' must be a string or an array of strings, not %s", type_name(v));
         int i = 0;
         for (const cJSON *s = one ? one : v->child; s; s = one ? NULL : s->next, i++) {
             char param[32];
@@ -183,7 +185,8 @@ static int parse_stream(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
     if (get_bool(root, "stream", &r->stream, e) < 0) return -1;
     const cJSON *so = field(root, "stream_options");
     if (so) {
-        if (!cJSON_IsObject(so)) return BAD("stream_options", "'stream_options' must be an object, not %s", type_name(so));
+        if (!cJSON_IsObject(so))
+            return BAD("stream_options", "'stream_options' must be an object, not %s", type_name(so));
         if (get_bool(so, "include_usage", &r->include_usage, e) < 0) {
             snprintf(e->param, sizeof e->param, "stream_options.include_usage");
             return -1;
@@ -296,7 +299,8 @@ static int parse_messages(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
             break;
         }
         snprintf(param, sizeof param, "messages[%d].content", i);
-        char *content = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), !strcmp(rn, "assistant"), param, e);
+        char *content =
+            message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), !strcmp(rn, "assistant"), param, e);
         if (!content) { rc = -1; break; }
         cJSON *o = cJSON_CreateObject();
         int ok = o && cJSON_AddStringToObject(o, "role", rn) && cJSON_AddStringToObject(o, "content", content);
@@ -335,7 +339,8 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
         for (const char *p = end; p < body + len && rc == 0; p++)
             if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '\0')
                 rc = BAD(NULL, "the request body is not valid JSON (extra data at byte %zu)", (size_t)(p - body));
-    if (rc == 0 && !cJSON_IsObject(root)) rc = BAD(NULL, "the request body must be a JSON object, not %s", type_name(root));
+    if (rc == 0 && !cJSON_IsObject(root))
+        rc = BAD(NULL, "the request body must be a JSON object, not %s", type_name(root));
     if (rc == 0) {
         const cJSON *model = field(root, "model");
         if (model && !cJSON_IsString(model)) rc = BAD("model", "'model' must be a string, not %s", type_name(model));

@@ -500,7 +500,8 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     tandem_status st;
     char *prompt = NULL;
     if (kind == TM_OAI_CHAT) {
-        if (tandem_chat_render(srv->m, srv->tpl, j->req.messages_json, 1, j->req.template_kwargs_json, &prompt, &st) != 0) {
+        if (tandem_chat_render(srv->m, srv->tpl, j->req.messages_json, 1 /* add_generation_prompt */,
+                               j->req.template_kwargs_json, &prompt, &st) != 0) {
             tm_oai_error_set(&e, st.code == TANDEM_E_NOMEM ? 500 : 400,
                              st.code == TANDEM_E_NOMEM ? "server_error" : "invalid_request_error", NULL,
                              st.code == TANDEM_E_TEMPLATE ? "messages" : NULL, "chat template: %s", st.msg);
@@ -637,13 +638,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (hr->route == R_NONE) {
         srv_log(srv, "%s %s 404", method, url);
-        return reply_errorf(srv, c, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method, url);
+        return reply_errorf(srv, c, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method,
+                            url);
     }
     int is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     if (wants_post ? !is_post : !is_get) {
         srv_log(srv, "%s %s 405", method, url);
-        return reply_errorf(srv, c, 405, "invalid_request_error", "method_not_allowed", wants_post ? "POST" : "GET, HEAD",
-                            "Method %s is not allowed for %s (use %s)", method, url, wants_post ? "POST" : "GET");
+        return reply_errorf(srv, c, 405, "invalid_request_error", "method_not_allowed",
+                            wants_post ? "POST" : "GET, HEAD", "Method %s is not allowed for %s (use %s)", method, url,
+                            wants_post ? "POST" : "GET");
     }
     if (hr->route != R_HEALTH && !authorized(srv, c)) {
         srv_log(srv, "%s %s 401", method, url);
@@ -739,7 +742,8 @@ static void srv_free(tm_server *srv)
 int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const tm_server_opts *o, tm_err *err)
 {
     *out = NULL;
-    if (o->port < 0 || o->port > 65535) return tm_errf(err, TM_E_INVALID, "serve: --port %d is out of range [0, 65535]", o->port);
+    if (o->port < 0 || o->port > 65535)
+        return tm_errf(err, TM_E_INVALID, "serve: --port %d is out of range [0, 65535]", o->port);
     tm_server *srv = calloc(1, sizeof *srv);
     if (!srv) return tm_errf(err, TM_E_NOMEM, "serve: out of memory");
     pthread_mutex_init(&srv->mu, NULL);
