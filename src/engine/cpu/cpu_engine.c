@@ -74,6 +74,9 @@ typedef struct cpu_ctx {
     float *g, *u;                             /* [M][2F] gate (or gate_up), [M][F] up (dense layers) */
     float *f;                                 /* [M][D] */
     float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
+    uint16_t *xb;                             /* [M][ld] an input prepared once as bf16 (see prep_act) */
+    uint8_t *xq;                              /* [M][ld] ... or as offset-binary int8 */
+    float *xs;                                /* [M] its row scales */
     const int32_t **ptab;                     /* [M] page tables for attn_decode */
     int *ctxlen;                              /* [M] */
     tm_moe_scratch moe;                       /* routing and expert rows (MoE models) */
@@ -132,6 +135,9 @@ static void cpu_unbind(void *vctx)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c->ptab);
     free(c->ctxlen);
+    free(c->xb);
+    free(c->xq);
+    free(c->xs);
     tm_moe_scratch_free(&c->moe);
     tm_kbuf_free(&c->ws);
     free(c);
@@ -284,11 +290,15 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->f = malloc(sizeof(float) * M * D);
     c->cs = malloc(sizeof(float) * M * half);
     c->sn = malloc(sizeof(float) * M * half);
+    size_t kmax = F > hw ? F : hw, ld = (size_t)tm_kact_ld((int)kmax);
+    c->xb = malloc(sizeof(uint16_t) * M * ld);
+    c->xq = malloc(M * ld);
+    c->xs = malloc(sizeof(float) * M);
     c->ptab = malloc(sizeof(*c->ptab) * M);
     c->ctxlen = malloc(sizeof(int) * M);
     if (m->n_experts > 0 && (rc = tm_moe_scratch_init(&c->moe, m, CPU_MAX_ROWS, err)) != TM_OK) goto fail;
     if (!c->x || !c->h || !c->q || !c->kk || !c->vv || (m->fused_qkv && !c->qkv) || (dense && (!c->g || !c->u)) ||
-        !c->f || !c->cs || !c->sn || !c->ptab || !c->ctxlen) {
+        !c->f || !c->cs || !c->sn || !c->ptab || !c->ctxlen || !c->xb || !c->xq || !c->xs) {
         rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory for scratch", var->engine);
         goto fail;
     }
@@ -321,10 +331,141 @@ typedef struct cpu_rows {
     struct tm_pool *pool;      /* threads for this call */
 } cpu_rows;
 
+/* ---- row-parallel elementwise work ------------------------------------------- */
+
+/* The non-matmul steps of a prefill chunk (norms, RoPE, the KV store, the
+ * activation, residual adds) run over its M rows on the call's pool: on one
+ * thread they took more time than the AMX GEMMs. A step is a function over a
+ * row range; par_rows splits [0, M) into about 2 tasks per worker, and runs
+ * inline when the work is small (a decode step: M = B rows). */
+typedef struct par_job par_job;
+typedef void (*rows_fn)(const par_job *j, int i0, int i1);
+struct par_job {
+    rows_fn fn;
+    cpu_ctx *c;
+    const cpu_rows *r;
+    int M, per;                 /* rows, rows per task */
+    float *y;                   /* the step's operands (see each step) */
+    const float *x, *w;
+    int n, l;                   /* row width or count; layer / rope index */
+};
+
+static void par_task(void *ctx, int t, int worker)
+{
+    (void)worker;
+    const par_job *j = ctx;
+    int i0 = t * j->per, i1 = i0 + j->per < j->M ? i0 + j->per : j->M;
+    j->fn(j, i0, i1);
+}
+
+/* width: floats per row (the grain: about 64 K floats per task at least) */
+static void par_rows(par_job *j, int M, size_t width)
+{
+    int nw = tm_pool_size(j->r->pool);
+    size_t min_rows = width ? (65536 + width - 1) / width : (size_t)M;
+    int tasks = 2 * nw;
+    if ((size_t)M / (size_t)tasks < min_rows) tasks = (int)((size_t)M / (min_rows ? min_rows : 1));
+    j->M = M;
+    if (tasks <= 1 || nw <= 1) {
+        j->fn(j, 0, M);
+        return;
+    }
+    j->per = (M + tasks - 1) / tasks;
+    tm_pool_run(j->r->pool, (M + j->per - 1) / j->per, par_task, j);
+}
+
+/* y[i] = rmsnorm(x[i]) * w for rows of width n */
+static void rows_rmsnorm(const par_job *j, int i0, int i1)
+{
+    const tm_model *m = j->c->m;
+    j->c->k.rmsnorm(j->y + (size_t)i0 * j->n, j->x + (size_t)i0 * j->n, j->w, i1 - i0, j->n, m->eps, m->norm_add_one);
+}
+
+static void par_rmsnorm(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, const float *w, int rows, int n)
+{
+    par_job j = {.fn = rows_rmsnorm, .c = c, .r = r, .y = y, .x = x, .w = w, .n = n};
+    par_rows(&j, rows, (size_t)n);
+}
+
+/* y[i] += x[i] for rows of width n (the residual stream) */
+static void rows_add(const par_job *j, int i0, int i1)
+{
+    float *y = j->y;
+    const float *x = j->x;
+    for (size_t i = (size_t)i0 * j->n; i < (size_t)i1 * j->n; i++) y[i] += x[i];
+}
+
+static void par_add(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, int rows, int n)
+{
+    par_job j = {.fn = rows_add, .c = c, .r = r, .y = y, .x = x, .n = n};
+    par_rows(&j, rows, (size_t)n);
+}
+
+/* y[i] = act(y[i]) * x[i] for rows of width n (gate, up) */
+static void rows_act(const par_job *j, int i0, int i1)
+{
+    size_t o = (size_t)i0 * j->n, n = (size_t)(i1 - i0) * j->n;
+    if (j->c->m->act == TM_ACT_SILU) j->c->k.silu_mul(j->y + o, j->y + o, j->x + o, n);
+    else j->c->k.gelu_tanh_mul(j->y + o, j->y + o, j->x + o, n);
+}
+
+static void par_act(cpu_ctx *c, const cpu_rows *r, float *gate, const float *up, int rows, int n)
+{
+    par_job j = {.fn = rows_act, .c = c, .r = r, .y = gate, .x = up, .n = n};
+    par_rows(&j, rows, (size_t)n);
+}
+
+/* rows of the prepared input: bf16 (j->y unused) or int8 + scales */
+static void rows_prep(const par_job *j, int i0, int i1)
+{
+    cpu_ctx *c = j->c;
+    int K = j->n, ld = tm_kact_ld(K);
+    if (j->l == TM_DT_BF16) {
+        for (int i = i0; i < i1; i++) {
+            c->k.f32_to_bf16(c->xb + (size_t)i * ld, j->x + (size_t)i * K, (size_t)K);
+            memset(c->xb + (size_t)i * ld + K, 0, (size_t)(ld - K) * 2);
+        }
+    } else {
+        c->k.quant_q8(c->xq + (size_t)i0 * ld, c->xs + i0, ld, j->x + (size_t)i0 * K, i1 - i0, K);
+    }
+}
+
+/* x[M][K], the input of the matmuls with weights like w (q, k and v read
+ * one; gate and up another), prepared once, on the pool: the bf16 or int8
+ * rows their GEMM (or GEMV) would otherwise convert, single-threaded, per
+ * matmul. Same conversion functions, so the same bytes. */
+static void prep_act(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, tm_kact *a)
+{
+    int K = tm_kweight_k(w);
+    *a = (tm_kact){.M = M, .K = K, .f32 = x};
+    tm_dtype dt = tm_kweight_dtype(w);
+    if (dt != TM_DT_BF16 && dt != TM_DT_Q8PC) return;
+    par_job j = {.fn = rows_prep, .c = c, .r = r, .x = x, .n = K, .l = (int)dt};
+    par_rows(&j, M, (size_t)K);
+    a->ld = tm_kact_ld(K);
+    if (dt == TM_DT_BF16) {
+        a->bf16 = c->xb;
+    } else {
+        a->q8 = c->xq;
+        a->q8_scale = c->xs;
+    }
+}
+
+/* y[M][N] = x[M][K] . w^T */
 static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
 {
-    tm_kact a = {.M = M, .K = tm_kweight_k(w), .f32 = x};
+    tm_kact a;
+    prep_act(c, r, w, x, M, &a);
     return tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
+}
+
+/* y = a . w^T with a from prep_act (a weight of another encoding gets the f32 rows) */
+static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm_kact *a, float *y, tm_err *err)
+{
+    tm_dtype dt = tm_kweight_dtype(w);
+    if ((a->bf16 && dt != TM_DT_BF16) || (a->q8 && dt != TM_DT_Q8PC))
+        return matmul(c, r, w, a->f32, a->M, y, err);
+    return tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
 }
 
 static void add_bias(float *y, const float *b, int M, int N)
@@ -334,13 +475,15 @@ static void add_bias(float *y, const float *b, int M, int N)
         for (int j = 0; j < N; j++) y[(size_t)i * N + j] += b[j];
 }
 
-/* Write rows' K and V [M][Hk*Dh] into the cache at their positions. */
-static void kv_store(cpu_ctx *c, const cpu_rows *r, int layer)
+/* Write rows' K and V [M][Hk*Dh] into the cache at their positions (layer j->l). */
+static void rows_kv_store(const par_job *j, int i0, int i1)
 {
+    cpu_ctx *c = j->c;
+    const cpu_rows *r = j->r;
     const tm_model *m = c->m;
     const tm_kv_cache_opts *o = tm_kv_cache_info(r->kv);
-    int Dh = m->Dh;
-    for (int i = 0; i < r->M; i++) {
+    int Dh = m->Dh, layer = j->l;
+    for (int i = i0; i < i1; i++) {
         const tm_kv_seq *s = r->seq[i];
         int p = r->pos[i];
         int32_t page = s->pages[p / o->page_size];
@@ -363,24 +506,40 @@ static void kv_store(cpu_ctx *c, const cpu_rows *r, int layer)
     }
 }
 
-static void apply_rope(cpu_ctx *c, const cpu_rows *r, int ridx, float *x, int nh)
+static void kv_store(cpu_ctx *c, const cpu_rows *r, int layer)
 {
+    par_job j = {.fn = rows_kv_store, .c = c, .r = r, .l = layer};
+    par_rows(&j, r->M, (size_t)c->m->Hk * c->m->Dh * 2);
+}
+
+/* RoPE on rows [i0, i1) of x[M][nh][Dh] (rope j->l, nh = j->n heads) */
+static void rows_rope(const par_job *j, int i0, int i1)
+{
+    cpu_ctx *c = j->c;
     const tm_model *m = c->m;
-    const tm_rope *rp = &m->rope[ridx];
-    int half = rp->rot_dim / 2;
-    for (int i = 0; i < r->M; i++) {
-        memcpy(c->cs + (size_t)i * half, c->rope_cos[ridx] + (size_t)r->pos[i] * half, sizeof(float) * half);
-        memcpy(c->sn + (size_t)i * half, c->rope_sin[ridx] + (size_t)r->pos[i] * half, sizeof(float) * half);
+    const tm_rope *rp = &m->rope[j->l];
+    int half = rp->rot_dim / 2, nh = j->n;
+    for (int i = i0; i < i1; i++) {
+        int pos = j->r->pos[i];
+        memcpy(c->cs + (size_t)i * half, c->rope_cos[j->l] + (size_t)pos * half, sizeof(float) * half);
+        memcpy(c->sn + (size_t)i * half, c->rope_sin[j->l] + (size_t)pos * half, sizeof(float) * half);
     }
+    float *x = j->y + (size_t)i0 * nh * m->Dh;
     if (rp->rot_dim == m->Dh) {
-        c->k.rope(x, c->cs, c->sn, r->M, nh, m->Dh);
+        c->k.rope(x, c->cs + (size_t)i0 * half, c->sn + (size_t)i0 * half, i1 - i0, nh, m->Dh);
         return;
     }
     /* partial rotary: rotate the first rot_dim dims of each head */
-    for (int i = 0; i < r->M; i++)
+    for (int i = i0; i < i1; i++)
         for (int h = 0; h < nh; h++)
-            c->k.rope(x + ((size_t)i * nh + h) * m->Dh, c->cs + (size_t)i * half, c->sn + (size_t)i * half, 1, 1,
+            c->k.rope(j->y + ((size_t)i * nh + h) * m->Dh, c->cs + (size_t)i * half, c->sn + (size_t)i * half, 1, 1,
                       rp->rot_dim);
+}
+
+static void apply_rope(cpu_ctx *c, const cpu_rows *r, int ridx, float *x, int nh)
+{
+    par_job j = {.fn = rows_rope, .c = c, .r = r, .y = x, .n = nh, .l = ridx};
+    par_rows(&j, r->M, (size_t)nh * c->m->Dh);
 }
 
 static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
@@ -427,13 +586,14 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
             memcpy(c->u + (size_t)i * F, c->g + (size_t)i * 2 * F + F, sizeof(float) * F);
         for (int i = 1; i < M; i++) memmove(c->g + (size_t)i * F, c->g + (size_t)i * 2 * F, sizeof(float) * F);
     } else {
-        if ((rc = matmul(c, r, y->w_gate, c->h, M, gate, err))) return rc;
-        if ((rc = matmul(c, r, y->w_up, c->h, M, up, err))) return rc;
+        tm_kact a;
+        prep_act(c, r, y->w_gate, c->h, M, &a);
+        if ((rc = matmul_a(c, r, y->w_gate, &a, gate, err))) return rc;
+        if ((rc = matmul_a(c, r, y->w_up, &a, up, err))) return rc;
     }
     add_bias(gate, y->b_gate, M, F);
     add_bias(up, y->b_up, M, F);
-    if (m->act == TM_ACT_SILU) c->k.silu_mul(gate, gate, up, (size_t)M * F);
-    else c->k.gelu_tanh_mul(gate, gate, up, (size_t)M * F);
+    par_act(c, r, gate, up, M, F);
     if ((rc = matmul(c, r, y->w_down, gate, M, c->f, err))) return rc;
     add_bias(c->f, y->b_down, M, D);
     return TM_OK;
@@ -461,7 +621,7 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     }
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];
-        c->k.rmsnorm(c->h, c->x, y->attn_norm, M, D, m->eps, m->norm_add_one);
+        par_rmsnorm(c, r, c->h, c->x, y->attn_norm, M, D);
         if (y->wqkv) {
             if ((rc = matmul(c, r, y->wqkv, c->h, M, c->qkv, err))) return rc;
             for (int i = 0; i < M; i++) {
@@ -471,32 +631,34 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
                 memcpy(c->vv + (size_t)i * KD, s + HD + KD, sizeof(float) * KD);
             }
         } else {
-            if ((rc = matmul(c, r, y->wq, c->h, M, c->q, err))) return rc;
-            if ((rc = matmul(c, r, y->wk, c->h, M, c->kk, err))) return rc;
-            if ((rc = matmul(c, r, y->wv, c->h, M, c->vv, err))) return rc;
+            tm_kact a;
+            prep_act(c, r, y->wq, c->h, M, &a);
+            if ((rc = matmul_a(c, r, y->wq, &a, c->q, err))) return rc;
+            if ((rc = matmul_a(c, r, y->wk, &a, c->kk, err))) return rc;
+            if ((rc = matmul_a(c, r, y->wv, &a, c->vv, err))) return rc;
         }
         add_bias(c->q, y->bq, M, HD);
         add_bias(c->kk, y->bk, M, KD);
         add_bias(c->vv, y->bv, M, KD);
-        if (y->q_norm) c->k.rmsnorm(c->q, c->q, y->q_norm, M * H, Dh, m->eps, m->norm_add_one);
-        if (y->k_norm) c->k.rmsnorm(c->kk, c->kk, y->k_norm, M * Hk, Dh, m->eps, m->norm_add_one);
+        if (y->q_norm) par_rmsnorm(c, r, c->q, c->q, y->q_norm, M * H, Dh);
+        if (y->k_norm) par_rmsnorm(c, r, c->kk, c->kk, y->k_norm, M * Hk, Dh);
         apply_rope(c, r, m->layer[l].rope, c->q, H);
         apply_rope(c, r, m->layer[l].rope, c->kk, Hk);
         kv_store(c, r, l);
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
         if ((rc = matmul(c, r, y->wo, c->h, M, c->f, err))) return rc;
         add_bias(c->f, y->bo, M, D);
-        if (y->attn_out_norm) c->k.rmsnorm(c->f, c->f, y->attn_out_norm, M, D, m->eps, m->norm_add_one);
-        for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
+        if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);
+        par_add(c, r, c->x, c->f, M, D);
 
-        c->k.rmsnorm(c->h, c->x, y->ffn_norm, M, D, m->eps, m->norm_add_one);
+        par_rmsnorm(c, r, c->h, c->x, y->ffn_norm, M, D);
         if (y->moe) {
             if ((rc = tm_moe_forward(y->moe, &c->k, c->h, M, c->f, &c->moe, &c->ws, r->pool, err))) return rc;
         } else if ((rc = dense_ffn(c, r, y, M, err))) {
             return rc;
         }
-        if (y->ffn_out_norm) c->k.rmsnorm(c->f, c->f, y->ffn_out_norm, M, D, m->eps, m->norm_add_one);
-        for (size_t i = 0; i < (size_t)M * D; i++) c->x[i] += c->f[i];
+        if (y->ffn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->ffn_out_norm, M, D);
+        par_add(c, r, c->x, c->f, M, D);
         if (r->on_layer) r->on_layer(r->ud, l);
     }
     /* logits for the requested rows only */
