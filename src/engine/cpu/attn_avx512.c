@@ -9,3 +9,8 @@
 #include "engine/cpu/attn_vec.inc"
 
 void tm_kattn_fill_avx512(tm_kernels *k) { KFN(fill_attn)(k); }
+
+int tm_kattn_prefill_avx512(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool)
+{
+    return KFN(attn_prefill)(a, ws, pool);
+}

@@ -245,4 +245,5 @@ void tm_kvariant_amx(tm_kernels *k)
 {
     k->gemm_bf16 = gemm_bf16;
     k->gemm_q8 = gemm_q8;
+    tm_kattn_fill_amx(k);
 }

@@ -125,6 +125,9 @@ void tm_kops_fill_avx2(tm_kernels *k), tm_kops_fill_avx512(tm_kernels *k);
 void tm_kmm_fill_avx2(tm_kernels *k), tm_kmm_fill_avx512(tm_kernels *k);     /* gemv_*: all of the matmul ops */
 void tm_kgemm_fill_avx2(tm_kernels *k), tm_kgemm_fill_avx512(tm_kernels *k); /* gemm_* (called by the above) */
 void tm_kattn_fill_avx2(tm_kernels *k), tm_kattn_fill_avx512(tm_kernels *k);
+void tm_kattn_fill_amx(tm_kernels *k);  /* attn_amx.c: prefill attention on tiles */
+/* the AVX-512 prefill attention (attn_amx.c hands it what tiles don't take) */
+int tm_kattn_prefill_avx512(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool);
 
 /* Each ISA's row conversions, for its GEMV/GEMM activation preparation. */
 void tm_kavx2_f32_to_bf16(uint16_t *y, const float *x, size_t n);
