@@ -32,6 +32,7 @@
  * stage like dense weights (tm_kweight in the stage's encoding).
  */
 #include <math.h>
+#include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,12 @@ typedef struct cpu_ctx {
     float *g, *u;                             /* [M][2F] gate (or gate_up), [M][F] up (dense layers) */
     float *f;                                 /* [M][D] */
     float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
+    /* TANDEM_PROFILE=1: seconds spent, [prefill, decode] x [forward, matmul,
+     * attention], and forward calls; printed to stderr when the engine is freed */
+    int profile;
+    double prof[2][3];
+    long prof_calls[2];
+    int prof_kind;                            /* of the forward call running: 0 prefill, 1 decode */
     uint16_t *xb;                             /* [M][ld] an input prepared once as bf16 (see prep_act) */
     uint8_t *xq;                              /* [M][ld] ... or as offset-binary int8 */
     float *xs;                                /* [M] its row scales */
@@ -109,10 +116,24 @@ static int pack(tm_kweight **out, const tm_tensor *t, unsigned roles, tm_err *er
     return tm_kpack_init(out, t, uses, err);
 }
 
+static void print_profile(const cpu_ctx *c)
+{
+    static const char *kind[2] = {"prefill", "decode"};
+    for (int k = 0; k < 2; k++) {
+        const double *p = c->prof[k];
+        if (!c->prof_calls[k] || p[0] <= 0) continue;
+        fprintf(stderr,
+                "tandem profile: %s: %ld calls, %.3f s: matmul %.1f%%, attention %.1f%%, the rest %.1f%%\n",
+                kind[k], c->prof_calls[k], p[0], 100 * p[1] / p[0], 100 * p[2] / p[0],
+                100 * (p[0] - p[1] - p[2]) / p[0]);
+    }
+}
+
 static void cpu_unbind(void *vctx)
 {
     cpu_ctx *c = vctx;
     if (!c) return;
+    if (c->profile) print_profile(c);
     if (c->layer) {
         for (int l = 0; l < c->m->L; l++) {
             cpu_layer *y = &c->layer[l];
@@ -272,6 +293,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
     if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool);
     c->final_norm = vec_f32(&m->final_norm);
+    const char *prof = getenv("TANDEM_PROFILE");
+    c->profile = prof && *prof && strcmp(prof, "0") != 0;
     if ((rc = rope_tables(c, err)) != TM_OK) goto fail;
 
     size_t M = CPU_MAX_ROWS, D = (size_t)m->D, HD = (size_t)m->H * m->Dh, KD = (size_t)m->Hk * m->Dh;
@@ -454,9 +477,12 @@ static void prep_act(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const f
 /* y[M][N] = x[M][K] . w^T */
 static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
 {
+    double t0 = c->profile ? now_s() : 0;
     tm_kact a;
     prep_act(c, r, w, x, M, &a);
-    return tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
+    int rc = tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
+    if (c->profile) c->prof[c->prof_kind][1] += now_s() - t0;
+    return rc;
 }
 
 /* y = a . w^T with a from prep_act (a weight of another encoding gets the f32 rows) */
@@ -465,7 +491,10 @@ static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm
     tm_dtype dt = tm_kweight_dtype(w);
     if ((a->bf16 && dt != TM_DT_BF16) || (a->q8 && dt != TM_DT_Q8PC))
         return matmul(c, r, w, a->f32, a->M, y, err);
-    return tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
+    double t0 = c->profile ? now_s() : 0;
+    int rc = tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
+    if (c->profile) c->prof[c->prof_kind][1] += now_s() - t0;
+    return rc;
 }
 
 static void add_bias(float *y, const float *b, int M, int N)
@@ -599,7 +628,7 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
     return TM_OK;
 }
 
-static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
+static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
 {
     const tm_model *m = c->m;
     int M = r->M, D = m->D, H = m->H, Hk = m->Hk, Dh = m->Dh;
@@ -645,7 +674,9 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         apply_rope(c, r, m->layer[l].rope, c->q, H);
         apply_rope(c, r, m->layer[l].rope, c->kk, Hk);
         kv_store(c, r, l);
+        double t0 = c->profile ? now_s() : 0;
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
+        if (c->profile) c->prof[c->prof_kind][2] += now_s() - t0;
         if ((rc = matmul(c, r, y->wo, c->h, M, c->f, err))) return rc;
         add_bias(c->f, y->bo, M, D);
         if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);
@@ -680,6 +711,17 @@ static int forward(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     return TM_OK;
 }
 
+static int forward(cpu_ctx *c, const cpu_rows *r, int decode, tm_err *err)
+{
+    if (!c->profile) return forward_rows(c, r, err);
+    double t0 = now_s();
+    c->prof_kind = decode;
+    int rc = forward_rows(c, r, err);
+    c->prof[decode][0] += now_s() - t0;
+    c->prof_calls[decode]++;
+    return rc;
+}
+
 /* ---- engine entry points ------------------------------------------------------ */
 
 static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
@@ -706,7 +748,7 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
         .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
         .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool,
     };
-    int rc = forward(c, &r, err);
+    int rc = forward(c, &r, 0, err);
     if (rc == TM_OK && a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
     return rc;
 }
@@ -721,7 +763,7 @@ static int cpu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
         .M = a->B, .tokens = a->tokens, .pos = a->pos, .seq = a->seqs, .kv = a->kv,
         .logits = a->logits, .logit_rows = rows, .n_logit_rows = a->B, .pool = a->pool ? a->pool : c->pool,
     };
-    int rc = forward(c, &r, err);
+    int rc = forward(c, &r, 1, err);
     if (rc == TM_OK)
         for (int i = 0; i < a->B; i++)
             if (a->seqs[i]->n_tokens < a->pos[i] + 1) a->seqs[i]->n_tokens = a->pos[i] + 1;

@@ -24,7 +24,9 @@
 
 #include <immintrin.h>
 
-#define MB 64  /* rows per task (a multiple of 32) */
+#ifndef MB
+#define MB 64  /* rows per task (a multiple of 32): each task streams its panels once */
+#endif
 
 typedef struct tilecfg {
     uint8_t palette;     /* 1 */
