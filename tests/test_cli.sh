@@ -77,6 +77,10 @@ expect 1 $T logits $M --tokens 1,2,99999 --out "$W/l.bin"
 expect 1 $T run $M -p "Once upon a time, there was a little girl who" -c 8
 grep -q "does not fit" "$W/err" && ok || bad "prompt too long: $(cat "$W/err")"
 expect 2 $T run $M -p hi --route sideways
+# bench --stall --peer without llama.cpp's stall harness: one line naming it, exit 1
+expect 1 $T bench "$W/m.tdm" --tests '' --stall 1 --peer llama.cpp --peer-model "$W/x.gguf" --peer-bin "$W/nopeer/llbench"
+one_line
+grep -q "nopeer/llstall: not found" "$W/err" && ok || bad "stall peer missing: $(cat "$W/err")"
 
 echo "test_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

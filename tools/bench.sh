@@ -23,4 +23,15 @@ for m in llama-3.2-1b:llama1b qwen2.5-0.5b:qwen05b; do
       --json "$OUT/local-$g-$e.json" --md "$OUT/local-$g-$e.md" --svg "$OUT/local-$g-$e.svg"
   done
 done
+# Decode stall (issue 6): 4 streams running, a 448-token prompt arrives; tandem
+# with and without core lending, each interleaved with llama.cpp's llstall
+# (llama-server's schedule: one context, 5 sequences, n_batch 2048, n_ubatch 512).
+sh tools/llstall.sh "$P"
+M=$W/llama1b-int4g64.tdm
+for v in lend: nolend:--no-lend; do
+  sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
+  $T bench "$M" --tests '' --stall 4 --stall-prompt 448 --reps 3 -t 2 ${v#*:} \
+    --peer llama.cpp --peer-model "$P/models/llama1b-q4_0.gguf" \
+    --json "$OUT/local-llama1b-stall-peer-${v%%:*}.json" --md "$OUT/local-llama1b-stall-peer-${v%%:*}.md"
+done
 "$P/ceilings" 2 3 > "$OUT/local-ceilings.txt" 2>&1 || true

@@ -21,9 +21,19 @@ int bench_sweep(tandem_model *m, const tandem_session_opts *so, const char *lens
 int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char *clients, int P, int G, double gap_s,
                       FILE *json, FILE *md);
 
-/* The stall test: `streams` decode streams run; new prompts of P tokens
- * arrive mid-generation; their p50 TPOT with and without arrivals. */
-int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, FILE *json, FILE *md);
+/* The stall test: `streams` decode streams run; a P-token prompt arrives
+ * mid-generation; their TPOT p50/p99 before and during its prefill, median of
+ * reps. With peer_bin (llbench's path; NULL: no peer), llama.cpp runs the same
+ * scenario on peer_model through tools/llstall.c (built beside llbench by
+ * tools/llstall.sh), interleaved rep by rep, with llama-server's schedule. */
+int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, int reps, const char *peer_bin,
+                const char *peer_model, FILE *json, FILE *md);
+
+/* Run a peer harness (a shell command line; it should send its log to
+ * /dev/null) and hand each stdout line that starts with "RESULT" to
+ * on_result. 0 when on_result returned 0 for some line and the command
+ * exited 0; -1 otherwise. */
+int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud);
 
 /* Tokenizer speed: encode the file (with special tokens) on one thread, 5 runs, median MB/s. */
 int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md);

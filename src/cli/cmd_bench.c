@@ -54,6 +54,7 @@ static const char bench_usage[] =
     "  --sweep-gen N       tokens generated per sweep point (default 16)\n"
     "  --concurrency LIST  client counts (e.g. 1,2,4,8); --conc P+G (default 448+64), --gap S (default 1.0)\n"
     "  --stall N           N running streams, then a --stall-prompt P (default 448) token prompt arrives\n"
+    "                      (--reps runs; with --peer, llama.cpp too: llstall beside --peer-bin, tools/llstall.sh)\n"
     "  --no-lend           never lend idle cores to the other side\n"
     "  --tok-file F        tokenizer speed: encode F (one thread), MB/s\n";
 
@@ -111,34 +112,41 @@ static int run_once(tandem_session *s, int V, bench_test *t, int rep, unsigned *
     return 0;
 }
 
+typedef struct peer_rep {
+    bench_test *t;
+    int rep;
+} peer_rep;
+
+/* Parse one llbench RESULT line into t's metric for this rep. */
+static int parse_peer(const char *line, void *ud)
+{
+    peer_rep *pr = ud;
+    bench_test *t = pr->t;
+    const char *q;
+    if (t->kind == 'e') {
+        double ttft, total;
+        if ((q = strstr(line, "TTFT ms: min")) && sscanf(q, "TTFT ms: min %*f median %lf", &ttft) == 1 &&
+            (q = strstr(line, "total ms: min")) && sscanf(q, "total ms: min %*f median %lf", &total) == 1) {
+            t->peer[pr->rep] = total / 1e3;
+            t->peer_ttft[pr->rep] = ttft / 1e3;
+            return 0;
+        }
+    } else if ((q = strstr(line, "t/s: min")) && sscanf(q, "t/s: min %*f median %lf", &t->peer[pr->rep]) == 1) {
+        return 0;
+    }
+    return -1;
+}
+
 /* Run llbench for one test, one rep; parse its RESULT line. */
 static int run_peer(const char *bin, const char *model, int threads, bench_test *t, int rep)
 {
     char name[48];
     if (t->kind == 'e') snprintf(name, sizeof name, "e2e%d+%d", t->P, t->G);
-    else snprintf(name, sizeof name, "%s", t->name);
+    else snprintf(name, sizeof name, "%.31s", t->name);
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' bench '%s' %d 1 %s 2>/dev/null", bin, model, threads, name);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    char line[2048];
-    int found = -1;
-    while (fgets(line, sizeof line, p)) {
-        if (strncmp(line, "RESULT", 6) != 0) continue;
-        const char *q;
-        if (t->kind == 'e') {
-            double ttft, total;
-            if ((q = strstr(line, "TTFT ms: min")) && sscanf(q, "TTFT ms: min %*f median %lf", &ttft) == 1 &&
-                (q = strstr(line, "total ms: min")) && sscanf(q, "total ms: min %*f median %lf", &total) == 1) {
-                t->peer[rep] = total / 1e3;
-                t->peer_ttft[rep] = ttft / 1e3;
-                found = 0;
-            }
-        } else if ((q = strstr(line, "t/s: min")) && sscanf(q, "t/s: min %*f median %lf", &t->peer[rep]) == 1) {
-            found = 0;
-        }
-    }
-    pclose(p);
+    peer_rep pr = {t, rep};
+    int found = bench_peer_run(cmd, parse_peer, &pr);
     if (found == 0) t->n_peer = rep + 1;
     return found;
 }
@@ -345,7 +353,7 @@ int cmd_bench(int argc, char **argv)
     if (rc == 0 && handoff) rc = bench_handoff(m, handoff, pp_rate, sj, sm);
     if (rc == 0 && sweep) rc = bench_sweep(m, &so, sweep, sweep_gen, reps, sj, sm);
     if (rc == 0 && conc) rc = bench_concurrency(m, &so, conc, conc_p, conc_g, gap, sj, sm);
-    if (rc == 0 && stall) rc = bench_stall(m, &so, stall, stall_p, sj, sm);
+    if (rc == 0 && stall) rc = bench_stall(m, &so, stall, stall_p, reps, peer ? peer_bin : NULL, peer_model, sj, sm);
     if (rc == 0 && tok_file) rc = bench_tokenizer(m, tok_file, sj, sm);
     fclose(sj);
     fclose(sm);
@@ -356,7 +364,7 @@ int cmd_bench(int argc, char **argv)
             if (json) fclose(jf);
         }
         FILE *mf = md ? fopen(md, "w") : NULL;
-        if (mf) { write_md(mf, ts, nt, peer != NULL); fputs(scen_md ? scen_md : "", mf); fclose(mf); }
+        if (mf) { if (nt) write_md(mf, ts, nt, peer != NULL); fputs(scen_md ? scen_md : "", mf); fclose(mf); }
         FILE *sf = svg ? fopen(svg, "w") : NULL;
         if (sf) { write_svg(sf, ts, nt, peer != NULL); fclose(sf); }
     }

@@ -256,6 +256,63 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
 
 /* ---- the stall test ------------------------------------------------------------------- */
 
+/* The scenario, shared with llama.cpp's side (tools/llstall.c gets these on its
+ * command line, so both run the same one): `streams` sequences with random
+ * prompts of STALL_STREAM_PROMPT ids generate until cancelled; once the last has
+ * STALL_SETTLE tokens a quiet window of STALL_QUIET_S seconds starts; at its end
+ * a P-token prompt arrives (1 token wanted), and the "during" window lasts until
+ * its first token. TPOT = gaps between a running stream's tokens, counted in the
+ * window where the later token falls; p50/p99 by nearest rank (pct above). */
+#define STALL_STREAM_PROMPT 64
+#define STALL_SETTLE 8
+#define STALL_QUIET_S 1.5
+#define STALL_PEER_N_BATCH 2048 /* llama-server's defaults */
+#define STALL_PEER_N_UBATCH 512
+/* The machine may be shared: a run during which other processes used more than
+ * this share of one core's time (over the measured windows) is redone, at most
+ * STALL_ATTEMPTS times per rep and side, after waiting for a quiet machine. */
+#define STALL_MAX_FOREIGN 0.05
+#define STALL_ATTEMPTS 4
+
+typedef struct stall_res {
+    double q50, q99, d50, d99; /* TPOT p50/p99 quiet and during, seconds */
+    double ratio;              /* d50 / q50 */
+    double prefill;            /* the new prompt's TTFT, seconds */
+    double foreign;            /* CPU time of other processes / wall time, over both windows */
+    int n_quiet, n_during;     /* gaps counted in each window */
+} stall_res;
+
+/* CPU seconds used by every process on the machine since boot (/proc/stat), and by this one */
+static double sys_busy_s(void)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+               &v[7]) != 8)
+        memset(v, 0, sizeof v);
+    fclose(f);
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double own_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Wait (at most max_s) until other processes use under a quarter of the machine for 2 s. */
+static void wait_quiet(double max_s)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    for (double t = 0; t < max_s; t += 2) {
+        double b0 = sys_busy_s(), o0 = own_cpu_s();
+        usleep(2000000);
+        if ((sys_busy_s() - b0) - (own_cpu_s() - o0) < 0.25 * 2.0 * (double)(ncpu > 0 ? ncpu : 1)) return;
+    }
+}
+
 typedef struct stream_rec {
     double t[4096];
     int n;
@@ -270,79 +327,250 @@ static int rec_token(void *ud, const char *piece, size_t len, int32_t tok)
     return 0;
 }
 
-int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, FILE *json, FILE *md)
+/* gaps of the streams' tokens that fall in [t0, t1) -> p50, p99; returns their count */
+static int stall_window(const stream_rec *rec, int streams, double t0, double t1, double *p50, double *p99)
+{
+    double *g = malloc(sizeof(double) * 4096 * (size_t)streams);
+    int n = 0;
+    for (int i = 0; g && i < streams; i++)
+        for (int j = 1; j < rec[i].n; j++)
+            if (rec[i].t[j] >= t0 && rec[i].t[j] < t1) g[n++] = rec[i].t[j] - rec[i].t[j - 1];
+    *p50 = pct(g, n, 0.5);
+    *p99 = pct(g, n, 0.99);
+    free(g);
+    return n;
+}
+
+/* One run of the scenario on tandem. */
+static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *seed, stall_res *res)
+{
+    tandem_status st;
+    stream_rec *rec = calloc((size_t)streams, sizeof *rec);
+    tandem_handle *h[8] = {0};
+    int32_t *ids[8] = {0}, *big = NULL;
+    int rc = rec ? 0 : 1, n_sub = 0;
+    tandem_request r;
+    tandem_request_default(&r);
+    r.temperature = 0;
+    r.ignore_eos = 1;
+    r.max_tokens = 4000;
+    for (int i = 0; i < streams && rc == 0; i++, n_sub++) {
+        ids[i] = random_ids(STALL_STREAM_PROMPT, V, seed);
+        r.prompt_ids = ids[i];
+        r.n_prompt_ids = STALL_STREAM_PROMPT;
+        rc = tandem_submit(s, &r, rec_token, &rec[i], &h[i], &st);
+    }
+    double q0 = 0, q1 = 0, a1 = 0, b0 = 0, o0 = 0;
+    if (rc == 0) {
+        /* let the streams settle, measure a quiet window, then a prompt arrives */
+        while (rec[streams - 1].n < STALL_SETTLE) usleep(1000);
+        q0 = now_s();
+        b0 = sys_busy_s();
+        o0 = own_cpu_s();
+        usleep((useconds_t)(STALL_QUIET_S * 1e6));
+        q1 = now_s();
+        big = random_ids(P, V, seed);
+        r.prompt_ids = big;
+        r.n_prompt_ids = (size_t)P;
+        r.max_tokens = 1;
+        tandem_stats bs;
+        tandem_handle *hb;
+        rc = tandem_submit(s, &r, NULL, NULL, &hb, &st) || tandem_wait(hb, &bs, &st);
+        a1 = now_s();
+        res->foreign = ((sys_busy_s() - b0) - (own_cpu_s() - o0)) / (a1 - q0);
+    }
+    if (rc) fprintf(stderr, "tandem bench: %s\n", st.msg);
+    for (int i = 0; i < n_sub; i++)
+        if (h[i]) tandem_cancel(h[i]);
+    for (int i = 0; i < n_sub; i++) {
+        tandem_stats x;
+        if (h[i]) tandem_wait(h[i], &x, &st);
+    }
+    if (rc == 0) {
+        res->n_quiet = stall_window(rec, streams, q0, q1, &res->q50, &res->q99);
+        res->n_during = stall_window(rec, streams, q1, a1, &res->d50, &res->d99);
+        res->ratio = res->q50 > 0 ? res->d50 / res->q50 : 0;
+        res->prefill = a1 - q1;
+    }
+    for (int i = 0; i < streams; i++) free(ids[i]);
+    free(big);
+    free(rec);
+    return rc;
+}
+
+/* ---- peers -------------------------------------------------------------------------- */
+
+int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[2048];
+    int found = -1;
+    while (fgets(line, sizeof line, p))
+        if (strncmp(line, "RESULT", 6) == 0 && on_result(line, ud) == 0) found = 0;
+    if (pclose(p) != 0) found = -1;
+    return found;
+}
+
+/* the number after " key=" in a RESULT line */
+static int result_num(const char *line, const char *key, double *v)
+{
+    char k[64];
+    snprintf(k, sizeof k, " %s=", key);
+    const char *q = strstr(line, k);
+    return q && sscanf(q + strlen(k), "%lf", v) == 1 ? 0 : -1;
+}
+
+static int parse_llstall(const char *line, void *ud)
+{
+    stall_res *r = ud;
+    double q50, q99, d50, d99, ratio, pre, fo, nq, nd;
+    if (result_num(line, "quiet_p50_ms", &q50) || result_num(line, "quiet_p99_ms", &q99) ||
+        result_num(line, "during_p50_ms", &d50) || result_num(line, "during_p99_ms", &d99) ||
+        result_num(line, "ratio", &ratio) || result_num(line, "prefill_s", &pre) || result_num(line, "foreign", &fo) ||
+        result_num(line, "n_quiet", &nq) || result_num(line, "n_during", &nd))
+        return -1;
+    *r = (stall_res){q50 / 1e3, q99 / 1e3, d50 / 1e3, d99 / 1e3, ratio, pre, fo / 100, (int)nq, (int)nd};
+    return 0;
+}
+
+/* One run of the scenario on llama.cpp: tools/llstall.c, found beside the
+ * peer's llbench (tools/llstall.sh builds it there). */
+static int stall_peer_once(const char *bin, const char *model, int threads, int streams, int P, unsigned seed,
+                           stall_res *res)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %d %d %d stream_prompt=%d settle=%d quiet_s=%g n_batch=%d n_ubatch=%d seed=%u "
+                              "2>/dev/null", bin, model, threads, streams, P, STALL_STREAM_PROMPT, STALL_SETTLE,
+             STALL_QUIET_S, STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, seed);
+    return bench_peer_run(cmd, parse_llstall, res);
+}
+
+/* per-field medians of n results; the ratio is the median of the per-rep ratios */
+static stall_res stall_median(const stall_res *r, int n)
+{
+    double v[7][64];
+    if (n > 64) n = 64;
+    for (int i = 0; i < n; i++) {
+        v[0][i] = r[i].q50;
+        v[1][i] = r[i].q99;
+        v[2][i] = r[i].d50;
+        v[3][i] = r[i].d99;
+        v[4][i] = r[i].ratio;
+        v[5][i] = r[i].prefill;
+        v[6][i] = r[i].foreign;
+    }
+    return (stall_res){.q50 = bench_median(v[0], n), .q99 = bench_median(v[1], n), .d50 = bench_median(v[2], n),
+                       .d99 = bench_median(v[3], n), .ratio = bench_median(v[4], n), .prefill = bench_median(v[5], n),
+                       .foreign = bench_median(v[6], n)};
+}
+
+static void stall_json(FILE *f, const stall_res *r)
+{
+    fprintf(f, "\"tpot_p50_quiet_ms\": %.3f, \"tpot_p99_quiet_ms\": %.3f, \"tpot_p50_during_prefill_ms\": %.3f, "
+               "\"tpot_p99_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.3f, \"other_processes_pct\": %.1f",
+            r->q50 * 1e3, r->q99 * 1e3, r->d50 * 1e3, r->d99 * 1e3, r->ratio, r->prefill, 100 * r->foreign);
+}
+
+static void stall_md_row(FILE *f, const char *who, const stall_res *r)
+{
+    fprintf(f, "| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.2fx | %.2f s |\n", who, r->q50 * 1e3, r->q99 * 1e3,
+            r->d50 * 1e3, r->d99 * 1e3, r->ratio, r->prefill);
+}
+
+int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, int reps, const char *peer_bin,
+                const char *peer_model, FILE *json, FILE *md)
 {
     tandem_model_info info;
     tandem_model_get_info(m, &info);
+    if (streams < 1) streams = 1;
+    if (streams > 7) streams = 7;
+    if (reps < 1) reps = 1;
+    if (reps > 64) reps = 64;
+    int threads = so->n_threads > 0 ? so->n_threads : 2; /* as the tests' peer runs (cmd_bench.c) */
+    char lbin[1024] = "";
+    if (peer_bin) {
+        const char *sl = strrchr(peer_bin, '/');
+        snprintf(lbin, sizeof lbin, "%.*sllstall", sl ? (int)(sl - peer_bin + 1) : 0, peer_bin);
+        if (access(lbin, X_OK) != 0) {
+            fprintf(stderr, "tandem bench: %s: not found (tools/llstall.sh builds llama.cpp's stall harness)\n", lbin);
+            return 1;
+        }
+    }
     tandem_status st;
     tandem_session *s;
     if (tandem_session_new(&s, m, so, &st) != 0) {
         fprintf(stderr, "tandem bench: %s\n", st.msg);
         return 1;
     }
-    if (streams < 1) streams = 1;
-    if (streams > 7) streams = 7;
+    stall_res ours[64], peer[64];
+    int n_ours = 0, n_peer = 0, rc = 0, dropped[2] = {0, 0};
     unsigned seed = 5;
-    stream_rec *rec = calloc((size_t)streams, sizeof *rec);
-    tandem_handle *h[8];
-    int32_t *ids[8];
-    tandem_request r;
-    tandem_request_default(&r);
-    r.temperature = 0;
-    r.ignore_eos = 1;
-    r.max_tokens = 4000;
-    for (int i = 0; i < streams; i++) {
-        ids[i] = random_ids(64, info.vocab, &seed);
-        r.prompt_ids = ids[i];
-        r.n_prompt_ids = 64;
-        tandem_submit(s, &r, rec_token, &rec[i], &h[i], &st);
-    }
-    /* let the streams settle, measure a quiet window, then a prompt arrives */
-    while (rec[streams - 1].n < 8) usleep(1000);
-    double q0 = now_s();
-    usleep(1500000);
-    double q1 = now_s();
-    int32_t *big = random_ids(P, info.vocab, &seed);
-    r.prompt_ids = big;
-    r.n_prompt_ids = (size_t)P;
-    r.max_tokens = 1;
-    tandem_stats bs;
-    tandem_handle *hb;
-    tandem_submit(s, &r, NULL, NULL, &hb, &st);
-    tandem_wait(hb, &bs, &st);
-    double a1 = now_s();
-    for (int i = 0; i < streams; i++) tandem_cancel(h[i]);
-    for (int i = 0; i < streams; i++) {
-        tandem_stats x;
-        tandem_wait(h[i], &x, &st);
-        free(ids[i]);
-    }
-    /* inter-token gaps that end inside each window */
-    double *quiet = malloc(sizeof(double) * 4096 * (size_t)streams), *busy = malloc(sizeof(double) * 4096 * (size_t)streams);
-    int nq = 0, nb = 0;
-    for (int i = 0; i < streams; i++)
-        for (int j = 1; j < rec[i].n; j++) {
-            double t = rec[i].t[j], g = t - rec[i].t[j - 1];
-            if (t >= q0 && t < q1) quiet[nq++] = g;
-            else if (t >= q1 && t < a1) busy[nb++] = g;
+    for (int k = 0; k < reps && rc == 0; k++) { /* interleaved: tandem, llama.cpp, tandem, ... */
+        for (int side = 0; side < (peer_bin ? 2 : 1) && rc == 0; side++) {
+            stall_res *x = side ? &peer[n_peer] : &ours[n_ours];
+            int ok = 0;
+            for (int a = 0; a < STALL_ATTEMPTS && !ok; a++) {
+                if (a) wait_quiet(120);
+                if (side == 0 && (rc = stall_once(s, info.vocab, streams, P, &seed, x))) break;
+                if (side == 1 && stall_peer_once(lbin, peer_model, threads, streams, P, 5u + (unsigned)k, x)) {
+                    fprintf(stderr, "stall rep %d: llama.cpp failed (%s)\n", k + 1, lbin);
+                    break;
+                }
+                /* a disturbed run is redone; the last attempt is kept whatever it shows */
+                int gaps = x->n_quiet > 0 && x->n_during > 0, last = a + 1 == STALL_ATTEMPTS;
+                ok = gaps && (x->foreign <= STALL_MAX_FOREIGN || last);
+                if (!ok) dropped[side]++;
+                fprintf(stderr, "stall rep %d: %s TPOT p50 %.1f -> %.1f ms (%.2fx), other processes %.1f%%%s%s\n", k + 1,
+                        side ? "llama.cpp" : "tandem", x->q50 * 1e3, x->d50 * 1e3, x->ratio, 100 * x->foreign,
+                        ok ? "" : gaps ? ": disturbed" : ": a window without gaps (streams ended?)",
+                        ok ? "" : last ? ", dropped" : ", redone");
+            }
+            if (ok) side ? n_peer++ : n_ours++;
         }
-    double pq = pct(quiet, nq, 0.5), pb = pct(busy, nb, 0.5);
-    fprintf(stderr, "stall: %d streams, a %d-token prompt arrives: TPOT p50 %.1f ms quiet, %.1f ms during its prefill "
-                    "(%.2fx; prefill %.2f s)\n", streams, P, pq * 1e3, pb * 1e3, pq > 0 ? pb / pq : 0, a1 - q1);
-    if (json)
-        fprintf(json, "  \"stall\": {\"streams\": %d, \"prompt\": %d, \"tpot_p50_quiet_ms\": %.3f, "
-                      "\"tpot_p50_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.3f},\n",
-                streams, P, pq * 1e3, pb * 1e3, pq > 0 ? pb / pq : 0, a1 - q1);
-    if (md)
-        fprintf(md, "\n### Decode stall: %d streams running, a %d-token prompt arrives\n\n"
-                    "| TPOT p50 quiet | TPOT p50 during the new prompt's prefill | ratio | prefill time |\n|---|---|---|---|\n"
-                    "| %.1f ms | %.1f ms | %.2fx | %.2f s |\n",
-                streams, P, pq * 1e3, pb * 1e3, pq > 0 ? pb / pq : 0, a1 - q1);
-    free(quiet);
-    free(busy);
-    free(big);
-    free(rec);
+    }
     tandem_session_free(s);
+    if (rc) return 1;
+    if (n_ours == 0) {
+        fprintf(stderr, "tandem bench: stall: no run counted gaps in both windows (model too fast for them?)\n");
+        return 1;
+    }
+    stall_res a = stall_median(ours, n_ours), b = stall_median(peer, n_peer);
+    fprintf(stderr, "stall: %d streams, a %d-token prompt arrives: TPOT p50 %.1f ms quiet, %.1f ms during its prefill "
+                    "(%.2fx; prefill %.2f s; median of %d)\n", streams, P, a.q50 * 1e3, a.d50 * 1e3, a.ratio,
+            a.prefill, n_ours);
+    if (n_peer)
+        fprintf(stderr, "stall: llama.cpp: %.1f ms quiet, %.1f ms during (%.2fx; prefill %.2f s; median of %d); "
+                        "rise tandem / llama.cpp %.3f\n", b.q50 * 1e3, b.d50 * 1e3, b.ratio, b.prefill, n_peer,
+                b.ratio > 0 ? a.ratio / b.ratio : 0);
+    if (json) {
+        fprintf(json, "  \"stall\": {\"streams\": %d, \"prompt\": %d, \"stream_prompt\": %d, \"quiet_s\": %.2f, "
+                      "\"reps\": %d, \"dropped\": %d, \"lend\": %s, ", streams, P, STALL_STREAM_PROMPT, STALL_QUIET_S,
+                n_ours, dropped[0], so->no_lend ? "false" : "true");
+        stall_json(json, &a);
+        if (n_peer) {
+            fprintf(json, ",\n    \"peer\": \"llama.cpp\", \"peer_stall\": {\"reps\": %d, \"dropped\": %d, \"threads\": %d, "
+                          "\"n_batch\": %d, \"n_ubatch\": %d, \"n_seq_max\": %d, \"kv_unified\": true, ",
+                    n_peer, dropped[1], threads, STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, streams + 1);
+            stall_json(json, &b);
+            fprintf(json, "},\n    \"ratio_over_peer\": %.4f", b.ratio > 0 ? a.ratio / b.ratio : 0);
+        }
+        fprintf(json, "},\n");
+    }
+    if (md) {
+        fprintf(md, "\n### Decode stall: %d streams running, a %d-token prompt arrives (median of %d)\n\n"
+                    "| engine | TPOT p50 quiet | p99 quiet | TPOT p50 during its prefill | p99 during | rise (p50) | "
+                    "its TTFT |\n|---|---|---|---|---|---|---|\n", streams, P, n_ours);
+        stall_md_row(md, so->no_lend ? "tandem (--no-lend)" : "tandem (core lending on)", &a);
+        if (n_peer) {
+            char who[160];
+            snprintf(who, sizeof who, "llama.cpp (server schedule: n_batch %d, n_ubatch %d, %d seqs, unified KV)",
+                     STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, streams + 1);
+            stall_md_row(md, who, &b);
+            fprintf(md, "\nRise, tandem / llama.cpp: %.3f (below 1: tandem stalls its streams less).\n",
+                    b.ratio > 0 ? a.ratio / b.ratio : 0);
+        }
+    }
     return 0;
 }
 
