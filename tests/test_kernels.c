@@ -645,8 +645,9 @@ static float *attn_kv(tm_dtype dt, size_t n, void **raw)
     return f;
 }
 
-/* tol: f32 kernels 1.6e-4 + 1e-5 |r|; the AMX kernel rounds Q and P to bf16
- * (rel. 2^-9 each): measured up to 0.5% of |r| with Dh = 256, so 1e-2 (1 + |r|) */
+/* tol: f32 kernels 1.6e-4 + 1e-5 |r|; the AMX kernel feeds Q and P to the
+ * tiles as bf16 hi + lo pairs (each to ~2^-16), so 1e-3 (1 + |r|) (one plain
+ * bf16 rounding of Q and P moved outputs by up to 0.5% of |r|) */
 static int attn_close(const float *y, const float *r, size_t n, double tol, const char *what)
 {
     int bad = 0;
@@ -687,7 +688,7 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
             CHECK_EQ_INT(k->attn_prefill(&a, &ws, pass ? pool : NULL), TM_OK);
             char what[128];
             snprintf(what, sizeof what, "%s attn_prefill case %zu%s", k->name, c, pass ? " (pool)" : "");
-            double tol = strcmp(k->name, "amx") == 0 && dt == TM_DT_BF16 && Dh % 32 == 0 ? 1e-2 : 2e-5 * 8.0;
+            double tol = strcmp(k->name, "amx") == 0 && dt == TM_DT_BF16 && Dh % 32 == 0 ? 1e-3 : 2e-5 * 8.0;
             CHECK_EQ_INT(attn_close(out, ref, (size_t)T * H * Dh, tol, what), 0);
         }
         /* the first query of a sequence sees only itself: out = v[0] of its kv head;

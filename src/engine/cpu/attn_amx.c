@@ -5,6 +5,7 @@
  *
  *   S[16 rows][64 keys] = Q[16][Dh] . K[64][Dh]^T   tiles 0-3 (one per 16 keys)
  *   O[16 rows][Dh]      = P[16][64] . V[64][Dh]     tiles 0-3 (16 dims each)
+ *   A operands (Q or P, hi and lo) in tiles 4-5, B (K or V) through 6-7
  *
  * A task is (kv head, AQB queries): its rows are the queries x the H/Hk
  * heads of the group, as bf16 Q [R][Dh] (R = rows rounded up to 16, zero
@@ -16,8 +17,10 @@
  *
  * Then per 16-row group: S on tiles -> softmax rows in f32 (AVX-512; scale,
  * soft-cap, masks) -> P in bf16 -> O on tiles -> acc = acc corr + O.
- * Numerics: Q and P are rounded to bf16 (K and V are bf16 in the cache);
- * sums in f32. Dh must be a multiple of 32 (at most 256) and the cache bf16;
+ * Numerics: K and V are bf16 in the cache, so exact on tiles; Q and P go in
+ * as two bf16 terms each (hi = bf16(x), lo = bf16(x - hi): x to ~2^-16), so
+ * each product is two tile ops and the result is f32-close (one bf16
+ * rounding of Q and P moved outputs by up to 0.5%); sums in f32. Dh must be a multiple of 32 (at most 256) and the cache bf16;
  * anything else runs the AVX-512 kernel. The tile configuration is the
  * GEMM's (every tile 16 rows x 64 bytes). */
 #include <math.h>
@@ -53,11 +56,11 @@ static void config(void)
 
 /* per-worker scratch (byte offsets within one worker's slice) */
 typedef struct aws {
-    uint16_t *q;   /* [R][Dh] bf16 */
+    uint16_t *q, *ql; /* [R][Dh] bf16: Q = q + ql (hi and lo parts) */
     uint16_t *kp;  /* [Dh * AKB] bf16, VNNI (see above) */
     uint16_t *vp;  /* [AKB * Dh] bf16, VNNI */
     float *s;      /* [16][AKB] scores of one row group */
-    uint16_t *p;   /* [16][AKB] bf16 probabilities */
+    uint16_t *p, *pl; /* [16][AKB] bf16 probabilities, hi and lo parts */
     float *o;      /* [16][Dh] P.V of the block */
     float *acc;    /* [R][Dh] */
     float *m, *l, *corr; /* [R], [R], [16] */
@@ -71,10 +74,12 @@ static size_t aws_layout(char *base, int R, int Dh, aws *w)
     if (base) w->field = (type *)(base + off);                  \
     off += (((size_t)(n) * sizeof(type)) + 63) & ~(size_t)63;
     TAKE(q, uint16_t, (size_t)R * Dh);
+    TAKE(ql, uint16_t, (size_t)R * Dh);
     TAKE(kp, uint16_t, (size_t)Dh * AKB);
     TAKE(vp, uint16_t, (size_t)Dh * AKB);
     TAKE(s, float, 16 * AKB);
     TAKE(p, uint16_t, 16 * AKB);
+    TAKE(pl, uint16_t, 16 * AKB);
     TAKE(o, float, (size_t)16 * Dh);
     TAKE(acc, float, (size_t)R * Dh);
     TAKE(m, float, R);
@@ -147,25 +152,31 @@ static void pack_kv(const aws *w, const uint16_t *k, const uint16_t *v, int n, i
         }
 }
 
-/* S = Q[rows g*16 ..][Dh] . K^T for the 4 key groups, into w->s [16][AKB] */
+/* S = Q[rows g*16 ..][Dh] . K^T for the 4 key groups, into w->s [16][AKB];
+ * Q as hi + lo (tiles 4, 5), K tiles through 6 and 7 */
 static void scores(const aws *w, int g, int Dh)
 {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    const uint16_t *q = w->q + (size_t)g * 16 * Dh;
+    const uint16_t *q = w->q + (size_t)g * 16 * Dh, *ql = w->ql + (size_t)g * 16 * Dh;
     for (int s = 0; s < Dh / 32; s++) {
         const uint16_t *kp = w->kp + (size_t)s * 4 * 512;
         _tile_loadd(4, q + 32 * s, Dh * 2);
-        _tile_loadd(5, kp, 64);
-        _tile_loadd(6, kp + 512, 64);
-        _tile_dpbf16ps(0, 4, 5);
-        _tile_dpbf16ps(1, 4, 6);
-        _tile_loadd(7, kp + 1024, 64);
-        _tile_loadd(5, kp + 1536, 64);
-        _tile_dpbf16ps(2, 4, 7);
-        _tile_dpbf16ps(3, 4, 5);
+        _tile_loadd(5, ql + 32 * s, Dh * 2);
+        _tile_loadd(6, kp, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(0, 5, 6);
+        _tile_loadd(7, kp + 512, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(1, 5, 7);
+        _tile_loadd(6, kp + 1024, 64);
+        _tile_dpbf16ps(2, 4, 6);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_loadd(7, kp + 1536, 64);
+        _tile_dpbf16ps(3, 4, 7);
+        _tile_dpbf16ps(3, 5, 7);
     }
     _tile_stored(0, w->s, AKB * 4);
     _tile_stored(1, w->s + 16, AKB * 4);
@@ -173,7 +184,8 @@ static void scores(const aws *w, int g, int Dh)
     _tile_stored(3, w->s + 48, AKB * 4);
 }
 
-/* O[16][Dh] = P[16][AKB] . V, 4 dim tiles at a time, into w->o */
+/* O[16][Dh] = P[16][AKB] . V, 4 dim tiles at a time, into w->o; P as hi +
+ * lo (tiles 4, 5), V tiles through 6 and 7 */
 static void pv(const aws *w, int Dh)
 {
     int ndt = Dh / 16;
@@ -188,15 +200,20 @@ static void pv(const aws *w, int Dh)
         for (int ks = 0; ks < AKB / 32; ks++) {
             const uint16_t *vp = w->vp + (size_t)(ks * ndt + d0) * 512;
             _tile_loadd(4, w->p + 32 * ks, AKB * 2);
-            _tile_loadd(5, vp, 64);
-            _tile_loadd(6, vp + 512, 64);
-            _tile_dpbf16ps(0, 4, 5);
-            _tile_dpbf16ps(1, 4, 6);
+            _tile_loadd(5, w->pl + 32 * ks, AKB * 2);
+            _tile_loadd(6, vp, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(0, 5, 6);
+            _tile_loadd(7, vp + 512, 64);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(1, 5, 7);
             if (nt == 4) {
-                _tile_loadd(7, vp + 1024, 64);
-                _tile_loadd(5, vp + 1536, 64);
-                _tile_dpbf16ps(2, 4, 7);
-                _tile_dpbf16ps(3, 4, 5);
+                _tile_loadd(6, vp + 1024, 64);
+                _tile_dpbf16ps(2, 4, 6);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_loadd(7, vp + 1536, 64);
+                _tile_dpbf16ps(3, 4, 7);
+                _tile_dpbf16ps(3, 5, 7);
             }
         }
         _tile_stored(0, w->o + 16 * d0, Dh * 4);
@@ -208,13 +225,23 @@ static void pv(const aws *w, int Dh)
     }
 }
 
+/* x as bf16 hi + lo: hi = bf16(x), lo = bf16(x - hi); hi + lo = x to ~2^-16 */
+static inline void split_bf16(__m512 x, __m256i *hi, __m256i *lo)
+{
+    *hi = (__m256i)_mm512_cvtneps_pbh(x);
+    __m512 h = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(*hi), 16));
+    *lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, h));
+}
+
 /* Online softmax of one row's block scores s[AKB] (keys at positions jpos0 +
  * j, visible: [jlo, jhi)) into bf16 p[AKB]; updates m, l; returns the factor
  * for the row's accumulator. A row that sees nothing here keeps its state. */
-static float softmax_row(float *s, uint16_t *p, int jlo, int jhi, float scale, float softcap, float *m, float *l)
+static float softmax_row(float *s, uint16_t *p, uint16_t *pl, int jlo, int jhi, float scale, float softcap, float *m,
+                         float *l)
 {
     if (jhi <= jlo) {
         memset(p, 0, AKB * 2);
+        memset(pl, 0, AKB * 2);
         return 1.f;
     }
     __m512 x[AKB / 16];
@@ -241,10 +268,11 @@ static float softmax_row(float *s, uint16_t *p, int jlo, int jhi, float scale, f
         /* exp(-inf) = 0: vexp clamps its input, so mask the invisible keys */
         __mmask16 vis = _mm512_cmp_ps_mask(x[c], _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
         __m512 e = _mm512_maskz_mov_ps(vis, vexp_avx512(_mm512_sub_ps(x[c], vm)));
-        __m256i b = (__m256i)_mm512_cvtneps_pbh(e);
-        _mm256_storeu_si256((__m256i *)(p + 16 * c), b);
-        /* the sum of what P.V will use: the bf16 values */
-        vsum = _mm512_add_ps(vsum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+        __m256i hi, lo;
+        split_bf16(e, &hi, &lo);
+        _mm256_storeu_si256((__m256i *)(p + 16 * c), hi);
+        _mm256_storeu_si256((__m256i *)(pl + 16 * c), lo);
+        vsum = _mm512_add_ps(vsum, e);
     }
     *l = *l * corr + _mm512_reduce_add_ps(vsum);
     *m = mnew;
@@ -269,13 +297,19 @@ static void task(void *ctx, int t, int worker)
     aws_layout(jb->ws + jb->per * (size_t)worker, R, Dh, &w);
     /* Q rows in bf16: row r = (t - t0) grp + g, head hk grp + g; zero rows past the end */
     for (int r = 0; r < R; r++) {
-        uint16_t *qr = w.q + (size_t)r * Dh;
+        uint16_t *qr = w.q + (size_t)r * Dh, *qlr = w.ql + (size_t)r * Dh;
         if (r >= rows) {
             memset(qr, 0, (size_t)Dh * 2);
+            memset(qlr, 0, (size_t)Dh * 2);
             continue;
         }
         const float *src = a->q + ((size_t)(t0 + r / grp) * a->H + (size_t)hk * grp + r % grp) * Dh;
-        tm_kavx512_f32_to_bf16(qr, src, (size_t)Dh);
+        for (int d = 0; d < Dh; d += 16) {
+            __m256i hi, lo;
+            split_bf16(_mm512_loadu_ps(src + d), &hi, &lo);
+            _mm256_storeu_si256((__m256i *)(qr + d), hi);
+            _mm256_storeu_si256((__m256i *)(qlr + d), lo);
+        }
     }
     memset(w.acc, 0, sizeof(float) * (size_t)R * Dh);
     for (int r = 0; r < R; r++) {
@@ -300,14 +334,15 @@ static void task(void *ctx, int t, int worker)
                 int r = r0 + i;
                 if (r >= rows) {
                     memset(w.p + i * AKB, 0, AKB * 2);
+                    memset(w.pl + i * AKB, 0, AKB * 2);
                     w.corr[i] = 1.f;
                     continue;
                 }
                 int ipos = a->pos0 + t0 + r / grp;
                 int jhi = ipos - j0 + 1 < n ? ipos - j0 + 1 : n;
                 int jlo = a->window > 0 && ipos - a->window + 1 - j0 > 0 ? ipos - a->window + 1 - j0 : 0;
-                w.corr[i] = softmax_row(w.s + i * AKB, w.p + i * AKB, jlo, jhi, a->scale, a->softcap, &w.m[r],
-                                        &w.l[r]);
+                w.corr[i] = softmax_row(w.s + i * AKB, w.p + i * AKB, w.pl + i * AKB, jlo, jhi, a->scale, a->softcap,
+                                        &w.m[r], &w.l[r]);
             }
             pv(&w, Dh);
             for (int i = 0; i < 16 && r0 + i < rows; i++) {

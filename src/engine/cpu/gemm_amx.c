@@ -25,7 +25,15 @@
 #include <immintrin.h>
 
 #ifndef MB
-#define MB 64  /* rows per task (a multiple of 32): each task streams its panels once */
+#define MB 256 /* rows per task (a multiple of 32): each task streams its panels once, so
+                  M / MB passes over the weights (Xeon, 2 threads, M = 512: MB 64 -> 256
+                  took int8 1.5-1.7 -> 1.7-2.2 TOP/s, bf16 0.71-0.82 -> 0.77-1.0 TFLOP/s) */
+#endif
+#ifndef AMX_KC
+#define AMX_KC 8   /* K steps per chunk (256 bf16 / 512 int8 of K) */
+#endif
+#ifndef AMX_PG
+#define AMX_PG 4   /* panels per group: acc is MB x 128 x 4 B per worker */
 #endif
 
 typedef struct tilecfg {
@@ -55,6 +63,7 @@ typedef struct gemm_ctx {
     const float *xs;    /* int8: [M] */
     int M, N, is_q8;
     float *y;
+    float *acc;         /* [workers][MB][AMX_PG * 32] partial sums between K chunks */
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
@@ -80,9 +89,10 @@ static void pack_task(void *ctx, int grp, int worker)
         }
 }
 
-static size_t pack_bytes(int M, int nsteps)
+/* packed x, then the workers' accumulators */
+static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
 {
-    return (size_t)((M + 15) / 16) * nsteps * 1024;
+    return (size_t)((M + 15) / 16) * nsteps * 1024 + (size_t)tm_pool_size(pool) * MB * AMX_PG * 32 * 4;
 }
 
 /* ---- the blocked loop -------------------------------------------------------- */
@@ -91,20 +101,17 @@ static size_t pack_bytes(int M, int nsteps)
  * L2 at every K step (the whole-K loop over one 32 x 32 block reads both its
  * A rows and its B panel from L2, 4 KB per step), the tile unit starves at
  * 20-40% of its peak. So K is cut into chunks of AMX_KC steps; within one
- * chunk the A tiles of the task's rows (2 per 32 rows) are reused across
- * AMX_PG panels and each B chunk across the task's 32-row blocks, a working
- * set of about 6 AMX_KC KB that stays in L1 (SPR: 48 KB). The C tiles carry
- * their partial sums between chunks through acc (f32 or int32,
- * [64][AMX_PG * 32], L1/L2). Measured on a Xeon (AMX peak 2.37 TFLOP/s bf16,
- * 4.66 TOP/s int8 with 2 threads; M = 512, N x K = 2048-8192 x 2048-8192):
- * whole K per block 0.86-1.34 TFLOP/s bf16, 2.5 TOP/s int8; AMX_KC 2: 0.91-1.01;
- * 4: 0.76-1.04; 8: 1.39-1.53 and 3.15 TOP/s (60-68% of peak); 16: 0.66-0.80. */
-#ifndef AMX_KC
-#define AMX_KC 8   /* K steps per chunk (256 bf16 / 512 int8 of K) */
-#endif
-#ifndef AMX_PG
-#define AMX_PG 4   /* panels per group: acc is 64 x 128 x 4 B = 32 KB */
-#endif
+ * chunk each B chunk (one panel, 2 AMX_KC KB) is reused from L1 across the
+ * task's 32-row blocks, and the A tiles of those rows (2 AMX_KC KB per 32
+ * rows) across AMX_PG panels from L1/L2. The C tiles carry their partial
+ * sums between chunks through acc (f32 or int32, [MB][AMX_PG * 32] per
+ * worker). Measured on a Xeon, 2 threads, M = 512, N x K = 2048-8192 x
+ * 2048-8192 (the hosts are shared: figures vary between sessions):
+ * session 1 (peak 2.37 TFLOP/s bf16, 4.66 TOP/s int8): whole K per block
+ * 0.86-1.34 TFLOP/s bf16, 2.5 TOP/s int8; AMX_KC 2: 0.91-1.01; 4: 0.76-1.04;
+ * 8: 1.39-1.53 and 3.15 TOP/s (60-68% of peak); 16: 0.66-0.80.
+ * session 2 (peak 2.24 / 4.43, AMX_KC 8): MB 64: 0.71-0.82 and 1.5-1.7;
+ * MB 128: 0.74-0.85 and 1.4-1.9; MB 256: 0.77-1.0 and 1.7-2.2 (34-50%). */
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1), C continued from acc (row stride ld bytes) unless first */
@@ -193,9 +200,8 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *ac
 /* one task: rows [m0, m1) (at most MB) x panels [p0, p1) */
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
-    (void)worker;
     const gemm_ctx *g = ctx;
-    static _Thread_local float acc[MB][AMX_PG * 32] __attribute__((aligned(64)));
+    float (*acc)[AMX_PG * 32] = (float (*)[AMX_PG * 32])(g->acc + (size_t)worker * MB * AMX_PG * 32);
     const size_t ld = sizeof acc[0];
     config();
     for (int pg = p0; pg < p1; pg += AMX_PG) {
@@ -219,7 +225,8 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     int nsteps = is_q8 ? w->Kp / 64 : w->Kp / 32;
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
-    gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, y};
+    float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
+    gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, y, acc};
     tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
     return TM_OK;
 }
@@ -228,7 +235,7 @@ static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
 {
     if (tm_kcheck_gemm(w, x, TM_DT_BF16)) return TM_E_INVALID;
     size_t prep = tm_kact_need_bf16(x);
-    if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 32) + 64)) return TM_E_NOMEM;
+    if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 32, pool) + 64)) return TM_E_NOMEM;
     const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16);
     return run(w, x, xb, (size_t)tm_kact_ld(x->K) * 2, NULL, ws, prep, y, pool, 0);
 }
@@ -237,7 +244,7 @@ static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
 {
     if (tm_kcheck_gemm(w, x, TM_DT_Q8PC)) return TM_E_INVALID;
     size_t prep = tm_kact_need_q8(x);
-    if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 64) + 64)) return TM_E_NOMEM;
+    if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 64, pool) + 64)) return TM_E_NOMEM;
     const float *xs;
     const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs);
     return run(w, x, xq, (size_t)tm_kact_ld(x->K), xs, ws, prep, y, pool, 1);
