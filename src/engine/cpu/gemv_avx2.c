@@ -115,6 +115,7 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
         int cc = 0;
         for (; cc < c->nfull; cc++) {
             _mm_prefetch((const char *)wp + 32 * cc + 2048, _MM_HINT_T0); /* see gemv_avx512.c */
+            _mm_prefetch((const char *)wp + 32 * cc + 8192, _MM_HINT_T1);
             q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 0, fs);
         }
         if (c->tail) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 1, fs);
@@ -193,6 +194,8 @@ AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
             for (int ch = s0; ch <= s1; ch++) {
                 __m256i wv;
                 if (ch < s1) {
+                    _mm_prefetch((const char *)wp + 32 * ch + 2048, _MM_HINT_T0); /* see gemv_avx512.c */
+                    _mm_prefetch((const char *)wp + 32 * ch + 8192, _MM_HINT_T1);
                     wv = _mm256_loadu_si256((const __m256i *)(wp + 32 * ch));
                 } else {
                     if (!last || !tail) break;
