@@ -60,12 +60,21 @@ static tm_router_costs known_costs(void)
 static void test_features(void)
 {
     double f[TM_ROUTER_NPF];
-    /* 1000 tokens: 512, then 256 (>= 256 and more remain), then 232 padded to 256 */
+    /* 1000 tokens: 512, then 488 padded to 512 (cheaper than 256 + 256 padded: a chunk
+     * costs its rows + TM_CHUNK_OVERHEAD_ROWS) */
     tm_router_prefill_features(k_chunks, 4, 1000, f);
     CHECK_NEAR(f[0], 1, 0);
-    CHECK_NEAR(f[1], 3, 0);
+    CHECK_NEAR(f[1], 2, 0);
     CHECK_NEAR(f[2], 1024, 0);
-    CHECK_NEAR(f[3], (512.0 * 256 + 256.0 * (512 + 128) + 256.0 * (768 + 128)) * 1e-6, 1e-12);
+    CHECK_NEAR(f[3], (512.0 * 256 + 512.0 * (512 + 256)) * 1e-6, 1e-12);
+    /* 448 tokens: 256 + 128 + 64, exact (not 256 + 256 with 64 padded rows) */
+    tm_router_prefill_features(k_chunks, 4, 448, f);
+    CHECK_NEAR(f[1], 3, 0);
+    CHECK_NEAR(f[2], 448, 0);
+    /* 100 tokens: one 128 (28 padded rows) rather than 64 + 64 */
+    tm_router_prefill_features(k_chunks, 4, 100, f);
+    CHECK_NEAR(f[1], 1, 0);
+    CHECK_NEAR(f[2], 128, 0);
     tm_router_prefill_features(k_chunks, 4, 16, f); /* one padded chunk of 64 */
     CHECK_NEAR(f[1], 1, 0);
     CHECK_NEAR(f[2], 64, 0);

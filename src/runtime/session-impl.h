@@ -58,7 +58,13 @@ const char *tm_route_name(tandem_route r);
 tandem_route tm_route_pick(const tm_session *s, int n_prompt, int n_out, const tm_router_load *load,
                            tm_router_pred *pred);
 
-/* Chunk size for `remaining` prompt tokens on an engine with caps c. */
+/* Chunk size for `remaining` prompt tokens on an engine with caps c (the
+ * first chunk of the cheapest plan; see session.c). A chunk costs its rows
+ * plus TM_CHUNK_OVERHEAD_ROWS: measured about 8 rows' time on Zen 4 with the
+ * AVX-512 prefill and about 28 on a Xeon with AMX (a chunk re-streams the
+ * weights); 16 between. */
+#define TM_CHUNK_OVERHEAD_ROWS 16
+#define TM_MAX_CHUNK_PLAN 4096   /* largest chunk size the planner optimizes over */
 int tm_plan_chunk(const tm_engine_caps *c, int remaining);
 
 /* Prefill ids[0..n) of one sequence along `route` into its decode pages

@@ -171,19 +171,40 @@ tandem_route tm_route_pick(const tm_session *s, int n_prompt, int n_out, const t
     return tm_router_pick(s, n_prompt, n_out, load, pred);
 }
 
-/* The largest built-in chunk that fits, else the smallest that covers the
- * tail (padded); engines without chunk sizes take exact chunks of <= 512. */
+/* The chunk plan: for a prompt longer than the largest built-in chunk, that
+ * chunk; for the rest, the plan of least cost, cost = the rows computed
+ * (padding included) + TM_CHUNK_OVERHEAD_ROWS per chunk (each chunk streams
+ * the prefill weights once and pays its fixed costs). E.g. 448 tokens run as
+ * 256 + 128 + 64 (no padding), not 256 + 256 (64 padded rows, 14% more work);
+ * 100 run as one 128 (28 padded rows) rather than 64 + 64. Engines without
+ * chunk sizes take exact chunks of <= 512. */
 int tm_plan_chunk(const tm_engine_caps *c, int remaining)
 {
+    if (remaining <= 0) return 0;
     if (c->n_chunks == 0) return remaining < 512 ? remaining : 512;
-    int best_fit = 0, cover = 0;
-    for (int i = 0; i < c->n_chunks; i++) {
-        int t = c->chunk_sizes[i];
-        if (t <= remaining && t > best_fit) best_fit = t;
-        if (t >= remaining && (!cover || t < cover)) cover = t;
+    int tmax = 0;
+    for (int i = 0; i < c->n_chunks; i++) tmax = c->chunk_sizes[i] > tmax ? c->chunk_sizes[i] : tmax;
+    if (tmax <= 0) return 0;
+    if (remaining > tmax) return tmax;
+    /* cost[r], first[r]: the cheapest plan for r tokens and its first chunk (r <= tmax) */
+    int cost[TM_MAX_CHUNK_PLAN + 1], first[TM_MAX_CHUNK_PLAN + 1];
+    if (remaining > TM_MAX_CHUNK_PLAN) return tmax;
+    cost[0] = 0;
+    for (int r = 1; r <= remaining; r++) {
+        cost[r] = -1;
+        first[r] = 0;
+        for (int i = 0; i < c->n_chunks; i++) {
+            int t = c->chunk_sizes[i];
+            if (t <= 0) continue;
+            int v = t + TM_CHUNK_OVERHEAD_ROWS + (t >= r ? 0 : cost[r - t]);
+            /* ties: the larger first chunk (fewer chunks) */
+            if (cost[r] < 0 || v < cost[r] || (v == cost[r] && t > first[r])) {
+                cost[r] = v;
+                first[r] = t;
+            }
+        }
     }
-    if (best_fit == remaining || !cover) return best_fit;
-    return best_fit >= 256 && remaining > best_fit ? best_fit : cover;
+    return first[remaining];
 }
 
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
