@@ -236,7 +236,7 @@ static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
     if (tm_kcheck_gemm(w, x, TM_DT_BF16)) return TM_E_INVALID;
     size_t prep = tm_kact_need_bf16(x);
     if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 32, pool) + 64)) return TM_E_NOMEM;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16);
+    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, pool);
     return run(w, x, xb, (size_t)tm_kact_ld(x->K) * 2, NULL, ws, prep, y, pool, 0);
 }
 
@@ -246,7 +246,7 @@ static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     size_t prep = tm_kact_need_q8(x);
     if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 64, pool) + 64)) return TM_E_NOMEM;
     const float *xs;
-    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs);
+    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs, pool);
     return run(w, x, xq, (size_t)tm_kact_ld(x->K), xs, ws, prep, y, pool, 1);
 }
 

@@ -196,7 +196,7 @@ static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     size_t s8bytes = tm_kalign64((size_t)x->M * ld);
     if (tm_kbuf_reserve(ws, s8bytes + tm_kact_need_q8(x) + 64)) return TM_E_NOMEM;
     const float *xs;
-    const uint8_t *xq = tm_kact_get_q8(x, ws, s8bytes, tm_kavx2_quant_q8, &xs);
+    const uint8_t *xq = tm_kact_get_q8(x, ws, s8bytes, tm_kavx2_quant_q8, &xs, pool);
     int8_t *x8 = tm_kbuf_at(ws, 0);
     for (size_t i = 0; i < (size_t)x->M * ld; i++) x8[i] = (int8_t)(xq[i] ^ 0x80);
     gemm_ctx g = {w, x8, xs, ld, x->M, w->N, y};

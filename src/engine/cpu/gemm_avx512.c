@@ -128,7 +128,7 @@ static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
     int G = w->Kp / 2;
     size_t prep = tm_kact_need_bf16(x);
     if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, G) + 64)) return TM_E_NOMEM;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16);
+    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, pool);
     const uint32_t *xp = pack_rows(xb, x->M, (size_t)tm_kact_ld(x->K) * 2, G, ws, prep);
     gemm_ctx g = {w, xp, G, NULL, x->M, w->N, y};
     tm_kgemm_run(x->M, w->Np, MB, bf16_block, &g, pool);
@@ -208,7 +208,7 @@ static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     size_t prep = tm_kact_need_q8(x);
     if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, G) + 64)) return TM_E_NOMEM;
     const float *xs;
-    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs);
+    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs, pool);
     const uint32_t *xp = pack_rows(xq, x->M, (size_t)tm_kact_ld(x->K), G, ws, prep);
     gemm_ctx g = {w, xp, G, xs, x->M, w->N, y};
     tm_kgemm_run(x->M, w->Np, MB, q8_block, &g, pool);

@@ -245,7 +245,7 @@ static int gemv_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     size_t s8bytes = tm_kalign64((size_t)x->M * ld);
     if (tm_kbuf_reserve(ws, s8bytes + tm_kact_need_q8(x) + 64)) return TM_E_NOMEM;
     const float *xs;
-    const uint8_t *xq = tm_kact_get_q8(x, ws, s8bytes, tm_kavx2_quant_q8, &xs);
+    const uint8_t *xq = tm_kact_get_q8(x, ws, s8bytes, tm_kavx2_quant_q8, &xs, NULL);
     int8_t *x8 = tm_kbuf_at(ws, 0);
     q8_to_s8(x8, xq, (size_t)x->M * ld);
     q8_ctx c = {w, x8, xs, x->M, ld, y};

@@ -326,7 +326,7 @@ static int gemv_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     if (tm_kcheck_gemv(w, x, TM_DT_Q8PC)) return TM_E_INVALID;
     if (tm_kbuf_reserve(ws, tm_kact_need_q8(x) + 64)) return TM_E_NOMEM;
     const float *xs;
-    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs);
+    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs, NULL);
     q8_ctx c = {w, xq, xs, x->M, tm_kact_ld(x->K), y};
     tm_kgemv_run(w->N, 1, q8_rows, &c, pool);
     return TM_OK;
@@ -408,7 +408,7 @@ static int gemv_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
 {
     if (tm_kcheck_gemv(w, x, TM_DT_BF16)) return TM_E_INVALID;
     if (tm_kbuf_reserve(ws, tm_kact_need_bf16(x) + 64)) return TM_E_NOMEM;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16);
+    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, NULL);
     bf_ctx c = {w, xb, x->M, tm_kact_ld(x->K), y};
     tm_kgemv_run(w->N, 1, bf_rows, &c, pool);
     return TM_OK;

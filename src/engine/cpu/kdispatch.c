@@ -126,31 +126,72 @@ size_t tm_kact_need_q8(const tm_kact *x)
     return x->q8 ? 0 : tm_kalign64((size_t)x->M * (size_t)tm_kact_ld(x->K)) + tm_kalign64((size_t)x->M * 4);
 }
 
-const uint16_t *tm_kact_get_bf16(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kcvt_bf16_fn cvt)
+/* preparing rows [r0, r1) of x, on the pool for GEMM-sized M */
+typedef struct prep_job {
+    const tm_kact *x;
+    tm_kcvt_bf16_fn cvt;
+    tm_kquant_q8_fn quant;
+    void *out;           /* bf16 or int8 rows [M][ld] */
+    float *scale;        /* int8: [M] */
+    int per;             /* rows per task */
+} prep_job;
+
+static void prep_rows(const prep_job *j, int r0, int r1)
 {
-    if (x->bf16) return x->bf16;
+    const tm_kact *x = j->x;
     int ld = tm_kact_ld(x->K);
-    uint16_t *o = tm_kbuf_at(ws, off);
-    for (int m = 0; m < x->M; m++) {
-        cvt(o + (size_t)m * ld, x->f32 + (size_t)m * x->K, (size_t)x->K);
-        memset(o + (size_t)m * ld + x->K, 0, (size_t)(ld - x->K) * 2);
+    if (j->cvt) {
+        uint16_t *o = j->out;
+        for (int m = r0; m < r1; m++) {
+            j->cvt(o + (size_t)m * ld, x->f32 + (size_t)m * x->K, (size_t)x->K);
+            memset(o + (size_t)m * ld + x->K, 0, (size_t)(ld - x->K) * 2);
+        }
+    } else {
+        j->quant((uint8_t *)j->out + (size_t)r0 * ld, j->scale + r0, ld, x->f32 + (size_t)r0 * x->K, r1 - r0, x->K);
     }
-    return o;
 }
 
-const uint8_t *tm_kact_get_q8(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kquant_q8_fn quant,
-                              const float **scale)
+static void prep_task(void *ctx, int t, int worker)
+{
+    (void)worker;
+    const prep_job *j = ctx;
+    int r0 = t * j->per, r1 = r0 + j->per < j->x->M ? r0 + j->per : j->x->M;
+    prep_rows(j, r0, r1);
+}
+
+static void prep_run(prep_job *j, struct tm_pool *pool)
+{
+    int M = j->x->M, nw = tm_pool_size(pool);
+    if (!pool || nw <= 1 || M < 32) {
+        prep_rows(j, 0, M);
+        return;
+    }
+    j->per = (M + 2 * nw - 1) / (2 * nw);
+    if (j->per < 8) j->per = 8;
+    tm_pool_run(pool, (M + j->per - 1) / j->per, prep_task, j);
+}
+
+const uint16_t *tm_kact_get_bf16(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kcvt_bf16_fn cvt, struct tm_pool *pool)
+{
+    if (x->bf16) return x->bf16;
+    prep_job j = {.x = x, .cvt = cvt, .out = tm_kbuf_at(ws, off)};
+    prep_run(&j, pool);
+    return j.out;
+}
+
+const uint8_t *tm_kact_get_q8(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kquant_q8_fn quant, const float **scale,
+                              struct tm_pool *pool)
 {
     if (x->q8) {
         *scale = x->q8_scale;
         return x->q8;
     }
     int ld = tm_kact_ld(x->K);
-    uint8_t *q = tm_kbuf_at(ws, off);
-    float *s = tm_kbuf_at(ws, off + tm_kalign64((size_t)x->M * (size_t)ld));
-    quant(q, s, ld, x->f32, x->M, x->K);
-    *scale = s;
-    return q;
+    prep_job j = {.x = x, .quant = quant, .out = tm_kbuf_at(ws, off),
+                  .scale = tm_kbuf_at(ws, off + tm_kalign64((size_t)x->M * (size_t)ld))};
+    prep_run(&j, pool);
+    *scale = j.scale;
+    return j.out;
 }
 
 static int act_ok(const tm_kact *x, const tm_kweight *w)

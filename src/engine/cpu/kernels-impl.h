@@ -41,10 +41,11 @@ typedef void (*tm_kquant_q8_fn)(uint8_t *yq, float *ys, int ld, const float *x, 
 
 /* tm_kact_need_*: scratch bytes an op needs to prepare x (0 if x already
  * has the form). tm_kact_get_*: return the prepared rows, converting x->f32
- * into ws at byte offset off if needed (ws already reserved). */
+ * into ws at byte offset off if needed (ws already reserved), over the pool's
+ * workers when M >= 32 (NULL: on the calling thread). */
 size_t tm_kact_need_bf16(const tm_kact *x);
 size_t tm_kact_need_q8(const tm_kact *x);
-const uint16_t *tm_kact_get_bf16(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kcvt_bf16_fn cvt);
+const uint16_t *tm_kact_get_bf16(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kcvt_bf16_fn cvt, struct tm_pool *pool);
 
 /* tm_kact_bf16_widened: x rounded to bf16 (RNE) and widened back to f32, rows
  * [M][ld] at the start of ws (*ld = tm_kact_ld(K)), for kernels that multiply
@@ -54,13 +55,13 @@ static inline float *tm_kact_bf16_widened(const tm_kact *x, tm_kbuf *ws, tm_kcvt
     *ld = tm_kact_ld(x->K);
     size_t fbytes = tm_kalign64((size_t)x->M * *ld * 4);
     if (tm_kbuf_reserve(ws, fbytes + tm_kact_need_bf16(x) + 64)) return NULL;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, fbytes, cvt);
+    const uint16_t *xb = tm_kact_get_bf16(x, ws, fbytes, cvt, NULL);
     float *xf = tm_kbuf_at(ws, 0);
     for (size_t i = 0; i < (size_t)x->M * *ld; i++) xf[i] = tm_bf16_to_f32(xb[i]);
     return xf;
 }
 const uint8_t *tm_kact_get_q8(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kquant_q8_fn quant,
-                              const float **scale);
+                              const float **scale, struct tm_pool *pool);
 
 /* Argument checks shared by all variants: TM_OK or TM_E_INVALID. */
 int tm_kcheck_gemv(const tm_kweight *w, const tm_kact *x, int want /* 4: any Q4, else the dtype */);

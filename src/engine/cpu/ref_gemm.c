@@ -76,7 +76,7 @@ static int q8_common(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
 {
     if (tm_kbuf_reserve(ws, tm_kact_need_q8(x) + 64)) return TM_E_NOMEM;
     const float *xs;
-    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kref_quant_q8, &xs);
+    const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kref_quant_q8, &xs, NULL);
     q8_rows(w, xq, xs, x->M, tm_kact_ld(x->K), y);
     return TM_OK;
 }
@@ -98,7 +98,7 @@ int tm_kref_gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws
 static int bf16_common(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws)
 {
     if (tm_kbuf_reserve(ws, tm_kact_need_bf16(x) + 64)) return TM_E_NOMEM;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kref_f32_to_bf16);
+    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kref_f32_to_bf16, NULL);
     int ld = tm_kact_ld(x->K);
     const uint16_t *W = w->data;
     for (int m = 0; m < x->M; m++)
