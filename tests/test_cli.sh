@@ -32,6 +32,18 @@ cp "$W/out" "$W/dir.txt"
 expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid
 cmp -s "$W/out" "$W/dir.txt" && ok || bad "package and directory generate different text"
 grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "greedy text: $(cat "$W/out")"
+# engines by short name (the issue's `--prefill amx --decode avx512`): where AMX is absent,
+# a one-line error naming it and exit 1; otherwise the same greedy text
+expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \
+  --prefill avx512 --decode avx512
+grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "short engine names: $(cat "$W/out")"
+$T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \
+  --prefill amx --decode avx512 > "$W/out" 2> "$W/err"
+case $? in
+0) grep -q "was a little girl" "$W/out" && ok || bad "amx prefill text: $(cat "$W/out")" ;;
+1) grep -q "AMX" "$W/err" && one_line || bad "no AMX: $(cat "$W/err")" ;;
+*) bad "--prefill amx: unexpected exit" ;;
+esac
 
 # tokenize / detokenize (the model card's reference ids)
 expect 0 $T tokenize "$W/m.tdm" --text "Once upon a time, there was a little girl who"

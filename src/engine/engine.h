@@ -100,6 +100,6 @@ typedef struct tm_engine_vt {
 
 /* The registry: every engine compiled in, best first. */
 const tm_engine_vt *const *tm_engines(int *n);
-const tm_engine_vt *tm_engine_find(const char *name); /* NULL if unknown */
+const tm_engine_vt *tm_engine_find(const char *name); /* "cpu-amx" or "amx"; NULL if unknown */
 
 #endif

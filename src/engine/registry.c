@@ -19,11 +19,17 @@ const tm_engine_vt *const *tm_engines(int *n)
     return engines;
 }
 
+/* By full name ("cpu-amx"), or by the part after the device prefix ("amx"),
+ * the first such engine in best-first order. */
 const tm_engine_vt *tm_engine_find(const char *name)
 {
     int n;
     const tm_engine_vt *const *e = tm_engines(&n);
     for (int i = 0; i < n; i++)
         if (strcmp(e[i]->name, name) == 0) return e[i];
+    for (int i = 0; i < n; i++) {
+        const char *dash = strchr(e[i]->name, '-');
+        if (dash && strcmp(dash + 1, name) == 0) return e[i];
+    }
     return NULL;
 }
