@@ -36,24 +36,6 @@
 #define AQB 32  /* queries per task */
 #define ADH 256 /* largest head dim */
 
-typedef struct tilecfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((packed, aligned(64))) tilecfg;
-
-static void config(void)
-{
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.colsb[t] = 64;
-        c.rows[t] = 16;
-    }
-    _tile_loadconfig(&c);
-}
-
 /* per-worker scratch (byte offsets within one worker's slice) */
 typedef struct aws {
     uint16_t *q, *ql; /* [R][Dh] bf16: Q = q + ql (hi and lo parts) */
@@ -320,7 +302,7 @@ static void task(void *ctx, int t, int worker)
     int jstart = a->window > 0 && ilo - a->window + 1 > 0 ? ilo - a->window + 1 : 0;
     const uint16_t *kb = (const uint16_t *)a->k + (size_t)hk * a->kv_stride * Dh;
     const uint16_t *vb = (const uint16_t *)a->v + (size_t)hk * a->kv_stride * Dh;
-    config();
+    tm_kamx_config();
     for (int j0 = jstart / AKB * AKB; j0 <= ihi; j0 += AKB) {
         int n = ihi + 1 - j0 < AKB ? ihi + 1 - j0 : AKB;
         pack_kv(&w, kb + (size_t)j0 * Dh, vb + (size_t)j0 * Dh, n, Dh);

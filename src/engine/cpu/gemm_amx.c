@@ -44,7 +44,8 @@ typedef struct tilecfg {
     uint8_t rows[16];
 } __attribute__((packed, aligned(64))) tilecfg;
 
-static void config(void)
+/* every tile 16 rows x 64 bytes (the GEMM's and attn_amx.c's configuration) */
+void tm_kamx_config(void)
 {
     tilecfg c;
     memset(&c, 0, sizeof c);
@@ -203,7 +204,7 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     const gemm_ctx *g = ctx;
     float (*acc)[AMX_PG * 32] = (float (*)[AMX_PG * 32])(g->acc + (size_t)worker * MB * AMX_PG * 32);
     const size_t ld = sizeof acc[0];
-    config();
+    tm_kamx_config();
     for (int pg = p0; pg < p1; pg += AMX_PG) {
         int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
         for (int s0 = 0; s0 < g->nsteps; s0 += AMX_KC) {

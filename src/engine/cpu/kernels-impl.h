@@ -127,6 +127,7 @@ void tm_kmm_fill_avx2(tm_kernels *k), tm_kmm_fill_avx512(tm_kernels *k);     /* 
 void tm_kgemm_fill_avx2(tm_kernels *k), tm_kgemm_fill_avx512(tm_kernels *k); /* gemm_* (called by the above) */
 void tm_kattn_fill_avx2(tm_kernels *k), tm_kattn_fill_avx512(tm_kernels *k);
 void tm_kattn_fill_amx(tm_kernels *k);  /* attn_amx.c: prefill attention on tiles */
+void tm_kamx_config(void);              /* gemm_amx.c: load the tile configuration (AMX only) */
 /* the AVX-512 prefill attention (attn_amx.c hands it what tiles don't take) */
 int tm_kattn_prefill_avx512(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool);
 
