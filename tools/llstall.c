@@ -54,51 +54,15 @@
 
 #include "ggml-backend.h"
 #include "llama.h"
+#include "cli/bench_clock.h"
 
 #define MAX_SEQ 8
 #define MAX_TOK 4096 /* recorded token times per sequence (as tandem's test) */
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
-/* CPU seconds used by every process since boot, and by this one. */
-static double sys_busy_s(void)
-{
-    unsigned long long v[8] = {0};
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return 0;
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-               &v[7]) != 8)
-        memset(v, 0, sizeof v);
-    fclose(f);
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
 
-static double own_cpu_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-/* nearest-rank percentile, as pct() in cmd_bench_sched.c (sorts v) */
-static double pct(double *v, int n, double p)
-{
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    int i = (int)(p * (n - 1) + 0.5);
-    return v[i < n ? i : n - 1];
-}
 
 typedef enum { SEQ_IDLE, SEQ_PREFILL, SEQ_GENERATE } seq_state;
 
@@ -170,7 +134,7 @@ static int sim_step(sim *m)
         seq *q = &m->s[i];
         if (q->out < 0) continue;
         q->last = argmax(m->ctx, q->out, m->n_vocab);
-        if (q->n < MAX_TOK) q->t[q->n++] = now_s();
+        if (q->n < MAX_TOK) q->t[q->n++] = bc_now_s();
         q->state = SEQ_GENERATE;
     }
     return 0;
@@ -283,14 +247,14 @@ int main(int argc, char **argv)
         if (ready) break;
         if ((rc = sim_step(m))) break;
     }
-    double q0 = now_s(), q1 = q0 + quiet_s, a1 = q1, b0 = sys_busy_s(), o0 = own_cpu_s();
+    double q0 = bc_now_s(), q1 = q0 + quiet_s, a1 = q1, b0 = bc_sys_busy_s(), o0 = bc_own_cpu_s();
     /* quiet window; the prompt arrives at q1 and joins at the next step */
-    while (rc == 0 && now_s() < q1) rc = sim_step(m);
+    while (rc == 0 && bc_now_s() < q1) rc = sim_step(m);
     seq *nq = &m->s[streams];
     if (rc == 0) seq_arrive(m, streams, P, &seed);
     while (rc == 0 && nq->n == 0) rc = sim_step(m);
     if (rc == 0) a1 = nq->t[0];
-    double foreign = (sys_busy_s() - b0) - (own_cpu_s() - o0), wall = now_s() - q0;
+    double foreign = (bc_sys_busy_s() - b0) - (bc_own_cpu_s() - o0), wall = bc_now_s() - q0;
     int n0 = nq->n;
     for (int k = 0; rc == 0 && k < after; k++) rc = sim_step(m);
     for (int i = 0; i < m->n_seq; i++)
@@ -302,15 +266,15 @@ int main(int argc, char **argv)
     if (rc == 0) {
         double *g = malloc(sizeof(double) * MAX_TOK * (size_t)m->n_seq);
         int nqt = gaps_in(m, streams, q0, q1, g);
-        double qp50 = pct(g, nqt, 0.5), qp99 = pct(g, nqt, 0.99);
+        double qp50 = bc_pct(g, nqt, 0.5), qp99 = bc_pct(g, nqt, 0.99);
         int nd = gaps_in(m, streams, q1, a1, g);
-        double dp50 = pct(g, nd, 0.5), dp99 = pct(g, nd, 0.99);
+        double dp50 = bc_pct(g, nd, 0.5), dp99 = bc_pct(g, nd, 0.99);
         /* after: gaps of every sequence (the new one included) past its first token */
         int na = 0;
         for (int i = 0; i < m->n_seq; i++)
             for (int j = i == streams ? n0 : 1; j < m->s[i].n; j++)
                 if (m->s[i].t[j] > a1) g[na++] = m->s[i].t[j] - m->s[i].t[j - 1];
-        double ap50 = pct(g, na, 0.5);
+        double ap50 = bc_pct(g, na, 0.5);
         free(g);
         printf("RESULT model=%s threads=%d streams=%d prompt=%d n_batch=%d n_ubatch=%d n_seq_max=%d kv_unified=1 "
                "quiet_p50_ms=%.3f quiet_p99_ms=%.3f during_p50_ms=%.3f during_p99_ms=%.3f ratio=%.3f prefill_s=%.3f "

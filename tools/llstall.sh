@@ -17,7 +17,7 @@ if [ ! -f "$P/llama.cpp/include/llama.h" ] || [ ! -f "$LL" ] || [ ! -f "$GG" ] |
   echo "llstall.sh: no llama.cpp peer in $P (../shared/peers/setup.sh installs it); skipped" >&2
   exit 0
 fi
-${CC:-gcc} -O2 -std=c11 -Wall -Wextra -Wshadow -I "$P/llama.cpp/include" -I "$P/llama.cpp/ggml/include" \
+${CC:-gcc} -O2 -std=c11 -Wall -Wextra -Wshadow -I src -I "$P/llama.cpp/include" -I "$P/llama.cpp/ggml/include" \
   tools/llstall.c -o "$P/llstall.tmp" \
   -L"$B" -l:"$(basename "$LL")" -l:"$(basename "$GG")" -l:libggml-base.so -Wl,-rpath,"$B"
 mv "$P/llstall.tmp" "$P/llstall"

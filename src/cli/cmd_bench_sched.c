@@ -9,27 +9,10 @@
 #include <unistd.h>
 
 #include "cli/bench.h"
+#include "cli/bench_clock.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-static double pct(double *v, int n, double p)
-{
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    int i = (int)(p * (n - 1) + 0.5);
-    return v[i < n ? i : n - 1];
-}
 
 double bench_median(const double *v, int n)
 {
@@ -37,7 +20,7 @@ double bench_median(const double *v, int n)
     if (n <= 0) return 0;
     if (n > 64) n = 64;
     memcpy(t, v, sizeof(double) * (size_t)n);
-    qsort(t, (size_t)n, sizeof(double), cmp_d);
+    qsort(t, (size_t)n, sizeof(double), bc_cmp_d);
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
@@ -102,12 +85,12 @@ static double e2e_once(tandem_session *s, const int32_t *ids, int P, int G, tand
     r.temperature = 0;
     r.ignore_eos = 1;
     tandem_status st;
-    double t0 = now_s();
+    double t0 = bc_now_s();
     if (tandem_generate(s, &r, NULL, NULL, stats, &st) != 0) {
         fprintf(stderr, "tandem bench: %s\n", st.msg);
         return -1;
     }
-    return now_s() - t0;
+    return bc_now_s() - t0;
 }
 
 int bench_sweep(tandem_model *m, const tandem_session_opts *so, const char *lens, int gen, int reps, FILE *json,
@@ -151,7 +134,7 @@ int bench_sweep(tandem_model *m, const tandem_session_opts *so, const char *lens
         if (rc) break;
         double med[4], best = 1e30;
         for (int r = 0; r < 4; r++) {
-            med[r] = pct(t[r], reps, 0.5);
+            med[r] = bc_pct(t[r], reps, 0.5);
             if (r < 3 && med[r] < best) best = med[r];
         }
         fprintf(stderr, "sweep %5d: hybrid %.3f s, prefill-only %.3f s, decode-only %.3f s, auto %.3f s (%s) -> %.3f\n",
@@ -223,13 +206,13 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
         int n = cs[i] < 1 ? 1 : cs[i] > 8 ? 8 : cs[i];
         client c[8];
         pthread_t th[8];
-        double t0 = now_s();
+        double t0 = bc_now_s();
         for (int j = 0; j < n; j++) {
             c[j] = (client){.s = s, .P = P, .G = G, .V = info.vocab, .n_req = 2, .gap_s = gap_s, .seed = 7u + 31u * j};
             pthread_create(&th[j], NULL, client_main, &c[j]);
         }
         for (int j = 0; j < n; j++) pthread_join(th[j], NULL);
-        double wall = now_s() - t0;
+        double wall = bc_now_s() - t0;
         double ttft[64], p50[64], p99[64];
         int nr = 0, gen = 0;
         for (int j = 0; j < n; j++) {
@@ -240,7 +223,7 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
             }
             gen += c[j].gen;
         }
-        double a = pct(ttft, nr, 0.5), b = pct(p50, nr, 0.5), d = pct(p99, nr, 1.0);
+        double a = bc_pct(ttft, nr, 0.5), b = bc_pct(p50, nr, 0.5), d = bc_pct(p99, nr, 1.0);
         fprintf(stderr, "concurrency %d: TTFT p50 %.3f s, TPOT p50 %.1f ms, p99 %.1f ms, %.1f tok/s\n", n, a, b * 1e3,
                 d * 1e3, gen / wall);
         if (json)
@@ -282,34 +265,16 @@ typedef struct stall_res {
     int n_quiet, n_during;     /* gaps counted in each window */
 } stall_res;
 
-/* CPU seconds used by every process on the machine since boot (/proc/stat), and by this one */
-static double sys_busy_s(void)
-{
-    unsigned long long v[8] = {0};
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return 0;
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-               &v[7]) != 8)
-        memset(v, 0, sizeof v);
-    fclose(f);
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
 
-static double own_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Wait (at most max_s) until other processes use under a quarter of the machine for 2 s. */
 static void wait_quiet(double max_s)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     for (double t = 0; t < max_s; t += 2) {
-        double b0 = sys_busy_s(), o0 = own_cpu_s();
+        double b0 = bc_sys_busy_s(), o0 = bc_own_cpu_s();
         usleep(2000000);
-        if ((sys_busy_s() - b0) - (own_cpu_s() - o0) < 0.25 * 2.0 * (double)(ncpu > 0 ? ncpu : 1)) return;
+        if ((bc_sys_busy_s() - b0) - (bc_own_cpu_s() - o0) < 0.25 * 2.0 * (double)(ncpu > 0 ? ncpu : 1)) return;
     }
 }
 
@@ -323,7 +288,7 @@ static int rec_token(void *ud, const char *piece, size_t len, int32_t tok)
     (void)piece;
     (void)len;
     stream_rec *r = ud;
-    if (tok >= 0 && r->n < 4096) r->t[r->n++] = now_s();
+    if (tok >= 0 && r->n < 4096) r->t[r->n++] = bc_now_s();
     return 0;
 }
 
@@ -335,8 +300,8 @@ static int stall_window(const stream_rec *rec, int streams, double t0, double t1
     for (int i = 0; g && i < streams; i++)
         for (int j = 1; j < rec[i].n; j++)
             if (rec[i].t[j] >= t0 && rec[i].t[j] < t1) g[n++] = rec[i].t[j] - rec[i].t[j - 1];
-    *p50 = pct(g, n, 0.5);
-    *p99 = pct(g, n, 0.99);
+    *p50 = bc_pct(g, n, 0.5);
+    *p99 = bc_pct(g, n, 0.99);
     free(g);
     return n;
 }
@@ -364,11 +329,11 @@ static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *se
     if (rc == 0) {
         /* let the streams settle, measure a quiet window, then a prompt arrives */
         while (rec[streams - 1].n < STALL_SETTLE) usleep(1000);
-        q0 = now_s();
-        b0 = sys_busy_s();
-        o0 = own_cpu_s();
+        q0 = bc_now_s();
+        b0 = bc_sys_busy_s();
+        o0 = bc_own_cpu_s();
         usleep((useconds_t)(STALL_QUIET_S * 1e6));
-        q1 = now_s();
+        q1 = bc_now_s();
         big = random_ids(P, V, seed);
         r.prompt_ids = big;
         r.n_prompt_ids = (size_t)P;
@@ -376,8 +341,8 @@ static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *se
         tandem_stats bs;
         tandem_handle *hb;
         rc = tandem_submit(s, &r, NULL, NULL, &hb, &st) || tandem_wait(hb, &bs, &st);
-        a1 = now_s();
-        res->foreign = ((sys_busy_s() - b0) - (own_cpu_s() - o0)) / (a1 - q0);
+        a1 = bc_now_s();
+        res->foreign = ((bc_sys_busy_s() - b0) - (bc_own_cpu_s() - o0)) / (a1 - q0);
     }
     if (rc) fprintf(stderr, "tandem bench: %s\n", st.msg);
     for (int i = 0; i < n_sub; i++)
@@ -600,16 +565,16 @@ int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md)
     tandem_status st;
     for (int r = 0; r < 5; r++) {
         int32_t *ids = NULL;
-        double t0 = now_s();
+        double t0 = bc_now_s();
         if (tandem_tokenize(m, text, (size_t)n, 1, &ids, &n_ids, &st) != 0) {
             fprintf(stderr, "tandem bench: %s\n", st.msg);
             free(text);
             return 1;
         }
-        t[r] = now_s() - t0;
+        t[r] = bc_now_s() - t0;
         free(ids);
     }
-    double med = pct(t, 5, 0.5), mbs = n / med / 1e6;
+    double med = bc_pct(t, 5, 0.5), mbs = n / med / 1e6;
     fprintf(stderr, "tokenizer: %ld bytes -> %zu tokens in %.3f s: %.1f MB/s\n", n, n_ids, med, mbs);
     if (json)
         fprintf(json, "  \"tokenizer\": {\"file\": \"%s\", \"bytes\": %ld, \"tokens\": %zu, \"mb_per_s\": %.2f},\n", path, n,
