@@ -41,4 +41,8 @@ int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md);
 /* Median of v[n] (not modified; n <= 64), 0 for n <= 0. */
 double bench_median(const double *v, int n);
 
+/* One greedy generation of G tokens from prompt ids[P] (EOS ignored): its
+ * wall time in seconds, or -1 with *st filled. */
+double bench_generate(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats, tandem_status *st);
+
 #endif

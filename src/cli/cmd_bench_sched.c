@@ -75,7 +75,7 @@ int bench_handoff(tandem_model *m, const char *lens, double pp_rate, FILE *json,
 
 /* ---- prompt-length sweep ---------------------------------------------------------- */
 
-static double e2e_once(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats)
+double bench_generate(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats, tandem_status *st)
 {
     tandem_request r;
     tandem_request_default(&r);
@@ -84,13 +84,17 @@ static double e2e_once(tandem_session *s, const int32_t *ids, int P, int G, tand
     r.max_tokens = G;
     r.temperature = 0;
     r.ignore_eos = 1;
-    tandem_status st;
     double t0 = bc_now_s();
-    if (tandem_generate(s, &r, NULL, NULL, stats, &st) != 0) {
-        fprintf(stderr, "tandem bench: %s\n", st.msg);
-        return -1;
-    }
+    if (tandem_generate(s, &r, NULL, NULL, stats, st) != 0) return -1;
     return bc_now_s() - t0;
+}
+
+static double e2e_once(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats)
+{
+    tandem_status st;
+    double t = bench_generate(s, ids, P, G, stats, &st);
+    if (t < 0) fprintf(stderr, "tandem bench: %s\n", st.msg);
+    return t;
 }
 
 int bench_sweep(tandem_model *m, const tandem_session_opts *so, const char *lens, int gen, int reps, FILE *json,
