@@ -36,6 +36,33 @@
 #define AMX_PG 4   /* panels per group: acc is MB x 128 x 4 B per worker */
 #endif
 
+/* -DAMX_PROF: TSC cycles spent packing, in the tile loop and in the epilogue,
+ * summed over workers, printed at exit: a measurement build (tools/kbench.c
+ * linked with this file built so), not the shipped one. On the h200-host
+ * Xeon, 2 threads, int8 M = 512: the tile loop is 75-85% of the GEMM, the
+ * epilogue 15% (N = 2048) to 25% (N = 8192: its 16 MB of f32 output leave
+ * the caches), packing 1-3%. Software prefetch of the next block's A and C
+ * into L1 and of the next B chunk into L2 was tried and measured no better
+ * (the host's noise, 1.2-1.9 TOP/s both ways, hid any effect). */
+#ifdef AMX_PROF
+#include <stdio.h>
+#include <x86intrin.h>
+static _Atomic unsigned long long prof_pack, prof_tile, prof_epi, prof_calls;
+static void __attribute__((destructor)) prof_print(void)
+{
+    if (prof_calls)
+        fprintf(stderr, "amx_prof: %llu calls, Mcycles/call: pack %.3f tile %.3f epilogue %.3f\n", prof_calls,
+                prof_pack / 1e6 / prof_calls, prof_tile / 1e6 / prof_calls, prof_epi / 1e6 / prof_calls);
+}
+#define PROF_T(v) unsigned long long v = __rdtsc()
+#define PROF_ADD(ctr, t0) (ctr += __rdtsc() - (t0))
+#define PROF_CALL() (prof_calls++)
+#else
+#define PROF_T(v) (void)0
+#define PROF_ADD(ctr, t0) (void)0
+#define PROF_CALL() (void)0
+#endif
+
 typedef struct tilecfg {
     uint8_t palette;     /* 1 */
     uint8_t start_row;
@@ -79,6 +106,7 @@ typedef struct pack_job {
 static void pack_task(void *ctx, int grp, int worker)
 {
     (void)worker;
+    PROF_T(t0);
     const pack_job *j = ctx;
     uint8_t *o = j->out + (size_t)grp * j->nsteps * 1024;
     for (int s = 0; s < j->nsteps; s++)
@@ -88,6 +116,7 @@ static void pack_task(void *ctx, int grp, int worker)
             if (m < j->M) memcpy(dst, j->x + (size_t)m * j->ld_bytes + (size_t)s * 64, 64);
             else memset(dst, 0, 64);
         }
+    PROF_ADD(prof_pack, t0);
 }
 
 /* packed x, then the workers' accumulators */
@@ -207,13 +236,17 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     tm_kamx_config();
     for (int pg = p0; pg < p1; pg += AMX_PG) {
         int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
+        PROF_T(t0);
         for (int s0 = 0; s0 < g->nsteps; s0 += AMX_KC) {
             int s1 = s0 + AMX_KC < g->nsteps ? s0 + AMX_KC : g->nsteps;
             for (int j = 0; j < np; j++)
                 for (int m = m0; m < m1; m += 32)
                     block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0, (uint8_t *)&acc[m - m0][32 * j], ld);
         }
+        PROF_ADD(prof_tile, t0);
+        PROF_T(t1);
         for (int j = 0; j < np; j++) epilogue(g, m0, m1 - m0, pg + j, &acc[0][0], AMX_PG * 32, 32 * j);
+        PROF_ADD(prof_epi, t1);
     }
     _tile_release();
 }
@@ -228,6 +261,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, y, acc};
+    PROF_CALL();
     tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
     return TM_OK;
 }
