@@ -6,7 +6,7 @@
  *
  *   llstall MODEL.gguf THREADS STREAMS PROMPT [key=value ...]
  *     keys (defaults): stream_prompt=64 settle=8 quiet_s=1.5 n_batch=2048
- *                      n_ubatch=512 n_ctx=8192 after=4 seed=5
+ *                      n_ubatch=512 n_ctx=8192 after=4 seed=5 timeline=0
  *
  * The server's loop (tools/server/server-context.cpp, update_slots), which
  * this program reproduces on one llama_context (n_seq_max = STREAMS + 1,
@@ -42,6 +42,9 @@
  *   RESULT model=M threads=T streams=S prompt=P n_batch=B n_ubatch=U n_seq_max=S+1
  *     kv_unified=1 quiet_p50_ms=.. quiet_p99_ms=.. during_p50_ms=.. during_p99_ms=..
  *     ratio=.. prefill_s=.. n_quiet=.. n_during=.. after_p50_ms=.. foreign=..%
+ * and with timeline=1, one line per gap of both windows (the chart's timeline;
+ * t = the later token's time relative to q1, seconds):
+ *   RESULT_GAP stream=I t=.. ms=..
  *
  * Libraries: set LLB_BACKEND_DIR to the folder with libggml-cpu-*.so when the
  * ggml build loads its CPU backends dynamically (node-llama-cpp's prebuilt). */
@@ -187,7 +190,7 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr, "usage: llstall MODEL.gguf THREADS STREAMS PROMPT [stream_prompt=64 settle=8 quiet_s=1.5 "
-                        "n_batch=2048 n_ubatch=512 n_ctx=8192 after=4 seed=5]\n");
+                        "n_batch=2048 n_ubatch=512 n_ctx=8192 after=4 seed=5 timeline=0]\n");
         return 2;
     }
     const char *path = argv[1], *mname = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -196,6 +199,7 @@ int main(int argc, char **argv)
     int n_batch = opt_i(argc, argv, "n_batch", 2048), n_ubatch = opt_i(argc, argv, "n_ubatch", 512);
     int n_ctx = opt_i(argc, argv, "n_ctx", 8192), after = opt_i(argc, argv, "after", 4);
     unsigned seed = (unsigned)opt_i(argc, argv, "seed", 5);
+    int timeline = opt_i(argc, argv, "timeline", 0);
     double quiet_s = opt_d(argc, argv, "quiet_s", 1.5);
     if (threads < 1 || streams < 1 || streams + 1 > MAX_SEQ || P < 1 || sp < 1 || settle < 2 || n_batch < streams + 1 ||
         n_ubatch < 1 || quiet_s <= 0) {
@@ -282,6 +286,12 @@ int main(int argc, char **argv)
                mname, threads, streams, P, n_batch, n_ubatch, streams + 1, qp50 * 1e3, qp99 * 1e3, dp50 * 1e3,
                dp99 * 1e3, qp50 > 0 ? dp50 / qp50 : 0, a1 - q1, nqt, nd, ap50 * 1e3,
                wall > 0 ? 100 * foreign / wall : 0);
+        for (int i = 0; timeline && i < streams; i++)
+            for (int j = 1; j < m->s[i].n; j++) {
+                double t = m->s[i].t[j];
+                if (t >= q0 && t < a1)
+                    printf("RESULT_GAP stream=%d t=%.4f ms=%.3f\n", i, t - q1, (t - m->s[i].t[j - 1]) * 1e3);
+            }
         fflush(stdout);
         fprintf(stderr, "llstall: %d streams, a %d-token prompt arrives: TPOT p50 %.1f ms quiet, %.1f ms during "
                         "(%.2fx; its TTFT %.2f s)\n", streams, P, qp50 * 1e3, dp50 * 1e3, qp50 > 0 ? dp50 / qp50 : 0,
