@@ -1,6 +1,11 @@
-/* cli/bench.h: the scenario parts of `tandem bench` (cmd_bench_sched.c),
- * called from cmd_bench.c. Each writes one JSON member ("name": {...}) to
- * json and a markdown section to md (either may be NULL). */
+/* cli/bench.h: the parts of `tandem bench`, called from cmd_bench.c:
+ *   cmd_bench_sched.c  the scenarios (hand-off, sweep, concurrency, stall):
+ *                      each writes one JSON member ("name": ...,) to json and
+ *                      a markdown section to md (either may be NULL) and fills
+ *                      a result struct for the two below
+ *   bench_accept.c     issue 6's acceptance points, judged from the results
+ *   bench_svg.c        the chart: one SVG file, one panel per part that ran
+ * Every time is in seconds unless a name says otherwise. */
 #ifndef TM_CLI_BENCH_H
 #define TM_CLI_BENCH_H
 
@@ -8,32 +13,116 @@
 
 #include "tandem.h"
 
-/* Hand-off cost by context length (comma list of n), against prefill time
- * estimated from pp_rate tokens/s (measured in the same run; 0 = unknown). */
-int bench_handoff(tandem_model *m, const char *lens, double pp_rate, FILE *json, FILE *md);
+#define BENCH_MAX_REPS 32    /* --reps, --sweep-reps and per-point sweep reps */
+#define BENCH_MAX_POINTS 32  /* entries of --sweep and --handoff */
+#define BENCH_MAX_CLIENTS 8  /* entries and values of --concurrency */
+#define BENCH_MAX_STREAMS 7  /* --stall */
 
-/* Prompt-length sweep: e2e n + gen for each forced route and the router's. */
-int bench_sweep(tandem_model *m, const tandem_session_opts *so, const char *lens, int gen, int reps, FILE *json,
-                FILE *md);
+/* One test on one route: medians over its reps (cmd_bench.c). */
+typedef struct bench_row {
+    char name[32];               /* "pp512", "tg128", "e448+64" */
+    int kind;                    /* 'p' ppN, 'g' tgN, 'e' eP+G */
+    int P, G;                    /* prompt and generated tokens (pp: G = 0, tg: P = 0) */
+    int route;                   /* tandem_route */
+    int reps;
+    double value;                /* e: total seconds; p, g: tokens/s */
+    double ttft, handoff;
+    double tpot, tpot_p50, tpot_p99; /* time per output token: mean (decode time / (G - 1)), p50, p99 */
+    double peak_mb;              /* peak resident memory of this process during the test, MiB (0: unknown) */
+    const char *prefill_engine, *decode_engine;
+    int peer_reps;               /* llama.cpp's runs of this test (0: none) */
+    int peer_beside;             /* 1: llama.cpp ran interleaved with this row; 0: its figures are the
+                                    ones measured beside the test's first route */
+    double peer_value, peer_ttft, peer_tpot, peer_peak_mb; /* as value, ttft, tpot (llbench: mean), peak_mb */
+} bench_row;
 
-/* Concurrency sweep: for each client count, Poisson arrivals (mean gap
- * gap_s) of P+G requests; TTFT, TPOT p50/p99, throughput. */
-int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char *clients, int P, int G, double gap_s,
-                      FILE *json, FILE *md);
+/* One prompt length of the sweep: e2e prompt + gen on every route. */
+typedef struct bench_sweep_point {
+    int prompt, gen, reps;
+    double t[4];                 /* median seconds, indexed by tandem_route ([TANDEM_ROUTE_AUTO]: the router) */
+    char picked[16];             /* the route the router took ("hybrid", ...) */
+} bench_sweep_point;
+
+/* One client count of the concurrency sweep. */
+typedef struct bench_conc_point {
+    int clients, requests;
+    double ttft_p50, tpot_p50, tpot_p99;
+    double tokens_per_s;         /* output tokens / wall time of the whole point */
+} bench_conc_point;
+
+/* One running stream's inter-token gap in the stall scenario. */
+typedef struct bench_gap {
+    double t;                    /* time of the later token, relative to the new prompt's arrival */
+    double gap;                  /* seconds since the stream's previous token */
+    int stream;
+} bench_gap;
+
+/* The stall scenario on one engine: one rep, or the medians of several. */
+typedef struct bench_stall_side {
+    int reps, dropped;           /* runs counted; disturbed runs redone */
+    double q50, q99, d50, d99;   /* TPOT p50/p99 quiet and during the new prompt's prefill */
+    double ratio;                /* the rise: d50 / q50 (medians: the median of the per-rep ratios) */
+    double prefill;              /* the new prompt's TTFT */
+    double foreign;              /* CPU time of other processes / wall time, over both windows */
+    int n_quiet, n_during;       /* gaps counted in each window */
+    bench_gap *tl;               /* [n_tl] gaps of the windows [-quiet_s, prefill), the rep whose rise is
+                                    the median (NULL: none recorded); owned, bench_stall_free */
+    int n_tl;
+} bench_stall_side;
+
+typedef struct bench_stall_res {
+    int streams, P, lend;        /* lend: core lending on (the default; --no-lend: 0) */
+    double quiet_s;              /* length of the quiet window before the prompt arrives */
+    bench_stall_side ours, peer; /* peer.reps == 0: llama.cpp not run */
+} bench_stall_res;
+
+void bench_stall_free(bench_stall_res *r);
+
+/* Everything one invocation measured, for the acceptance and the chart. */
+typedef struct bench_report {
+    const char *model;
+    int threads;
+    const bench_row *rows;
+    int n_rows;
+    const bench_sweep_point *sweep;   /* NULL: no sweep */
+    int n_sweep;
+    const bench_conc_point *conc;     /* NULL: no concurrency sweep */
+    int n_conc, conc_P, conc_G;
+    double conc_gap;
+    const bench_stall_res *stall;     /* NULL: no stall scenario */
+} bench_report;
+
+/* Hand-off cost at context lengths ns[n], against prefill time estimated
+ * from pp_rate tokens/s (measured in the same run; 0 = unknown). */
+int bench_handoff(tandem_model *m, const int *ns, int n, double pp_rate, FILE *json, FILE *md);
+
+/* Prompt-length sweep: e2e lens[i] + gen for each forced route and the
+ * router's, reps[i] interleaved runs each (after one warm-up run per route
+ * at lens[0]); out[n]. */
+int bench_sweep(tandem_model *m, const tandem_session_opts *so, const int *lens, const int *reps, int n, int gen,
+                FILE *json, FILE *md, bench_sweep_point *out);
+
+/* Concurrency sweep: for each client count clients[i], Poisson arrivals
+ * (mean gap gap_s) of two P+G requests per client; out[n]. */
+int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const int *clients, int n, int P, int G,
+                      double gap_s, FILE *json, FILE *md, bench_conc_point *out);
 
 /* The stall test: `streams` decode streams run; a P-token prompt arrives
  * mid-generation; their TPOT p50/p99 before and during its prefill, median of
- * reps. With peer_bin (llbench's path; NULL: no peer), llama.cpp runs the same
- * scenario on peer_model through tools/llstall.c (built beside llbench by
- * tools/llstall.sh), interleaved rep by rep, with llama-server's schedule. */
-int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, int reps, const char *peer_bin,
-                const char *peer_model, FILE *json, FILE *md);
+ * reps. A disturbed run (other processes busy) is redone up to `retries`
+ * times. With peer_bin (llbench's path; NULL: no peer), llama.cpp runs the
+ * same scenario on peer_model through tools/llstall.c (built beside llbench
+ * by tools/llstall.sh), interleaved rep by rep, with llama-server's schedule.
+ * out is filled (free with bench_stall_free) when 0 is returned. */
+int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, int reps, int retries,
+                const char *peer_bin, const char *peer_model, FILE *json, FILE *md, bench_stall_res *out);
 
 /* Run a peer harness (a shell command line; it should send its log to
  * /dev/null) and hand each stdout line that starts with "RESULT" to
  * on_result. 0 when on_result returned 0 for some line and the command
- * exited 0; -1 otherwise. */
-int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud);
+ * exited 0; -1 otherwise. peak_mb (may be NULL): the command's peak resident
+ * memory (its largest process), MiB. */
+int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud, double *peak_mb);
 
 /* Tokenizer speed: encode the file (with special tokens) on one thread, 5 runs, median MB/s. */
 int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md);
@@ -44,5 +133,17 @@ double bench_median(const double *v, int n);
 /* One greedy generation of G tokens from prompt ids[P] (EOS ignored): its
  * wall time in seconds, or -1 with *st filled. */
 double bench_generate(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats, tandem_status *st);
+
+/* Issue 6's acceptance points judged from r's figures: the JSON member
+ * "acceptance": {...}, (json), a markdown section (md), one line per point
+ * on stderr. Returns 1 when every point is met on the issue's scenarios, 0
+ * when one is not, -1 when some figure is missing. */
+int bench_acceptance(const bench_report *r, FILE *json, FILE *md);
+
+/* The chart: an SVG document with a panel for each part of r that ran. */
+void bench_svg(FILE *f, const bench_report *r);
+
+/* "hybrid", "prefill-only", "decode-only", "auto" for a tandem_route. */
+const char *bench_route_name(int route);
 
 #endif

@@ -1,18 +1,18 @@
 /* cli/cmd_bench_sched.c: the scenario parts of `tandem bench` (see bench.h):
  * hand-off cost by context, prompt-length sweep over routes, concurrency
  * with Poisson arrivals, and the decode-stall test. Public API only. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/bench.h"
 #include "cli/bench_clock.h"
-
-
-
 
 double bench_median(const double *v, int n)
 {
@@ -24,17 +24,6 @@ double bench_median(const double *v, int n)
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-static int parse_list(const char *s, int *out, int max)
-{
-    int n = 0;
-    while (s && *s && n < max) {
-        out[n++] = atoi(s);
-        s = strchr(s, ',');
-        if (s) s++;
-    }
-    return n;
-}
-
 static int32_t *random_ids(int n, int V, unsigned *seed)
 {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
@@ -44,9 +33,8 @@ static int32_t *random_ids(int n, int V, unsigned *seed)
 
 /* ---- hand-off -------------------------------------------------------------------- */
 
-int bench_handoff(tandem_model *m, const char *lens, double pp_rate, FILE *json, FILE *md)
+int bench_handoff(tandem_model *m, const int *ns, int k, double pp_rate, FILE *json, FILE *md)
 {
-    int ns[32], k = parse_list(lens, ns, 32);
     tandem_status st;
     if (json) fprintf(json, "  \"handoff\": [\n");
     if (md)
@@ -97,64 +85,75 @@ static double e2e_once(tandem_session *s, const int32_t *ids, int P, int G, tand
     return t;
 }
 
-int bench_sweep(tandem_model *m, const tandem_session_opts *so, const char *lens, int gen, int reps, FILE *json,
-                FILE *md)
+int bench_sweep(tandem_model *m, const tandem_session_opts *so, const int *ns, const int *reps, int k, int gen,
+                FILE *json, FILE *md, bench_sweep_point *out)
 {
-    int ns[32], k = parse_list(lens, ns, 32);
     tandem_model_info info;
     tandem_model_get_info(m, &info);
-    static const tandem_route routes[4] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_PREFILL_ONLY, TANDEM_ROUTE_DECODE_ONLY,
-                                           TANDEM_ROUTE_AUTO};
-    static const char *names[4] = {"hybrid", "prefill-only", "decode-only", "auto"};
-    tandem_session *ss[4] = {0};
+    /* run order within a rep: the forced routes, then the router (A B C D A B C D) */
+    static const int order[4] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_PREFILL_ONLY, TANDEM_ROUTE_DECODE_ONLY,
+                                 TANDEM_ROUTE_AUTO};
+    tandem_session *ss[4] = {0}; /* by tandem_route */
     tandem_status st;
     int rc = 0;
     for (int r = 0; r < 4 && rc == 0; r++) {
         tandem_session_opts o = *so;
-        o.route = routes[r];
+        o.route = (tandem_route)r;
         if (tandem_session_new(&ss[r], m, &o, &st) != 0) {
             fprintf(stderr, "tandem bench: %s\n", st.msg);
             rc = 1;
         }
     }
+    unsigned seed = 99;
+    if (rc == 0 && k > 0) { /* one uncounted run per route at the first length */
+        int32_t *ids = random_ids(ns[0], info.vocab, &seed);
+        for (int r = 0; r < 4 && rc == 0; r++) {
+            tandem_stats stats;
+            if (!ids || e2e_once(ss[order[r]], ids, ns[0], gen, &stats) < 0) rc = 1;
+        }
+        free(ids);
+    }
     if (json && rc == 0) fprintf(json, "  \"sweep\": [\n");
     if (md && rc == 0)
-        fprintf(md, "\n### Prompt-length sweep (end to end, %d generated tokens; median of %d)\n\n"
-                    "| prompt | hybrid | prefill-only | decode-only | router (auto) | router picked | auto / best |\n"
-                    "|---|---|---|---|---|---|---|\n", gen, reps);
-    unsigned seed = 99;
+        fprintf(md, "\n### Prompt-length sweep (end to end, %d generated tokens; medians of interleaved runs)\n\n"
+                    "| prompt | reps | hybrid | prefill-only | decode-only | router (auto) | router picked "
+                    "| auto / best |\n|---|---|---|---|---|---|---|---|\n", gen);
     for (int i = 0; i < k && rc == 0; i++) {
         int32_t *ids = random_ids(ns[i], info.vocab, &seed);
-        double t[4][16];
-        const char *picked = "?";
-        for (int rep = 0; rep < reps && rc == 0; rep++)
-            for (int r = 0; r < 4; r++) { /* interleaved: A B C D A B C D */
+        double t[4][BENCH_MAX_REPS];
+        bench_sweep_point *p = &out[i];
+        *p = (bench_sweep_point){.prompt = ns[i], .gen = gen, .reps = reps[i]};
+        snprintf(p->picked, sizeof p->picked, "?");
+        for (int rep = 0; rep < reps[i] && rc == 0; rep++)
+            for (int r = 0; r < 4; r++) {
                 tandem_stats stats;
-                t[r][rep] = e2e_once(ss[r], ids, ns[i], gen, &stats);
-                if (t[r][rep] < 0) { rc = 1; break; }
-                if (r == 3) picked = stats.route;
+                int q = order[r];
+                t[q][rep] = ids ? e2e_once(ss[q], ids, ns[i], gen, &stats) : -1;
+                if (t[q][rep] < 0) { rc = 1; break; }
+                if (q == TANDEM_ROUTE_AUTO) snprintf(p->picked, sizeof p->picked, "%s", stats.route);
             }
         free(ids);
         if (rc) break;
-        double med[4], best = 1e30;
-        for (int r = 0; r < 4; r++) {
-            med[r] = bc_pct(t[r], reps, 0.5);
-            if (r < 3 && med[r] < best) best = med[r];
+        double best = 1e30;
+        for (int q = 0; q < 4; q++) {
+            p->t[q] = bench_median(t[q], reps[i]);
+            if (q != TANDEM_ROUTE_AUTO && p->t[q] < best) best = p->t[q];
         }
+        const double *v = p->t;
+        double ratio = v[TANDEM_ROUTE_AUTO] / best;
         fprintf(stderr, "sweep %5d: hybrid %.3f s, prefill-only %.3f s, decode-only %.3f s, auto %.3f s (%s) -> %.3f\n",
-                ns[i], med[0], med[1], med[2], med[3], picked, med[3] / best);
+                ns[i], v[1], v[2], v[3], v[0], p->picked, ratio);
         if (json)
-            fprintf(json, "    {\"prompt\": %d, \"gen\": %d, \"%s_s\": %.4f, \"%s_s\": %.4f, \"%s_s\": %.4f, \"%s_s\": %.4f, "
-                          "\"picked\": \"%s\", \"auto_over_best\": %.4f}%s\n",
-                    ns[i], gen, names[0], med[0], names[1], med[1], names[2], med[2], names[3], med[3], picked,
-                    med[3] / best, i + 1 < k ? "," : "");
+            fprintf(json, "    {\"prompt\": %d, \"gen\": %d, \"reps\": %d, \"hybrid_s\": %.4f, "
+                          "\"prefill-only_s\": %.4f, \"decode-only_s\": %.4f, \"auto_s\": %.4f, \"picked\": \"%s\", "
+                          "\"auto_over_best\": %.4f}%s\n",
+                    ns[i], gen, reps[i], v[1], v[2], v[3], v[0], p->picked, ratio, i + 1 < k ? "," : "");
         if (md)
-            fprintf(md, "| %d | %.3f s | %.3f s | %.3f s | %.3f s | %s | %.3f |\n", ns[i], med[0], med[1], med[2], med[3],
-                    picked, med[3] / best);
+            fprintf(md, "| %d | %d | %.3f s | %.3f s | %.3f s | %.3f s | %s | %.3f |\n", ns[i], reps[i], v[1], v[2],
+                    v[3], v[0], p->picked, ratio);
     }
     if (json && rc == 0) fprintf(json, "  ],\n");
     for (int r = 0; r < 4; r++) tandem_session_free(ss[r]);
-    (void)names;
     return rc;
 }
 
@@ -189,10 +188,9 @@ static void *client_main(void *arg)
     return NULL;
 }
 
-int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char *clients, int P, int G, double gap_s,
-                      FILE *json, FILE *md)
+int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const int *cs, int k, int P, int G,
+                      double gap_s, FILE *json, FILE *md, bench_conc_point *out)
 {
-    int cs[8], k = parse_list(clients, cs, 8);
     tandem_model_info info;
     tandem_model_get_info(m, &info);
     tandem_status st;
@@ -207,9 +205,9 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
                     "| clients | TTFT p50 | TPOT p50 | TPOT p99 | output tokens/s |\n|---|---|---|---|---|\n",
                 P, G, gap_s);
     for (int i = 0; i < k; i++) {
-        int n = cs[i] < 1 ? 1 : cs[i] > 8 ? 8 : cs[i];
-        client c[8];
-        pthread_t th[8];
+        int n = cs[i] < 1 ? 1 : cs[i] > BENCH_MAX_CLIENTS ? BENCH_MAX_CLIENTS : cs[i];
+        client c[BENCH_MAX_CLIENTS];
+        pthread_t th[BENCH_MAX_CLIENTS];
         double t0 = bc_now_s();
         for (int j = 0; j < n; j++) {
             c[j] = (client){.s = s, .P = P, .G = G, .V = info.vocab, .n_req = 2, .gap_s = gap_s, .seed = 7u + 31u * j};
@@ -227,7 +225,13 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
             }
             gen += c[j].gen;
         }
+        if (nr < 2 * n) {
+            fprintf(stderr, "tandem bench: concurrency %d: %d of %d requests failed\n", n, 2 * n - nr, 2 * n);
+            tandem_session_free(s);
+            return 1;
+        }
         double a = bc_pct(ttft, nr, 0.5), b = bc_pct(p50, nr, 0.5), d = bc_pct(p99, nr, 1.0);
+        out[i] = (bench_conc_point){n, nr, a, b, d, gen / wall};
         fprintf(stderr, "concurrency %d: TTFT p50 %.3f s, TPOT p50 %.1f ms, p99 %.1f ms, %.1f tok/s\n", n, a, b * 1e3,
                 d * 1e3, gen / wall);
         if (json)
@@ -249,7 +253,7 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
  * STALL_SETTLE tokens a quiet window of STALL_QUIET_S seconds starts; at its end
  * a P-token prompt arrives (1 token wanted), and the "during" window lasts until
  * its first token. TPOT = gaps between a running stream's tokens, counted in the
- * window where the later token falls; p50/p99 by nearest rank (pct above). */
+ * window where the later token falls; p50/p99 by nearest rank (bc_pct). */
 #define STALL_STREAM_PROMPT 64
 #define STALL_SETTLE 8
 #define STALL_QUIET_S 1.5
@@ -257,19 +261,9 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const char
 #define STALL_PEER_N_UBATCH 512
 /* The machine may be shared: a run during which other processes used more than
  * this share of one core's time (over the measured windows) is redone, at most
- * STALL_ATTEMPTS times per rep and side, after waiting for a quiet machine. */
+ * `retries` times per rep and side, after waiting for a quiet machine. */
 #define STALL_MAX_FOREIGN 0.05
-#define STALL_ATTEMPTS 4
-
-typedef struct stall_res {
-    double q50, q99, d50, d99; /* TPOT p50/p99 quiet and during, seconds */
-    double ratio;              /* d50 / q50 */
-    double prefill;            /* the new prompt's TTFT, seconds */
-    double foreign;            /* CPU time of other processes / wall time, over both windows */
-    int n_quiet, n_during;     /* gaps counted in each window */
-} stall_res;
-
-
+#define STALL_MAX_TOKENS 4096 /* recorded token times per stream */
 
 /* Wait (at most max_s) until other processes use under a quarter of the machine for 2 s. */
 static void wait_quiet(double max_s)
@@ -283,7 +277,7 @@ static void wait_quiet(double max_s)
 }
 
 typedef struct stream_rec {
-    double t[4096];
+    double t[STALL_MAX_TOKENS];
     int n;
 } stream_rec;
 
@@ -292,14 +286,14 @@ static int rec_token(void *ud, const char *piece, size_t len, int32_t tok)
     (void)piece;
     (void)len;
     stream_rec *r = ud;
-    if (tok >= 0 && r->n < 4096) r->t[r->n++] = bc_now_s();
+    if (tok >= 0 && r->n < STALL_MAX_TOKENS) r->t[r->n++] = bc_now_s();
     return 0;
 }
 
 /* gaps of the streams' tokens that fall in [t0, t1) -> p50, p99; returns their count */
 static int stall_window(const stream_rec *rec, int streams, double t0, double t1, double *p50, double *p99)
 {
-    double *g = malloc(sizeof(double) * 4096 * (size_t)streams);
+    double *g = malloc(sizeof(double) * STALL_MAX_TOKENS * (size_t)streams);
     int n = 0;
     for (int i = 0; g && i < streams; i++)
         for (int j = 1; j < rec[i].n; j++)
@@ -310,19 +304,35 @@ static int stall_window(const stream_rec *rec, int streams, double t0, double t1
     return n;
 }
 
+/* the same gaps as a timeline, times relative to t_ref (malloc'd; NULL when none) */
+static bench_gap *stall_timeline(const stream_rec *rec, int streams, double t0, double t1, double t_ref, int *n)
+{
+    bench_gap *g = malloc(sizeof *g * STALL_MAX_TOKENS * (size_t)streams);
+    *n = 0;
+    for (int i = 0; g && i < streams; i++)
+        for (int j = 1; j < rec[i].n; j++)
+            if (rec[i].t[j] >= t0 && rec[i].t[j] < t1)
+                g[(*n)++] = (bench_gap){rec[i].t[j] - t_ref, rec[i].t[j] - rec[i].t[j - 1], i};
+    if (g && *n == 0) {
+        free(g);
+        g = NULL;
+    }
+    return g;
+}
+
 /* One run of the scenario on tandem. */
-static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *seed, stall_res *res)
+static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *seed, bench_stall_side *res)
 {
     tandem_status st;
     stream_rec *rec = calloc((size_t)streams, sizeof *rec);
-    tandem_handle *h[8] = {0};
-    int32_t *ids[8] = {0}, *big = NULL;
+    tandem_handle *h[BENCH_MAX_STREAMS] = {0};
+    int32_t *ids[BENCH_MAX_STREAMS] = {0}, *big = NULL;
     int rc = rec ? 0 : 1, n_sub = 0;
     tandem_request r;
     tandem_request_default(&r);
     r.temperature = 0;
     r.ignore_eos = 1;
-    r.max_tokens = 4000;
+    r.max_tokens = STALL_MAX_TOKENS - 96;
     for (int i = 0; i < streams && rc == 0; i++, n_sub++) {
         ids[i] = random_ids(STALL_STREAM_PROMPT, V, seed);
         r.prompt_ids = ids[i];
@@ -360,6 +370,7 @@ static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *se
         res->n_during = stall_window(rec, streams, q1, a1, &res->d50, &res->d99);
         res->ratio = res->q50 > 0 ? res->d50 / res->q50 : 0;
         res->prefill = a1 - q1;
+        res->tl = stall_timeline(rec, streams, q0, a1, q1, &res->n_tl);
     }
     for (int i = 0; i < streams; i++) free(ids[i]);
     free(big);
@@ -369,15 +380,39 @@ static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *se
 
 /* ---- peers -------------------------------------------------------------------------- */
 
-int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud)
+int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud, double *peak_mb)
 {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) { /* the child: only async-signal-safe calls until exec */
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *p = fdopen(fd[0], "r");
     char line[2048];
     int found = -1;
-    while (fgets(line, sizeof line, p))
+    while (p && fgets(line, sizeof line, p))
         if (strncmp(line, "RESULT", 6) == 0 && on_result(line, ud) == 0) found = 0;
-    if (pclose(p) != 0) found = -1;
+    if (p) fclose(p);
+    else close(fd[0]);
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(pid, &status, 0, &ru) < 0)
+        if (errno != EINTR) return -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) found = -1;
+    if (peak_mb) *peak_mb = (double)ru.ru_maxrss / 1024.0; /* the largest of the shell and its children, KiB */
     return found;
 }
 
@@ -390,36 +425,61 @@ static int result_num(const char *line, const char *key, double *v)
     return q && sscanf(q + strlen(k), "%lf", v) == 1 ? 0 : -1;
 }
 
+/* llstall's output: one RESULT line with the figures, and (from the llstall
+ * of this tree) a RESULT_GAP line per gap of the timeline */
+typedef struct peer_stall {
+    bench_stall_side *r;
+    int cap;
+} peer_stall;
+
 static int parse_llstall(const char *line, void *ud)
 {
-    stall_res *r = ud;
-    double q50, q99, d50, d99, ratio, pre, fo, nq, nd;
+    peer_stall *ps = ud;
+    bench_stall_side *r = ps->r;
+    double q50, q99, d50, d99, ratio, pre, fo, nq, nd, sn, t, ms;
+    if (strncmp(line, "RESULT_GAP ", 11) == 0) {
+        if (result_num(line, "stream", &sn) || result_num(line, "t", &t) || result_num(line, "ms", &ms)) return 1;
+        if (r->n_tl == ps->cap) {
+            int cap = ps->cap ? 2 * ps->cap : 256;
+            bench_gap *g = realloc(r->tl, sizeof *g * (size_t)cap);
+            if (!g) return 1;
+            r->tl = g;
+            ps->cap = cap;
+        }
+        r->tl[r->n_tl++] = (bench_gap){t, ms / 1e3, (int)sn};
+        return 1; /* not the figures */
+    }
     if (result_num(line, "quiet_p50_ms", &q50) || result_num(line, "quiet_p99_ms", &q99) ||
         result_num(line, "during_p50_ms", &d50) || result_num(line, "during_p99_ms", &d99) ||
         result_num(line, "ratio", &ratio) || result_num(line, "prefill_s", &pre) || result_num(line, "foreign", &fo) ||
         result_num(line, "n_quiet", &nq) || result_num(line, "n_during", &nd))
         return -1;
-    *r = (stall_res){q50 / 1e3, q99 / 1e3, d50 / 1e3, d99 / 1e3, ratio, pre, fo / 100, (int)nq, (int)nd};
+    *r = (bench_stall_side){.q50 = q50 / 1e3, .q99 = q99 / 1e3, .d50 = d50 / 1e3, .d99 = d99 / 1e3, .ratio = ratio,
+                            .prefill = pre, .foreign = fo / 100, .n_quiet = (int)nq, .n_during = (int)nd,
+                            .tl = r->tl, .n_tl = r->n_tl};
     return 0;
 }
 
 /* One run of the scenario on llama.cpp: tools/llstall.c, found beside the
  * peer's llbench (tools/llstall.sh builds it there). */
 static int stall_peer_once(const char *bin, const char *model, int threads, int streams, int P, unsigned seed,
-                           stall_res *res)
+                           bench_stall_side *res)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' '%s' %d %d %d stream_prompt=%d settle=%d quiet_s=%g n_batch=%d n_ubatch=%d seed=%u "
-                              "2>/dev/null", bin, model, threads, streams, P, STALL_STREAM_PROMPT, STALL_SETTLE,
-             STALL_QUIET_S, STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, seed);
-    return bench_peer_run(cmd, parse_llstall, res);
+                              "timeline=1 2>/dev/null", bin, model, threads, streams, P, STALL_STREAM_PROMPT,
+             STALL_SETTLE, STALL_QUIET_S, STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, seed);
+    peer_stall ps = {res, 0};
+    return bench_peer_run(cmd, parse_llstall, &ps, NULL);
 }
 
-/* per-field medians of n results; the ratio is the median of the per-rep ratios */
-static stall_res stall_median(const stall_res *r, int n)
+/* per-field medians of n results; the ratio is the median of the per-rep
+ * ratios; the timeline is moved from the rep whose ratio is nearest that
+ * median (the others' are freed) */
+static bench_stall_side stall_median(bench_stall_side *r, int n, int dropped)
 {
-    double v[7][64];
-    if (n > 64) n = 64;
+    double v[7][BENCH_MAX_REPS] = {{0}};
+    if (n > BENCH_MAX_REPS) n = BENCH_MAX_REPS;
     for (int i = 0; i < n; i++) {
         v[0][i] = r[i].q50;
         v[1][i] = r[i].q99;
@@ -429,33 +489,103 @@ static stall_res stall_median(const stall_res *r, int n)
         v[5][i] = r[i].prefill;
         v[6][i] = r[i].foreign;
     }
-    return (stall_res){.q50 = bench_median(v[0], n), .q99 = bench_median(v[1], n), .d50 = bench_median(v[2], n),
-                       .d99 = bench_median(v[3], n), .ratio = bench_median(v[4], n), .prefill = bench_median(v[5], n),
-                       .foreign = bench_median(v[6], n)};
+    bench_stall_side m = {.reps = n, .dropped = dropped, .q50 = bench_median(v[0], n), .q99 = bench_median(v[1], n),
+                          .d50 = bench_median(v[2], n), .d99 = bench_median(v[3], n), .ratio = bench_median(v[4], n),
+                          .prefill = bench_median(v[5], n), .foreign = bench_median(v[6], n)};
+    int pick = -1;
+    for (int i = 0; i < n; i++)
+        if (r[i].tl && (pick < 0 || fabs(r[i].ratio - m.ratio) < fabs(r[pick].ratio - m.ratio))) pick = i;
+    for (int i = 0; i < n; i++) {
+        if (i == pick) {
+            m.tl = r[i].tl;
+            m.n_tl = r[i].n_tl;
+            m.n_quiet = r[i].n_quiet;
+            m.n_during = r[i].n_during;
+        } else {
+            free(r[i].tl);
+        }
+        r[i].tl = NULL;
+    }
+    return m;
 }
 
-static void stall_json(FILE *f, const stall_res *r)
+void bench_stall_free(bench_stall_res *r)
+{
+    free(r->ours.tl);
+    free(r->peer.tl);
+    r->ours.tl = r->peer.tl = NULL;
+}
+
+static void stall_json(FILE *f, const bench_stall_side *r)
 {
     fprintf(f, "\"tpot_p50_quiet_ms\": %.3f, \"tpot_p99_quiet_ms\": %.3f, \"tpot_p50_during_prefill_ms\": %.3f, "
-               "\"tpot_p99_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.3f, \"other_processes_pct\": %.1f",
+               "\"tpot_p99_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.3f, "
+               "\"other_processes_pct\": %.1f,\n      \"timeline\": [",
             r->q50 * 1e3, r->q99 * 1e3, r->d50 * 1e3, r->d99 * 1e3, r->ratio, r->prefill, 100 * r->foreign);
+    for (int i = 0; i < r->n_tl; i++)
+        fprintf(f, "%s[%d, %.4f, %.3f]", i == 0 ? "" : i % 8 ? ", " : ",\n        ", r->tl[i].stream, r->tl[i].t,
+                r->tl[i].gap * 1e3);
+    fprintf(f, "]");
 }
 
-static void stall_md_row(FILE *f, const char *who, const stall_res *r)
+static void stall_md_row(FILE *f, const char *who, const bench_stall_side *r)
 {
     fprintf(f, "| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.2fx | %.2f s |\n", who, r->q50 * 1e3, r->q99 * 1e3,
             r->d50 * 1e3, r->d99 * 1e3, r->ratio, r->prefill);
 }
 
-int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, int reps, const char *peer_bin,
-                const char *peer_model, FILE *json, FILE *md)
+static void stall_report(const bench_stall_res *o, const tandem_session_opts *so, int threads, FILE *json, FILE *md)
+{
+    const bench_stall_side *a = &o->ours, *b = &o->peer;
+    int np = b->reps;
+    fprintf(stderr, "stall: %d streams, a %d-token prompt arrives: TPOT p50 %.1f ms quiet, %.1f ms during its prefill "
+                    "(%.2fx; prefill %.2f s; median of %d)\n", o->streams, o->P, a->q50 * 1e3, a->d50 * 1e3, a->ratio,
+            a->prefill, a->reps);
+    if (np)
+        fprintf(stderr, "stall: llama.cpp: %.1f ms quiet, %.1f ms during (%.2fx; prefill %.2f s; median of %d); "
+                        "rise tandem / llama.cpp %.3f\n", b->q50 * 1e3, b->d50 * 1e3, b->ratio, b->prefill, np,
+                b->ratio > 0 ? a->ratio / b->ratio : 0);
+    if (json) {
+        fprintf(json, "  \"stall\": {\"streams\": %d, \"prompt\": %d, \"stream_prompt\": %d, \"quiet_s\": %.2f, "
+                      "\"reps\": %d, \"dropped\": %d, \"lend\": %s,\n    ", o->streams, o->P, STALL_STREAM_PROMPT,
+                o->quiet_s, a->reps, a->dropped, so->no_lend ? "false" : "true");
+        stall_json(json, a);
+        if (np) {
+            fprintf(json, ",\n    \"peer\": \"llama.cpp\", \"peer_stall\": {\"reps\": %d, \"dropped\": %d, "
+                          "\"threads\": %d, \"n_batch\": %d, \"n_ubatch\": %d, \"n_seq_max\": %d, "
+                          "\"kv_unified\": true,\n      ",
+                    np, b->dropped, threads, STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, o->streams + 1);
+            stall_json(json, b);
+            fprintf(json, "},\n    \"ratio_over_peer\": %.4f", b->ratio > 0 ? a->ratio / b->ratio : 0);
+        }
+        fprintf(json, "},\n");
+    }
+    if (md) {
+        fprintf(md, "\n### Decode stall: %d streams running, a %d-token prompt arrives (median of %d)\n\n"
+                    "| engine | TPOT p50 quiet | p99 quiet | TPOT p50 during its prefill | p99 during | rise (p50) | "
+                    "its TTFT |\n|---|---|---|---|---|---|---|\n", o->streams, o->P, a->reps);
+        stall_md_row(md, so->no_lend ? "tandem (--no-lend)" : "tandem (core lending on)", a);
+        if (np) {
+            char who[160];
+            snprintf(who, sizeof who, "llama.cpp (server schedule: n_batch %d, n_ubatch %d, %d seqs, unified KV)",
+                     STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, o->streams + 1);
+            stall_md_row(md, who, b);
+            fprintf(md, "\nRise, tandem / llama.cpp: %.3f (below 1: tandem stalls its streams less).\n",
+                    b->ratio > 0 ? a->ratio / b->ratio : 0);
+        }
+    }
+}
+
+int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int P, int reps, int retries,
+                const char *peer_bin, const char *peer_model, FILE *json, FILE *md, bench_stall_res *out)
 {
     tandem_model_info info;
     tandem_model_get_info(m, &info);
     if (streams < 1) streams = 1;
-    if (streams > 7) streams = 7;
+    if (streams > BENCH_MAX_STREAMS) streams = BENCH_MAX_STREAMS;
     if (reps < 1) reps = 1;
-    if (reps > 64) reps = 64;
+    if (reps > BENCH_MAX_REPS) reps = BENCH_MAX_REPS;
+    if (retries < 0) retries = 0;
     int threads = so->n_threads > 0 ? so->n_threads : 2; /* as the tests' peer runs (cmd_bench.c) */
     char lbin[1024] = "";
     if (peer_bin) {
@@ -472,74 +602,51 @@ int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int
         fprintf(stderr, "tandem bench: %s\n", st.msg);
         return 1;
     }
-    stall_res ours[64], peer[64];
+    bench_stall_side ours[BENCH_MAX_REPS] = {0}, peer[BENCH_MAX_REPS] = {0};
     int n_ours = 0, n_peer = 0, rc = 0, dropped[2] = {0, 0};
     unsigned seed = 5;
     for (int k = 0; k < reps && rc == 0; k++) { /* interleaved: tandem, llama.cpp, tandem, ... */
         for (int side = 0; side < (peer_bin ? 2 : 1) && rc == 0; side++) {
-            stall_res *x = side ? &peer[n_peer] : &ours[n_ours];
+            bench_stall_side *x = side ? &peer[n_peer] : &ours[n_ours];
             int ok = 0;
-            for (int a = 0; a < STALL_ATTEMPTS && !ok; a++) {
+            for (int a = 0; a <= retries && !ok; a++) {
                 if (a) wait_quiet(120);
+                free(x->tl);
+                *x = (bench_stall_side){0};
                 if (side == 0 && (rc = stall_once(s, info.vocab, streams, P, &seed, x))) break;
                 if (side == 1 && stall_peer_once(lbin, peer_model, threads, streams, P, 5u + (unsigned)k, x)) {
                     fprintf(stderr, "stall rep %d: llama.cpp failed (%s)\n", k + 1, lbin);
                     break;
                 }
                 /* a disturbed run is redone; the last attempt is kept whatever it shows */
-                int gaps = x->n_quiet > 0 && x->n_during > 0, last = a + 1 == STALL_ATTEMPTS;
+                int gaps = x->n_quiet > 0 && x->n_during > 0, last = a == retries;
                 ok = gaps && (x->foreign <= STALL_MAX_FOREIGN || last);
                 if (!ok) dropped[side]++;
-                fprintf(stderr, "stall rep %d: %s TPOT p50 %.1f -> %.1f ms (%.2fx), other processes %.1f%%%s%s\n", k + 1,
-                        side ? "llama.cpp" : "tandem", x->q50 * 1e3, x->d50 * 1e3, x->ratio, 100 * x->foreign,
-                        ok ? "" : gaps ? ": disturbed" : ": a window without gaps (streams ended?)",
+                fprintf(stderr, "stall rep %d: %s TPOT p50 %.1f -> %.1f ms (%.2fx), other processes %.1f%%%s%s\n",
+                        k + 1, side ? "llama.cpp" : "tandem", x->q50 * 1e3, x->d50 * 1e3, x->ratio, 100 * x->foreign,
+                        ok ? "" : gaps ? ": disturbed" : ": a window without gaps (streams ended? raise -c)",
                         ok ? "" : last ? ", dropped" : ", redone");
             }
             if (ok) side ? n_peer++ : n_ours++;
+            else {
+                free(x->tl);
+                x->tl = NULL;
+            }
         }
     }
     tandem_session_free(s);
-    if (rc) return 1;
-    if (n_ours == 0) {
+    if (rc == 0 && n_ours == 0) {
         fprintf(stderr, "tandem bench: stall: no run counted gaps in both windows (model too fast for them?)\n");
+        rc = 1;
+    }
+    *out = (bench_stall_res){.streams = streams, .P = P, .lend = !so->no_lend, .quiet_s = STALL_QUIET_S};
+    out->ours = stall_median(ours, n_ours, dropped[0]);
+    out->peer = stall_median(peer, n_peer, dropped[1]);
+    if (rc) {
+        bench_stall_free(out);
         return 1;
     }
-    stall_res a = stall_median(ours, n_ours), b = stall_median(peer, n_peer);
-    fprintf(stderr, "stall: %d streams, a %d-token prompt arrives: TPOT p50 %.1f ms quiet, %.1f ms during its prefill "
-                    "(%.2fx; prefill %.2f s; median of %d)\n", streams, P, a.q50 * 1e3, a.d50 * 1e3, a.ratio,
-            a.prefill, n_ours);
-    if (n_peer)
-        fprintf(stderr, "stall: llama.cpp: %.1f ms quiet, %.1f ms during (%.2fx; prefill %.2f s; median of %d); "
-                        "rise tandem / llama.cpp %.3f\n", b.q50 * 1e3, b.d50 * 1e3, b.ratio, b.prefill, n_peer,
-                b.ratio > 0 ? a.ratio / b.ratio : 0);
-    if (json) {
-        fprintf(json, "  \"stall\": {\"streams\": %d, \"prompt\": %d, \"stream_prompt\": %d, \"quiet_s\": %.2f, "
-                      "\"reps\": %d, \"dropped\": %d, \"lend\": %s, ", streams, P, STALL_STREAM_PROMPT, STALL_QUIET_S,
-                n_ours, dropped[0], so->no_lend ? "false" : "true");
-        stall_json(json, &a);
-        if (n_peer) {
-            fprintf(json, ",\n    \"peer\": \"llama.cpp\", \"peer_stall\": {\"reps\": %d, \"dropped\": %d, \"threads\": %d, "
-                          "\"n_batch\": %d, \"n_ubatch\": %d, \"n_seq_max\": %d, \"kv_unified\": true, ",
-                    n_peer, dropped[1], threads, STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, streams + 1);
-            stall_json(json, &b);
-            fprintf(json, "},\n    \"ratio_over_peer\": %.4f", b.ratio > 0 ? a.ratio / b.ratio : 0);
-        }
-        fprintf(json, "},\n");
-    }
-    if (md) {
-        fprintf(md, "\n### Decode stall: %d streams running, a %d-token prompt arrives (median of %d)\n\n"
-                    "| engine | TPOT p50 quiet | p99 quiet | TPOT p50 during its prefill | p99 during | rise (p50) | "
-                    "its TTFT |\n|---|---|---|---|---|---|---|\n", streams, P, n_ours);
-        stall_md_row(md, so->no_lend ? "tandem (--no-lend)" : "tandem (core lending on)", &a);
-        if (n_peer) {
-            char who[160];
-            snprintf(who, sizeof who, "llama.cpp (server schedule: n_batch %d, n_ubatch %d, %d seqs, unified KV)",
-                     STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, streams + 1);
-            stall_md_row(md, who, &b);
-            fprintf(md, "\nRise, tandem / llama.cpp: %.3f (below 1: tandem stalls its streams less).\n",
-                    b.ratio > 0 ? a.ratio / b.ratio : 0);
-        }
-    }
+    stall_report(out, so, threads, json, md);
     return 0;
 }
 
