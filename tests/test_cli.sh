@@ -94,5 +94,72 @@ expect 1 $T bench "$W/m.tdm" --tests '' --stall 1 --peer llama.cpp --peer-model 
 one_line
 grep -q "nopeer/llstall: not found" "$W/err" && ok || bad "stall peer missing: $(cat "$W/err")"
 
+# bench: issue 6's whole set in ONE invocation (--suite issue6, shrunk for the demo model: short
+# tests and sweep, 1 rep, no peer; -c 4200 so the stall's streams, 4000 tokens at most, outlast its
+# 1.5 s quiet window: the demo model decodes a token in under a millisecond).
+# The JSON's acceptance object must hold figures computed from the run; the SVG must parse and
+# hold every panel; bad option values give one line and exit 2.
+expect 0 $T bench "$W/m.tdm" --suite issue6 --tests e64+16,e16+64 --sweep 16,64:2 --sweep-gen 4 \
+  --concurrency 1,2 --conc 64+8 --gap 0.05 --stall 2 --stall-prompt 256 --stall-retries 0 --reps 1 -t 2 -c 4200 \
+  --json "$W/b.json" --md "$W/b.md" --svg "$W/b.svg"
+if command -v python3 > /dev/null; then
+  python3 - "$W/b.json" > "$W/py" 2>&1 <<'PY' && ok || bad "bench acceptance JSON: $(head -c 600 "$W/py")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d["acceptance"]
+close = lambda x, y: abs(x - y) <= 2e-3 * max(abs(y), 1e-9) + 2e-4
+rows = {(r["test"], r["route"]): r for r in d["results"]}
+assert len(rows) == 8, rows.keys()                      # 2 tests x the suite's 4 routes
+for r in d["results"]:
+    assert r["total_s"] > 0 and r["peak_rss_mb"] > 0 and r["tpot_p99_ms"] >= r["tpot_p50_ms"] > 0, r
+    assert abs(r["tokens_per_s"] * r["total_s"] / (64 + 16) - 1) < 0.01, r   # total_s: 4 decimals
+p = a["prefill_heavy"]
+assert p["test"] == "e64+16" and p["as_in_issue"] is False, p
+assert abs(p["hybrid_s"] - rows[("e64+16", "hybrid")]["total_s"]) < 1e-4, p     # rows: 4 decimals
+assert abs(p["prefill_only_s"] - rows[("e64+16", "prefill-only")]["total_s"]) < 1e-4, p
+assert close(p["hybrid_over_decode_only"], p["hybrid_s"] / p["decode_only_s"]), p
+assert p["peer_s"] is None and "llama.cpp" in p["missing"], p
+beats = p["hybrid_s"] < p["prefill_only_s"] and p["hybrid_s"] < p["decode_only_s"]
+assert p["met"] == (None if beats else False), p        # llama.cpp not run: not judged unless already failed
+q = a["decode_heavy"]
+assert q["test"] == "e16+64" and close(q["hybrid_over_decode_only"], q["hybrid_s"] / q["decode_only_s"]), q
+assert q["met"] == (q["hybrid_over_decode_only"] <= q["threshold"] == 1.03), q
+s = a["router"]
+assert s["threshold"] == 1.05 and s["points"] == 2 and (s["sweep_min"], s["sweep_max"]) == (16, 64), s
+assert s["as_in_issue"] is False and [x["reps"] for x in s["per_point"]] == [1, 2], s
+for x, y in zip(s["per_point"], d["sweep"]):
+    best = min(y["hybrid_s"], y["prefill-only_s"], y["decode-only_s"])
+    assert x["prompt"] == y["prompt"] and abs(x["best_s"] - best) < 1e-4, (x, y)                # sweep: 4 decimals
+    assert close(x["ratio"], x["auto_s"] / x["best_s"]), x
+assert s["met"] == all(x["ratio"] <= 1.05 for x in s["per_point"]), s
+assert close(s["worst_ratio"], max(x["ratio"] for x in s["per_point"])), s
+t = a["stall"]
+assert t["streams"] == 2 and t["as_in_issue"] is False and t["peer_rise"] is None, t
+assert close(t["rise"], t["tpot_p50_during_ms"] / t["tpot_p50_quiet_ms"]), t
+assert t["met"] == (False if t["rise"] >= 1.25 else None), t
+assert a["all_met"] is False                            # not the issue's scenarios
+assert len(d["concurrency"]) == 2 and len(d["stall"]["timeline"]) > 0
+PY
+else
+  grep -q '"acceptance": {"all_met": false' "$W/b.json" && grep -q '"worst_ratio": [0-9]' "$W/b.json" && ok ||
+    bad "bench acceptance JSON (no python3): $(head -c 300 "$W/b.json")"
+fi
+grep -q "^### Issue 6 acceptance" "$W/b.md" && ok || bad "bench markdown has no acceptance section"
+if command -v xmllint > /dev/null; then xmllint --noout "$W/b.svg" 2> "$W/err" && ok || bad "bench SVG: $(head -c 300 "$W/err")"
+else python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])' "$W/b.svg" 2> "$W/err" && ok ||
+  bad "bench SVG: $(head -c 300 "$W/err")"; fi
+for p in tests sweep concurrency stall; do
+  grep -q "<g id=\"panel-$p\">" "$W/b.svg" && ok || bad "bench SVG has no panel-$p"
+done
+for a in "--reps 0" "--sweep 16,x" "--sweep 16:0" "--concurrency 1,9" "--conc 448" "--gap -1" "--stall 8" \
+         "--suite nope" "--routes hybrid,sideways" "--tests e64+"; do
+  expect 2 $T bench "$W/m.tdm" $a
+  one_line
+done
+expect 2 $T bench "$W/m.tdm" --tests '' --sweep 16,2000 -c 1024
+grep -q "sweep 2000 .*-c is 1024" "$W/err" && one_line || bad "sweep past -c: $(cat "$W/err")"
+expect 2 $T bench "$W/m.tdm" --tests '' --sweep 4096
+grep -q "needs a context of 4112 tokens; the model has 1024 positions" "$W/err" && ok || bad "sweep past the model: $(cat "$W/err")"
+
 echo "test_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
