@@ -1,7 +1,8 @@
 #!/bin/sh
 # tools/bench.sh [OUT_DIR]: the published benchmark run (docs/benchmarks.md).
 # tandem and llama.cpp side by side on the same synthetic shapes, interleaved
-# rep by rep, 2 threads; plus this machine's ceilings. Needs the peer set up
+# rep by rep, 2 threads; issue 6's acceptance run (one `tandem bench --suite
+# issue6` invocation); plus this machine's ceilings. Needs the peer set up
 # (../shared/peers/setup.sh). Large files go to /tmp/tandem-bench.
 set -e
 cd "$(dirname "$0")/.."
@@ -23,15 +24,21 @@ for m in llama-3.2-1b:llama1b qwen2.5-0.5b:qwen05b; do
       --json "$OUT/local-$g-$e.json" --md "$OUT/local-$g-$e.md" --svg "$OUT/local-$g-$e.svg"
   done
 done
-# Decode stall (issue 6): 4 streams running, a 448-token prompt arrives; tandem
-# with and without core lending, each interleaved with llama.cpp's llstall
-# (llama-server's schedule: one context, 5 sequences, n_batch 2048, n_ubatch 512).
+# Issue 6: every acceptance figure in ONE invocation beside llama.cpp (about 40 minutes on dev):
+# --suite issue6 = e448+64 and e64+448 on every route, the prompt-length sweep 16..8192 (1 rep
+# at 4096 and 8192), concurrency 1,2,4,8 clients with Poisson arrivals, and the decode stall
+# (4 streams, a 448-token prompt arrives; llama.cpp's side is llstall: llama-server's schedule).
+# The JSON's "acceptance" and the markdown's last section judge the four points; the SVG is the chart.
 sh tools/llstall.sh "$P"
 M=$W/llama1b-int4g64.tdm
-for v in lend: nolend:--no-lend; do
-  sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
-  $T bench "$M" --tests '' --stall 4 --stall-prompt 448 --reps 3 -t 2 ${v#*:} \
-    --peer llama.cpp --peer-model "$P/models/llama1b-q4_0.gguf" \
-    --json "$OUT/local-llama1b-stall-peer-${v%%:*}.json" --md "$OUT/local-llama1b-stall-peer-${v%%:*}.md"
-done
+G=$P/models/llama1b-q4_0.gguf
+sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
+$T bench "$M" --suite issue6 --reps 3 -t 2 --peer llama.cpp --peer-model "$G" \
+  --json "$OUT/local-llama1b-issue6.json" --md "$OUT/local-llama1b-issue6.md" --svg "$OUT/local-llama1b-issue6.svg"
+# Beside it (not part of the acceptance run): the stall without core lending.
+sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
+$T bench "$M" --tests '' --stall 4 --stall-prompt 448 --reps 3 -t 2 --no-lend \
+  --peer llama.cpp --peer-model "$G" \
+  --json "$OUT/local-llama1b-stall-peer-nolend.json" --md "$OUT/local-llama1b-stall-peer-nolend.md" \
+  --svg "$OUT/local-llama1b-stall-peer-nolend.svg"
 "$P/ceilings" 2 3 > "$OUT/local-ceilings.txt" 2>&1 || true
