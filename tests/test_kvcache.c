@@ -1,4 +1,5 @@
-/* tests/test_kvcache.c: paged KV cache accounting and the KV bridge. */
+/* tests/test_kvcache.c: paged KV cache accounting and the KV bridge, for
+ * every cache dtype (bf16, f16, f32, int8 with a scale per row). */
 #include "harness.h"
 
 #include "runtime/bridge.h"
@@ -36,8 +37,174 @@ static int check(tm_kv_cache *c, tm_kv_seq *s, int L, int Hk, int Dh, int p0, in
     return bad;
 }
 
+/* The int8 quantizer (normative, kvcache.h): scale = max|x| / 127, q =
+ * round_half_even(x * 127 / max|x|), so the largest element maps to +-127
+ * and every element is within scale / 2 of scale * q. */
+static void test_quant_row(void)
+{
+    int8_t q[64];
+    float s, x[64];
+    for (int i = 0; i < 64; i++) x[i] = sinf((float)i * 0.7f) * (1 + i % 5);
+    x[17] = -9.5f; /* the absmax */
+    tm_kv_quant_row(q, &s, x, 64);
+    CHECK(s == 9.5f / 127.f);
+    CHECK_EQ_INT(q[17], -127);
+    int bad = 0;
+    for (int i = 0; i < 64; i++) bad += !(fabsf(s * q[i] - x[i]) <= s / 2 * 1.0001f) || q[i] < -127;
+    CHECK_EQ_INT(bad, 0);
+    /* ties go to even: 127 * (0.5 / 127) = 0.5 -> 0, 1.5 -> 2, -2.5 -> -2 */
+    float t[4] = {127.f, 0.5f, 1.5f, -2.5f};
+    tm_kv_quant_row(q, &s, t, 4);
+    CHECK(s == 1.f && q[0] == 127 && q[1] == 0 && q[2] == 2 && q[3] == -2);
+    /* a zero row: scale 0, all 0; NaN elements become 0 */
+    float z[3] = {0, -0.f, 0}, nan3[3] = {NAN, 2.f, -1.f};
+    tm_kv_quant_row(q, &s, z, 3);
+    CHECK(s == 0 && q[0] == 0 && q[1] == 0 && q[2] == 0);
+    tm_kv_quant_row(q, &s, nan3, 3);
+    CHECK(s == 2.f / 127 && q[0] == 0 && q[1] == 127 && q[2] == -64);
+}
+
+/* int8 layout: block sizes, where tm_kv_row_store puts the scale and the row,
+ * the view's pointers, the arena's size. */
+static void test_int8_layout(void)
+{
+    tm_err err = {0};
+    /* block = round64(4 ps + ps Dh): 16 x 64 -> 1088, 16 x 128 -> 2112, 4 x 20 -> 128, 1 x 1 -> 64 */
+    CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_Q8PC, 16, 64), 1088);
+    CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_Q8PC, 16, 128), 2112);
+    CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_Q8PC, 4, 20), 128);
+    CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_Q8PC, 1, 1), 64);
+    CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_BF16, 16, 64), 2048);
+    CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_F32, 16, 64), 4096);
+    CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_Q4G64, 16, 64), 0);
+    const int L = 3, Hk = 2, Dh = 40, ps = 8, np = 5;
+    tm_kv_cache *kv;
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, ps, np, TM_DT_Q8PC}, &err), TM_OK);
+    size_t blk = tm_kv_block_bytes(TM_DT_Q8PC, ps, Dh); /* 4*8 + 8*40 = 352 -> 384 */
+    CHECK_EQ_INT(blk, 384);
+    CHECK_EQ_INT(tm_kv_cache_bytes(kv), (size_t)np * L * 2 * Hk * blk);
+    /* blocks: K heads then V heads per (page, layer); pages L * 2 Hk blocks apart */
+    uint8_t *k00 = tm_kv_page_k(kv, 0, 0, 0);
+    CHECK((uint8_t *)tm_kv_page_k(kv, 0, 0, 1) - k00 == (ptrdiff_t)blk);
+    CHECK((uint8_t *)tm_kv_page_v(kv, 0, 0, 0) - k00 == (ptrdiff_t)(Hk * blk));
+    CHECK((uint8_t *)tm_kv_page_k(kv, 0, 1, 0) - k00 == (ptrdiff_t)(2 * Hk * blk));
+    CHECK((uint8_t *)tm_kv_page_k(kv, 2, 1, 1) - k00 == (ptrdiff_t)((2 * L + 1) * 2 * Hk * blk + blk));
+    CHECK(((uintptr_t)k00 & 63) == 0);
+    /* a row lands at scale[slot] (f32, block start) and q[slot][.] (after ps scales) */
+    tm_kv_seq seq = {0};
+    CHECK_EQ_INT(tm_kv_seq_reserve(kv, &seq, 20, &err), TM_OK);
+    seq.n_tokens = 20;
+    float x[40], y[40];
+    for (int d = 0; d < Dh; d++) x[d] = (float)(d - 13) * 0.25f;
+    int pos = 11, slot = pos % ps; /* page 1, slot 3 */
+    uint8_t *vb = tm_kv_page_v(kv, seq.pages[pos / ps], 2, 1);
+    tm_kv_row_store(kv, vb, slot, x);
+    float sc;
+    memcpy(&sc, vb + 4 * slot, 4);
+    CHECK(sc == 6.5f / 127.f); /* max |x| = 26 * 0.25 */
+    const int8_t *qr = (const int8_t *)(vb + 4 * ps + slot * Dh);
+    CHECK_EQ_INT(qr[39], 127);
+    CHECK_EQ_INT(qr[13], 0);
+    tm_kv_row_load(kv, vb, slot, y);
+    int bad = 0;
+    for (int d = 0; d < Dh; d++) bad += y[d] != sc * qr[d] || fabsf(y[d] - x[d]) > sc / 2 * 1.0001f;
+    CHECK_EQ_INT(bad, 0);
+    tm_kv_view v;
+    tm_kv_view_of(kv, &seq, 2, &v);
+    CHECK(v.dtype == TM_DT_Q8PC && v.head_stride == blk);
+    CHECK((const int8_t *)tm_kv_view_v(&v, 1, pos) == qr);
+    CHECK(tm_kv_view_v_scale(&v, 1, pos) == sc);
+    tm_kv_seq_release(kv, &seq);
+    tm_kv_cache_free(kv);
+    /* the cache refuses a dtype it does not store, and head dims past TM_KV_MAX_DH */
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, ps, np, TM_DT_Q4G64}, &err), TM_E_UNSUPPORTED);
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, TM_KV_MAX_DH + 1, ps, np, TM_DT_Q8PC}, &err),
+                 TM_E_INVALID);
+}
+
+/* The bridge into an int8 decode cache (stateless hand-off): every row of
+ * every layer equals the quantizer applied to the staging row, wherever the
+ * pages lie; int8 -> int8 copies bytes; int8 -> f32 dequantizes. */
+static void test_bridge_int8(tm_dtype stage_dt)
+{
+    tm_err err = {0};
+    const int L = 2, Hk = 3, Dh = 24, N = 90;
+    tm_kv_cache *stage, *dec, *dec2, *back;
+    CHECK_EQ_INT(tm_kv_cache_init(&stage, &(tm_kv_cache_opts){L, Hk, Dh, 128, 1, stage_dt}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&dec, &(tm_kv_cache_opts){L, Hk, Dh, 16, 12, TM_DT_Q8PC}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&dec2, &(tm_kv_cache_opts){L, Hk, Dh, 4, 30, TM_DT_Q8PC}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&back, &(tm_kv_cache_opts){L, Hk, Dh, 32, 4, TM_DT_F32}, &err), TM_OK);
+    tm_kv_seq ss = {0}, ds = {0}, ds2 = {0}, bs = {0}, hole = {0};
+    CHECK_EQ_INT(tm_kv_seq_reserve(dec, &hole, 20, &err), TM_OK); /* so the sequence's pages are not 0, 1, 2 ... */
+    CHECK_EQ_INT(tm_kv_seq_reserve(stage, &ss, N, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_seq_reserve(dec, &ds, N, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_seq_reserve(dec2, &ds2, N, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_seq_reserve(back, &bs, N, &err), TM_OK);
+    float x[24], y[24], z[24];
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < Hk; h++)
+            for (int p = 0; p < N; p++)
+                for (int w = 0; w < 2; w++) {
+                    for (int d = 0; d < Dh; d++) x[d] = sinf((float)(l * 7 + h * 3 + p + w * 100) * 0.31f + d) * (1 + p % 7);
+                    tm_kv_row_store(stage, w ? tm_kv_page_v(stage, ss.pages[0], l, h) : tm_kv_page_k(stage, ss.pages[0], l, h), p, x);
+                }
+    tm_bridge *b;
+    CHECK_EQ_INT(tm_bridge_init(&b, -1, &err), TM_OK);
+    ds.owner = TM_KV_OWNER_PREFILL;
+    tm_bridge_begin(b, stage, &ss, dec, &ds, 0, N);
+    for (int l = L - 1; l >= 0; l--) tm_bridge_layer_done(b, l);
+    tm_bridge_finish(b);
+    CHECK_EQ_INT(ds.owner, TM_KV_OWNER_DECODE);
+    tm_bridge_free(b);
+    for (int l = 0; l < L; l++) {
+        tm_kv_copy_layer(dec, &ds, dec2, &ds2, l, 0, N);  /* int8 -> int8: the same bytes */
+        tm_kv_copy_layer(dec2, &ds2, back, &bs, l, 0, N); /* int8 -> f32: scale * q */
+    }
+    int bad = 0, bad2 = 0, bad3 = 0;
+    for (int l = 0; l < L; l++) {
+        tm_kv_view v, v2, vb;
+        tm_kv_view_of(dec, &ds, l, &v);
+        tm_kv_view_of(dec2, &ds2, l, &v2);
+        tm_kv_view_of(back, &bs, l, &vb);
+        for (int h = 0; h < Hk; h++)
+            for (int p = 0; p < N; p++)
+                for (int w = 0; w < 2; w++) {
+                    tm_kv_row_load(stage, w ? tm_kv_page_v(stage, ss.pages[0], l, h) : tm_kv_page_k(stage, ss.pages[0], l, h), p, x);
+                    int8_t q[24];
+                    float s;
+                    tm_kv_quant_row(q, &s, x, Dh);
+                    const int8_t *got = w ? tm_kv_view_v(&v, h, p) : tm_kv_view_k(&v, h, p);
+                    float gs = w ? tm_kv_view_v_scale(&v, h, p) : tm_kv_view_k_scale(&v, h, p);
+                    bad += gs != s || memcmp(got, q, (size_t)Dh) != 0;
+                    const int8_t *got2 = w ? tm_kv_view_v(&v2, h, p) : tm_kv_view_k(&v2, h, p);
+                    float gs2 = w ? tm_kv_view_v_scale(&v2, h, p) : tm_kv_view_k_scale(&v2, h, p);
+                    bad2 += gs2 != s || memcmp(got2, q, (size_t)Dh) != 0;
+                    memcpy(y, w ? tm_kv_view_v(&vb, h, p) : tm_kv_view_k(&vb, h, p), sizeof y);
+                    for (int d = 0; d < Dh; d++) z[d] = s * (float)q[d];
+                    bad3 += memcmp(y, z, sizeof y) != 0;
+                }
+    }
+    CHECKF(bad == 0, "%s -> int8 bridge: %d rows differ from the quantizer", tm_dtype_name(stage_dt), bad);
+    CHECKF(bad2 == 0, "int8 -> int8 copy: %d rows differ", bad2);
+    CHECKF(bad3 == 0, "int8 -> f32 copy: %d rows differ", bad3);
+    tm_kv_seq_release(stage, &ss);
+    tm_kv_seq_release(dec, &ds);
+    tm_kv_seq_release(dec, &hole);
+    tm_kv_seq_release(dec2, &ds2);
+    tm_kv_seq_release(back, &bs);
+    CHECK_EQ_INT(tm_kv_cache_free_pages(dec), 12);
+    tm_kv_cache_free(stage);
+    tm_kv_cache_free(dec);
+    tm_kv_cache_free(dec2);
+    tm_kv_cache_free(back);
+}
+
 int main(void)
 {
+    test_quant_row();
+    test_int8_layout();
+    test_bridge_int8(TM_DT_BF16);
+    test_bridge_int8(TM_DT_F32);
     tm_err err = {0};
     const int L = 3, Hk = 2, Dh = 32, N = 200;
     tm_kv_cache *stage, *dec;

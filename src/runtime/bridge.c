@@ -14,22 +14,27 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Convert n elements between KV dtypes (bf16, f16, f32). */
-static void convert_row(void *dst, tm_dtype dt, const void *src, tm_dtype st, int n)
+/* Copy rows [sr, sr + n) of a source block to rows [dr, dr + n) of a
+ * destination block (same Hk, Dh). Same dtype: the bytes (int8: the rows
+ * and their scales); otherwise row by row through f32 (an int8 destination
+ * quantizes each row: tm_kv_quant_row). */
+static void copy_rows(const tm_kv_cache *src, const uint8_t *sb, int sr, const tm_kv_cache *dst, uint8_t *db,
+                      int dr, int n)
 {
-    if (dt == st) {
-        memcpy(dst, src, (size_t)n * (st == TM_DT_F32 ? 4 : 2));
-        return;
-    }
-    float tmp[1024];
-    for (int i0 = 0; i0 < n; i0 += 1024) {
-        int m = n - i0 < 1024 ? n - i0 : 1024;
-        const uint8_t *s = (const uint8_t *)src + (size_t)i0 * (st == TM_DT_F32 ? 4 : 2);
-        tm_to_f32(tmp, s, st, (size_t)m);
-        uint8_t *d = (uint8_t *)dst + (size_t)i0 * (dt == TM_DT_F32 ? 4 : 2);
-        if (dt == TM_DT_F32) memcpy(d, tmp, (size_t)m * 4);
-        else if (dt == TM_DT_BF16) for (int i = 0; i < m; i++) ((uint16_t *)d)[i] = tm_f32_to_bf16(tmp[i]);
-        else for (int i = 0; i < m; i++) ((uint16_t *)d)[i] = tm_f32_to_f16(tmp[i]);
+    const tm_kv_cache_opts *so = tm_kv_cache_info(src), *dop = tm_kv_cache_info(dst);
+    size_t Dh = (size_t)so->head_dim;
+    if (so->dtype == dop->dtype && so->dtype == TM_DT_Q8PC) {
+        memcpy(db + 4 * (size_t)dr, sb + 4 * (size_t)sr, 4 * (size_t)n);
+        memcpy(db + 4 * (size_t)dop->page_size + dr * Dh, sb + 4 * (size_t)so->page_size + sr * Dh, (size_t)n * Dh);
+    } else if (so->dtype == dop->dtype) {
+        size_t esz = so->dtype == TM_DT_F32 ? 4 : 2;
+        memcpy(db + dr * Dh * esz, sb + sr * Dh * esz, (size_t)n * Dh * esz);
+    } else {
+        float row[TM_KV_MAX_DH];
+        for (int i = 0; i < n; i++) {
+            tm_kv_row_load(src, sb, sr + i, row);
+            tm_kv_row_store(dst, db, dr + i, row);
+        }
     }
 }
 
@@ -37,8 +42,7 @@ void tm_kv_copy_layer(const tm_kv_cache *src, const tm_kv_seq *ss, tm_kv_cache *
                       const tm_kv_seq *ds, int layer, int p0, int p1)
 {
     const tm_kv_cache_opts *so = tm_kv_cache_info(src), *dop = tm_kv_cache_info(dst);
-    int Hk = so->n_kv_heads, Dh = so->head_dim;
-    size_t sesz = so->dtype == TM_DT_F32 ? 4 : 2, desz = dop->dtype == TM_DT_F32 ? 4 : 2;
+    int Hk = so->n_kv_heads;
     for (int h = 0; h < Hk; h++) {
         int p = p0;
         while (p < p1) {
@@ -48,12 +52,10 @@ void tm_kv_copy_layer(const tm_kv_cache *src, const tm_kv_seq *ss, tm_kv_cache *
             int run = so->page_size - sr;
             if (dop->page_size - dr < run) run = dop->page_size - dr;
             if (p1 - p < run) run = p1 - p;
-            const uint8_t *sk = tm_kv_page_k(src, ss->pages[sp], layer, h);
-            const uint8_t *sv = tm_kv_page_v(src, ss->pages[sp], layer, h);
-            uint8_t *dk = tm_kv_page_k(dst, ds->pages[dp], layer, h);
-            uint8_t *dv = tm_kv_page_v(dst, ds->pages[dp], layer, h);
-            convert_row(dk + (size_t)dr * Dh * desz, dop->dtype, sk + (size_t)sr * Dh * sesz, so->dtype, run * Dh);
-            convert_row(dv + (size_t)dr * Dh * desz, dop->dtype, sv + (size_t)sr * Dh * sesz, so->dtype, run * Dh);
+            copy_rows(src, tm_kv_page_k(src, ss->pages[sp], layer, h), sr, dst, tm_kv_page_k(dst, ds->pages[dp], layer, h),
+                      dr, run);
+            copy_rows(src, tm_kv_page_v(src, ss->pages[sp], layer, h), sr, dst, tm_kv_page_v(dst, ds->pages[dp], layer, h),
+                      dr, run);
             p += run;
         }
     }

@@ -10,9 +10,11 @@
  *  stateless  prefill writes into a prefill-private staging cache (its own
  *             dtype and page size). As each layer of the LAST chunk finishes
  *             (and, for earlier chunks, as soon as the chunk is done), the
- *             bridge converts dtype (f32/bf16/f16 -> decode dtype) and
- *             scatters rows into the decode pages, layer by layer, on the
- *             bridge thread, so that the copy overlaps the later layers.
+ *             bridge converts dtype (f32/bf16/f16 -> the decode dtype: bf16,
+ *             f16, or int8, quantizing each (token, kv head) row of K and of
+ *             V with its own scale) and scatters rows into the decode pages,
+ *             layer by layer, on the bridge thread, so that the copy
+ *             overlaps the later layers.
  *
  *   prefill layer:   0     1     2   ...  L-1
  *   bridge copy:           0     1   ...  L-2   L-1   <- only the last layer's
@@ -24,7 +26,9 @@
  *     (the sequence's owner is still PREFILL until tm_bridge_finish).
  *  2. tm_bridge_finish waits for every queued layer, then flips the sequence's
  *     owner to DECODE: after it returns, decode may read all positions.
- *  3. Positions are copied exactly once; dtype conversion rounds to nearest even.
+ *  3. Positions are copied exactly once; dtype conversion rounds to nearest
+ *     even (int8: tm_kv_quant_row, the same rows prefill would have written
+ *     from those bf16 values). A same-dtype copy moves bytes unchanged.
  *
  * Transitions
  *   | from                  | to          | function              |

@@ -1,37 +1,49 @@
 /* runtime/kvcache.c: see kvcache.h for the design block. */
 #include "runtime/kvcache.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct tm_kv_cache {
     tm_kv_cache_opts o;
-    size_t esz;          /* bytes per element */
-    size_t block_bytes;  /* one (page, layer, head): page_size * Dh * esz */
+    size_t block_bytes;  /* one (page, layer, head): tm_kv_block_bytes */
     size_t layer_bytes;  /* K and V of one (page, layer): 2 * Hk * block_bytes */
     size_t page_bytes;   /* one page, all layers: L * layer_bytes */
-    uint8_t *arena;      /* [n_pages][L][2][Hk][page_size][Dh] */
+    uint8_t *arena;      /* [n_pages][L][2][Hk] blocks (design block in kvcache.h) */
     int32_t *free_list;  /* [n_pages] stack of free page ids */
     int n_free;
     pthread_mutex_t lock;
 };
 
+size_t tm_kv_block_bytes(tm_dtype dt, int page_size, int head_dim)
+{
+    size_t rows = (size_t)page_size * (size_t)head_dim;
+    switch (dt) {
+    case TM_DT_F32: return rows * 4;
+    case TM_DT_BF16:
+    case TM_DT_F16: return rows * 2;
+    case TM_DT_Q8PC: return (4 * (size_t)page_size + rows + 63) & ~(size_t)63;
+    default: return 0;
+    }
+}
+
 int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err)
 {
     *out = NULL;
-    if (o->n_layers <= 0 || o->n_kv_heads <= 0 || o->head_dim <= 0 || o->n_pages <= 0 ||
+    if (o->n_layers <= 0 || o->n_kv_heads <= 0 || o->head_dim <= 0 || o->head_dim > TM_KV_MAX_DH || o->n_pages <= 0 ||
         o->page_size <= 0 || o->page_size > 65536 || (o->page_size & (o->page_size - 1)))
         return tm_errf(err, TM_E_INVALID, "kv cache: invalid geometry (L %d, Hk %d, Dh %d, page %d, pages %d)",
                        o->n_layers, o->n_kv_heads, o->head_dim, o->page_size, o->n_pages);
-    if (o->dtype != TM_DT_BF16 && o->dtype != TM_DT_F16 && o->dtype != TM_DT_F32)
-        return tm_errf(err, TM_E_UNSUPPORTED, "kv cache: dtype %s not supported (bf16, f16, f32)",
+    if (!tm_kv_block_bytes(o->dtype, 1, 1))
+        return tm_errf(err, TM_E_UNSUPPORTED, "kv cache: dtype %s not supported (bf16, f16, f32, int8)",
                        tm_dtype_name(o->dtype));
     tm_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return tm_errf(err, TM_E_NOMEM, "kv cache: out of memory");
     kv->o = *o;
-    kv->esz = o->dtype == TM_DT_F32 ? 4 : 2;
-    kv->block_bytes = (size_t)o->page_size * (size_t)o->head_dim * kv->esz;
+    kv->block_bytes = tm_kv_block_bytes(o->dtype, o->page_size, o->head_dim);
     kv->layer_bytes = 2 * (size_t)o->n_kv_heads * kv->block_bytes;
     kv->page_bytes = (size_t)o->n_layers * kv->layer_bytes;
     size_t total = kv->page_bytes * (size_t)o->n_pages;
@@ -39,9 +51,17 @@ int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err)
         free(kv);
         return tm_errf(err, TM_E_INVALID, "kv cache: size overflows");
     }
-    /* 64-byte aligned so every block starts on a cache line (block_bytes is a
-     * multiple of 64 whenever page_size * Dh * esz is, i.e. always for Dh >= 32). */
-    if (posix_memalign((void **)&kv->arena, 4096, total ? total : 64) != 0) kv->arena = NULL;
+    /* page-aligned so every block starts on a cache line (block_bytes is
+     * a multiple of 64: always for int8, and for the others whenever
+     * page_size * Dh * esz is, i.e. for Dh >= 32 with 16-token pages). */
+    /* A big arena asks for transparent huge pages (best effort): decode
+     * attention touches one block per page per (layer, head), each in a
+     * different 4 KB page, so with 4 KB pages every block is a TLB miss. */
+    size_t align = total >= ((size_t)2 << 20) ? (size_t)2 << 20 : 4096;
+    if (posix_memalign((void **)&kv->arena, align, total ? total : 64) != 0) kv->arena = NULL;
+#ifdef MADV_HUGEPAGE
+    if (kv->arena && align > 4096) madvise(kv->arena, total, MADV_HUGEPAGE);
+#endif
     kv->free_list = malloc(sizeof(int32_t) * (size_t)o->n_pages);
     if (!kv->arena || !kv->free_list) {
         free(kv->arena);
@@ -135,4 +155,56 @@ void tm_kv_view_of(const tm_kv_cache *kv, const tm_kv_seq *seq, int layer, tm_kv
     v->head_stride = kv->block_bytes;
     v->v_offset = (size_t)kv->o.n_kv_heads * kv->block_bytes;
     v->head_dim = kv->o.head_dim;
+}
+
+void tm_kv_quant_row(int8_t *q, float *scale, const float *x, int n)
+{
+    float amax = 0.f;
+    for (int i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax) amax = a; /* NaN compares false: ignored */
+    }
+    float inv = amax > 0.f ? 127.f / amax : 0.f;
+    for (int i = 0; i < n; i++) {
+        /* clamped, NaN -> 0, round half to even: adding and taking away
+         * 1.5 * 2^23 is exact RNE for |p| < 2^22 (no libm call) */
+        float p = x[i] * inv;
+        q[i] = (int8_t)(!(p == p) ? 0 : p >= 127.f ? 127 : p <= -127.f ? -127 : (int)((p + 12582912.f) - 12582912.f));
+    }
+    *scale = amax / 127.f;
+}
+
+void tm_kv_row_store(const tm_kv_cache *kv, void *block, int slot, const float *x)
+{
+    int Dh = kv->o.head_dim;
+    uint8_t *b = block;
+    switch (kv->o.dtype) {
+    case TM_DT_F32: memcpy(b + (size_t)slot * Dh * 4, x, (size_t)Dh * 4); break;
+    case TM_DT_BF16:
+        for (int i = 0; i < Dh; i++) ((uint16_t *)b)[(size_t)slot * Dh + i] = tm_f32_to_bf16(x[i]);
+        break;
+    case TM_DT_F16:
+        for (int i = 0; i < Dh; i++) ((uint16_t *)b)[(size_t)slot * Dh + i] = tm_f32_to_f16(x[i]);
+        break;
+    default: { /* Q8PC */
+        float s;
+        tm_kv_quant_row((int8_t *)(b + 4 * (size_t)kv->o.page_size + (size_t)slot * Dh), &s, x, Dh);
+        memcpy(b + 4 * (size_t)slot, &s, 4);
+    }
+    }
+}
+
+void tm_kv_row_load(const tm_kv_cache *kv, const void *block, int slot, float *x)
+{
+    int Dh = kv->o.head_dim;
+    const uint8_t *b = block;
+    if (kv->o.dtype != TM_DT_Q8PC) {
+        size_t esz = kv->o.dtype == TM_DT_F32 ? 4 : 2;
+        tm_to_f32(x, b + (size_t)slot * Dh * esz, kv->o.dtype, (size_t)Dh);
+        return;
+    }
+    float s;
+    memcpy(&s, b + 4 * (size_t)slot, 4);
+    const int8_t *q = (const int8_t *)(b + 4 * (size_t)kv->o.page_size + (size_t)slot * Dh);
+    for (int i = 0; i < Dh; i++) x[i] = s * (float)q[i];
 }

@@ -13,9 +13,26 @@
  * ------------
  * Storage: one arena of n_pages pages. A page holds page_size consecutive
  * token positions of one sequence, for every layer, K and V:
- *     page p, layer l:  K [Hk][page_size][Dh]  then  V [Hk][page_size][Dh]
- * (dtype bf16, f16 or f32), so one (page, layer, head) is a contiguous block
- * of page_size rows of Dh: the unit an attention kernel streams.
+ *     page p, layer l:  K blocks [Hk]  then  V blocks [Hk]
+ * and one (page, layer, head) block, K or V, is contiguous: the unit an
+ * attention kernel streams. Its layout by dtype (ps = page_size):
+ *     bf16, f16, f32:   x[ps][Dh]                        ps * Dh * esz bytes
+ *     int8 (Q8PC):      scale[ps] f32, then q[ps][Dh] int8, padded to a
+ *                       multiple of 64 bytes: round64(4 ps + ps Dh)
+ *                       (ps 16, Dh 64: 1088 bytes, 0.53x bf16's 2048)
+ *   int8 rows are symmetric, one f32 scale per (token, kv head), K and V
+ *   separately: scale = max|x| / 127, q = round_half_even(x * 127 / max|x|)
+ *   (a zero row: scale 0, q 0), x = scale * q (tm_kv_quant_row). The scales
+ *   lead the block so they stay 4-byte aligned for any Dh, and with ps 16
+ *   the rows start on a cache line. Byte offsets:
+ *     block(p, l, K, h) = p * page_bytes + l * layer_bytes + h * block_bytes
+ *     block(p, l, V, h) = block(p, l, K, h) + Hk * block_bytes
+ *     layer_bytes = 2 Hk block_bytes,  page_bytes = L layer_bytes,
+ *     tm_kv_cache_bytes = n_pages page_bytes.
+ * f32 serves staging and tests only: the decode attention kernel reads
+ * bf16, f16 and int8 pages (engine caps kv_dtypes). Writers convert through
+ * tm_kv_row_store (or the same rounding, vectorized); readers widen int8 as
+ * scale * q. An arena of 2 MB or more asks for transparent huge pages.
  *
  * A sequence owns a page table: pages[i] holds positions
  * [i*page_size, (i+1)*page_size). n_tokens positions are valid.
@@ -36,19 +53,22 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/status.h"
 #include "core/tensor.h"
 
 typedef struct tm_kv_cache tm_kv_cache;
 
+#define TM_KV_MAX_DH 1024  /* largest head_dim a cache takes */
+
 typedef struct tm_kv_cache_opts {
     int n_layers;    /* L */
     int n_kv_heads;  /* Hk */
-    int head_dim;    /* Dh */
+    int head_dim;    /* Dh (1..TM_KV_MAX_DH) */
     int page_size;   /* tokens per page (power of two, 1..65536) */
     int n_pages;     /* pages in the pool */
-    tm_dtype dtype;  /* TM_DT_BF16, TM_DT_F16 or TM_DT_F32 */
+    tm_dtype dtype;  /* TM_DT_BF16, TM_DT_F16, TM_DT_F32, or TM_DT_Q8PC: int8 rows + f32 row scales */
 } tm_kv_cache_opts;
 
 enum { TM_KV_OWNER_NONE = 0, TM_KV_OWNER_PREFILL = 1, TM_KV_OWNER_DECODE = 2 };
@@ -65,16 +85,30 @@ int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err);
 void tm_kv_cache_free(tm_kv_cache *kv);
 const tm_kv_cache_opts *tm_kv_cache_info(const tm_kv_cache *kv);
 int tm_kv_cache_free_pages(tm_kv_cache *kv);   /* pages currently free */
-size_t tm_kv_cache_bytes(const tm_kv_cache *kv);
+size_t tm_kv_cache_bytes(const tm_kv_cache *kv);   /* the arena: n_pages * page_bytes */
+/* bytes of one (page, layer, head) block of K (or V), for a cache's dtype
+ * and geometry (see the design block); 0 for a dtype the cache refuses */
+size_t tm_kv_block_bytes(tm_dtype dt, int page_size, int head_dim);
 
 /* tm_kv_seq_reserve: grow seq's page table to cover n_tokens positions.
  * TM_E_LIMIT (naming the counts) if the pool is exhausted; seq unchanged. */
 int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err);
 void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq);
 
-/* Block of one (page, layer, head): [page_size][Dh] elements of dtype. */
+/* Block of one (page, layer, head): [page_size][Dh] elements of dtype
+ * (int8: the scales, then the rows; see the design block). */
 void *tm_kv_page_k(const tm_kv_cache *kv, int32_t page, int layer, int head);
 void *tm_kv_page_v(const tm_kv_cache *kv, int32_t page, int layer, int head);
+
+/* tm_kv_row_store: row `slot` of a block (from tm_kv_page_k/v) := x[Dh],
+ * converted to the cache dtype (bf16/f16: round to nearest even; int8:
+ * tm_kv_quant_row). tm_kv_row_load: the row back as f32 (int8: scale * q). */
+void tm_kv_row_store(const tm_kv_cache *kv, void *block, int slot, const float *x);
+void tm_kv_row_load(const tm_kv_cache *kv, const void *block, int slot, float *x);
+
+/* tm_kv_quant_row: the int8 KV quantization of x[n] (normative, see the
+ * design block): q[n] and *scale. NaN elements become 0. */
+void tm_kv_quant_row(int8_t *q, float *scale, const float *x, int n);
 
 /* A read-only view of one sequence's KV for one layer, the form attention
  * kernels take. Also describes a contiguous buffer (one "page" of
@@ -86,24 +120,42 @@ typedef struct tm_kv_view {
     tm_dtype dtype;
     const uint8_t *base;   /* arena base */
     size_t page_stride;    /* bytes from page p to p+1 (same layer) */
-    size_t head_stride;    /* bytes from head h to h+1 within a page block */
+    size_t head_stride;    /* bytes from head h to h+1 within a page block (block_bytes) */
     size_t v_offset;       /* bytes from a K block to its V block */
     int head_dim;
 } tm_kv_view;
 
 void tm_kv_view_of(const tm_kv_cache *kv, const tm_kv_seq *seq, int layer, tm_kv_view *v);
 
-/* Row pointers for (head, pos) in a view. */
+/* Row pointers for (head, pos) in a view: Dh elements of the view's dtype
+ * (int8: the q row; its scale is tm_kv_view_k_scale / _v_scale). */
+static inline const uint8_t *tm_kv_view_block(const tm_kv_view *v, int head, int pos)
+{
+    return v->base + (size_t)v->pages[pos / v->page_size] * v->page_stride + (size_t)head * v->head_stride;
+}
 static inline const void *tm_kv_view_k(const tm_kv_view *v, int head, int pos)
 {
-    int p = v->pages[pos / v->page_size], r = pos % v->page_size;
+    int r = pos % v->page_size;
+    if (v->dtype == TM_DT_Q8PC)
+        return tm_kv_view_block(v, head, pos) + 4 * (size_t)v->page_size + (size_t)r * (size_t)v->head_dim;
     size_t esz = v->dtype == TM_DT_F32 ? 4 : 2;
-    return v->base + (size_t)p * v->page_stride + (size_t)head * v->head_stride +
-           (size_t)r * (size_t)v->head_dim * esz;
+    return tm_kv_view_block(v, head, pos) + (size_t)r * (size_t)v->head_dim * esz;
 }
 static inline const void *tm_kv_view_v(const tm_kv_view *v, int head, int pos)
 {
     return (const uint8_t *)tm_kv_view_k(v, head, pos) + v->v_offset;
+}
+static inline float tm_kv_view_k_scale(const tm_kv_view *v, int head, int pos)
+{
+    float s;
+    memcpy(&s, tm_kv_view_block(v, head, pos) + 4 * (size_t)(pos % v->page_size), 4);
+    return s;
+}
+static inline float tm_kv_view_v_scale(const tm_kv_view *v, int head, int pos)
+{
+    float s;
+    memcpy(&s, tm_kv_view_block(v, head, pos) + v->v_offset + 4 * (size_t)(pos % v->page_size), 4);
+    return s;
 }
 
 #endif

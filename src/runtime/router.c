@@ -972,7 +972,7 @@ static int cal_requests(cal *c, const int *lens, int nl, int reps, int gen, unsi
 static void zero_seq(tm_kv_cache *kv, const tm_kv_seq *q)
 {
     const tm_kv_cache_opts *o = tm_kv_cache_info(kv);
-    size_t blk = (size_t)o->page_size * (size_t)o->head_dim * (o->dtype == TM_DT_F32 ? 4 : 2);
+    size_t blk = tm_kv_block_bytes(o->dtype, o->page_size, o->head_dim);
     for (int p = 0; p < q->n_pages; p++)
         for (int l = 0; l < o->n_layers; l++)
             for (int h = 0; h < o->n_kv_heads; h++) {
