@@ -25,6 +25,7 @@
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
+#include "runtime/kvcache.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void)
@@ -762,7 +763,7 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
         }
         const int32_t *const tabs[3] = {tab[0], tab[1], tab[2]};
         tm_kattn_decode a = {B, H, Hk, Dh, q, kp, vp, page_elems * 2, ps, dt, npages, tabs, ctx, ref,
-                             1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window};
+                             1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window, 0};
         CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
         a.out = out;
         for (int pass = 0; pass < 2; pass++) {
@@ -792,6 +793,183 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
     tm_kbuf_free(&ws);
 }
 
+/* ---- attention over int8 KV pages ------------------------------------------------------ */
+
+/* One random paged int8 KV (runtime/kvcache.h's block layout: scale[ps] f32,
+ * then q[ps][Dh] int8, blocks head_bytes apart) for B sequences, written
+ * with the cache's own quantizer (tm_kv_quant_row), and each sequence's
+ * dequantized K and V laid out contiguously [Hk][cap][Dh] (f32) for the
+ * f32 reference. Pages are shuffled; rows have scales spread over 30x. */
+typedef struct q8kv {
+    int B, Hk, Dh, ps, cap, npages;
+    size_t head_bytes, page_bytes;
+    uint8_t *k, *v;        /* [npages][page_bytes] */
+    int32_t *tab[8];       /* [B][cap / ps] */
+    float *kf[8], *vf[8];  /* [B][Hk][cap][Dh] dequantized */
+} q8kv;
+
+static void q8kv_make(q8kv *c, int B, int Hk, int Dh, int ps, int cap, int padded)
+{
+    c->B = B; c->Hk = Hk; c->Dh = Dh; c->ps = ps; c->cap = cap;
+    /* padded: the cache's 64-byte blocks; else the tight default (head_bytes 0), where
+     * scales may sit at any byte offset */
+    c->head_bytes = padded ? tm_kv_block_bytes(TM_DT_Q8PC, ps, Dh) : 4 * (size_t)ps + (size_t)ps * Dh;
+    c->page_bytes = (size_t)Hk * c->head_bytes + (padded ? 0 : 3);
+    int maxp = (cap + ps - 1) / ps;
+    c->npages = B * maxp + 2;
+    c->k = calloc((size_t)c->npages, c->page_bytes);
+    c->v = calloc((size_t)c->npages, c->page_bytes);
+    int *perm = malloc(sizeof(int) * c->npages);
+    for (int i = 0; i < c->npages; i++) perm[i] = i;
+    for (int i = c->npages - 1; i > 0; i--) { int j = (int)(rnd() % (unsigned)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    float *x = malloc(sizeof(float) * Dh);
+    for (int b = 0; b < B; b++) {
+        c->tab[b] = malloc(sizeof(int32_t) * maxp);
+        for (int p = 0; p < maxp; p++) c->tab[b][p] = perm[b * maxp + p];
+        c->kf[b] = malloc(sizeof(float) * (size_t)Hk * cap * Dh);
+        c->vf[b] = malloc(sizeof(float) * (size_t)Hk * cap * Dh);
+        for (int h = 0; h < Hk; h++)
+            for (int j = 0; j < cap; j++)
+                for (int w = 0; w < 2; w++) {
+                    float mag = 0.1f + 3.f * (float)(rnd() % 1000) / 1000.f;
+                    for (int d = 0; d < Dh; d++) x[d] = mag * frand();
+                    uint8_t *blk = (w ? c->v : c->k) + (size_t)c->tab[b][j / ps] * c->page_bytes + (size_t)h * c->head_bytes;
+                    float sc;
+                    int8_t *q = (int8_t *)(blk + 4 * (size_t)ps) + (size_t)(j % ps) * Dh;
+                    tm_kv_quant_row(q, &sc, x, Dh);
+                    memcpy(blk + 4 * (size_t)(j % ps), &sc, 4);
+                    float *f = (w ? c->vf[b] : c->kf[b]) + ((size_t)h * cap + j) * Dh;
+                    for (int d = 0; d < Dh; d++) f[d] = sc * (float)q[d];
+                }
+    }
+    free(x);
+    free(perm);
+}
+
+static void q8kv_free(q8kv *c)
+{
+    for (int b = 0; b < c->B; b++) { free(c->tab[b]); free(c->kf[b]); free(c->vf[b]); }
+    free(c->k); free(c->v);
+}
+
+/* rows [n][Dh] of x replaced by their int8 quantization, dequantized (what
+ * the int8-KV kernels compute with) */
+static void q8_query(float *y, const float *x, int n, int Dh)
+{
+    int8_t q[1024];
+    for (int r = 0; r < n; r++) {
+        float s;
+        int32_t qs;
+        tm_kattn_quant_q(q, &s, &qs, x + (size_t)r * Dh, Dh);
+        int32_t sum = 0;
+        for (int d = 0; d < Dh; d++) { y[(size_t)r * Dh + d] = s * (float)q[d]; sum += q[d]; }
+        CHECK_EQ_INT(sum, qs);
+    }
+}
+
+/* Decode over int8 pages, random shapes: odd head dims, GQA groups 1..8,
+ * page sizes 1..64 (several pages, a partial last page), windows and
+ * soft-capping; each variant against the scalar reference, and the int8
+ * reference against the f32 one over the dequantized rows. */
+static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
+{
+    static const int dhs[] = {1, 7, 20, 33, 40, 64, 65, 96, 128, 130};
+    static const int pss[] = {1, 3, 5, 16, 16, 32, 64};
+    static const int grps[] = {1, 2, 3, 4, 7, 8};
+    tm_kbuf ws = {0};
+    int cases = sanitizer() ? 6 : 24;
+    for (int c = 0; c < cases; c++) {
+        int B = 1 + (int)(rnd() % 4), Hk = 1 + (int)(rnd() % 3), G = grps[rnd() % 6], H = Hk * G;
+        int Dh = dhs[rnd() % 10], ps = pss[rnd() % 7], cap = 1 + (int)(rnd() % 200);
+        int window = rnd() % 4 == 0 ? 1 + (int)(rnd() % 40) : 0;
+        float softcap = rnd() % 5 == 0 ? 20.f : 0.f;
+        q8kv kv;
+        q8kv_make(&kv, B, Hk, Dh, ps, cap, c % 2);
+        int ctx[8];
+        for (int b = 0; b < B; b++) ctx[b] = b == 0 ? cap : 1 + (int)(rnd() % (unsigned)cap);
+        float *q = rand_vec((size_t)B * H * Dh, 2.f);
+        float *out = malloc(sizeof(float) * B * H * Dh), *ref = malloc(sizeof(float) * B * H * Dh);
+        const int32_t *tabs[8];
+        for (int b = 0; b < B; b++) tabs[b] = kv.tab[b];
+        tm_kattn_decode a = {B, H, Hk, Dh, q, kv.k, kv.v, kv.page_bytes, ps, TM_DT_Q8PC, kv.npages, tabs, ctx, ref,
+                             1.f / sqrtf((float)Dh), softcap, window, c % 2 ? kv.head_bytes : 0};
+        CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
+        char what[160];
+        snprintf(what, sizeof what, "%s attn_decode int8 case %d (B %d H %d Hk %d Dh %d page %d ctx %d window %d cap %g)",
+                 k->name, c, B, H, Hk, Dh, ps, cap, window, softcap);
+        a.out = out;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < B * H * Dh; i++) out[i] = NAN;
+            CHECK_EQ_INT(k->attn_decode(&a, &ws, pass ? pool : NULL), TM_OK);
+            CHECK_EQ_INT(attn_close(out, ref, (size_t)B * H * Dh, 2e-5 * 8.0, what), 0);
+        }
+        /* the int8 reference reads the layout right: the f32 prefill reference over the
+         * dequantized rows, with the quantized query, gives the same */
+        float *qd = malloc(sizeof(float) * B * H * Dh), *pf = malloc(sizeof(float) * H * Dh);
+        q8_query(qd, q, B * H, Dh);
+        for (int b = 0; b < B; b++) {
+            tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, qd + (size_t)b * H * Dh, kv.kf[b], kv.vf[b], TM_DT_F32, cap, pf,
+                                  a.scale, softcap, window};
+            CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
+            CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, 2e-5 * 8.0, what), 0);
+        }
+        free(qd); free(pf); free(q); free(out); free(ref);
+        q8kv_free(&kv);
+    }
+    /* refused: a block smaller than its rows and scales; int8 is not a contiguous (prefill) dtype */
+    q8kv kv;
+    q8kv_make(&kv, 1, 2, 8, 4, 10, 1);
+    int ctx1 = 10;
+    const int32_t *tab1[1] = {kv.tab[0]};
+    float q[16] = {0}, o[16];
+    tm_kattn_decode bad = {1, 2, 2, 8, q, kv.k, kv.v, kv.page_bytes, 4, TM_DT_Q8PC, kv.npages, tab1, &ctx1, o, 1, 0, 0,
+                           4 * 4 + 4 * 8 - 1};
+    CHECK_EQ_INT(k->attn_decode(&bad, &ws, NULL), TM_E_INVALID);
+    tm_kattn_prefill badp = {1, 2, 2, 8, 0, q, kv.k, kv.v, TM_DT_Q8PC, 4, o, 1, 0, 0};
+    CHECK_EQ_INT(k->attn_prefill(&badp, &ws, NULL), TM_E_INVALID);
+    q8kv_free(&kv);
+    tm_kbuf_free(&ws);
+}
+
+/* Prefill of a chunk after the first over int8 pages, as the engines run it
+ * (a stateful chunk: attn_decode with one row per query, ctx = pos + 1):
+ * T queries at positions P .. P+T-1 against the f32 prefill reference over
+ * the dequantized rows (causal, GQA, windows). */
+static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
+{
+    static const struct { int T, P, H, Hk, Dh, ps, window; float softcap; } cs[] = {
+        {1, 0, 2, 1, 16, 16, 0, 0},   {17, 40, 8, 2, 64, 16, 0, 0},  {33, 100, 4, 4, 40, 16, 50, 0},
+        {20, 70, 6, 2, 33, 5, 0, 30}, {64, 64, 4, 1, 128, 16, 0, 0}, {9, 130, 3, 3, 20, 32, 8, 0},
+    };
+    tm_kbuf ws = {0};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int T = cs[c].T, P = cs[c].P, H = cs[c].H, Hk = cs[c].Hk, Dh = cs[c].Dh, n = P + T;
+        q8kv kv;
+        q8kv_make(&kv, 1, Hk, Dh, cs[c].ps, n, 1);
+        float *q = rand_vec((size_t)T * H * Dh, 2.f), *qd = malloc(sizeof(float) * T * H * Dh);
+        float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
+        q8_query(qd, q, T * H, Dh);
+        tm_kattn_prefill p = {T, H, Hk, Dh, P, qd, kv.kf[0], kv.vf[0], TM_DT_F32, n, ref, 1.f / sqrtf((float)Dh),
+                              cs[c].softcap, cs[c].window};
+        CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
+        const int32_t **tabs = malloc(sizeof(*tabs) * T);
+        int *ctx = malloc(sizeof(int) * T);
+        for (int t = 0; t < T; t++) { tabs[t] = kv.tab[0]; ctx[t] = P + t + 1; }
+        tm_kattn_decode a = {T, H, Hk, Dh, q, kv.k, kv.v, kv.page_bytes, cs[c].ps, TM_DT_Q8PC, kv.npages, tabs, ctx,
+                             out, p.scale, cs[c].softcap, cs[c].window, kv.head_bytes};
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < T * H * Dh; i++) out[i] = NAN;
+            CHECK_EQ_INT(k->attn_decode(&a, &ws, pass ? pool : NULL), TM_OK);
+            char what[128];
+            snprintf(what, sizeof what, "%s int8-KV prefill chunk case %zu%s", k->name, c, pass ? " (pool)" : "");
+            CHECK_EQ_INT(attn_close(out, ref, (size_t)T * H * Dh, 2e-5 * 8.0, what), 0);
+        }
+        free(tabs); free(ctx); free(q); free(qd); free(out); free(ref);
+        q8kv_free(&kv);
+    }
+    tm_kbuf_free(&ws);
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 int main(void)
@@ -815,6 +993,8 @@ int main(void)
         if (strcmp(*v, "scalar") != 0) test_small_ops(&k);
         test_attn_prefill(&k, pool);
         test_attn_decode(&k, pool);
+        test_attn_decode_q8(&k, pool);
+        test_attn_prefill_q8(&k, pool);
     }
     tm_pool_free(pool);
     return th_done("test_kernels");

@@ -9,11 +9,15 @@
  *   build/kbench gemv q4g64 4096 4096 1     # N K B: GB/s of weights streamed
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
+ *   build/kbench attn int8 4096 1 32 8 64   # decode attention: KV DTYPE CTX B H Hk Dh
  * "cpu N%" is the share of the threads' wall time they got the CPU: on a
  * shared machine, below ~95% means other processes interfered.
  * Options: -t THREADS (default: all online cpus), -s SECONDS per timing
  * (default 1), -v VARIANT (time only that one), -m MIB of weights cycled
- * by gemv (default 512). */
+ * by gemv and attn (default 512). attn cycles through as many layers of a
+ * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
+ * as fill that, one call per layer like a decode step; GB/s counts the KV
+ * bytes read (rows and int8 scales). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,9 @@
 #include "core/threadpool.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/kmeasure.h"
+#include "runtime/kvcache.h"
+
+#include <time.h>
 
 typedef int (*mm_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
 
@@ -78,11 +85,122 @@ static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N,
     return out;
 }
 
+/* ---- decode attention over a paged KV cache ------------------------------------- */
+
+static double kb_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct attn_bench {
+    int B, H, Hk, Dh, ctx, L;
+    tm_kv_cache *kv;
+    tm_kv_seq seq[64];
+    const int32_t *tabs[64];
+    int ctxs[64];
+    float *q, *out, *ref;
+} attn_bench;
+
+static void attn_args(attn_bench *ab, int layer, float *out, tm_kattn_decode *a)
+{
+    tm_kv_view v;
+    tm_kv_view_of(ab->kv, &ab->seq[0], layer, &v);
+    *a = (tm_kattn_decode){.B = ab->B, .H = ab->H, .Hk = ab->Hk, .Dh = ab->Dh, .q = ab->q, .k_pages = v.base,
+                           .v_pages = v.base + v.v_offset, .page_bytes = v.page_stride, .page_size = v.page_size,
+                           .kv_dtype = v.dtype, .n_pages = tm_kv_cache_info(ab->kv)->n_pages, .page_table = ab->tabs,
+                           .ctx_len = ab->ctxs, .out = out, .scale = 1.f / sqrtf((float)ab->Dh),
+                           .head_bytes = v.head_stride};
+}
+
+static int attn_main(tm_dtype dt, int ctx, int B, int H, int Hk, int Dh, int mib, double secs, const char *only,
+                     tm_pool *pool)
+{
+    attn_bench ab = {.B = B, .H = H, .Hk = Hk, .Dh = Dh, .ctx = ctx};
+    tm_err err = {0};
+    size_t row = dt == TM_DT_Q8PC ? (size_t)Dh + 4 : (size_t)Dh * 2;
+    size_t layer_bytes = (size_t)B * ctx * Hk * 2 * row;
+    ab.L = (int)(((size_t)mib << 20) / layer_bytes) + 1;
+    int pages = B * ((ctx + 15) / 16);
+    if (B < 1 || B > 64 || ctx < 1 || H % Hk ||
+        tm_kv_cache_init(&ab.kv, &(tm_kv_cache_opts){ab.L, Hk, Dh, 16, pages, dt}, &err) != TM_OK) {
+        fprintf(stderr, "kbench attn: %s\n", err.msg[0] ? err.msg : "bad shape");
+        return 1;
+    }
+    float *x = malloc(sizeof(float) * Dh);
+    uint64_t r = 99;
+    for (int b = 0; b < B; b++) {
+        tm_kv_seq_reserve(ab.kv, &ab.seq[b], ctx, &err);
+        ab.seq[b].n_tokens = ab.ctxs[b] = ctx;
+        ab.tabs[b] = ab.seq[b].pages;
+        for (int l = 0; l < ab.L; l++)
+            for (int h = 0; h < Hk; h++)
+                for (int p = 0; p < ctx; p++)
+                    for (int w = 0; w < 2; w++) {
+                        for (int d = 0; d < Dh; d++) {
+                            r = r * 6364136223846793005ull + 1442695040888963407ull;
+                            x[d] = (float)((double)(r >> 40) / (double)(1u << 24) * 2 - 1);
+                        }
+                        int32_t pg = ab.seq[b].pages[p / 16];
+                        tm_kv_row_store(ab.kv, w ? tm_kv_page_v(ab.kv, pg, l, h) : tm_kv_page_k(ab.kv, pg, l, h), p % 16, x);
+                    }
+    }
+    free(x);
+    size_t nq = (size_t)B * H * Dh;
+    ab.q = malloc(sizeof(float) * nq);
+    ab.out = malloc(sizeof(float) * nq);
+    ab.ref = malloc(sizeof(float) * nq);
+    for (size_t i = 0; i < nq; i++) ab.q[i] = sinf((float)i * 0.37f) * 2;
+    tm_kattn_decode a;
+    tm_kbuf ws = {0};
+    tm_kernels sk;
+    tm_kernels_select("scalar", &sk, NULL);
+    attn_args(&ab, 0, ab.ref, &a);
+    if (sk.attn_decode(&a, &ws, NULL) != TM_OK) fprintf(stderr, "kbench attn: the reference refused the shape\n");
+    const char *const *v = tm_kernels_variants();
+    for (int n = 0; v[n]; n++) {
+        tm_kernels k;
+        if (tm_kernels_select(v[n], &k, &err) != TM_OK) {
+            printf("v%d %-7s skipped: %s\n", n, v[n], err.msg);
+            continue;
+        }
+        if (only && strcmp(only, v[n])) continue;
+        attn_args(&ab, 0, ab.out, &a);
+        int rc = k.attn_decode(&a, &ws, pool);
+        double md = 0, mr = 0;
+        for (size_t i = 0; i < nq; i++) {
+            md = fmax(md, fabs((double)ab.out[i] - ab.ref[i]));
+            mr = fmax(mr, fabs((double)ab.ref[i]));
+        }
+        double rel = rc ? -1 : mr > 0 ? md / mr : md;
+        printf("v%d %-7s attn_decode %s ctx=%d B=%d H=%d Hk=%d Dh=%d threads=%d: max rel err %.2e %s", n, v[n],
+               tm_dtype_name(dt), ctx, B, H, Hk, Dh, tm_pool_size(pool), rel, rel < 0 || rel > 1e-3 ? "INVALID" : "ok");
+        fflush(stdout);
+        long calls = 0;
+        double t0 = kb_now(), t;
+        do {
+            attn_args(&ab, (int)(calls % ab.L), ab.out, &a);
+            k.attn_decode(&a, &ws, pool);
+            calls++;
+            t = kb_now() - t0;
+        } while (t < secs || calls < 2 * ab.L);
+        printf("  %.2f GB/s of KV (%.1f us per layer, %d layers cycled)\n", (double)layer_bytes * calls / t / 1e9,
+               1e6 * t / calls, ab.L);
+    }
+    tm_kbuf_free(&ws);
+    for (int b = 0; b < B; b++) tm_kv_seq_release(ab.kv, &ab.seq[b]);
+    tm_kv_cache_free(ab.kv);
+    free(ab.q); free(ab.out); free(ab.ref);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-m MIB] gemv DTYPE N K B\n"
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
+                    "       kbench [options] attn KVDTYPE CTX [B H Hk Dh]   (default 1 32 8 64)\n"
                     "DTYPE: int4g32 int4g64 int4pc int8 bf16 (gemm: bf16, int8)\n");
 }
 
@@ -115,6 +233,16 @@ int main(int argc, char **argv)
         printf("memread %d MiB, %d threads: %.2f GB/s (cpu %.0f%%)\n", mib, nc, r.gbps, 100 * r.cpu_seconds / (r.seconds * nc));
         tm_pool_free(pool);
         return 0;
+    }
+    if (!strcmp(cmd, "attn")) {
+        int dti = i + 2 < argc ? tm_dtype_from_name(argv[i + 1]) : -1;
+        if (dti < 0) { usage(); return 2; }
+        int ctx = atoi(argv[i + 2]), B = i + 3 < argc ? atoi(argv[i + 3]) : 1;
+        int H = i + 4 < argc ? atoi(argv[i + 4]) : 32, Hk = i + 5 < argc ? atoi(argv[i + 5]) : 8;
+        int Dh = i + 6 < argc ? atoi(argv[i + 6]) : 64;
+        int rc = attn_main((tm_dtype)dti, ctx, B, H, Hk, Dh, mib, secs, only, pool);
+        tm_pool_free(pool);
+        return rc;
     }
     int gemm = !strcmp(cmd, "gemm");
     if ((!gemm && strcmp(cmd, "gemv")) || i + 4 + !gemm > argc) { usage(); return 2; }

@@ -116,6 +116,12 @@ int tm_kref_attn_prefill(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool 
 int tm_kref_attn_decode(const tm_kattn_decode *a, tm_kbuf *ws, struct tm_pool *pool);
 int tm_kcheck_attn_prefill(const tm_kattn_prefill *a);
 int tm_kcheck_attn_decode(const tm_kattn_decode *a);
+/* bytes from one kv head's page block to the next (a->head_bytes, or its default) */
+size_t tm_kattn_head_bytes(const tm_kattn_decode *a);
+/* The query of int8-KV attention, quantized per (row, head) like activations
+ * (kernels.h Numerics): s = max|x| / 127, q[Dh] = round_half_even(x * 127 /
+ * max|x|) (all 0 for a zero row); *qsum = sum of q. */
+void tm_kattn_quant_q(int8_t *q, float *s, int32_t *qsum, const float *x, int Dh);
 
 /* ---- per-ISA table fillers: set the ops the unit implements --------------- */
 void tm_kvariant_scalar(tm_kernels *k);

@@ -116,14 +116,24 @@ typedef struct tm_kattn_prefill {
     int window;                /* > 0: key j visible from query i iff i - j < window; 0: off */
 } tm_kattn_prefill;
 
-/* Decode attention: one query per sequence over a paged KV cache. */
+/* Decode attention: one query per sequence over a paged KV cache (also
+ * prefill over paged KV: one "sequence" per chunk row, ctx_len = pos + 1).
+ * Page p of K is at k_pages + p * page_bytes and holds Hk blocks, head_bytes
+ * apart; block h is
+ *   bf16 / f16:  x[page_size][Dh]
+ *   int8 (TM_DT_Q8PC):  scale[page_size] f32, then q[page_size][Dh] int8;
+ *                key/value row r = scale[r] * q[r][.] (runtime/kvcache.h)
+ * (V likewise at v_pages). Numerics of int8 KV (normative, ref_attn.c): the
+ * query row of each head is quantized like an activation (s_q = max|q|/127,
+ * round half to even), a score is scale * s_q * s_k * sum_d q_q q_k (an
+ * exact integer dot), values are s_v * q_v in f32. */
 typedef struct tm_kattn_decode {
     int B, H, Hk, Dh;
     const float *q;            /* [B][H][Dh] */
-    const void *k_pages, *v_pages; /* page p at base + p * page_bytes: [Hk][page_size][Dh] */
-    size_t page_bytes;         /* bytes between pages (>= Hk * page_size * Dh * elem) */
+    const void *k_pages, *v_pages; /* page p at base + p * page_bytes: Hk blocks (above) */
+    size_t page_bytes;         /* bytes between pages (>= Hk * head_bytes) */
     int page_size;             /* tokens per page */
-    tm_dtype kv_dtype;         /* TM_DT_BF16 or TM_DT_F16 */
+    tm_dtype kv_dtype;         /* TM_DT_BF16, TM_DT_F16 or TM_DT_Q8PC */
     int n_pages;               /* pages in the pool, to check every page id is in [0, n_pages);
                                   0: unchecked (the caller vouches for the page table) */
     const int32_t *const *page_table; /* [B] -> int32 [ceil(ctx_len / page_size)] page ids */
@@ -131,6 +141,8 @@ typedef struct tm_kattn_decode {
     float *out;                /* [B][H][Dh] */
     float scale, softcap;      /* as above */
     int window;                /* as above */
+    size_t head_bytes;         /* bytes from block h to h+1 in a page; 0: the block's own size,
+                                  page_size * Dh * 2 (bf16/f16) or 4 page_size + page_size * Dh (int8) */
 } tm_kattn_decode;
 
 /* ---- the table ------------------------------------------------------------- */

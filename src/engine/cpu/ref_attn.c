@@ -1,7 +1,13 @@
 /* engine/cpu/ref_attn.c: scalar attention references (full score rows,
- * double accumulation) and the argument checks every variant shares. */
+ * double accumulation) and the argument checks every variant shares.
+ *
+ * int8 KV (decode only, TM_DT_Q8PC pages): keys and values are s q per row;
+ * the query is quantized to int8 per (row, head) too (tm_kattn_quant_q), so
+ * a score is scale * s_q * s_k * sum_d q_q[d] q_k[d], an exact integer dot
+ * in the vector kernels (VNNI); values stay f32 (s_v q_v). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/cpu/kernels-impl.h"
 
@@ -16,13 +22,32 @@ int tm_kcheck_attn_prefill(const tm_kattn_prefill *a)
     return TM_OK;
 }
 
+size_t tm_kattn_head_bytes(const tm_kattn_decode *a)
+{
+    if (a->head_bytes) return a->head_bytes;
+    size_t rows = (size_t)a->page_size * (size_t)a->Dh;
+    return a->kv_dtype == TM_DT_Q8PC ? 4 * (size_t)a->page_size + rows : 2 * rows;
+}
+
+void tm_kattn_quant_q(int8_t *q, float *s, int32_t *qsum, const float *x, int Dh)
+{
+    float amax = 0.f;
+    for (int i = 0; i < Dh; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    float inv = amax > 0.f ? 127.f / amax : 0.f;
+    int32_t sum = 0;
+    for (int i = 0; i < Dh; i++) sum += q[i] = (int8_t)tm_kq8(x[i], inv);
+    *s = amax / 127.f;
+    *qsum = sum;
+}
+
 int tm_kcheck_attn_decode(const tm_kattn_decode *a)
 {
     if (!a || !a->q || !a->k_pages || !a->v_pages || !a->out || !a->page_table || !a->ctx_len) return TM_E_INVALID;
     if (a->B < 1 || a->H < 1 || a->Hk < 1 || a->H % a->Hk || a->Dh < 1 || a->Dh > ATTN_MAX_DH) return TM_E_INVALID;
     if (a->page_size < 1 || a->n_pages < 0 || a->window < 0 || !(a->softcap >= 0)) return TM_E_INVALID;
-    if (a->kv_dtype != TM_DT_BF16 && a->kv_dtype != TM_DT_F16) return TM_E_INVALID;
-    if (a->page_bytes < (size_t)a->Hk * a->page_size * a->Dh * 2) return TM_E_INVALID;
+    if (a->kv_dtype != TM_DT_BF16 && a->kv_dtype != TM_DT_F16 && a->kv_dtype != TM_DT_Q8PC) return TM_E_INVALID;
+    size_t rows = (size_t)a->page_size * (size_t)a->Dh, need = a->kv_dtype == TM_DT_Q8PC ? 4 * (size_t)a->page_size + rows : 2 * rows;
+    if (tm_kattn_head_bytes(a) < need || a->page_bytes < (size_t)a->Hk * tm_kattn_head_bytes(a)) return TM_E_INVALID;
     for (int b = 0; b < a->B; b++) {
         if (a->ctx_len[b] < 1 || !a->page_table[b]) return TM_E_INVALID;
         int np = (a->ctx_len[b] + a->page_size - 1) / a->page_size;
@@ -32,44 +57,34 @@ int tm_kcheck_attn_decode(const tm_kattn_decode *a)
     return TM_OK;
 }
 
-static float kv_at(const void *base, tm_dtype dt, size_t i)
-{
-    switch (dt) {
-    case TM_DT_F32: return ((const float *)base)[i];
-    case TM_DT_BF16: return tm_bf16_to_f32(((const uint16_t *)base)[i]);
-    default: return tm_f16_to_f32(((const uint16_t *)base)[i]);
-    }
-}
-
 static double cap(double s, float softcap)
 {
     return softcap > 0 ? softcap * tanh(s / softcap) : s;
 }
 
-/* One query row against n keys given by an index function. */
-typedef const void *(*key_fn)(const void *ctx, int j, int which /* 0 k, 1 v */, size_t *elem_off);
+/* Key (which 0) or value (1) j of a query row, widened to f32: row[Dh]. */
+typedef void (*key_fn)(const void *ctx, int j, int which, float *row);
 
 static void attend(float *out, const float *q, int Dh, int j0, int j1, float scale, float softcap,
-                   const void *ctx, key_fn kf, tm_dtype dt)
+                   const void *ctx, key_fn kf)
 {
     int n = j1 - j0;
     double *s = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     double mx = -INFINITY, sum = 0, acc[ATTN_MAX_DH] = {0};
+    float row[ATTN_MAX_DH];
     if (!s) return; /* reference only: tests allocate little */
     for (int j = j0; j < j1; j++) {
-        size_t off;
-        const void *kb = kf(ctx, j, 0, &off);
+        kf(ctx, j, 0, row);
         double d = 0;
-        for (int i = 0; i < Dh; i++) d += (double)q[i] * kv_at(kb, dt, off + (size_t)i);
+        for (int i = 0; i < Dh; i++) d += (double)q[i] * row[i];
         s[j - j0] = cap(d * scale, softcap);
         if (s[j - j0] > mx) mx = s[j - j0];
     }
     for (int j = j0; j < j1; j++) {
         double p = exp(s[j - j0] - mx);
         sum += p;
-        size_t off;
-        const void *vb = kf(ctx, j, 1, &off);
-        for (int i = 0; i < Dh; i++) acc[i] += p * kv_at(vb, dt, off + (size_t)i);
+        kf(ctx, j, 1, row);
+        for (int i = 0; i < Dh; i++) acc[i] += p * row[i];
     }
     for (int i = 0; i < Dh; i++) out[i] = n > 0 ? (float)(acc[i] / sum) : 0.f;
     free(s);
@@ -77,11 +92,13 @@ static void attend(float *out, const float *q, int Dh, int j0, int j1, float sca
 
 typedef struct { const tm_kattn_prefill *a; int kvh; } pf_ctx;
 
-static const void *pf_key(const void *c, int j, int which, size_t *off)
+static void pf_key(const void *c, int j, int which, float *row)
 {
     const pf_ctx *p = c;
-    *off = ((size_t)p->kvh * p->a->kv_stride + (size_t)j) * p->a->Dh;
-    return which ? p->a->v : p->a->k;
+    size_t off = ((size_t)p->kvh * p->a->kv_stride + (size_t)j) * p->a->Dh;
+    const void *base = which ? p->a->v : p->a->k;
+    if (p->a->kv_dtype == TM_DT_F32) memcpy(row, (const float *)base + off, sizeof(float) * (size_t)p->a->Dh);
+    else tm_to_f32(row, (const uint16_t *)base + off, TM_DT_BF16, (size_t)p->a->Dh);
 }
 
 int tm_kref_attn_prefill(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool)
@@ -95,21 +112,28 @@ int tm_kref_attn_prefill(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool 
             int j0 = a->window > 0 && i - a->window + 1 > 0 ? i - a->window + 1 : 0;
             pf_ctx c = {a, h / grp};
             size_t o = ((size_t)t * a->H + h) * a->Dh;
-            attend(a->out + o, a->q + o, a->Dh, j0, i + 1, a->scale, a->softcap, &c, pf_key, a->kv_dtype);
+            attend(a->out + o, a->q + o, a->Dh, j0, i + 1, a->scale, a->softcap, &c, pf_key);
         }
     return TM_OK;
 }
 
 typedef struct { const tm_kattn_decode *a; int b, kvh; } dc_ctx;
 
-static const void *dc_key(const void *c, int j, int which, size_t *off)
+static void dc_key(const void *c, int j, int which, float *row)
 {
     const dc_ctx *d = c;
     const tm_kattn_decode *a = d->a;
-    int page = a->page_table[d->b][j / a->page_size], slot = j % a->page_size;
-    const char *base = (const char *)(which ? a->v_pages : a->k_pages) + (size_t)page * a->page_bytes;
-    *off = ((size_t)d->kvh * a->page_size + (size_t)slot) * a->Dh;
-    return base;
+    int page = a->page_table[d->b][j / a->page_size], slot = j % a->page_size, Dh = a->Dh;
+    const uint8_t *blk = (const uint8_t *)(which ? a->v_pages : a->k_pages) + (size_t)page * a->page_bytes +
+                         (size_t)d->kvh * tm_kattn_head_bytes(a);
+    if (a->kv_dtype == TM_DT_Q8PC) {
+        float sc;
+        memcpy(&sc, blk + 4 * (size_t)slot, 4);
+        const int8_t *q = (const int8_t *)(blk + 4 * (size_t)a->page_size) + (size_t)slot * Dh;
+        for (int i = 0; i < Dh; i++) row[i] = sc * (float)q[i];
+    } else {
+        tm_to_f32(row, (const uint16_t *)blk + (size_t)slot * Dh, a->kv_dtype, (size_t)Dh);
+    }
 }
 
 int tm_kref_attn_decode(const tm_kattn_decode *a, tm_kbuf *ws, struct tm_pool *pool)
@@ -123,7 +147,17 @@ int tm_kref_attn_decode(const tm_kattn_decode *a, tm_kbuf *ws, struct tm_pool *p
             int j0 = a->window > 0 && i - a->window + 1 > 0 ? i - a->window + 1 : 0;
             dc_ctx c = {a, b, h / grp};
             size_t o = ((size_t)b * a->H + h) * a->Dh;
-            attend(a->out + o, a->q + o, a->Dh, j0, i + 1, a->scale, a->softcap, &c, dc_key, a->kv_dtype);
+            const float *q = a->q + o;
+            float qd[ATTN_MAX_DH];
+            if (a->kv_dtype == TM_DT_Q8PC) { /* int8 keys meet the int8 query: s_q q_i */
+                int8_t qi[ATTN_MAX_DH];
+                float sq;
+                int32_t qsum;
+                tm_kattn_quant_q(qi, &sq, &qsum, q, a->Dh);
+                for (int d = 0; d < a->Dh; d++) qd[d] = sq * (float)qi[d];
+                q = qd;
+            }
+            attend(a->out + o, q, a->Dh, j0, i + 1, a->scale, a->softcap, &c, dc_key);
         }
     return TM_OK;
 }
