@@ -80,6 +80,15 @@ typedef enum tandem_route {
     TANDEM_ROUTE_DECODE_ONLY,  /* the decode engine does everything */
 } tandem_route;
 
+/* The decode KV cache's element type (the stateless staging cache is bf16). */
+typedef enum tandem_kv_dtype {
+    TANDEM_KV_DEFAULT = 0,     /* bf16 */
+    TANDEM_KV_BF16,
+    TANDEM_KV_F16,
+    TANDEM_KV_INT8,            /* int8 rows with one f32 scale per (token, kv head), K and V apart:
+                                  about half of bf16's bytes (docs/quality.md has its cost) */
+} tandem_kv_dtype;
+
 typedef struct tandem_session_opts {
     const char *prefill_engine;   /* NULL: best available ("cpu-amx", "cpu-avx512", ...) */
     const char *decode_engine;    /* NULL: best available */
@@ -92,6 +101,7 @@ typedef struct tandem_session_opts {
     int no_lend;                  /* 1: each side keeps to its own cores even when the other is idle */
     int exact_tail;               /* 1: the prompt's last chunk runs at its exact length instead of
                                      being padded to a built-in chunk size */
+    tandem_kv_dtype kv_dtype;     /* the decode KV cache; both engines must take it (their caps) */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
 int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st);

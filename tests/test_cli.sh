@@ -45,6 +45,37 @@ case $? in
 *) bad "--prefill amx: unexpected exit" ;;
 esac
 
+# --kv-dtype: the decode KV cache in int8 (or f16, bf16): the same greedy text on the demo model
+# whatever the route and hand-off mode; chat and bench take it; an unknown value is a usage error
+# (exit 2) naming the option
+G="was a little girl, and who was a little girl"
+for kv in int8 f16 bf16; do
+  for mode in --stateful ""; do
+    expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \
+      --kv-dtype $kv $mode
+    grep -q "$G" "$W/out" && ok || bad "--kv-dtype $kv $mode: $(cat "$W/out")"
+  done
+done
+for r in prefill-only decode-only; do
+  expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route $r --kv-dtype int8
+  grep -q "$G" "$W/out" && ok || bad "--kv-dtype int8 --route $r: $(cat "$W/out")"
+done
+printf 'Tell me a story.\n/quit\n' > "$W/chat1.in"
+printf '{%% for m in messages %%}<{{ m.role }}>{{ m.content }}\n{%% endfor %%}{%% if add_generation_prompt %%}<assistant>{%% endif %%}' > "$W/t1.jinja"
+$T chat "$W/m.tdm" --template "$W/t1.jinja" -n 8 --temp 0 --kv-dtype int8 < "$W/chat1.in" > "$W/out" 2> "$W/err" \
+  && [ -s "$W/out" ] && ok || bad "chat --kv-dtype int8: $(cat "$W/err")"
+expect 0 $T bench "$W/m.tdm" --tests tg8 --reps 1 --kv-dtype int8
+grep -q '"test": "tg8"' "$W/out" && ok || bad "bench --kv-dtype int8: $(head -c 300 "$W/out")"
+for c in run chat serve; do
+  expect 0 $T $c --help
+  grep -q -- "--kv-dtype" "$W/out" && ok || bad "$c --help does not list --kv-dtype"
+done
+expect 2 $T run "$W/m.tdm" -p hi --kv-dtype fp8
+one_line
+grep -q -- "--kv-dtype: unknown KV cache dtype 'fp8'" "$W/err" && ok || bad "--kv-dtype fp8: $(cat "$W/err")"
+expect 2 $T bench "$W/m.tdm" --tests tg8 --kv-dtype q4
+grep -q -- "--kv-dtype" "$W/err" && ok || bad "bench --kv-dtype q4: $(cat "$W/err")"
+
 # tokenize / detokenize (the model card's reference ids)
 expect 0 $T tokenize "$W/m.tdm" --text "Once upon a time, there was a little girl who"
 [ "$(cat "$W/out")" = "[0, 7793, 537, 260, 594, 13, 477, 310, 260, 536, 952, 479]" ] && ok || bad "tokenize: $(cat "$W/out")"

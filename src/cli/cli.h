@@ -41,6 +41,8 @@ int cmd_serve(int argc, char **argv);
 
 /* cli_parse_route: "auto", "hybrid", "prefill-only", "decode-only" -> tandem_route; -1 if unknown. */
 int cli_parse_route(const char *s, int *route);
+/* cli_parse_kv_dtype: "bf16", "f16", "int8" -> tandem_kv_dtype; -1 if unknown. */
+int cli_parse_kv_dtype(const char *s, int *kv);
 
 /* Generation and engine options shared by run, chat and bench (cli_opts.c). */
 typedef struct cli_gen {

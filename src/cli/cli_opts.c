@@ -21,10 +21,20 @@ const char cli_gen_usage[] =
     "      --route R          auto | hybrid | prefill-only | decode-only (default auto)\n"
     "      --stateful         prefill writes KV straight into decode pages (default: stateless + bridge)\n"
     "      --exact-tail       run the prompt's last chunk at its exact length (default: padded)\n"
+    "      --kv-dtype T       decode KV cache: bf16 | f16 | int8 (int8: half the bytes; default bf16)\n"
     "      --explain          log the routing decision\n"
     "  -t, --threads N        threads (default: all cores)\n"
     "      --prefill-threads N  cores for the prefill side (default: half)\n"
     "  -c, --ctx N            context length (default: the model's, at most 4096)\n";
+
+int cli_parse_kv_dtype(const char *s, int *kv)
+{
+    if (strcmp(s, "bf16") == 0) *kv = TANDEM_KV_BF16;
+    else if (strcmp(s, "f16") == 0) *kv = TANDEM_KV_F16;
+    else if (strcmp(s, "int8") == 0) *kv = TANDEM_KV_INT8;
+    else return -1;
+    return 0;
+}
 
 int cli_parse_route(const char *s, int *route)
 {
@@ -50,7 +60,7 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     static const char *const with_value[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--prefill", "--decode", "--route", "-t", "--threads",
-                                             "--prefill-threads", "-c", "--ctx", NULL};
+                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", NULL};
     int needs = 0;
     for (const char *const *w = with_value; *w; w++)
         if (!strcmp(a, *w)) needs = 1;
@@ -79,6 +89,14 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
             return -2;
         }
         so->route = (tandem_route)route;
+    }
+    else if (!strcmp(a, "--kv-dtype")) {
+        int kv;
+        if (cli_parse_kv_dtype(v, &kv)) {
+            fprintf(stderr, "tandem %s: --kv-dtype: unknown KV cache dtype '%s' (bf16, f16, int8)\n", cmd, v);
+            return -2;
+        }
+        so->kv_dtype = (tandem_kv_dtype)kv;
     }
     else if (!strcmp(a, "--stateful")) so->stateless = 0;
     else if (!strcmp(a, "--exact-tail")) so->exact_tail = 1;

@@ -47,7 +47,8 @@ typedef struct tm_engine_caps {
     int n_encodings;
     int chunk_sizes[8];        /* prefill chunk sizes it is built for */
     int n_chunks;
-    tm_dtype kv_dtypes[4];     /* KV cache dtypes it reads/writes, preferred first */
+    tm_dtype kv_dtypes[4];     /* paged KV cache dtypes it reads/writes, preferred first
+                                  (TM_DT_Q8PC: int8 rows + row scales, runtime/kvcache.h) */
     int n_kv_dtypes;
     int max_batch;             /* decode: most sequences per step */
 } tm_engine_caps;

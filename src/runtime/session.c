@@ -109,6 +109,28 @@ static int make_pools(tm_session *s, tm_err *err)
     return tm_pool_init(&s->pool_all_dec, all, n, 0, err);
 }
 
+/* The decode cache's dtype for opts' kv_dtype, if both engines take it. */
+static int kv_dtype_pick(const tm_session *s, tandem_kv_dtype want, tm_dtype *dt, tm_err *err)
+{
+    switch (want) {
+    case TANDEM_KV_DEFAULT:
+    case TANDEM_KV_BF16: *dt = TM_DT_BF16; break;
+    case TANDEM_KV_F16: *dt = TM_DT_F16; break;
+    case TANDEM_KV_INT8: *dt = TM_DT_Q8PC; break;
+    default: return tm_errf(err, TM_E_INVALID, "session: unknown KV cache dtype %d (bf16, f16, int8)", (int)want);
+    }
+    /* the prefill engine writes this cache too (stateful hand-off, prefill-only route) */
+    const tm_engine_caps *caps[2] = {&s->dec.caps, &s->pre.caps};
+    for (int e = 0; e < 2; e++) {
+        int ok = 0;
+        for (int i = 0; i < caps[e]->n_kv_dtypes; i++) ok |= caps[e]->kv_dtypes[i] == *dt;
+        if (!ok)
+            return tm_errf(err, TM_E_UNSUPPORTED, "session: engine %s has no %s KV cache", caps[e]->name,
+                           *dt == TM_DT_Q8PC ? "int8" : tm_dtype_name(*dt));
+    }
+    return TM_OK;
+}
+
 int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts *o, tm_err *err)
 {
     *out = NULL;
@@ -124,6 +146,8 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = make_pools(s, err)) != TM_OK) goto fail;
     if ((rc = engine_pick(&s->pre, o->prefill_engine, TM_ROLE_PREFILL, err)) != TM_OK) goto fail;
     if ((rc = engine_pick(&s->dec, o->decode_engine, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
+    tm_dtype kv_dt = TM_DT_BF16;
+    if ((rc = kv_dtype_pick(s, o->kv_dtype, &kv_dt, err)) != TM_OK) goto fail;
     /* engines get room for a padded last chunk past the session's context */
     tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx + 512};
     if ((rc = s->pre.vt->bind(&s->pre.ctx, rm->prefill, &eo, err)) != TM_OK) goto fail;
@@ -132,8 +156,9 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = s->dec.vt->bind(&s->dec.ctx, rm->decode, &eo, err)) != TM_OK) goto fail;
     /* decode pages for max_seqs full contexts, plus chunk padding */
     int pages = s->max_seqs * ((s->max_ctx + 512 + DECODE_PAGE - 1) / DECODE_PAGE);
-    if ((rc = tm_kv_cache_init(&s->kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, DECODE_PAGE, pages, TM_DT_BF16}, err)))
+    if ((rc = tm_kv_cache_init(&s->kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, DECODE_PAGE, pages, kv_dt}, err)))
         goto fail;
+    /* staging stays bf16 whatever the decode dtype: the prefill kernel reads it, the bridge converts */
     if ((rc = tm_kv_cache_init(&s->stage, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, next_pow2(s->max_ctx + 512), 1,
                                                                TM_DT_BF16}, err)))
         goto fail;

@@ -17,12 +17,13 @@
  *
  * Attention and KV:
  *   - the row's K/V are written into the KV cache (a->kv) at its position,
- *     converted to the cache dtype;
+ *     converted to the cache dtype (bf16, f16, f32; int8: quantized per
+ *     (token, kv head) row, runtime/kvcache.h);
  *   - prefill over a contiguous cache (one page holds the whole sequence:
  *     the stateless staging cache) uses the flash-style attn_prefill kernel;
- *   - otherwise (decode, or stateful prefill into decode pages) every row
- *     attends over its sequence's pages with attn_decode, ctx = pos + 1,
- *     which is causal by construction.
+ *   - otherwise (decode, stateful prefill into decode pages, any int8 or
+ *     f16 cache) every row attends over its sequence's pages with
+ *     attn_decode, ctx = pos + 1, which is causal by construction.
  *
  * Mixture of experts (Qwen3-MoE, Mixtral): a layer with m->layer[l].moe
  * replaces the dense FFN by engine/cpu/moe.h's block: f32 router, top-k,
@@ -514,9 +515,9 @@ static void rows_kv_store(const par_job *j, int i0, int i1)
     int Dh = m->Dh, layer = j->l;
     for (int i = i0; i < i1; i++) {
         const tm_kv_seq *s = r->seq[i];
-        int p = r->pos[i];
+        int p = r->pos[i], slot = p % o->page_size;
         int32_t page = s->pages[p / o->page_size];
-        size_t off = (size_t)(p % o->page_size) * (size_t)Dh;
+        size_t off = (size_t)slot * (size_t)Dh;
         for (int h = 0; h < m->Hk; h++) {
             const float *ks = c->kk + ((size_t)i * m->Hk + h) * Dh;
             const float *vs = c->vv + ((size_t)i * m->Hk + h) * Dh;
@@ -527,9 +528,12 @@ static void rows_kv_store(const par_job *j, int i0, int i1)
             } else if (o->dtype == TM_DT_BF16) {
                 c->k.f32_to_bf16((uint16_t *)kd + off, ks, (size_t)Dh);
                 c->k.f32_to_bf16((uint16_t *)vd + off, vs, (size_t)Dh);
-            } else {
+            } else if (o->dtype == TM_DT_F16) {
                 c->k.f32_to_f16((uint16_t *)kd + off, ks, (size_t)Dh);
                 c->k.f32_to_f16((uint16_t *)vd + off, vs, (size_t)Dh);
+            } else { /* int8: each row quantized with its own scale (runtime/kvcache.h) */
+                tm_kv_row_store(r->kv, kd, slot, ks);
+                tm_kv_row_store(r->kv, vd, slot, vs);
             }
         }
     }
@@ -597,7 +601,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
         .B = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .q = c->q, .k_pages = v.base,
         .v_pages = v.base + v.v_offset, .page_bytes = v.page_stride, .page_size = v.page_size,
         .kv_dtype = o->dtype, .page_table = c->ptab, .ctx_len = c->ctxlen, .n_pages = o->n_pages, .out = out,
-        .scale = m->attn_scale, .softcap = m->attn_softcap, .window = window,
+        .scale = m->attn_scale, .softcap = m->attn_softcap, .window = window, .head_bytes = v.head_stride,
     };
     return c->k.attn_decode(&a, &c->ws, r->pool);
 }
@@ -801,9 +805,11 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
         memcpy(caps->chunk_sizes, chunks, sizeof chunks);
         caps->n_chunks = 4;
     }
+    /* the paged cache's dtypes attn_decode reads (an f32 cache serves only the
+     * contiguous prefill path: staging and tests) */
     caps->kv_dtypes[0] = TM_DT_BF16;
     caps->kv_dtypes[1] = TM_DT_F16;
-    caps->kv_dtypes[2] = TM_DT_F32;
+    caps->kv_dtypes[2] = TM_DT_Q8PC;
     caps->n_kv_dtypes = 3;
     caps->max_batch = TM_KGEMV_MAX_B;
     return TM_OK;
