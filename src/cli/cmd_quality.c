@@ -45,6 +45,7 @@ static const char quality_usage[] =
     "                      hybrid moves the prompt's KV from the prefill-stage model to the\n"
     "                      decode-stage model\n"
     "  --prefill-engine E, --decode-engine E   engines (see tandem devices; default: best)\n"
+    "  --kv-dtype T        the engines' decode KV cache: bf16 | f16 | int8 (default bf16)\n"
     "  --threads N         threads (default: all cores)\n"
     "  --json              one JSON object on stdout instead of a markdown table\n";
 
@@ -120,6 +121,14 @@ static int parse_args(qargs *a, int argc, char **argv, const char *what)
             else if (!strcmp(s, "--threads")) bad = parse_int(cmd, s, v, 1, 256, &a->o.n_threads);
             else if (!strcmp(s, "--prefill-engine")) a->o.prefill_engine = v;
             else if (!strcmp(s, "--decode-engine")) a->o.decode_engine = v;
+            else if (!strcmp(s, "--kv-dtype")) {
+                int kv;
+                if (cli_parse_kv_dtype(v, &kv) == 0) a->o.kv_dtype = (tandem_kv_dtype)kv;
+                else {
+                    fprintf(stderr, "tandem %s: --kv-dtype: unknown KV cache dtype '%s' (bf16, f16, int8)\n", cmd, v);
+                    bad = 1;
+                }
+            }
             else if (!strcmp(s, "--route")) {
                 int r;
                 if (!strcmp(v, "all")) a->route_all = 1;

@@ -419,6 +419,7 @@ static int ensure_session(tm_qual *q, tm_err *err)
     so.max_ctx = q->N + 1 > q->P + 512 ? q->N + 1 : q->P + 512;
     so.prefill_engine = q->o.prefill_engine;
     so.decode_engine = q->o.decode_engine;
+    so.kv_dtype = q->o.kv_dtype;
     so.route = TANDEM_ROUTE_AUTO;
     return tm_session_new(&q->cur.s, q->cur.rm, &so, err);
 }

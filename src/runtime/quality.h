@@ -72,6 +72,7 @@ typedef struct tm_qual_opts {
     int bos;                /* id that starts every window, or -1 (default -1) */
     int n_threads;          /* engine and reference threads (0: all cores) */
     const char *prefill_engine, *decode_engine;   /* (optional) default NULL: the best available */
+    tandem_kv_dtype kv_dtype;   /* the engine path's decode KV cache (default bf16; the reference keeps f32) */
     size_t max_ref_bytes;   /* cap on the cached reference logits (default 1 GiB) */
 } tm_qual_opts;
 
