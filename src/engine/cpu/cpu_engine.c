@@ -475,6 +475,46 @@ static void prep_act(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const f
     }
 }
 
+/* rows of RMSNorm(x) * j->w straight into the prepared form (fused kernel) */
+static void rows_norm_prep(const par_job *j, int i0, int i1)
+{
+    cpu_ctx *c = j->c;
+    const tm_model *m = c->m;
+    int K = j->n, ld = tm_kact_ld(K);
+    const float *x = j->x + (size_t)i0 * K;
+    if (j->l == TM_DT_BF16)
+        c->k.rmsnorm_bf16(c->xb + (size_t)i0 * ld, ld, x, j->w, i1 - i0, K, m->eps, m->norm_add_one);
+    else
+        c->k.rmsnorm_q8(c->xq + (size_t)i0 * ld, c->xs + i0, ld, x, j->w, i1 - i0, K, m->eps, m->norm_add_one);
+}
+
+/* a = the input of the matmuls with weights w0, w1 (and w2 if given) :
+ * RMSNorm(x[M][D]) * nw. Where they all take the same prepared form (bf16 or
+ * int8 GEMM/GEMV), the fused kernel writes it in one pass over x and h is not
+ * written (a->f32 stays NULL); otherwise h[M][D] = the norm, prepared as usual. */
+static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, const float *nw, int M,
+                      const tm_kweight *w0, const tm_kweight *w1, const tm_kweight *w2, tm_kact *a)
+{
+    int D = c->m->D;
+    tm_dtype dt = tm_kweight_dtype(w0);
+    int fused = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && tm_kweight_dtype(w1) == dt &&
+                (!w2 || tm_kweight_dtype(w2) == dt) && tm_kweight_k(w0) == D;
+    if (!fused) {
+        par_rmsnorm(c, r, h, x, nw, M, D);
+        prep_act(c, r, w0, h, M, a);
+        return;
+    }
+    par_job j = {.fn = rows_norm_prep, .c = c, .r = r, .x = x, .w = nw, .n = D, .l = (int)dt};
+    par_rows(&j, M, (size_t)D);
+    *a = (tm_kact){.M = M, .K = D, .ld = tm_kact_ld(D)};
+    if (dt == TM_DT_BF16) {
+        a->bf16 = c->xb;
+    } else {
+        a->q8 = c->xq;
+        a->q8_scale = c->xs;
+    }
+}
+
 /* y[M][N] = x[M][K] . w^T */
 static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
 {
@@ -607,7 +647,8 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
 }
 
 /* The dense FFN of layer y: f[M][D] = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd,
- * from h[M][D] (c->h), through g[M][F] and u[M][F]. */
+ * h = RMSNorm(x) * ffn_norm (x = c->x [M][D]; with a fused gate_up weight, the
+ * caller has put h in c->h), through g[M][F] and u[M][F]. */
 static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, tm_err *err)
 {
     const tm_model *m = c->m;
@@ -620,7 +661,7 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
         for (int i = 1; i < M; i++) memmove(c->g + (size_t)i * F, c->g + (size_t)i * 2 * F, sizeof(float) * F);
     } else {
         tm_kact a;
-        prep_act(c, r, y->w_gate, c->h, M, &a);
+        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
         if ((rc = matmul_a(c, r, y->w_gate, &a, gate, err))) return rc;
         if ((rc = matmul_a(c, r, y->w_up, &a, up, err))) return rc;
     }
@@ -654,8 +695,8 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     }
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];
-        par_rmsnorm(c, r, c->h, c->x, y->attn_norm, M, D);
         if (y->wqkv) {
+            par_rmsnorm(c, r, c->h, c->x, y->attn_norm, M, D);
             if ((rc = matmul(c, r, y->wqkv, c->h, M, c->qkv, err))) return rc;
             for (int i = 0; i < M; i++) {
                 const float *s = c->qkv + (size_t)i * (HD + 2 * KD);
@@ -665,7 +706,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             }
         } else {
             tm_kact a;
-            prep_act(c, r, y->wq, c->h, M, &a);
+            norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wq, y->wk, y->wv, &a);
             if ((rc = matmul_a(c, r, y->wq, &a, c->q, err))) return rc;
             if ((rc = matmul_a(c, r, y->wk, &a, c->kk, err))) return rc;
             if ((rc = matmul_a(c, r, y->wv, &a, c->vv, err))) return rc;
@@ -686,7 +727,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);
         par_add(c, r, c->x, c->f, M, D);
 
-        par_rmsnorm(c, r, c->h, c->x, y->ffn_norm, M, D);
+        if (y->moe || y->w_gate_up) par_rmsnorm(c, r, c->h, c->x, y->ffn_norm, M, D);
         if (y->moe) {
             if ((rc = tm_moe_forward(y->moe, &c->k, c->h, M, c->f, &c->moe, &c->ws, r->pool, err))) return rc;
         } else if ((rc = dense_ffn(c, r, y, M, err))) {
