@@ -58,6 +58,14 @@ typedef struct tandem_model_info {
     int is_package;
     float temperature, top_p;   /* generation_config defaults; temperature -1 if none */
     int top_k;
+    /* What one token costs, for bandwidth and peak fractions (tandem bench --ceilings):
+     * decode_bytes_per_token: weight bytes a batch-1 decode step streams in the decode
+     * encoding (data + scales of every layer matrix, norms and the output head; of a
+     * mixture of experts only the top_k experts' share; not the KV cache);
+     * prefill_ops_per_token: 2 x the layer matrices' multiply-adds per token (MoE: active
+     * experts), the useful work of a prefill GEMM (attention not counted). */
+    int64_t decode_bytes_per_token;
+    double prefill_ops_per_token;
 } tandem_model_info;
 void tandem_model_get_info(const tandem_model *m, tandem_model_info *info);
 

@@ -191,6 +191,29 @@ for a in "--reps 0" "--sweep 16,x" "--sweep 16:0" "--concurrency 1,9" "--conc 44
   expect 2 $T bench "$W/m.tdm" $a
   one_line
 done
+# bench --ceilings: the read bandwidth and matrix peaks measured in the run, and each test's
+# fraction of them, recomputed here from the JSON's own figures
+expect 0 $T bench "$W/m.tdm" --tests pp32,tg8 --reps 1 --ceilings --md "$W/c.md"
+if command -v python3 > /dev/null; then
+  python3 - "$W/out" > "$W/py" 2>&1 <<'PY' && ok || bad "bench --ceilings JSON: $(head -c 600 "$W/py")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j["ceilings"]
+assert min(c["read_gbps"]) > 0.1, c["read_gbps"]
+assert c["decode_bytes_per_token"] > 0 and c["prefill_ops_per_token"] > 0
+rows = {r["test"]: r for r in j["results"]}
+tg = [t for t in c["tests"] if t["test"] == "tg8"][0]
+want = rows["tg8"]["tokens_per_s"] * c["decode_bytes_per_token"] / 1e9
+assert abs(tg["gbps"] - want) <= 0.01 * want + 0.01, (tg, want)
+assert abs(tg["fraction"] - tg["gbps"] / max(c["read_gbps"])) < 1e-2, tg
+pp = [t for t in c["tests"] if t["test"] == "pp32"]
+if pp:  # only where the prefill engine has a measured matrix peak (amx or avx512)
+    p = pp[0]
+    assert abs(p["useful_gops"] - rows["pp32"]["tokens_per_s"] * c["prefill_ops_per_token"] / 1e9) <= 0.01 * p["useful_gops"] + 0.01
+    assert 0 < p["fraction"] < 1.5, p
+PY
+else grep -q '"ceilings"' "$W/out" && ok || bad "bench --ceilings: no ceilings in $(head -c 300 "$W/out")"; fi
+grep -q "of the read bandwidth" "$W/c.md" && ok || bad "bench --ceilings markdown: $(cat "$W/c.md")"
 expect 2 $T bench "$W/m.tdm" --tests '' --sweep 16,2000 -c 1024
 grep -q "sweep 2000 .*-c is 1024" "$W/err" && one_line || bad "sweep past -c: $(cat "$W/err")"
 expect 2 $T bench "$W/m.tdm" --tests '' --sweep 4096

@@ -25,6 +25,7 @@
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
+#include "engine/cpu/kmeasure.h"
 #include "runtime/kvcache.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -972,6 +973,25 @@ static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
 
 /* ---- main ---------------------------------------------------------------------------- */
 
+/* tm_kmeasure_peak: a positive rate where the unit exists, "unsupported"
+ * where it does not, "invalid" for what it does not measure */
+static void test_peak(tm_pool *pool)
+{
+    const tm_cpu *cpu = tm_cpu_get();
+    tm_kmeasure r;
+    tm_err err = {0};
+    for (int v = 0; v < 2; v++) {
+        int have = v == 0 ? cpu->amx_usable : tm_cpu_has_avx512(cpu);
+        for (int d = 0; d < 2; d++) {
+            int rc = tm_kmeasure_peak(v ? "avx512" : "amx", d ? TM_DT_Q8PC : TM_DT_BF16, 0.02, pool, &r, &err);
+            CHECK_EQ_INT(rc, have ? TM_OK : TM_E_UNSUPPORTED);
+            if (have) CHECKF(r.gflops > 1.0 && r.gflops < 1e6, "peak %d %d: %g GOP/s", v, d, r.gflops);
+        }
+    }
+    CHECK_EQ_INT(tm_kmeasure_peak("avx2", TM_DT_BF16, 0.02, pool, &r, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_kmeasure_peak("avx512", TM_DT_Q4G64, 0.02, pool, &r, &err), TM_E_INVALID);
+}
+
 int main(void)
 {
     const tm_cpu *cpu = tm_cpu_get();
@@ -979,6 +999,7 @@ int main(void)
     tm_err err = {0};
     CHECK_EQ_INT(tm_pool_init(&pool, NULL, 2, 0, &err), TM_OK);
     test_pack_and_errors();
+    test_peak(pool);
     for (const char *const *v = tm_kernels_variants(); *v; v++) {
         tm_kernels k;
         if (tm_kernels_select(*v, &k, &err) != TM_OK) {

@@ -140,6 +140,19 @@ double bench_generate(tandem_session *s, const int32_t *ids, int P, int G, tande
  * when one is not, -1 when some figure is missing. */
 int bench_acceptance(const bench_report *r, FILE *json, FILE *md);
 
+/* --ceilings (bench_ceil.c): the machine's limits, measured before the tests
+ * ([0]) and after the scenarios ([1]), and each test's fraction of them. */
+typedef struct bench_ceil {
+    int threads;
+    double read_gbps[2];
+    double peak_gops[2][2][2];   /* [amx, avx512][bf16, int8][before, after]; 0: not on this CPU */
+    int64_t decode_bytes;        /* tandem_model_info.decode_bytes_per_token */
+    double prefill_ops;          /* tandem_model_info.prefill_ops_per_token */
+} bench_ceil;
+int bench_ceilings_measure(bench_ceil *c, int threads, int which);
+void bench_ceilings_json(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc);
+void bench_ceilings_md(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc);
+
 /* The chart: an SVG document with a panel for each part of r that ran. */
 void bench_svg(FILE *f, const bench_report *r);
 

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/bench.h"
 #include "cli/cli.h"
@@ -76,6 +77,8 @@ static const char bench_usage[] =
     "                      (--reps runs; with --peer, llama.cpp too: llstall beside --peer-bin, tools/llstall.sh)\n"
     "  --stall-retries N   redo a stall run disturbed by other processes up to N times (default 3)\n"
     "  --no-lend           never lend idle cores to the other side\n"
+    "  --ceilings          measure the read bandwidth and the matrix units' peaks before the tests and after\n"
+    "                      the scenarios, and give each ppN / tgN its fraction of them\n"
     "  --tok-file F        tokenizer speed: encode F (one thread), MB/s\n"
     "When the routes, the sweep or the stall ran, issue 6's acceptance points are judged from the\n"
     "figures (JSON \"acceptance\", a markdown section, stderr).\n";
@@ -88,7 +91,7 @@ static const char *const suite_issue6[] = {
 
 typedef struct bench_opts {
     const char *model, *tests, *routes, *peer, *peer_model, *peer_bin, *json, *md, *svg, *tok_file, *suite;
-    int reps, sweep_reps, sweep_gen, conc_p, conc_g, stall, stall_p, stall_retries, no_lend;
+    int reps, sweep_reps, sweep_gen, conc_p, conc_g, stall, stall_p, stall_retries, no_lend, ceilings;
     int sweep[BENCH_MAX_POINTS], sweep_r[BENCH_MAX_POINTS], n_sweep;  /* sweep_r 0: --sweep-reps */
     int handoff[BENCH_MAX_POINTS], n_handoff;
     int conc[BENCH_MAX_CLIENTS], n_conc;
@@ -198,6 +201,7 @@ static int parse_opts(bench_opts *o, int argc, char **argv, int first)
         else if (!strcmp(a, "--stall-prompt")) bad = int_arg(a, v, 1, 1 << 20, &o->stall_p);
         else if (!strcmp(a, "--stall-retries")) bad = int_arg(a, v, 0, 10, &o->stall_retries);
         else if (!strcmp(a, "--no-lend")) o->no_lend = 1;
+        else if (!strcmp(a, "--ceilings")) o->ceilings = 1;
         else if (!strcmp(a, "--tok-file")) o->tok_file = v;
         else if (!strcmp(a, "--suite")) {
             if (strcmp(v, "issue6") != 0) {
@@ -626,6 +630,14 @@ int cmd_bench(int argc, char **argv)
     static bench_sweep_point sweep[BENCH_MAX_POINTS];
     bench_conc_point conc[BENCH_MAX_CLIENTS];
     bench_stall_res stall = {0};
+    static bench_ceil ceil;
+    ceil.decode_bytes = info.decode_bytes_per_token;
+    ceil.prefill_ops = info.prefill_ops_per_token;
+    int ceil_threads = so.n_threads > 0 ? so.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (o.ceilings && bench_ceilings_measure(&ceil, ceil_threads, 0)) {
+        tandem_model_free(m);
+        return 1;
+    }
     int rc = run_tests(m, &o, so_tests, ts, nt);
     make_rows(ts, nt, rows);
     /* scenarios: JSON members into a memory stream, markdown appended below the table */
@@ -644,6 +656,11 @@ int cmd_bench(int argc, char **argv)
         rc = bench_stall(m, &so_stall, o.stall, o.stall_p, o.reps, o.stall_retries, o.peer ? o.peer_bin : NULL,
                          o.peer_model, sj, sm, &stall);
     if (rc == 0 && o.tok_file) rc = bench_tokenizer(m, o.tok_file, sj, sm);
+    if (rc == 0 && o.ceilings) {
+        rc = bench_ceilings_measure(&ceil, ceil_threads, 1);
+        bench_ceilings_json(sj, &ceil, rows, nt, info.prefill_encoding);
+        if (nt) bench_ceilings_md(sm, &ceil, rows, nt, info.prefill_encoding);
+    }
     fclose(sj);
     fclose(sm);
     int threads = so.n_threads;

@@ -5,6 +5,7 @@
 
 #include "core/status.h"
 #include "model/model.h"
+#include "quant/quant.h"
 #include "runtime/bridge.h"
 #include "runtime/kvcache.h"
 #include "runtime/rt_model.h"
@@ -80,13 +81,24 @@ void tandem_model_get_info(const tandem_model *m, tandem_model_info *info)
     info->max_ctx = d->max_pos;
     int64_t n = tm_tensor_numel(&d->embed) + d->D;
     if (!d->tied) n += tm_tensor_numel(&d->lm_head);
+    double bytes = 0, ops = 0;
     for (int i = 0; i < d->n_spec; i++)
         if (d->spec[i].slot && strncmp(d->spec[i].name, "model.layers.", 13) == 0) {
+            const tm_tensor *t = d->spec[i].slot;
             int64_t k = 1;
             for (int j = 0; j < d->spec[i].ndim; j++) k *= d->spec[i].shape[j];
             n += k;
+            /* an expert's matrices are read by top_k of n_experts tokens' worth */
+            double share = d->n_experts > 0 && strstr(d->spec[i].name, ".experts.")
+                               ? (double)d->top_k / d->n_experts : 1.0;
+            size_t sc = t->ndim == 2 ? tm_quant_scale_count(t->dtype, t->shape[0], t->shape[1]) : 0;
+            bytes += share * (double)(t->nbytes + sc * sizeof(float));
+            if (t->ndim == 2) ops += share * 2.0 * (double)k;
         }
     info->n_params = n;
+    size_t hs = d->lm_head.ndim == 2 ? tm_quant_scale_count(d->lm_head.dtype, d->lm_head.shape[0], d->lm_head.shape[1]) : 0;
+    info->decode_bytes_per_token = (int64_t)(bytes + (double)(d->lm_head.nbytes + hs * sizeof(float)) + d->final_norm.nbytes);
+    info->prefill_ops_per_token = ops;
     info->prefill_encoding = tm_dtype_name(m->rm->prefill_enc);
     info->decode_encoding = tm_dtype_name(m->rm->decode_enc);
     info->is_package = m->rm->pkg != NULL;

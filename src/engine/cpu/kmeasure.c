@@ -8,6 +8,8 @@
 #include "engine/cpu/kmeasure.h"
 
 uint64_t tm_kavx2_read_sum(const void *p, size_t bytes); /* kmeasure_avx2.c */
+double tm_kamx_peak_run(int int8, long iters);            /* kmeasure_amx.c */
+double tm_kavx512_peak_run(int int8, long iters);         /* kmeasure_avx512.c */
 
 static double now_s(void)
 {
@@ -261,5 +263,49 @@ int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_k
     out->calls = calls;
     out->gbps = (double)n * 8 * (double)calls / t / 1e9;
     free(p);
+    return TM_OK;
+}
+
+/* ---- the matrix unit's peak ------------------------------------------------- */
+
+typedef struct peak_job {
+    int amx, int8;
+    double seconds;
+    double ops[64];  /* per worker */
+} peak_job;
+
+static void peak_task(void *ctx, int i, int worker)
+{
+    (void)i;
+    peak_job *j = ctx;
+    double t0 = now_s(), ops = 0;
+    do ops += j->amx ? tm_kamx_peak_run(j->int8, 4096) : tm_kavx512_peak_run(j->int8, 65536);
+    while (now_s() - t0 < j->seconds);
+    j->ops[worker & 63] += ops;
+}
+
+int tm_kmeasure_peak(const char *variant, tm_dtype dt, double seconds, struct tm_pool *pool, tm_kmeasure *out,
+                     tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const tm_cpu *c = tm_cpu_get();
+    int amx = !strcmp(variant, "amx"), int8 = dt == TM_DT_Q8PC;
+    if ((dt != TM_DT_BF16 && dt != TM_DT_Q8PC) || (!amx && strcmp(variant, "avx512")))
+        return tm_errf(err, TM_E_INVALID, "kmeasure peak: %s %s (amx or avx512; bf16 or int8)", variant, tm_dtype_name(dt));
+    if (amx ? !c->amx_usable : !tm_cpu_has_avx512(c))
+        return tm_errf(err, TM_E_UNSUPPORTED, "kmeasure peak: %s cannot run on this CPU", variant);
+    int nw = tm_pool_size(pool);
+    peak_job j = {amx, int8, seconds / 10, {0}};
+    tm_pool_run(pool, nw, peak_task, &j); /* warm-up: clocks and, for AMX, the tile unit's power-up */
+    memset(j.ops, 0, sizeof j.ops);
+    j.seconds = seconds;
+    double t0 = now_s(), c0 = cpu_s();
+    tm_pool_run(pool, nw, peak_task, &j);
+    double t = now_s() - t0, ops = 0;
+    for (int w = 0; w < 64; w++) ops += j.ops[w];
+    out->seconds = t;
+    out->cpu_seconds = cpu_s() - c0;
+    out->calls = 1;
+    out->gflops = ops / t / 1e9;
     return TM_OK;
 }

@@ -38,5 +38,12 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
 /* Plain read bandwidth over `bytes` of memory, split across the pool (the
  * ceiling GEMV figures are compared with). */
 int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
+/* The matrix unit's peak on every thread of the pool: out->gflops (GFLOP/s
+ * for bf16, GOP/s for int8) of back-to-back products with operands in
+ * registers, the ceiling GEMM figures are compared with. variant "amx"
+ * (TDPBF16PS / TDPBUSD tiles) or "avx512" (vdpbf16ps / vpdpbusd); dt TM_DT_BF16
+ * or TM_DT_Q8PC. TM_E_UNSUPPORTED where this CPU cannot run it. */
+int tm_kmeasure_peak(const char *variant, tm_dtype dt, double seconds, struct tm_pool *pool, tm_kmeasure *out,
+                     tm_err *err);
 
 #endif

@@ -1,0 +1,108 @@
+/* cli/bench_ceil.c: `tandem bench --ceilings`: the machine's limits measured
+ * in the same run as the tests (memory read bandwidth, the matrix units'
+ * peaks), before the tests and again after the scenarios, and each test's
+ * fraction of them:
+ *   tgN: GB/s = decode bytes per token (tandem_model_info) x tokens/s, over
+ *        the read bandwidth;
+ *   ppN: useful GOP/s = prefill ops per token x tokens/s (attention not
+ *        counted), over the peak of the prefill engine's matrix unit at the
+ *        prefill encoding (AMX or AVX-512; bf16 or int8).
+ * The ceiling used is the higher of the two measurements (the conservative
+ * fraction); both are reported. The machine is shared: the spread between
+ * them is part of the result. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/bench.h"
+#include "core/threadpool.h"
+#include "engine/cpu/kmeasure.h"
+
+static const char *const peak_variant[2] = {"amx", "avx512"};
+static const tm_dtype peak_dtype[2] = {TM_DT_BF16, TM_DT_Q8PC};
+
+int bench_ceilings_measure(bench_ceil *c, int threads, int which)
+{
+    int cpus[256], n = threads < 1 ? 1 : threads > 256 ? 256 : threads;
+    for (int i = 0; i < n; i++) cpus[i] = i;
+    tm_pool *pool = NULL;
+    tm_err err = {0};
+    if (tm_pool_init(&pool, cpus, n, 0, &err) != TM_OK || tm_pool_pin_caller(pool, &err) != TM_OK) {
+        fprintf(stderr, "tandem bench: --ceilings: %s\n", err.msg);
+        tm_pool_free(pool);
+        return 1;
+    }
+    c->threads = n;
+    tm_kmeasure r;
+    if (tm_kmeasure_memread((size_t)512 << 20, 1.0, pool, &r, &err) == TM_OK) c->read_gbps[which] = r.gbps;
+    for (int v = 0; v < 2; v++)
+        for (int d = 0; d < 2; d++)
+            if (tm_kmeasure_peak(peak_variant[v], peak_dtype[d], 0.5, pool, &r, &err) == TM_OK)
+                c->peak_gops[v][d][which] = r.gflops;
+    tm_pool_free(pool);
+    fprintf(stderr, "bench ceilings (%s, %d threads): read %.1f GB/s; peaks GOP/s amx bf16 %.0f int8 %.0f, "
+                    "avx512 bf16 %.0f int8 %.0f\n", which ? "after" : "before", n, c->read_gbps[which],
+            c->peak_gops[0][0][which], c->peak_gops[0][1][which], c->peak_gops[1][0][which], c->peak_gops[1][1][which]);
+    return 0;
+}
+
+static double hi(const double v[2]) { return v[0] > v[1] ? v[0] : v[1]; }
+
+/* The ceiling a row is compared with: GB/s (tg) or GOP/s (pp); 0: none */
+static double row_ceiling(const bench_ceil *c, const bench_row *r, const char *prefill_enc)
+{
+    if (r->kind == 'g') return hi(c->read_gbps);
+    if (r->kind != 'p') return 0;
+    int v = strstr(r->prefill_engine, "amx") ? 0 : strstr(r->prefill_engine, "avx512") ? 1 : -1;
+    int d = !strcmp(prefill_enc, "bf16") ? 0 : !strcmp(prefill_enc, "int8") ? 1 : -1;
+    return v < 0 || d < 0 ? 0 : hi(c->peak_gops[v][d]);
+}
+
+/* the row's achieved rate in the ceiling's unit */
+static double row_rate(const bench_ceil *c, const bench_row *r)
+{
+    if (r->kind == 'g') return r->value * (double)c->decode_bytes / 1e9;
+    if (r->kind == 'p') return r->value * c->prefill_ops / 1e9;
+    return 0;
+}
+
+void bench_ceilings_json(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc)
+{
+    fprintf(f, "  \"ceilings\": {\"threads\": %d, \"read_gbps\": [%.2f, %.2f], \"decode_bytes_per_token\": %.0f, "
+               "\"prefill_ops_per_token\": %.0f,\n    \"peak_gops\": {",
+            c->threads, c->read_gbps[0], c->read_gbps[1], (double)c->decode_bytes, c->prefill_ops);
+    for (int v = 0; v < 2; v++)
+        for (int d = 0; d < 2; d++)
+            fprintf(f, "%s\"%s_%s\": [%.0f, %.0f]", v + d ? ", " : "", peak_variant[v], d ? "int8" : "bf16",
+                    c->peak_gops[v][d][0], c->peak_gops[v][d][1]);
+    fprintf(f, "},\n    \"tests\": [");
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        double ceil = row_ceiling(c, &rows[i], prefill_enc), rate = row_rate(c, &rows[i]);
+        if (ceil <= 0 || rate <= 0) continue;
+        fprintf(f, "%s{\"test\": \"%s\", \"route\": \"%s\", \"%s\": %.2f, \"fraction\": %.3f}", k++ ? ", " : "",
+                rows[i].name, bench_route_name(rows[i].route), rows[i].kind == 'g' ? "gbps" : "useful_gops", rate,
+                rate / ceil);
+    }
+    fprintf(f, "]},\n");
+}
+
+void bench_ceilings_md(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc)
+{
+    fprintf(f, "\nCeilings measured in this run (%d threads, before / after the tests): read %.1f / %.1f GB/s; "
+               "AMX bf16 %.2f / %.2f TFLOP/s, int8 %.2f / %.2f TOP/s; AVX-512 bf16 %.2f / %.2f, int8 %.2f / %.2f.\n",
+            c->threads, c->read_gbps[0], c->read_gbps[1], c->peak_gops[0][0][0] / 1e3, c->peak_gops[0][0][1] / 1e3,
+            c->peak_gops[0][1][0] / 1e3, c->peak_gops[0][1][1] / 1e3, c->peak_gops[1][0][0] / 1e3,
+            c->peak_gops[1][0][1] / 1e3, c->peak_gops[1][1][0] / 1e3, c->peak_gops[1][1][1] / 1e3);
+    for (int i = 0; i < n; i++) {
+        const bench_row *r = &rows[i];
+        double ceil = row_ceiling(c, r, prefill_enc), rate = row_rate(c, r);
+        if (ceil <= 0 || rate <= 0) continue;
+        if (r->kind == 'g')
+            fprintf(f, "- %s (%s): %.1f GB/s of weights (%.3f GB per token) = **%.0f%%** of the read bandwidth\n",
+                    r->name, bench_route_name(r->route), rate, (double)c->decode_bytes / 1e9, 100 * rate / ceil);
+        else
+            fprintf(f, "- %s (%s, %s %s): %.2f TOP/s of useful matrix work (%.2f GOP per token) = **%.0f%%** of the "
+                       "peak\n", r->name, bench_route_name(r->route), r->prefill_engine, prefill_enc, rate / 1e3,
+                    c->prefill_ops / 1e9, 100 * rate / ceil);
+    }
+}
