@@ -113,11 +113,28 @@ static void fuzz_prefill(src *s, tm_kernels *best)
 static void fuzz_decode(src *s, tm_kernels *best)
 {
     int B = 1 + take(s) % 3, Hk = 1 + take(s) % 2, grp = 1 + take(s) % 3, H = Hk * grp, Dh = 1 + take(s) % 40;
-    int ps = 1 + take(s) % 20, npages = 1 + take(s) % 12;
-    tm_dtype dt = take(s) & 1 ? TM_DT_BF16 : TM_DT_F16;
-    size_t page_elems = (size_t)Hk * ps * Dh;
-    uint16_t *kp = malloc(npages * page_elems * 2), *vp = malloc(npages * page_elems * 2);
-    for (size_t i = 0; i < npages * page_elems; i++) kp[i] = (uint16_t)(0x3000 | take(s)), vp[i] = (uint16_t)(0x3000 | take(s));
+    int ps = 1 + take(s) % 20, npages = 1 + take(s) % 12, pick = take(s) % 3;
+    tm_dtype dt = pick == 0 ? TM_DT_BF16 : pick == 1 ? TM_DT_F16 : TM_DT_Q8PC;
+    /* int8 blocks: scale[ps] f32 then q[ps][Dh], tightly packed (head_bytes 0) */
+    size_t head = dt == TM_DT_Q8PC ? 4 * (size_t)ps + (size_t)ps * Dh : (size_t)ps * Dh * 2;
+    size_t page_bytes = (size_t)Hk * head;
+    uint8_t *kp = malloc(npages * page_bytes), *vp = malloc(npages * page_bytes);
+    for (size_t i = 0; i < npages * page_bytes; i++) kp[i] = take(s), vp[i] = take(s);
+    for (int p = 0; p < npages * Hk; p++)
+        for (int r = 0; r < ps; r++) {
+            uint8_t *blk[2] = {kp + (size_t)p * head, vp + (size_t)p * head};
+            for (int w = 0; w < 2; w++) {
+                if (dt == TM_DT_Q8PC) { /* finite scales; the int8 rows stay arbitrary bytes */
+                    float sc = (float)(take(s) % 64) / 256.f;
+                    memcpy(blk[w] + 4 * (size_t)r, &sc, 4);
+                } else { /* sane exponents */
+                    for (int d = 0; d < Dh; d++) {
+                        uint16_t x = (uint16_t)(0x3000 | take(s));
+                        memcpy(blk[w] + 2 * ((size_t)r * Dh + d), &x, 2);
+                    }
+                }
+            }
+        }
     float *q = malloc(sizeof(float) * B * H * Dh), *out = malloc(sizeof(float) * B * H * Dh);
     fill_f32(s, q, (size_t)B * H * Dh);
     int ctx[3];
@@ -129,8 +146,8 @@ static void fuzz_decode(src *s, tm_kernels *best)
         for (int i = 0; i < np; i++) tab[b][i] = (int32_t)(take(s) % (npages + 1)); /* sometimes out of range */
     }
     const int32_t *const tabs[3] = {tab[0], B > 1 ? tab[1] : NULL, B > 2 ? tab[2] : NULL};
-    tm_kattn_decode a = {B, H, Hk, Dh, q, kp, vp, page_elems * 2, ps, dt, npages, tabs, ctx, out,
-                         0.2f, take(s) % 3 ? 0.f : 30.f, take(s) % 3 ? 0 : 1 + take(s) % 30};
+    tm_kattn_decode a = {B, H, Hk, Dh, q, kp, vp, page_bytes, ps, dt, npages, tabs, ctx, out,
+                         0.2f, take(s) % 3 ? 0.f : 30.f, take(s) % 3 ? 0 : 1 + take(s) % 30, 0};
     tm_kbuf ws = {0};
     int rc = best->attn_decode(&a, &ws, NULL);
     if (rc == TM_OK && !all_finite(out, (size_t)B * H * Dh)) abort();
