@@ -973,6 +973,34 @@ static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
 
 /* ---- main ---------------------------------------------------------------------------- */
 
+/* TM_KPACK_HUGE: a weight of 2 MB or more is streamed from a copy in huge
+ * pages (where THP is on); the GEMV gives the same bytes as from the tensor's own */
+static void test_pack_huge(const tm_kernels *k, tm_pool *pool)
+{
+    tm_err err = {0};
+    wbuf w;
+    wbuf_make(&w, TM_DT_Q4G64, 1024, 4096); /* 2 MB of int4 */
+    tm_kweight *a = NULL, *b = NULL;
+    CHECK_EQ_INT(tm_kpack_init(&a, &w.t, TM_KPACK_GEMV, &err), TM_OK);
+    CHECK_EQ_INT(tm_kpack_init(&b, &w.t, TM_KPACK_GEMV | TM_KPACK_HUGE, &err), TM_OK);
+    if (a && b) {
+        CHECK(a->data == w.t.data);
+        CHECK(tm_khuge_ok() ? b->data != w.t.data && b->scales != w.t.scales : b->data == w.t.data);
+        CHECK(memcmp(b->data, w.t.data, (size_t)1024 * 2048) == 0);
+        float *x = rand_vec(4096, 1.0f), ya[1024], yb[1024];
+        tm_kact act = {.M = 1, .K = 4096, .f32 = x};
+        tm_kbuf ws = {0};
+        CHECK_EQ_INT(k->gemv_q4(a, &act, ya, &ws, pool), TM_OK);
+        CHECK_EQ_INT(k->gemv_q4(b, &act, yb, &ws, pool), TM_OK);
+        CHECK(memcmp(ya, yb, sizeof ya) == 0);
+        tm_kbuf_free(&ws);
+        free(x);
+    }
+    tm_kpack_free(a);
+    tm_kpack_free(b);
+    wbuf_free(&w);
+}
+
 /* tm_kmeasure_peak: a positive rate where the unit exists, "unsupported"
  * where it does not, "invalid" for what it does not measure */
 static void test_peak(tm_pool *pool)
@@ -1011,6 +1039,7 @@ int main(void)
         }
         printf("variant %s\n", k.name);
         test_matmul(&k, pool);
+        test_pack_huge(&k, pool);
         if (strcmp(*v, "scalar") != 0) test_small_ops(&k);
         test_attn_prefill(&k, pool);
         test_attn_decode(&k, pool);

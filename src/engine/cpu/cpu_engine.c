@@ -114,6 +114,7 @@ static int pack(tm_kweight **out, const tm_tensor *t, unsigned roles, tm_err *er
     if (!t->data) return TM_OK;
     int uses = TM_KPACK_GEMV;
     if ((roles & TM_ROLE_PREFILL) && (t->dtype == TM_DT_BF16 || t->dtype == TM_DT_Q8PC)) uses |= TM_KPACK_GEMM;
+    if (roles & TM_ROLE_DECODE) uses |= TM_KPACK_HUGE; /* decode streams these every step */
     return tm_kpack_init(out, t, uses, err);
 }
 

@@ -29,6 +29,7 @@ struct tm_kweight {
     int32_t *colsum;       /* Q8PC: [Np] sum_k q[n][k] (owned) */
     void *panel;           /* TM_KPACK_GEMM: see the layouts above (owned), else NULL */
     float *pscale;         /* Q8PC with panel: [Np] scales, 0 past N (owned) */
+    void *copy;            /* TM_KPACK_HUGE: data then scales, what data/scales point to (owned), or NULL */
     int Kp, Np;            /* padded sizes of the panel layout */
 };
 

@@ -1,7 +1,28 @@
-/* engine/cpu/kmeasure_avx512.c: the AVX-512 dot-product peak (vdpbf16ps for
- * bf16, vpdpbusd for int8), the ceiling of the avx512 variant's GEMMs:
- * 8 independent accumulators, operands in registers. */
+/* engine/cpu/kmeasure_avx512.c: with AVX-512, kmeasure's read-bandwidth loop,
+ * and the dot-product peak (vdpbf16ps for bf16, vpdpbusd for int8), the
+ * ceiling of the avx512 variant's GEMMs: 8 independent accumulators,
+ * operands in registers. */
 #include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* the read-bandwidth loop of kmeasure with 512-bit loads (64-byte aligned p, bytes a multiple of 256) */
+uint64_t tm_kavx512_read_sum(const void *p, size_t bytes);
+
+uint64_t tm_kavx512_read_sum(const void *p, size_t bytes)
+{
+    const __m512i *v = p;
+    size_t n = bytes / 256;
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < n; i++, v += 4) {
+        s0 = _mm512_add_epi64(s0, _mm512_load_si512(v + 0));
+        s1 = _mm512_add_epi64(s1, _mm512_load_si512(v + 1));
+        s2 = _mm512_add_epi64(s2, _mm512_load_si512(v + 2));
+        s3 = _mm512_add_epi64(s3, _mm512_load_si512(v + 3));
+    }
+    __m512i s = _mm512_xor_si512(_mm512_xor_si512(s0, s1), _mm512_xor_si512(s2, s3));
+    return (uint64_t)_mm512_reduce_add_epi64(s);
+}
 
 /* iters x 8 instructions on this thread; returns the ops done (2 per multiply-add) */
 double tm_kavx512_peak_run(int int8, long iters);

@@ -1,7 +1,10 @@
 /* engine/cpu/kpack.c: binding weights for the kernels (row sums, GEMM panels,
  * see the layouts in kernels-impl.h), and the scratch buffer. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/cpu/kernels-impl.h"
 
@@ -27,6 +30,39 @@ void tm_kbuf_free(tm_kbuf *ws)
     ws->cap = 0;
 }
 
+static int huge_ok;
+static void huge_probe(void)
+{
+    const char *e = getenv("TANDEM_HUGEPAGES");
+    if (e && !strcmp(e, "0")) return;
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char buf[128] = "";
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+        fclose(f);
+    }
+    huge_ok = strstr(buf, "[always]") || strstr(buf, "[madvise]");
+}
+
+int tm_khuge_ok(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, huge_probe);
+    return huge_ok;
+}
+
+void *tm_khuge_alloc(size_t n)
+{
+    const size_t H = (size_t)2 << 20;
+    if (n < H || !tm_khuge_ok()) return aligned_alloc(64, tm_kalign64(n ? n : 1));
+    size_t sz = (n + H - 1) & ~(H - 1);
+    void *p = aligned_alloc(H, sz);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, sz, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 int tm_kweight_n(const tm_kweight *w) { return w->N; }
 int tm_kweight_k(const tm_kweight *w) { return w->K; }
 tm_dtype tm_kweight_dtype(const tm_kweight *w) { return w->dtype; }
@@ -44,6 +80,7 @@ void tm_kpack_free(tm_kweight *w)
     free(w->colsum);
     free(w->panel);
     free(w->pscale);
+    free(w->copy);
     free(w);
 }
 
@@ -51,7 +88,7 @@ static int pack_bf16(tm_kweight *w)
 {
     const uint16_t *src = w->data;
     size_t kp2 = (size_t)w->Kp / 2;
-    uint16_t *dst = aligned_alloc(64, (size_t)w->Np * (size_t)w->Kp * 2);
+    uint16_t *dst = tm_khuge_alloc((size_t)w->Np * (size_t)w->Kp * 2);
     if (!dst) return TM_E_NOMEM;
     for (int p = 0; p < w->Np / 32; p++)
         for (size_t r = 0; r < kp2; r++) {
@@ -72,7 +109,7 @@ static int pack_q8(tm_kweight *w)
 {
     const int8_t *src = w->data;
     size_t kp4 = (size_t)w->Kp / 4;
-    int8_t *dst = aligned_alloc(64, (size_t)w->Np * (size_t)w->Kp);
+    int8_t *dst = tm_khuge_alloc((size_t)w->Np * (size_t)w->Kp);
     w->pscale = calloc((size_t)w->Np, sizeof(float));
     if (!dst || !w->pscale) { free(dst); return TM_E_NOMEM; }
     for (int p = 0; p < w->Np / 32; p++)
@@ -153,6 +190,19 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
         }
     }
     if (rc == TM_OK && (uses & TM_KPACK_GEMM)) rc = t->dtype == TM_DT_BF16 ? pack_bf16(w) : pack_q8(w);
+    size_t db = (size_t)N * row_bytes, ns = t->dtype == TM_DT_BF16 ? 0 : t->dtype == TM_DT_Q8PC ? (size_t)N : (size_t)N * (size_t)(K / G);
+    if (rc == TM_OK && (uses & TM_KPACK_HUGE) && (uses & TM_KPACK_GEMV) && db >= ((size_t)2 << 20) && tm_khuge_ok()) {
+        /* data [N][row_bytes], then (64-byte aligned) the scales */
+        w->copy = tm_khuge_alloc(tm_kalign64(db) + ns * sizeof(float));
+        if (!w->copy) {
+            rc = TM_E_NOMEM;
+        } else {
+            memcpy(w->copy, t->data, db);
+            if (ns) memcpy((char *)w->copy + tm_kalign64(db), t->scales, ns * sizeof(float));
+            w->data = w->copy;
+            w->scales = ns ? (const float *)((char *)w->copy + tm_kalign64(db)) : NULL;
+        }
+    }
     if (rc != TM_OK) {
         tm_kpack_free(w);
         return tm_errf(err, rc, "tensor '%s': out of memory packing [%lld][%lld]", name, (long long)N, (long long)K);
