@@ -214,6 +214,11 @@ if pp:  # only where the prefill engine has a measured matrix peak (amx or avx51
 PY
 else grep -q '"ceilings"' "$W/out" && ok || bad "bench --ceilings: no ceilings in $(head -c 300 "$W/out")"; fi
 grep -q "of the read bandwidth" "$W/c.md" && ok || bad "bench --ceilings markdown: $(cat "$W/c.md")"
+# ... and the peer, forked after the measurement, still gets every cpu this shell has (a fake
+# llbench that reports the count of cpus it may run on as its rate)
+printf '#!/bin/sh\necho "RESULT t/s: min 0 median $(nproc) max 0"\n' > "$W/fakepeer"; chmod +x "$W/fakepeer"
+expect 0 $T bench "$W/m.tdm" --tests tg8 --reps 1 --ceilings --peer llama.cpp --peer-model "$W/m.tdm" --peer-bin "$W/fakepeer"
+grep -q "\"peer_tokens_per_s\": $(nproc)\.0000" "$W/out" && ok || bad "bench --ceilings: the peer lost cpus: $(grep -o '"peer_tokens_per_s": [0-9.]*' "$W/out")"
 expect 2 $T bench "$W/m.tdm" --tests '' --sweep 16,2000 -c 1024
 grep -q "sweep 2000 .*-c is 1024" "$W/err" && one_line || bad "sweep past -c: $(cat "$W/err")"
 expect 2 $T bench "$W/m.tdm" --tests '' --sweep 4096
