@@ -27,37 +27,30 @@ uint64_t tm_kavx512_read_sum(const void *p, size_t bytes)
 /* iters x 8 instructions on this thread; returns the ops done (2 per multiply-add) */
 double tm_kavx512_peak_run(int int8, long iters);
 
+/* 8 independent accumulators of type T through OP(acc, x, y) iters times; the
+ * empty asm "changes" x so the loop is kept, ADD folds them, RED reduces */
+#define PEAK_LOOP(T, OP, ADD, RED, x, y, zero, sink)                                         \
+    do {                                                                                     \
+        T s0 = zero, s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;        \
+        for (long i = 0; i < iters; i++) {                                                   \
+            s0 = OP(s0, x, y); s1 = OP(s1, x, y); s2 = OP(s2, x, y); s3 = OP(s3, x, y);     \
+            s4 = OP(s4, x, y); s5 = OP(s5, x, y); s6 = OP(s6, x, y); s7 = OP(s7, x, y);     \
+            __asm__ volatile("" : "+v"(x));                                                  \
+        }                                                                                    \
+        sink = (float)RED(ADD(ADD(ADD(s0, s1), ADD(s2, s3)), ADD(ADD(s4, s5), ADD(s6, s7)))); \
+    } while (0)
+
 double tm_kavx512_peak_run(int int8, long iters)
 {
     volatile float sink;
     if (int8) {
         __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(5);
-        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-        for (long i = 0; i < iters; i++) {
-            s0 = _mm512_dpbusd_epi32(s0, x, y); s1 = _mm512_dpbusd_epi32(s1, x, y);
-            s2 = _mm512_dpbusd_epi32(s2, x, y); s3 = _mm512_dpbusd_epi32(s3, x, y);
-            s4 = _mm512_dpbusd_epi32(s4, x, y); s5 = _mm512_dpbusd_epi32(s5, x, y);
-            s6 = _mm512_dpbusd_epi32(s6, x, y); s7 = _mm512_dpbusd_epi32(s7, x, y);
-            __asm__ volatile("" : "+v"(x)); /* keep the loop: x is "changed" */
-        }
-        __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3)),
-                                     _mm512_add_epi32(_mm512_add_epi32(s4, s5), _mm512_add_epi32(s6, s7)));
-        sink = (float)_mm512_reduce_add_epi32(s);
-        (void)sink;
-        return (double)iters * 8 * 64 * 2;
+        PEAK_LOOP(__m512i, _mm512_dpbusd_epi32, _mm512_add_epi32, _mm512_reduce_add_epi32, x, y,
+                  _mm512_setzero_si512(), sink);
+        return (double)iters * 8 * 64 * 2; /* 64 u8 x s8 products per instruction */
     }
     __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = x;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-    for (long i = 0; i < iters; i++) {
-        s0 = _mm512_dpbf16_ps(s0, x, y); s1 = _mm512_dpbf16_ps(s1, x, y);
-        s2 = _mm512_dpbf16_ps(s2, x, y); s3 = _mm512_dpbf16_ps(s3, x, y);
-        s4 = _mm512_dpbf16_ps(s4, x, y); s5 = _mm512_dpbf16_ps(s5, x, y);
-        s6 = _mm512_dpbf16_ps(s6, x, y); s7 = _mm512_dpbf16_ps(s7, x, y);
-        __asm__ volatile("" : "+v"(x));
-    }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)),
-                             _mm512_add_ps(_mm512_add_ps(s4, s5), _mm512_add_ps(s6, s7)));
-    sink = _mm512_reduce_add_ps(s);
+    PEAK_LOOP(__m512, _mm512_dpbf16_ps, _mm512_add_ps, _mm512_reduce_add_ps, x, y, _mm512_setzero_ps(), sink);
     (void)sink;
-    return (double)iters * 8 * 32 * 2;
+    return (double)iters * 8 * 32 * 2; /* 32 bf16 pairs per instruction */
 }
