@@ -26,7 +26,7 @@ st synth
 GG=$!
 mkdir -p /tmp/tb; build/tandem synth --like llama-3.2-1b -o /tmp/tb/llama1b > /dev/null 2>&1
 build/tandem convert /tmp/tb/llama1b -o /tmp/tb/l1b.tdm --threads 8 > /dev/null 2>> $A
-build/tandem convert /tmp/tb/llama1b -o /tmp/tb/l1b-i8.tdm --prefill-enc int8 --threads 8 > /dev/null 2>> $A
+build/tandem convert /tmp/tb/llama1b -o /tmp/tb/l1b-i8.tdm --prefill-enc int8 --head-enc int4g64 --threads 8 > /dev/null 2>> $A
 st tests
 ( timeout 120 build/tests/test_kernels 2>&1 | grep -iE "amx|passed|fail|reference" | tail -12; timeout 200 build/tests/test_engine 2>&1 | tail -2; timeout 250 build/tests/test_engine_conf 2>&1 | grep -E "cpu-amx|passed|FAIL" | tail -12 ) >> $A 2>&1
 wait $GG; tail -1 /tmp/gguf.log >> $A
@@ -37,7 +37,7 @@ build/ceilings 1 3 2>&1 | grep -E "AMX.*2T" >> $A
 st bench
 export LLB_BACKEND_DIR=$R/.devdeps/peer/lib LLB_MAX_FOREIGN=1000
 BL="$R/.devdeps/lib:$R/.devdeps/peer/lib"
-LD_LIBRARY_PATH=$BL timeout 150 build/tandem bench /tmp/tb/l1b-i8.tdm -t 2 --tests pp512,e448+64 --reps 3 --peer llama.cpp --peer-model /tmp/gg/llama1b-q4_0.gguf --peer-bin $R/.devdeps/peer/llbench --md $OUT/xeon-i8-q4.md --svg $OUT/xeon-i8-q4.svg > $OUT/xeon-i8-q4.json 2>> $A
+LD_LIBRARY_PATH=$BL timeout 400 build/tandem bench /tmp/tb/l1b-i8.tdm -t 2 --tests pp512,tg128,e448+64 --reps 3 --ceilings --peer llama.cpp --peer-model /tmp/gg/llama1b-q4_0.gguf --peer-bin $R/.devdeps/peer/llbench --md $OUT/xeon-i8-q4.md --svg $OUT/xeon-i8-q4.svg > $OUT/xeon-i8-q4.json 2>> $A
 st bf16
 LD_LIBRARY_PATH=$BL timeout 80 build/tandem bench /tmp/tb/l1b.tdm -t 2 --tests pp512 --reps 3 --peer llama.cpp --peer-model /tmp/gg/llama1b-q4_0.gguf --peer-bin $R/.devdeps/peer/llbench --md $OUT/xeon-bf16-q4.md > $OUT/xeon-bf16-q4.json 2>> $A
 st profile
