@@ -216,19 +216,19 @@ static void test_kv_int8(void)
     CHECK(text && tm_tok_encode(rm->tok, text, 4000, 1, &ids, &n, &err) == TM_OK);
     free(text);
     enum { N = 224, NP = 160 };
-    int V = rm->decode->V, rows = N - NP + 1;
+    int V = rm->decode->V;
     tm_ref *ref = NULL;
     CHECKF(n >= N && tm_ref_init(&ref, rm->decode, 256, 2, &err) == TM_OK, "%zu tokens: %s", n, err.msg);
-    float *want = malloc(sizeof(float) * (size_t)N * V), *got = malloc(sizeof(float) * (size_t)rows * V);
+    float *want = malloc(sizeof(float) * (size_t)N * V), *got = malloc(sizeof(float) * (size_t)(N - NP + 1) * V);
     CHECK(ref && tm_ref_forward(ref, ids, N, 0, want, 1, &err) == TM_OK);
     tm_ref_free(ref);
     for (size_t e = 0; ref && e < sizeof engines / sizeof engines[0]; e++) {
         int scalar = strcmp(engines[e], "cpu-scalar") == 0;
-        if (scalar && getenv("TM_SANITIZER")) { /* minutes under ASan; test_kernels covers its kernels there */
-            printf("SKIP %s int8 KV: sanitizer build\n", engines[e]);
-            continue;
-        }
         if (!engine_here(engines[e])) continue;
+        /* the scalar engine under ASan would take minutes at 224 tokens: score a shorter prefix there
+         * (the reference's logits are causal, so its rows for the first np + rows tokens still hold) */
+        int np = scalar && getenv("TM_SANITIZER") ? 48 : NP, ntok = scalar && getenv("TM_SANITIZER") ? 80 : N;
+        int rows = ntok - np + 1;
         for (int kvi = scalar; kvi < 2; kvi++) /* the bf16 KV baseline, for comparison, on the SIMD engines */
             for (int stateless = 0; stateless < 2; stateless++) {
                 tandem_session_opts o;
@@ -241,12 +241,12 @@ static void test_kv_int8(void)
                 tm_session *s = NULL;
                 CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
                 if (!s) continue;
-                CHECKF(tm_session_score(s, ids, N, NP, TANDEM_ROUTE_HYBRID, got, &err) == TM_OK, "%s", err.msg);
+                CHECKF(tm_session_score(s, ids, ntok, np, TANDEM_ROUTE_HYBRID, got, &err) == TM_OK, "%s", err.msg);
                 int agree = 0;
                 double kl = 0;
                 for (int i = 0; i < rows; i++) {
                     int a;
-                    kl += kl_row(got + (size_t)i * V, want + (size_t)(NP - 1 + i) * V, V, &a);
+                    kl += kl_row(got + (size_t)i * V, want + (size_t)(np - 1 + i) * V, V, &a);
                     agree += a;
                 }
                 kl /= rows;

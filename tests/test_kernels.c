@@ -650,6 +650,23 @@ static float *attn_kv(tm_dtype dt, size_t n, void **raw)
 /* tol: f32 kernels 1.6e-4 + 1e-5 |r|; the AMX kernel feeds Q and P to the
  * tiles as bf16 hi + lo pairs (each to ~2^-16), so 1e-3 (1 + |r|) (one plain
  * bf16 rounding of Q and P moved outputs by up to 0.5% of |r|) */
+static int attn_close(const float *y, const float *r, size_t n, double tol, const char *what);
+
+/* k's attn_decode on a (a->out NaN-filled first), on one thread and on the
+ * pool, against ref [B][H][Dh] */
+static void check_decode(const tm_kernels *k, const tm_kattn_decode *a, const float *ref, tm_kbuf *ws, tm_pool *pool,
+                         const char *what)
+{
+    size_t n = (size_t)a->B * a->H * a->Dh;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) a->out[i] = NAN;
+        CHECK_EQ_INT(k->attn_decode(a, ws, pass ? pool : NULL), TM_OK);
+        char w[192];
+        snprintf(w, sizeof w, "%s%s", what, pass ? " (pool)" : "");
+        CHECK_EQ_INT(attn_close(a->out, ref, n, 2e-5 * 8.0, w), 0);
+    }
+}
+
 static int attn_close(const float *y, const float *r, size_t n, double tol, const char *what)
 {
     int bad = 0;
@@ -767,13 +784,9 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
                              1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window, 0};
         CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
         a.out = out;
-        for (int pass = 0; pass < 2; pass++) {
-            for (int i = 0; i < B * H * Dh; i++) out[i] = NAN;
-            CHECK_EQ_INT(k->attn_decode(&a, &ws, pass ? pool : NULL), TM_OK);
-            char what[128];
-            snprintf(what, sizeof what, "%s attn_decode case %zu%s", k->name, c, pass ? " (pool)" : "");
-            CHECK_EQ_INT(attn_close(out, ref, (size_t)B * H * Dh, 2e-5 * 8.0, what), 0);
-        }
+        char what[128];
+        snprintf(what, sizeof what, "%s attn_decode case %zu", k->name, c);
+        check_decode(k, &a, ref, &ws, pool, what);
         /* the two references agree: decode over pages == prefill's last query
          * over the same keys laid out contiguously (f16 is not a prefill dtype:
          * widen it to f32) */
@@ -899,11 +912,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         snprintf(what, sizeof what, "%s attn_decode int8 case %d (B %d H %d Hk %d Dh %d page %d ctx %d window %d cap %g)",
                  k->name, c, B, H, Hk, Dh, ps, cap, window, softcap);
         a.out = out;
-        for (int pass = 0; pass < 2; pass++) {
-            for (int i = 0; i < B * H * Dh; i++) out[i] = NAN;
-            CHECK_EQ_INT(k->attn_decode(&a, &ws, pass ? pool : NULL), TM_OK);
-            CHECK_EQ_INT(attn_close(out, ref, (size_t)B * H * Dh, 2e-5 * 8.0, what), 0);
-        }
+        check_decode(k, &a, ref, &ws, pool, what);
         /* the int8 reference reads the layout right: the f32 prefill reference over the
          * dequantized rows, with the quantized query, gives the same */
         float *qd = malloc(sizeof(float) * B * H * Dh), *pf = malloc(sizeof(float) * H * Dh);
@@ -958,13 +967,9 @@ static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
         for (int t = 0; t < T; t++) { tabs[t] = kv.tab[0]; ctx[t] = P + t + 1; }
         tm_kattn_decode a = {T, H, Hk, Dh, q, kv.k, kv.v, kv.page_bytes, cs[c].ps, TM_DT_Q8PC, kv.npages, tabs, ctx,
                              out, p.scale, cs[c].softcap, cs[c].window, kv.head_bytes};
-        for (int pass = 0; pass < 2; pass++) {
-            for (int i = 0; i < T * H * Dh; i++) out[i] = NAN;
-            CHECK_EQ_INT(k->attn_decode(&a, &ws, pass ? pool : NULL), TM_OK);
-            char what[128];
-            snprintf(what, sizeof what, "%s int8-KV prefill chunk case %zu%s", k->name, c, pass ? " (pool)" : "");
-            CHECK_EQ_INT(attn_close(out, ref, (size_t)T * H * Dh, 2e-5 * 8.0, what), 0);
-        }
+        char what[128];
+        snprintf(what, sizeof what, "%s int8-KV prefill chunk case %zu", k->name, c);
+        check_decode(k, &a, ref, &ws, pool, what);
         free(tabs); free(ctx); free(q); free(qd); free(out); free(ref);
         q8kv_free(&kv);
     }

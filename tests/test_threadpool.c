@@ -123,11 +123,14 @@ static void test_affinity(void)
     CHECKF(atomic_load(&j.bad_cpu) == 0, "%d tasks ran off their worker's cpu", atomic_load(&j.bad_cpu));
     tm_pool_free(pool);
     j.cpus = NULL;
-    /* restore the caller's affinity to every allowed cpu */
+    /* freeing the pool gave the caller back every cpu it was allowed before */
+    int after[1024];
+    CHECK_EQ_INT(n_allowed_cpus(after, 1024), n_saved);
+    CHECK(memcmp(after, saved, sizeof(int) * (size_t)n_saved) == 0);
     cpu_set_t all;
     CPU_ZERO(&all);
     for (int i = 0; i < n_saved; i++) CPU_SET(saved[i], &all);
-    sched_setaffinity(0, sizeof all, &all);
+    sched_setaffinity(0, sizeof all, &all); /* for the tests after, whatever the check said */
 }
 
 /* Two pools on disjoint core sets, driven at the same time from two threads. */

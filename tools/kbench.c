@@ -39,6 +39,29 @@ static mm_fn op_of(const tm_kernels *k, int gemm, tm_dtype dt)
     return dt == TM_DT_BF16 ? k->gemv_bf16 : dt == TM_DT_Q8PC ? k->gemv_q8 : k->gemv_q4;
 }
 
+/* max |y - ref| / max |ref| (max |y - ref| when ref is all zero) */
+static double max_rel(const float *y, const float *ref, size_t n)
+{
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)y[i] - ref[i]));
+        mr = fmax(mr, fabs((double)ref[i]));
+    }
+    return mr > 0 ? md / mr : md;
+}
+
+/* Variant number n, named name, into k: 1 if it runs here and -v did not exclude it
+ * (a variant this CPU cannot run is reported as skipped) */
+static int pick_variant(const char *name, int n, const char *only, tm_kernels *k)
+{
+    tm_err err = {0};
+    if (tm_kernels_select(name, k, &err) != TM_OK) {
+        printf("v%d %-7s skipped: %s\n", n, name, err.msg);
+        return 0;
+    }
+    return !only || !strcmp(only, name);
+}
+
 /* Validate variant k against the scalar reference on a small slice of the
  * shape: returns max |y - ref| / max |ref|, or -1 on failure. */
 static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N, int K, tm_pool *pool)
@@ -69,12 +92,7 @@ static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N,
         tm_kbuf ws = {0};
         tm_kact a = {.M = M, .K = K, .f32 = x};
         if (op_of(&ref, gemm, dt)(w, &a, yr, &ws, NULL) == TM_OK && op_of(k, gemm, dt)(w, &a, y, &ws, pool) == TM_OK) {
-            double md = 0, mr = 0;
-            for (int i = 0; i < M * N; i++) {
-                md = fmax(md, fabs((double)y[i] - yr[i]));
-                mr = fmax(mr, fabs((double)yr[i]));
-            }
-            out = mr > 0 ? md / mr : md;
+            out = max_rel(y, yr, (size_t)M * N);
         }
         tm_kbuf_free(&ws);
         tm_kpack_free(w);
@@ -161,19 +179,10 @@ static int attn_main(tm_dtype dt, int ctx, int B, int H, int Hk, int Dh, int mib
     const char *const *v = tm_kernels_variants();
     for (int n = 0; v[n]; n++) {
         tm_kernels k;
-        if (tm_kernels_select(v[n], &k, &err) != TM_OK) {
-            printf("v%d %-7s skipped: %s\n", n, v[n], err.msg);
-            continue;
-        }
-        if (only && strcmp(only, v[n])) continue;
+        if (!pick_variant(v[n], n, only, &k)) continue;
         attn_args(&ab, 0, ab.out, &a);
         int rc = k.attn_decode(&a, &ws, pool);
-        double md = 0, mr = 0;
-        for (size_t i = 0; i < nq; i++) {
-            md = fmax(md, fabs((double)ab.out[i] - ab.ref[i]));
-            mr = fmax(mr, fabs((double)ab.ref[i]));
-        }
-        double rel = rc ? -1 : mr > 0 ? md / mr : md;
+        double rel = rc ? -1 : max_rel(ab.out, ab.ref, nq);
         printf("v%d %-7s attn_decode %s ctx=%d B=%d H=%d Hk=%d Dh=%d threads=%d: max rel err %.2e %s", n, v[n],
                tm_dtype_name(dt), ctx, B, H, Hk, Dh, tm_pool_size(pool), rel, rel < 0 || rel > 1e-3 ? "INVALID" : "ok");
         fflush(stdout);
@@ -254,11 +263,7 @@ int main(int argc, char **argv)
     const char *const *v = tm_kernels_variants();
     for (int n = 0; v[n]; n++) {
         tm_kernels k;
-        if (tm_kernels_select(v[n], &k, &err) != TM_OK) {
-            printf("v%d %-7s skipped: %s\n", n, v[n], err.msg);
-            continue;
-        }
-        if (only && strcmp(only, v[n])) continue;
+        if (!pick_variant(v[n], n, only, &k)) continue;
         double rel = validate(&k, gemm, dt, M, N, K, pool);
         printf("v%d %-7s %s %s M=%d N=%d K=%d threads=%d: max rel err %.2e %s", n, v[n], cmd, tm_dtype_name(dt), M, N,
                K, nc, rel, rel < 0 || rel > 1e-3 ? "INVALID" : "ok");

@@ -10,7 +10,6 @@
  * The ceiling used is the higher of the two measurements (the conservative
  * fraction); both are reported. The machine is shared: the spread between
  * them is part of the result. */
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,15 +26,11 @@ int bench_ceilings_measure(bench_ceil *c, int threads, int which)
     for (int i = 0; i < n; i++) cpus[i] = i;
     tm_pool *pool = NULL;
     tm_err err = {0};
-    /* the calling thread is worker 0, pinned to cpu 0 while it measures; its
-     * own mask comes back after (the peer runs forked from this thread and
-     * would inherit a one-core mask: llama.cpp's two threads on one core) */
-    cpu_set_t mask;
-    int have_mask = sched_getaffinity(0, sizeof mask, &mask) == 0;
+    /* the calling thread is worker 0, pinned to cpu 0 while it measures;
+     * tm_pool_free gives its mask back (the peer is forked from this thread) */
     if (tm_pool_init(&pool, cpus, n, 0, &err) != TM_OK || tm_pool_pin_caller(pool, &err) != TM_OK) {
         fprintf(stderr, "tandem bench: --ceilings: %s\n", err.msg);
         tm_pool_free(pool);
-        if (have_mask) sched_setaffinity(0, sizeof mask, &mask);
         return 1;
     }
     c->threads = n;
@@ -46,7 +41,6 @@ int bench_ceilings_measure(bench_ceil *c, int threads, int which)
             if (tm_kmeasure_peak(peak_variant[v], peak_dtype[d], 0.5, pool, &r, &err) == TM_OK)
                 c->peak_gops[v][d][which] = r.gflops;
     tm_pool_free(pool);
-    if (have_mask) sched_setaffinity(0, sizeof mask, &mask);
     fprintf(stderr, "bench ceilings (%s, %d threads): read %.1f GB/s; peaks GOP/s amx bf16 %.0f int8 %.0f, "
                     "avx512 bf16 %.0f int8 %.0f\n", which ? "after" : "before", n, c->read_gbps[which],
             c->peak_gops[0][0][which], c->peak_gops[0][1][which], c->peak_gops[1][0][which], c->peak_gops[1][1][which]);

@@ -61,6 +61,12 @@ struct tm_pool {
     _Atomic int caller_sleeping;
     _Atomic int busy;
     _Atomic int stop;
+
+    /* tm_pool_pin_caller: the thread it pinned and that thread's mask before,
+     * given back by tm_pool_free when called from the same thread */
+    int caller_pinned;
+    pthread_t caller;
+    cpu_set_t caller_mask;
 };
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val)
@@ -199,6 +205,8 @@ void tm_pool_free(tm_pool *p)
     atomic_fetch_add(&p->epoch, 1);
     futex_wake(&p->epoch, INT_MAX);
     for (int i = 0; i < p->n_spawn; i++) pthread_join(p->threads[i], NULL);
+    if (p->caller_pinned && pthread_equal(p->caller, pthread_self()))
+        pthread_setaffinity_np(p->caller, sizeof p->caller_mask, &p->caller_mask);
     free(p->threads);
     free(p->args);
     free(p->cpus);
@@ -215,9 +223,13 @@ void tm_pool_set_spin(tm_pool *p, int spin_us)
     if (p) p->spin_us = spin_us < 0 ? 0 : spin_us;
 }
 
-int tm_pool_pin_caller(const tm_pool *p, tm_err *err)
+int tm_pool_pin_caller(tm_pool *p, tm_err *err)
 {
     if (!p || !p->cpus) return TM_OK;
+    if (!p->caller_pinned && pthread_getaffinity_np(pthread_self(), sizeof p->caller_mask, &p->caller_mask) == 0) {
+        p->caller_pinned = 1;
+        p->caller = pthread_self();
+    }
     cpu_set_t s;
     CPU_ZERO(&s);
     CPU_SET(p->cpus[0], &s);

@@ -54,8 +54,11 @@ int tm_pool_size(const tm_pool *pool); /* n workers (1 for a NULL pool) */
 void tm_pool_set_spin(tm_pool *pool, int spin_us);
 
 /* tm_pool_pin_caller: pin the calling thread to cpus[0] (the caller is
- * worker 0 by default). No-op for a pool made without cpus. */
-int tm_pool_pin_caller(const tm_pool *pool, tm_err *err);
+ * worker 0 by default). No-op for a pool made without cpus. The first call
+ * keeps the thread's mask from before; tm_pool_free, called from that same
+ * thread, gives it back (so what the thread starts or forks afterwards, e.g.
+ * bench's peer, is not left on one cpu). */
+int tm_pool_pin_caller(tm_pool *pool, tm_err *err);
 
 /* tm_pool_run: run fn(ctx, i, worker) for every i in [0, n_tasks) and return
  * when all are done. pool may be NULL: then the tasks run inline in order,

@@ -222,7 +222,7 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
 typedef struct read_job {
     const uint64_t *p;
     size_t n;       /* words */
-    int parts, avx2;        /* avx2: 1 = 256-bit loads, 2 = 512-bit */
+    int parts, simd;        /* loads: 0 = 8-byte, 1 = 256-bit (AVX2), 2 = 512-bit (AVX-512) */
     uint64_t sink[64];
 } read_job;
 
@@ -232,8 +232,8 @@ static void read_task(void *ctx, int task, int worker)
     /* parts on 256-byte boundaries (the AVX2 loop reads 256 bytes a step) */
     size_t blocks = j->n / 32;
     size_t a = blocks * (size_t)task / (size_t)j->parts * 32, b = blocks * (size_t)(task + 1) / (size_t)j->parts * 32;
-    if (j->avx2) {
-        j->sink[worker & 63] += j->avx2 == 2 ? tm_kavx512_read_sum(j->p + a, (b - a) * 8)
+    if (j->simd) {
+        j->sink[worker & 63] += j->simd == 2 ? tm_kavx512_read_sum(j->p + a, (b - a) * 8)
                                              : tm_kavx2_read_sum(j->p + a, (b - a) * 8);
         return;
     }
