@@ -76,7 +76,7 @@ grep -q -- "--kv-dtype: unknown KV cache dtype 'fp8'" "$W/err" && ok || bad "--k
 expect 2 $T bench "$W/m.tdm" --tests tg8 --kv-dtype q4
 grep -q -- "--kv-dtype" "$W/err" && ok || bad "bench --kv-dtype q4: $(cat "$W/err")"
 # kld scores the engines with an int8 KV cache (what it costs: docs/quality.md)
-expect 0 $T kld $M --file $M/heldout.txt --route hybrid --decode-enc bf16 --ctx 64 --max-tokens 64 --kv-dtype int8
+expect 0 $T kld $M --file $M/heldout.txt --route hybrid --prefill-enc bf16 --decode-enc bf16 --ctx 64 --max-tokens 64 --kv-dtype int8
 grep -q "| hybrid | bf16 | bf16 |" "$W/out" && ok || bad "kld --kv-dtype int8: $(cat "$W/out")"
 expect 2 $T kld $M --file $M/heldout.txt --kv-dtype z
 

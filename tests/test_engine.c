@@ -52,6 +52,7 @@ static tm_rt_model *open_bf16(const char *dir, const char *pkg)
     tm_err err = {0};
     tm_convert_opts co;
     tm_convert_opts_default(&co);
+    co.prefill_enc = TM_DT_BF16;
     co.decode_enc = TM_DT_BF16;
     tm_convert_stats cs;
     tm_rt_model *rm = NULL;

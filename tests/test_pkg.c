@@ -740,7 +740,7 @@ static void test_convert(void)
     CHECKF(rc == TM_OK, "%s", err.msg);
     if (rc) return;
     CHECK_EQ_INT(st.tensors, 56);
-    /* 42 matrices have a bf16 and an int4g64 copy; the tied embedding adds an int8 decode "lm_head.weight" */
+    /* the default: 42 matrices have an int8 (prefill) and an int4g64 copy; the tied embedding adds an int8 decode "lm_head.weight" */
     CHECK_EQ_INT(st.records, 56 + 42 + 1);
     CHECK_EQ_INT(st.fallbacks, 0);
     CHECK_EQ_INT(progress_calls, 56);
@@ -750,7 +750,7 @@ static void test_convert(void)
     CHECKF(tm_st_set_open(&set, DEMO, &err) == TM_OK, "%s", err.msg);
     if (p && set) {
         CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
-        check_converted(p, set, TM_DT_BF16, TM_DT_Q4G64);
+        check_converted(p, set, TM_DT_Q8PC, TM_DT_Q4G64);
         /* the tied embedding's decode copy: int8 per channel, decode stage only, and the
          * decode model binds it as its output projection */
         tm_tensor h, emb;
@@ -792,7 +792,7 @@ static void test_convert(void)
             m->check_dtype = 0;
             tm_tensor_source src = tm_pkg_source(p, stage);
             CHECKF(tm_model_bind(m, &src, &err) == TM_OK, "%s", err.msg);
-            CHECK(m->w[0].wq.dtype == (stage == TM_PKG_PREFILL ? TM_DT_BF16 : TM_DT_Q4G64));
+            CHECK(m->w[0].wq.dtype == (stage == TM_PKG_PREFILL ? TM_DT_Q8PC : TM_DT_Q4G64));
             CHECK(m->embed.dtype == TM_DT_BF16 && m->final_norm.dtype == TM_DT_F32);
             tm_model_free(m);
         }
@@ -801,7 +801,7 @@ static void test_convert(void)
     tm_pkg_close(p);
 
     /* same encoding for both stages: every tensor stored once */
-    o.decode_enc = TM_DT_BF16;
+    o.prefill_enc = o.decode_enc = TM_DT_BF16;
     o.n_chunks = 1;
     o.stateless = 0;
     rc = tm_convert(DEMO, out, &o, &st, &err);
@@ -884,7 +884,7 @@ static void test_convert_head(void)
         CHECKF(rc == TM_OK, "%s", err.msg);
         if (rc == TM_OK && tm_pkg_open(&p, out, &err) == TM_OK) {
             CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q8PC);
-            CHECK(tm_pkg_lookup(p, TM_PKG_PREFILL, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_BF16);
+            CHECK(tm_pkg_lookup(p, TM_PKG_PREFILL, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q8PC);
             CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "model.layers.0.self_attn.q_proj.weight", &wq, &err) == TM_OK &&
                   wq.dtype == TM_DT_Q4G64);
             tm_pkg_close(p);

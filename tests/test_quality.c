@@ -259,7 +259,8 @@ static void test_package(int sanitizer)
     d.o.max_tokens = d.o.ctx / 2; /* one window */
     tm_err err = {0};
     tm_convert_opts co;
-    tm_convert_opts_default(&co); /* bf16 prefill, int4g64 decode */
+    tm_convert_opts_default(&co);
+    co.prefill_enc = TM_DT_BF16; /* a bf16 stage: the package holds its own fp32 reference */
     const char *pkg = "build/test_quality_default.tdm";
     CHECKF(tm_convert(DEMO, pkg, &co, NULL, &err) == TM_OK, "%s", err.msg);
     tm_qual *qp = NULL, *qh = NULL;

@@ -17,7 +17,7 @@ static void convert_usage(FILE *f)
           "Convert a Hugging Face model directory (config.json, *.safetensors, tokenizer.json,\n"
           "...) into one package file holding both stages' weights. Linear weights get the\n"
           "stage's encoding (one shared copy when the two stages agree); embeddings stay\n"
-          "bf16, norms and biases f32. Defaults: prefill bf16, decode int4g64, chunks\n"
+          "bf16, norms and biases f32. Defaults: prefill int8, decode int4g64, chunks\n"
           "64,128,256,512, stateful and stateless functions, 2 threads. A quantized decode\n"
           "stage keeps the output head (lm_head, tied or not) in --head-enc, default int8.\n"
           "The file appears"

@@ -35,7 +35,7 @@
 void tm_convert_opts_default(tm_convert_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->prefill_enc = TM_DT_BF16;
+    o->prefill_enc = TM_DT_Q8PC;
     o->decode_enc = TM_DT_Q4G64;
     o->head_enc = TM_DT_Q8PC;
     static const int chunks[] = {64, 128, 256, 512};

@@ -52,7 +52,7 @@ typedef struct tm_convert_progress {
 } tm_convert_progress;
 
 typedef struct tm_convert_opts {
-    tm_dtype prefill_enc;               /* BF16 (default), F16, Q8PC, Q4PC */
+    tm_dtype prefill_enc;               /* Q8PC (default: W8A8 on VNNI/AMX), BF16, F16, Q4PC */
     tm_dtype decode_enc;                /* Q4G64 (default), Q4G32, Q8PC, BF16, F16 */
     tm_dtype head_enc;                  /* the decode stage's lm_head when decode_enc is quantized:
                                            Q8PC (default), Q4G64, Q4G32 */
