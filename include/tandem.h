@@ -110,6 +110,13 @@ typedef struct tandem_session_opts {
     int exact_tail;               /* 1: the prompt's last chunk runs at its exact length instead of
                                      being padded to a built-in chunk size */
     tandem_kv_dtype kv_dtype;     /* the decode KV cache; both engines must take it (their caps) */
+    int max_seqs;                 /* requests decoding at once (0: 8); 1 serves one request at a
+                                     time, so a prompt never arrives while another decodes */
+    float max_stall;              /* the rise in a running stream's time per token that a new
+                                     prompt may cause (0: 0.25; < 0: no bound). The decode side
+                                     borrows the idle prefill cores only where giving them back
+                                     costs less than this (the calibrated slowdown, router.md) or
+                                     where no prompt can arrive while it decodes (max_seqs 1). */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
 int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st);
@@ -117,6 +124,9 @@ void tandem_session_free(tandem_session *s);
 /* The session's context in tokens: one request's prompt + generated tokens
  * (tandem_submit refuses a longer prompt and clips max_tokens to fit). */
 int tandem_session_ctx(const tandem_session *s);
+/* Which sides borrow the other's cores while it is idle (opts.no_lend, max_seqs, max_stall). */
+enum { TANDEM_LEND_PREFILL = 1, TANDEM_LEND_DECODE = 2 };
+int tandem_session_lending(const tandem_session *s);
 
 typedef struct tandem_request {
     const char *prompt;           /* text, tokenized with special tokens; or: */

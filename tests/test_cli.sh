@@ -174,6 +174,9 @@ assert close(t["rise"], t["tpot_p50_during_ms"] / t["tpot_p50_quiet_ms"]), t
 assert t["met"] == (False if t["rise"] >= 1.25 else None), t
 assert a["all_met"] is False                            # not the scenarios
 assert len(d["concurrency"]) == 2 and len(d["stall"]["timeline"]) > 0
+st = d["stall"]                                         # the stall bound (sched.c, invariant 5)
+assert st["max_stall"] == 0.25 and isinstance(st["lend"], bool), st
+assert st["lend_mode"] == ("decode borrows idle cores" if st["lend"] else "decode on its own cores: stall bound"), st
 PY
 else
   grep -q '"acceptance": {"all_met": false' "$W/b.json" && grep -q '"worst_ratio": [0-9]' "$W/b.json" && ok ||
@@ -187,7 +190,7 @@ for p in tests sweep concurrency stall; do
   grep -q "<g id=\"panel-$p\">" "$W/b.svg" && ok || bad "bench SVG has no panel-$p"
 done
 for a in "--reps 0" "--sweep 16,x" "--sweep 16:0" "--concurrency 1,9" "--conc 448" "--gap -1" "--stall 8" \
-         "--suite nope" "--routes hybrid,sideways" "--tests e64+"; do
+         "--suite nope" "--routes hybrid,sideways" "--tests e64+" "--max-stall 0" "--max-stall x" "--parallel 0"; do
   expect 2 $T bench "$W/m.tdm" $a
   one_line
 done

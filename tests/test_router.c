@@ -498,6 +498,25 @@ static void test_sessions(const char *dir)
     CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
     if (!s) goto out;
     CHECK_EQ_INT(s->router.calibrated, 1);
+    /* 8 sequences: handing the cores back (x1.6) breaks the 0.25 stall bound, so
+     * the decode side keeps to its cores and the router predicts it so */
+    CHECK_EQ_INT(s->dec_borrows, 0);
+    for (int n = 1; n < 500; n += 23) {
+        tm_router_pred want;
+        tm_router_load ld = {.stateful = !o.stateless, .no_lend_dec = 1};
+        tm_router_costs avail = c;
+        avail.routes &= s->router.c.routes;
+        tm_router_predict(&avail, n, 8, &ld, &want);
+        CHECK_EQ_INT(tm_route_pick(s, n, 8, NULL, &p), want.pick);
+        CHECK_EQ_INT(p.calibrated, 1);
+    }
+    tm_session_free(s);
+    s = NULL;
+    /* one request at a time (as tandem run): the decode side borrows */
+    o.max_seqs = 1;
+    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    if (!s) goto out;
+    CHECK_EQ_INT(s->dec_borrows, 1);
     for (int n = 1; n < 500; n += 23) {
         tm_router_pred want;
         tm_router_load ld = {.stateful = !o.stateless};

@@ -39,6 +39,54 @@ static const char *prompts[] = {
     "She opened the door",
 };
 
+/* Invariant 5 (sched.c): which sessions let the decode side borrow the idle
+ * prefill cores. The router state is set by hand so the answer does not
+ * depend on a calibration cached on this machine. */
+static void lend_policy(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tandem_session_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_threads = 2;
+    o.max_ctx = 256;
+    o.stateless = 1;
+    struct { int max_seqs; float max_stall; int no_lend, calibrated; double lend_dec; int want; } cases[] = {
+        {1, 0, 0, 0, 0, 1},     /* one request at a time: nothing to stall */
+        {1, 0, 1, 0, 0, 0},     /* --no-lend wins */
+        {8, 0, 0, 0, 0, 0},     /* uncalibrated: the cost of handing back is unknown */
+        {8, 0, 0, 1, 1.9, 0},   /* 2 cores: x1.9 when handed back > 1.25 */
+        {8, 0, 0, 1, 1.2, 1},   /* within the default bound */
+        {8, 1.0f, 0, 1, 1.9, 1},/* a looser bound */
+        {8, -1, 0, 0, 0, 1},    /* no bound */
+        {0, 0, 0, 1, 1.26, 0},  /* 0: the default 8 sequences and bound 0.25 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        o.max_seqs = cases[i].max_seqs;
+        o.max_stall = cases[i].max_stall;
+        o.no_lend = cases[i].no_lend;
+        tm_session *s = NULL;
+        CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+        if (!s) continue;
+        CHECK_EQ_INT(s->max_seqs, cases[i].max_seqs > 0 ? cases[i].max_seqs : 8);
+        s->router.calibrated = cases[i].calibrated;
+        s->router.c.lend_dec = cases[i].lend_dec;
+        CHECKF(tm_sched_lend_policy(s) == cases[i].want, "case %zu", i);
+        tm_session_free(s);
+    }
+    /* one core: the two sides share it, there is nothing to borrow */
+    o.n_threads = 1;
+    o.max_seqs = 8;
+    o.max_stall = 0;
+    o.no_lend = 0;
+    tm_session *s = NULL;
+    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    if (s) {
+        s->router.calibrated = 0;
+        CHECK_EQ_INT(tm_sched_lend_policy(s), 1);
+        tm_session_free(s);
+    }
+}
+
 int main(void)
 {
     tm_err err = {0};
@@ -118,6 +166,7 @@ int main(void)
     CHECK(strstr(err.msg, "does not fit") != NULL);
     free(big);
     tm_session_free(s);
+    lend_policy(rm);
     tm_rt_model_free(rm);
 
     /* a package converted with the default encodings generates exactly what the

@@ -71,7 +71,9 @@ typedef struct bench_stall_side {
 } bench_stall_side;
 
 typedef struct bench_stall_res {
-    int streams, P, lend;        /* lend: core lending on (the default; --no-lend: 0) */
+    int streams, P, lend;        /* lend: the decode side borrowed the idle prefill cores
+                                    (tandem_session_lending: the stall bound, --max-stall, --no-lend) */
+    const char *lend_mode;       /* that, in words, for the reports */
     double quiet_s;              /* length of the quiet window before the prompt arrives */
     bench_stall_side ours, peer; /* peer.reps == 0: llama.cpp not run */
 } bench_stall_res;

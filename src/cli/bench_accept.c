@@ -255,7 +255,7 @@ static void point_stall(const bench_report *r, acc_point *p)
     jnum(p->j, "peer_tpot_p50_during_ms", 1e3 * b->d50, b->reps > 0);
     jnum(p->j, "peer_rise", b->ratio, b->reps > 0);
     jnum(p->j, "peer_prefill_s", b->prefill, b->reps > 0);
-    cat(p->measured, sizeof p->measured, "rise %.3f (%s)", a->ratio, s->lend ? "core lending on" : "--no-lend");
+    cat(p->measured, sizeof p->measured, "rise %.3f (%s)", a->ratio, s->lend_mode);
     if (b->reps) cat(p->measured, sizeof p->measured, "; llama.cpp %.2f", b->ratio);
     cat(p->behind, sizeof p->behind, "TPOT p50 %.1f -> %.1f ms, its TTFT %.2f s", 1e3 * a->q50, 1e3 * a->d50,
         a->prefill);

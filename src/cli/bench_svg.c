@@ -417,8 +417,7 @@ static double panel_stall(FILE *f, const bench_report *r, double y0)
         if (k)
             snprintf(title, sizeof title, "llama.cpp (server schedule): rise %.2fx", side[k]->ratio);
         else
-            snprintf(title, sizeof title, "tandem (%s): rise %.2fx", s->lend ? "core lending" : "--no-lend",
-                     side[k]->ratio);
+            snprintf(title, sizeof title, "tandem (%s): rise %.2fx", s->lend_mode, side[k]->ratio);
         stall_plot(f, &p, side[k], s->quiet_s, title, k ? COLOR_PEER : COLOR_TANDEM);
     }
     fprintf(f, "</g>\n");

@@ -22,7 +22,10 @@ const char cli_gen_usage[] =
     "      --stateful         prefill writes KV straight into decode pages (default: stateless + bridge)\n"
     "      --exact-tail       run the prompt's last chunk at its exact length (default: padded)\n"
     "      --kv-dtype T       decode KV cache: bf16 | f16 | int8 (int8: half the bytes; default bf16)\n"
-    "      --explain          log the routing decision\n"
+    "      --explain          log the routing decision and the lending policy\n"
+    "      --no-lend          neither side borrows the other's idle cores\n"
+    "      --max-stall X      how much a new prompt may raise running streams' time per token (default 0.25);\n"
+    "                         the decode side borrows idle prefill cores only within it (or 'off': always)\n"
     "  -t, --threads N        threads (default: all cores)\n"
     "      --prefill-threads N  cores for the prefill side (default: half)\n"
     "  -c, --ctx N            context length (default: the model's, at most 4096)\n";
@@ -60,7 +63,7 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     static const char *const with_value[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--prefill", "--decode", "--route", "-t", "--threads",
-                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", NULL};
+                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", "--max-stall", "--parallel", NULL};
     int needs = 0;
     for (const char *const *w = with_value; *w; w++)
         if (!strcmp(a, *w)) needs = 1;
@@ -101,6 +104,26 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     else if (!strcmp(a, "--stateful")) so->stateless = 0;
     else if (!strcmp(a, "--exact-tail")) so->exact_tail = 1;
     else if (!strcmp(a, "--explain")) so->explain = 1;
+    else if (!strcmp(a, "--no-lend")) so->no_lend = 1;
+    else if (!strcmp(a, "--max-stall")) {
+        char *end;
+        double x = strtod(v, &end);
+        if (!strcmp(v, "off")) so->max_stall = -1;
+        else if (end != v && !*end && x > 0 && x <= 100) so->max_stall = (float)x;
+        else {
+            fprintf(stderr, "tandem %s: --max-stall: '%s' is not a fraction in (0, 100] or 'off'\n", cmd, v);
+            return -2;
+        }
+    }
+    else if (!strcmp(a, "--parallel")) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || n < 1 || n > 64) {
+            fprintf(stderr, "tandem %s: --parallel: '%s' is not a number of requests in 1..64\n", cmd, v);
+            return -2;
+        }
+        so->max_seqs = (int)n;
+    }
     else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) so->n_threads = atoi(v);
     else if (!strcmp(a, "--prefill-threads")) so->prefill_threads = atoi(v);
     else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) so->max_ctx = atoi(v);

@@ -77,6 +77,9 @@ static const char bench_usage[] =
     "                      (--reps runs; with --peer, llama.cpp too: llstall beside --peer-bin, tools/llstall.sh)\n"
     "  --stall-retries N   redo a stall run disturbed by other processes up to N times (default 3)\n"
     "  --no-lend           never lend idle cores to the other side\n"
+    "  --max-stall X|off   the stall bound (default 0.25): the decode side borrows idle prefill cores in the\n"
+    "                      multi-request scenarios (--concurrency, --stall) only within it; the one-request\n"
+    "                      tests and the sweep run one request at a time and always lend\n"
     "  --ceilings          measure the read bandwidth and the matrix units' peaks before the tests and after\n"
     "                      the scenarios, and give each ppN / tgN its fraction of them\n"
     "  --tok-file F        tokenizer speed: encode F (one thread), MB/s\n"
@@ -91,7 +94,7 @@ static const char *const suite_issue6[] = {
 
 typedef struct bench_opts {
     const char *model, *tests, *routes, *peer, *peer_model, *peer_bin, *json, *md, *svg, *tok_file, *suite;
-    int reps, sweep_reps, sweep_gen, conc_p, conc_g, stall, stall_p, stall_retries, no_lend, ceilings;
+    int reps, sweep_reps, sweep_gen, conc_p, conc_g, stall, stall_p, stall_retries, ceilings;
     int sweep[BENCH_MAX_POINTS], sweep_r[BENCH_MAX_POINTS], n_sweep;  /* sweep_r 0: --sweep-reps */
     int handoff[BENCH_MAX_POINTS], n_handoff;
     int conc[BENCH_MAX_CLIENTS], n_conc;
@@ -200,7 +203,6 @@ static int parse_opts(bench_opts *o, int argc, char **argv, int first)
         else if (!strcmp(a, "--stall")) bad = int_arg(a, v, 1, BENCH_MAX_STREAMS, &o->stall);
         else if (!strcmp(a, "--stall-prompt")) bad = int_arg(a, v, 1, 1 << 20, &o->stall_p);
         else if (!strcmp(a, "--stall-retries")) bad = int_arg(a, v, 0, 10, &o->stall_retries);
-        else if (!strcmp(a, "--no-lend")) o->no_lend = 1;
         else if (!strcmp(a, "--ceilings")) o->ceilings = 1;
         else if (!strcmp(a, "--tok-file")) o->tok_file = v;
         else if (!strcmp(a, "--suite")) {
@@ -566,7 +568,6 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; i < o.n_sweep; i++)
         if (!o.sweep_r[i]) o.sweep_r[i] = o.sweep_reps;
     tandem_session_opts so = o.g.so; /* engines, threads, --stateful, --exact-tail, -c (cli_opts.c) */
-    so.no_lend = o.no_lend;
     if (o.peer && strcmp(o.peer, "llama.cpp") != 0) {
         fprintf(stderr, "tandem bench: unknown peer '%s' (known: llama.cpp)\n", o.peer);
         return 2;
@@ -600,6 +601,12 @@ int cmd_bench(int argc, char **argv)
     tandem_model_get_info(m, &info);
     /* every scenario's context, checked before anything runs */
     tandem_session_opts so_tests = so, so_sweep = so, so_conc = so, so_stall = so;
+    /* one request at a time in the tests and the sweep (as tandem run); the stall's
+     * streams plus its prompt, and the largest client count, decode at once */
+    so_tests.max_seqs = so_sweep.max_seqs = 1;
+    for (int i = 0; i < o.n_conc && !so.max_seqs; i++)
+        if (o.conc[i] > so_conc.max_seqs) so_conc.max_seqs = o.conc[i];
+    if (!so.max_seqs) so_stall.max_seqs = o.stall + 1;
     char what[96];
     int need = 0, bad = 0;
     for (int i = 0; i < nt; i++) {

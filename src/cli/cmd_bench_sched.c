@@ -548,7 +548,9 @@ static void stall_report(const bench_stall_res *o, const tandem_session_opts *so
     if (json) {
         fprintf(json, "  \"stall\": {\"streams\": %d, \"prompt\": %d, \"stream_prompt\": %d, \"quiet_s\": %.2f, "
                       "\"reps\": %d, \"dropped\": %d, \"lend\": %s,\n    ", o->streams, o->P, STALL_STREAM_PROMPT,
-                o->quiet_s, a->reps, a->dropped, so->no_lend ? "false" : "true");
+                o->quiet_s, a->reps, a->dropped, o->lend ? "true" : "false");
+        fprintf(json, "\"lend_mode\": \"%s\", \"max_stall\": %.3g,\n    ", o->lend_mode,
+                so->max_stall > 0 ? so->max_stall : so->max_stall < 0 ? -1.0 : 0.25);
         stall_json(json, a);
         if (np) {
             fprintf(json, ",\n    \"peer\": \"llama.cpp\", \"peer_stall\": {\"reps\": %d, \"dropped\": %d, "
@@ -564,9 +566,10 @@ static void stall_report(const bench_stall_res *o, const tandem_session_opts *so
         fprintf(md, "\n### Decode stall: %d streams running, a %d-token prompt arrives (median of %d)\n\n"
                     "| engine | TPOT p50 quiet | p99 quiet | TPOT p50 during its prefill | p99 during | rise (p50) | "
                     "its TTFT |\n|---|---|---|---|---|---|---|\n", o->streams, o->P, a->reps);
-        stall_md_row(md, so->no_lend ? "tandem (--no-lend)" : "tandem (core lending on)", a);
+        char who[160];
+        snprintf(who, sizeof who, "tandem (%s)", o->lend_mode);
+        stall_md_row(md, who, a);
         if (np) {
-            char who[160];
             snprintf(who, sizeof who, "llama.cpp (server schedule: n_batch %d, n_ubatch %d, %d seqs, unified KV)",
                      STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, o->streams + 1);
             stall_md_row(md, who, b);
@@ -602,6 +605,7 @@ int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int
         fprintf(stderr, "tandem bench: %s\n", st.msg);
         return 1;
     }
+    int lend = (tandem_session_lending(s) & TANDEM_LEND_DECODE) != 0;
     bench_stall_side ours[BENCH_MAX_REPS] = {0}, peer[BENCH_MAX_REPS] = {0};
     int n_ours = 0, n_peer = 0, rc = 0, dropped[2] = {0, 0};
     unsigned seed = 5;
@@ -639,7 +643,9 @@ int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int
         fprintf(stderr, "tandem bench: stall: no run counted gaps in both windows (model too fast for them?)\n");
         rc = 1;
     }
-    *out = (bench_stall_res){.streams = streams, .P = P, .lend = !so->no_lend, .quiet_s = STALL_QUIET_S};
+    *out = (bench_stall_res){.streams = streams, .P = P, .lend = lend, .quiet_s = STALL_QUIET_S,
+                             .lend_mode = so->no_lend ? "--no-lend"
+                                          : lend ? "decode borrows idle cores" : "decode on its own cores: stall bound"};
     out->ours = stall_median(ours, n_ours, dropped[0]);
     out->peer = stall_median(peer, n_peer, dropped[1]);
     if (rc) {

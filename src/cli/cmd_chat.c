@@ -124,6 +124,7 @@ int cmd_chat(int argc, char **argv)
     }
     cli_gen_model_defaults(&g, m);
     tandem_session *s;
+    g.so.max_seqs = 1; /* one turn at a time: nothing can arrive while it decodes, so both sides lend */
     if (tandem_session_new(&s, m, &g.so, &st) != 0) {
         fprintf(stderr, "tandem chat: %s\n", st.msg);
         tandem_model_free(m);

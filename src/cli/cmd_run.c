@@ -86,6 +86,7 @@ int cmd_run(int argc, char **argv)
     r.top_p = g.req.top_p;
     r.top_k = g.req.top_k;
     tandem_session *s;
+    g.so.max_seqs = 1; /* one request: nothing can arrive while it decodes, so both sides lend */
     if (tandem_session_new(&s, m, &g.so, &st) != 0) {
         fprintf(stderr, "tandem run: %s\n", st.msg);
         tandem_model_free(m);

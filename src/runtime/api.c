@@ -173,6 +173,11 @@ void tandem_session_free(tandem_session *s)
 
 int tandem_session_ctx(const tandem_session *s) { return s->s->max_ctx; }
 
+int tandem_session_lending(const tandem_session *s)
+{
+    return (s->s->o.no_lend ? 0 : TANDEM_LEND_PREFILL) | (s->s->dec_borrows ? TANDEM_LEND_DECODE : 0);
+}
+
 void tandem_request_default(tandem_request *r)
 {
     memset(r, 0, sizeof *r);

@@ -112,7 +112,7 @@ void tm_router_predict(const tm_router_costs *c, int n_prompt, int n_out, const 
      * borrows every core while nothing decodes, the decode side while the
      * prefill side has no work */
     double slow_pre = nd > 0 || ld.no_lend ? c->lend_pre : 1;
-    double slow_dec = nq > 0 || ld.no_lend ? c->lend_dec : 1;
+    double slow_dec = nq > 0 || ld.no_lend || ld.no_lend_dec ? c->lend_dec : 1;
     /* what one more sequence (at context ctx) adds to every step of the batch */
     double per_seq = c->step[1] + c->step[2] * ctx * 1e-3;
     double best = INFINITY;
@@ -779,6 +779,7 @@ tandem_route tm_router_pick(const tm_session *s, int n_prompt, int n_out, const 
     if (!p) p = &tmp;
     tm_router_load ld = load ? *load : (tm_router_load){0};
     ld.no_lend = s->o.no_lend;
+    ld.no_lend_dec = !s->dec_borrows;
     ld.stateful = !s->o.stateless;
     if (s->router.calibrated) {
         tm_router_predict(&s->router.c, n_prompt, n_out, &ld, p);

@@ -80,6 +80,7 @@ typedef struct tm_router_load {
     int n_decoding;   /* sequences in the decode batch or waiting to join it */
     int n_queued;     /* requests waiting for the prefill worker behind this one */
     int no_lend;      /* the session never lends idle cores (opts.no_lend) */
+    int no_lend_dec;  /* the decode side never borrows (sched.c, invariant 5) */
     int stateful;     /* the hand-off is an owner flip (opts.stateless == 0) */
 } tm_router_load;
 

@@ -36,6 +36,12 @@
  *     for dec_using_all to drop (at most one decode step); the decode side
  *     raises dec_using_all and re-checks pre_busy (Dekker), so the two never
  *     both use the shared cores.
+ *  5. The stall bound (tm_sched_lend_policy): the prefill side borrows while
+ *     nothing decodes, which slows no one. The decode side borrows only where
+ *     handing the cores back when a prompt arrives keeps the running streams'
+ *     time per token within opts.max_stall (its calibrated own-core slowdown
+ *     lend_dec is small enough), or where no prompt can arrive while it
+ *     decodes (max_seqs 1: run, chat, bench's one-request tests).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -207,6 +213,31 @@ static void decoding_done(tm_sched *sc)
     pthread_mutex_unlock(&sc->mu);
 }
 
+/* ---- lending ------------------------------------------------------------------------ */
+
+/* Invariant 5: whether the decode side may borrow the idle prefill cores. */
+int tm_sched_lend_policy(const tm_session *s)
+{
+    int own = tm_pool_size(s->pool_dec), all = tm_pool_size(s->pool_all_dec);
+    double bound = s->o.max_stall > 0 ? s->o.max_stall : 0.25;
+    const char *why;
+    int yes;
+    if (s->o.no_lend) yes = 0, why = "never (no_lend)";
+    else if (own >= all) yes = 1, why = "always (no cores to borrow)";
+    else if (s->max_seqs == 1) yes = 1, why = "yes (one request at a time: no prompt arrives while it decodes)";
+    else if (s->o.max_stall < 0) yes = 1, why = "yes (no stall bound)";
+    else if (!s->router.calibrated) yes = 0, why = "no (uncalibrated: the cost of handing cores back is unknown)";
+    else if (s->router.c.lend_dec <= 1 + bound) yes = 1, why = "yes (calibrated slowdown within the stall bound)";
+    else yes = 0, why = "no (calibrated slowdown over the stall bound)";
+    if (s->o.explain) {
+        char slow[48] = "unknown";
+        if (s->router.calibrated) snprintf(slow, sizeof slow, "x%.2f", s->router.c.lend_dec);
+        fprintf(stderr, "[route] decode side (%d of %d cores) borrows the idle prefill cores: %s; stall bound %.2f, "
+                "calibrated own-core slowdown %s\n", own, all, why, bound, slow);
+    }
+    return yes;
+}
+
 /* ---- the prefill worker ----------------------------------------------------------- */
 
 /* The pool the prefill side runs on now (idle lending, invariant 4). */
@@ -339,7 +370,7 @@ static void *decode_main(void *arg)
             if (q->route == TANDEM_ROUTE_DECODE_ONLY && q->n_gen == 0) {
                 q->state = REQ_PREFILLING;
                 struct tm_pool *pool = s->pool_dec;
-                if (!s->o.no_lend && !atomic_load(&s->pre_busy)) { /* invariant 4, as for a step */
+                if (s->dec_borrows && !atomic_load(&s->pre_busy)) { /* invariants 4-5, as for a step */
                     atomic_store(&s->dec_using_all, 1);
                     if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
                     else pool = s->pool_all_dec;
@@ -388,7 +419,7 @@ static void *decode_main(void *arg)
         }
         rr = n_active > B ? (rr + B) % n_active : 0;
         struct tm_pool *pool = s->pool_dec;
-        if (!s->o.no_lend && !atomic_load(&s->pre_busy)) {
+        if (s->dec_borrows && !atomic_load(&s->pre_busy)) { /* invariants 4-5 */
             atomic_store(&s->dec_using_all, 1);
             if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
             else pool = s->pool_all_dec;

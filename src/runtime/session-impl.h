@@ -48,6 +48,7 @@ struct tm_session {
     /* idle lending (sched.c): seq_cst flags, Dekker style */
     atomic_int pre_busy;       /* the prefill side has work */
     atomic_int dec_using_all;  /* the decode side is running a step on every core */
+    int dec_borrows;           /* the decode side may borrow the idle prefill cores (tm_sched_lend_policy) */
 };
 
 /* The route name for reports: "hybrid", "prefill-only", "decode-only". */
@@ -76,6 +77,7 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
 
 /* The scheduler (sched.c). */
 int tm_sched_new(struct tm_sched **out, tm_session *s, tm_err *err);
+int tm_sched_lend_policy(const tm_session *s); /* sched.c, invariant 5 */
 void tm_sched_free(struct tm_sched *sc);
 
 #endif

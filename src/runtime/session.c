@@ -140,7 +140,7 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     s->o = *o;
     const tm_model *m = rm->decode;
     s->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->max_pos > 0 && m->max_pos < 4096 ? m->max_pos : 4096);
-    s->max_seqs = 8;
+    s->max_seqs = o->max_seqs > 0 ? (o->max_seqs < 64 ? o->max_seqs : 64) : 8;
     int rc;
     plan_cores(&s->plan, o);
     if ((rc = make_pools(s, err)) != TM_OK) goto fail;
@@ -166,6 +166,7 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     s->logits = malloc(sizeof(float) * (size_t)m->V);
     if (!s->logits) { rc = tm_errf(err, TM_E_NOMEM, "session: out of memory"); goto fail; }
     tm_router_session_init(s);
+    s->dec_borrows = tm_sched_lend_policy(s);
     if ((rc = tm_sched_new(&s->sched, s, err)) != TM_OK) goto fail;
     *out = s;
     return TM_OK;
