@@ -575,8 +575,10 @@ static void test_sessions(const char *dir)
         static const int lens[] = {16, 64, 100};
         tm_router_cal_opts co = {.quick = 1, .lens = lens, .n_lens = 3, .reps = 1, .gen = 3};
         tm_router_costs got;
+        int borrows = s->dec_borrows;
         int rc = tm_router_calibrate(s, &co, &got, &err);
         CHECKF(rc == TM_OK, "%s", err.msg);
+        CHECK_EQ_INT(s->dec_borrows, borrows); /* measured as an idle session, the policy given back */
         if (rc == TM_OK) {
             CHECK(got.routes & (1u << TANDEM_ROUTE_HYBRID));
             CHECK(got.routes & (1u << TANDEM_ROUTE_DECODE_ONLY));

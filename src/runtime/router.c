@@ -1149,11 +1149,17 @@ int tm_router_calibrate(tm_session *s, const tm_router_cal_opts *o, tm_router_co
     cx.ids = malloc(sizeof(int32_t) * (size_t)cx.max_n);
     if (!cx.ids) return tm_errf(err, TM_E_NOMEM, "calibrate: out of memory");
     tandem_session_opts saved = s->o;
+    int saved_borrows = s->dec_borrows;
     s->o.explain = 0;
+    /* the costs are an idle session's, one request at a time: each side on
+     * every core (the decode side too, whatever the stall bound says); the
+     * lending factors measured below price a busy other side */
+    s->dec_borrows = !s->o.no_lend;
     cal_say(&cx, "calibrating %s with %s prefill, %s decode; %d lengths x %d reps, %d tokens each",
             s->rm->path, s->pre.caps.name, s->dec.caps.name, nl, reps, gen);
     int rc = cal_requests(&cx, lens, nl, reps, gen, avail, err);
     s->o = saved;
+    s->dec_borrows = saved_borrows;
     if (rc == TM_OK) {
         step_job j = {.c = &cx, .avail = avail, .quick = o->quick};
         pthread_t th;
