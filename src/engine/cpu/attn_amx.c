@@ -134,76 +134,72 @@ static void pack_kv(const aws *w, const uint16_t *k, const uint16_t *v, int n, i
         }
 }
 
-/* S = Q[rows g*16 ..][Dh] . K^T for the 4 key groups, into w->s [16][AKB];
- * Q as hi + lo (tiles 4, 5), K tiles through 6 and 7 */
-static void scores(const aws *w, int g, int Dh)
+/* The split-precision tile step both products share: C tiles 0..nt-1 (nt 2
+ * or 4, 16 x 16 f32 each) += (A hi + A lo) . B_j, with A's 16 rows x 32 bf16
+ * as hi and lo (tiles 4, 5; rows a_stride bytes apart) and B_j the j-th
+ * 16-column tile, 512 bf16 apart in b (through tiles 6 and 7). */
+static inline void split_step(const uint16_t *a_hi, const uint16_t *a_lo, int a_stride, const uint16_t *b, int nt)
 {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    const uint16_t *q = w->q + (size_t)g * 16 * Dh, *ql = w->ql + (size_t)g * 16 * Dh;
-    for (int s = 0; s < Dh / 32; s++) {
-        const uint16_t *kp = w->kp + (size_t)s * 4 * 512;
-        _tile_loadd(4, q + 32 * s, Dh * 2);
-        _tile_loadd(5, ql + 32 * s, Dh * 2);
-        _tile_loadd(6, kp, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(0, 5, 6);
-        _tile_loadd(7, kp + 512, 64);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(1, 5, 7);
-        _tile_loadd(6, kp + 1024, 64);
+    _tile_loadd(4, a_hi, a_stride);
+    _tile_loadd(5, a_lo, a_stride);
+    _tile_loadd(6, b, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(0, 5, 6);
+    _tile_loadd(7, b + 512, 64);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(1, 5, 7);
+    if (nt == 4) {
+        _tile_loadd(6, b + 1024, 64);
         _tile_dpbf16ps(2, 4, 6);
         _tile_dpbf16ps(2, 5, 6);
-        _tile_loadd(7, kp + 1536, 64);
+        _tile_loadd(7, b + 1536, 64);
         _tile_dpbf16ps(3, 4, 7);
         _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, w->s, AKB * 4);
-    _tile_stored(1, w->s + 16, AKB * 4);
-    _tile_stored(2, w->s + 32, AKB * 4);
-    _tile_stored(3, w->s + 48, AKB * 4);
 }
 
-/* O[16][Dh] = P[16][AKB] . V, 4 dim tiles at a time, into w->o; P as hi +
- * lo (tiles 4, 5), V tiles through 6 and 7 */
+/* C tiles 0..nt-1 zeroed, and stored side by side: tile j at dst + 16 j
+ * (rows stride bytes apart) */
+static inline void tiles_zero(int nt)
+{
+    _tile_zero(0);
+    _tile_zero(1);
+    if (nt == 4) {
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+}
+
+static inline void tiles_store(float *dst, int stride, int nt)
+{
+    _tile_stored(0, dst, stride);
+    _tile_stored(1, dst + 16, stride);
+    if (nt == 4) {
+        _tile_stored(2, dst + 32, stride);
+        _tile_stored(3, dst + 48, stride);
+    }
+}
+
+/* S = Q[rows g*16 ..][Dh] . K^T for the 4 key groups, into w->s [16][AKB] */
+static void scores(const aws *w, int g, int Dh)
+{
+    tiles_zero(4);
+    const uint16_t *q = w->q + (size_t)g * 16 * Dh, *ql = w->ql + (size_t)g * 16 * Dh;
+    for (int s = 0; s < Dh / 32; s++)
+        split_step(q + 32 * s, ql + 32 * s, Dh * 2, w->kp + (size_t)s * 4 * 512, 4);
+    tiles_store(w->s, AKB * 4, 4);
+}
+
+/* O[16][Dh] = P[16][AKB] . V, 4 dim tiles at a time, into w->o */
 static void pv(const aws *w, int Dh)
 {
     int ndt = Dh / 16;
     for (int d0 = 0; d0 < ndt; d0 += 4) {
         int nt = ndt - d0 < 4 ? ndt - d0 : 4; /* Dh % 32 == 0: 2 or 4 */
-        _tile_zero(0);
-        _tile_zero(1);
-        if (nt == 4) {
-            _tile_zero(2);
-            _tile_zero(3);
-        }
-        for (int ks = 0; ks < AKB / 32; ks++) {
-            const uint16_t *vp = w->vp + (size_t)(ks * ndt + d0) * 512;
-            _tile_loadd(4, w->p + 32 * ks, AKB * 2);
-            _tile_loadd(5, w->pl + 32 * ks, AKB * 2);
-            _tile_loadd(6, vp, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(0, 5, 6);
-            _tile_loadd(7, vp + 512, 64);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(1, 5, 7);
-            if (nt == 4) {
-                _tile_loadd(6, vp + 1024, 64);
-                _tile_dpbf16ps(2, 4, 6);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_loadd(7, vp + 1536, 64);
-                _tile_dpbf16ps(3, 4, 7);
-                _tile_dpbf16ps(3, 5, 7);
-            }
-        }
-        _tile_stored(0, w->o + 16 * d0, Dh * 4);
-        _tile_stored(1, w->o + 16 * d0 + 16, Dh * 4);
-        if (nt == 4) {
-            _tile_stored(2, w->o + 16 * d0 + 32, Dh * 4);
-            _tile_stored(3, w->o + 16 * d0 + 48, Dh * 4);
-        }
+        tiles_zero(nt);
+        for (int ks = 0; ks < AKB / 32; ks++)
+            split_step(w->p + 32 * ks, w->pl + 32 * ks, AKB * 2, w->vp + (size_t)(ks * ndt + d0) * 512, nt);
+        tiles_store(w->o + 16 * d0, Dh * 4, nt);
     }
 }
 
