@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1038,6 +1039,74 @@ static int time_prefill(cal *c, struct tm_pool *pool, int n, int reps, double *o
     return rc;
 }
 
+/* A prefill that runs over and over on the prefill side's own cores while
+ * decode steps are timed on theirs: what a running stream meets when a prompt
+ * arrives (the two sides share the memory bandwidth and the caches). Its own
+ * ids and logits; the staging cache is its alone (time_steps reads none). */
+typedef struct busy_prefill {
+    cal *c;
+    int32_t *ids;
+    float *logits;
+    int n;
+    atomic_int started, stop;
+    int rc;
+    tm_err err;
+} busy_prefill;
+
+static void *busy_main(void *arg)
+{
+    busy_prefill *b = arg;
+    tm_session *s = b->c->s;
+    tm_pool_pin_caller(s->pool_pre, NULL);
+    while (!atomic_load(&b->stop) && b->rc == TM_OK) {
+        tm_kv_seq seq = {0}, sseq = {0};
+        double tp = 0, th = 0;
+        atomic_store(&b->started, 1);
+        b->rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, b->ids, b->n, &seq, &sseq, s->pool_pre, b->logits, &tp, &th,
+                                 &b->err);
+        tm_kv_seq_release(s->kv, &seq);
+        tm_kv_seq_release(s->stage, &sseq);
+    }
+    atomic_store(&b->started, 1);
+    return NULL;
+}
+
+/* Decode steps of B sequences on the decode side's own cores while a prefill
+ * runs on the prefill side's (busy: 1), else with the other side idle. */
+static int time_steps_busy(cal *c, int busy, int B, int ctx, int steps, float *logits, double *t, tm_err *err)
+{
+    tm_session *s = c->s;
+    busy_prefill b = {.c = c, .n = s->max_ctx - 2 < 256 ? s->max_ctx - 2 : 256};
+    pthread_t th;
+    int started = 0;
+    if (busy) {
+        b.ids = malloc(sizeof(int32_t) * (size_t)b.n);
+        b.logits = malloc(sizeof(float) * (size_t)s->rm->decode->V);
+        if (!b.ids || !b.logits) {
+            free(b.ids);
+            free(b.logits);
+            return tm_errf(err, TM_E_NOMEM, "calibrate: out of memory");
+        }
+        cal_ids(c, b.n);
+        memcpy(b.ids, c->ids, sizeof(int32_t) * (size_t)b.n);
+        started = pthread_create(&th, NULL, busy_main, &b) == 0;
+        while (started && !atomic_load(&b.started)) sched_yield();
+    }
+    tm_pool_pin_caller(s->pool_dec, NULL);
+    int rc = time_steps(c, &s->dec, s->pool_dec, B, ctx, steps, logits, t, err);
+    if (started) {
+        atomic_store(&b.stop, 1);
+        pthread_join(th, NULL);
+        if (rc == TM_OK && b.rc != TM_OK) {
+            if (err) *err = b.err;
+            rc = b.rc;
+        }
+    }
+    free(b.ids);
+    free(b.logits);
+    return rc;
+}
+
 typedef struct step_job {
     cal *c;
     unsigned avail;
@@ -1093,16 +1162,30 @@ static void *step_main(void *arg)
                     t_own / t_all);
         }
     }
+    /* the decode side on its own cores while a prefill runs on the others,
+     * against every core with nothing else running: what a stream loses when a
+     * prompt arrives (the stall bound, sched.c invariant 5, and the router's
+     * slowdown while requests are queued); the worse of one sequence and four */
     if (rc == TM_OK && own_dec < all_dec && (j->avail & (1u << TANDEM_ROUTE_HYBRID | 1u << TANDEM_ROUTE_DECODE_ONLY))) {
-        double t_own = 0, t_all = 0;
-        tm_pool_pin_caller(s->pool_dec, NULL);
-        rc = time_steps(c, &s->dec, s->pool_dec, 1, ctxs[0], steps, logits, &t_own, err);
-        if (rc == TM_OK) rc = time_steps(c, &s->dec, s->pool_all_dec, 1, ctxs[0], steps, logits, &t_all, err);
-        if (rc == TM_OK && t_all > 0) {
-            tm_router_meas x = {.kind = TM_ROUTER_MEAS_LEND, .side = 1, .t = t_own / t_all};
+        int busy = (j->avail & (1u << TANDEM_ROUTE_HYBRID)) != 0 && own_pre > 0;
+        int maxb = s->dec.caps.max_batch > 0 && s->dec.caps.max_batch < 4 ? s->dec.caps.max_batch : 4;
+        if (maxb > s->max_seqs) maxb = s->max_seqs;
+        double worst = 0;
+        for (int bi = 0; bi < (maxb > 1 ? 2 : 1) && rc == TM_OK; bi++) {
+            int B = bi ? maxb : 1;
+            double t_own = 0, t_all = 0;
+            tm_pool_pin_caller(s->pool_all_dec, NULL);
+            rc = time_steps(c, &s->dec, s->pool_all_dec, B, ctxs[0], steps, logits, &t_all, err);
+            if (rc == TM_OK) rc = time_steps_busy(c, busy, B, ctxs[0], steps, logits, &t_own, err);
+            if (rc == TM_OK && t_all > 0) {
+                if (t_own / t_all > worst) worst = t_own / t_all;
+                cal_say(c, "decode side:  B=%d: %d cores%s %.3f ms, %d cores %.3f ms (x%.2f)", B, own_dec,
+                        busy ? " beside a prefill" : "", t_own * 1e3, all_dec, t_all * 1e3, t_own / t_all);
+            }
+        }
+        if (rc == TM_OK && worst > 0) {
+            tm_router_meas x = {.kind = TM_ROUTER_MEAS_LEND, .side = 1, .t = worst};
             rc = cal_push(c, &x, err);
-            cal_say(c, "decode side:  %d cores %.3f ms, %d cores %.3f ms (x%.2f)", own_dec, t_own * 1e3, all_dec,
-                    t_all * 1e3, t_own / t_all);
         }
     }
     free(logits);
