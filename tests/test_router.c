@@ -236,6 +236,12 @@ static void test_predict(void)
     c2.tpot[TANDEM_ROUTE_PREFILL_ONLY][0] = 0.001;
     tm_router_predict(&c2, 512, 64, NULL, &p);
     CHECK_EQ_INT(p.pick, TANDEM_ROUTE_PREFILL_ONLY);
+    /* ... but never in a session that serves several requests: it would hold
+     * the prefill worker for its whole generation */
+    tm_router_predict(&c2, 512, 64, &(tm_router_load){.multi = 1}, &p);
+    CHECK(p.pick != TANDEM_ROUTE_PREFILL_ONLY);
+    CHECK_EQ_INT(p.ruled_out[TANDEM_ROUTE_PREFILL_ONLY], TM_ROUTER_HOLDS);
+    CHECK(isfinite(p.own[TANDEM_ROUTE_PREFILL_ONLY])); /* still predicted, for --explain */
     c2.routes &= ~(1u << TANDEM_ROUTE_PREFILL_ONLY);
     tm_router_predict(&c2, 512, 64, NULL, &p);
     CHECK(p.pick != TANDEM_ROUTE_PREFILL_ONLY);
@@ -247,6 +253,19 @@ static void test_predict(void)
     CHECK_NEAR(p.ttft[TANDEM_ROUTE_HYBRID], (ttft_h - 0.0002 - 2e-7 * 16 - 0.0004) * 1.7 + 0.0002 + 2e-7 * 16 + 0.0004,
                1e-12);
     CHECK_EQ_INT(p.pick, TANDEM_ROUTE_HYBRID);
+    /* the stall bound: a decode-only prefill holds the running batch; with a
+     * bound it is ruled out once it takes more than that share of a step,
+     * without one it is priced (others) and may win */
+    tm_router_costs c3 = c;
+    c3.first[TANDEM_ROUTE_HYBRID] = 10; /* make hybrid very slow to start */
+    tm_router_predict(&c3, 16, 16, &(tm_router_load){.n_decoding = 1}, &p);
+    CHECK_EQ_INT(p.pick, TANDEM_ROUTE_DECODE_ONLY);
+    CHECK_EQ_INT(p.ruled_out[TANDEM_ROUTE_DECODE_ONLY], 0);
+    tm_router_predict(&c3, 16, 16, &(tm_router_load){.n_decoding = 1, .max_stall = 0.25}, &p);
+    CHECK(p.pick != TANDEM_ROUTE_DECODE_ONLY);
+    CHECK_EQ_INT(p.ruled_out[TANDEM_ROUTE_DECODE_ONLY], TM_ROUTER_STALLS);
+    tm_router_predict(&c3, 16, 16, &(tm_router_load){.max_stall = 0.25}, &p); /* nothing decoding: allowed */
+    CHECK_EQ_INT(p.pick, TANDEM_ROUTE_DECODE_ONLY);
     /* queued requests behind a prefill-only request wait for all of it */
     tm_router_predict(&c, 512, 64, &(tm_router_load){.n_queued = 2}, &p);
     CHECK_NEAR(p.others[TANDEM_ROUTE_PREFILL_ONLY], 2 * p.own[TANDEM_ROUTE_PREFILL_ONLY], 1e-9);
@@ -503,7 +522,7 @@ static void test_sessions(const char *dir)
     CHECK_EQ_INT(s->dec_borrows, 0);
     for (int n = 1; n < 500; n += 23) {
         tm_router_pred want;
-        tm_router_load ld = {.stateful = !o.stateless, .no_lend_dec = 1};
+        tm_router_load ld = {.stateful = !o.stateless, .no_lend_dec = 1, .multi = 1, .max_stall = 0.25};
         tm_router_costs avail = c;
         avail.routes &= s->router.c.routes;
         tm_router_predict(&avail, n, 8, &ld, &want);

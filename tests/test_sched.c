@@ -111,31 +111,37 @@ int main(void)
     r.repetition_penalty = 1;
     r.ignore_eos = 1;
 
-    /* alone, one at a time */
-    sink alone[NP];
-    memset(alone, 0, sizeof alone);
-    for (int i = 0; i < NP; i++) {
-        r.prompt = prompts[i];
-        tandem_stats st;
-        CHECKF(tm_session_generate(s, &r, on_text, &alone[i], &st, &err) == TM_OK, "%s", err.msg);
-        CHECK_EQ_INT(st.n_generated, 40);
-        CHECK(alone[i].len > 20);
+    /* every route, forced (the router chooses by load, and the route decides
+     * which weights make the KV): alone, then all at once */
+    static const tandem_route routes[] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_DECODE_ONLY, TANDEM_ROUTE_PREFILL_ONLY};
+    for (int ri = 0; ri < 3; ri++) {
+        s->o.route = routes[ri];
+        sink alone[NP];
+        memset(alone, 0, sizeof alone);
+        for (int i = 0; i < NP; i++) {
+            r.prompt = prompts[i];
+            tandem_stats st;
+            CHECKF(tm_session_generate(s, &r, on_text, &alone[i], &st, &err) == TM_OK, "%s", err.msg);
+            CHECK_EQ_INT(st.n_generated, 40);
+            CHECK(alone[i].len > 20);
+        }
+        /* all at once: prefill of later prompts overlaps decode of earlier ones */
+        sink both[NP];
+        memset(both, 0, sizeof both);
+        tm_req *q[NP];
+        for (int i = 0; i < NP; i++) {
+            r.prompt = prompts[i];
+            CHECKF(tm_session_submit(s, &r, on_text, &both[i], &q[i], &err) == TM_OK, "%s", err.msg);
+        }
+        for (int i = 0; i < NP; i++) {
+            tandem_stats st;
+            CHECKF(tm_req_wait(q[i], &st, &err) == TM_OK, "%s", err.msg);
+            CHECKF(strcmp(both[i].buf, alone[i].buf) == 0, "%s, prompt %d concurrent:\n%s\nalone:\n%s",
+                   tm_route_name(routes[ri]), i, both[i].buf, alone[i].buf);
+            CHECK(st.tpot_p50 > 0 && st.tpot_p99 >= st.tpot_p50);
+        }
     }
-    /* all at once: prefill of later prompts overlaps decode of earlier ones */
-    sink both[NP];
-    memset(both, 0, sizeof both);
-    tm_req *q[NP];
-    for (int i = 0; i < NP; i++) {
-        r.prompt = prompts[i];
-        CHECKF(tm_session_submit(s, &r, on_text, &both[i], &q[i], &err) == TM_OK, "%s", err.msg);
-    }
-    for (int i = 0; i < NP; i++) {
-        tandem_stats st;
-        CHECKF(tm_req_wait(q[i], &st, &err) == TM_OK, "%s", err.msg);
-        CHECKF(strcmp(both[i].buf, alone[i].buf) == 0, "prompt %d concurrent:\n%s\nalone:\n%s", i, both[i].buf,
-               alone[i].buf);
-        CHECK(st.tpot_p50 > 0 && st.tpot_p99 >= st.tpot_p50);
-    }
+    s->o.route = TANDEM_ROUTE_AUTO;
     CHECK_EQ_INT(tm_kv_cache_free_pages(s->kv), free0);
 
     /* cancellation: by the callback mid-decode, and before it starts (queued) */

@@ -137,8 +137,10 @@ void tm_router_predict(const tm_router_costs *c, int n_prompt, int n_out, const 
             pre = tm_router_prefill_time(c, r, n_prompt) * slow_pre;
             ttft = pre + c->first[r];
             tpot = tm_router_tpot(c, r, ctx) * slow_pre;
-            /* the prefill worker runs the whole request: the queue waits for it */
+            /* the prefill worker runs the whole request: the queue waits for it, and
+             * so would every prompt that arrives meanwhile (not priced: ruled out) */
             others = nq * (ttft + (p->n_out - 1) * nonneg(tpot));
+            if (ld.multi) p->ruled_out[r] = TM_ROUTER_HOLDS;
         } else {
             /* prefilled on the decode worker, after its current step; the batch waits */
             pre = tm_router_prefill_time(c, r, n_prompt) * slow_dec;
@@ -146,6 +148,8 @@ void tm_router_predict(const tm_router_costs *c, int n_prompt, int n_out, const 
             ttft = wait + pre + c->first[r];
             tpot = (tm_router_tpot(c, r, ctx) + nd * per_seq) * slow_dec;
             others = nd * pre + nd * (p->n_out - 1) * per_seq;
+            /* the stall bound: the running streams get no token while it prefills */
+            if (nd > 0 && ld.max_stall > 0 && pre > ld.max_stall * wait) p->ruled_out[r] = TM_ROUTER_STALLS;
         }
         ttft = nonneg(ttft);
         tpot = nonneg(tpot);
@@ -153,7 +157,7 @@ void tm_router_predict(const tm_router_costs *c, int n_prompt, int n_out, const 
         p->tpot[r] = tpot;
         p->own[r] = ttft + (p->n_out - 1) * tpot;
         p->others[r] = others;
-        if (p->own[r] + others < best) {
+        if (!p->ruled_out[r] && p->own[r] + others < best) {
             best = p->own[r] + others;
             p->pick = r;
         }
@@ -781,6 +785,8 @@ tandem_route tm_router_pick(const tm_session *s, int n_prompt, int n_out, const 
     tm_router_load ld = load ? *load : (tm_router_load){0};
     ld.no_lend = s->o.no_lend;
     ld.no_lend_dec = !s->dec_borrows;
+    ld.multi = s->max_seqs > 1;
+    ld.max_stall = s->o.max_stall > 0 ? s->o.max_stall : s->o.max_stall < 0 ? 0 : 0.25;
     ld.stateful = !s->o.stateless;
     if (s->router.calibrated) {
         tm_router_predict(&s->router.c, n_prompt, n_out, &ld, p);
@@ -790,6 +796,10 @@ tandem_route tm_router_pick(const tm_session *s, int n_prompt, int n_out, const 
         p->n_out = n_out;
         p->load = ld;
         p->pick = tm_router_rule(s->pre.caps.chunk_sizes, s->pre.caps.n_chunks, n_prompt);
+        /* the stall bound without a cost model: no decode-only prefill while streams run */
+        if (p->pick == TANDEM_ROUTE_DECODE_ONLY && ld.n_decoding > 0 && ld.max_stall > 0 &&
+            (routes_available(s) & (1u << TANDEM_ROUTE_HYBRID)))
+            p->pick = TANDEM_ROUTE_HYBRID;
         snprintf(p->note, sizeof p->note, "%s", s->router.note);
     }
     if (s->o.route != TANDEM_ROUTE_AUTO) {
@@ -816,7 +826,11 @@ void tm_router_explain_pick(FILE *f, const tm_router_pred *p)
             continue;
         }
         fprintf(f, "[route]   %-12s TTFT %8.4f s  TPOT %7.3f ms  total %8.4f s  others +%.4f s%s\n", tm_route_name(r),
-                p->ttft[r], p->tpot[r] * 1e3, p->own[r], p->others[r], r == p->pick ? "  <-" : "");
+                p->ttft[r], p->tpot[r] * 1e3, p->own[r], p->others[r],
+                r == p->pick ? "  <-"
+                : p->ruled_out[r] == TM_ROUTER_STALLS ? "  (ruled out: over the stall bound)"
+                : p->ruled_out[r] == TM_ROUTER_HOLDS ? "  (ruled out: holds the prefill worker; several requests)"
+                                                     : "");
     }
 }
 

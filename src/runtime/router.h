@@ -81,8 +81,16 @@ typedef struct tm_router_load {
     int n_queued;     /* requests waiting for the prefill worker behind this one */
     int no_lend;      /* the session never lends idle cores (opts.no_lend) */
     int no_lend_dec;  /* the decode side never borrows (sched.c, invariant 5) */
+    int multi;        /* the session serves several requests at once (max_seqs > 1): the router
+                         then never picks prefill-only, which holds the prefill worker for the
+                         whole generation (every later prompt would wait behind it) */
+    double max_stall; /* > 0: the stall bound (opts.max_stall): a decode-only prefill, which
+                         runs on the decode worker and holds its batch, may add at most this
+                         share of a step to the running streams; 0: no bound */
     int stateful;     /* the hand-off is an owner flip (opts.stateless == 0) */
 } tm_router_load;
+
+enum { TM_ROUTER_STALLS = 1, TM_ROUTER_HOLDS = 2 };
 
 typedef struct tm_router_pred {
     int n_prompt, n_out;
@@ -93,6 +101,9 @@ typedef struct tm_router_pred {
     double ttft[4], tpot[4];  /* [route] predicted seconds (0 when not calibrated) */
     double own[4];            /* [route] TTFT + (n_out-1)*TPOT */
     double others[4];         /* [route] delay added to requests already in the session */
+    int ruled_out[4];         /* [route] TM_ROUTER_STALLS: a decode-only prefill would stall the running
+                                 streams past max_stall; TM_ROUTER_HOLDS: prefill-only would hold the
+                                 prefill worker in a session that serves several requests */
     double t_pick;            /* CLOCK_MONOTONIC seconds of the decision */
     char note[160];           /* why there is no calibration, when calibrated == 0 */
 } tm_router_pred;

@@ -39,9 +39,10 @@
  *  5. The stall bound (tm_sched_lend_policy): the prefill side borrows while
  *     nothing decodes, which slows no one. The decode side borrows only where
  *     handing the cores back when a prompt arrives keeps the running streams'
- *     time per token within opts.max_stall (its calibrated own-core slowdown
- *     lend_dec is small enough), or where no prompt can arrive while it
- *     decodes (max_seqs 1: run, chat, bench's one-request tests).
+ *     time per token within opts.max_stall (lend_dec, its calibrated slowdown
+ *     on its own cores beside a running prefill, is small enough), or where
+ *     no prompt can arrive while it decodes (max_seqs 1: run, chat, bench's
+ *     one-request tests).
  */
 #include <sched.h>
 #include <stdio.h>
