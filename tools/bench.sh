@@ -29,16 +29,21 @@ done
 # at 4096 and 8192), concurrency 1,2,4,8 clients with Poisson arrivals, and the decode stall
 # (4 streams, a 448-token prompt arrives; llama.cpp's side is llstall: llama-server's schedule).
 # The JSON's "acceptance" and the markdown's last section judge the four points; the SVG is the chart.
+# The package is the default one (int8 prefill, int4g64 decode); the router and the stall bound
+# use its calibration, so calibrate first.
 sh tools/llstall.sh "$P"
-M=$W/llama1b-int4g64.tdm
+M=$W/llama1b-def.tdm
 G=$P/models/llama1b-q4_0.gguf
+[ -f "$M" ] || $T convert "$W/llama1b" -o "$M"
+$T calibrate "$M" -t 2
 sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
-$T bench "$M" --suite issue6 --reps 3 -t 2 --peer llama.cpp --peer-model "$G" \
-  --json "$OUT/local-llama1b-issue6.json" --md "$OUT/local-llama1b-issue6.md" --svg "$OUT/local-llama1b-issue6.svg"
-# Beside it (not part of the acceptance run): the stall without core lending.
-sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
-$T bench "$M" --tests '' --stall 4 --stall-prompt 448 --reps 3 -t 2 --no-lend \
+$T bench "$M" --suite issue6 --reps 3 -t 2 --sweep 16,32,64,128,256,512,1024,2048,4096:3,8192:1 \
   --peer llama.cpp --peer-model "$G" \
-  --json "$OUT/local-llama1b-stall-peer-nolend.json" --md "$OUT/local-llama1b-stall-peer-nolend.md" \
-  --svg "$OUT/local-llama1b-stall-peer-nolend.svg"
+  --json "$OUT/local-llama1b-issue6-s4.json" --md "$OUT/local-llama1b-issue6-s4.md" --svg "$OUT/local-llama1b-issue6-s4.svg"
+# Beside it (not part of the acceptance run): the stall with the decode side always lending.
+sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
+$T bench "$M" --tests '' --stall 4 --stall-prompt 448 --reps 3 -t 2 --max-stall off \
+  --peer llama.cpp --peer-model "$G" \
+  --json "$OUT/local-llama1b-stall-s4-lend.json" --md "$OUT/local-llama1b-stall-s4-lend.md" \
+  --svg "$OUT/local-llama1b-stall-s4-lend.svg"
 "$P/ceilings" 2 3 > "$OUT/local-ceilings.txt" 2>&1 || true
