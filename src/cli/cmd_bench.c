@@ -387,47 +387,62 @@ static int run_peer(const char *bin, const char *model, int threads, bench_test 
     return found;
 }
 
-/* Every test, route by route (one session at a time, so each test's peak
- * memory holds one session). 0, or 1 with the error printed. */
+/* Every test on every route, in two phases.
+ *  1. Route by route, one session at a time: each test's warm-up request, and
+ *     its peak memory (a session running that test alone).
+ *  2. Every route's session open at once, the reps interleaved: rep k of every
+ *     test on every route, then rep k + 1, so a drift of the machine (its
+ *     memory bandwidth moves by 1.7x within minutes on dev) falls on all
+ *     routes alike; llama.cpp runs beside each test's first route.
+ * 0, or 1 with the error printed. */
 static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts so, bench_test *ts, int nt)
 {
     tandem_model_info info;
     tandem_model_get_info(m, &info);
-    tandem_session *s = NULL;
+    tandem_session *ss[4] = {NULL, NULL, NULL, NULL}; /* by tandem_route */
     tandem_status st = {0};
-    int rc = 0, cur = -1, threads = so.n_threads > 0 ? so.n_threads : 2;
+    int rc = 0, threads = so.n_threads > 0 ? so.n_threads : 2;
     unsigned seed = 1234;
-    for (int i = 0; i < nt && rc == 0; i++) {
+    for (int i = 0; i < nt && rc == 0; i++) { /* phase 1: tests are grouped by route */
         bench_test *t = &ts[i];
-        if (t->route != cur) {
-            tandem_session_free(s);
-            malloc_trim(0); /* so the next route's peak memory starts from what is really in use */
-            s = NULL;
+        if (!ss[t->route]) {
+            for (int r = 0; r < 4; r++) {
+                tandem_session_free(ss[r]);
+                ss[r] = NULL;
+            }
+            malloc_trim(0); /* so this route's peak memory starts from what is really in use */
             so.route = (tandem_route)t->route;
-            cur = t->route;
-            if (tandem_session_new(&s, m, &so, &st) != 0) {
+            if (tandem_session_new(&ss[t->route], m, &so, &st) != 0) {
                 rc = 1;
                 break;
             }
         }
         peak_reset();
-        fprintf(stderr, "bench %s %s: warm-up", t->name, bench_route_name(t->route));
-        if ((rc = run_once(s, info.vocab, t, -1, &seed, &st))) break;
-        for (int k = 0; k < o->reps; k++) {
-            if ((rc = run_once(s, info.vocab, t, k, &seed, &st))) break;
-            fprintf(stderr, " | tandem %.2f", t->tps[k]);
+        fprintf(stderr, "bench %s %s: warm-up\n", t->name, bench_route_name(t->route));
+        rc = run_once(ss[t->route], info.vocab, t, -1, &seed, &st);
+        t->peak_mb = peak_mb();
+    }
+    for (int i = 0; i < nt && rc == 0; i++) { /* phase 2: every route's session */
+        bench_test *t = &ts[i];
+        if (ss[t->route]) continue;
+        so.route = (tandem_route)t->route;
+        if (tandem_session_new(&ss[t->route], m, &so, &st) != 0) rc = 1;
+    }
+    for (int k = 0; k < o->reps && rc == 0; k++)
+        for (int i = 0; i < nt && rc == 0; i++) {
+            bench_test *t = &ts[i];
+            if ((rc = run_once(ss[t->route], info.vocab, t, k, &seed, &st))) break;
+            fprintf(stderr, "bench rep %d: %s %s: tandem %.2f", k + 1, t->name, bench_route_name(t->route), t->tps[k]);
             if (o->peer && t->peer_beside) {
                 if (run_peer(o->peer_bin, o->peer_model, threads, t, k) == 0)
-                    fprintf(stderr, " llama.cpp %.2f", t->peer[k]);
+                    fprintf(stderr, ", llama.cpp %.2f", t->peer[k]);
                 else
-                    fprintf(stderr, " llama.cpp failed");
+                    fprintf(stderr, ", llama.cpp failed");
             }
+            fprintf(stderr, "\n");
         }
-        t->peak_mb = peak_mb();
-        fprintf(stderr, "\n");
-    }
     if (rc) fprintf(stderr, "tandem bench: %s\n", st.msg[0] ? st.msg : "out of memory");
-    tandem_session_free(s);
+    for (int r = 0; r < 4; r++) tandem_session_free(ss[r]);
     return rc;
 }
 
