@@ -393,7 +393,7 @@ static int run_peer(const char *bin, const char *model, int threads, bench_test 
  *  2. Every route's session open at once, the reps interleaved: rep k of every
  *     test on every route, then rep k + 1, so a drift of the machine (its
  *     memory bandwidth moves by 1.7x within minutes on dev) falls on all
- *     routes alike; llama.cpp runs beside each test's first route.
+ *     routes alike (order below); llama.cpp runs beside each test's first route.
  * 0, or 1 with the error printed. */
 static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts so, bench_test *ts, int nt)
 {
@@ -428,9 +428,20 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
         so.route = (tandem_route)t->route;
         if (tandem_session_new(&ss[t->route], m, &so, &st) != 0) rc = 1;
     }
+    /* the order of a rep: test by test, that test's routes back to back (the
+     * routes of one scenario are compared with each other), and every other
+     * rep in reverse, so a steady drift falls on both ends alike */
+    int order[MAX_TESTS], n = 0;
+    for (int i = 0; i < nt; i++) {
+        int seen = 0;
+        for (int j = 0; j < n && !seen; j++) seen = !strcmp(ts[order[j]].name, ts[i].name);
+        if (seen) continue;
+        for (int j = i; j < nt; j++)
+            if (!strcmp(ts[j].name, ts[i].name)) order[n++] = j;
+    }
     for (int k = 0; k < o->reps && rc == 0; k++)
-        for (int i = 0; i < nt && rc == 0; i++) {
-            bench_test *t = &ts[i];
+        for (int x = 0; x < n && rc == 0; x++) {
+            bench_test *t = &ts[order[k % 2 ? n - 1 - x : x]];
             if ((rc = run_once(ss[t->route], info.vocab, t, k, &seed, &st))) break;
             fprintf(stderr, "bench rep %d: %s %s: tandem %.2f", k + 1, t->name, bench_route_name(t->route), t->tps[k]);
             if (o->peer && t->peer_beside) {
