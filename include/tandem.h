@@ -119,6 +119,8 @@ typedef struct tandem_session_opts {
                                      where no prompt can arrive while it decodes (max_seqs 1). */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
+/* The stall bound opts give: opts.max_stall, 0.25 when 0, or 0 for none (< 0). */
+float tandem_stall_bound(const tandem_session_opts *o);
 int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st);
 void tandem_session_free(tandem_session *s);
 /* The session's context in tokens: one request's prompt + generated tokens

@@ -550,7 +550,7 @@ static void stall_report(const bench_stall_res *o, const tandem_session_opts *so
                       "\"reps\": %d, \"dropped\": %d, \"lend\": %s,\n    ", o->streams, o->P, STALL_STREAM_PROMPT,
                 o->quiet_s, a->reps, a->dropped, o->lend ? "true" : "false");
         fprintf(json, "\"lend_mode\": \"%s\", \"max_stall\": %.3g,\n    ", o->lend_mode,
-                so->max_stall > 0 ? so->max_stall : so->max_stall < 0 ? -1.0 : 0.25);
+                so->max_stall < 0 ? -1.0 : (double)tandem_stall_bound(so));
         stall_json(json, a);
         if (np) {
             fprintf(json, ",\n    \"peer\": \"llama.cpp\", \"peer_stall\": {\"reps\": %d, \"dropped\": %d, "

@@ -150,6 +150,11 @@ void tandem_session_opts_default(tandem_session_opts *o)
     o->stateless = 1;
 }
 
+float tandem_stall_bound(const tandem_session_opts *o)
+{
+    return o->max_stall > 0 ? o->max_stall : o->max_stall < 0 ? 0.0f : 0.25f;
+}
+
 int tandem_session_new(tandem_session **out, tandem_model *m, const tandem_session_opts *o, tandem_status *st)
 {
     tm_err e = {0};

@@ -786,7 +786,7 @@ tandem_route tm_router_pick(const tm_session *s, int n_prompt, int n_out, const 
     ld.no_lend = s->o.no_lend;
     ld.no_lend_dec = !s->dec_borrows;
     ld.multi = s->max_seqs > 1;
-    ld.max_stall = s->o.max_stall > 0 ? s->o.max_stall : s->o.max_stall < 0 ? 0 : 0.25;
+    ld.max_stall = tandem_stall_bound(&s->o);
     ld.stateful = !s->o.stateless;
     if (s->router.calibrated) {
         tm_router_predict(&s->router.c, n_prompt, n_out, &ld, p);

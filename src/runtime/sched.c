@@ -220,13 +220,13 @@ static void decoding_done(tm_sched *sc)
 int tm_sched_lend_policy(const tm_session *s)
 {
     int own = tm_pool_size(s->pool_dec), all = tm_pool_size(s->pool_all_dec);
-    double bound = s->o.max_stall > 0 ? s->o.max_stall : 0.25;
+    double bound = tandem_stall_bound(&s->o);
     const char *why;
     int yes;
     if (s->o.no_lend) yes = 0, why = "never (no_lend)";
     else if (own >= all) yes = 1, why = "always (no cores to borrow)";
     else if (s->max_seqs == 1) yes = 1, why = "yes (one request at a time: no prompt arrives while it decodes)";
-    else if (s->o.max_stall < 0) yes = 1, why = "yes (no stall bound)";
+    else if (bound <= 0) yes = 1, why = "yes (no stall bound)";
     else if (!s->router.calibrated) yes = 0, why = "no (uncalibrated: the cost of handing cores back is unknown)";
     else if (s->router.c.lend_dec <= 1 + bound) yes = 1, why = "yes (calibrated slowdown within the stall bound)";
     else yes = 0, why = "no (calibrated slowdown over the stall bound)";
