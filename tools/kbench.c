@@ -9,11 +9,14 @@
  *   build/kbench gemv q4g64 4096 4096 1     # N K B: GB/s of weights streamed
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
+ *   build/kbench peak                       # AMX tile and AVX-512 FMA peaks (the GEMM ceilings)
  *   build/kbench attn int8 4096 1 32 8 64   # decode attention: KV DTYPE CTX B H Hk Dh
  * "cpu N%" is the share of the threads' wall time they got the CPU: on a
  * shared machine, below ~95% means other processes interfered.
  * Options: -t THREADS (default: all online cpus), -s SECONDS per timing
- * (default 1), -v VARIANT (time only that one), -m MIB of weights cycled
+ * (default 1), -v VARIANT (time only that one), -c CPU (pin the threads to
+ * CPU, CPU + 1, ...; default 0), -p ROUNDS (gemm on amx: that many rounds of
+ * tile peak, GEMM, tile peak, and the median ratio), -m MIB of weights cycled
  * by gemv and attn (default 512). attn cycles through as many layers of a
  * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
  * as fill that, one call per layer like a decode step; GB/s counts the KV
@@ -204,18 +207,52 @@ static int attn_main(tm_dtype dt, int ctx, int B, int H, int Hk, int Dh, int mib
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* -p R: R rounds of (tile peak, GEMM, tile peak) on the same threads; each
+ * round's GEMM rate over the mean of the two peaks beside it. On a shared
+ * host the peak itself drifts 2x within seconds, so only a ratio taken side
+ * by side means anything; prints the median GFLOP/s and the median ratio. */
+static void paired_peak(const tm_kernels *k, tm_dtype dt, int M, int N, int K, double secs, int rounds,
+                        tm_pool *pool)
+{
+    double g[64], f[64];
+    int n = 0;
+    if (rounds > 64) rounds = 64;
+    for (int i = 0; i < rounds; i++) {
+        tm_kmeasure p0, p1, r;
+        tm_err err = {0};
+        if (tm_kmeasure_peak("amx", dt, secs / 3, pool, &p0, &err) || tm_kmeasure_gemm(k, dt, M, N, K, secs, pool, &r, &err) ||
+            tm_kmeasure_peak("amx", dt, secs / 3, pool, &p1, &err)) {
+            printf("  paired peak: %s\n", err.msg);
+            return;
+        }
+        g[n] = r.gflops;
+        f[n++] = 2 * r.gflops / (p0.gflops + p1.gflops);
+    }
+    qsort(g, n, sizeof g[0], cmp_double);
+    qsort(f, n, sizeof f[0], cmp_double);
+    printf("  paired with the AMX peak, %d rounds: median %.1f GFLOP/s, median %.1f%% of the peak beside it (range %.1f-%.1f%%)\n",
+           n, g[n / 2], 100 * f[n / 2], 100 * f[0], 100 * f[n - 1]);
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-m MIB] gemv DTYPE N K B\n"
+    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] gemv DTYPE N K B\n"
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
+                    "       kbench [options] peak\n"
                     "       kbench [options] attn KVDTYPE CTX [B H Hk Dh]   (default 1 32 8 64)\n"
                     "DTYPE: int4g32 int4g64 int4pc int8 bf16 (gemm: bf16, int8)\n");
 }
 
 int main(int argc, char **argv)
 {
-    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1;
+    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1, first_cpu = 0, paired = 0;
     double secs = 1.0;
     const char *only = NULL;
     for (; i < argc && argv[i][0] == '-'; i += 2) {
@@ -224,13 +261,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-v")) only = argv[i + 1];
         else if (!strcmp(argv[i], "-m")) mib = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-c")) first_cpu = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-p")) paired = atoi(argv[i + 1]);
         else { usage(); return 2; }
     }
     if (i >= argc) { usage(); return 2; }
     tm_err err = {0};
     tm_pool *pool = NULL;
     int cpus[256], nc = threads < 256 ? threads : 256;
-    for (int c = 0; c < nc; c++) cpus[c] = c;
+    for (int c = 0; c < nc; c++) cpus[c] = first_cpu + c;
     if (tm_pool_init(&pool, cpus, nc, 0, &err) != TM_OK || tm_pool_pin_caller(pool, &err) != TM_OK) {
         fprintf(stderr, "kbench: %s\n", err.msg);
         return 1;
@@ -240,6 +279,17 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "mem")) {
         if (tm_kmeasure_memread((size_t)mib << 20, secs, pool, &r, &err)) { fprintf(stderr, "kbench: %s\n", err.msg); return 1; }
         printf("memread %d MiB, %d threads: %.2f GB/s (cpu %.0f%%)\n", mib, nc, r.gbps, 100 * r.cpu_seconds / (r.seconds * nc));
+        tm_pool_free(pool);
+        return 0;
+    }
+    if (!strcmp(cmd, "peak")) { /* the tile / FMA peaks the GEMMs are measured against */
+        static const char *const vn[] = {"amx", "avx512"};
+        for (int a = 0; a < 2; a++)
+            for (int d = 0; d < 2; d++) {
+                tm_dtype dt = d ? TM_DT_Q8PC : TM_DT_BF16;
+                if (tm_kmeasure_peak(vn[a], dt, secs, pool, &r, &err) == TM_OK)
+                    printf("peak %s %s, %d threads: %.1f GOP/s\n", vn[a], d ? "int8" : "bf16", nc, r.gflops);
+            }
         tm_pool_free(pool);
         return 0;
     }
@@ -276,6 +326,7 @@ int main(int argc, char **argv)
                               100 * r.cpu_seconds / (r.seconds * nc));
         else printf("  %.2f GB/s (%.1f GFLOP/s, %.1f us per call, cpu %.0f%%)\n", r.gbps, r.gflops,
                     1e6 * r.seconds / r.calls, 100 * r.cpu_seconds / (r.seconds * nc));
+        if (!rc && gemm && paired && !strcmp(v[n], "amx")) paired_peak(&k, dt, M, N, K, secs, paired, pool);
     }
     tm_pool_free(pool);
     return 0;

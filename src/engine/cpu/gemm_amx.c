@@ -141,12 +141,20 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * 0.86-1.34 TFLOP/s bf16, 2.5 TOP/s int8; AMX_KC 2: 0.91-1.01; 4: 0.76-1.04;
  * 8: 1.39-1.53 and 3.15 TOP/s (60-68% of peak); 16: 0.66-0.80.
  * session 2 (peak 2.24 / 4.43, AMX_KC 8): MB 64: 0.71-0.82 and 1.5-1.7;
- * MB 128: 0.74-0.85 and 1.4-1.9; MB 256: 0.77-1.0 and 1.7-2.2 (34-50%). */
+ * MB 128: 0.74-0.85 and 1.4-1.9; MB 256: 0.77-1.0 and 1.7-2.2 (34-50%).
+ *
+ * The first block of a chunk meets its B chunk in L3 or DRAM: the panels lie
+ * Kp * 32 bytes apart, and the L2 streamer stops at every 4 KB page. So each
+ * block also prefetches its share of the panel's next B chunk (K steps
+ * [s1, s1 + AMX_KC), or the next group's first) into L2, a few lines per
+ * step. Session 5, against the tile peak measured beside each timing (kbench
+ * -p; docs/bench/xeon-s5-amx-paired.txt): 28-33% -> 32-37% of the peak on
+ * every shape. What it would take to go further is in docs/kernels.md. */
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1), C continued from acc (row stride ld bytes) unless first */
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, int first, uint8_t *c,
-                               size_t ld)
+                               size_t ld, uintptr_t l2next, int l2lines)
 {
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->nsteps * 1024;
     const uint8_t *A1 = A0 + (size_t)g->nsteps * 1024;
@@ -168,6 +176,10 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     }
     for (int s = s0; s < s1; s++) {
         const uint8_t *b = B + (size_t)s * 2048; /* 16 panel rows of 128 bytes */
+        { /* this block's share of the next B chunk, into L2, spread over its steps */
+            int n = (l2lines * (s - s0 + 1)) / (s1 - s0) - (l2lines * (s - s0)) / (s1 - s0);
+            for (int l = 0; l < n; l++, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
+        }
         _tile_loadd(6, b, 128);
         _tile_loadd(7, b + 64, 128);
         _tile_loadd(4, A0 + (size_t)s * 1024, 64);
@@ -239,9 +251,19 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
         PROF_T(t0);
         for (int s0 = 0; s0 < g->nsteps; s0 += AMX_KC) {
             int s1 = s0 + AMX_KC < g->nsteps ? s0 + AMX_KC : g->nsteps;
-            for (int j = 0; j < np; j++)
-                for (int m = m0; m < m1; m += 32)
-                    block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0, (uint8_t *)&acc[m - m0][32 * j], ld);
+            for (int j = 0; j < np; j++) {
+                /* the B chunk this panel needs next: K steps [s1, s1 + KC), or the next group's first */
+                const uint8_t *pan = (const uint8_t *)g->w->panel;
+                size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
+                uintptr_t nb = s1 < g->nsteps ? (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048)
+                                              : (uintptr_t)pan + (uintptr_t)(pg + j + AMX_PG) * pbytes;
+                int nblk = (m1 - m0 + 31) / 32, lines = AMX_KC * 32;
+                for (int m = m0; m < m1; m += 32) {
+                    int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
+                    block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0, (uint8_t *)&acc[m - m0][32 * j], ld,
+                                nb + (uintptr_t)l0 * 64, l1 - l0);
+                }
+            }
         }
         PROF_ADD(prof_tile, t0);
         PROF_T(t1);

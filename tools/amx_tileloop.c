@@ -1,0 +1,120 @@
+/* tools/amx_tileloop.c: what the AMX GEMM's inner loop can reach, by where its
+ * operands live. The loop is gemm_amx.c's: a 2 x 2 block of C tiles, per K step
+ * two A tiles and two B tiles loaded (4 KB) and four TDPBUSD. The operands are
+ * cycled through regions of 16 KB (L1), 256 KB and 1 MB (L2) and 16 MB (L3 and
+ * beyond) each; every figure is cycles per TDPBUSD over the register-only peak
+ * measured just before and after it on the same thread, because on a shared
+ * host the peak itself drifts. Two load orders, with and without software
+ * prefetch two steps ahead into L1.
+ *
+ * Build and run (Sapphire Rapids or later; Linux grants AMX on request):
+ *   gcc -O2 -std=c11 -march=sapphirerapids tools/amx_tileloop.c -o amx_tileloop
+ *   taskset -c 3 ./amx_tileloop
+ * Session 5 on the h200-host Xeon (docs/kernels.md, "Known limits"): L1 up to
+ * 80-90% of the peak, 256 KB in L2 50-68%, 1 MB 30-33%, 16 MB 15-28%. */
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((packed, aligned(64))) tilecfg;
+
+static void config(void)
+{
+    tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    _tile_loadconfig(&c);
+}
+
+/* TSC cycles per TDPBUSD with the operands in tiles */
+static double peak(long iters)
+{
+    static _Alignas(64) uint8_t a[1024];
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, a, 64); _tile_loadd(5, a, 64); _tile_loadd(6, a, 64); _tile_loadd(7, a, 64);
+    uint64_t t0 = __rdtsc();
+    for (long i = 0; i < iters; i++) {
+        _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7); _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+    }
+    return (double)(__rdtsc() - t0) / (iters * 4.0);
+}
+
+/* A: [steps][2 tiles][1 KB], B: [steps][2 tiles][1 KB], cycled over `steps`;
+ * order 0 is gemm_amx.c's (B0 B1 A0, two products, A1, two products), order 1
+ * loads both A first; pfd > 0 prefetches step s + pfd into L1 */
+static double loop(const uint8_t *A, const uint8_t *B, size_t steps, long iters, int order, int pfd)
+{
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    uint64_t t0 = __rdtsc();
+    size_t s = 0;
+    for (long i = 0; i < iters; i++) {
+        const uint8_t *a0 = A + s * 2048, *a1 = a0 + 1024, *b = B + s * 2048;
+        if (pfd) {
+            size_t t = (s + (size_t)pfd) % steps;
+            for (int l = 0; l < 2048; l += 64) {
+                _mm_prefetch((const char *)A + t * 2048 + l, _MM_HINT_T0);
+                _mm_prefetch((const char *)B + t * 2048 + l, _MM_HINT_T0);
+            }
+        }
+        if (order == 0) {
+            _tile_loadd(6, b, 64); _tile_loadd(7, b + 1024, 64); _tile_loadd(4, a0, 64);
+            _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);
+            _tile_loadd(5, a1, 64);
+            _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+        } else {
+            _tile_loadd(4, a0, 64); _tile_loadd(5, a1, 64); _tile_loadd(6, b, 64);
+            _tile_dpbusd(0, 4, 6); _tile_dpbusd(2, 5, 6);
+            _tile_loadd(7, b + 1024, 64);
+            _tile_dpbusd(1, 4, 7); _tile_dpbusd(3, 5, 7);
+        }
+        if (++s == steps) s = 0;
+    }
+    static _Alignas(64) int32_t c[256];
+    _tile_stored(0, c, 64); _tile_stored(1, c, 64); _tile_stored(2, c, 64); _tile_stored(3, c, 64);
+    return (double)(__rdtsc() - t0) / (iters * 4.0);
+}
+
+int main(void)
+{
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) {
+        fprintf(stderr, "amx_tileloop: Linux did not grant AMX (or this CPU has none)\n");
+        return 1;
+    }
+    config();
+    size_t max = (size_t)16 << 20;
+    uint8_t *A = aligned_alloc(4096, max), *B = aligned_alloc(4096, max);
+    if (!A || !B) return 1;
+    for (size_t i = 0; i < max; i++) {
+        A[i] = (uint8_t)(i * 7);
+        B[i] = (uint8_t)(i * 13);
+    }
+    static const size_t kib[] = {16, 256, 1024, 16384}; /* per operand */
+    for (int rep = 0; rep < 3; rep++) {
+        printf("rep %d: peak %.2f TSC cycles per TDPBUSD\n", rep, peak(2000000));
+        for (int k = 0; k < 4; k++)
+            for (int o = 0; o < 2; o++)
+                for (int pf = 0; pf <= 2; pf += 2) {
+                    double p0 = peak(200000), c = loop(A, B, kib[k] * 1024 / 2048, 2000000, o, pf), p1 = peak(200000);
+                    printf("  operands %5zu KB each, order %d, prefetch %d: %.2f cycles per product = %.0f%% of the peak\n",
+                           kib[k], o, pf, c, 100 * (p0 + p1) / 2 / c);
+                }
+    }
+    _tile_release();
+    free(A);
+    free(B);
+    return 0;
+}
