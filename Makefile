@@ -19,6 +19,11 @@ ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c
 ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-bf16 -mamx-int8
 
+# The build's identity: the router's calibrations are keyed by it (speeds belong to the kernels
+# measured). The git revision, or "unknown" outside a checkout; the header changes only with it.
+BUILD_ID := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+CPPFLAGS += -I$(BUILD)/gen
+
 LIB_SRC := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -30,12 +35,18 @@ TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 isa = $(if $(findstring _amx.c,$1),$(ISA_amx),$(if $(findstring _avx512.c,$1),$(ISA_avx512),$(if $(findstring _avx2.c,$1),$(ISA_avx2))))
 
-.PHONY: all test test-quick test-san demo fuzz clean deps
+.PHONY: all test test-quick test-san demo fuzz clean deps FORCE
 all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) $(call isa,$<) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/build_id.h: FORCE
+	@mkdir -p $(dir $@)
+	@echo '#define TANDEM_BUILD_ID "$(BUILD_ID)"' > $@.tmp; if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/obj/src/runtime/router.o: $(BUILD)/gen/build_id.h
+FORCE:
 
 $(BUILD)/libtandem.a: $(LIB_OBJ)
 	@rm -f $@

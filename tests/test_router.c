@@ -367,6 +367,12 @@ static void test_cache(const char *dir)
     CHECK_EQ_INT(tm_router_read(path, &k3, &got, &err), TM_E_INVALID);
     CHECK(strstr(err.msg, "key.model") != NULL);
     CHECK(!tm_router_key_equal(&k, &k3) && tm_router_key_equal(&k, &k));
+    tm_router_key k4 = test_key(); /* the same machine and model, another build: its speeds are not ours */
+    snprintf(k4.build, sizeof k4.build, "v0-other");
+    CHECK_EQ_INT(tm_router_read(path, &k4, &got, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "key.build") != NULL);
+    CHECK_EQ_INT(tm_router_cache_path(path2, sizeof path2, sub, &k4, &err), TM_OK);
+    CHECK(strcmp(path, path2) != 0);
 
     /* absent */
     char none[4200];

@@ -137,8 +137,8 @@ int cmd_calibrate(int argc, char **argv)
     if (rc == TM_OK) rc = tm_router_write(path, &k, &c, &err);
     if (rc == TM_OK) {
         print_summary(&c, co.gen > 0 ? co.gen : co.quick ? 8 : 16);
-        printf("key: %s, %d threads (%d prefill), %s/%s, %s/%s, %s\n", k.cpu, k.threads, k.prefill_threads,
-               k.prefill_engine, k.decode_engine, k.prefill_enc, k.decode_enc, k.model);
+        printf("key: %s, %d threads (%d prefill), %s/%s, %s/%s, %s, build %s\n", k.cpu, k.threads,
+               k.prefill_threads, k.prefill_engine, k.decode_engine, k.prefill_enc, k.decode_enc, k.model, k.build);
         printf("wrote %s\n", path);
     }
     tm_session_free(s);

@@ -165,6 +165,8 @@ typedef struct tm_router_key {
     char prefill_engine[32], decode_engine[32];
     char prefill_enc[16], decode_enc[16];
     char model[64];            /* "pkg:<header hash>-<size>" or "hf:<hash of path, sizes, mtimes>" */
+    char build[48];            /* the build measured (TANDEM_BUILD_ID: git revision): faster kernels,
+                                  another calibration */
 } tm_router_key;
 
 /* The model identity of a package file (its header hash and size) or a HF
