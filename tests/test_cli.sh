@@ -166,8 +166,10 @@ for x, y in zip(s["per_point"], d["sweep"]):
     best = min(y["hybrid_s"], y["prefill-only_s"], y["decode-only_s"])
     assert x["prompt"] == y["prompt"] and abs(x["best_s"] - best) < 1e-4, (x, y)                # sweep: 4 decimals
     assert close(x["ratio"], x["auto_s"] / x["best_s"]), x
+    assert close(x["picked_forced_ratio"], y[x["picked"] + "_s"] / best), (x, y)         # the choice alone
 assert s["met"] == all(x["ratio"] <= 1.05 for x in s["per_point"]), s
 assert close(s["worst_ratio"], max(x["ratio"] for x in s["per_point"])), s
+assert close(s["worst_picked_forced_ratio"], max(x["picked_forced_ratio"] for x in s["per_point"])), s
 t = a["stall"]
 assert t["streams"] == 2 and t["as_in_issue"] is False and t["peer_rise"] is None, t
 assert close(t["rise"], t["tpot_p50_during_ms"] / t["tpot_p50_quiet_ms"]), t

@@ -64,7 +64,7 @@ static const char bench_usage[] =
     "  --json F, --md F, --svg F   write results (JSON goes to stdout by default; the SVG is the chart)\n"
     "  --suite issue6      issue 6's acceptance set in one run (options given as well override it):\n"
     "                      --tests e448+64,e64+448 --routes hybrid,prefill-only,decode-only,auto\n"
-    "                      --sweep 16,32,64,128,256,512,1024,2048,4096:3,8192:2 --sweep-gen 16\n"
+    "                      --sweep 16:7,32:7,64:7,128:5,256:5,512:5,1024,2048,4096:3,8192:2 --sweep-gen 16\n"
     "                      --concurrency 1,2,4,8 --conc 448+64 --gap 2 --stall 4 --stall-prompt 448\n"
     "scenarios (after the tests):\n"
     "  --handoff LIST      KV hand-off cost at these context lengths (e.g. 512,2048,8192,32768)\n"
@@ -89,7 +89,7 @@ static const char bench_usage[] =
 /* --suite issue6, parsed before the command line's own options */
 static const char *const suite_issue6[] = {
     "--tests", "e448+64,e64+448", "--routes", "hybrid,prefill-only,decode-only,auto",
-    "--sweep", "16,32,64,128,256,512,1024,2048,4096:3,8192:2", "--sweep-gen", "16",
+    "--sweep", "16:7,32:7,64:7,128:5,256:5,512:5,1024,2048,4096:3,8192:2", "--sweep-gen", "16",
     "--concurrency", "1,2,4,8", "--conc", "448+64", "--gap", "2", "--stall", "4", "--stall-prompt", "448", NULL};
 
 typedef struct bench_opts {
