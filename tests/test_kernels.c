@@ -699,7 +699,7 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         float *kf = attn_kv(dt, (size_t)Hk * stride * Dh, &kr), *vf = attn_kv(dt, (size_t)Hk * stride * Dh, &vr);
         float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
         tm_kattn_prefill a = {T, H, Hk, Dh, P, q, kr, vr, dt, stride, ref, 1.f / sqrtf((float)Dh),
-                              cs[c].softcap, cs[c].window};
+                              cs[c].softcap, cs[c].window, .page_table = NULL};
         CHECK_EQ_INT(tm_kref_attn_prefill(&a, NULL, NULL), TM_OK);
         a.out = out;
         for (int pass = 0; pass < 2; pass++) {
@@ -709,6 +709,59 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
             snprintf(what, sizeof what, "%s attn_prefill case %zu%s", k->name, c, pass ? " (pool)" : "");
             double tol = strcmp(k->name, "amx") == 0 && dt == TM_DT_BF16 && Dh % 32 == 0 ? 1e-3 : 2e-5 * 8.0;
             CHECK_EQ_INT(attn_close(out, ref, (size_t)T * H * Dh, tol, what), 0);
+        }
+        /* the same keys in decode pages (page size 16 or 7, ids in reverse, padded head
+         * blocks and pages), and in f16 pages for the bf16 cases: the same outputs */
+        for (int f16 = 0; f16 <= (dt == TM_DT_BF16); f16++) {
+            tm_dtype pdt = f16 ? TM_DT_F16 : dt;
+            int ps = c % 2 ? 16 : 7, np = (P + T + ps - 1) / ps;
+            size_t es = pdt == TM_DT_F32 ? 4 : 2, hb = (size_t)ps * Dh * es + 64, pb = Hk * hb + 128;
+            uint8_t *kp = calloc((size_t)(np + 2) * pb, 1), *vp = calloc((size_t)(np + 2) * pb, 1);
+            int32_t *pt = malloc(sizeof(int32_t) * (size_t)np);
+            for (int i = 0; i < np; i++) pt[i] = np + 1 - i;
+            for (int h = 0; h < Hk; h++)
+                for (int j = 0; j < P + T; j++)
+                    for (int d = 0; d < Dh; d++) {
+                        size_t src = ((size_t)h * stride + j) * Dh + d;
+                        size_t dst = (size_t)pt[j / ps] * pb + (size_t)h * hb + ((size_t)(j % ps) * Dh + d) * es;
+                        if (pdt == TM_DT_F32) {
+                            memcpy(kp + dst, kf + src, 4);
+                            memcpy(vp + dst, vf + src, 4);
+                        } else if (pdt == TM_DT_BF16) {
+                            memcpy(kp + dst, (uint16_t *)kr + src, 2);
+                            memcpy(vp + dst, (uint16_t *)vr + src, 2);
+                        } else { /* bf16 values are exact in f16 only near 1: compare with the f16 reference below */
+                            uint16_t hk16 = tm_f32_to_f16(kf[src]), hv16 = tm_f32_to_f16(vf[src]);
+                            memcpy(kp + dst, &hk16, 2);
+                            memcpy(vp + dst, &hv16, 2);
+                        }
+                    }
+            tm_kattn_prefill pa = a;
+            pa.k = kp;
+            pa.v = vp;
+            pa.kv_dtype = pdt;
+            pa.kv_stride = 0;
+            pa.page_table = pt;
+            pa.page_size = ps;
+            pa.n_pages = np + 2;
+            pa.page_bytes = pb;
+            pa.head_bytes = hb;
+            float *pref = malloc(sizeof(float) * T * H * Dh);
+            pa.out = pref;
+            CHECK_EQ_INT(tm_kref_attn_prefill(&pa, NULL, NULL), TM_OK);
+            if (!f16) CHECK_EQ_INT(attn_close(pref, ref, (size_t)T * H * Dh, 1e-6, "paged reference"), 0);
+            pa.out = out;
+            for (int pass = 0; pass < 2; pass++) {
+                for (int i = 0; i < T * H * Dh; i++) out[i] = NAN;
+                CHECK_EQ_INT(k->attn_prefill(&pa, &ws, pass ? pool : NULL), TM_OK);
+                char what[128];
+                snprintf(what, sizeof what, "%s attn_prefill paged %s case %zu%s", k->name, tm_dtype_name(pdt), c,
+                         pass ? " (pool)" : "");
+                CHECK_EQ_INT(attn_close(out, pref, (size_t)T * H * Dh, 2e-5 * 8.0, what), 0);
+            }
+            pt[np - 1] = np + 2; /* a page id past n_pages */
+            CHECK_EQ_INT(k->attn_prefill(&pa, &ws, NULL), TM_E_INVALID);
+            free(kp); free(vp); free(pt); free(pref);
         }
         /* the first query of a sequence sees only itself: out = v[0] of its kv head;
          * with window 1 every query sees only itself */
@@ -735,7 +788,7 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         if (dt != TM_DT_F32) { free(kr); free(vr); }
         free(q); free(kf); free(vf); free(out); free(ref);
     }
-    tm_kattn_prefill bad = {4, 3, 2, 8, 0, (float[96]){0}, (float[64]){0}, (float[64]){0}, TM_DT_F32, 4, (float[96]){0}, 1, 0, 0};
+    tm_kattn_prefill bad = {4, 3, 2, 8, 0, (float[96]){0}, (float[64]){0}, (float[64]){0}, TM_DT_F32, 4, (float[96]){0}, 1, 0, 0, .page_table = NULL};
     CHECK_EQ_INT(k->attn_prefill(&bad, &ws, NULL), TM_E_INVALID); /* H % Hk != 0 */
     bad.H = 4;
     bad.kv_stride = 3; /* shorter than pos0 + T */
@@ -793,7 +846,7 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
         for (int b = 0; b < B; b++) {
             float *pf = malloc(sizeof(float) * H * Dh);
             tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, q + (size_t)b * H * Dh, kf[b], vf[b], TM_DT_F32, 150, pf,
-                                  a.scale, a.softcap, a.window};
+                                  a.scale, a.softcap, a.window, .page_table = NULL};
             CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
             CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, 2e-5 * 8.0, "decode vs prefill reference"), 0);
             free(pf);
@@ -919,7 +972,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         q8_query(qd, q, B * H, Dh);
         for (int b = 0; b < B; b++) {
             tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, qd + (size_t)b * H * Dh, kv.kf[b], kv.vf[b], TM_DT_F32, cap, pf,
-                                  a.scale, softcap, window};
+                                  a.scale, softcap, window, .page_table = NULL};
             CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
             CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, 2e-5 * 8.0, what), 0);
         }
@@ -935,7 +988,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
     tm_kattn_decode bad = {1, 2, 2, 8, q, kv.k, kv.v, kv.page_bytes, 4, TM_DT_Q8PC, kv.npages, tab1, &ctx1, o, 1, 0, 0,
                            4 * 4 + 4 * 8 - 1};
     CHECK_EQ_INT(k->attn_decode(&bad, &ws, NULL), TM_E_INVALID);
-    tm_kattn_prefill badp = {1, 2, 2, 8, 0, q, kv.k, kv.v, TM_DT_Q8PC, 4, o, 1, 0, 0};
+    tm_kattn_prefill badp = {1, 2, 2, 8, 0, q, kv.k, kv.v, TM_DT_Q8PC, 4, o, 1, 0, 0, .page_table = NULL};
     CHECK_EQ_INT(k->attn_prefill(&badp, &ws, NULL), TM_E_INVALID);
     q8kv_free(&kv);
     tm_kbuf_free(&ws);
@@ -960,7 +1013,7 @@ static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
         float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
         q8_query(qd, q, T * H, Dh);
         tm_kattn_prefill p = {T, H, Hk, Dh, P, qd, kv.kf[0], kv.vf[0], TM_DT_F32, n, ref, 1.f / sqrtf((float)Dh),
-                              cs[c].softcap, cs[c].window};
+                              cs[c].softcap, cs[c].window, .page_table = NULL};
         CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
         const int32_t **tabs = malloc(sizeof(*tabs) * T);
         int *ctx = malloc(sizeof(int) * T);

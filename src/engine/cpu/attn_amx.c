@@ -344,7 +344,8 @@ static void task(void *ctx, int t, int worker)
 static int attn_prefill_amx(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_attn_prefill(a)) return TM_E_INVALID;
-    if (a->kv_dtype != TM_DT_BF16 || a->Dh % 32 || a->Dh > ADH) return tm_kattn_prefill_avx512(a, ws, pool);
+    if (a->kv_dtype != TM_DT_BF16 || a->Dh % 32 || a->Dh > ADH || a->page_table)
+        return tm_kattn_prefill_avx512(a, ws, pool);
     int nw = tm_pool_size(pool), grp = a->H / a->Hk;
     int R = (AQB * grp + 15) / 16 * 16;
     aws unused;

@@ -19,11 +19,13 @@
  *   - the row's K/V are written into the KV cache (a->kv) at its position,
  *     converted to the cache dtype (bf16, f16, f32; int8: quantized per
  *     (token, kv head) row, runtime/kvcache.h);
- *   - prefill over a contiguous cache (one page holds the whole sequence:
- *     the stateless staging cache) uses the flash-style attn_prefill kernel;
- *   - otherwise (decode, stateful prefill into decode pages, any int8 or
- *     f16 cache) every row attends over its sequence's pages with
- *     attn_decode, ctx = pos + 1, which is causal by construction.
+ *   - a prefill chunk uses the flash-style attn_prefill kernel, over a
+ *     contiguous cache (one page holds the whole sequence: the stateless
+ *     staging cache) or over the sequence's bf16/f16/f32 decode pages
+ *     (stateful hand-off, the single-engine routes);
+ *   - otherwise (decode, a prefill chunk over int8 pages) every row attends
+ *     over its sequence's pages with attn_decode, ctx = pos + 1, which is
+ *     causal by construction.
  *
  * Mixture of experts (Qwen3-MoE, Mixtral): a layer with m->layer[l].moe
  * replaces the dense FFN by engine/cpu/moe.h's block: f32 router, top-k,
@@ -348,6 +350,7 @@ typedef struct cpu_rows {
     tm_kv_seq *const *seq;     /* [M] the sequence of each row */
     tm_kv_cache *kv;
     int contiguous_prefill;    /* rows are one chunk of one sequence in a one-page cache */
+    int paged_prefill;         /* rows are one chunk of one sequence in bf16/f16/f32 pages */
     float *logits;             /* [n_logit_rows][V] */
     const int *logit_rows;     /* [n_logit_rows] which rows need logits */
     int n_logit_rows;
@@ -634,6 +637,15 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
     }
     tm_kv_view v;
     tm_kv_view_of(r->kv, r->seq[0], l, &v);
+    if (r->paged_prefill) {
+        tm_kattn_prefill a = {
+            .T = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .pos0 = r->pos[0], .q = c->q, .k = v.base,
+            .v = v.base + v.v_offset, .kv_dtype = o->dtype, .out = out, .scale = m->attn_scale,
+            .softcap = m->attn_softcap, .window = window, .page_table = r->seq[0]->pages, .page_size = v.page_size,
+            .n_pages = o->n_pages, .page_bytes = v.page_stride, .head_bytes = v.head_stride,
+        };
+        return c->k.attn_prefill(&a, &c->ws, r->pool);
+    }
     for (int i = 0; i < r->M; i++) {
         c->ptab[i] = r->seq[i]->pages;
         c->ctxlen[i] = r->pos[i] + 1;
@@ -791,6 +803,8 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
     cpu_rows r = {
         .M = T, .tokens = a->tokens, .pos = pos, .seq = seqs, .kv = a->kv,
         .contiguous_prefill = o->page_size >= need && (o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F32),
+        .paged_prefill = o->page_size < need && (o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F16 ||
+                                                 o->dtype == TM_DT_F32),
         .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
         .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool,
     };

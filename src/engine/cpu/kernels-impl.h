@@ -135,6 +135,24 @@ void tm_kgemm_fill_avx2(tm_kernels *k), tm_kgemm_fill_avx512(tm_kernels *k); /* 
 void tm_kattn_fill_avx2(tm_kernels *k), tm_kattn_fill_avx512(tm_kernels *k);
 void tm_kattn_fill_amx(tm_kernels *k);  /* attn_amx.c: prefill attention on tiles */
 void tm_kamx_config(void);              /* gemm_amx.c: load the tile configuration (AMX only) */
+/* Prefill attention's K (which 0) or V (1) row j of kv head hk, contiguous
+ * or paged (tm_kattn_prefill); rows of one page follow each other. */
+static inline const void *tm_kattn_pf_row(const tm_kattn_prefill *a, int which, int hk, int j)
+{
+    size_t es = a->kv_dtype == TM_DT_F32 ? 4 : 2;
+    const uint8_t *base = (const uint8_t *)(which ? a->v : a->k);
+    if (!a->page_table) return base + ((size_t)hk * a->kv_stride + (size_t)j) * a->Dh * es;
+    return base + (size_t)a->page_table[j / a->page_size] * a->page_bytes + (size_t)hk * a->head_bytes +
+           (size_t)(j % a->page_size) * a->Dh * es;
+}
+/* keys from j on that lie one after another (to the page's end; all if contiguous) */
+static inline int tm_kattn_pf_run(const tm_kattn_prefill *a, int j, int n)
+{
+    if (!a->page_table) return n;
+    int left = a->page_size - j % a->page_size;
+    return left < n ? left : n;
+}
+
 /* the AVX-512 prefill attention (attn_amx.c hands it what tiles don't take) */
 int tm_kattn_prefill_avx512(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool);
 

@@ -127,6 +127,15 @@ typedef struct tm_kattn_prefill {
     float scale;               /* logit scale, usually 1/sqrt(Dh) */
     float softcap;             /* > 0: s = softcap * tanh(s / softcap); 0: off */
     int window;                /* > 0: key j visible from query i iff i - j < window; 0: off */
+    /* Paged K/V (optional, the decode pages' layout): with page_table set,
+     * key/value position j lies in page page_table[j / page_size], slot
+     * j % page_size, at k (v) + page * page_bytes + kv head * head_bytes +
+     * slot * Dh elements; kv_stride is unused and kv_dtype may also be
+     * TM_DT_F16. n_pages > 0 bounds the page ids. The stateful hand-off's
+     * prefill chunks run here, over the sequence's decode pages. */
+    const int32_t *page_table; /* [ceil((pos0 + T) / page_size)] or NULL */
+    int page_size, n_pages;
+    size_t page_bytes, head_bytes;
 } tm_kattn_prefill;
 
 /* Decode attention: one query per sequence over a paged KV cache (also

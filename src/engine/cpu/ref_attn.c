@@ -17,8 +17,18 @@ int tm_kcheck_attn_prefill(const tm_kattn_prefill *a)
 {
     if (!a || !a->q || !a->k || !a->v || !a->out) return TM_E_INVALID;
     if (a->T < 1 || a->H < 1 || a->Hk < 1 || a->H % a->Hk || a->Dh < 1 || a->Dh > ATTN_MAX_DH) return TM_E_INVALID;
-    if (a->pos0 < 0 || a->kv_stride < a->pos0 + a->T || a->window < 0 || !(a->softcap >= 0)) return TM_E_INVALID;
-    if (a->kv_dtype != TM_DT_BF16 && a->kv_dtype != TM_DT_F32) return TM_E_INVALID;
+    if (a->pos0 < 0 || a->window < 0 || !(a->softcap >= 0)) return TM_E_INVALID;
+    if (!a->page_table) {
+        if (a->kv_stride < a->pos0 + a->T) return TM_E_INVALID;
+        return a->kv_dtype == TM_DT_BF16 || a->kv_dtype == TM_DT_F32 ? TM_OK : TM_E_INVALID;
+    }
+    if (a->kv_dtype != TM_DT_BF16 && a->kv_dtype != TM_DT_F16 && a->kv_dtype != TM_DT_F32) return TM_E_INVALID;
+    size_t rows = (size_t)a->page_size * (size_t)a->Dh * (a->kv_dtype == TM_DT_F32 ? 4 : 2);
+    if (a->page_size < 1 || a->n_pages < 0 || a->head_bytes < rows || a->page_bytes < (size_t)a->Hk * a->head_bytes)
+        return TM_E_INVALID;
+    int np = (a->pos0 + a->T + a->page_size - 1) / a->page_size;
+    for (int i = 0; i < np; i++)
+        if (a->page_table[i] < 0 || (a->n_pages && a->page_table[i] >= a->n_pages)) return TM_E_INVALID;
     return TM_OK;
 }
 
@@ -95,10 +105,9 @@ typedef struct { const tm_kattn_prefill *a; int kvh; } pf_ctx;
 static void pf_key(const void *c, int j, int which, float *row)
 {
     const pf_ctx *p = c;
-    size_t off = ((size_t)p->kvh * p->a->kv_stride + (size_t)j) * p->a->Dh;
-    const void *base = which ? p->a->v : p->a->k;
-    if (p->a->kv_dtype == TM_DT_F32) memcpy(row, (const float *)base + off, sizeof(float) * (size_t)p->a->Dh);
-    else tm_to_f32(row, (const uint16_t *)base + off, TM_DT_BF16, (size_t)p->a->Dh);
+    const void *r = tm_kattn_pf_row(p->a, which, p->kvh, j);
+    if (p->a->kv_dtype == TM_DT_F32) memcpy(row, r, sizeof(float) * (size_t)p->a->Dh);
+    else tm_to_f32(row, r, p->a->kv_dtype, (size_t)p->a->Dh);
 }
 
 int tm_kref_attn_prefill(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool)
