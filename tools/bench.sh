@@ -25,8 +25,8 @@ for m in llama-3.2-1b:llama1b qwen2.5-0.5b:qwen05b; do
   done
 done
 # Issue 6: every acceptance figure in ONE invocation beside llama.cpp (about 40 minutes on dev):
-# --suite issue6 = e448+64 and e64+448 on every route, the prompt-length sweep 16..8192 (1 rep
-# at 4096 and 8192), concurrency 1,2,4,8 clients with Poisson arrivals, and the decode stall
+# --suite issue6 = e448+64 and e64+448 on every route, the prompt-length sweep 16..8192 (7 reps
+# at 16-64 tokens, 5 at 128-512, 3 to 4096, 2 at 8192), concurrency 1,2,4,8 clients with Poisson arrivals, and the decode stall
 # (4 streams, a 448-token prompt arrives; llama.cpp's side is llstall: llama-server's schedule).
 # The JSON's "acceptance" and the markdown's last section judge the four points; the SVG is the chart.
 # The package is the default one (int8 prefill, int4g64 decode); the router and the stall bound
@@ -37,13 +37,13 @@ G=$P/models/llama1b-q4_0.gguf
 [ -f "$M" ] || $T convert "$W/llama1b" -o "$M"
 $T calibrate "$M" -t 2
 sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
-$T bench "$M" --suite issue6 --reps 3 -t 2 --sweep 16,32,64,128,256,512,1024,2048,4096:3,8192:1 \
+$T bench "$M" --suite issue6 --reps 3 -t 2 \
   --peer llama.cpp --peer-model "$G" \
-  --json "$OUT/local-llama1b-issue6-s4.json" --md "$OUT/local-llama1b-issue6-s4.md" --svg "$OUT/local-llama1b-issue6-s4.svg"
+  --json "$OUT/local-llama1b-issue6-s5.json" --md "$OUT/local-llama1b-issue6-s5.md" --svg "$OUT/local-llama1b-issue6-s5.svg"
 # Beside it (not part of the acceptance run): the stall with the decode side always lending.
 sh ../shared/peers/wait_idle.sh 120 2>/dev/null || true
 $T bench "$M" --tests '' --stall 4 --stall-prompt 448 --reps 3 -t 2 --max-stall off \
   --peer llama.cpp --peer-model "$G" \
-  --json "$OUT/local-llama1b-stall-s4-lend.json" --md "$OUT/local-llama1b-stall-s4-lend.md" \
-  --svg "$OUT/local-llama1b-stall-s4-lend.svg"
+  --json "$OUT/local-llama1b-stall-s5-lend.json" --md "$OUT/local-llama1b-stall-s5-lend.md" \
+  --svg "$OUT/local-llama1b-stall-s5-lend.svg"
 "$P/ceilings" 2 3 > "$OUT/local-ceilings.txt" 2>&1 || true
