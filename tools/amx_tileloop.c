@@ -7,12 +7,15 @@
  * host the peak itself drifts. Two load orders, with and without software
  * prefetch two steps ahead into L1.
  *
- * Build and run (Sapphire Rapids or later; Linux grants AMX on request):
- *   gcc -O2 -std=c11 -march=sapphirerapids tools/amx_tileloop.c -o amx_tileloop
+ * Build and run (Sapphire Rapids or later; Linux grants AMX on request), after `make`:
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -march=sapphirerapids -Isrc -Iinclude tools/amx_tileloop.c \
+ *       build/libtandem.a -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread -o amx_tileloop
  *   taskset -c 3 ./amx_tileloop
  * Session 5 on the h200-host Xeon (docs/kernels.md, "Known limits"): L1 up to
  * 80-90% of the peak, 256 KB in L2 50-68%, 1 MB 30-33%, 16 MB 15-28%. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,23 +25,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((packed, aligned(64))) tilecfg;
-
-static void config(void)
-{
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.colsb[t] = 64;
-        c.rows[t] = 16;
-    }
-    _tile_loadconfig(&c);
-}
+#include "engine/cpu/kernels-impl.h"
 
 /* TSC cycles per TDPBUSD with the operands in tiles */
 static double peak(long iters)
@@ -94,7 +81,7 @@ int main(void)
         fprintf(stderr, "amx_tileloop: Linux did not grant AMX (or this CPU has none)\n");
         return 1;
     }
-    config();
+    tm_kamx_config(); /* gemm_amx.c's: every tile 16 rows x 64 bytes */
     size_t max = (size_t)16 << 20;
     uint8_t *A = aligned_alloc(4096, max), *B = aligned_alloc(4096, max);
     if (!A || !B) return 1;
