@@ -757,7 +757,8 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
                 char what[128];
                 snprintf(what, sizeof what, "%s attn_prefill paged %s case %zu%s", k->name, tm_dtype_name(pdt), c,
                          pass ? " (pool)" : "");
-                CHECK_EQ_INT(attn_close(out, pref, (size_t)T * H * Dh, 2e-5 * 8.0, what), 0);
+                double ptol = strcmp(k->name, "amx") == 0 && pdt == TM_DT_BF16 && Dh % 32 == 0 ? 1e-3 : 2e-5 * 8.0;
+                CHECK_EQ_INT(attn_close(out, pref, (size_t)T * H * Dh, ptol, what), 0);
             }
             pt[np - 1] = np + 2; /* a page id past n_pages */
             CHECK_EQ_INT(k->attn_prefill(&pa, &ws, NULL), TM_E_INVALID);

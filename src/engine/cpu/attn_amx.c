@@ -103,7 +103,7 @@ static inline void transpose16(__m512i r[16])
  * key's 32 dims of step s are 16 dim pairs (dwords); 16 keys' dwords,
  * transposed, are the 16 rows (dim pairs) x 16 keys of one B tile. V: two
  * keys' rows interleaved by element are one key pair's row of 16 dims. */
-static void pack_kv(const aws *w, const uint16_t *k, const uint16_t *v, int n, int Dh)
+static void pack_kv(const aws *w, const tm_kattn_prefill *a, int hk, int j0, int n, int Dh)
 {
     const __m512i zero = _mm512_setzero_si512();
     for (int s = 0; s < Dh / 32; s++)
@@ -111,7 +111,8 @@ static void pack_kv(const aws *w, const uint16_t *k, const uint16_t *v, int n, i
             __m512i r[16];
             for (int j = 0; j < 16; j++) {
                 int key = 16 * kg + j;
-                r[j] = key < n ? _mm512_loadu_si512(k + (size_t)key * Dh + 32 * s) : zero;
+                const uint16_t *k = key < n ? tm_kattn_pf_row(a, 0, hk, j0 + key) : NULL;
+                r[j] = k ? _mm512_loadu_si512(k + 32 * s) : zero;
             }
             transpose16(r);
             uint16_t *o = w->kp + (size_t)(s * (AKB / 16) + kg) * 512;
@@ -121,12 +122,13 @@ static void pack_kv(const aws *w, const uint16_t *k, const uint16_t *v, int n, i
     for (int ks = 0; ks < AKB / 32; ks++)
         for (int p = 0; p < 16; p++) {
             int k0 = 32 * ks + 2 * p;
-            const uint16_t *v0 = v + (size_t)k0 * Dh, *v1 = v0 + Dh;
+            const uint16_t *v0 = k0 < n ? tm_kattn_pf_row(a, 1, hk, j0 + k0) : NULL;
+            const uint16_t *v1 = k0 + 1 < n ? tm_kattn_pf_row(a, 1, hk, j0 + k0 + 1) : NULL;
             for (int dt = 0; dt < ndt; dt++) {
-                __m256i a = k0 < n ? _mm256_loadu_si256((const __m256i *)(v0 + 16 * dt)) : _mm256_setzero_si256();
-                __m256i b = k0 + 1 < n ? _mm256_loadu_si256((const __m256i *)(v1 + 16 * dt)) : _mm256_setzero_si256();
-                /* elements d = 0..15 of a and b interleaved: a0 b0 a1 b1 ... */
-                __m512i ab = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+                __m256i x0 = v0 ? _mm256_loadu_si256((const __m256i *)(v0 + 16 * dt)) : _mm256_setzero_si256();
+                __m256i x1 = v1 ? _mm256_loadu_si256((const __m256i *)(v1 + 16 * dt)) : _mm256_setzero_si256();
+                /* elements d = 0..15 of x0 and x1 interleaved: x0[0] x1[0] x0[1] x1[1] ... */
+                __m512i ab = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
                 const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                                      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
                 _mm512_store_si512(w->vp + ((size_t)(ks * ndt + dt) * 16 + p) * 32, _mm512_permutexvar_epi16(idx, ab));
@@ -296,12 +298,10 @@ static void task(void *ctx, int t, int worker)
     }
     int ilo = a->pos0 + t0, ihi = a->pos0 + t1 - 1; /* query positions */
     int jstart = a->window > 0 && ilo - a->window + 1 > 0 ? ilo - a->window + 1 : 0;
-    const uint16_t *kb = (const uint16_t *)a->k + (size_t)hk * a->kv_stride * Dh;
-    const uint16_t *vb = (const uint16_t *)a->v + (size_t)hk * a->kv_stride * Dh;
     tm_kamx_config();
     for (int j0 = jstart / AKB * AKB; j0 <= ihi; j0 += AKB) {
         int n = ihi + 1 - j0 < AKB ? ihi + 1 - j0 : AKB;
-        pack_kv(&w, kb + (size_t)j0 * Dh, vb + (size_t)j0 * Dh, n, Dh);
+        pack_kv(&w, a, hk, j0, n, Dh);
         for (int g = 0; g < R / 16; g++) {
             int r0 = 16 * g, r1 = r0 + 16 < rows ? r0 + 16 : rows;
             int pfirst = a->pos0 + t0 + r0 / grp, plast = a->pos0 + t0 + (r1 - 1) / grp;
@@ -344,8 +344,7 @@ static void task(void *ctx, int t, int worker)
 static int attn_prefill_amx(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_attn_prefill(a)) return TM_E_INVALID;
-    if (a->kv_dtype != TM_DT_BF16 || a->Dh % 32 || a->Dh > ADH || a->page_table)
-        return tm_kattn_prefill_avx512(a, ws, pool);
+    if (a->kv_dtype != TM_DT_BF16 || a->Dh % 32 || a->Dh > ADH) return tm_kattn_prefill_avx512(a, ws, pool);
     int nw = tm_pool_size(pool), grp = a->H / a->Hk;
     int R = (AQB * grp + 15) / 16 * 16;
     aws unused;
