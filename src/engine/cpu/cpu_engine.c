@@ -19,10 +19,10 @@
  *   - the row's K/V are written into the KV cache (a->kv) at its position,
  *     converted to the cache dtype (bf16, f16, f32; int8: quantized per
  *     (token, kv head) row, runtime/kvcache.h);
- *   - a prefill chunk uses the flash-style attn_prefill kernel, over a
- *     contiguous cache (one page holds the whole sequence: the stateless
- *     staging cache) or over the sequence's bf16/f16/f32 decode pages
- *     (stateful hand-off, the single-engine routes);
+ *   - a prefill chunk uses the flash-style attn_prefill kernel through the
+ *     sequence's page table, over the stateless staging cache (one page
+ *     holds the whole sequence) or its bf16/f16/f32 decode pages (stateful
+ *     hand-off, the single-engine routes);
  *   - otherwise (decode, a prefill chunk over int8 pages) every row attends
  *     over its sequence's pages with attn_decode, ctx = pos + 1, which is
  *     causal by construction.
@@ -349,8 +349,7 @@ typedef struct cpu_rows {
     const int *pos;            /* [M] */
     tm_kv_seq *const *seq;     /* [M] the sequence of each row */
     tm_kv_cache *kv;
-    int contiguous_prefill;    /* rows are one chunk of one sequence in a one-page cache */
-    int paged_prefill;         /* rows are one chunk of one sequence in bf16/f16/f32 pages */
+    int flash_prefill;         /* rows are one chunk of one sequence in a bf16/f16/f32 cache */
     float *logits;             /* [n_logit_rows][V] */
     const int *logit_rows;     /* [n_logit_rows] which rows need logits */
     int n_logit_rows;
@@ -625,19 +624,9 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
     const tm_layer_desc *ld = &m->layer[l];
     int window = ld->sliding ? ld->window : 0;
     const tm_kv_cache_opts *o = tm_kv_cache_info(r->kv);
-    if (r->contiguous_prefill) {
-        const tm_kv_seq *s = r->seq[0];
-        tm_kattn_prefill a = {
-            .T = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .pos0 = r->pos[0], .q = c->q,
-            .k = tm_kv_page_k(r->kv, s->pages[0], l, 0), .v = tm_kv_page_v(r->kv, s->pages[0], l, 0),
-            .kv_dtype = o->dtype, .kv_stride = o->page_size, .out = out, .scale = m->attn_scale,
-            .softcap = m->attn_softcap, .window = window,
-        };
-        return c->k.attn_prefill(&a, &c->ws, r->pool);
-    }
     tm_kv_view v;
     tm_kv_view_of(r->kv, r->seq[0], l, &v);
-    if (r->paged_prefill) {
+    if (r->flash_prefill) { /* the sequence's pages: the staging cache's one page, or decode pages */
         tm_kattn_prefill a = {
             .T = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .pos0 = r->pos[0], .q = c->q, .k = v.base,
             .v = v.base + v.v_offset, .kv_dtype = o->dtype, .out = out, .scale = m->attn_scale,
@@ -802,9 +791,7 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
     int last = a->n_valid - 1;
     cpu_rows r = {
         .M = T, .tokens = a->tokens, .pos = pos, .seq = seqs, .kv = a->kv,
-        .contiguous_prefill = o->page_size >= need && (o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F32),
-        .paged_prefill = o->page_size < need && (o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F16 ||
-                                                 o->dtype == TM_DT_F32),
+        .flash_prefill = o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F16 || o->dtype == TM_DT_F32,
         .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
         .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool,
     };

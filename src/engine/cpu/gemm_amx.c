@@ -152,7 +152,8 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * every shape. What it would take to go further is in docs/kernels.md. */
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
- * [s0, s1), C continued from acc (row stride ld bytes) unless first */
+ * [s0, s1), C continued from acc (row stride ld bytes) unless first; on the
+ * way, l2lines cache lines from l2next are prefetched into L2 */
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, int first, uint8_t *c,
                                size_t ld, uintptr_t l2next, int l2lines)
 {
@@ -245,6 +246,8 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     const gemm_ctx *g = ctx;
     float (*acc)[AMX_PG * 32] = (float (*)[AMX_PG * 32])(g->acc + (size_t)worker * MB * AMX_PG * 32);
     const size_t ld = sizeof acc[0];
+    const uint8_t *pan = (const uint8_t *)g->w->panel;
+    const size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2); /* one panel */
     tm_kamx_config();
     for (int pg = p0; pg < p1; pg += AMX_PG) {
         int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
@@ -253,8 +256,6 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
             int s1 = s0 + AMX_KC < g->nsteps ? s0 + AMX_KC : g->nsteps;
             for (int j = 0; j < np; j++) {
                 /* the B chunk this panel needs next: K steps [s1, s1 + KC), or the next group's first */
-                const uint8_t *pan = (const uint8_t *)g->w->panel;
-                size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
                 uintptr_t nb = s1 < g->nsteps ? (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048)
                                               : (uintptr_t)pan + (uintptr_t)(pg + j + AMX_PG) * pbytes;
                 int nblk = (m1 - m0 + 31) / 32, lines = AMX_KC * 32;
