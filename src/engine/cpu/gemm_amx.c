@@ -33,8 +33,19 @@
 #define AMX_KC 8   /* K steps per chunk (256 bf16 / 512 int8 of K) */
 #endif
 #ifndef AMX_PG
-#define AMX_PG 4   /* panels per group: acc is MB x 128 x 4 B per worker */
+#define AMX_PG 4   /* panels per group: acc is MB x ACC_LD x 4 B per worker */
 #endif
+#ifndef AMX_ACC_PAD
+#define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
+#endif
+/* acc's row stride in floats, 64 bytes past the group. Unpadded (512 B at
+ * AMX_PG 4) the C tiles one block stores and those the next block loads, 32
+ * rows on, lie a multiple of 4 KB apart, and a load whose low 12 address bits
+ * match an older store's may wait for it. Session 6 (Xeon, 2 threads, paired
+ * with the tile peak, 4 rounds): 1-3 points better on every shape measured,
+ * int8 512 x 2048 x 2048 36% -> 39% (docs/bench/xeon-s6-amx.txt). */
+#define ACC_LD (AMX_PG * 32 + AMX_ACC_PAD)
+#define ACC_WORKER (MB * ACC_LD) /* floats of acc per worker */
 
 /* -DAMX_PROF: TSC cycles spent packing, in the tile loop and in the epilogue,
  * summed over workers, printed at exit: a measurement build (tools/kbench.c
@@ -91,7 +102,7 @@ typedef struct gemm_ctx {
     const float *xs;    /* int8: [M] */
     int M, N, is_q8;
     float *y;
-    float *acc;         /* [workers][MB][AMX_PG * 32] partial sums between K chunks */
+    float *acc;         /* [workers][MB][ACC_LD] partial sums between K chunks */
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
@@ -122,7 +133,7 @@ static void pack_task(void *ctx, int grp, int worker)
 /* packed x, then the workers' accumulators */
 static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
 {
-    return (size_t)((M + 15) / 16) * nsteps * 1024 + (size_t)tm_pool_size(pool) * MB * AMX_PG * 32 * 4;
+    return (size_t)((M + 15) / 16) * nsteps * 1024 + (size_t)tm_pool_size(pool) * ACC_WORKER * 4;
 }
 
 /* ---- the blocked loop -------------------------------------------------------- */
@@ -134,7 +145,7 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * chunk each B chunk (one panel, 2 AMX_KC KB) is reused from L1 across the
  * task's 32-row blocks, and the A tiles of those rows (2 AMX_KC KB per 32
  * rows) across AMX_PG panels from L1/L2. The C tiles carry their partial
- * sums between chunks through acc (f32 or int32, [MB][AMX_PG * 32] per
+ * sums between chunks through acc (f32 or int32, [MB][ACC_LD] per
  * worker). Measured on a Xeon, 2 threads, M = 512, N x K = 2048-8192 x
  * 2048-8192 (the hosts are shared: figures vary between sessions):
  * session 1 (peak 2.37 TFLOP/s bf16, 4.66 TOP/s int8): whole K per block
@@ -244,7 +255,7 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *ac
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
     const gemm_ctx *g = ctx;
-    float (*acc)[AMX_PG * 32] = (float (*)[AMX_PG * 32])(g->acc + (size_t)worker * MB * AMX_PG * 32);
+    float (*acc)[ACC_LD] = (float (*)[ACC_LD])(g->acc + (size_t)worker * ACC_WORKER);
     const size_t ld = sizeof acc[0];
     const uint8_t *pan = (const uint8_t *)g->w->panel;
     const size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2); /* one panel */
@@ -268,7 +279,7 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
         }
         PROF_ADD(prof_tile, t0);
         PROF_T(t1);
-        for (int j = 0; j < np; j++) epilogue(g, m0, m1 - m0, pg + j, &acc[0][0], AMX_PG * 32, 32 * j);
+        for (int j = 0; j < np; j++) epilogue(g, m0, m1 - m0, pg + j, &acc[0][0], ACC_LD, 32 * j);
         PROF_ADD(prof_epi, t1);
     }
     _tile_release();
