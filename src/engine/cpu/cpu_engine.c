@@ -306,20 +306,22 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     size_t hw = D > HD ? D : HD;
     int dense = 0; /* any dense FFN layer (an MoE model may have none) */
     for (int l = 0; l < m->L; l++) dense |= !m->layer[l].moe;
-    c->x = malloc(sizeof(float) * M * D);
-    c->h = malloc(sizeof(float) * M * hw);
-    c->q = malloc(sizeof(float) * M * HD);
-    c->kk = malloc(sizeof(float) * M * KD);
-    c->vv = malloc(sizeof(float) * M * KD);
-    c->qkv = m->fused_qkv ? malloc(sizeof(float) * M * (HD + 2 * KD)) : NULL;
-    c->g = dense ? malloc(sizeof(float) * M * 2 * F) : NULL;
-    c->u = dense ? malloc(sizeof(float) * M * F) : NULL;
-    c->f = malloc(sizeof(float) * M * D);
+    /* the row buffers a 512-row chunk streams through (up to tens of MB) on
+     * huge pages where the kernel gives them on request (tm_khuge_alloc) */
+    c->x = tm_khuge_alloc(sizeof(float) * M * D);
+    c->h = tm_khuge_alloc(sizeof(float) * M * hw);
+    c->q = tm_khuge_alloc(sizeof(float) * M * HD);
+    c->kk = tm_khuge_alloc(sizeof(float) * M * KD);
+    c->vv = tm_khuge_alloc(sizeof(float) * M * KD);
+    c->qkv = m->fused_qkv ? tm_khuge_alloc(sizeof(float) * M * (HD + 2 * KD)) : NULL;
+    c->g = dense ? tm_khuge_alloc(sizeof(float) * M * 2 * F) : NULL;
+    c->u = dense ? tm_khuge_alloc(sizeof(float) * M * F) : NULL;
+    c->f = tm_khuge_alloc(sizeof(float) * M * D);
     c->cs = malloc(sizeof(float) * M * half);
     c->sn = malloc(sizeof(float) * M * half);
     size_t kmax = F > hw ? F : hw, ld = (size_t)tm_kact_ld((int)kmax);
-    c->xb = malloc(sizeof(uint16_t) * M * ld);
-    c->xq = malloc(M * ld);
+    c->xb = tm_khuge_alloc(sizeof(uint16_t) * M * ld);
+    c->xq = tm_khuge_alloc(M * ld);
     c->xs = malloc(sizeof(float) * M);
     c->ptab = malloc(sizeof(*c->ptab) * M);
     c->ctxlen = malloc(sizeof(int) * M);

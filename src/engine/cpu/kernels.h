@@ -67,7 +67,8 @@ enum {
                           is freed with the weight */
 };
 
-/* Memory the kernels stream (GEMM panels, GEMV copies): from 2 MB up, 2 MB
+/* Memory the kernels stream (GEMM panels, GEMV copies, the workspace, the
+ * engines' row buffers): from 2 MB up, 2 MB
  * aligned with transparent huge pages asked for (madvise), else 64-byte
  * aligned; free() releases it. A decode step walks its weights once, so on
  * 4 KB pages it takes a TLB miss every 4 KB: huge pages measured int4 GEMV

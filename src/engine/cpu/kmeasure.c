@@ -167,7 +167,8 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
     synth s;
     int rc = synth_init(&s, dt, N, K, TM_KPACK_GEMM, 5, err);
     if (rc) return rc;
-    float *x = malloc(sizeof(float) * (size_t)M * K), *y = malloc(sizeof(float) * (size_t)M * N);
+    /* on huge pages, as the engine's row buffers are */
+    float *x = tm_khuge_alloc(sizeof(float) * (size_t)M * K), *y = tm_khuge_alloc(sizeof(float) * (size_t)M * N);
     if (!x || !y) {
         free(x); free(y); synth_free(&s);
         return tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
@@ -176,7 +177,7 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
     /* prepare the activations once: the figure is the GEMM's own */
     int ld = tm_kact_ld(K);
     tm_kact a = {.M = M, .K = K, .ld = ld};
-    void *prep = dt == TM_DT_BF16 ? malloc((size_t)M * ld * 2) : malloc((size_t)M * ld);
+    void *prep = tm_khuge_alloc((size_t)M * ld * (dt == TM_DT_BF16 ? 2 : 1));
     float *xs = malloc(sizeof(float) * (size_t)M);
     tm_kbuf ws = {0};
     if (!prep || !xs) {

@@ -15,7 +15,7 @@ int tm_kbuf_reserve(tm_kbuf *ws, size_t n)
 {
     if (ws->cap >= n) return TM_OK;
     size_t cap = tm_kalign64(n + n / 4);
-    void *p = aligned_alloc(64, cap);
+    void *p = tm_khuge_alloc(cap);
     if (!p) return TM_E_NOMEM;
     free(ws->p);
     ws->p = p;
