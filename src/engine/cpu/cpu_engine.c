@@ -493,6 +493,42 @@ static void rows_norm_prep(const par_job *j, int i0, int i1)
         c->k.rmsnorm_q8(c->xq + (size_t)i0 * ld, c->xs + i0, ld, x, j->w, i1 - i0, K, m->eps, m->norm_add_one);
 }
 
+/* rows of act(gate) * up (in place, as rows_act), each prepared for the down
+ * projection (as rows_prep) right after, while it is still in cache */
+static void rows_act_prep(const par_job *j, int i0, int i1)
+{
+    par_job p = *j;
+    p.x = j->y; /* rows_prep reads the activated gate rows */
+    for (int i = i0; i < i1; i++) {
+        rows_act(j, i, i + 1);
+        rows_prep(&p, i, i + 1);
+    }
+}
+
+/* gate[M][F] = act(gate) * up, and a = its rows prepared for w (the down
+ * projection) in the same pass where w takes a prepared form (bf16 or int8),
+ * instead of one pass for the activation and another for the preparation;
+ * a->f32 = gate either way. Same functions per row, so the same bytes. */
+static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *gate, const float *up, int M, int F,
+                     tm_kact *a)
+{
+    tm_dtype dt = tm_kweight_dtype(w);
+    *a = (tm_kact){.M = M, .K = F, .f32 = gate};
+    if ((dt != TM_DT_BF16 && dt != TM_DT_Q8PC) || tm_kweight_k(w) != F) {
+        par_act(c, r, gate, up, M, F);
+        return;
+    }
+    par_job j = {.fn = rows_act_prep, .c = c, .r = r, .y = gate, .x = up, .n = F, .l = (int)dt};
+    par_rows(&j, M, (size_t)F);
+    a->ld = tm_kact_ld(F);
+    if (dt == TM_DT_BF16) {
+        a->bf16 = c->xb;
+    } else {
+        a->q8 = c->xq;
+        a->q8_scale = c->xs;
+    }
+}
+
 /* a = the input of the matmuls with weights w0, w1 (and w2 if given) :
  * RMSNorm(x[M][D]) * nw. Where they all take the same prepared form (bf16 or
  * int8 GEMM/GEMV), the fused kernel writes it in one pass over x and h is not
@@ -671,8 +707,9 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
     }
     add_bias(gate, y->b_gate, M, F);
     add_bias(up, y->b_up, M, F);
-    par_act(c, r, gate, up, M, F);
-    if ((rc = matmul(c, r, y->w_down, gate, M, c->f, err))) return rc;
+    tm_kact ad; /* the down projection's input */
+    act_prep(c, r, y->w_down, gate, up, M, F, &ad);
+    if ((rc = matmul_a(c, r, y->w_down, &ad, c->f, err))) return rc;
     add_bias(c->f, y->b_down, M, D);
     return TM_OK;
 }
