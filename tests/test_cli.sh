@@ -166,7 +166,9 @@ for x, y in zip(s["per_point"], d["sweep"]):
     best = min(y["hybrid_s"], y["prefill-only_s"], y["decode-only_s"])
     assert x["prompt"] == y["prompt"] and abs(x["best_s"] - best) < 1e-4, (x, y)                # sweep: 4 decimals
     assert close(x["ratio"], x["auto_s"] / x["best_s"]), x
-    assert close(x["picked_forced_ratio"], y[x["picked"] + "_s"] / best), (x, y)         # the choice alone
+    # the choice alone; the sweep's times have 4 decimals, a few ms at these sizes: allow their rounding
+    got, forced = x["picked_forced_ratio"], y[x["picked"] + "_s"] / best
+    assert abs(got - forced) <= 5e-5 * (1 + forced) / best + 2e-3 * forced, (x, y)
 assert s["met"] == all(x["ratio"] <= 1.05 for x in s["per_point"]), s
 assert close(s["worst_ratio"], max(x["ratio"] for x in s["per_point"])), s
 assert close(s["worst_picked_forced_ratio"], max(x["picked_forced_ratio"] for x in s["per_point"])), s

@@ -277,10 +277,19 @@ typedef struct client {
 static void *client_main(void *arg)
 {
     client *c = arg;
-    cJSON *j = http_json(c->port, "POST", "/v1/completions", c->body, NULL, &c->status);
+    http_res r;
+    c->status = -1;
+    if (http(c->port, "POST", "/v1/completions", c->body, NULL, &r) != 0) {
+        snprintf(c->text, sizeof c->text, "(no response)");
+        return NULL;
+    }
+    c->status = r.status;
+    cJSON *j = cJSON_Parse(r.body);
     const char *t = jstr(j, "choices.0.text");
-    snprintf(c->text, sizeof c->text, "%s", t ? t : "(none)");
+    /* on a failure the check shows what came back instead */
+    snprintf(c->text, sizeof c->text, t ? "%s" : "(no text; body: %.300s)", t ? t : r.body ? r.body : "");
     cJSON_Delete(j);
+    http_res_free(&r);
     return NULL;
 }
 

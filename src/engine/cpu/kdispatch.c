@@ -74,12 +74,26 @@ static void build(int level, tm_kernels *k)
     k->name = variants[level].name;
 }
 
+/* "amx-emu": not a rung of the ladder, never picked as the best: avx512 with
+ * the AMX variant's ops built over emulated tiles (amx_emu.h), for tests */
+static int select_amx_emu(tm_kernels *k, tm_err *err)
+{
+    const char *miss = miss_avx512(tm_cpu_get());
+    if (miss) return tm_errf(err, TM_E_UNSUPPORTED, "kernels 'amx-emu' cannot run here: %s", miss);
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (variants[i].fill == tm_kvariant_avx512) build(i, k);
+    tm_kvariant_amx_emu(k);
+    k->name = "amx-emu";
+    return TM_OK;
+}
+
 int tm_kernels_select(const char *name, tm_kernels *k, tm_err *err)
 {
     if (strcmp(name, "best") == 0) {
         tm_kernels_best(k);
         return TM_OK;
     }
+    if (strcmp(name, "amx-emu") == 0) return select_amx_emu(k, err);
     for (int i = 0; i < N_VARIANTS; i++) {
         if (strcmp(variants[i].name, name) != 0) continue;
         const char *miss = variants[i].missing(tm_cpu_get());
@@ -88,7 +102,7 @@ int tm_kernels_select(const char *name, tm_kernels *k, tm_err *err)
         build(i, k);
         return TM_OK;
     }
-    return tm_errf(err, TM_E_NOTFOUND, "kernels '%s': unknown (scalar, avx2, avx512, amx, best)", name);
+    return tm_errf(err, TM_E_NOTFOUND, "kernels '%s': unknown (scalar, avx2, avx512, amx, amx-emu, best)", name);
 }
 
 void tm_kernels_best(tm_kernels *k)
@@ -104,6 +118,10 @@ const char *tm_kernels_op_source(const tm_kernels *k, int i)
 {
     if (i < 0 || i >= TM_KOP_COUNT) return "?";
     any_fn f = op_get(k, i);
+    tm_kernels emu;
+    memset(&emu, 0, sizeof emu);
+    tm_kvariant_amx_emu(&emu);
+    if (f && op_get(&emu, i) == f) return "amx-emu";
     for (int v = N_VARIANTS - 1; v >= 0; v--) {
         tm_kernels only;
         memset(&only, 0, sizeof only);

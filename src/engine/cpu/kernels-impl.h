@@ -135,6 +135,9 @@ void tm_kgemm_fill_avx2(tm_kernels *k), tm_kgemm_fill_avx512(tm_kernels *k); /* 
 void tm_kattn_fill_avx2(tm_kernels *k), tm_kattn_fill_avx512(tm_kernels *k);
 void tm_kattn_fill_amx(tm_kernels *k);  /* attn_amx.c: prefill attention on tiles */
 void tm_kamx_config(void);              /* gemm_amx.c: load the tile configuration (AMX only) */
+/* the same two units built with the tiles emulated in C (amx_emu.h): the
+ * "amx-emu" kernels, for tests where there is no AMX */
+void tm_kvariant_amx_emu(tm_kernels *k), tm_kattn_fill_amx_emu(tm_kernels *k), tm_kamx_config_emu(void);
 /* Prefill attention's K (which 0) or V (1) row j of kv head hk, contiguous
  * or paged (tm_kattn_prefill); rows of one page follow each other. */
 static inline const void *tm_kattn_pf_row(const tm_kattn_prefill *a, int which, int hk, int j)

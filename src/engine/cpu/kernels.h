@@ -171,7 +171,7 @@ typedef struct tm_kattn_decode {
 /* ---- the table ------------------------------------------------------------- */
 
 typedef struct tm_kernels {
-    const char *name;          /* variant: "scalar", "avx2", "avx512", "amx" */
+    const char *name;          /* variant: "scalar", "avx2", "avx512", "amx" (or "amx-emu") */
 
     /* Decode GEMV, y[M][N] = x[M][K] . W[N][K]^T for M = 1..TM_KGEMV_MAX_B.
      * Each returns TM_OK, TM_E_INVALID (w's dtype/shape vs the op, M out of
@@ -222,7 +222,8 @@ extern const char *const tm_kop_names[TM_KOP_COUNT];
 void tm_kernels_best(tm_kernels *k);
 
 /* tm_kernels_select: the variant called `name` ("scalar", "avx2", "avx512",
- * "amx", or "best"); TM_E_NOTFOUND for an unknown name, TM_E_UNSUPPORTED
+ * "amx", or "best"; also "amx-emu", the amx ops over tiles emulated in C,
+ * slow, for tests on machines without AMX: never the best); TM_E_NOTFOUND for an unknown name, TM_E_UNSUPPORTED
  * (naming the missing feature) if this CPU cannot run it. Ops a variant
  * does not implement come from the next lower one. */
 int tm_kernels_select(const char *name, tm_kernels *k, tm_err *err);
