@@ -459,6 +459,18 @@ static void rows_prep(const par_job *j, int i0, int i1)
     }
 }
 
+/* a's rows are the prepared ones just written: c->xb (bf16) or c->xq + c->xs (int8) */
+static void set_prepared(const cpu_ctx *c, tm_kact *a, tm_dtype dt)
+{
+    a->ld = tm_kact_ld(a->K);
+    if (dt == TM_DT_BF16) {
+        a->bf16 = c->xb;
+    } else {
+        a->q8 = c->xq;
+        a->q8_scale = c->xs;
+    }
+}
+
 /* x[M][K], the input of the matmuls with weights like w (q, k and v read
  * one; gate and up another), prepared once, on the pool: the bf16 or int8
  * rows their GEMM (or GEMV) would otherwise convert, single-threaded, per
@@ -471,13 +483,7 @@ static void prep_act(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const f
     if (dt != TM_DT_BF16 && dt != TM_DT_Q8PC) return;
     par_job j = {.fn = rows_prep, .c = c, .r = r, .x = x, .n = K, .l = (int)dt};
     par_rows(&j, M, (size_t)K);
-    a->ld = tm_kact_ld(K);
-    if (dt == TM_DT_BF16) {
-        a->bf16 = c->xb;
-    } else {
-        a->q8 = c->xq;
-        a->q8_scale = c->xs;
-    }
+    set_prepared(c, a, dt);
 }
 
 /* rows of RMSNorm(x) * j->w straight into the prepared form (fused kernel) */
@@ -520,13 +526,7 @@ static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *
     }
     par_job j = {.fn = rows_act_prep, .c = c, .r = r, .y = gate, .x = up, .n = F, .l = (int)dt};
     par_rows(&j, M, (size_t)F);
-    a->ld = tm_kact_ld(F);
-    if (dt == TM_DT_BF16) {
-        a->bf16 = c->xb;
-    } else {
-        a->q8 = c->xq;
-        a->q8_scale = c->xs;
-    }
+    set_prepared(c, a, dt);
 }
 
 /* a = the input of the matmuls with weights w0, w1 (and w2 if given) :
@@ -547,13 +547,8 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
     }
     par_job j = {.fn = rows_norm_prep, .c = c, .r = r, .x = x, .w = nw, .n = D, .l = (int)dt};
     par_rows(&j, M, (size_t)D);
-    *a = (tm_kact){.M = M, .K = D, .ld = tm_kact_ld(D)};
-    if (dt == TM_DT_BF16) {
-        a->bf16 = c->xb;
-    } else {
-        a->q8 = c->xq;
-        a->q8_scale = c->xs;
-    }
+    *a = (tm_kact){.M = M, .K = D};
+    set_prepared(c, a, dt);
 }
 
 /* y[M][N] = x[M][K] . w^T */
