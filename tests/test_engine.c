@@ -29,7 +29,7 @@ static double max_abs_diff(const float *a, const float *b, int n, int *arg_a, in
     return m;
 }
 
-static const char *const engines[] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cpu-amx"};
+static const char *const engines[] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cpu-amx", "cpu-amx-emu"};
 
 /* the engine called name if it runs here (else prints SKIP and returns NULL) */
 static const tm_engine_vt *engine_here(const char *name)

@@ -63,6 +63,8 @@ typedef struct conf_run {
 static const conf_run runs[] = {
     {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0},
     {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0},
+    /* the AMX path over emulated tiles (amx_emu.h): wherever AVX-512 runs */
+    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0},
     /* int8 per channel: ~0.9% relative weight error (docs/encodings.md);
      * measured: 97.2% top-1, mean KL 6.3e-6 */
     {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0},
@@ -70,6 +72,7 @@ static const conf_run runs[] = {
      * prefill GEMMs (per-token activation scales) and the prefill-only route
      * decoding with them */
     {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0},
+    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0},
     {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0},
     /* int4 group 64: ~9.5% relative weight error; these random models have
      * top-1/top-2 margins down to 5e-4 and nearly flat logits, so argmax flips

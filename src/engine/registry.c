@@ -4,7 +4,8 @@
 
 #include "engine/engine.h"
 
-extern const tm_engine_vt tm_engine_cpu_amx, tm_engine_cpu_avx512, tm_engine_cpu_avx2, tm_engine_cpu_scalar;
+extern const tm_engine_vt tm_engine_cpu_amx, tm_engine_cpu_avx512, tm_engine_cpu_avx2, tm_engine_cpu_scalar,
+    tm_engine_cpu_amx_emu;
 
 static const tm_engine_vt *const engines[] = {
     &tm_engine_cpu_amx,
@@ -19,6 +20,10 @@ const tm_engine_vt *const *tm_engines(int *n)
     return engines;
 }
 
+/* engines that are neither listed nor picked, found only by their full name:
+ * cpu-amx over emulated tiles, so the tests run the AMX path anywhere */
+static const tm_engine_vt *const hidden[] = {&tm_engine_cpu_amx_emu};
+
 /* By full name ("cpu-amx"), or by the part after the device prefix ("amx"),
  * the first such engine in best-first order. */
 const tm_engine_vt *tm_engine_find(const char *name)
@@ -27,6 +32,8 @@ const tm_engine_vt *tm_engine_find(const char *name)
     const tm_engine_vt *const *e = tm_engines(&n);
     for (int i = 0; i < n; i++)
         if (strcmp(e[i]->name, name) == 0) return e[i];
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
+        if (strcmp(hidden[i]->name, name) == 0) return hidden[i];
     for (int i = 0; i < n; i++) {
         const char *dash = strchr(e[i]->name, '-');
         if (dash && strcmp(dash + 1, name) == 0) return e[i];

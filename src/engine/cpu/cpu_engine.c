@@ -901,6 +901,8 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
                                           cpu_prefill, cpu_decode, cpu_unbind};
 
 CPU_VARIANT(cpu_amx, "cpu-amx", "amx", TM_ROLE_PREFILL)
+/* cpu-amx over emulated tiles (kernels "amx-emu"): tests only, never picked */
+CPU_VARIANT(cpu_amx_emu, "cpu-amx-emu", "amx-emu", TM_ROLE_PREFILL)
 CPU_VARIANT(cpu_avx512, "cpu-avx512", "avx512", TM_ROLE_PREFILL | TM_ROLE_DECODE)
 CPU_VARIANT(cpu_avx2, "cpu-avx2", "avx2", TM_ROLE_PREFILL | TM_ROLE_DECODE)
 CPU_VARIANT(cpu_scalar, "cpu-scalar", "scalar", TM_ROLE_PREFILL | TM_ROLE_DECODE)
