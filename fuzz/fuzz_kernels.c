@@ -4,9 +4,10 @@
  * scales, activations and page tables (zero past the input). Every buffer is
  * allocated at its exact size, so a kernel reading past a row or a tail
  * shows up under ASan. Checked: binding and ops either succeed or fail with
- * TM_E_INVALID/UNSUPPORTED (never crash); the best variant and the scalar
- * reference agree on success (same status), and both give finite output
- * when every input is finite and small. */
+ * TM_E_INVALID/UNSUPPORTED (never crash); the best variant (or, with byte
+ * 0's top bit and no AMX here, amx-emu) and the scalar reference agree on
+ * success (same status), and both give finite output when every input is
+ * finite and small. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static int all_finite(const float *y, size_t n)
     return 1;
 }
 
-static void fuzz_matmul(src *s, int op, tm_kernels *best, tm_kernels *ref)
+static void fuzz_matmul(src *s, int op, const tm_kernels *best, const tm_kernels *ref)
 {
     static const tm_dtype q4[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC};
     tm_dtype dt = op == 0 ? q4[take(s) % 3] : (op == 1 || op == 4) ? TM_DT_Q8PC : TM_DT_BF16;
@@ -84,7 +85,7 @@ static void fuzz_matmul(src *s, int op, tm_kernels *best, tm_kernels *ref)
     free(data); free(sc); free(x); free(y); free(yr);
 }
 
-static void fuzz_prefill(src *s, tm_kernels *best)
+static void fuzz_prefill(src *s, const tm_kernels *best)
 {
     int Hk = 1 + take(s) % 3, grp = 1 + take(s) % 3, H = Hk * grp, Dh = 1 + take(s) % 70, T = 1 + take(s) % 20;
     int P = take(s) % 90, stride = P + T + take(s) % 3;
@@ -110,7 +111,7 @@ static void fuzz_prefill(src *s, tm_kernels *best)
     free(q); free(out); free(k); free(v);
 }
 
-static void fuzz_decode(src *s, tm_kernels *best)
+static void fuzz_decode(src *s, const tm_kernels *best)
 {
     int B = 1 + take(s) % 3, Hk = 1 + take(s) % 2, grp = 1 + take(s) % 3, H = Hk * grp, Dh = 1 + take(s) % 40;
     int ps = 1 + take(s) % 20, npages = 1 + take(s) % 12, pick = take(s) % 3;
@@ -158,17 +159,21 @@ static void fuzz_decode(src *s, tm_kernels *best)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static tm_kernels best, ref;
-    static int init;
+    static tm_kernels best, ref, emu;
+    static int init, have_emu;
     if (!init) {
         tm_kernels_best(&best);
         tm_kernels_select("scalar", &ref, NULL);
+        have_emu = strcmp(best.name, "amx") != 0 && tm_kernels_select("amx-emu", &emu, NULL) == 0;
         init = 1;
     }
     src s = {data, size, 0};
-    int op = take(&s) % 7;
-    if (op < 5) fuzz_matmul(&s, op, &best, &ref);
-    else if (op == 5) fuzz_prefill(&s, &best);
-    else fuzz_decode(&s, &best);
+    uint8_t b0 = take(&s);
+    int op = b0 % 7;
+    /* byte 0's top bit: the AMX kernels over emulated tiles where the CPU has no AMX */
+    const tm_kernels *k = (b0 & 0x80) && have_emu ? &emu : &best;
+    if (op < 5) fuzz_matmul(&s, op, k, &ref);
+    else if (op == 5) fuzz_prefill(&s, k);
+    else fuzz_decode(&s, k);
     return 0;
 }
