@@ -293,7 +293,8 @@ static int f_map(jrt *rt, jv seq, const jargs *a, jv *out)
         return JE;
     }
     int rc = 0;
-    jargs fa = {a->pos + 1, a->npos - 1, a->kwn, a->kwv, a->nkw, jv_missing()};
+    /* the named filter's own arguments: those after its name (map(attribute=...) has none) */
+    jargs fa = {a->npos > 0 ? a->pos + 1 : NULL, a->npos > 0 ? a->npos - 1 : 0, a->kwn, a->kwv, a->nkw, jv_missing()};
     for (size_t i = 0; i < src->n && !rc; i++) {
         jv v;
         if (fid < 0) rc = attr_path(rt, src->v[i], attribute, dflt, &v);
