@@ -388,6 +388,8 @@ static void test_oai(void)
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":1.5}", "max_tokens"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":0}", "max_tokens"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"temperature\":\"hot\"}", "temperature"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"temperature\":1e39}", "temperature"}, /* past a float */
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"repetition_penalty\":1e300}", "repetition_penalty"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"top_p\":0}", "top_p"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"presence_penalty\":3}", "presence_penalty"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"repetition_penalty\":0}", "repetition_penalty"},

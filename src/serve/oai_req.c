@@ -1,5 +1,6 @@
 /* serve/oai_req.c: OpenAI request bodies -> tm_oai_req (a pure function; the
  * rules are in serve/oai.h and docs/serve.md). */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,12 +143,13 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
 #define NUM(name, lo, lo_open, hi, hi_open, dst, bit) \
     if ((rc = get_number(root, name, lo, lo_open, hi, hi_open, &x, e)) < 0) return -1; \
     if (rc) { r->dst = (float)x; r->set |= bit; }
-    NUM("temperature", 0, 0, INFINITY, 0, temperature, TM_OAI_SET_TEMPERATURE)
+    /* the request keeps floats: a larger finite number would become inf */
+    NUM("temperature", 0, 0, FLT_MAX, 0, temperature, TM_OAI_SET_TEMPERATURE)
     NUM("top_p", 0, 1, 1, 0, top_p, TM_OAI_SET_TOP_P)
     NUM("min_p", 0, 0, 1, 0, min_p, TM_OAI_SET_MIN_P)
     NUM("presence_penalty", -2, 0, 2, 0, presence_penalty, TM_OAI_SET_PRESENCE)
     NUM("frequency_penalty", -2, 0, 2, 0, frequency_penalty, TM_OAI_SET_FREQUENCY)
-    NUM("repetition_penalty", 0, 1, INFINITY, 0, repetition_penalty, TM_OAI_SET_REPETITION)
+    NUM("repetition_penalty", 0, 1, FLT_MAX, 0, repetition_penalty, TM_OAI_SET_REPETITION)
 #undef NUM
     if ((rc = get_int(root, "top_k", -1, 1 << 24, &x, e)) < 0) return -1;
     if (rc) { r->top_k = x > 0 ? (int)x : 0; r->set |= TM_OAI_SET_TOP_K; }
