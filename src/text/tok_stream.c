@@ -17,9 +17,11 @@
  * If a window grows past TOK_STREAM_MAX_HELD tokens that all end in U+FFFD
  * (a long run of invalid bytes), it is emitted as is to bound the work.
  *
- * A Strip decoder that removes more than one leading (or trailing) character
- * is not window-safe (it would strip inside the window); with it the window
- * is not slid for the first TOK_STREAM_FULL tokens (exact, O(n^2) decoding).
+ * A Strip decoder that removes more than one leading character, or any
+ * trailing one, is not window-safe: it would strip inside the window (a
+ * window's end is not the text's end, so a trailing space held back there is
+ * lost once the window slides past it). With it the window is not slid for
+ * the first TOK_STREAM_FULL tokens (exact, O(n^2) decoding).
  *
  * One case cannot stream exactly: with ByteFallback, a run of <0xXX> tokens
  * that is invalid UTF-8 as a whole becomes one U+FFFD per byte, including
@@ -49,7 +51,7 @@ struct tm_detok_stream {
 static int window_safe(const tok_decoder *d)
 {
     if (!d) return 1;
-    if (d->type == TOK_DEC_STRIP && (d->start > 1 || d->stop > 1)) return 0;
+    if (d->type == TOK_DEC_STRIP && (d->start > 1 || d->stop > 0)) return 0;
     for (size_t i = 0; i < d->n_items; i++)
         if (!window_safe(&d->items[i])) return 0;
     return 1;
