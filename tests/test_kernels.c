@@ -1118,7 +1118,7 @@ int main(void)
     /* the AMX kernels' logic wherever AVX-512 runs: tiles emulated in C (amx_emu.h) */
     tm_kernels emu;
     if (tm_kernels_select("amx-emu", &emu, &err) == TM_OK) test_variant(&emu, pool);
-    else printf("SKIP: amx-emu: %s\n", err.msg);
+    else printf("SKIP: amx-emu (emulated AMX tiles) needs AVX-512: %s\n", err.msg);
     tm_pool_free(pool);
     return th_done("test_kernels");
 }

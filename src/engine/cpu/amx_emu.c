@@ -40,24 +40,6 @@ void tm_amx_emu_store(int t, void *base, size_t stride)
     for (int r = 0; r < T.rows[t]; r++) memcpy((uint8_t *)base + (size_t)r * stride, T.data[t][r], T.colsb[t]);
 }
 
-/* C[m][n] (int32) += sum over k < colsb(A)/4, i < 4 of u8 A[m][4k+i] * s8 B[k][4n+i] */
-void tm_amx_emu_dpbusd(int c, int a, int b)
-{
-    c &= 7, a &= 7, b &= 7;
-    int M = T.rows[c], N = T.colsb[c] / 4, K = T.colsb[a] / 4;
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            int32_t acc;
-            memcpy(&acc, &T.data[c][m][4 * n], 4);
-            uint32_t sum = (uint32_t)acc; /* wraps, as the unit does */
-            for (int k = 0; k < K && k < T.rows[b]; k++)
-                for (int i = 0; i < 4; i++)
-                    sum += (uint32_t)((int32_t)T.data[a][m][4 * k + i] * (int32_t)(int8_t)T.data[b][k][4 * n + i]);
-            acc = (int32_t)sum;
-            memcpy(&T.data[c][m][4 * n], &acc, 4);
-        }
-}
-
 static float bf16_at(const uint8_t *p)
 {
     uint32_t u = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24;
@@ -66,19 +48,36 @@ static float bf16_at(const uint8_t *p)
     return f;
 }
 
-/* C[m][n] (f32) += sum over k < colsb(A)/4 of the pair A[m][2k..2k+1] . B[k][2n..2n+1] (bf16) */
-void tm_amx_emu_dpbf16ps(int c, int a, int b)
+/* C[m][n] += the dot of A's row m and B's column n over K = colsb(A)/4 rows
+ * of B (at most rows(B)), each of 4 bytes: int8, u8 A[m][4k+i] x s8
+ * B[k][4n+i] into int32, wrapping as the unit does; bf16, the pairs
+ * A[m][4k..4k+3] . B[k][4n..4n+3] into f32 */
+static void tile_dot(int c, int a, int b, int bf16)
 {
     c &= 7, a &= 7, b &= 7;
     int M = T.rows[c], N = T.colsb[c] / 4, K = T.colsb[a] / 4;
+    if (K > T.rows[b]) K = T.rows[b];
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
-            float acc;
-            memcpy(&acc, &T.data[c][m][4 * n], 4);
-            for (int k = 0; k < K && k < T.rows[b]; k++) {
-                acc += bf16_at(&T.data[a][m][4 * k]) * bf16_at(&T.data[b][k][4 * n]);
-                acc += bf16_at(&T.data[a][m][4 * k + 2]) * bf16_at(&T.data[b][k][4 * n + 2]);
+            uint8_t *cell = &T.data[c][m][4 * n];
+            if (bf16) {
+                float acc;
+                memcpy(&acc, cell, 4);
+                for (int k = 0; k < K; k++)
+                    for (int i = 0; i < 4; i += 2)
+                        acc += bf16_at(&T.data[a][m][4 * k + i]) * bf16_at(&T.data[b][k][4 * n + i]);
+                memcpy(cell, &acc, 4);
+            } else {
+                uint32_t acc;
+                memcpy(&acc, cell, 4);
+                for (int k = 0; k < K; k++)
+                    for (int i = 0; i < 4; i++)
+                        acc += (uint32_t)((int32_t)T.data[a][m][4 * k + i] * (int32_t)(int8_t)T.data[b][k][4 * n + i]);
+                memcpy(cell, &acc, 4);
             }
-            memcpy(&T.data[c][m][4 * n], &acc, 4);
         }
 }
+
+void tm_amx_emu_dpbusd(int c, int a, int b) { tile_dot(c, a, b, 0); }
+
+void tm_amx_emu_dpbf16ps(int c, int a, int b) { tile_dot(c, a, b, 1); }
