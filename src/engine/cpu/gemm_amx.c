@@ -8,15 +8,15 @@
  * columns each (tiles 6-7: 16 k-pair/k-quad rows of 64 bytes, read from the
  * panel layout with stride 128 bytes: a panel is exactly two B tiles side by
  * side, see kernels-impl.h). Per K step (32 bf16 / 64 int8): 4 tile loads,
- * 4 tdpbf16ps / tdpbusd; C stays in tiles over a chunk of K steps, between
- * chunks in a per-thread accumulator (see "the blocked loop").
+ * 4 tdpbf16ps / tdpbusd; C stays in tiles over a chunk of up to AMX_KB K
+ * steps (the whole K up to 2048 int8 / 1024 bf16), see "the blocked loop".
  *
  * x is first packed into tile order, [ceil(M/16)][K steps][16 rows][64 B],
  * so every A tile load reads 1 KB contiguously (in place, its 16 rows would
  * be 2K-8K bytes apart: L1 set conflicts, 16 pages). Rows past M are zero,
  * so every tile has 16 rows and one configuration serves all shapes; the
- * epilogue (from the accumulator) drops rows past M and columns past N, and
- * for int8 applies 128 colsum and the scales. */
+ * epilogue drops rows past M and columns past N, and for int8 applies 128
+ * colsum and the scales. */
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -29,11 +29,14 @@
                   M / MB passes over the weights (Xeon, 2 threads, M = 512: MB 64 -> 256
                   took int8 1.5-1.7 -> 1.7-2.2 TOP/s, bf16 0.71-0.82 -> 0.77-1.0 TFLOP/s) */
 #endif
-#ifndef AMX_KC
-#define AMX_KC 8   /* K steps per chunk (256 bf16 / 512 int8 of K) */
+#ifndef AMX_KB
+#define AMX_KB 32  /* K steps per chunk: 64 KB of each panel (2048 int8 / 1024 bf16 of K) */
 #endif
 #ifndef AMX_PG
-#define AMX_PG 4   /* panels per group: acc is MB x ACC_LD x 4 B per worker */
+#define AMX_PG 4   /* panels per group: the group's B chunk, AMX_PG x 64 KB, stays in L2 */
+#endif
+#ifndef AMX_NT_BYTES
+#define AMX_NT_BYTES (8u << 20) /* f32 outputs from this size up are stored non-temporally */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -49,12 +52,11 @@
 
 /* -DAMX_PROF: TSC cycles spent packing, in the tile loop and in the epilogue,
  * summed over workers, printed at exit: a measurement build (tools/kbench.c
- * linked with this file built so), not the shipped one. On the h200-host
- * Xeon, 2 threads, int8 M = 512: the tile loop is 75-85% of the GEMM, the
- * epilogue 15% (N = 2048) to 25% (N = 8192: its 16 MB of f32 output leave
- * the caches), packing 1-3%. Software prefetch of the next block's A and C
- * into L1 and of the next B chunk into L2 was tried and measured no better
- * (the host's noise, 1.2-1.9 TOP/s both ways, hid any effect). */
+ * linked with this file built so), not the shipped one; tile and epilogue
+ * are timed per block. With session 6's loop (a separate epilogue pass), on
+ * the h200-host Xeon, 2 threads, int8 M = 512: the tile loop was 75-85% of
+ * the GEMM, the epilogue 15% (N = 2048) to 25% (N = 8192: its 16 MB of f32
+ * output leave the caches), packing 1-3%. */
 #ifdef AMX_PROF
 #include <stdio.h>
 #include <x86intrin.h>
@@ -101,6 +103,7 @@ typedef struct gemm_ctx {
     int nsteps;         /* K steps: Kp/32 (bf16) or Kp/64 (int8) */
     const float *xs;    /* int8: [M] */
     int M, N, is_q8;
+    int nt;             /* y stored non-temporally: it is AMX_NT_BYTES or more, the caches would not keep it */
     float *y;
     float *acc;         /* [workers][MB][ACC_LD] partial sums between K chunks */
 } gemm_ctx;
@@ -138,40 +141,50 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
 
 /* ---- the blocked loop -------------------------------------------------------- */
 
-/* A TDPBF16PS / TDPBUSD takes 16 cycles and reads 2 KB of tiles: fed from
- * L2 at every K step (the whole-K loop over one 32 x 32 block reads both its
- * A rows and its B panel from L2, 4 KB per step), the tile unit starves at
- * 20-40% of its peak. So K is cut into chunks of AMX_KC steps; within one
- * chunk each B chunk (one panel, 2 AMX_KC KB) is reused from L1 across the
- * task's 32-row blocks, and the A tiles of those rows (2 AMX_KC KB per 32
- * rows) across AMX_PG panels from L1/L2. The C tiles carry their partial
- * sums between chunks through acc (f32 or int32, [MB][ACC_LD] per
- * worker). Measured on a Xeon, 2 threads, M = 512, N x K = 2048-8192 x
- * 2048-8192 (the hosts are shared: figures vary between sessions):
- * session 1 (peak 2.37 TFLOP/s bf16, 4.66 TOP/s int8): whole K per block
- * 0.86-1.34 TFLOP/s bf16, 2.5 TOP/s int8; AMX_KC 2: 0.91-1.01; 4: 0.76-1.04;
- * 8: 1.39-1.53 and 3.15 TOP/s (60-68% of peak); 16: 0.66-0.80.
- * session 2 (peak 2.24 / 4.43, AMX_KC 8): MB 64: 0.71-0.82 and 1.5-1.7;
- * MB 128: 0.74-0.85 and 1.4-1.9; MB 256: 0.77-1.0 and 1.7-2.2 (34-50%).
+/* A TDPBF16PS / TDPBUSD takes 16 cycles and reads 2 KB of tiles, so the 2 x 2
+ * block needs 1 KB of operands per product: 64 B per cycle at the tile peak.
+ * Per task (MB rows x some panels), per group of AMX_PG panels and K chunk of
+ * AMX_KB steps, each 32-row block runs the chunk over the group's panels in
+ * turn, C in tiles the whole chunk:
+ *
+ *   for group of AMX_PG panels:            B chunk AMX_PG x 64 KB: L2, reused by every row block
+ *     for K chunk [s0, s1) (AMX_KB steps):
+ *       for 32-row block m:                A chunk 64 KB: L1/L2, reused by the group's panels
+ *         for panel j of the group:
+ *           C = s0 ? acc[m][j] : 0; C += A[m][s0:s1] B[j][s0:s1]   (tiles, block_steps)
+ *           last chunk ? epilogue(C) -> y : C -> acc[m][j]
+ *
+ * Up to 2048 int8 / 1024 bf16 of K there is one chunk: C never leaves the
+ * tiles until the block's epilogue, which reads it from a 4 KB scratch in L1
+ * and overlaps the next block's products. Beyond, C makes one round trip
+ * through acc per chunk: every 128 products, not every 32.
+ *
+ * History (Xeon, 2 threads, M = 512, paired with the tile peak, kbench -p;
+ * docs/bench/xeon-s6-amx.txt, xeon-s7-amx.txt). Until session 6 the loop
+ * was group > K chunk of 8 steps > panel > row block: the B chunk (16 KB)
+ * reused from L1 across row blocks, but C in and out of acc (in L2) every
+ * 32 products and the epilogue a separate pass over acc. That loop's own
+ * ceiling was 57-64% of the peak (tools/amx_tileloop.c gemm) and the GEMM
+ * reached 33-40%. This order, session 7, over 7 interleaved rounds: int8
+ * 512 x 2048 x 2048 37% -> 41-45%, 512 x 2048 x 8192 28-31% -> 38-40%, with
+ * the non-temporal output 512 x 8192 x 2048 36% -> 44%; bf16 2048^2 about
+ * the same (37-43% both).
  *
  * The first block of a chunk meets its B chunk in L3 or DRAM: the panels lie
  * Kp * 32 bytes apart, and the L2 streamer stops at every 4 KB page. So each
- * block also prefetches its share of the panel's next B chunk (K steps
- * [s1, s1 + AMX_KC), or the next group's first) into L2, a few lines per
- * step. Session 5, against the tile peak measured beside each timing (kbench
- * -p; docs/bench/xeon-s5-amx-paired.txt): 28-33% -> 32-37% of the peak on
- * every shape. What it would take to go further is in docs/kernels.md. */
+ * block also prefetches its share of the next B chunk into L2, a few lines
+ * per step (session 5: 28-33% -> 32-37% of the peak on every shape). */
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1), C continued from acc (row stride ld bytes) unless first; on the
  * way, l2lines cache lines from l2next are prefetched into L2 */
-static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, int first, uint8_t *c,
-                               size_t ld, uintptr_t l2next, int l2lines)
+static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, const uint8_t *cin,
+                               size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines)
 {
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->nsteps * 1024;
     const uint8_t *A1 = A0 + (size_t)g->nsteps * 1024;
     const uint8_t *B = (const uint8_t *)g->w->panel + (size_t)p * g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
-    if (first) {
+    if (!cin) {
         _tile_zero(0);
         _tile_zero(1);
         if (two) {
@@ -179,11 +192,11 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             _tile_zero(3);
         }
     } else {
-        _tile_loadd(0, c, ld);
-        _tile_loadd(1, c + 64, ld);
+        _tile_loadd(0, cin, ldin);
+        _tile_loadd(1, cin + 64, ldin);
         if (two) {
-            _tile_loadd(2, c + 16 * ld, ld);
-            _tile_loadd(3, c + 16 * ld + 64, ld);
+            _tile_loadd(2, cin + 16 * ldin, ldin);
+            _tile_loadd(3, cin + 16 * ldin + 64, ldin);
         }
     }
     for (int s = s0; s < s1; s++) {
@@ -221,9 +234,9 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     }
 }
 
-/* y rows [m0, m0 + rows) x panel p (32 columns) from acc rows 0.. at column
- * offset c0: drop columns past N; int8: minus 128 colsum, times the scales */
-static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *acc, size_t ld, int c0)
+/* y rows [m0, m0 + rows) x panel p (32 columns) from one block's C
+ * [32][32]: drop columns past N; int8: minus 128 colsum, times the scales */
+static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c)
 {
     const tm_kweight *w = g->w;
     int n0 = 32 * p, nc = g->N - n0 < 32 ? g->N - n0 : 32;
@@ -238,7 +251,7 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *ac
         s1 = _mm512_loadu_ps(w->pscale + n0 + 16);
     }
     for (int i = 0; i < rows; i++) {
-        const float *a = acc + i * ld + c0;
+        const float *a = c + i * 32;
         float *yr = g->y + (size_t)(m0 + i) * g->N + n0;
         __m512 v0 = _mm512_load_ps(a), v1 = _mm512_load_ps(a + 16);
         if (g->is_q8) {
@@ -246,43 +259,56 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *ac
             v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(v0), c0v)), _mm512_mul_ps(s0, xs));
             v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(v1), c1v)), _mm512_mul_ps(s1, xs));
         }
+        if (g->nt && nc == 32 && !((uintptr_t)yr & 63)) {
+            _mm512_stream_ps(yr, v0);
+            _mm512_stream_ps(yr + 16, v1);
+            continue;
+        }
         _mm512_mask_storeu_ps(yr, k0, v0);
         _mm512_mask_storeu_ps(yr + 16, k1, v1);
     }
 }
 
-/* one task: rows [m0, m1) (at most MB) x panels [p0, p1) */
+/* one task: rows [m0, m1) (at most MB) x panels [p0, p1), in the order above */
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
     const gemm_ctx *g = ctx;
     float (*acc)[ACC_LD] = (float (*)[ACC_LD])(g->acc + (size_t)worker * ACC_WORKER);
+    _Alignas(64) float cs[32][32]; /* the last chunk's C of one block [32 rows][32 columns] */
     const size_t ld = sizeof acc[0];
     const uint8_t *pan = (const uint8_t *)g->w->panel;
     const size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2); /* one panel */
+    const int nblk = (m1 - m0 + 31) / 32, ns = g->nsteps;
     tm_kamx_config();
     for (int pg = p0; pg < p1; pg += AMX_PG) {
         int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
-        PROF_T(t0);
-        for (int s0 = 0; s0 < g->nsteps; s0 += AMX_KC) {
-            int s1 = s0 + AMX_KC < g->nsteps ? s0 + AMX_KC : g->nsteps;
-            for (int j = 0; j < np; j++) {
-                /* the B chunk this panel needs next: K steps [s1, s1 + KC), or the next group's first */
-                uintptr_t nb = s1 < g->nsteps ? (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048)
-                                              : (uintptr_t)pan + (uintptr_t)(pg + j + AMX_PG) * pbytes;
-                int nblk = (m1 - m0 + 31) / 32, lines = AMX_KC * 32;
-                for (int m = m0; m < m1; m += 32) {
-                    int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
-                    block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0, (uint8_t *)&acc[m - m0][32 * j], ld,
-                                nb + (uintptr_t)l0 * 64, l1 - l0);
+        for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
+            int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns, last = s1 == ns;
+            /* the B chunk each panel needs next: its K steps from s1, or the next group's first
+               (nsn steps), spread over the row blocks */
+            int nsn = last ? (ns < AMX_KB ? ns : AMX_KB) : (s1 + AMX_KB < ns ? AMX_KB : ns - s1);
+            int lines = nsn * 32;
+            for (int m = m0; m < m1; m += 32) {
+                int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
+                for (int j = 0; j < np; j++) {
+                    uintptr_t nb = last ? (uintptr_t)(pan + (pg + j + AMX_PG) * pbytes)
+                                        : (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048);
+                    uint8_t *c = (uint8_t *)&acc[m - m0][32 * j];
+                    PROF_T(t0);
+                    block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld,
+                                last ? (uint8_t *)cs : c, last ? sizeof cs[0] : ld, nb + (uintptr_t)l0 * 64, l1 - l0);
+                    PROF_ADD(prof_tile, t0);
+                    if (last) {
+                        PROF_T(t1);
+                        epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j, &cs[0][0]);
+                        PROF_ADD(prof_epi, t1);
+                    }
                 }
             }
         }
-        PROF_ADD(prof_tile, t0);
-        PROF_T(t1);
-        for (int j = 0; j < np; j++) epilogue(g, m0, m1 - m0, pg + j, &acc[0][0], ACC_LD, 32 * j);
-        PROF_ADD(prof_epi, t1);
     }
     _tile_release();
+    if (g->nt) _mm_sfence(); /* the non-temporal stores are weakly ordered: drain before the pool's join */
 }
 
 /* ---- entry points -------------------------------------------------------------- */
@@ -294,7 +320,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
-    gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, y, acc};
+    gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, (size_t)x->M * w->N * 4 >= AMX_NT_BYTES, y, acc};
     PROF_CALL();
     tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
     return TM_OK;

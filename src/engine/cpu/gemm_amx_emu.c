@@ -1,5 +1,8 @@
 /* engine/cpu/gemm_amx_emu.c: gemm_amx.c with its tile instructions emulated
- * (amx_emu.h): the "amx-emu" kernels' GEMMs, tm_kvariant_amx_emu. */
+ * (amx_emu.h): the "amx-emu" kernels' GEMMs, tm_kvariant_amx_emu. Outputs
+ * from 4 KB up take the non-temporal store path here (8 MB on the real
+ * tiles), so the tests' shapes run both store paths. */
 #include "engine/cpu/amx_emu.h"
 
+#define AMX_NT_BYTES 4096u
 #include "engine/cpu/gemm_amx.c"
