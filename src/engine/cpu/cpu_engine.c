@@ -377,6 +377,7 @@ struct par_job {
     float *y;                   /* the step's operands (see each step) */
     const float *x, *w;
     int n, l;                   /* row width or count; layer / rope index */
+    int ld;                     /* row stride of x and w where a step reads strided rows */
 };
 
 static void par_task(void *ctx, int t, int worker)
@@ -430,18 +431,14 @@ static void par_add(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, int
     par_rows(&j, rows, (size_t)n);
 }
 
-/* y[i] = act(y[i]) * x[i] for rows of width n (gate, up) */
+/* y[i][0:n] = act(gate[i]) * up[i], gate = x and up = w, rows ld floats
+ * apart (y may be gate itself: each row is read before it is written) */
 static void rows_act(const par_job *j, int i0, int i1)
 {
-    size_t o = (size_t)i0 * j->n, n = (size_t)(i1 - i0) * j->n;
-    if (j->c->m->act == TM_ACT_SILU) j->c->k.silu_mul(j->y + o, j->y + o, j->x + o, n);
-    else j->c->k.gelu_tanh_mul(j->y + o, j->y + o, j->x + o, n);
-}
-
-static void par_act(cpu_ctx *c, const cpu_rows *r, float *gate, const float *up, int rows, int n)
-{
-    par_job j = {.fn = rows_act, .c = c, .r = r, .y = gate, .x = up, .n = n};
-    par_rows(&j, rows, (size_t)n);
+    void (*f)(float *, const float *, const float *, size_t) =
+        j->c->m->act == TM_ACT_SILU ? j->c->k.silu_mul : j->c->k.gelu_tanh_mul;
+    for (int i = i0; i < i1; i++)
+        f(j->y + (size_t)i * j->n, j->x + (size_t)i * j->ld, j->w + (size_t)i * j->ld, (size_t)j->n);
 }
 
 /* rows of the prepared input: bf16 (j->y unused) or int8 + scales */
@@ -504,29 +501,28 @@ static void rows_norm_prep(const par_job *j, int i0, int i1)
 static void rows_act_prep(const par_job *j, int i0, int i1)
 {
     par_job p = *j;
-    p.x = j->y; /* rows_prep reads the activated gate rows */
+    p.x = j->y; /* rows_prep reads the activated rows */
     for (int i = i0; i < i1; i++) {
         rows_act(j, i, i + 1);
         rows_prep(&p, i, i + 1);
     }
 }
 
-/* gate[M][F] = act(gate) * up, and a = its rows prepared for w (the down
- * projection) in the same pass where w takes a prepared form (bf16 or int8),
- * instead of one pass for the activation and another for the preparation;
- * a->f32 = gate either way. Same functions per row, so the same bytes. */
-static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *gate, const float *up, int M, int F,
-                     tm_kact *a)
+/* out[M][F] = act(gate) * up (gate and up rows ld floats apart; out may be
+ * gate when ld == F), and a = its rows prepared for w (the down projection)
+ * in the same pass where w takes a prepared form (bf16 or int8), instead of
+ * one pass for the activation and another for the preparation; a->f32 = out
+ * either way. Same functions per row, so the same bytes. */
+static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *out, const float *gate,
+                     const float *up, int ld, int M, int F, tm_kact *a)
 {
     tm_dtype dt = tm_kweight_dtype(w);
-    *a = (tm_kact){.M = M, .K = F, .f32 = gate};
-    if ((dt != TM_DT_BF16 && dt != TM_DT_Q8PC) || tm_kweight_k(w) != F) {
-        par_act(c, r, gate, up, M, F);
-        return;
-    }
-    par_job j = {.fn = rows_act_prep, .c = c, .r = r, .y = gate, .x = up, .n = F, .l = (int)dt};
+    int prep = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && tm_kweight_k(w) == F;
+    *a = (tm_kact){.M = M, .K = F, .f32 = out};
+    par_job j = {.fn = prep ? rows_act_prep : rows_act, .c = c, .r = r, .y = out, .x = gate, .w = up, .n = F,
+                 .l = (int)dt, .ld = ld};
     par_rows(&j, M, (size_t)F);
-    set_prepared(c, a, dt);
+    if (prep) set_prepared(c, a, dt);
 }
 
 /* a = the input of the matmuls with weights w0, w1 (and w2 if given) :
@@ -574,11 +570,33 @@ static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm
     return rc;
 }
 
-static void add_bias(float *y, const float *b, int M, int N)
+/* y[i][0:n] += b for rows ld floats apart */
+static void rows_bias(const par_job *j, int i0, int i1)
+{
+    for (int i = i0; i < i1; i++) {
+        float *y = j->y + (size_t)i * j->ld;
+        for (int k = 0; k < j->n; k++) y[k] += j->w[k];
+    }
+}
+
+static void par_bias(cpu_ctx *c, const cpu_rows *r, float *y, const float *b, int M, int n, int ld)
 {
     if (!b) return;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) y[(size_t)i * N + j] += b[j];
+    par_job j = {.fn = rows_bias, .c = c, .r = r, .y = y, .w = b, .n = n, .ld = ld};
+    par_rows(&j, M, (size_t)n);
+}
+
+/* a fused q|k|v output's rows c->qkv[M][HD + 2 KD] split into c->q, c->kk, c->vv (n = HD, l = KD) */
+static void rows_split_qkv(const par_job *j, int i0, int i1)
+{
+    cpu_ctx *c = j->c;
+    size_t HD = (size_t)j->n, KD = (size_t)j->l;
+    for (int i = i0; i < i1; i++) {
+        const float *s = c->qkv + (size_t)i * (HD + 2 * KD);
+        memcpy(c->q + (size_t)i * HD, s, sizeof(float) * HD);
+        memcpy(c->kk + (size_t)i * KD, s + HD, sizeof(float) * KD);
+        memcpy(c->vv + (size_t)i * KD, s + HD + KD, sizeof(float) * KD);
+    }
 }
 
 /* Write rows' K and V [M][Hk*Dh] into the cache at their positions (layer j->l). */
@@ -688,24 +706,23 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
 {
     const tm_model *m = c->m;
     int D = m->D, F = m->F, rc;
-    float *gate = c->g, *up = c->u;
-    if (y->w_gate_up) {
+    tm_kact ad; /* the down projection's input */
+    if (y->w_gate_up) { /* g[M][2F]: rows of gate then up; act(gate) * up -> u[M][F] */
         if ((rc = matmul(c, r, y->w_gate_up, c->h, M, c->g, err))) return rc;
-        for (int i = 0; i < M; i++) /* rows: gate then up -> split */
-            memcpy(c->u + (size_t)i * F, c->g + (size_t)i * 2 * F + F, sizeof(float) * F);
-        for (int i = 1; i < M; i++) memmove(c->g + (size_t)i * F, c->g + (size_t)i * 2 * F, sizeof(float) * F);
-    } else {
+        par_bias(c, r, c->g, y->b_gate, M, F, 2 * F);
+        par_bias(c, r, c->g + F, y->b_up, M, F, 2 * F);
+        act_prep(c, r, y->w_down, c->u, c->g, c->g + F, 2 * F, M, F, &ad);
+    } else { /* g[M][F], u[M][F]; act(gate) * up -> g */
         tm_kact a;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
-        if ((rc = matmul_a(c, r, y->w_gate, &a, gate, err))) return rc;
-        if ((rc = matmul_a(c, r, y->w_up, &a, up, err))) return rc;
+        if ((rc = matmul_a(c, r, y->w_gate, &a, c->g, err))) return rc;
+        if ((rc = matmul_a(c, r, y->w_up, &a, c->u, err))) return rc;
+        par_bias(c, r, c->g, y->b_gate, M, F, F);
+        par_bias(c, r, c->u, y->b_up, M, F, F);
+        act_prep(c, r, y->w_down, c->g, c->g, c->u, F, M, F, &ad);
     }
-    add_bias(gate, y->b_gate, M, F);
-    add_bias(up, y->b_up, M, F);
-    tm_kact ad; /* the down projection's input */
-    act_prep(c, r, y->w_down, gate, up, M, F, &ad);
     if ((rc = matmul_a(c, r, y->w_down, &ad, c->f, err))) return rc;
-    add_bias(c->f, y->b_down, M, D);
+    par_bias(c, r, c->f, y->b_down, M, D, D);
     return TM_OK;
 }
 
@@ -734,12 +751,8 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         if (y->wqkv) {
             par_rmsnorm(c, r, c->h, c->x, y->attn_norm, M, D);
             if ((rc = matmul(c, r, y->wqkv, c->h, M, c->qkv, err))) return rc;
-            for (int i = 0; i < M; i++) {
-                const float *s = c->qkv + (size_t)i * (HD + 2 * KD);
-                memcpy(c->q + (size_t)i * HD, s, sizeof(float) * HD);
-                memcpy(c->kk + (size_t)i * KD, s + HD, sizeof(float) * KD);
-                memcpy(c->vv + (size_t)i * KD, s + HD + KD, sizeof(float) * KD);
-            }
+            par_job sj = {.fn = rows_split_qkv, .c = c, .r = r, .n = HD, .l = KD};
+            par_rows(&sj, M, (size_t)(HD + 2 * KD));
         } else {
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wq, y->wk, y->wv, &a);
@@ -747,9 +760,9 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             if ((rc = matmul_a(c, r, y->wk, &a, c->kk, err))) return rc;
             if ((rc = matmul_a(c, r, y->wv, &a, c->vv, err))) return rc;
         }
-        add_bias(c->q, y->bq, M, HD);
-        add_bias(c->kk, y->bk, M, KD);
-        add_bias(c->vv, y->bv, M, KD);
+        par_bias(c, r, c->q, y->bq, M, HD, HD);
+        par_bias(c, r, c->kk, y->bk, M, KD, KD);
+        par_bias(c, r, c->vv, y->bv, M, KD, KD);
         if (y->q_norm) par_rmsnorm(c, r, c->q, c->q, y->q_norm, M * H, Dh);
         if (y->k_norm) par_rmsnorm(c, r, c->kk, c->kk, y->k_norm, M * Hk, Dh);
         apply_rope(c, r, m->layer[l].rope, c->q, H);
@@ -759,7 +772,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
         if (c->profile) c->prof[c->prof_kind][2] += now_s() - t0;
         if ((rc = matmul(c, r, y->wo, c->h, M, c->f, err))) return rc;
-        add_bias(c->f, y->bo, M, D);
+        par_bias(c, r, c->f, y->bo, M, D, D);
         if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);
         par_add(c, r, c->x, c->f, M, D);
 
