@@ -368,8 +368,39 @@ static void test_moe(void)
     tm_rt_model_free(rm);
 }
 
+/* A tied model's prefill stage: a quantized one reads the decode stage's
+ * quantized head (not the bf16 embedding), a bf16 one keeps the embedding. */
+static void test_prefill_head(void)
+{
+    tm_err err = {0};
+    tm_convert_opts co;
+    tm_convert_opts_default(&co);
+    co.prefill_enc = TM_DT_Q8PC;
+    tm_convert_stats cs;
+    tm_rt_model *rm = NULL;
+    const char *pkg = "build/test_engine_head.tdm";
+    CHECKF(tm_convert("models/tiny-classics-llama", pkg, &co, &cs, &err) == TM_OK, "%s", err.msg);
+    CHECKF(tm_rt_model_open(&rm, pkg, &err) == TM_OK, "%s", err.msg);
+    unlink(pkg);
+    if (rm) {
+        CHECK(rm->prefill->tied);
+        CHECK(rm->prefill->embed.dtype == TM_DT_BF16);
+        CHECK(rm->prefill->lm_head.dtype == TM_DT_Q8PC);
+        CHECK(rm->prefill->lm_head.data == rm->decode->lm_head.data);
+        CHECK(rm->prefill->lm_head.scales == rm->decode->lm_head.scales);
+        tm_rt_model_free(rm);
+    }
+    rm = open_bf16("models/tiny-classics-llama", "build/test_engine_head16.tdm");
+    if (rm) {
+        CHECK(rm->prefill->lm_head.data == rm->prefill->embed.data);
+        CHECK(rm->prefill->lm_head.dtype == TM_DT_BF16);
+        tm_rt_model_free(rm);
+    }
+}
+
 int main(void)
 {
+    test_prefill_head();
     test_routes_exact();
     test_hybrid_quantized();
     test_kv_int8();
