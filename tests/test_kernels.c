@@ -1084,6 +1084,97 @@ static void test_peak(tm_pool *pool)
 }
 
 /* every test of one kernel table */
+/* The fused gate/up GEMM (tm_kpack_glu, gemm_glu) against the same
+ * variant's two plain GEMMs and its silu_mul / gelu_tanh_mul: the same
+ * arithmetic (the activation's vector formula is vec_exp.inc's in both), so
+ * the same bits. */
+static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, int M, int F, int K)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s gemm_glu %s %s M=%d F=%d K=%d", k->name, dtn(dt),
+             act == TM_KGLU_SILU ? "silu" : "gelu_tanh", M, F, K);
+    wbuf wg, wu;
+    wbuf_make(&wg, dt, F, K);
+    wbuf_make(&wu, dt, F, K);
+    tm_err err = {0};
+    tm_kweight *g = NULL, *u = NULL, *glu = NULL;
+    CHECK_EQ_INT(tm_kpack_init(&g, &wg.t, TM_KPACK_GEMV | TM_KPACK_GEMM, &err), TM_OK);
+    CHECK_EQ_INT(tm_kpack_init(&u, &wu.t, TM_KPACK_GEMV | TM_KPACK_GEMM, &err), TM_OK);
+    CHECKF(g && u && tm_kpack_glu(&glu, g, u, act, &err) == TM_OK, "%s: %s", what, err.msg);
+    float *x = rand_vec((size_t)M * K, 1.0f);
+    size_t n = (size_t)M * F;
+    float *yg = malloc(sizeof(float) * n), *yu = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    float *y2 = malloc(sizeof(float) * n);
+    tm_kbuf ws = {0};
+    tm_kact a = {.M = M, .K = K, .f32 = x};
+    mm_fn f = pick(k, dt, 1);
+    if (glu && f(g, &a, yg, &ws, pool) == TM_OK && f(u, &a, yu, &ws, pool) == TM_OK) {
+        /* the activation row by row, each padded to whole vectors so every element takes the vector formula */
+        int Fp = (F + 15) / 16 * 16;
+        float *rg = calloc((size_t)Fp, sizeof(float)), *ru = calloc((size_t)Fp, sizeof(float));
+        for (int m = 0; m < M; m++) {
+            memcpy(rg, yg + (size_t)m * F, sizeof(float) * F);
+            memcpy(ru, yu + (size_t)m * F, sizeof(float) * F);
+            (act == TM_KGLU_SILU ? k->silu_mul : k->gelu_tanh_mul)(rg, rg, ru, (size_t)Fp);
+            memcpy(yg + (size_t)m * F, rg, sizeof(float) * F);
+        }
+        free(rg);
+        free(ru);
+        for (size_t i = 0; i < n; i++) y[i] = NAN;
+        CHECK_EQ_INT(k->gemm_glu(glu, &a, y, &ws, NULL), TM_OK);
+        int bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!(y[i] == yg[i]) && bad++ == 0)
+                fprintf(stderr, "%s: y[%zu][%zu] = %.9g, two GEMMs and the activation %.9g\n", what, i / F, i % F,
+                        y[i], yg[i]);
+        }
+        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_INT(k->gemm_glu(glu, &a, y2, &ws, pool), TM_OK);
+        CHECKF(memcmp(y, y2, sizeof(float) * n) == 0, "%s: pool result differs from single-thread", what);
+        /* a glu weight is no plain GEMM weight, nor the other way round */
+        CHECK_EQ_INT(f(glu, &a, y2, &ws, pool), TM_E_INVALID);
+        CHECK_EQ_INT(k->gemm_glu(g, &a, y2, &ws, pool), TM_E_INVALID);
+    }
+    tm_kbuf_free(&ws);
+    free(yg); free(yu); free(y); free(y2); free(x);
+    tm_kpack_free(glu);
+    tm_kpack_free(g);
+    tm_kpack_free(u);
+    wbuf_free(&wg);
+    wbuf_free(&wu);
+}
+
+static void test_glu(const tm_kernels *k, tm_pool *pool)
+{
+    if (!k->gemm_glu) return;
+    static const int shapes[][3] = {{64, 64, 64}, {37, 100, 600}, {130, 40, 1100}, {20, 70, 2100}, {33, 96, 128}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int d = 0; d < 2; d++)
+            glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, s % 2 ? TM_KGLU_GELU_TANH : TM_KGLU_SILU, shapes[s][0],
+                     shapes[s][1], shapes[s][2]);
+    /* through tm_kmatmul: GEMM only */
+    wbuf wg;
+    wbuf_make(&wg, TM_DT_Q8PC, 40, 64);
+    tm_err err = {0};
+    tm_kweight *g = NULL, *glu = NULL, *b = NULL, *bad = (tm_kweight *)1;
+    CHECK_EQ_INT(tm_kpack_init(&g, &wg.t, TM_KPACK_GEMV | TM_KPACK_GEMM, &err), TM_OK);
+    CHECK_EQ_INT(tm_kpack_init(&b, &wg.t, TM_KPACK_GEMV, &err), TM_OK);
+    CHECK_EQ_INT(tm_kpack_glu(&bad, g, b, TM_KGLU_SILU, &err), TM_E_INVALID); /* b has no panels */
+    CHECK(bad == NULL && strstr(err.msg, "gate and up") != NULL);
+    CHECK_EQ_INT(tm_kpack_glu(&glu, g, g, TM_KGLU_SILU, &err), TM_OK);
+    if (!glu) return;
+    float *x = rand_vec(64 * 4, 1.0f), y[4 * 40];
+    tm_kact a = {.M = 4, .K = 64, .f32 = x};
+    tm_kbuf ws = {0};
+    CHECK_EQ_INT(tm_kmatmul(k, glu, &a, y, &ws, pool, &err), TM_E_UNSUPPORTED); /* 4 rows: a GEMV's */
+    tm_kbuf_free(&ws);
+    free(x);
+    tm_kpack_free(glu);
+    tm_kpack_free(g);
+    tm_kpack_free(b);
+    wbuf_free(&wg);
+}
+
 static void test_variant(const tm_kernels *k, tm_pool *pool)
 {
     printf("variant %s\n", k->name);
@@ -1094,6 +1185,7 @@ static void test_variant(const tm_kernels *k, tm_pool *pool)
     test_attn_decode(k, pool);
     test_attn_decode_q8(k, pool);
     test_attn_prefill_q8(k, pool);
+    test_glu(k, pool);
 }
 
 int main(void)

@@ -53,6 +53,7 @@
 typedef struct cpu_layer {
     tm_kweight *wq, *wk, *wv, *wqkv, *wo;     /* see tm_layer_weights for shapes */
     tm_kweight *w_gate, *w_up, *w_gate_up, *w_down;
+    tm_kweight *w_glu;                        /* gate and up fused for gemm_glu (prefill), or NULL */
     float *attn_norm, *ffn_norm;              /* [D] */
     float *attn_out_norm, *ffn_out_norm;      /* [D] or NULL */
     float *q_norm, *k_norm;                   /* [Dh] or NULL */
@@ -141,7 +142,7 @@ static void cpu_unbind(void *vctx)
     if (c->layer) {
         for (int l = 0; l < c->m->L; l++) {
             cpu_layer *y = &c->layer[l];
-            tm_kweight *ws[] = {y->wq, y->wk, y->wv, y->wqkv, y->wo, y->w_gate, y->w_up, y->w_gate_up, y->w_down};
+            tm_kweight *ws[] = {y->wq, y->wk, y->wv, y->wqkv, y->wo, y->w_gate, y->w_up, y->w_gate_up, y->w_down, y->w_glu};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) tm_kpack_free(ws[i]);
             float *vs[] = {y->attn_norm, y->ffn_norm, y->attn_out_norm, y->ffn_out_norm, y->q_norm, y->k_norm,
                            y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down};
@@ -259,6 +260,29 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
     }
 }
 
+/* A prefill engine whose kernels have gemm_glu runs the FFN's gate and up
+ * projections as one GEMM whose epilogue applies the activation: it writes
+ * act(gate) * up [M][F] instead of gate and up [M][2F], and the separate
+ * activation pass goes. gate and up keep their GEMV layouts (decode, and
+ * prefill chunks of up to TM_KGEMV_MAX_B rows) and lose their panels.
+ * Not for biased gate/up (the epilogue adds no bias). TANDEM_GLU=0 turns
+ * it off. */
+static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
+{
+    const char *env = getenv("TANDEM_GLU"); /* "0": gate and up apart (A/B runs) */
+    if ((env && strcmp(env, "0") == 0) || !(roles & TM_ROLE_PREFILL) || !c->k.gemm_glu || !y->w_gate || !y->w_up ||
+        y->b_gate || y->b_up)
+        return TM_OK;
+    int act = c->m->act == TM_ACT_SILU ? TM_KGLU_SILU : TM_KGLU_GELU_TANH;
+    tm_err e = {0};
+    int rc = tm_kpack_glu(&y->w_glu, y->w_gate, y->w_up, act, &e);
+    if (rc == TM_E_INVALID) return TM_OK; /* no panels (an int4 prefill stage) or unlike shapes */
+    if (rc != TM_OK) return tm_errf(err, rc, "%s", e.msg);
+    tm_kpack_drop_panels(y->w_gate);
+    tm_kpack_drop_panels(y->w_up);
+    return TM_OK;
+}
+
 static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, const cpu_variant *var,
                        tm_err *err)
 {
@@ -292,6 +316,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         y->b_gate = vec_f32(&w->b_gate);
         y->b_up = vec_f32(&w->b_up);
         y->b_down = vec_f32(&w->b_down);
+        if ((rc = fuse_glu(c, y, var->roles, err)) != TM_OK) goto fail;
         if (m->layer[l].moe && (rc = tm_moe_init(&y->moe, m, l, pack, var->roles, err)) != TM_OK) goto fail;
     }
     if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
@@ -712,6 +737,11 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
         par_bias(c, r, c->g, y->b_gate, M, F, 2 * F);
         par_bias(c, r, c->g + F, y->b_up, M, F, 2 * F);
         act_prep(c, r, y->w_down, c->u, c->g, c->g + F, 2 * F, M, F, &ad);
+    } else if (y->w_glu && M > TM_KGEMV_MAX_B) { /* act(gate) * up -> g[M][F] in the GEMM's epilogue */
+        tm_kact a;
+        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
+        if ((rc = matmul_a(c, r, y->w_glu, &a, c->g, err))) return rc;
+        prep_act(c, r, y->w_down, c->g, M, &ad);
     } else { /* g[M][F], u[M][F]; act(gate) * up -> g */
         tm_kact a;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);

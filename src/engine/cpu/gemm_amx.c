@@ -21,8 +21,9 @@
 
 #include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
+#include "engine/cpu/vec_avx512.h"
 
-#include <immintrin.h>
+#include "engine/cpu/vec_exp.inc"
 
 #ifndef MB
 #define MB 256 /* rows per task (a multiple of 32): each task streams its panels once, so
@@ -104,6 +105,7 @@ typedef struct gemm_ctx {
     const float *xs;    /* int8: [M] */
     int M, N, is_q8;
     int nt;             /* y stored non-temporally: it is AMX_NT_BYTES or more, the caches would not keep it */
+    int glu;            /* w->glu: panels in gate/up pairs, y = act(gate) * up (tm_kpack_glu) */
     float *y;
     float *acc;         /* [workers][MB][ACC_LD] partial sums between K chunks */
 } gemm_ctx;
@@ -234,30 +236,62 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     }
 }
 
-/* y rows [m0, m0 + rows) x panel p (32 columns) from one block's C
- * [32][32]: drop columns past N; int8: minus 128 colsum, times the scales */
-static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c)
+/* the int8 correction of 32 columns of C from panel-order column n: 128
+ * colsum and the weight scales (unused for bf16) */
+typedef struct dq32 {
+    __m512i c0, c1;
+    __m512 s0, s1;
+} dq32;
+
+static inline dq32 dq_load(const gemm_ctx *g, int n)
 {
-    const tm_kweight *w = g->w;
-    int n0 = 32 * p, nc = g->N - n0 < 32 ? g->N - n0 : 32;
+    dq32 d = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    if (g->is_q8) {
+        d.c0 = _mm512_slli_epi32(_mm512_loadu_si512(g->w->colsum + n), 7);
+        d.c1 = _mm512_slli_epi32(_mm512_loadu_si512(g->w->colsum + n + 16), 7);
+        d.s0 = _mm512_loadu_ps(g->w->pscale + n);
+        d.s1 = _mm512_loadu_ps(g->w->pscale + n + 16);
+    }
+    return d;
+}
+
+/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum, times the scales */
+static inline void dq_row(const gemm_ctx *g, const dq32 *d, const float *c, float xs, __m512 *v0, __m512 *v1)
+{
+    *v0 = _mm512_load_ps(c);
+    *v1 = _mm512_load_ps(c + 16);
+    if (g->is_q8) {
+        __m512 x = _mm512_set1_ps(xs);
+        *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(*v0), d->c0)), _mm512_mul_ps(d->s0, x));
+        *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(*v1), d->c1)), _mm512_mul_ps(d->s1, x));
+    }
+}
+
+/* y rows [m0, m0 + rows) from one block's C [32][32] of panel p: its 32
+ * columns; or, for a glu weight, c from gate panel p and cu from up panel
+ * p + 1, y's columns 32 (p / 2) .. = act(gate) * up. Columns past N are
+ * dropped. */
+static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c, const float *cu)
+{
+    int n0 = 32 * (cu ? p / 2 : p), nc = g->N - n0 < 32 ? g->N - n0 : 32;
     __mmask16 k0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
     __mmask16 k1 = nc >= 32 ? 0xffff : nc <= 16 ? 0 : (__mmask16)((1u << (nc - 16)) - 1);
-    __m512i c0v = _mm512_setzero_si512(), c1v = c0v;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-    if (g->is_q8) {
-        c0v = _mm512_slli_epi32(_mm512_loadu_si512(w->colsum + n0), 7);
-        c1v = _mm512_slli_epi32(_mm512_loadu_si512(w->colsum + n0 + 16), 7);
-        s0 = _mm512_loadu_ps(w->pscale + n0);
-        s1 = _mm512_loadu_ps(w->pscale + n0 + 16);
-    }
+    dq32 dg = dq_load(g, 32 * p), du = cu ? dq_load(g, 32 * p + 32) : dg;
     for (int i = 0; i < rows; i++) {
-        const float *a = c + i * 32;
         float *yr = g->y + (size_t)(m0 + i) * g->N + n0;
-        __m512 v0 = _mm512_load_ps(a), v1 = _mm512_load_ps(a + 16);
-        if (g->is_q8) {
-            __m512 xs = _mm512_set1_ps(g->xs[m0 + i]);
-            v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(v0), c0v)), _mm512_mul_ps(s0, xs));
-            v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(v1), c1v)), _mm512_mul_ps(s1, xs));
+        float xs = g->is_q8 ? g->xs[m0 + i] : 0.f;
+        __m512 v0, v1;
+        dq_row(g, &dg, c + i * 32, xs, &v0, &v1);
+        if (cu) {
+            __m512 u0, u1;
+            dq_row(g, &du, cu + i * 32, xs, &u0, &u1);
+            if (g->glu == TM_KGLU_SILU) {
+                v0 = vsilu_mul_avx512(v0, u0);
+                v1 = vsilu_mul_avx512(v1, u1);
+            } else {
+                v0 = vgelu_tanh_mul_avx512(v0, u0);
+                v1 = vgelu_tanh_mul_avx512(v1, u1);
+            }
         }
         if (g->nt && nc == 32 && !((uintptr_t)yr & 63)) {
             _mm512_stream_ps(yr, v0);
@@ -269,12 +303,17 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c)
     }
 }
 
-/* one task: rows [m0, m1) (at most MB) x panels [p0, p1), in the order above */
+/* one task: rows [m0, m1) (at most MB) x panels [p0, p1) (glu: pairs, so
+ * panels [2 p0, 2 p1)), in the order above */
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
     const gemm_ctx *g = ctx;
+    if (g->glu) {
+        p0 *= 2;
+        p1 *= 2;
+    }
     float (*acc)[ACC_LD] = (float (*)[ACC_LD])(g->acc + (size_t)worker * ACC_WORKER);
-    _Alignas(64) float cs[32][32]; /* the last chunk's C of one block [32 rows][32 columns] */
+    _Alignas(64) float cs[2][32][32]; /* the last chunk's C of one block [32 rows][32 columns] (glu: gate, up) */
     const size_t ld = sizeof acc[0];
     const uint8_t *pan = (const uint8_t *)g->w->panel;
     const size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2); /* one panel */
@@ -295,12 +334,14 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
                                         : (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048);
                     uint8_t *c = (uint8_t *)&acc[m - m0][32 * j];
                     PROF_T(t0);
+                    int h = g->glu ? j & 1 : 0; /* glu: gate (even panels) then up */
                     block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld,
-                                last ? (uint8_t *)cs : c, last ? sizeof cs[0] : ld, nb + (uintptr_t)l0 * 64, l1 - l0);
+                                last ? (uint8_t *)cs[h] : c, last ? sizeof cs[0][0] : ld, nb + (uintptr_t)l0 * 64,
+                                l1 - l0);
                     PROF_ADD(prof_tile, t0);
-                    if (last) {
+                    if (last && (!g->glu || h)) {
                         PROF_T(t1);
-                        epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j, &cs[0][0]);
+                        epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &cs[0][0][0], g->glu ? &cs[1][0][0] : NULL);
                         PROF_ADD(prof_epi, t1);
                     }
                 }
@@ -320,24 +361,21 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
-    gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, (size_t)x->M * w->N * 4 >= AMX_NT_BYTES, y, acc};
+    gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, (size_t)x->M * w->N * 4 >= AMX_NT_BYTES, w->glu, y, acc};
     PROF_CALL();
     tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
     return TM_OK;
 }
 
-static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+/* checks done: w's dtype and panels and x's K (glu or not) */
+static int gemm_any(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
-    if (tm_kcheck_gemm(w, x, TM_DT_BF16)) return TM_E_INVALID;
-    size_t prep = tm_kact_need_bf16(x);
-    if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 32, pool) + 64)) return TM_E_NOMEM;
-    const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, pool);
-    return run(w, x, xb, (size_t)tm_kact_ld(x->K) * 2, NULL, ws, prep, y, pool, 0);
-}
-
-static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
-{
-    if (tm_kcheck_gemm(w, x, TM_DT_Q8PC)) return TM_E_INVALID;
+    if (w->dtype == TM_DT_BF16) {
+        size_t prep = tm_kact_need_bf16(x);
+        if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 32, pool) + 64)) return TM_E_NOMEM;
+        const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, pool);
+        return run(w, x, xb, (size_t)tm_kact_ld(x->K) * 2, NULL, ws, prep, y, pool, 0);
+    }
     size_t prep = tm_kact_need_q8(x);
     if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 64, pool) + 64)) return TM_E_NOMEM;
     const float *xs;
@@ -345,9 +383,30 @@ static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     return run(w, x, xq, (size_t)tm_kact_ld(x->K), xs, ws, prep, y, pool, 1);
 }
 
+static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    return tm_kcheck_gemm(w, x, TM_DT_BF16) ? TM_E_INVALID : gemm_any(w, x, y, ws, pool);
+}
+
+static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    return tm_kcheck_gemm(w, x, TM_DT_Q8PC) ? TM_E_INVALID : gemm_any(w, x, y, ws, pool);
+}
+
+/* y[M][F] = act(x gate^T) * (x up^T) on a tm_kpack_glu weight */
+static int gemm_glu(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    if (!w || !w->glu) return TM_E_INVALID;
+    tm_kweight plain = *w; /* the same checks as a plain GEMM weight */
+    plain.glu = 0;
+    if (tm_kcheck_gemm(&plain, x, w->dtype)) return TM_E_INVALID;
+    return gemm_any(w, x, y, ws, pool);
+}
+
 void tm_kvariant_amx(tm_kernels *k)
 {
     k->gemm_bf16 = gemm_bf16;
     k->gemm_q8 = gemm_q8;
+    k->gemm_glu = gemm_glu;
     tm_kattn_fill_amx(k);
 }

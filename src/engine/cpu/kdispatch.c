@@ -234,7 +234,7 @@ int tm_kcheck_gemv(const tm_kweight *w, const tm_kact *x, int want)
 
 int tm_kcheck_gemm(const tm_kweight *w, const tm_kact *x, tm_dtype want)
 {
-    if (!w || !act_ok(x, w) || w->dtype != want || !w->panel) return TM_E_INVALID;
+    if (!w || !act_ok(x, w) || w->dtype != want || !w->panel || w->glu) return TM_E_INVALID; /* glu: gemm_glu's */
     if (want == TM_DT_BF16 && !x->f32 && !x->bf16) return TM_E_INVALID;
     if (want == TM_DT_Q8PC && !x->f32 && !x->q8) return TM_E_INVALID;
     return TM_OK;
@@ -331,6 +331,12 @@ int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float
         return tm_errf(err, TM_E_INVALID, "matmul: x is [%d][%d], weight [%d][%d]", x ? x->M : 0, x ? x->K : 0,
                        w->N, w->K);
     int rc;
+    if (w->glu) { /* a fused gate/up weight: GEMM only */
+        if (!k->gemm_glu || x->M <= TM_KGEMV_MAX_B)
+            return tm_errf(err, TM_E_UNSUPPORTED, "matmul: the fused gate/up weight [%d][%d] needs the %s kernels' "
+                           "gemm_glu and more than %d rows (%d)", w->N, w->K, k->name, TM_KGEMV_MAX_B, x->M);
+        gemm = k->gemm_glu;
+    }
     if (x->M > TM_KGEMV_MAX_B && w->panel && gemm) {
         rc = gemm(w, x, y, ws, pool);
     } else {

@@ -31,6 +31,8 @@ struct tm_kweight {
     float *pscale;         /* Q8PC with panel: [Np] scales, 0 past N (owned) */
     void *copy;            /* TM_KPACK_HUGE: data then scales, what data/scales point to (owned), or NULL */
     int Kp, Np;            /* padded sizes of the panel layout */
+    int glu;               /* 0, or TM_KGLU_*: Np/32 pairs of panels, gate then up (tm_kpack_glu); N, Np
+                              count output columns, colsum/pscale [2 Np] in panel order */
 };
 
 static inline void *tm_kbuf_at(tm_kbuf *ws, size_t off) { return (char *)ws->p + off; }

@@ -85,6 +85,17 @@ int tm_khuge_ok(void);
 int tm_kpack_init(tm_kweight **out, const tm_tensor *w, int uses, tm_err *err);
 void tm_kpack_free(tm_kweight *w);
 
+/* tm_kpack_glu: one GEMM weight for y[M][F] = act(x·gateᵀ) ⊙ (x·upᵀ), the
+ * FFN's gate and up projections [F][K] (both bound with TM_KPACK_GEMM, one
+ * dtype and shape): their panels interleaved, gate panel p then up panel p
+ * (copied; gate and up keep theirs). GEMM only, for kernels with gemm_glu:
+ * the epilogue writes F columns, not 2F. act: TM_KGLU_*. */
+enum { TM_KGLU_SILU = 1, TM_KGLU_GELU_TANH = 2 };
+int tm_kpack_glu(tm_kweight **out, const tm_kweight *gate, const tm_kweight *up, int act, tm_err *err);
+/* Free w's GEMM panels (a weight whose GEMMs run elsewhere, e.g. fused by
+ * tm_kpack_glu): it stays a GEMV weight. */
+void tm_kpack_drop_panels(tm_kweight *w);
+
 /* tm_kpack_unpack: rebuild the tensor's layout (data, and scales if any)
  * from the GEMM panels, for tests: must equal the original bytes. */
 int tm_kpack_unpack(const tm_kweight *w, void *data, float *scales, tm_err *err);
@@ -184,6 +195,10 @@ typedef struct tm_kernels {
      * TM_KPACK_GEMM. bf16: bf16 x and w, f32 sums. q8: W8A8 per-row x scales. */
     int (*gemm_bf16)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
     int (*gemm_q8)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+    /* The fused gate/up GEMM on a tm_kpack_glu weight (bf16 or int8 as
+     * above), y[M][F]; NULL where a variant has none (the engine then runs
+     * gate and up apart). */
+    int (*gemm_glu)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
 
     /* y[T][D] = x / rms(x) * (w or 1 + w), rms = sqrt(mean(x^2) + eps). y may be x. */
     void (*rmsnorm)(float *y, const float *x, const float *w, int T, int D, float eps, int add_one);

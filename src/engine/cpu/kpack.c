@@ -211,6 +211,51 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
     return TM_OK;
 }
 
+int tm_kpack_glu(tm_kweight **out, const tm_kweight *gate, const tm_kweight *up, int act, tm_err *err)
+{
+    *out = NULL;
+    if (!gate || !up || !gate->panel || !up->panel || gate->glu || up->glu || gate->dtype != up->dtype ||
+        gate->N != up->N || gate->K != up->K || (act != TM_KGLU_SILU && act != TM_KGLU_GELU_TANH))
+        return tm_errf(err, TM_E_INVALID, "kpack glu: gate and up must be GEMM weights of one dtype and shape");
+    int q8 = gate->dtype == TM_DT_Q8PC, np = gate->Np / 32;
+    size_t pb = (size_t)gate->Kp * 32 * (q8 ? 1 : 2); /* one panel's bytes */
+    tm_kweight *w = calloc(1, sizeof *w);
+    if (!w) return tm_errf(err, TM_E_NOMEM, "kpack glu: out of memory");
+    *w = (tm_kweight){.dtype = gate->dtype, .N = gate->N, .K = gate->K, .G = gate->G, .Kp = gate->Kp,
+                      .Np = gate->Np, .glu = act};
+    char *pan = tm_khuge_alloc(2 * (size_t)np * pb);
+    w->panel = pan;
+    if (q8) {
+        w->colsum = malloc(sizeof(int32_t) * 2 * (size_t)gate->Np);
+        w->pscale = malloc(sizeof(float) * 2 * (size_t)gate->Np);
+    }
+    if (!pan || (q8 && (!w->colsum || !w->pscale))) {
+        tm_kpack_free(w);
+        return tm_errf(err, TM_E_NOMEM, "kpack glu: out of memory for [%d][%d] x 2", gate->N, gate->K);
+    }
+    for (int p = 0; p < np; p++) {
+        const tm_kweight *src[2] = {gate, up};
+        for (int h = 0; h < 2; h++) {
+            memcpy(pan + (2 * (size_t)p + h) * pb, (const char *)src[h]->panel + (size_t)p * pb, pb);
+            if (q8) {
+                memcpy(w->colsum + (2 * p + h) * 32, src[h]->colsum + 32 * p, sizeof(int32_t) * 32);
+                memcpy(w->pscale + (2 * p + h) * 32, src[h]->pscale + 32 * p, sizeof(float) * 32);
+            }
+        }
+    }
+    *out = w;
+    return TM_OK;
+}
+
+void tm_kpack_drop_panels(tm_kweight *w)
+{
+    if (!w) return;
+    free(w->panel);
+    free(w->pscale);
+    w->panel = NULL;
+    w->pscale = NULL;
+}
+
 int tm_kpack_unpack(const tm_kweight *w, void *data, float *scales, tm_err *err)
 {
     if (!w->panel) return tm_errf(err, TM_E_INVALID, "kpack unpack: weight has no GEMM panels");
