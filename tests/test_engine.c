@@ -400,6 +400,9 @@ static void test_prefill_head(void)
 
 int main(void)
 {
+    /* the fused gate/up GEMM where the kernels have it (cpu-amx-emu here; off by default, so
+       test_engine_conf runs the engines without it) */
+    setenv("TANDEM_GLU", "1", 1);
     test_prefill_head();
     test_routes_exact();
     test_hybrid_quantized();
