@@ -267,9 +267,8 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
  * GEMV layouts (decode, and prefill chunks of up to TM_KGEMV_MAX_B rows) and
  * lose their panels. Not for biased gate/up (the epilogue adds no bias).
  * Off by default: on the Xeon (session 7, pp512, 2 rounds interleaved) it
- * measured 0.90-0.95x on the Llama-1B shape and 0.90-1.28x on Qwen-0.5B:
- * the activation (an exp and a divide per element) now runs inside the
- * tile loop, where it was a memory-bound pass of its own. */
+ * measured 0.90-0.95x on the Llama-1B shape and 0.90-1.28x on Qwen-0.5B
+ * (docs/kernels.md has what might be the cause). */
 static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
 {
     const char *env = getenv("TANDEM_GLU");
