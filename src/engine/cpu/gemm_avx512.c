@@ -14,6 +14,7 @@
  * until the last slice applies colsum and the scales). */
 #include <string.h>
 
+#include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
 
 #include <immintrin.h>
@@ -33,25 +34,37 @@ typedef struct gemm_ctx {
     float *y;           /* [M][N] */
 } gemm_ctx;
 
-/* Pack rows of x (row_bytes used of ld_bytes each) into MR-row groups of
- * 32-bit words: out[(m / MR) * G * MR + g * MR + m % MR] = word g of row m. */
-static uint32_t *pack_rows(const void *x, int M, size_t ld_bytes, int G, tm_kbuf *ws, size_t off)
+/* Pack rows of x (ld_bytes apart) into MR-row groups of 32-bit words:
+ * out[(m / MR) * G * MR + g * MR + m % MR] = word g of row m; rows past M
+ * are zero. One task per group of MR rows, over the pool. */
+typedef struct pack_job {
+    const char *x;
+    size_t ld_bytes;
+    int M, G;
+    uint32_t *out;
+} pack_job;
+
+static void pack_task(void *ctx, int b, int worker)
 {
-    uint32_t *out = tm_kbuf_at(ws, off);
-    int nb = (M + MR - 1) / MR;
-    for (int b = 0; b < nb; b++) {
-        uint32_t *o = out + (size_t)b * G * MR;
-        for (int i = 0; i < MR; i++) {
-            int m = b * MR + i;
-            if (m >= M) {
-                for (int g = 0; g < G; g++) o[(size_t)g * MR + i] = 0;
-                continue;
-            }
-            const char *src = (const char *)x + (size_t)m * ld_bytes;
-            for (int g = 0; g < G; g++) memcpy(&o[(size_t)g * MR + i], src + 4 * (size_t)g, 4);
+    (void)worker;
+    const pack_job *j = ctx;
+    uint32_t *o = j->out + (size_t)b * j->G * MR;
+    for (int i = 0; i < MR; i++) {
+        int m = b * MR + i;
+        if (m >= j->M) {
+            for (int g = 0; g < j->G; g++) o[(size_t)g * MR + i] = 0;
+            continue;
         }
+        const char *src = j->x + (size_t)m * j->ld_bytes;
+        for (int g = 0; g < j->G; g++) memcpy(&o[(size_t)g * MR + i], src + 4 * (size_t)g, 4);
     }
-    return out;
+}
+
+static uint32_t *pack_rows(const void *x, int M, size_t ld_bytes, int G, tm_kbuf *ws, size_t off, struct tm_pool *pool)
+{
+    pack_job j = {x, ld_bytes, M, G, tm_kbuf_at(ws, off)};
+    tm_pool_run(pool, (M + MR - 1) / MR, pack_task, &j);
+    return j.out;
 }
 
 static size_t pack_bytes(int M, int G)
@@ -129,7 +142,7 @@ static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
     size_t prep = tm_kact_need_bf16(x);
     if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, G) + 64)) return TM_E_NOMEM;
     const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, pool);
-    const uint32_t *xp = pack_rows(xb, x->M, (size_t)tm_kact_ld(x->K) * 2, G, ws, prep);
+    const uint32_t *xp = pack_rows(xb, x->M, (size_t)tm_kact_ld(x->K) * 2, G, ws, prep, pool);
     gemm_ctx g = {w, xp, G, NULL, x->M, w->N, y};
     tm_kgemm_run(x->M, w->Np, MB, bf16_block, &g, pool);
     return TM_OK;
@@ -209,7 +222,7 @@ static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, G) + 64)) return TM_E_NOMEM;
     const float *xs;
     const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs, pool);
-    const uint32_t *xp = pack_rows(xq, x->M, (size_t)tm_kact_ld(x->K), G, ws, prep);
+    const uint32_t *xp = pack_rows(xq, x->M, (size_t)tm_kact_ld(x->K), G, ws, prep, pool);
     gemm_ctx g = {w, xp, G, xs, x->M, w->N, y};
     tm_kgemm_run(x->M, w->Np, MB, q8_block, &g, pool);
     return TM_OK;
