@@ -158,8 +158,10 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  *
  * Up to 2048 int8 / 1024 bf16 of K there is one chunk: C never leaves the
  * tiles until the block's epilogue, which reads it from a 4 KB scratch in L1
- * and overlaps the next block's products. Beyond, C makes one round trip
- * through acc per chunk: every 128 products, not every 32.
+ * right away. Beyond, C makes one round trip through acc per chunk: every
+ * 128 products, not every 32. A glu weight (tm_kpack_glu) has its panels in
+ * gate/up pairs, so a group holds AMX_PG / 2 pairs and the epilogue runs
+ * once per pair, from both blocks' C.
  *
  * History (Xeon, 2 threads, M = 512, paired with the tile peak, kbench -p;
  * docs/bench/xeon-s6-amx.txt, xeon-s7-amx.txt). Until session 6 the loop
@@ -170,7 +172,8 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * reached 33-40%. This order, session 7, over 7 interleaved rounds: int8
  * 512 x 2048 x 2048 37% -> 41-45%, 512 x 2048 x 8192 28-31% -> 38-40%, with
  * the non-temporal output 512 x 8192 x 2048 36% -> 44%; bf16 2048^2 about
- * the same (37-43% both).
+ * the same (37-43% both). Five rounds of the final code: int8 2048^2 45%,
+ * 8192 x 2048 52%, 2048 x 8192 40%; bf16 2048^2 45%.
  *
  * The first block of a chunk meets its B chunk in L3 or DRAM: the panels lie
  * Kp * 32 bytes apart, and the L2 streamer stops at every 4 KB page. So each
@@ -178,8 +181,9 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * per step (session 5: 28-33% -> 32-37% of the peak on every shape). */
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
- * [s0, s1), C continued from acc (row stride ld bytes) unless first; on the
- * way, l2lines cache lines from l2next are prefetched into L2 */
+ * [s0, s1): C [32][32] f32/int32 loaded from cin (rows ldin bytes apart), or
+ * zero if cin is NULL, and stored to c (rows ld bytes apart); on the way,
+ * l2lines cache lines from l2next are prefetched into L2 */
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, const uint8_t *cin,
                                size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines)
 {
