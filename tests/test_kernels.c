@@ -1175,6 +1175,61 @@ static void test_glu(const tm_kernels *k, tm_pool *pool)
     wbuf_free(&wg);
 }
 
+/* tm_kpack_concat: q, k and v as one weight give the three results side by
+ * side, bit for bit (each output row is its own dot products), GEMV and GEMM */
+static void test_concat(const tm_kernels *k, tm_pool *pool)
+{
+    static const tm_dtype dts[] = {TM_DT_BF16, TM_DT_Q8PC, TM_DT_Q4G64, TM_DT_Q4G32, TM_DT_Q4PC};
+    static const int rows[3] = {40, 8, 24};
+    const int K = 192;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        int gemm = dts[d] == TM_DT_BF16 || dts[d] == TM_DT_Q8PC;
+        int uses = TM_KPACK_GEMV | (gemm ? TM_KPACK_GEMM : 0);
+        wbuf w[3];
+        tm_kweight *part[3] = {NULL, NULL, NULL}, *cat = NULL;
+        const tm_tensor *ts[3];
+        tm_err err = {0};
+        for (int i = 0; i < 3; i++) {
+            wbuf_make(&w[i], dts[d], rows[i], K);
+            ts[i] = &w[i].t;
+            CHECK_EQ_INT(tm_kpack_init(&part[i], &w[i].t, uses, &err), TM_OK);
+        }
+        CHECKF(tm_kpack_concat(&cat, ts, 3, uses, "q|k|v", &err) == TM_OK, "%s concat %s: %s", k->name, dtn(dts[d]),
+               err.msg);
+        for (int M = 1; M <= (gemm ? 40 : 3) && cat; M += gemm ? 39 : 2) {
+            float *x = rand_vec((size_t)M * K, 1.0f), *y = malloc(sizeof(float) * M * 72), *yp = malloc(sizeof(float) * M * 40);
+            tm_kact a = {.M = M, .K = K, .f32 = x};
+            tm_kbuf ws = {0};
+            CHECK_EQ_INT(tm_kmatmul(k, cat, &a, y, &ws, pool, &err), TM_OK);
+            for (int i = 0, n0 = 0; i < 3; n0 += rows[i], i++) {
+                CHECK_EQ_INT(tm_kmatmul(k, part[i], &a, yp, &ws, pool, &err), TM_OK);
+                int same = 1;
+                for (int m = 0; m < M; m++)
+                    same &= memcmp(y + (size_t)m * 72 + n0, yp + (size_t)m * rows[i], sizeof(float) * rows[i]) == 0;
+                CHECKF(same, "%s concat %s M=%d: part %d differs", k->name, dtn(dts[d]), M, i);
+            }
+            tm_kbuf_free(&ws);
+            free(x); free(y); free(yp);
+        }
+        tm_kpack_free(cat);
+        for (int i = 0; i < 3; i++) {
+            tm_kpack_free(part[i]);
+            wbuf_free(&w[i]);
+        }
+    }
+    /* parts of unlike K or dtype are refused, naming the result */
+    wbuf a, b;
+    wbuf_make(&a, TM_DT_Q8PC, 8, 64);
+    wbuf_make(&b, TM_DT_Q8PC, 8, 128);
+    const tm_tensor *ab[2] = {&a.t, &b.t};
+    tm_kweight *bad = (tm_kweight *)1;
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_kpack_concat(&bad, ab, 2, TM_KPACK_GEMV, "gate|up", &err), TM_E_INVALID);
+    CHECK(bad == NULL && strstr(err.msg, "gate|up") && strstr(err.msg, "part 1"));
+    wbuf_free(&a);
+    wbuf_free(&b);
+}
+
 static void test_variant(const tm_kernels *k, tm_pool *pool)
 {
     printf("variant %s\n", k->name);
@@ -1186,6 +1241,7 @@ static void test_variant(const tm_kernels *k, tm_pool *pool)
     test_attn_decode_q8(k, pool);
     test_attn_prefill_q8(k, pool);
     test_glu(k, pool);
+    test_concat(k, pool);
 }
 
 int main(void)

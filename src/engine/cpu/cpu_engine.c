@@ -111,14 +111,33 @@ static float *vec_f32(const tm_tensor *t)
     return v;
 }
 
+static int pack_uses(tm_dtype dt, unsigned roles)
+{
+    int uses = TM_KPACK_GEMV;
+    if ((roles & TM_ROLE_PREFILL) && (dt == TM_DT_BF16 || dt == TM_DT_Q8PC)) uses |= TM_KPACK_GEMM;
+    if (roles & TM_ROLE_DECODE) uses |= TM_KPACK_HUGE; /* decode streams these every step */
+    return uses;
+}
+
 static int pack(tm_kweight **out, const tm_tensor *t, unsigned roles, tm_err *err)
 {
     *out = NULL;
     if (!t->data) return TM_OK;
-    int uses = TM_KPACK_GEMV;
-    if ((roles & TM_ROLE_PREFILL) && (t->dtype == TM_DT_BF16 || t->dtype == TM_DT_Q8PC)) uses |= TM_KPACK_GEMM;
-    if (roles & TM_ROLE_DECODE) uses |= TM_KPACK_HUGE; /* decode streams these every step */
-    return tm_kpack_init(out, t, uses, err);
+    return tm_kpack_init(out, t, pack_uses(t->dtype, roles), err);
+}
+
+/* Matrices that read the same input (q, k, v; gate, up) in one dtype and K
+ * are bound as one weight of their rows in turn (*out), so a step runs one
+ * matmul on them instead of two or three: one dispatch, one preparation of
+ * the input, one wider GEMM or GEMV. 1 if done, 0 if they do not qualify. */
+static int pack_cat(tm_kweight **out, const tm_tensor *const *t, int n, unsigned roles, const char *what, tm_err *err,
+                    int *rc)
+{
+    *rc = TM_OK;
+    for (int i = 0; i < n; i++)
+        if (!t[i]->data || t[i]->ndim != 2 || t[i]->dtype != t[0]->dtype || t[i]->shape[1] != t[0]->shape[1]) return 0;
+    *rc = tm_kpack_concat(out, t, n, pack_uses(t[0]->dtype, roles), what, err);
+    return 1;
 }
 
 static void print_profile(const cpu_ctx *c)
@@ -269,12 +288,15 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
  * Off by default: on the Xeon (session 7, pp512, 2 rounds interleaved) it
  * measured 0.90-0.95x on the Llama-1B shape and 0.90-1.28x on Qwen-0.5B
  * (docs/kernels.md has what might be the cause). */
-static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
+static int glu_wanted(const cpu_ctx *c, unsigned roles)
 {
     const char *env = getenv("TANDEM_GLU");
-    if (!env || strcmp(env, "1") != 0 || !(roles & TM_ROLE_PREFILL) || !c->k.gemm_glu || !y->w_gate || !y->w_up ||
-        y->b_gate || y->b_up)
-        return TM_OK;
+    return env && strcmp(env, "1") == 0 && (roles & TM_ROLE_PREFILL) && c->k.gemm_glu;
+}
+
+static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
+{
+    if (!glu_wanted(c, roles) || !y->w_gate || !y->w_up || y->b_gate || y->b_up) return TM_OK;
     int act = c->m->act == TM_ACT_SILU ? TM_KGLU_SILU : TM_KGLU_GELU_TANH;
     tm_err e = {0};
     int rc = tm_kpack_glu(&y->w_glu, y->w_gate, y->w_up, act, &e);
@@ -303,8 +325,16 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         cpu_layer *y = &c->layer[l];
         const tm_tensor *mats[] = {&w->wq, &w->wk, &w->wv, &w->wqkv, &w->wo, &w->w_gate, &w->w_up, &w->w_gate_up, &w->w_down};
         tm_kweight **dst[] = {&y->wq, &y->wk, &y->wv, &y->wqkv, &y->wo, &y->w_gate, &y->w_up, &y->w_gate_up, &y->w_down};
+        int skip[9] = {0};
+        const tm_tensor *qkv[] = {&w->wq, &w->wk, &w->wv}, *gu[] = {&w->w_gate, &w->w_up};
+        if (!w->wqkv.data && pack_cat(&y->wqkv, qkv, 3, var->roles, "q|k|v", err, &rc))
+            skip[0] = skip[1] = skip[2] = skip[3] = 1; /* wq, wk, wv, and the absent wqkv tensor */
+        if (rc == TM_OK && !w->w_gate_up.data && !glu_wanted(c, var->roles) &&
+            pack_cat(&y->w_gate_up, gu, 2, var->roles, "gate|up", err, &rc))
+            skip[5] = skip[6] = skip[7] = 1;
+        if (rc != TM_OK) goto fail;
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            if ((rc = pack(dst[i], mats[i], var->roles, err)) != TM_OK) goto fail;
+            if (!skip[i] && (rc = pack(dst[i], mats[i], var->roles, err)) != TM_OK) goto fail;
         y->attn_norm = vec_f32(&w->attn_norm);
         y->ffn_norm = vec_f32(&w->ffn_norm);
         y->attn_out_norm = vec_f32(&w->attn_out_norm);
@@ -340,7 +370,9 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->q = tm_khuge_alloc(sizeof(float) * M * HD);
     c->kk = tm_khuge_alloc(sizeof(float) * M * KD);
     c->vv = tm_khuge_alloc(sizeof(float) * M * KD);
-    c->qkv = m->fused_qkv ? tm_khuge_alloc(sizeof(float) * M * (HD + 2 * KD)) : NULL;
+    int any_qkv = 0;
+    for (int l = 0; l < m->L; l++) any_qkv |= c->layer[l].wqkv != NULL;
+    c->qkv = any_qkv ? tm_khuge_alloc(sizeof(float) * M * (HD + 2 * KD)) : NULL;
     c->g = dense ? tm_khuge_alloc(sizeof(float) * M * 2 * F) : NULL;
     c->u = dense ? tm_khuge_alloc(sizeof(float) * M * F) : NULL;
     c->f = tm_khuge_alloc(sizeof(float) * M * D);
@@ -353,7 +385,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->ptab = malloc(sizeof(*c->ptab) * M);
     c->ctxlen = malloc(sizeof(int) * M);
     if (m->n_experts > 0 && (rc = tm_moe_scratch_init(&c->moe, m, CPU_MAX_ROWS, err)) != TM_OK) goto fail;
-    if (!c->x || !c->h || !c->q || !c->kk || !c->vv || (m->fused_qkv && !c->qkv) || (dense && (!c->g || !c->u)) ||
+    if (!c->x || !c->h || !c->q || !c->kk || !c->vv || (any_qkv && !c->qkv) || (dense && (!c->g || !c->u)) ||
         !c->f || !c->cs || !c->sn || !c->ptab || !c->ctxlen || !c->xb || !c->xq || !c->xs) {
         rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory for scratch", var->engine);
         goto fail;
@@ -552,7 +584,7 @@ static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *
     if (prep) set_prepared(c, a, dt);
 }
 
-/* a = the input of the matmuls with weights w0, w1 (and w2 if given) :
+/* a = the input of the matmuls with weights w0 (and w1, w2 if given):
  * RMSNorm(x[M][D]) * nw. Where they all take the same prepared form (bf16 or
  * int8 GEMM/GEMV), the fused kernel writes it in one pass over x and h is not
  * written (a->f32 stays NULL); otherwise h[M][D] = the norm, prepared as usual. */
@@ -561,7 +593,7 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
 {
     int D = c->m->D;
     tm_dtype dt = tm_kweight_dtype(w0);
-    int fused = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && tm_kweight_dtype(w1) == dt &&
+    int fused = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && (!w1 || tm_kweight_dtype(w1) == dt) &&
                 (!w2 || tm_kweight_dtype(w2) == dt) && tm_kweight_k(w0) == D;
     if (!fused) {
         par_rmsnorm(c, r, h, x, nw, M, D);
@@ -727,15 +759,18 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
 }
 
 /* The dense FFN of layer y: f[M][D] = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd,
- * h = RMSNorm(x) * ffn_norm (x = c->x [M][D]; with a fused gate_up weight, the
- * caller has put h in c->h), through g[M][F] and u[M][F]. */
+ * h = RMSNorm(x) * ffn_norm (x = c->x [M][D]), through g[M][2F] (gate|up as
+ * one weight: the checkpoint's fused one, or bound so by pack_cat) or g, u
+ * [M][F] (apart), or g[M][F] alone (gemm_glu). */
 static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, tm_err *err)
 {
     const tm_model *m = c->m;
     int D = m->D, F = m->F, rc;
     tm_kact ad; /* the down projection's input */
     if (y->w_gate_up) { /* g[M][2F]: rows of gate then up; act(gate) * up -> u[M][F] */
-        if ((rc = matmul(c, r, y->w_gate_up, c->h, M, c->g, err))) return rc;
+        tm_kact a;
+        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate_up, NULL, NULL, &a);
+        if ((rc = matmul_a(c, r, y->w_gate_up, &a, c->g, err))) return rc;
         par_bias(c, r, c->g, y->b_gate, M, F, 2 * F);
         par_bias(c, r, c->g + F, y->b_up, M, F, 2 * F);
         act_prep(c, r, y->w_down, c->u, c->g, c->g + F, 2 * F, M, F, &ad);
@@ -780,9 +815,10 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     }
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];
-        if (y->wqkv) {
-            par_rmsnorm(c, r, c->h, c->x, y->attn_norm, M, D);
-            if ((rc = matmul(c, r, y->wqkv, c->h, M, c->qkv, err))) return rc;
+        if (y->wqkv) { /* one matmul into qkv[M][HD + 2 KD], split */
+            tm_kact a;
+            norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wqkv, NULL, NULL, &a);
+            if ((rc = matmul_a(c, r, y->wqkv, &a, c->qkv, err))) return rc;
             par_job sj = {.fn = rows_split_qkv, .c = c, .r = r, .n = HD, .l = KD};
             par_rows(&sj, M, (size_t)(HD + 2 * KD));
         } else {
@@ -808,7 +844,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);
         par_add(c, r, c->x, c->f, M, D);
 
-        if (y->moe || y->w_gate_up) par_rmsnorm(c, r, c->h, c->x, y->ffn_norm, M, D);
+        if (y->moe) par_rmsnorm(c, r, c->h, c->x, y->ffn_norm, M, D);
         if (y->moe) {
             if ((rc = tm_moe_forward(y->moe, &c->k, c->h, M, c->f, &c->moe, &c->ws, r->pool, err))) return rc;
         } else if ((rc = dense_ffn(c, r, y, M, err))) {

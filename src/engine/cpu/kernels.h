@@ -85,6 +85,12 @@ int tm_khuge_ok(void);
 int tm_kpack_init(tm_kweight **out, const tm_tensor *w, int uses, tm_err *err);
 void tm_kpack_free(tm_kweight *w);
 
+/* tm_kpack_concat: one weight of the rows of parts[0..n) in turn, [sum N][K]
+ * (one dtype and K): e.g. q, k and v, which read the same input, as one
+ * matmul. The data and scales are copied (on huge pages from 2 MB up) and
+ * owned; uses as tm_kpack_init. name names the result in errors. */
+int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int uses, const char *name, tm_err *err);
+
 /* tm_kpack_glu: one GEMM weight for y[M][F] = act(x·gateᵀ) ⊙ (x·upᵀ), the
  * FFN's gate and up projections [F][K] (both bound with TM_KPACK_GEMM, one
  * dtype and shape): their panels interleaved, gate panel p then up panel p

@@ -128,6 +128,24 @@ static int pack_q8(tm_kweight *w)
     return TM_OK;
 }
 
+/* a CPU weight's row in dtype: bytes of data and elements per scale (G: K
+ * for per-channel); TM_E_UNSUPPORTED for a dtype with no kernel,
+ * TM_E_INVALID for a K the int4 layouts cannot hold */
+static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
+{
+    *G = K;
+    switch (dt) {
+    case TM_DT_BF16: *row_bytes = (size_t)K * 2; return TM_OK;
+    case TM_DT_Q8PC: *row_bytes = (size_t)K; return TM_OK;
+    case TM_DT_Q4G32: *G = 32; break;
+    case TM_DT_Q4G64: *G = 64; break;
+    case TM_DT_Q4PC: break;
+    default: return TM_E_UNSUPPORTED;
+    }
+    *row_bytes = (size_t)K / 2;
+    return K % 32 || K % *G ? TM_E_INVALID : TM_OK;
+}
+
 int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
 {
     *out = NULL;
@@ -137,23 +155,15 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
     int64_t N = t->shape[0], K = t->shape[1];
     if (N < 1 || K < 1 || N >= KP_MAX_DIM || K >= KP_MAX_DIM || N * K > KP_MAX_NUMEL)
         return tm_errf(err, TM_E_INVALID, "tensor '%s': shape [%lld][%lld] out of range", name, (long long)N, (long long)K);
-    int G = (int)K;
+    int G;
     size_t row_bytes;
-    switch (t->dtype) {
-    case TM_DT_BF16: row_bytes = (size_t)K * 2; break;
-    case TM_DT_Q8PC: row_bytes = (size_t)K; break;
-    case TM_DT_Q4G32: G = 32; /* fall through */
-    case TM_DT_Q4G64: if (t->dtype == TM_DT_Q4G64) G = 64; /* fall through */
-    case TM_DT_Q4PC:
-        if (K % 32 || K % G)
-            return tm_errf(err, TM_E_INVALID, "tensor '%s': %s needs K %% %d == 0, K is %lld", name,
-                           tm_dtype_name(t->dtype), G > 32 && G != K ? G : 32, (long long)K);
-        row_bytes = (size_t)K / 2;
-        break;
-    default:
-        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s has no CPU kernel (bf16, int8, int4*)", name,
+    int rl = row_layout(t->dtype, (int)K, &G, &row_bytes);
+    if (rl == TM_E_UNSUPPORTED)
+        return tm_errf(err, rl, "tensor '%s': dtype %s has no CPU kernel (bf16, int8, int4*)", name,
                        tm_dtype_name(t->dtype));
-    }
+    if (rl)
+        return tm_errf(err, rl, "tensor '%s': %s needs K %% %d == 0, K is %lld", name, tm_dtype_name(t->dtype),
+                       G > 32 && G != K ? G : 32, (long long)K);
     if ((uses & TM_KPACK_GEMM) && t->dtype != TM_DT_BF16 && t->dtype != TM_DT_Q8PC)
         return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': GEMM panels exist for bf16 and int8, not %s", name,
                        tm_dtype_name(t->dtype));
@@ -208,6 +218,43 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
         return tm_errf(err, rc, "tensor '%s': out of memory packing [%lld][%lld]", name, (long long)N, (long long)K);
     }
     *out = w;
+    return TM_OK;
+}
+
+int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int uses, const char *name, tm_err *err)
+{
+    *out = NULL;
+    int64_t N = 0, K = n > 0 && parts[0]->ndim == 2 ? parts[0]->shape[1] : 0;
+    tm_dtype dt = n > 0 ? parts[0]->dtype : TM_DT_F32;
+    int G;
+    size_t rb;
+    if (K < 1 || K >= KP_MAX_DIM || row_layout(dt, (int)K, &G, &rb) != TM_OK)
+        return tm_errf(err, TM_E_INVALID, "kpack concat '%s': no CPU layout for the parts", name);
+    for (int i = 0; i < n; i++) {
+        const tm_tensor *t = parts[i];
+        if (t->ndim != 2 || t->dtype != dt || t->shape[1] != K || t->shape[0] < 1 || !t->data ||
+            t->nbytes < (size_t)t->shape[0] * rb || (dt != TM_DT_BF16 && !t->scales))
+            return tm_errf(err, TM_E_INVALID, "kpack concat '%s': part %d is not a [N][%lld] %s weight", name, i,
+                           (long long)K, tm_dtype_name(dt));
+        N += t->shape[0];
+    }
+    if (N >= KP_MAX_DIM) return tm_errf(err, TM_E_INVALID, "kpack concat '%s': %lld rows", name, (long long)N);
+    size_t spr = dt == TM_DT_BF16 ? 0 : (size_t)(K / G); /* scales per row */
+    size_t db = (size_t)N * rb;
+    char *buf = tm_khuge_alloc(tm_kalign64(db) + (size_t)N * spr * sizeof(float));
+    if (!buf) return tm_errf(err, TM_E_NOMEM, "kpack concat '%s': out of memory", name);
+    float *sc = spr ? (float *)(buf + tm_kalign64(db)) : NULL;
+    for (int i = 0, r = 0; i < n; r += (int)parts[i]->shape[0], i++) {
+        memcpy(buf + (size_t)r * rb, parts[i]->data, (size_t)parts[i]->shape[0] * rb);
+        if (spr) memcpy(sc + (size_t)r * spr, parts[i]->scales, sizeof(float) * (size_t)parts[i]->shape[0] * spr);
+    }
+    tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = db, .scales = sc};
+    int rc = tm_kpack_init(out, &t, uses & ~TM_KPACK_HUGE, err); /* buf is the copy, on huge pages already */
+    if (rc != TM_OK) {
+        free(buf);
+        return rc;
+    }
+    (*out)->copy = buf;
     return TM_OK;
 }
 
