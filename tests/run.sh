@@ -35,6 +35,11 @@ for t in "$dir"/$pat; do
   [ -x "$t" ] || continue
   run_one "$(basename "$t")" "$t"
 done
+# the engines again without huge pages: weights streamed from the package's mapping, and q|k|v,
+# gate|up bound apart (cpu_engine.c's pack_cat needs the copy huge pages make)
+if [ -x "$dir/test_engine" ] && [ "$pat" = "test_*" ]; then
+  run_one "test_engine (TANDEM_HUGEPAGES=0)" env TANDEM_HUGEPAGES=0 "$dir/test_engine"
+fi
 bdir=$(dirname "$dir")
 if [ -x "$bdir/tandem" ] && [ -f tests/test_cli.sh ]; then
   run_one test_cli.sh sh tests/test_cli.sh "$bdir"

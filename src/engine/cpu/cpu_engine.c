@@ -129,11 +129,14 @@ static int pack(tm_kweight **out, const tm_tensor *t, unsigned roles, tm_err *er
 /* Matrices that read the same input (q, k, v; gate, up) in one dtype and K
  * are bound as one weight of their rows in turn (*out), so a step runs one
  * matmul on them instead of two or three: one dispatch, one preparation of
- * the input, one wider GEMM or GEMV. 1 if done, 0 if they do not qualify. */
+ * the input, one wider GEMM or GEMV. That is a copy of their bytes, so only
+ * where the decode weights are copied anyway (huge pages on: tm_khuge_ok).
+ * 1 if done, 0 if they do not qualify. */
 static int pack_cat(tm_kweight **out, const tm_tensor *const *t, int n, unsigned roles, const char *what, tm_err *err,
                     int *rc)
 {
     *rc = TM_OK;
+    if (!tm_khuge_ok()) return 0;
     for (int i = 0; i < n; i++)
         if (!t[i]->data || t[i]->ndim != 2 || t[i]->dtype != t[0]->dtype || t[i]->shape[1] != t[0]->shape[1]) return 0;
     *rc = tm_kpack_concat(out, t, n, pack_uses(t[0]->dtype, roles), what, err);
