@@ -324,9 +324,10 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
         mm_case(k, pool, TM_DT_BF16, 0, 2, 64, 4096);
     }
     /* GEMM: M = 1, 3, 17, 64, 130 (row tails of every micro-kernel), N tails,
-     * K tails and K > one K slice (bf16 512, int8 1024) */
+     * K tails and K past one K slice (avx2 2048, avx512 8192, amx 2048 int8 /
+     * 1024 bf16) */
     static const int gm_shapes[][3] = {{1, 5, 32}, {3, 32, 96}, {17, 33, 100}, {64, 64, 64}, {37, 100, 600},
-                                       {130, 40, 1100}, {20, 70, 2100}};
+                                       {130, 40, 1100}, {20, 70, 2100}, {9, 33, 8400}};
     for (size_t s = 0; s < sizeof gm_shapes / sizeof gm_shapes[0]; s++) {
         int M = gm_shapes[s][0], N = gm_shapes[s][1], K = gm_shapes[s][2];
         if (!big && M * N * K > 3000000) K = 300;

@@ -3,8 +3,9 @@
  * VNNI (dpbusd, W8A8).
  *
  * Blocking: a task is MB rows x some 32-column panels (tm_kgemm_run). Inside
- * it, K is cut into KC slices so a panel slice (32 x KC) and the rows' x
- * slice stay in L1/L2 while the micro-kernel sweeps the rows MR at a time.
+ * it, K is cut into KC slices (up to 8192: the whole K of most models) so a
+ * panel slice (32 x KC) stays in L2 while the micro-kernel sweeps the rows
+ * MR at a time, C in registers over the slice.
  * Micro-kernel: MR rows x 32 columns = 2*MR zmm accumulators; per k-pair
  * (k-quad) two panel loads and MR broadcasts of x. x is first packed so that
  * those MR broadcasts are adjacent: [M/MR][Kp/2 or Kp/4][MR] 32-bit groups
@@ -21,9 +22,21 @@
 
 #define AI static inline __attribute__((always_inline))
 #define MR 8         /* 12 (24 accumulators) measured 2x slower on Zen 4 and SPR */
+#ifndef MB
 #define MB 64        /* rows per task: a multiple of MR */
-#define KC_BF16 512  /* k elements per slice: panel slice 32 KB */
-#define KC_Q8 1024   /* 32 KB */
+#endif
+/* k elements per slice (panel slice 32 x KC: 512 KB bf16, 256 KB int8). Each
+ * slice after the first reloads the C accumulators from y, so fewer slices
+ * win while the slice stays in L2. Session 7, Zen 4, 2 threads, M = 512,
+ * kbench, 3 interleaved rounds: bf16 KC 512 -> 8192: 2048^2 366 -> 427,
+ * 2048 x 8192 360 -> 422 GFLOP/s; int8 KC 1024 -> 8192: 2048^2 750 -> 832,
+ * K = 8192 720 -> 850, N = 8192 755 -> 826 GOP/s (KC 256 / 512: 525-670) */
+#ifndef KC_BF16
+#define KC_BF16 8192
+#endif
+#ifndef KC_Q8
+#define KC_Q8 8192
+#endif
 
 typedef struct gemm_ctx {
     const tm_kweight *w;
