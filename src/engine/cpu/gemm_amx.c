@@ -42,12 +42,13 @@
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
 #endif
-/* acc's row stride in floats, 64 bytes past the group. Unpadded (512 B at
- * AMX_PG 4) the C tiles one block stores and those the next block loads, 32
- * rows on, lie a multiple of 4 KB apart, and a load whose low 12 address bits
- * match an older store's may wait for it. Session 6 (Xeon, 2 threads, paired
- * with the tile peak, 4 rounds): 1-3 points better on every shape measured,
- * int8 512 x 2048 x 2048 36% -> 39% (docs/bench/xeon-s6-amx.txt). */
+/* acc's row stride in floats, 64 bytes past the group. In session 6's loop
+ * (a C round trip per 32 products, the next block 32 rows on) the unpadded
+ * stride (512 B at AMX_PG 4) put one block's C stores and the next block's
+ * loads a multiple of 4 KB apart, and a load whose low 12 address bits match
+ * an older store's may wait for it: the pad gained 1-3 points on every shape
+ * (docs/bench/xeon-s6-amx.txt). In this loop acc only carries C between K
+ * chunks beyond 2048 int8 / 1024 bf16; the pad stays, not re-measured. */
 #define ACC_LD (AMX_PG * 32 + AMX_ACC_PAD)
 #define ACC_WORKER (MB * ACC_LD) /* floats of acc per worker */
 

@@ -146,6 +146,26 @@ static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
     return K % 32 || K % *G ? TM_E_INVALID : TM_OK;
 }
 
+/* The rows of parts[0..n) in turn, rb bytes and spr scales each, copied
+ * into one allocation on huge pages (tm_khuge_alloc): data [N][rb], then
+ * (64-byte aligned) the scales [N][spr], *scales (NULL if spr is 0). NULL if
+ * out of memory; free() releases it. */
+static char *copy_rows(const tm_tensor *const *parts, int n, size_t rb, size_t spr, const float **scales)
+{
+    size_t N = 0;
+    for (int i = 0; i < n; i++) N += (size_t)parts[i]->shape[0];
+    size_t db = N * rb;
+    char *buf = tm_khuge_alloc(tm_kalign64(db) + N * spr * sizeof(float));
+    if (!buf) return NULL;
+    float *sc = spr ? (float *)(buf + tm_kalign64(db)) : NULL;
+    for (int i = 0, r = 0; i < n; r += (int)parts[i]->shape[0], i++) {
+        memcpy(buf + (size_t)r * rb, parts[i]->data, (size_t)parts[i]->shape[0] * rb);
+        if (spr) memcpy(sc + (size_t)r * spr, parts[i]->scales, sizeof(float) * (size_t)parts[i]->shape[0] * spr);
+    }
+    *scales = sc;
+    return buf;
+}
+
 int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
 {
     *out = NULL;
@@ -202,15 +222,13 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
     if (rc == TM_OK && (uses & TM_KPACK_GEMM)) rc = t->dtype == TM_DT_BF16 ? pack_bf16(w) : pack_q8(w);
     size_t db = (size_t)N * row_bytes, ns = t->dtype == TM_DT_BF16 ? 0 : t->dtype == TM_DT_Q8PC ? (size_t)N : (size_t)N * (size_t)(K / G);
     if (rc == TM_OK && (uses & TM_KPACK_HUGE) && (uses & TM_KPACK_GEMV) && db >= ((size_t)2 << 20) && tm_khuge_ok()) {
-        /* data [N][row_bytes], then (64-byte aligned) the scales */
-        w->copy = tm_khuge_alloc(tm_kalign64(db) + ns * sizeof(float));
+        const float *sc;
+        w->copy = copy_rows(&t, 1, row_bytes, ns / (size_t)N, &sc);
         if (!w->copy) {
             rc = TM_E_NOMEM;
         } else {
-            memcpy(w->copy, t->data, db);
-            if (ns) memcpy((char *)w->copy + tm_kalign64(db), t->scales, ns * sizeof(float));
             w->data = w->copy;
-            w->scales = ns ? (const float *)((char *)w->copy + tm_kalign64(db)) : NULL;
+            w->scales = sc;
         }
     }
     if (rc != TM_OK) {
@@ -239,16 +257,11 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
         N += t->shape[0];
     }
     if (N >= KP_MAX_DIM) return tm_errf(err, TM_E_INVALID, "kpack concat '%s': %lld rows", name, (long long)N);
-    size_t spr = dt == TM_DT_BF16 ? 0 : (size_t)(K / G); /* scales per row */
-    size_t db = (size_t)N * rb;
-    char *buf = tm_khuge_alloc(tm_kalign64(db) + (size_t)N * spr * sizeof(float));
+    const float *sc;
+    char *buf = copy_rows(parts, n, rb, dt == TM_DT_BF16 ? 0 : (size_t)(K / G), &sc);
     if (!buf) return tm_errf(err, TM_E_NOMEM, "kpack concat '%s': out of memory", name);
-    float *sc = spr ? (float *)(buf + tm_kalign64(db)) : NULL;
-    for (int i = 0, r = 0; i < n; r += (int)parts[i]->shape[0], i++) {
-        memcpy(buf + (size_t)r * rb, parts[i]->data, (size_t)parts[i]->shape[0] * rb);
-        if (spr) memcpy(sc + (size_t)r * spr, parts[i]->scales, sizeof(float) * (size_t)parts[i]->shape[0] * spr);
-    }
-    tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = db, .scales = sc};
+    tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = (size_t)N * rb,
+                   .scales = sc};
     int rc = tm_kpack_init(out, &t, uses & ~TM_KPACK_HUGE, err); /* buf is the copy, on huge pages already */
     if (rc != TM_OK) {
         free(buf);
