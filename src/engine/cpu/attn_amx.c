@@ -1,29 +1,40 @@
 /* engine/cpu/attn_amx.c: prefill attention on AMX tiles (bf16), the "amx"
  * variant's attn_prefill. The same flash-style algorithm as attn_vec.inc
  * (online softmax over key blocks, GQA rows sharing a kv head, causal and
- * sliding-window skipping), with the two products on tiles:
+ * sliding-window skipping), with both products on tiles and transposed, so
+ * that a vector holds one key's (or one dim's) values for 16 query rows and
+ * the softmax needs no horizontal reductions:
  *
- *   S[16 rows][64 keys] = Q[16][Dh] . K[64][Dh]^T   tiles 0-3 (one per 16 keys)
- *   O[16 rows][Dh]      = P[16][64] . V[64][Dh]     tiles 0-3 (16 dims each)
- *   A operands (Q or P, hi and lo) in tiles 4-5, B (K or V) through 6-7
+ *   S^T[64 keys][16 rows] = K[64][Dh] . Q^T[Dh][16]     C tiles 0-3 (16 keys each)
+ *   O^T[Dh][16 rows]      = V^T[Dh][64] . P^T[64][16]   C tiles 0-3 (16 dims each)
+ *   A operands (K rows, V^T rows) through tiles 4-5, B (Q^T, P^T) in 6-7
  *
- * A task is (kv head, AQB queries): its rows are the queries x the H/Hk
- * heads of the group, as bf16 Q [R][Dh] (R = rows rounded up to 16, zero
- * rows past the end). Per key block of AKB = 64 keys, K and V are packed
- * once for all the task's rows into the tiles' VNNI layouts:
+ * A task is (kv head, AQB queries): its rows are the queries x the H/Hk heads
+ * of the group (row r: query t0 + r / grp, head hk grp + r % grp), R of them
+ * (rounded up to 16; rows past the end are masked out), in groups of 16.
+ * Layouts in the per-worker scratch (bf16 pairs are VNNI dwords):
  *
- *   kp [Dh/32 steps][4 key groups][16 dim pairs][16 keys][2]  (B of Q.K^T)
- *   vp [2 key steps][Dh/16 dim tiles][16 key pairs][16 dims][2]  (B of P.V)
+ *   qt [R/16][Dh/32 steps][16 dim pairs][16 rows][2]   Q^T, B of S (hi, lo)
+ *   kb [64 keys][Dh]                                   K rows, A of S (as cached)
+ *   vt [Dh/16 dim tiles][2 key halves][16 dims][32 keys]  V^T, A of O
+ *   st [64 keys][16 rows] f32                          S^T of one row group
+ *   pt [2 key halves][16 key pairs][16 rows][2]        P^T, B of O (hi, lo)
+ *   ot [Dh][16 rows] f32, acc [R/16][Dh][16 rows] f32  O^T of the block, the sum
+ *   m, l [R]                                           running max and sum
  *
- * Then per 16-row group: S on tiles -> softmax rows in f32 (AVX-512; scale,
- * soft-cap, masks) -> P in bf16 -> O on tiles -> acc = acc corr + O.
+ * Per key block (64 keys) of a task: K gathered and V transposed once for
+ * all its rows; per row group: S^T on tiles -> the block max per row (64
+ * vector max) -> e = exp(s scale - m) (64 vector exps), l and P^T -> O^T on
+ * tiles -> acc = acc corr + O^T (corr = e^{m_old - m} per row, one vector).
  * Numerics: K and V are bf16 in the cache, so exact on tiles; Q and P go in
  * as two bf16 terms each (hi = bf16(x), lo = bf16(x - hi): x to ~2^-16), so
  * each product is two tile ops and the result is f32-close (one bf16
- * rounding of Q and P moved outputs by up to 0.5%); sums in f32. Dh must be a multiple of 32 (at most 256) and the cache bf16;
- * anything else runs the AVX-512 kernel. The tile configuration is the
- * GEMM's (every tile 16 rows x 64 bytes). */
+ * rounding of Q and P moved outputs by up to 0.5%); sums in f32. Dh must be
+ * a multiple of 32 (at most 256) and the cache bf16; anything else runs the
+ * AVX-512 kernel. The tile configuration is the GEMM's (every tile 16 rows x
+ * 64 bytes). */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -33,19 +44,48 @@
 #include "engine/cpu/vec_exp.inc"
 
 #define AKB 64  /* keys per block: 4 tiles of 16 */
+#ifndef AQB
 #define AQB 32  /* queries per task */
+#endif
 #define ADH 256 /* largest head dim */
+#ifndef AMX_P_TERMS
+#define AMX_P_TERMS 2 /* bf16 terms of P: 2 (hi + lo, f32-close) or 1 */
+#endif
+
+/* -DATTN_PROF: TSC cycles per call in packing, S^T, the softmax, O^T and
+ * the accumulator update, summed over workers, printed at exit (a
+ * measurement build: tools/kbench.c linked with this file built so). */
+#ifdef ATTN_PROF
+#include <stdio.h>
+#include <x86intrin.h>
+static _Atomic unsigned long long prof_c[6], prof_calls;
+static void __attribute__((destructor)) prof_print(void)
+{
+    if (prof_calls)
+        fprintf(stderr, "attn_prof: %llu calls, Mcycles/call: pack %.3f S %.3f softmax %.3f O %.3f acc %.3f task %.3f\n",
+                prof_calls, prof_c[0] / 1e6 / prof_calls, prof_c[1] / 1e6 / prof_calls, prof_c[2] / 1e6 / prof_calls,
+                prof_c[3] / 1e6 / prof_calls, prof_c[4] / 1e6 / prof_calls, prof_c[5] / 1e6 / prof_calls);
+}
+#define PROF_T(v) unsigned long long v = __rdtsc()
+#define PROF_ADD(i, t0) (prof_c[i] += __rdtsc() - (t0))
+#define PROF_CALL() (prof_calls++)
+#else
+#define PROF_T(v) (void)0
+#define PROF_ADD(i, t0) (void)0
+#define PROF_CALL() (void)0
+#endif
 
 /* per-worker scratch (byte offsets within one worker's slice) */
 typedef struct aws {
-    uint16_t *q, *ql; /* [R][Dh] bf16: Q = q + ql (hi and lo parts) */
-    uint16_t *kp;  /* [Dh * AKB] bf16, VNNI (see above) */
-    uint16_t *vp;  /* [AKB * Dh] bf16, VNNI */
-    float *s;      /* [16][AKB] scores of one row group */
-    uint16_t *p, *pl; /* [16][AKB] bf16 probabilities, hi and lo parts */
-    float *o;      /* [16][Dh] P.V of the block */
-    float *acc;    /* [R][Dh] */
-    float *m, *l, *corr; /* [R], [R], [16] */
+    uint16_t *qt, *qtl; /* [R/16][Dh/32][512] Q^T hi and lo */
+    uint16_t *kb;       /* [AKB][Dh] */
+    uint16_t *vt;       /* [Dh/16][2][16][32] */
+    float *st;          /* [AKB][16] */
+    uint16_t *pt, *ptl; /* [2][512] P^T hi and lo */
+    float *ot;          /* [Dh][16] */
+    float *acc;         /* [R/16][Dh][16] */
+    float *m, *l;       /* [R] running max (log2 units: of s scale log2 e) and sum */
+    int32_t *rp;        /* [R] each row's query position (very negative past the end) */
 } aws;
 
 /* lay the scratch out from base (64-byte aligned pieces); returns its bytes */
@@ -55,18 +95,18 @@ static size_t aws_layout(char *base, int R, int Dh, aws *w)
 #define TAKE(field, type, n)                                   \
     if (base) w->field = (type *)(base + off);                  \
     off += (((size_t)(n) * sizeof(type)) + 63) & ~(size_t)63;
-    TAKE(q, uint16_t, (size_t)R * Dh);
-    TAKE(ql, uint16_t, (size_t)R * Dh);
-    TAKE(kp, uint16_t, (size_t)Dh * AKB);
-    TAKE(vp, uint16_t, (size_t)Dh * AKB);
-    TAKE(s, float, 16 * AKB);
-    TAKE(p, uint16_t, 16 * AKB);
-    TAKE(pl, uint16_t, 16 * AKB);
-    TAKE(o, float, (size_t)16 * Dh);
+    TAKE(qt, uint16_t, (size_t)R * Dh);
+    TAKE(qtl, uint16_t, (size_t)R * Dh);
+    TAKE(kb, uint16_t, (size_t)AKB * Dh);
+    TAKE(vt, uint16_t, (size_t)AKB * Dh);
+    TAKE(st, float, AKB * 16);
+    TAKE(pt, uint16_t, AKB * 16);
+    TAKE(ptl, uint16_t, AKB * 16);
+    TAKE(ot, float, (size_t)Dh * 16);
     TAKE(acc, float, (size_t)R * Dh);
     TAKE(m, float, R);
     TAKE(l, float, R);
-    TAKE(corr, float, 16);
+    TAKE(rp, int32_t, R);
 #undef TAKE
     return off;
 }
@@ -99,110 +139,13 @@ static inline void transpose16(__m512i r[16])
     }
 }
 
-/* Pack n keys (n <= AKB; zero past n) of K and V, bf16 rows Dh apart. K: a
- * key's 32 dims of step s are 16 dim pairs (dwords); 16 keys' dwords,
- * transposed, are the 16 rows (dim pairs) x 16 keys of one B tile. V: two
- * keys' rows interleaved by element are one key pair's row of 16 dims. */
-static void pack_kv(const aws *w, const tm_kattn_prefill *a, int hk, int j0, int n, int Dh)
+/* 32 bf16 with a's 16 and b's 16 interleaved by element (a0 b0 a1 b1 ...):
+ * one VNNI dword per index, pairing two rows (keys, or dims) */
+static inline __m512i interleave16(__m256i a, __m256i b)
 {
-    const __m512i zero = _mm512_setzero_si512();
-    for (int s = 0; s < Dh / 32; s++)
-        for (int kg = 0; kg < AKB / 16; kg++) {
-            __m512i r[16];
-            for (int j = 0; j < 16; j++) {
-                int key = 16 * kg + j;
-                const uint16_t *k = key < n ? tm_kattn_pf_row(a, 0, hk, j0 + key) : NULL;
-                r[j] = k ? _mm512_loadu_si512(k + 32 * s) : zero;
-            }
-            transpose16(r);
-            uint16_t *o = w->kp + (size_t)(s * (AKB / 16) + kg) * 512;
-            for (int p = 0; p < 16; p++) _mm512_store_si512(o + 32 * p, r[p]);
-        }
-    int ndt = Dh / 16;
-    for (int ks = 0; ks < AKB / 32; ks++)
-        for (int p = 0; p < 16; p++) {
-            int k0 = 32 * ks + 2 * p;
-            const uint16_t *v0 = k0 < n ? tm_kattn_pf_row(a, 1, hk, j0 + k0) : NULL;
-            const uint16_t *v1 = k0 + 1 < n ? tm_kattn_pf_row(a, 1, hk, j0 + k0 + 1) : NULL;
-            for (int dt = 0; dt < ndt; dt++) {
-                __m256i x0 = v0 ? _mm256_loadu_si256((const __m256i *)(v0 + 16 * dt)) : _mm256_setzero_si256();
-                __m256i x1 = v1 ? _mm256_loadu_si256((const __m256i *)(v1 + 16 * dt)) : _mm256_setzero_si256();
-                /* elements d = 0..15 of x0 and x1 interleaved: x0[0] x1[0] x0[1] x1[1] ... */
-                __m512i ab = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
-                const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                                     23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-                _mm512_store_si512(w->vp + ((size_t)(ks * ndt + dt) * 16 + p) * 32, _mm512_permutexvar_epi16(idx, ab));
-            }
-        }
-}
-
-/* The split-precision tile step both products share: C tiles 0..nt-1 (nt 2
- * or 4, 16 x 16 f32 each) += (A hi + A lo) . B_j, with A's 16 rows x 32 bf16
- * as hi and lo (tiles 4, 5; rows a_stride bytes apart) and B_j the j-th
- * 16-column tile, 512 bf16 apart in b (through tiles 6 and 7). */
-static inline void split_step(const uint16_t *a_hi, const uint16_t *a_lo, int a_stride, const uint16_t *b, int nt)
-{
-    _tile_loadd(4, a_hi, a_stride);
-    _tile_loadd(5, a_lo, a_stride);
-    _tile_loadd(6, b, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(0, 5, 6);
-    _tile_loadd(7, b + 512, 64);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(1, 5, 7);
-    if (nt == 4) {
-        _tile_loadd(6, b + 1024, 64);
-        _tile_dpbf16ps(2, 4, 6);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_loadd(7, b + 1536, 64);
-        _tile_dpbf16ps(3, 4, 7);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-}
-
-/* C tiles 0..nt-1 zeroed, and stored side by side: tile j at dst + 16 j
- * (rows stride bytes apart) */
-static inline void tiles_zero(int nt)
-{
-    _tile_zero(0);
-    _tile_zero(1);
-    if (nt == 4) {
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-}
-
-static inline void tiles_store(float *dst, int stride, int nt)
-{
-    _tile_stored(0, dst, stride);
-    _tile_stored(1, dst + 16, stride);
-    if (nt == 4) {
-        _tile_stored(2, dst + 32, stride);
-        _tile_stored(3, dst + 48, stride);
-    }
-}
-
-/* S = Q[rows g*16 ..][Dh] . K^T for the 4 key groups, into w->s [16][AKB] */
-static void scores(const aws *w, int g, int Dh)
-{
-    tiles_zero(4);
-    const uint16_t *q = w->q + (size_t)g * 16 * Dh, *ql = w->ql + (size_t)g * 16 * Dh;
-    for (int s = 0; s < Dh / 32; s++)
-        split_step(q + 32 * s, ql + 32 * s, Dh * 2, w->kp + (size_t)s * 4 * 512, 4);
-    tiles_store(w->s, AKB * 4, 4);
-}
-
-/* O[16][Dh] = P[16][AKB] . V, 4 dim tiles at a time, into w->o */
-static void pv(const aws *w, int Dh)
-{
-    int ndt = Dh / 16;
-    for (int d0 = 0; d0 < ndt; d0 += 4) {
-        int nt = ndt - d0 < 4 ? ndt - d0 : 4; /* Dh % 32 == 0: 2 or 4 */
-        tiles_zero(nt);
-        for (int ks = 0; ks < AKB / 32; ks++)
-            split_step(w->p + 32 * ks, w->pl + 32 * ks, AKB * 2, w->vp + (size_t)(ks * ndt + d0) * 512, nt);
-        tiles_store(w->o + 16 * d0, Dh * 4, nt);
-    }
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
 }
 
 /* x as bf16 hi + lo: hi = bf16(x), lo = bf16(x - hi); hi + lo = x to ~2^-16 */
@@ -213,49 +156,241 @@ static inline void split_bf16(__m512 x, __m256i *hi, __m256i *lo)
     *lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, h));
 }
 
-/* Online softmax of one row's block scores s[AKB] (keys at positions jpos0 +
- * j, visible: [jlo, jhi)) into bf16 p[AKB]; updates m, l; returns the factor
- * for the row's accumulator. A row that sees nothing here keeps its state. */
-static float softmax_row(float *s, uint16_t *p, uint16_t *pl, int jlo, int jhi, float scale, float softcap, float *m,
-                         float *l)
+/* Q^T of the task's rows as B tiles, hi and lo: for group g and step s, row
+ * p (dim pair 32 s + 2p, +1) holds the pair of each of the 16 rows: the 16 x
+ * 16 dword transpose of the rows' 32 dims. */
+static void pack_q(const aws *w, const tm_kattn_prefill *a, int hk, int t0, int rows, int R)
 {
-    if (jhi <= jlo) {
-        memset(p, 0, AKB * 2);
-        memset(pl, 0, AKB * 2);
-        return 1.f;
-    }
-    __m512 x[AKB / 16];
-    __m512 vmax = _mm512_set1_ps(-INFINITY);
-    for (int c = 0; c < AKB / 16; c++) {
-        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + 16 * c), _mm512_set1_ps(scale));
-        if (softcap > 0) { /* c tanh(x / c) = c (1 - 2 / (e^{2x/c} + 1)) */
-            __m512 e = vexp_avx512(_mm512_mul_ps(v, _mm512_set1_ps(2.f / softcap)));
-            v = _mm512_mul_ps(_mm512_set1_ps(softcap),
-                              _mm512_sub_ps(_mm512_set1_ps(1.f), _mm512_div_ps(_mm512_set1_ps(2.f),
-                                                                                _mm512_add_ps(e, _mm512_set1_ps(1.f)))));
+    int grp = a->H / a->Hk, Dh = a->Dh;
+    for (int g = 0; g < R / 16; g++)
+        for (int s = 0; s < Dh / 32; s++) {
+            __m512i hi[16], lo[16];
+            for (int i = 0; i < 16; i++) {
+                int r = 16 * g + i;
+                if (r >= rows) {
+                    hi[i] = lo[i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float *src = a->q + ((size_t)(t0 + r / grp) * a->H + (size_t)hk * grp + r % grp) * Dh + 32 * s;
+                __m256i h0, l0, h1, l1;
+                split_bf16(_mm512_loadu_ps(src), &h0, &l0);
+                split_bf16(_mm512_loadu_ps(src + 16), &h1, &l1);
+                hi[i] = _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1);
+                lo[i] = _mm512_inserti64x4(_mm512_castsi256_si512(l0), l1, 1);
+            }
+            transpose16(hi);
+            transpose16(lo);
+            size_t o = ((size_t)g * (Dh / 32) + s) * 512;
+            for (int p = 0; p < 16; p++) {
+                _mm512_store_si512(w->qt + o + 32 * p, hi[p]);
+                _mm512_store_si512(w->qtl + o + 32 * p, lo[p]);
+            }
         }
-        int lo = jlo - 16 * c, hi = jhi - 16 * c;
-        lo = lo < 0 ? 0 : lo > 16 ? 16 : lo;
-        hi = hi < 0 ? 0 : hi > 16 ? 16 : hi;
-        __mmask16 vis = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-        x[c] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vis, v);
-        vmax = _mm512_max_ps(vmax, x[c]);
+}
+
+/* The block's n keys (n <= AKB; zero rows up to the next 32): K rows copied
+ * as they are (A of S^T), V transposed (A of O^T): key pairs' rows
+ * interleaved by element are 16 dwords (one per dim), and the 16 x 16
+ * transpose of 16 key pairs gives 16 dims' rows of 32 keys. */
+static void pack_kv(const aws *w, const tm_kattn_prefill *a, int hk, int j0, int n)
+{
+    int Dh = a->Dh, n32 = (n + 31) / 32 * 32;
+    for (int j = 0; j < n;) {
+        int run = tm_kattn_pf_run(a, j0 + j, n - j);
+        memcpy(w->kb + (size_t)j * Dh, tm_kattn_pf_row(a, 0, hk, j0 + j), (size_t)run * Dh * 2);
+        j += run;
     }
-    float bm = _mm512_reduce_max_ps(vmax), mnew = bm > *m ? bm : *m;
-    float corr = *m == -INFINITY ? 0.f : expf(*m - mnew);
-    __m512 vsum = _mm512_setzero_ps(), vm = _mm512_set1_ps(mnew);
-    for (int c = 0; c < AKB / 16; c++) {
-        /* exp(-inf) = 0: vexp clamps its input, so mask the invisible keys */
-        __mmask16 vis = _mm512_cmp_ps_mask(x[c], _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-        __m512 e = _mm512_maskz_mov_ps(vis, vexp_avx512(_mm512_sub_ps(x[c], vm)));
-        __m256i hi, lo;
-        split_bf16(e, &hi, &lo);
-        _mm256_storeu_si256((__m256i *)(p + 16 * c), hi);
-        _mm256_storeu_si256((__m256i *)(pl + 16 * c), lo);
-        vsum = _mm512_add_ps(vsum, e);
+    memset(w->kb + (size_t)n * Dh, 0, (size_t)(n32 - n) * Dh * 2);
+    int ndt = Dh / 16;
+    for (int h = 0; h < n32 / 32; h++)
+        for (int dt = 0; dt < ndt; dt++) {
+            __m512i r[16];
+            for (int p = 0; p < 16; p++) {
+                int k0 = 32 * h + 2 * p;
+                const uint16_t *v0 = k0 < n ? tm_kattn_pf_row(a, 1, hk, j0 + k0) : NULL;
+                const uint16_t *v1 = k0 + 1 < n ? tm_kattn_pf_row(a, 1, hk, j0 + k0 + 1) : NULL;
+                __m256i x0 = v0 ? _mm256_loadu_si256((const __m256i *)(v0 + 16 * dt)) : _mm256_setzero_si256();
+                __m256i x1 = v1 ? _mm256_loadu_si256((const __m256i *)(v1 + 16 * dt)) : _mm256_setzero_si256();
+                r[p] = interleave16(x0, x1);
+            }
+            transpose16(r);
+            uint16_t *o = w->vt + (size_t)(dt * 2 + h) * 512;
+            for (int d = 0; d < 16; d++) _mm512_store_si512(o + 32 * d, r[d]);
+        }
+}
+
+/* S^T[nkt*16 keys][16 rows] of row group g into w->st: per step, Q^T hi and
+ * lo stay in tiles 6, 7 while the key tiles' K rows pass through 4 / 5, two
+ * key tiles at a time so that no tile op waits on the one before it (a C
+ * tile's hi and lo products are not issued back to back) */
+static void scores(const aws *w, int g, int Dh, int nkt)
+{
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    int ldk = Dh * 2;
+    for (int s = 0; s < Dh / 32; s++) {
+        size_t o = ((size_t)g * (Dh / 32) + s) * 512;
+        const uint16_t *k = w->kb + 32 * s;
+        _tile_loadd(6, w->qt + o, 64);
+        _tile_loadd(7, w->qtl + o, 64);
+        _tile_loadd(4, k, ldk);
+        if (nkt > 1) _tile_loadd(5, k + 16 * Dh, ldk);
+        _tile_dpbf16ps(0, 4, 6);
+        if (nkt > 1) _tile_dpbf16ps(1, 5, 6);
+        _tile_dpbf16ps(0, 4, 7);
+        if (nkt > 1) _tile_dpbf16ps(1, 5, 7);
+        if (nkt > 2) {
+            _tile_loadd(4, k + 32 * Dh, ldk);
+            if (nkt > 3) _tile_loadd(5, k + 48 * Dh, ldk);
+            _tile_dpbf16ps(2, 4, 6);
+            if (nkt > 3) _tile_dpbf16ps(3, 5, 6);
+            _tile_dpbf16ps(2, 4, 7);
+            if (nkt > 3) _tile_dpbf16ps(3, 5, 7);
+        }
     }
-    *l = *l * corr + _mm512_reduce_add_ps(vsum);
-    *m = mnew;
+    _tile_stored(0, w->st, 64);
+    if (nkt > 1) _tile_stored(1, w->st + 256, 64);
+    if (nkt > 2) _tile_stored(2, w->st + 512, 64);
+    if (nkt > 3) _tile_stored(3, w->st + 768, 64);
+}
+
+/* O^T[Dh][16 rows] = V^T . P^T over nh key halves, 4 dim tiles at a time, into w->ot */
+static void pv(const aws *w, int Dh, int nh)
+{
+    int ndt = Dh / 16;
+    for (int d0 = 0; d0 < ndt; d0 += 4) {
+        int nt = ndt - d0 < 4 ? ndt - d0 : 4; /* Dh % 32 == 0: 2 or 4 */
+        _tile_zero(0);
+        _tile_zero(1);
+        if (nt == 4) {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+        for (int h = 0; h < nh; h++) { /* as in scores: no C tile's two products back to back */
+            const uint16_t *v = w->vt + (size_t)(d0 * 2 + h) * 512; /* dim tile d0 + i at + i * 1024 */
+            _tile_loadd(6, w->pt + 512 * h, 64);
+            if (AMX_P_TERMS == 2) _tile_loadd(7, w->ptl + 512 * h, 64);
+            _tile_loadd(4, v, 64);
+            _tile_loadd(5, v + 1024, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 5, 6);
+            if (AMX_P_TERMS == 2) {
+                _tile_dpbf16ps(0, 4, 7);
+                _tile_dpbf16ps(1, 5, 7);
+            }
+            if (nt == 4) {
+                _tile_loadd(4, v + 2048, 64);
+                _tile_loadd(5, v + 3072, 64);
+                _tile_dpbf16ps(2, 4, 6);
+                _tile_dpbf16ps(3, 5, 6);
+                if (AMX_P_TERMS == 2) {
+                    _tile_dpbf16ps(2, 4, 7);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+        }
+        float *o = w->ot + (size_t)d0 * 256;
+        _tile_stored(0, o, 64);
+        _tile_stored(1, o + 256, 64);
+        if (nt == 4) {
+            _tile_stored(2, o + 512, 64);
+            _tile_stored(3, o + 768, 64);
+        }
+    }
+}
+
+/* 2^x: n = round(x), 2^(x - n) by its degree-6 Taylor polynomial on [-1/2,
+ * 1/2] (relative error ~1.2e-7), scaled by 2^n (vscalefps: no clamping
+ * needed, results below 2^-149 are 0). x = -inf or +inf gives NaN: callers
+ * mask those lanes. */
+static inline __m512 vexp2(__m512 x)
+{
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* A score in log2 units: s scale log2 e, through the soft-cap if any (c
+ * tanh(x / c) = c (1 - 2 / (e^{2x/c} + 1)) on x = s scale); monotonic, so it
+ * commutes with max. Without a cap the softmax fuses it (fmsub). */
+static inline __m512 score2(__m512 s, float scale, float softcap)
+{
+    const float log2e = 1.44269504088896341f;
+    if (softcap <= 0) return _mm512_mul_ps(s, _mm512_set1_ps(scale * log2e));
+    __m512 v = _mm512_mul_ps(s, _mm512_set1_ps(scale));
+    __m512 e = vexp_avx512(_mm512_mul_ps(v, _mm512_set1_ps(2.f / softcap)));
+    v = _mm512_mul_ps(_mm512_set1_ps(softcap),
+                      _mm512_sub_ps(_mm512_set1_ps(1.f),
+                                    _mm512_div_ps(_mm512_set1_ps(2.f), _mm512_add_ps(e, _mm512_set1_ps(1.f)))));
+    return _mm512_mul_ps(v, _mm512_set1_ps(log2e));
+}
+
+/* The online softmax of row group g over one block's n keys (S^T in w->st):
+ * key jj is visible from lane i iff lo[i] <= jj <= hi[i] (block-relative;
+ * hi < 0 for rows past the end). Updates m, l; writes P^T (zero past n, to
+ * the 32-key half) and returns corr = e^{m_old - m_new} per row (0 for a row
+ * that had seen nothing). masked = 0: every row sees all n keys. */
+static __m512 softmax_group(const aws *w, float *mg, float *lg, __m512i lo, __m512i hi, int masked, int n,
+                            float scale, float softcap)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), c2 = _mm512_set1_ps(scale * 1.44269504088896341f);
+    __m512 mx = ninf;
+    for (int jj = 0; jj < n; jj++) {
+        __m512 s = _mm512_load_ps(w->st + 16 * jj);
+        if (masked) {
+            __m512i j = _mm512_set1_epi32(jj);
+            __mmask16 vis = _mm512_cmp_epi32_mask(lo, j, _MM_CMPINT_LE) & _mm512_cmp_epi32_mask(j, hi, _MM_CMPINT_LE);
+            mx = _mm512_mask_max_ps(mx, vis, mx, s);
+        } else {
+            mx = _mm512_max_ps(mx, s);
+        }
+    }
+    __mmask16 seen = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ); /* rows with a visible key here */
+    __m512 mold = _mm512_loadu_ps(mg);
+    __m512 mnew = _mm512_mask_max_ps(mold, seen, mold, score2(mx, scale, softcap));
+    __mmask16 had = _mm512_cmp_ps_mask(mold, ninf, _CMP_NEQ_OQ);
+    __m512 corr = _mm512_maskz_mov_ps(had, vexp2(_mm512_sub_ps(mold, mnew)));
+    __m512 sum = _mm512_setzero_ps();
+    int npair = (n + 31) / 32 * 16;
+    for (int p = 0; p < npair; p++) {
+        __m512 e[2];
+        for (int b = 0; b < 2; b++) {
+            int jj = 2 * p + b;
+            if (jj >= n) {
+                e[b] = _mm512_setzero_ps();
+                continue;
+            }
+            __m512 s = _mm512_load_ps(w->st + 16 * jj);
+            __m512 x = softcap > 0 ? _mm512_sub_ps(score2(s, scale, softcap), mnew) : _mm512_fmsub_ps(s, c2, mnew);
+            __mmask16 vis = seen;
+            if (masked) {
+                __m512i j = _mm512_set1_epi32(jj);
+                vis &= _mm512_cmp_epi32_mask(lo, j, _MM_CMPINT_LE) & _mm512_cmp_epi32_mask(j, hi, _MM_CMPINT_LE);
+            }
+            e[b] = _mm512_maskz_mov_ps(vis, vexp2(x));
+            sum = _mm512_add_ps(sum, e[b]);
+        }
+#if AMX_P_TERMS == 2
+        __m256i h0, l0, h1, l1;
+        split_bf16(e[0], &h0, &l0);
+        split_bf16(e[1], &h1, &l1);
+        _mm512_store_si512(w->pt + 32 * p, interleave16(h0, h1));
+        _mm512_store_si512(w->ptl + 32 * p, interleave16(l0, l1));
+#else
+        _mm512_store_si512(w->pt + 32 * p, interleave16((__m256i)_mm512_cvtneps_pbh(e[0]), (__m256i)_mm512_cvtneps_pbh(e[1])));
+#endif
+    }
+    _mm512_storeu_ps(lg, _mm512_fmadd_ps(_mm512_loadu_ps(lg), corr, sum));
+    _mm512_storeu_ps(mg, mnew);
     return corr;
 }
 
@@ -275,70 +410,72 @@ static void task(void *ctx, int t, int worker)
     int R = (rows + 15) / 16 * 16;
     aws w;
     aws_layout(jb->ws + jb->per * (size_t)worker, R, Dh, &w);
-    /* Q rows in bf16: row r = (t - t0) grp + g, head hk grp + g; zero rows past the end */
-    for (int r = 0; r < R; r++) {
-        uint16_t *qr = w.q + (size_t)r * Dh, *qlr = w.ql + (size_t)r * Dh;
-        if (r >= rows) {
-            memset(qr, 0, (size_t)Dh * 2);
-            memset(qlr, 0, (size_t)Dh * 2);
-            continue;
-        }
-        const float *src = a->q + ((size_t)(t0 + r / grp) * a->H + (size_t)hk * grp + r % grp) * Dh;
-        for (int d = 0; d < Dh; d += 16) {
-            __m256i hi, lo;
-            split_bf16(_mm512_loadu_ps(src + d), &hi, &lo);
-            _mm256_storeu_si256((__m256i *)(qr + d), hi);
-            _mm256_storeu_si256((__m256i *)(qlr + d), lo);
-        }
-    }
+    PROF_T(tt);
+    PROF_T(tq);
+    pack_q(&w, a, hk, t0, rows, R);
+    PROF_ADD(0, tq);
     memset(w.acc, 0, sizeof(float) * (size_t)R * Dh);
     for (int r = 0; r < R; r++) {
         w.m[r] = -INFINITY;
         w.l[r] = 0.f;
+        w.rp[r] = r < rows ? a->pos0 + t0 + r / grp : INT32_MIN / 2;
     }
     int ilo = a->pos0 + t0, ihi = a->pos0 + t1 - 1; /* query positions */
     int jstart = a->window > 0 && ilo - a->window + 1 > 0 ? ilo - a->window + 1 : 0;
     tm_kamx_config();
     for (int j0 = jstart / AKB * AKB; j0 <= ihi; j0 += AKB) {
         int n = ihi + 1 - j0 < AKB ? ihi + 1 - j0 : AKB;
-        pack_kv(&w, a, hk, j0, n, Dh);
+        PROF_T(tk);
+        pack_kv(&w, a, hk, j0, n);
+        PROF_ADD(0, tk);
         for (int g = 0; g < R / 16; g++) {
             int r0 = 16 * g, r1 = r0 + 16 < rows ? r0 + 16 : rows;
-            int pfirst = a->pos0 + t0 + r0 / grp, plast = a->pos0 + t0 + (r1 - 1) / grp;
+            int pfirst = w.rp[r0], plast = w.rp[r1 - 1];
             if (j0 > plast) continue;                                         /* all keys in the future */
             if (a->window > 0 && j0 + n - 1 <= pfirst - a->window) continue; /* all out of the window */
-            scores(&w, g, Dh);
-            for (int i = 0; i < 16; i++) {
-                int r = r0 + i;
-                if (r >= rows) {
-                    memset(w.p + i * AKB, 0, AKB * 2);
-                    memset(w.pl + i * AKB, 0, AKB * 2);
-                    w.corr[i] = 1.f;
-                    continue;
-                }
-                int ipos = a->pos0 + t0 + r / grp;
-                int jhi = ipos - j0 + 1 < n ? ipos - j0 + 1 : n;
-                int jlo = a->window > 0 && ipos - a->window + 1 - j0 > 0 ? ipos - a->window + 1 - j0 : 0;
-                w.corr[i] = softmax_row(w.s + i * AKB, w.p + i * AKB, w.pl + i * AKB, jlo, jhi, a->scale, a->softcap,
-                                        &w.m[r], &w.l[r]);
-            }
-            pv(&w, Dh);
-            for (int i = 0; i < 16 && r0 + i < rows; i++) {
-                float *acc = w.acc + (size_t)(r0 + i) * Dh;
-                const float *o = w.o + (size_t)i * Dh;
-                __m512 c = _mm512_set1_ps(w.corr[i]);
-                for (int d = 0; d < Dh; d += 16)
-                    _mm512_storeu_ps(acc + d, _mm512_fmadd_ps(_mm512_loadu_ps(acc + d), c, _mm512_loadu_ps(o + d)));
-            }
+            /* each lane's visible keys [lo, hi], block-relative */
+            __m512i rel = _mm512_sub_epi32(_mm512_loadu_si512(w.rp + r0), _mm512_set1_epi32(j0));
+            __m512i hi = _mm512_min_epi32(rel, _mm512_set1_epi32(n - 1)), lo = _mm512_setzero_si512();
+            if (a->window > 0) lo = _mm512_max_epi32(_mm512_add_epi32(rel, _mm512_set1_epi32(1 - a->window)), lo);
+            int masked = pfirst - j0 < n - 1 || r1 - r0 < 16 || (a->window > 0 && plast - a->window + 1 - j0 > 0);
+            int nkt = (n + 15) / 16;
+            PROF_T(t1);
+            scores(&w, g, Dh, nkt);
+            PROF_ADD(1, t1);
+            PROF_T(t2);
+            float *mg = w.m + r0, *lg = w.l + r0;
+            __m512 corr = softmax_group(&w, mg, lg, lo, hi, masked, n, a->scale, a->softcap);
+            PROF_ADD(2, t2);
+            PROF_T(t3);
+            pv(&w, Dh, (n + 31) / 32);
+            PROF_ADD(3, t3);
+            PROF_T(t4);
+            float *acc = w.acc + (size_t)g * Dh * 16;
+            for (int d = 0; d < Dh; d++)
+                _mm512_store_ps(acc + 16 * d,
+                                _mm512_fmadd_ps(_mm512_load_ps(acc + 16 * d), corr, _mm512_load_ps(w.ot + 16 * d)));
+            PROF_ADD(4, t4);
         }
     }
     _tile_release();
-    for (int r = 0; r < rows; r++) {
-        float *out = a->out + ((size_t)(t0 + r / grp) * a->H + (size_t)hk * grp + r % grp) * Dh;
-        const float *acc = w.acc + (size_t)r * Dh;
-        float inv = w.l[r] > 0 ? 1.f / w.l[r] : 0.f;
-        for (int d = 0; d < Dh; d += 16) _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), _mm512_set1_ps(inv)));
+    /* out = acc^T / l, 16 dims x 16 rows transposed at a time */
+    for (int g = 0; g < R / 16; g++) {
+        __m512 inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(w.l + 16 * g), _mm512_setzero_ps(), _CMP_GT_OQ),
+                                         _mm512_set1_ps(1.f), _mm512_loadu_ps(w.l + 16 * g));
+        const float *acc = w.acc + (size_t)g * Dh * 16;
+        for (int d0 = 0; d0 < Dh; d0 += 16) {
+            __m512i x[16];
+            for (int d = 0; d < 16; d++)
+                x[d] = _mm512_castps_si512(_mm512_mul_ps(_mm512_load_ps(acc + 16 * (d0 + d)), inv));
+            transpose16(x);
+            for (int i = 0; i < 16 && 16 * g + i < rows; i++) {
+                int r = 16 * g + i;
+                float *out = a->out + ((size_t)(t0 + r / grp) * a->H + (size_t)hk * grp + r % grp) * Dh;
+                _mm512_storeu_si512(out + d0, x[i]);
+            }
+        }
     }
+    PROF_ADD(5, tt);
 }
 
 static int attn_prefill_amx(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool *pool)
@@ -352,6 +489,7 @@ static int attn_prefill_amx(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_po
     if (tm_kbuf_reserve(ws, per * (size_t)nw + 64)) return TM_E_NOMEM;
     char *base = (char *)(((uintptr_t)ws->p + 63) & ~(uintptr_t)63);
     amx_job jb = {a, base, per, (a->T + AQB - 1) / AQB};
+    PROF_CALL();
     tm_pool_run(pool, a->Hk * jb.nqb, task, &jb);
     return TM_OK;
 }

@@ -80,9 +80,10 @@ typedef struct cpu_ctx {
     float *f;                                 /* [M][D] */
     float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
     /* TANDEM_PROFILE=1: seconds spent, [prefill, decode] x [forward, matmul,
-     * attention], and forward calls; printed to stderr when the engine is freed */
+     * attention, norm+prepare, activation+prepare], and forward calls; printed
+     * to stderr when the engine is freed */
     int profile;
-    double prof[2][3];
+    double prof[2][5];
     long prof_calls[2];
     int prof_kind;                            /* of the forward call running: 0 prefill, 1 decode */
     uint16_t *xb;                             /* [M][ld] an input prepared once as bf16 (see prep_act) */
@@ -150,9 +151,10 @@ static void print_profile(const cpu_ctx *c)
         const double *p = c->prof[k];
         if (!c->prof_calls[k] || p[0] <= 0) continue;
         fprintf(stderr,
-                "tandem profile: %s: %ld calls, %.3f s: matmul %.1f%%, attention %.1f%%, the rest %.1f%%\n",
+                "tandem profile: %s: %ld calls, %.3f s: matmul %.1f%%, attention %.1f%%, the rest %.1f%% "
+                "(norm+prepare %.1f%%, activation+prepare %.1f%%)\n",
                 kind[k], c->prof_calls[k], p[0], 100 * p[1] / p[0], 100 * p[2] / p[0],
-                100 * (p[0] - p[1] - p[2]) / p[0]);
+                100 * (p[0] - p[1] - p[2]) / p[0], 100 * p[3] / p[0], 100 * p[4] / p[0]);
     }
 }
 
@@ -503,16 +505,25 @@ static void rows_act(const par_job *j, int i0, int i1)
         f(j->y + (size_t)i * j->n, j->x + (size_t)i * j->ld, j->w + (size_t)i * j->ld, (size_t)j->n);
 }
 
+/* row i of the prepared input (c->xb, or c->xq + c->xs) from x[0:K] */
+static void prep_row(cpu_ctx *c, tm_dtype dt, int i, const float *x, int K)
+{
+    int ld = tm_kact_ld(K);
+    if (dt == TM_DT_BF16) {
+        c->k.f32_to_bf16(c->xb + (size_t)i * ld, x, (size_t)K);
+        memset(c->xb + (size_t)i * ld + K, 0, (size_t)(ld - K) * 2);
+    } else {
+        c->k.quant_q8(c->xq + (size_t)i * ld, c->xs + i, ld, x, 1, K);
+    }
+}
+
 /* rows of the prepared input: bf16 (j->y unused) or int8 + scales */
 static void rows_prep(const par_job *j, int i0, int i1)
 {
     cpu_ctx *c = j->c;
     int K = j->n, ld = tm_kact_ld(K);
     if (j->l == TM_DT_BF16) {
-        for (int i = i0; i < i1; i++) {
-            c->k.f32_to_bf16(c->xb + (size_t)i * ld, j->x + (size_t)i * K, (size_t)K);
-            memset(c->xb + (size_t)i * ld + K, 0, (size_t)(ld - K) * 2);
-        }
+        for (int i = i0; i < i1; i++) prep_row(c, TM_DT_BF16, i, j->x + (size_t)i * K, K);
     } else {
         c->k.quant_q8(c->xq + (size_t)i0 * ld, c->xs + i0, ld, j->x + (size_t)i0 * K, i1 - i0, K);
     }
@@ -558,33 +569,39 @@ static void rows_norm_prep(const par_job *j, int i0, int i1)
         c->k.rmsnorm_q8(c->xq + (size_t)i0 * ld, c->xs + i0, ld, x, j->w, i1 - i0, K, m->eps, m->norm_add_one);
 }
 
-/* rows of act(gate) * up (in place, as rows_act), each prepared for the down
- * projection (as rows_prep) right after, while it is still in cache */
+/* rows of act(gate) * up, each written over its gate row (j->y, ld floats
+ * apart: in cache, just read) and prepared for the down projection (as
+ * rows_prep) right after, while it is still in L1 */
 static void rows_act_prep(const par_job *j, int i0, int i1)
 {
-    par_job p = *j;
-    p.x = j->y; /* rows_prep reads the activated rows */
+    void (*f)(float *, const float *, const float *, size_t) =
+        j->c->m->act == TM_ACT_SILU ? j->c->k.silu_mul : j->c->k.gelu_tanh_mul;
     for (int i = i0; i < i1; i++) {
-        rows_act(j, i, i + 1);
-        rows_prep(&p, i, i + 1);
+        float *g = j->y + (size_t)i * j->ld;
+        f(g, g, j->w + (size_t)i * j->ld, (size_t)j->n);
+        prep_row(j->c, (tm_dtype)j->l, i, g, j->n);
     }
 }
 
-/* out[M][F] = act(gate) * up (gate and up rows ld floats apart; out may be
- * gate when ld == F), and a = its rows prepared for w (the down projection)
- * in the same pass where w takes a prepared form (bf16 or int8), instead of
- * one pass for the activation and another for the preparation; a->f32 = out
- * either way. Same functions per row, so the same bytes. */
-static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *out, const float *gate,
+/* act(gate) * up for M rows (gate and up rows ld floats apart), as the input
+ * of w (the down projection): where w takes a prepared form (bf16 or int8)
+ * each row is activated over its gate row and prepared in the same pass (a's
+ * rows are the prepared ones, a->f32 = NULL: no f32 copy is written, whose
+ * write-allocate and write-back would double the pass's memory traffic);
+ * otherwise out[M][F] = the activation (out may be gate when ld == F) and
+ * a->f32 = out. Same functions per row, so the same bytes either way. */
+static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *out, float *gate,
                      const float *up, int ld, int M, int F, tm_kact *a)
 {
     tm_dtype dt = tm_kweight_dtype(w);
     int prep = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && tm_kweight_k(w) == F;
-    *a = (tm_kact){.M = M, .K = F, .f32 = out};
-    par_job j = {.fn = prep ? rows_act_prep : rows_act, .c = c, .r = r, .y = out, .x = gate, .w = up, .n = F,
-                 .l = (int)dt, .ld = ld};
+    *a = (tm_kact){.M = M, .K = F, .f32 = prep ? NULL : out};
+    double t0 = c->profile ? now_s() : 0;
+    par_job j = {.fn = prep ? rows_act_prep : rows_act, .c = c, .r = r, .y = prep ? gate : out, .x = gate, .w = up,
+                 .n = F, .l = (int)dt, .ld = ld};
     par_rows(&j, M, (size_t)F);
     if (prep) set_prepared(c, a, dt);
+    if (c->profile) c->prof[c->prof_kind][4] += now_s() - t0;
 }
 
 /* a = the input of the matmuls with weights w0 (and w1, w2 if given):
@@ -598,15 +615,17 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
     tm_dtype dt = tm_kweight_dtype(w0);
     int fused = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && (!w1 || tm_kweight_dtype(w1) == dt) &&
                 (!w2 || tm_kweight_dtype(w2) == dt) && tm_kweight_k(w0) == D;
+    double t0 = c->profile ? now_s() : 0;
     if (!fused) {
         par_rmsnorm(c, r, h, x, nw, M, D);
         prep_act(c, r, w0, h, M, a);
-        return;
+    } else {
+        par_job j = {.fn = rows_norm_prep, .c = c, .r = r, .x = x, .w = nw, .n = D, .l = (int)dt};
+        par_rows(&j, M, (size_t)D);
+        *a = (tm_kact){.M = M, .K = D};
+        set_prepared(c, a, dt);
     }
-    par_job j = {.fn = rows_norm_prep, .c = c, .r = r, .x = x, .w = nw, .n = D, .l = (int)dt};
-    par_rows(&j, M, (size_t)D);
-    *a = (tm_kact){.M = M, .K = D};
-    set_prepared(c, a, dt);
+    if (c->profile) c->prof[c->prof_kind][3] += now_s() - t0;
 }
 
 /* y[M][N] = x[M][K] . w^T */
