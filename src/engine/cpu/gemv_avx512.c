@@ -6,10 +6,9 @@
  * the low nibbles are elements 0..15 of each block (one 128-bit lane per
  * block), the high nibbles elements 16..31. x is quantized per block and
  * laid out to match (xlo, xhi), so two dpbusd(u8 nibble = q+8, s8 x) give
- * per block 4 int32 partial sums of (q+8) x, on top of the block's -8 sum(x)
- * (the +8 removed in the integers: x's prepared chunk carries it, so the
- * accumulator starts there). Then one cvt and one fma with the per-lane
- * scale ws(block) * xs(block).
+ * per block 4 int32 partial sums of (q+8) x. Then one cvt and one fma with
+ * the per-lane scale ws(block) * xs(block). The +8 is removed once per row:
+ * minus sum over groups of ws(group) * sum over its blocks of xs 8 sum(x).
  *
  * int8 (Q8PC): dpbusd(u8 x + 128, s8 w), minus 128 colsum[n] at the end.
  * bf16: dpbf16ps on pairs, f32 sums. */
@@ -24,39 +23,41 @@
 /* ---- int4 ------------------------------------------------------------------ */
 
 /* x prepared for one 128-element chunk of one row: 128 bytes of int8 (the
- * only per-element data), the +8 correction as the accumulator's start
- * (64), the block scales kept compact (xs, 16) and expanded to lanes in
- * registers. Re-read from L1 for every weight row, so its size is what the
- * inner loop's load bandwidth pays. */
+ * only per-element data), the block scales kept compact (xs) and expanded to
+ * lanes in registers. Re-read from L1 for every weight row, so its size is
+ * what the inner loop's load bandwidth pays: 128 + 16 bytes per 64 bytes of
+ * weights (it was 256 with expanded scales and corrections). */
 typedef struct xchunk {
     __m512i lo, hi;   /* int8: lane j = block j elements 0..15 / 16..31 */
-    __m512i cor;      /* int32: lane 4j = -8 sum(x) over block j, the others 0 */
 } xchunk;
 
 typedef struct q4_ctx {
     const tm_kweight *w;
     const xchunk *x;  /* [nch][B]: the B rows of one chunk are adjacent */
     const float *xs;  /* [nch][B][4]: block scales (0 past the end) */
-    int B, nch, nfull, tail_blocks;
+    const float *cg;  /* [B][ng]: per weight group, sum over its blocks of xs * (-8 sum q) */
+    int B, nch, nfull, tail_blocks, ng;
     float *y;
 } q4_ctx;
 
 /* Quantize x per 32-block (the numerics of tm_kref_quant_b32, vectorized:
  * same f32 operations, so the same bytes) straight into the chunk layout.
- * The -8 of the weight nibbles (u8 = q + 8): sum_k (q+8-8) x = dot(u8, x)
- * - 8 sum(x), the second term exact in int32, in the block's first lane of
- * the accumulator's start. */
-static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, int nch)
+ * The -8 of the weight nibbles (u8 = q + 8) is not corrected per chunk:
+ * sum_k (q+8-8) x = dot(u8, x) - 8 sum(x), and the second term, scaled,
+ * is per x row and weight group: cg[g] = sum over g's blocks of xs (-8 bsum),
+ * which the row's epilogue dots with the row's group scales. G = 0 (per
+ * channel): one group spanning the row. */
+static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, float *cg, int nch, int G)
 {
-    int K = x->K, nb = K / 32;
+    int K = x->K, nb = K / 32, bpg = G ? G / 32 : nb, ng = nb / bpg;
     for (int b = 0; b < x->M; b++) {
         const float *xr = x->f32 + (size_t)b * K;
+        float *cgb = cg + (size_t)b * ng;
+        for (int g = 0; g < ng; g++) cgb[g] = 0.f;
         for (int c = 0; c < nch; c++) {
             xchunk *o = xc + (size_t)c * x->M + b;
             int8_t *lo = (int8_t *)&o->lo, *hi = (int8_t *)&o->hi;
-            int32_t *cor = (int32_t *)&o->cor;
             float *xs = xsa + ((size_t)c * x->M + b) * 4;
-            memset(cor, 0, 64);
             for (int j = 0; j < 4; j++) {
                 int blk = 4 * c + j;
                 if (blk >= nb) {
@@ -73,7 +74,7 @@ static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, int nch)
                 _mm_storeu_si128((__m128i *)(hi + 16 * j), _mm512_cvtepi32_epi8(q1));
                 int32_t bsum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
                 xs[j] = amax / 127.f;
-                cor[4 * j] = -8 * bsum;
+                cgb[blk / bpg] += xs[j] * (float)(-8 * bsum);
             }
         }
     }
@@ -108,11 +109,24 @@ AI void q4_chunk(const uint8_t *wp, const float *ws, const q4_ctx *ctx, int c, i
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
         const xchunk *xc = ctx->x + (size_t)c * B + b;
-        __m512i acc = _mm512_dpbusd_epi32(xc->cor, wlo, xc->lo);
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wlo, xc->lo);
         acc = _mm512_dpbusd_epi32(acc, whi, xc->hi);
         __m512 sc = q4_scale(ws, ctx->xs + ((size_t)c * B + b) * 4, c, G, sm);
         fs[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, fs[b]);
     }
+}
+
+/* sum_g ws[g] cg[g] over the row's ng groups */
+AI float q4_corr(const float *ws, const float *cg, int ng)
+{
+    __m512 a = _mm512_setzero_ps();
+    int g = 0;
+    for (; g + 16 <= ng; g += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(ws + g), _mm512_loadu_ps(cg + g), a);
+    if (g < ng) {
+        __mmask16 m = (__mmask16)((1u << (ng - g)) - 1);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, ws + g), _mm512_maskz_loadu_ps(m, cg + g), a);
+    }
+    return _mm512_reduce_add_ps(a);
 }
 
 /* One weight row against B rows of x. The weights stream once; int4
@@ -152,8 +166,9 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G)
     }
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
+        const float *cg = c->cg + (size_t)b * c->ng;
         float v = _mm512_reduce_add_ps(fs[b]);
-        c->y[(size_t)b * w->N + n] = G ? v : v * ws[0];
+        c->y[(size_t)b * w->N + n] = G ? v + q4_corr(ws, cg, c->ng) : (v + cg[0]) * ws[0];
     }
 }
 
@@ -188,14 +203,15 @@ static void q4_rows(void *ctx, int n0, int n1, int worker)
 static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
-    int K = w->K, nch = (K + 127) / 128;
+    int K = w->K, nch = (K + 127) / 128, G = w->dtype == TM_DT_Q4PC ? 0 : w->G;
+    int ng = G ? K / G : 1;
     size_t nx = (size_t)x->M * nch;
     size_t bytes_x = nx * sizeof(xchunk), bytes_s = nx * 4 * sizeof(float);
-    if (tm_kbuf_reserve(ws, bytes_x + bytes_s + 64)) return TM_E_NOMEM;
+    if (tm_kbuf_reserve(ws, bytes_x + bytes_s + (size_t)x->M * ng * sizeof(float) + 64)) return TM_E_NOMEM;
     xchunk *xc = tm_kbuf_at(ws, 0);
-    float *xs = tm_kbuf_at(ws, bytes_x);
-    q4_prepare(x, xc, xs, nch);
-    q4_ctx c = {w, xc, xs, x->M, nch, K / 128, (K % 128) / 32, y};
+    float *xs = tm_kbuf_at(ws, bytes_x), *cg = tm_kbuf_at(ws, bytes_x + bytes_s);
+    q4_prepare(x, xc, xs, cg, nch, G);
+    q4_ctx c = {w, xc, xs, cg, x->M, nch, K / 128, (K % 128) / 32, ng, y};
     tm_kgemv_run(w->N, 1, q4_rows, &c, pool);
     return TM_OK;
 }
