@@ -19,7 +19,6 @@ static inline VF vf_add(VF a, VF b) { return _mm256_add_ps(a, b); }
 static inline VF vf_sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
 static inline VF vf_mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
 static inline VF vf_div(VF a, VF b) { return _mm256_div_ps(a, b); }
-static inline VF vf_rcp(VF b) { return _mm256_div_ps(_mm256_set1_ps(1.f), b); } /* rcp_ps is 12-bit: divide */
 static inline VF vf_fmadd(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
 static inline VF vf_fnmadd(VF a, VF b, VF c) { return _mm256_fnmadd_ps(a, b, c); }
 static inline VF vf_max(VF a, VF b) { return _mm256_max_ps(a, b); }

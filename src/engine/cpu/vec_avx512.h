@@ -19,14 +19,6 @@ static inline VF vf_add(VF a, VF b) { return _mm512_add_ps(a, b); }
 static inline VF vf_sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
 static inline VF vf_mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
 static inline VF vf_div(VF a, VF b) { return _mm512_div_ps(a, b); }
-/* 1 / b: the 14-bit estimate and one Newton step (~1 ulp; a zmm division
- * issues once per 16 cycles on Sapphire Rapids, and the activations' divide
- * was what bound their pass there) */
-static inline VF vf_rcp(VF b)
-{
-    __m512 r = _mm512_rcp14_ps(b);
-    return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(b, r, _mm512_set1_ps(1.f)), r);
-}
 static inline VF vf_fmadd(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }   /* a b + c */
 static inline VF vf_fnmadd(VF a, VF b, VF c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a b */
 static inline VF vf_max(VF a, VF b) { return _mm512_max_ps(a, b); }
