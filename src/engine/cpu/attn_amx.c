@@ -52,9 +52,6 @@
 #define AQB 32  /* queries per task */
 #endif
 #define ADH 256 /* largest head dim */
-#ifndef AMX_P_TERMS
-#define AMX_P_TERMS 2 /* bf16 terms of P: 2 (hi + lo, f32-close) or 1 */
-#endif
 
 /* -DATTN_PROF: TSC cycles per call in packing, S^T, the softmax, O^T and
  * the accumulator update, summed over workers, printed at exit (a
@@ -275,21 +272,18 @@ static void pv(const aws *w, int Dh, int nh)
         for (int h = 0; h < nh; h++) { /* as in scores: no C tile's two products back to back */
             const uint16_t *v = w->vt + (size_t)(d0 * 2 + h) * 512; /* dim tile d0 + i at + i * 1024 */
             _tile_loadd(6, w->pt + 512 * h, 64);
-            if (AMX_P_TERMS == 2) _tile_loadd(7, w->ptl + 512 * h, 64);
-            _tile_loadd(4, v, 64);
-            _tile_loadd(5, v + 1024, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 5, 6);
-            if (AMX_P_TERMS == 2) {
-                _tile_dpbf16ps(0, 4, 7);
-                _tile_dpbf16ps(1, 5, 7);
-            }
-            if (nt == 4) {
-                _tile_loadd(4, v + 2048, 64);
-                _tile_loadd(5, v + 3072, 64);
-                _tile_dpbf16ps(2, 4, 6);
-                _tile_dpbf16ps(3, 5, 6);
-                if (AMX_P_TERMS == 2) {
+            _tile_loadd(7, w->ptl + 512 * h, 64);
+            for (int half = 0; half < nt / 2; half++) {
+                _tile_loadd(4, v + 2048 * half, 64);
+                _tile_loadd(5, v + 2048 * half + 1024, 64);
+                if (half == 0) {
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 5, 6);
+                    _tile_dpbf16ps(0, 4, 7);
+                    _tile_dpbf16ps(1, 5, 7);
+                } else {
+                    _tile_dpbf16ps(2, 4, 6);
+                    _tile_dpbf16ps(3, 5, 6);
                     _tile_dpbf16ps(2, 4, 7);
                     _tile_dpbf16ps(3, 5, 7);
                 }
@@ -383,15 +377,11 @@ static __m512 softmax_group(const aws *w, float *mg, float *lg, __m512i lo, __m5
             e[b] = _mm512_maskz_mov_ps(vis, vexp2(x));
             sum = _mm512_add_ps(sum, e[b]);
         }
-#if AMX_P_TERMS == 2
         __m256i h0, l0, h1, l1;
         split_bf16(e[0], &h0, &l0);
         split_bf16(e[1], &h1, &l1);
         _mm512_store_si512(w->pt + 32 * p, interleave16(h0, h1));
         _mm512_store_si512(w->ptl + 32 * p, interleave16(l0, l1));
-#else
-        _mm512_store_si512(w->pt + 32 * p, interleave16((__m256i)_mm512_cvtneps_pbh(e[0]), (__m256i)_mm512_cvtneps_pbh(e[1])));
-#endif
     }
     _mm512_storeu_ps(lg, _mm512_fmadd_ps(_mm512_loadu_ps(lg), corr, sum));
     _mm512_storeu_ps(mg, mnew);
