@@ -174,6 +174,10 @@ AI void uk_q8(const uint32_t *A, const int8_t *Bp, int nquads, float *C, int ldc
         acc[i][1] = first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(k1, C + (size_t)i * ldc + 16);
     }
     for (int r = 0; r < nquads; r++) {
+#ifdef Q8_PF
+        _mm_prefetch((const char *)(Bp + (size_t)(r + Q8_PF) * 128), _MM_HINT_T0);
+        _mm_prefetch((const char *)(Bp + (size_t)(r + Q8_PF) * 128 + 64), _MM_HINT_T0);
+#endif
         __m512i b0 = _mm512_loadu_si512(Bp + (size_t)r * 128);
         __m512i b1 = _mm512_loadu_si512(Bp + (size_t)r * 128 + 64);
         #pragma GCC unroll 8
