@@ -11,7 +11,7 @@
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
  *   build/kbench peak                       # AMX tile and AVX-512 FMA peaks (the GEMM ceilings)
  *   build/kbench attn int8 4096 1 32 8 64   # decode attention: KV DTYPE CTX B H Hk Dh
- *   build/kbench attnp 512 14 2 64          # prefill attention, one causal chunk: T H Hk Dh
+ *   build/kbench attnp 512 14 2 64 1536     # prefill attention, one causal chunk: T H Hk Dh [P]
  * "cpu N%" is the share of the threads' wall time they got the CPU: on a
  * shared machine, below ~95% means other processes interfered.
  * Options: -t THREADS (default: all online cpus), -s SECONDS per timing
@@ -210,16 +210,18 @@ static int attn_main(tm_dtype dt, int ctx, int B, int H, int Hk, int Dh, int mib
 
 /* ---- prefill attention over one chunk (contiguous bf16 K/V) ------------------- */
 
-/* One causal chunk of T queries at position 0, K/V [Hk][T][Dh] bf16: the
- * variants against the scalar reference, then GFLOP/s of useful work (4 Dh
- * flops per visible query-key pair and head: the two products). */
-static int attnp_main(int T, int H, int Hk, int Dh, double secs, const char *only, tm_pool *pool)
+/* One causal chunk of T queries at positions P.. (a later chunk of a long
+ * prompt when P > 0), K/V [Hk][P + T][Dh] bf16: the variants against the
+ * scalar reference, then GFLOP/s of useful work (4 Dh flops per visible
+ * query-key pair and head: the two products). */
+static int attnp_main(int T, int H, int Hk, int Dh, int P, double secs, const char *only, tm_pool *pool)
 {
-    if (T < 1 || T > 65536 || H < 1 || Hk < 1 || H % Hk || Dh < 1 || Dh > 512) {
+    if (T < 1 || T > 65536 || P < 0 || P > 1 << 20 || H < 1 || Hk < 1 || H % Hk || Dh < 1 || Dh > 512) {
         fprintf(stderr, "kbench attnp: bad shape\n");
         return 1;
     }
-    size_t nq = (size_t)T * H * Dh, nkv = (size_t)Hk * T * Dh;
+    int S = P + T; /* keys */
+    size_t nq = (size_t)T * H * Dh, nkv = (size_t)Hk * S * Dh;
     float *q = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * nq), *ref = malloc(sizeof(float) * nq);
     uint16_t *kv = malloc(2 * sizeof(uint16_t) * nkv);
     uint64_t r = 7;
@@ -231,13 +233,13 @@ static int attnp_main(int T, int H, int Hk, int Dh, double secs, const char *onl
         memcpy(&b, &x, 4);
         kv[i] = (uint16_t)(b >> 16);
     }
-    tm_kattn_prefill a = {.T = T, .H = H, .Hk = Hk, .Dh = Dh, .q = q, .k = kv, .v = kv + nkv, .kv_dtype = TM_DT_BF16,
-                          .kv_stride = T, .out = ref, .scale = 1.f / sqrtf((float)Dh)};
+    tm_kattn_prefill a = {.T = T, .H = H, .Hk = Hk, .Dh = Dh, .pos0 = P, .q = q, .k = kv, .v = kv + nkv,
+                          .kv_dtype = TM_DT_BF16, .kv_stride = S, .out = ref, .scale = 1.f / sqrtf((float)Dh)};
     tm_kbuf ws = {0};
     tm_kernels sk;
     tm_kernels_select("scalar", &sk, NULL);
     if (sk.attn_prefill(&a, &ws, NULL) != TM_OK) fprintf(stderr, "kbench attnp: the reference refused the shape\n");
-    double flops = 4.0 * Dh * H * ((double)T * (T + 1) / 2);
+    double flops = 4.0 * Dh * H * ((double)T * (T + 1) / 2 + (double)T * P);
     const char *const *v = tm_kernels_variants();
     for (int n = 0; v[n]; n++) {
         tm_kernels k;
@@ -245,8 +247,8 @@ static int attnp_main(int T, int H, int Hk, int Dh, double secs, const char *onl
         a.out = out;
         int rc = k.attn_prefill(&a, &ws, pool);
         double rel = rc ? -1 : max_rel(out, ref, nq);
-        printf("v%d %-7s attn_prefill bf16 T=%d H=%d Hk=%d Dh=%d threads=%d: max rel err %.2e %s", n, v[n], T, H, Hk,
-               Dh, tm_pool_size(pool), rel, rel < 0 || rel > 1e-2 ? "INVALID" : "ok");
+        printf("v%d %-7s attn_prefill bf16 T=%d H=%d Hk=%d Dh=%d P=%d threads=%d: max rel err %.2e %s", n, v[n], T, H,
+               Hk, Dh, P, tm_pool_size(pool), rel, rel < 0 || rel > 1e-2 ? "INVALID" : "ok");
         fflush(stdout);
         long calls = 0;
         double t0 = kb_now(), t;
@@ -302,7 +304,7 @@ static void usage(void)
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
                     "       kbench [options] attn KVDTYPE CTX [B H Hk Dh]   (default 1 32 8 64)\n"
-                    "       kbench [options] attnp T [H Hk Dh]   (prefill, bf16 KV; default 32 8 64)\n"
+                    "       kbench [options] attnp T [H Hk Dh [P]]   (prefill chunk at position P, bf16 KV; default 32 8 64 0)\n"
                     "DTYPE: int4g32 int4g64 int4pc int8 bf16 (gemm: bf16, int8)\n");
 }
 
@@ -363,7 +365,8 @@ int main(int argc, char **argv)
         if (i + 1 >= argc) { usage(); return 2; }
         int T = atoi(argv[i + 1]), H = i + 2 < argc ? atoi(argv[i + 2]) : 32;
         int Hk = i + 3 < argc ? atoi(argv[i + 3]) : 8, Dh = i + 4 < argc ? atoi(argv[i + 4]) : 64;
-        int rc = attnp_main(T, H, Hk, Dh, secs, only, pool);
+        int P = i + 5 < argc ? atoi(argv[i + 5]) : 0;
+        int rc = attnp_main(T, H, Hk, Dh, P, secs, only, pool);
         tm_pool_free(pool);
         return rc;
     }
