@@ -37,7 +37,7 @@ TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 isa = $(if $(findstring _emu.c,$1),$(ISA_avx512),$(if $(findstring _amx.c,$1),$(ISA_amx),$(if $(findstring _avx512.c,$1),$(ISA_avx512),$(if $(findstring _avx2.c,$1),$(ISA_avx2)))))
 
 .PHONY: all test test-quick test-san demo fuzz clean deps FORCE
-all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS)
+all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS) $(BUILD)/kbench
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -55,6 +55,10 @@ $(BUILD)/libtandem.a: $(LIB_OBJ)
 
 $(BUILD)/tandem: $(CLI_OBJ) $(BUILD)/libtandem.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libtandem.a $(LDLIBS)
+
+# the kernel harness (docs/kernels.md "kbench"), built with everything so it keeps compiling
+$(BUILD)/kbench: tools/kbench.c $(BUILD)/libtandem.a
+	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/harness.h $(BUILD)/libtandem.a
 	@mkdir -p $(dir $@)

@@ -3,8 +3,9 @@
  * (the numbered versions: 0 scalar, 1 avx2, 2 avx512, 3 amx), validate each
  * against the reference, then time it. It links the library that ships.
  *
- * Build (after `make`):
- *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude tools/kbench.c build/libtandem.a -lm -pthread -o build/kbench
+ * Built by `make` (build/kbench); by hand:
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude -I/usr/include/cjson tools/kbench.c build/libtandem.a \
+ *       -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread -o build/kbench
  * Run:
  *   build/kbench gemv q4g64 4096 4096 1     # N K B: GB/s of weights streamed
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
