@@ -7,7 +7,7 @@
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude -I/usr/include/cjson tools/kbench.c build/libtandem.a \
  *       -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread -o build/kbench
  * Run:
- *   build/kbench gemv q4g64 4096 4096 1     # N K B: GB/s of weights streamed
+ *   build/kbench gemv int4g64 4096 4096 1   # N K B: GB/s of weights streamed
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
  *   build/kbench peak                       # AMX tile and AVX-512 FMA peaks (the GEMM ceilings)
