@@ -255,6 +255,10 @@ static void rows_task(void *c, int task, int worker)
     j->fn(j->ctx, n0, n1 < j->N ? n1 : j->N, worker);
 }
 
+#ifndef GEMV_TASKS
+#define GEMV_TASKS 4 /* tasks per worker (a build option, for A/B runs) */
+#endif
+
 void tm_kgemv_run(int N, int align, tm_krows_fn fn, void *ctx, struct tm_pool *pool)
 {
     int nw = tm_pool_size(pool);
@@ -262,9 +266,9 @@ void tm_kgemv_run(int N, int align, tm_krows_fn fn, void *ctx, struct tm_pool *p
         fn(ctx, 0, N, 0);
         return;
     }
-    /* about 4 tasks per worker (dynamic balance against noisy neighbours),
-     * each at least 32 rows so per-task overhead stays small */
-    int chunk = (N + 4 * nw - 1) / (4 * nw);
+    /* about GEMV_TASKS tasks per worker (dynamic balance against noisy
+     * neighbours), each at least 32 rows so per-task overhead stays small */
+    int chunk = (N + GEMV_TASKS * nw - 1) / (GEMV_TASKS * nw);
     if (chunk < 32) chunk = 32;
     chunk = (chunk + align - 1) / align * align;
     rows_job j = {fn, ctx, N, chunk};
