@@ -317,19 +317,22 @@ static inline __m512 vexp2(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-/* A score in log2 units: s scale log2 e, through the soft-cap if any (c
- * tanh(x / c) = c (1 - 2 / (e^{2x/c} + 1)) on x = s scale); monotonic, so it
- * commutes with max. Without a cap the softmax fuses it (fmsub). */
+#define LOG2E 1.44269504088896341f
+
+/* A score in log2 units: s scale log2 e, through the soft-cap if any (on s
+ * scale); monotonic, so it commutes with max. Without a cap the softmax
+ * fuses it (fmsub). */
 static inline __m512 score2(__m512 s, float scale, float softcap)
 {
-    const float log2e = 1.44269504088896341f;
-    if (softcap <= 0) return _mm512_mul_ps(s, _mm512_set1_ps(scale * log2e));
-    __m512 v = _mm512_mul_ps(s, _mm512_set1_ps(scale));
-    __m512 e = vexp_avx512(_mm512_mul_ps(v, _mm512_set1_ps(2.f / softcap)));
-    v = _mm512_mul_ps(_mm512_set1_ps(softcap),
-                      _mm512_sub_ps(_mm512_set1_ps(1.f),
-                                    _mm512_div_ps(_mm512_set1_ps(2.f), _mm512_add_ps(e, _mm512_set1_ps(1.f)))));
-    return _mm512_mul_ps(v, _mm512_set1_ps(log2e));
+    if (softcap <= 0) return _mm512_mul_ps(s, _mm512_set1_ps(scale * LOG2E));
+    return _mm512_mul_ps(vsoftcap_avx512(_mm512_mul_ps(s, _mm512_set1_ps(scale)), softcap), _mm512_set1_ps(LOG2E));
+}
+
+/* lanes that see block key jj: lo <= jj <= hi */
+static inline __mmask16 visible(__m512i lo, __m512i hi, int jj)
+{
+    __m512i j = _mm512_set1_epi32(jj);
+    return _mm512_cmp_epi32_mask(lo, j, _MM_CMPINT_LE) & _mm512_cmp_epi32_mask(j, hi, _MM_CMPINT_LE);
 }
 
 /* The online softmax of row group g over one block's n keys (S^T in w->st):
@@ -340,17 +343,11 @@ static inline __m512 score2(__m512 s, float scale, float softcap)
 static __m512 softmax_group(const aws *w, float *mg, float *lg, __m512i lo, __m512i hi, int masked, int n,
                             float scale, float softcap)
 {
-    const __m512 ninf = _mm512_set1_ps(-INFINITY), c2 = _mm512_set1_ps(scale * 1.44269504088896341f);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), c2 = _mm512_set1_ps(scale * LOG2E);
     __m512 mx = ninf;
     for (int jj = 0; jj < n; jj++) {
         __m512 s = _mm512_load_ps(w->st + 16 * jj);
-        if (masked) {
-            __m512i j = _mm512_set1_epi32(jj);
-            __mmask16 vis = _mm512_cmp_epi32_mask(lo, j, _MM_CMPINT_LE) & _mm512_cmp_epi32_mask(j, hi, _MM_CMPINT_LE);
-            mx = _mm512_mask_max_ps(mx, vis, mx, s);
-        } else {
-            mx = _mm512_max_ps(mx, s);
-        }
+        mx = masked ? _mm512_mask_max_ps(mx, visible(lo, hi, jj), mx, s) : _mm512_max_ps(mx, s);
     }
     __mmask16 seen = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ); /* rows with a visible key here */
     __m512 mold = _mm512_loadu_ps(mg);
@@ -369,11 +366,7 @@ static __m512 softmax_group(const aws *w, float *mg, float *lg, __m512i lo, __m5
             }
             __m512 s = _mm512_load_ps(w->st + 16 * jj);
             __m512 x = softcap > 0 ? _mm512_sub_ps(score2(s, scale, softcap), mnew) : _mm512_fmsub_ps(s, c2, mnew);
-            __mmask16 vis = seen;
-            if (masked) {
-                __m512i j = _mm512_set1_epi32(jj);
-                vis &= _mm512_cmp_epi32_mask(lo, j, _MM_CMPINT_LE) & _mm512_cmp_epi32_mask(j, hi, _MM_CMPINT_LE);
-            }
+            __mmask16 vis = masked ? seen & visible(lo, hi, jj) : seen;
             e[b] = _mm512_maskz_mov_ps(vis, vexp2(x));
             sum = _mm512_add_ps(sum, e[b]);
         }

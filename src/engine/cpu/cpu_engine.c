@@ -495,12 +495,19 @@ static void par_add(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, int
     par_rows(&j, rows, (size_t)n);
 }
 
+typedef void (*act_fn)(float *y, const float *gate, const float *up, size_t n);
+
+/* the model's gated activation kernel: silu_mul or gelu_tanh_mul */
+static act_fn act_of(const cpu_ctx *c)
+{
+    return c->m->act == TM_ACT_SILU ? c->k.silu_mul : c->k.gelu_tanh_mul;
+}
+
 /* y[i][0:n] = act(gate[i]) * up[i], gate = x and up = w, rows ld floats
  * apart (y may be gate itself: each row is read before it is written) */
 static void rows_act(const par_job *j, int i0, int i1)
 {
-    void (*f)(float *, const float *, const float *, size_t) =
-        j->c->m->act == TM_ACT_SILU ? j->c->k.silu_mul : j->c->k.gelu_tanh_mul;
+    act_fn f = act_of(j->c);
     for (int i = i0; i < i1; i++)
         f(j->y + (size_t)i * j->n, j->x + (size_t)i * j->ld, j->w + (size_t)i * j->ld, (size_t)j->n);
 }
@@ -574,8 +581,7 @@ static void rows_norm_prep(const par_job *j, int i0, int i1)
  * rows_prep) right after, while it is still in L1 */
 static void rows_act_prep(const par_job *j, int i0, int i1)
 {
-    void (*f)(float *, const float *, const float *, size_t) =
-        j->c->m->act == TM_ACT_SILU ? j->c->k.silu_mul : j->c->k.gelu_tanh_mul;
+    act_fn f = act_of(j->c);
     for (int i = i0; i < i1; i++) {
         float *g = j->y + (size_t)i * j->ld;
         f(g, g, j->w + (size_t)i * j->ld, (size_t)j->n);
