@@ -26,6 +26,7 @@
 #include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
 #include "engine/cpu/kmeasure.h"
+#include "quant/quant.h"
 #include "runtime/kvcache.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -52,7 +53,7 @@ typedef struct wbuf {
 
 static int group_of(tm_dtype dt, int K)
 {
-    return dt == TM_DT_Q4G32 ? 32 : dt == TM_DT_Q4G64 ? 64 : K;
+    return dt == TM_DT_Q4G32 ? 32 : dt == TM_DT_Q4G64 || dt == TM_DT_Q6G64 ? 64 : K;
 }
 
 static void wbuf_make(wbuf *w, tm_dtype dt, int N, int K)
@@ -79,20 +80,22 @@ static void wbuf_make(wbuf *w, tm_dtype dt, int N, int K)
         }
         w->data = d;
         w->t.nbytes = n;
-    } else {
-        uint8_t *d = malloc(n / 2);
+    } else { /* int4 / int6: random bytes, decoded by the layouts' own definitions */
+        size_t rb = tm_quant_row_bytes(dt, K);
+        uint8_t *d = malloc(rb * N);
         int ng = K / G;
         w->scales = malloc(sizeof(float) * (size_t)N * ng);
         for (int i = 0; i < N * ng; i++) w->scales[i] = (0.5f + (rnd() % 1000) / 1000.f) * 0.01f * (rnd() % 5 ? 1 : -1);
-        for (size_t i = 0; i < n / 2; i++) d[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < rb * N; i++) d[i] = (uint8_t)rnd();
         for (int r = 0; r < N; r++)
             for (int k = 0; k < K; k++) {
-                uint8_t byte = d[(size_t)r * K / 2 + (k / 32) * 16 + (k & 15)];
-                int q = ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
+                const uint8_t *row = d + (size_t)r * rb;
+                uint8_t byte = row[(k / 32) * 16 + (k & 15)];
+                int q = dt == TM_DT_Q6G64 ? tm_quant_q6_at(row, K, k) : ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
                 w->deq[(size_t)r * K + k] = w->scales[(size_t)r * ng + k / G] * q;
             }
         w->data = d;
-        w->t.nbytes = n / 2;
+        w->t.nbytes = rb * N;
     }
     w->t.name = "test.weight";
     w->t.dtype = dt;
@@ -261,7 +264,7 @@ static void mm_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int gemm, i
     CHECK_EQ_INT(f(kw, &a, y2, &ws, pool), TM_OK);
     CHECKF(memcmp(y, y2, sizeof(float) * M * N) == 0, "%s: pool result differs from single-thread", what);
     /* prepared activations (what a fused RMSNorm produces) give the same */
-    if (dt != TM_DT_Q4G32 && dt != TM_DT_Q4G64 && dt != TM_DT_Q4PC) {
+    if (!tm_kdt_block32(dt)) {
         int ld = tm_kact_ld(K);
         tm_kact p = {.M = M, .K = K, .ld = ld};
         uint16_t *xb = NULL;
@@ -300,12 +303,12 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
 {
     int big = !sanitizer() && strcmp(k->name, "scalar") != 0;
     /* GEMV: B = 1..8, odd N, K with tails (for q4: K % 128 = 32, 64, 96) */
-    static const tm_dtype q4s[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC};
+    static const tm_dtype q4s[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC, TM_DT_Q6G64};
     static const int gv_shapes[][2] = {{1, 64}, {17, 96}, {33, 128}, {5, 192}, {40, 320}, {64, 4096}};
-    for (int d = 0; d < 3; d++)
+    for (int d = 0; d < 4; d++)
         for (size_t s = 0; s < sizeof gv_shapes / sizeof gv_shapes[0]; s++) {
             int N = gv_shapes[s][0], K = gv_shapes[s][1];
-            if (q4s[d] == TM_DT_Q4G64 && K % 64) K += 32;
+            if ((q4s[d] == TM_DT_Q4G64 || q4s[d] == TM_DT_Q6G64) && K % 64) K += 32;
             if (K > 1024 && !big) K = 1024;
             mm_case(k, pool, q4s[d], 0, 1 + (int)(s % 8), N, K);
         }
@@ -313,6 +316,8 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
     mm_case(k, pool, TM_DT_Q4G32, 0, 2, 19, 32);  /* K = one block: only a tail chunk */
     mm_case(k, pool, TM_DT_Q4PC, 0, 7, 3, 32);
     mm_case(k, pool, TM_DT_Q4G64, 0, 3, 9, 256);
+    mm_case(k, pool, TM_DT_Q6G64, 0, 8, 13, 576); /* K % 128 = 64: a tail chunk, B = 8 */
+    mm_case(k, pool, TM_DT_Q6G64, 0, 2, 7, 896);
     static const int q8_shapes[][2] = {{1, 1}, {3, 17}, {19, 64}, {33, 100}, {7, 130}, {48, 1000}};
     for (size_t s = 0; s < sizeof q8_shapes / sizeof q8_shapes[0]; s++)
         for (int B = 1; B <= 8; B += 3 + (int)s % 2) {

@@ -8,8 +8,8 @@
 #include "quant/quant.h"
 
 static const tm_dtype ALL_ENC[] = {TM_DT_F32, TM_DT_F16, TM_DT_BF16, TM_DT_Q8PC,
-                                   TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32};
-static const tm_dtype Q_ENC[] = {TM_DT_Q8PC, TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32};
+                                   TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32, TM_DT_Q6G64};
+static const tm_dtype Q_ENC[] = {TM_DT_Q8PC, TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32, TM_DT_Q6G64};
 
 /* a small deterministic PRNG for test data (splitmix64) */
 static uint64_t rng_state = 0x1234567;
@@ -57,6 +57,13 @@ static void test_sizes(void)
     CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q4PC, 3, 64), 3 * 32);
     CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q4G64, 3, 128), 3 * 64);
     CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q4G32, 3, 128), 3 * 64);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q6G64, 3, 256), 3 * 192);
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q6G64, 3, 192), 3 * (96 + 64)); /* a 192-element tail superchunk */
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q6G64, 1, 896), 3 * 192 + 64 + 64);
+    CHECK_EQ_INT(tm_quant_scale_count(TM_DT_Q6G64, 3, 192), 9);
+    CHECK_EQ_INT(tm_quant_group_size(TM_DT_Q6G64, 192), 64);
+    CHECK(tm_quant_is_quantized(TM_DT_Q6G64) && tm_quant_is_encoding(TM_DT_Q6G64));
+    CHECK_EQ_INT(tm_dtype_from_name("int6g64"), TM_DT_Q6G64);
     CHECK_EQ_INT(tm_quant_scale_count(TM_DT_BF16, 3, 128), 0);
     CHECK_EQ_INT(tm_quant_scale_count(TM_DT_Q8PC, 3, 128), 3);
     CHECK_EQ_INT(tm_quant_scale_count(TM_DT_Q4PC, 3, 128), 3);
@@ -76,6 +83,9 @@ static void test_shape_rules(void)
     CHECK(strstr(err.msg, "int4g64") && strstr(err.msg, "K = 100") && strstr(err.msg, "multiple of 64"));
     CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4G64, 4, 96, &err), TM_E_INVALID);
     CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4G32, 4, 96, &err), TM_OK);
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q6G64, 4, 96, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "int6g64") && strstr(err.msg, "multiple of 64"));
+    CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q6G64, 4, 64, &err), TM_OK);
     CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4PC, 4, 96, &err), TM_OK);
     CHECK_EQ_INT(tm_quant_check_shape(TM_DT_Q4PC, 4, 48, &err), TM_E_INVALID);
     CHECK(strstr(err.msg, "multiple of 32") != NULL);
@@ -187,6 +197,44 @@ static void test_q4g64_layout(void)
         for (int j = 0; j < 16; j++) CHECK_EQ_INT(d[b * 16 + j], j | (j << 4));
 }
 
+/* int6: element k of a 448-wide row (a full superchunk, then a 192-element
+ * tail) holds q = (7k mod 64) - 32, so every group has -32 and scale 1; the
+ * bytes are checked against the layout of quant/quant.h written out here */
+static void test_q6_layout(void)
+{
+    enum { K = 448 };
+    float w[K];
+    int q[K];
+    for (int k = 0; k < K; k++) w[k] = (float)(q[k] = (7 * k) % 64 - 32);
+    uint8_t d[192 + 96 + 64], e[192 + 96 + 64] = {0};
+    float s[7];
+    CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q6G64, 1, K), sizeof d);
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q6G64, w, 1, K, d, s, NULL, NULL), TM_OK);
+    for (int g = 0; g < 7; g++) CHECK_NEAR(s[g], 1.0, 0);
+    for (int k = 0; k < K; k++) {
+        int sup = k / 256, el = k % 256, nib = sup < 1 ? 128 : 96, a = el / 128, j = el % 128 / 32, i = el % 32;
+        int p = 16 * j + i % 16, u = q[k] + 32;
+        uint8_t *sc = e + 192 * sup;
+        sc[64 * a + p] |= (uint8_t)((u & 15) << (i < 16 ? 0 : 4));
+        sc[nib + p] |= (uint8_t)((u >> 4) << (4 * a + (i < 16 ? 0 : 2)));
+    }
+    CHECK(memcmp(d, e, sizeof d) == 0);
+    int bad = 0;
+    for (int k = 0; k < K; k++) bad += tm_quant_q6_at(d, K, k) != q[k];
+    CHECK_EQ_INT(bad, 0);
+    float out[K];
+    tm_quant_dequant_row(TM_DT_Q6G64, d, s, K, 0, out);
+    CHECK(memcmp(out, w, sizeof w) == 0);
+    /* a positive extreme: d = 32 / -32 = -1; 31.5 |d| on the other side clamps to 31 */
+    float p[64] = {32.0f, -31.5f, -3.0f, 2.5f};
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q6G64, p, 1, 64, d, s, NULL, NULL), TM_OK);
+    CHECK_NEAR(s[0], -1.0, 0);
+    CHECK_EQ_INT(tm_quant_q6_at(d, 64, 0), -32);
+    CHECK_EQ_INT(tm_quant_q6_at(d, 64, 1), 31);
+    CHECK_EQ_INT(tm_quant_q6_at(d, 64, 2), 3);
+    CHECK_EQ_INT(tm_quant_q6_at(d, 64, 3), -2);   /* -2.5 to even */
+}
+
 static void test_q8_layout(void)
 {
     float w[6] = {127.0f, -63.5f, 0.5f, 1.5f, -127.0f, 2.5f};
@@ -242,10 +290,11 @@ static void test_roundtrip_bounds(void)
             else {
                 double d = fabs(sc[(i / K) * (K / G) + (i % K) / G]);
                 double x = (double)w[i] / sc[(i / K) * (K / G) + (i % K) / G];
-                if (enc == TM_DT_Q8PC || x <= 7.5) bad += diff > d / 2 * (1 + 1e-6);
+                double top = enc == TM_DT_Q6G64 ? 31.5 : 7.5;   /* the clamped side: q max + 1/2 */
+                if (enc == TM_DT_Q8PC || x <= top) bad += diff > d / 2 * (1 + 1e-6);
                 else {
                     clamped++;
-                    bad += x > 8.0 * (1 + 1e-6) || diff > d * (1 + 1e-6);
+                    bad += x > (top + 0.5) * (1 + 1e-6) || diff > d * (1 + 1e-6);
                 }
             }
         }
@@ -336,7 +385,7 @@ static void test_clip_search(void)
     float *w = malloc(sizeof(float) * N * K);
     for (int64_t i = 0; i < N * K; i++) w[i] = (float)(0.02 * rnd_student3());
     for (size_t e = 0; e < sizeof Q_ENC / sizeof Q_ENC[0]; e++)
-        check_clip(Q_ENC[e], w, N, K, Q_ENC[e] == TM_DT_Q8PC ? 0.005 : 0.03, "student-t");
+        check_clip(Q_ENC[e], w, N, K, Q_ENC[e] == TM_DT_Q8PC ? 0.005 : Q_ENC[e] == TM_DT_Q6G64 ? 0.01 : 0.03, "student-t");
     /* Gaussian with 1% outliers at 10 sigma */
     fill_gauss(w, N * K, 0.02);
     for (int64_t i = 0; i < N * K; i += 97) w[i] = (float)(i % 2 ? 0.2 : -0.2);
@@ -360,7 +409,7 @@ static void test_rmse(void)
     double ms = 0;
     for (int64_t i = 0; i < N * K; i++) ms += (double)w[i] * w[i];
     const struct { tm_dtype enc; double max_rel; } c[] = {
-        {TM_DT_Q8PC, 0.0095}, {TM_DT_Q4G32, 0.090}, {TM_DT_Q4G64, 0.100}, {TM_DT_Q4PC, 0.150},
+        {TM_DT_Q8PC, 0.0095}, {TM_DT_Q4G32, 0.090}, {TM_DT_Q4G64, 0.100}, {TM_DT_Q4PC, 0.150}, {TM_DT_Q6G64, 0.026},
         {TM_DT_BF16, 0.0025}, {TM_DT_F16, 0.0004},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
@@ -521,6 +570,7 @@ int main(void)
     test_shape_rules();
     test_q4_layout();
     test_q4g64_layout();
+    test_q6_layout();
     test_q8_layout();
     test_roundtrip_bounds();
     test_idempotent();

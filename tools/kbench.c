@@ -32,6 +32,7 @@
 #include "core/threadpool.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/kmeasure.h"
+#include "quant/quant.h"
 #include "runtime/kvcache.h"
 
 #include <time.h>
@@ -73,9 +74,7 @@ static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N,
 {
     if (M > 16) M = 16;
     if (N > 512) N = 512;
-    size_t nb = dt == TM_DT_BF16 ? (size_t)N * K * 2 : dt == TM_DT_Q8PC ? (size_t)N * K : (size_t)N * K / 2;
-    int G = dt == TM_DT_Q4G32 ? 32 : dt == TM_DT_Q4G64 ? 64 : K;
-    size_t ns = dt == TM_DT_BF16 ? 0 : (size_t)N * (K / G);
+    size_t nb = tm_quant_data_bytes(dt, N, K), ns = tm_quant_scale_count(dt, N, K);
     uint8_t *data = malloc(nb);
     float *sc = malloc((ns + 1) * sizeof(float)), *x = malloc(sizeof(float) * M * K);
     float *y = malloc(sizeof(float) * M * N), *yr = malloc(sizeof(float) * M * N);

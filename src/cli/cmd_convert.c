@@ -11,7 +11,7 @@
 static void convert_usage(FILE *f)
 {
     fputs("usage: tandem convert HF_DIR -o MODEL.tdm [--prefill-enc bf16|f16|int8|int4pc]\n"
-          "         [--decode-enc int4g64|int4g32|int8|bf16|f16] [--head-enc int8|int4g64|int4g32]\n"
+          "         [--decode-enc int4g64|int4g32|int6g64|int8|bf16|f16] [--head-enc int8|int6g64|int4g64|int4g32]\n"
           "         [--chunks 64,128,256,512]"
 " [--functions stateful,stateless] [--clip-search] [--threads N]\n\n"
           "Convert a Hugging Face model directory (config.json, *.safetensors, tokenizer.json,\n"

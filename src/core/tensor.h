@@ -18,6 +18,12 @@
  *                element j+16 in its high nibble, each stored as q+8, q in
  *                [-8, 7]. scales: f32 [N][K/G]. w = scale * q.
  *                K must be a multiple of 32 (and of G).
+ *   TM_DT_Q6G64  int6 symmetric, group size 64 (an output head's decode copy).
+ *                data: uint8, per row superchunks of 256 elements (the
+ *                last may hold 64, 128 or 192): nibbles (the low 4 bits of
+ *                q+32, packed like int4's blocks) then 64 bytes of their high
+ *                2 bits; see quant/quant.h. scales: f32 [N][K/64].
+ *                K must be a multiple of 64.
  */
 #ifndef TM_CORE_TENSOR_H
 #define TM_CORE_TENSOR_H
@@ -36,6 +42,7 @@ typedef enum tm_dtype {
     TM_DT_Q4PC = 17,
     TM_DT_Q4G64 = 18,
     TM_DT_Q4G32 = 19,
+    TM_DT_Q6G64 = 20,
 } tm_dtype;
 
 #define TM_MAX_DIMS 4

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "quant/quant.h"
 
 typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3 } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
@@ -651,12 +652,12 @@ static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_ten
                            s->name, tm_dtype_name(t->dtype), tm_dtype_name(m->dtype));
         return TM_OK;
     }
-    int quant = t->dtype == TM_DT_Q8PC || t->dtype == TM_DT_Q4PC || t->dtype == TM_DT_Q4G64 || t->dtype == TM_DT_Q4G32;
+    int quant = tm_quant_is_quantized(t->dtype);
     if (!quant || s->kind == TM_TK_VECTOR)
         return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
     int64_t N = s->shape[0], K = s->shape[1];
-    int64_t G = t->dtype == TM_DT_Q4G64 ? 64 : t->dtype == TM_DT_Q4G32 ? 32 : K;
-    size_t want = t->dtype == TM_DT_Q8PC ? (size_t)(N * K) : (size_t)(N * K / 2);
+    int64_t G = tm_quant_group_size(t->dtype, K);
+    size_t want = tm_quant_data_bytes(t->dtype, N, K);
     if ((t->dtype != TM_DT_Q8PC && K % 32) || K % G || !t->data || !t->scales || t->nbytes != want)
         return tm_errf(err, TM_E_INVALID, "tensor '%s': malformed %s encoding (%zu bytes for [%lld, %lld])", s->name,
                        tm_dtype_name(t->dtype), t->nbytes, (long long)N, (long long)K);

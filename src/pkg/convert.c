@@ -50,11 +50,13 @@ int tm_convert_check_opts(const tm_convert_opts *o, tm_err *err)
     tm_dtype p = o->prefill_enc, d = o->decode_enc;
     if (p != TM_DT_BF16 && p != TM_DT_F16 && p != TM_DT_Q8PC && p != TM_DT_Q4PC)
         return tm_errf(err, TM_E_INVALID, "--prefill-enc: %s is not one of bf16, f16, int8, int4pc", tm_dtype_name(p));
-    if (d != TM_DT_BF16 && d != TM_DT_F16 && d != TM_DT_Q8PC && d != TM_DT_Q4G64 && d != TM_DT_Q4G32)
-        return tm_errf(err, TM_E_INVALID, "--decode-enc: %s is not one of int4g64, int4g32, int8, bf16, f16",
+    if (d != TM_DT_BF16 && d != TM_DT_F16 && d != TM_DT_Q8PC && d != TM_DT_Q4G64 && d != TM_DT_Q4G32 &&
+        d != TM_DT_Q6G64)
+        return tm_errf(err, TM_E_INVALID, "--decode-enc: %s is not one of int4g64, int4g32, int6g64, int8, bf16, f16",
                        tm_dtype_name(d));
-    if (o->head_enc != TM_DT_Q8PC && o->head_enc != TM_DT_Q4G64 && o->head_enc != TM_DT_Q4G32)
-        return tm_errf(err, TM_E_INVALID, "--head-enc: %s is not one of int8, int4g64, int4g32",
+    if (o->head_enc != TM_DT_Q8PC && o->head_enc != TM_DT_Q4G64 && o->head_enc != TM_DT_Q4G32 &&
+        o->head_enc != TM_DT_Q6G64)
+        return tm_errf(err, TM_E_INVALID, "--head-enc: %s is not one of int8, int6g64, int4g64, int4g32",
                        tm_dtype_name(o->head_enc));
     if (o->n_chunks < 1 || o->n_chunks > TM_CONVERT_MAX_CHUNKS)
         return tm_errf(err, TM_E_INVALID, "--chunks: %d sizes, 1..%d allowed", o->n_chunks, TM_CONVERT_MAX_CHUNKS);

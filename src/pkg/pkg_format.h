@@ -73,7 +73,7 @@
  *       0    4 name_off, 4 4 name_len   e.g. "model.layers.0.mlp.up_proj.weight" (HF names)
  *       8    4 dtype          a tm_dtype code (core/tensor.h): 0 f32, 1 f16, 2 bf16,
  *                             3 i8, 4 i32, 16 int8 per-channel, 17 int4 per-channel,
- *                             18 int4 group-64, 19 int4 group-32
+ *                             18 int4 group-64, 19 int4 group-32, 20 int6 group-64
  *      12    4 ndim           1..4 (TM_MAX_DIMS)
  *      16   32 shape[4]       u64, outermost first (HF order); 1 <= shape[i] <=
  *                             2^40 for i < ndim, 0 for i >= ndim; elements <= 2^48
@@ -97,6 +97,8 @@
  *     int8 per-channel : data R*K bytes,    scales f32 [R]
  *     int4 (group G)   : data R*K/2 bytes,  scales f32 [R][K/G]; G = K for
  *                        per-channel, 64 or 32 otherwise; K % 32 == 0, K % G == 0
+ *     int6 (group 64)  : data R*(192 floor(K/256) + (t ? t/2 + 64 : 0)) bytes, t = K % 256,
+ *                        scales f32 [R][K/64]; K % 64 == 0 (quant/quant.h)
  *
  *   4.5 Document record (32 bytes): an embedded text file, stored verbatim
  *     off size field

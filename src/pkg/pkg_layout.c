@@ -171,6 +171,7 @@ int tm_pkg_encoding_sizes(uint32_t dtype, uint32_t ndim, const uint64_t *shape,
     case TM_DT_Q4PC: group = k; break;
     case TM_DT_Q4G64: group = 64; break;
     case TM_DT_Q4G32: group = 32; break;
+    case TM_DT_Q6G64: group = 64; break;
     default:
         *why = "unknown dtype code";
         return -1;
@@ -180,10 +181,11 @@ int tm_pkg_encoding_sizes(uint32_t dtype, uint32_t ndim, const uint64_t *shape,
         return -1;
     }
     if (k % 32 != 0 || k % group != 0) {
-        *why = "int4 encodings need K (the last dimension) to be a multiple of 32 and of the group size";
+        *why = "int4 / int6 encodings need K (the last dimension) to be a multiple of 32 and of the group size";
         return -1;
     }
-    *data_bytes = numel / 2;
+    /* int4: K / 2 bytes a row; int6: 192 per 256 elements, t / 2 + 64 for a tail of t (quant/quant.h) */
+    *data_bytes = dtype == TM_DT_Q6G64 ? rows * ((k / 256) * 192 + (k % 256 ? (k % 256) / 2 + 64 : 0)) : numel / 2;
     *scale_count = rows * (k / group);
     return 0;
 }

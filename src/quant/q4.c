@@ -19,8 +19,7 @@ static inline void quant_pack_block(const float *w /*[32]*/, float d, uint8_t *o
     for (int j = 0; j < TM_Q_BLOCK / 2; j++) out[j] = (uint8_t)(u[j] | (u[j + 16] << 4));
 }
 
-/* the signed element of largest magnitude of w [n], n % 32 == 0 */
-static float signed_absmax(const float *w, int64_t n)
+float tm_q_signed_absmax(const float *w, int64_t n)
 {
     float mx[TM_Q_BLOCK], mn[TM_Q_BLOCK];
     for (int j = 0; j < TM_Q_BLOCK; j++) mx[j] = mn[j] = w[j];
@@ -38,14 +37,20 @@ static float signed_absmax(const float *w, int64_t n)
     return -lo >= hi ? lo : hi;
 }
 
+float tm_q_sym_scale(const float *w, int64_t n, int qneg, int clip)
+{
+    const float m = tm_q_signed_absmax(w, n);
+    float d = m / (float)-qneg;
+    if (d == 0.0f && m != 0.0f) d = m > 0 ? -FLT_TRUE_MIN : FLT_TRUE_MIN;   /* tiny subnormal group */
+    if (clip) d = tm_q_clip_search(w, n, d, -qneg, qneg - 1);
+    if (d == 0.0f) d = 0.0f;   /* +0, not -0 (0 / -8) */
+    return d;
+}
+
 void tm_q4_quant_row(const float *w, int64_t K, int64_t G, uint8_t *data, float *scales, int clip)
 {
     for (int64_t g0 = 0; g0 < K; g0 += G) {
-        const float m = signed_absmax(w + g0, G);
-        float d = m / -8.0f;
-        if (d == 0.0f && m != 0.0f) d = m > 0 ? -FLT_TRUE_MIN : FLT_TRUE_MIN;   /* tiny subnormal group */
-        if (clip) d = tm_q_clip_search(w + g0, G, d, -8, 7);
-        if (d == 0.0f) d = 0.0f;   /* +0, not -0 (0 / -8) */
+        const float d = tm_q_sym_scale(w + g0, G, 8, clip);
         scales[g0 / G] = d;
         uint8_t *out = data + g0 / 2;
         if (d == 0.0f) {

@@ -48,6 +48,17 @@ void tm_q8_quant_row(const float *w /*[K]*/, int64_t K, int8_t *q /*[K]*/, float
 void tm_q8_dequant_row(const int8_t *q /*[K]*/, float scale, int64_t K, float *out /*[K]*/);
 void tm_q4_quant_row(const float *w /*[K]*/, int64_t K, int64_t G, uint8_t *data /*[K/2]*/,
                      float *scales /*[K/G]*/, int clip);
+void tm_q6_quant_row(const float *w /*[K]*/, int64_t K, uint8_t *data /*[row bytes]*/, float *scales /*[K/64]*/,
+                     int clip);
+void tm_q6_dequant_row(const uint8_t *data /*[row bytes]*/, const float *scales /*[K/64]*/, int64_t K,
+                       float *out /*[K]*/);
+/* tm_q_signed_absmax: the element of w [n] (n % 32 == 0) of largest
+ * magnitude, the negative one when +a and -a tie */
+float tm_q_signed_absmax(const float *w /*[n]*/, int64_t n);
+/* tm_q_sym_scale: a group's default symmetric scale m / -qneg (qneg = 8, 32):
+ * m encodes as -qneg exactly; a tiny subnormal group keeps the smallest
+ * subnormal; optionally clip-searched over [-qneg, qneg - 1]; never -0 */
+float tm_q_sym_scale(const float *w /*[n]*/, int64_t n, int qneg, int clip);
 void tm_q4_dequant_row(const uint8_t *data /*[K/2]*/, const float *scales /*[K/G]*/, int64_t K, int64_t G,
                        float *out /*[K]*/);
 

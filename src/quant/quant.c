@@ -1,5 +1,5 @@
 /* quant/quant.c: encoding table, shape rules, sizes, and the row-range
- * quantize / dequantize entry points that dispatch to q8.c, q4.c and the
+ * quantize / dequantize entry points that dispatch to q8.c, q4.c, q6.c and the
  * plain (f32 / f16 / bf16) conversions below. */
 #include "quant/quant-impl.h"
 
@@ -11,7 +11,7 @@ int tm_quant_is_encoding(tm_dtype enc)
 {
     switch (enc) {
     case TM_DT_F32: case TM_DT_F16: case TM_DT_BF16:
-    case TM_DT_Q8PC: case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32:
+    case TM_DT_Q8PC: case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: case TM_DT_Q6G64:
         return 1;
     default:
         return 0;
@@ -20,14 +20,14 @@ int tm_quant_is_encoding(tm_dtype enc)
 
 int tm_quant_is_quantized(tm_dtype enc)
 {
-    return enc == TM_DT_Q8PC || enc == TM_DT_Q4PC || enc == TM_DT_Q4G64 || enc == TM_DT_Q4G32;
+    return enc == TM_DT_Q8PC || enc == TM_DT_Q4PC || enc == TM_DT_Q4G64 || enc == TM_DT_Q4G32 || enc == TM_DT_Q6G64;
 }
 
 int64_t tm_quant_group_size(tm_dtype enc, int64_t K)
 {
     switch (enc) {
     case TM_DT_Q8PC: case TM_DT_Q4PC: return K;
-    case TM_DT_Q4G64: return 64;
+    case TM_DT_Q4G64: case TM_DT_Q6G64: return 64;
     case TM_DT_Q4G32: return 32;
     default: return 0;
     }
@@ -41,6 +41,7 @@ size_t tm_quant_row_bytes(tm_dtype enc, int64_t K)
     case TM_DT_F16: case TM_DT_BF16: return (size_t)K * 2;
     case TM_DT_Q8PC: return (size_t)K;
     case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: return (size_t)K / 2;
+    case TM_DT_Q6G64: return (size_t)(K / 256) * 192 + (K % 256 ? (size_t)(K % 256) / 2 + 64 : 0);
     default: return 0;
     }
 }
@@ -70,7 +71,7 @@ int tm_quant_check_shape(tm_dtype enc, int64_t N, int64_t K, tm_err *err)
     if (N > TM_QUANT_MAX_NUMEL / K)
         return tm_errf(err, TM_E_INVALID, "%s: N*K = %lld*%lld elements exceeds 2^40", nm, (long long)N,
                        (long long)K);
-    if (enc == TM_DT_Q4PC || enc == TM_DT_Q4G64 || enc == TM_DT_Q4G32) {
+    if (enc == TM_DT_Q4PC || enc == TM_DT_Q4G64 || enc == TM_DT_Q4G32 || enc == TM_DT_Q6G64) {
         int64_t G = tm_quant_group_size(enc, K);
         int64_t m = G > TM_Q_BLOCK ? G : TM_Q_BLOCK;
         if (enc == TM_DT_Q4PC) m = TM_Q_BLOCK;
@@ -126,6 +127,9 @@ static int64_t encode_row(tm_dtype enc, const float *w, int64_t K, void *drow, f
     }
     case TM_DT_Q8PC:
         tm_q8_quant_row(w, K, drow, srow, clip);
+        break;
+    case TM_DT_Q6G64:
+        tm_q6_quant_row(w, K, drow, srow, clip);
         break;
     default:
         tm_q4_quant_row(w, K, tm_quant_group_size(enc, K), drow, srow, clip);
@@ -200,6 +204,9 @@ void tm_quant_dequant_row(tm_dtype enc, const void *data, const float *scales, i
         tm_q4_dequant_row(d, scales + row * (K / G), K, G, out);
         break;
     }
+    case TM_DT_Q6G64:
+        tm_q6_dequant_row(d, scales + row * (K / 64), K, out);
+        break;
     default:
         break;
     }

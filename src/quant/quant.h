@@ -1,5 +1,6 @@
 /* quant/quant.h: weight encodings (bf16, f16, int8 per channel, int4 per
- * channel / group 64 / group 32) with reference quantize and dequantize.
+ * channel / group 64 / group 32, int6 group 64) with reference quantize and
+ * dequantize.
  *
  *   tm_err err = {0};
  *   size_t nb = tm_quant_data_bytes(TM_DT_Q4G64, N, K);       // packed bytes
@@ -22,18 +23,31 @@
  *          data uint8 [N][K/2] in blocks of 32 elements (16 bytes): byte j of a
  *          block = (q[j] + 8) | (q[j + 16] + 8) << 4, q in [-8, 7];
  *          scales f32 [N][K/G]; w = scale[n][k / G] * q. K % 32 == 0, K % G == 0.
+ *   Q6G64  (int6, group 64: for an output head between int8 and int4)
+ *          u = q + 32 in [0, 63], q in [-32, 31]; scales f32 [N][K/64]; K % 64 == 0.
+ *          A row is floor(K/256) superchunks of 256 elements, then a tail
+ *          superchunk of t = K % 256 elements if t > 0. A superchunk of n
+ *          elements is n/2 bytes of nibbles, then 64 bytes of crumbs. Its
+ *          element e lies in chunk a = e / 128 (A, B) at position p = 16 j + i,
+ *          with e % 128 = 32 j + 16 h + i (block j, half h, i < 16):
+ *            nibble byte 64 a + p holds u & 15 in its low (h = 0) or high
+ *            (h = 1) nibble (int4's block packing, chunk by chunk);
+ *            crumb byte p holds u >> 4 at bit 4 a + 2 h.
+ *          Full superchunks are 192 bytes = three 64-byte lines (aligned when
+ *          the row is): the kernels' unpack is one shift and one merge per
+ *          64 nibbles. Row bytes: 192 floor(K/256) + (t ? t/2 + 64 : 0).
  *   BF16 / F16 / F32  data [N][K] of that type, no scales.
  *
  * Quantizer rules (the reference; any faster quantizer must give identical
  * bytes): q = clamp(round_half_even(w / d), qmin, qmax) with the division in
- * f32. Default scale d per group: int8 d = absmax / 127; int4 d = m / -8 where
+ * f32. Default scale d per group: int8 d = absmax / 127; int4 d = m / -8 (int6: m / -32) where
  * m is the group's element of largest magnitude (the negative one when +a and
  * -a tie), so m itself encodes as -8 exactly (ggml Q4_0 style; about 11% lower
  * RMSE than absmax / 7 on Gaussian weights, see docs/encodings.md). d may thus
  * be negative. An all-zero group gets d = +0 and q = 0; a nonzero group whose
  * d underflows to 0 gets the smallest subnormal instead. Error bound:
  * |w - d q| <= |d| / 2, except int4 elements of the sign opposite to m with
- * |w| > 7.5 |d|, which clamp to 7 (error <= |d|).
+ * |w| > 7.5 |d| (int6: 31.5 |d|), which clamp to 7 (31) (error <= |d|).
  * With clip_search, d is chosen among d0 * c, c in {0.70, 0.71, ..., 1.00},
  * then refined by least squares, keeping whichever gives the lowest squared
  * error of the group (never worse than the default d0). */
@@ -56,10 +70,10 @@ typedef struct tm_quant_opts {
 } tm_quant_opts;
 
 /* tm_quant_is_encoding: 1 for the weight encodings handled here
- * (F32, F16, BF16, Q8PC, Q4PC, Q4G64, Q4G32), 0 otherwise. */
+ * (F32, F16, BF16, Q8PC, Q4PC, Q4G64, Q4G32, Q6G64), 0 otherwise. */
 int tm_quant_is_encoding(tm_dtype enc);
 
-/* tm_quant_is_quantized: 1 for Q8PC and the Q4 family (encodings with scales). */
+/* tm_quant_is_quantized: 1 for Q8PC, the Q4 family and Q6G64 (encodings with scales). */
 int tm_quant_is_quantized(tm_dtype enc);
 
 /* tm_quant_group_size: elements per scale along K: K for Q8PC/Q4PC, 64, 32;
@@ -79,7 +93,7 @@ size_t tm_quant_scale_count(tm_dtype enc, int64_t N, int64_t K);
 /* tm_quant_check_shape: TM_OK if an [N][K] weight can be stored in `enc`;
  * otherwise TM_E_INVALID (or TM_E_UNSUPPORTED for a non-encoding) with a
  * message naming the rule, e.g. "int4g64: K = 100 is not a multiple of 64".
- * Rules: 1 <= N, K < 2^31, N*K <= 2^40; Q4*: K % 32 == 0; Q4G64: K % 64 == 0. */
+ * Rules: 1 <= N, K < 2^31, N*K <= 2^40; Q4*: K % 32 == 0; Q4G64, Q6G64: K % 64 == 0. */
 int tm_quant_check_shape(tm_dtype enc, int64_t N, int64_t K, tm_err *err);
 
 /* tm_quant_quantize: encode a whole f32 weight w [N][K] into data
@@ -118,6 +132,20 @@ static inline void tm_quant_q4_unpack_block(const uint8_t *b /*[16]*/, int8_t *q
         q[j] = (int8_t)((b[j] & 0x0f) - 8);
         q[j + 16] = (int8_t)((b[j] >> 4) - 8);
     }
+}
+
+/* tm_quant_q6_at: q in [-32, 31] of element k of a Q6G64 row of K elements
+ * (the layout above, spelled out element by element: for references and
+ * tests, not for speed). */
+static inline int tm_quant_q6_at(const uint8_t *row, int64_t K, int64_t k)
+{
+    int64_t s = k / 256;
+    int e = (int)(k % 256), a = e / 128, j = e % 128 / 32, h = e % 32 / 16, p = 16 * j + e % 16;
+    const uint8_t *sc = row + 192 * s;
+    int nib = s < K / 256 ? 128 : (int)(K % 256) / 2;   /* nibble bytes of this superchunk */
+    int lo = (sc[64 * a + p] >> (4 * h)) & 15;
+    int hi = (sc[nib + p] >> (4 * a + 2 * h)) & 3;
+    return (lo | hi << 4) - 32;
 }
 
 #endif

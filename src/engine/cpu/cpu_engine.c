@@ -267,7 +267,7 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
         for (size_t i = 0; i < sizeof cand / sizeof cand[0] && !w; i++) {
             if (!cand[i]) continue;
             tm_dtype d = tm_kweight_dtype(cand[i]);
-            int kind = d == TM_DT_Q8PC ? 1 : d == TM_DT_BF16 ? 2 : (d == TM_DT_Q4G64 || d == TM_DT_Q4G32 || d == TM_DT_Q4PC) ? 0 : -1;
+            int kind = d == TM_DT_Q8PC ? 1 : d == TM_DT_BF16 ? 2 : tm_kdt_block32(d) ? 0 : -1;
             if (kind == op) w = cand[i];
         }
         if (!w) continue;
@@ -980,6 +980,7 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
         caps->encodings[n++] = TM_DT_Q4G64;
         caps->encodings[n++] = TM_DT_Q4G32;
         caps->encodings[n++] = TM_DT_Q4PC;
+        caps->encodings[n++] = TM_DT_Q6G64;
         if (!(v->roles & TM_ROLE_PREFILL)) {
             caps->encodings[n++] = TM_DT_Q8PC;
             caps->encodings[n++] = TM_DT_BF16;

@@ -3,6 +3,9 @@
  *  int4: a 32-byte load is 2 blocks (one per 128-bit lane); maddubs(u8
  *        nibble q+8, s8 x) then madd(1) give 4 int32 per block, the
  *        accumulator starts at -2 sum(x_block) per lane to remove the +8.
+ *        int6 (Q6G64): a 64-element step is 32 nibble bytes of a 192-byte
+ *        superchunk, its top bits from 32 of the superchunk's 64 crumb bytes
+ *        shifted into bits 4-5 (-8 sum per lane removes the +32).
  *  int8: x back to s8, then maddubs(|w|, sign(x, w)) (no saturation: |x| <=
  *        127, |w| <= 128) and madd(1).
  *  bf16: widen to f32 (a shift), FMA. */
@@ -34,7 +37,7 @@ typedef struct q4_ctx {
     float *y;
 } q4_ctx;
 
-static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float *s, int32_t *bs)
+static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float *s, int32_t *bs, int off)
 {
     int K = x->K;
     for (int b = 0; b < x->M; b++) {
@@ -50,7 +53,7 @@ static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float 
                     hi[16 * j + e] = in ? q[32 * blk + 16 + e] : 0;
                 }
                 for (int e = 0; e < 4; e++) {
-                    corr[4 * j + e] = in ? -2 * bs[blk] : 0;
+                    corr[4 * j + e] = in ? -(off / 4) * bs[blk] : 0;
                     xs[4 * j + e] = in ? s[blk] : 0.f;
                 }
             }
@@ -63,13 +66,27 @@ static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float 
     }
 }
 
+/* 64-element step c of a row at wp: int4, 32 bytes each; int6, half c % 2
+ * of chunk c / 2 (A or B of superchunk c / 4, whose crumbs lie 128 bytes
+ * in, or cro for the tail): its crumbs are the 32 bytes of that half, A's
+ * in bits 0-1 / 2-3, B's in 4-5 / 6-7 */
 AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk2 *xb, int nch, int c, int B, int G, int tail,
-                 __m256 *fs)
+                 const int Q6, int cro, __m256 *fs)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256i wv = tail ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(wp + 32 * c)))
-                      : _mm256_loadu_si256((const __m256i *)(wp + 32 * c));
+    const int isB = c / 2 % 2, hh = c % 2;
+    const uint8_t *cp = Q6 ? wp + 192 * (c / 4) + 64 * isB + 32 * hh : wp + 32 * c;
+    __m256i wv = tail ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)cp))
+                      : _mm256_loadu_si256((const __m256i *)cp);
     __m256i wlo = _mm256_and_si256(wv, m4), whi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
+    if (Q6) {
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        __m256i cv = _mm256_loadu_si256((const __m256i *)(wp + 192 * (c / 4) + cro + 32 * hh));
+        __m256i tl = isB ? cv : _mm256_slli_epi16(cv, 4);
+        __m256i th = isB ? _mm256_srli_epi16(cv, 2) : _mm256_slli_epi16(cv, 2);
+        wlo = _mm256_or_si256(wlo, _mm256_and_si256(tl, m30));
+        whi = _mm256_or_si256(whi, _mm256_and_si256(th, m30));
+    }
     __m256 wsl = _mm256_setzero_ps();
     if (G == 32) {
         __m128 v = tail ? _mm_load_ss(ws + 2 * c) : _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ws + 2 * c)));
@@ -102,7 +119,7 @@ static int32_t hsum8i(__m256i a)
     return _mm_cvtsi128_si32(s);
 }
 
-AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
+AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G, const int Q6)
 {
     const tm_kweight *w = c->w;
     int ng = w->K / w->G;
@@ -113,12 +130,13 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm256_setzero_ps();
         int cc = 0;
+        const int cb = Q6 ? 48 : 32, nsup = w->K / 256, tcro = w->K % 256 / 2;
         for (; cc < c->nfull; cc++) {
-            _mm_prefetch((const char *)wp + 32 * cc + 2048, _MM_HINT_T0); /* see gemv_avx512.c */
-            _mm_prefetch((const char *)wp + 32 * cc + 8192, _MM_HINT_T1);
-            q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 0, fs);
+            _mm_prefetch((const char *)wp + cb * cc + 2048, _MM_HINT_T0); /* see gemv_avx512.c */
+            _mm_prefetch((const char *)wp + cb * cc + 8192, _MM_HINT_T1);
+            q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 0, Q6, cc / 4 < nsup ? 128 : tcro, fs);
         }
-        if (c->tail) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 1, fs);
+        if (c->tail) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 1, 0, 0, fs);
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
             float v = hsum8(fs[b]);
@@ -144,9 +162,10 @@ static void q4_rows(void *ctx, int n0, int n1, int worker)
     (void)worker;
     const q4_ctx *c = ctx;
     switch (c->w->dtype) {
-    case TM_DT_Q4G32: CASE_B(q4_rows_t, 32) break;
-    case TM_DT_Q4G64: CASE_B(q4_rows_t, 64) break;
-    default: CASE_B(q4_rows_t, 0) break;
+    case TM_DT_Q4G32: CASE_B(q4_rows_t, 32, 0) break;
+    case TM_DT_Q4G64: CASE_B(q4_rows_t, 64, 0) break;
+    case TM_DT_Q6G64: CASE_B(q4_rows_t, 64, 1) break;
+    default: CASE_B(q4_rows_t, 0, 0) break;
     }
 }
 
@@ -161,7 +180,7 @@ static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     int8_t *q = tm_kbuf_at(ws, xbytes);
     float *s = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K));
     int32_t *bs = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4));
-    q4_prepare(x, xc, nch, q, s, bs);
+    q4_prepare(x, xc, nch, q, s, bs, w->dtype == TM_DT_Q6G64 ? 32 : 8);
     q4_ctx c = {w, xc, x->M, nch, K / 64, (K % 64) / 32, y};
     tm_kgemv_run(w->N, 1, q4_rows, &c, pool);
     return TM_OK;

@@ -10,6 +10,11 @@
  * the per-lane scale ws(block) * xs(block). The +8 is removed once per row:
  * minus sum over groups of ws(group) * sum over its blocks of xs 8 sum(x).
  *
+ * int6 (Q6G64) is the same loop over 192-byte superchunks: two 64-byte
+ * nibble loads as int4's, then one 64-byte load of their crumbs (the top 2
+ * bits of u = q + 32), each chunk half's crumbs moved to bits 4-5 by one
+ * shift and merged by one ternlog; the offset to remove is 32.
+ *
  * int8 (Q8PC): dpbusd(u8 x + 128, s8 w), minus 128 colsum[n] at the end.
  * bf16: dpbf16ps on pairs, f32 sums. */
 #include <string.h>
@@ -47,7 +52,7 @@ typedef struct q4_ctx {
  * is per x row and weight group: cg[g] = sum over g's blocks of xs (-8 bsum),
  * which the row's epilogue dots with the row's group scales. G = 0 (per
  * channel): one group spanning the row. */
-static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, float *cg, int nch, int G)
+static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, float *cg, int nch, int G, int off)
 {
     int K = x->K, nb = K / 32, bpg = G ? G / 32 : nb, ng = nb / bpg;
     for (int b = 0; b < x->M; b++) {
@@ -74,7 +79,7 @@ static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, float *cg, int 
                 _mm_storeu_si128((__m128i *)(hi + 16 * j), _mm512_cvtepi32_epi8(q1));
                 int32_t bsum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
                 xs[j] = amax / 127.f;
-                cgb[blk / bpg] += xs[j] * (float)(-8 * bsum);
+                cgb[blk / bpg] += xs[j] * (float)(-off * bsum);
             }
         }
     }
@@ -99,13 +104,22 @@ AI __m512 q4_scale(const float *ws, const float *xs, int c, int G, __mmask8 m)
                                  _mm512_castps128_ps512(s4));
 }
 
-AI void q4_chunk(const uint8_t *wp, const float *ws, const q4_ctx *ctx, int c, int B, int G, __mmask64 bm,
-                 __mmask8 sm, __m512 *fs)
+/* chunk c of a row: its nibbles wv (a 64-byte load, or fewer bytes masked)
+ * split into the blocks' first halves (lo) and second halves (hi), each
+ * against x's chunk, scaled per block. For int6, top2lo / top2hi are the
+ * chunk's crumbs already in bits 4-5 (garbage elsewhere), merged by one
+ * ternlog each. */
+AI void q4_chunk(__m512i wv, __m512i top2lo, __m512i top2hi, const float *ws, const q4_ctx *ctx, int c, int B,
+                 int G, const int Q6, __mmask8 sm, __m512 *fs)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512i wv = bm == (__mmask64)-1 ? _mm512_loadu_si512(wp + 64 * c) : _mm512_maskz_loadu_epi8(bm, wp + 64 * c);
     __m512i wlo = _mm512_and_si512(wv, m4);
     __m512i whi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+    if (Q6) {
+        const __m512i m30 = _mm512_set1_epi8(0x30);
+        wlo = _mm512_ternarylogic_epi32(wlo, top2lo, m30, 0xf8); /* a | (b & c) */
+        whi = _mm512_ternarylogic_epi32(whi, top2hi, m30, 0xf8);
+    }
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
         const xchunk *xc = ctx->x + (size_t)c * B + b;
@@ -114,6 +128,22 @@ AI void q4_chunk(const uint8_t *wp, const float *ws, const q4_ctx *ctx, int c, i
         __m512 sc = q4_scale(ws, ctx->xs + ((size_t)c * B + b) * 4, c, G, sm);
         fs[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sc, fs[b]);
     }
+}
+
+AI __m512i nib_load(const uint8_t *p, __mmask64 bm)
+{
+    return bm == (__mmask64)-1 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(bm, p);
+}
+
+/* int6 chunk c, the A (first) or B (second) chunk of its superchunk at sp,
+ * whose crumbs lie cro bytes in: A's top bits are crumb bits 0-1 / 2-3,
+ * B's 4-5 / 6-7 (quant/quant.h) */
+AI void q6_chunk(const uint8_t *sp, int cro, const int isB, const float *ws, const q4_ctx *ctx, int c, int B,
+                 __mmask64 bm, __mmask8 sm, __m512 *fs)
+{
+    __m512i cv = _mm512_loadu_si512(sp + cro);
+    __m512i tl = isB ? cv : _mm512_slli_epi16(cv, 4), th = isB ? _mm512_srli_epi16(cv, 2) : _mm512_slli_epi16(cv, 2);
+    q4_chunk(nib_load(sp + 64 * isB, bm), tl, th, ws, ctx, c, B, 64, 1, sm, fs);
 }
 
 /* sum_g ws[g] cg[g] over the row's ng groups */
@@ -144,7 +174,7 @@ AI float q4_corr(const float *ws, const float *cg, int ng)
 #define Q4_PREFETCH_L2 8192
 #endif
 
-AI void q4_row(const q4_ctx *c, int n, const int B, const int G)
+AI void q4_row(const q4_ctx *c, int n, const int B, const int G, const int Q6)
 {
     const tm_kweight *w = c->w;
     const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
@@ -154,15 +184,30 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G)
     for (int b = 0; b < B; b++) fs[b] = _mm512_setzero_ps();
     int cc = 0;
     const __mmask8 full_sm = G == 32 ? 0xf : 0x3; /* weight scales per chunk: 4 (G32) or 2 (G64) */
-    for (; cc < c->nfull; cc++) {
-        _mm_prefetch((const char *)wp + 64 * cc + Q4_PREFETCH, _MM_HINT_T0);
-        _mm_prefetch((const char *)wp + 64 * cc + Q4_PREFETCH_L2, _MM_HINT_T1);
-        q4_chunk(wp, ws, c, cc, B, G, (__mmask64)-1, full_sm, fs);
-    }
-    if (c->tail_blocks) {
-        __mmask64 bm = ((__mmask64)1 << (16 * c->tail_blocks)) - 1;
-        __mmask8 sm = (__mmask8)((1u << (G == 32 ? c->tail_blocks : c->tail_blocks / 2)) - 1);
-        q4_chunk(wp, ws, c, cc, B, G, bm, sm, fs);
+    const __m512i z = _mm512_setzero_si512();
+    const __mmask64 all = (__mmask64)-1, tbm = ((__mmask64)1 << (16 * c->tail_blocks)) - 1;
+    const __mmask8 tsm = (__mmask8)((1u << (G == 32 ? c->tail_blocks : c->tail_blocks / 2)) - 1);
+    if (Q6) { /* superchunks of 2 chunks: 192 bytes, crumbs 128 in; the tail's t/2 in */
+        const int K = w->K, nsup = K / 256, tcro = (K % 256) / 2;
+        for (int s = 0; s < nsup; s++, cc += 2) {
+            const uint8_t *sp = wp + 192 * s;
+            for (int l = 0; l < 3; l++) {
+                _mm_prefetch((const char *)sp + 64 * l + Q4_PREFETCH, _MM_HINT_T0);
+                _mm_prefetch((const char *)sp + 64 * l + Q4_PREFETCH_L2, _MM_HINT_T1);
+            }
+            q6_chunk(sp, 128, 0, ws, c, cc, B, all, full_sm, fs);
+            q6_chunk(sp, 128, 1, ws, c, cc + 1, B, all, full_sm, fs);
+        }
+        const uint8_t *sp = wp + 192 * nsup;
+        if (cc < c->nfull) q6_chunk(sp, tcro, 0, ws, c, cc++, B, all, full_sm, fs);   /* t = 128, 192 */
+        if (c->tail_blocks) q6_chunk(sp, tcro, cc % 2, ws, c, cc, B, tbm, tsm, fs); /* t = 64 (A), 192 (B) */
+    } else {
+        for (; cc < c->nfull; cc++) {
+            _mm_prefetch((const char *)wp + 64 * cc + Q4_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)wp + 64 * cc + Q4_PREFETCH_L2, _MM_HINT_T1);
+            q4_chunk(nib_load(wp + 64 * cc, all), z, z, ws, c, cc, B, G, 0, full_sm, fs);
+        }
+        if (c->tail_blocks) q4_chunk(nib_load(wp + 64 * cc, tbm), z, z, ws, c, cc, B, G, 0, tsm, fs);
     }
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
@@ -172,21 +217,21 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G)
     }
 }
 
-AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G)
+AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G, const int Q6)
 {
-    for (int n = n0; n < n1; n++) q4_row(c, n, B, G);
+    for (int n = n0; n < n1; n++) q4_row(c, n, B, G, Q6);
 }
 
-#define Q4_CASE_B(G_)                                                     \
+#define Q4_CASE_B(G_, Q6_)                                                \
     switch (c->B) {                                                       \
-    case 1: q4_rows_t(c, n0, n1, 1, G_); break;                           \
-    case 2: q4_rows_t(c, n0, n1, 2, G_); break;                           \
-    case 3: q4_rows_t(c, n0, n1, 3, G_); break;                           \
-    case 4: q4_rows_t(c, n0, n1, 4, G_); break;                           \
-    case 5: q4_rows_t(c, n0, n1, 5, G_); break;                           \
-    case 6: q4_rows_t(c, n0, n1, 6, G_); break;                           \
-    case 7: q4_rows_t(c, n0, n1, 7, G_); break;                           \
-    default: q4_rows_t(c, n0, n1, 8, G_); break;                          \
+    case 1: q4_rows_t(c, n0, n1, 1, G_, Q6_); break;                      \
+    case 2: q4_rows_t(c, n0, n1, 2, G_, Q6_); break;                      \
+    case 3: q4_rows_t(c, n0, n1, 3, G_, Q6_); break;                      \
+    case 4: q4_rows_t(c, n0, n1, 4, G_, Q6_); break;                      \
+    case 5: q4_rows_t(c, n0, n1, 5, G_, Q6_); break;                      \
+    case 6: q4_rows_t(c, n0, n1, 6, G_, Q6_); break;                      \
+    case 7: q4_rows_t(c, n0, n1, 7, G_, Q6_); break;                      \
+    default: q4_rows_t(c, n0, n1, 8, G_, Q6_); break;                     \
     }
 
 static void q4_rows(void *ctx, int n0, int n1, int worker)
@@ -194,9 +239,10 @@ static void q4_rows(void *ctx, int n0, int n1, int worker)
     (void)worker;
     const q4_ctx *c = ctx;
     switch (c->w->dtype) {
-    case TM_DT_Q4G32: Q4_CASE_B(32) break;
-    case TM_DT_Q4G64: Q4_CASE_B(64) break;
-    default: Q4_CASE_B(0) break;
+    case TM_DT_Q4G32: Q4_CASE_B(32, 0) break;
+    case TM_DT_Q4G64: Q4_CASE_B(64, 0) break;
+    case TM_DT_Q6G64: Q4_CASE_B(64, 1) break;
+    default: Q4_CASE_B(0, 0) break;
     }
 }
 
@@ -210,7 +256,7 @@ static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     if (tm_kbuf_reserve(ws, bytes_x + bytes_s + (size_t)x->M * ng * sizeof(float) + 64)) return TM_E_NOMEM;
     xchunk *xc = tm_kbuf_at(ws, 0);
     float *xs = tm_kbuf_at(ws, bytes_x), *cg = tm_kbuf_at(ws, bytes_x + bytes_s);
-    q4_prepare(x, xc, xs, cg, nch, G);
+    q4_prepare(x, xc, xs, cg, nch, G, w->dtype == TM_DT_Q6G64 ? 32 : 8);
     q4_ctx c = {w, xc, xs, cg, x->M, nch, K / 128, (K % 128) / 32, ng, y};
     tm_kgemv_run(w->N, 1, q4_rows, &c, pool);
     return TM_OK;

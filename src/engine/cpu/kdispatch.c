@@ -224,8 +224,7 @@ static int act_ok(const tm_kact *x, const tm_kweight *w)
 int tm_kcheck_gemv(const tm_kweight *w, const tm_kact *x, int want)
 {
     if (!w || !act_ok(x, w) || x->M > TM_KGEMV_MAX_B) return TM_E_INVALID;
-    int q4 = w->dtype == TM_DT_Q4PC || w->dtype == TM_DT_Q4G64 || w->dtype == TM_DT_Q4G32;
-    if (want == 4 ? !q4 : (int)w->dtype != want) return TM_E_INVALID;
+    if (want == 4 ? !tm_kdt_block32(w->dtype) : (int)w->dtype != want) return TM_E_INVALID;
     if (want == 4 && !x->f32) return TM_E_INVALID;                   /* block-32 quantization is internal */
     if (want == TM_DT_BF16 && !x->f32 && !x->bf16) return TM_E_INVALID;
     if (want == TM_DT_Q8PC && !x->f32 && !x->q8) return TM_E_INVALID;
@@ -326,7 +325,7 @@ int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float
     typedef int (*op_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
     op_fn gemv, gemm = NULL;
     switch (w->dtype) {
-    case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: gemv = k->gemv_q4; break;
+    case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: case TM_DT_Q6G64: gemv = k->gemv_q4; break;
     case TM_DT_Q8PC: gemv = k->gemv_q8; gemm = k->gemm_q8; break;
     case TM_DT_BF16: gemv = k->gemv_bf16; gemm = k->gemm_bf16; break;
     default: return tm_errf(err, TM_E_UNSUPPORTED, "matmul: weight dtype %s", tm_dtype_name(w->dtype));

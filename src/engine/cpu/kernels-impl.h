@@ -20,10 +20,10 @@
 #include "engine/cpu/kernels.h"
 
 struct tm_kweight {
-    tm_dtype dtype;        /* BF16, Q8PC, Q4PC, Q4G64, Q4G32 */
+    tm_dtype dtype;        /* BF16, Q8PC, Q4PC, Q4G64, Q4G32, Q6G64 */
     int N, K;
-    int G;                 /* Q4*: elements per scale (32, 64, or K); Q8PC: K */
-    const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K], q4 [N][K/2] */
+    int G;                 /* Q4*, Q6G64: elements per scale (32, 64, or K); Q8PC: K */
+    const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K], q4 [N][K/2], q6 (quant.h) */
     const float *scales;   /* borrowed: [N] (Q8PC, Q4PC) or [N][K/G] */
     size_t row_bytes;      /* bytes per row of data */
     int32_t *colsum;       /* Q8PC: [Np] sum_k q[n][k] (owned) */
@@ -67,7 +67,7 @@ const uint8_t *tm_kact_get_q8(const tm_kact *x, tm_kbuf *ws, size_t off, tm_kqua
                               const float **scale, struct tm_pool *pool);
 
 /* Argument checks shared by all variants: TM_OK or TM_E_INVALID. */
-int tm_kcheck_gemv(const tm_kweight *w, const tm_kact *x, int want /* 4: any Q4, else the dtype */);
+int tm_kcheck_gemv(const tm_kweight *w, const tm_kact *x, int want /* 4: the block-32 family, else the dtype */);
 int tm_kcheck_gemm(const tm_kweight *w, const tm_kact *x, tm_dtype want);
 
 /* Thread drivers. GEMV: rows [n0, n1) of W per task, n0 a multiple of

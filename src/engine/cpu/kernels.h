@@ -17,10 +17,11 @@
  *
  * Numerics (normative: every variant computes this, the scalar reference in
  * ref_*.c spells it out):
- *  - int4 weights (Q4*): x is quantized per 32-element block b of each row:
+ *  - int4 and int6 weights (Q4*, Q6G64): x is quantized per 32-element block b of each row:
  *    s_b = max|x_b| / 127, q = round_half_even(x * (127 / max|x_b|)) (0 if the
  *    block is all zero), then y = sum_b ws(b) * s_b * sum_{k in b} q_w[k] q_x[k]
- *    with exact integer block dots (VNNI: dpbusd on nibbles q+8, minus 8*sum q_x).
+ *    with exact integer block dots (VNNI: dpbusd on nibbles q+8 (int6: q+32, its top
+ *    2 bits merged in), minus 8 (32) sum q_x).
  *  - int8 weights (Q8PC, decode and W8A8 prefill): x is quantized per row:
  *    s = max|x| / 127, q as above; y = ws[n] * s * sum_k q_w q_x (exact int32).
  *    Prepared int8 activations are stored offset-binary: u8 = q + 128
@@ -78,8 +79,15 @@ enum {
 void *tm_khuge_alloc(size_t n);
 int tm_khuge_ok(void);
 
-/* tm_kpack_init: bind a weight tensor [N][K] in BF16, Q8PC, Q4PC, Q4G64 or
- * Q4G32 (TM_KPACK_GEMM: BF16 and Q8PC only). The tensor's data and scales
+/* The block-32 family: weights whose GEMV quantizes x per block of 32
+ * (gemv_q4 takes them all): int4 (Q4PC, Q4G64, Q4G32) and int6 (Q6G64). */
+static inline int tm_kdt_block32(tm_dtype d)
+{
+    return d == TM_DT_Q4PC || d == TM_DT_Q4G64 || d == TM_DT_Q4G32 || d == TM_DT_Q6G64;
+}
+
+/* tm_kpack_init: bind a weight tensor [N][K] in BF16, Q8PC, Q4PC, Q4G64,
+ * Q4G32 or Q6G64 (TM_KPACK_GEMM: BF16 and Q8PC only). The tensor's data and scales
  * are borrowed (e.g. an mmap) and must outlive the tm_kweight. Errors name
  * the tensor and the field (dtype, shape, nbytes). */
 int tm_kpack_init(tm_kweight **out, const tm_tensor *w, int uses, tm_err *err);
@@ -190,7 +198,8 @@ typedef struct tm_kattn_decode {
 typedef struct tm_kernels {
     const char *name;          /* variant: "scalar", "avx2", "avx512", "amx" (or "amx-emu") */
 
-    /* Decode GEMV, y[M][N] = x[M][K] . W[N][K]^T for M = 1..TM_KGEMV_MAX_B.
+    /* Decode GEMV, y[M][N] = x[M][K] . W[N][K]^T for M = 1..TM_KGEMV_MAX_B
+     * (gemv_q4: the int4 encodings and int6).
      * Each returns TM_OK, TM_E_INVALID (w's dtype/shape vs the op, M out of
      * range) or TM_E_NOMEM (ws). */
     int (*gemv_q4)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
@@ -258,7 +267,7 @@ const char *const *tm_kernels_variants(void);
 const char *tm_kernels_op_source(const tm_kernels *k, int i);
 
 /* tm_kmatmul: y[M][N] = x . W^T with the op matching w's encoding: GEMV for
- * M <= TM_KGEMV_MAX_B (or int4 weights, in row blocks of 8), GEMM otherwise
+ * M <= TM_KGEMV_MAX_B (or int4 / int6 weights, in row blocks of 8), GEMM otherwise
  * (if w was packed for it). */
 int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float *y,
                tm_kbuf *ws, struct tm_pool *pool, tm_err *err);

@@ -7,6 +7,7 @@
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kmeasure.h"
+#include "quant/quant.h"
 
 uint64_t tm_kavx2_read_sum(const void *p, size_t bytes); /* kmeasure_avx2.c */
 uint64_t tm_kavx512_read_sum(const void *p, size_t bytes); /* kmeasure_avx512.c */
@@ -35,29 +36,10 @@ typedef struct synth {
     tm_kweight *w;
 } synth;
 
-static size_t data_bytes(tm_dtype dt, int N, int K)
-{
-    switch (dt) {
-    case TM_DT_BF16: return (size_t)N * K * 2;
-    case TM_DT_Q8PC: return (size_t)N * K;
-    default: return (size_t)N * K / 2;
-    }
-}
-
-static size_t scale_count(tm_dtype dt, int N, int K)
-{
-    switch (dt) {
-    case TM_DT_Q8PC: case TM_DT_Q4PC: return (size_t)N;
-    case TM_DT_Q4G64: return (size_t)N * (K / 64);
-    case TM_DT_Q4G32: return (size_t)N * (K / 32);
-    default: return 0;
-    }
-}
-
 static int synth_init(synth *s, tm_dtype dt, int N, int K, int uses, uint64_t seed, tm_err *err)
 {
     memset(s, 0, sizeof *s);
-    size_t nb = data_bytes(dt, N, K), ns = scale_count(dt, N, K);
+    size_t nb = tm_quant_data_bytes(dt, N, K), ns = tm_quant_scale_count(dt, N, K);
     s->data = aligned_alloc(64, (nb + 63) & ~(size_t)63);
     s->scales = ns ? malloc(ns * sizeof(float)) : NULL;
     if (!s->data || (ns && !s->scales)) {
@@ -117,7 +99,7 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
     memset(out, 0, sizeof *out);
     if (B < 1 || B > TM_KGEMV_MAX_B || N < 1 || K < 32 || K % 64)
         return tm_errf(err, TM_E_INVALID, "kmeasure gemv: B %d, N %d, K %d out of range", B, N, K);
-    size_t one = data_bytes(dt, N, K) + scale_count(dt, N, K) * sizeof(float);
+    size_t one = tm_quant_data_bytes(dt, N, K) + tm_quant_scale_count(dt, N, K) * sizeof(float);
     int nw = (int)((total_bytes + one - 1) / one);
     if (nw < 1) nw = 1;
     if (nw > 4096) return tm_errf(err, TM_E_INVALID, "kmeasure gemv: %d weights", nw);
@@ -209,7 +191,7 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
         out->cpu_seconds = cpu_s() - c0;
             out->calls = calls;
             out->gflops = 2.0 * M * (double)N * K * (double)calls / t / 1e9;
-            out->gbps = (double)data_bytes(dt, N, K) * (double)calls / t / 1e9;
+            out->gbps = (double)tm_quant_data_bytes(dt, N, K) * (double)calls / t / 1e9;
         } else {
             tm_errf(err, rc, "kmeasure gemm %s: op failed", tm_dtype_name(dt));
         }

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "engine/cpu/kernels-impl.h"
+#include "quant/quant.h"
 
 #define KP_MAX_DIM ((int64_t)1 << 31)
 #define KP_MAX_NUMEL ((int64_t)1 << 40)
@@ -130,7 +131,7 @@ static int pack_q8(tm_kweight *w)
 
 /* a CPU weight's row in dtype: bytes of data and elements per scale (G: K
  * for per-channel); TM_E_UNSUPPORTED for a dtype with no kernel,
- * TM_E_INVALID for a K the int4 layouts cannot hold */
+ * TM_E_INVALID for a K the int4 / int6 layouts cannot hold */
 static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
 {
     *G = K;
@@ -140,9 +141,10 @@ static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
     case TM_DT_Q4G32: *G = 32; break;
     case TM_DT_Q4G64: *G = 64; break;
     case TM_DT_Q4PC: break;
+    case TM_DT_Q6G64: *G = 64; break;
     default: return TM_E_UNSUPPORTED;
     }
-    *row_bytes = (size_t)K / 2;
+    *row_bytes = tm_quant_row_bytes(dt, K);
     return K % 32 || K % *G ? TM_E_INVALID : TM_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/cpu/kernels-impl.h"
+#include "quant/quant.h"
 
 void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum)
 {
@@ -28,8 +29,10 @@ void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum
     }
 }
 
-static inline int q4_at(const uint8_t *row, int k)
+/* q of element k of a block-32 family row (int4: core/tensor.h; int6: quant/quant.h) */
+static inline int blk_at(const tm_kweight *w, const uint8_t *row, int k)
 {
+    if (w->dtype == TM_DT_Q6G64) return tm_quant_q6_at(row, w->K, k);
     uint8_t byte = row[(k / 32) * 16 + (k & 15)];
     return ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
 }
@@ -51,7 +54,7 @@ int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws
             double acc = 0;
             for (int b = 0; b < nb; b++) {
                 int32_t d = 0;
-                for (int j = 0; j < 32; j++) d += q4_at(row, 32 * b + j) * q[32 * b + j];
+                for (int j = 0; j < 32; j++) d += blk_at(w, row, 32 * b + j) * q[32 * b + j];
                 acc += (double)wsc[(32 * b) / w->G] * s[b] * d;
             }
             y[(size_t)m * w->N + n] = (float)acc;
