@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/cpu/kernels.h"
+#include "quant/quant.h"
 
 typedef struct src {
     const uint8_t *p;
@@ -46,12 +47,12 @@ static int all_finite(const float *y, size_t n)
 
 static void fuzz_matmul(src *s, int op, const tm_kernels *best, const tm_kernels *ref)
 {
-    static const tm_dtype q4[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC};
-    tm_dtype dt = op == 0 ? q4[take(s) % 3] : (op == 1 || op == 4) ? TM_DT_Q8PC : TM_DT_BF16;
+    static const tm_dtype q4[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC, TM_DT_Q6G64};
+    tm_dtype dt = op == 0 ? q4[take(s) % 4] : (op == 1 || op == 4) ? TM_DT_Q8PC : TM_DT_BF16;
     int gemm = op >= 3;
     int N = 1 + take(s) % 70, K = 1 + take(s) % 300, M = 1 + take(s) % (gemm ? 40 : 8);
     if (dt != TM_DT_BF16 && dt != TM_DT_Q8PC && take(s) % 4) K = 32 * (1 + K % 9); /* mostly valid Q4 shapes */
-    size_t nb = dt == TM_DT_BF16 ? (size_t)N * K * 2 : dt == TM_DT_Q8PC ? (size_t)N * K : (size_t)N * K / 2;
+    size_t nb = tm_quant_data_bytes(dt, N, K);
     size_t ns = dt == TM_DT_BF16 ? 0 : (size_t)N * (K / 32 + 1);
     uint8_t *data = malloc(nb + 1);
     float *sc = malloc(sizeof(float) * (ns + 1)), *x = malloc(sizeof(float) * M * K);

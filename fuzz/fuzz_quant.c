@@ -13,15 +13,15 @@
 #include "quant/quant.h"
 
 static const tm_dtype ENC[] = {TM_DT_F32, TM_DT_F16, TM_DT_BF16, TM_DT_Q8PC,
-                               TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32};
+                               TM_DT_Q4PC, TM_DT_Q4G64, TM_DT_Q4G32, TM_DT_Q6G64};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2) return 0;
-    tm_dtype enc = ENC[data[0] % 7];
+    tm_dtype enc = ENC[data[0] % 8];
     tm_quant_opts o = {.clip_search = (data[0] >> 4) & 1};
     int64_t N = data[1] % 4 + 1, K = 32 * (data[1] / 4 % 8 + 1);
-    if (enc == TM_DT_Q4G64 && K % 64) K += 32;
+    if ((enc == TM_DT_Q4G64 || enc == TM_DT_Q6G64) && K % 64) K += 32;
     size_t need = (size_t)(N * K) * 4;
     if (size - 2 < need) return 0;
     float *w = malloc(need), *out = malloc(need);
@@ -48,9 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             /* y is the grid point d*q nearest to x: within |d|/2 inside the
              * range, else the end of the range; without the clip search the
-             * default scale leaves at most 8 (int4) / 127.5 (int8) steps */
+             * default scale leaves at most 8 (int4) / 32 (int6) / 127.5 (int8) steps */
             double d = sc[(i / K) * (K / G) + (i % K) / G];
-            double qmin = enc == TM_DT_Q8PC ? -127 : -8, qmax = enc == TM_DT_Q8PC ? 127 : 7;
+            double qmin = enc == TM_DT_Q8PC ? -127 : enc == TM_DT_Q6G64 ? -32 : -8, qmax = -qmin - (enc != TM_DT_Q8PC);
             if (d == 0) {
                 if (y != 0 || x != 0) abort();   /* d = 0 only for an all-zero group */
                 continue;
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             }
             if (!o.clip_search && fabs(d) >= 1.17549435e-38 /* subnormal d is inexact */ &&
-                (r < qmin - 1e-5 || r > (enc == TM_DT_Q8PC ? 127.5 : 8.0) + 1e-5))
+                (r < qmin - 1e-5 || r > (enc == TM_DT_Q8PC ? 127.5 : -qmin) + 1e-5))
                 abort();
         }
     }

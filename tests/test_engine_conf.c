@@ -58,36 +58,44 @@ typedef struct conf_run {
     tm_dtype prefill_enc, decode_enc;
     double min_top1, max_mean_kl;
     tandem_kv_dtype kv;        /* the decode KV cache (0: bf16) */
+    tm_dtype head_enc;         /* --head-enc (0: the default, int8) */
 } conf_run;
 
 static const conf_run runs[] = {
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0},
-    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0},
+    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0},
     /* the AMX path over emulated tiles (amx_emu.h): wherever AVX-512 runs */
-    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0},
+    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0},
     /* int8 per channel: ~0.9% relative weight error (docs/encodings.md);
      * measured: 97.2% top-1, mean KL 6.3e-6 */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
     /* int8 in both stages (the default prefill encoding), every route: W8A8
      * prefill GEMMs (per-token activation scales) and the prefill-only route
      * decoding with them */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0},
-    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0},
-    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
+    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
+    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
     /* int4 group 64: ~9.5% relative weight error; these random models have
      * top-1/top-2 margins down to 5e-4 and nearly flat logits, so argmax flips
      * while KL stays small (measured: 76.9% top-1, mean KL 5.2e-4) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0, 0},
     /* the default package: int8 prefill, int4g64 decode */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0},
+    /* int6 group 64 (~2.4% relative weight error): the decode stage and its
+     * head in int6, on both ISAs' int6 GEMV (measured: 94.8% top-1, mean KL
+     * 3.9e-5); and the int6 head behind the default int4g64 decode stage
+     * (76.6%, 4.3e-4) */
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, TM_DT_Q6G64},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, TM_DT_Q6G64},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q6G64},
     /* int8 KV (bf16 weights), on the 300-token case (200 prefilled in two
      * chunks, then 100 decode steps over int8 pages; gemma2's 32-token
      * window): about 0.8% relative error per K/V element, through scores
      * that are O(0.1) here, so KL moves little while argmax still flips on
      * the flat logits (measured: top-1 ~99%, mean KL ~1e-6, 3-4x bf16 KV's;
      * docs/quality.md) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8},
-    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0},
 };
 
 static void conformance_models(void)
@@ -116,6 +124,7 @@ static void conformance_models(void)
             tm_convert_opts_default(&co);
             co.prefill_enc = runs[e].prefill_enc;
             co.decode_enc = runs[e].decode_enc;
+            if (runs[e].head_enc) co.head_enc = runs[e].head_enc;
             tm_convert_stats cs;
             CHECKF(tm_convert(dir, pkg, &co, &cs, &err) == TM_OK, "%s: %s", models[mi], err.msg);
             tm_rt_model *rm = NULL;
@@ -182,8 +191,9 @@ static void conformance_models(void)
             tm_rt_model_free(rm);
         }
         double mean_kl = rows ? kl_sum / rows : 1;
-        printf("%s, prefill %s, decode %s, %s KV: %d positions over %zu architectures x %d routes: top-1 %.2f%%, "
+        printf("%s, prefill %s, decode %s (head %s), %s KV: %d positions over %zu architectures x %d routes: top-1 %.2f%%, "
                "mean KL %.2e, max KL %.2e\n", engines[ei], tm_dtype_name(runs[e].prefill_enc), tm_dtype_name(runs[e].decode_enc),
+               tm_dtype_name(runs[e].head_enc ? runs[e].head_enc : TM_DT_Q8PC),
                runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", rows, sizeof models / sizeof models[0], n_routes,
                rows ? 100.0 * agree / rows : 0, mean_kl, kl_max);
         CHECKF(rows > 0 && agree >= runs[e].min_top1 * rows, "%s %s/%s: top-1 %d/%d", engines[ei],

@@ -865,16 +865,20 @@ static void test_convert_head(void)
     tm_convert_opts o;
     tm_convert_opts_default(&o);
     CHECK_EQ_INT(o.head_enc, TM_DT_Q8PC);
-    o.head_enc = TM_DT_Q4G64;
     o.n_chunks = 1;
     tm_pkg *p;
     tm_tensor h, wq;
-    int rc = tm_convert(DEMO, out, &o, NULL, &err);
-    CHECKF(rc == TM_OK, "%s", err.msg);
-    if (rc == TM_OK && tm_pkg_open(&p, out, &err) == TM_OK) {
-        CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q4G64 &&
-              h.shape[0] == 8192 && h.shape[1] == 384);
-        tm_pkg_close(p);
+    int rc;
+    static const tm_dtype heads[] = {TM_DT_Q4G64, TM_DT_Q6G64};
+    for (int i = 0; i < 2; i++) {
+        o.head_enc = heads[i];
+        rc = tm_convert(DEMO, out, &o, NULL, &err);
+        CHECKF(rc == TM_OK, "%s", err.msg);
+        if (rc == TM_OK && tm_pkg_open(&p, out, &err) == TM_OK) {
+            CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == heads[i] &&
+                  h.shape[0] == 8192 && h.shape[1] == 384 && h.nbytes == tm_quant_data_bytes(heads[i], 8192, 384));
+            tm_pkg_close(p);
+        }
     }
     const char *untied = "../shared/conformance/models/llama3/hf";
     if (tm_file_exists("../shared/conformance/models/llama3/hf/config.json")) {

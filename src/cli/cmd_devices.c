@@ -121,8 +121,8 @@ static int measure(const tm_kernels *k, const devopts *o)
         fflush(stdout);
     }
     printf("\n");
-    static const tm_dtype gv[] = {TM_DT_Q4G64, TM_DT_Q8PC, TM_DT_BF16};
-    for (int i = 0; i < 3; i++) {
+    static const tm_dtype gv[] = {TM_DT_Q4G64, TM_DT_Q6G64, TM_DT_Q8PC, TM_DT_BF16};
+    for (int i = 0; i < 4; i++) {
         char label[64];
         snprintf(label, sizeof label, "GEMV %s 4096x4096, B=1", tm_dtype_name(gv[i]));
         printf("%-34s", label);

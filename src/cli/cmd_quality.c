@@ -30,7 +30,7 @@ static const char quality_usage[] =
     "\n"
     "  --file F            the text to score\n"
     "  --prefill-enc E     bf16 | f16 | int8 | int4pc (default bf16; a package: its own)\n"
-    "  --decode-enc E      int4g64 | int4g32 | int8 | bf16 | f16 (default int4g64)\n"
+    "  --decode-enc E      int4g64 | int4g32 | int6g64 | int8 | bf16 | f16 (default int4g64)\n"
     "  --all               every pair of prefill {bf16, int8, int4pc} x decode {int4g64,\n"
     "                      int4g32, int8, bf16}, plus each encoding everywhere (HF dir only)\n"
     "  --route R           hybrid | prefill-only | decode-only | all (default all: the hybrid,\n"
