@@ -1250,6 +1250,53 @@ static void test_variant(const tm_kernels *k, tm_pool *pool)
     test_concat(k, pool);
 }
 
+/* tm_kgemv_run's guided split: every row in exactly one task, task starts
+ * multiples of align, no task below the minimum but the last, and the
+ * tasks shrink (large first, small last) */
+typedef struct split_rec {
+    int N, align, bad, ntasks;
+    unsigned char *seen;
+    int n0s[128], n1s[128];
+} split_rec;
+
+static void split_fn(void *ctx, int n0, int n1, int worker)
+{
+    (void)worker;
+    split_rec *r = ctx;
+    for (int n = n0; n < n1; n++) r->seen[n]++;
+    int t = __atomic_fetch_add(&r->ntasks, 1, __ATOMIC_RELAXED);
+    if (t < 128) {
+        r->n0s[t] = n0;
+        r->n1s[t] = n1;
+    }
+    if (n0 % r->align || n1 <= n0) __atomic_fetch_add(&r->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_gemv_split(tm_pool *pool)
+{
+    static const int Ns[] = {1, 31, 33, 100, 896, 4864, 151936, 1 << 22};
+    for (size_t i = 0; i < sizeof Ns / sizeof Ns[0]; i++)
+        for (int align = 1; align <= 4; align += 3) {
+            split_rec r = {.N = Ns[i], .align = align};
+            r.seen = calloc((size_t)Ns[i], 1);
+            tm_kgemv_run(Ns[i], align, split_fn, &r, pool);
+            int once = 0, small = 0, maxlen = 0, lastlen = 0;
+            for (int n = 0; n < Ns[i]; n++) once += r.seen[n] == 1;
+            for (int t = 0; t < r.ntasks && t < 128; t++) {
+                int len = r.n1s[t] - r.n0s[t];
+                small += len < 32 && r.n1s[t] != Ns[i];
+                if (len > maxlen) maxlen = len;
+                if (r.n1s[t] == Ns[i]) lastlen = len;
+            }
+            CHECKF(once == Ns[i], "gemv split N=%d align %d: %d of %d rows in exactly one task", Ns[i], align, once, Ns[i]);
+            CHECKF(r.bad == 0 && small == 0 && r.ntasks <= 64, "gemv split N=%d align %d: %d bad, %d small, %d tasks",
+                   Ns[i], align, r.bad, small, r.ntasks);
+            if (Ns[i] >= 4864) /* guided: the last task is a fraction of the first */
+                CHECKF(lastlen * 4 <= maxlen, "gemv split N=%d: last task %d rows, largest %d", Ns[i], lastlen, maxlen);
+            free(r.seen);
+        }
+}
+
 int main(void)
 {
     const tm_cpu *cpu = tm_cpu_get();
@@ -1257,6 +1304,7 @@ int main(void)
     tm_err err = {0};
     CHECK_EQ_INT(tm_pool_init(&pool, NULL, 2, 0, &err), TM_OK);
     test_pack_and_errors();
+    test_gemv_split(pool);
     test_peak(pool);
     for (const char *const *v = tm_kernels_variants(); *v; v++) {
         tm_kernels k;

@@ -241,21 +241,26 @@ int tm_kcheck_gemm(const tm_kweight *w, const tm_kact *x, tm_dtype want)
 
 /* ---- thread drivers -------------------------------------------------------- */
 
+/* GEMV rows in tasks of decreasing size ("guided"): each takes a share of
+ * the rows still unassigned, so the pool starts on large tasks (few
+ * dispatches, long prefetch streams) and ends on small ones (a worker that
+ * finishes early waits at most one small task for the other). */
+#define GEMV_MAX_TASKS 64
+
 typedef struct rows_job {
     tm_krows_fn fn;
     void *ctx;
-    int N, chunk;
+    int start[GEMV_MAX_TASKS + 1]; /* task t: rows [start[t], start[t + 1]) */
 } rows_job;
 
 static void rows_task(void *c, int task, int worker)
 {
     rows_job *j = c;
-    int n0 = task * j->chunk, n1 = n0 + j->chunk;
-    j->fn(j->ctx, n0, n1 < j->N ? n1 : j->N, worker);
+    j->fn(j->ctx, j->start[task], j->start[task + 1], worker);
 }
 
-#ifndef GEMV_TASKS
-#define GEMV_TASKS 4 /* tasks per worker (a build option, for A/B runs) */
+#ifndef GEMV_SHARE
+#define GEMV_SHARE 2 /* a task takes 1 / (GEMV_SHARE * workers) of the rows left (a build option) */
 #endif
 
 void tm_kgemv_run(int N, int align, tm_krows_fn fn, void *ctx, struct tm_pool *pool)
@@ -265,13 +270,20 @@ void tm_kgemv_run(int N, int align, tm_krows_fn fn, void *ctx, struct tm_pool *p
         fn(ctx, 0, N, 0);
         return;
     }
-    /* about GEMV_TASKS tasks per worker (dynamic balance against noisy
-     * neighbours), each at least 32 rows so per-task overhead stays small */
-    int chunk = (N + GEMV_TASKS * nw - 1) / (GEMV_TASKS * nw);
-    if (chunk < 32) chunk = 32;
-    chunk = (chunk + align - 1) / align * align;
-    rows_job j = {fn, ctx, N, chunk};
-    tm_pool_run(pool, (N + chunk - 1) / chunk, rows_task, &j);
+    /* each task at least 32 rows (per-task overhead), a multiple of align */
+    int min = (32 + align - 1) / align * align;
+    rows_job j = {fn, ctx, {0}};
+    int t = 0, n = 0;
+    while (n < N) {
+        int left = N - n, take = left / (GEMV_SHARE * nw);
+        if (take < min) take = min;
+        take = (take + align - 1) / align * align;
+        if (t == GEMV_MAX_TASKS - 1 || take > left) take = left;
+        j.start[t++] = n;
+        n += take;
+    }
+    j.start[t] = N;
+    tm_pool_run(pool, t, rows_task, &j);
 }
 
 typedef struct block_job {
