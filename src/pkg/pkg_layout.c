@@ -6,6 +6,7 @@
 
 #include "core/tensor.h"
 #include "pkg/checksum.h"
+#include "quant/quant.h"
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -184,8 +185,7 @@ int tm_pkg_encoding_sizes(uint32_t dtype, uint32_t ndim, const uint64_t *shape,
         *why = "int4 / int6 encodings need K (the last dimension) to be a multiple of 32 and of the group size";
         return -1;
     }
-    /* int4: K / 2 bytes a row; int6: 192 per 256 elements, t / 2 + 64 for a tail of t (quant/quant.h) */
-    *data_bytes = dtype == TM_DT_Q6G64 ? rows * ((k / 256) * 192 + (k % 256 ? (k % 256) / 2 + 64 : 0)) : numel / 2;
+    *data_bytes = rows * tm_quant_row_bytes((tm_dtype)dtype, (int64_t)k); /* k <= 2^40 (checked above) */
     *scale_count = rows * (k / group);
     return 0;
 }

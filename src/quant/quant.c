@@ -71,7 +71,7 @@ int tm_quant_check_shape(tm_dtype enc, int64_t N, int64_t K, tm_err *err)
     if (N > TM_QUANT_MAX_NUMEL / K)
         return tm_errf(err, TM_E_INVALID, "%s: N*K = %lld*%lld elements exceeds 2^40", nm, (long long)N,
                        (long long)K);
-    if (enc == TM_DT_Q4PC || enc == TM_DT_Q4G64 || enc == TM_DT_Q4G32 || enc == TM_DT_Q6G64) {
+    if (tm_quant_is_quantized(enc) && enc != TM_DT_Q8PC) { /* the int4 and int6 block layouts */
         int64_t G = tm_quant_group_size(enc, K);
         int64_t m = G > TM_Q_BLOCK ? G : TM_Q_BLOCK;
         if (enc == TM_DT_Q4PC) m = TM_Q_BLOCK;
