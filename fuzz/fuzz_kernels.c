@@ -55,12 +55,13 @@ static void fuzz_matmul(src *s, int op, const tm_kernels *best, const tm_kernels
     size_t nb = tm_quant_data_bytes(dt, N, K);
     size_t ns = dt == TM_DT_BF16 ? 0 : (size_t)N * (K / 32 + 1);
     uint8_t *data = malloc(nb + 1);
-    float *sc = malloc(sizeof(float) * (ns + 1)), *x = malloc(sizeof(float) * M * K);
+    void *sc = malloc(sizeof(float) * (ns + 1));
+    float *x = malloc(sizeof(float) * M * K);
     float *y = malloc(sizeof(float) * M * N), *yr = malloc(sizeof(float) * M * N);
     fill(s, data, nb);
     if (dt == TM_DT_BF16)
         for (size_t i = 1; i < nb; i += 2) data[i] = (uint8_t)((data[i] & 0x80) | 0x3c); /* finite, small */
-    for (size_t i = 0; i < ns; i++) sc[i] = (take(s) - 128) / 1024.0f;
+    for (size_t i = 0; i < ns; i++) tm_quant_scale_set(dt, sc, i, (take(s) - 128) / 1024.0f); /* f32 or f16 */
     fill_f32(s, x, (size_t)M * K);
     tm_tensor t = {.name = "fuzz", .dtype = dt, .ndim = 2, .shape = {N, K}, .data = data, .nbytes = nb, .scales = sc};
     tm_kweight *w;

@@ -47,7 +47,7 @@ static int sanitizer(void) { return getenv("TM_SANITIZER") != NULL; }
 typedef struct wbuf {
     tm_tensor t;
     void *data;
-    float *scales;
+    void *scales;    /* f32 (int8) or f16 (int4, int6) */
     float *deq;      /* [N][K] dequantized, for the plain float formulas */
 } wbuf;
 
@@ -72,11 +72,12 @@ static void wbuf_make(wbuf *w, tm_dtype dt, int N, int K)
         w->t.nbytes = n * 2;
     } else if (dt == TM_DT_Q8PC) {
         int8_t *d = malloc(n);
-        w->scales = malloc(sizeof(float) * N);
-        for (int r = 0; r < N; r++) w->scales[r] = (0.5f + (rnd() % 1000) / 1000.f) * 1e-3f * (rnd() % 7 ? 1 : -1);
+        float *sc = malloc(sizeof(float) * N);
+        for (int r = 0; r < N; r++) sc[r] = (0.5f + (rnd() % 1000) / 1000.f) * 1e-3f * (rnd() % 7 ? 1 : -1);
+        w->scales = sc;
         for (size_t i = 0; i < n; i++) {
             d[i] = (int8_t)(rnd() % 256 - 128); /* includes -128, which decoders accept */
-            w->deq[i] = w->scales[i / K] * d[i];
+            w->deq[i] = sc[i / K] * d[i];
         }
         w->data = d;
         w->t.nbytes = n;
@@ -84,15 +85,16 @@ static void wbuf_make(wbuf *w, tm_dtype dt, int N, int K)
         size_t rb = tm_quant_row_bytes(dt, K);
         uint8_t *d = malloc(rb * N);
         int ng = K / G;
-        w->scales = malloc(sizeof(float) * (size_t)N * ng);
-        for (int i = 0; i < N * ng; i++) w->scales[i] = (0.5f + (rnd() % 1000) / 1000.f) * 0.01f * (rnd() % 5 ? 1 : -1);
+        w->scales = malloc(tm_quant_scale_bytes(dt) * (size_t)N * ng); /* f16 */
+        for (int i = 0; i < N * ng; i++)
+            tm_quant_scale_set(dt, w->scales, (size_t)i, (0.5f + (rnd() % 1000) / 1000.f) * 0.01f * (rnd() % 5 ? 1 : -1));
         for (size_t i = 0; i < rb * N; i++) d[i] = (uint8_t)rnd();
         for (int r = 0; r < N; r++)
             for (int k = 0; k < K; k++) {
                 const uint8_t *row = d + (size_t)r * rb;
                 uint8_t byte = row[(k / 32) * 16 + (k & 15)];
                 int q = dt == TM_DT_Q6G64 ? tm_quant_q6_at(row, K, k) : ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
-                w->deq[(size_t)r * K + k] = w->scales[(size_t)r * ng + k / G] * q;
+                w->deq[(size_t)r * K + k] = tm_quant_scale_at(dt, w->scales, (size_t)r * ng + k / G) * q;
             }
         w->data = d;
         w->t.nbytes = rb * N;

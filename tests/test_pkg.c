@@ -185,7 +185,7 @@ static int fn_equal(const tm_pkg_function *a, const tm_pkg_function *b)
 static void check_package(tm_pkg *p)
 {
     tm_err err = {0};
-    CHECK_EQ_INT(tm_pkg_version(p), 1);
+    CHECK_EQ_INT(tm_pkg_version(p), 2);
     CHECK_EQ_INT(tm_pkg_alignment(p), 4096);
     CHECK_EQ_INT(tm_pkg_n_tensors(p), N_SPECS);
     /* dropping the pages after hashing leaves the mapping valid: the bytes below re-fault */
@@ -197,14 +197,14 @@ static void check_package(tm_pkg *p)
         const spec *s = &specs[i];
         if (!e) { bad_meta++; continue; }
         if (strcmp(e->t.name, s->name) || e->t.dtype != s->dtype || e->t.ndim != s->ndim || e->stages != s->stages ||
-            e->t.nbytes != s->nbytes || e->scales_bytes != s->nscales * 4)
+            e->t.nbytes != s->nbytes || e->scales_bytes != s->nscales * tm_quant_scale_bytes(s->dtype))
             bad_meta++;
         for (int d = 0; d < s->ndim; d++) bad_meta += e->t.shape[d] != s->shape[d];
         bad_align += e->offset % 4096 != 0;
         bad_align += ((uintptr_t)e->t.data % 4096) != 0; /* the mapping is page-aligned */
         bad_bytes += memcmp(e->t.data, s->data, s->nbytes) != 0;
         if (s->nscales) {
-            bad_bytes += !e->t.scales || memcmp(e->t.scales, s->scales, s->nscales * 4) != 0;
+            bad_bytes += !e->t.scales || memcmp(e->t.scales, s->scales, s->nscales * tm_quant_scale_bytes(s->dtype)) != 0;
             bad_align += ((uintptr_t)e->t.scales % 64) != 0;
             bad_align += (const uint8_t *)e->t.scales != (const uint8_t *)e->t.data + ((s->nbytes + 63) / 64) * 64;
         } else {
@@ -223,7 +223,7 @@ static void check_package(tm_pkg *p)
     CHECK_EQ_INT(tm_pkg_stage_lookup(dec, "model.layers.0.self_attn.q_proj.weight", &b, &err), TM_OK);
     CHECK_EQ_INT(a.dtype, TM_DT_BF16);
     CHECK_EQ_INT(b.dtype, TM_DT_Q4G64);
-    CHECK(a.data != b.data && b.scales && memcmp(b.scales, specs[3].scales, specs[3].nscales * 4) == 0);
+    CHECK(a.data != b.data && b.scales && memcmp(b.scales, specs[3].scales, specs[3].nscales * tm_quant_scale_bytes(specs[3].dtype)) == 0);
     CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_PREFILL, "model.layers.0.self_attn.k_proj.weight", &a, &err), TM_OK);
     CHECK_EQ_INT(tm_pkg_lookup(p, TM_PKG_DECODE, "model.layers.0.self_attn.k_proj.weight", &b, &err), TM_OK);
     CHECK(a.dtype == TM_DT_Q8PC && b.dtype == TM_DT_Q4G32);
@@ -507,11 +507,15 @@ static void test_corruption(void)
     CHECK(strstr(err.msg, "bad magic") != NULL);
     free(c);
 
-    c = copy_image(); /* version 2, header otherwise consistent */
-    c[4] = 2;
+    c = copy_image(); /* version 1 (f32 int4 scales), header otherwise consistent: re-convert */
+    c[4] = 1;
     tm_pkg_reseal(c, image_size);
     CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_UNSUPPORTED);
-    CHECK(strstr(err.msg, "version 2") != NULL);
+    CHECK(strstr(err.msg, "version 1") && strstr(err.msg, "re-convert"));
+    c[4] = 3;
+    tm_pkg_reseal(c, image_size);
+    CHECK_EQ_INT(open_image(c, image_size, &err), TM_E_UNSUPPORTED);
+    CHECK(strstr(err.msg, "version 3") != NULL);
     free(c);
 
     c = copy_image(); /* big-endian marker */
@@ -712,10 +716,11 @@ static void check_converted(tm_pkg *p, tm_st_set *set, tm_dtype pre, tm_dtype de
                 /* the reference single-threaded encoding of the source, byte for byte */
                 size_t nb = tm_quant_data_bytes(cp[s].dtype, N, K), ns = tm_quant_scale_count(cp[s].dtype, N, K);
                 uint8_t *data = malloc(nb);
-                float *sc = ns ? malloc(ns * sizeof *sc) : NULL;
+                size_t sb = tm_quant_scale_bytes(cp[s].dtype);
+                void *sc = ns ? malloc(ns * sb) : NULL;
                 int rc = tm_quant_quantize_rows(cp[s].dtype, src.dtype, src.data, N, K, 0, N, data, sc, NULL, &err);
                 bad_bytes += rc != TM_OK || cp[s].nbytes != nb || memcmp(cp[s].data, data, nb) != 0 ||
-                             (ns && memcmp(cp[s].scales, sc, ns * sizeof *sc) != 0);
+                             (ns && memcmp(cp[s].scales, sc, ns * sb) != 0);
                 free(data);
                 free(sc);
             }

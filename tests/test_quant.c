@@ -122,10 +122,10 @@ static void test_q4_layout(void)
     const tm_dtype encs[] = {TM_DT_Q4PC, TM_DT_Q4G32};
     for (int e = 0; e < 2; e++) {
         uint8_t d[16];
-        float s = 0;
+        uint16_t s = 0; /* f16 */
         tm_err err = {0};
         CHECK_EQ_INT(tm_quant_quantize(encs[e], w, 1, 32, d, &s, NULL, &err), TM_OK);
-        CHECK_NEAR(s, 1.0, 0);
+        CHECK_NEAR(tm_f16_to_f32(s), 1.0, 0);
         CHECK(memcmp(d, expect, 16) == 0);
         int8_t q[32];
         tm_quant_q4_unpack_block(d, q);
@@ -139,9 +139,9 @@ static void test_q4_layout(void)
     float t[32] = {-8.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 6.5f, 7.5f, 0.49f, -3.51f};
     int expq[32] = {-8, 0, 2, 2, 0, -2, -2, 6, 7, 0, -4};
     uint8_t d[16];
-    float s;
+    uint16_t s;
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, t, 1, 32, d, &s, NULL, NULL), TM_OK);
-    CHECK_NEAR(s, 1.0, 0);
+    CHECK_NEAR(tm_f16_to_f32(s), 1.0, 0);
     int8_t q[32];
     tm_quant_q4_unpack_block(d, q);
     int bad = 0;
@@ -153,7 +153,7 @@ static void test_q4_layout(void)
     /* a positive extreme: d = 8 / -8 = -1, so 8 encodes as -8 and -3 as +3 */
     float p[32] = {8.0f, -3.0f, 2.0f};
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, p, 1, 32, d, &s, NULL, NULL), TM_OK);
-    CHECK_NEAR(s, -1.0, 0);
+    CHECK_NEAR(tm_f16_to_f32(s), -1.0, 0);
     tm_quant_q4_unpack_block(d, q);
     CHECK_EQ_INT(q[0], -8);
     CHECK_EQ_INT(q[1], 3);
@@ -162,7 +162,7 @@ static void test_q4_layout(void)
     /* +a and -a tie: the negative element sets the scale */
     float tie[32] = {4.0f, 1.0f, -4.0f};
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, tie, 1, 32, d, &s, NULL, NULL), TM_OK);
-    CHECK_NEAR(s, 0.5, 0);
+    CHECK_NEAR(tm_f16_to_f32(s), 0.5, 0);
     tm_quant_q4_unpack_block(d, q);
     CHECK_EQ_INT(q[0], 7);                          /* 8 clamps to 7 */
     CHECK_EQ_INT(q[2], -8);
@@ -170,11 +170,11 @@ static void test_q4_layout(void)
     /* all-zero group: scale 0, q = 0 (bytes 0x88) */
     float z[64] = {0};
     uint8_t dz[32];
-    float sz[2] = {1, 1};
+    uint16_t sz[2] = {1, 1};
     for (int j = 32; j < 64; j++) z[j] = (float)((j % 16) - 8) / 2.0f;   /* second group: m = -4 */
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, z, 1, 64, dz, sz, NULL, NULL), TM_OK);
-    CHECK_NEAR(sz[0], 0.0, 0);
-    CHECK_NEAR(sz[1], 0.5, 0);                      /* m = -4 */
+    CHECK_EQ_INT(sz[0], 0);                        /* +0 */
+    CHECK_NEAR(tm_f16_to_f32(sz[1]), 0.5, 0);                   /* m = -4 */
     int n88 = 0;
     for (int j = 0; j < 16; j++) n88 += dz[j] == 0x88;
     CHECK_EQ_INT(n88, 16);
@@ -189,10 +189,10 @@ static void test_q4g64_layout(void)
     float w[128];
     for (int j = 0; j < 128; j++) w[j] = (float)((j % 16) - 8) * (j < 64 ? 1.0f : 0.25f);
     uint8_t d[64];
-    float s[2];
+    uint16_t s[2];
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G64, w, 1, 128, d, s, NULL, NULL), TM_OK);
-    CHECK_NEAR(s[0], 1.0, 0);
-    CHECK_NEAR(s[1], 0.25, 0);
+    CHECK_NEAR(tm_f16_to_f32(s[0]), 1.0, 0);
+    CHECK_NEAR(tm_f16_to_f32(s[1]), 0.25, 0);
     for (int b = 0; b < 4; b++)
         for (int j = 0; j < 16; j++) CHECK_EQ_INT(d[b * 16 + j], j | (j << 4));
 }
@@ -207,10 +207,10 @@ static void test_q6_layout(void)
     int q[K];
     for (int k = 0; k < K; k++) w[k] = (float)(q[k] = (7 * k) % 64 - 32);
     uint8_t d[192 + 96 + 64], e[192 + 96 + 64] = {0};
-    float s[7];
+    uint16_t s[7];
     CHECK_EQ_INT(tm_quant_data_bytes(TM_DT_Q6G64, 1, K), sizeof d);
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q6G64, w, 1, K, d, s, NULL, NULL), TM_OK);
-    for (int g = 0; g < 7; g++) CHECK_NEAR(s[g], 1.0, 0);
+    for (int g = 0; g < 7; g++) CHECK_NEAR(tm_f16_to_f32(s[g]), 1.0, 0);
     for (int k = 0; k < K; k++) {
         int sup = k / 256, el = k % 256, nib = sup < 1 ? 128 : 96, a = el / 128, j = el % 128 / 32, i = el % 32;
         int p = 16 * j + i % 16, u = q[k] + 32;
@@ -228,7 +228,7 @@ static void test_q6_layout(void)
     /* a positive extreme: d = 32 / -32 = -1; 31.5 |d| on the other side clamps to 31 */
     float p[64] = {32.0f, -31.5f, -3.0f, 2.5f};
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q6G64, p, 1, 64, d, s, NULL, NULL), TM_OK);
-    CHECK_NEAR(s[0], -1.0, 0);
+    CHECK_NEAR(tm_f16_to_f32(s[0]), -1.0, 0);
     CHECK_EQ_INT(tm_quant_q6_at(d, 64, 0), -32);
     CHECK_EQ_INT(tm_quant_q6_at(d, 64, 1), 31);
     CHECK_EQ_INT(tm_quant_q6_at(d, 64, 2), 3);
@@ -288,13 +288,13 @@ static void test_roundtrip_bounds(void)
             else if (enc == TM_DT_BF16) bad += diff > fabs(w[i]) * (1.0 / 256);
             else if (enc == TM_DT_F16) bad += diff > fabs(w[i]) * (1.0 / 2048) + 3e-8;
             else {
-                double d = fabs(sc[(i / K) * (K / G) + (i % K) / G]);
-                double x = (double)w[i] / sc[(i / K) * (K / G) + (i % K) / G];
+                double sd = tm_quant_scale_at(enc, sc, (size_t)((i / K) * (K / G) + (i % K) / G));
+                double d = fabs(sd), x = (double)w[i] / sd;
                 double top = enc == TM_DT_Q6G64 ? 31.5 : 7.5;   /* the clamped side: q max + 1/2 */
                 if (enc == TM_DT_Q8PC || x <= top) bad += diff > d / 2 * (1 + 1e-6);
-                else {
+                else { /* f16 scales: m / d is -8 (-32) within 2^-11 relative, so +|m| may reach 8 (32) + that */
                     clamped++;
-                    bad += x > (top + 0.5) * (1 + 1e-6) || diff > d * (1 + 1e-6);
+                    bad += x > (top + 0.5) * (1 + 1.0 / 1024) || diff > d * (1 + 1.0 / 1024);
                 }
             }
         }
@@ -330,7 +330,10 @@ static void test_idempotent(void)
             CHECK_EQ_INT(tm_quant_quantize(enc, deq, N, K, d2, s2, &o, NULL), TM_OK);
             CHECKF(memcmp(d1, d2, nb) == 0, "%s clip=%d: re-quantized bytes differ", tm_dtype_name(enc), clip);
             int sbad = 0;
-            for (size_t i = 0; i < ns; i++) sbad += fabsf(s1[i] - s2[i]) > fabsf(s1[i]) * 1e-6f;
+            for (size_t i = 0; i < ns; i++) {
+                float a = tm_quant_scale_at(enc, s1, i), b = tm_quant_scale_at(enc, s2, i);
+                sbad += fabsf(a - b) > fabsf(a) * 1e-6f;
+            }
             CHECK_EQ_INT(sbad, 0);
         }
     }
@@ -340,7 +343,7 @@ static void test_idempotent(void)
         CHECK_EQ_INT(tm_quant_dequant(enc, d1, s1, N, K, deq, NULL), TM_OK);
         CHECK_EQ_INT(tm_quant_quantize(enc, deq, N, K, d2, s2, NULL, NULL), TM_OK);
         CHECK(memcmp(d1, d2, tm_quant_data_bytes(enc, N, K)) == 0);
-        CHECK(memcmp(s1, s2, tm_quant_scale_count(enc, N, K) * sizeof(float)) == 0); /* -8 d / -8 is exact */
+        CHECK(memcmp(s1, s2, tm_quant_scale_count(enc, N, K) * tm_quant_scale_bytes(enc)) == 0); /* -8 d / -8 is exact */
     }
     free(w);
     free(deq);
@@ -445,17 +448,17 @@ static void test_rows_from_half(void)
             float rs[64], gs[64];
             CHECK_EQ_INT(tm_quant_quantize(enc, wf, N, K, ref, rs, NULL, NULL), TM_OK);
             memset(got, 0xa5, sizeof got);
-            for (int i = 0; i < 64; i++) gs[i] = -7.0f;
+            memset(gs, 0x5a, sizeof gs);
             tm_err err = {0};
             CHECK_EQ_INT(tm_quant_quantize_rows(enc, srcs[si], h, N, K, 2, 5, got, gs, NULL, &err), TM_OK);
-            size_t rb = nb / N, sr = ns / N;
+            size_t rb = nb / N, sr = ns / N, sb = tm_quant_scale_bytes(enc);
             CHECK(memcmp(got + 2 * rb, ref + 2 * rb, 3 * rb) == 0);
-            CHECK(ns == 0 || memcmp(gs + 2 * sr, rs + 2 * sr, 3 * sr * sizeof(float)) == 0);
+            CHECK(ns == 0 || memcmp((char *)gs + 2 * sr * sb, (char *)rs + 2 * sr * sb, 3 * sr * sb) == 0);
             int touched = 0;
             for (size_t i = 0; i < 2 * rb; i++) touched += got[i] != 0xa5;
             for (size_t i = 5 * rb; i < nb; i++) touched += got[i] != 0xa5;
-            for (size_t i = 0; i < ns; i++)
-                if (i < 2 * sr || i >= 5 * sr) touched += gs[i] != -7.0f;
+            for (size_t i = 0; i < ns * sb; i++) /* the scale bytes outside rows [2, 5) */
+                if (i < 2 * sr * sb || i >= 5 * sr * sb) touched += ((uint8_t *)gs)[i] != 0x5a;
             CHECK_EQ_INT(touched, 0);
             /* the rest of the rows, then the whole tensor matches */
             CHECK_EQ_INT(tm_quant_quantize_rows(enc, srcs[si], h, N, K, 0, 2, got, gs, NULL, NULL), TM_OK);
@@ -517,6 +520,13 @@ static void test_bad_input(void)
     CHECKF(strstr(err.msg, "row 1, column 2") && strstr(err.msg, "bf16"), "%s", err.msg);
     w[K + 2] = 3.3e38f;
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_BF16, w, N, K, d, NULL, NULL, &err), TM_OK);
+    /* int4 / int6 scales are f16: a group whose scale would overflow it is an error naming the weight */
+    for (size_t e = 1; e < sizeof Q_ENC / sizeof Q_ENC[0]; e++) {
+        tm_err_clear(&err);
+        CHECK_EQ_INT(tm_quant_quantize(Q_ENC[e], w, N, K, d, s, NULL, &err), TM_E_INVALID);
+        CHECKF(strstr(err.msg, "row 1, column 2") && strstr(err.msg, "f16 group scale"), "%s", err.msg);
+    }
+    w[K + 2] = 1.0f;
     /* bad row ranges, source types and buffers */
     CHECK_EQ_INT(tm_quant_quantize_rows(TM_DT_Q8PC, TM_DT_F32, w, N, K, 3, 2, d, s, NULL, &err), TM_E_INVALID);
     CHECK(strstr(err.msg, "[3, 2)") != NULL);
@@ -533,35 +543,47 @@ static void test_bad_input(void)
         tiny[j] = (float)(j - 16) * 1e-44f;
     }
     big[5] = 3.4028235e38f;   /* FLT_MAX */
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, big, 1, 32, d, s, NULL, NULL), TM_OK);
+    tm_quant_dequant_row(TM_DT_Q8PC, d, s, 32, 0, out);
+    int bad = 0;
+    for (int j = 0; j < 32; j++) bad += !isfinite(out[j]) || fabsf(out[j] - big[j]) > fabsf(s[0]);
+    CHECKF(bad == 0, "int8: %d bad", bad);
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, big, 1, 32, d, s, NULL, &err), TM_E_INVALID);
+    CHECKF(strstr(err.msg, "row 0, column 5") != NULL, "%s", err.msg);   /* FLT_MAX, the group's largest */
+    /* f16's range edge: |m| = 8 * 65504 (int4) and 32 * 65504 (int6) still encode, exactly */
     for (int e = 0; e < 2; e++) {
-        tm_dtype enc = e ? TM_DT_Q8PC : TM_DT_Q4G32;
-        CHECK_EQ_INT(tm_quant_quantize(enc, big, 1, 32, d, s, NULL, NULL), TM_OK);
-        tm_quant_dequant_row(enc, d, s, 32, 0, out);
-        int bad = 0;
-        for (int j = 0; j < 32; j++) bad += !isfinite(out[j]) || fabsf(out[j] - big[j]) > fabsf(s[0]);
-        CHECKF(bad == 0, "%s: %d bad", tm_dtype_name(enc), bad);
+        tm_dtype enc = e ? TM_DT_Q6G64 : TM_DT_Q4G64;
+        float top = (e ? 32.0f : 8.0f) * 65504.0f, edge[64] = {0}, eo[64];
+        edge[0] = -top;
+        edge[1] = top / 2;
+        CHECK_EQ_INT(tm_quant_quantize(enc, edge, 1, 64, d, s, NULL, &err), TM_OK);
+        tm_quant_dequant_row(enc, d, s, 64, 0, eo);
+        CHECK(eo[0] == -top && eo[1] == top / 2);
+        edge[0] = -top * 1.001f;
+        CHECK_EQ_INT(tm_quant_quantize(enc, edge, 1, 64, d, s, NULL, &err), TM_E_INVALID);
     }
-    int bad;
+    /* magnitudes below f16's subnormals: d = 2^-24, every q = 0 (error <= |d| / 2) */
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, tiny, 1, 32, d, s, NULL, NULL), TM_OK);
+    CHECK(fabsf(tm_quant_scale_at(TM_DT_Q4G32, s, 0)) == 0x1p-24f);
     tm_quant_dequant_row(TM_DT_Q4G32, d, s, 32, 0, out);
     bad = 0;
-    for (int j = 0; j < 32; j++) bad += !isfinite(out[j]) || fabsf(out[j] - tiny[j]) > 2e-44f;
+    for (int j = 0; j < 32; j++) bad += out[j] != 0.0f;
     CHECK_EQ_INT(bad, 0);
     tm_quant_opts on = {.clip_search = 1};
     CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, tiny, 1, 32, d, s, &on, NULL), TM_OK);
-    /* amax / 127 and m / -8 underflow to 0 here: d becomes the smallest subnormal */
+    /* amax / 127 and m / -8 underflow to 0 here: d becomes the smallest subnormal of the scale's type
+       (int8: f32's, so the values come back exactly; int4: f16's 2^-24, of the sign that makes m -8's side) */
     float sub[32] = {0};
     sub[3] = 3 * 1.401298464e-45f;   /* 3 * 2^-149 */
     sub[9] = -1.401298464e-45f;
-    const tm_dtype encs[2] = {TM_DT_Q8PC, TM_DT_Q4G32};
-    for (int e = 0; e < 2; e++) {
-        CHECK_EQ_INT(tm_quant_quantize(encs[e], sub, 1, 32, d, s, NULL, NULL), TM_OK);
-        CHECK(s[0] != 0.0f);
-        tm_quant_dequant_row(encs[e], d, s, 32, 0, out);
-        int diff = 0;
-        for (int j = 0; j < 32; j++) diff += out[j] != sub[j];   /* values: a negative d gives -0 */
-        CHECK_EQ_INT(diff, 0);
-    }
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q8PC, sub, 1, 32, d, s, NULL, NULL), TM_OK);
+    CHECK(s[0] != 0.0f);
+    tm_quant_dequant_row(TM_DT_Q8PC, d, s, 32, 0, out);
+    int diff = 0;
+    for (int j = 0; j < 32; j++) diff += out[j] != sub[j];   /* values: a negative d gives -0 */
+    CHECK_EQ_INT(diff, 0);
+    CHECK_EQ_INT(tm_quant_quantize(TM_DT_Q4G32, sub, 1, 32, d, s, NULL, NULL), TM_OK);
+    CHECK(tm_quant_scale_at(TM_DT_Q4G32, s, 0) == -0x1p-24f);   /* m = 3 * 2^-149 > 0, so d < 0 */
 }
 
 int main(void)

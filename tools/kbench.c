@@ -76,7 +76,8 @@ static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N,
     if (N > 512) N = 512;
     size_t nb = tm_quant_data_bytes(dt, N, K), ns = tm_quant_scale_count(dt, N, K);
     uint8_t *data = malloc(nb);
-    float *sc = malloc((ns + 1) * sizeof(float)), *x = malloc(sizeof(float) * M * K);
+    void *sc = malloc((ns + 1) * sizeof(float));
+    float *x = malloc(sizeof(float) * M * K);
     float *y = malloc(sizeof(float) * M * N), *yr = malloc(sizeof(float) * M * N);
     uint64_t r = 12345;
     for (size_t i = 0; i < nb; i++) {
@@ -84,7 +85,7 @@ static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N,
         data[i] = (uint8_t)(r >> 56);
         if (dt == TM_DT_BF16 && (i & 1)) data[i] = (uint8_t)(0x3c | (data[i] & 0x80)); /* sane exponents */
     }
-    for (size_t i = 0; i < ns; i++) sc[i] = 1e-3f * (1 + (float)(i % 7));
+    for (size_t i = 0; i < ns; i++) tm_quant_scale_set(dt, sc, i, 1e-3f * (1 + (float)(i % 7)));
     for (int i = 0; i < M * K; i++) x[i] = sinf((float)i * 0.37f);
     tm_tensor t = {.name = "kbench", .dtype = dt, .ndim = 2, .shape = {N, K}, .data = data, .nbytes = nb, .scales = sc};
     tm_kweight *w;

@@ -16,13 +16,13 @@
  *                data: uint8 [N][K/2] packed in blocks of 32 elements: byte j
  *                (0..15) of a block holds element j in its low nibble and
  *                element j+16 in its high nibble, each stored as q+8, q in
- *                [-8, 7]. scales: f32 [N][K/G]. w = scale * q.
+ *                [-8, 7]. scales: f16 [N][K/G]. w = scale * q.
  *                K must be a multiple of 32 (and of G).
  *   TM_DT_Q6G64  int6 symmetric, group size 64 (an output head's decode copy).
  *                data: uint8, per row superchunks of 256 elements (the
  *                last may hold 64, 128 or 192): nibbles (the low 4 bits of
  *                q+32, packed like int4's blocks) then 64 bytes of their high
- *                2 bits; see quant/quant.h. scales: f32 [N][K/64].
+ *                2 bits; see quant/quant.h. scales: f16 [N][K/64].
  *                K must be a multiple of 64.
  */
 #ifndef TM_CORE_TENSOR_H
@@ -56,7 +56,7 @@ typedef struct tm_tensor {
     int64_t shape[TM_MAX_DIMS];  /* outermost first, HF order */
     const void *data;            /* element data (packed for quantized dtypes) */
     size_t nbytes;               /* bytes at data */
-    const float *scales;         /* quantized dtypes only, see the table above */
+    const void *scales;          /* quantized dtypes only: f32 (Q8PC) or f16 (int4, int6), see above */
 } tm_tensor;
 
 const char *tm_dtype_name(tm_dtype t);     /* "bf16", "q4g64", ... */

@@ -77,7 +77,7 @@ typedef struct qjob {
     const void *src;            /* [N][K] of src_dt */
     int64_t N, K, rows;         /* rows per task */
     void *data;                 /* encoded [N] rows */
-    float *scales;
+    void *scales;               /* their scales (tm_quant_scale_bytes each) */
     tm_quant_opts qo;
     atomic_int rc;              /* the first failure */
     tm_err err;                 /* its message, written by the task that set rc */
@@ -114,7 +114,7 @@ static int encode(conv *c, const tm_tensor *src, tm_dtype enc, tm_tensor *out, t
 {
     int64_t K, N = rows_of(src, &K);
     size_t nb = tm_quant_data_bytes(enc, N, K), ns = tm_quant_scale_count(enc, N, K);
-    size_t soff = (nb + 63) & ~(size_t)63, need = soff + ns * sizeof(float);
+    size_t soff = (nb + 63) & ~(size_t)63, need = soff + ns * tm_quant_scale_bytes(enc);
     if (need > c->cap) {
         free(c->buf);
         c->cap = need + need / 8;
@@ -125,7 +125,7 @@ static int encode(conv *c, const tm_tensor *src, tm_dtype enc, tm_tensor *out, t
         }
     }
     qjob j = {.enc = enc, .src_dt = src->dtype, .src = src->data, .N = N, .K = K, .data = c->buf,
-              .scales = ns ? (float *)(void *)(c->buf + soff) : NULL, .qo = {.clip_search = c->o->clip_search}};
+              .scales = ns ? (void *)(c->buf + soff) : NULL, .qo = {.clip_search = c->o->clip_search}};
     atomic_init(&j.rc, TM_OK);
     int tasks = 1;
     if (c->pool && N * K >= (1 << 16)) { /* small tensors are not worth a hand-off */

@@ -1,4 +1,4 @@
-/* pkg/pkg_format.h: the tandem package file format (.tdm), version 1.
+/* pkg/pkg_format.h: the tandem package file format (.tdm), version 2.
  *
  * This comment is the normative specification; docs/package-format.md says the
  * same with the reasons behind it. The constants and record layouts below are
@@ -36,9 +36,11 @@
  * 3. Header, at offset 0 (TM_PKG_HEADER_SIZE = 64 bytes)
  *     off size field
  *       0    4 magic          "TNDM" (0x54 0x4E 0x44 0x4D)
- *       4    4 version        1. A reader rejects any other version: a change
+ *       4    4 version        2. A reader rejects any other version: a change
  *                             to the binary layout bumps it; additions go in
  *                             the metadata JSON, which readers extend freely.
+ *                             (Version 1 stored int4 / int6 scales in f32; 2
+ *                             stores them in f16. Re-convert a version 1 file.)
  *       8    4 byte_order     0x01020304 written little-endian (bytes 04 03 02 01).
  *                             Reading it as 0x04030201 means a big-endian writer.
  *      12    4 alignment      A: a power of two, 64 <= A <= 2^24. Writers use 4096.
@@ -85,8 +87,9 @@
  *      72    8 scales_offset  0 for plain dtypes; for quantized ones exactly
  *                             data_offset + data_size rounded up to 64, so a
  *                             tensor is one contiguous region and scales are
- *                             f32-aligned
- *      80    8 scales_size    0 for plain dtypes; else 4 * the scale count (4.4)
+ *                             aligned
+ *      80    8 scales_size    0 for plain dtypes; else the scale count times
+ *                             4 (f32, int8) or 2 (f16, int4 and int6) (4.4)
  *      88    8 hash           hash of the data bytes followed by the scale bytes
  *   Each (name, stage) pair appears at most once: a name has either one record
  *   used by both stages or one record per stage.
@@ -95,10 +98,10 @@
  *   dtypes (layouts normative in core/tensor.h) treat the tensor as rows of K =
  *   shape[ndim-1] elements, R = elements / K rows, ndim >= 2:
  *     int8 per-channel : data R*K bytes,    scales f32 [R]
- *     int4 (group G)   : data R*K/2 bytes,  scales f32 [R][K/G]; G = K for
+ *     int4 (group G)   : data R*K/2 bytes,  scales f16 [R][K/G]; G = K for
  *                        per-channel, 64 or 32 otherwise; K % 32 == 0, K % G == 0
  *     int6 (group 64)  : data R*(192 floor(K/256) + (t ? t/2 + 64 : 0)) bytes, t = K % 256,
- *                        scales f32 [R][K/64]; K % 64 == 0 (quant/quant.h)
+ *                        scales f16 [R][K/64]; K % 64 == 0 (quant/quant.h)
  *
  *   4.5 Document record (32 bytes): an embedded text file, stored verbatim
  *     off size field
@@ -151,7 +154,7 @@
 #include <stdint.h>
 
 #define TM_PKG_MAGIC "TNDM"
-#define TM_PKG_VERSION 1u
+#define TM_PKG_VERSION 2u
 #define TM_PKG_BYTE_ORDER 0x01020304u
 #define TM_PKG_ALIGNMENT 4096u          /* what writers use by default */
 #define TM_PKG_MIN_ALIGNMENT 64u

@@ -16,6 +16,7 @@
 
 #include "core/fileio.h"
 #include "pkg/checksum.h"
+#include "quant/quant.h"
 
 typedef struct pkg_doc {
     const char *name;
@@ -87,7 +88,7 @@ static int check_header(tm_pkg *p, tm_err *err)
     tm_pkg_header *h = &p->h;
     tm_pkg_header_get(b, h);
     if (h->version != TM_PKG_VERSION)
-        return fmt_err(p, err, TM_E_UNSUPPORTED, "header.version: format version %u, this build reads version %u",
+        return fmt_err(p, err, TM_E_UNSUPPORTED, "header.version: format version %u, this build reads version %u (re-convert the model)",
                        h->version, TM_PKG_VERSION);
     if (h->byte_order == 0x04030201u)
         return fmt_err(p, err, TM_E_UNSUPPORTED, "header.byte_order: written big-endian, not supported");
@@ -152,11 +153,12 @@ static int load_tensor(tm_pkg *p, const uint8_t *rec, const char *pool, uint64_t
     if (scale_count == 0 && (r.scales_offset || r.scales_size))
         return fmt_err(p, err, TM_E_FORMAT, "tensor '%s': a %s tensor has no scales", name, dt);
     if (scale_count) {
-        if (r.scales_size != scale_count * 4 || r.scales_offset != tm_pkg_scales_offset(r.data_offset, r.data_size))
+        const uint64_t sbytes = scale_count * tm_quant_scale_bytes((tm_dtype)r.dtype);
+        if (r.scales_size != sbytes || r.scales_offset != tm_pkg_scales_offset(r.data_offset, r.data_size))
             return fmt_err(p, err, TM_E_FORMAT, "tensor '%s': scales [%llu, +%llu) should be [%llu, +%llu)", name,
                            (unsigned long long)r.scales_offset, (unsigned long long)r.scales_size,
                            (unsigned long long)tm_pkg_scales_offset(r.data_offset, r.data_size),
-                           (unsigned long long)scale_count * 4);
+                           (unsigned long long)sbytes);
         if (!range_ok(p, r.scales_offset, r.scales_size, TM_PKG_SCALES_ALIGN))
             return fmt_err(p, err, TM_E_FORMAT, "tensor '%s': scales [%llu, +%llu) run past the data area", name,
                            (unsigned long long)r.scales_offset, (unsigned long long)r.scales_size);
@@ -169,7 +171,7 @@ static int load_tensor(tm_pkg *p, const uint8_t *rec, const char *pool, uint64_t
     for (uint32_t d = 0; d < r.ndim; d++) e->t.shape[d] = (int64_t)r.shape[d];
     e->t.data = p->base + r.data_offset;
     e->t.nbytes = (size_t)r.data_size;
-    e->t.scales = scale_count ? (const float *)(const void *)(p->base + r.scales_offset) : NULL;
+    e->t.scales = scale_count ? (const void *)(p->base + r.scales_offset) : NULL;
     e->scales_bytes = (size_t)r.scales_size;
     e->stages = r.stages;
     e->offset = r.data_offset;

@@ -12,6 +12,7 @@
 
 #include "core/fileio.h"
 #include "pkg/checksum.h"
+#include "quant/quant.h"
 
 struct tm_pkg_writer {
     tm_afile af;
@@ -228,7 +229,7 @@ int tm_pkg_writer_add_tensor(tm_pkg_writer *w, const tm_tensor *t, unsigned stag
     if (scale_count) {
         if ((rc = pad_to(w, TM_PKG_SCALES_ALIGN, err))) return rc;
         r.scales_offset = w->pos;
-        r.scales_size = scale_count * 4;
+        r.scales_size = scale_count * tm_quant_scale_bytes(t->dtype);
         if ((rc = put_hashed(w, &h, t->scales, (size_t)r.scales_size, err))) return rc;
     }
     r.hash = tm_xxh64_digest(&h);

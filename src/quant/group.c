@@ -42,13 +42,14 @@ static int usable(float d, float d0)
     return d != 0.0f && isfinite(d) && (d > 0.0f) == (d0 > 0.0f) && fabsf(d) >= 0.5f * fabsf(d0);
 }
 
-float tm_q_clip_search(const float *w, int64_t n, float d0, int qmin, int qmax)
+float tm_q_clip_search(const float *w, int64_t n, float d0, int qmin, int qmax, int f16)
 {
     if (d0 == 0.0f) return 0.0f;
     float best = d0;
     double best_e = tm_q_group_sqerr(w, n, d0, qmin, qmax);
     for (int c = 99; c >= 70; c--) {
         float d = d0 * ((float)c / 100.0f);
+        if (f16) d = tm_q_f16_round(d);
         if (!usable(d, d0)) continue;
         double e = tm_q_group_sqerr(w, n, d, qmin, qmax);
         if (e < best_e) {
@@ -57,6 +58,7 @@ float tm_q_clip_search(const float *w, int64_t n, float d0, int qmin, int qmax)
         }
     }
     float r = lsq_refit(w, n, best, qmin, qmax);
+    if (f16) r = tm_q_f16_round(r);
     if (usable(r, d0) && tm_q_group_sqerr(w, n, r, qmin, qmax) < best_e) best = r;
     return best;
 }

@@ -4,12 +4,12 @@
  * Block of 32 elements -> 16 bytes:
  *     byte j (0..15) = (q[j] + 8) | (q[j + 16] + 8) << 4,  q in [-8, 7]
  * Scale per group: d = m / -8 where m is the group's element of largest
- * magnitude (the negative one when +a and -a tie), so m encodes as exactly
- * -8 and the positive side keeps 7 levels. The inner loops have a fixed
+ * magnitude (the negative one when +a and -a tie), rounded to f16 as it is
+ * stored, so m encodes as -8 and the positive side keeps 7 levels. The inner loops have a fixed
  * trip count of 32 so that the compiler vectorises them at -O2. */
 #include "quant/quant-impl.h"
 
-#include <float.h>
+#include <math.h>
 
 /* quantize 32 values with scale d (d != 0) and pack them into 16 bytes */
 static inline void quant_pack_block(const float *w /*[32]*/, float d, uint8_t *out /*[16]*/)
@@ -37,21 +37,33 @@ float tm_q_signed_absmax(const float *w, int64_t n)
     return -lo >= hi ? lo : hi;
 }
 
+#define F16_TRUE_MIN 5.9604644775390625e-8f /* 2^-24, f16's smallest subnormal */
+
 float tm_q_sym_scale(const float *w, int64_t n, int qneg, int clip)
 {
     const float m = tm_q_signed_absmax(w, n);
-    float d = m / (float)-qneg;
-    if (d == 0.0f && m != 0.0f) d = m > 0 ? -FLT_TRUE_MIN : FLT_TRUE_MIN;   /* tiny subnormal group */
-    if (clip) d = tm_q_clip_search(w, n, d, -qneg, qneg - 1);
+    float d = tm_q_f16_round(m / (float)-qneg);
+    if (isinf(d)) return d;
+    if (d == 0.0f && m != 0.0f) d = m > 0 ? -F16_TRUE_MIN : F16_TRUE_MIN;   /* a group too small for f16 */
+    if (clip) d = tm_q_clip_search(w, n, d, -qneg, qneg - 1, 1);
     if (d == 0.0f) d = 0.0f;   /* +0, not -0 (0 / -8) */
     return d;
 }
 
-void tm_q4_quant_row(const float *w, int64_t K, int64_t G, uint8_t *data, float *scales, int clip)
+int64_t tm_q_absmax_at(const float *w, int64_t n)
+{
+    int64_t at = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (fabsf(w[i]) > fabsf(w[at])) at = i;
+    return at;
+}
+
+int64_t tm_q4_quant_row(const float *w, int64_t K, int64_t G, uint8_t *data, uint16_t *scales, int clip)
 {
     for (int64_t g0 = 0; g0 < K; g0 += G) {
         const float d = tm_q_sym_scale(w + g0, G, 8, clip);
-        scales[g0 / G] = d;
+        if (isinf(d)) return g0 + tm_q_absmax_at(w + g0, G);
+        scales[g0 / G] = tm_f32_to_f16(d);
         uint8_t *out = data + g0 / 2;
         if (d == 0.0f) {
             for (int64_t j = 0; j < G / 2; j++) out[j] = 0x88;
@@ -60,12 +72,13 @@ void tm_q4_quant_row(const float *w, int64_t K, int64_t G, uint8_t *data, float 
         for (int64_t b = 0; b < G; b += TM_Q_BLOCK)
             quant_pack_block(w + g0 + b, d, out + b / 2);
     }
+    return -1;
 }
 
-void tm_q4_dequant_row(const uint8_t *data, const float *scales, int64_t K, int64_t G, float *out)
+void tm_q4_dequant_row(const uint8_t *data, const uint16_t *scales, int64_t K, int64_t G, float *out)
 {
     for (int64_t b = 0; b < K; b += TM_Q_BLOCK) {
-        const float d = scales[b / G];
+        const float d = tm_f16_to_f32(scales[b / G]);
         const uint8_t *in = data + b / 2;
         float *o = out + b;
         for (int j = 0; j < TM_Q_BLOCK / 2; j++) {

@@ -3,8 +3,10 @@
  * q in [-32, 31], stored as u = q + 32 split into nibbles (the low 4 bits,
  * int4's block packing) and crumbs (the high 2 bits), per superchunk of 256
  * elements (layout: quant/quant.h). Scale per group: d = m / -32, m
- * the group's element of largest magnitude (as int4's m / -8). */
+ * the group's element of largest magnitude, rounded to f16 (as int4's m / -8). */
 #include "quant/quant-impl.h"
+
+#include <math.h>
 
 #define Q6_SUPER 256
 
@@ -20,7 +22,7 @@ static void pack_super(const uint8_t *u, int n, uint8_t *out)
     }
 }
 
-void tm_q6_quant_row(const float *w, int64_t K, uint8_t *data, float *scales, int clip)
+int64_t tm_q6_quant_row(const float *w, int64_t K, uint8_t *data, uint16_t *scales, int clip)
 {
     for (int64_t s0 = 0; s0 < K; s0 += Q6_SUPER) {
         int n = K - s0 < Q6_SUPER ? (int)(K - s0) : Q6_SUPER;
@@ -28,14 +30,16 @@ void tm_q6_quant_row(const float *w, int64_t K, uint8_t *data, float *scales, in
         for (int g = 0; g < n; g += 64) {
             const float *wg = w + s0 + g;
             const float d = tm_q_sym_scale(wg, 64, 32, clip);
-            scales[(s0 + g) / 64] = d;
+            if (isinf(d)) return s0 + g + tm_q_absmax_at(wg, 64);
+            scales[(s0 + g) / 64] = tm_f32_to_f16(d);
             for (int j = 0; j < 64; j++) u[g + j] = (uint8_t)(d == 0.0f ? 32 : tm_q_round_clamp(wg[j] / d, -32, 31) + 32);
         }
         pack_super(u, n, data + (s0 / Q6_SUPER) * 192);
     }
+    return -1;
 }
 
-void tm_q6_dequant_row(const uint8_t *data, const float *scales, int64_t K, float *out)
+void tm_q6_dequant_row(const uint8_t *data, const uint16_t *scales, int64_t K, float *out)
 {
-    for (int64_t k = 0; k < K; k++) out[k] = scales[k / 64] * (float)tm_quant_q6_at(data, K, k);
+    for (int64_t k = 0; k < K; k++) out[k] = tm_f16_to_f32(scales[k / 64]) * (float)tm_quant_q6_at(data, K, k);
 }

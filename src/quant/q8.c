@@ -15,7 +15,7 @@ void tm_q8_quant_row(const float *w, int64_t K, int8_t *q, float *scale, int cli
     float d = amax / 127.0f;
     if (d == 0.0f && amax > 0.0f) d = FLT_TRUE_MIN;   /* a tiny subnormal row: keep it, not 0 */
     if (isinf(d * 127.0f)) d = nextafterf(d, 0.0f);    /* amax ~ FLT_MAX: 127 d must stay finite */
-    if (clip) d = tm_q_clip_search(w, K, d, -127, 127);
+    if (clip) d = tm_q_clip_search(w, K, d, -127, 127, 0);
     tm_q_quant_group(w, K, d, -127, 127, q);
     *scale = d;
 }

@@ -39,27 +39,41 @@ double tm_q_group_sqerr(const float *w /*[n]*/, int64_t n, float d, int qmin, in
 
 /* tm_q_clip_search: the scale with the lowest tm_q_group_sqerr among d0 * c,
  * c in {1.00, 0.99, ..., 0.70}, and the least-squares refit of the best one;
- * d0 wins ties, so the result's error is never above d0's. */
-float tm_q_clip_search(const float *w /*[n]*/, int64_t n, float d0, int qmin, int qmax);
+ * d0 wins ties, so the result's error is never above d0's. With f16, every
+ * candidate is first rounded to f16 (tm_q_f16_round), as it will be stored. */
+float tm_q_clip_search(const float *w /*[n]*/, int64_t n, float d0, int qmin, int qmax, int f16);
+
+/* tm_q_f16_round: d rounded to the nearest f16 value (ties to even), as an
+ * f32; inf when |d| is beyond f16's range (65504 and the half ulp above). */
+static inline float tm_q_f16_round(float d) { return tm_f16_to_f32(tm_f32_to_f16(d)); }
 
 /* Row encoders: one row w [K] into its packed data and scales.
  * The row must be finite (checked by the caller). */
 void tm_q8_quant_row(const float *w /*[K]*/, int64_t K, int8_t *q /*[K]*/, float *scale /*[1]*/, int clip);
 void tm_q8_dequant_row(const int8_t *q /*[K]*/, float scale, int64_t K, float *out /*[K]*/);
-void tm_q4_quant_row(const float *w /*[K]*/, int64_t K, int64_t G, uint8_t *data /*[K/2]*/,
-                     float *scales /*[K/G]*/, int clip);
-void tm_q6_quant_row(const float *w /*[K]*/, int64_t K, uint8_t *data /*[row bytes]*/, float *scales /*[K/64]*/,
-                     int clip);
-void tm_q6_dequant_row(const uint8_t *data /*[row bytes]*/, const float *scales /*[K/64]*/, int64_t K,
+/* The int4 / int6 encoders store f16 scales; they return the column of the
+ * element whose group scale is beyond f16's range (|w| > 8 * 65504 for int4,
+ * 32 * 65504 for int6), else -1. */
+int64_t tm_q4_quant_row(const float *w /*[K]*/, int64_t K, int64_t G, uint8_t *data /*[K/2]*/,
+                        uint16_t *scales /*[K/G] f16*/, int clip);
+int64_t tm_q6_quant_row(const float *w /*[K]*/, int64_t K, uint8_t *data /*[row bytes]*/,
+                        uint16_t *scales /*[K/64] f16*/, int clip);
+void tm_q6_dequant_row(const uint8_t *data /*[row bytes]*/, const uint16_t *scales /*[K/64] f16*/, int64_t K,
                        float *out /*[K]*/);
 /* tm_q_signed_absmax: the element of w [n] (n % 32 == 0) of largest
  * magnitude, the negative one when +a and -a tie */
 float tm_q_signed_absmax(const float *w /*[n]*/, int64_t n);
-/* tm_q_sym_scale: a group's default symmetric scale m / -qneg (qneg = 8, 32):
- * m encodes as -qneg exactly; a tiny subnormal group keeps the smallest
- * subnormal; optionally clip-searched over [-qneg, qneg - 1]; never -0 */
+/* tm_q_absmax_at: the index of w [n]'s first element of largest magnitude
+ * (the culprit named when a group's scale overflows f16) */
+int64_t tm_q_absmax_at(const float *w /*[n]*/, int64_t n);
+/* tm_q_sym_scale: a group's default symmetric scale m / -qneg (qneg = 8, 32),
+ * rounded to f16 (the int4 / int6 scales' storage): m encodes as -qneg (the
+ * rounding moves m / d by at most qneg 2^-11); a group whose scale underflows
+ * f16 keeps f16's smallest subnormal (2^-24); optionally clip-searched over
+ * [-qneg, qneg - 1]; never -0. Returns inf when m / -qneg is beyond f16's
+ * range (the caller reports it). */
 float tm_q_sym_scale(const float *w /*[n]*/, int64_t n, int qneg, int clip);
-void tm_q4_dequant_row(const uint8_t *data /*[K/2]*/, const float *scales /*[K/G]*/, int64_t K, int64_t G,
+void tm_q4_dequant_row(const uint8_t *data /*[K/2]*/, const uint16_t *scales /*[K/G] f16*/, int64_t K, int64_t G,
                        float *out /*[K]*/);
 
 #endif

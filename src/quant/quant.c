@@ -52,6 +52,27 @@ size_t tm_quant_data_bytes(tm_dtype enc, int64_t N, int64_t K)
     return (size_t)N * tm_quant_row_bytes(enc, K);
 }
 
+size_t tm_quant_scale_bytes(tm_dtype enc)
+{
+    switch (enc) {
+    case TM_DT_Q8PC: return 4;
+    case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: case TM_DT_Q6G64: return 2;
+    default: return 0;
+    }
+}
+
+float tm_quant_scale_at(tm_dtype enc, const void *scales, size_t i)
+{
+    if (enc == TM_DT_Q8PC) return ((const float *)scales)[i];
+    return tm_f16_to_f32(((const uint16_t *)scales)[i]);
+}
+
+void tm_quant_scale_set(tm_dtype enc, void *scales, size_t i, float v)
+{
+    if (enc == TM_DT_Q8PC) ((float *)scales)[i] = v;
+    else ((uint16_t *)scales)[i] = tm_f32_to_f16(v);
+}
+
 size_t tm_quant_scale_count(tm_dtype enc, int64_t N, int64_t K)
 {
     int64_t G = tm_quant_group_size(enc, K);
@@ -98,8 +119,9 @@ static int64_t first_nonfinite(const float *w, int64_t n)
 }
 
 /* encode one f32 row into `enc`; returns the column of a finite value that
- * overflows f16 / bf16 or of a non-finite value in a quantized encoding, else -1 */
-static int64_t encode_row(tm_dtype enc, const float *w, int64_t K, void *drow, float *srow, int clip)
+ * overflows f16 / bf16 (or, int4 / int6, whose group scale overflows f16) or
+ * of a non-finite value in a quantized encoding, else -1 */
+static int64_t encode_row(tm_dtype enc, const float *w, int64_t K, void *drow, void *srow, int clip)
 {
     if (tm_quant_is_quantized(enc)) {
         int64_t bad = first_nonfinite(w, K);
@@ -129,17 +151,15 @@ static int64_t encode_row(tm_dtype enc, const float *w, int64_t K, void *drow, f
         tm_q8_quant_row(w, K, drow, srow, clip);
         break;
     case TM_DT_Q6G64:
-        tm_q6_quant_row(w, K, drow, srow, clip);
-        break;
+        return tm_q6_quant_row(w, K, drow, srow, clip);
     default:
-        tm_q4_quant_row(w, K, tm_quant_group_size(enc, K), drow, srow, clip);
-        break;
+        return tm_q4_quant_row(w, K, tm_quant_group_size(enc, K), drow, srow, clip);
     }
     return -1;
 }
 
 int tm_quant_quantize_rows(tm_dtype enc, tm_dtype src_dt, const void *src, int64_t N, int64_t K, int64_t r0,
-                           int64_t r1, void *data, float *scales, const tm_quant_opts *o, tm_err *err)
+                           int64_t r1, void *data, void *scales, const tm_quant_opts *o, tm_err *err)
 {
     int rc = tm_quant_check_shape(enc, N, K, err);
     if (rc != TM_OK) return rc;
@@ -155,7 +175,7 @@ int tm_quant_quantize_rows(tm_dtype enc, tm_dtype src_dt, const void *src, int64
     if (r0 == r1) return TM_OK;
 
     const int clip = o ? o->clip_search : 0;
-    const size_t rb = tm_quant_row_bytes(enc, K), sb = tm_dtype_size(src_dt);
+    const size_t rb = tm_quant_row_bytes(enc, K), sb = tm_dtype_size(src_dt), scb = tm_quant_scale_bytes(enc);
     const int64_t ns = tm_quant_is_quantized(enc) ? K / tm_quant_group_size(enc, K) : 0;
     float *buf = NULL;
     if (src_dt != TM_DT_F32) {
@@ -170,12 +190,16 @@ int tm_quant_quantize_rows(tm_dtype enc, tm_dtype src_dt, const void *src, int64
             tm_to_f32(buf, s, src_dt, (size_t)K);
             w = buf;
         }
-        int64_t bad = encode_row(enc, w, K, (uint8_t *)data + (size_t)r * rb, scales ? scales + r * ns : NULL, clip);
+        int64_t bad = encode_row(enc, w, K, (uint8_t *)data + (size_t)r * rb,
+                                 scales ? (uint8_t *)scales + (size_t)(r * ns) * scb : NULL, clip);
         if (bad >= 0) {
             rc = tm_errf(err, TM_E_INVALID, "%s: row %lld, column %lld: weight %g %s", nm, (long long)r,
                          (long long)bad, (double)w[bad],
-                         isfinite(w[bad]) ? (enc == TM_DT_F16 ? "overflows f16 (|w| > 65504)" : "overflows bf16")
-                                          : "is not finite");
+                         !isfinite(w[bad])         ? "is not finite"
+                         : enc == TM_DT_F16        ? "overflows f16 (|w| > 65504)"
+                         : enc == TM_DT_BF16       ? "overflows bf16"
+                         : enc == TM_DT_Q6G64      ? "is too large for the f16 group scale (|w| > 32 * 65504)"
+                                                   : "is too large for the f16 group scale (|w| > 8 * 65504)");
             break;
         }
     }
@@ -183,36 +207,37 @@ int tm_quant_quantize_rows(tm_dtype enc, tm_dtype src_dt, const void *src, int64
     return rc;
 }
 
-int tm_quant_quantize(tm_dtype enc, const float *w, int64_t N, int64_t K, void *data, float *scales,
+int tm_quant_quantize(tm_dtype enc, const float *w, int64_t N, int64_t K, void *data, void *scales,
                       const tm_quant_opts *o, tm_err *err)
 {
     return tm_quant_quantize_rows(enc, TM_DT_F32, w, N, K, 0, N, data, scales, o, err);
 }
 
-void tm_quant_dequant_row(tm_dtype enc, const void *data, const float *scales, int64_t K, int64_t row, float *out)
+void tm_quant_dequant_row(tm_dtype enc, const void *data, const void *scales, int64_t K, int64_t row, float *out)
 {
+    const uint16_t *s16 = scales;
     const uint8_t *d = (const uint8_t *)data + (size_t)row * tm_quant_row_bytes(enc, K);
     switch (enc) {
     case TM_DT_F32: case TM_DT_F16: case TM_DT_BF16:
         tm_to_f32(out, d, enc, (size_t)K);
         break;
     case TM_DT_Q8PC:
-        tm_q8_dequant_row((const int8_t *)d, scales[row], K, out);
+        tm_q8_dequant_row((const int8_t *)d, ((const float *)scales)[row], K, out);
         break;
     case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: {
         int64_t G = tm_quant_group_size(enc, K);
-        tm_q4_dequant_row(d, scales + row * (K / G), K, G, out);
+        tm_q4_dequant_row(d, s16 + row * (K / G), K, G, out);
         break;
     }
     case TM_DT_Q6G64:
-        tm_q6_dequant_row(d, scales + row * (K / 64), K, out);
+        tm_q6_dequant_row(d, s16 + row * (K / 64), K, out);
         break;
     default:
         break;
     }
 }
 
-int tm_quant_dequant(tm_dtype enc, const void *data, const float *scales, int64_t N, int64_t K, float *out,
+int tm_quant_dequant(tm_dtype enc, const void *data, const void *scales, int64_t N, int64_t K, float *out,
                      tm_err *err)
 {
     int rc = tm_quant_check_shape(enc, N, K, err);

@@ -4,8 +4,8 @@
  *
  *   tm_err err = {0};
  *   size_t nb = tm_quant_data_bytes(TM_DT_Q4G64, N, K);       // packed bytes
- *   size_t ns = tm_quant_scale_count(TM_DT_Q4G64, N, K);      // f32 scales
- *   void *data = malloc(nb); float *scales = malloc(ns * sizeof(float));
+ *   size_t ns = tm_quant_scale_count(TM_DT_Q4G64, N, K);      // scales
+ *   void *data = malloc(nb), *scales = malloc(ns * tm_quant_scale_bytes(TM_DT_Q4G64));
  *   tm_quant_opts o = {.clip_search = 0};
  *   if (tm_quant_quantize(TM_DT_Q4G64, w, N, K, data, scales, &o, &err) != TM_OK)
  *       fprintf(stderr, "%s\n", err.msg);
@@ -22,9 +22,9 @@
  *   Q4PC / Q4G64 / Q4G32 (group G = K, 64, 32)
  *          data uint8 [N][K/2] in blocks of 32 elements (16 bytes): byte j of a
  *          block = (q[j] + 8) | (q[j + 16] + 8) << 4, q in [-8, 7];
- *          scales f32 [N][K/G]; w = scale[n][k / G] * q. K % 32 == 0, K % G == 0.
+ *          scales f16 [N][K/G]; w = scale[n][k / G] * q. K % 32 == 0, K % G == 0.
  *   Q6G64  (int6, group 64: for an output head between int8 and int4)
- *          u = q + 32 in [0, 63], q in [-32, 31]; scales f32 [N][K/64]; K % 64 == 0.
+ *          u = q + 32 in [0, 63], q in [-32, 31]; scales f16 [N][K/64]; K % 64 == 0.
  *          A row is floor(K/256) superchunks of 256 elements, then a tail
  *          superchunk of t = K % 256 elements if t > 0. A superchunk of n
  *          elements is n/2 bytes of nibbles, then 64 bytes of crumbs. Its
@@ -42,10 +42,15 @@
  * bytes): q = clamp(round_half_even(w / d), qmin, qmax) with the division in
  * f32. Default scale d per group: int8 d = absmax / 127; int4 d = m / -8 (int6: m / -32) where
  * m is the group's element of largest magnitude (the negative one when +a and
- * -a tie), so m itself encodes as -8 exactly (ggml Q4_0 style; about 11% lower
+ * -a tie), so m itself encodes as -8 (ggml Q4_0 style; about 11% lower
  * RMSE than absmax / 7 on Gaussian weights, see docs/encodings.md). d may thus
- * be negative. An all-zero group gets d = +0 and q = 0; a nonzero group whose
- * d underflows to 0 gets the smallest subnormal instead. Error bound:
+ * be negative. int4 / int6 scales are stored in f16 (ggml's choice: 2 bytes
+ * instead of 4 per group of 64 is 0.25 bit per weight of decode traffic), so
+ * their d is rounded to f16 before any q is formed, and q uses the rounded d.
+ * An all-zero group gets d = +0 and q = 0; a nonzero group whose d underflows
+ * to 0 gets the smallest subnormal (f32's for int8, f16's 2^-24 for int4 /
+ * int6) instead; an int4 / int6 group whose d is beyond f16's range
+ * (|m| > 8 * 65504, 32 * 65504) is an error naming the weight. Error bound:
  * |w - d q| <= |d| / 2, except int4 elements of the sign opposite to m with
  * |w| > 7.5 |d| (int6: 31.5 |d|), which clamp to 7 (31) (error <= |d|).
  * With clip_search, d is chosen among d0 * c, c in {0.70, 0.71, ..., 1.00},
@@ -87,8 +92,17 @@ size_t tm_quant_row_bytes(tm_dtype enc, int64_t K);
 /* tm_quant_data_bytes: bytes of packed data of an [N][K] weight. */
 size_t tm_quant_data_bytes(tm_dtype enc, int64_t N, int64_t K);
 
-/* tm_quant_scale_count: number of f32 scales ([N] or [N][K/G]); 0 for plain. */
+/* tm_quant_scale_count: number of scales ([N] or [N][K/G]); 0 for plain. */
 size_t tm_quant_scale_count(tm_dtype enc, int64_t N, int64_t K);
+
+/* tm_quant_scale_bytes: bytes per scale: 4 (f32, int8 per channel), 2 (f16,
+ * the int4 family and int6), 0 for plain types. */
+size_t tm_quant_scale_bytes(tm_dtype enc);
+
+/* tm_quant_scale_at: scale i of a quantized encoding's scales, as f32;
+ * tm_quant_scale_set: store v there (rounded to f16 for int4 / int6) */
+float tm_quant_scale_at(tm_dtype enc, const void *scales, size_t i);
+void tm_quant_scale_set(tm_dtype enc, void *scales, size_t i, float v);
 
 /* tm_quant_check_shape: TM_OK if an [N][K] weight can be stored in `enc`;
  * otherwise TM_E_INVALID (or TM_E_UNSUPPORTED for a non-encoding) with a
@@ -97,13 +111,14 @@ size_t tm_quant_scale_count(tm_dtype enc, int64_t N, int64_t K);
 int tm_quant_check_shape(tm_dtype enc, int64_t N, int64_t K, tm_err *err);
 
 /* tm_quant_quantize: encode a whole f32 weight w [N][K] into data
- * (tm_quant_data_bytes bytes) and scales (tm_quant_scale_count floats; may be
- * NULL for plain types). o may be NULL (defaults). Errors: bad shape, a
- * non-finite weight (quantized encodings; f16/bf16 keep NaN and inf as they
- * are), a finite weight that rounds to infinity in f16 / bf16; the message
+ * (tm_quant_data_bytes bytes) and scales (tm_quant_scale_count scales of
+ * tm_quant_scale_bytes each; may be NULL for plain types). o may be NULL
+ * (defaults). Errors: bad shape, a non-finite weight (quantized encodings;
+ * f16/bf16 keep NaN and inf as they are), a finite weight that rounds to
+ * infinity in f16 / bf16 or whose int4 / int6 group scale would; the message
  * names the row and column. */
 int tm_quant_quantize(tm_dtype enc, const float *w /*[N][K]*/, int64_t N, int64_t K,
-                      void *data, float *scales, const tm_quant_opts *o, tm_err *err);
+                      void *data, void *scales, const tm_quant_opts *o, tm_err *err);
 
 /* tm_quant_quantize_rows: encode rows [r0, r1) of a weight src [N][K] whose
  * elements are of type src_dt (F32, BF16 or F16). src, data and scales all
@@ -111,17 +126,17 @@ int tm_quant_quantize(tm_dtype enc, const float *w /*[N][K]*/, int64_t N, int64_
  * scales are written. Safe to call concurrently on disjoint row ranges. */
 int tm_quant_quantize_rows(tm_dtype enc, tm_dtype src_dt, const void *src /*[N][K]*/,
                            int64_t N, int64_t K, int64_t r0, int64_t r1,
-                           void *data, float *scales, const tm_quant_opts *o, tm_err *err);
+                           void *data, void *scales, const tm_quant_opts *o, tm_err *err);
 
 /* tm_quant_dequant_row: decode row `row` of an encoded weight (data and scales
  * point at row 0) into out [K] f32. Works for every encoding including
  * F32/F16/BF16 (scales ignored, may be NULL). The shape must be valid. */
-void tm_quant_dequant_row(tm_dtype enc, const void *data, const float *scales, int64_t K,
+void tm_quant_dequant_row(tm_dtype enc, const void *data, const void *scales, int64_t K,
                           int64_t row, float *out /*[K]*/);
 
 /* tm_quant_dequant: decode a whole [N][K] weight into out [N][K] f32.
  * Returns TM_E_INVALID / TM_E_UNSUPPORTED (shape check) or TM_OK. */
-int tm_quant_dequant(tm_dtype enc, const void *data, const float *scales, int64_t N, int64_t K,
+int tm_quant_dequant(tm_dtype enc, const void *data, const void *scales, int64_t N, int64_t K,
                      float *out /*[N][K]*/, tm_err *err);
 
 /* tm_quant_q4_unpack_block: the 32 signed values q [32] in [-8, 7] of one

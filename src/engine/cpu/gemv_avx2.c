@@ -70,7 +70,7 @@ static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float 
  * of chunk c / 2 (A or B of superchunk c / 4, whose crumbs lie 128 bytes
  * in, or cro for the tail): its crumbs are the 32 bytes of that half, A's
  * in bits 0-1 / 2-3, B's in 4-5 / 6-7 */
-AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk2 *xb, int nch, int c, int B, int G, int tail,
+AI void q4_chunk(const uint8_t *wp, const uint16_t *ws, const xchunk2 *xb, int nch, int c, int B, int G, int tail,
                  const int Q6, int cro, __m256 *fs)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -88,11 +88,13 @@ AI void q4_chunk(const uint8_t *wp, const float *ws, const xchunk2 *xb, int nch,
         whi = _mm256_or_si256(whi, _mm256_and_si256(th, m30));
     }
     __m256 wsl = _mm256_setzero_ps();
-    if (G == 32) {
-        __m128 v = tail ? _mm_load_ss(ws + 2 * c) : _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(ws + 2 * c)));
+    if (G == 32) { /* two f16 scales (one at the tail) */
+        uint32_t h2 = ws[2 * c];
+        if (!tail) h2 |= (uint32_t)ws[2 * c + 1] << 16;
+        __m128 v = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h2));
         wsl = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0));
     } else if (G == 64) {
-        wsl = _mm256_set1_ps(ws[c]);
+        wsl = _mm256_set1_ps(_cvtsh_ss(ws[c]));
     }
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
@@ -125,7 +127,7 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G, con
     int ng = w->K / w->G;
     for (int n = n0; n < n1; n++) {
         const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-        const float *ws = w->scales + (size_t)n * ng;
+        const uint16_t *ws = (const uint16_t *)w->scales + (size_t)n * ng; /* f16 */
         __m256 fs[TM_KGEMV_MAX_B];
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm256_setzero_ps();
@@ -140,7 +142,7 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G, con
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
             float v = hsum8(fs[b]);
-            c->y[(size_t)b * w->N + n] = G ? v : v * ws[0];
+            c->y[(size_t)b * w->N + n] = G ? v : v * _cvtsh_ss(ws[0]);
         }
     }
 }
@@ -236,7 +238,7 @@ AI void q8_rows_t(const q8_ctx *c, int n0, int n1, const int B)
         }
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++)
-            c->y[(size_t)b * w->N + n] = (float)(tot[b] * ((double)w->scales[n] * c->xs[b]));
+            c->y[(size_t)b * w->N + n] = (float)(tot[b] * ((double)((const float *)w->scales)[n] * c->xs[b]));
     }
 }
 

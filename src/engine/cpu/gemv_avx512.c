@@ -89,13 +89,13 @@ static void q4_prepare(const tm_kact *x, xchunk *xc, float *xsa, float *cg, int 
  * G = 32: 4 weight scales, one per block; G = 64: 2, one per block pair;
  * G = 0 (per channel): xs alone (the row scale is applied at the end). The
  * products are formed on 4 floats, then spread to 16 lanes by one permute. */
-AI __m512 q4_scale(const float *ws, const float *xs, int c, int G, __mmask8 m)
+AI __m512 q4_scale(const uint16_t *ws, const float *xs, int c, int G, __mmask8 m)
 {
     __m128 x4 = _mm_loadu_ps(xs), s4;
     if (G == 32) {
-        s4 = _mm_mul_ps(x4, _mm_maskz_loadu_ps(m, ws + 4 * c));
+        s4 = _mm_mul_ps(x4, _mm_cvtph_ps(_mm_maskz_loadu_epi16(m, ws + 4 * c)));
     } else if (G == 64) {
-        __m128 w2 = _mm_maskz_loadu_ps(m, ws + 2 * c);
+        __m128 w2 = _mm_cvtph_ps(_mm_maskz_loadu_epi16(m, ws + 2 * c));
         s4 = _mm_mul_ps(x4, _mm_unpacklo_ps(w2, w2));
     } else {
         s4 = x4;
@@ -109,7 +109,7 @@ AI __m512 q4_scale(const float *ws, const float *xs, int c, int G, __mmask8 m)
  * against x's chunk, scaled per block. For int6, top2lo / top2hi are the
  * chunk's crumbs already in bits 4-5 (garbage elsewhere), merged by one
  * ternlog each. */
-AI void q4_chunk(__m512i wv, __m512i top2lo, __m512i top2hi, const float *ws, const q4_ctx *ctx, int c, int B,
+AI void q4_chunk(__m512i wv, __m512i top2lo, __m512i top2hi, const uint16_t *ws, const q4_ctx *ctx, int c, int B,
                  int G, const int Q6, __mmask8 sm, __m512 *fs)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -138,7 +138,7 @@ AI __m512i nib_load(const uint8_t *p, __mmask64 bm)
 /* int6 chunk c, the A (first) or B (second) chunk of its superchunk at sp,
  * whose crumbs lie cro bytes in: A's top bits are crumb bits 0-1 / 2-3,
  * B's 4-5 / 6-7 (quant/quant.h) */
-AI void q6_chunk(const uint8_t *sp, int cro, const int isB, const float *ws, const q4_ctx *ctx, int c, int B,
+AI void q6_chunk(const uint8_t *sp, int cro, const int isB, const uint16_t *ws, const q4_ctx *ctx, int c, int B,
                  __mmask64 bm, __mmask8 sm, __m512 *fs)
 {
     __m512i cv = _mm512_loadu_si512(sp + cro);
@@ -146,15 +146,16 @@ AI void q6_chunk(const uint8_t *sp, int cro, const int isB, const float *ws, con
     q4_chunk(nib_load(sp + 64 * isB, bm), tl, th, ws, ctx, c, B, 64, 1, sm, fs);
 }
 
-/* sum_g ws[g] cg[g] over the row's ng groups */
-AI float q4_corr(const float *ws, const float *cg, int ng)
+/* sum_g ws[g] cg[g] over the row's ng groups (ws f16) */
+AI float q4_corr(const uint16_t *ws, const float *cg, int ng)
 {
     __m512 a = _mm512_setzero_ps();
     int g = 0;
-    for (; g + 16 <= ng; g += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(ws + g), _mm512_loadu_ps(cg + g), a);
+    for (; g + 16 <= ng; g += 16)
+        a = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ws + g))), _mm512_loadu_ps(cg + g), a);
     if (g < ng) {
         __mmask16 m = (__mmask16)((1u << (ng - g)) - 1);
-        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, ws + g), _mm512_maskz_loadu_ps(m, cg + g), a);
+        a = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, ws + g)), _mm512_maskz_loadu_ps(m, cg + g), a);
     }
     return _mm512_reduce_add_ps(a);
 }
@@ -178,7 +179,7 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G, const int Q6)
 {
     const tm_kweight *w = c->w;
     const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-    const float *ws = w->scales + (size_t)n * (w->K / w->G);
+    const uint16_t *ws = (const uint16_t *)w->scales + (size_t)n * (w->K / w->G); /* f16 */
     __m512 fs[TM_KGEMV_MAX_B];
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) fs[b] = _mm512_setzero_ps();
@@ -213,7 +214,7 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G, const int Q6)
     for (int b = 0; b < B; b++) {
         const float *cg = c->cg + (size_t)b * c->ng;
         float v = _mm512_reduce_add_ps(fs[b]);
-        c->y[(size_t)b * w->N + n] = G ? v + q4_corr(ws, cg, c->ng) : (v + cg[0]) * ws[0];
+        c->y[(size_t)b * w->N + n] = G ? v + q4_corr(ws, cg, c->ng) : (v + cg[0]) * _cvtsh_ss(ws[0]);
     }
 }
 
@@ -339,7 +340,7 @@ AI void q8_group(const q8_ctx *c, int n, const int R, const int B)
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++)
             c->y[(size_t)b * w->N + n + r] =
-                (float)((tot[r][b] - 128.0 * w->colsum[n + r]) * ((double)w->scales[n + r] * c->xs[b]));
+                (float)((tot[r][b] - 128.0 * w->colsum[n + r]) * ((double)((const float *)w->scales)[n + r] * c->xs[b]));
     }
 }
 

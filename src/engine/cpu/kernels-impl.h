@@ -24,7 +24,7 @@ struct tm_kweight {
     int N, K;
     int G;                 /* Q4*, Q6G64: elements per scale (32, 64, or K); Q8PC: K */
     const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K], q4 [N][K/2], q6 (quant.h) */
-    const float *scales;   /* borrowed: [N] (Q8PC, Q4PC) or [N][K/G] */
+    const void *scales;    /* borrowed: f32 [N] (Q8PC); f16 [N][K/G] (Q4*, Q6G64; Q4PC: G = K) */
     size_t row_bytes;      /* bytes per row of data */
     int32_t *colsum;       /* Q8PC: [Np] sum_k q[n][k] (owned) */
     void *panel;           /* TM_KPACK_GEMM: see the layouts above (owned), else NULL */

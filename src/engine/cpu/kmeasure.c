@@ -32,7 +32,7 @@ static double cpu_s(void)
 typedef struct synth {
     tm_tensor t;
     void *data;
-    float *scales;
+    void *scales;       /* f32 (int8) or f16 (int4, int6), tm_quant_scale_bytes each */
     tm_kweight *w;
 } synth;
 
@@ -41,7 +41,7 @@ static int synth_init(synth *s, tm_dtype dt, int N, int K, int uses, uint64_t se
     memset(s, 0, sizeof *s);
     size_t nb = tm_quant_data_bytes(dt, N, K), ns = tm_quant_scale_count(dt, N, K);
     s->data = aligned_alloc(64, (nb + 63) & ~(size_t)63);
-    s->scales = ns ? malloc(ns * sizeof(float)) : NULL;
+    s->scales = ns ? malloc(ns * tm_quant_scale_bytes(dt)) : NULL;
     if (!s->data || (ns && !s->scales)) {
         free(s->data);
         free(s->scales);
@@ -62,7 +62,7 @@ static int synth_init(synth *s, tm_dtype dt, int N, int K, int uses, uint64_t se
         }
         for (size_t i = nb / 8 * 8; i < nb; i++) ((uint8_t *)s->data)[i] = (uint8_t)i;
     }
-    for (size_t i = 0; i < ns; i++) s->scales[i] = 1e-3f;
+    for (size_t i = 0; i < ns; i++) tm_quant_scale_set(dt, s->scales, i, 1e-3f);
     s->t.name = "kmeasure.synthetic";
     s->t.dtype = dt;
     s->t.ndim = 2;

@@ -68,11 +68,15 @@ int tm_kweight_n(const tm_kweight *w) { return w->N; }
 int tm_kweight_k(const tm_kweight *w) { return w->K; }
 tm_dtype tm_kweight_dtype(const tm_kweight *w) { return w->dtype; }
 
+/* bytes of scales per row: f32 [1] (Q8PC), f16 [K/G] (int4, int6), none (bf16) */
+static size_t scale_row_bytes(tm_dtype dt, int K, int G)
+{
+    return dt == TM_DT_BF16 ? 0 : (size_t)(K / G) * tm_quant_scale_bytes(dt);
+}
+
 size_t tm_kweight_gemv_bytes(const tm_kweight *w)
 {
-    size_t ns = 0;
-    if (w->dtype != TM_DT_BF16) ns = (size_t)w->N * (size_t)(w->K / w->G);
-    return (size_t)w->N * w->row_bytes + ns * sizeof(float);
+    return (size_t)w->N * (w->row_bytes + scale_row_bytes(w->dtype, w->K, w->G));
 }
 
 void tm_kpack_free(tm_kweight *w)
@@ -148,21 +152,21 @@ static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
     return K % 32 || K % *G ? TM_E_INVALID : TM_OK;
 }
 
-/* The rows of parts[0..n) in turn, rb bytes and spr scales each, copied
- * into one allocation on huge pages (tm_khuge_alloc): data [N][rb], then
- * (64-byte aligned) the scales [N][spr], *scales (NULL if spr is 0). NULL if
- * out of memory; free() releases it. */
-static char *copy_rows(const tm_tensor *const *parts, int n, size_t rb, size_t spr, const float **scales)
+/* The rows of parts[0..n) in turn, rb bytes of data and srb bytes of scales
+ * each, copied into one allocation on huge pages (tm_khuge_alloc): data
+ * [N][rb], then (64-byte aligned) the scales [N][srb bytes], *scales (NULL if
+ * srb is 0). NULL if out of memory; free() releases it. */
+static char *copy_rows(const tm_tensor *const *parts, int n, size_t rb, size_t srb, const void **scales)
 {
     size_t N = 0;
     for (int i = 0; i < n; i++) N += (size_t)parts[i]->shape[0];
     size_t db = N * rb;
-    char *buf = tm_khuge_alloc(tm_kalign64(db) + N * spr * sizeof(float));
+    char *buf = tm_khuge_alloc(tm_kalign64(db) + N * srb);
     if (!buf) return NULL;
-    float *sc = spr ? (float *)(buf + tm_kalign64(db)) : NULL;
+    char *sc = srb ? buf + tm_kalign64(db) : NULL;
     for (int i = 0, r = 0; i < n; r += (int)parts[i]->shape[0], i++) {
         memcpy(buf + (size_t)r * rb, parts[i]->data, (size_t)parts[i]->shape[0] * rb);
-        if (spr) memcpy(sc + (size_t)r * spr, parts[i]->scales, sizeof(float) * (size_t)parts[i]->shape[0] * spr);
+        if (srb) memcpy(sc + (size_t)r * srb, parts[i]->scales, (size_t)parts[i]->shape[0] * srb);
     }
     *scales = sc;
     return buf;
@@ -222,10 +226,10 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
         }
     }
     if (rc == TM_OK && (uses & TM_KPACK_GEMM)) rc = t->dtype == TM_DT_BF16 ? pack_bf16(w) : pack_q8(w);
-    size_t db = (size_t)N * row_bytes, ns = t->dtype == TM_DT_BF16 ? 0 : t->dtype == TM_DT_Q8PC ? (size_t)N : (size_t)N * (size_t)(K / G);
+    size_t db = (size_t)N * row_bytes;
     if (rc == TM_OK && (uses & TM_KPACK_HUGE) && (uses & TM_KPACK_GEMV) && db >= ((size_t)2 << 20) && tm_khuge_ok()) {
-        const float *sc;
-        w->copy = copy_rows(&t, 1, row_bytes, ns / (size_t)N, &sc);
+        const void *sc;
+        w->copy = copy_rows(&t, 1, row_bytes, scale_row_bytes(t->dtype, (int)K, G), &sc);
         if (!w->copy) {
             rc = TM_E_NOMEM;
         } else {
@@ -259,8 +263,8 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
         N += t->shape[0];
     }
     if (N >= KP_MAX_DIM) return tm_errf(err, TM_E_INVALID, "kpack concat '%s': %lld rows", name, (long long)N);
-    const float *sc;
-    char *buf = copy_rows(parts, n, rb, dt == TM_DT_BF16 ? 0 : (size_t)(K / G), &sc);
+    const void *sc;
+    char *buf = copy_rows(parts, n, rb, scale_row_bytes(dt, (int)K, G), &sc);
     if (!buf) return tm_errf(err, TM_E_NOMEM, "kpack concat '%s': out of memory", name);
     tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = (size_t)N * rb,
                    .scales = sc};
