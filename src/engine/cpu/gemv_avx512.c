@@ -200,6 +200,10 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G, const int Q6)
             q6_chunk(sp, 128, 1, ws, c, cc + 1, B, all, full_sm, fs);
         }
         const uint8_t *sp = wp + 192 * nsup;
+        for (size_t l = 192 * (size_t)nsup; l < w->row_bytes; l += 64) { /* the tail's lines (K = 896: 2 of 11) */
+            _mm_prefetch((const char *)wp + l + Q4_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)wp + l + Q4_PREFETCH_L2, _MM_HINT_T1);
+        }
         if (cc < c->nfull) q6_chunk(sp, tcro, 0, ws, c, cc++, B, all, full_sm, fs);   /* t = 128, 192 */
         if (c->tail_blocks) q6_chunk(sp, tcro, cc % 2, ws, c, cc, B, tbm, tsm, fs); /* t = 64 (A), 192 (B) */
     } else {
