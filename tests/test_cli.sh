@@ -201,13 +201,20 @@ done
 # bench --ceilings: the read bandwidth and matrix peaks measured in the run, and each test's
 # fraction of them, recomputed here from the JSON's own figures
 expect 0 $T bench "$W/m.tdm" --tests pp32,tg8 --reps 1 --ceilings --md "$W/c.md"
+cp "$W/out" "$W/bench.json"
+expect 0 $T inspect "$W/m.tdm" --json --tensors
 if command -v python3 > /dev/null; then
-  python3 - "$W/out" > "$W/py" 2>&1 <<'PY' && ok || bad "bench --ceilings JSON: $(head -c 600 "$W/py")"
+  python3 - "$W/bench.json" "$W/out" > "$W/py" 2>&1 <<'PY' && ok || bad "bench --ceilings JSON: $(head -c 600 "$W/py")"
 import json, sys
 j = json.load(open(sys.argv[1]))
 c = j["ceilings"]
 assert min(c["read_gbps"]) > 0.1, c["read_gbps"]
 assert c["decode_bytes_per_token"] > 0 and c["prefill_ops_per_token"] > 0
+# the bytes a decode step streams are the decode stage's records (data and scales, as stored),
+# all but the embedding, which is looked up a row at a time
+t = json.load(open(sys.argv[2]))["tensors"]
+streamed = sum(x["bytes"] for x in t if x["stages"] in ("decode", "both") and x["name"] != "model.embed_tokens.weight")
+assert c["decode_bytes_per_token"] == streamed, (c["decode_bytes_per_token"], streamed)
 rows = {r["test"]: r for r in j["results"]}
 tg = [t for t in c["tests"] if t["test"] == "tg8"][0]
 want = rows["tg8"]["tokens_per_s"] * c["decode_bytes_per_token"] / 1e9

@@ -92,12 +92,13 @@ void tandem_model_get_info(const tandem_model *m, tandem_model_info *info)
             double share = d->n_experts > 0 && strstr(d->spec[i].name, ".experts.")
                                ? (double)d->top_k / d->n_experts : 1.0;
             size_t sc = t->ndim == 2 ? tm_quant_scale_count(t->dtype, t->shape[0], t->shape[1]) : 0;
-            bytes += share * (double)(t->nbytes + sc * sizeof(float));
+            bytes += share * (double)(t->nbytes + sc * tm_quant_scale_bytes(t->dtype));
             if (t->ndim == 2) ops += share * 2.0 * (double)k;
         }
     info->n_params = n;
     size_t hs = d->lm_head.ndim == 2 ? tm_quant_scale_count(d->lm_head.dtype, d->lm_head.shape[0], d->lm_head.shape[1]) : 0;
-    info->decode_bytes_per_token = (int64_t)(bytes + (double)(d->lm_head.nbytes + hs * sizeof(float)) + d->final_norm.nbytes);
+    info->decode_bytes_per_token =
+        (int64_t)(bytes + (double)(d->lm_head.nbytes + hs * tm_quant_scale_bytes(d->lm_head.dtype)) + d->final_norm.nbytes);
     info->prefill_ops_per_token = ops;
     info->prefill_encoding = tm_dtype_name(m->rm->prefill_enc);
     info->decode_encoding = tm_dtype_name(m->rm->decode_enc);

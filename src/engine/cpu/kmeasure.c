@@ -99,7 +99,7 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
     memset(out, 0, sizeof *out);
     if (B < 1 || B > TM_KGEMV_MAX_B || N < 1 || K < 32 || K % 64)
         return tm_errf(err, TM_E_INVALID, "kmeasure gemv: B %d, N %d, K %d out of range", B, N, K);
-    size_t one = tm_quant_data_bytes(dt, N, K) + tm_quant_scale_count(dt, N, K) * sizeof(float);
+    size_t one = tm_quant_data_bytes(dt, N, K) + tm_quant_scale_count(dt, N, K) * tm_quant_scale_bytes(dt);
     int nw = (int)((total_bytes + one - 1) / one);
     if (nw < 1) nw = 1;
     if (nw > 4096) return tm_errf(err, TM_E_INVALID, "kmeasure gemv: %d weights", nw);
