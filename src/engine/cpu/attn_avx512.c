@@ -83,6 +83,50 @@ static void attn_q8_scores(const int8_t *k, int Dh, int n, const int8_t *qi, int
                                                                   _mm512_set1_ps(qs[g])), vk));
 }
 
+/* s[g][j] = scale sum_d q[g][d] k[j][d] for bf16 keys j < n <= 16 (k: rows
+ * [n][Dh], Dh even; qb: [G][2][Dh], q's bf16 hi and lo parts, q = hi + lo to
+ * ~2^-17; s: [G][16], lanes past n 0). Per 64-byte column chunk: the 16 rows
+ * transposed so vector t holds bf16 pair t of all 16 keys, then vdpbf16ps
+ * with pair t of q's hi and lo broadcast: no per-key horizontal sums and no
+ * widening of the keys (the generic path did one f32 dot and one horizontal
+ * sum per key and head, after widening the block). */
+#define ATTN_BF16_SCORES 1
+static void attn_bf16_scores(const uint16_t *k, int Dh, int n, const uint16_t *qb, int G, float scale, float *s)
+{
+    for (int g = 0; g < G; g++) _mm512_storeu_ps(s + g * 16, _mm512_setzero_ps());
+    for (int c = 0; c < Dh; c += 32) {
+        int len = Dh - c < 32 ? Dh - c : 32, nt = len / 2;
+        __mmask32 m = len == 32 ? ~(__mmask32)0 : (((__mmask32)1 << len) - 1);
+        __m512i r[16];
+        for (int j = 0; j < 16; j++)
+            r[j] = j < n ? _mm512_maskz_loadu_epi16(m, k + (size_t)j * Dh + c) : _mm512_setzero_si512();
+        tr16x16(r); /* r[t] for t >= nt: zero (the masked columns) */
+        for (int g = 0; g < G; g++) {
+            const uint16_t *qh = qb + (size_t)2 * g * Dh + c, *ql = qh + Dh;
+            __m512 a0 = _mm512_loadu_ps(s + g * 16), a1 = _mm512_setzero_ps();
+            __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+            int t = 0;
+            for (; t + 2 <= nt; t += 2) {
+                int32_t h0, h1, l0, l1;
+                memcpy(&h0, qh + 2 * t, 4), memcpy(&h1, qh + 2 * t + 2, 4);
+                memcpy(&l0, ql + 2 * t, 4), memcpy(&l1, ql + 2 * t + 2, 4);
+                a0 = _mm512_dpbf16_ps(a0, (__m512bh)r[t], (__m512bh)_mm512_set1_epi32(h0));
+                a1 = _mm512_dpbf16_ps(a1, (__m512bh)r[t + 1], (__m512bh)_mm512_set1_epi32(h1));
+                a2 = _mm512_dpbf16_ps(a2, (__m512bh)r[t], (__m512bh)_mm512_set1_epi32(l0));
+                a3 = _mm512_dpbf16_ps(a3, (__m512bh)r[t + 1], (__m512bh)_mm512_set1_epi32(l1));
+            }
+            if (t < nt) {
+                int32_t h0, l0;
+                memcpy(&h0, qh + 2 * t, 4), memcpy(&l0, ql + 2 * t, 4);
+                a0 = _mm512_dpbf16_ps(a0, (__m512bh)r[t], (__m512bh)_mm512_set1_epi32(h0));
+                a2 = _mm512_dpbf16_ps(a2, (__m512bh)r[t], (__m512bh)_mm512_set1_epi32(l0));
+            }
+            _mm512_storeu_ps(s + g * 16, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+        }
+    }
+    for (int g = 0; g < G; g++) _mm512_storeu_ps(s + g * 16, _mm512_mul_ps(_mm512_loadu_ps(s + g * 16), _mm512_set1_ps(scale)));
+}
+
 #include "engine/cpu/attn_vec.inc"
 
 void tm_kattn_fill_avx512(tm_kernels *k) { KFN(fill_attn)(k); }
