@@ -17,10 +17,11 @@ static int add(tm_pkg_writer *w, const char *name, tm_dtype dt, int N, int K, un
 {
     float src[2 * 64];
     for (int i = 0; i < N * K; i++) src[i] = (float)((i * 7) % 13 - 6) / 8.0f;
-    unsigned char data[512], scales[64];
-    if (tm_quant_quantize(dt, src, N, K, data, scales, NULL, err) != TM_OK) return 1;
+    unsigned char data[512];
+    union { float f[16]; uint16_t h[32]; } scales; /* f32 (int8) or f16 (int4, int6) */
+    if (tm_quant_quantize(dt, src, N, K, data, &scales, NULL, err) != TM_OK) return 1;
     tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = data,
-                   .nbytes = tm_quant_data_bytes(dt, N, K), .scales = tm_quant_is_quantized(dt) ? scales : NULL};
+                   .nbytes = tm_quant_data_bytes(dt, N, K), .scales = tm_quant_is_quantized(dt) ? (void *)&scales : NULL};
     return tm_pkg_writer_add_tensor(w, &t, stages, err) != TM_OK;
 }
 

@@ -292,9 +292,9 @@ static void test_roundtrip_bounds(void)
                 double d = fabs(sd), x = (double)w[i] / sd;
                 double top = enc == TM_DT_Q6G64 ? 31.5 : 7.5;   /* the clamped side: q max + 1/2 */
                 if (enc == TM_DT_Q8PC || x <= top) bad += diff > d / 2 * (1 + 1e-6);
-                else { /* f16 scales: m / d is -8 (-32) within 2^-11 relative, so +|m| may reach 8 (32) + that */
+                else { /* the f16 d is rounded away from zero, so |x| <= 8 (32) still */
                     clamped++;
-                    bad += x > (top + 0.5) * (1 + 1.0 / 1024) || diff > d * (1 + 1.0 / 1024);
+                    bad += x > (top + 0.5) * (1 + 1e-6) || diff > d * (1 + 1e-6);
                 }
             }
         }
@@ -309,6 +309,42 @@ static void test_roundtrip_bounds(void)
     free(out);
     free(data);
     free(sc);
+}
+
+/* f16 scales across f16's range, subnormal steps included: every element
+ * keeps the error bound (|d| / 2, or |d| for an opposite-sign element past
+ * 7.5 / 31.5 |d|), and where d is a normal f16 the group's extreme encodes as
+ * -8 / -32. (In the subnormal range the grid step is 2^-24, so d can be
+ * coarser than m / -8; rounding it to nearest there could halve it and clamp
+ * m itself: the quantizer rounds it away from zero.) */
+static void test_f16_scale_range(void)
+{
+    enum { N = 8, K = 128 };
+    static const tm_dtype enc[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC, TM_DT_Q6G64};
+    float w[N * K], out[N * K];
+    uint8_t d[N * K];
+    uint16_t sc[N * K / 32];
+    for (int e = 0; e < 4; e++)
+        for (double sigma = 1e-9; sigma < 10.0; sigma *= 7.3) {
+            fill_gauss(w, N * K, sigma);
+            CHECK_EQ_INT(tm_quant_quantize(enc[e], w, N, K, d, sc, NULL, NULL), TM_OK);
+            tm_quant_dequant(enc[e], d, sc, N, K, out, NULL);
+            int64_t G = tm_quant_group_size(enc[e], K);
+            double qneg = enc[e] == TM_DT_Q6G64 ? 32 : 8;
+            int bad = 0, badm = 0;
+            for (int64_t g = 0; g < N * K; g += G) {
+                double dd = tm_quant_scale_at(enc[e], sc, (size_t)(g / G)), ad = fabs(dd);
+                int64_t im = g;
+                for (int64_t i = g; i < g + G; i++) {
+                    if (fabsf(w[i]) > fabsf(w[im])) im = i;
+                    double x = w[i] / dd, err = fabs((double)w[i] - out[i]);
+                    bad += x > qneg - 0.5 ? err > ad * (1 + 1e-6) : err > ad / 2 * (1 + 1e-6);
+                }
+                if (ad >= 0x1p-14) badm += fabs(w[im] / dd + qneg) > 0.5;   /* m encodes as -qneg (d normal in f16) */
+            }
+            CHECKF(bad == 0 && badm == 0, "%s sigma %g: %d elements beyond the bound, %d extremes not -%g",
+                   tm_dtype_name(enc[e]), sigma, bad, badm, qneg);
+        }
 }
 
 /* quantize(dequant(q)) == q, for default and clip-search scales */
@@ -445,10 +481,11 @@ static void test_rows_from_half(void)
             tm_dtype enc = ALL_ENC[e];
             size_t nb = tm_quant_data_bytes(enc, N, K), ns = tm_quant_scale_count(enc, N, K);
             uint8_t ref[6 * 128 * 4], got[6 * 128 * 4];
-            float rs[64], gs[64];
+            union { float f[64]; uint16_t h[128]; } rsu, gsu; /* f32 (int8) or f16 scales */
+            void *rs = &rsu, *gs = &gsu;
             CHECK_EQ_INT(tm_quant_quantize(enc, wf, N, K, ref, rs, NULL, NULL), TM_OK);
             memset(got, 0xa5, sizeof got);
-            memset(gs, 0x5a, sizeof gs);
+            memset(gs, 0x5a, sizeof gsu);
             tm_err err = {0};
             CHECK_EQ_INT(tm_quant_quantize_rows(enc, srcs[si], h, N, K, 2, 5, got, gs, NULL, &err), TM_OK);
             size_t rb = nb / N, sr = ns / N, sb = tm_quant_scale_bytes(enc);
@@ -495,7 +532,8 @@ static void test_bad_input(void)
     const int64_t N = 4, K = 64;
     float w[4 * 64];
     uint8_t d[4 * 64 * 4];
-    float s[16];
+    union { float f[16]; uint16_t h[32]; } su; /* f32 (int8) or f16 (int4, int6) scales */
+    float *s = su.f;
     fill_gauss(w, N * K, 1.0);
     tm_err err = {0};
     w[3 * K + 7] = NAN;
@@ -595,6 +633,7 @@ int main(void)
     test_q6_layout();
     test_q8_layout();
     test_roundtrip_bounds();
+    test_f16_scale_range();
     test_idempotent();
     test_clip_search();
     test_rmse();

@@ -88,8 +88,9 @@ static int check_header(tm_pkg *p, tm_err *err)
     tm_pkg_header *h = &p->h;
     tm_pkg_header_get(b, h);
     if (h->version != TM_PKG_VERSION)
-        return fmt_err(p, err, TM_E_UNSUPPORTED, "header.version: format version %u, this build reads version %u (re-convert the model)",
-                       h->version, TM_PKG_VERSION);
+        return fmt_err(p, err, TM_E_UNSUPPORTED, "header.version: format version %u, this build reads version %u (%s)",
+                       h->version, TM_PKG_VERSION,
+                       h->version < TM_PKG_VERSION ? "re-convert the model" : "written by a newer tandem");
     if (h->byte_order == 0x04030201u)
         return fmt_err(p, err, TM_E_UNSUPPORTED, "header.byte_order: written big-endian, not supported");
     if (h->byte_order != TM_PKG_BYTE_ORDER)

@@ -37,14 +37,23 @@ float tm_q_signed_absmax(const float *w, int64_t n)
     return -lo >= hi ? lo : hi;
 }
 
-#define F16_TRUE_MIN 5.9604644775390625e-8f /* 2^-24, f16's smallest subnormal */
+/* x rounded to the f16 value of the same sign next away from zero (x itself
+ * when it is one): |result| >= |x|; inf past 65504 */
+static float f16_round_out(float x)
+{
+    uint16_t h = tm_f32_to_f16(x);
+    if (fabsf(tm_f16_to_f32(h)) < fabsf(x)) h++;   /* one step up in magnitude (the sign is bit 15) */
+    return tm_f16_to_f32(h);
+}
 
 float tm_q_sym_scale(const float *w, int64_t n, int qneg, int clip)
 {
     const float m = tm_q_signed_absmax(w, n);
-    float d = tm_q_f16_round(m / (float)-qneg);
+    /* rounded out, not to nearest: |m / d| <= qneg, so m encodes as -qneg exactly as with an
+       f32 d, whatever f16's step there (2^-24 below 2^-14, where nearest could cut |d| by half) */
+    float d = f16_round_out(m / (float)-qneg);
     if (isinf(d)) return d;
-    if (d == 0.0f && m != 0.0f) d = m > 0 ? -F16_TRUE_MIN : F16_TRUE_MIN;   /* a group too small for f16 */
+    if (d == 0.0f && m != 0.0f) d = m > 0 ? -0x1p-24f : 0x1p-24f;   /* m / -qneg underflowed f32 itself */
     if (clip) d = tm_q_clip_search(w, n, d, -qneg, qneg - 1, 1);
     if (d == 0.0f) d = 0.0f;   /* +0, not -0 (0 / -8) */
     return d;

@@ -67,11 +67,11 @@ float tm_q_signed_absmax(const float *w /*[n]*/, int64_t n);
  * (the culprit named when a group's scale overflows f16) */
 int64_t tm_q_absmax_at(const float *w /*[n]*/, int64_t n);
 /* tm_q_sym_scale: a group's default symmetric scale m / -qneg (qneg = 8, 32),
- * rounded to f16 (the int4 / int6 scales' storage): m encodes as -qneg (the
- * rounding moves m / d by at most qneg 2^-11); a group whose scale underflows
- * f16 keeps f16's smallest subnormal (2^-24); optionally clip-searched over
- * [-qneg, qneg - 1]; never -0. Returns inf when m / -qneg is beyond f16's
- * range (the caller reports it). */
+ * rounded away from zero to an f16 value (the int4 / int6 scales' storage),
+ * so |m / d| <= qneg and m encodes as -qneg; a group below f16's range gets
+ * its smallest subnormal (2^-24) that way; optionally clip-searched over
+ * [-qneg, qneg - 1]; never -0. Returns inf when |m| / qneg is beyond 65504
+ * (the caller reports it). */
 float tm_q_sym_scale(const float *w /*[n]*/, int64_t n, int qneg, int clip);
 void tm_q4_dequant_row(const uint8_t *data /*[K/2]*/, const uint16_t *scales /*[K/G] f16*/, int64_t K, int64_t G,
                        float *out /*[K]*/);

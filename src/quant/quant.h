@@ -46,11 +46,13 @@
  * RMSE than absmax / 7 on Gaussian weights, see docs/encodings.md). d may thus
  * be negative. int4 / int6 scales are stored in f16 (ggml's choice: 2 bytes
  * instead of 4 per group of 64 is 0.25 bit per weight of decode traffic), so
- * their d is rounded to f16 before any q is formed, and q uses the rounded d.
- * An all-zero group gets d = +0 and q = 0; a nonzero group whose d underflows
- * to 0 gets the smallest subnormal (f32's for int8, f16's 2^-24 for int4 /
- * int6) instead; an int4 / int6 group whose d is beyond f16's range
- * (|m| > 8 * 65504, 32 * 65504) is an error naming the weight. Error bound:
+ * their d is rounded away from zero to an f16 value before any q is formed
+ * (so |m / d| <= 8 or 32 still), and q uses the rounded d.
+ * An all-zero group gets d = +0 and q = 0; a nonzero int8 row whose d
+ * underflows to 0 gets f32's smallest subnormal instead (int4 / int6 groups
+ * that small get f16's 2^-24 from the rounding); an int4 / int6 group whose d
+ * is beyond f16's range (|m| > 8 * 65504, 32 * 65504) is an error naming the
+ * weight. Error bound:
  * |w - d q| <= |d| / 2, except int4 elements of the sign opposite to m with
  * |w| > 7.5 |d| (int6: 31.5 |d|), which clamp to 7 (31) (error <= |d|).
  * With clip_search, d is chosen among d0 * c, c in {0.70, 0.71, ..., 1.00},
