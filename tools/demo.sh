@@ -7,7 +7,11 @@ T=build/tandem
 M=models/tiny-classics-llama
 PKG=build/tiny-classics-llama.tdm
 if $T convert --help >/dev/null 2>&1; then
-  [ "$PKG" -nt "$M/model.safetensors" ] || $T convert "$M" -o "$PKG"
+  # convert again when the package is older than the model or this build cannot read it
+  # (a package written before a format change: tandem inspect fails on its header)
+  if ! [ "$PKG" -nt "$M/model.safetensors" ] || ! $T inspect "$PKG" > /dev/null 2>&1; then
+    $T convert "$M" -o "$PKG"
+  fi
   MODEL=$PKG
 else
   MODEL=$M

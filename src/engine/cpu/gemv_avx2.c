@@ -89,9 +89,9 @@ AI void q4_chunk(const uint8_t *wp, const uint16_t *ws, const xchunk2 *xb, int n
     }
     __m256 wsl = _mm256_setzero_ps();
     if (G == 32) { /* two f16 scales (one at the tail) */
-        uint32_t h2 = ws[2 * c];
-        if (!tail) h2 |= (uint32_t)ws[2 * c + 1] << 16;
-        __m128 v = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h2));
+        __m128i h2 = _mm_cvtsi32_si128(ws[2 * c]);
+        if (!tail) h2 = _mm_insert_epi16(h2, ws[2 * c + 1], 1);
+        __m128 v = _mm_cvtph_ps(h2);
         wsl = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0));
     } else if (G == 64) {
         wsl = _mm256_set1_ps(_cvtsh_ss(ws[c]));
