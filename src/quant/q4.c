@@ -4,8 +4,9 @@
  * Block of 32 elements -> 16 bytes:
  *     byte j (0..15) = (q[j] + 8) | (q[j + 16] + 8) << 4,  q in [-8, 7]
  * Scale per group: d = m / -8 where m is the group's element of largest
- * magnitude (the negative one when +a and -a tie), rounded to f16 as it is
- * stored, so m encodes as -8 and the positive side keeps 7 levels. The inner loops have a fixed
+ * magnitude (the negative one when +a and -a tie), rounded away from zero to
+ * the f16 value it is stored as, so m encodes as -8 (where d is a normal f16)
+ * and the positive side keeps 7 levels. The inner loops have a fixed
  * trip count of 32 so that the compiler vectorises them at -O2. */
 #include "quant/quant-impl.h"
 

@@ -3,7 +3,8 @@
  * q in [-32, 31], stored as u = q + 32 split into nibbles (the low 4 bits,
  * int4's block packing) and crumbs (the high 2 bits), per superchunk of 256
  * elements (layout: quant/quant.h). Scale per group: d = m / -32, m
- * the group's element of largest magnitude, rounded to f16 (as int4's m / -8). */
+ * the group's element of largest magnitude, rounded away from zero to f16
+ * (tm_q_sym_scale, as int4's m / -8). */
 #include "quant/quant-impl.h"
 
 #include <math.h>

@@ -66,6 +66,13 @@ void tandem_model_free(tandem_model *m)
     free(m);
 }
 
+/* bytes a GEMV streams for a 2-d weight: its data and, if quantized, its scales as stored */
+static size_t stored_bytes(const tm_tensor *t)
+{
+    size_t sc = t->ndim == 2 ? tm_quant_scale_count(t->dtype, t->shape[0], t->shape[1]) : 0;
+    return t->nbytes + sc * tm_quant_scale_bytes(t->dtype);
+}
+
 void tandem_model_get_info(const tandem_model *m, tandem_model_info *info)
 {
     const tm_model *d = m->rm->decode;
@@ -91,14 +98,11 @@ void tandem_model_get_info(const tandem_model *m, tandem_model_info *info)
             /* an expert's matrices are read by top_k of n_experts tokens' worth */
             double share = d->n_experts > 0 && strstr(d->spec[i].name, ".experts.")
                                ? (double)d->top_k / d->n_experts : 1.0;
-            size_t sc = t->ndim == 2 ? tm_quant_scale_count(t->dtype, t->shape[0], t->shape[1]) : 0;
-            bytes += share * (double)(t->nbytes + sc * tm_quant_scale_bytes(t->dtype));
+            bytes += share * (double)stored_bytes(t);
             if (t->ndim == 2) ops += share * 2.0 * (double)k;
         }
     info->n_params = n;
-    size_t hs = d->lm_head.ndim == 2 ? tm_quant_scale_count(d->lm_head.dtype, d->lm_head.shape[0], d->lm_head.shape[1]) : 0;
-    info->decode_bytes_per_token =
-        (int64_t)(bytes + (double)(d->lm_head.nbytes + hs * tm_quant_scale_bytes(d->lm_head.dtype)) + d->final_norm.nbytes);
+    info->decode_bytes_per_token = (int64_t)(bytes + (double)stored_bytes(&d->lm_head) + d->final_norm.nbytes);
     info->prefill_ops_per_token = ops;
     info->prefill_encoding = tm_dtype_name(m->rm->prefill_enc);
     info->decode_encoding = tm_dtype_name(m->rm->decode_enc);

@@ -50,12 +50,12 @@ int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws
         tm_kref_quant_b32(x->f32 + (size_t)m * K, K, q, s, NULL);
         for (int n = 0; n < w->N; n++) {
             const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-            const uint16_t *wsc = (const uint16_t *)w->scales + (size_t)n * ng; /* f16 */
+
             double acc = 0;
             for (int b = 0; b < nb; b++) {
                 int32_t d = 0;
                 for (int j = 0; j < 32; j++) d += blk_at(w, row, 32 * b + j) * q[32 * b + j];
-                acc += (double)tm_f16_to_f32(wsc[(32 * b) / w->G]) * s[b] * d;
+                acc += (double)tm_quant_scale_at(w->dtype, w->scales, (size_t)n * ng + (size_t)(32 * b) / w->G) * s[b] * d;
             }
             y[(size_t)m * w->N + n] = (float)acc;
         }
@@ -71,7 +71,7 @@ static void q8_rows(const tm_kweight *w, const uint8_t *xq, const float *xs, int
         for (int n = 0; n < w->N; n++) {
             int64_t d = 0;
             for (int k = 0; k < w->K; k++) d += (int64_t)((int)xq[(size_t)m * ld + k] - 128) * W[(size_t)n * w->K + k];
-            y[(size_t)m * w->N + n] = (float)((double)((const float *)w->scales)[n] * xs[m] * (double)d);
+            y[(size_t)m * w->N + n] = (float)((double)tm_quant_scale_at(w->dtype, w->scales, (size_t)n) * xs[m] * (double)d);
         }
 }
 
