@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "pkg/convert.h"
@@ -38,6 +39,36 @@ static const char *prompts[] = {
     "It was a dark and stormy night; the rain fell in torrents, except at occasional intervals, when it was checked by a violent gust of wind which swept up the streets",
     "She opened the door",
 };
+
+/* The core plan comes from the cpus this thread may use (taskset, a
+ * cpuset): run on only the last of them, both sides share it, whatever
+ * n_threads asks. */
+static void core_plan(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tandem_session_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_threads = 2;
+    o.max_ctx = 256;
+    o.stateless = 1;
+    cpu_set_t was, one;
+    if (sched_getaffinity(0, sizeof was, &was) != 0) return;
+    int last = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &was)) last = c;
+    CPU_ZERO(&one);
+    CPU_SET(last, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    tm_session *s = NULL;
+    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    sched_setaffinity(0, sizeof was, &was);
+    if (!s) return;
+    CHECK_EQ_INT(s->plan.n_pre, 1);
+    CHECK_EQ_INT(s->plan.n_dec, 1);
+    CHECK_EQ_INT(s->plan.pre_cpus[0], last);
+    CHECK_EQ_INT(s->plan.dec_cpus[0], last);
+    tm_session_free(s);
+}
 
 /* Invariant 5 (sched.c): which sessions let the decode side borrow the idle
  * prefill cores. The router state is set by hand so the answer does not
@@ -173,6 +204,7 @@ int main(void)
     free(big);
     tm_session_free(s);
     lend_policy(rm);
+    core_plan(rm);
     tm_rt_model_free(rm);
 
     /* a package converted with the default encodings generates exactly what the

@@ -133,6 +133,29 @@ static void test_affinity(void)
     sched_setaffinity(0, sizeof all, &all); /* for the tests after, whatever the check said */
 }
 
+/* tm_cpu_allowed follows the calling thread's mask (taskset, a cpuset): the
+ * sessions' core plans and the CLI's pools take their cpus from it. */
+static void test_cpu_allowed(void)
+{
+    static int saved[1024], got[1024];
+    int n_saved = n_allowed_cpus(saved, 1024);
+    CHECK(n_saved >= 1);
+    CHECK_EQ_INT(tm_cpu_allowed(got, 1024), n_saved);
+    CHECK(memcmp(got, saved, sizeof(int) * (size_t)n_saved) == 0);
+    CHECK_EQ_INT(tm_cpu_allowed(got, 1), 1);
+    CHECK_EQ_INT(got[0], saved[0]);
+    cpu_set_t one, all;
+    CPU_ZERO(&one);
+    CPU_SET(saved[n_saved - 1], &one); /* the last allowed cpu only */
+    CHECK_EQ_INT(sched_setaffinity(0, sizeof one, &one), 0);
+    int n = tm_cpu_allowed(got, 1024);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(got[0], saved[n_saved - 1]);
+    CPU_ZERO(&all);
+    for (int i = 0; i < n_saved; i++) CPU_SET(saved[i], &all);
+    sched_setaffinity(0, sizeof all, &all);
+}
+
 /* Two pools on disjoint core sets, driven at the same time from two threads. */
 typedef struct {
     int cpu;
@@ -279,6 +302,7 @@ int main(void)
     test_parallel_for();
     test_nested_rejected();
     test_affinity();
+    test_cpu_allowed();
     test_two_pools();
     test_errors();
     test_overhead();

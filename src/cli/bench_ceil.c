@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/bench.h"
+#include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kmeasure.h"
 
@@ -22,11 +23,10 @@ static const tm_dtype peak_dtype[2] = {TM_DT_BF16, TM_DT_Q8PC};
 
 int bench_ceilings_measure(bench_ceil *c, int threads, int which)
 {
-    int cpus[256], n = threads < 1 ? 1 : threads > 256 ? 256 : threads;
-    for (int i = 0; i < n; i++) cpus[i] = i;
+    int cpus[256], ncpu = tm_cpu_allowed(cpus, 256), n = threads < 1 ? 1 : threads > ncpu ? ncpu : threads;
     tm_pool *pool = NULL;
     tm_err err = {0};
-    /* the calling thread is worker 0, pinned to cpu 0 while it measures;
+    /* the calling thread is worker 0, pinned to the first allowed cpu while it measures;
      * tm_pool_free gives its mask back (the peer is forked from this thread) */
     if (tm_pool_init(&pool, cpus, n, 0, &err) != TM_OK || tm_pool_pin_caller(pool, &err) != TM_OK) {
         fprintf(stderr, "tandem bench: --ceilings: %s\n", err.msg);

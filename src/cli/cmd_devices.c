@@ -72,12 +72,10 @@ static void busy_mark(const tm_kmeasure *r, int threads, int *any)
     }
 }
 
-static int make_pool(int n, tm_pool **pool)
+/* a pool of the first n of the allowed cpus, the caller as worker 0 */
+static int make_pool(int n, const int *cpus, tm_pool **pool)
 {
     tm_err err = {0};
-    int cpus[256];
-    if (n > 256) n = 256;
-    for (int i = 0; i < n; i++) cpus[i] = i;
     if (tm_pool_init(pool, cpus, n, 0, &err) != TM_OK || tm_pool_pin_caller(*pool, &err) != TM_OK) {
         fprintf(stderr, "tandem devices: threads: %s\n", err.msg);
         return 1;
@@ -85,12 +83,12 @@ static int make_pool(int n, tm_pool **pool)
     return 0;
 }
 
-static void unpin_self(void)
+/* the caller's mask back to the cpus it was allowed before the pools pinned it */
+static void unpin_self(const int *cpus, int n)
 {
     cpu_set_t all;
     CPU_ZERO(&all);
-    int n = tm_cpu_get()->n_cpus;
-    for (int i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(i, &all);
+    for (int i = 0; i < n; i++) CPU_SET(cpus[i], &all);
     sched_setaffinity(0, sizeof all, &all);
 }
 
@@ -98,17 +96,22 @@ static int measure(const tm_kernels *k, const devopts *o)
 {
     double secs = o->quick ? 0.25 : 1.0;
     size_t bytes = o->quick ? (size_t)128 << 20 : (size_t)512 << 20;
-    int nt[2] = {1, o->threads};
-    int ncol = o->threads > 1 ? 2 : 1;
+    int cpus[256], ncpu = tm_cpu_allowed(cpus, 256);
+    int nt[2] = {1, o->threads < ncpu ? o->threads : ncpu};
+    int ncol = nt[1] > 1 ? 2 : 1;
     double read[2] = {0, 0};
     tm_err err = {0};
     printf("\nmeasured with kernels '%s' (synthetic weights cycled through %zu MiB for GEMV):\n", k->name, bytes >> 20);
     printf("%-34s %16s", "", "1 thread");
-    if (ncol > 1) printf(" %13d threads", o->threads);
+    if (ncol > 1) printf(" %13d threads", nt[1]);
     printf("\n");
     tm_pool *pools[2] = {NULL, NULL};
     for (int c = 0; c < ncol; c++)
-        if (make_pool(nt[c], &pools[c])) return 1;
+        if (make_pool(nt[c], cpus, &pools[c])) {
+            if (c) tm_pool_free(pools[0]);
+            unpin_self(cpus, ncpu);
+            return 1;
+        }
     tm_kmeasure r;
     int busy = 0;
     printf("%-34s", "memory read");
@@ -158,7 +161,7 @@ static int measure(const tm_kernels *k, const devopts *o)
     printf("(GEMV %% = share of the plain read bandwidth in the same column)\n");
     if (busy) printf("* other processes took more than 10%% of the CPU during this measurement: it reads low\n");
     for (int c = 0; c < ncol; c++) tm_pool_free(pools[c]);
-    unpin_self();
+    unpin_self(cpus, ncpu);
     return 0;
 }
 
@@ -204,9 +207,11 @@ int cmd_devices(int argc, char **argv)
         }
     }
     const tm_cpu *c = tm_cpu_get();
-    if (!o.threads) o.threads = c->n_cpus < 256 ? c->n_cpus : 256;
+    int allowed[256], n_allowed = tm_cpu_allowed(allowed, 256);
+    if (!o.threads) o.threads = n_allowed;
     char feat[256];
-    printf("cpu: %s (%s), %d logical cpus\n", c->brand[0] ? c->brand : "?", c->vendor, c->n_cpus);
+    printf("cpu: %s (%s), %d logical cpus, %d of them allowed to this process\n", c->brand[0] ? c->brand : "?",
+           c->vendor, c->n_cpus, n_allowed);
     printf("features: %s\n", tm_cpu_features_str(c, feat, sizeof feat));
     printf("amx: %s\n", c->amx_note);
     list_variants(c);

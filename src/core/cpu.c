@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -148,6 +149,24 @@ const tm_cpu *tm_cpu_get(void)
 {
     pthread_once(&g_cpu_once, cpu_init_once);
     return &g_cpu;
+}
+
+int tm_cpu_allowed(int *cpus, int max)
+{
+    int n = 0;
+    if (max < 1) return 0;
+#ifdef __linux__
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    if (sched_getaffinity(0, sizeof s, &s) == 0)
+        for (int i = 0; i < CPU_SETSIZE && n < max; i++)
+            if (CPU_ISSET(i, &s)) cpus[n++] = i;
+#endif
+    if (n == 0) {
+        int all = tm_cpu_get()->n_cpus;
+        for (int i = 0; i < all && n < max; i++) cpus[n++] = i;
+    }
+    return n;
 }
 
 int tm_cpu_has_avx2(const tm_cpu *c)

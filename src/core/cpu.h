@@ -41,6 +41,13 @@ const tm_cpu *tm_cpu_get(void);
  * granted). Used by tests and by tm_cpu_get. */
 void tm_cpu_detect(tm_cpu *out);
 
+/* tm_cpu_allowed: the CPUs the calling thread may run on (its affinity mask:
+ * taskset, a container's cpuset), in increasing order, at most max of them
+ * into cpus. Returns how many (at least 1). Where the mask cannot be read,
+ * CPUs 0 .. n_cpus - 1. Thread pools pin their workers to CPUs from this
+ * list, so they stay within what the process was given. */
+int tm_cpu_allowed(int *cpus, int max);
+
 /* tm_cpu_features_str: space-separated names of the set flags into buf
  * (always NUL-terminated). Returns buf. */
 char *tm_cpu_features_str(const tm_cpu *c, char *buf, size_t n);

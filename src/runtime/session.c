@@ -72,23 +72,24 @@ void tm_session_free(tm_session *s)
     free(s);
 }
 
-/* Core sets: prefill takes the first prefill_threads cores (default half),
- * decode the rest; one core is shared by both. */
+/* Core sets, from the CPUs this thread may run on (tm_cpu_allowed: taskset,
+ * a container's cpuset): prefill takes the first prefill_threads of them
+ * (default half), decode the rest; with one CPU both share it. */
 static void plan_cores(tm_core_plan *p, const tandem_session_opts *o)
 {
-    int ncpu = tm_cpu_get()->n_cpus;
+    int cpus[64];
+    int ncpu = tm_cpu_allowed(cpus, 64);
     int n = o->n_threads > 0 && o->n_threads < ncpu ? o->n_threads : ncpu;
-    if (n > 64) n = 64;
     int npre = o->prefill_threads > 0 && o->prefill_threads < n ? o->prefill_threads : (n + 1) / 2;
     if (n == 1) {
-        p->pre_cpus[0] = p->dec_cpus[0] = 0;
+        p->pre_cpus[0] = p->dec_cpus[0] = cpus[0];
         p->n_pre = p->n_dec = 1;
         return;
     }
     p->n_pre = npre;
     p->n_dec = n - npre;
-    for (int i = 0; i < npre; i++) p->pre_cpus[i] = i;
-    for (int i = 0; i < p->n_dec; i++) p->dec_cpus[i] = npre + i;
+    for (int i = 0; i < npre; i++) p->pre_cpus[i] = cpus[i];
+    for (int i = 0; i < p->n_dec; i++) p->dec_cpus[i] = cpus[npre + i];
 }
 
 /* Four pools: each side's own cores, and every core with worker 0 on that

@@ -36,6 +36,9 @@
 #ifndef AMX_PG
 #define AMX_PG 4   /* panels per group: the group's B chunk, AMX_PG x 64 KB, stays in L2 */
 #endif
+#ifndef AMX_BT1
+#define AMX_BT1 1  /* B tiles loaded with TILELOADDT1 (streamed, so A stays in L1); see "the blocked loop" */
+#endif
 #ifndef AMX_NT_BYTES
 #define AMX_NT_BYTES (8u << 20) /* f32 outputs from this size up are stored non-temporally */
 #endif
@@ -179,7 +182,20 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * The first block of a chunk meets its B chunk in L3 or DRAM: the panels lie
  * Kp * 32 bytes apart, and the L2 streamer stops at every 4 KB page. So each
  * block also prefetches its share of the next B chunk into L2, a few lines
- * per step (session 5: 28-33% -> 32-37% of the peak on every shape). */
+ * per step (session 5: 28-33% -> 32-37% of the peak on every shape).
+ *
+ * At 64 B of operands per cycle the 2 x 2 block needs all of L2's bandwidth
+ * when both operands come from L2. A block's A chunk is reused by the
+ * group's panels, so it should stay in L1 while B streams past: B tiles are
+ * loaded with TILELOADDT1 (AMX_BT1), a load hinted as not reused, which
+ * keeps B from evicting A. Then only the first panel of a block reads A from
+ * L2. Where the A chunk fits L1 (K up to ~1400 int8) that halves the L2
+ * traffic. Session 11, h200-host Xeon, two calls, 3 rounds each paired with
+ * the tile peak (docs/bench/xeon-s11-run39.txt, run42.txt), medians
+ * TILELOADD -> TILELOADDT1: int8 512 x 1152 x 896 33% -> 36-40%,
+ * 512 x 9728 x 896 39-40% -> 47%, 512 x 2048 x 8192 35-40% -> 41-42%;
+ * 512 x 8192 x 2048, int8 2048^2 and bf16 2048^2 within the host's noise
+ * (48-52%, 35-43% and 39-46% both ways). */
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1): C [32][32] f32/int32 loaded from cin (rows ldin bytes apart), or
@@ -212,8 +228,13 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             int n = (l2lines * (s - s0 + 1)) / (s1 - s0) - (l2lines * (s - s0)) / (s1 - s0);
             for (int l = 0; l < n; l++, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
         }
-        _tile_loadd(6, b, 128);
-        _tile_loadd(7, b + 64, 128);
+        if (AMX_BT1) {
+            _tile_stream_loadd(6, b, 128);
+            _tile_stream_loadd(7, b + 64, 128);
+        } else {
+            _tile_loadd(6, b, 128);
+            _tile_loadd(7, b + 64, 128);
+        }
         _tile_loadd(4, A0 + (size_t)s * 1024, 64);
         if (g->is_q8) {
             _tile_dpbusd(0, 4, 6);
