@@ -40,17 +40,24 @@ static const char *prompts[] = {
     "She opened the door",
 };
 
+/* a stateless session on 2 threads with a 256-token context */
+static tandem_session_opts two_thread_opts(void)
+{
+    tandem_session_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_threads = 2;
+    o.max_ctx = 256;
+    o.stateless = 1;
+    return o;
+}
+
 /* The core plan comes from the cpus this thread may use (taskset, a
  * cpuset): run on only the last of them, both sides share it, whatever
  * n_threads asks. */
 static void core_plan(tm_rt_model *rm)
 {
     tm_err err = {0};
-    tandem_session_opts o;
-    memset(&o, 0, sizeof o);
-    o.n_threads = 2;
-    o.max_ctx = 256;
-    o.stateless = 1;
+    tandem_session_opts o = two_thread_opts();
     cpu_set_t was, one;
     if (sched_getaffinity(0, sizeof was, &was) != 0) return;
     int last = -1;
@@ -76,11 +83,7 @@ static void core_plan(tm_rt_model *rm)
 static void lend_policy(tm_rt_model *rm)
 {
     tm_err err = {0};
-    tandem_session_opts o;
-    memset(&o, 0, sizeof o);
-    o.n_threads = 2;
-    o.max_ctx = 256;
-    o.stateless = 1;
+    tandem_session_opts o = two_thread_opts();
     struct { int max_seqs; float max_stall; int no_lend, calibrated; double lend_dec; int want; } cases[] = {
         {1, 0, 0, 0, 0, 1},     /* one request at a time: nothing to stall */
         {1, 0, 1, 0, 0, 0},     /* --no-lend wins */
