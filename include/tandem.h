@@ -100,7 +100,8 @@ typedef enum tandem_kv_dtype {
 typedef struct tandem_session_opts {
     const char *prefill_engine;   /* NULL: best available ("cpu-amx", "cpu-avx512", ...) */
     const char *decode_engine;    /* NULL: best available */
-    int n_threads;                /* 0: all cores */
+    int n_threads;                /* 0: every cpu the calling thread may run on (its affinity mask:
+                                     taskset, a cpuset), at most 64; N: the first N of them */
     int prefill_threads;          /* 0: split by calibration */
     int max_ctx;                  /* 0: the model's, capped at 4096 */
     tandem_route route;

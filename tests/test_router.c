@@ -283,6 +283,7 @@ static tm_router_key test_key(void)
     snprintf(k.cpu, sizeof k.cpu, "Test CPU 9000");
     k.threads = 16;
     k.prefill_threads = 8;
+    snprintf(k.cpus, sizeof k.cpus, "0,1,2,3,4,5,6,7|8,9,10,11,12,13,14,15");
     snprintf(k.prefill_engine, sizeof k.prefill_engine, "cpu-amx");
     snprintf(k.decode_engine, sizeof k.decode_engine, "cpu-avx512");
     snprintf(k.prefill_enc, sizeof k.prefill_enc, "bf16");
@@ -373,6 +374,10 @@ static void test_cache(const char *dir)
     CHECK(strstr(err.msg, "key.build") != NULL);
     CHECK_EQ_INT(tm_router_cache_path(path2, sizeof path2, sub, &k4, &err), TM_OK);
     CHECK(strcmp(path, path2) != 0);
+    tm_router_key k5 = test_key(); /* as many threads on other cpus (taskset): another calibration */
+    snprintf(k5.cpus, sizeof k5.cpus, "16,17,18,19,20,21,22,23|24,25,26,27,28,29,30,31");
+    CHECK_EQ_INT(tm_router_read(path, &k5, &got, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "key.cpus") != NULL);
 
     /* absent */
     char none[4200];
@@ -510,6 +515,14 @@ static void test_sessions(const char *dir)
     tm_router_key k;
     CHECKF(tm_router_key_of(s, &k, &err) == TM_OK, "%s", err.msg);
     CHECK(strncmp(k.model, "hf:", 3) == 0 && k.threads >= 1 && strcmp(k.prefill_engine, s->pre.caps.name) == 0);
+    { /* the key names the session's cpus: prefill side, then decode side */
+        char want[96];
+        int o2 = snprintf(want, sizeof want, "%d", s->plan.pre_cpus[0]);
+        for (int i = 1; i < s->plan.n_pre; i++) o2 += snprintf(want + o2, sizeof want - (size_t)o2, ",%d", s->plan.pre_cpus[i]);
+        for (int i = 0; i < s->plan.n_dec; i++)
+            o2 += snprintf(want + o2, sizeof want - (size_t)o2, "%s%d", i ? "," : "|", s->plan.dec_cpus[i]);
+        CHECKF(strcmp(k.cpus, want) == 0, "key.cpus '%s', the plan's '%s'", k.cpus, want);
+    }
     char path[4096];
     CHECK_EQ_INT(tm_router_cache_path(path, sizeof path, NULL, &k, &err), TM_OK);
     CHECKF(strncmp(path, dir, strlen(dir)) == 0, "%s not under XDG_CACHE_HOME %s", path, dir);

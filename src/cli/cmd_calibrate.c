@@ -21,7 +21,7 @@ static const char calibrate_usage[] =
     "with the same key then route by it (see --explain of tandem run); without a cache\n"
     "the router falls back to a rule by prompt length.\n"
     "\n"
-    "  -t, --threads N        threads (default: all cores; must match the sessions that use it)\n"
+    "  -t, --threads N        threads (default: every cpu this process may use; must match the sessions that use it)\n"
     "      --prefill-threads N  cores for the prefill side (default: half)\n"
     "      --prefill ENGINE, --decode ENGINE   engines (default: the best)\n"
     "      --quick            fewer prompt lengths, one repetition\n"

@@ -17,7 +17,7 @@ static void devices_usage(FILE *f)
     fprintf(f, "usage: tandem devices [--quick] [--no-measure] [--threads N] [--variant NAME]\n"
                "  Lists CPU features, kernel variants per op, and measures (about 1 s each):\n"
                "  memory read GB/s, GEMV GB/s (int4g64, int8, bf16; B = 1), GEMM GFLOP/s\n"
-               "  (bf16, int8 W8A8; M = 512), with 1 and N threads (default: all cpus).\n"
+               "  (bf16, int8 W8A8; M = 512), with 1 and N threads (default: every cpu this process may use).\n"
                "  --quick        shorter runs on less memory (0.25 s, 128 MiB)\n"
                "  --no-measure   features and variants only\n"
                "  --threads N    the N of the second column\n"
@@ -83,13 +83,12 @@ static int make_pool(int n, const int *cpus, tm_pool **pool)
     return 0;
 }
 
-/* the caller's mask back to the cpus it was allowed before the pools pinned it */
-static void unpin_self(const int *cpus, int n)
+/* free the pools and give the caller back the mask it had before they pinned it
+ * (each pool restores the mask it saw, and the second one saw the first's pin) */
+static void free_pools(tm_pool **pools, int n, const cpu_set_t *was, int have_was)
 {
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (int i = 0; i < n; i++) CPU_SET(cpus[i], &all);
-    sched_setaffinity(0, sizeof all, &all);
+    for (int c = 0; c < n; c++) tm_pool_free(pools[c]);
+    if (have_was) sched_setaffinity(0, sizeof *was, was);
 }
 
 static int measure(const tm_kernels *k, const devopts *o)
@@ -97,7 +96,12 @@ static int measure(const tm_kernels *k, const devopts *o)
     double secs = o->quick ? 0.25 : 1.0;
     size_t bytes = o->quick ? (size_t)128 << 20 : (size_t)512 << 20;
     int cpus[256], ncpu = tm_cpu_allowed(cpus, 256);
+    cpu_set_t was;
+    int have_was = sched_getaffinity(0, sizeof was, &was) == 0;
     int nt[2] = {1, o->threads < ncpu ? o->threads : ncpu};
+    if (o->threads > ncpu)
+        fprintf(stderr, "tandem devices: --threads %d: this process may use %d cpus; measuring with %d\n", o->threads,
+                ncpu, ncpu);
     int ncol = nt[1] > 1 ? 2 : 1;
     double read[2] = {0, 0};
     tm_err err = {0};
@@ -108,8 +112,7 @@ static int measure(const tm_kernels *k, const devopts *o)
     tm_pool *pools[2] = {NULL, NULL};
     for (int c = 0; c < ncol; c++)
         if (make_pool(nt[c], cpus, &pools[c])) {
-            if (c) tm_pool_free(pools[0]);
-            unpin_self(cpus, ncpu);
+            free_pools(pools, 2, &was, have_was);
             return 1;
         }
     tm_kmeasure r;
@@ -160,8 +163,7 @@ static int measure(const tm_kernels *k, const devopts *o)
     }
     printf("(GEMV %% = share of the plain read bandwidth in the same column)\n");
     if (busy) printf("* other processes took more than 10%% of the CPU during this measurement: it reads low\n");
-    for (int c = 0; c < ncol; c++) tm_pool_free(pools[c]);
-    unpin_self(cpus, ncpu);
+    free_pools(pools, ncol, &was, have_was);
     return 0;
 }
 

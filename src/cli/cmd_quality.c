@@ -46,7 +46,7 @@ static const char quality_usage[] =
     "                      decode-stage model\n"
     "  --prefill-engine E, --decode-engine E   engines (see tandem devices; default: best)\n"
     "  --kv-dtype T        the engines' decode KV cache: bf16 | f16 | int8 (default bf16)\n"
-    "  --threads N         threads (default: all cores)\n"
+    "  --threads N         threads (default: every cpu this process may use)\n"
     "  --json              one JSON object on stdout instead of a markdown table\n";
 
 static const char ppl_what[] =

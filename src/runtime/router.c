@@ -472,6 +472,13 @@ int tm_router_key_of(const tm_session *s, tm_router_key *k, tm_err *err)
     int shared = p->n_pre == 1 && p->n_dec == 1 && p->pre_cpus[0] == p->dec_cpus[0];
     k->threads = shared ? 1 : p->n_pre + p->n_dec;
     k->prefill_threads = p->n_pre;
+    size_t o = 0;
+    for (int i = 0; i < p->n_pre + p->n_dec && o < sizeof k->cpus; i++) {
+        int pre = i < p->n_pre, cpu = pre ? p->pre_cpus[i] : p->dec_cpus[i - p->n_pre];
+        int w = snprintf(k->cpus + o, sizeof k->cpus - o, "%s%d", i == 0 ? "" : i == p->n_pre ? "|" : ",", cpu);
+        if (w < 0) break;
+        o += (size_t)w; /* a longer list is cut at the buffer's end (snprintf stops there) */
+    }
     snprintf(k->prefill_engine, sizeof k->prefill_engine, "%s", s->pre.caps.name ? s->pre.caps.name : "?");
     snprintf(k->decode_engine, sizeof k->decode_engine, "%s", s->dec.caps.name ? s->dec.caps.name : "?");
     snprintf(k->prefill_enc, sizeof k->prefill_enc, "%s", tm_dtype_name(s->rm->prefill_enc));
@@ -483,8 +490,8 @@ int tm_router_key_of(const tm_session *s, tm_router_key *k, tm_err *err)
 /* The key as one canonical line (hashed into the file name, compared on load). */
 static void key_line(const tm_router_key *k, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s|%d|%d|%s|%s|%s|%s|%s|%s", k->cpu, k->threads, k->prefill_threads, k->prefill_engine,
-             k->decode_engine, k->prefill_enc, k->decode_enc, k->model, k->build);
+    snprintf(buf, n, "%s|%d|%d|%s|%s|%s|%s|%s|%s|%s", k->cpu, k->threads, k->prefill_threads, k->cpus,
+             k->prefill_engine, k->decode_engine, k->prefill_enc, k->decode_enc, k->model, k->build);
 }
 
 int tm_router_key_equal(const tm_router_key *a, const tm_router_key *b)
@@ -530,6 +537,7 @@ static char *costs_json(const tm_router_key *k, const tm_router_costs *c)
     cJSON_AddStringToObject(key, "cpu", k->cpu);
     cJSON_AddNumberToObject(key, "threads", k->threads);
     cJSON_AddNumberToObject(key, "prefill_threads", k->prefill_threads);
+    cJSON_AddStringToObject(key, "cpus", k->cpus);
     cJSON_AddStringToObject(key, "prefill_engine", k->prefill_engine);
     cJSON_AddStringToObject(key, "decode_engine", k->decode_engine);
     cJSON_AddStringToObject(key, "prefill_encoding", k->prefill_enc);
@@ -666,6 +674,7 @@ static void parse_costs(jrd *j, const cJSON *root, tm_router_key *k, tm_router_c
     jstr(j, key, "cpu", k->cpu, sizeof k->cpu);
     k->threads = (int)jnum(j, key, "threads", "key.threads", 1, 65536);
     k->prefill_threads = (int)jnum(j, key, "prefill_threads", "key.prefill_threads", 1, 65536);
+    jstr(j, key, "cpus", k->cpus, sizeof k->cpus);
     jstr(j, key, "prefill_engine", k->prefill_engine, sizeof k->prefill_engine);
     jstr(j, key, "decode_engine", k->decode_engine, sizeof k->decode_engine);
     jstr(j, key, "prefill_encoding", k->prefill_enc, sizeof k->prefill_enc);
@@ -746,6 +755,7 @@ int tm_router_read(const char *path, const tm_router_key *k, tm_router_costs *c,
     if (!tm_router_key_equal(&got, k)) {
         const char *field = strcmp(got.cpu, k->cpu) ? "cpu" : got.threads != k->threads ? "threads"
                           : got.prefill_threads != k->prefill_threads ? "prefill_threads"
+                          : strcmp(got.cpus, k->cpus) ? "cpus"
                           : strcmp(got.prefill_engine, k->prefill_engine) ? "prefill_engine"
                           : strcmp(got.decode_engine, k->decode_engine) ? "decode_engine"
                           : strcmp(got.prefill_enc, k->prefill_enc) ? "prefill_encoding"

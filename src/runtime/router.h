@@ -162,6 +162,8 @@ typedef struct tm_router_key {
     char cpu[64];              /* CPU brand (core/cpu.h) */
     int threads;               /* threads of the session (0 resolved to every core) */
     int prefill_threads;       /* cores of the prefill side */
+    char cpus[96];             /* which: the prefill side's cpu ids, then the decode side's ("0,1|2,3";
+                                  on hybrid parts P and E cores differ) */
     char prefill_engine[32], decode_engine[32];
     char prefill_enc[16], decode_enc[16];
     char model[64];            /* "pkg:<header hash>-<size>" or "hf:<hash of path, sizes, mtimes>" */
