@@ -512,6 +512,16 @@ static void test_sessions(const char *dir)
     CHECK_EQ_INT(tm_route_pick(s, 2, 8, NULL, &p), tm_router_rule(s->pre.caps.chunk_sizes, s->pre.caps.n_chunks, 2));
     CHECK_EQ_INT(tm_route_pick(s, smallest, 8, NULL, &p), TANDEM_ROUTE_HYBRID);
     CHECK_EQ_INT(p.calibrated, 0);
+    { /* decode-only prefills in exact chunks; the prefill engine's routes pad to its sizes */
+        tm_engine_caps pc;
+        tm_route_chunk_caps(s, TANDEM_ROUTE_DECODE_ONLY, &pc);
+        CHECK_EQ_INT(pc.n_chunks, 0);
+        CHECK_EQ_INT(tm_plan_chunk(&pc, 3), 3);
+        CHECK_EQ_INT(tm_plan_chunk(&pc, 700), 512);
+        tm_route_chunk_caps(s, TANDEM_ROUTE_HYBRID, &pc);
+        CHECK_EQ_INT(pc.n_chunks, s->pre.caps.n_chunks);
+        if (pc.n_chunks) CHECK_EQ_INT(tm_plan_chunk(&pc, 3), smallest);
+    }
     tm_router_key k;
     CHECKF(tm_router_key_of(s, &k, &err) == TM_OK, "%s", err.msg);
     CHECK(strncmp(k.model, "hf:", 3) == 0 && k.threads >= 1 && strcmp(k.prefill_engine, s->pre.caps.name) == 0);
@@ -625,7 +635,8 @@ static void test_sessions(const char *dir)
                 double t = tm_router_prefill_time(&got, (tandem_route)r, 64);
                 CHECK(isfinite(t) && t > 0);
                 CHECK(isfinite(got.tpot[r][0]) && got.tpot[r][0] >= 0 && got.tpot[r][1] >= 0);
-                CHECK(got.n_chunks[r] == (r == 3 ? s->dec.caps.n_chunks : s->pre.caps.n_chunks));
+                /* decode-only runs exact chunks (tm_route_chunk_caps), the others the prefill engine's */
+                CHECK(got.n_chunks[r] == (r == 3 ? 0 : s->pre.caps.n_chunks));
             }
             CHECK(got.lend_pre >= 1 && got.lend_dec >= 1);
             CHECK(got.step[0] >= 0 && got.step[1] >= 0 && got.step[2] >= 0);

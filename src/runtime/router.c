@@ -1262,9 +1262,10 @@ int tm_router_calibrate(tm_session *s, const tm_router_cal_opts *o, tm_router_co
     memset(&c, 0, sizeof c);
     for (int i = 0; i < 3; i++) {
         tandem_route r = k_routes[i];
-        const tm_engine_caps *caps = r == TANDEM_ROUTE_DECODE_ONLY ? &s->dec.caps : &s->pre.caps;
-        c.n_chunks[r] = caps->n_chunks;
-        memcpy(c.chunk_sizes[r], caps->chunk_sizes, sizeof c.chunk_sizes[r]);
+        tm_engine_caps caps;
+        tm_route_chunk_caps(s, r, &caps);
+        c.n_chunks[r] = caps.n_chunks;
+        memcpy(c.chunk_sizes[r], caps.chunk_sizes, sizeof c.chunk_sizes[r]);
     }
     cal cx = {.s = s, .o = o, .rng = 0x9e3779b97f4a7c15ULL, .max_n = lens[nl - 1] > 256 ? lens[nl - 1] : 256};
     cx.ids = malloc(sizeof(int32_t) * (size_t)cx.max_n);

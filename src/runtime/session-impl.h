@@ -68,6 +68,15 @@ tandem_route tm_route_pick(const tm_session *s, int n_prompt, int n_out, const t
 #define TM_MAX_CHUNK_PLAN 4096   /* largest chunk size the planner optimizes over */
 int tm_plan_chunk(const tm_engine_caps *c, int remaining);
 
+/* The chunk sizes route r's prefill is planned over: the prefill engine's
+ * (fixed shapes, the tail padded) for hybrid and prefill-only; none, so
+ * exact chunks of at most 512, for decode-only. There the decode engine
+ * runs the prompt on its decode-stage weights (int4 GEMV in blocks of up to
+ * TM_KGEMV_MAX_B rows), where a padded row costs as much as a real one: a
+ * 3-token prompt padded to 64 rows took 160 ms on Zen 4 against 10 ms for a
+ * decode step. The router's cost features use the same sizes. */
+void tm_route_chunk_caps(const tm_session *s, tandem_route r, tm_engine_caps *out);
+
 /* Prefill ids[0..n) of one sequence along `route` into its decode pages
  * `seq` (via the staging pages `sseq` and the bridge when hybrid+stateless),
  * with threads `pool`; the last position's logits into `logits` [V].

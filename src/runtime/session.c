@@ -234,6 +234,12 @@ int tm_plan_chunk(const tm_engine_caps *c, int remaining)
     return first[remaining];
 }
 
+void tm_route_chunk_caps(const tm_session *s, tandem_route r, tm_engine_caps *out)
+{
+    *out = r == TANDEM_ROUTE_DECODE_ONLY ? s->dec.caps : s->pre.caps;
+    if (r == TANDEM_ROUTE_DECODE_ONLY) out->n_chunks = 0;
+}
+
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
                      struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, tm_err *err)
 {
@@ -247,9 +253,11 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
     if (stateless && (rc = tm_kv_seq_reserve(s->kv, seq, n + 1, err)) != TM_OK) return rc;
     kseq->owner = seq->owner = TM_KV_OWNER_PREFILL;
     int32_t buf[512];
+    tm_engine_caps plan;
+    tm_route_chunk_caps(s, route, &plan);
     double t0 = now_s();
     for (int pos = 0; pos < n;) {
-        int T = tm_plan_chunk(&e->caps, n - pos);
+        int T = tm_plan_chunk(&plan, n - pos);
         int nv = n - pos < T ? n - pos : T;
         if (s->o.exact_tail) T = nv; /* no padding: a shape the engine was not built for */
         memcpy(buf, ids + pos, sizeof(int32_t) * (size_t)nv);
