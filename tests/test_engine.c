@@ -297,10 +297,14 @@ static void moe_batched_decode(tm_rt_model *rm, double tol)
         CHECKF(tm_ref_forward(ref, toks[b], len[b] + 1, 0, want + (size_t)b * V, 0, &err) == TM_OK, "%s", err.msg);
     }
     tm_ref_free(ref);
-    for (size_t e = 0; e < sizeof engines / sizeof engines[0]; e++) {
+    /* each engine bound for every role, for prefill only and for decode only (tm_engine_opts.roles
+       changes what bind prepares, never what the calls compute) */
+    static const unsigned bind_roles[] = {0, TM_ROLE_PREFILL, TM_ROLE_DECODE};
+    for (size_t er = 0; er < 3 * (sizeof engines / sizeof engines[0]); er++) {
+        size_t e = er / 3;
         const tm_engine_vt *vt = engine_here(engines[e]);
         if (!vt) continue;
-        tm_engine_opts o = {.weight_enc = rm->decode_enc, .max_ctx = 64};
+        tm_engine_opts o = {.weight_enc = rm->decode_enc, .max_ctx = 64, .roles = bind_roles[er % 3]};
         void *ctx = NULL;
         CHECKF(vt->bind(&ctx, m, &o, &err) == TM_OK, "%s: %s", engines[e], err.msg);
         tm_kv_cache *kv = NULL;
@@ -337,8 +341,8 @@ static void moe_batched_decode(tm_rt_model *rm, double tol)
                 worst1 = d > worst1 ? d : worst1;
                 CHECKF(d < 1e-5, "%s row %d: batched and single decode differ by %.3g", engines[e], b, d);
             }
-            printf("%s, batched MoE decode (B = %d): max |logit diff| %.4f vs fp32, %.3g vs B = 1\n", engines[e], B,
-                   worst, worst1);
+            printf("%s (bound for roles %u), batched MoE decode (B = %d): max |logit diff| %.4f vs fp32, %.3g vs "
+                   "B = 1\n", engines[e], bind_roles[er % 3], B, worst, worst1);
         }
         for (int b = 0; b < B; b++) tm_kv_seq_release(kv, &seq[b]);
         tm_kv_cache_free(kv);

@@ -32,7 +32,7 @@
 #include "core/tensor.h"
 #include "runtime/kvcache.h"
 
-#define TM_ENGINE_VERSION 1
+#define TM_ENGINE_VERSION 2 /* 2: tm_engine_opts.roles */
 
 struct tm_model;
 struct tm_pool;
@@ -57,6 +57,10 @@ typedef struct tm_engine_opts {
     tm_dtype weight_enc;       /* encoding of the stage's weights to bind */
     struct tm_pool *pool;      /* threads (pinned to this engine's core set) */
     int max_ctx;               /* longest sequence it must serve */
+    unsigned roles;            /* TM_ROLE_* it is bound for (0: every role its caps have). Both
+                                  calls still work whatever it says: it picks what bind prepares,
+                                  e.g. the CPU engines copy the rows decode streams every step
+                                  into huge pages only for TM_ROLE_DECODE */
 } tm_engine_opts;
 
 typedef struct tm_prefill_args {

@@ -33,13 +33,16 @@ static int engine_pick(tm_bound_engine *b, const char *name, unsigned role, tm_e
     if (name) {
         b->vt = tm_engine_find(name);
         if (!b->vt) return tm_errf(err, TM_E_NOTFOUND, "unknown engine '%s' (see tandem devices)", name);
+        if (b->vt->version != TM_ENGINE_VERSION)
+            return tm_errf(err, TM_E_UNSUPPORTED, "engine '%s' implements interface version %d, this build %d", name,
+                           b->vt->version, TM_ENGINE_VERSION);
         return b->vt->probe(&b->caps, err);
     }
     int n;
     const tm_engine_vt *const *all = tm_engines(&n);
     for (int i = 0; i < n; i++) {
         tm_err e2 = {0};
-        if (all[i]->probe(&b->caps, &e2) == TM_OK && (b->caps.roles & role)) {
+        if (all[i]->version == TM_ENGINE_VERSION && all[i]->probe(&b->caps, &e2) == TM_OK && (b->caps.roles & role)) {
             b->vt = all[i];
             return TM_OK;
         }
@@ -150,10 +153,12 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     tm_dtype kv_dt = TM_DT_BF16;
     if ((rc = kv_dtype_pick(s, o->kv_dtype, &kv_dt, err)) != TM_OK) goto fail;
     /* engines get room for a padded last chunk past the session's context */
-    tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx + 512};
+    tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx + 512,
+                         .roles = TM_ROLE_PREFILL};
     if ((rc = s->pre.vt->bind(&s->pre.ctx, rm->prefill, &eo, err)) != TM_OK) goto fail;
     eo.weight_enc = rm->decode_enc;
     eo.pool = s->pool_all_dec;
+    eo.roles = TM_ROLE_DECODE;
     if ((rc = s->dec.vt->bind(&s->dec.ctx, rm->decode, &eo, err)) != TM_OK) goto fail;
     /* decode pages for max_seqs full contexts, plus chunk padding */
     int pages = s->max_seqs * ((s->max_ctx + 512 + DECODE_PAGE - 1) / DECODE_PAGE);
