@@ -415,7 +415,7 @@ static void test_cache(const char *dir)
         {"\"chunks\":\t[", "\"chunks\":\t[1,2,3,4,5,6,7,8,", "routes.hybrid.chunks"},
         {"\"step\":\t[", "\"step\":\t[\"x\", ", "'step'"},
         {"\"threads\":\t16", "\"threads\":\t-3", "key.threads"},
-        {"\"version\":\t1", "\"version\":\t2", "'version'"},
+        {"\"version\":\t2", "\"version\":\t1", "'version'"},
         {"\"decode\":\t", "\"decode\":\t0.5, \"x\": ", "lend.decode"},
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
@@ -596,7 +596,7 @@ static void test_sessions(const char *dir)
     o.route = TANDEM_ROUTE_AUTO;
 
     /* a corrupt cache, and one for another key at this key's path: ignored */
-    write_text(path, "{\"format\": \"tandem-router\", \"version\": 1, \"key\": ");
+    write_text(path, "{\"format\": \"tandem-router\", \"version\": 2, \"key\": ");
     CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
     if (s) {
         CHECK_EQ_INT(s->router.calibrated, 0);

@@ -532,7 +532,7 @@ static char *costs_json(const tm_router_key *k, const tm_router_costs *c)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "tandem-router");
-    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddNumberToObject(root, "version", 2); /* 2: key.cpus; decode-only planned in exact chunks */
     cJSON *key = cJSON_AddObjectToObject(root, "key");
     cJSON_AddStringToObject(key, "cpu", k->cpu);
     cJSON_AddNumberToObject(key, "threads", k->threads);
@@ -668,7 +668,7 @@ static void parse_costs(jrd *j, const cJSON *root, tm_router_key *k, tm_router_c
         jbad(j, "format", "not \"tandem-router\"");
         return;
     }
-    if (jnum(j, root, "version", "version", 1, 1) != 1) return;
+    if (jnum(j, root, "version", "version", 2, 2) != 2) return;
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(root, "key");
     if (!cJSON_IsObject(key)) { jbad(j, "key", "missing or not an object"); return; }
     jstr(j, key, "cpu", k->cpu, sizeof k->cpu);
@@ -989,9 +989,10 @@ static int cal_requests(cal *c, const int *lens, int nl, int reps, int gen, unsi
         for (int i = 0; i < 3 && rc == TM_OK && li + 1 < nl; i++) {
             tandem_route r = k_routes[i];
             if (!(active & (1u << r))) continue;
-            tm_engine_caps *caps = r == TANDEM_ROUTE_DECODE_ONLY ? &s->dec.caps : &s->pre.caps;
+            tm_engine_caps caps;
+            tm_route_chunk_caps(s, r, &caps);
             double f[TM_ROUTER_NPF];
-            tm_router_prefill_features(caps->chunk_sizes, caps->n_chunks, n, f);
+            tm_router_prefill_features(caps.chunk_sizes, caps.n_chunks, n, f);
             if (f[2] != last_pad[r]) {
                 distinct[r]++;
                 last_pad[r] = f[2];

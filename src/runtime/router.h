@@ -65,7 +65,8 @@ struct tm_session;
 typedef struct tm_router_costs {
     unsigned routes;               /* bit (1 << route) set: the route runs on these engines */
     double pf[4][TM_ROUTER_NPF];   /* [route][feature] prefill coefficients */
-    int chunk_sizes[4][8];         /* [route][n_chunks] chunk sizes of the route's prefill engine */
+    int chunk_sizes[4][8];         /* [route][n_chunks] chunk sizes the route's prefill is planned over
+                                      (tm_route_chunk_caps: the prefill engine's; none for decode-only) */
     int n_chunks[4];               /* 0: exact chunks of at most 512 (tm_plan_chunk) */
     double handoff[2];             /* exposed hand-off: [0] + [1]*n */
     double first[4];               /* [route] prefill end -> first token (sampling, queue hops) */

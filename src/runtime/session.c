@@ -158,7 +158,8 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = s->pre.vt->bind(&s->pre.ctx, rm->prefill, &eo, err)) != TM_OK) goto fail;
     eo.weight_enc = rm->decode_enc;
     eo.pool = s->pool_all_dec;
-    eo.roles = TM_ROLE_DECODE;
+    eo.roles = TM_ROLE_DECODE | TM_ROLE_PREFILL; /* it prefills the decode-only route's prompts (GEMM panels
+                                                   where its encoding has them: int8, bf16) */
     if ((rc = s->dec.vt->bind(&s->dec.ctx, rm->decode, &eo, err)) != TM_OK) goto fail;
     /* decode pages for max_seqs full contexts, plus chunk padding */
     int pages = s->max_seqs * ((s->max_ctx + 512 + DECODE_PAGE - 1) / DECODE_PAGE);

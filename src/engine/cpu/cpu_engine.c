@@ -130,9 +130,10 @@ static int pack(tm_kweight **out, const tm_tensor *t, unsigned roles, tm_err *er
 /* Matrices that read the same input (q, k, v; gate, up) in one dtype and K
  * are bound as one weight of their rows in turn (*out), so a step runs one
  * matmul on them instead of two or three: one dispatch, one preparation of
- * the input, one wider GEMM or GEMV. That is a copy of their bytes, so only
- * where the decode weights are copied anyway (huge pages on: tm_khuge_ok).
- * 1 if done, 0 if they do not qualify. */
+ * the input, one wider GEMM or GEMV. That is a copy of their bytes (on huge
+ * pages), made only where huge pages are on (tm_khuge_ok), for every binding:
+ * a prefill binding keeps it for the one wider GEMM. 1 if done, 0 if they do
+ * not qualify. */
 static int pack_cat(tm_kweight **out, const tm_tensor *const *t, int n, unsigned roles, const char *what, tm_err *err,
                     int *rc)
 {
@@ -322,7 +323,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->pool = o->pool;
     c->max_ctx = o->max_ctx > 0 ? o->max_ctx : 4096;
     /* the roles this binding serves: what bind prepares (engine.h); prefill or decode calls work either way */
-    unsigned roles = o->roles & var->roles ? o->roles & var->roles : var->roles;
+    unsigned roles = o->roles ? o->roles : var->roles;
     int rc = tm_kernels_select(var->kernels, &c->k, err);
     if (rc != TM_OK) goto fail;
     c->layer = calloc((size_t)m->L, sizeof *c->layer);
@@ -362,7 +363,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
        for every binding: a prefill binding reads it once per prompt, but from the package's 4 KB pages
        that one GEMV took Qwen2.5-0.5B's pp512 from 832 to 815 t/s on dev (session 11) */
     if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
-    if (roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool);
+    if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool); /* the prefill-only route decodes here too */
     c->final_norm = vec_f32(&m->final_norm);
     const char *prof = getenv("TANDEM_PROFILE");
     c->profile = prof && *prof && strcmp(prof, "0") != 0;
