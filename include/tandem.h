@@ -113,6 +113,9 @@ typedef struct tandem_session_opts {
     tandem_kv_dtype kv_dtype;     /* the decode KV cache; both engines must take it (their caps) */
     int max_seqs;                 /* requests decoding at once (0: 8); 1 serves one request at a
                                      time, so a prompt never arrives while another decodes */
+    int prefix_cache;             /* 1, with max_seqs 1: keep the last finished request's KV and
+                                     reuse it for the longest common prefix of the next prompt's
+                                     tokens (a chat's earlier turns), prefilling only the rest */
     float max_stall;              /* the rise in a running stream's time per token that a new
                                      prompt may cause (0: 0.25; < 0: no bound). The decode side
                                      borrows the idle prefill cores only where giving them back
@@ -150,6 +153,7 @@ void tandem_request_default(tandem_request *r);
 
 typedef struct tandem_stats {
     int n_prompt, n_generated;
+    int n_cached;                            /* prompt tokens whose KV came from the prefix cache */
     double t_prefill, t_handoff, t_decode;   /* seconds */
     double ttft;                             /* seconds from submit to first token */
     double t_total;                          /* seconds from submit to the end */

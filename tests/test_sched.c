@@ -78,6 +78,69 @@ static void core_plan(tm_rt_model *rm)
     tm_session_free(s);
 }
 
+/* The prefix cache (sched.c): a second request whose prompt extends the
+ * first's prompt and reply reuses that KV and prefills only the rest. On
+ * decode-only both turns' KV comes from the same engine and weights (the
+ * reply's from decode steps, a fresh session's from one prefill chunk: the
+ * same GEMV rows, attention summed in another order), and the greedy text
+ * equals a fresh session's; on hybrid and prefill-only a fresh prefill
+ * computes the reply's KV with the prefill engine's weights, so the text is
+ * only checked to be there. Pages: the cache holds one sequence's, and every
+ * page is either free or the cache's once requests are done. */
+static void prefix_cache(tm_rt_model *rm)
+{
+    static const tandem_route routes[] = {TANDEM_ROUTE_DECODE_ONLY, TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_PREFILL_ONLY};
+    for (int ri = 0; ri < 3; ri++) {
+        tm_err err = {0};
+        tandem_session_opts o = two_thread_opts();
+        o.max_seqs = 1;
+        o.route = routes[ri];
+        tm_session *fresh = NULL, *s = NULL;
+        CHECKF(tm_session_new(&fresh, rm, &o, &err) == TM_OK, "%s", err.msg);
+        o.prefix_cache = 1;
+        CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+        if (!s || !fresh) {
+            tm_session_free(s);
+            tm_session_free(fresh);
+            return;
+        }
+        int total = tm_kv_cache_free_pages(s->kv);
+        tandem_request r;
+        memset(&r, 0, sizeof r);
+        r.max_tokens = 16;
+        r.temperature = 0;
+        r.top_p = 1;
+        r.repetition_penalty = 1;
+        r.ignore_eos = 1;
+        r.prompt = prompts[0];
+        sink t1 = {0}, a2 = {0}, b2 = {0}, c3 = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &t1, &st, &err) == TM_OK, "%s", err.msg);
+        CHECK_EQ_INT(st.n_cached, 0);
+        int n1 = st.n_prompt;
+        CHECKF(tm_kv_cache_free_pages(s->kv) < total, "route %d: the finished request's pages are kept", ri);
+        char p2[4200];
+        snprintf(p2, sizeof p2, "%s%s and then", prompts[0], t1.buf);
+        r.prompt = p2;
+        CHECKF(tm_session_generate(s, &r, on_text, &a2, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(st.n_cached >= n1 - 1 && st.n_cached < st.n_prompt, "route %d: %d of %d prompt tokens reused (first "
+               "prompt %d)", ri, st.n_cached, st.n_prompt, n1);
+        CHECKF(tm_session_generate(fresh, &r, on_text, &b2, &st, &err) == TM_OK, "%s", err.msg);
+        CHECK_EQ_INT(st.n_cached, 0);
+        CHECK_EQ_INT(st.n_generated, 16);
+        if (routes[ri] == TANDEM_ROUTE_DECODE_ONLY)
+            CHECKF(strcmp(a2.buf, b2.buf) == 0, "decode-only: reused '%s', fresh '%s'", a2.buf, b2.buf);
+        else
+            CHECK(a2.len > 0);
+        r.prompt = prompts[1]; /* nothing in common but the BOS token */
+        CHECKF(tm_session_generate(s, &r, on_text, &c3, &st, &err) == TM_OK, "%s", err.msg);
+        CHECK(st.n_cached <= 1);
+        CHECK_EQ_INT(tm_kv_cache_free_pages(s->kv) + s->pc_seq.n_pages, total);
+        tm_session_free(s);
+        tm_session_free(fresh);
+    }
+}
+
 /* Invariant 5 (sched.c): which sessions let the decode side borrow the idle
  * prefill cores. The router state is set by hand so the answer does not
  * depend on a calibration cached on this machine. */
@@ -214,6 +277,7 @@ int main(void)
     tm_session_free(s);
     lend_policy(rm);
     core_plan(rm);
+    prefix_cache(rm);
     tm_rt_model_free(rm);
 
     /* a package converted with the default encodings generates exactly what the

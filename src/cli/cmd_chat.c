@@ -125,6 +125,7 @@ int cmd_chat(int argc, char **argv)
     cli_gen_model_defaults(&g, m);
     tandem_session *s;
     g.so.max_seqs = 1; /* one turn at a time: nothing can arrive while it decodes, so both sides lend */
+    g.so.prefix_cache = 1; /* each turn re-renders the conversation: its earlier turns' KV is reused */
     if (tandem_session_new(&s, m, &g.so, &st) != 0) {
         fprintf(stderr, "tandem chat: %s\n", st.msg);
         tandem_model_free(m);
@@ -187,8 +188,9 @@ int cmd_chat(int argc, char **argv)
         add_message(msgs, "assistant", rep.buf ? rep.buf : "");
         free(rep.buf);
         if (tty)
-            fprintf(stderr, "[%d prompt tokens, %.1f tok/s; %s]\n", stats.n_prompt,
-                    stats.t_decode > 0 ? stats.n_generated / stats.t_decode : 0.0, stats.route);
+            fprintf(stderr, "[%d prompt tokens (%d reused), TTFT %.3f s, %.1f tok/s; %s]\n", stats.n_prompt,
+                    stats.n_cached, stats.ttft, stats.t_decode > 0 ? stats.n_generated / stats.t_decode : 0.0,
+                    stats.route);
     }
     cJSON_Delete(msgs);
     tandem_session_free(s);

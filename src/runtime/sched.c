@@ -27,7 +27,9 @@
  *  1. A request is held by exactly one thread at a time: the queue, the
  *     prefill worker, the join list, or the decode worker. Moves between
  *     them happen under sc->mu (which orders everything the request holds).
- *  2. req_finish releases every KV page of the request, in every state.
+ *  2. req_finish releases every KV page of the request, in every state,
+ *     except that a DONE request's decode pages move to the prefix cache
+ *     where the session keeps one (below).
  *  3. Decode never waits on an unrelated prefill: the two workers share no
  *     lock during compute; the decode worker takes sc->mu only to move
  *     requests in and out of its batch.
@@ -75,6 +77,8 @@ struct tm_req {
     tm_kv_seq seq, sseq;       /* decode pages, staging pages */
     int pos;                   /* position of next_tok */
     int32_t next_tok;          /* the token the next decode step feeds */
+    int32_t *fed;              /* [max_new] the tokens decode steps fed, at positions n_prompt.. */
+    int n_cached;              /* prompt positions taken from the prefix cache */
     int n_gen;
     double t_submit, t_first, t_prefill, t_handoff, t_last, t_done;
     double *itl;               /* [max_new] inter-token latencies */
@@ -178,10 +182,88 @@ static int req_take_token(tm_req *q, float *logits)
     return 0;
 }
 
+/* ---- the prefix cache (opts.prefix_cache with max_seqs 1) ------------------------------
+ *
+ *   request k DONE:  its decode pages -> s->pc_seq; the tokens at their positions (its
+ *                    prompt, then each token a decode step fed) -> s->pc_ids
+ *   request k + 1:   p = the longest common prefix of its prompt and pc_ids, at most
+ *                    n_prompt - 1 (the last prompt token always runs: its logits give the
+ *                    first new token). p >= PC_MIN: the pages become its seq with
+ *                    n_tokens = p, and tm_prefill_route runs positions p.. only,
+ *                    statefully (with an int8 KV cache the CPU prefill then attends row
+ *                    by row, so a short shared prefix, the BOS token, is not worth it).
+ *                    Otherwise the pages are released before it reserves any (the page
+ *                    budget holds one sequence). The router prices the remaining tokens
+ *                    as a prompt of their own.
+ *
+ * Positions past p in reused pages are overwritten as the new request writes them, and
+ * attention reads only positions before its own. The KV of the earlier turn's generated
+ * tokens is the decode engine's (a fresh prefill would compute it with the prefill
+ * engine's weights): the same model to within the stages' quantization. Under sc->mu;
+ * with max_seqs 1 a prompt is prefilled only after the request before it has finished. */
+#define PC_MIN 16 /* the shortest prefix worth reusing, in tokens */
+
+static int pc_on(const tm_session *s) { return s->o.prefix_cache && s->max_seqs == 1; }
+
+/* a DONE request's pages and tokens into the cache (q->seq is emptied) */
+static void pc_store(tm_sched *sc, tm_req *q)
+{
+    tm_session *s = sc->s;
+    int n = q->pos; /* positions with KV: [0, pos) */
+    int32_t *ids = n > 0 ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+    pthread_mutex_lock(&sc->mu);
+    free(s->pc_ids);
+    tm_kv_seq_release(s->kv, &s->pc_seq);
+    s->pc_ids = NULL;
+    s->pc_n = 0;
+    if (ids && q->fed && n <= q->n_prompt + q->max_new) {
+        memcpy(ids, q->ids, sizeof(int32_t) * (size_t)(n < q->n_prompt ? n : q->n_prompt));
+        if (n > q->n_prompt) memcpy(ids + q->n_prompt, q->fed, sizeof(int32_t) * (size_t)(n - q->n_prompt));
+        s->pc_seq = q->seq;
+        s->pc_seq.n_tokens = n;
+        memset(&q->seq, 0, sizeof q->seq);
+        s->pc_ids = ids;
+        s->pc_n = n;
+        ids = NULL;
+    }
+    pthread_mutex_unlock(&sc->mu);
+    free(ids);
+}
+
+/* before q is routed: take the cache's pages for q's common prefix, or free them */
+static void pc_take(tm_sched *sc, tm_req *q)
+{
+    tm_session *s = sc->s;
+    if (!pc_on(s)) return;
+    pthread_mutex_lock(&sc->mu);
+    int p = 0, lim = s->pc_n < q->n_prompt - 1 ? s->pc_n : q->n_prompt - 1;
+    while (p < lim && s->pc_ids[p] == q->ids[p]) p++;
+    if (p >= PC_MIN) {
+        q->seq = s->pc_seq;
+        q->seq.n_tokens = p;
+        q->n_cached = p;
+        memset(&s->pc_seq, 0, sizeof s->pc_seq);
+    } else {
+        tm_kv_seq_release(s->kv, &s->pc_seq);
+    }
+    free(s->pc_ids);
+    s->pc_ids = NULL;
+    s->pc_n = 0;
+    pthread_mutex_unlock(&sc->mu);
+}
+
+/* the token the next decode step feeds, remembered for the prefix cache */
+static void req_feed(tm_req *q)
+{
+    int i = q->pos - q->n_prompt;
+    if (q->fed && i >= 0 && i < q->max_new) q->fed[i] = q->next_tok;
+}
+
 /* Any state -> DONE / CANCELLED / FAILED: release every page (invariant 2). */
 static void req_finish(tm_sched *sc, tm_req *q, int state)
 {
     tm_session *s = sc->s;
+    if (state == REQ_DONE && pc_on(s)) pc_store(sc, q);
     tm_kv_seq_release(s->kv, &q->seq);
     tm_kv_seq_release(s->stage, &q->sseq);
     pthread_mutex_lock(&sc->mu);
@@ -262,6 +344,7 @@ static void run_prefill_only(tm_sched *sc, tm_req *q)
         if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
         if (tm_kv_seq_reserve(s->kv, &q->seq, q->pos + 1, &q->err) != TM_OK) break;
         tm_kv_seq *sp = &q->seq;
+        req_feed(q);
         tm_decode_args a = {.B = 1, .tokens = &q->next_tok, .pos = &q->pos, .kv = s->kv, .seqs = &sp,
                             .logits = s->logits, .pool = pre_pool(sc)};
         if (s->pre.vt->decode(s->pre.ctx, &a, &q->err) != TM_OK) break;
@@ -283,7 +366,9 @@ static void prefill_one(tm_sched *sc, tm_req *q)
     load.n_decoding = sc->n_decoding;
     for (tm_req *w = sc->q_head; w; w = w->next) load.n_queued++;
     pthread_mutex_unlock(&sc->mu);
-    q->route = tm_route_pick(s, q->n_prompt, q->max_new, &load, &q->pred);
+    if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
+    pc_take(sc, q);
+    q->route = tm_route_pick(s, q->n_prompt - q->n_cached, q->max_new, &load, &q->pred);
     q->state = REQ_ROUTED;
     if (s->o.explain) tm_router_explain_pick(stderr, &q->pred);
     if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
@@ -414,6 +499,7 @@ static void *decode_main(void *arg)
             tm_req *q = active[(rr + b) % n_active];
             batch[b] = q;
             toks[b] = q->next_tok;
+            req_feed(q);
             pos[b] = q->pos;
             seqs[b] = &q->seq;
             if (tm_kv_seq_reserve(s->kv, &q->seq, q->pos + 1, &q->err) != TM_OK) ok = 0;
@@ -518,6 +604,7 @@ static void req_free(tm_req *q)
     tm_stop_free(q->stop);
     tm_sampler_free(q->smp);
     free(q->ids);
+    free(q->fed);
     free(q->itl);
     pthread_cond_destroy(&q->done_cv);
     free(q);
@@ -579,7 +666,8 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     }
     q->ds = tm_detok_stream_new(rm->tok, 1);
     q->itl = malloc(sizeof(double) * (size_t)q->max_new);
-    if (!q->ds || !q->itl) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+    if (pc_on(s)) q->fed = malloc(sizeof(int32_t) * (size_t)q->max_new);
+    if (!q->ds || !q->itl || (pc_on(s) && !q->fed)) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
     q->finish = "length";
     tm_sched *sc = s->sched;
     pthread_mutex_lock(&sc->mu);
@@ -613,6 +701,7 @@ int tm_req_wait(tm_req *q, tandem_stats *st, tm_err *err)
     pthread_mutex_unlock(&sc->mu);
     memset(st, 0, sizeof *st);
     st->n_prompt = q->n_prompt;
+    st->n_cached = q->n_cached;
     st->n_generated = q->n_gen;
     st->t_prefill = q->t_prefill;
     st->t_handoff = q->t_handoff;

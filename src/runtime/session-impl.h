@@ -49,6 +49,11 @@ struct tm_session {
     atomic_int pre_busy;       /* the prefill side has work */
     atomic_int dec_using_all;  /* the decode side is running a step on every core */
     int dec_borrows;           /* the decode side may borrow the idle prefill cores (tm_sched_lend_policy) */
+    /* the prefix cache (opts.prefix_cache with max_seqs 1; sched.c, under the scheduler's mutex):
+       the last finished request's decode pages and the tokens at their positions */
+    tm_kv_seq pc_seq;
+    int32_t *pc_ids;           /* [pc_n] */
+    int pc_n;
 };
 
 /* The route name for reports: "hybrid", "prefill-only", "decode-only". */
@@ -80,7 +85,9 @@ void tm_route_chunk_caps(const tm_session *s, tandem_route r, tm_engine_caps *ou
 /* Prefill ids[0..n) of one sequence along `route` into its decode pages
  * `seq` (via the staging pages `sseq` and the bridge when hybrid+stateless),
  * with threads `pool`; the last position's logits into `logits` [V].
- * *t_prefill and *t_handoff receive seconds. */
+ * *t_prefill and *t_handoff receive seconds. Where seq already holds
+ * positions [0, seq->n_tokens) (a reused prefix, n_tokens < n), only the
+ * rest is prefilled, statefully: the prefix's KV is in the decode pages. */
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
                      struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, tm_err *err);
 

@@ -65,12 +65,14 @@ void tm_session_free(tm_session *s)
     if (s->pre.ctx) s->pre.vt->unbind(s->pre.ctx);
     if (s->dec.ctx) s->dec.vt->unbind(s->dec.ctx);
     tm_bridge_free(s->bridge);
+    if (s->kv) tm_kv_seq_release(s->kv, &s->pc_seq);
     tm_kv_cache_free(s->kv);
     tm_kv_cache_free(s->stage);
     tm_pool_free(s->pool_pre);
     tm_pool_free(s->pool_dec);
     tm_pool_free(s->pool_all_pre);
     tm_pool_free(s->pool_all_dec);
+    free(s->pc_ids);
     free(s->logits);
     free(s);
 }
@@ -251,7 +253,8 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
 {
     int hybrid = route == TANDEM_ROUTE_HYBRID;
     tm_bound_engine *e = route == TANDEM_ROUTE_DECODE_ONLY ? &s->dec : &s->pre;
-    int stateless = hybrid && s->o.stateless;
+    int pos0 = seq->n_tokens > 0 && seq->n_tokens < n ? seq->n_tokens : 0; /* a reused prefix */
+    int stateless = hybrid && s->o.stateless && pos0 == 0;
     tm_kv_cache *kv = stateless ? s->stage : s->kv;
     tm_kv_seq *kseq = stateless ? sseq : seq;
     int rc;
@@ -262,7 +265,7 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
     tm_engine_caps plan;
     tm_route_chunk_caps(s, route, &plan);
     double t0 = now_s();
-    for (int pos = 0; pos < n;) {
+    for (int pos = pos0; pos < n;) {
         int T = tm_plan_chunk(&plan, n - pos);
         int nv = n - pos < T ? n - pos : T;
         if (s->o.exact_tail) T = nv; /* no padding: a shape the engine was not built for */
