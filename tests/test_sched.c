@@ -41,6 +41,19 @@ static const char *prompts[] = {
     "She opened the door",
 };
 
+/* greedy, n tokens whatever the model says (EOS ignored) */
+static tandem_request greedy_request(int n)
+{
+    tandem_request r;
+    memset(&r, 0, sizeof r);
+    r.max_tokens = n;
+    r.temperature = 0;
+    r.top_p = 1;
+    r.repetition_penalty = 1;
+    r.ignore_eos = 1;
+    return r;
+}
+
 /* a stateless session on 2 threads with a 256-token context */
 static tandem_session_opts two_thread_opts(void)
 {
@@ -105,13 +118,7 @@ static void prefix_cache(tm_rt_model *rm)
             return;
         }
         int total = tm_kv_cache_free_pages(s->kv);
-        tandem_request r;
-        memset(&r, 0, sizeof r);
-        r.max_tokens = 16;
-        r.temperature = 0;
-        r.top_p = 1;
-        r.repetition_penalty = 1;
-        r.ignore_eos = 1;
+        tandem_request r = greedy_request(16);
         r.prompt = prompts[0];
         sink t1 = {0}, a2 = {0}, b2 = {0}, c3 = {0};
         tandem_stats st;
@@ -206,13 +213,7 @@ int main(void)
     if (!s) return th_done("test_sched");
     int free0 = tm_kv_cache_free_pages(s->kv);
     enum { NP = 4 };
-    tandem_request r;
-    memset(&r, 0, sizeof r);
-    r.max_tokens = 40;
-    r.temperature = 0;
-    r.top_p = 1;
-    r.repetition_penalty = 1;
-    r.ignore_eos = 1;
+    tandem_request r = greedy_request(40);
 
     /* every route, forced (the router chooses by load, and the route decides
      * which weights make the KV): alone, then all at once */
