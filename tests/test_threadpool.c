@@ -143,6 +143,7 @@ static void test_cpu_allowed(void)
     if (n_saved < 1) return;
     CHECK_EQ_INT(tm_cpu_allowed(got, 1024), n_saved);
     CHECK(memcmp(got, saved, sizeof(int) * (size_t)n_saved) == 0);
+    CHECK_EQ_INT(tm_cpu_allowed(NULL, 1024), n_saved); /* counting only */
     CHECK_EQ_INT(tm_cpu_allowed(got, 1), 1);
     CHECK_EQ_INT(got[0], saved[0]);
     cpu_set_t one, all;

@@ -667,8 +667,7 @@ int cmd_bench(int argc, char **argv)
     static bench_ceil ceil;
     ceil.decode_bytes = info.decode_bytes_per_token;
     ceil.prefill_ops = info.prefill_ops_per_token;
-    int allowed[256];
-    int ceil_threads = so.n_threads > 0 ? so.n_threads : tm_cpu_allowed(allowed, 256);
+    int ceil_threads = so.n_threads > 0 ? so.n_threads : tm_cpu_allowed(NULL, 256);
     if (o.ceilings && bench_ceilings_measure(&ceil, ceil_threads, 0)) {
         tandem_model_free(m);
         return 1;

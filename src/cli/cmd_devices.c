@@ -209,7 +209,7 @@ int cmd_devices(int argc, char **argv)
         }
     }
     const tm_cpu *c = tm_cpu_get();
-    int allowed[256], n_allowed = tm_cpu_allowed(allowed, 256);
+    int n_allowed = tm_cpu_allowed(NULL, 256);
     if (!o.threads) o.threads = n_allowed;
     char feat[256];
     printf("cpu: %s (%s), %d logical cpus, %d of them allowed to this process\n", c->brand[0] ? c->brand : "?",

@@ -160,11 +160,15 @@ int tm_cpu_allowed(int *cpus, int max)
     CPU_ZERO(&s);
     if (sched_getaffinity(0, sizeof s, &s) == 0)
         for (int i = 0; i < CPU_SETSIZE && n < max; i++)
-            if (CPU_ISSET(i, &s)) cpus[n++] = i;
+            if (CPU_ISSET(i, &s)) {
+                if (cpus) cpus[n] = i;
+                n++;
+            }
 #endif
     if (n == 0) {
         int all = tm_cpu_get()->n_cpus;
-        for (int i = 0; i < all && n < max; i++) cpus[n++] = i;
+        for (; n < all && n < max; n++)
+            if (cpus) cpus[n] = n;
     }
     return n;
 }

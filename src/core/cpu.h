@@ -43,7 +43,7 @@ void tm_cpu_detect(tm_cpu *out);
 
 /* tm_cpu_allowed: the CPUs the calling thread may run on (its affinity mask:
  * taskset, a container's cpuset), in increasing order, at most max of them
- * into cpus. Returns how many: at least 1 when max >= 1. Where the mask
+ * into cpus (NULL: only count them). Returns how many: at least 1 when max >= 1. Where the mask
  * cannot be read, CPUs 0 .. n_cpus - 1. Sessions (their core plan), `tandem
  * devices` and the bench's ceilings take their pools' CPUs from this list,
  * so they stay within what the process was given. */

@@ -350,8 +350,7 @@ int tm_qual_open(tm_qual **out, const char *model, const int32_t *ids, size_t n,
     if (!q) return tm_errf(err, TM_E_NOMEM, "out of memory");
     q->cur.prefill_enc = q->cur.decode_enc = -2;
     q->o = *o;
-    int allowed[256];
-    q->n_threads = o->n_threads > 0 ? o->n_threads : tm_cpu_allowed(allowed, 256);
+    q->n_threads = o->n_threads > 0 ? o->n_threads : tm_cpu_allowed(NULL, 256);
     if (q->n_threads < 1) q->n_threads = 1;
     if (q->n_threads > 256) q->n_threads = 256;
     int rc;
