@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/device-amx.sh: the AMX measurement run on the lent H200 machine's Xeon
 # (docs/benchmarks.md, "h200-host"). Run from the repo root there, with a
-# carried folder .devdeps/ (git-ignored) holding what that machine lacks:
+# carried folder .devdeps/ (git-ignored; tools/devdeps.sh fills it) holding what that machine lacks:
 #   .devdeps/build.sh             make with -I/-L into .devdeps (cJSON, PCRE2, utf8proc,
 #                                 libmicrohttpd headers and .so files copied from Debian)
 #   .devdeps/include, lib/        those headers and libraries
