@@ -50,7 +50,6 @@ int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws
         tm_kref_quant_b32(x->f32 + (size_t)m * K, K, q, s, NULL);
         for (int n = 0; n < w->N; n++) {
             const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-
             double acc = 0;
             for (int b = 0; b < nb; b++) {
                 int32_t d = 0;
