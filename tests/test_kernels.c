@@ -320,6 +320,10 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
     mm_case(k, pool, TM_DT_Q4G64, 0, 3, 9, 256);
     mm_case(k, pool, TM_DT_Q6G64, 0, 8, 13, 576); /* K % 128 = 64: a tail chunk, B = 8 */
     mm_case(k, pool, TM_DT_Q6G64, 0, 2, 7, 896);
+    /* B = 7, 8 at K > 3200: the avx512 int4 kernel takes x's chunks in spans (32 KB of x), a tail in the last */
+    mm_case(k, pool, TM_DT_Q6G64, 0, 8, 21, 3392);
+    mm_case(k, pool, TM_DT_Q4G32, 0, 7, 35, 3744);
+    mm_case(k, pool, TM_DT_Q4PC, 0, 8, 17, 4096);
     static const int q8_shapes[][2] = {{1, 1}, {3, 17}, {19, 64}, {33, 100}, {7, 130}, {48, 1000}};
     for (size_t s = 0; s < sizeof q8_shapes / sizeof q8_shapes[0]; s++)
         for (int B = 1; B <= 8; B += 3 + (int)s % 2) {
