@@ -2,6 +2,9 @@
  * every cache dtype (bf16, f16, f32, int8 with a scale per row). */
 #include "harness.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "runtime/bridge.h"
 #include "runtime/kvcache.h"
 
@@ -79,7 +82,7 @@ static void test_int8_layout(void)
     CHECK_EQ_INT(tm_kv_block_bytes(TM_DT_Q4G64, 16, 64), 0);
     const int L = 3, Hk = 2, Dh = 40, ps = 8, np = 5;
     tm_kv_cache *kv;
-    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, ps, np, TM_DT_Q8PC}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, ps, np, TM_DT_Q8PC, 0}, &err), TM_OK);
     size_t blk = tm_kv_block_bytes(TM_DT_Q8PC, ps, Dh); /* 4*8 + 8*40 = 352 -> 384 */
     CHECK_EQ_INT(blk, 384);
     CHECK_EQ_INT(tm_kv_cache_bytes(kv), (size_t)np * L * 2 * Hk * blk);
@@ -117,8 +120,8 @@ static void test_int8_layout(void)
     tm_kv_seq_release(kv, &seq);
     tm_kv_cache_free(kv);
     /* the cache refuses a dtype it does not store, and head dims past TM_KV_MAX_DH */
-    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, ps, np, TM_DT_Q4G64}, &err), TM_E_UNSUPPORTED);
-    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, TM_KV_MAX_DH + 1, ps, np, TM_DT_Q8PC}, &err),
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, ps, np, TM_DT_Q4G64, 0}, &err), TM_E_UNSUPPORTED);
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, TM_KV_MAX_DH + 1, ps, np, TM_DT_Q8PC, 0}, &err),
                  TM_E_INVALID);
 }
 
@@ -130,10 +133,10 @@ static void test_bridge_int8(tm_dtype stage_dt)
     tm_err err = {0};
     const int L = 2, Hk = 3, Dh = 24, N = 90;
     tm_kv_cache *stage, *dec, *dec2, *back;
-    CHECK_EQ_INT(tm_kv_cache_init(&stage, &(tm_kv_cache_opts){L, Hk, Dh, 128, 1, stage_dt}, &err), TM_OK);
-    CHECK_EQ_INT(tm_kv_cache_init(&dec, &(tm_kv_cache_opts){L, Hk, Dh, 16, 12, TM_DT_Q8PC}, &err), TM_OK);
-    CHECK_EQ_INT(tm_kv_cache_init(&dec2, &(tm_kv_cache_opts){L, Hk, Dh, 4, 30, TM_DT_Q8PC}, &err), TM_OK);
-    CHECK_EQ_INT(tm_kv_cache_init(&back, &(tm_kv_cache_opts){L, Hk, Dh, 32, 4, TM_DT_F32}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&stage, &(tm_kv_cache_opts){L, Hk, Dh, 128, 1, stage_dt, 0}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&dec, &(tm_kv_cache_opts){L, Hk, Dh, 16, 12, TM_DT_Q8PC, 0}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&dec2, &(tm_kv_cache_opts){L, Hk, Dh, 4, 30, TM_DT_Q8PC, 0}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&back, &(tm_kv_cache_opts){L, Hk, Dh, 32, 4, TM_DT_F32, 0}, &err), TM_OK);
     tm_kv_seq ss = {0}, ds = {0}, ds2 = {0}, bs = {0}, hole = {0};
     CHECK_EQ_INT(tm_kv_seq_reserve(dec, &hole, 20, &err), TM_OK); /* so the sequence's pages are not 0, 1, 2 ... */
     CHECK_EQ_INT(tm_kv_seq_reserve(stage, &ss, N, &err), TM_OK);
@@ -199,8 +202,48 @@ static void test_bridge_int8(tm_dtype stage_dt)
     tm_kv_cache_free(back);
 }
 
+/* prefault_pages: the pages handed out first are resident after init, the
+ * rest of the arena is not (mincore), and a prefaulted cache works as any */
+static void test_prefault(void)
+{
+    tm_err err = {0};
+    const int L = 2, Hk = 2, Dh = 64, np = 4096, pre = 64; /* 16 KB pages: a 64 MB arena, 1 MB prefaulted */
+    tm_kv_cache *kv;
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, 16, np, TM_DT_BF16, pre}, &err), TM_OK);
+    long pg = sysconf(_SC_PAGESIZE);
+    uint8_t *first = tm_kv_page_k(kv, 0, 0, 0), *tail = tm_kv_page_k(kv, np - pre, 0, 0);
+    size_t span = (size_t)((uint8_t *)tm_kv_page_k(kv, pre, 0, 0) - first);
+    CHECK_EQ_INT((int)(span / 1024), 1024);
+    /* whether this kernel has MADV_POPULATE_WRITE (5.14+): without it the prefault is a no-op */
+    void *probe = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int can = probe != MAP_FAILED && madvise(probe, (size_t)pg, 23 /* MADV_POPULATE_WRITE */) == 0;
+    if (probe != MAP_FAILED) munmap(probe, (size_t)pg);
+    unsigned char vec[1024];
+    size_t npg = span / (size_t)pg < sizeof vec ? span / (size_t)pg : sizeof vec;
+    if (can) {
+        int res = 0, later = 0;
+        CHECK_EQ_INT(mincore(first, npg * (size_t)pg, vec), 0);
+        for (size_t i = 0; i < npg; i++) res += vec[i] & 1;
+        CHECK_EQ_INT(res, (int)npg);
+        CHECK_EQ_INT(mincore(tail, npg * (size_t)pg, vec), 0);
+        for (size_t i = 0; i < npg; i++) later += vec[i] & 1;
+        CHECK_EQ_INT(later, 0);
+    } else {
+        fprintf(stderr, "note: no MADV_POPULATE_WRITE on this kernel: prefault residency not checked\n");
+    }
+    tm_kv_seq s = {0};
+    CHECK_EQ_INT(tm_kv_seq_reserve(kv, &s, 100, &err), TM_OK);
+    CHECK_EQ_INT(s.pages[0], 0); /* the prefaulted pages go out first */
+    tm_kv_seq_release(kv, &s);
+    tm_kv_cache_free(kv);
+    /* more pages asked than the arena has: clamped */
+    CHECK_EQ_INT(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){L, Hk, Dh, 16, 8, TM_DT_BF16, 1000}, &err), TM_OK);
+    tm_kv_cache_free(kv);
+}
+
 int main(void)
 {
+    test_prefault();
     test_quant_row();
     test_int8_layout();
     test_bridge_int8(TM_DT_BF16);
@@ -208,8 +251,8 @@ int main(void)
     tm_err err = {0};
     const int L = 3, Hk = 2, Dh = 32, N = 200;
     tm_kv_cache *stage, *dec;
-    CHECK_EQ_INT(tm_kv_cache_init(&stage, &(tm_kv_cache_opts){L, Hk, Dh, 64, 8, TM_DT_F32}, &err), TM_OK);
-    CHECK_EQ_INT(tm_kv_cache_init(&dec, &(tm_kv_cache_opts){L, Hk, Dh, 16, 20, TM_DT_BF16}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&stage, &(tm_kv_cache_opts){L, Hk, Dh, 64, 8, TM_DT_F32, 0}, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_cache_init(&dec, &(tm_kv_cache_opts){L, Hk, Dh, 16, 20, TM_DT_BF16, 0}, &err), TM_OK);
     tm_kv_seq ss = {0}, ds = {0};
     CHECK_EQ_INT(tm_kv_seq_reserve(stage, &ss, N, &err), TM_OK);
     CHECK_EQ_INT(ss.n_pages, 4);
@@ -249,7 +292,7 @@ int main(void)
     CHECK_EQ_INT(tm_kv_cache_free_pages(stage), 8);
     /* bad geometry */
     tm_kv_cache *bad;
-    CHECK_EQ_INT(tm_kv_cache_init(&bad, &(tm_kv_cache_opts){L, Hk, Dh, 12, 8, TM_DT_F32}, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_kv_cache_init(&bad, &(tm_kv_cache_opts){L, Hk, Dh, 12, 8, TM_DT_F32, 0}, &err), TM_E_INVALID);
     tm_kv_cache_free(stage);
     tm_kv_cache_free(dec);
     return th_done("test_kvcache");

@@ -147,7 +147,7 @@ static int attn_main(tm_dtype dt, int ctx, int B, int H, int Hk, int Dh, int mib
     ab.L = (int)(((size_t)mib << 20) / layer_bytes) + 1;
     int pages = B * ((ctx + 15) / 16);
     if (B < 1 || B > 64 || ctx < 1 || H % Hk ||
-        tm_kv_cache_init(&ab.kv, &(tm_kv_cache_opts){ab.L, Hk, Dh, 16, pages, dt}, &err) != TM_OK) {
+        tm_kv_cache_init(&ab.kv, &(tm_kv_cache_opts){ab.L, Hk, Dh, 16, pages, dt, 0}, &err) != TM_OK) {
         fprintf(stderr, "kbench attn: %s\n", err.msg[0] ? err.msg : "bad shape");
         return 1;
     }

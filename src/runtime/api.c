@@ -249,8 +249,8 @@ int tandem_handoff_cost(const tandem_model *m, int n_ctx, int reps, double *copy
     while (ps < n_ctx) ps <<= 1;
     tm_kv_cache *stage = NULL, *dec = NULL;
     tm_kv_seq ss = {0}, ds = {0};
-    int rc = tm_kv_cache_init(&stage, &(tm_kv_cache_opts){d->L, d->Hk, d->Dh, ps, 1, TM_DT_BF16}, &e);
-    if (rc == TM_OK) rc = tm_kv_cache_init(&dec, &(tm_kv_cache_opts){d->L, d->Hk, d->Dh, 16, (n_ctx + 15) / 16, TM_DT_BF16}, &e);
+    int rc = tm_kv_cache_init(&stage, &(tm_kv_cache_opts){d->L, d->Hk, d->Dh, ps, 1, TM_DT_BF16, 0}, &e);
+    if (rc == TM_OK) rc = tm_kv_cache_init(&dec, &(tm_kv_cache_opts){d->L, d->Hk, d->Dh, 16, (n_ctx + 15) / 16, TM_DT_BF16, 0}, &e);
     if (rc == TM_OK) rc = tm_kv_seq_reserve(stage, &ss, n_ctx, &e);
     if (rc == TM_OK) rc = tm_kv_seq_reserve(dec, &ds, n_ctx, &e);
     double t[64], tl[64];

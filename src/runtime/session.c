@@ -165,11 +165,16 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = s->dec.vt->bind(&s->dec.ctx, rm->decode, &eo, err)) != TM_OK) goto fail;
     /* decode pages for max_seqs full contexts, plus chunk padding */
     int pages = s->max_seqs * ((s->max_ctx + 512 + DECODE_PAGE - 1) / DECODE_PAGE);
-    if ((rc = tm_kv_cache_init(&s->kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, DECODE_PAGE, pages, kv_dt}, err)))
+    /* one full context's pages faulted in now, not in the first request (kvcache.h) */
+    int ctx_pages = pages / s->max_seqs;
+    if ((rc = tm_kv_cache_init(&s->kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, DECODE_PAGE, pages, kv_dt, ctx_pages},
+                               err)))
         goto fail;
-    /* staging stays bf16 whatever the decode dtype: the prefill kernel reads it, the bridge converts */
+    /* staging stays bf16 whatever the decode dtype: the prefill kernel reads it, the bridge converts.
+       Faulted in whole: any prompt writes the head of each (layer, K/V, head) block, and on 2 MB pages
+       that touches all of them */
     if ((rc = tm_kv_cache_init(&s->stage, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, next_pow2(s->max_ctx + 512), 1,
-                                                               TM_DT_BF16}, err)))
+                                                               TM_DT_BF16, 1}, err)))
         goto fail;
     if ((rc = tm_bridge_init(&s->bridge, -1, err)) != TM_OK) goto fail;
     s->logits = malloc(sizeof(float) * (size_t)m->V);
