@@ -1285,7 +1285,7 @@ static void test_gemv_split(tm_pool *pool)
         for (int align = 1; align <= 4; align += 3) {
             split_rec r = {.N = Ns[i], .align = align};
             r.seen = calloc((size_t)Ns[i], 1);
-            tm_kgemv_run(Ns[i], align, split_fn, &r, pool);
+            tm_kgemv_run(Ns[i], align, 448, split_fn, &r, pool); /* K = 896 int4 rows: small N take halves */
             int once = 0, small = 0, maxlen = 0, lastlen = 0;
             for (int n = 0; n < Ns[i]; n++) once += r.seen[n] == 1;
             for (int t = 0; t < r.ntasks && t < 128; t++) {

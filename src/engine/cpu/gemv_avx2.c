@@ -184,7 +184,7 @@ static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     int32_t *bs = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4));
     q4_prepare(x, xc, nch, q, s, bs, w->dtype == TM_DT_Q6G64 ? 32 : 8);
     q4_ctx c = {w, xc, x->M, nch, K / 64, (K % 64) / 32, y};
-    tm_kgemv_run(w->N, 1, q4_rows, &c, pool);
+    tm_kgemv_run(w->N, 1, w->row_bytes, q4_rows, &c, pool);
     return TM_OK;
 }
 
@@ -270,7 +270,7 @@ static int gemv_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     int8_t *x8 = tm_kbuf_at(ws, 0);
     q8_to_s8(x8, xq, (size_t)x->M * ld);
     q8_ctx c = {w, x8, xs, x->M, ld, y};
-    tm_kgemv_run(w->N, 1, q8_rows, &c, pool);
+    tm_kgemv_run(w->N, 1, w->row_bytes, q8_rows, &c, pool);
     return TM_OK;
 }
 
@@ -331,7 +331,7 @@ static int gemv_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
     float *xf = tm_kact_bf16_widened(x, ws, tm_kavx2_f32_to_bf16, &ld);
     if (!xf) return TM_E_NOMEM;
     bf_ctx c = {w, xf, x->M, ld, y};
-    tm_kgemv_run(w->N, 1, bf_rows, &c, pool);
+    tm_kgemv_run(w->N, 1, w->row_bytes, bf_rows, &c, pool);
     return TM_OK;
 }
 

@@ -315,7 +315,7 @@ static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     int most = Q4_X_L1 / (x->M * (int)(sizeof(xchunk) + sizeof(xsc)));
     int nspan = (nch + most - 1) / (most > 2 ? most : 2), span = ((nch + nspan - 1) / nspan + 1) & ~1;
     q4_ctx c = {w, xc, xs, x->M, nch, K / 128, (K % 128) / 32, ng, span, y};
-    tm_kgemv_run(w->N, 16, q4_rows, &c, pool); /* tasks in whole tiles */
+    tm_kgemv_run(w->N, 16, w->row_bytes, q4_rows, &c, pool); /* tasks in whole tiles */
     return TM_OK;
 }
 
@@ -431,7 +431,7 @@ static int gemv_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     const float *xs;
     const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs, NULL);
     q8_ctx c = {w, xq, xs, x->M, tm_kact_ld(x->K), y};
-    tm_kgemv_run(w->N, 1, q8_rows, &c, pool);
+    tm_kgemv_run(w->N, 1, w->row_bytes, q8_rows, &c, pool);
     return TM_OK;
 }
 
@@ -513,7 +513,7 @@ static int gemv_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *w
     if (tm_kbuf_reserve(ws, tm_kact_need_bf16(x) + 64)) return TM_E_NOMEM;
     const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, NULL);
     bf_ctx c = {w, xb, x->M, tm_kact_ld(x->K), y};
-    tm_kgemv_run(w->N, 1, bf_rows, &c, pool);
+    tm_kgemv_run(w->N, 1, w->row_bytes, bf_rows, &c, pool);
     return TM_OK;
 }
 

@@ -74,7 +74,8 @@ int tm_kcheck_gemm(const tm_kweight *w, const tm_kact *x, tm_dtype want);
  * align; GEMM: rows [m0, m1) of x times panels [p0, p1) of W per task. */
 typedef void (*tm_krows_fn)(void *ctx, int n0, int n1, int worker);
 typedef void (*tm_kblock_fn)(void *ctx, int m0, int m1, int p0, int p1, int worker);
-void tm_kgemv_run(int N, int align, tm_krows_fn fn, void *ctx, struct tm_pool *pool);
+/* row_bytes: the weight bytes of a row, which size the tasks (kdispatch.c) */
+void tm_kgemv_run(int N, int align, size_t row_bytes, tm_krows_fn fn, void *ctx, struct tm_pool *pool);
 /* mb: rows per task (the ISA's preferred block); panels per task chosen to
  * give every worker several tasks. */
 void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_pool *pool);
