@@ -33,10 +33,13 @@
  * bf16, f16 and int8 pages (engine caps kv_dtypes). Writers convert through
  * tm_kv_row_store (or the same rounding, vectorized); readers widen int8 as
  * scale * q. An arena of 2 MB or more asks for transparent huge pages.
- * prefault_pages > 0 faults that many pages in at init (MADV_POPULATE_WRITE,
- * Linux 5.14+; elsewhere nothing happens): the ones the free list hands out
- * first, so a session's first request does not pay the arena's first touch
- * (with huge pages the kernel zeroes, and may compact for, 2 MB at a time).
+ * prefault_tokens > 0 faults in, at init, what the first that many
+ * positions of the first sequence will occupy (MADV_POPULATE_WRITE, Linux
+ * 5.14+; elsewhere nothing happens): whole pages from page 0 (the free list
+ * hands out page 0 first), and of a page they fill in part the head of each
+ * block in proportion. So a session's first request does not pay the
+ * arena's first touch (with huge pages the kernel zeroes, and may compact
+ * for, 2 MB at a time), and a large context does not make it resident.
  *
  * A sequence owns a page table: pages[i] holds positions
  * [i*page_size, (i+1)*page_size). n_tokens positions are valid.
@@ -73,7 +76,7 @@ typedef struct tm_kv_cache_opts {
     int page_size;   /* tokens per page (power of two, 1..65536) */
     int n_pages;     /* pages in the pool */
     tm_dtype dtype;  /* TM_DT_BF16, TM_DT_F16, TM_DT_F32, or TM_DT_Q8PC: int8 rows + f32 row scales */
-    int prefault_pages; /* pages to fault in at init, first handed out first (0: none; see the design block) */
+    int prefault_tokens; /* positions of the first sequence to fault in at init (0: none; see the design block) */
 } tm_kv_cache_opts;
 
 enum { TM_KV_OWNER_NONE = 0, TM_KV_OWNER_PREFILL = 1, TM_KV_OWNER_DECODE = 2 };

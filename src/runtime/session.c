@@ -18,6 +18,7 @@
 #include "text/tokenizer.h"
 
 #define DECODE_PAGE 16
+#define KV_PREFAULT 4608 /* positions of KV faulted in at session creation: a 4K-token prompt and its padding */
 
 static double now_s(void)
 {
@@ -165,16 +166,14 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = s->dec.vt->bind(&s->dec.ctx, rm->decode, &eo, err)) != TM_OK) goto fail;
     /* decode pages for max_seqs full contexts, plus chunk padding */
     int pages = s->max_seqs * ((s->max_ctx + 512 + DECODE_PAGE - 1) / DECODE_PAGE);
-    /* one full context's pages faulted in now, not in the first request (kvcache.h) */
-    int ctx_pages = pages / s->max_seqs;
-    if ((rc = tm_kv_cache_init(&s->kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, DECODE_PAGE, pages, kv_dt, ctx_pages},
-                               err)))
+    /* both caches fault in a first prompt's storage now rather than in the first request (kvcache.h):
+       KV_PREFAULT tokens, at most the session's context */
+    int pre = s->max_ctx + 512 < KV_PREFAULT ? s->max_ctx + 512 : KV_PREFAULT;
+    if ((rc = tm_kv_cache_init(&s->kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, DECODE_PAGE, pages, kv_dt, pre}, err)))
         goto fail;
-    /* staging stays bf16 whatever the decode dtype: the prefill kernel reads it, the bridge converts.
-       Faulted in whole: any prompt writes the head of each (layer, K/V, head) block, and on 2 MB pages
-       that touches all of them */
+    /* staging stays bf16 whatever the decode dtype: the prefill kernel reads it, the bridge converts */
     if ((rc = tm_kv_cache_init(&s->stage, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, next_pow2(s->max_ctx + 512), 1,
-                                                               TM_DT_BF16, 1}, err)))
+                                                               TM_DT_BF16, pre}, err)))
         goto fail;
     if ((rc = tm_bridge_init(&s->bridge, -1, err)) != TM_OK) goto fail;
     s->logits = malloc(sizeof(float) * (size_t)m->V);

@@ -1,6 +1,7 @@
 #!/bin/bash
 # session 13, run 51: (a) kbench int4 B=8 896x4864 with x spans of 16/32 (shipped)/64 KB, and B=1 shapes;
-# (b) first request's prompt time in a fresh `tandem run` (KV prefault) base vs new;
+# (b) first request's prompt time in a fresh `tandem run` (KV prefault) base vs new (the prompt:
+#     docs/bench/scripts-s13/p500.txt copied to .devdeps/, 521 tokens with the synthetic Qwen tokenizer);
 # (c) pp512 + tg128 beside llama.cpp Q4_0 (new), tg128 of the base build interleaved.
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p $OUT; A=$OUT/all51.txt
 export LD_LIBRARY_PATH=$R/.devdeps/lib
