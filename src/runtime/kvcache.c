@@ -34,7 +34,8 @@ size_t tm_kv_block_bytes(tm_dtype dt, int page_size, int head_dim)
     }
 }
 
-/* Fault in [p, p + n) of the arena, from its 4 KB page (best effort: EINVAL before Linux 5.14) */
+/* Fault in bytes [off, off + n) of the arena, from off's 4 KB page on (madvise wants it aligned;
+ * best effort: EINVAL before Linux 5.14) */
 static void populate(const tm_kv_cache *kv, size_t off, size_t n)
 {
     size_t a = off & ~(size_t)4095;

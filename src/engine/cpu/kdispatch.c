@@ -267,7 +267,9 @@ static void rows_task(void *c, int task, int worker)
  * starts of a weight stream, whose first lines wait on memory unprefetched).
  * Dev (EPYC, 2 threads, from DRAM): 896 x 896 int4 21.9 -> 27.5 GB/s and
  * 1152 x 896 23.3 -> 29.1 with share 1; the 151936 x 896 int8 head 41 -> 38
- * with it, so large GEMVs keep 2. */
+ * with it, so large GEMVs keep 2. On the Xeon (session 13, run 52) the rule
+ * measured within that host's noise. GEMV_MIN_ROWS and GEMV_SMALL are build
+ * options for such measurements. */
 #ifndef GEMV_SMALL
 #define GEMV_SMALL ((size_t)2 << 20)
 #endif
