@@ -15,10 +15,12 @@ LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread
 
 # Instruction-set variants: a file's suffix picks its flags (one shared kernel
 # source, thin per-ISA units; the runtime picks one by CPUID). _emu.c units
-# build the AMX kernels for AVX-512 with the tiles emulated (amx_emu.h).
+# build the AMX kernels for AVX-512 with the tiles emulated (amx_emu.h); _gfni.c
+# units are AVX-512 plus GFNI (its own CPUID bit).
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c
 ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-bf16 -mamx-int8
+ISA_gfni   := $(ISA_avx512) -mgfni
 
 # The build's identity: the router's calibrations are keyed by it (speeds belong to the kernels
 # measured). The git revision, or "unknown" outside a checkout; the header changes only with it.
@@ -34,7 +36,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-isa = $(if $(findstring _emu.c,$1),$(ISA_avx512),$(if $(findstring _amx.c,$1),$(ISA_amx),$(if $(findstring _avx512.c,$1),$(ISA_avx512),$(if $(findstring _avx2.c,$1),$(ISA_avx2)))))
+isa = $(if $(findstring _emu.c,$1),$(ISA_avx512),$(if $(findstring _amx.c,$1),$(ISA_amx),$(if $(findstring _gfni.c,$1),$(ISA_gfni),$(if $(findstring _avx512.c,$1),$(ISA_avx512),$(if $(findstring _avx2.c,$1),$(ISA_avx2))))))
 
 .PHONY: all test test-quick test-san demo fuzz clean deps FORCE
 all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS) $(BUILD)/kbench

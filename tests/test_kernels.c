@@ -301,10 +301,11 @@ static void mm_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int gemm, i
     wbuf_free(&w);
 }
 
-static void test_matmul(const tm_kernels *k, tm_pool *pool)
+/* The int4 / int6 GEMV (gemv_q4): B = 1..8, odd N, K with tails (K % 128 =
+ * 32, 64, 96), and the long-K spans of the avx512 kernel. */
+static void test_gemv_q4(const tm_kernels *k, tm_pool *pool)
 {
     int big = !sanitizer() && strcmp(k->name, "scalar") != 0;
-    /* GEMV: B = 1..8, odd N, K with tails (for q4: K % 128 = 32, 64, 96) */
     static const tm_dtype q4s[] = {TM_DT_Q4G32, TM_DT_Q4G64, TM_DT_Q4PC, TM_DT_Q6G64};
     static const int gv_shapes[][2] = {{1, 64}, {17, 96}, {33, 128}, {5, 192}, {40, 320}, {64, 4096}};
     for (int d = 0; d < 4; d++)
@@ -324,6 +325,13 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
     mm_case(k, pool, TM_DT_Q6G64, 0, 8, 21, 3392);
     mm_case(k, pool, TM_DT_Q4G32, 0, 7, 35, 3744);
     mm_case(k, pool, TM_DT_Q4PC, 0, 8, 17, 4096);
+}
+
+static void test_matmul(const tm_kernels *k, tm_pool *pool)
+{
+    int big = !sanitizer() && strcmp(k->name, "scalar") != 0;
+    test_gemv_q4(k, pool);
+    /* GEMV: B = 1..8, odd N, K with tails */
     static const int q8_shapes[][2] = {{1, 1}, {3, 17}, {19, 64}, {33, 100}, {7, 130}, {48, 1000}};
     for (size_t s = 0; s < sizeof q8_shapes / sizeof q8_shapes[0]; s++)
         for (int B = 1; B <= 8; B += 3 + (int)s % 2) {
@@ -1322,6 +1330,17 @@ int main(void)
             continue;
         }
         test_variant(&k, pool);
+    }
+    /* the avx512 int4 GEMV's other build: the variant ran the one this CPU
+     * picks (GFNI where it has it); the shift-and-and build runs everywhere */
+    tm_kernels k5;
+    if (tm_kernels_select("avx512", &k5, &err) == TM_OK) {
+        int gfni = k5.gemv_q4 == tm_kgemv_q4_avx512_gfni;
+        CHECK_EQ_INT(gfni, cpu->gfni);
+        k5.gemv_q4 = gfni ? tm_kgemv_q4_avx512 : tm_kgemv_q4_avx512_gfni;
+        k5.name = gfni ? "avx512 (int4 GEMV without GFNI)" : "avx512 (int4 GEMV with GFNI)";
+        if (gfni) test_gemv_q4(&k5, pool);
+        else printf("SKIP: no GFNI on this CPU: the int4 GEMV's GFNI build not run\n");
     }
     /* the AMX kernels' logic wherever AVX-512 runs: tiles emulated in C (amx_emu.h) */
     tm_kernels emu;

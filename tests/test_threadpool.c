@@ -274,13 +274,14 @@ static void test_cpu_features(void)
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f) {
         char line[8192];
-        int has_avx2 = -1, has_512f = -1, has_bf16 = -1, has_vnni = -1;
+        int has_avx2 = -1, has_512f = -1, has_bf16 = -1, has_vnni = -1, has_gfni = -1;
         while (fgets(line, sizeof line, f)) {
             if (strncmp(line, "flags", 5) != 0) continue;
             has_avx2 = strstr(line, " avx2") != NULL;
             has_512f = strstr(line, " avx512f") != NULL;
             has_bf16 = strstr(line, " avx512_bf16") != NULL;
             has_vnni = strstr(line, " avx512_vnni") != NULL;
+            has_gfni = strstr(line, " gfni") != NULL;
             break;
         }
         fclose(f);
@@ -289,6 +290,7 @@ static void test_cpu_features(void)
             CHECK_EQ_INT(c->avx512f, has_512f);
             CHECK_EQ_INT(c->avx512bf16, has_bf16);
             CHECK_EQ_INT(c->avx512vnni, has_vnni);
+            CHECK_EQ_INT(c->gfni, has_gfni);
         }
     }
     if (c->amx_tile) CHECK(c->amx_usable || strstr(c->amx_note, "not permitted"));

@@ -19,7 +19,8 @@
  * (default 1), -v VARIANT (time only that one), -c CPU (pin the threads to
  * CPU, CPU + 1, ...; default 0), -p ROUNDS (gemm on amx: that many rounds of
  * tile peak, GEMM, tile peak, and the median ratio), -m MIB of weights cycled
- * by gemv and attn (default 512). attn cycles through as many layers of a
+ * by gemv and attn (default 512), -g 0|1 (the avx512 and amx variants' int4
+ * GEMV in its build without / with GFNI; default: the one the CPU picks). attn cycles through as many layers of a
  * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
  * as fill that, one call per layer like a decode step; GB/s counts the KV
  * bytes read (rows and int8 scales). */
@@ -30,7 +31,7 @@
 
 #include "core/cpu.h"
 #include "core/threadpool.h"
-#include "engine/cpu/kernels.h"
+#include "engine/cpu/kernels-impl.h"
 #include "engine/cpu/kmeasure.h"
 #include "quant/quant.h"
 #include "runtime/kvcache.h"
@@ -300,7 +301,7 @@ static void paired_peak(const tm_kernels *k, tm_dtype dt, int M, int N, int K, d
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] gemv DTYPE N K B\n"
+    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-g 0|1] gemv DTYPE N K B\n"
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
@@ -311,7 +312,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1, first_cpu = 0, paired = 0;
+    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1, first_cpu = 0, paired = 0, gfni = -1;
     double secs = 1.0;
     const char *only = NULL;
     for (; i < argc && argv[i][0] == '-'; i += 2) {
@@ -322,6 +323,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-m")) mib = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-c")) first_cpu = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) paired = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-g")) gfni = atoi(argv[i + 1]);
         else { usage(); return 2; }
     }
     if (i >= argc) { usage(); return 2; }
@@ -382,6 +384,10 @@ int main(int argc, char **argv)
     for (int n = 0; v[n]; n++) {
         tm_kernels k;
         if (!pick_variant(v[n], n, only, &k)) continue;
+        if (gfni >= 0 && (k.gemv_q4 == tm_kgemv_q4_avx512 || k.gemv_q4 == tm_kgemv_q4_avx512_gfni)) {
+            if (gfni && !tm_cpu_get()->gfni) { fprintf(stderr, "kbench: -g 1: no GFNI on this CPU\n"); return 1; }
+            k.gemv_q4 = gfni ? tm_kgemv_q4_avx512_gfni : tm_kgemv_q4_avx512;
+        }
         double rel = validate(&k, gemm, dt, M, N, K, pool);
         printf("v%d %-7s %s %s M=%d N=%d K=%d threads=%d: max rel err %.2e %s", n, v[n], cmd, tm_dtype_name(dt), M, N,
                K, nc, rel, rel < 0 || rel > 1e-3 ? "INVALID" : "ok");

@@ -99,6 +99,7 @@ void tm_cpu_detect(tm_cpu *c)
     c->avx512bw = (unsigned char)(c->avx512f && ((ebx7 >> 30) & 1));
     c->avx512vl = (unsigned char)(c->avx512f && ((ebx7 >> 31) & 1));
     c->avx512vnni = (unsigned char)(c->avx512f && ((ecx7 >> 11) & 1));
+    c->gfni = (unsigned char)((ecx7 >> 8) & 1); /* legacy SSE form: no extra OS state */
     if (max_sub7 >= 1) {
         cpuid(7, 1, r);
         c->avx512bf16 = (unsigned char)(c->avx512f && ((r[0] >> 5) & 1));
@@ -191,7 +192,8 @@ char *tm_cpu_features_str(const tm_cpu *c, char *buf, size_t n)
         {offsetof(tm_cpu, f16c), "f16c"},         {offsetof(tm_cpu, avx512f), "avx512f"},
         {offsetof(tm_cpu, avx512bw), "avx512bw"}, {offsetof(tm_cpu, avx512vl), "avx512vl"},
         {offsetof(tm_cpu, avx512dq), "avx512dq"}, {offsetof(tm_cpu, avx512vnni), "avx512vnni"},
-        {offsetof(tm_cpu, avx512bf16), "avx512bf16"}, {offsetof(tm_cpu, amx_tile), "amx-tile"},
+        {offsetof(tm_cpu, avx512bf16), "avx512bf16"}, {offsetof(tm_cpu, gfni), "gfni"},
+        {offsetof(tm_cpu, amx_tile), "amx-tile"},
         {offsetof(tm_cpu, amx_bf16), "amx-bf16"}, {offsetof(tm_cpu, amx_int8), "amx-int8"},
     };
     if (!n) return buf;

@@ -27,6 +27,7 @@ typedef struct tm_cpu {
     /* Each flag: CPU reports it and XCR0 enables its state. */
     unsigned char avx2, fma, f16c;
     unsigned char avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    unsigned char gfni;  /* GF2P8 affine/multiply; its 512-bit forms also need avx512f */
     unsigned char amx_tile, amx_bf16, amx_int8; /* CPU + XCR0 (XTILECFG|XTILEDATA) */
     unsigned char amx_usable;                   /* all three AMX flags + arch_prctl permission */
     char amx_note[160]; /* one line: "AMX usable", "no AMX on this CPU", "AMX present but not permitted: ..." */

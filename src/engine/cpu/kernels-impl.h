@@ -134,6 +134,11 @@ void tm_kvariant_avx512(tm_kernels *k); /* ops_avx512.c: likewise */
 void tm_kvariant_amx(tm_kernels *k);    /* gemm_amx.c */
 void tm_kops_fill_avx2(tm_kernels *k), tm_kops_fill_avx512(tm_kernels *k);
 void tm_kmm_fill_avx2(tm_kernels *k), tm_kmm_fill_avx512(tm_kernels *k);     /* gemv_*: all of the matmul ops */
+/* The avx512 int4 / int6 GEMV (gemv_q4.inc) in its two builds: nibbles split
+ * by shift and and, or by GFNI (gemv_gfni.c; runs only where tm_cpu_get()->gfni).
+ * tm_kmm_fill_avx512 picks one; tests and kbench reach both. */
+int tm_kgemv_q4_avx512(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
+int tm_kgemv_q4_avx512_gfni(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
 void tm_kgemm_fill_avx2(tm_kernels *k), tm_kgemm_fill_avx512(tm_kernels *k); /* gemm_* (called by the above) */
 void tm_kattn_fill_avx2(tm_kernels *k), tm_kattn_fill_avx512(tm_kernels *k);
 void tm_kattn_fill_amx(tm_kernels *k);  /* attn_amx.c: prefill attention on tiles */
