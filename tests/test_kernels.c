@@ -265,6 +265,13 @@ static void mm_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int gemm, i
     /* threads: same rows, same arithmetic, bit-identical */
     CHECK_EQ_INT(f(kw, &a, y2, &ws, pool), TM_OK);
     CHECKF(memcmp(y, y2, sizeof(float) * M * N) == 0, "%s: pool result differs from single-thread", what);
+    /* a GEMV's rows do not depend on their batch: each x row alone gives the same bits
+     * (a sequence decodes the same alone or batched with others) */
+    for (int m = 0; !gemm && M > 1 && m < M; m++) {
+        tm_kact a1 = {.M = 1, .K = K, .f32 = x + (size_t)m * K};
+        CHECK_EQ_INT(f(kw, &a1, y2, &ws, pool), TM_OK);
+        CHECKF(memcmp(y + (size_t)m * N, y2, sizeof(float) * N) == 0, "%s: row %d alone differs from batched", what, m);
+    }
     /* prepared activations (what a fused RMSNorm produces) give the same */
     if (!tm_kdt_block32(dt)) {
         int ld = tm_kact_ld(K);
