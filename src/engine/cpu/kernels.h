@@ -21,13 +21,15 @@
  *    s_b = max|x_b| / 127, q = round_half_even(x * (127 / max|x_b|)) (0 if the
  *    block is all zero), then y = sum_b ws(b) * s_b * sum_{k in b} q_w[k] q_x[k]
  *    with exact integer block dots (VNNI: dpbusd on nibbles q+8 (int6: q+32, its top
- *    2 bits merged in), minus 8 (32) sum q_x).
+ *    2 bits merged in), minus 8 (32) sum q_x; the AVX-512 kernel subtracts that
+ *    term in f32, scaled as the dot is: one more f32 rounding per block).
  *  - int8 weights (Q8PC, decode and W8A8 prefill): x is quantized per row:
  *    s = max|x| / 127, q as above; y = ws[n] * s * sum_k q_w q_x (exact int32).
  *    Prepared int8 activations are stored offset-binary: u8 = q + 128
  *    (what VNNI dpbusd and AMX tdpbusd take; the weight column sums correct it).
  *  - bf16 weights: x is rounded to bf16 (nearest even), products summed in f32.
- * GEMV/GEMM results differ from the reference only by f32 summation order.
+ * GEMV/GEMM results differ from the reference only by f32 summation order (and
+ * that rounding). A GEMV row's result does not depend on the batch it runs in.
  *
  * Threads: GEMV splits N across the pool; GEMM splits M x N blocks. pool may
  * be NULL (run on the calling thread). Ops never allocate except through ws.
