@@ -1,0 +1,67 @@
+# tools/devbench.sh: the pieces every device benchmark script repeated (sessions 11-14),
+# sourced by a script run from the repository root with .devdeps carried
+# (docs/benchmarks.md "To repeat an h200-host run"):
+#
+#   . tools/devbench.sh; db_init 64                 # $OUT/all64.txt, the CPU's model line
+#   db_peer_models qwen05b llama1b                  # llama.cpp Q4_0 GGUFs into /tmp/gg (background)
+#   db_build build/tandem build/kbench              # the working tree's targets (.devdeps/build.sh)
+#   db_packages qwen2.5-0.5b:q llama-3.2-1b:l       # /tmp/tb/q.tdm, /tmp/tb/l.tdm (default encodings)
+#   db_wait_models
+#   db_beside q qwen05b pp512,tg128 1               # tandem bench beside llama.cpp: r64-q-1.md|json
+#   db_left 400 && db_beside l llama1b pp512,tg128 1
+#   echo "r1 NEW int4g64 1152 896 1: $(db_kbench build/kbench -t 2 -v avx512 gemv int4g64 1152 896 1)" >> $A
+#   python3 tools/abmed.py $A                       # medians of interleaved rounds
+#
+# Sets R (repository root), OUT, A (the run's text log), T0, and LD_LIBRARY_PATH for the carried
+# libraries. Every function appends what it saw to $A; failures are logged, not fatal, except
+# a failed build (db_build returns 1).
+
+db_init() { # RUN: the run's number, naming its outputs
+    R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; RUN=$1; A=$OUT/all$RUN.txt
+    export LD_LIBRARY_PATH=$R/.devdeps/lib
+    T0=$(date +%s)
+    lscpu | grep -iE "model name|MHz" | cut -c1-120 >> "$A"
+}
+
+db_st() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$A"; }
+
+db_left() { [ $(( $(date +%s) - T0 )) -lt "$1" ]; } # true while fewer than $1 seconds have passed
+
+db_peer_models() { # NAMES (make_synth_gguf.py's: qwen05b, llama1b): written and quantized in the background
+    local P=$R/.devdeps/peer; mkdir -p /tmp/gg
+    ( for m in "$@"; do
+        PYTHONPATH=$P/gguf-py timeout 200 python3 "$P/make_synth_gguf.py" /tmp/gg "$m" > "/tmp/gguf-$m.log" 2>&1
+        LD_LIBRARY_PATH=$P/lib LLB_BACKEND_DIR=$P/lib "$P/llbench" quantize "/tmp/gg/$m-bf16.gguf" \
+            "/tmp/gg/$m-q4_0.gguf" q4_0 6 >> "/tmp/gguf-$m.log" 2>&1
+        rm -f "/tmp/gg/$m-bf16.gguf"
+      done ) &
+    DB_GG=$!
+}
+
+db_wait_models() { [ -n "$DB_GG" ] && wait "$DB_GG"; ls -la /tmp/gg >> "$A"; }
+
+db_build() { # TARGETS [BUILD=dir CFLAGS=...]: make with the carried headers and libraries
+    sh "$R/.devdeps/build.sh" "$@" > /tmp/build.log 2>&1 || { tail -40 /tmp/build.log | tee -a "$A"; return 1; }
+}
+
+db_packages() { # LIKE:NAME ...: tandem synth --like LIKE, converted to /tmp/tb/NAME.tdm by build/tandem
+    mkdir -p /tmp/tb
+    for m in "$@"; do
+        "$R/build/tandem" synth --like "${m%%:*}" -o "/tmp/tb/${m##*:}" > /dev/null 2>> "$A"
+        "$R/build/tandem" convert "/tmp/tb/${m##*:}" -o "/tmp/tb/${m##*:}.tdm" --threads 8 > /dev/null 2>> "$A"
+        rm -rf "/tmp/tb/${m##*:}"
+    done
+}
+
+db_beside() { # PKG GGUF TESTS TAG [TANDEM_BIN_DIR]: tandem bench beside llama.cpp, 3 reps, with the ceilings
+    local bin=${5:-$R/build}
+    LD_LIBRARY_PATH="$R/.devdeps/lib:$R/.devdeps/peer/lib" LLB_BACKEND_DIR=$R/.devdeps/peer/lib LLB_MAX_FOREIGN=1000 \
+        timeout 150 "$bin/tandem" bench "/tmp/tb/$1.tdm" -t 2 --tests "$3" --reps 3 --ceilings --peer llama.cpp \
+        --peer-model "/tmp/gg/$2-q4_0.gguf" --peer-bin "$R/.devdeps/peer/llbench" --md "$OUT/r$RUN-$1-$4.md" \
+        > "$OUT/r$RUN-$1-$4.json" 2>> "$A"
+    echo "beside $1 $4: $(grep -E '^\| (pp|tg)[0-9]' "$OUT/r$RUN-$1-$4.md" | tr '\n' ' ')" >> "$A"
+}
+
+db_kbench() { # KBENCH ARGS...: the first GB/s or GFLOP/s kbench prints (for abmed.py lines)
+    "$@" 2>&1 | grep -oE '[0-9.]+ (GB/s|GFLOP/s)' | head -1
+}
