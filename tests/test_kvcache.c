@@ -5,6 +5,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* as runtime/kvcache.c: Linux 5.14, absent from older headers */
+#endif
+
 #include "runtime/bridge.h"
 #include "runtime/kvcache.h"
 
@@ -225,7 +229,7 @@ static void test_prefault(void)
     /* whether this kernel has MADV_POPULATE_WRITE (5.14+): without it the prefault is a no-op */
     long pg = sysconf(_SC_PAGESIZE);
     void *probe = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    int can = probe != MAP_FAILED && madvise(probe, (size_t)pg, 23 /* MADV_POPULATE_WRITE */) == 0;
+    int can = probe != MAP_FAILED && madvise(probe, (size_t)pg, MADV_POPULATE_WRITE) == 0;
     if (probe != MAP_FAILED) munmap(probe, (size_t)pg);
     if (!can) fprintf(stderr, "note: no MADV_POPULATE_WRITE on this kernel: prefault residency not checked\n");
 

@@ -385,7 +385,11 @@ int main(int argc, char **argv)
         tm_kernels k;
         if (!pick_variant(v[n], n, only, &k)) continue;
         if (gfni >= 0 && (k.gemv_q4 == tm_kgemv_q4_avx512 || k.gemv_q4 == tm_kgemv_q4_avx512_gfni)) {
-            if (gfni && !tm_cpu_get()->gfni) { fprintf(stderr, "kbench: -g 1: no GFNI on this CPU\n"); return 1; }
+            if (gfni && !tm_cpu_get()->gfni) {
+                fprintf(stderr, "kbench: -g 1: no GFNI on this CPU\n");
+                tm_pool_free(pool);
+                return 1;
+            }
             k.gemv_q4 = gfni ? tm_kgemv_q4_avx512_gfni : tm_kgemv_q4_avx512;
         }
         double rel = validate(&k, gemm, dt, M, N, K, pool);
