@@ -12,6 +12,7 @@
  *       build/libtandem.a -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread -o amx_tileloop
  *   taskset -c 3 ./amx_tileloop        # operands cycled through L1, L2, L3
  *   taskset -c 3 ./amx_tileloop gemm   # gemm_amx.c's block structure, piece by piece
+ *   taskset -c 3 ./amx_tileloop stream # one operand in L1 (28 KB), the other streamed, both orders
  * Session 5 on the h200-host Xeon (docs/kernels.md, "Known limits"): L1 up to
  * 80-90% of the peak, 256 KB in L2 50-68%, 1 MB 30-33%, 16 MB 15-28%. */
 #ifndef _GNU_SOURCE
@@ -59,13 +60,13 @@ static double peak6(long iters)
 /* A: [steps][2 tiles][1 KB], B: [steps][2 tiles][1 KB], cycled over `steps`;
  * order 0 is gemm_amx.c's (B0 B1 A0, two products, A1, two products), order 1
  * loads both A first; pfd > 0 prefetches step s + pfd into L1 */
-static double loop(const uint8_t *A, const uint8_t *B, size_t steps, long iters, int order, int pfd)
+static double loop2(const uint8_t *A, size_t a_steps, const uint8_t *B, size_t steps, long iters, int order, int pfd)
 {
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     uint64_t t0 = __rdtsc();
-    size_t s = 0;
+    size_t s = 0, sa = 0;
     for (long i = 0; i < iters; i++) {
-        const uint8_t *a0 = A + s * 2048, *a1 = a0 + 1024, *b = B + s * 2048;
+        const uint8_t *a0 = A + sa * 2048, *a1 = a0 + 1024, *b = B + s * 2048;
         if (pfd) {
             size_t t = (s + (size_t)pfd) % steps;
             for (int l = 0; l < 2048; l += 64) {
@@ -85,10 +86,16 @@ static double loop(const uint8_t *A, const uint8_t *B, size_t steps, long iters,
             _tile_dpbusd(1, 4, 7); _tile_dpbusd(3, 5, 7);
         }
         if (++s == steps) s = 0;
+        if (++sa == a_steps) sa = 0;
     }
     static _Alignas(64) int32_t c[256];
     _tile_stored(0, c, 64); _tile_stored(1, c, 64); _tile_stored(2, c, 64); _tile_stored(3, c, 64);
     return (double)(__rdtsc() - t0) / (iters * 4.0);
+}
+
+static double loop(const uint8_t *A, const uint8_t *B, size_t steps, long iters, int order, int pfd)
+{
+    return loop2(A, steps, B, steps, iters, order, pfd);
 }
 
 /* the GEMM's own structure (gemm_amx.c's blocked loop): blocks of kc K steps,
@@ -154,6 +161,24 @@ int main(int argc, char **argv)
                         static const char *const what[] = {"kept in tiles", "reloaded, 4 KB apart", "reloaded, 4160 B apart"};
                         printf("rep %d: B chunk %2d KB (L1), A over %4zu KB, C %-22s: %.2f cycles per product = %.0f%% of the peak\n",
                                rep, 2 * kc, akib[k], what[cr], c, 100 * (p0 + p1) / 2 / c);
+                    }
+        _tile_release();
+        free(A);
+        free(B);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "stream")) { /* ./amx_tileloop stream: one operand in L1, the other streamed */
+        static const size_t skib[] = {256, 1024};
+        for (int rep = 0; rep < 3; rep++)
+            for (int k = 0; k < 2; k++)
+                for (int which = 0; which < 2; which++) /* 0: B streamed (gemm_amx.c), 1: A streamed */
+                    for (int o = 0; o < 2; o++) {
+                        size_t ls = 28 * 1024 / 2048, ss = skib[k] * 1024 / 2048; /* 28 KB: A's chunk at K = 896 int8 */
+                        double p0 = peak(200000),
+                               c = which ? loop2(A, ss, B, ls, 2000000, o, 0) : loop2(A, ls, B, ss, 2000000, o, 0),
+                               p1 = peak(200000);
+                        printf("rep %d: %s over %4zu KB, %s 28 KB, order %d: %.2f cycles per product = %.0f%% of the peak\n",
+                               rep, which ? "A" : "B", skib[k], which ? "B" : "A", o, c, 100 * (p0 + p1) / 2 / c);
                     }
         _tile_release();
         free(A);

@@ -197,7 +197,23 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * TILELOADD -> TILELOADDT1: int8 512 x 1152 x 896 33% -> 36-40%,
  * 512 x 9728 x 896 39-40% -> 47%, 512 x 2048 x 8192 35-40% -> 41-42%;
  * 512 x 8192 x 2048, int8 2048^2 and bf16 2048^2 within the host's noise
- * (48-52%, 35-43% and 39-46% both ways). */
+ * (48-52%, 35-43% and 39-46% both ways).
+ *
+ * Tried and not kept (session 15, runs 64-65, docs/benchmarks.md): each
+ * block's epilogue spread over the next block's K steps (the vector work in
+ * the shadow of the tile products, no second C buffer): AMX_PROF put the
+ * tile loop plus the spread epilogue at 23.0 Mcycles against 19.2 + 2.3 for
+ * the two apart (512 x 9728 x 896), no overlap; a step's products B-major
+ * (0, 2, 1, 3: two products of slack for each streamed B load instead of
+ * one); the next block's A prefetched into L1 during a block's last panel.
+ * All within the host's noise or below, by shape. */
+
+/* one tile product C[c] += A[a] B[b]: int8 (u8 x s8 into int32) or bf16 (into f32) */
+#define TDP(c, a, b)                         \
+    do {                                     \
+        if (g->is_q8) _tile_dpbusd(c, a, b); \
+        else _tile_dpbf16ps(c, a, b);        \
+    } while (0)
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1): C [32][32] f32/int32 loaded from cin (rows ldin bytes apart), or
@@ -238,22 +254,12 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             _tile_loadd(7, b + 64, 128);
         }
         _tile_loadd(4, A0 + (size_t)s * 1024, 64);
-        if (g->is_q8) {
-            _tile_dpbusd(0, 4, 6);
-            _tile_dpbusd(1, 4, 7);
-        } else {
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-        }
+        TDP(0, 4, 6);
+        TDP(1, 4, 7);
         if (two) {
             _tile_loadd(5, A1 + (size_t)s * 1024, 64);
-            if (g->is_q8) {
-                _tile_dpbusd(2, 5, 6);
-                _tile_dpbusd(3, 5, 7);
-            } else {
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
+            TDP(2, 5, 6);
+            TDP(3, 5, 7);
         }
     }
     _tile_stored(0, c, ld);
