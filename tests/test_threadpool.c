@@ -158,6 +158,49 @@ static void test_cpu_allowed(void)
     sched_setaffinity(0, sizeof all, &all);
 }
 
+/* tm_cpu_pick: the first n allowed cpus, CPU 0 left out where n others are
+ * allowed, checked against the allowed list under the process's own mask and
+ * under masks with and without CPU 0. */
+static void check_pick(const int *allowed, int m)
+{
+    static int got[1024];
+    for (int n = 1; n <= m + 1 && n <= 1024; n++) {
+        int skip = m > n && allowed[0] == 0, want = m - skip < n ? m - skip : n;
+        CHECK_EQ_INT(tm_cpu_pick(got, n), want);
+        for (int i = 0; i < want; i++) CHECK_EQ_INT(got[i], allowed[skip + i]);
+        if (n > 4 && n < m - 1) n = m - 2; /* the ends are what differs */
+    }
+}
+
+static void test_cpu_pick(void)
+{
+    static int saved[1024];
+    int n_saved = n_allowed_cpus(saved, 1024);
+    if (n_saved < 1) return;
+    check_pick(saved, n_saved);
+    if (n_saved < 2 || saved[0] != 0) return; /* the masks below take CPU 0 and one other */
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(0, &s);
+    CPU_SET(saved[1], &s);
+    CHECK_EQ_INT(sched_setaffinity(0, sizeof s, &s), 0);
+    int two[2] = {0, saved[1]}, got[2];
+    check_pick(two, 2);
+    CHECK_EQ_INT(tm_cpu_pick(got, 1), 1); /* one thread: the other cpu */
+    CHECK_EQ_INT(got[0], saved[1]);
+    CHECK_EQ_INT(tm_cpu_pick(got, 2), 2); /* both: CPU 0 too */
+    CHECK_EQ_INT(got[0], 0);
+    CPU_ZERO(&s);
+    CPU_SET(0, &s); /* CPU 0 alone: it is all there is */
+    CHECK_EQ_INT(sched_setaffinity(0, sizeof s, &s), 0);
+    CHECK_EQ_INT(tm_cpu_pick(got, 1), 1);
+    CHECK_EQ_INT(got[0], 0);
+    CHECK_EQ_INT(tm_cpu_pick(got, 2), 1);
+    CPU_ZERO(&s);
+    for (int i = 0; i < n_saved; i++) CPU_SET(saved[i], &s);
+    sched_setaffinity(0, sizeof s, &s);
+}
+
 /* Two pools on disjoint core sets, driven at the same time from two threads. */
 typedef struct {
     int cpu;
@@ -307,6 +350,7 @@ int main(void)
     test_nested_rejected();
     test_affinity();
     test_cpu_allowed();
+    test_cpu_pick();
     test_two_pools();
     test_errors();
     test_overhead();

@@ -17,7 +17,8 @@
  * shared machine, below ~95% means other processes interfered.
  * Options: -t THREADS (default: all online cpus), -s SECONDS per timing
  * (default 1), -v VARIANT (time only that one), -c CPU (pin the threads to
- * CPU, CPU + 1, ...; default 0), -p ROUNDS (gemm on amx: that many rounds of
+ * CPU, CPU + 1, ...; default: the CPUs a session of that many threads takes,
+ * tm_cpu_pick: CPU 0 left out where others suffice), -p ROUNDS (gemm on amx: that many rounds of
  * tile peak, GEMM, tile peak, and the median ratio), -m MIB of weights cycled
  * by gemv and attn (default 512), -g 0|1 (the avx512 and amx variants' int4
  * GEMV in its build without / with GFNI; default: the one the CPU picks). attn cycles through as many layers of a
@@ -312,7 +313,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1, first_cpu = 0, paired = 0, gfni = -1;
+    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1, first_cpu = -1, paired = 0, gfni = -1;
     double secs = 1.0;
     const char *only = NULL;
     for (; i < argc && argv[i][0] == '-'; i += 2) {
@@ -329,8 +330,11 @@ int main(int argc, char **argv)
     if (i >= argc) { usage(); return 2; }
     tm_err err = {0};
     tm_pool *pool = NULL;
-    int cpus[256], nc = threads < 256 ? threads : 256;
-    for (int c = 0; c < nc; c++) cpus[c] = first_cpu + c;
+    int cpus[256], nc = threads < 1 ? 1 : threads < 256 ? threads : 256;
+    if (first_cpu >= 0)
+        for (int c = 0; c < nc; c++) cpus[c] = first_cpu + c;
+    else
+        nc = tm_cpu_pick(cpus, nc); /* a session's CPUs for that many threads */
     if (tm_pool_init(&pool, cpus, nc, 0, &err) != TM_OK || tm_pool_pin_caller(pool, &err) != TM_OK) {
         fprintf(stderr, "kbench: %s\n", err.msg);
         return 1;

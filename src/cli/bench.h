@@ -122,9 +122,12 @@ int bench_stall(tandem_model *m, const tandem_session_opts *so, int streams, int
 /* Run a peer harness (a shell command line; it should send its log to
  * /dev/null) and hand each stdout line that starts with "RESULT" to
  * on_result. 0 when on_result returned 0 for some line and the command
- * exited 0; -1 otherwise. peak_mb (may be NULL): the command's peak resident
- * memory (its largest process), MiB. */
-int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud, double *peak_mb);
+ * exited 0; -1 otherwise. threads > 0: the command runs pinned to the CPUs
+ * a session of that many threads takes (tm_cpu_pick), so both sides of a
+ * comparison use the same cores. peak_mb (may be NULL): the command's peak
+ * resident memory (its largest process), MiB. */
+int bench_peer_run(const char *cmd, int threads, int (*on_result)(const char *line, void *ud), void *ud,
+                   double *peak_mb);
 
 /* Tokenizer speed: encode the file (with special tokens) on one thread, 5 runs, median MB/s. */
 int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md);

@@ -23,10 +23,11 @@ static const tm_dtype peak_dtype[2] = {TM_DT_BF16, TM_DT_Q8PC};
 
 int bench_ceilings_measure(bench_ceil *c, int threads, int which)
 {
-    int cpus[256], ncpu = tm_cpu_allowed(cpus, 256), n = threads < 1 ? 1 : threads > ncpu ? ncpu : threads;
+    int cpus[256], ncpu = tm_cpu_allowed(NULL, 256), n = threads < 1 ? 1 : threads > ncpu ? ncpu : threads;
+    n = tm_cpu_pick(cpus, n); /* the CPUs a session of n threads takes */
     tm_pool *pool = NULL;
     tm_err err = {0};
-    /* the calling thread is worker 0, pinned to the first allowed cpu while it measures;
+    /* the calling thread is worker 0, pinned to the first of them while it measures;
      * tm_pool_free gives its mask back (the peer is forked from this thread) */
     if (tm_pool_init(&pool, cpus, n, 0, &err) != TM_OK || tm_pool_pin_caller(pool, &err) != TM_OK) {
         fprintf(stderr, "tandem bench: --ceilings: %s\n", err.msg);

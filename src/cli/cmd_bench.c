@@ -380,7 +380,7 @@ static int run_peer(const char *bin, const char *model, int threads, bench_test 
     snprintf(cmd, sizeof cmd, "'%s' bench '%s' %d 1 %s 2>/dev/null", bin, model, threads, name);
     peer_rep pr = {t, rep};
     double mb = 0;
-    int found = bench_peer_run(cmd, parse_peer, &pr, &mb);
+    int found = bench_peer_run(cmd, threads, parse_peer, &pr, &mb);
     if (found == 0) {
         t->n_peer = rep + 1;
         if (mb > t->peer_peak_mb) t->peer_peak_mb = mb;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -13,6 +14,7 @@
 
 #include "cli/bench.h"
 #include "cli/bench_clock.h"
+#include "core/cpu.h"
 
 double bench_median(const double *v, int n)
 {
@@ -380,8 +382,15 @@ static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *se
 
 /* ---- peers -------------------------------------------------------------------------- */
 
-int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud), void *ud, double *peak_mb)
+int bench_peer_run(const char *cmd, int threads, int (*on_result)(const char *line, void *ud), void *ud,
+                   double *peak_mb)
 {
+    cpu_set_t set; /* formed before the fork: the child only applies it */
+    CPU_ZERO(&set);
+    if (threads > 0) {
+        int cpus[1024], n = tm_cpu_pick(cpus, threads);
+        for (int i = 0; i < n; i++) CPU_SET(cpus[i], &set);
+    }
     int fd[2];
     if (pipe(fd) != 0) return -1;
     fflush(NULL);
@@ -395,6 +404,7 @@ int bench_peer_run(const char *cmd, int (*on_result)(const char *line, void *ud)
         dup2(fd[1], STDOUT_FILENO);
         close(fd[0]);
         close(fd[1]);
+        if (threads > 0) sched_setaffinity(0, sizeof set, &set); /* a syscall; inherited by the shell's children */
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
@@ -470,7 +480,7 @@ static int stall_peer_once(const char *bin, const char *model, int threads, int 
                               "timeline=1 2>/dev/null", bin, model, threads, streams, P, STALL_STREAM_PROMPT,
              STALL_SETTLE, STALL_QUIET_S, STALL_PEER_N_BATCH, STALL_PEER_N_UBATCH, seed);
     peer_stall ps = {res, 0};
-    return bench_peer_run(cmd, parse_llstall, &ps, NULL);
+    return bench_peer_run(cmd, threads, parse_llstall, &ps, NULL);
 }
 
 /* per-field medians of n results; the ratio is the median of the per-rep

@@ -72,7 +72,7 @@ static void busy_mark(const tm_kmeasure *r, int threads, int *any)
     }
 }
 
-/* a pool of the first n of the allowed cpus, the caller as worker 0 */
+/* a pool of the first n of cpus (tm_cpu_pick's), the caller as worker 0 */
 static int make_pool(int n, const int *cpus, tm_pool **pool)
 {
     tm_err err = {0};
@@ -95,10 +95,11 @@ static int measure(const tm_kernels *k, const devopts *o)
 {
     double secs = o->quick ? 0.25 : 1.0;
     size_t bytes = o->quick ? (size_t)128 << 20 : (size_t)512 << 20;
-    int cpus[256], ncpu = tm_cpu_allowed(cpus, 256);
+    int cpus[256], ncpu = tm_cpu_allowed(NULL, 256);
     cpu_set_t was;
     int have_was = sched_getaffinity(0, sizeof was, &was) == 0;
     int nt[2] = {1, o->threads < ncpu ? o->threads : ncpu};
+    nt[1] = tm_cpu_pick(cpus, nt[1]); /* a session's CPUs for that many threads; one thread: the first */
     if (o->threads > ncpu)
         fprintf(stderr, "tandem devices: --threads %d: this process may use %d cpus; measuring with %d\n", o->threads,
                 ncpu, ncpu);

@@ -174,6 +174,17 @@ int tm_cpu_allowed(int *cpus, int max)
     return n;
 }
 
+int tm_cpu_pick(int *cpus, int n)
+{
+    int all[1024], m = tm_cpu_allowed(all, 1024);
+    if (n < 1) n = 1;
+    if (n > 1024) n = 1024;
+    int skip = m > n && all[0] == 0; /* CPU 0 left out where n others are allowed */
+    int k = m - skip < n ? m - skip : n;
+    for (int i = 0; i < k; i++) cpus[i] = all[skip + i];
+    return k;
+}
+
 int tm_cpu_has_avx2(const tm_cpu *c)
 {
     return c->avx2 && c->fma && c->f16c;

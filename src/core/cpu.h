@@ -50,6 +50,18 @@ void tm_cpu_detect(tm_cpu *out);
  * so they stay within what the process was given. */
 int tm_cpu_allowed(int *cpus, int max);
 
+/* tm_cpu_pick: the CPUs a pool of n threads (1 <= n <= 1024) takes, into
+ * cpus[n]: the first n of tm_cpu_allowed's list, except that CPU 0 is left
+ * out where the list has n others. Linux sends device interrupts and much
+ * of its housekeeping to CPU 0 by default, and a thread pinned there loses
+ * time to them: on the h200-host Xeon (session 15, run 66) an AMX peak
+ * pinned to CPU 0 ran at about half its rate beside a second one on any
+ * other CPU, and the GEMM on CPUs 1, 2 at 1.3x its rate on 0, 1. Returns how
+ * many it gave (fewer than n only when fewer are allowed). Sessions, `tandem
+ * devices`, the bench's ceilings and its peer (pinned to the same CPUs)
+ * take their CPUs from it. */
+int tm_cpu_pick(int *cpus, int n);
+
 /* tm_cpu_features_str: space-separated names of the set flags into buf
  * (always NUL-terminated). Returns buf. */
 char *tm_cpu_features_str(const tm_cpu *c, char *buf, size_t n);

@@ -79,13 +79,15 @@ void tm_session_free(tm_session *s)
 }
 
 /* Core sets, from the CPUs this thread may run on (tm_cpu_allowed: taskset,
- * a container's cpuset): prefill takes the first prefill_threads of them
- * (default half), decode the rest; with one CPU both share it. */
+ * a container's cpuset) as tm_cpu_pick gives them (CPU 0 left out where
+ * others suffice): prefill takes the first prefill_threads of them (default
+ * half), decode the rest; with one CPU both share it. */
 static void plan_cores(tm_core_plan *p, const tandem_session_opts *o)
 {
     int cpus[64];
-    int ncpu = tm_cpu_allowed(cpus, 64);
+    int ncpu = tm_cpu_allowed(NULL, 64);
     int n = o->n_threads > 0 && o->n_threads < ncpu ? o->n_threads : ncpu;
+    n = tm_cpu_pick(cpus, n);
     int npre = o->prefill_threads > 0 && o->prefill_threads < n ? o->prefill_threads : (n + 1) / 2;
     if (n == 1) {
         p->pre_cpus[0] = p->dec_cpus[0] = cpus[0];
