@@ -9,7 +9,7 @@
  * panel layout with stride 128 bytes: a panel is exactly two B tiles side by
  * side, see kernels-impl.h). Per K step (32 bf16 / 64 int8): 4 tile loads,
  * 4 tdpbf16ps / tdpbusd; C stays in tiles over a chunk of up to AMX_KB K
- * steps (the whole K up to 2048 int8 / 1024 bf16), see "the blocked loop".
+ * steps (the whole K up to 1024 int8 / 512 bf16), see "the blocked loop".
  *
  * x is first packed into tile order, [ceil(M/16)][K steps][16 rows][64 B],
  * so every A tile load reads 1 KB contiguously (in place, its 16 rows would
@@ -31,10 +31,11 @@
                   took int8 1.5-1.7 -> 1.7-2.2 TOP/s, bf16 0.71-0.82 -> 0.77-1.0 TFLOP/s) */
 #endif
 #ifndef AMX_KB
-#define AMX_KB 32  /* K steps per chunk: 64 KB of each panel (2048 int8 / 1024 bf16 of K) */
+#define AMX_KB 16  /* K steps per chunk: 32 KB of each panel (1024 int8 / 512 bf16 of K); a block's
+                      A chunk, 32 KB, stays within L1 (session 15, run 68; see "the blocked loop") */
 #endif
 #ifndef AMX_PG
-#define AMX_PG 4   /* panels per group: the group's B chunk, AMX_PG x 64 KB, stays in L2 */
+#define AMX_PG 4   /* panels per group: the group's B chunk, AMX_PG x 32 KB, stays in L2 */
 #endif
 #ifndef AMX_BT1
 #define AMX_BT1 1  /* B tiles loaded with TILELOADDT1 (streamed, so A stays in L1); see "the blocked loop" */
@@ -53,7 +54,7 @@
  * loads a multiple of 4 KB apart, and a load whose low 12 address bits match
  * an older store's may wait for it: the pad gained 1-3 points on every shape
  * (docs/bench/xeon-s6-amx.txt). In this loop acc only carries C between K
- * chunks beyond 2048 int8 / 1024 bf16; the pad stays, not re-measured. */
+ * chunks beyond 1024 int8 / 512 bf16; the pad stays, not re-measured. */
 #define ACC_LD (AMX_PG * 32 + AMX_ACC_PAD)
 #define ACC_WORKER (MB * ACC_LD) /* floats of acc per worker */
 
@@ -155,17 +156,17 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * AMX_KB steps, each 32-row block runs the chunk over the group's panels in
  * turn, C in tiles the whole chunk:
  *
- *   for group of AMX_PG panels:            B chunk AMX_PG x 64 KB: L2, reused by every row block
+ *   for group of AMX_PG panels:            B chunk AMX_PG x 32 KB: L2, reused by every row block
  *     for K chunk [s0, s1) (AMX_KB steps):
- *       for 32-row block m:                A chunk 64 KB: L1/L2, reused by the group's panels
+ *       for 32-row block m:                A chunk 32 KB: L1, reused by the group's panels
  *         for panel j of the group:
  *           C = s0 ? acc[m][j] : 0; C += A[m][s0:s1] B[j][s0:s1]   (tiles, block_steps)
  *           last chunk ? epilogue(C) -> y : C -> acc[m][j]
  *
- * Up to 2048 int8 / 1024 bf16 of K there is one chunk: C never leaves the
+ * Up to 1024 int8 / 512 bf16 of K there is one chunk: C never leaves the
  * tiles until the block's epilogue, which reads it from a 4 KB scratch in L1
  * right away. Beyond, C makes one round trip through acc per chunk: every
- * 128 products, not every 32. A glu weight (tm_kpack_glu) has its panels in
+ * 64 products, not every 32. A glu weight (tm_kpack_glu) has its panels in
  * gate/up pairs, so a group holds AMX_PG / 2 pairs and the epilogue runs
  * once per pair, from both blocks' C.
  *
@@ -198,6 +199,15 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * 512 x 9728 x 896 39-40% -> 47%, 512 x 2048 x 8192 35-40% -> 41-42%;
  * 512 x 8192 x 2048, int8 2048^2 and bf16 2048^2 within the host's noise
  * (48-52%, 35-43% and 39-46% both ways).
+ *
+ * The K chunk was 32 steps until session 15: a block's A chunk then filled
+ * 64 KB for every K from 2048 int8, more than the 48 KB L1, and streamed
+ * from L2 beside B. At 16 steps (32 KB) it stays. Run 68 (Xeon, 2 threads,
+ * 2 rounds paired with the tile peak, 32 -> 16): int8 512 x 3072 x 2048
+ * 50.0 -> 52.1%, 2048^2 45.2 -> 50.2%, 512 x 8192 x 2048 54.9 -> 59.9%,
+ * 512 x 896 x 4864 43.2 -> 46.0%, 512 x 2048 x 8192 42.1 -> 40.6%; Llama
+ * pp512 1020 -> 1262 t/s (4 runs each, interleaved). K = 896 (14 steps)
+ * is one chunk either way.
  *
  * Tried and not kept (session 15, runs 64-65, docs/benchmarks.md): each
  * block's epilogue spread over the next block's K steps (the vector work in
