@@ -57,9 +57,10 @@ static double peak6(long iters)
     }
     return (double)(__rdtsc() - t0) / (iters * 6.0);
 }
-/* A: [steps][2 tiles][1 KB], B: [steps][2 tiles][1 KB], cycled over `steps`;
- * order 0 is gemm_amx.c's (B0 B1 A0, two products, A1, two products), order 1
- * loads both A first; pfd > 0 prefetches step s + pfd into L1 */
+/* A: [a_steps][2 tiles][1 KB], B: [steps][2 tiles][1 KB], each cycled over
+ * its own steps; order 0 is gemm_amx.c's (B0 B1 A0, two products, A1, two
+ * products), order 1 loads both A first; pfd > 0 prefetches each operand's
+ * step pfd ahead into L1 */
 static double loop2(const uint8_t *A, size_t a_steps, const uint8_t *B, size_t steps, long iters, int order, int pfd)
 {
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
@@ -68,9 +69,9 @@ static double loop2(const uint8_t *A, size_t a_steps, const uint8_t *B, size_t s
     for (long i = 0; i < iters; i++) {
         const uint8_t *a0 = A + sa * 2048, *a1 = a0 + 1024, *b = B + s * 2048;
         if (pfd) {
-            size_t t = (s + (size_t)pfd) % steps;
+            size_t t = (s + (size_t)pfd) % steps, ta = (sa + (size_t)pfd) % a_steps;
             for (int l = 0; l < 2048; l += 64) {
-                _mm_prefetch((const char *)A + t * 2048 + l, _MM_HINT_T0);
+                _mm_prefetch((const char *)A + ta * 2048 + l, _MM_HINT_T0);
                 _mm_prefetch((const char *)B + t * 2048 + l, _MM_HINT_T0);
             }
         }

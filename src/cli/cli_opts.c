@@ -26,7 +26,8 @@ const char cli_gen_usage[] =
     "      --no-lend          neither side borrows the other's idle cores\n"
     "      --max-stall X      how much a new prompt may raise running streams' time per token (default 0.25);\n"
     "                         the decode side borrows idle prefill cores only within it (or 'off': always)\n"
-    "  -t, --threads N        threads (default: every cpu this process may use, e.g. under taskset)\n"
+    "  -t, --threads N        threads (default: every cpu this process may use, e.g. under taskset;\n"
+    "                         fewer than that leave cpu 0 out)\n"
     "      --prefill-threads N  cores for the prefill side (default: half)\n"
     "  -c, --ctx N            context length (default: the model's, at most 4096)\n";
 
