@@ -32,6 +32,12 @@ cp "$W/out" "$W/dir.txt"
 expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid
 cmp -s "$W/out" "$W/dir.txt" && ok || bad "package and directory generate different text"
 grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "greedy text: $(cat "$W/out")"
+# TANDEM_PROFILE=1: each engine's time by part, with the matmuls' rate, on stderr at the end
+TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 8 --temp 0 --route hybrid > "$W/out" 2> "$W/err"
+for k in prefill decode; do
+  grep -Eq "^tandem profile: $k: [1-9][0-9]* calls, .* matmul [0-9.]+% \((0\.[0-9]*[1-9]|[1-9][0-9]*\.[0-9]+) GOP/s\)" "$W/err" \
+    && ok || bad "profile line ($k): $(head -c 300 "$W/err")"
+done
 # engines by short name (the issue's `--prefill amx --decode avx512`): where AMX is absent,
 # a one-line error naming it and exit 1; otherwise the same greedy text
 expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \

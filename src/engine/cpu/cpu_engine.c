@@ -80,10 +80,11 @@ typedef struct cpu_ctx {
     float *f;                                 /* [M][D] */
     float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
     /* TANDEM_PROFILE=1: seconds spent, [prefill, decode] x [forward, matmul,
-     * attention, norm+prepare, activation+prepare], and forward calls; printed
-     * to stderr when the engine is freed */
+     * attention, norm+prepare, activation+prepare], the matmuls' operations
+     * (2 per multiply-add), and forward calls; printed to stderr when the
+     * engine is freed */
     int profile;
-    double prof[2][5];
+    double prof[2][5], prof_ops[2];
     long prof_calls[2];
     int prof_kind;                            /* of the forward call running: 0 prefill, 1 decode */
     uint16_t *xb;                             /* [M][ld] an input prepared once as bf16 (see prep_act) */
@@ -152,10 +153,10 @@ static void print_profile(const cpu_ctx *c)
         const double *p = c->prof[k];
         if (!c->prof_calls[k] || p[0] <= 0) continue;
         fprintf(stderr,
-                "tandem profile: %s: %ld calls, %.3f s: matmul %.1f%%, attention %.1f%%, the rest %.1f%% "
-                "(norm+prepare %.1f%%, activation+prepare %.1f%%)\n",
-                kind[k], c->prof_calls[k], p[0], 100 * p[1] / p[0], 100 * p[2] / p[0],
-                100 * (p[0] - p[1] - p[2]) / p[0], 100 * p[3] / p[0], 100 * p[4] / p[0]);
+                "tandem profile: %s: %ld calls, %.3f s: matmul %.1f%% (%.1f GOP/s), attention %.1f%%, the rest "
+                "%.1f%% (norm+prepare %.1f%%, activation+prepare %.1f%%)\n",
+                kind[k], c->prof_calls[k], p[0], 100 * p[1] / p[0], p[1] > 0 ? c->prof_ops[k] / p[1] / 1e9 : 0,
+                100 * p[2] / p[0], 100 * (p[0] - p[1] - p[2]) / p[0], 100 * p[3] / p[0], 100 * p[4] / p[0]);
     }
 }
 
@@ -647,7 +648,10 @@ static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const floa
     tm_kact a;
     prep_act(c, r, w, x, M, &a);
     int rc = tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
-    if (c->profile) c->prof[c->prof_kind][1] += now_s() - t0;
+    if (c->profile) {
+        c->prof[c->prof_kind][1] += now_s() - t0;
+        c->prof_ops[c->prof_kind] += 2.0 * M * tm_kweight_n(w) * tm_kweight_k(w);
+    }
     return rc;
 }
 
@@ -659,7 +663,10 @@ static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm
         return matmul(c, r, w, a->f32, a->M, y, err);
     double t0 = c->profile ? now_s() : 0;
     int rc = tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
-    if (c->profile) c->prof[c->prof_kind][1] += now_s() - t0;
+    if (c->profile) {
+        c->prof[c->prof_kind][1] += now_s() - t0;
+        c->prof_ops[c->prof_kind] += 2.0 * a->M * tm_kweight_n(w) * tm_kweight_k(w);
+    }
     return rc;
 }
 
@@ -812,6 +819,7 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
         tm_kact a;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
         if ((rc = matmul_a(c, r, y->w_glu, &a, c->g, err))) return rc;
+        if (c->profile) c->prof_ops[c->prof_kind] += 2.0 * M * F * D; /* its N is F: the gate half's operations */
         prep_act(c, r, y->w_down, c->g, M, &ad);
     } else { /* g[M][F], u[M][F]; act(gate) * up -> g */
         tm_kact a;
