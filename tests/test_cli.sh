@@ -37,7 +37,20 @@ TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 8 --temp 0 --route h
 for k in prefill decode; do
   grep -Eq "^tandem profile: $k: [1-9][0-9]* calls, .* matmul [0-9.]+% \((0\.[0-9]*[1-9]|[1-9][0-9]*\.[0-9]+) GOP/s\)" "$W/err" \
     && ok || bad "profile line ($k): $(head -c 300 "$W/err")"
+  # ... and by matmul shape: N x K, the dtype, the calls, the seconds and the rate
+  grep -Eq "^tandem profile: $k: matmul [1-9][0-9]* x [1-9][0-9]* [a-z0-9]+: [1-9][0-9]* calls, [0-9.]+ s, [0-9.]+ GOP/s" \
+    "$W/err" && ok || bad "profile line by shape ($k): $(head -c 600 "$W/err")"
 done
+# a fused gate/up weight (TANDEM_GLU=1 on kernels with gemm_glu: AMX's, emulated where AVX-512 runs)
+# counts gate and up, and its line says so; without AVX-512 the emulated engine is a one-line error
+TANDEM_GLU=1 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 2 --temp 0 \
+  --route prefill-only --prefill cpu-amx-emu > "$W/out" 2> "$W/err"
+case $? in
+0) grep -Eq "^tandem profile: prefill: matmul [1-9][0-9]* x [1-9][0-9]* int8 \(gate\+up\): [1-9][0-9]* calls" "$W/err" \
+     && ok || bad "profile line of the fused gate/up: $(head -c 600 "$W/err")" ;;
+1) grep -q "amx-emu" "$W/err" && one_line || bad "no amx-emu: $(cat "$W/err")" ;;
+*) bad "--prefill cpu-amx-emu: unexpected exit" ;;
+esac
 # engines by short name (the issue's `--prefill amx --decode avx512`): where AMX is absent,
 # a one-line error naming it and exit 1; otherwise the same greedy text
 expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \

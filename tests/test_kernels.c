@@ -1110,6 +1110,38 @@ static void test_peak(tm_pool *pool)
     CHECK_EQ_INT(tm_kmeasure_peak("avx512", TM_DT_Q4G64, 0.02, pool, &r, &err), TM_E_INVALID);
 }
 
+/* tm_kmeasure_gemm over cycled weights (every call another weight: each is
+ * timed at least once) and tm_kmeasure_ffn's two ways, alternating, on a
+ * variant with gemm_glu (the emulated AMX tiles where AVX-512 runs, the
+ * real ones where AMX does); "unsupported" without gemm_glu, "invalid" for
+ * shapes it does not take */
+static void test_measure(tm_pool *pool)
+{
+    tm_kernels k;
+    tm_kmeasure r;
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_kernels_select("best", &k, &err), TM_OK);
+    size_t one = tm_quant_data_bytes(TM_DT_Q8PC, 96, 128);
+    /* no time asked: one pass over the weights */
+    CHECK_EQ_INT(tm_kmeasure_gemm(&k, TM_DT_Q8PC, 40, 96, 128, 5 * one, 0, pool, &r, &err), TM_OK);
+    CHECKF(r.calls == 5 && r.gflops > 0, "gemm over 5 weights: %ld calls, %g GOP/s", r.calls, r.gflops);
+    CHECK_EQ_INT(tm_kmeasure_gemm(&k, TM_DT_Q8PC, 40, 96, 128, 0, 0.005, pool, &r, &err), TM_OK);
+    CHECKF(r.calls >= 1 && r.gflops > 0, "gemm on one weight: %ld calls", r.calls);
+    CHECK_EQ_INT(tm_kmeasure_gemm(&k, TM_DT_Q4G64, 40, 96, 128, 0, 0.005, pool, &r, &err), TM_E_INVALID);
+    double a[3] = {0}, f[3] = {0};
+    tm_kernels g;
+    if (tm_kernels_select("amx", &g, &err) != TM_OK && tm_kernels_select("amx-emu", &g, &err) != TM_OK) {
+        printf("SKIP: tm_kmeasure_ffn: no variant with gemm_glu here (%s)\n", err.msg);
+    } else {
+        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 32, 96, 128, 3, 0.002, pool, a, f, &err), TM_OK);
+        for (int i = 0; i < 3; i++) CHECKF(a[i] > 0 && f[i] > 0, "ffn round %d: %g / %g GOP/s", i, a[i], f[i]);
+        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 24, 96, 128, 3, 0.002, pool, a, f, &err), TM_E_INVALID); /* M % 16 */
+    }
+    tm_kernels n;
+    CHECK_EQ_INT(tm_kernels_select("avx2", &n, &err), TM_OK);
+    CHECK_EQ_INT(tm_kmeasure_ffn(&n, 32, 96, 128, 1, 0.002, pool, a, f, &err), TM_E_UNSUPPORTED);
+}
+
 /* every test of one kernel table */
 /* The fused gate/up GEMM (tm_kpack_glu, gemm_glu) against the same
  * variant's two plain GEMMs and its silu_mul / gelu_tanh_mul: the same
@@ -1327,6 +1359,7 @@ int main(void)
     test_pack_and_errors();
     test_gemv_split(pool);
     test_peak(pool);
+    test_measure(pool);
     for (const char *const *v = tm_kernels_variants(); *v; v++) {
         tm_kernels k;
         if (tm_kernels_select(*v, &k, &err) != TM_OK) {

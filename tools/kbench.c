@@ -11,6 +11,7 @@
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
  *   build/kbench peak                       # AMX tile and AVX-512 FMA peaks (the GEMM ceilings)
+ *   build/kbench -p 5 ffn 512 4864 896      # the FFN's gate/up step apart / fused (gemm_glu), alternating
  *   build/kbench attn int8 4096 1 32 8 64   # decode attention: KV DTYPE CTX B H Hk Dh
  *   build/kbench attnp 512 14 2 64 1536     # prefill attention, one causal chunk: T H Hk Dh [P]
  * "cpu N%" is the share of the threads' wall time they got the CPU: on a
@@ -20,7 +21,9 @@
  * CPU, CPU + 1, ...; default: the CPUs a session of that many threads takes,
  * tm_cpu_pick: CPU 0 left out where others suffice), -p ROUNDS (gemm on amx: that many rounds of
  * tile peak, GEMM, tile peak, and the median ratio), -m MIB of weights cycled
- * by gemv and attn (default 512), -g 0|1 (the avx512 and amx variants' int4
+ * by gemv and attn (default 512) and by gemm (default 0: one weight, warm in
+ * the caches; with -m each call reads its weight from memory, as a prefill's
+ * layers do), -g 0|1 (the avx512 and amx variants' int4
  * GEMV in its build without / with GFNI; default: the one the CPU picks). attn cycles through as many layers of a
  * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
  * as fill that, one call per layer like a decode step; GB/s counts the KV
@@ -277,8 +280,8 @@ static int cmp_double(const void *a, const void *b)
  * round's GEMM rate over the mean of the two peaks beside it. On a shared
  * host the peak itself drifts 2x within seconds, so only a ratio taken side
  * by side means anything; prints the median GFLOP/s and the median ratio. */
-static void paired_peak(const tm_kernels *k, tm_dtype dt, int M, int N, int K, double secs, int rounds,
-                        tm_pool *pool)
+static void paired_peak(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t wbytes, double secs,
+                        int rounds, tm_pool *pool)
 {
     double g[64], f[64];
     int n = 0;
@@ -286,7 +289,7 @@ static void paired_peak(const tm_kernels *k, tm_dtype dt, int M, int N, int K, d
     for (int i = 0; i < rounds; i++) {
         tm_kmeasure p0, p1, r;
         tm_err err = {0};
-        if (tm_kmeasure_peak("amx", dt, secs / 3, pool, &p0, &err) || tm_kmeasure_gemm(k, dt, M, N, K, secs, pool, &r, &err) ||
+        if (tm_kmeasure_peak("amx", dt, secs / 3, pool, &p0, &err) || tm_kmeasure_gemm(k, dt, M, N, K, wbytes, secs, pool, &r, &err) ||
             tm_kmeasure_peak("amx", dt, secs / 3, pool, &p1, &err)) {
             printf("  paired peak: %s\n", err.msg);
             return;
@@ -300,12 +303,53 @@ static void paired_peak(const tm_kernels *k, tm_dtype dt, int M, int N, int K, d
            n, g[n / 2], 100 * f[n / 2], 100 * f[0], 100 * f[n - 1]);
 }
 
+/* ffn M F D: tm_kmeasure_ffn on the chosen variant (default: the first that
+ * has gemm_glu, the best first); per round both rates, then the medians and
+ * the median of the rounds' fused / apart ratios */
+static int ffn_main(int M, int F, int D, int rounds, double secs, const char *only, tm_pool *pool)
+{
+    const char *const *v = tm_kernels_variants();
+    tm_kernels k;
+    tm_err e = {0};
+    int n = 0, ok = 0;
+    if (only) { /* any variant by name, amx-emu included (a check of the harness off the device) */
+        ok = tm_kernels_select(only, &k, &e) == TM_OK && k.gemm_glu;
+    } else {
+        while (v[n]) n++;
+        while (!ok && --n >= 0) ok = tm_kernels_select(v[n], &k, &e) == TM_OK && k.gemm_glu; /* best first */
+    }
+    if (!ok) {
+        fprintf(stderr, "kbench ffn: no kernel variant with a fused gate/up GEMM%s%s\n", only ? " named " : "",
+                only ? only : "");
+        return 1;
+    }
+    if (rounds > 64) rounds = 64;
+    double a[64], f[64], r[64];
+    tm_err err = {0};
+    if (tm_kmeasure_ffn(&k, M, F, D, rounds, secs, pool, a, f, &err)) {
+        fprintf(stderr, "kbench ffn: %s\n", err.msg);
+        return 1;
+    }
+    printf("ffn %s int8 M=%d F=%d D=%d, gate/up step GOP/s by round (apart, fused):", k.name, M, F, D);
+    for (int i = 0; i < rounds; i++) {
+        printf(" %.0f/%.0f", a[i], f[i]);
+        r[i] = f[i] / a[i];
+    }
+    qsort(a, rounds, sizeof a[0], cmp_double);
+    qsort(f, rounds, sizeof f[0], cmp_double);
+    qsort(r, rounds, sizeof r[0], cmp_double);
+    printf("\n  medians: apart %.1f, fused %.1f GOP/s; fused / apart %.3fx (range %.3f-%.3f)\n", a[rounds / 2],
+           f[rounds / 2], r[rounds / 2], r[0], r[rounds - 1]);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-g 0|1] gemv DTYPE N K B\n"
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
+                    "       kbench [options] ffn M F D   (gate/up GEMM + activation pass against the fused GEMM; -p rounds)\n"
                     "       kbench [options] attn KVDTYPE CTX [B H Hk Dh]   (default 1 32 8 64)\n"
                     "       kbench [options] attnp T [H Hk Dh [P]]   (prefill chunk at position P, bf16 KV; default 32 8 64 0)\n"
                     "DTYPE: int4g32 int4g64 int4pc int8 bf16 (gemm: bf16, int8)\n");
@@ -313,7 +357,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    int threads = tm_cpu_get()->n_cpus, mib = 512, i = 1, first_cpu = -1, paired = 0, gfni = -1;
+    int threads = tm_cpu_get()->n_cpus, mib = 512, mib_set = 0, i = 1, first_cpu = -1, paired = 0, gfni = -1;
     double secs = 1.0;
     const char *only = NULL;
     for (; i < argc && argv[i][0] == '-'; i += 2) {
@@ -321,7 +365,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-v")) only = argv[i + 1];
-        else if (!strcmp(argv[i], "-m")) mib = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-m")) mib = mib_set = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-c")) first_cpu = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) paired = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-g")) gfni = atoi(argv[i + 1]);
@@ -368,6 +412,13 @@ int main(int argc, char **argv)
         tm_pool_free(pool);
         return rc;
     }
+    if (!strcmp(cmd, "ffn")) { /* the FFN's gate/up step, apart and fused, alternating */
+        if (i + 3 >= argc) { usage(); return 2; }
+        int rc = ffn_main(atoi(argv[i + 1]), atoi(argv[i + 2]), atoi(argv[i + 3]), paired > 0 ? paired : 3, secs, only,
+                          pool);
+        tm_pool_free(pool);
+        return rc;
+    }
     if (!strcmp(cmd, "attnp")) {
         if (i + 1 >= argc) { usage(); return 2; }
         int T = atoi(argv[i + 1]), H = i + 2 < argc ? atoi(argv[i + 2]) : 32;
@@ -384,6 +435,7 @@ int main(int argc, char **argv)
     tm_dtype dt = (tm_dtype)dti;
     int a1 = atoi(argv[i + 2]), a2 = atoi(argv[i + 3]), a3 = atoi(argv[i + 4]);
     int M = gemm ? a1 : a3, N = gemm ? a2 : a1, K = gemm ? a3 : a2;
+    size_t gemm_bytes = (size_t)mib_set << 20;
     const char *const *v = tm_kernels_variants();
     for (int n = 0; v[n]; n++) {
         tm_kernels k;
@@ -401,14 +453,14 @@ int main(int argc, char **argv)
                K, nc, rel, rel < 0 || rel > 1e-3 ? "INVALID" : "ok");
         fflush(stdout);
         if (!strcmp(v[n], "scalar") && !only) { printf("\n"); continue; } /* the reference is not timed */
-        int rc = gemm ? tm_kmeasure_gemm(&k, dt, M, N, K, secs, pool, &r, &err)
+        int rc = gemm ? tm_kmeasure_gemm(&k, dt, M, N, K, gemm_bytes, secs, pool, &r, &err)
                       : tm_kmeasure_gemv(&k, dt, N, K, M, (size_t)mib << 20, secs, pool, &r, &err);
         if (rc) printf("  timing failed: %s\n", err.msg);
         else if (gemm) printf("  %.1f GFLOP/s (%.2f ms per call, cpu %.0f%%)\n", r.gflops, 1e3 * r.seconds / r.calls,
                               100 * r.cpu_seconds / (r.seconds * nc));
         else printf("  %.2f GB/s (%.1f GFLOP/s, %.1f us per call, cpu %.0f%%)\n", r.gbps, r.gflops,
                     1e6 * r.seconds / r.calls, 100 * r.cpu_seconds / (r.seconds * nc));
-        if (!rc && gemm && paired && !strcmp(v[n], "amx")) paired_peak(&k, dt, M, N, K, secs, paired, pool);
+        if (!rc && gemm && paired && !strcmp(v[n], "amx")) paired_peak(&k, dt, M, N, K, gemm_bytes, secs, paired, pool);
     }
     tm_pool_free(pool);
     return 0;

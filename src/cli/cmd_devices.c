@@ -152,7 +152,7 @@ static int measure(const tm_kernels *k, const devopts *o)
         printf("%-34s", label);
         for (int c = 0; c < ncol; c++) {
             tm_pool_pin_caller(pools[c], NULL);
-            if (tm_kmeasure_gemm(k, gm[i], 512, 2048, 2048, secs, pools[c], &r, &err)) {
+            if (tm_kmeasure_gemm(k, gm[i], 512, 2048, 2048, 0, secs, pools[c], &r, &err)) {
                 printf(" failed: %s", err.msg);
                 break;
             }

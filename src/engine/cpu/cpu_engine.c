@@ -62,6 +62,8 @@ typedef struct cpu_layer {
     tm_moe_experts *moe;                      /* router [E][D] + E experts; NULL: dense FFN */
 } cpu_layer;
 
+#define PROF_SHAPES 16 /* matmul shapes TANDEM_PROFILE tells apart (a layer has at most 7) */
+
 typedef struct cpu_ctx {
     const tm_model *m;
     tm_kernels k;
@@ -87,6 +89,13 @@ typedef struct cpu_ctx {
     double prof[2][5], prof_ops[2];
     long prof_calls[2];
     int prof_kind;                            /* of the forward call running: 0 prefill, 1 decode */
+    struct prof_mm {                          /* ... and by matmul shape: the first PROF_SHAPES (kind, N, K, dtype) */
+        int kind, n, k, glu;                  /* glu: a fused gate/up weight, N outputs of 2 N rows */
+        tm_dtype dt;
+        long calls;
+        double s, ops;
+    } prof_mm[PROF_SHAPES];
+    int prof_nmm;
     uint16_t *xb;                             /* [M][ld] an input prepared once as bf16 (see prep_act) */
     uint8_t *xq;                              /* [M][ld] ... or as offset-binary int8 */
     float *xs;                                /* [M] its row scales */
@@ -157,6 +166,12 @@ static void print_profile(const cpu_ctx *c)
                 "%.1f%% (norm+prepare %.1f%%, activation+prepare %.1f%%)\n",
                 kind[k], c->prof_calls[k], p[0], 100 * p[1] / p[0], p[1] > 0 ? c->prof_ops[k] / p[1] / 1e9 : 0,
                 100 * p[2] / p[0], 100 * (p[0] - p[1] - p[2]) / p[0], 100 * p[3] / p[0], 100 * p[4] / p[0]);
+        for (int i = 0; i < c->prof_nmm; i++) {
+            const struct prof_mm *s = &c->prof_mm[i];
+            if (s->kind == k && s->s > 0)
+                fprintf(stderr, "tandem profile: %s: matmul %d x %d %s%s: %ld calls, %.3f s, %.1f GOP/s\n", kind[k],
+                        s->n, s->k, tm_dtype_name(s->dt), s->glu ? " (gate+up)" : "", s->calls, s->s, s->ops / s->s / 1e9);
+        }
     }
 }
 
@@ -641,6 +656,25 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
     if (c->profile) c->prof[c->prof_kind][3] += now_s() - t0;
 }
 
+/* one matmul of w on M rows took the seconds since t0: its time and
+ * operations (2 per multiply-add), in all and by shape */
+static void prof_matmul(cpu_ctx *c, const tm_kweight *w, int M, double t0)
+{
+    double s = now_s() - t0, ops = tm_kweight_ops(w, M);
+    int k = c->prof_kind, n = tm_kweight_n(w), kk = tm_kweight_k(w), i = 0;
+    tm_dtype dt = tm_kweight_dtype(w);
+    c->prof[k][1] += s;
+    c->prof_ops[k] += ops;
+    while (i < c->prof_nmm && !(c->prof_mm[i].kind == k && c->prof_mm[i].n == n && c->prof_mm[i].k == kk &&
+                                c->prof_mm[i].dt == dt))
+        i++;
+    if (i == PROF_SHAPES) return; /* more shapes than the table: in the totals only */
+    if (i == c->prof_nmm) c->prof_mm[c->prof_nmm++] = (struct prof_mm){k, n, kk, ops != 2.0 * M * n * kk, dt, 0, 0, 0};
+    c->prof_mm[i].calls++;
+    c->prof_mm[i].s += s;
+    c->prof_mm[i].ops += ops;
+}
+
 /* y[M][N] = x[M][K] . w^T */
 static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
 {
@@ -648,10 +682,7 @@ static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const floa
     tm_kact a;
     prep_act(c, r, w, x, M, &a);
     int rc = tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
-    if (c->profile) {
-        c->prof[c->prof_kind][1] += now_s() - t0;
-        c->prof_ops[c->prof_kind] += 2.0 * M * tm_kweight_n(w) * tm_kweight_k(w);
-    }
+    if (c->profile) prof_matmul(c, w, M, t0);
     return rc;
 }
 
@@ -663,10 +694,7 @@ static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm
         return matmul(c, r, w, a->f32, a->M, y, err);
     double t0 = c->profile ? now_s() : 0;
     int rc = tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
-    if (c->profile) {
-        c->prof[c->prof_kind][1] += now_s() - t0;
-        c->prof_ops[c->prof_kind] += 2.0 * a->M * tm_kweight_n(w) * tm_kweight_k(w);
-    }
+    if (c->profile) prof_matmul(c, w, a->M, t0);
     return rc;
 }
 
@@ -819,7 +847,6 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
         tm_kact a;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
         if ((rc = matmul_a(c, r, y->w_glu, &a, c->g, err))) return rc;
-        if (c->profile) c->prof_ops[c->prof_kind] += 2.0 * M * F * D; /* its N is F: the gate half's operations */
         prep_act(c, r, y->w_down, c->g, M, &ad);
     } else { /* g[M][F], u[M][F]; act(gate) * up -> g */
         tm_kact a;

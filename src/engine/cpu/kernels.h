@@ -119,6 +119,9 @@ int tm_kpack_unpack(const tm_kweight *w, void *data, float *scales, tm_err *err)
 int tm_kweight_n(const tm_kweight *w);
 int tm_kweight_k(const tm_kweight *w);
 tm_dtype tm_kweight_dtype(const tm_kweight *w);
+/* operations (2 per multiply-add) of one matmul on M rows; a glu weight's N
+ * outputs each take a gate and an up row */
+double tm_kweight_ops(const tm_kweight *w, int M);
 /* bytes one GEMV streams (data + scales): for GB/s figures */
 size_t tm_kweight_gemv_bytes(const tm_kweight *w);
 

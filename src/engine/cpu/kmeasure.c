@@ -140,31 +140,33 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
     return rc;
 }
 
-int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, double seconds, struct tm_pool *pool,
-                     tm_kmeasure *out, tm_err *err)
+int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes, double seconds,
+                     struct tm_pool *pool, tm_kmeasure *out, tm_err *err)
 {
     memset(out, 0, sizeof *out);
     if (M < 1 || N < 1 || K < 1 || (dt != TM_DT_BF16 && dt != TM_DT_Q8PC))
         return tm_errf(err, TM_E_INVALID, "kmeasure gemm: %s M %d N %d K %d", tm_dtype_name(dt), M, N, K);
-    synth s;
-    int rc = synth_init(&s, dt, N, K, TM_KPACK_GEMM, 5, err);
-    if (rc) return rc;
+    /* total_bytes of weights, one after another: from 0 (one weight, warm in
+       the caches after the first call) to more than the caches hold (each
+       call reads its weight from memory, as a prefill's layers do) */
+    size_t one = tm_quant_data_bytes(dt, N, K);
+    int nw = total_bytes > one ? (int)((total_bytes + one - 1) / one) : 1;
+    if (nw > 4096) return tm_errf(err, TM_E_INVALID, "kmeasure gemm: %d weights", nw);
+    synth *s = calloc((size_t)nw, sizeof *s);
     /* on huge pages, as the engine's row buffers are */
     float *x = tm_khuge_alloc(sizeof(float) * (size_t)M * K), *y = tm_khuge_alloc(sizeof(float) * (size_t)M * N);
-    if (!x || !y) {
-        free(x); free(y); synth_free(&s);
-        return tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
-    }
-    for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
-    /* prepare the activations once: the figure is the GEMM's own */
     int ld = tm_kact_ld(K);
-    tm_kact a = {.M = M, .K = K, .ld = ld};
     void *prep = tm_khuge_alloc((size_t)M * ld * (dt == TM_DT_BF16 ? 2 : 1));
     float *xs = malloc(sizeof(float) * (size_t)M);
     tm_kbuf ws = {0};
-    if (!prep || !xs) {
-        rc = tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
-    } else {
+    int rc = TM_OK, made = 0;
+    if (!s || !x || !y || !prep || !xs) rc = tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
+    for (; rc == TM_OK && made < nw; made++) rc = synth_init(&s[made], dt, N, K, TM_KPACK_GEMM, 5 + (uint64_t)made, err);
+    if (rc && made) made--;
+    if (rc == TM_OK) {
+        for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
+        /* prepare the activations once: the figure is the GEMM's own */
+        tm_kact a = {.M = M, .K = K, .ld = ld};
         if (dt == TM_DT_BF16) {
             uint16_t *b = prep;
             for (int m = 0; m < M; m++) {
@@ -178,27 +180,105 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, doub
             a.q8_scale = xs;
         }
         mm_fn f = dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
-        rc = f(s.w, &a, y, &ws, pool);
+        for (int i = 0; i < nw && rc == TM_OK; i++) rc = f(s[i].w, &a, y, &ws, pool); /* warm-up */
         if (rc == TM_OK) {
             double t0 = now_s(), c0 = cpu_s(), t;
             long calls = 0;
             do {
-                f(s.w, &a, y, &ws, pool);
-                calls++;
+                for (int i = 0; i < nw; i++) f(s[i].w, &a, y, &ws, pool);
+                calls += nw;
                 t = now_s() - t0;
             } while (t < seconds);
             out->seconds = t;
-        out->cpu_seconds = cpu_s() - c0;
+            out->cpu_seconds = cpu_s() - c0;
             out->calls = calls;
             out->gflops = 2.0 * M * (double)N * K * (double)calls / t / 1e9;
-            out->gbps = (double)tm_quant_data_bytes(dt, N, K) * (double)calls / t / 1e9;
+            out->gbps = (double)one * (double)calls / t / 1e9;
         } else {
             tm_errf(err, rc, "kmeasure gemm %s: op failed", tm_dtype_name(dt));
         }
     }
+    for (int i = 0; i < made; i++) synth_free(&s[i]);
     tm_kbuf_free(&ws);
-    free(prep); free(xs); free(x); free(y);
-    synth_free(&s);
+    free(s); free(prep); free(xs); free(x); free(y);
+    return rc;
+}
+
+/* ---- the FFN's gate/up step both ways (tm_kmeasure_ffn) ------------------- */
+
+typedef struct ffn_rows {
+    const tm_kernels *k;
+    float *g;           /* [M][ld] f32: gate then (apart) up in each row */
+    int ld, F, fused, ldq;
+    uint8_t *q;         /* [M][ldq] int8 rows for the down projection */
+    float *qs;          /* [M] */
+} ffn_rows;
+
+/* 16 rows: act(gate) * up (apart only) and the int8 rows, as the engine's act_prep / prep_act */
+static void ffn_rows_task(void *ctx, int t, int worker)
+{
+    (void)worker;
+    const ffn_rows *j = ctx;
+    for (int i = 16 * t; i < 16 * t + 16; i++) {
+        float *g = j->g + (size_t)i * j->ld;
+        if (!j->fused) j->k->silu_mul(g, g, g + j->F, (size_t)j->F);
+        j->k->quant_q8(j->q + (size_t)i * j->ldq, j->qs + i, j->ldq, g, 1, j->F);
+    }
+}
+
+int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double seconds, struct tm_pool *pool,
+                    double *apart, double *fused, tm_err *err)
+{
+    if (M < 16 || M % 16 || F < 32 || D < 64 || rounds < 1)
+        return tm_errf(err, TM_E_INVALID, "kmeasure ffn: M %d F %d D %d rounds %d", M, F, D, rounds);
+    if (!k->gemm_glu) return tm_errf(err, TM_E_UNSUPPORTED, "kmeasure ffn: the %s kernels have no gemm_glu", k->name);
+    synth gu, gate, up;
+    int rc = synth_init(&gu, TM_DT_Q8PC, 2 * F, D, TM_KPACK_GEMM, 11, err);
+    if (rc) return rc;
+    if ((rc = synth_init(&gate, TM_DT_Q8PC, F, D, TM_KPACK_GEMM, 12, err))) {
+        synth_free(&gu);
+        return rc;
+    }
+    if ((rc = synth_init(&up, TM_DT_Q8PC, F, D, TM_KPACK_GEMM, 13, err))) {
+        synth_free(&gu);
+        synth_free(&gate);
+        return rc;
+    }
+    tm_kweight *glu = NULL;
+    int ld = tm_kact_ld(D), ldq = tm_kact_ld(F);
+    float *x = tm_khuge_alloc(sizeof(float) * (size_t)M * D), *g = tm_khuge_alloc(sizeof(float) * (size_t)M * 2 * F);
+    uint8_t *xq = tm_khuge_alloc((size_t)M * ld), *q = tm_khuge_alloc((size_t)M * ldq);
+    float *xs = malloc(sizeof(float) * (size_t)M), *qs = malloc(sizeof(float) * (size_t)M);
+    tm_kbuf ws = {0};
+    if (!x || !g || !xq || !q || !xs || !qs) rc = tm_errf(err, TM_E_NOMEM, "kmeasure ffn: out of memory");
+    else rc = tm_kpack_glu(&glu, gate.w, up.w, TM_KGLU_SILU, err);
+    if (rc == TM_OK) {
+        for (size_t i = 0; i < (size_t)M * D; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
+        k->quant_q8(xq, xs, ld, x, M, D);
+        tm_kact a = {.M = M, .K = D, .ld = ld, .q8 = xq, .q8_scale = xs};
+        /* alternately, each way for `seconds`: the host's drift falls on both */
+        for (int r = 0; r < 2 * rounds && rc == TM_OK; r++) {
+            int fu = r & 1;
+            ffn_rows j = {k, g, fu ? F : 2 * F, F, fu, ldq, q, qs};
+            double t0 = now_s(), t;
+            long calls = 0;
+            do {
+                rc = fu ? k->gemm_glu(glu, &a, g, &ws, pool) : k->gemm_q8(gu.w, &a, g, &ws, pool);
+                if (rc) break;
+                tm_pool_run(pool, M / 16, ffn_rows_task, &j);
+                calls++;
+                t = now_s() - t0;
+            } while (t < seconds);
+            if (rc) tm_errf(err, rc, "kmeasure ffn: the %s GEMM failed", fu ? "glu" : "gate/up");
+            else (fu ? fused : apart)[r / 2] = 2.0 * M * 2.0 * F * D * (double)calls / t / 1e9;
+        }
+    }
+    tm_kpack_free(glu);
+    tm_kbuf_free(&ws);
+    free(x); free(g); free(xq); free(q); free(xs); free(qs);
+    synth_free(&gu);
+    synth_free(&gate);
+    synth_free(&up);
     return rc;
 }
 

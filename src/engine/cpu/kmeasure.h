@@ -33,8 +33,18 @@ typedef struct tm_kmeasure {
 
 int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size_t total_bytes, double seconds,
                      struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
-int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, double seconds, struct tm_pool *pool,
-                     tm_kmeasure *out, tm_err *err);
+/* total_bytes: of weights cycled, one per call (0: one weight, warm) */
+int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes, double seconds,
+                     struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
+/* The FFN's gate/up step of a prefill chunk, int8, both ways the engine
+ * runs it: apart (one GEMM of gate and up [2F][D], then act(gate) * up and
+ * the int8 rows for the down projection in one pass) and fused (gemm_glu's
+ * epilogue applies the activation, then the int8 rows). silu, M rows (a
+ * multiple of 16), warm weights. Rounds alternate the two, `seconds` each;
+ * apart[r], fused[r]: GOP/s of round r (gate and up's 4 M F D operations
+ * over the whole step). TM_E_UNSUPPORTED where the kernels have no gemm_glu. */
+int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double seconds, struct tm_pool *pool,
+                    double *apart, double *fused, tm_err *err);
 /* Plain read bandwidth over `bytes` of memory, split across the pool (the
  * ceiling GEMV figures are compared with). */
 int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_kmeasure *out, tm_err *err);

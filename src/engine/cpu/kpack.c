@@ -67,6 +67,7 @@ void *tm_khuge_alloc(size_t n)
 int tm_kweight_n(const tm_kweight *w) { return w->N; }
 int tm_kweight_k(const tm_kweight *w) { return w->K; }
 tm_dtype tm_kweight_dtype(const tm_kweight *w) { return w->dtype; }
+double tm_kweight_ops(const tm_kweight *w, int M) { return 2.0 * M * w->N * w->K * (w->glu ? 2 : 1); }
 
 /* bytes of scales per row: f32 [1] (Q8PC), f16 [K/G] (int4, int6), none (bf16) */
 static size_t scale_row_bytes(tm_dtype dt, int K, int G)
