@@ -38,7 +38,7 @@ TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 isa = $(if $(findstring _emu.c,$1),$(ISA_avx512),$(if $(findstring _amx.c,$1),$(ISA_amx),$(if $(findstring _gfni.c,$1),$(ISA_gfni),$(if $(findstring _avx512.c,$1),$(ISA_avx512),$(if $(findstring _avx2.c,$1),$(ISA_avx2))))))
 
-.PHONY: all test test-quick test-san demo fuzz clean deps FORCE
+.PHONY: all test test-quick test-san demo fuzz clean deps FORCE kbench-ab
 all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS) $(BUILD)/kbench
 
 $(BUILD)/obj/%.o: %.c
@@ -58,6 +58,15 @@ $(BUILD)/libtandem.a: $(LIB_OBJ)
 $(BUILD)/tandem: $(CLI_OBJ) $(BUILD)/libtandem.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libtandem.a $(LDLIBS)
 
+# kbench with a second build of the AMX GEMM linked in, for in-process A/B (kbench -a 1 -p R):
+# make kbench-ab AMX_ALT="-DAMX_PG=8" (gemm_amx.c's build options; always rebuilt, and by
+# `make test` with none, so it keeps compiling)
+kbench-ab: $(BUILD)/libtandem.a
+	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) $(ISA_amx) $(AMX_ALT) -Dtm_kvariant_amx=tm_kvariant_amx_alt \
+	  -Dtm_kamx_config=tm_kamx_config_alt -c src/engine/cpu/gemm_amx.c -o $(BUILD)/gemm_amx_alt.o
+	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -o $(BUILD)/kbench-ab tools/kbench.c $(BUILD)/gemm_amx_alt.o \
+	  $(BUILD)/libtandem.a $(LDLIBS)
+
 # the kernel harness (docs/kernels.md "kbench"), built with everything so it keeps compiling
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libtandem.a
 	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
@@ -76,7 +85,7 @@ test-san:
 	  build-san/libtandem.a $(TESTS:$(BUILD)/%=build-san/%)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TM_SANITIZER=1 sh tests/run.sh build-san/tests
 
-test: all
+test: all kbench-ab
 	@echo "== tier 1: unit and conformance tests =="
 	@sh tests/run.sh $(BUILD)/tests > $(BUILD)/test-quick.log 2>&1; rc=$$?; cat $(BUILD)/test-quick.log; \
 	 echo "== tier 2: ASan+UBSan =="; \

@@ -37,16 +37,28 @@ TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 8 --temp 0 --route h
 for k in prefill decode; do
   grep -Eq "^tandem profile: $k: [1-9][0-9]* calls, .* matmul [0-9.]+% \((0\.[0-9]*[1-9]|[1-9][0-9]*\.[0-9]+) GOP/s\)" "$W/err" \
     && ok || bad "profile line ($k): $(head -c 300 "$W/err")"
-  # ... and by matmul shape: N x K, the dtype, the calls, the seconds and the rate
-  grep -Eq "^tandem profile: $k: matmul [1-9][0-9]* x [1-9][0-9]* [a-z0-9]+: [1-9][0-9]* calls, [0-9.]+ s, [0-9.]+ GOP/s" \
+  # ... and by matmul: N x K, the dtype, the rows a call (GEMM or GEMV), the calls, the seconds, the rate
+  grep -Eq "^tandem profile: $k: matmul [1-9][0-9]* x [1-9][0-9]* [a-z0-9]+, [1-9][0-9]* rows \(GE(MM|MV)\): [1-9][0-9]* calls, [0-9.]+ s, [0-9.]+ GOP/s" \
     "$W/err" && ok || bad "profile line by shape ($k): $(head -c 600 "$W/err")"
 done
+# TANDEM_PROFILE=warm leaves out each kind's first call: one prefill call (no prefill line), 7 decode
+# steps of which 6 count (against 7 above)
+grep -Eq "^tandem profile: decode: 7 calls" "$W/err" && ok || bad "decode calls: $(grep 'profile: decode' "$W/err")"
+TANDEM_PROFILE=warm $T run "$W/m.tdm" -p "Once upon a time" -n 8 --temp 0 --route hybrid > "$W/out" 2> "$W/err.warm"
+{ grep -Eq "^tandem profile: decode: 6 calls" "$W/err.warm" && ! grep -q "profile: prefill" "$W/err.warm"; } && ok \
+  || bad "TANDEM_PROFILE=warm: $(grep 'profile' "$W/err.warm" | head -3)"
+# rows apart: the prompt padded to its chunk (64 rows, GEMM), or with --exact-tail as it is (5 rows, GEMV)
+grep -Eq "^tandem profile: prefill: matmul [0-9]+ x [0-9]+ [a-z0-9]+, 64 rows \(GEMM\): [1-9][0-9]* calls" "$W/err" && ok \
+  || bad "a padded prompt's matmuls: $(grep 'profile: prefill' "$W/err")"
+TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 2 --temp 0 --route prefill-only --exact-tail > "$W/out" 2> "$W/err"
+grep -Eq "^tandem profile: prefill: matmul [0-9]+ x [0-9]+ [a-z0-9]+, 5 rows \(GEMV\): [1-9][0-9]* calls" "$W/err" && ok \
+  || bad "an exact tail's matmuls: $(grep 'profile: prefill' "$W/err")"
 # a fused gate/up weight (TANDEM_GLU=1 on kernels with gemm_glu: AMX's, emulated where AVX-512 runs)
 # counts gate and up, and its line says so; without AVX-512 the emulated engine is a one-line error
 TANDEM_GLU=1 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 2 --temp 0 \
   --route prefill-only --prefill cpu-amx-emu > "$W/out" 2> "$W/err"
 case $? in
-0) grep -Eq "^tandem profile: prefill: matmul [1-9][0-9]* x [1-9][0-9]* int8 \(gate\+up\): [1-9][0-9]* calls" "$W/err" \
+0) grep -Eq "^tandem profile: prefill: matmul [1-9][0-9]* x [1-9][0-9]* int8 \(gate\+up\), [1-9][0-9]* rows \(GEMM\): [1-9][0-9]* calls" "$W/err" \
      && ok || bad "profile line of the fused gate/up: $(head -c 600 "$W/err")" ;;
 1) grep -q "amx-emu" "$W/err" && one_line || bad "no amx-emu: $(cat "$W/err")" ;;
 *) bad "--prefill cpu-amx-emu: unexpected exit" ;;

@@ -24,7 +24,9 @@
  * by gemv and attn (default 512) and by gemm (default 0: one weight, warm in
  * the caches; with -m each call reads its weight from memory, as a prefill's
  * layers do), -g 0|1 (the avx512 and amx variants' int4
- * GEMV in its build without / with GFNI; default: the one the CPU picks). attn cycles through as many layers of a
+ * GEMV in its build without / with GFNI; default: the one the CPU picks), -a 1
+ * (kbench-ab only: with -p, each round also times the alternative AMX GEMM
+ * build linked in, and the A/B ratio is printed). attn cycles through as many layers of a
  * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
  * as fill that, one call per layer like a decode step; GB/s counts the KV
  * bytes read (rows and int8 scales). */
@@ -276,31 +278,50 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The second build of the AMX GEMM that `make kbench-ab AMX_ALT="-D..."`
+ * links in (gemm_amx.c with other build options, its entry renamed); NULL in
+ * plain kbench. With it, -p rounds time both builds in turn (option -a). */
+void tm_kvariant_amx_alt(tm_kernels *k) __attribute__((weak));
+
 /* -p R: R rounds of (tile peak, GEMM, tile peak) on the same threads; each
  * round's GEMM rate over the mean of the two peaks beside it. On a shared
  * host the peak itself drifts 2x within seconds, so only a ratio taken side
- * by side means anything; prints the median GFLOP/s and the median ratio. */
-static void paired_peak(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t wbytes, double secs,
-                        int rounds, tm_pool *pool)
+ * by side means anything; prints the median GFLOP/s and the median ratio.
+ * With alt (kbench-ab -a): (tile peak, GEMM, alternative GEMM, tile peak),
+ * the two GEMMs' order swapped every round, and the median of the rounds'
+ * alternative / shipped ratios: an A/B the host's drift falls on alike. */
+static void paired_peak(const tm_kernels *k, const tm_kernels *alt, tm_dtype dt, int M, int N, int K, size_t wbytes,
+                        double secs, int rounds, tm_pool *pool)
 {
-    double g[64], f[64];
+    double g[64], f[64], fa[64], ra[64];
     int n = 0;
     if (rounds > 64) rounds = 64;
     for (int i = 0; i < rounds; i++) {
-        tm_kmeasure p0, p1, r;
+        tm_kmeasure p0, p1, r, q = {0};
         tm_err err = {0};
-        if (tm_kmeasure_peak("amx", dt, secs / 3, pool, &p0, &err) || tm_kmeasure_gemm(k, dt, M, N, K, wbytes, secs, pool, &r, &err) ||
-            tm_kmeasure_peak("amx", dt, secs / 3, pool, &p1, &err)) {
+        int rc = tm_kmeasure_peak("amx", dt, secs / 3, pool, &p0, &err);
+        for (int j = 0; j < (alt ? 2 : 1) && !rc; j++) {
+            int a = alt && (j ^ (i & 1)); /* which build runs j-th this round */
+            rc = tm_kmeasure_gemm(a ? alt : k, dt, M, N, K, wbytes, secs, pool, a ? &q : &r, &err);
+        }
+        if (rc || tm_kmeasure_peak("amx", dt, secs / 3, pool, &p1, &err)) {
             printf("  paired peak: %s\n", err.msg);
             return;
         }
         g[n] = r.gflops;
-        f[n++] = 2 * r.gflops / (p0.gflops + p1.gflops);
+        f[n] = 2 * r.gflops / (p0.gflops + p1.gflops);
+        fa[n] = 2 * q.gflops / (p0.gflops + p1.gflops);
+        ra[n++] = q.gflops / r.gflops;
     }
     qsort(g, n, sizeof g[0], cmp_double);
     qsort(f, n, sizeof f[0], cmp_double);
     printf("  paired with the AMX peak, %d rounds: median %.1f GFLOP/s, median %.1f%% of the peak beside it (range %.1f-%.1f%%)\n",
            n, g[n / 2], 100 * f[n / 2], 100 * f[0], 100 * f[n - 1]);
+    if (!alt) return;
+    qsort(fa, n, sizeof fa[0], cmp_double);
+    qsort(ra, n, sizeof ra[0], cmp_double);
+    printf("  alternative build: median %.1f%% of the peak (range %.1f-%.1f%%); alternative / shipped: median %.3fx "
+           "(range %.3f-%.3f)\n", 100 * fa[n / 2], 100 * fa[0], 100 * fa[n - 1], ra[n / 2], ra[0], ra[n - 1]);
 }
 
 /* ffn M F D: tm_kmeasure_ffn on the chosen variant (default: the first that
@@ -345,7 +366,7 @@ static int ffn_main(int M, int F, int D, int rounds, double secs, const char *on
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-g 0|1] gemv DTYPE N K B\n"
+    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-g 0|1] [-a 1] gemv DTYPE N K B\n"
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
@@ -357,7 +378,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    int threads = tm_cpu_get()->n_cpus, mib = 512, mib_set = 0, i = 1, first_cpu = -1, paired = 0, gfni = -1;
+    int threads = tm_cpu_get()->n_cpus, mib = 512, mib_set = 0, ab = 0, i = 1, first_cpu = -1, paired = 0, gfni = -1;
     double secs = 1.0;
     const char *only = NULL;
     for (; i < argc && argv[i][0] == '-'; i += 2) {
@@ -369,9 +390,14 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-c")) first_cpu = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) paired = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-g")) gfni = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-a")) ab = atoi(argv[i + 1]);
         else { usage(); return 2; }
     }
     if (i >= argc) { usage(); return 2; }
+    if (ab && !tm_kvariant_amx_alt) {
+        fprintf(stderr, "kbench: -a needs the alternative AMX build: make kbench-ab AMX_ALT=\"-D...\"\n");
+        return 2;
+    }
     tm_err err = {0};
     tm_pool *pool = NULL;
     int cpus[256], nc = threads < 1 ? 1 : threads < 256 ? threads : 256;
@@ -460,7 +486,15 @@ int main(int argc, char **argv)
                               100 * r.cpu_seconds / (r.seconds * nc));
         else printf("  %.2f GB/s (%.1f GFLOP/s, %.1f us per call, cpu %.0f%%)\n", r.gbps, r.gflops,
                     1e6 * r.seconds / r.calls, 100 * r.cpu_seconds / (r.seconds * nc));
-        if (!rc && gemm && paired && !strcmp(v[n], "amx")) paired_peak(&k, dt, M, N, K, gemm_bytes, secs, paired, pool);
+        if (!rc && gemm && paired && !strcmp(v[n], "amx")) {
+            tm_kernels ka = k;
+            if (ab) {
+                tm_kvariant_amx_alt(&ka);
+                double ra = validate(&ka, gemm, dt, M, N, K, pool);
+                printf("  alternative build: max rel err %.2e %s\n", ra, ra < 0 || ra > 1e-3 ? "INVALID" : "ok");
+            }
+            paired_peak(&k, ab ? &ka : NULL, dt, M, N, K, gemm_bytes, secs, paired, pool);
+        }
     }
     tm_pool_free(pool);
     return 0;

@@ -62,7 +62,7 @@ typedef struct cpu_layer {
     tm_moe_experts *moe;                      /* router [E][D] + E experts; NULL: dense FFN */
 } cpu_layer;
 
-#define PROF_SHAPES 16 /* matmul shapes TANDEM_PROFILE tells apart (a layer has at most 7) */
+#define PROF_SHAPES 32 /* matmuls TANDEM_PROFILE tells apart (a layer has at most 7 weights; a bench, 1-2 row counts) */
 
 typedef struct cpu_ctx {
     const tm_model *m;
@@ -82,15 +82,19 @@ typedef struct cpu_ctx {
     float *f;                                 /* [M][D] */
     float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
     /* TANDEM_PROFILE=1: seconds spent, [prefill, decode] x [forward, matmul,
-     * attention, norm+prepare, activation+prepare], the matmuls' operations
-     * (2 per multiply-add), and forward calls; printed to stderr when the
-     * engine is freed */
+     * attention, norm+prepare (and preparing a matmul's own input),
+     * activation+prepare], the matmuls' operations (2 per multiply-add), and
+     * forward calls; printed to stderr when the engine is freed.
+     * TANDEM_PROFILE=warm (profile 2) leaves out each kind's first call, which
+     * pays the first touch of buffers and weights, as a bench's warm-up does. */
     int profile;
+    int prof_warm[2];                         /* profile 2: that kind's first call is done (and was left out) */
     double prof[2][5], prof_ops[2];
     long prof_calls[2];
     int prof_kind;                            /* of the forward call running: 0 prefill, 1 decode */
-    struct prof_mm {                          /* ... and by matmul shape: the first PROF_SHAPES (kind, N, K, dtype) */
+    struct prof_mm {                          /* ... and by matmul: the first PROF_SHAPES (kind, N, K, dtype, rows) */
         int kind, n, k, glu;                  /* glu: a fused gate/up weight, N outputs of 2 N rows */
+        int m;                                /* rows a call (GEMM kernels above TM_KGEMV_MAX_B, GEMV up to it) */
         tm_dtype dt;
         long calls;
         double s, ops;
@@ -168,9 +172,10 @@ static void print_profile(const cpu_ctx *c)
                 100 * p[2] / p[0], 100 * (p[0] - p[1] - p[2]) / p[0], 100 * p[3] / p[0], 100 * p[4] / p[0]);
         for (int i = 0; i < c->prof_nmm; i++) {
             const struct prof_mm *s = &c->prof_mm[i];
-            if (s->kind == k && s->s > 0)
-                fprintf(stderr, "tandem profile: %s: matmul %d x %d %s%s: %ld calls, %.3f s, %.1f GOP/s\n", kind[k],
-                        s->n, s->k, tm_dtype_name(s->dt), s->glu ? " (gate+up)" : "", s->calls, s->s, s->ops / s->s / 1e9);
+            if (s->kind == k && s->calls > 0 && s->s > 0)
+                fprintf(stderr, "tandem profile: %s: matmul %d x %d %s%s, %d rows (%s): %ld calls, %.3f s, %.1f GOP/s\n",
+                        kind[k], s->n, s->k, tm_dtype_name(s->dt), s->glu ? " (gate+up)" : "", s->m,
+                        s->m > TM_KGEMV_MAX_B ? "GEMM" : "GEMV", s->calls, s->s, s->ops / s->s / 1e9);
         }
     }
 }
@@ -382,7 +387,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool); /* the prefill-only route decodes here too */
     c->final_norm = vec_f32(&m->final_norm);
     const char *prof = getenv("TANDEM_PROFILE");
-    c->profile = prof && *prof && strcmp(prof, "0") != 0;
+    c->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "warm") ? 2 : 1;
     if ((rc = rope_tables(c, err)) != TM_OK) goto fail;
 
     size_t M = CPU_MAX_ROWS, D = (size_t)m->D, HD = (size_t)m->H * m->Dh, KD = (size_t)m->Hk * m->Dh;
@@ -657,7 +662,8 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
 }
 
 /* one matmul of w on M rows took the seconds since t0: its time and
- * operations (2 per multiply-add), in all and by shape */
+ * operations (2 per multiply-add), in all and by shape and rows (a bench's
+ * short prompts, a chunk's tail: apart, they do not blur a full chunk's rate) */
 static void prof_matmul(cpu_ctx *c, const tm_kweight *w, int M, double t0)
 {
     double s = now_s() - t0, ops = tm_kweight_ops(w, M);
@@ -666,21 +672,27 @@ static void prof_matmul(cpu_ctx *c, const tm_kweight *w, int M, double t0)
     c->prof[k][1] += s;
     c->prof_ops[k] += ops;
     while (i < c->prof_nmm && !(c->prof_mm[i].kind == k && c->prof_mm[i].n == n && c->prof_mm[i].k == kk &&
-                                c->prof_mm[i].dt == dt))
+                                c->prof_mm[i].dt == dt && c->prof_mm[i].m == M))
         i++;
     if (i == PROF_SHAPES) return; /* more shapes than the table: in the totals only */
-    if (i == c->prof_nmm) c->prof_mm[c->prof_nmm++] = (struct prof_mm){k, n, kk, ops != 2.0 * M * n * kk, dt, 0, 0, 0};
+    if (i == c->prof_nmm)
+        c->prof_mm[c->prof_nmm++] = (struct prof_mm){k, n, kk, ops != 2.0 * M * n * kk, M, dt, 0, 0, 0};
     c->prof_mm[i].calls++;
     c->prof_mm[i].s += s;
     c->prof_mm[i].ops += ops;
 }
 
-/* y[M][N] = x[M][K] . w^T */
+/* y[M][N] = x[M][K] . w^T (preparing x is timed with the norm+prepare passes) */
 static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
 {
     double t0 = c->profile ? now_s() : 0;
     tm_kact a;
     prep_act(c, r, w, x, M, &a);
+    if (c->profile) {
+        double t1 = now_s();
+        c->prof[c->prof_kind][3] += t1 - t0;
+        t0 = t1;
+    }
     int rc = tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
     if (c->profile) prof_matmul(c, w, M, t0);
     return rc;
@@ -950,6 +962,17 @@ static int forward(cpu_ctx *c, const cpu_rows *r, int decode, tm_err *err)
     int rc = forward_rows(c, r, err);
     c->prof[decode][0] += now_s() - t0;
     c->prof_calls[decode]++;
+    if (c->profile == 2 && !c->prof_warm[decode]) { /* the first call: left out */
+        c->prof_warm[decode] = 1;
+        memset(c->prof[decode], 0, sizeof c->prof[decode]);
+        c->prof_ops[decode] = 0;
+        c->prof_calls[decode] = 0;
+        for (int i = 0; i < c->prof_nmm; i++) {
+            if (c->prof_mm[i].kind != decode) continue;
+            c->prof_mm[i].calls = 0;
+            c->prof_mm[i].s = c->prof_mm[i].ops = 0;
+        }
+    }
     return rc;
 }
 

@@ -216,7 +216,18 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * the two apart (512 x 9728 x 896), no overlap; a step's products B-major
  * (0, 2, 1, 3: two products of slack for each streamed B load instead of
  * one); the next block's A prefetched into L1 during a block's last panel.
- * All within the host's noise or below, by shape. */
+ * All within the host's noise or below, by shape.
+ *
+ * Session 16 measured build options in one process against this build
+ * (`make kbench-ab AMX_ALT=...`, `kbench -a 1 -p 5 -m 128`: each round the
+ * tile peak, both builds in alternating order, the peak; median of the
+ * rounds' ratios over 2 calls; an A/A control read 0.97-1.03x; run 74,
+ * docs/benchmarks.md). Each lost or tied on every shape tried: each row
+ * block running all its K chunks in turn, C between chunks in a 16 KB acc in
+ * L1 and the group's whole-K B in L2 (0.85-0.93x, 1.05x on 2048^2); B tiles
+ * prefetched into L1 one step ahead with NTA (0.74-0.95x) or two with T0
+ * (0.80-1.01x); AMX_PG 8 (0.90-1.02x); MB 512 on K = 896 (0.85-0.98x); MB
+ * 128 on K = 4864 / 8192 (0.84-0.90x). */
 
 /* one tile product C[c] += A[a] B[b]: int8 (u8 x s8 into int32) or bf16 (into f32) */
 #define TDP(c, a, b)                         \
