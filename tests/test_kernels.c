@@ -1110,6 +1110,38 @@ static void test_peak(tm_pool *pool)
     CHECK_EQ_INT(tm_kmeasure_peak("avx512", TM_DT_Q4G64, 0.02, pool, &r, &err), TM_E_INVALID);
 }
 
+/* tm_khuge_alloc: from 2 MB up 2 MB aligned (huge pages asked for) where
+ * the kernel gives them, below it (or without them) 64-byte aligned; GEMM
+ * panels from TM_KPANEL_HUGE_MIN up (a weight's panels: Np x Kp bytes) */
+static void test_huge_alloc(void)
+{
+    const size_t H = (size_t)2 << 20;
+    size_t sizes[] = {1, TM_KPANEL_HUGE_MIN, H - 64, H, H + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char *p = tm_khuge_alloc(sizes[i]);
+        CHECK(p != NULL);
+        if (!p) continue;
+        CHECKF(((uintptr_t)p & 63) == 0, "%zu bytes at %p", sizes[i], (void *)p);
+        if (sizes[i] >= H && tm_khuge_ok())
+            CHECKF(((uintptr_t)p & (H - 1)) == 0, "%zu bytes at %p: not 2 MB aligned", sizes[i], (void *)p);
+        memset(p, 1, sizes[i]);
+        free(p);
+    }
+    /* int8 panels of 1024 x 512 (512 KB: huge) and 1024 x 448 (448 KB: not) */
+    for (int K = 448; K <= 512; K += 64) {
+        wbuf w;
+        wbuf_make(&w, TM_DT_Q8PC, 1024, K);
+        tm_kweight *pw = NULL;
+        tm_err err = {0};
+        CHECK_EQ_INT(tm_kpack_init(&pw, &w.t, TM_KPACK_GEMM, &err), TM_OK);
+        if (pw && (size_t)pw->Np * pw->Kp >= TM_KPANEL_HUGE_MIN && tm_khuge_ok())
+            CHECKF(((uintptr_t)pw->panel & (H - 1)) == 0, "panels of [1024][%d] not 2 MB aligned", K);
+        CHECK(pw && ((uintptr_t)pw->panel & 63) == 0);
+        tm_kpack_free(pw);
+        wbuf_free(&w);
+    }
+}
+
 /* tm_kmeasure_gemm over cycled weights (every call another weight: each is
  * timed at least once) and tm_kmeasure_ffn's two ways, alternating, on a
  * variant with gemm_glu (the emulated AMX tiles where AVX-512 runs, the
@@ -1360,6 +1392,7 @@ int main(void)
     test_gemv_split(pool);
     test_peak(pool);
     test_measure(pool);
+    test_huge_alloc();
     for (const char *const *v = tm_kernels_variants(); *v; v++) {
         tm_kernels k;
         if (tm_kernels_select(*v, &k, &err) != TM_OK) {

@@ -71,13 +71,15 @@ enum {
 };
 
 /* Memory the kernels stream (GEMM panels, GEMV copies, the workspace, the
- * engines' row buffers): from 2 MB up, 2 MB
- * aligned with transparent huge pages asked for (madvise), else 64-byte
- * aligned; free() releases it. A decode step walks its weights once, so on
- * 4 KB pages it takes a TLB miss every 4 KB: huge pages measured int4 GEMV
- * 38.5 -> 46 GB/s (2 threads) and 22.7 -> 25.8 (1) on Zen 4.
+ * engines' row buffers): from 2 MB up, rounded up to 2 MB and 2 MB aligned
+ * with transparent huge pages asked for (madvise), else 64-byte aligned;
+ * free() releases it. A decode step walks its weights once, so on 4 KB
+ * pages it takes a TLB miss every 4 KB: huge pages measured int4 GEMV
+ * 38.5 -> 46 GB/s (2 threads) and 22.7 -> 25.8 (1) on Zen 4. GEMM panels
+ * (kpack.c) take huge pages from TM_KPANEL_HUGE_MIN up (see there).
  * tm_khuge_ok: 1 if the kernel's THP mode is "always" or "madvise" and
  * TANDEM_HUGEPAGES is not 0 (read once). */
+#define TM_KPANEL_HUGE_MIN ((size_t)512 << 10)
 void *tm_khuge_alloc(size_t n);
 int tm_khuge_ok(void);
 

@@ -52,10 +52,11 @@ int tm_khuge_ok(void)
     return huge_ok;
 }
 
-void *tm_khuge_alloc(size_t n)
+/* n bytes: from min up on huge pages (tm_khuge_alloc), below 64-byte aligned */
+static void *huge_alloc(size_t n, size_t min)
 {
     const size_t H = (size_t)2 << 20;
-    if (n < H || !tm_khuge_ok()) return aligned_alloc(64, tm_kalign64(n ? n : 1));
+    if (n < min || !tm_khuge_ok()) return aligned_alloc(64, tm_kalign64(n ? n : 1));
     size_t sz = (n + H - 1) & ~(H - 1);
     void *p = aligned_alloc(H, sz);
 #ifdef MADV_HUGEPAGE
@@ -63,6 +64,14 @@ void *tm_khuge_alloc(size_t n)
 #endif
     return p;
 }
+
+void *tm_khuge_alloc(size_t n) { return huge_alloc(n, (size_t)2 << 20); }
+
+/* GEMM panels from 512 KB up (TM_KPANEL_HUGE_MIN) on huge pages too. On 4 KB
+ * pages Qwen2.5-0.5B's qkv and o panels (1.0 and 0.8 MB) ran a process's
+ * first prefill GEMMs at a third of their later rate on dev (session 16);
+ * the rounding to 2 MB costs that model ~50 MB of memory. */
+static void *panel_alloc(size_t n) { return huge_alloc(n, TM_KPANEL_HUGE_MIN); }
 
 int tm_kweight_n(const tm_kweight *w) { return w->N; }
 int tm_kweight_k(const tm_kweight *w) { return w->K; }
@@ -94,7 +103,7 @@ static int pack_bf16(tm_kweight *w)
 {
     const uint16_t *src = w->data;
     size_t kp2 = (size_t)w->Kp / 2;
-    uint16_t *dst = tm_khuge_alloc((size_t)w->Np * (size_t)w->Kp * 2);
+    uint16_t *dst = panel_alloc((size_t)w->Np * (size_t)w->Kp * 2);
     if (!dst) return TM_E_NOMEM;
     for (int p = 0; p < w->Np / 32; p++)
         for (size_t r = 0; r < kp2; r++) {
@@ -115,7 +124,7 @@ static int pack_q8(tm_kweight *w)
 {
     const int8_t *src = w->data;
     size_t kp4 = (size_t)w->Kp / 4;
-    int8_t *dst = tm_khuge_alloc((size_t)w->Np * (size_t)w->Kp);
+    int8_t *dst = panel_alloc((size_t)w->Np * (size_t)w->Kp);
     w->pscale = calloc((size_t)w->Np, sizeof(float));
     if (!dst || !w->pscale) { free(dst); return TM_E_NOMEM; }
     for (int p = 0; p < w->Np / 32; p++)
@@ -290,7 +299,7 @@ int tm_kpack_glu(tm_kweight **out, const tm_kweight *gate, const tm_kweight *up,
     if (!w) return tm_errf(err, TM_E_NOMEM, "kpack glu: out of memory");
     *w = (tm_kweight){.dtype = gate->dtype, .N = gate->N, .K = gate->K, .G = gate->G, .Kp = gate->Kp,
                       .Np = gate->Np, .glu = act};
-    char *pan = tm_khuge_alloc(2 * (size_t)np * pb);
+    char *pan = panel_alloc(2 * (size_t)np * pb);
     w->panel = pan;
     if (q8) {
         w->colsum = malloc(sizeof(int32_t) * 2 * (size_t)gate->Np);
