@@ -10,6 +10,8 @@
 #   db_beside q qwen05b pp512,tg128 1               # tandem bench beside llama.cpp: r64-q-1.md|json
 #   db_left 400 && db_beside l llama1b pp512,tg128 1
 #   echo "r1 NEW int4g64 1152 896 1: $(db_kbench build/kbench -t 2 -v avx512 gemv int4g64 1152 896 1)" >> $A
+#   db_ab NAME "-DAMX_PG=8" 1 "896 4864" "2048 2048" # kbench-ab: that build option against the shipped
+#                                                   # GEMM in one process, a line per shape (int8, M 512)
 #   python3 tools/abmed.py $A                       # medians of interleaved rounds
 #
 # Sets R (repository root), OUT, A (the run's text log), T0, and LD_LIBRARY_PATH for the carried
@@ -64,4 +66,16 @@ db_beside() { # PKG GGUF TESTS TAG [TANDEM_BIN_DIR]: tandem bench beside llama.c
 
 db_kbench() { # KBENCH ARGS...: the first GB/s or GFLOP/s kbench prints (for abmed.py lines)
     "$@" 2>&1 | grep -oE '[0-9.]+ (GB/s|GFLOP/s)' | head -1
+}
+
+db_ab() { # NAME "AMX_ALT flags" ROUND "N K" ...: kbench-ab -a 1 (5 rounds, weights over 128 MB): each round the
+          # tile peak, both GEMM builds in alternating order, the peak; logs "rROUND NAME 512 N K: RATIO x" (the
+          # median alternative / shipped ratio) and flags an alternative build that fails validation
+    local name=$1 flags=$2 r=$3; shift 3
+    [ -x "/tmp/kab-$name" ] || { db_build kbench-ab "AMX_ALT=$flags" && cp "$R/build/kbench-ab" "/tmp/kab-$name"; } || return 1
+    for s in "$@"; do
+        local o; o=$("/tmp/kab-$name" -a 1 -t 2 -s 0.2 -p 5 -m 128 -v amx gemm int8 512 $s 2>&1)
+        echo "$o" | grep -q INVALID && echo "INVALID $name $s" >> "$A"
+        echo "r$r $name 512 $s: $(echo "$o" | grep -oE 'shipped: median [0-9.]+x' | grep -oE '[0-9.]+' | head -1) x" >> "$A"
+    done
 }
