@@ -12,11 +12,13 @@
  * steps (the whole K up to 1024 int8 / 512 bf16), see "the blocked loop".
  *
  * x is first packed into tile order, [ceil(M/16)][K steps][16 rows][64 B],
- * so every A tile load reads 1 KB contiguously (in place, its 16 rows would
- * be 2K-8K bytes apart: L1 set conflicts, 16 pages). Rows past M are zero,
- * so every tile has 16 rows and one configuration serves all shapes; the
+ * so every A tile load reads 1 KB contiguously (in place, at K = 2048 int8,
+ * its 16 rows would share 2 of L1's 64 sets). Rows past M are zero, so
+ * every tile has 16 rows and one configuration serves all shapes; the
  * epilogue drops rows past M and columns past N, and for int8 applies 128
- * colsum and the scales. */
+ * colsum and the scales. Where M is a multiple of 16, K is one chunk and the
+ * rows' stride spreads them over L1's sets (K = 896), the tiles are read
+ * from the rows in place instead (see "packing x"). */
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -44,6 +46,10 @@
 #define AMX_NT_BYTES (8u << 20) /* f32 outputs from this size up are stored non-temporally (session 11,
                                    Qwen pp512 on the Xeon: plain stores made the next pass 0.02 s faster
                                    and the GEMMs 0.09 s slower, docs/bench/xeon-s11-run45.txt) */
+#endif
+#ifndef AMX_INPLACE
+#define AMX_INPLACE 1 /* A tiles read from the prepared rows, no pack pass, where K is one chunk and the
+                         rows' stride suits L1 (see run()) */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -107,7 +113,10 @@ void tm_kamx_config(void)
 
 typedef struct gemm_ctx {
     const tm_kweight *w;
-    const uint8_t *xt;  /* packed x: [ceil(M/16)][nsteps][16][64] bytes */
+    const uint8_t *xt;  /* packed x: [ceil(M/16)][nsteps][16][64] bytes, or the rows in place */
+    size_t a_grp, a_ld; /* bytes from one 16-row group of xt to the next, and from row to row (packed:
+                           nsteps * 1024 and 64; in place: 16 ld and ld); a K step is 64 bytes on */
+    int a_step;         /* bytes from one K step to the next: 1024 packed, 64 in place */
     int nsteps;         /* K steps: Kp/32 (bf16) or Kp/64 (int8) */
     const float *xs;    /* int8: [M] */
     int M, N, is_q8;
@@ -118,6 +127,17 @@ typedef struct gemm_ctx {
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
+
+/* The pack is a parallel pass of its own over x (M x K bytes read and
+ * written), so its share of a GEMM goes as 1 / N. Where it is not needed
+ * (run(): K in one chunk, a stride whose 16 rows fall in 16 L1 sets) the A
+ * tiles are read from the prepared rows themselves. Session 17, h200-host
+ * Xeon, `kbench-ab -a 1 -p 8 -m 128` (in place against packed, in one
+ * process; the ratio over pairs of rounds with each build first; 3 calls'
+ * medians, with an A/A control on every shape reading 0.88-1.09x): int8 512
+ * x 896 x 896 1.06 / 1.14 / 1.14x, 512 x 1152 x 896 1.11 / 1.04 / 1.02x,
+ * 512 x 9728 x 896 0.82 / 1.20 / 0.99x; K = 4864 (several chunks, so packed
+ * now) 0.99 / 0.97 / 0.96x (docs/bench/xeon-s17-run78.txt). */
 
 typedef struct pack_job {
     const uint8_t *x;   /* prepared rows [M][ld_bytes] */
@@ -227,7 +247,16 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * L1 and the group's whole-K B in L2 (0.85-0.93x, 1.05x on 2048^2); B tiles
  * prefetched into L1 one step ahead with NTA (0.74-0.95x) or two with T0
  * (0.80-1.01x); AMX_PG 8 (0.90-1.02x); MB 512 on K = 896 (0.85-0.98x); MB
- * 128 on K = 4864 / 8192 (0.84-0.90x). */
+ * 128 on K = 4864 / 8192 (0.84-0.90x).
+ *
+ * Session 17 (runs 77-78, kbench-ab as above with 8 rounds, the ratio taken
+ * over pairs of rounds with each build first, beside an A/A control reading
+ * 0.88-1.09x): where K is one chunk, each panel's B kept in L1 over the
+ * task's row blocks and A streamed (TILELOADDT1 on A, plain loads on B; the
+ * streamed tile then has two products of slack, B has one in this order):
+ * 512 x 1152 x 896 1.10 / 0.98 / 1.04x, 896 x 896 1.02 / 0.94 / 1.05x, 9728
+ * x 896 1.02 / 0.87 / 1.02x; the same with 512 rows per task 0.95x / 1.16x
+ * (1152 / 9728 x 896, run 77). Not kept. */
 
 /* one tile product C[c] += A[a] B[b]: int8 (u8 x s8 into int32) or bf16 (into f32) */
 #define TDP(c, a, b)                         \
@@ -243,8 +272,8 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, const uint8_t *cin,
                                size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines)
 {
-    const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->nsteps * 1024;
-    const uint8_t *A1 = A0 + (size_t)g->nsteps * 1024;
+    const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->a_grp;
+    const uint8_t *A1 = A0 + g->a_grp;
     const uint8_t *B = (const uint8_t *)g->w->panel + (size_t)p * g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
     if (!cin) {
         _tile_zero(0);
@@ -274,11 +303,11 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             _tile_loadd(6, b, 128);
             _tile_loadd(7, b + 64, 128);
         }
-        _tile_loadd(4, A0 + (size_t)s * 1024, 64);
+        _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
         TDP(0, 4, 6);
         TDP(1, 4, 7);
         if (two) {
-            _tile_loadd(5, A1 + (size_t)s * 1024, 64);
+            _tile_loadd(5, A1 + (size_t)s * g->a_step, g->a_ld);
             TDP(2, 5, 6);
             TDP(3, 5, 7);
         }
@@ -414,9 +443,23 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
 {
     int nsteps = is_q8 ? w->Kp / 64 : w->Kp / 32;
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
-    tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
-    gemm_ctx g = {w, pj.out, nsteps, xs, x->M, w->N, is_q8, (size_t)x->M * w->N * 4 >= AMX_NT_BYTES, w->glu, y, acc};
+    gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
+                  (size_t)x->M * w->N * 4 >= AMX_NT_BYTES, w->glu, y, acc};
+    /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
+       rows are then read whole from L1 by the group's panels) and a tile's 16 lines fall in 16
+       different L1 sets (of 64: the stride in lines shares at most a factor 4 with 64): Qwen's
+       K = 896 (14 lines), not 2048 (32). See "packing x" above for the measurements. */
+    size_t lines = ld_bytes / 64;
+    if (AMX_INPLACE && x->M % 16 == 0 && nsteps <= AMX_KB && ld_bytes % 64 == 0 && (lines & 7) != 0 &&
+        (size_t)nsteps * 64 <= ld_bytes) {
+        g.xt = xr;
+        g.a_grp = 16 * ld_bytes;
+        g.a_ld = ld_bytes;
+        g.a_step = 64;
+    } else {
+        tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
+    }
     PROF_CALL();
     tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
     return TM_OK;
