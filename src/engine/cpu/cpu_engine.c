@@ -773,12 +773,6 @@ static void rows_kv_store(const par_job *j, int i0, int i1)
     }
 }
 
-static void kv_store(cpu_ctx *c, const cpu_rows *r, int layer)
-{
-    par_job j = {.fn = rows_kv_store, .c = c, .r = r, .l = layer};
-    par_rows(&j, r->M, (size_t)c->m->Hk * c->m->Dh * 2);
-}
-
 /* RoPE on rows [i0, i1) of x[M][nh][Dh] (rope j->l, nh = j->n heads) */
 static void rows_rope(const par_job *j, int i0, int i1)
 {
@@ -803,10 +797,57 @@ static void rows_rope(const par_job *j, int i0, int i1)
                       rp->rot_dim);
 }
 
-static void apply_rope(cpu_ctx *c, const cpu_rows *r, int ridx, float *x, int nh)
+/* Several steps over the same M rows in one pool run (par_rows over the
+ * chain's job): each task takes its rows QB at a time through every step in
+ * turn, so a few rows' q, k and v stay in L1 from the split to the KV store,
+ * one fork-join for all of them instead of one each. Step k sees rows
+ * [i0 mul[k], i1 mul[k]) (a per-head norm: nh rows of Dh per row). */
+#define CHAIN_MAX 8
+#define CHAIN_QB 8
+typedef struct par_chain {
+    par_job job; /* first: par_task hands rows_chain this job */
+    par_job step[CHAIN_MAX];
+    int mul[CHAIN_MAX], n;
+} par_chain;
+
+static void rows_chain(const par_job *j, int i0, int i1)
 {
-    par_job j = {.fn = rows_rope, .c = c, .r = r, .y = x, .n = nh, .l = ridx};
-    par_rows(&j, r->M, (size_t)nh * c->m->Dh);
+    const par_chain *ch = (const par_chain *)j;
+    for (int b0 = i0; b0 < i1; b0 += CHAIN_QB) {
+        int b1 = b0 + CHAIN_QB < i1 ? b0 + CHAIN_QB : i1;
+        for (int k = 0; k < ch->n; k++) ch->step[k].fn(&ch->step[k], b0 * ch->mul[k], b1 * ch->mul[k]);
+    }
+}
+
+static void chain_add(par_chain *ch, par_job j, int mul)
+{
+    ch->step[ch->n] = j;
+    ch->mul[ch->n++] = mul;
+}
+
+/* Layer l's q, k, v from its projections to the attention's inputs, in one
+ * pass over the rows: a fused projection's rows c->qkv[M][HD + 2 KD] split
+ * into c->q [M][H][Dh], c->kk and c->vv [M][Hk][Dh]; the biases; the per-head
+ * q / k norms; RoPE on q and k; k and v stored into the KV cache. */
+static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, int M)
+{
+    const tm_model *m = c->m;
+    int H = m->H, Hk = m->Hk, Dh = m->Dh, HD = H * Dh, KD = Hk * Dh, rope = m->layer[l].rope;
+    par_chain ch = {.job = {.fn = rows_chain, .c = c, .r = r}};
+    if (y->wqkv) chain_add(&ch, (par_job){.fn = rows_split_qkv, .c = c, .r = r, .n = HD, .l = KD}, 1);
+    const float *bias[3] = {y->bq, y->bk, y->bv};
+    float *dst[3] = {c->q, c->kk, c->vv};
+    for (int i = 0; i < 3; i++)
+        if (bias[i])
+            chain_add(&ch, (par_job){.fn = rows_bias, .c = c, .r = r, .y = dst[i], .w = bias[i], .n = i ? KD : HD,
+                                     .ld = i ? KD : HD}, 1);
+    if (y->q_norm) chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm, .n = Dh}, H);
+    if (y->k_norm)
+        chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm, .n = Dh}, Hk);
+    chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->q, .n = H, .l = rope}, 1);
+    chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->kk, .n = Hk, .l = rope}, 1);
+    chain_add(&ch, (par_job){.fn = rows_kv_store, .c = c, .r = r, .l = l}, 1);
+    par_rows(&ch.job, M, (size_t)(HD + 2 * KD) * 2);
 }
 
 static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
@@ -877,8 +918,7 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
 static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
 {
     const tm_model *m = c->m;
-    int M = r->M, D = m->D, H = m->H, Hk = m->Hk, Dh = m->Dh;
-    int HD = H * Dh, KD = Hk * Dh;
+    int M = r->M, D = m->D;
     int rc;
     if (M < 1 || M > CPU_MAX_ROWS) return tm_errf(err, TM_E_INVALID, "cpu engine: %d rows (1..%d)", M, CPU_MAX_ROWS);
     for (int i = 0; i < M; i++) {
@@ -900,8 +940,6 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wqkv, NULL, NULL, &a);
             if ((rc = matmul_a(c, r, y->wqkv, &a, c->qkv, err))) return rc;
-            par_job sj = {.fn = rows_split_qkv, .c = c, .r = r, .n = HD, .l = KD};
-            par_rows(&sj, M, (size_t)(HD + 2 * KD));
         } else {
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wq, y->wk, y->wv, &a);
@@ -909,14 +947,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             if ((rc = matmul_a(c, r, y->wk, &a, c->kk, err))) return rc;
             if ((rc = matmul_a(c, r, y->wv, &a, c->vv, err))) return rc;
         }
-        par_bias(c, r, c->q, y->bq, M, HD, HD);
-        par_bias(c, r, c->kk, y->bk, M, KD, KD);
-        par_bias(c, r, c->vv, y->bv, M, KD, KD);
-        if (y->q_norm) par_rmsnorm(c, r, c->q, c->q, y->q_norm, M * H, Dh);
-        if (y->k_norm) par_rmsnorm(c, r, c->kk, c->kk, y->k_norm, M * Hk, Dh);
-        apply_rope(c, r, m->layer[l].rope, c->q, H);
-        apply_rope(c, r, m->layer[l].rope, c->kk, Hk);
-        kv_store(c, r, l);
+        qkv_post(c, r, y, l, M);
         double t0 = c->profile ? now_s() : 0;
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
         if (c->profile) c->prof[c->prof_kind][2] += now_s() - t0;
