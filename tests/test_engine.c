@@ -10,6 +10,7 @@
 #include "core/fileio.h"
 #include "engine/engine.h"
 #include "engine/ref/ref.h"
+#include "hf/synth.h"
 #include "model/model.h"
 #include "runtime/rt_model.h"
 #include "pkg/convert.h"
@@ -121,6 +122,30 @@ static void test_routes_exact(void)
     int32_t ids[] = {0, 7793, 537, 260, 594, 13, 477, 310, 260, 536, 952, 479, 373, 260, 536, 952};
     /* bf16 weights and bf16-rounded activations: |logit| ~ 10, bf16 eps 2^-8 */
     routes_exact(rm, ids, 16, 12, 0.25);
+    tm_rt_model_free(rm);
+}
+
+/* A Qwen3 with attention biases as well as q/k norms (attention_bias: true),
+ * synthetic: every step between the q/k/v projection and attention at once
+ * (the fused projection's split, three biases, two per-head norms, RoPE on q
+ * and k, the KV store: the engine's longest qkv_post chain), every engine and
+ * route against the fp32 reference. The prompt spans two 16-row tiles plus
+ * a tail, so the prefill GEMMs and the tile attention see full and partial
+ * row groups. */
+static void test_bias_and_qk_norm(void)
+{
+    tm_err err = {0};
+    const char *dir = "build/test_engine_qwen3b";
+    CHECKF(tm_synth_write("qwen3-tiny-bias", dir, 11, &err) == TM_OK, "%s", err.msg);
+    tm_rt_model *rm = open_bf16(dir, "build/test_engine_qwen3b.tdm");
+    if (!rm) return;
+    const tm_model *m = rm->decode;
+    CHECK(m->qk_norm && m->qkv_bias && m->o_bias);
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 131 + 7) % m->V);
+    /* the synthetic logits are small (random weights): the engines differ from the reference by
+       under 0.003 here, and leaving out one bias (k's) moves them by 0.015, so the bound is 0.008 */
+    routes_exact(rm, ids, 40, 37, 0.008);
     tm_rt_model_free(rm);
 }
 
@@ -409,6 +434,7 @@ int main(void)
     setenv("TANDEM_GLU", "1", 1);
     test_prefill_head();
     test_routes_exact();
+    test_bias_and_qk_norm();
     test_hybrid_quantized();
     test_kv_int8();
     test_moe();

@@ -34,6 +34,7 @@
  * batches), weighted outputs summed in expert order. Experts are bound per
  * stage like dense weights (tm_kweight in the stage's encoding).
  */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <time.h>
@@ -802,7 +803,7 @@ static void rows_rope(const par_job *j, int i0, int i1)
  * turn, so a few rows' q, k and v stay in L1 from the split to the KV store,
  * one fork-join for all of them instead of one each. Step k sees rows
  * [i0 mul[k], i1 mul[k]) (a per-head norm: nh rows of Dh per row). */
-#define CHAIN_MAX 8
+#define CHAIN_MAX 12 /* qkv_post adds at most 9 steps */
 #define CHAIN_QB 8
 typedef struct par_chain {
     par_job job; /* first: par_task hands rows_chain this job */
@@ -821,6 +822,7 @@ static void rows_chain(const par_job *j, int i0, int i1)
 
 static void chain_add(par_chain *ch, par_job j, int mul)
 {
+    assert(ch->n < CHAIN_MAX);
     ch->step[ch->n] = j;
     ch->mul[ch->n++] = mul;
 }
