@@ -256,9 +256,16 @@ if pp:  # only where the prefill engine has a measured matrix peak (amx or avx51
     p = pp[0]
     assert abs(p["useful_gops"] - rows["pp32"]["tokens_per_s"] * c["prefill_ops_per_token"] / 1e9) <= 0.01 * p["useful_gops"] + 0.01
     assert 0 < p["fraction"] < 1.5, p
+    # the prefill's GEMM kernels against the peak measured right before and after the rep
+    assert p["gemm_reps"] == 1 and 0 < p["gemm_share"] < 1.5 and p["gemm_gops"] > 0, p
+    assert p["gemm_share_range"][0] <= p["gemm_share"] <= p["gemm_share_range"][1], p
 PY
 else grep -q '"ceilings"' "$W/out" && ok || bad "bench --ceilings: no ceilings in $(head -c 300 "$W/out")"; fi
 grep -q "of the read bandwidth" "$W/c.md" && ok || bad "bench --ceilings markdown: $(cat "$W/c.md")"
+if grep -q "pp32 (hybrid, cpu-a" "$W/c.md"; then # a measured matrix peak: the paired GEMM share too
+  grep -q "pp32 (hybrid): its GEMM kernels ran .* of the peak measured right before and after each rep" "$W/c.md" && ok ||
+    bad "bench --ceilings markdown: no paired GEMM share in $(cat "$W/c.md")"
+fi
 # ... and the peer, forked after the measurement, still gets every cpu this shell has (a fake
 # llbench that reports the count of cpus it may run on as its rate)
 printf '#!/bin/sh\necho "RESULT t/s: min 0 median $(nproc) max 0"\n' > "$W/fakepeer"; chmod +x "$W/fakepeer"

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
+#include "core/threadpool.h"
 #include "engine/engine.h"
 #include "engine/ref/ref.h"
 #include "hf/synth.h"
@@ -397,6 +398,55 @@ static void test_moe(void)
     tm_rt_model_free(rm);
 }
 
+/* tm_prefill_args.gemm, every engine here: a 32-row chunk counts every
+ * dense projection of every layer, 2 T N K operations each (the one row of
+ * logits is a GEMV, not counted), and takes time; a 4-row chunk runs GEMVs
+ * only and counts nothing. */
+static void test_gemm_stat(void)
+{
+    tm_rt_model *rm = open_bf16("models/tiny-classics-llama", "build/test_engine_gemm.tdm");
+    if (!rm) return;
+    const tm_model *m = rm->prefill;
+    tm_err err = {0};
+    double nk = (double)m->L * ((double)m->D * m->H * m->Dh * 2 + 2.0 * m->D * m->Hk * m->Dh + 3.0 * m->D * m->F);
+    tm_pool *pool = NULL;
+    CHECKF(tm_pool_init(&pool, NULL, 2, 0, &err) == TM_OK, "%s", err.msg);
+    float *logits = malloc(sizeof(float) * (size_t)m->V);
+    int32_t ids[32];
+    for (int i = 0; i < 32; i++) ids[i] = (int32_t)((i * 37 + 5) % m->V);
+    for (size_t e = 0; pool && logits && e < sizeof engines / sizeof engines[0]; e++) {
+        const tm_engine_vt *vt = engine_here(engines[e]);
+        if (!vt) continue;
+        tm_engine_opts o = {.weight_enc = TM_DT_BF16, .pool = pool, .max_ctx = 64, .roles = TM_ROLE_PREFILL};
+        tm_kv_cache_opts ko = {.n_layers = m->L, .n_kv_heads = m->Hk, .head_dim = m->Dh, .page_size = 16,
+                               .n_pages = 4, .dtype = TM_DT_BF16};
+        void *ctx = NULL;
+        tm_kv_cache *kv = NULL;
+        CHECKF(vt->bind(&ctx, m, &o, &err) == TM_OK, "%s: %s", engines[e], err.msg);
+        CHECKF(tm_kv_cache_init(&kv, &ko, &err) == TM_OK, "%s", err.msg);
+        for (int T = 32; ctx && kv && T >= 4; T /= 8) {
+            tm_kv_seq seq = {0};
+            double g[2] = {-1, -1};
+            CHECK(tm_kv_seq_reserve(kv, &seq, T, &err) == TM_OK);
+            tm_prefill_args pa = {.tokens = ids, .T = T, .n_valid = T, .kv = kv, .seq = &seq, .logits = logits,
+                                  .gemm = g};
+            g[0] = g[1] = 0;
+            CHECKF(vt->prefill(ctx, &pa, &err) == TM_OK, "%s: %s", engines[e], err.msg);
+            if (T == 32)
+                CHECKF(g[1] == 2.0 * T * nk && g[0] > 0, "%s: GEMM ops %.0f (want %.0f), %.3g s", engines[e], g[1],
+                       2.0 * T * nk, g[0]);
+            else
+                CHECKF(g[0] == 0 && g[1] == 0, "%s: %d rows counted %.0f GEMM ops", engines[e], T, g[1]);
+            tm_kv_seq_release(kv, &seq);
+        }
+        tm_kv_cache_free(kv);
+        if (ctx) vt->unbind(ctx);
+    }
+    free(logits);
+    tm_pool_free(pool);
+    tm_rt_model_free(rm);
+}
+
 /* A tied model's prefill stage: a quantized one reads the decode stage's
  * quantized head (not the bf16 embedding), a bf16 one keeps the embedding. */
 static void test_prefill_head(void)
@@ -433,6 +483,7 @@ int main(void)
        test_engine_conf runs the engines without it) */
     setenv("TANDEM_GLU", "1", 1);
     test_prefill_head();
+    test_gemm_stat();
     test_routes_exact();
     test_bias_and_qk_norm();
     test_hybrid_quantized();

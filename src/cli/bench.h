@@ -34,6 +34,11 @@ typedef struct bench_row {
     int peer_beside;             /* 1: llama.cpp ran interleaved with this row; 0: its figures are the
                                     ones measured beside the test's first route */
     double peer_value, peer_ttft, peer_tpot, peer_peak_mb; /* as value, ttft, tpot (llbench: mean), peak_mb */
+    /* pp with --ceilings: the prefill's GEMM kernels (tandem_stats.t_prefill_gemm), medians over the
+       reps of their GOP/s and of its share of the matrix unit's peak measured right before and after
+       that rep (mean of the two), and the shares' range; gemm_reps 0: not measured */
+    int gemm_reps;
+    double gemm_gops, gemm_share, gemm_share_lo, gemm_share_hi;
 } bench_row;
 
 /* One prompt length of the sweep: e2e prompt + gen on every route. */
@@ -155,6 +160,10 @@ typedef struct bench_ceil {
     double prefill_ops;          /* tandem_model_info.prefill_ops_per_token */
 } bench_ceil;
 int bench_ceilings_measure(bench_ceil *c, int threads, int which);
+/* The peak GOP/s of the matrix unit prefill_engine runs its GEMMs on ("cpu-amx": AMX, "cpu-avx512":
+ * AVX-512) at prefill encoding enc ("int8", "bf16"), measured now for secs on the CPUs a session of
+ * `threads` takes; 0 where none applies or it cannot run here. */
+double bench_peak_now(int threads, const char *prefill_engine, const char *enc, double secs);
 void bench_ceilings_json(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc);
 void bench_ceilings_md(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc);
 

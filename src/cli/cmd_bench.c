@@ -33,6 +33,7 @@
 #include "tandem.h"
 
 #define MAX_TESTS 32
+#define PAIRED_PEAK_S 0.2 /* seconds of each peak measured beside a pp rep (--ceilings) */
 
 typedef struct bench_test {
     char name[32];
@@ -44,6 +45,9 @@ typedef struct bench_test {
     double tps[BENCH_MAX_REPS];  /* tokens/s (pp, tg) or total seconds (e2e) */
     double ttft[BENCH_MAX_REPS], tpot[BENCH_MAX_REPS], tpot50[BENCH_MAX_REPS], tpot99[BENCH_MAX_REPS];
     double handoff[BENCH_MAX_REPS];
+    double gemm_gops[BENCH_MAX_REPS], gemm_share[BENCH_MAX_REPS]; /* pp with --ceilings (bench_row) */
+    int n_gemm;
+    double last_gemm;            /* the last run's GEMM GOP/s (0: none ran) */
     int n;
     double peak_mb;
     double peer[BENCH_MAX_REPS]; /* the same metric from llama.cpp */
@@ -82,7 +86,8 @@ static const char bench_usage[] =
     "                      multi-request scenarios (--concurrency, --stall) only within it; the one-request\n"
     "                      tests and the sweep run one request at a time and always lend\n"
     "  --ceilings          measure the read bandwidth and the matrix units' peaks before the tests and after\n"
-    "                      the scenarios, and give each ppN / tgN its fraction of them\n"
+    "                      the scenarios, and give each ppN / tgN its fraction of them; for ppN also the\n"
+    "                      peak right before and after each rep, and the prefill GEMMs' share of it\n"
     "  --tok-file F        tokenizer speed: encode F (one thread), MB/s\n"
     "When the routes, the sweep or the stall ran, issue 6's acceptance points are judged from the\n"
     "figures (JSON \"acceptance\", a markdown section, stderr).\n";
@@ -328,6 +333,9 @@ static int run_once(tandem_session *s, int V, bench_test *t, int rep, unsigned *
     double total = bench_generate(s, ids, P, G, &stats, st);
     free(ids);
     if (total < 0) return -1;
+    t->engines[0] = stats.prefill_engine;
+    t->engines[1] = stats.decode_engine;
+    t->last_gemm = stats.t_prefill_gemm > 0 ? stats.prefill_gemm_ops / stats.t_prefill_gemm / 1e9 : 0;
     if (rep < 0) return 0;
     if (t->kind == 'p') t->tps[rep] = P / stats.t_prefill;
     else if (t->kind == 'g') t->tps[rep] = (stats.n_generated - 1) / stats.t_decode;
@@ -337,8 +345,6 @@ static int run_once(tandem_session *s, int V, bench_test *t, int rep, unsigned *
     t->tpot50[rep] = stats.tpot_p50;
     t->tpot99[rep] = stats.tpot_p99;
     t->handoff[rep] = stats.t_handoff;
-    t->engines[0] = stats.prefill_engine;
-    t->engines[1] = stats.decode_engine;
     t->n = rep + 1;
     return 0;
 }
@@ -403,6 +409,7 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
     tandem_session *ss[4] = {NULL, NULL, NULL, NULL}; /* by tandem_route */
     tandem_status st = {0};
     int rc = 0, threads = so.n_threads > 0 ? so.n_threads : 2;
+    int ceil_threads = so.n_threads > 0 ? so.n_threads : tm_cpu_allowed(NULL, 256); /* as main's --ceilings */
     unsigned seed = 1234;
     for (int i = 0; i < nt && rc == 0; i++) { /* phase 1: tests are grouped by route */
         bench_test *t = &ts[i];
@@ -443,8 +450,18 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
     for (int k = 0; k < o->reps && rc == 0; k++)
         for (int x = 0; x < n && rc == 0; x++) {
             bench_test *t = &ts[order[k % 2 ? n - 1 - x : x]];
+            /* --ceilings, pp: the matrix unit's peak right before and after the rep, its GEMMs' share */
+            int paired = o->ceilings && t->kind == 'p';
+            double pk0 = paired ? bench_peak_now(ceil_threads, t->engines[0], info.prefill_encoding, PAIRED_PEAK_S) : 0;
             if ((rc = run_once(ss[t->route], info.vocab, t, k, &seed, &st))) break;
+            double pk1 = pk0 > 0 ? bench_peak_now(ceil_threads, t->engines[0], info.prefill_encoding, PAIRED_PEAK_S) : 0;
             fprintf(stderr, "bench rep %d: %s %s: tandem %.2f", k + 1, t->name, bench_route_name(t->route), t->tps[k]);
+            if (pk0 > 0 && pk1 > 0 && t->last_gemm > 0) {
+                t->gemm_gops[t->n_gemm] = t->last_gemm;
+                t->gemm_share[t->n_gemm++] = 2 * t->last_gemm / (pk0 + pk1);
+                fprintf(stderr, " (GEMMs %.0f GOP/s, %.1f%% of the peak %.0f / %.0f beside)", t->last_gemm,
+                        200 * t->last_gemm / (pk0 + pk1), pk0, pk1);
+            }
             if (o->peer && t->peer_beside) {
                 if (run_peer(o->peer_bin, o->peer_model, threads, t, k) == 0)
                     fprintf(stderr, ", llama.cpp %.2f", t->peer[k]);
@@ -476,6 +493,15 @@ static void make_rows(const bench_test *ts, int nt, bench_row *rows)
         r->tpot_p50 = bench_median(t->tpot50, t->n);
         r->tpot_p99 = bench_median(t->tpot99, t->n);
         r->handoff = bench_median(t->handoff, t->n);
+        if ((r->gemm_reps = t->n_gemm) > 0) {
+            r->gemm_gops = bench_median(t->gemm_gops, t->n_gemm);
+            r->gemm_share = bench_median(t->gemm_share, t->n_gemm);
+            r->gemm_share_lo = r->gemm_share_hi = t->gemm_share[0];
+            for (int k = 1; k < t->n_gemm; k++) {
+                if (t->gemm_share[k] < r->gemm_share_lo) r->gemm_share_lo = t->gemm_share[k];
+                if (t->gemm_share[k] > r->gemm_share_hi) r->gemm_share_hi = t->gemm_share[k];
+            }
+        }
         for (int j = 0; j < nt; j++) {
             const bench_test *p = &ts[j];
             if (!p->peer_beside || !p->n_peer || strcmp(p->name, t->name)) continue;

@@ -32,7 +32,7 @@
 #include "core/tensor.h"
 #include "runtime/kvcache.h"
 
-#define TM_ENGINE_VERSION 2 /* 2: tm_engine_opts.roles */
+#define TM_ENGINE_VERSION 3 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm */
 
 struct tm_model;
 struct tm_pool;
@@ -75,6 +75,10 @@ typedef struct tm_prefill_args {
     void (*on_layer)(void *ud, int layer);
     void *ud;
     struct tm_pool *pool;      /* (optional) threads for this call; default: the bind pool */
+    /* (optional) [2]: the engine adds the seconds and the operations (2 per
+     * multiply-add) of this call's matmuls that ran on its matrix unit's GEMM
+     * kernels (not GEMVs): the measure of issue 5's share of the unit's peak */
+    double *gemm;
 } tm_prefill_args;
 
 typedef struct tm_decode_args {

@@ -1069,7 +1069,7 @@ static int time_prefill(cal *c, struct tm_pool *pool, int n, int reps, double *o
     for (int r = 0; r < reps && rc == TM_OK; r++) {
         tm_kv_seq seq = {0}, sseq = {0};
         double tp = 0, th = 0;
-        rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, c->ids, n, &seq, &sseq, pool, s->logits, &tp, &th, err);
+        rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, c->ids, n, &seq, &sseq, pool, s->logits, &tp, &th, NULL, err);
         tm_kv_seq_release(s->kv, &seq);
         tm_kv_seq_release(s->stage, &sseq);
         t[r] = tp;
@@ -1102,7 +1102,7 @@ static void *busy_main(void *arg)
         double tp = 0, th = 0;
         atomic_store(&b->started, 1);
         b->rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, b->ids, b->n, &seq, &sseq, s->pool_pre, b->logits, &tp, &th,
-                                 &b->err);
+                                 NULL, &b->err);
         tm_kv_seq_release(s->kv, &seq);
         tm_kv_seq_release(s->stage, &sseq);
     }

@@ -81,6 +81,7 @@ struct tm_req {
     int n_cached;              /* prompt positions taken from the prefix cache */
     int n_gen;
     double t_submit, t_first, t_prefill, t_handoff, t_last, t_done;
+    double gemm[2];            /* the prefill's GEMM-kernel seconds and operations (tm_prefill_route) */
     double *itl;               /* [max_new] inter-token latencies */
     int n_itl;
     const char *finish;
@@ -381,7 +382,7 @@ static void prefill_one(tm_sched *sc, tm_req *q)
     }
     q->state = REQ_PREFILLING;
     if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pre_pool(sc), s->logits, &q->t_prefill,
-                         &q->t_handoff, &q->err) != TM_OK) {
+                         &q->t_handoff, q->gemm, &q->err) != TM_OK) {
         req_finish(sc, q, REQ_FAILED);
         return;
     }
@@ -462,7 +463,7 @@ static void *decode_main(void *arg)
                     else pool = s->pool_all_dec;
                 }
                 int prc = tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool,
-                                           sc->batch_logits, &q->t_prefill, &q->t_handoff, &q->err);
+                                           sc->batch_logits, &q->t_prefill, &q->t_handoff, q->gemm, &q->err);
                 atomic_store(&s->dec_using_all, 0);
                 if (prc != TM_OK) {
                     req_finish(sc, q, REQ_FAILED);
@@ -704,6 +705,8 @@ int tm_req_wait(tm_req *q, tandem_stats *st, tm_err *err)
     st->n_cached = q->n_cached;
     st->n_generated = q->n_gen;
     st->t_prefill = q->t_prefill;
+    st->t_prefill_gemm = q->gemm[0];
+    st->prefill_gemm_ops = q->gemm[1];
     st->t_handoff = q->t_handoff;
     st->ttft = q->n_gen ? q->t_first - q->t_submit : 0;
     st->t_decode = q->n_gen ? q->t_done - q->t_first : 0;

@@ -85,11 +85,14 @@ void tm_route_chunk_caps(const tm_session *s, tandem_route r, tm_engine_caps *ou
 /* Prefill ids[0..n) of one sequence along `route` into its decode pages
  * `seq` (via the staging pages `sseq` and the bridge when hybrid+stateless),
  * with threads `pool`; the last position's logits into `logits` [V].
- * *t_prefill and *t_handoff receive seconds. Where seq already holds
- * positions [0, seq->n_tokens) (a reused prefix, n_tokens < n), only the
- * rest is prefilled, statefully: the prefix's KV is in the decode pages. */
+ * *t_prefill and *t_handoff receive seconds; gemm (may be NULL) [2] the
+ * seconds and operations of the chunks' GEMM-kernel matmuls
+ * (tm_prefill_args.gemm). Where seq already holds positions [0,
+ * seq->n_tokens) (a reused prefix, n_tokens < n), only the rest is
+ * prefilled, statefully: the prefix's KV is in the decode pages. */
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
-                     struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, tm_err *err);
+                     struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, double *gemm,
+                     tm_err *err);
 
 /* The scheduler (sched.c). */
 int tm_sched_new(struct tm_sched **out, tm_session *s, tm_err *err);

@@ -255,7 +255,8 @@ void tm_route_chunk_caps(const tm_session *s, tandem_route r, tm_engine_caps *ou
 }
 
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
-                     struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, tm_err *err)
+                     struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, double *gemm,
+                     tm_err *err)
 {
     int hybrid = route == TANDEM_ROUTE_HYBRID;
     tm_bound_engine *e = route == TANDEM_ROUTE_DECODE_ONLY ? &s->dec : &s->pre;
@@ -270,6 +271,7 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
     int32_t buf[512];
     tm_engine_caps plan;
     tm_route_chunk_caps(s, route, &plan);
+    if (gemm) gemm[0] = gemm[1] = 0;
     double t0 = now_s();
     for (int pos = pos0; pos < n;) {
         int T = tm_plan_chunk(&plan, n - pos);
@@ -279,7 +281,7 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
         for (int i = nv; i < T; i++) buf[i] = ids[n - 1]; /* padding: real rows never attend to it */
         int last = pos + nv == n;
         tm_prefill_args a = {.tokens = buf, .T = T, .n_valid = nv, .pos0 = pos, .kv = kv, .seq = kseq,
-                             .logits = last ? logits : NULL, .pool = pool};
+                             .logits = last ? logits : NULL, .pool = pool, .gemm = gemm};
         if (last && stateless) {
             /* the last chunk: each layer's whole prompt KV goes to the bridge as soon as it completes */
             tm_bridge_begin(s->bridge, s->stage, sseq, s->kv, seq, 0, n);
@@ -311,7 +313,7 @@ int tm_session_score(tm_session *s, const int32_t *ids, int n, int n_prefill, ta
     if (route == TANDEM_ROUTE_AUTO) route = tm_route_pick(s, n_prefill, n - n_prefill + 1, NULL, NULL);
     tm_kv_seq seq = {0}, sseq = {0};
     double tp, th;
-    int rc = tm_prefill_route(s, route, ids, n_prefill, &seq, &sseq, s->pool_all_pre, logits, &tp, &th, err);
+    int rc = tm_prefill_route(s, route, ids, n_prefill, &seq, &sseq, s->pool_all_pre, logits, &tp, &th, NULL, err);
     tm_bound_engine *e = route == TANDEM_ROUTE_PREFILL_ONLY ? &s->pre : &s->dec;
     for (int p = n_prefill; rc == TM_OK && p < n; p++) {
         if ((rc = tm_kv_seq_reserve(s->kv, &seq, p + 1, err)) != TM_OK) break;

@@ -450,6 +450,7 @@ typedef struct cpu_rows {
     void (*on_layer)(void *ud, int layer);
     void *ud;
     struct tm_pool *pool;      /* threads for this call */
+    double *gemm;              /* (optional) [2]: seconds and operations of the GEMM-kernel matmuls added */
 } cpu_rows;
 
 /* ---- row-parallel elementwise work ------------------------------------------- */
@@ -662,12 +663,12 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
     if (c->profile) c->prof[c->prof_kind][3] += now_s() - t0;
 }
 
-/* one matmul of w on M rows took the seconds since t0: its time and
- * operations (2 per multiply-add), in all and by shape and rows (a bench's
- * short prompts, a chunk's tail: apart, they do not blur a full chunk's rate) */
-static void prof_matmul(cpu_ctx *c, const tm_kweight *w, int M, double t0)
+/* one matmul of w on M rows took s seconds: its time and operations (2 per
+ * multiply-add), in all and by shape and rows (a bench's short prompts, a
+ * chunk's tail: apart, they do not blur a full chunk's rate) */
+static void prof_matmul(cpu_ctx *c, const tm_kweight *w, int M, double s)
 {
-    double s = now_s() - t0, ops = tm_kweight_ops(w, M);
+    double ops = tm_kweight_ops(w, M);
     int k = c->prof_kind, n = tm_kweight_n(w), kk = tm_kweight_k(w), i = 0;
     tm_dtype dt = tm_kweight_dtype(w);
     c->prof[k][1] += s;
@@ -683,19 +684,31 @@ static void prof_matmul(cpu_ctx *c, const tm_kweight *w, int M, double t0)
     c->prof_mm[i].ops += ops;
 }
 
+/* a matmul of w on M rows took s seconds: the profile's counts, and the
+ * call's GEMM seconds and operations where it ran the GEMM kernels */
+static void matmul_done(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, int M, double s)
+{
+    if (c->profile) prof_matmul(c, w, M, s);
+    if (r->gemm && tm_kmatmul_gemm(&c->k, w, M)) {
+        r->gemm[0] += s;
+        r->gemm[1] += tm_kweight_ops(w, M);
+    }
+}
+
 /* y[M][N] = x[M][K] . w^T (preparing x is timed with the norm+prepare passes) */
 static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
 {
-    double t0 = c->profile ? now_s() : 0;
+    int timed = c->profile || r->gemm;
+    double t0 = timed ? now_s() : 0;
     tm_kact a;
     prep_act(c, r, w, x, M, &a);
-    if (c->profile) {
+    if (timed) {
         double t1 = now_s();
-        c->prof[c->prof_kind][3] += t1 - t0;
+        if (c->profile) c->prof[c->prof_kind][3] += t1 - t0;
         t0 = t1;
     }
     int rc = tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
-    if (c->profile) prof_matmul(c, w, M, t0);
+    if (timed) matmul_done(c, r, w, M, now_s() - t0);
     return rc;
 }
 
@@ -705,9 +718,10 @@ static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm
     tm_dtype dt = tm_kweight_dtype(w);
     if ((a->bf16 && dt != TM_DT_BF16) || (a->q8 && dt != TM_DT_Q8PC))
         return matmul(c, r, w, a->f32, a->M, y, err);
-    double t0 = c->profile ? now_s() : 0;
+    int timed = c->profile || r->gemm;
+    double t0 = timed ? now_s() : 0;
     int rc = tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
-    if (c->profile) prof_matmul(c, w, a->M, t0);
+    if (timed) matmul_done(c, r, w, a->M, now_s() - t0);
     return rc;
 }
 
@@ -1033,7 +1047,7 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
         .M = T, .tokens = a->tokens, .pos = pos, .seq = seqs, .kv = a->kv,
         .flash_prefill = o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F16 || o->dtype == TM_DT_F32,
         .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
-        .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool,
+        .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool, .gemm = a->gemm,
     };
     int rc = forward(c, &r, 0, err);
     if (rc == TM_OK && a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;

@@ -343,29 +343,39 @@ static tm_kact sub_act(const tm_kact *x, int m0, int m1)
     return s;
 }
 
+typedef int (*mm_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
+
+/* the GEMM kernel for w's encoding (a fused gate/up weight: gemm_glu), NULL if k has none */
+static mm_fn gemm_op(const tm_kernels *k, const tm_kweight *w)
+{
+    if (w->glu) return k->gemm_glu;
+    return w->dtype == TM_DT_Q8PC ? k->gemm_q8 : w->dtype == TM_DT_BF16 ? k->gemm_bf16 : NULL;
+}
+
+int tm_kmatmul_gemm(const tm_kernels *k, const tm_kweight *w, int M)
+{
+    return M > TM_KGEMV_MAX_B && w->panel && gemm_op(k, w);
+}
+
 int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
                struct tm_pool *pool, tm_err *err)
 {
-    typedef int (*op_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
-    op_fn gemv, gemm = NULL;
+    mm_fn gemv;
     switch (w->dtype) {
     case TM_DT_Q4PC: case TM_DT_Q4G64: case TM_DT_Q4G32: case TM_DT_Q6G64: gemv = k->gemv_q4; break;
-    case TM_DT_Q8PC: gemv = k->gemv_q8; gemm = k->gemm_q8; break;
-    case TM_DT_BF16: gemv = k->gemv_bf16; gemm = k->gemm_bf16; break;
+    case TM_DT_Q8PC: gemv = k->gemv_q8; break;
+    case TM_DT_BF16: gemv = k->gemv_bf16; break;
     default: return tm_errf(err, TM_E_UNSUPPORTED, "matmul: weight dtype %s", tm_dtype_name(w->dtype));
     }
     if (!x || x->M < 1 || x->K != w->K)
         return tm_errf(err, TM_E_INVALID, "matmul: x is [%d][%d], weight [%d][%d]", x ? x->M : 0, x ? x->K : 0,
                        w->N, w->K);
     int rc;
-    if (w->glu) { /* a fused gate/up weight: GEMM only */
-        if (!k->gemm_glu || x->M <= TM_KGEMV_MAX_B)
-            return tm_errf(err, TM_E_UNSUPPORTED, "matmul: the fused gate/up weight [%d][%d] needs the %s kernels' "
-                           "gemm_glu and more than %d rows (%d)", w->N, w->K, k->name, TM_KGEMV_MAX_B, x->M);
-        gemm = k->gemm_glu;
-    }
-    if (x->M > TM_KGEMV_MAX_B && w->panel && gemm) {
-        rc = gemm(w, x, y, ws, pool);
+    if (w->glu && (!k->gemm_glu || x->M <= TM_KGEMV_MAX_B)) /* a fused gate/up weight: GEMM only */
+        return tm_errf(err, TM_E_UNSUPPORTED, "matmul: the fused gate/up weight [%d][%d] needs the %s kernels' "
+                       "gemm_glu and more than %d rows (%d)", w->N, w->K, k->name, TM_KGEMV_MAX_B, x->M);
+    if (tm_kmatmul_gemm(k, w, x->M)) {
+        rc = gemm_op(k, w)(w, x, y, ws, pool);
     } else {
         rc = TM_OK;
         for (int m0 = 0; m0 < x->M && rc == TM_OK; m0 += TM_KGEMV_MAX_B) {

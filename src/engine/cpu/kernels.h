@@ -275,7 +275,9 @@ const char *tm_kernels_op_source(const tm_kernels *k, int i);
 
 /* tm_kmatmul: y[M][N] = x . W^T with the op matching w's encoding: GEMV for
  * M <= TM_KGEMV_MAX_B (or int4 / int6 weights, in row blocks of 8), GEMM otherwise
- * (if w was packed for it). */
+ * (if w was packed for it). tm_kmatmul_gemm: 1 if it would run k's GEMM
+ * kernel on M rows of w (the matrix unit's work), 0 for GEMVs. */
+int tm_kmatmul_gemm(const tm_kernels *k, const tm_kweight *w, int M);
 int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float *y,
                tm_kbuf *ws, struct tm_pool *pool, tm_err *err);
 
