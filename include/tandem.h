@@ -155,15 +155,16 @@ typedef struct tandem_stats {
     int n_prompt, n_generated;
     int n_cached;                            /* prompt tokens whose KV came from the prefix cache */
     double t_prefill, t_handoff, t_decode;   /* seconds */
-    double t_prefill_gemm;                   /* seconds of t_prefill in the prefill engine's GEMM kernels (its
-                                                matrix unit: AMX tiles, AVX-512), the dense matmuls of the chunks */
-    double prefill_gemm_ops;                 /* their operations (2 per multiply-add) */
     double ttft;                             /* seconds from submit to first token */
     double t_total;                          /* seconds from submit to the end */
     double tpot_p50, tpot_p99;               /* seconds between output tokens (percentiles) */
     const char *route;                       /* "hybrid", "prefill-only", "decode-only" */
     const char *prefill_engine, *decode_engine;
     const char *finish_reason;               /* "stop", "length" */
+    double t_prefill_gemm;                   /* seconds of t_prefill in the prefill engine's GEMM kernels (its
+                                                matrix unit: AMX tiles, AVX-512): the dense matmuls of the
+                                                chunks (an MoE model's experts not counted) */
+    double prefill_gemm_ops;                 /* their operations (2 per multiply-add) */
 } tandem_stats;
 
 /* on_text receives each new piece of valid UTF-8 (never a partial character);
