@@ -53,6 +53,12 @@ grep -Eq "^tandem profile: prefill: matmul [0-9]+ x [0-9]+ [a-z0-9]+, 64 rows \(
 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 2 --temp 0 --route prefill-only --exact-tail > "$W/out" 2> "$W/err"
 grep -Eq "^tandem profile: prefill: matmul [0-9]+ x [0-9]+ [a-z0-9]+, 5 rows \(GEMV\): [1-9][0-9]* calls" "$W/err" && ok \
   || bad "an exact tail's matmuls: $(grep 'profile: prefill' "$W/err")"
+# what ran a matmul, not its rows, names GEMM or GEMV: the decode-only route prefills 12 rows with
+# the decode stage's int4 weights, which have GEMV kernels only
+TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 2 --temp 0 \
+  --route decode-only > "$W/out" 2> "$W/err"
+{ grep -Eq "^tandem profile: prefill: matmul [0-9]+ x [0-9]+ int4g[0-9]+, 1[0-9] rows \(GEMV\): [1-9][0-9]* calls" "$W/err" &&
+  ! grep -q "rows (GEMM)" "$W/err"; } && ok || bad "int4 rows named GEMM: $(grep 'profile: prefill' "$W/err")"
 # a fused gate/up weight (TANDEM_GLU=1 on kernels with gemm_glu: AMX's, emulated where AVX-512 runs)
 # counts gate and up, and its line says so; without AVX-512 the emulated engine is a one-line error
 TANDEM_GLU=1 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 2 --temp 0 \

@@ -95,7 +95,9 @@ typedef struct cpu_ctx {
     int prof_kind;                            /* of the forward call running: 0 prefill, 1 decode */
     struct prof_mm {                          /* ... and by matmul: the first PROF_SHAPES (kind, N, K, dtype, rows) */
         int kind, n, k, glu;                  /* glu: a fused gate/up weight, N outputs of 2 N rows */
-        int m;                                /* rows a call (GEMM kernels above TM_KGEMV_MAX_B, GEMV up to it) */
+        int m;                                /* rows a call */
+        int gemm;                             /* 1: GEMM kernels ran it (tm_kmatmul_gemm), 0: GEMVs (up to
+                                                 TM_KGEMV_MAX_B rows, or an encoding without a GEMM) */
         tm_dtype dt;
         long calls;
         double s, ops;
@@ -176,7 +178,7 @@ static void print_profile(const cpu_ctx *c)
             if (s->kind == k && s->calls > 0 && s->s > 0)
                 fprintf(stderr, "tandem profile: %s: matmul %d x %d %s%s, %d rows (%s): %ld calls, %.3f s, %.1f GOP/s\n",
                         kind[k], s->n, s->k, tm_dtype_name(s->dt), s->glu ? " (gate+up)" : "", s->m,
-                        s->m > TM_KGEMV_MAX_B ? "GEMM" : "GEMV", s->calls, s->s, s->ops / s->s / 1e9);
+                        s->gemm ? "GEMM" : "GEMV", s->calls, s->s, s->ops / s->s / 1e9);
         }
     }
 }
@@ -678,7 +680,8 @@ static void prof_matmul(cpu_ctx *c, const tm_kweight *w, int M, double s)
         i++;
     if (i == PROF_SHAPES) return; /* more shapes than the table: in the totals only */
     if (i == c->prof_nmm)
-        c->prof_mm[c->prof_nmm++] = (struct prof_mm){k, n, kk, ops != 2.0 * M * n * kk, M, dt, 0, 0, 0};
+        c->prof_mm[c->prof_nmm++] = (struct prof_mm){k, n, kk, ops != 2.0 * M * n * kk, M,
+                                                      tm_kmatmul_gemm(&c->k, w, M), dt, 0, 0, 0};
     c->prof_mm[i].calls++;
     c->prof_mm[i].s += s;
     c->prof_mm[i].ops += ops;
