@@ -394,6 +394,12 @@ static int run_peer(const char *bin, const char *model, int threads, bench_test 
     return found;
 }
 
+/* the threads --ceilings measures on: the session's, or every cpu this process may use */
+static int ceil_threads_of(const tandem_session_opts *so)
+{
+    return so->n_threads > 0 ? so->n_threads : tm_cpu_allowed(NULL, 256);
+}
+
 /* Every test on every route, in two phases.
  *  1. Route by route, one session at a time: each test's warm-up request, and
  *     its peak memory (a session running that test alone).
@@ -409,7 +415,7 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
     tandem_session *ss[4] = {NULL, NULL, NULL, NULL}; /* by tandem_route */
     tandem_status st = {0};
     int rc = 0, threads = so.n_threads > 0 ? so.n_threads : 2;
-    int ceil_threads = so.n_threads > 0 ? so.n_threads : tm_cpu_allowed(NULL, 256); /* as main's --ceilings */
+    int ceil_threads = ceil_threads_of(&so);
     unsigned seed = 1234;
     for (int i = 0; i < nt && rc == 0; i++) { /* phase 1: tests are grouped by route */
         bench_test *t = &ts[i];
@@ -693,7 +699,7 @@ int cmd_bench(int argc, char **argv)
     static bench_ceil ceil;
     ceil.decode_bytes = info.decode_bytes_per_token;
     ceil.prefill_ops = info.prefill_ops_per_token;
-    int ceil_threads = so.n_threads > 0 ? so.n_threads : tm_cpu_allowed(NULL, 256);
+    int ceil_threads = ceil_threads_of(&so);
     if (o.ceilings && bench_ceilings_measure(&ceil, ceil_threads, 0)) {
         tandem_model_free(m);
         return 1;
