@@ -48,14 +48,15 @@ static const tm_engine_vt *engine_here(const char *name)
 
 /* The HF directory dir as a package whose two stages are both bf16 (so any
  * difference from the fp32 reference is the engines' arithmetic, bf16
- * activations, not the encodings); NULL on failure. */
-static tm_rt_model *open_bf16(const char *dir, const char *pkg)
+ * activations, not the encodings); NULL on failure. open_enc: the stages'
+ * encodings given. */
+static tm_rt_model *open_enc(const char *dir, const char *pkg, tm_dtype prefill, tm_dtype decode)
 {
     tm_err err = {0};
     tm_convert_opts co;
     tm_convert_opts_default(&co);
-    co.prefill_enc = TM_DT_BF16;
-    co.decode_enc = TM_DT_BF16;
+    co.prefill_enc = prefill;
+    co.decode_enc = decode;
     tm_convert_stats cs;
     tm_rt_model *rm = NULL;
     CHECKF(tm_convert(dir, pkg, &co, &cs, &err) == TM_OK, "%s: %s", dir, err.msg);
@@ -63,6 +64,8 @@ static tm_rt_model *open_bf16(const char *dir, const char *pkg)
     unlink(pkg);
     return rm;
 }
+
+static tm_rt_model *open_bf16(const char *dir, const char *pkg) { return open_enc(dir, pkg, TM_DT_BF16, TM_DT_BF16); }
 
 /* Every engine and route against the fp32 reference over the same weights:
  * ids[n], prompt np, logits after every position from np-1 on within tol
@@ -447,6 +450,65 @@ static void test_gemm_stat(void)
     tm_rt_model_free(rm);
 }
 
+/* The int8 prefill's gate|up GEMM stores its result in bf16 where the
+ * kernels have gemm_bf16y (cpu-amx, cpu-amx-emu; TANDEM_FFN_BF16=0 keeps
+ * f32): the logits move (the path ran), by less than the W8A8 arithmetic
+ * already differs from the fp32 reference of the same weights. */
+static void test_ffn_bf16(void)
+{
+    tm_err err = {0};
+    tm_rt_model *rm = open_enc("models/tiny-classics-llama", "build/test_engine_ffn16.tdm", TM_DT_Q8PC, TM_DT_Q8PC);
+    if (!rm) return;
+    int V = rm->prefill->V, n = 40, np = 38;
+    int32_t ids[40];
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 131 + 7) % V);
+    tm_ref *ref;
+    float *want = malloc(sizeof(float) * (size_t)n * V), *got[2];
+    CHECKF(tm_ref_init(&ref, rm->prefill, 64, 1, &err) == TM_OK, "%s", err.msg);
+    CHECKF(tm_ref_forward(ref, ids, n, 0, want, 1, &err) == TM_OK, "%s", err.msg);
+    tm_ref_free(ref);
+    char *glu = getenv("TANDEM_GLU") ? strdup(getenv("TANDEM_GLU")) : NULL;
+    unsetenv("TANDEM_GLU"); /* gate|up as one weight (not gemm_glu's pair) */
+    const char *names[] = {"cpu-amx", "cpu-amx-emu"};
+    for (size_t e = 0; e < 2; e++) {
+        if (!engine_here(names[e])) continue;
+        for (int b = 0; b < 2; b++) { /* b 0: TANDEM_FFN_BF16=0, 1: the default */
+            if (b) unsetenv("TANDEM_FFN_BF16");
+            else setenv("TANDEM_FFN_BF16", "0", 1);
+            tandem_session_opts o;
+            memset(&o, 0, sizeof o);
+            o.prefill_engine = o.decode_engine = names[e];
+            o.n_threads = 2;
+            o.max_ctx = 64;
+            tm_session *s = NULL;
+            got[b] = malloc(sizeof(float) * (size_t)(n - np + 1) * V);
+            CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+            if (s) CHECKF(tm_session_score(s, ids, n, np, TANDEM_ROUTE_PREFILL_ONLY, got[b], &err) == TM_OK, "%s", err.msg);
+            tm_session_free(s);
+        }
+        unsetenv("TANDEM_FFN_BF16");
+        double d_ab = 0, d_ref = 0;
+        for (int p = np - 1; p < n; p++) {
+            int a0, a1;
+            const float *g0 = got[0] + (size_t)(p - np + 1) * V, *g1 = got[1] + (size_t)(p - np + 1) * V;
+            double d = max_abs_diff(g1, g0, V, &a0, &a1);
+            d_ab = d > d_ab ? d : d_ab;
+            d = max_abs_diff(g0, want + (size_t)p * V, V, &a0, &a1);
+            d_ref = d > d_ref ? d : d_ref;
+        }
+        printf("%s, int8 prefill: gate|up in bf16 moves the logits by %.4f; the f32 run differs from the fp32 "
+               "reference by %.4f\n", names[e], d_ab, d_ref);
+        CHECKF(d_ab > 0 && d_ab < d_ref, "%s: bf16 gate|up moved the logits by %g (f32 run vs reference %g)", names[e],
+               d_ab, d_ref);
+        free(got[0]);
+        free(got[1]);
+    }
+    if (glu) setenv("TANDEM_GLU", glu, 1);
+    free(glu);
+    free(want);
+    tm_rt_model_free(rm);
+}
+
 /* A tied model's prefill stage: a quantized one reads the decode stage's
  * quantized head (not the bf16 embedding), a bf16 one keeps the embedding. */
 static void test_prefill_head(void)
@@ -484,6 +546,7 @@ int main(void)
     setenv("TANDEM_GLU", "1", 1);
     test_prefill_head();
     test_gemm_stat();
+    test_ffn_bf16();
     test_routes_exact();
     test_bias_and_qk_norm();
     test_hybrid_quantized();

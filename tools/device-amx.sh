@@ -15,7 +15,7 @@ export LD_LIBRARY_PATH=$R/.devdeps/lib
 T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a $A; }
 mkdir -p ../shared 2>/dev/null; [ -e ../shared/conformance ] || ln -s $R/.devdeps/conformance ../shared/conformance
 st build
-sh .devdeps/build.sh build/tandem build/libtandem.a build/tests/test_kernels build/tests/test_engine build/tests/test_engine_conf > /tmp/build.log 2>&1 || { tail -40 /tmp/build.log; exit 1; }
+sh .devdeps/build.sh build/tandem build/libtandem.a build/tests/test_kernels build/tests/test_attn build/tests/test_engine build/tests/test_engine_conf > /tmp/build.log 2>&1 || { tail -40 /tmp/build.log; exit 1; }
 CF="-O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude -I.devdeps/include -I.devdeps/include/cjson"
 LL="-L.devdeps/lib -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread"
 gcc $CF tools/kbench.c build/libtandem.a $LL -o build/kbench
@@ -28,7 +28,7 @@ mkdir -p /tmp/tb; build/tandem synth --like llama-3.2-1b -o /tmp/tb/llama1b > /d
 build/tandem convert /tmp/tb/llama1b -o /tmp/tb/l1b.tdm --threads 8 > /dev/null 2>> $A
 build/tandem convert /tmp/tb/llama1b -o /tmp/tb/l1b-i8.tdm --prefill-enc int8 --head-enc int4g64 --threads 8 > /dev/null 2>> $A
 st tests
-( timeout 120 build/tests/test_kernels 2>&1 | grep -iE "amx|passed|fail|reference" | tail -12; timeout 200 build/tests/test_engine 2>&1 | tail -2; timeout 250 build/tests/test_engine_conf 2>&1 | grep -E "cpu-amx|passed|FAIL" | tail -12 ) >> $A 2>&1
+( timeout 120 build/tests/test_kernels 2>&1 | grep -iE "amx|passed|fail|reference" | tail -12; timeout 120 build/tests/test_attn 2>&1 | grep -iE "amx|passed|fail" | tail -6; timeout 200 build/tests/test_engine 2>&1 | tail -2; timeout 250 build/tests/test_engine_conf 2>&1 | grep -E "cpu-amx|passed|FAIL" | tail -12 ) >> $A 2>&1
 wait $GG; tail -1 /tmp/gguf.log >> $A
 st ceilings-kbench
 build/ceilings 1 3 2>&1 | grep -E "AMX.*2T" >> $A

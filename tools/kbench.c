@@ -362,22 +362,26 @@ static int ffn_main(int M, int F, int D, int rounds, double secs, const char *on
         return 1;
     }
     if (rounds > 64) rounds = 64;
-    double a[64], f[64], r[64];
+    double a[64], f[64], b[64], r[64], rb[64];
     tm_err err = {0};
-    if (tm_kmeasure_ffn(&k, M, F, D, rounds, secs, pool, a, f, &err)) {
+    if (tm_kmeasure_ffn(&k, M, F, D, rounds, secs, pool, a, f, b, &err)) {
         fprintf(stderr, "kbench ffn: %s\n", err.msg);
         return 1;
     }
-    printf("ffn %s int8 M=%d F=%d D=%d, gate/up step GOP/s by round (apart, fused):", k.name, M, F, D);
+    printf("ffn %s int8 M=%d F=%d D=%d, gate/up step GOP/s by round (apart, fused, apart with bf16 y):", k.name, M, F, D);
     for (int i = 0; i < rounds; i++) {
-        printf(" %.0f/%.0f", a[i], f[i]);
+        printf(" %.0f/%.0f/%.0f", a[i], f[i], b[i]);
         r[i] = f[i] / a[i];
+        rb[i] = b[i] / a[i];
     }
     qsort(a, rounds, sizeof a[0], cmp_double);
     qsort(f, rounds, sizeof f[0], cmp_double);
+    qsort(b, rounds, sizeof b[0], cmp_double);
     qsort(r, rounds, sizeof r[0], cmp_double);
-    printf("\n  medians: apart %.1f, fused %.1f GOP/s; fused / apart %.3fx (range %.3f-%.3f)\n", a[rounds / 2],
-           f[rounds / 2], r[rounds / 2], r[0], r[rounds - 1]);
+    qsort(rb, rounds, sizeof rb[0], cmp_double);
+    printf("\n  medians: apart %.1f, fused %.1f, bf16 y %.1f GOP/s; fused / apart %.3fx (range %.3f-%.3f), "
+           "bf16 y / apart %.3fx (range %.3f-%.3f)\n", a[rounds / 2], f[rounds / 2], b[rounds / 2], r[rounds / 2], r[0],
+           r[rounds - 1], rb[rounds / 2], rb[0], rb[rounds - 1]);
     return 0;
 }
 

@@ -89,6 +89,8 @@ typedef struct cpu_ctx {
      * TANDEM_PROFILE=warm (profile 2) leaves out each kind's first call, which
      * pays the first touch of buffers and weights, as a bench's warm-up does. */
     int profile;
+    int ffn_bf16;                             /* the int8 gate|up GEMM's output in bf16 where the kernels have
+                                                 gemm_bf16y (TANDEM_FFN_BF16=0: f32; see dense_ffn) */
     int prof_warm[2];                         /* profile 2: that kind's first call is done (and was left out) */
     double prof[2][5], prof_ops[2];
     long prof_calls[2];
@@ -391,6 +393,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->final_norm = vec_f32(&m->final_norm);
     const char *prof = getenv("TANDEM_PROFILE");
     c->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "warm") ? 2 : 1;
+    const char *fb = getenv("TANDEM_FFN_BF16");
+    c->ffn_bf16 = !(fb && !strcmp(fb, "0"));
     if ((rc = rope_tables(c, err)) != TM_OK) goto fail;
 
     size_t M = CPU_MAX_ROWS, D = (size_t)m->D, HD = (size_t)m->H * m->Dh, KD = (size_t)m->Hk * m->Dh;
@@ -620,15 +624,33 @@ static void rows_act_prep(const par_job *j, int i0, int i1)
     }
 }
 
+/* rows_act_prep's, from bf16 GEMM results (gemm_bf16y: gate j->x, up j->w,
+ * rows j->ld bf16 apart): each row's act(gate) * up goes to the task's
+ * first row of j->y (f32 [M][F], reused row after row, so it stays in cache)
+ * and is prepared from there; or, where w takes f32 rows (j->l 0), to its
+ * own row of j->y */
+static void rows_act_prep_bf16(const par_job *j, int i0, int i1)
+{
+    int F = j->n, act = j->c->m->act == TM_ACT_SILU ? TM_KGLU_SILU : TM_KGLU_GELU_TANH;
+    const uint16_t *g = (const uint16_t *)j->x, *u = (const uint16_t *)j->w;
+    for (int i = i0; i < i1; i++) {
+        float *o = j->y + (size_t)(j->l ? i0 : i) * F;
+        tm_kglu_row_bf16(&j->c->k, act, o, g + (size_t)i * j->ld, u + (size_t)i * j->ld, F);
+        if (j->l) prep_row(j->c, (tm_dtype)j->l, i, o, F);
+    }
+}
+
 /* act(gate) * up for M rows (gate and up rows ld floats apart), as the input
  * of w (the down projection): where w takes a prepared form (bf16 or int8)
  * each row is activated over its gate row and prepared in the same pass (a's
  * rows are the prepared ones, a->f32 = NULL: no f32 copy is written, whose
  * write-allocate and write-back would double the pass's memory traffic);
  * otherwise out[M][F] = the activation (out may be gate when ld == F) and
- * a->f32 = out. Same functions per row, so the same bytes either way. */
-static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *out, float *gate,
-                     const float *up, int ld, int M, int F, tm_kact *a)
+ * a->f32 = out. Same functions per row, so the same bytes either way. With
+ * bf16 set, gate and up are gemm_bf16y's results (rows ld bf16 apart) and out
+ * [M][F] is the rows' f32 scratch (rows_act_prep_bf16). */
+static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *out, void *gate,
+                     const void *up, int ld, int bf16, int M, int F, tm_kact *a)
 {
     tm_dtype dt = tm_kweight_dtype(w);
     int prep = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && tm_kweight_k(w) == F;
@@ -636,6 +658,11 @@ static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *
     double t0 = c->profile ? now_s() : 0;
     par_job j = {.fn = prep ? rows_act_prep : rows_act, .c = c, .r = r, .y = prep ? gate : out, .x = gate, .w = up,
                  .n = F, .l = (int)dt, .ld = ld};
+    if (bf16) {
+        j.fn = rows_act_prep_bf16;
+        j.y = out;
+        j.l = prep ? (int)dt : 0; /* a prepared dtype is never 0 (TM_DT_F32) */
+    }
     par_rows(&j, M, (size_t)F);
     if (prep) set_prepared(c, a, dt);
     if (c->profile) c->prof[c->prof_kind][4] += now_s() - t0;
@@ -724,6 +751,16 @@ static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm
     int timed = c->profile || r->gemm;
     double t0 = timed ? now_s() : 0;
     int rc = tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
+    if (timed) matmul_done(c, r, w, a->M, now_s() - t0);
+    return rc;
+}
+
+/* matmul_a's through gemm_bf16y: y[M][N] in bf16 (a prepared by norm_prep for w) */
+static int matmul_bf16y(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm_kact *a, uint16_t *y, tm_err *err)
+{
+    int timed = c->profile || r->gemm;
+    double t0 = timed ? now_s() : 0;
+    int rc = tm_kmatmul_bf16y(&c->k, w, a, y, &c->ws, r->pool, err);
     if (timed) matmul_done(c, r, w, a->M, now_s() - t0);
     return rc;
 }
@@ -899,22 +936,48 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
     return c->k.attn_decode(&a, &c->ws, r->pool);
 }
 
+/* The gate|up GEMM's result in bf16 (gemm_bf16y), for the int8 (W8A8)
+ * prefill weights without biases: half the bytes the GEMM writes and the
+ * activation pass reads back (Qwen2.5-0.5B's pp512: 20 MB of f32 per layer,
+ * a quarter of the GEMM's time on the Xeon, session 18 run 82). The rounding
+ * (a relative 2^-9) is below the int8 quantization the activation takes next;
+ * the bf16 weights' path, whose budget is tighter, keeps f32. */
+static int ffn_bf16_ok(const cpu_ctx *c, const tm_kweight *w, int M)
+{
+    return w && tm_kweight_dtype(w) == TM_DT_Q8PC && tm_kmatmul_bf16y_ok(&c->k, w, M);
+}
+
+static int ffn_bf16(const cpu_ctx *c, const cpu_layer *y, int M)
+{
+    if (!c->ffn_bf16 || y->b_gate || y->b_up) return 0;
+    return y->w_gate_up ? ffn_bf16_ok(c, y->w_gate_up, M) : ffn_bf16_ok(c, y->w_gate, M) && ffn_bf16_ok(c, y->w_up, M);
+}
+
 /* The dense FFN of layer y: f[M][D] = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd,
  * h = RMSNorm(x) * ffn_norm (x = c->x [M][D]), through g[M][2F] (gate|up as
  * one weight: the checkpoint's fused one, or bound so by pack_cat) or g, u
- * [M][F] (apart), or g[M][F] alone (gemm_glu). */
+ * [M][F] (apart), or g[M][F] alone (gemm_glu); or (ffn_bf16) in bf16 in g's
+ * memory: [M][2F] (gate|up) or gate [M][F] then up [M][F]. */
 static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, tm_err *err)
 {
     const tm_model *m = c->m;
     int D = m->D, F = m->F, rc;
     tm_kact ad; /* the down projection's input */
-    if (y->w_gate_up) { /* g[M][2F]: rows of gate then up; act(gate) * up -> u[M][F] */
+    if (ffn_bf16(c, y, M)) { /* gate and up in bf16; act(gate) * up -> the down projection's input */
+        tm_kact a;
+        const tm_kweight *w0 = y->w_gate_up ? y->w_gate_up : y->w_gate;
+        uint16_t *gb = (uint16_t *)c->g, *ub = y->w_gate_up ? gb + F : gb + (size_t)M * F;
+        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, w0, y->w_gate_up ? NULL : y->w_up, NULL, &a);
+        if ((rc = matmul_bf16y(c, r, w0, &a, gb, err))) return rc;
+        if (!y->w_gate_up && (rc = matmul_bf16y(c, r, y->w_up, &a, ub, err))) return rc;
+        act_prep(c, r, y->w_down, c->u, gb, ub, y->w_gate_up ? 2 * F : F, 1, M, F, &ad);
+    } else if (y->w_gate_up) { /* g[M][2F]: rows of gate then up; act(gate) * up -> u[M][F] */
         tm_kact a;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate_up, NULL, NULL, &a);
         if ((rc = matmul_a(c, r, y->w_gate_up, &a, c->g, err))) return rc;
         par_bias(c, r, c->g, y->b_gate, M, F, 2 * F);
         par_bias(c, r, c->g + F, y->b_up, M, F, 2 * F);
-        act_prep(c, r, y->w_down, c->u, c->g, c->g + F, 2 * F, M, F, &ad);
+        act_prep(c, r, y->w_down, c->u, c->g, c->g + F, 2 * F, 0, M, F, &ad);
     } else if (y->w_glu && M > TM_KGEMV_MAX_B) { /* act(gate) * up -> g[M][F] in the GEMM's epilogue */
         tm_kact a;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
@@ -927,7 +990,7 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
         if ((rc = matmul_a(c, r, y->w_up, &a, c->u, err))) return rc;
         par_bias(c, r, c->g, y->b_gate, M, F, F);
         par_bias(c, r, c->u, y->b_up, M, F, F);
-        act_prep(c, r, y->w_down, c->g, c->g, c->u, F, M, F, &ad);
+        act_prep(c, r, y->w_down, c->g, c->g, c->u, F, 0, M, F, &ad);
     }
     if ((rc = matmul_a(c, r, y->w_down, &ad, c->f, err))) return rc;
     par_bias(c, r, c->f, y->b_down, M, D, D);

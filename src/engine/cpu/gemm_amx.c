@@ -51,6 +51,19 @@
 #define AMX_INPLACE 1 /* A tiles read from the prepared rows, no pack pass, where K is one chunk and the
                          rows' stride suits L1 (see run()) */
 #endif
+#ifndef AMX_CBIAS
+#define AMX_CBIAS 0 /* int8: C starts at -128 colsum (each C tile loaded from one row, stride 0) instead of
+                       zero, so the epilogue loses its two subtractions per row (same int32 sums, same
+                       results). A build option until measured on the Xeon (session 18 had no device
+                       time left): run 85 found the epilogue 30-40% of the K = 896 GEMMs */
+#endif
+#ifndef AMX_EPI_MEASURE
+#define AMX_EPI_MEASURE 0 /* measurement builds only (kbench-ab; their y is wrong): 1 = the epilogue
+                             stores to a 4 KB sink in L1 instead of y, 2 = no epilogue at all, 3 =
+                             every panel reads panel 0's B (no weight traffic, no L2 prefetch), 4 =
+                             3 and 2, 5 = C tile-stored into y as int32 with no vector epilogue (the
+                             GEMM's side of moving the dequantization into the passes that read y) */
+#endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
 #endif
@@ -122,8 +135,10 @@ typedef struct gemm_ctx {
     int M, N, is_q8;
     int nt;             /* y stored non-temporally: it is AMX_NT_BYTES or more, the caches would not keep it */
     int glu;            /* w->glu: panels in gate/up pairs, y = act(gate) * up (tm_kpack_glu) */
-    float *y;
+    float *y;           /* [M][N] f32, or NULL: */
+    uint16_t *yb;       /* [M][N] bf16 (gemm_bf16y) */
     float *acc;         /* [workers][MB][ACC_LD] partial sums between K chunks */
+    const int32_t *cbias; /* AMX_CBIAS, int8: [panels * 32] -128 colsum in panel order, C's start; else NULL */
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
@@ -162,10 +177,11 @@ static void pack_task(void *ctx, int grp, int worker)
     PROF_ADD(prof_pack, t0);
 }
 
-/* packed x, then the workers' accumulators */
-static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
+/* packed x, then the workers' accumulators, then (AMX_CBIAS) C's start for w's columns */
+static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool *pool)
 {
-    return (size_t)((M + 15) / 16) * nsteps * 1024 + (size_t)tm_pool_size(pool) * ACC_WORKER * 4;
+    return (size_t)((M + 15) / 16) * nsteps * 1024 + (size_t)tm_pool_size(pool) * ACC_WORKER * 4 +
+           (AMX_CBIAS ? (size_t)w->Np * (w->glu ? 2 : 1) * 4 : 0);
 }
 
 /* ---- the blocked loop -------------------------------------------------------- */
@@ -256,7 +272,18 @@ static size_t pack_bytes(int M, int nsteps, struct tm_pool *pool)
  * streamed tile then has two products of slack, B has one in this order):
  * 512 x 1152 x 896 1.10 / 0.98 / 1.04x, 896 x 896 1.02 / 0.94 / 1.05x, 9728
  * x 896 1.02 / 0.87 / 1.02x; the same with 512 rows per task 0.95x / 1.16x
- * (1152 / 9728 x 896, run 77). Not kept. */
+ * (1152 / 9728 x 896, run 77). Not kept.
+ *
+ * Session 18 (run 82, the same harness) weighed the epilogue with
+ * AMX_EPI_MEASURE builds: y's stores sent to an L1 sink made 512 x 9728 x
+ * 896 1.33x faster (its 20 MB of f32 y are a quarter of the GEMM), 1152 x
+ * 896 1.20x, 16384 x 2048 1.12x; no epilogue at all 1.49x on 1152 x 896.
+ * Hence gemm_bf16y (y in bf16, half the bytes), which the engine runs on the
+ * int8 gate|up projection. Run 85: without the epilogue the K = 896 shapes
+ * run 1.42-1.62x, without the weights' traffic (every panel reading panel
+ * 0's B) 0.83-1.01x; the down projection (K = 4864) the other way round
+ * (0.95x, 1.18x). On K = 896 the epilogue, not the tile loop, is what keeps
+ * the GEMM under 50% of the tile peak. */
 
 /* one tile product C[c] += A[a] B[b]: int8 (u8 x s8 into int32) or bf16 (into f32) */
 #define TDP(c, a, b)                         \
@@ -275,7 +302,19 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->a_grp;
     const uint8_t *A1 = A0 + g->a_grp;
     const uint8_t *B = (const uint8_t *)g->w->panel + (size_t)p * g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
-    if (!cin) {
+    if (AMX_EPI_MEASURE >= 3) {
+        B = (const uint8_t *)g->w->panel;
+        l2lines = 0;
+    }
+    if (!cin && g->cbias) { /* every row of C the panel's -128 colsum */
+        const int32_t *cb = g->cbias + 32 * p;
+        _tile_loadd(0, cb, 0);
+        _tile_loadd(1, cb + 16, 0);
+        if (two) {
+            _tile_loadd(2, cb, 0);
+            _tile_loadd(3, cb + 16, 0);
+        }
+    } else if (!cin) {
         _tile_zero(0);
         _tile_zero(1);
         if (two) {
@@ -339,15 +378,21 @@ static inline dq32 dq_load(const gemm_ctx *g, int n)
     return d;
 }
 
-/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum, times the scales */
+/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum (unless C started
+   there: AMX_CBIAS), times the scales */
 static inline void dq_row(const gemm_ctx *g, const dq32 *d, const float *c, float xs, __m512 *v0, __m512 *v1)
 {
     *v0 = _mm512_load_ps(c);
     *v1 = _mm512_load_ps(c + 16);
     if (g->is_q8) {
         __m512 x = _mm512_set1_ps(xs);
-        *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(*v0), d->c0)), _mm512_mul_ps(d->s0, x));
-        *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_castps_si512(*v1), d->c1)), _mm512_mul_ps(d->s1, x));
+        __m512i c0 = _mm512_castps_si512(*v0), c1 = _mm512_castps_si512(*v1);
+        if (!AMX_CBIAS) {
+            c0 = _mm512_sub_epi32(c0, d->c0);
+            c1 = _mm512_sub_epi32(c1, d->c1);
+        }
+        *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(c0), _mm512_mul_ps(d->s0, x));
+        *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(c1), _mm512_mul_ps(d->s1, x));
     }
 }
 
@@ -363,6 +408,10 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c,
     dq32 dg = dq_load(g, 32 * p), du = cu ? dq_load(g, 32 * p + 32) : dg;
     for (int i = 0; i < rows; i++) {
         float *yr = g->y + (size_t)(m0 + i) * g->N + n0;
+#if AMX_EPI_MEASURE == 1
+        static _Thread_local _Alignas(64) float sink[32][32];
+        yr = sink[i];
+#endif
         float xs = g->is_q8 ? g->xs[m0 + i] : 0.f;
         __m512 v0, v1;
         dq_row(g, &dg, c + i * 32, xs, &v0, &v1);
@@ -377,7 +426,14 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c,
                 v1 = vgelu_tanh_mul_avx512(v1, u1);
             }
         }
-        if (g->nt && nc == 32 && !((uintptr_t)yr & 63)) {
+        if (g->yb) { /* 32 bf16, one line; the instruction rounds to nearest even, a denormal to zero */
+            uint16_t *ybr = g->yb + (size_t)(m0 + i) * g->N + n0;
+            __m512i b = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+            if (!AMX_EPI_MEASURE && g->nt && nc == 32 && !((uintptr_t)ybr & 63)) _mm512_stream_si512((__m512i *)ybr, b);
+            else _mm512_mask_storeu_epi16(ybr, (__mmask32)k0 | (__mmask32)k1 << 16, b);
+            continue;
+        }
+        if (!AMX_EPI_MEASURE && g->nt && nc == 32 && !((uintptr_t)yr & 63)) {
             _mm512_stream_ps(yr, v0);
             _mm512_stream_ps(yr + 16, v1);
             continue;
@@ -419,11 +475,18 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
                     uint8_t *c = (uint8_t *)&acc[m - m0][32 * j];
                     PROF_T(t0);
                     int h = g->glu ? j & 1 : 0; /* glu: gate (even panels) then up */
-                    block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld,
-                                last ? (uint8_t *)cs[h] : c, last ? sizeof cs[0][0] : ld, nb + (uintptr_t)l0 * 64,
-                                l1 - l0);
+                    uint8_t *out = last ? (uint8_t *)cs[h] : c;
+                    size_t out_ld = last ? sizeof cs[0][0] : ld;
+                    /* AMX_EPI_MEASURE 5: whole blocks' C straight into y as int32, no epilogue */
+                    int raw = AMX_EPI_MEASURE == 5 && last && g->y && !g->glu && m1 - m >= 32 && 32 * (pg + j + 1) <= g->N;
+                    if (raw) {
+                        out = (uint8_t *)(g->y + (size_t)m * g->N + 32 * (pg + j));
+                        out_ld = (size_t)g->N * 4;
+                    }
+                    block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
+                                nb + (uintptr_t)l0 * 64, l1 - l0);
                     PROF_ADD(prof_tile, t0);
-                    if (last && (!g->glu || h)) {
+                    if (!raw && AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && last && (!g->glu || h)) {
                         PROF_T(t1);
                         epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &cs[0][0][0], g->glu ? &cs[1][0][0] : NULL);
                         PROF_ADD(prof_epi, t1);
@@ -439,13 +502,18 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 /* ---- entry points -------------------------------------------------------------- */
 
 static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_bytes, const float *xs,
-               tm_kbuf *ws, size_t off, float *y, struct tm_pool *pool, int is_q8)
+               tm_kbuf *ws, size_t off, float *y, uint16_t *yb, struct tm_pool *pool, int is_q8)
 {
     int nsteps = is_q8 ? w->Kp / 64 : w->Kp / 32;
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
-                  (size_t)x->M * w->N * 4 >= AMX_NT_BYTES, w->glu, y, acc};
+                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, NULL};
+    if (AMX_CBIAS && is_q8) {
+        int32_t *cb = (int32_t *)(acc + (size_t)tm_pool_size(pool) * ACC_WORKER);
+        for (int n = 0; n < w->Np * (w->glu ? 2 : 1); n++) cb[n] = -128 * w->colsum[n];
+        g.cbias = cb;
+    }
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
        rows are then read whole from L1 by the group's panels) and a tile's 16 lines fall in 16
        different L1 sets (of 64: the stride in lines shares at most a factor 4 with 64): Qwen's
@@ -465,30 +533,30 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     return TM_OK;
 }
 
-/* checks done: w's dtype and panels and x's K (glu or not) */
-static int gemm_any(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+/* checks done: w's dtype and panels and x's K (glu or not); y f32 or yb bf16 */
+static int gemm_any(const tm_kweight *w, const tm_kact *x, float *y, uint16_t *yb, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (w->dtype == TM_DT_BF16) {
         size_t prep = tm_kact_need_bf16(x);
-        if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 32, pool) + 64)) return TM_E_NOMEM;
+        if (tm_kbuf_reserve(ws, prep + pack_bytes(w, x->M, w->Kp / 32, pool) + 64)) return TM_E_NOMEM;
         const uint16_t *xb = tm_kact_get_bf16(x, ws, 0, tm_kavx512_f32_to_bf16, pool);
-        return run(w, x, xb, (size_t)tm_kact_ld(x->K) * 2, NULL, ws, prep, y, pool, 0);
+        return run(w, x, xb, (size_t)tm_kact_ld(x->K) * 2, NULL, ws, prep, y, yb, pool, 0);
     }
     size_t prep = tm_kact_need_q8(x);
-    if (tm_kbuf_reserve(ws, prep + pack_bytes(x->M, w->Kp / 64, pool) + 64)) return TM_E_NOMEM;
+    if (tm_kbuf_reserve(ws, prep + pack_bytes(w, x->M, w->Kp / 64, pool) + 64)) return TM_E_NOMEM;
     const float *xs;
     const uint8_t *xq = tm_kact_get_q8(x, ws, 0, tm_kavx512_quant_q8, &xs, pool);
-    return run(w, x, xq, (size_t)tm_kact_ld(x->K), xs, ws, prep, y, pool, 1);
+    return run(w, x, xq, (size_t)tm_kact_ld(x->K), xs, ws, prep, y, yb, pool, 1);
 }
 
 static int gemm_bf16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
-    return tm_kcheck_gemm(w, x, TM_DT_BF16) ? TM_E_INVALID : gemm_any(w, x, y, ws, pool);
+    return tm_kcheck_gemm(w, x, TM_DT_BF16) ? TM_E_INVALID : gemm_any(w, x, y, NULL, ws, pool);
 }
 
 static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
-    return tm_kcheck_gemm(w, x, TM_DT_Q8PC) ? TM_E_INVALID : gemm_any(w, x, y, ws, pool);
+    return tm_kcheck_gemm(w, x, TM_DT_Q8PC) ? TM_E_INVALID : gemm_any(w, x, y, NULL, ws, pool);
 }
 
 /* y[M][F] = act(x gate^T) * (x up^T) on a tm_kpack_glu weight */
@@ -498,7 +566,14 @@ static int gemm_glu(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws
     tm_kweight plain = *w; /* the same checks as a plain GEMM weight */
     plain.glu = 0;
     if (tm_kcheck_gemm(&plain, x, w->dtype)) return TM_E_INVALID;
-    return gemm_any(w, x, y, ws, pool);
+    return gemm_any(w, x, y, NULL, ws, pool);
+}
+
+/* gemm_bf16 / gemm_q8 by w's encoding, y stored as bf16 */
+static int gemm_bf16y(const tm_kweight *w, const tm_kact *x, uint16_t *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    if (!w || (w->dtype != TM_DT_BF16 && w->dtype != TM_DT_Q8PC) || tm_kcheck_gemm(w, x, w->dtype)) return TM_E_INVALID;
+    return gemm_any(w, x, NULL, y, ws, pool);
 }
 
 void tm_kvariant_amx(tm_kernels *k)
@@ -506,5 +581,6 @@ void tm_kvariant_amx(tm_kernels *k)
     k->gemm_bf16 = gemm_bf16;
     k->gemm_q8 = gemm_q8;
     k->gemm_glu = gemm_glu;
+    k->gemm_bf16y = gemm_bf16y;
     tm_kattn_fill_amx(k);
 }

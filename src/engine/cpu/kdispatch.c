@@ -389,3 +389,34 @@ int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float
                            x->M, x->K, tm_dtype_name(w->dtype), w->N, w->K);
     return TM_OK;
 }
+
+int tm_kmatmul_bf16y_ok(const tm_kernels *k, const tm_kweight *w, int M)
+{
+    return k->gemm_bf16y && w && !w->glu && tm_kmatmul_gemm(k, w, M);
+}
+
+int tm_kmatmul_bf16y(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, uint16_t *y,
+                     tm_kbuf *ws, struct tm_pool *pool, tm_err *err)
+{
+    if (!x || !tm_kmatmul_bf16y_ok(k, w, x->M))
+        return tm_errf(err, TM_E_UNSUPPORTED, "matmul to bf16: the %s kernels have no bf16-output GEMM for %s%s on %d rows",
+                       k->name, w ? tm_dtype_name(w->dtype) : "no weight", w && w->glu ? " (glu)" : "", x ? x->M : 0);
+    int rc = k->gemm_bf16y(w, x, y, ws, pool);
+    if (rc == TM_E_NOMEM) return tm_errf(err, rc, "matmul [%d][%d] x [%d][%d]: out of scratch memory", x->M, x->K, w->N, w->K);
+    if (rc) return tm_errf(err, rc, "matmul [%d][%d] x %s [%d][%d] to bf16: activations not usable", x->M, x->K,
+                           tm_dtype_name(w->dtype), w->N, w->K);
+    return TM_OK;
+}
+
+void tm_kglu_row_bf16(const tm_kernels *k, int act, float *y, const uint16_t *gate, const uint16_t *up, int F)
+{
+    enum { C = 256 }; /* columns per step: gate and up widened to f32 on the stack */
+    float g[C], u[C];
+    void (*f)(float *, const float *, const float *, size_t) = act == TM_KGLU_SILU ? k->silu_mul : k->gelu_tanh_mul;
+    for (int c0 = 0; c0 < F; c0 += C) {
+        size_t n = (size_t)(F - c0 < C ? F - c0 : C);
+        k->bf16_to_f32(g, gate + c0, n);
+        k->bf16_to_f32(u, up + c0, n);
+        f(y + c0, g, u, n);
+    }
+}

@@ -39,12 +39,14 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size
 /* The FFN's gate/up step of a prefill chunk, int8, both ways the engine
  * runs it: apart (one GEMM of gate and up [2F][D], then act(gate) * up and
  * the int8 rows for the down projection in one pass) and fused (gemm_glu's
- * epilogue applies the activation, then the int8 rows). silu, M rows (a
- * multiple of 16), warm weights. Rounds alternate the two, `seconds` each;
- * apart[r], fused[r]: GOP/s of round r (gate and up's 4 M F D operations
- * over the whole step). TM_E_UNSUPPORTED where the kernels have no gemm_glu. */
+ * epilogue applies the activation, then the int8 rows), and where the
+ * kernels have gemm_bf16y apart with the GEMM's y in bf16 (the engine's
+ * default there). silu, M rows (a multiple of 16), warm weights. Rounds take
+ * the ways in turn, `seconds` each; apart[r], fused[r], bf16y[r] (0 without
+ * gemm_bf16y): GOP/s of round r (gate and up's 4 M F D operations over the
+ * whole step). TM_E_UNSUPPORTED where the kernels have no gemm_glu. */
 int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double seconds, struct tm_pool *pool,
-                    double *apart, double *fused, tm_err *err);
+                    double *apart, double *fused, double *bf16y, tm_err *err);
 /* Plain read bandwidth over `bytes` of memory, split across the pool (the
  * ceiling GEMV figures are compared with). */
 int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
