@@ -62,7 +62,9 @@
                              stores to a 4 KB sink in L1 instead of y, 2 = no epilogue at all, 3 =
                              every panel reads panel 0's B (no weight traffic, no L2 prefetch), 4 =
                              3 and 2, 5 = C tile-stored into y as int32 with no vector epilogue (the
-                             GEMM's side of moving the dequantization into the passes that read y) */
+                             GEMM's side of moving the dequantization into the passes that read y),
+                             6 = the epilogue reads another buffer than the C just stored (its work
+                             and stores as ever, without waiting for the tile stores) */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -488,7 +490,12 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
                     PROF_ADD(prof_tile, t0);
                     if (!raw && AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && last && (!g->glu || h)) {
                         PROF_T(t1);
-                        epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &cs[0][0][0], g->glu ? &cs[1][0][0] : NULL);
+                        float(*ein)[32][32] = cs;
+#if AMX_EPI_MEASURE == 6
+                        static _Thread_local _Alignas(64) float other[2][32][32];
+                        ein = other;
+#endif
+                        epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &ein[0][0][0], g->glu ? &ein[1][0][0] : NULL);
                         PROF_ADD(prof_epi, t1);
                     }
                 }
