@@ -271,6 +271,9 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
     if (big) {
         mm_case(k, pool, TM_DT_BF16, 1, 64, 96, 4096);
         mm_case(k, pool, TM_DT_Q8PC, 1, 96, 64, 4096);
+        /* more rows than one task (amx: 256, or AMX_MB_LONGK) with a tail, K in several chunks */
+        mm_case(k, pool, TM_DT_BF16, 1, 300, 40, 1100);
+        mm_case(k, pool, TM_DT_Q8PC, 1, 300, 40, 1100);
     }
 }
 

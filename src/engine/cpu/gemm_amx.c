@@ -77,7 +77,13 @@
  * (docs/bench/xeon-s6-amx.txt). In this loop acc only carries C between K
  * chunks beyond 1024 int8 / 512 bf16; the pad stays, not re-measured. */
 #define ACC_LD (AMX_PG * 32 + AMX_ACC_PAD)
-#define ACC_WORKER (MB * ACC_LD) /* floats of acc per worker */
+#ifndef AMX_MB_LONGK
+#define AMX_MB_LONGK MB /* rows per task where K takes several chunks (a build option: run 85 found
+                           the down projections, K = 4864, bound by the weights' bytes, which each
+                           task streams; 512 would read them once at M = 512; not yet measured) */
+#endif
+#define MB_MAX (AMX_MB_LONGK > MB ? AMX_MB_LONGK : MB)
+#define ACC_WORKER (MB_MAX * ACC_LD) /* floats of acc per worker */
 
 /* -DAMX_PROF: TSC cycles spent packing, in the tile loop and in the epilogue,
  * summed over workers, printed at exit: a measurement build (tools/kbench.c
@@ -139,7 +145,7 @@ typedef struct gemm_ctx {
     int glu;            /* w->glu: panels in gate/up pairs, y = act(gate) * up (tm_kpack_glu) */
     float *y;           /* [M][N] f32, or NULL: */
     uint16_t *yb;       /* [M][N] bf16 (gemm_bf16y) */
-    float *acc;         /* [workers][MB][ACC_LD] partial sums between K chunks */
+    float *acc;         /* [workers][MB_MAX][ACC_LD] partial sums between K chunks */
     const int32_t *cbias; /* AMX_CBIAS, int8: [panels * 32] -128 colsum in panel order, C's start; else NULL */
 } gemm_ctx;
 
@@ -445,7 +451,7 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c,
     }
 }
 
-/* one task: rows [m0, m1) (at most MB) x panels [p0, p1) (glu: pairs, so
+/* one task: rows [m0, m1) (at most MB, or AMX_MB_LONGK) x panels [p0, p1) (glu: pairs, so
  * panels [2 p0, 2 p1)), in the order above */
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
@@ -536,7 +542,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
         tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     }
     PROF_CALL();
-    tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
+    tm_kgemm_run(x->M, w->Np, nsteps > AMX_KB ? AMX_MB_LONGK : MB, amx_block, &g, pool);
     return TM_OK;
 }
 
