@@ -19,7 +19,7 @@ LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread
 # units are AVX-512 plus GFNI (its own CPUID bit).
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c
-ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-bf16 -mamx-int8
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-bf16 -mamx-int8 -mprfchw
 ISA_gfni   := $(ISA_avx512) -mgfni
 
 # The build's identity: the router's calibrations are keyed by it (speeds belong to the kernels

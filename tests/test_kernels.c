@@ -271,7 +271,7 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
     if (big) {
         mm_case(k, pool, TM_DT_BF16, 1, 64, 96, 4096);
         mm_case(k, pool, TM_DT_Q8PC, 1, 96, 64, 4096);
-        /* more rows than one task (amx: 256, or AMX_MB_LONGK) with a tail, K in several chunks */
+        /* more rows than one task (amx: 256) with a tail, K in several chunks */
         mm_case(k, pool, TM_DT_BF16, 1, 300, 40, 1100);
         mm_case(k, pool, TM_DT_Q8PC, 1, 300, 40, 1100);
     }
@@ -662,6 +662,18 @@ static void test_measure(tm_pool *pool)
     CHECK_EQ_INT(tm_kmeasure_gemm(&k, TM_DT_Q8PC, 40, 96, 128, 0, 0.005, pool, &r, &err), TM_OK);
     CHECKF(r.calls >= 1 && r.gflops > 0, "gemm on one weight: %ld calls", r.calls);
     CHECK_EQ_INT(tm_kmeasure_gemm(&k, TM_DT_Q4G64, 40, 96, 128, 0, 0.005, pool, &r, &err), TM_E_INVALID);
+    /* a set made once, timed twice (kbench -a's rounds): whole passes each time */
+    tm_kgemm_set *set = NULL;
+    CHECK_EQ_INT(tm_kgemm_set_open(&set, &k, TM_DT_BF16, 24, 64, 96, 3 * tm_quant_data_bytes(TM_DT_BF16, 64, 96), pool,
+                                   &err), TM_OK);
+    for (int t = 0; set && t < 2; t++) {
+        CHECK_EQ_INT(tm_kgemm_set_time(set, &k, t ? 0.002 : 0, &r, &err), TM_OK);
+        CHECKF(r.calls % 3 == 0 && r.calls >= 3 && r.gflops > 0 && (t || r.calls == 3), "set timing %d: %ld calls", t,
+               r.calls);
+    }
+    tm_kgemm_set_close(set);
+    CHECK_EQ_INT(tm_kgemm_set_open(&set, &k, TM_DT_Q4G64, 24, 64, 96, 0, pool, &err), TM_E_INVALID);
+    CHECK(set == NULL);
     double a[3] = {0}, f[3] = {0}, b[3] = {0};
     tm_kernels g;
     if (tm_kernels_select("amx", &g, &err) != TM_OK && tm_kernels_select("amx-emu", &g, &err) != TM_OK) {

@@ -19,14 +19,16 @@
  * Options: -t THREADS (default: all online cpus), -s SECONDS per timing
  * (default 1), -v VARIANT (time only that one), -c CPU (pin the threads to
  * CPU, CPU + 1, ...; default: the CPUs a session of that many threads takes,
- * tm_cpu_pick: CPU 0 left out where others suffice), -p ROUNDS (gemm on amx: that many rounds of
- * tile peak, GEMM, tile peak, and the median ratio), -m MIB of weights cycled
+ * tm_cpu_pick: CPU 0 left out where others suffice), -p ROUNDS (gemm on amx: up to 256 rounds of
+ * tile peak, GEMM, tile peak, and the median ratio; the weights are made once, so a round costs
+ * its timed slices: -s 0.05 -p 64 takes ~7 s a shape with -a), -m MIB of weights cycled
  * by gemv and attn (default 512) and by gemm (default 0: one weight, warm in
  * the caches; with -m each call reads its weight from memory, as a prefill's
  * layers do), -g 0|1 (the avx512 and amx variants' int4
  * GEMV in its build without / with GFNI; default: the one the CPU picks), -a 1
  * (kbench-ab only: with -p, each round also times the alternative AMX GEMM
- * build linked in, and the A/B ratio is printed). attn cycles through as many layers of a
+ * build linked in, and the A/B ratio is printed), -Y 1 (with -p: the alternative is the same
+ * build's GEMM storing y in bf16, gemm_bf16y). attn cycles through as many layers of a
  * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
  * as fill that, one call per layer like a decode step; GB/s counts the KV
  * bytes read (rows and int8 scales). */
@@ -290,23 +292,33 @@ void tm_kvariant_amx_alt(tm_kernels *k) __attribute__((weak));
  * With alt (kbench-ab -a): (tile peak, GEMM, alternative GEMM, tile peak),
  * the two GEMMs' order swapped every round, and the median of the rounds'
  * alternative / shipped ratios: an A/B the host's drift falls on alike. */
+#define PAIRED_MAX 256 /* rounds of -p */
 static void paired_peak(const tm_kernels *k, const tm_kernels *alt, tm_dtype dt, int M, int N, int K, size_t wbytes,
                         double secs, int rounds, tm_pool *pool)
 {
-    double g[64], f[64], fa[64], ra[64], rp[32], rf[2][32];
+    double g[PAIRED_MAX], f[PAIRED_MAX], fa[PAIRED_MAX], ra[PAIRED_MAX], rp[PAIRED_MAX / 2], rf[2][PAIRED_MAX / 2];
     int n = 0;
-    if (rounds > 64) rounds = 64;
+    if (rounds > PAIRED_MAX) rounds = PAIRED_MAX;
     if (alt && rounds > 1 && rounds % 2) rounds++; /* as many rounds with each build first */
+    tm_kgemm_set *set = NULL; /* the weights made once: a round costs its timed slices only */
+    tm_err err = {0};
+    if (tm_kgemm_set_open(&set, k, dt, M, N, K, wbytes, pool, &err) ||
+        tm_kgemm_set_time(set, k, 0, &(tm_kmeasure){0}, &err) || /* warm-up: one pass each */
+        (alt && tm_kgemm_set_time(set, alt, 0, &(tm_kmeasure){0}, &err))) {
+        printf("  paired peak: %s\n", err.msg);
+        tm_kgemm_set_close(set);
+        return;
+    }
     for (int i = 0; i < rounds; i++) {
         tm_kmeasure p0, p1, r, q = {0};
-        tm_err err = {0};
         int rc = tm_kmeasure_peak("amx", dt, secs / 3, pool, &p0, &err);
         for (int j = 0; j < (alt ? 2 : 1) && !rc; j++) {
             int a = alt && (j ^ (i & 1)); /* which build runs j-th this round */
-            rc = tm_kmeasure_gemm(a ? alt : k, dt, M, N, K, wbytes, secs, pool, a ? &q : &r, &err);
+            rc = tm_kgemm_set_time(set, a ? alt : k, secs, a ? &q : &r, &err);
         }
         if (rc || tm_kmeasure_peak("amx", dt, secs / 3, pool, &p1, &err)) {
             printf("  paired peak: %s\n", err.msg);
+            tm_kgemm_set_close(set);
             return;
         }
         g[n] = r.gflops;
@@ -314,6 +326,7 @@ static void paired_peak(const tm_kernels *k, const tm_kernels *alt, tm_dtype dt,
         fa[n] = 2 * q.gflops / (p0.gflops + p1.gflops);
         ra[n++] = q.gflops / r.gflops;
     }
+    tm_kgemm_set_close(set);
     qsort(g, n, sizeof g[0], cmp_double);
     qsort(f, n, sizeof f[0], cmp_double);
     printf("  paired with the AMX peak, %d rounds: median %.1f GFLOP/s, median %.1f%% of the peak beside it (range %.1f-%.1f%%)\n",
@@ -385,9 +398,17 @@ static int ffn_main(int M, int F, int D, int rounds, double secs, const char *on
     return 0;
 }
 
+/* kbench -Y 1: gemm_bf16y behind the f32 GEMM's signature (y's buffer holds M x N floats, so bf16 fits) */
+static int (*y16_op)(const tm_kweight *, const tm_kact *, uint16_t *, tm_kbuf *, struct tm_pool *);
+
+static int gemm_y16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    return y16_op(w, x, (uint16_t *)y, ws, pool);
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-g 0|1] [-a 1] gemv DTYPE N K B\n"
+    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-g 0|1] [-a 1 | -Y 1] gemv DTYPE N K B\n"
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
@@ -400,6 +421,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     int threads = tm_cpu_get()->n_cpus, mib = 512, mib_set = 0, ab = 0, i = 1, first_cpu = -1, paired = 0, gfni = -1;
+    int y16 = 0;
     double secs = 1.0;
     const char *only = NULL;
     for (; i < argc && argv[i][0] == '-'; i += 2) {
@@ -412,9 +434,14 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-p")) paired = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-g")) gfni = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-a")) ab = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-Y")) y16 = atoi(argv[i + 1]);
         else { usage(); return 2; }
     }
     if (i >= argc) { usage(); return 2; }
+    if (ab && y16) {
+        fprintf(stderr, "kbench: -a and -Y each choose the alternative: one at a time\n");
+        return 2;
+    }
     if (ab && !tm_kvariant_amx_alt) {
         fprintf(stderr, "kbench: -a needs the alternative AMX build: make kbench-ab AMX_ALT=\"-D...\"\n");
         return 2;
@@ -513,8 +540,12 @@ int main(int argc, char **argv)
                 tm_kvariant_amx_alt(&ka);
                 double ra = validate(&ka, gemm, dt, M, N, K, pool);
                 printf("  alternative build: max rel err %.2e %s\n", ra, ra < 0 || ra > 1e-3 ? "INVALID" : "ok");
+            } else if (y16 && k.gemm_bf16y) { /* the alternative: this build's GEMM storing y in bf16 */
+                y16_op = k.gemm_bf16y;
+                ka.gemm_q8 = ka.gemm_bf16 = gemm_y16;
+                printf("  alternative: the same GEMM with y stored in bf16 (gemm_bf16y)\n");
             }
-            paired_peak(&k, ab ? &ka : NULL, dt, M, N, K, gemm_bytes, secs, paired, pool);
+            paired_peak(&k, ab || (y16 && k.gemm_bf16y) ? &ka : NULL, dt, M, N, K, gemm_bytes, secs, paired, pool);
         }
     }
     tm_pool_free(pool);

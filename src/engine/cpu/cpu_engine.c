@@ -91,6 +91,7 @@ typedef struct cpu_ctx {
     int profile;
     int ffn_bf16;                             /* the int8 gate|up GEMM's output in bf16 where the kernels have
                                                  gemm_bf16y (TANDEM_FFN_BF16=0: f32; see dense_ffn) */
+    int y_bf16;                               /* TANDEM_Y_BF16=1: q|k|v, o and down in bf16 too (see bf16y_ok) */
     int prof_warm[2];                         /* profile 2: that kind's first call is done (and was left out) */
     double prof[2][5], prof_ops[2];
     long prof_calls[2];
@@ -395,6 +396,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "warm") ? 2 : 1;
     const char *fb = getenv("TANDEM_FFN_BF16");
     c->ffn_bf16 = !(fb && !strcmp(fb, "0"));
+    const char *yb = getenv("TANDEM_Y_BF16");
+    c->y_bf16 = yb && !strcmp(yb, "1");
     if ((rc = rope_tables(c, err)) != TM_OK) goto fail;
 
     size_t M = CPU_MAX_ROWS, D = (size_t)m->D, HD = (size_t)m->H * m->Dh, KD = (size_t)m->Hk * m->Dh;
@@ -524,9 +527,24 @@ static void rows_add(const par_job *j, int i0, int i1)
     for (size_t i = (size_t)i0 * j->n; i < (size_t)i1 * j->n; i++) y[i] += x[i];
 }
 
-static void par_add(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, int rows, int n)
+/* y[i] += x[i] for rows of width n, x in bf16 (gemm_bf16y's rows), widened 256 columns at a time */
+static void rows_add_bf16(const par_job *j, int i0, int i1)
 {
-    par_job j = {.fn = rows_add, .c = c, .r = r, .y = y, .x = x, .n = n};
+    enum { C = 256 };
+    float t[C];
+    const uint16_t *xb = (const uint16_t *)j->x;
+    for (int i = i0; i < i1; i++)
+        for (int c0 = 0; c0 < j->n; c0 += C) {
+            size_t n = (size_t)(j->n - c0 < C ? j->n - c0 : C), o = (size_t)i * j->n + c0;
+            j->c->k.bf16_to_f32(t, xb + o, n);
+            for (size_t k = 0; k < n; k++) j->y[o + k] += t[k];
+        }
+}
+
+/* y += f, the residual add of a projection's result f [rows][n]: f32, or bf16 where f16 (TANDEM_Y_BF16) */
+static void par_add(cpu_ctx *c, const cpu_rows *r, float *y, const float *f, int f16, int rows, int n)
+{
+    par_job j = {.fn = f16 ? rows_add_bf16 : rows_add, .c = c, .r = r, .y = y, .x = f, .n = n};
     par_rows(&j, rows, (size_t)n);
 }
 
@@ -725,8 +743,29 @@ static void matmul_done(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, int 
     }
 }
 
-/* y[M][N] = x[M][K] . w^T (preparing x is timed with the norm+prepare passes) */
-static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
+/* A GEMM of w on M rows can store its result in bf16 (gemm_bf16y): int8
+ * (W8A8) prefill weights on kernels that have the op. The rounding (a
+ * relative 2^-9) is below the int8 quantization of the activations and
+ * weights; the bf16 weights' path, whose budget is tighter, keeps f32. The
+ * engine takes it for gate|up (ffn_bf16, default) and, with TANDEM_Y_BF16=1,
+ * for q|k|v (fused), o and down where no bias or output norm follows (qkv_post
+ * and the residual adds widen the rows): session 19 found y's f32 stores a
+ * quarter of the K = 896 GEMMs' time on the Xeon (docs/kernels.md). */
+static int bf16y_ok(const cpu_ctx *c, const tm_kweight *w, int M)
+{
+    return w && tm_kweight_dtype(w) == TM_DT_Q8PC && tm_kmatmul_bf16y_ok(&c->k, w, M);
+}
+
+/* TANDEM_Y_BF16: w's output (q|k|v, o or down) in bf16 */
+static int y16(const cpu_ctx *c, const tm_kweight *w, int M)
+{
+    return c->y_bf16 && bf16y_ok(c, w, M);
+}
+
+/* y[M][N] = x[M][K] . w^T, or yb[M][N] in bf16 where yb is given (gemm_bf16y: see bf16y_ok); preparing
+   x is timed with the norm+prepare passes */
+static int matmul_to(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y,
+                     uint16_t *yb, tm_err *err)
 {
     int timed = c->profile || r->gemm;
     double t0 = timed ? now_s() : 0;
@@ -737,9 +776,14 @@ static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const floa
         if (c->profile) c->prof[c->prof_kind][3] += t1 - t0;
         t0 = t1;
     }
-    int rc = tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
+    int rc = yb ? tm_kmatmul_bf16y(&c->k, w, &a, yb, &c->ws, r->pool, err) : tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
     if (timed) matmul_done(c, r, w, M, now_s() - t0);
     return rc;
+}
+
+static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y, tm_err *err)
+{
+    return matmul_to(c, r, w, x, M, y, NULL, err);
 }
 
 /* y = a . w^T with a from prep_act (a weight of another encoding gets the f32 rows) */
@@ -791,6 +835,19 @@ static void rows_split_qkv(const par_job *j, int i0, int i1)
         memcpy(c->q + (size_t)i * HD, s, sizeof(float) * HD);
         memcpy(c->kk + (size_t)i * KD, s + HD, sizeof(float) * KD);
         memcpy(c->vv + (size_t)i * KD, s + HD + KD, sizeof(float) * KD);
+    }
+}
+
+/* rows_split_qkv's from gemm_bf16y's rows (TANDEM_Y_BF16: HD + 2 KD bf16 each), widened */
+static void rows_split_qkv_bf16(const par_job *j, int i0, int i1)
+{
+    cpu_ctx *c = j->c;
+    size_t HD = (size_t)j->n, KD = (size_t)j->l;
+    for (int i = i0; i < i1; i++) {
+        const uint16_t *s = (const uint16_t *)c->qkv + (size_t)i * (HD + 2 * KD);
+        c->k.bf16_to_f32(c->q + (size_t)i * HD, s, HD);
+        c->k.bf16_to_f32(c->kk + (size_t)i * KD, s + HD, KD);
+        c->k.bf16_to_f32(c->vv + (size_t)i * KD, s + HD + KD, KD);
     }
 }
 
@@ -882,15 +939,17 @@ static void chain_add(par_chain *ch, par_job j, int mul)
 }
 
 /* Layer l's q, k, v from its projections to the attention's inputs, in one
- * pass over the rows: a fused projection's rows c->qkv[M][HD + 2 KD] split
- * into c->q [M][H][Dh], c->kk and c->vv [M][Hk][Dh]; the biases; the per-head
- * q / k norms; RoPE on q and k; k and v stored into the KV cache. */
-static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, int M)
+ * pass over the rows: a fused projection's rows c->qkv[M][HD + 2 KD] (f32, or
+ * bf16 where qkv16) split into c->q [M][H][Dh], c->kk and c->vv [M][Hk][Dh];
+ * the biases; the per-head q / k norms; RoPE on q and k; k and v stored into
+ * the KV cache. */
+static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, int M, int qkv16)
 {
     const tm_model *m = c->m;
     int H = m->H, Hk = m->Hk, Dh = m->Dh, HD = H * Dh, KD = Hk * Dh, rope = m->layer[l].rope;
     par_chain ch = {.job = {.fn = rows_chain, .c = c, .r = r}};
-    if (y->wqkv) chain_add(&ch, (par_job){.fn = rows_split_qkv, .c = c, .r = r, .n = HD, .l = KD}, 1);
+    if (y->wqkv)
+        chain_add(&ch, (par_job){.fn = qkv16 ? rows_split_qkv_bf16 : rows_split_qkv, .c = c, .r = r, .n = HD, .l = KD}, 1);
     const float *bias[3] = {y->bq, y->bk, y->bv};
     float *dst[3] = {c->q, c->kk, c->vv};
     for (int i = 0; i < 3; i++)
@@ -936,29 +995,23 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
     return c->k.attn_decode(&a, &c->ws, r->pool);
 }
 
-/* The gate|up GEMM's result in bf16 (gemm_bf16y), for the int8 (W8A8)
+/* The gate|up GEMM's result in bf16 (gemm_bf16y, bf16y_ok), for the int8
  * prefill weights without biases: half the bytes the GEMM writes and the
  * activation pass reads back (Qwen2.5-0.5B's pp512: 20 MB of f32 per layer,
- * a quarter of the GEMM's time on the Xeon, session 18 run 82). The rounding
- * (a relative 2^-9) is below the int8 quantization the activation takes next;
- * the bf16 weights' path, whose budget is tighter, keeps f32. */
-static int ffn_bf16_ok(const cpu_ctx *c, const tm_kweight *w, int M)
-{
-    return w && tm_kweight_dtype(w) == TM_DT_Q8PC && tm_kmatmul_bf16y_ok(&c->k, w, M);
-}
-
+ * a quarter of the GEMM's time on the Xeon, session 18 run 82). */
 static int ffn_bf16(const cpu_ctx *c, const cpu_layer *y, int M)
 {
     if (!c->ffn_bf16 || y->b_gate || y->b_up) return 0;
-    return y->w_gate_up ? ffn_bf16_ok(c, y->w_gate_up, M) : ffn_bf16_ok(c, y->w_gate, M) && ffn_bf16_ok(c, y->w_up, M);
+    return y->w_gate_up ? bf16y_ok(c, y->w_gate_up, M) : bf16y_ok(c, y->w_gate, M) && bf16y_ok(c, y->w_up, M);
 }
 
 /* The dense FFN of layer y: f[M][D] = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd,
  * h = RMSNorm(x) * ffn_norm (x = c->x [M][D]), through g[M][2F] (gate|up as
  * one weight: the checkpoint's fused one, or bound so by pack_cat) or g, u
  * [M][F] (apart), or g[M][F] alone (gemm_glu); or (ffn_bf16) in bf16 in g's
- * memory: [M][2F] (gate|up) or gate [M][F] then up [M][F]. */
-static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, tm_err *err)
+ * memory: [M][2F] (gate|up) or gate [M][F] then up [M][F]. *f16: f is in bf16
+ * (TANDEM_Y_BF16, no down bias or output norm). */
+static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, int *f16, tm_err *err)
 {
     const tm_model *m = c->m;
     int D = m->D, F = m->F, rc;
@@ -992,7 +1045,9 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, t
         par_bias(c, r, c->u, y->b_up, M, F, F);
         act_prep(c, r, y->w_down, c->g, c->g, c->u, F, 0, M, F, &ad);
     }
-    if ((rc = matmul_a(c, r, y->w_down, &ad, c->f, err))) return rc;
+    *f16 = !y->b_down && !y->ffn_out_norm && y16(c, y->w_down, M);
+    rc = *f16 ? matmul_bf16y(c, r, y->w_down, &ad, (uint16_t *)c->f, err) : matmul_a(c, r, y->w_down, &ad, c->f, err);
+    if (rc) return rc;
     par_bias(c, r, c->f, y->b_down, M, D, D);
     return TM_OK;
 }
@@ -1018,10 +1073,13 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     }
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];
+        int qkv16 = 0, f16; /* q|k|v, f in bf16 (TANDEM_Y_BF16) */
         if (y->wqkv) { /* one matmul into qkv[M][HD + 2 KD], split */
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wqkv, NULL, NULL, &a);
-            if ((rc = matmul_a(c, r, y->wqkv, &a, c->qkv, err))) return rc;
+            qkv16 = y16(c, y->wqkv, M);
+            rc = qkv16 ? matmul_bf16y(c, r, y->wqkv, &a, (uint16_t *)c->qkv, err) : matmul_a(c, r, y->wqkv, &a, c->qkv, err);
+            if (rc) return rc;
         } else {
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wq, y->wk, y->wv, &a);
@@ -1029,23 +1087,25 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             if ((rc = matmul_a(c, r, y->wk, &a, c->kk, err))) return rc;
             if ((rc = matmul_a(c, r, y->wv, &a, c->vv, err))) return rc;
         }
-        qkv_post(c, r, y, l, M);
+        qkv_post(c, r, y, l, M, qkv16);
         double t0 = c->profile ? now_s() : 0;
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
         if (c->profile) c->prof[c->prof_kind][2] += now_s() - t0;
-        if ((rc = matmul(c, r, y->wo, c->h, M, c->f, err))) return rc;
+        f16 = !y->bo && !y->attn_out_norm && y16(c, y->wo, M);
+        if ((rc = matmul_to(c, r, y->wo, c->h, M, c->f, f16 ? (uint16_t *)c->f : NULL, err))) return rc;
         par_bias(c, r, c->f, y->bo, M, D, D);
         if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);
-        par_add(c, r, c->x, c->f, M, D);
+        par_add(c, r, c->x, c->f, f16, M, D);
 
         if (y->moe) par_rmsnorm(c, r, c->h, c->x, y->ffn_norm, M, D);
+        f16 = 0;
         if (y->moe) {
             if ((rc = tm_moe_forward(y->moe, &c->k, c->h, M, c->f, &c->moe, &c->ws, r->pool, err))) return rc;
-        } else if ((rc = dense_ffn(c, r, y, M, err))) {
+        } else if ((rc = dense_ffn(c, r, y, M, &f16, err))) {
             return rc;
         }
         if (y->ffn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->ffn_out_norm, M, D);
-        par_add(c, r, c->x, c->f, M, D);
+        par_add(c, r, c->x, c->f, f16, M, D);
         if (r->on_layer) r->on_layer(r->ud, l);
     }
     /* logits for the requested rows only */

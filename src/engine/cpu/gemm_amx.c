@@ -51,12 +51,6 @@
 #define AMX_INPLACE 1 /* A tiles read from the prepared rows, no pack pass, where K is one chunk and the
                          rows' stride suits L1 (see run()) */
 #endif
-#ifndef AMX_CBIAS
-#define AMX_CBIAS 0 /* int8: C starts at -128 colsum (each C tile loaded from one row, stride 0) instead of
-                       zero, so the epilogue loses its two subtractions per row (same int32 sums, same
-                       results). A build option until measured on the Xeon (session 18 had no device
-                       time left): run 85 found the epilogue 30-40% of the K = 896 GEMMs */
-#endif
 #ifndef AMX_EPI_MEASURE
 #define AMX_EPI_MEASURE 0 /* measurement builds only (kbench-ab; their y is wrong): 1 = the epilogue
                              stores to a 4 KB sink in L1 instead of y, 2 = no epilogue at all, 3 =
@@ -64,7 +58,19 @@
                              3 and 2, 5 = C tile-stored into y as int32 with no vector epilogue (the
                              GEMM's side of moving the dequantization into the passes that read y),
                              6 = the epilogue reads another buffer than the C just stored (its work
-                             and stores as ever, without waiting for the tile stores) */
+                             and stores as ever, without waiting for the tile stores), 7 = as 2 and
+                             no tile stores either where K is one chunk (C left in the tiles: what
+                             the block's end costs, beside 2); 8 = y's rows stored 64 bytes further
+                             apart than N (into a buffer of its own: rows N * 4 = 8 KB apart fall in
+                             one L1 set); every measurement build drops the y prefetch */
+#endif
+#ifndef AMX_YPF
+#define AMX_YPF 1 /* y's lines a block's epilogue will write, fetched for writing (PREFETCHW) over the
+                     block's last K chunk, so the epilogue's stores do not each wait for a line's
+                     read-for-ownership (plain stores only: a non-temporal y takes none; and only
+                     where y's rows spread over L1's sets, see run()). Session 19, kbench-ab (A/A
+                     0.98-1.00x): 512 x 1152 x 896 1.045x (run 88) and 1.040x (run 90), 896 x 4864
+                     1.002x; 2048 x 2048 1.034x and 0.94x, 2048 x 8192 1.025x (now left out) */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -77,13 +83,7 @@
  * (docs/bench/xeon-s6-amx.txt). In this loop acc only carries C between K
  * chunks beyond 1024 int8 / 512 bf16; the pad stays, not re-measured. */
 #define ACC_LD (AMX_PG * 32 + AMX_ACC_PAD)
-#ifndef AMX_MB_LONGK
-#define AMX_MB_LONGK MB /* rows per task where K takes several chunks (a build option: run 85 found
-                           the down projections, K = 4864, bound by the weights' bytes, which each
-                           task streams; 512 would read them once at M = 512; not yet measured) */
-#endif
-#define MB_MAX (AMX_MB_LONGK > MB ? AMX_MB_LONGK : MB)
-#define ACC_WORKER (MB_MAX * ACC_LD) /* floats of acc per worker */
+#define ACC_WORKER (MB * ACC_LD) /* floats of acc per worker */
 
 /* -DAMX_PROF: TSC cycles spent packing, in the tile loop and in the epilogue,
  * summed over workers, printed at exit: a measurement build (tools/kbench.c
@@ -145,8 +145,9 @@ typedef struct gemm_ctx {
     int glu;            /* w->glu: panels in gate/up pairs, y = act(gate) * up (tm_kpack_glu) */
     float *y;           /* [M][N] f32, or NULL: */
     uint16_t *yb;       /* [M][N] bf16 (gemm_bf16y) */
-    float *acc;         /* [workers][MB_MAX][ACC_LD] partial sums between K chunks */
-    const int32_t *cbias; /* AMX_CBIAS, int8: [panels * 32] -128 colsum in panel order, C's start; else NULL */
+    float *acc;         /* [workers][MB][ACC_LD] partial sums between K chunks */
+    int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
+    float *ypad;        /* AMX_EPI_MEASURE 8: [M][N + 16] */
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
@@ -185,11 +186,10 @@ static void pack_task(void *ctx, int grp, int worker)
     PROF_ADD(prof_pack, t0);
 }
 
-/* packed x, then the workers' accumulators, then (AMX_CBIAS) C's start for w's columns */
+/* packed x, then the workers' accumulators */
 static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool *pool)
 {
-    return (size_t)((M + 15) / 16) * nsteps * 1024 + (size_t)tm_pool_size(pool) * ACC_WORKER * 4 +
-           (AMX_CBIAS ? (size_t)w->Np * (w->glu ? 2 : 1) * 4 : 0);
+    return (size_t)((M + 15) / 16) * nsteps * 1024 + (size_t)tm_pool_size(pool) * ACC_WORKER * 4;
 }
 
 /* ---- the blocked loop -------------------------------------------------------- */
@@ -300,29 +300,31 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
         else _tile_dpbf16ps(c, a, b);        \
     } while (0)
 
+/* lines of y to fetch for writing over a block's steps (AMX_YPF): rows of `lines` (1 or 2) lines, ld bytes apart */
+typedef struct ypf {
+    const char *p;
+    size_t ld;
+    int rows, lines;
+} ypf;
+
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1): C [32][32] f32/int32 loaded from cin (rows ldin bytes apart), or
  * zero if cin is NULL, and stored to c (rows ld bytes apart); on the way,
- * l2lines cache lines from l2next are prefetched into L2 */
+ * l2lines cache lines from l2next are prefetched into L2, and yp's lines
+ * (the block's y, which its epilogue will store) fetched for writing */
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, const uint8_t *cin,
-                               size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines)
+                               size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines, ypf yp)
 {
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->a_grp;
     const uint8_t *A1 = A0 + g->a_grp;
     const uint8_t *B = (const uint8_t *)g->w->panel + (size_t)p * g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
-    if (AMX_EPI_MEASURE >= 3) {
+    if (AMX_EPI_MEASURE == 3 || AMX_EPI_MEASURE == 4) {
         B = (const uint8_t *)g->w->panel;
         l2lines = 0;
     }
-    if (!cin && g->cbias) { /* every row of C the panel's -128 colsum */
-        const int32_t *cb = g->cbias + 32 * p;
-        _tile_loadd(0, cb, 0);
-        _tile_loadd(1, cb + 16, 0);
-        if (two) {
-            _tile_loadd(2, cb, 0);
-            _tile_loadd(3, cb + 16, 0);
-        }
-    } else if (!cin) {
+    const int nst = s1 - s0, ytot = yp.rows * yp.lines;
+    int l2acc = 0, yacc = 0, yi = 0; /* spreads: l2lines and ytot lines evenly over the nst steps */
+    if (!cin) {
         _tile_zero(0);
         _tile_zero(1);
         if (two) {
@@ -339,10 +341,10 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     }
     for (int s = s0; s < s1; s++) {
         const uint8_t *b = B + (size_t)s * 2048; /* 16 panel rows of 128 bytes */
-        { /* this block's share of the next B chunk, into L2, spread over its steps */
-            int n = (l2lines * (s - s0 + 1)) / (s1 - s0) - (l2lines * (s - s0)) / (s1 - s0);
-            for (int l = 0; l < n; l++, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
-        }
+        /* this block's share of the next B chunk, into L2, spread over its steps (without dividing) */
+        for (l2acc += l2lines; l2acc >= nst; l2acc -= nst, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
+        for (yacc += ytot; yacc >= nst; yacc -= nst, yi++) /* AMX_YPF: y's lines for the epilogue, for writing */
+            __builtin_prefetch(yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64, 1, 3);
         if (AMX_BT1) {
             _tile_stream_loadd(6, b, 128);
             _tile_stream_loadd(7, b + 64, 128);
@@ -359,6 +361,7 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             TDP(3, 5, 7);
         }
     }
+    if (AMX_EPI_MEASURE == 7 && s0 == 0 && s1 == g->nsteps) return;
     _tile_stored(0, c, ld);
     _tile_stored(1, c + 64, ld);
     if (two) {
@@ -386,8 +389,7 @@ static inline dq32 dq_load(const gemm_ctx *g, int n)
     return d;
 }
 
-/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum (unless C started
-   there: AMX_CBIAS), times the scales */
+/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum, times the scales */
 static inline void dq_row(const gemm_ctx *g, const dq32 *d, const float *c, float xs, __m512 *v0, __m512 *v1)
 {
     *v0 = _mm512_load_ps(c);
@@ -395,10 +397,8 @@ static inline void dq_row(const gemm_ctx *g, const dq32 *d, const float *c, floa
     if (g->is_q8) {
         __m512 x = _mm512_set1_ps(xs);
         __m512i c0 = _mm512_castps_si512(*v0), c1 = _mm512_castps_si512(*v1);
-        if (!AMX_CBIAS) {
-            c0 = _mm512_sub_epi32(c0, d->c0);
-            c1 = _mm512_sub_epi32(c1, d->c1);
-        }
+        c0 = _mm512_sub_epi32(c0, d->c0);
+        c1 = _mm512_sub_epi32(c1, d->c1);
         *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(c0), _mm512_mul_ps(d->s0, x));
         *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(c1), _mm512_mul_ps(d->s1, x));
     }
@@ -416,6 +416,9 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c,
     dq32 dg = dq_load(g, 32 * p), du = cu ? dq_load(g, 32 * p + 32) : dg;
     for (int i = 0; i < rows; i++) {
         float *yr = g->y + (size_t)(m0 + i) * g->N + n0;
+#if AMX_EPI_MEASURE == 8
+        yr = g->ypad + (size_t)(m0 + i) * (g->N + 16) + n0;
+#endif
 #if AMX_EPI_MEASURE == 1
         static _Thread_local _Alignas(64) float sink[32][32];
         yr = sink[i];
@@ -454,7 +457,7 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c,
     }
 }
 
-/* one task: rows [m0, m1) (at most MB, or AMX_MB_LONGK) x panels [p0, p1) (glu: pairs, so
+/* one task: rows [m0, m1) (at most MB) x panels [p0, p1) (glu: pairs, so
  * panels [2 p0, 2 p1)), in the order above */
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
@@ -494,10 +497,20 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
                         out = (uint8_t *)(g->y + (size_t)m * g->N + 32 * (pg + j));
                         out_ld = (size_t)g->N * 4;
                     }
+                    ypf yp = {0};
+                    if (g->ypf && last && !raw && (!g->glu || h)) {
+                        int n0 = 32 * (g->glu ? (pg + j) / 2 : pg + j);
+                        yp.rows = m1 - m < 32 ? m1 - m : 32;
+                        yp.lines = g->yb ? 1 : 2;
+                        yp.ld = (size_t)g->N * (g->yb ? 2 : 4);
+                        yp.p = g->yb ? (const char *)(g->yb + (size_t)m * g->N + n0) : (const char *)(g->y + (size_t)m * g->N + n0);
+                        if (g->N - n0 < 32) yp.lines = 1; /* a last panel's columns past N: only the first line surely in y */
+                    }
                     block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
-                                nb + (uintptr_t)l0 * 64, l1 - l0);
+                                nb + (uintptr_t)l0 * 64, l1 - l0, yp);
                     PROF_ADD(prof_tile, t0);
-                    if (!raw && AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && last && (!g->glu || h)) {
+                    if (!raw && AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && AMX_EPI_MEASURE != 7 && last &&
+                        (!g->glu || h)) {
                         PROF_T(t1);
                         float(*ein)[32][32] = cs;
 #if AMX_EPI_MEASURE == 6
@@ -524,12 +537,11 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
-                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, NULL};
-    if (AMX_CBIAS && is_q8) {
-        int32_t *cb = (int32_t *)(acc + (size_t)tm_pool_size(pool) * ACC_WORKER);
-        for (int n = 0; n < w->Np * (w->glu ? 2 : 1); n++) cb[n] = -128 * w->colsum[n];
-        g.cbias = cb;
-    }
+                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, NULL};
+    /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
+       of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
+       block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
+    g.ypf = AMX_YPF && !AMX_EPI_MEASURE && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
        rows are then read whole from L1 by the group's panels) and a tile's 16 lines fall in 16
        different L1 sets (of 64: the stride in lines shares at most a factor 4 with 64): Qwen's
@@ -544,8 +556,22 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     } else {
         tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     }
+#if AMX_EPI_MEASURE == 8
+    static float *pad; /* a measurement build's: kept, grown as needed */
+    static size_t pad_n;
+    if (y && (size_t)x->M * (w->N + 16) > pad_n) {
+        free(pad);
+        pad_n = (size_t)x->M * (w->N + 16);
+        pad = aligned_alloc(64, (pad_n * 4 + 63) & ~(size_t)63);
+        if (!pad) {
+            pad_n = 0;
+            return TM_E_NOMEM;
+        }
+    }
+    g.ypad = pad;
+#endif
     PROF_CALL();
-    tm_kgemm_run(x->M, w->Np, nsteps > AMX_KB ? AMX_MB_LONGK : MB, amx_block, &g, pool);
+    tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
     return TM_OK;
 }
 

@@ -75,6 +75,7 @@ static int synth_init(synth *s, tm_dtype dt, int N, int K, int uses, uint64_t se
     if (rc) {
         free(s->data);
         free(s->scales);
+        memset(s, 0, sizeof *s); /* w NULL: nothing for synth_free */
     }
     return rc;
 }
@@ -140,10 +141,34 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
     return rc;
 }
 
-int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes, double seconds,
-                     struct tm_pool *pool, tm_kmeasure *out, tm_err *err)
+/* ---- GEMM timings over a set of weights (tm_kgemm_set) ----------------------- */
+
+struct tm_kgemm_set {
+    tm_dtype dt;
+    int M, N, K, nw;    /* nw weights, cycled one per call */
+    size_t one;         /* one weight's data bytes */
+    synth *s;           /* [nw] */
+    float *x, *y, *xs;  /* x [M][K] (kept: tm_kact's f32), y [M][N], xs [M] (int8 row scales) */
+    void *prep;         /* [M][ld] bf16 or int8: x prepared once, so the figures are the GEMM's own */
+    tm_kact a;
+    tm_kbuf ws;
+    struct tm_pool *pool;
+};
+
+void tm_kgemm_set_close(tm_kgemm_set *g)
 {
-    memset(out, 0, sizeof *out);
+    if (!g) return;
+    for (int i = 0; g->s && i < g->nw; i++)
+        if (g->s[i].w) synth_free(&g->s[i]);
+    tm_kbuf_free(&g->ws);
+    free(g->s); free(g->prep); free(g->xs); free(g->x); free(g->y);
+    free(g);
+}
+
+int tm_kgemm_set_open(tm_kgemm_set **out, const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes,
+                      struct tm_pool *pool, tm_err *err)
+{
+    *out = NULL;
     if (M < 1 || N < 1 || K < 1 || (dt != TM_DT_BF16 && dt != TM_DT_Q8PC))
         return tm_errf(err, TM_E_INVALID, "kmeasure gemm: %s M %d N %d K %d", tm_dtype_name(dt), M, N, K);
     /* total_bytes of weights, one after another: from 0 (one weight, warm in
@@ -152,55 +177,84 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size
     size_t one = tm_quant_data_bytes(dt, N, K);
     int nw = total_bytes > one ? (int)((total_bytes + one - 1) / one) : 1;
     if (nw > 4096) return tm_errf(err, TM_E_INVALID, "kmeasure gemm: %d weights", nw);
-    synth *s = calloc((size_t)nw, sizeof *s);
+    tm_kgemm_set *g = calloc(1, sizeof *g);
+    if (!g) return tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
+    *g = (tm_kgemm_set){.dt = dt, .M = M, .N = N, .K = K, .nw = nw, .one = one, .pool = pool};
+    g->s = calloc((size_t)nw, sizeof *g->s);
     /* on huge pages, as the engine's row buffers are */
-    float *x = tm_khuge_alloc(sizeof(float) * (size_t)M * K), *y = tm_khuge_alloc(sizeof(float) * (size_t)M * N);
+    g->x = tm_khuge_alloc(sizeof(float) * (size_t)M * K);
+    g->y = tm_khuge_alloc(sizeof(float) * (size_t)M * N);
     int ld = tm_kact_ld(K);
-    void *prep = tm_khuge_alloc((size_t)M * ld * (dt == TM_DT_BF16 ? 2 : 1));
-    float *xs = malloc(sizeof(float) * (size_t)M);
-    tm_kbuf ws = {0};
-    int rc = TM_OK, made = 0;
-    if (!s || !x || !y || !prep || !xs) rc = tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
-    for (; rc == TM_OK && made < nw; made++) rc = synth_init(&s[made], dt, N, K, TM_KPACK_GEMM, 5 + (uint64_t)made, err);
-    if (rc && made) made--;
-    if (rc == TM_OK) {
-        for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
-        /* prepare the activations once: the figure is the GEMM's own */
-        tm_kact a = {.M = M, .K = K, .ld = ld};
-        if (dt == TM_DT_BF16) {
-            uint16_t *b = prep;
-            for (int m = 0; m < M; m++) {
-                k->f32_to_bf16(b + (size_t)m * ld, x + (size_t)m * K, (size_t)K);
-                memset(b + (size_t)m * ld + K, 0, (size_t)(ld - K) * 2);
-            }
-            a.bf16 = b;
-        } else {
-            k->quant_q8(prep, xs, ld, x, M, K);
-            a.q8 = prep;
-            a.q8_scale = xs;
-        }
-        mm_fn f = dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
-        for (int i = 0; i < nw && rc == TM_OK; i++) rc = f(s[i].w, &a, y, &ws, pool); /* warm-up */
-        if (rc == TM_OK) {
-            double t0 = now_s(), c0 = cpu_s(), t;
-            long calls = 0;
-            do {
-                for (int i = 0; i < nw; i++) f(s[i].w, &a, y, &ws, pool);
-                calls += nw;
-                t = now_s() - t0;
-            } while (t < seconds);
-            out->seconds = t;
-            out->cpu_seconds = cpu_s() - c0;
-            out->calls = calls;
-            out->gflops = 2.0 * M * (double)N * K * (double)calls / t / 1e9;
-            out->gbps = (double)one * (double)calls / t / 1e9;
-        } else {
-            tm_errf(err, rc, "kmeasure gemm %s: op failed", tm_dtype_name(dt));
-        }
+    g->prep = tm_khuge_alloc((size_t)M * ld * (dt == TM_DT_BF16 ? 2 : 1));
+    g->xs = malloc(sizeof(float) * (size_t)M);
+    int rc = TM_OK;
+    if (!g->s || !g->x || !g->y || !g->prep || !g->xs) rc = tm_errf(err, TM_E_NOMEM, "kmeasure gemm: out of memory");
+    for (int i = 0; rc == TM_OK && i < nw; i++) rc = synth_init(&g->s[i], dt, N, K, TM_KPACK_GEMM, 5 + (uint64_t)i, err);
+    if (rc) { /* synth_init leaves a failed weight's w NULL */
+        tm_kgemm_set_close(g);
+        return rc;
     }
-    for (int i = 0; i < made; i++) synth_free(&s[i]);
-    tm_kbuf_free(&ws);
-    free(s); free(prep); free(xs); free(x); free(y);
+    for (size_t i = 0; i < (size_t)M * K; i++) g->x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
+    g->a = (tm_kact){.M = M, .K = K, .ld = ld};
+    if (dt == TM_DT_BF16) {
+        uint16_t *b = g->prep;
+        for (int m = 0; m < M; m++) {
+            k->f32_to_bf16(b + (size_t)m * ld, g->x + (size_t)m * K, (size_t)K);
+            memset(b + (size_t)m * ld + K, 0, (size_t)(ld - K) * 2);
+        }
+        g->a.bf16 = b;
+    } else {
+        k->quant_q8(g->prep, g->xs, ld, g->x, M, K);
+        g->a.q8 = g->prep;
+        g->a.q8_scale = g->xs;
+    }
+    *out = g;
+    return TM_OK;
+}
+
+/* one call per weight of the set, in turn, by k's GEMM */
+static int set_pass(tm_kgemm_set *g, const tm_kernels *k)
+{
+    mm_fn f = g->dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
+    if (!f) return TM_E_UNSUPPORTED;
+    for (int i = 0; i < g->nw; i++) {
+        int rc = f(g->s[i].w, &g->a, g->y, &g->ws, g->pool);
+        if (rc) return rc;
+    }
+    return TM_OK;
+}
+
+int tm_kgemm_set_time(tm_kgemm_set *g, const tm_kernels *k, double seconds, tm_kmeasure *out, tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = now_s(), c0 = cpu_s(), t;
+    long calls = 0;
+    do { /* whole passes: every weight as often */
+        int rc = set_pass(g, k);
+        if (rc) return tm_errf(err, rc, "kmeasure gemm %s: op failed", tm_dtype_name(g->dt));
+        calls += g->nw;
+        t = now_s() - t0;
+    } while (t < seconds);
+    out->seconds = t;
+    out->cpu_seconds = cpu_s() - c0;
+    out->calls = calls;
+    out->gflops = 2.0 * g->M * (double)g->N * g->K * (double)calls / t / 1e9;
+    out->gbps = (double)g->one * (double)calls / t / 1e9;
+    return TM_OK;
+}
+
+int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes, double seconds,
+                     struct tm_pool *pool, tm_kmeasure *out, tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    tm_kgemm_set *g;
+    int rc = tm_kgemm_set_open(&g, k, dt, M, N, K, total_bytes, pool, err);
+    if (rc) return rc;
+    if ((rc = set_pass(g, k)) != TM_OK) /* warm-up */
+        tm_errf(err, rc, "kmeasure gemm %s: op failed", tm_dtype_name(dt));
+    else
+        rc = tm_kgemm_set_time(g, k, seconds, out, err);
+    tm_kgemm_set_close(g);
     return rc;
 }
 

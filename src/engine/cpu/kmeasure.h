@@ -36,6 +36,16 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
 /* total_bytes: of weights cycled, one per call (0: one weight, warm) */
 int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes, double seconds,
                      struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
+/* tm_kmeasure_gemm's weights and rows made once and timed as often as wanted,
+ * by any kernels of the same weight layout (kbench -a: two builds of the AMX
+ * GEMM in turn, in slices short enough that the host's drift falls on both
+ * alike). open synthesizes and prepares (no GEMM runs); time runs whole passes
+ * over the set, one call per weight, for at least `seconds`. */
+typedef struct tm_kgemm_set tm_kgemm_set;
+int tm_kgemm_set_open(tm_kgemm_set **out, const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes,
+                      struct tm_pool *pool, tm_err *err);
+int tm_kgemm_set_time(tm_kgemm_set *g, const tm_kernels *k, double seconds, tm_kmeasure *out, tm_err *err);
+void tm_kgemm_set_close(tm_kgemm_set *g);
 /* The FFN's gate/up step of a prefill chunk, int8, both ways the engine
  * runs it: apart (one GEMM of gate and up [2F][D], then act(gate) * up and
  * the int8 rows for the down projection in one pass) and fused (gemm_glu's
