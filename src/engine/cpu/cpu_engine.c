@@ -762,8 +762,14 @@ static int y16(const cpu_ctx *c, const tm_kweight *w, int M)
     return c->y_bf16 && bf16y_ok(c, w, M);
 }
 
-/* y[M][N] = x[M][K] . w^T, or yb[M][N] in bf16 where yb is given (gemm_bf16y: see bf16y_ok); preparing
-   x is timed with the norm+prepare passes */
+/* a's rows times w^T into y[M][N], or yb[M][N] in bf16 where yb is given (gemm_bf16y: see bf16y_ok) */
+static int kmatmul_to(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm_kact *a, float *y, uint16_t *yb,
+                      tm_err *err)
+{
+    return yb ? tm_kmatmul_bf16y(&c->k, w, a, yb, &c->ws, r->pool, err) : tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
+}
+
+/* y[M][N] = x[M][K] . w^T, or yb in bf16 (kmatmul_to); preparing x is timed with the norm+prepare passes */
 static int matmul_to(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const float *x, int M, float *y,
                      uint16_t *yb, tm_err *err)
 {
@@ -776,7 +782,7 @@ static int matmul_to(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const f
         if (c->profile) c->prof[c->prof_kind][3] += t1 - t0;
         t0 = t1;
     }
-    int rc = yb ? tm_kmatmul_bf16y(&c->k, w, &a, yb, &c->ws, r->pool, err) : tm_kmatmul(&c->k, w, &a, y, &c->ws, r->pool, err);
+    int rc = kmatmul_to(c, r, w, &a, y, yb, err);
     if (timed) matmul_done(c, r, w, M, now_s() - t0);
     return rc;
 }
@@ -786,27 +792,23 @@ static int matmul(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const floa
     return matmul_to(c, r, w, x, M, y, NULL, err);
 }
 
-/* y = a . w^T with a from prep_act (a weight of another encoding gets the f32 rows) */
-static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm_kact *a, float *y, tm_err *err)
+/* y = a . w^T, or yb in bf16 (kmatmul_to), with a from prep_act (a weight of another encoding gets the f32 rows) */
+static int matmul_a_to(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm_kact *a, float *y, uint16_t *yb,
+                       tm_err *err)
 {
     tm_dtype dt = tm_kweight_dtype(w);
     if ((a->bf16 && dt != TM_DT_BF16) || (a->q8 && dt != TM_DT_Q8PC))
-        return matmul(c, r, w, a->f32, a->M, y, err);
+        return matmul_to(c, r, w, a->f32, a->M, y, yb, err);
     int timed = c->profile || r->gemm;
     double t0 = timed ? now_s() : 0;
-    int rc = tm_kmatmul(&c->k, w, a, y, &c->ws, r->pool, err);
+    int rc = kmatmul_to(c, r, w, a, y, yb, err);
     if (timed) matmul_done(c, r, w, a->M, now_s() - t0);
     return rc;
 }
 
-/* matmul_a's through gemm_bf16y: y[M][N] in bf16 (a prepared by norm_prep for w) */
-static int matmul_bf16y(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm_kact *a, uint16_t *y, tm_err *err)
+static int matmul_a(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const tm_kact *a, float *y, tm_err *err)
 {
-    int timed = c->profile || r->gemm;
-    double t0 = timed ? now_s() : 0;
-    int rc = tm_kmatmul_bf16y(&c->k, w, a, y, &c->ws, r->pool, err);
-    if (timed) matmul_done(c, r, w, a->M, now_s() - t0);
-    return rc;
+    return matmul_a_to(c, r, w, a, y, NULL, err);
 }
 
 /* y[i][0:n] += b for rows ld floats apart */
@@ -1021,8 +1023,8 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, i
         const tm_kweight *w0 = y->w_gate_up ? y->w_gate_up : y->w_gate;
         uint16_t *gb = (uint16_t *)c->g, *ub = y->w_gate_up ? gb + F : gb + (size_t)M * F;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, w0, y->w_gate_up ? NULL : y->w_up, NULL, &a);
-        if ((rc = matmul_bf16y(c, r, w0, &a, gb, err))) return rc;
-        if (!y->w_gate_up && (rc = matmul_bf16y(c, r, y->w_up, &a, ub, err))) return rc;
+        if ((rc = matmul_a_to(c, r, w0, &a, NULL, gb, err))) return rc;
+        if (!y->w_gate_up && (rc = matmul_a_to(c, r, y->w_up, &a, NULL, ub, err))) return rc;
         act_prep(c, r, y->w_down, c->u, gb, ub, y->w_gate_up ? 2 * F : F, 1, M, F, &ad);
     } else if (y->w_gate_up) { /* g[M][2F]: rows of gate then up; act(gate) * up -> u[M][F] */
         tm_kact a;
@@ -1046,8 +1048,7 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, i
         act_prep(c, r, y->w_down, c->g, c->g, c->u, F, 0, M, F, &ad);
     }
     *f16 = !y->b_down && !y->ffn_out_norm && y16(c, y->w_down, M);
-    rc = *f16 ? matmul_bf16y(c, r, y->w_down, &ad, (uint16_t *)c->f, err) : matmul_a(c, r, y->w_down, &ad, c->f, err);
-    if (rc) return rc;
+    if ((rc = matmul_a_to(c, r, y->w_down, &ad, c->f, *f16 ? (uint16_t *)c->f : NULL, err))) return rc;
     par_bias(c, r, c->f, y->b_down, M, D, D);
     return TM_OK;
 }
@@ -1078,8 +1079,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wqkv, NULL, NULL, &a);
             qkv16 = y16(c, y->wqkv, M);
-            rc = qkv16 ? matmul_bf16y(c, r, y->wqkv, &a, (uint16_t *)c->qkv, err) : matmul_a(c, r, y->wqkv, &a, c->qkv, err);
-            if (rc) return rc;
+            if ((rc = matmul_a_to(c, r, y->wqkv, &a, c->qkv, qkv16 ? (uint16_t *)c->qkv : NULL, err))) return rc;
         } else {
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wq, y->wk, y->wv, &a);
