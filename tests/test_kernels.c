@@ -274,6 +274,9 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
         /* more rows than one task (amx: 256) with a tail, K in several chunks */
         mm_case(k, pool, TM_DT_BF16, 1, 300, 40, 1100);
         mm_case(k, pool, TM_DT_Q8PC, 1, 300, 40, 1100);
+        /* N >= 4096 with a tail, A under 1 MB, K in two chunks: amx's 512-row tasks (AMX_MB_WIDE) */
+        mm_case(k, pool, TM_DT_BF16, 1, 264, 4100, 600);
+        mm_case(k, pool, TM_DT_Q8PC, 1, 264, 4100, 1090);
     }
 }
 
@@ -645,7 +648,7 @@ static void test_huge_alloc(void)
 }
 
 /* tm_kmeasure_gemm over cycled weights (every call another weight: each is
- * timed at least once) and tm_kmeasure_ffn's three ways, in turn, on a
+ * timed at least once) and tm_kmeasure_ffn's four ways, in turn, on a
  * variant with gemm_glu (the emulated AMX tiles where AVX-512 runs, the
  * real ones where AMX does); "unsupported" without gemm_glu, "invalid" for
  * shapes it does not take */
@@ -674,19 +677,18 @@ static void test_measure(tm_pool *pool)
     tm_kgemm_set_close(set);
     CHECK_EQ_INT(tm_kgemm_set_open(&set, &k, TM_DT_Q4G64, 24, 64, 96, 0, pool, &err), TM_E_INVALID);
     CHECK(set == NULL);
-    double a[3] = {0}, f[3] = {0}, b[3] = {0};
+    double w[TM_KFFN_WAYS * 3] = {0};
     tm_kernels g;
     if (tm_kernels_select("amx", &g, &err) != TM_OK && tm_kernels_select("amx-emu", &g, &err) != TM_OK) {
         printf("SKIP: tm_kmeasure_ffn: no AMX, and no AVX-512 for the emulated tiles, on this CPU (%s)\n", err.msg);
     } else {
-        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 32, 96, 128, 3, 0.002, pool, a, f, b, &err), TM_OK);
-        for (int i = 0; i < 3; i++)
-            CHECKF(a[i] > 0 && f[i] > 0 && b[i] > 0, "ffn round %d: %g / %g / %g GOP/s", i, a[i], f[i], b[i]);
-        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 24, 96, 128, 3, 0.002, pool, a, f, b, &err), TM_E_INVALID); /* M % 16 */
+        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 32, 96, 128, 3, 0.002, pool, w, &err), TM_OK);
+        for (int i = 0; i < TM_KFFN_WAYS * 3; i++) CHECKF(w[i] > 0, "ffn way %d round %d: %g GOP/s", i / 3, i % 3, w[i]);
+        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 24, 96, 128, 3, 0.002, pool, w, &err), TM_E_INVALID); /* M % 16 */
     }
     tm_kernels n;
     CHECK_EQ_INT(tm_kernels_select("avx2", &n, &err), TM_OK);
-    CHECK_EQ_INT(tm_kmeasure_ffn(&n, 32, 96, 128, 1, 0.002, pool, a, f, b, &err), TM_E_UNSUPPORTED);
+    CHECK_EQ_INT(tm_kmeasure_ffn(&n, 32, 96, 128, 1, 0.002, pool, w, &err), TM_E_UNSUPPORTED);
 }
 
 /* every test of one kernel table */
@@ -737,6 +739,20 @@ static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, i
         CHECK_EQ_INT(bad, 0);
         CHECK_EQ_INT(k->gemm_glu(glu, &a, y2, &ws, pool), TM_OK);
         CHECKF(memcmp(y, y2, sizeof(float) * n) == 0, "%s: pool result differs from single-thread", what);
+        if (k->gemm_bf16y) { /* y in bf16: each of those values rounded to nearest even */
+            uint16_t *yb = malloc(2 * n);
+            memset(yb, 0xff, 2 * n);
+            CHECK_EQ_INT(tm_kmatmul_bf16y(k, glu, &a, yb, &ws, pool, &err), TM_OK);
+            size_t nb = 0;
+            for (size_t i = 0; i < n; i++) {
+                uint16_t want = fpclassify(y[i]) == FP_SUBNORMAL ? (signbit(y[i]) ? 0x8000 : 0) : tm_f32_to_bf16(y[i]);
+                if (yb[i] != want && nb++ == 0)
+                    fprintf(stderr, "%s: bf16 y[%zu][%zu] = %#x, gemm_glu's %.9g rounds to %#x\n", what, i / F,
+                            i % F, yb[i], y[i], want);
+            }
+            CHECKF(nb == 0, "%s: bf16 y: %zu of %zu differ", what, nb, n);
+            free(yb);
+        }
         /* a glu weight is no plain GEMM weight, nor the other way round */
         CHECK_EQ_INT(f(glu, &a, y2, &ws, pool), TM_E_INVALID);
         CHECK_EQ_INT(k->gemm_glu(g, &a, y2, &ws, pool), TM_E_INVALID);
@@ -827,7 +843,7 @@ static void test_bf16y(const tm_kernels *k, tm_pool *pool)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int d = 0; d < 2; d++)
             bf16y_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, shapes[s][0], shapes[s][1], shapes[s][2]);
-    /* what it does not take: a glu weight, an int4 weight, a GEMV's rows */
+    /* what it does not take: an int4 weight, a GEMV's rows (a glu weight it takes where gemm_glu is: glu_case) */
     wbuf wg, w4;
     wbuf_make(&wg, TM_DT_Q8PC, 40, 64);
     wbuf_make(&w4, TM_DT_Q4G64, 40, 64);
@@ -840,13 +856,15 @@ static void test_bf16y(const tm_kernels *k, tm_pool *pool)
     tm_kact a = {.M = 32, .K = 64, .f32 = x}, a4 = {.M = 4, .K = 64, .f32 = x};
     tm_kbuf ws = {0};
     if (g && q4 && tm_kpack_glu(&glu, g, g, TM_KGLU_SILU, &err) == TM_OK) {
-        CHECK(tm_kmatmul_bf16y_ok(k, g, 32) && !tm_kmatmul_bf16y_ok(k, g, 4) && !tm_kmatmul_bf16y_ok(k, glu, 32) &&
-              !tm_kmatmul_bf16y_ok(k, q4, 32));
+        CHECK(tm_kmatmul_bf16y_ok(k, g, 32) && !tm_kmatmul_bf16y_ok(k, g, 4) && !tm_kmatmul_bf16y_ok(k, glu, 4) &&
+              tm_kmatmul_bf16y_ok(k, glu, 32) == (k->gemm_glu != NULL) && !tm_kmatmul_bf16y_ok(k, q4, 32));
         CHECK_EQ_INT(tm_kmatmul_bf16y(k, g, &a4, yb, &ws, pool, &err), TM_E_UNSUPPORTED);
-        CHECK_EQ_INT(tm_kmatmul_bf16y(k, glu, &a, yb, &ws, pool, &err), TM_E_UNSUPPORTED);
+        CHECK_EQ_INT(tm_kmatmul_bf16y(k, glu, &a4, yb, &ws, pool, &err), TM_E_UNSUPPORTED);
         CHECK(strstr(err.msg, "glu") != NULL);
-        CHECK_EQ_INT(k->gemm_bf16y(glu, &a, yb, &ws, pool), TM_E_INVALID);
         CHECK_EQ_INT(k->gemm_bf16y(q4, &a, yb, &ws, pool), TM_E_INVALID);
+        tm_kact a63 = a; /* K the weights' 64 do not match */
+        a63.K = 63;
+        CHECK_EQ_INT(k->gemm_bf16y(glu, &a63, yb, &ws, pool), TM_E_INVALID);
     }
     tm_kbuf_free(&ws);
     free(x);

@@ -11,7 +11,7 @@
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
  *   build/kbench peak                       # AMX tile and AVX-512 FMA peaks (the GEMM ceilings)
- *   build/kbench -p 5 ffn 512 4864 896      # the FFN's gate/up step apart / fused (gemm_glu), alternating
+ *   build/kbench -p 5 ffn 512 4864 896      # the FFN's gate/up step apart / fused (gemm_glu), f32 / bf16 y, in turn
  *   build/kbench attn int8 4096 1 32 8 64   # decode attention: KV DTYPE CTX B H Hk Dh
  *   build/kbench attnp 512 14 2 64 1536     # prefill attention, one causal chunk: T H Hk Dh [P]
  * "cpu N%" is the share of the threads' wall time they got the CPU: on a
@@ -355,8 +355,8 @@ static void paired_peak(const tm_kernels *k, const tm_kernels *alt, tm_dtype dt,
 }
 
 /* ffn M F D: tm_kmeasure_ffn on the chosen variant (default: the first that
- * has gemm_glu, the best first); per round both rates, then the medians and
- * the median of the rounds' fused / apart ratios */
+ * has gemm_glu, the best first); per round each way's rate, then the medians
+ * and the median of the rounds' ratios to apart (f32 y) */
 static int ffn_main(int M, int F, int D, int rounds, double secs, const char *only, tm_pool *pool)
 {
     const char *const *v = tm_kernels_variants();
@@ -375,26 +375,32 @@ static int ffn_main(int M, int F, int D, int rounds, double secs, const char *on
         return 1;
     }
     if (rounds > 64) rounds = 64;
-    double a[64], f[64], b[64], r[64], rb[64];
+    static const char *names[TM_KFFN_WAYS] = {"apart", "fused", "apart, bf16 y", "fused, bf16 y"};
+    double g[TM_KFFN_WAYS * 64], r[64];
     tm_err err = {0};
-    if (tm_kmeasure_ffn(&k, M, F, D, rounds, secs, pool, a, f, b, &err)) {
+    if (tm_kmeasure_ffn(&k, M, F, D, rounds, secs, pool, g, &err)) {
         fprintf(stderr, "kbench ffn: %s\n", err.msg);
         return 1;
     }
-    printf("ffn %s int8 M=%d F=%d D=%d, gate/up step GOP/s by round (apart, fused, apart with bf16 y):", k.name, M, F, D);
-    for (int i = 0; i < rounds; i++) {
-        printf(" %.0f/%.0f/%.0f", a[i], f[i], b[i]);
-        r[i] = f[i] / a[i];
-        rb[i] = b[i] / a[i];
+    int ways = k.gemm_bf16y ? TM_KFFN_WAYS : TM_KFFN_APART_BF16Y;
+    printf("ffn %s int8 M=%d F=%d D=%d, gate/up step GOP/s by round (", k.name, M, F, D);
+    for (int w = 0; w < ways; w++) printf("%s%s", w ? " / " : "", names[w]);
+    printf("):");
+    for (int i = 0; i < rounds; i++)
+        for (int w = 0; w < ways; w++) printf("%s%.0f", w ? "/" : " ", g[w * rounds + i]);
+    /* each way's median, and the median over rounds of its ratio to the first (apart, f32 y) */
+    printf("\n  medians:");
+    for (int w = 0; w < ways; w++) {
+        double *gw = g + w * rounds;
+        for (int i = 0; i < rounds; i++) r[i] = gw[i] / g[i];
+        qsort(r, rounds, sizeof r[0], cmp_double);
+        double ratio = r[rounds / 2], lo = r[0], hi = r[rounds - 1];
+        memcpy(r, gw, sizeof r[0] * rounds);
+        qsort(r, rounds, sizeof r[0], cmp_double);
+        printf("%s %s %.1f GOP/s", w ? ";" : "", names[w], r[rounds / 2]);
+        if (w) printf(" = %.3fx apart (range %.3f-%.3f)", ratio, lo, hi);
     }
-    qsort(a, rounds, sizeof a[0], cmp_double);
-    qsort(f, rounds, sizeof f[0], cmp_double);
-    qsort(b, rounds, sizeof b[0], cmp_double);
-    qsort(r, rounds, sizeof r[0], cmp_double);
-    qsort(rb, rounds, sizeof rb[0], cmp_double);
-    printf("\n  medians: apart %.1f, fused %.1f, bf16 y %.1f GOP/s; fused / apart %.3fx (range %.3f-%.3f), "
-           "bf16 y / apart %.3fx (range %.3f-%.3f)\n", a[rounds / 2], f[rounds / 2], b[rounds / 2], r[rounds / 2], r[0],
-           r[rounds - 1], rb[rounds / 2], rb[0], rb[rounds - 1]);
+    printf("\n");
     return 0;
 }
 
@@ -412,7 +418,7 @@ static void usage(void)
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
-                    "       kbench [options] ffn M F D   (gate/up GEMM + activation pass against the fused GEMM; -p rounds)\n"
+                    "       kbench [options] ffn M F D   (gate/up GEMM + activation pass against the fused GEMM, y f32 / bf16; -p rounds)\n"
                     "       kbench [options] attn KVDTYPE CTX [B H Hk Dh]   (default 1 32 8 64)\n"
                     "       kbench [options] attnp T [H Hk Dh [P]]   (prefill chunk at position P, bf16 KV; default 32 8 64 0)\n"
                     "DTYPE: int4g32 int4g64 int4pc int8 bf16 (gemm: bf16, int8)\n");

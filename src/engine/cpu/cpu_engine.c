@@ -91,7 +91,7 @@ typedef struct cpu_ctx {
     int profile;
     int ffn_bf16;                             /* the int8 gate|up GEMM's output in bf16 where the kernels have
                                                  gemm_bf16y (TANDEM_FFN_BF16=0: f32; see dense_ffn) */
-    int y_bf16;                               /* TANDEM_Y_BF16=1: q|k|v, o and down in bf16 too (see bf16y_ok) */
+    unsigned y_bf16;                          /* the Y16_* projections stored in bf16 too (y16_parse, bf16y_ok) */
     int prof_warm[2];                         /* profile 2: that kind's first call is done (and was left out) */
     double prof[2][5], prof_ops[2];
     long prof_calls[2];
@@ -340,6 +340,27 @@ static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
     return TM_OK;
 }
 
+/* The projections whose int8 GEMM stores its result in bf16 besides gate|up
+ * (see bf16y_ok): TANDEM_Y_BF16 = "0" (none), "1" (all three) or a comma
+ * list of qkv, o, down; unset: all three. -1 for anything else. */
+enum { Y16_QKV = 1, Y16_O = 2, Y16_DOWN = 4, Y16_ALL = 7 };
+
+static int y16_parse(const char *v, unsigned *mask)
+{
+    static const char *names[] = {"qkv", "o", "down"};
+    *mask = !v || !strcmp(v, "1") ? Y16_ALL : 0;
+    if (!v || !strcmp(v, "0") || !strcmp(v, "1")) return 0;
+    for (const char *p = v;; p++) {
+        size_t n = strcspn(p, ",");
+        int i = 0;
+        while (i < 3 && !(n == strlen(names[i]) && !strncmp(p, names[i], n))) i++;
+        if (i == 3) return -1;
+        *mask |= 1u << i;
+        p += n;
+        if (!*p) return 0;
+    }
+}
+
 static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, const cpu_variant *var,
                        tm_err *err)
 {
@@ -397,7 +418,10 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     const char *fb = getenv("TANDEM_FFN_BF16");
     c->ffn_bf16 = !(fb && !strcmp(fb, "0"));
     const char *yb = getenv("TANDEM_Y_BF16");
-    c->y_bf16 = yb && !strcmp(yb, "1");
+    if (y16_parse(yb, &c->y_bf16)) {
+        rc = tm_errf(err, TM_E_INVALID, "TANDEM_Y_BF16=\"%s\": not 0, 1 or a comma list of qkv, o, down", yb);
+        goto fail;
+    }
     if ((rc = rope_tables(c, err)) != TM_OK) goto fail;
 
     size_t M = CPU_MAX_ROWS, D = (size_t)m->D, HD = (size_t)m->H * m->Dh, KD = (size_t)m->Hk * m->Dh;
@@ -541,7 +565,7 @@ static void rows_add_bf16(const par_job *j, int i0, int i1)
         }
 }
 
-/* y += f, the residual add of a projection's result f [rows][n]: f32, or bf16 where f16 (TANDEM_Y_BF16) */
+/* y += f, the residual add of a projection's result f [rows][n]: f32, or bf16 where f16 (y16) */
 static void par_add(cpu_ctx *c, const cpu_rows *r, float *y, const float *f, int f16, int rows, int n)
 {
     par_job j = {.fn = f16 ? rows_add_bf16 : rows_add, .c = c, .r = r, .y = y, .x = f, .n = n};
@@ -643,17 +667,18 @@ static void rows_act_prep(const par_job *j, int i0, int i1)
 }
 
 /* rows_act_prep's, from bf16 GEMM results (gemm_bf16y: gate j->x, up j->w,
- * rows j->ld bf16 apart): each row's act(gate) * up goes to the task's
- * first row of j->y (f32 [M][F], reused row after row, so it stays in cache)
- * and is prepared from there; or, where w takes f32 rows (j->l 0), to its
- * own row of j->y */
+ * rows j->ld bf16 apart; no up: gemm_glu's rows, already activated): each
+ * row's act(gate) * up goes to the task's first row of j->y (f32 [M][F],
+ * reused row after row, so it stays in cache) and is prepared from there; or,
+ * where w takes f32 rows (j->l 0), to its own row of j->y */
 static void rows_act_prep_bf16(const par_job *j, int i0, int i1)
 {
     int F = j->n, act = j->c->m->act == TM_ACT_SILU ? TM_KGLU_SILU : TM_KGLU_GELU_TANH;
     const uint16_t *g = (const uint16_t *)j->x, *u = (const uint16_t *)j->w;
     for (int i = i0; i < i1; i++) {
         float *o = j->y + (size_t)(j->l ? i0 : i) * F;
-        tm_kglu_row_bf16(&j->c->k, act, o, g + (size_t)i * j->ld, u + (size_t)i * j->ld, F);
+        if (!u) j->c->k.bf16_to_f32(o, g + (size_t)i * j->ld, (size_t)F); /* gemm_glu's rows: activated */
+        else tm_kglu_row_bf16(&j->c->k, act, o, g + (size_t)i * j->ld, u + (size_t)i * j->ld, F);
         if (j->l) prep_row(j->c, (tm_dtype)j->l, i, o, F);
     }
 }
@@ -665,8 +690,9 @@ static void rows_act_prep_bf16(const par_job *j, int i0, int i1)
  * write-allocate and write-back would double the pass's memory traffic);
  * otherwise out[M][F] = the activation (out may be gate when ld == F) and
  * a->f32 = out. Same functions per row, so the same bytes either way. With
- * bf16 set, gate and up are gemm_bf16y's results (rows ld bf16 apart) and out
- * [M][F] is the rows' f32 scratch (rows_act_prep_bf16). */
+ * bf16 set, gate and up are gemm_bf16y's results (rows ld bf16 apart; up
+ * NULL: gate is a glu GEMM's activated rows) and out [M][F] is the rows' f32
+ * scratch (rows_act_prep_bf16). */
 static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *out, void *gate,
                      const void *up, int ld, int bf16, int M, int F, tm_kact *a)
 {
@@ -747,19 +773,22 @@ static void matmul_done(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, int 
  * (W8A8) prefill weights on kernels that have the op. The rounding (a
  * relative 2^-9) is below the int8 quantization of the activations and
  * weights; the bf16 weights' path, whose budget is tighter, keeps f32. The
- * engine takes it for gate|up (ffn_bf16, default) and, with TANDEM_Y_BF16=1,
- * for q|k|v (fused), o and down where no bias or output norm follows (qkv_post
- * and the residual adds widen the rows): session 19 found y's f32 stores a
- * quarter of the K = 896 GEMMs' time on the Xeon (docs/kernels.md). */
+ * engine takes it for gate|up (ffn_bf16) and for q|k|v (fused), o and down
+ * where no bias or output norm follows (y16; qkv_post and the residual adds
+ * widen the rows), all by default: session 19 found y's f32 stores a quarter
+ * of the K = 896 GEMMs' time on the Xeon; session 20 (run 91) measured the
+ * bf16 output 1.01-1.08x on the GEMMs alone and the pp512 GEMM share 40 ->
+ * 45% (medians of 3 interleaved rounds, two models); on the conformance set
+ * (cpu-amx-emu, int8) mean KL 1.06e-5 -> 1.05e-5 (docs/kernels.md). */
 static int bf16y_ok(const cpu_ctx *c, const tm_kweight *w, int M)
 {
     return w && tm_kweight_dtype(w) == TM_DT_Q8PC && tm_kmatmul_bf16y_ok(&c->k, w, M);
 }
 
-/* TANDEM_Y_BF16: w's output (q|k|v, o or down) in bf16 */
-static int y16(const cpu_ctx *c, const tm_kweight *w, int M)
+/* w's output in bf16: projection `which` (Y16_*) is one of c->y_bf16's */
+static int y16(const cpu_ctx *c, unsigned which, const tm_kweight *w, int M)
 {
-    return c->y_bf16 && bf16y_ok(c, w, M);
+    return (c->y_bf16 & which) && bf16y_ok(c, w, M);
 }
 
 /* a's rows times w^T into y[M][N], or yb[M][N] in bf16 where yb is given (gemm_bf16y: see bf16y_ok) */
@@ -840,7 +869,7 @@ static void rows_split_qkv(const par_job *j, int i0, int i1)
     }
 }
 
-/* rows_split_qkv's from gemm_bf16y's rows (TANDEM_Y_BF16: HD + 2 KD bf16 each), widened */
+/* rows_split_qkv's from gemm_bf16y's rows (y16: HD + 2 KD bf16 each), widened */
 static void rows_split_qkv_bf16(const par_job *j, int i0, int i1)
 {
     cpu_ctx *c = j->c;
@@ -1011,8 +1040,9 @@ static int ffn_bf16(const cpu_ctx *c, const cpu_layer *y, int M)
  * h = RMSNorm(x) * ffn_norm (x = c->x [M][D]), through g[M][2F] (gate|up as
  * one weight: the checkpoint's fused one, or bound so by pack_cat) or g, u
  * [M][F] (apart), or g[M][F] alone (gemm_glu); or (ffn_bf16) in bf16 in g's
- * memory: [M][2F] (gate|up) or gate [M][F] then up [M][F]. *f16: f is in bf16
- * (TANDEM_Y_BF16, no down bias or output norm). */
+ * memory: [M][2F] (gate|up) or gate [M][F] then up [M][F], or g[M][F]
+ * (gemm_glu, under TANDEM_FFN_BF16 as well). *f16: f is in bf16
+ * (y16: no down bias or output norm). */
 static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, int *f16, tm_err *err)
 {
     const tm_model *m = c->m;
@@ -1035,9 +1065,11 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, i
         act_prep(c, r, y->w_down, c->u, c->g, c->g + F, 2 * F, 0, M, F, &ad);
     } else if (y->w_glu && M > TM_KGEMV_MAX_B) { /* act(gate) * up -> g[M][F] in the GEMM's epilogue */
         tm_kact a;
+        int b16 = c->ffn_bf16 && bf16y_ok(c, y->w_glu, M); /* g in bf16, widened row by row for the prepare */
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
-        if ((rc = matmul_a(c, r, y->w_glu, &a, c->g, err))) return rc;
-        prep_act(c, r, y->w_down, c->g, M, &ad);
+        if ((rc = matmul_a_to(c, r, y->w_glu, &a, c->g, b16 ? (uint16_t *)c->g : NULL, err))) return rc;
+        if (b16) act_prep(c, r, y->w_down, c->u, c->g, NULL, F, 1, M, F, &ad);
+        else prep_act(c, r, y->w_down, c->g, M, &ad);
     } else { /* g[M][F], u[M][F]; act(gate) * up -> g */
         tm_kact a;
         norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
@@ -1047,7 +1079,7 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, i
         par_bias(c, r, c->u, y->b_up, M, F, F);
         act_prep(c, r, y->w_down, c->g, c->g, c->u, F, 0, M, F, &ad);
     }
-    *f16 = !y->b_down && !y->ffn_out_norm && y16(c, y->w_down, M);
+    *f16 = !y->b_down && !y->ffn_out_norm && y16(c, Y16_DOWN, y->w_down, M);
     if ((rc = matmul_a_to(c, r, y->w_down, &ad, c->f, *f16 ? (uint16_t *)c->f : NULL, err))) return rc;
     par_bias(c, r, c->f, y->b_down, M, D, D);
     return TM_OK;
@@ -1074,11 +1106,11 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     }
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];
-        int qkv16 = 0, f16; /* q|k|v, f in bf16 (TANDEM_Y_BF16) */
+        int qkv16 = 0, f16; /* q|k|v, f in bf16 (y16) */
         if (y->wqkv) { /* one matmul into qkv[M][HD + 2 KD], split */
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wqkv, NULL, NULL, &a);
-            qkv16 = y16(c, y->wqkv, M);
+            qkv16 = y16(c, Y16_QKV, y->wqkv, M);
             if ((rc = matmul_a_to(c, r, y->wqkv, &a, c->qkv, qkv16 ? (uint16_t *)c->qkv : NULL, err))) return rc;
         } else {
             tm_kact a;
@@ -1091,7 +1123,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         double t0 = c->profile ? now_s() : 0;
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
         if (c->profile) c->prof[c->prof_kind][2] += now_s() - t0;
-        f16 = !y->bo && !y->attn_out_norm && y16(c, y->wo, M);
+        f16 = !y->bo && !y->attn_out_norm && y16(c, Y16_O, y->wo, M);
         if ((rc = matmul_to(c, r, y->wo, c->h, M, c->f, f16 ? (uint16_t *)c->f : NULL, err))) return rc;
         par_bias(c, r, c->f, y->bo, M, D, D);
         if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);

@@ -32,6 +32,11 @@
                   M / MB passes over the weights (Xeon, 2 threads, M = 512: MB 64 -> 256
                   took int8 1.5-1.7 -> 1.7-2.2 TOP/s, bf16 0.71-0.82 -> 0.77-1.0 TFLOP/s) */
 #endif
+#ifndef AMX_MB_WIDE
+#define AMX_MB_WIDE 1 /* 512 rows per task (MB_WIDE) where the GEMM's A rows fit L2 and N is wide; see
+                         rows_per_task() */
+#endif
+#define MB_WIDE 512
 #ifndef AMX_KB
 #define AMX_KB 16  /* K steps per chunk: 32 KB of each panel (1024 int8 / 512 bf16 of K); a block's
                       A chunk, 32 KB, stays within L1 (session 15, run 68; see "the blocked loop") */
@@ -72,6 +77,11 @@
                      0.98-1.00x): 512 x 1152 x 896 1.045x (run 88) and 1.040x (run 90), 896 x 4864
                      1.002x; 2048 x 2048 1.034x and 0.94x, 2048 x 8192 1.025x (now left out) */
 #endif
+#ifndef AMX_BMAJOR
+#define AMX_BMAJOR 0 /* a K step's products B-major (C0 C2 C1 C3): the B tiles, streamed from L2, get two
+                        products of slack before the next step's load instead of one, A's (L1) one;
+                        a measurement option (session 15 found it within a noisier harness's noise) */
+#endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
 #endif
@@ -83,7 +93,8 @@
  * (docs/bench/xeon-s6-amx.txt). In this loop acc only carries C between K
  * chunks beyond 1024 int8 / 512 bf16; the pad stays, not re-measured. */
 #define ACC_LD (AMX_PG * 32 + AMX_ACC_PAD)
-#define ACC_WORKER (MB * ACC_LD) /* floats of acc per worker */
+#define MB_MAX (AMX_MB_WIDE && MB_WIDE > MB ? MB_WIDE : MB)
+#define ACC_WORKER (MB_MAX * ACC_LD) /* floats of acc per worker */
 
 /* -DAMX_PROF: TSC cycles spent packing, in the tile loop and in the epilogue,
  * summed over workers, printed at exit: a measurement build (tools/kbench.c
@@ -145,7 +156,7 @@ typedef struct gemm_ctx {
     int glu;            /* w->glu: panels in gate/up pairs, y = act(gate) * up (tm_kpack_glu) */
     float *y;           /* [M][N] f32, or NULL: */
     uint16_t *yb;       /* [M][N] bf16 (gemm_bf16y) */
-    float *acc;         /* [workers][MB][ACC_LD] partial sums between K chunks */
+    float *acc;         /* [workers][MB_MAX][ACC_LD] partial sums between K chunks */
     int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
     float *ypad;        /* AMX_EPI_MEASURE 8: [M][N + 16] */
 } gemm_ctx;
@@ -353,6 +364,15 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             _tile_loadd(7, b + 64, 128);
         }
         _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
+        if (AMX_BMAJOR && two) { /* each B tile's two products first: two products between its last use and
+                                    the next step's load, one for A's */
+            _tile_loadd(5, A1 + (size_t)s * g->a_step, g->a_ld);
+            TDP(0, 4, 6);
+            TDP(2, 5, 6);
+            TDP(1, 4, 7);
+            TDP(3, 5, 7);
+            continue;
+        }
         TDP(0, 4, 6);
         TDP(1, 4, 7);
         if (two) {
@@ -530,6 +550,24 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 
 /* ---- entry points -------------------------------------------------------------- */
 
+/* Rows per task. MB (256) rows: at M = 512 the two workers take the two row
+ * halves of one panel range at a time, so each streams every panel into its
+ * own L2. With AMX_MB_WIDE, where the A rows (M x K int8, twice that bf16)
+ * fit in half of L2 and N is wide enough for 16-panel tasks to spread (N >=
+ * 4096), a task takes all 512 rows of its panels: the workers read disjoint
+ * panels, each weight byte reaches one L2, and A stays there across tasks.
+ * Session 20, kbench-ab (40 rounds of 0.05 s a build, int8, M = 512). Run
+ * 92, 512 rows for every shape: 512 x 16384 x 2048 1.067x, 2048 x 8192 (A 4
+ * MB) 1.026x, 896 x 4864 (A 2.4 MB, 28 panels) 0.883x. Run 93, this rule:
+ * 16384 x 2048 (Llama's gate|up) 1.088x, 8192 x 2048 1.027x, 9728 x 896
+ * (Qwen's gate|up) 1.000x; the shapes it leaves, as controls, 1.012x (2048
+ * x 8192) and 0.992x (1152 x 896). */
+static int rows_per_task(const tm_kweight *w, int M, int is_q8)
+{
+    size_t a_bytes = (size_t)M * w->Kp * (is_q8 ? 1 : 2);
+    return AMX_MB_WIDE && M > MB && a_bytes <= ((size_t)1 << 20) && w->Np >= 4096 ? MB_WIDE : MB;
+}
+
 static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_bytes, const float *xs,
                tm_kbuf *ws, size_t off, float *y, uint16_t *yb, struct tm_pool *pool, int is_q8)
 {
@@ -571,7 +609,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     g.ypad = pad;
 #endif
     PROF_CALL();
-    tm_kgemm_run(x->M, w->Np, MB, amx_block, &g, pool);
+    tm_kgemm_run(x->M, w->Np, rows_per_task(w, x->M, is_q8), amx_block, &g, pool);
     return TM_OK;
 }
 
@@ -601,20 +639,26 @@ static int gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     return tm_kcheck_gemm(w, x, TM_DT_Q8PC) ? TM_E_INVALID : gemm_any(w, x, y, NULL, ws, pool);
 }
 
+/* a glu weight (tm_kpack_glu) checked as the plain GEMM weight it is made of */
+static int check_glu(const tm_kweight *w, const tm_kact *x)
+{
+    tm_kweight plain = *w;
+    plain.glu = 0;
+    return tm_kcheck_gemm(&plain, x, w->dtype);
+}
+
 /* y[M][F] = act(x gate^T) * (x up^T) on a tm_kpack_glu weight */
 static int gemm_glu(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
-    if (!w || !w->glu) return TM_E_INVALID;
-    tm_kweight plain = *w; /* the same checks as a plain GEMM weight */
-    plain.glu = 0;
-    if (tm_kcheck_gemm(&plain, x, w->dtype)) return TM_E_INVALID;
+    if (!w || !w->glu || check_glu(w, x)) return TM_E_INVALID;
     return gemm_any(w, x, y, NULL, ws, pool);
 }
 
-/* gemm_bf16 / gemm_q8 by w's encoding, y stored as bf16 */
+/* gemm_bf16 / gemm_q8 by w's encoding, or gemm_glu on a glu weight, y stored as bf16 */
 static int gemm_bf16y(const tm_kweight *w, const tm_kact *x, uint16_t *y, tm_kbuf *ws, struct tm_pool *pool)
 {
-    if (!w || (w->dtype != TM_DT_BF16 && w->dtype != TM_DT_Q8PC) || tm_kcheck_gemm(w, x, w->dtype)) return TM_E_INVALID;
+    if (!w || (w->dtype != TM_DT_BF16 && w->dtype != TM_DT_Q8PC)) return TM_E_INVALID;
+    if (w->glu ? check_glu(w, x) : tm_kcheck_gemm(w, x, w->dtype)) return TM_E_INVALID;
     return gemm_any(w, x, NULL, y, ws, pool);
 }
 

@@ -392,7 +392,7 @@ int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float
 
 int tm_kmatmul_bf16y_ok(const tm_kernels *k, const tm_kweight *w, int M)
 {
-    return k->gemm_bf16y && w && !w->glu && tm_kmatmul_gemm(k, w, M);
+    return k->gemm_bf16y && w && tm_kmatmul_gemm(k, w, M);
 }
 
 int tm_kmatmul_bf16y(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, uint16_t *y,

@@ -221,11 +221,11 @@ typedef struct tm_kernels {
      * above), y[M][F]; NULL where a variant has none (the engine then runs
      * gate and up apart). */
     int (*gemm_glu)(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool);
-    /* gemm_bf16 or gemm_q8 by w's encoding (a plain weight, not glu) with y[M][N] stored in
+    /* gemm_bf16 or gemm_q8 by w's encoding (gemm_glu on a glu weight) with y[M][N] stored in
      * bf16, each f32 result rounded to nearest even (a denormal one to zero, as AVX-512-BF16's
      * vcvtne2ps2bf16 does): half the bytes written, and half read back by the pass that
-     * consumes y (the FFN's gate|up; session 18's run 82 put the f32 stores at a quarter of
-     * Qwen's gate/up GEMM). NULL where a variant has none. */
+     * consumes y (session 18's run 82 put the f32 stores at a quarter of Qwen's gate/up GEMM).
+     * NULL where a variant has none; a variant that has it and gemm_glu takes glu weights. */
     int (*gemm_bf16y)(const tm_kweight *w, const tm_kact *x, uint16_t *y, tm_kbuf *ws, struct tm_pool *pool);
 
     /* y[T][D] = x / rms(x) * (w or 1 + w), rms = sqrt(mean(x^2) + eps). y may be x. */
@@ -288,8 +288,8 @@ int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float
                tm_kbuf *ws, struct tm_pool *pool, tm_err *err);
 
 /* tm_kmatmul_bf16y: y[M][N] in bf16 by k's gemm_bf16y, where
- * tm_kmatmul_bf16y_ok(k, w, M): a GEMM (tm_kmatmul_gemm) on a plain weight by
- * a variant that has the op. tm_kglu_row_bf16: one row's y[0:F] =
+ * tm_kmatmul_bf16y_ok(k, w, M): a GEMM (tm_kmatmul_gemm: a plain weight, or a
+ * glu one with gemm_glu) by a variant that has the op. tm_kglu_row_bf16: one row's y[0:F] =
  * act(gate) * up (TM_KGLU_*) from gate[0:F] and up[0:F] in bf16, as k's
  * silu_mul / gelu_tanh_mul compute it on the f32 values: the consumer of
  * gate and up GEMMs run so. */

@@ -262,9 +262,9 @@ int tm_kmeasure_gemm(const tm_kernels *k, tm_dtype dt, int M, int N, int K, size
 
 typedef struct ffn_rows {
     const tm_kernels *k;
-    float *g;           /* [M][ld] f32: gate then (apart) up in each row; way 2: [M][2F] bf16, then the
+    float *g;           /* [M][ld] f32: gate then (apart) up in each row; bf16 ways: [M][ld] bf16, then the
                            tasks' f32 rows */
-    int ld, F, way, ldq; /* way: 0 apart, 1 fused, 2 apart with the GEMM's y in bf16 */
+    int ld, F, way, ldq; /* way: TM_KFFN_* */
     uint8_t *q;         /* [M][ldq] int8 rows for the down projection */
     float *qs;          /* [M] */
     int M;
@@ -277,19 +277,29 @@ static void ffn_rows_task(void *ctx, int t, int worker)
     const ffn_rows *j = ctx;
     for (int i = 16 * t; i < 16 * t + 16; i++) {
         float *g = j->g + (size_t)i * j->ld;
-        if (j->way == 2) { /* as the engine's rows_act_prep_bf16 */
+        if (j->way >= TM_KFFN_APART_BF16Y) { /* as the engine's rows_act_prep_bf16 */
             g = j->g + (size_t)j->M * j->F + (size_t)t * j->F; /* past the bf16 rows */
-            const uint16_t *gu = (const uint16_t *)j->g + (size_t)i * 2 * j->F;
-            tm_kglu_row_bf16(j->k, TM_KGLU_SILU, g, gu, gu + j->F, j->F);
-        } else if (j->way == 0) {
+            const uint16_t *gu = (const uint16_t *)j->g + (size_t)i * j->ld;
+            if (j->way == TM_KFFN_FUSED_BF16Y) j->k->bf16_to_f32(g, gu, (size_t)j->F);
+            else tm_kglu_row_bf16(j->k, TM_KGLU_SILU, g, gu, gu + j->F, j->F);
+        } else if (j->way == TM_KFFN_APART) {
             j->k->silu_mul(g, g, g + j->F, (size_t)j->F);
         }
         j->k->quant_q8(j->q + (size_t)i * j->ldq, j->qs + i, j->ldq, g, 1, j->F);
     }
 }
 
+/* one call of way's GEMM: gate|up (gu) or the fused pair (glu), y f32 or bf16 */
+static int ffn_gemm(const tm_kernels *k, int way, const tm_kweight *gu, const tm_kweight *glu, const tm_kact *a,
+                    float *g, tm_kbuf *ws, struct tm_pool *pool)
+{
+    const tm_kweight *w = way == TM_KFFN_FUSED || way == TM_KFFN_FUSED_BF16Y ? glu : gu;
+    if (way >= TM_KFFN_APART_BF16Y) return k->gemm_bf16y(w, a, (uint16_t *)g, ws, pool);
+    return way == TM_KFFN_FUSED ? k->gemm_glu(w, a, g, ws, pool) : k->gemm_q8(w, a, g, ws, pool);
+}
+
 int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double seconds, struct tm_pool *pool,
-                    double *apart, double *fused, double *bf16y, tm_err *err)
+                    double *gops, tm_err *err)
 {
     if (M < 16 || M % 16 || F < 32 || D < 64 || rounds < 1)
         return tm_errf(err, TM_E_INVALID, "kmeasure ffn: M %d F %d D %d rounds %d", M, F, D, rounds);
@@ -319,24 +329,21 @@ int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double
         k->quant_q8(xq, xs, ld, x, M, D);
         tm_kact a = {.M = M, .K = D, .ld = ld, .q8 = xq, .q8_scale = xs};
         /* in turn, each way for `seconds`: the host's drift falls on all */
-        int ways = k->gemm_bf16y ? 3 : 2;
-        for (int r = 0; r < rounds; r++) bf16y[r] = 0;
+        int ways = k->gemm_bf16y ? TM_KFFN_WAYS : TM_KFFN_APART_BF16Y;
+        for (size_t i = 0; i < (size_t)TM_KFFN_WAYS * rounds; i++) gops[i] = 0;
         for (int r = 0; r < ways * rounds && rc == TM_OK; r++) {
-            int way = r % ways;
-            ffn_rows j = {k, g, way == 1 ? F : 2 * F, F, way, ldq, q, qs, M};
+            int way = r % ways, fused = way == TM_KFFN_FUSED || way == TM_KFFN_FUSED_BF16Y;
+            ffn_rows j = {k, g, fused ? F : 2 * F, F, way, ldq, q, qs, M};
             double t0 = now_s(), t;
             long calls = 0;
             do {
-                rc = way == 1 ? k->gemm_glu(glu, &a, g, &ws, pool)
-                     : way == 2 ? k->gemm_bf16y(gu.w, &a, (uint16_t *)g, &ws, pool)
-                                : k->gemm_q8(gu.w, &a, g, &ws, pool);
-                if (rc) break;
+                if ((rc = ffn_gemm(k, way, gu.w, glu, &a, g, &ws, pool))) break;
                 tm_pool_run(pool, M / 16, ffn_rows_task, &j);
                 calls++;
                 t = now_s() - t0;
             } while (t < seconds);
-            if (rc) tm_errf(err, rc, "kmeasure ffn: the %s GEMM failed", way == 1 ? "glu" : "gate/up");
-            else (way == 1 ? fused : way == 2 ? bf16y : apart)[r / ways] = 2.0 * M * 2.0 * F * D * (double)calls / t / 1e9;
+            if (rc) tm_errf(err, rc, "kmeasure ffn: the %s GEMM failed (way %d)", fused ? "glu" : "gate/up", way);
+            else gops[way * rounds + r / ways] = 2.0 * M * 2.0 * F * D * (double)calls / t / 1e9;
         }
     }
     tm_kpack_free(glu);

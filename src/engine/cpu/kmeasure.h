@@ -46,17 +46,19 @@ int tm_kgemm_set_open(tm_kgemm_set **out, const tm_kernels *k, tm_dtype dt, int 
                       struct tm_pool *pool, tm_err *err);
 int tm_kgemm_set_time(tm_kgemm_set *g, const tm_kernels *k, double seconds, tm_kmeasure *out, tm_err *err);
 void tm_kgemm_set_close(tm_kgemm_set *g);
-/* The FFN's gate/up step of a prefill chunk, int8, both ways the engine
- * runs it: apart (one GEMM of gate and up [2F][D], then act(gate) * up and
- * the int8 rows for the down projection in one pass) and fused (gemm_glu's
- * epilogue applies the activation, then the int8 rows), and where the
- * kernels have gemm_bf16y apart with the GEMM's y in bf16 (the engine's
- * default there). silu, M rows (a multiple of 16), warm weights. Rounds take
- * the ways in turn, `seconds` each; apart[r], fused[r], bf16y[r] (0 without
- * gemm_bf16y): GOP/s of round r (gate and up's 4 M F D operations over the
- * whole step). TM_E_UNSUPPORTED where the kernels have no gemm_glu. */
+/* The FFN's gate/up step of a prefill chunk, int8, each way the engine can
+ * run it (TM_KFFN_*): apart (one GEMM of gate and up [2F][D], then
+ * act(gate) * up and the int8 rows for the down projection in one pass) or
+ * fused (gemm_glu's epilogue applies the activation, then the int8 rows),
+ * each with the GEMM's y in f32 or, where the kernels have gemm_bf16y, in
+ * bf16 (the engine's default there; the rows pass widens it). silu, M rows (a
+ * multiple of 16), warm weights. Rounds take the ways in turn, `seconds` each;
+ * gops[way * rounds + r]: GOP/s of round r (gate and up's 4 M F D operations
+ * over the whole step; 0 for the bf16 ways without gemm_bf16y).
+ * TM_E_UNSUPPORTED where the kernels have no gemm_glu. */
+enum { TM_KFFN_APART, TM_KFFN_FUSED, TM_KFFN_APART_BF16Y, TM_KFFN_FUSED_BF16Y, TM_KFFN_WAYS };
 int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double seconds, struct tm_pool *pool,
-                    double *apart, double *fused, double *bf16y, tm_err *err);
+                    double *gops, tm_err *err);
 /* Plain read bandwidth over `bytes` of memory, split across the pool (the
  * ceiling GEMV figures are compared with). */
 int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_kmeasure *out, tm_err *err);

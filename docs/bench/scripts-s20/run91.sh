@@ -1,5 +1,5 @@
 #!/bin/bash
-# prepared in session 19 and not run there (no device time left), run 91: (1) the GEMM side of storing y in bf16, per shape, in one
+# session 20 (prepared in session 19), run 91: (1) the GEMM side of storing y in bf16, per shape, in one
 # process (kbench -Y 1: gemm_q8 against gemm_bf16y of the same build, 40 rounds of 0.05 s); (2) the
 # engine with TANDEM_Y_BF16=1 (q|k|v, o and down in bf16) against the default, pp512 with the paired
 # share, interleaved, Qwen and Llama; (3) both models beside llama.cpp.
