@@ -259,9 +259,10 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
     }
     /* GEMM: M = 1, 3, 17, 64, 130 (row tails of every micro-kernel), N tails,
      * K tails and K past one K slice (avx2 2048, avx512 8192, amx 2048 int8 /
-     * 1024 bf16) */
+     * 1024 bf16); 40 x 1000 x 1100: amx tasks of 8 panels (two groups) with K
+     * in several chunks, single-threaded (AMX_KOUTER's acc columns) */
     static const int gm_shapes[][3] = {{1, 5, 32}, {3, 32, 96}, {17, 33, 100}, {64, 64, 64}, {37, 100, 600},
-                                       {130, 40, 1100}, {20, 70, 2100}, {9, 33, 8400}};
+                                       {130, 40, 1100}, {20, 70, 2100}, {9, 33, 8400}, {40, 1000, 1100}};
     for (size_t s = 0; s < sizeof gm_shapes / sizeof gm_shapes[0]; s++) {
         int M = gm_shapes[s][0], N = gm_shapes[s][1], K = gm_shapes[s][2];
         if (!big && M * N * K > 3000000) K = 300;

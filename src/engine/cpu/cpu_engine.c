@@ -776,10 +776,11 @@ static void matmul_done(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, int 
  * engine takes it for gate|up (ffn_bf16) and for q|k|v (fused), o and down
  * where no bias or output norm follows (y16; qkv_post and the residual adds
  * widen the rows), all by default: session 19 found y's f32 stores a quarter
- * of the K = 896 GEMMs' time on the Xeon; session 20 (run 91) measured the
- * bf16 output 1.01-1.08x on the GEMMs alone and the pp512 GEMM share 40 ->
- * 45% (medians of 3 interleaved rounds, two models); on the conformance set
- * (cpu-amx-emu, int8) mean KL 1.06e-5 -> 1.05e-5 (docs/kernels.md). */
+ * of the K = 896 GEMMs' time on the Xeon; session 20 (runs 91-92) measured
+ * the bf16 output 1.01-1.08x on the GEMMs alone, and over 5 interleaved pairs
+ * Llama's pp512 GEMM share 39 -> 47% (medians; Qwen's within the host's
+ * drift); on the conformance set (cpu-amx-emu, int8) mean KL 1.06e-5 ->
+ * 1.05e-5 (docs/kernels.md). */
 static int bf16y_ok(const cpu_ctx *c, const tm_kweight *w, int M)
 {
     return w && tm_kweight_dtype(w) == TM_DT_Q8PC && tm_kmatmul_bf16y_ok(&c->k, w, M);

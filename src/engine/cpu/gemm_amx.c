@@ -82,6 +82,12 @@
                         products of slack before the next step's load instead of one, A's (L1) one;
                         a measurement option (session 15 found it within a noisier harness's noise) */
 #endif
+#ifndef AMX_KOUTER
+#define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
+                        chunks (see amx_block). Session 20, kbench-ab (A/A 1.008x): 512 x 896 x 4864
+                        (Qwen's down, 8 panels a task) 1.056x, 1.027x, 1.020x; 2048 x 8192 (Llama's,
+                        16 panels, a 540 KB acc) 0.997x, 0.949x: off until a rule covers both */
+#endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
 #endif
@@ -94,7 +100,9 @@
  * chunks beyond 1024 int8 / 512 bf16; the pad stays, not re-measured. */
 #define ACC_LD (AMX_PG * 32 + AMX_ACC_PAD)
 #define MB_MAX (AMX_MB_WIDE && MB_WIDE > MB ? MB_WIDE : MB)
-#define ACC_WORKER (MB_MAX * ACC_LD) /* floats of acc per worker */
+#define ACC_K_LD (16 * 32 + AMX_ACC_PAD) /* AMX_KOUTER's acc rows: a task's 16 panels at most (tm_kgemm_run) */
+#define ACC_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define ACC_WORKER ACC_MAX(MB_MAX * ACC_LD, AMX_KOUTER ? MB * ACC_K_LD : 0) /* floats of acc per worker */
 
 /* -DAMX_PROF: TSC cycles spent packing, in the tile loop and in the epilogue,
  * summed over workers, printed at exit: a measurement build (tools/kbench.c
@@ -477,8 +485,65 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c,
     }
 }
 
-/* one task: rows [m0, m1) (at most MB) x panels [p0, p1) (glu: pairs, so
- * panels [2 p0, 2 p1)), in the order above */
+/* One K chunk [s0, s1) of rows [m0, m1) over the np panels from pg, in row
+ * blocks of 32: C from and to acc (rows ACC_LD or ACC_K_LD floats apart, the
+ * group's panel j at column 32 j), or in the last chunk through the
+ * epilogue; each block prefetches its share of `lines` lines from each
+ * panel's next B chunk nb[j] (see amx_block) */
+static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0, int s1, float *acc, size_t acc_ld,
+                      const uintptr_t *nb, int lines)
+{
+    _Alignas(64) float cs[2][32][32]; /* the last chunk's C of one block [32 rows][32 columns] (glu: gate, up) */
+    const size_t ld = acc_ld * sizeof(float);
+    const int nblk = (m1 - m0 + 31) / 32, last = s1 == g->nsteps;
+    for (int m = m0; m < m1; m += 32) {
+        int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
+        for (int j = 0; j < np; j++) {
+            uint8_t *c = (uint8_t *)(acc + (size_t)(m - m0) * acc_ld + 32 * j);
+            PROF_T(t0);
+            int h = g->glu ? j & 1 : 0; /* glu: gate (even panels) then up */
+            uint8_t *out = last ? (uint8_t *)cs[h] : c;
+            size_t out_ld = last ? sizeof cs[0][0] : ld;
+            /* AMX_EPI_MEASURE 5: whole blocks' C straight into y as int32, no epilogue */
+            int raw = AMX_EPI_MEASURE == 5 && last && g->y && !g->glu && m1 - m >= 32 && 32 * (pg + j + 1) <= g->N;
+            if (raw) {
+                out = (uint8_t *)(g->y + (size_t)m * g->N + 32 * (pg + j));
+                out_ld = (size_t)g->N * 4;
+            }
+            ypf yp = {0};
+            if (g->ypf && last && !raw && (!g->glu || h)) {
+                int n0 = 32 * (g->glu ? (pg + j) / 2 : pg + j);
+                yp.rows = m1 - m < 32 ? m1 - m : 32;
+                yp.lines = g->yb ? 1 : 2;
+                yp.ld = (size_t)g->N * (g->yb ? 2 : 4);
+                yp.p = g->yb ? (const char *)(g->yb + (size_t)m * g->N + n0) : (const char *)(g->y + (size_t)m * g->N + n0);
+                if (g->N - n0 < 32) yp.lines = 1; /* a last panel's columns past N: only the first line surely in y */
+            }
+            block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
+                        nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp);
+            PROF_ADD(prof_tile, t0);
+            if (!raw && AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && AMX_EPI_MEASURE != 7 && last &&
+                (!g->glu || h)) {
+                PROF_T(t1);
+                float(*ein)[32][32] = cs;
+#if AMX_EPI_MEASURE == 6
+                static _Thread_local _Alignas(64) float other[2][32][32];
+                ein = other;
+#endif
+                epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &ein[0][0][0], g->glu ? &ein[1][0][0] : NULL);
+                PROF_ADD(prof_epi, t1);
+            }
+        }
+    }
+}
+
+/* one task: rows [m0, m1) (at most MB_MAX) x panels [p0, p1) (glu: pairs,
+ * so panels [2 p0, 2 p1)), in the order above: per group, its K chunks.
+ * With AMX_KOUTER, where K takes several chunks (and the task at most MB
+ * rows and 16 panels, not glu), the other way round: per K chunk, every
+ * group, C for all the task's panels in acc (ACC_K_LD), so the rows' A chunk
+ * (MB x 1 KB) is read from L2 by each group instead of the whole A (MB x K,
+ * over 1 MB at K 4864) from L3. */
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
     const gemm_ctx *g = ctx;
@@ -486,61 +551,36 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
         p0 *= 2;
         p1 *= 2;
     }
-    float (*acc)[ACC_LD] = (float (*)[ACC_LD])(g->acc + (size_t)worker * ACC_WORKER);
-    _Alignas(64) float cs[2][32][32]; /* the last chunk's C of one block [32 rows][32 columns] (glu: gate, up) */
-    const size_t ld = sizeof acc[0];
+    float *acc = g->acc + (size_t)worker * ACC_WORKER;
     const uint8_t *pan = (const uint8_t *)g->w->panel;
     const size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2); /* one panel */
-    const int nblk = (m1 - m0 + 31) / 32, ns = g->nsteps;
+    const int ns = g->nsteps;
+    uintptr_t nb[AMX_PG];
     tm_kamx_config();
-    for (int pg = p0; pg < p1; pg += AMX_PG) {
-        int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
+    if (AMX_KOUTER && !g->glu && ns > AMX_KB && m1 - m0 <= MB && p1 - p0 <= 16) {
         for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
-            int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns, last = s1 == ns;
-            /* the B chunk each panel needs next: its K steps from s1, or the next group's first
-               (nsn steps), spread over the row blocks */
-            int nsn = last ? (ns < AMX_KB ? ns : AMX_KB) : (s1 + AMX_KB < ns ? AMX_KB : ns - s1);
-            int lines = nsn * 32;
-            for (int m = m0; m < m1; m += 32) {
-                int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
-                for (int j = 0; j < np; j++) {
-                    uintptr_t nb = last ? (uintptr_t)(pan + (pg + j + AMX_PG) * pbytes)
-                                        : (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048);
-                    uint8_t *c = (uint8_t *)&acc[m - m0][32 * j];
-                    PROF_T(t0);
-                    int h = g->glu ? j & 1 : 0; /* glu: gate (even panels) then up */
-                    uint8_t *out = last ? (uint8_t *)cs[h] : c;
-                    size_t out_ld = last ? sizeof cs[0][0] : ld;
-                    /* AMX_EPI_MEASURE 5: whole blocks' C straight into y as int32, no epilogue */
-                    int raw = AMX_EPI_MEASURE == 5 && last && g->y && !g->glu && m1 - m >= 32 && 32 * (pg + j + 1) <= g->N;
-                    if (raw) {
-                        out = (uint8_t *)(g->y + (size_t)m * g->N + 32 * (pg + j));
-                        out_ld = (size_t)g->N * 4;
-                    }
-                    ypf yp = {0};
-                    if (g->ypf && last && !raw && (!g->glu || h)) {
-                        int n0 = 32 * (g->glu ? (pg + j) / 2 : pg + j);
-                        yp.rows = m1 - m < 32 ? m1 - m : 32;
-                        yp.lines = g->yb ? 1 : 2;
-                        yp.ld = (size_t)g->N * (g->yb ? 2 : 4);
-                        yp.p = g->yb ? (const char *)(g->yb + (size_t)m * g->N + n0) : (const char *)(g->y + (size_t)m * g->N + n0);
-                        if (g->N - n0 < 32) yp.lines = 1; /* a last panel's columns past N: only the first line surely in y */
-                    }
-                    block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
-                                nb + (uintptr_t)l0 * 64, l1 - l0, yp);
-                    PROF_ADD(prof_tile, t0);
-                    if (!raw && AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && AMX_EPI_MEASURE != 7 && last &&
-                        (!g->glu || h)) {
-                        PROF_T(t1);
-                        float(*ein)[32][32] = cs;
-#if AMX_EPI_MEASURE == 6
-                        static _Thread_local _Alignas(64) float other[2][32][32];
-                        ein = other;
-#endif
-                        epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &ein[0][0][0], g->glu ? &ein[1][0][0] : NULL);
-                        PROF_ADD(prof_epi, t1);
-                    }
-                }
+            int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns;
+            for (int pg = p0; pg < p1; pg += AMX_PG) {
+                int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
+                /* next: the following group's panels in this chunk, or the first group's in the next chunk */
+                int nxt = pg + AMX_PG < p1, lines = nxt ? (s1 - s0) * 32 : s1 < ns ? (s1 + AMX_KB < ns ? AMX_KB : ns - s1) * 32 : 0;
+                for (int j = 0; j < np; j++)
+                    nb[j] = (uintptr_t)(pan + (size_t)(nxt ? pg + AMX_PG + j : p0 + j) * pbytes + (size_t)(nxt ? s0 : s1) * 2048);
+                chunk_run(g, m0, m1, pg, np, s0, s1, acc + 32 * (pg - p0), ACC_K_LD, nb, lines);
+            }
+        }
+    } else {
+        for (int pg = p0; pg < p1; pg += AMX_PG) {
+            int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
+            for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
+                int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns, last = s1 == ns;
+                /* the B chunk each panel needs next: its K steps from s1, or the next group's first
+                   (nsn steps), spread over the row blocks */
+                int nsn = last ? (ns < AMX_KB ? ns : AMX_KB) : (s1 + AMX_KB < ns ? AMX_KB : ns - s1);
+                for (int j = 0; j < np; j++)
+                    nb[j] = last ? (uintptr_t)(pan + (pg + j + AMX_PG) * pbytes)
+                                 : (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048);
+                chunk_run(g, m0, m1, pg, np, s0, s1, acc, ACC_LD, nb, nsn * 32);
             }
         }
     }
