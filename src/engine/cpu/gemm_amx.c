@@ -164,7 +164,8 @@ typedef struct gemm_ctx {
     int glu;            /* w->glu: panels in gate/up pairs, y = act(gate) * up (tm_kpack_glu) */
     float *y;           /* [M][N] f32, or NULL: */
     uint16_t *yb;       /* [M][N] bf16 (gemm_bf16y) */
-    float *acc;         /* [workers][MB_MAX][ACC_LD] partial sums between K chunks */
+    float *acc;         /* [workers][ACC_WORKER] partial sums between K chunks: rows ACC_LD floats apart
+                           (ACC_K_LD with AMX_KOUTER) */
     int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
     float *ypad;        /* AMX_EPI_MEASURE 8: [M][N + 16] */
 } gemm_ctx;
