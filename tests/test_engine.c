@@ -532,7 +532,7 @@ static void test_ffn_bf16(void)
     bf16_moves("TANDEM_Y_BF16", (const char *const[2]){"0", "qkv"}, NULL, "q|k|v", 1.5, tm_khuge_ok());
     /* a value that is none of those: the session is refused, naming the variable */
     tm_rt_model *rm = open_enc("models/tiny-classics-llama", "build/test_engine_ffn16.tdm", TM_DT_Q8PC, TM_DT_Q8PC);
-    const char *bad[] = {"qkv,", "yes", "", "qkv,o,up"};
+    const char *bad[] = {"qkv,", "yes", ",o", "qkv,o,up"};
     for (size_t i = 0; rm && i < sizeof bad / sizeof bad[0]; i++) {
         tm_err err = {0};
         tandem_session_opts o;

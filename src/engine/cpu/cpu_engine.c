@@ -342,14 +342,14 @@ static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
 
 /* The projections whose int8 GEMM stores its result in bf16 besides gate|up
  * (see bf16y_ok): TANDEM_Y_BF16 = "0" (none), "1" (all three) or a comma
- * list of qkv, o, down; unset: all three. -1 for anything else. */
+ * list of qkv, o, down; unset or empty: all three. -1 for anything else. */
 enum { Y16_QKV = 1, Y16_O = 2, Y16_DOWN = 4, Y16_ALL = 7 };
 
 static int y16_parse(const char *v, unsigned *mask)
 {
     static const char *names[] = {"qkv", "o", "down"};
-    *mask = !v || !strcmp(v, "1") ? Y16_ALL : 0;
-    if (!v || !strcmp(v, "0") || !strcmp(v, "1")) return 0;
+    *mask = !v || !*v || !strcmp(v, "1") ? Y16_ALL : 0;
+    if (!v || !*v || !strcmp(v, "0") || !strcmp(v, "1")) return 0;
     for (const char *p = v;; p++) {
         size_t n = strcspn(p, ",");
         int i = 0;
