@@ -77,11 +77,6 @@
                      0.98-1.00x): 512 x 1152 x 896 1.045x (run 88) and 1.040x (run 90), 896 x 4864
                      1.002x; 2048 x 2048 1.034x and 0.94x, 2048 x 8192 1.025x (now left out) */
 #endif
-#ifndef AMX_BMAJOR
-#define AMX_BMAJOR 0 /* a K step's products B-major (C0 C2 C1 C3): the B tiles, streamed from L2, get two
-                        products of slack before the next step's load instead of one, A's (L1) one;
-                        a measurement option (session 15 found it within a noisier harness's noise) */
-#endif
 #ifndef AMX_KOUTER
 #define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
                         chunks (see amx_block). Session 20, kbench-ab (A/A 1.008x): 512 x 896 x 4864
@@ -373,15 +368,6 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             _tile_loadd(7, b + 64, 128);
         }
         _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
-        if (AMX_BMAJOR && two) { /* each B tile's two products first: two products between its last use and
-                                    the next step's load, one for A's */
-            _tile_loadd(5, A1 + (size_t)s * g->a_step, g->a_ld);
-            TDP(0, 4, 6);
-            TDP(2, 5, 6);
-            TDP(1, 4, 7);
-            TDP(3, 5, 7);
-            continue;
-        }
         TDP(0, 4, 6);
         TDP(1, 4, 7);
         if (two) {
