@@ -69,14 +69,14 @@ db_kbench() { # KBENCH ARGS...: the first GB/s or GFLOP/s kbench prints (for abm
 }
 
 db_ab() { # NAME "AMX_ALT flags" ROUND "N K" ...: kbench-ab -a 1 (DB_AB_P rounds, default 8, of DB_AB_S seconds
-          # a build, default 0.2; weights over 128 MB, made once a shape):
+          # a build, default 0.2; weights over 128 MB, made once a shape; DB_AB_Y=1: both builds store y in bf16):
           # each round the tile peak, both GEMM builds in alternating order, the peak; logs "rROUND NAME 512 N K:
           # RATIO x" (the median over pairs of rounds of the alternative / shipped ratio, one round each build
           # first) and flags an alternative build that fails validation
     local name=$1 flags=$2 r=$3; shift 3
     [ -x "/tmp/kab-$name" ] || { db_build kbench-ab "AMX_ALT=$flags" && cp "$R/build/kbench-ab" "/tmp/kab-$name"; } || return 1
     for s in "$@"; do
-        local o; o=$("/tmp/kab-$name" -a 1 -t 2 -s "${DB_AB_S:-0.2}" -p "${DB_AB_P:-8}" -m 128 -v amx gemm int8 512 $s 2>&1)
+        local o; o=$("/tmp/kab-$name" -a 1 ${DB_AB_Y:+-Y "$DB_AB_Y"} -t 2 -s "${DB_AB_S:-0.2}" -p "${DB_AB_P:-8}" -m 128 -v amx gemm int8 512 $s 2>&1)
         echo "$o" | grep -q INVALID && echo "INVALID $name $s" >> "$A"
         echo "r$r $name 512 $s: $(echo "$o" | grep -oE 'build first\): median [0-9.]+x' | grep -oE '[0-9.]+' | head -1) x" >> "$A"
         echo "# r$r $name 512 $s: $(echo "$o" | grep -oE 'by who ran first.*'); shipped: $(echo "$o" | grep -oE 'median [0-9.]+% of the peak beside it' | head -1); alternative: $(echo "$o" | grep -oE 'alternative build: median [0-9.]+%' | head -1)" >> "$A"

@@ -28,7 +28,8 @@
  * GEMV in its build without / with GFNI; default: the one the CPU picks), -a 1
  * (kbench-ab only: with -p, each round also times the alternative AMX GEMM
  * build linked in, and the A/B ratio is printed), -Y 1 (with -p: the alternative is the same
- * build's GEMM storing y in bf16, gemm_bf16y). attn cycles through as many layers of a
+ * build's GEMM storing y in bf16, gemm_bf16y; with -a 1 as well: both builds store y in bf16, as
+ * the engine's int8 projections do). attn cycles through as many layers of a
  * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
  * as fill that, one call per layer like a decode step; GB/s counts the KV
  * bytes read (rows and int8 scales). */
@@ -404,12 +405,19 @@ static int ffn_main(int M, int F, int D, int rounds, double secs, const char *on
     return 0;
 }
 
-/* kbench -Y 1: gemm_bf16y behind the f32 GEMM's signature (y's buffer holds M x N floats, so bf16 fits) */
-static int (*y16_op)(const tm_kweight *, const tm_kact *, uint16_t *, tm_kbuf *, struct tm_pool *);
+/* kbench -Y 1: gemm_bf16y behind the f32 GEMM's signature (y's buffer holds M x N floats, so bf16
+   fits); [0] this build's, [1] the alternative build's (-a 1 -Y 1) */
+typedef int (*y16_fn)(const tm_kweight *, const tm_kact *, uint16_t *, tm_kbuf *, struct tm_pool *);
+static y16_fn y16_op[2];
 
 static int gemm_y16(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
-    return y16_op(w, x, (uint16_t *)y, ws, pool);
+    return y16_op[0](w, x, (uint16_t *)y, ws, pool);
+}
+
+static int gemm_y16_alt(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
+{
+    return y16_op[1](w, x, (uint16_t *)y, ws, pool);
 }
 
 static void usage(void)
@@ -444,10 +452,6 @@ int main(int argc, char **argv)
         else { usage(); return 2; }
     }
     if (i >= argc) { usage(); return 2; }
-    if (ab && y16) {
-        fprintf(stderr, "kbench: -a and -Y each choose the alternative: one at a time\n");
-        return 2;
-    }
     if (ab && !tm_kvariant_amx_alt) {
         fprintf(stderr, "kbench: -a needs the alternative AMX build: make kbench-ab AMX_ALT=\"-D...\"\n");
         return 2;
@@ -546,8 +550,15 @@ int main(int argc, char **argv)
                 tm_kvariant_amx_alt(&ka);
                 double ra = validate(&ka, gemm, dt, M, N, K, pool);
                 printf("  alternative build: max rel err %.2e %s\n", ra, ra < 0 || ra > 1e-3 ? "INVALID" : "ok");
+                if (y16 && k.gemm_bf16y && ka.gemm_bf16y) { /* both builds storing y in bf16 */
+                    y16_op[0] = k.gemm_bf16y;
+                    y16_op[1] = ka.gemm_bf16y;
+                    k.gemm_q8 = k.gemm_bf16 = gemm_y16;
+                    ka.gemm_q8 = ka.gemm_bf16 = gemm_y16_alt;
+                    printf("  both builds store y in bf16 (gemm_bf16y)\n");
+                }
             } else if (y16 && k.gemm_bf16y) { /* the alternative: this build's GEMM storing y in bf16 */
-                y16_op = k.gemm_bf16y;
+                y16_op[0] = k.gemm_bf16y;
                 ka.gemm_q8 = ka.gemm_bf16 = gemm_y16;
                 printf("  alternative: the same GEMM with y stored in bf16 (gemm_bf16y)\n");
             }
