@@ -37,12 +37,6 @@
                          rows_per_task() */
 #endif
 #define MB_WIDE 512
-#ifndef AMX_MB_WIDE_A
-#define AMX_MB_WIDE_A ((size_t)1 << 20) /* rows_per_task: A's bytes at most this */
-#endif
-#ifndef AMX_MB_WIDE_N
-#define AMX_MB_WIDE_N 4096 /* rows_per_task: N at least this */
-#endif
 #ifndef AMX_KB
 #define AMX_KB 16  /* K steps per chunk: 32 KB of each panel (1024 int8 / 512 bf16 of K); a block's
                       A chunk, 32 KB, stays within L1 (session 15, run 68; see "the blocked loop") */
@@ -88,21 +82,6 @@
                         chunks (see amx_block). Session 20, kbench-ab (A/A 1.008x): 512 x 896 x 4864
                         (Qwen's down, 8 panels a task) 1.056x, 1.027x, 1.020x; 2048 x 8192 (Llama's,
                         16 panels, a 540 KB acc) 0.997x, 0.949x: off until a rule covers both */
-#endif
-#ifndef AMX_KOUTER_PB
-#define AMX_KOUTER_PB 16 /* AMX_KOUTER: panels a K-outer pass takes (a task's panels in passes of this many) */
-#endif
-#ifndef AMX_SNAKE
-#define AMX_SNAKE 0 /* a measurement option: odd row blocks take the group's panels (glu: pairs) last to
-                       first, so a block starts on the panel whose B chunk the one before ended on */
-#endif
-#ifndef AMX_STPLAIN
-#define AMX_STPLAIN 0 /* a measurement option: y's full 32-column rows stored unmasked */
-#endif
-#ifndef AMX_YPF2
-#define AMX_YPF2 0 /* a measurement option: over a block's last K chunk, the lines the block 32 rows on
-                      (same panel) will store are fetched into L2 (PREFETCHT1), so its stores' reads
-                      for ownership hit L2; every plain-stored y, whatever its row stride */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -183,7 +162,6 @@ typedef struct gemm_ctx {
     float *acc;         /* [workers][ACC_WORKER] partial sums between K chunks: rows ACC_LD floats apart
                            (ACC_K_LD with AMX_KOUTER) */
     int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
-    int ypf2;           /* AMX_YPF2 applies: y stored through the caches */
     float *ypad;        /* AMX_EPI_MEASURE 8: [M][N + 16] */
 } gemm_ctx;
 
@@ -328,7 +306,18 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * run 1.42-1.62x, without the weights' traffic (every panel reading panel
  * 0's B) 0.83-1.01x; the down projection (K = 4864) the other way round
  * (0.95x, 1.18x). On K = 896 the epilogue, not the tile loop, is what keeps
- * the GEMM under 50% of the tile peak. */
+ * the GEMM under 50% of the tile peak.
+ *
+ * Session 21 (runs 98-99, kbench-ab with both builds storing y in bf16 as
+ * the engine does, 40 rounds; A/A 0.988-1.016x; the options' code is
+ * docs/bench/scripts-s21/s21-options.diff): odd row blocks taking the
+ * group's panels last to first (B's chunk reused across the block change)
+ * 0.98-1.03x; y's full rows stored unmasked 0.98-1.04x; AMX_KOUTER in passes
+ * of 8 panels 0.95-1.00x; the next row block's y lines into L2 (PREFETCHT1)
+ * 0.98-1.02x, 1.095x once on 2048 x 2048 where the identical build read
+ * 1.022x (so that shape's A/B moves 5-10% between calls); 512-row tasks for
+ * A up to 4 MB 0.91-0.95x. None kept. One core alone reaches 1-7 points more
+ * of its peak than two (run 100): the two cores' sharing is not the gap. */
 
 /* one tile product C[c] += A[a] B[b]: int8 (u8 x s8 into int32) or bf16 (into f32) */
 #define TDP(c, a, b)                         \
@@ -342,8 +331,6 @@ typedef struct ypf {
     const char *p;
     size_t ld;
     int rows, lines;
-    const char *p2; /* AMX_YPF2: rows2 rows of `lines` lines from p2 (ld apart) into L2 */
-    int rows2;
 } ypf;
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
@@ -361,8 +348,8 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         B = (const uint8_t *)g->w->panel;
         l2lines = 0;
     }
-    const int nst = s1 - s0, ytot = yp.rows * yp.lines, ytot2 = yp.rows2 * yp.lines;
-    int l2acc = 0, yacc = 0, yi = 0, yacc2 = 0, yi2 = 0; /* spreads: l2lines, ytot and ytot2 lines evenly over the nst steps */
+    const int nst = s1 - s0, ytot = yp.rows * yp.lines;
+    int l2acc = 0, yacc = 0, yi = 0; /* spreads: l2lines and ytot lines evenly over the nst steps */
     if (!cin) {
         _tile_zero(0);
         _tile_zero(1);
@@ -384,8 +371,6 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         for (l2acc += l2lines; l2acc >= nst; l2acc -= nst, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
         for (yacc += ytot; yacc >= nst; yacc -= nst, yi++) /* AMX_YPF: y's lines for the epilogue, for writing */
             __builtin_prefetch(yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64, 1, 3);
-        for (yacc2 += ytot2; yacc2 >= nst; yacc2 -= nst, yi2++) /* AMX_YPF2: the next row block's, into L2 */
-            _mm_prefetch(yp.p2 + (size_t)(yi2 >> (yp.lines - 1)) * yp.ld + (size_t)(yi2 & (yp.lines - 1)) * 64, _MM_HINT_T1);
         if (AMX_BT1) {
             _tile_stream_loadd(6, b, 128);
             _tile_stream_loadd(7, b + 64, 128);
@@ -485,18 +470,12 @@ static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c,
 #endif
             __m512i b = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
             if (!AMX_EPI_MEASURE && g->nt && nc == 32 && !((uintptr_t)ybr & 63)) _mm512_stream_si512((__m512i *)ybr, b);
-            else if (AMX_STPLAIN && nc == 32) _mm512_storeu_si512(ybr, b);
             else _mm512_mask_storeu_epi16(ybr, (__mmask32)k0 | (__mmask32)k1 << 16, b);
             continue;
         }
         if (!AMX_EPI_MEASURE && g->nt && nc == 32 && !((uintptr_t)yr & 63)) {
             _mm512_stream_ps(yr, v0);
             _mm512_stream_ps(yr + 16, v1);
-            continue;
-        }
-        if (AMX_STPLAIN && nc == 32) {
-            _mm512_storeu_ps(yr, v0);
-            _mm512_storeu_ps(yr + 16, v1);
             continue;
         }
         _mm512_mask_storeu_ps(yr, k0, v0);
@@ -517,9 +496,7 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
     const int nblk = (m1 - m0 + 31) / 32, last = s1 == g->nsteps;
     for (int m = m0; m < m1; m += 32) {
         int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
-        for (int jj = 0; jj < np; jj++) {
-            int j = jj;
-            if (AMX_SNAKE && (bi & 1)) j = g->glu ? np - 2 - (jj & ~1) + (jj & 1) : np - 1 - jj;
+        for (int j = 0; j < np; j++) {
             uint8_t *c = (uint8_t *)(acc + (size_t)(m - m0) * acc_ld + 32 * j);
             PROF_T(t0);
             int h = g->glu ? j & 1 : 0; /* glu: gate (even panels) then up */
@@ -532,20 +509,13 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
                 out_ld = (size_t)g->N * 4;
             }
             ypf yp = {0};
-            if ((g->ypf || g->ypf2) && last && !raw && (!g->glu || h)) {
+            if (g->ypf && last && !raw && (!g->glu || h)) {
                 int n0 = 32 * (g->glu ? (pg + j) / 2 : pg + j);
+                yp.rows = m1 - m < 32 ? m1 - m : 32;
                 yp.lines = g->yb ? 1 : 2;
                 yp.ld = (size_t)g->N * (g->yb ? 2 : 4);
+                yp.p = g->yb ? (const char *)(g->yb + (size_t)m * g->N + n0) : (const char *)(g->y + (size_t)m * g->N + n0);
                 if (g->N - n0 < 32) yp.lines = 1; /* a last panel's columns past N: only the first line surely in y */
-                if (g->ypf) {
-                    yp.rows = m1 - m < 32 ? m1 - m : 32;
-                    yp.p = g->yb ? (const char *)(g->yb + (size_t)m * g->N + n0) : (const char *)(g->y + (size_t)m * g->N + n0);
-                }
-                if (g->ypf2 && m + 32 < m1) {
-                    size_t o2 = (size_t)(m + 32) * g->N + n0;
-                    yp.rows2 = m1 - m - 32 < 32 ? m1 - m - 32 : 32;
-                    yp.p2 = g->yb ? (const char *)(g->yb + o2) : (const char *)(g->y + o2);
-                }
             }
             block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
                         nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp);
@@ -586,20 +556,15 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     uintptr_t nb[AMX_PG];
     tm_kamx_config();
     if (AMX_KOUTER && !g->glu && ns > AMX_KB && m1 - m0 <= MB && p1 - p0 <= 16) {
-        for (int q0 = p0; q0 < p1; q0 += AMX_KOUTER_PB) { /* passes of AMX_KOUTER_PB panels */
-            int q1 = q0 + AMX_KOUTER_PB < p1 ? q0 + AMX_KOUTER_PB : p1;
-            for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
-                int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns;
-                for (int pg = q0; pg < q1; pg += AMX_PG) {
-                    int np = q1 - pg < AMX_PG ? q1 - pg : AMX_PG;
-                    /* next: the following group's panels in this chunk, or the first group's in the next chunk */
-                    int nxt = pg + AMX_PG < q1,
-                        lines = nxt ? (s1 - s0) * 32 : s1 < ns ? (s1 + AMX_KB < ns ? AMX_KB : ns - s1) * 32 : 0;
-                    for (int j = 0; j < np; j++)
-                        nb[j] = (uintptr_t)(pan + (size_t)(nxt ? pg + AMX_PG + j : q0 + j) * pbytes +
-                                            (size_t)(nxt ? s0 : s1) * 2048);
-                    chunk_run(g, m0, m1, pg, np, s0, s1, acc + 32 * (pg - q0), ACC_K_LD, nb, lines);
-                }
+        for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
+            int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns;
+            for (int pg = p0; pg < p1; pg += AMX_PG) {
+                int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
+                /* next: the following group's panels in this chunk, or the first group's in the next chunk */
+                int nxt = pg + AMX_PG < p1, lines = nxt ? (s1 - s0) * 32 : s1 < ns ? (s1 + AMX_KB < ns ? AMX_KB : ns - s1) * 32 : 0;
+                for (int j = 0; j < np; j++)
+                    nb[j] = (uintptr_t)(pan + (size_t)(nxt ? pg + AMX_PG + j : p0 + j) * pbytes + (size_t)(nxt ? s0 : s1) * 2048);
+                chunk_run(g, m0, m1, pg, np, s0, s1, acc + 32 * (pg - p0), ACC_K_LD, nb, lines);
             }
         }
     } else {
@@ -638,7 +603,7 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 static int rows_per_task(const tm_kweight *w, int M, int is_q8)
 {
     size_t a_bytes = (size_t)M * w->Kp * (is_q8 ? 1 : 2);
-    return AMX_MB_WIDE && M > MB && a_bytes <= AMX_MB_WIDE_A && w->Np >= AMX_MB_WIDE_N ? MB_WIDE : MB;
+    return AMX_MB_WIDE && M > MB && a_bytes <= ((size_t)1 << 20) && w->Np >= 4096 ? MB_WIDE : MB;
 }
 
 static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_bytes, const float *xs,
@@ -648,12 +613,11 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
-                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, 0, NULL};
+                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, NULL};
     /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
        of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
        block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
     g.ypf = AMX_YPF && !AMX_EPI_MEASURE && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
-    g.ypf2 = AMX_YPF2 && !AMX_EPI_MEASURE && !g.nt;
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
        rows are then read whole from L1 by the group's panels) and a tile's 16 lines fall in 16
        different L1 sets (of 64: the stride in lines shares at most a factor 4 with 64): Qwen's
