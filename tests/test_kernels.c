@@ -1012,6 +1012,50 @@ static void test_gemv_split(tm_pool *pool)
         }
 }
 
+/* tm_kgemm_run's split: every (row, panel) cell in exactly one task, every
+ * task 1-16 panels of rows within one row block, and, on the real models'
+ * shapes, a task count the two workers divide evenly */
+typedef struct gsplit_rec {
+    int M, npan, mb, bad, ntasks;
+    unsigned char *seen; /* [M][npan] */
+} gsplit_rec;
+
+static void gsplit_fn(void *ctx, int m0, int m1, int p0, int p1, int worker)
+{
+    (void)worker;
+    gsplit_rec *r = ctx;
+    for (int m = m0; m < m1; m++)
+        for (int p = p0; p < p1; p++) r->seen[(size_t)m * r->npan + p]++;
+    __atomic_fetch_add(&r->ntasks, 1, __ATOMIC_RELAXED);
+    if (p1 <= p0 || p1 - p0 > 16 || m1 <= m0 || m0 % r->mb || m1 - m0 > r->mb || p1 > r->npan || m1 > r->M)
+        __atomic_fetch_add(&r->bad, 1, __ATOMIC_RELAXED);
+}
+
+static void test_gemm_split(tm_pool *pool)
+{
+    /* M, N, rows per task, tasks expected on 2 workers (0: any) */
+    static const int cases[][4] = {
+        {512, 9728, 512, 20}, /* Qwen-0.5B gate|up: 19 tasks of 16 panels before */
+        {512, 1152, 256, 8},  {512, 896, 256, 8},    {512, 3072, 256, 12}, {512, 2048, 256, 8},
+        {512, 16384, 512, 32}, {64, 1152, 256, 8},   {40, 1000, 256, 0},   {600, 96, 256, 0},
+        {1, 32, 256, 0},       {300, 4864, 128, 0},  {17, 288, 256, 0},    {512, 32 * 37, 512, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int M = cases[i][0], Np = (cases[i][1] + 31) / 32 * 32, mb = cases[i][2];
+        gsplit_rec r = {M, Np / 32, mb, 0, 0, calloc((size_t)M * (Np / 32), 1)};
+        if (!r.seen) continue;
+        tm_kgemm_run(M, Np, mb, gsplit_fn, &r, pool);
+        size_t once = 0, cells = (size_t)M * r.npan;
+        for (size_t c = 0; c < cells; c++) once += r.seen[c] == 1;
+        CHECKF(once == cells && r.bad == 0, "gemm split %d x %d (mb %d): %zu of %zu cells once, %d bad tasks", M,
+               cases[i][1], mb, once, cells, r.bad);
+        if (cases[i][3])
+            CHECKF(r.ntasks == cases[i][3], "gemm split %d x %d (mb %d): %d tasks, want %d", M, cases[i][1], mb,
+                   r.ntasks, cases[i][3]);
+        free(r.seen);
+    }
+}
+
 int main(void)
 {
     const tm_cpu *cpu = tm_cpu_get();
@@ -1020,6 +1064,7 @@ int main(void)
     CHECK_EQ_INT(tm_pool_init(&pool, NULL, 2, 0, &err), TM_OK);
     test_pack_and_errors();
     test_gemv_split(pool);
+    test_gemm_split(pool);
     test_peak(pool);
     test_measure(pool);
     test_huge_alloc();
