@@ -301,7 +301,9 @@ void tm_kgemv_run(int N, int align, size_t row_bytes, tm_krows_fn fn, void *ctx,
 /* GEMM tasks: n_mb row blocks of mb rows x n_pt panel ranges. A range is a
  * run of whole units of q panels (4, the AMX GEMM's panel group, unless the
  * GEMM is too narrow to give every worker 4 tasks so: then 2 or 1; the last
- * unit may be short), the units split as evenly as integers allow, at most
+ * unit may be short), the units split as evenly as integers allow, the
+ * larger ranges first (the pool hands tasks out in order, so the last ones,
+ * which decide how long the others wait, are the small ones), at most
  * 16 panels a task (the AMX GEMM's K-outer accumulator holds that many).
  * n_pt is the fewest ranges that give every worker 4 tasks or more, raised,
  * where the units allow, until the tasks divide evenly among the workers:
@@ -309,7 +311,13 @@ void tm_kgemv_run(int N, int align, size_t row_bytes, tm_krows_fn fn, void *ctx,
  * (Qwen-0.5B's gate|up, 512 x 9728 x 896 on 2 threads, took 19 tasks of 16
  * panels, one worker doing 10 and the other 9; now 20 of 15.2). Tasks run in
  * order with the row block fastest, so where n_mb is 2 the workers take the
- * two row halves of one range at once and read its weights together. */
+ * two row halves of one range at once and read its weights together.
+ * Session 21 (runs 101-102, h200-host Xeon, 2 threads, kbench-ab against the
+ * split before it, which halved 16-panel ranges until every worker had 4
+ * tasks): 512 x 9728 x 896 1.018x, 1.014x, 1.044x; a 64-row chunk's 1152 x
+ * 896 (9 tasks before, 8 now) 1.068x; 512 x 1152 x 896 (10 tasks of 8 and 4
+ * panels before, 8 of 12 and 8 now) 0.965x, 0.967x, 1.005x; shapes whose
+ * split did not change 1.010x, 1.004x, 0.990x. */
 #define KGEMM_PANELS_MAX 16
 
 typedef struct block_job {
@@ -323,7 +331,8 @@ static void block_task(void *c, int task, int worker)
     block_job *j = c;
     int mi = task % j->n_mb, pi = task / j->n_mb;
     int m0 = mi * j->mb, m1 = m0 + j->mb;
-    int u0 = (int)((long)pi * j->units / j->n_pt), u1 = (int)((long)(pi + 1) * j->units / j->n_pt);
+    int base = j->units / j->n_pt, extra = j->units % j->n_pt; /* the first `extra` ranges one unit more */
+    int u0 = pi * base + (pi < extra ? pi : extra), u1 = u0 + base + (pi < extra);
     int p1 = u1 * j->q;
     j->fn(j->ctx, m0, m1 < j->M ? m1 : j->M, u0 * j->q, p1 < j->npan ? p1 : j->npan, worker);
 }
