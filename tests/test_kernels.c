@@ -1013,11 +1013,13 @@ static void test_gemv_split(tm_pool *pool)
 }
 
 /* tm_kgemm_run's split: every (row, panel) cell in exactly one task, every
- * task 1-16 panels of rows within one row block, and, on the real models'
+ * task 1-16 panels of rows within one row block, the ranges no larger
+ * further on (the pool hands tasks out in order), and, on the real models'
  * shapes, a task count the two workers divide evenly */
 typedef struct gsplit_rec {
     int M, npan, mb, bad, ntasks;
     unsigned char *seen; /* [M][npan] */
+    int *width;          /* [npan]: the panels of the range starting there (row block 0), else 0 */
 } gsplit_rec;
 
 static void gsplit_fn(void *ctx, int m0, int m1, int p0, int p1, int worker)
@@ -1027,6 +1029,7 @@ static void gsplit_fn(void *ctx, int m0, int m1, int p0, int p1, int worker)
     for (int m = m0; m < m1; m++)
         for (int p = p0; p < p1; p++) r->seen[(size_t)m * r->npan + p]++;
     __atomic_fetch_add(&r->ntasks, 1, __ATOMIC_RELAXED);
+    if (m0 == 0 && p0 >= 0 && p0 < r->npan) r->width[p0] = p1 - p0;
     if (p1 <= p0 || p1 - p0 > 16 || m1 <= m0 || m0 % r->mb || m1 - m0 > r->mb || p1 > r->npan || m1 > r->M)
         __atomic_fetch_add(&r->bad, 1, __ATOMIC_RELAXED);
 }
@@ -1042,17 +1045,30 @@ static void test_gemm_split(tm_pool *pool)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int M = cases[i][0], Np = (cases[i][1] + 31) / 32 * 32, mb = cases[i][2];
-        gsplit_rec r = {M, Np / 32, mb, 0, 0, calloc((size_t)M * (Np / 32), 1)};
-        if (!r.seen) continue;
+        gsplit_rec r = {M, Np / 32, mb, 0, 0, calloc((size_t)M * (Np / 32), 1), calloc((size_t)Np / 32, sizeof(int))};
+        CHECKF(r.seen && r.width, "gemm split %d x %d: allocation", M, cases[i][1]);
+        if (!r.seen || !r.width) {
+            free(r.seen);
+            free(r.width);
+            continue;
+        }
         tm_kgemm_run(M, Np, mb, gsplit_fn, &r, pool);
         size_t once = 0, cells = (size_t)M * r.npan;
         for (size_t c = 0; c < cells; c++) once += r.seen[c] == 1;
         CHECKF(once == cells && r.bad == 0, "gemm split %d x %d (mb %d): %zu of %zu cells once, %d bad tasks", M,
                cases[i][1], mb, once, cells, r.bad);
+        int grows = 0, prev = 1 << 30;
+        for (int p = 0; p < r.npan; p++)
+            if (r.width[p]) {
+                grows += r.width[p] > prev;
+                prev = r.width[p];
+            }
+        CHECKF(grows == 0, "gemm split %d x %d (mb %d): a range larger than the one before it", M, cases[i][1], mb);
         if (cases[i][3])
             CHECKF(r.ntasks == cases[i][3], "gemm split %d x %d (mb %d): %d tasks, want %d", M, cases[i][1], mb,
                    r.ntasks, cases[i][3]);
         free(r.seen);
+        free(r.width);
     }
 }
 
