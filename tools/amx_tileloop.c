@@ -13,6 +13,7 @@
  *   taskset -c 3 ./amx_tileloop        # operands cycled through L1, L2, L3
  *   taskset -c 3 ./amx_tileloop gemm   # gemm_amx.c's block structure, piece by piece
  *   taskset -c 3 ./amx_tileloop stream # one operand in L1 (28 KB), the other streamed, both orders
+ *   taskset -c 3 ./amx_tileloop ystore [N] # a K = 896 block's output, by where it is stored
  * Session 5 on the h200-host Xeon (docs/kernels.md, "Known limits"): L1 up to
  * 80-90% of the peak, 256 KB in L2 50-68%, 1 MB 30-33%, 16 MB 15-28%. */
 #ifndef _GNU_SOURCE
@@ -135,6 +136,130 @@ static double gemmlike(const uint8_t *A, size_t a_kib, const uint8_t *B, int kc,
     return (double)(__rdtsc() - t0) / (blocks * kc * 4.0);
 }
 
+/* ./amx_tileloop ystore: what a block's output costs the tile loop. gemm_amx.c's
+ * K = 896 int8 blocks in its order (per group of 4 panels, per 32-row block,
+ * per panel: 14 K steps, B with TILELOADDT1 from one 112 KB group chunk kept in
+ * L2, A's 28 KB chunk reused by the 4 panels), C tile-stored to a 4 KB scratch,
+ * then the int8 epilogue (128 colsum, scales, bf16) of its 32 x 32 results,
+ * stored by `mode` (ys_what below): 0 no epilogue, 1 to a 2 KB sink in L1, 2 to
+ * y as the GEMM does (bf16 rows N * 2 bytes apart, a group's 4 panels side by
+ * side), 3 = 2 with the block's y lines fetched for writing over its steps
+ * (AMX_YPF), 4 = over its last 3 steps only, 5 = the next block's lines fetched
+ * over this block's steps, 6 = 2 stored non-temporally, 7 = 2 in f32, 8 = the
+ * vector work with no stores, 9 = 2 with each line demoted (CLDEMOTE) once
+ * stored. Overlap: 10 = 2 with each block's epilogue run after the next
+ * block's first K step is issued (two scratch slots), 11 = 2 with it spread
+ * over the next block's 14 steps (2-3 rows after each), 12 = 11 into the L1
+ * sink, 13 = 10 into the L1 sink; 14 = 2 without the colsum subtractions
+ * (what s8 activations, TDPBSSD, would leave), 15 = 11 and 14. Cycles per
+ * product. */
+static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, fetched for writing over the block",
+                                      "y, fetched over the last 3 steps", "y, the next block's fetched", "y non-temporal",
+                                      "y (f32)", "epilogue, no stores", "y, each line demoted once stored",
+                                      "y, after the next block's 1st step", "y, spread over the next block",
+                                      "sink, spread over the next block", "sink, after the next block's 1st step",
+                                      "y, no colsum (s8 x s8)", "y, no colsum, spread over the next block"};
+#define YS_MODES 16
+
+typedef struct ys_ctx {
+    __m512i c0, c1;
+    __m512 s0, s1, acc;
+    const float *xs;
+    int mode;
+    size_t ld;
+} ys_ctx;
+
+/* rows [i0, i1) of one block's C (cs, int32 [32][32]) dequantized and stored
+ * to yb (rows ld bytes apart) as the mode says; xs the block's row scales */
+static inline void ys_epi(ys_ctx *e, const int32_t (*cs)[32], int i0, int i1, char *yb, const float *xs)
+{
+    static _Alignas(64) uint16_t sink[32][32];
+    const int sub = e->mode < 14;
+    for (int i = i0; i < i1; i++) {
+        __m512 x = _mm512_set1_ps(xs[i]);
+        __m512i a0 = _mm512_load_si512(cs[i]), a1 = _mm512_load_si512(cs[i] + 16);
+        if (sub) {
+            a0 = _mm512_sub_epi32(a0, e->c0);
+            a1 = _mm512_sub_epi32(a1, e->c1);
+        }
+        __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(e->s0, x));
+        __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(e->s1, x));
+        char *yr = yb + (size_t)i * e->ld;
+        if (e->mode == 8) {
+            e->acc = _mm512_add_ps(e->acc, _mm512_add_ps(v0, v1));
+        } else if (e->mode == 7) {
+            _mm512_storeu_ps(yr, v0);
+            _mm512_storeu_ps(yr + 64, v1);
+        } else {
+            __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+            if (e->mode == 1 || e->mode == 12 || e->mode == 13) _mm512_store_si512(sink[i], h);
+            else if (e->mode == 6) _mm512_stream_si512((__m512i *)yr, h);
+            else _mm512_storeu_si512(yr, h);
+            if (e->mode == 9) _cldemote(yr);
+        }
+    }
+}
+
+static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int rows, int mode, long blocks)
+{
+    static _Alignas(64) int32_t cs[2][32][32];
+    static _Alignas(64) int32_t colsum[32];
+    static _Alignas(64) float scale[32], xs[512];
+    for (int i = 0; i < 32; i++) colsum[i] = i, scale[i] = 1e-3f * (float)(i + 1);
+    for (int i = 0; i < 512; i++) xs[i] = 1.f / (float)(i + 1);
+    const int nrb = rows / 32, ngrp = N / 128, esz = mode == 7 ? 4 : 2;
+    const int lag = (mode >= 10 && mode <= 13) || mode == 15; /* the epilogue runs in the next block */
+    ys_ctx e = {_mm512_slli_epi32(_mm512_load_si512(colsum), 7), _mm512_slli_epi32(_mm512_load_si512(colsum + 16), 7),
+                _mm512_load_ps(scale), _mm512_load_ps(scale + 16), _mm512_setzero_ps(), xs, mode, (size_t)N * esz};
+    char *prev_y = NULL;        /* lag: the previous block's y and row scales, its C in cs[(b - 1) & 1] */
+    const float *prev_xs = xs;
+    long b = 0;
+    uint64_t t0 = __rdtsc();
+    for (;;)
+        for (int gi = 0; gi < ngrp; gi++)
+            for (int rb = 0; rb < nrb; rb++)
+                for (int j = 0; j < 4; j++, b++) {
+                    if (b == blocks) goto done;
+                    const uint8_t *a = A + (size_t)rb * 14 * 2048, *bp = B + (size_t)j * 14 * 2048;
+                    char *yb = (char *)y + (size_t)rb * 32 * e.ld + (size_t)(4 * gi + j) * 32 * esz;
+                    int nj = (j + 1) & 3, nrbk = j == 3 ? (rb + 1) % nrb : rb; /* the next block (mode 5) */
+                    const char *yn = (char *)y + (size_t)nrbk * 32 * e.ld + (size_t)(4 * gi + nj) * 32 * esz;
+                    const int32_t(*pc)[32] = cs[(b - 1) & 1];
+                    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+                    for (int s = 0; s < 14; s++) {
+                        if (mode == 3 || mode == 5) /* 32 lines over 14 steps: 2-3 a step */
+                            for (int l = s * 32 / 14; l < (s + 1) * 32 / 14; l++)
+                                __builtin_prefetch((mode == 3 ? yb : yn) + (size_t)l * e.ld, 1, 3);
+                        if (mode == 4 && s >= 11)
+                            for (int l = (s - 11) * 32 / 3; l < (s - 10) * 32 / 3; l++) __builtin_prefetch(yb + (size_t)l * e.ld, 1, 3);
+                        _tile_stream_loadd(6, bp + (size_t)s * 2048, 128);
+                        _tile_stream_loadd(7, bp + (size_t)s * 2048 + 64, 128);
+                        _tile_loadd(4, a + (size_t)s * 2048, 64);
+                        _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);
+                        _tile_loadd(5, a + (size_t)s * 2048 + 1024, 64);
+                        _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+                        if (prev_y && (mode == 10 || mode == 13) && s == 0) ys_epi(&e, pc, 0, 32, prev_y, prev_xs);
+                        if (prev_y && (mode == 11 || mode == 12 || mode == 15)) ys_epi(&e, pc, s * 32 / 14, (s + 1) * 32 / 14, prev_y, prev_xs);
+                    }
+                    int32_t(*c)[32] = cs[b & 1];
+                    _tile_stored(0, &c[0][0], 128); _tile_stored(1, &c[0][16], 128);
+                    _tile_stored(2, &c[16][0], 128); _tile_stored(3, &c[16][16], 128);
+                    if (mode == 0) continue;
+                    if (lag) {
+                        prev_y = yb;
+                        prev_xs = xs + rb * 32;
+                    } else {
+                        ys_epi(&e, (const int32_t(*)[32])c, 0, 32, yb, xs + rb * 32);
+                    }
+                }
+done:;
+    double c = (double)(__rdtsc() - t0) / ((double)blocks * 56.0);
+    if (mode == 6) _mm_sfence();
+    volatile float keep = _mm512_reduce_add_ps(e.acc);
+    (void)keep;
+    return c;
+}
+
 int main(int argc, char **argv)
 {
     if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) {
@@ -164,6 +289,24 @@ int main(int argc, char **argv)
                                rep, 2 * kc, akib[k], what[cr], c, 100 * (p0 + p1) / 2 / c);
                     }
         _tile_release();
+        free(A);
+        free(B);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "ystore")) { /* ./amx_tileloop ystore [N]: a block's output, by where it goes */
+        int N = argc > 2 ? atoi(argv[2]) : 1152;
+        if (N < 128 || N > 16384 || N % 128) return 1;
+        void *y = aligned_alloc(2 << 20, (size_t)512 * N * 4);
+        if (!y) return 1;
+        memset(y, 0, (size_t)512 * N * 4);
+        for (int rep = 0; rep < 3; rep++)
+            for (int mode = 0; mode < YS_MODES; mode++) {
+                double p0 = peak(200000), c = ystore(A, B, y, N, 512, mode, 200000), p1 = peak(200000);
+                printf("rep %d: N %d, %-38s: %.2f cycles per product = %.0f%% of the peak\n", rep, N, ys_what[mode], c,
+                       100 * (p0 + p1) / 2 / c);
+            }
+        _tile_release();
+        free(y);
         free(A);
         free(B);
         return 0;
