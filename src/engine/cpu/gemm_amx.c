@@ -60,14 +60,10 @@
 #define AMX_EPI_MEASURE 0 /* measurement builds only (kbench-ab; their y is wrong): 1 = the epilogue
                              stores to a 4 KB sink in L1 instead of y, 2 = no epilogue at all, 3 =
                              every panel reads panel 0's B (no weight traffic, no L2 prefetch), 4 =
-                             3 and 2, 5 = C tile-stored into y as int32 with no vector epilogue (the
-                             GEMM's side of moving the dequantization into the passes that read y),
-                             6 = the epilogue reads another buffer than the C just stored (its work
-                             and stores as ever, without waiting for the tile stores), 7 = as 2 and
-                             no tile stores either where K is one chunk (C left in the tiles: what
-                             the block's end costs, beside 2); 8 = y's rows stored 64 bytes further
-                             apart than N (into a buffer of its own: rows N * 4 = 8 KB apart fall in
-                             one L1 set); every measurement build drops the y prefetch */
+                             3 and 2, 7 = as 2 and no tile stores either where K is one chunk (C
+                             left in the tiles: what the block's end costs, beside 2); every
+                             measurement build drops the y prefetch and runs each epilogue between
+                             the blocks. (Sessions 18-19's 5, 6 and 8 are gone: docs/kernels.md) */
 #endif
 #ifndef AMX_YPF
 #define AMX_YPF 1 /* y's lines a block's epilogue will write, fetched for writing (PREFETCHW) over the
@@ -77,6 +73,12 @@
                      0.98-1.00x): 512 x 1152 x 896 1.045x (run 88) and 1.040x (run 90), 896 x 4864
                      1.002x; 2048 x 2048 1.034x and 0.94x, 2048 x 8192 1.025x (now left out) */
 #endif
+#ifndef AMX_SPREAD
+#define AMX_SPREAD 1 /* each block's epilogue run a few rows at a time after each of the next block's K
+                        steps' tile products (two C scratch slots), not between the blocks: see "the
+                        epilogue in the next block's shadow" (measurement builds leave it out) */
+#endif
+#define SPREAD_ON (AMX_SPREAD && !AMX_EPI_MEASURE)
 #ifndef AMX_KOUTER
 #define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
                         chunks (see amx_block). Session 20, kbench-ab (A/A 1.008x): 512 x 896 x 4864
@@ -162,7 +164,6 @@ typedef struct gemm_ctx {
     float *acc;         /* [workers][ACC_WORKER] partial sums between K chunks: rows ACC_LD floats apart
                            (ACC_K_LD with AMX_KOUTER) */
     int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
-    float *ypad;        /* AMX_EPI_MEASURE 8: [M][N + 16] */
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
@@ -326,6 +327,115 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
         else _tile_dpbf16ps(c, a, b);        \
     } while (0)
 
+/* the int8 correction of 32 columns of C from panel-order column n: 128
+ * colsum and the weight scales (unused for bf16) */
+typedef struct dq32 {
+    __m512i c0, c1;
+    __m512 s0, s1;
+} dq32;
+
+static inline dq32 dq_load(const gemm_ctx *g, int n)
+{
+    dq32 d = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    if (g->is_q8) {
+        d.c0 = _mm512_slli_epi32(_mm512_loadu_si512(g->w->colsum + n), 7);
+        d.c1 = _mm512_slli_epi32(_mm512_loadu_si512(g->w->colsum + n + 16), 7);
+        d.s0 = _mm512_loadu_ps(g->w->pscale + n);
+        d.s1 = _mm512_loadu_ps(g->w->pscale + n + 16);
+    }
+    return d;
+}
+
+/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum, times the scales */
+static inline void dq_row(const gemm_ctx *g, const dq32 *d, const float *c, float xs, __m512 *v0, __m512 *v1)
+{
+    *v0 = _mm512_load_ps(c);
+    *v1 = _mm512_load_ps(c + 16);
+    if (g->is_q8) {
+        __m512 x = _mm512_set1_ps(xs);
+        __m512i c0 = _mm512_castps_si512(*v0), c1 = _mm512_castps_si512(*v1);
+        c0 = _mm512_sub_epi32(c0, d->c0);
+        c1 = _mm512_sub_epi32(c1, d->c1);
+        *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(c0), _mm512_mul_ps(d->s0, x));
+        *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(c1), _mm512_mul_ps(d->s1, x));
+    }
+}
+
+/* One block's epilogue: y's rows m0 .. m0 + rows - 1 from its C [32][32]
+ * of panel p, y's 32 columns from n0 = 32 p; or, for a glu weight, c from
+ * gate panel p and cu from up panel p + 1, y's columns from n0 = 32 (p / 2)
+ * = act(gate) * up. Columns past N are dropped. Set up once (epi_set), its
+ * rows run in one go or a few at a time in the next block's shadow
+ * (epi_rows, AMX_SPREAD). */
+typedef struct epi_pend {
+    dq32 dg, du;         /* the columns' int8 corrections: gate (or the panel's), up */
+    const float *c, *cu; /* its C in a scratch slot (glu: gate, up; else cu NULL) */
+    int m0, n0;
+    int rows, done;      /* rows in all (0: nothing pending) and rows already stored */
+    __mmask32 k;         /* the columns within N, as 32 bf16 or two 16-float masks */
+    int stream;          /* stored non-temporally: y is (g->nt) and all 32 columns are in it */
+} epi_pend;
+
+static inline void epi_set(const gemm_ctx *g, epi_pend *e, int m0, int rows, int p, const float *c, const float *cu)
+{
+    int n0 = 32 * (cu ? p / 2 : p), nc = g->N - n0 < 32 ? g->N - n0 : 32;
+    e->dg = dq_load(g, 32 * p);
+    e->du = cu ? dq_load(g, 32 * p + 32) : e->dg;
+    e->c = c;
+    e->cu = cu;
+    e->m0 = m0;
+    e->n0 = n0;
+    e->rows = rows;
+    e->done = 0;
+    e->k = nc >= 32 ? 0xffffffffu : (__mmask32)((1ull << nc) - 1);
+    e->stream = !AMX_EPI_MEASURE && g->nt && nc == 32;
+}
+
+/* the block's rows [e->done, to): y[m0 + i][n0 ..] from C's row i */
+static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, epi_pend *e, int to)
+{
+    const __mmask16 k0 = (__mmask16)e->k, k1 = (__mmask16)(e->k >> 16);
+    for (int i = e->done; i < to; i++) {
+        size_t at = (size_t)(e->m0 + i) * g->N + e->n0;
+        float xs = g->is_q8 ? g->xs[e->m0 + i] : 0.f;
+        __m512 v0, v1;
+        dq_row(g, &e->dg, e->c + i * 32, xs, &v0, &v1);
+        if (e->cu) {
+            __m512 u0, u1;
+            dq_row(g, &e->du, e->cu + i * 32, xs, &u0, &u1);
+            if (g->glu == TM_KGLU_SILU) {
+                v0 = vsilu_mul_avx512(v0, u0);
+                v1 = vsilu_mul_avx512(v1, u1);
+            } else {
+                v0 = vgelu_tanh_mul_avx512(v0, u0);
+                v1 = vgelu_tanh_mul_avx512(v1, u1);
+            }
+        }
+#if AMX_EPI_MEASURE == 1
+        static _Thread_local _Alignas(64) float sink[32][32];
+        _mm512_store_ps(sink[i], v0);
+        _mm512_store_ps(sink[i] + 16, v1);
+        continue;
+#endif
+        if (g->yb) { /* 32 bf16, one line; the instruction rounds to nearest even, a denormal to zero */
+            uint16_t *yr = g->yb + at;
+            __m512i b = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+            if (e->stream && !((uintptr_t)yr & 63)) _mm512_stream_si512((__m512i *)yr, b);
+            else _mm512_mask_storeu_epi16(yr, e->k, b);
+        } else {
+            float *yr = g->y + at;
+            if (e->stream && !((uintptr_t)yr & 63)) {
+                _mm512_stream_ps(yr, v0);
+                _mm512_stream_ps(yr + 16, v1);
+            } else {
+                _mm512_mask_storeu_ps(yr, k0, v0);
+                _mm512_mask_storeu_ps(yr + 16, k1, v1);
+            }
+        }
+    }
+    e->done = to;
+}
+
 /* lines of y to fetch for writing over a block's steps (AMX_YPF): rows of `lines` (1 or 2) lines, ld bytes apart */
 typedef struct ypf {
     const char *p;
@@ -333,13 +443,23 @@ typedef struct ypf {
     int rows, lines;
 } ypf;
 
+/* a task's epilogue state: the pending block, and the two scratch slots its C alternate between */
+typedef struct epi_state {
+    _Alignas(64) float cs[2][2][32][32]; /* [slot][gate, up][32 rows][32 columns] */
+    epi_pend pend;                       /* the block whose rows the next block's steps run */
+    int slot;                            /* the slot the next block's C go to */
+} epi_state;
+
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1): C [32][32] f32/int32 loaded from cin (rows ldin bytes apart), or
  * zero if cin is NULL, and stored to c (rows ld bytes apart); on the way,
- * l2lines cache lines from l2next are prefetched into L2, and yp's lines
- * (the block's y, which its epilogue will store) fetched for writing */
+ * l2lines cache lines from l2next are prefetched into L2, yp's lines (the
+ * block's y, which its epilogue will store) fetched for writing, and the
+ * earlier block's pending epilogue pe run to its end, its rows spread over
+ * the steps */
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, const uint8_t *cin,
-                               size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines, ypf yp)
+                               size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines, ypf yp,
+                               epi_pend *pe)
 {
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->a_grp;
     const uint8_t *A1 = A0 + g->a_grp;
@@ -350,6 +470,7 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     }
     const int nst = s1 - s0, ytot = yp.rows * yp.lines;
     int l2acc = 0, yacc = 0, yi = 0; /* spreads: l2lines and ytot lines evenly over the nst steps */
+    int eacc = 0, eto = pe->done;      /* and pe's rows */
     if (!cin) {
         _tile_zero(0);
         _tile_zero(1);
@@ -386,7 +507,11 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
             TDP(2, 5, 6);
             TDP(3, 5, 7);
         }
+        /* the earlier block's rows, while the tiles work: the products above do not wait for them */
+        for (eacc += pe->rows; eacc >= nst; eacc -= nst) eto++;
+        if (eto > pe->done) epi_rows(g, pe, eto);
     }
+    pe->rows = pe->done = 0; /* all its rows ran (eto reached rows at the last step) */
     if (AMX_EPI_MEASURE == 7 && s0 == 0 && s1 == g->nsteps) return;
     _tile_stored(0, c, ld);
     _tile_stored(1, c + 64, ld);
@@ -396,102 +521,14 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     }
 }
 
-/* the int8 correction of 32 columns of C from panel-order column n: 128
- * colsum and the weight scales (unused for bf16) */
-typedef struct dq32 {
-    __m512i c0, c1;
-    __m512 s0, s1;
-} dq32;
-
-static inline dq32 dq_load(const gemm_ctx *g, int n)
-{
-    dq32 d = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    if (g->is_q8) {
-        d.c0 = _mm512_slli_epi32(_mm512_loadu_si512(g->w->colsum + n), 7);
-        d.c1 = _mm512_slli_epi32(_mm512_loadu_si512(g->w->colsum + n + 16), 7);
-        d.s0 = _mm512_loadu_ps(g->w->pscale + n);
-        d.s1 = _mm512_loadu_ps(g->w->pscale + n + 16);
-    }
-    return d;
-}
-
-/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum, times the scales */
-static inline void dq_row(const gemm_ctx *g, const dq32 *d, const float *c, float xs, __m512 *v0, __m512 *v1)
-{
-    *v0 = _mm512_load_ps(c);
-    *v1 = _mm512_load_ps(c + 16);
-    if (g->is_q8) {
-        __m512 x = _mm512_set1_ps(xs);
-        __m512i c0 = _mm512_castps_si512(*v0), c1 = _mm512_castps_si512(*v1);
-        c0 = _mm512_sub_epi32(c0, d->c0);
-        c1 = _mm512_sub_epi32(c1, d->c1);
-        *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(c0), _mm512_mul_ps(d->s0, x));
-        *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(c1), _mm512_mul_ps(d->s1, x));
-    }
-}
-
-/* y rows [m0, m0 + rows) from one block's C [32][32] of panel p: its 32
- * columns; or, for a glu weight, c from gate panel p and cu from up panel
- * p + 1, y's columns 32 (p / 2) .. = act(gate) * up. Columns past N are
- * dropped. */
-static void epilogue(const gemm_ctx *g, int m0, int rows, int p, const float *c, const float *cu)
-{
-    int n0 = 32 * (cu ? p / 2 : p), nc = g->N - n0 < 32 ? g->N - n0 : 32;
-    __mmask16 k0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
-    __mmask16 k1 = nc >= 32 ? 0xffff : nc <= 16 ? 0 : (__mmask16)((1u << (nc - 16)) - 1);
-    dq32 dg = dq_load(g, 32 * p), du = cu ? dq_load(g, 32 * p + 32) : dg;
-    for (int i = 0; i < rows; i++) {
-        float *yr = g->y + (size_t)(m0 + i) * g->N + n0;
-#if AMX_EPI_MEASURE == 8
-        yr = g->ypad + (size_t)(m0 + i) * (g->N + 16) + n0;
-#endif
-#if AMX_EPI_MEASURE == 1
-        static _Thread_local _Alignas(64) float sink[32][32];
-        yr = sink[i];
-#endif
-        float xs = g->is_q8 ? g->xs[m0 + i] : 0.f;
-        __m512 v0, v1;
-        dq_row(g, &dg, c + i * 32, xs, &v0, &v1);
-        if (cu) {
-            __m512 u0, u1;
-            dq_row(g, &du, cu + i * 32, xs, &u0, &u1);
-            if (g->glu == TM_KGLU_SILU) {
-                v0 = vsilu_mul_avx512(v0, u0);
-                v1 = vsilu_mul_avx512(v1, u1);
-            } else {
-                v0 = vgelu_tanh_mul_avx512(v0, u0);
-                v1 = vgelu_tanh_mul_avx512(v1, u1);
-            }
-        }
-        if (g->yb) { /* 32 bf16, one line; the instruction rounds to nearest even, a denormal to zero */
-            uint16_t *ybr = g->yb + (size_t)(m0 + i) * g->N + n0;
-#if AMX_EPI_MEASURE == 1
-            ybr = (uint16_t *)yr; /* the sink, as for f32 */
-#endif
-            __m512i b = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-            if (!AMX_EPI_MEASURE && g->nt && nc == 32 && !((uintptr_t)ybr & 63)) _mm512_stream_si512((__m512i *)ybr, b);
-            else _mm512_mask_storeu_epi16(ybr, (__mmask32)k0 | (__mmask32)k1 << 16, b);
-            continue;
-        }
-        if (!AMX_EPI_MEASURE && g->nt && nc == 32 && !((uintptr_t)yr & 63)) {
-            _mm512_stream_ps(yr, v0);
-            _mm512_stream_ps(yr + 16, v1);
-            continue;
-        }
-        _mm512_mask_storeu_ps(yr, k0, v0);
-        _mm512_mask_storeu_ps(yr + 16, k1, v1);
-    }
-}
-
 /* One K chunk [s0, s1) of rows [m0, m1) over the np panels from pg, in row
  * blocks of 32: C from and to acc (rows ACC_LD or ACC_K_LD floats apart, the
  * group's panel j at column 32 j), or in the last chunk through the
  * epilogue; each block prefetches its share of `lines` lines from each
  * panel's next B chunk nb[j] (see amx_block) */
 static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0, int s1, float *acc, size_t acc_ld,
-                      const uintptr_t *nb, int lines)
+                      const uintptr_t *nb, int lines, epi_state *es)
 {
-    _Alignas(64) float cs[2][32][32]; /* the last chunk's C of one block [32 rows][32 columns] (glu: gate, up) */
     const size_t ld = acc_ld * sizeof(float);
     const int nblk = (m1 - m0 + 31) / 32, last = s1 == g->nsteps;
     for (int m = m0; m < m1; m += 32) {
@@ -500,16 +537,11 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
             uint8_t *c = (uint8_t *)(acc + (size_t)(m - m0) * acc_ld + 32 * j);
             PROF_T(t0);
             int h = g->glu ? j & 1 : 0; /* glu: gate (even panels) then up */
+            float(*cs)[32][32] = es->cs[es->slot]; /* the last chunk's C of this block (glu: gate, up) */
             uint8_t *out = last ? (uint8_t *)cs[h] : c;
             size_t out_ld = last ? sizeof cs[0][0] : ld;
-            /* AMX_EPI_MEASURE 5: whole blocks' C straight into y as int32, no epilogue */
-            int raw = AMX_EPI_MEASURE == 5 && last && g->y && !g->glu && m1 - m >= 32 && 32 * (pg + j + 1) <= g->N;
-            if (raw) {
-                out = (uint8_t *)(g->y + (size_t)m * g->N + 32 * (pg + j));
-                out_ld = (size_t)g->N * 4;
-            }
             ypf yp = {0};
-            if (g->ypf && last && !raw && (!g->glu || h)) {
+            if (g->ypf && last && (!g->glu || h)) {
                 int n0 = 32 * (g->glu ? (pg + j) / 2 : pg + j);
                 yp.rows = m1 - m < 32 ? m1 - m : 32;
                 yp.lines = g->yb ? 1 : 2;
@@ -518,18 +550,19 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
                 if (g->N - n0 < 32) yp.lines = 1; /* a last panel's columns past N: only the first line surely in y */
             }
             block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
-                        nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp);
+                        nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp, &es->pend);
             PROF_ADD(prof_tile, t0);
-            if (!raw && AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && AMX_EPI_MEASURE != 7 && last &&
-                (!g->glu || h)) {
-                PROF_T(t1);
-                float(*ein)[32][32] = cs;
-#if AMX_EPI_MEASURE == 6
-                static _Thread_local _Alignas(64) float other[2][32][32];
-                ein = other;
-#endif
-                epilogue(g, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &ein[0][0][0], g->glu ? &ein[1][0][0] : NULL);
-                PROF_ADD(prof_epi, t1);
+            if (AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && AMX_EPI_MEASURE != 7 && last && (!g->glu || h)) {
+                epi_set(g, &es->pend, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &cs[0][0][0],
+                        g->glu ? &cs[1][0][0] : NULL);
+                if (SPREAD_ON) {
+                    es->slot ^= 1; /* the next block's steps run this one's rows (block_steps) */
+                } else {
+                    PROF_T(t1);
+                    epi_rows(g, &es->pend, es->pend.rows);
+                    es->pend.rows = es->pend.done = 0;
+                    PROF_ADD(prof_epi, t1);
+                }
             }
         }
     }
@@ -554,6 +587,9 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     const size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2); /* one panel */
     const int ns = g->nsteps;
     uintptr_t nb[AMX_PG];
+    epi_state es; /* the blocks' C for their epilogues, and the one pending (AMX_SPREAD) */
+    es.pend = (epi_pend){0};
+    es.slot = 0;
     tm_kamx_config();
     if (AMX_KOUTER && !g->glu && ns > AMX_KB && m1 - m0 <= MB && p1 - p0 <= 16) {
         for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
@@ -564,7 +600,7 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
                 int nxt = pg + AMX_PG < p1, lines = nxt ? (s1 - s0) * 32 : s1 < ns ? (s1 + AMX_KB < ns ? AMX_KB : ns - s1) * 32 : 0;
                 for (int j = 0; j < np; j++)
                     nb[j] = (uintptr_t)(pan + (size_t)(nxt ? pg + AMX_PG + j : p0 + j) * pbytes + (size_t)(nxt ? s0 : s1) * 2048);
-                chunk_run(g, m0, m1, pg, np, s0, s1, acc + 32 * (pg - p0), ACC_K_LD, nb, lines);
+                chunk_run(g, m0, m1, pg, np, s0, s1, acc + 32 * (pg - p0), ACC_K_LD, nb, lines, &es);
             }
         }
     } else {
@@ -578,10 +614,11 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
                 for (int j = 0; j < np; j++)
                     nb[j] = last ? (uintptr_t)(pan + (pg + j + AMX_PG) * pbytes)
                                  : (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048);
-                chunk_run(g, m0, m1, pg, np, s0, s1, acc, ACC_LD, nb, nsn * 32);
+                chunk_run(g, m0, m1, pg, np, s0, s1, acc, ACC_LD, nb, nsn * 32, &es);
             }
         }
     }
+    epi_rows(g, &es.pend, es.pend.rows); /* the task's last block's, where no block followed it */
     _tile_release();
     if (g->nt) _mm_sfence(); /* the non-temporal stores are weakly ordered: drain before the pool's join */
 }
@@ -613,7 +650,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
-                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, NULL};
+                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0};
     /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
        of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
        block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
@@ -632,20 +669,6 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     } else {
         tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     }
-#if AMX_EPI_MEASURE == 8
-    static float *pad; /* a measurement build's: kept, grown as needed */
-    static size_t pad_n;
-    if (y && (size_t)x->M * (w->N + 16) > pad_n) {
-        free(pad);
-        pad_n = (size_t)x->M * (w->N + 16);
-        pad = aligned_alloc(64, (pad_n * 4 + 63) & ~(size_t)63);
-        if (!pad) {
-            pad_n = 0;
-            return TM_E_NOMEM;
-        }
-    }
-    g.ypad = pad;
-#endif
     PROF_CALL();
     tm_kgemm_run(x->M, w->Np, rows_per_task(w, x->M, is_q8), amx_block, &g, pool);
     return TM_OK;
