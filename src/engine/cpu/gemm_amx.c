@@ -81,9 +81,10 @@
 #define SPREAD_ON (AMX_SPREAD && !AMX_EPI_MEASURE)
 #ifndef AMX_KOUTER
 #define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
-                        chunks (see amx_block). Session 20, kbench-ab (A/A 1.008x): 512 x 896 x 4864
-                        (Qwen's down, 8 panels a task) 1.056x, 1.027x, 1.020x; 2048 x 8192 (Llama's,
-                        16 panels, a 540 KB acc) 0.997x, 0.949x: off until a rule covers both */
+                        chunks (see amx_block); 1 for every such task, 2 where the task's C (rows x
+                        panels x 128 B) is at most 256 KB. Session 20, kbench-ab (A/A 1.008x): 512 x
+                        896 x 4864 (Qwen's down, 8 panels a task: 256 KB) 1.056x, 1.027x, 1.020x;
+                        2048 x 8192 (Llama's, 16 panels, a 540 KB acc) 0.997x, 0.949x */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -591,7 +592,8 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     es.pend = (epi_pend){0};
     es.slot = 0;
     tm_kamx_config();
-    if (AMX_KOUTER && !g->glu && ns > AMX_KB && m1 - m0 <= MB && p1 - p0 <= 16) {
+    if (AMX_KOUTER && !g->glu && ns > AMX_KB && m1 - m0 <= MB && p1 - p0 <= 16 &&
+        (AMX_KOUTER == 1 || (m1 - m0) * (p1 - p0) <= 2048)) {
         for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
             int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns;
             for (int pg = p0; pg < p1; pg += AMX_PG) {
