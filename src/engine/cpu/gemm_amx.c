@@ -84,7 +84,9 @@
                         chunks (see amx_block); 1 for every such task, 2 where the task's C (rows x
                         panels x 128 B) is at most 256 KB. Session 20, kbench-ab (A/A 1.008x): 512 x
                         896 x 4864 (Qwen's down, 8 panels a task: 256 KB) 1.056x, 1.027x, 1.020x;
-                        2048 x 8192 (Llama's, 16 panels, a 540 KB acc) 0.997x, 0.949x */
+                        2048 x 8192 (Llama's, 16 panels, a 540 KB acc) 0.997x, 0.949x. Session 22
+                        (run 108, with the spread epilogue), 2 on Qwen's down: 1.002x, 1.006x, 1.000x
+                        (Llama's, which it leaves, 0.993x): off */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -319,7 +321,29 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * 0.98-1.02x, 1.095x once on 2048 x 2048 where the identical build read
  * 1.022x (so that shape's A/B moves 5-10% between calls); 512-row tasks for
  * A up to 4 MB 0.91-0.95x. None kept. One core alone reaches 1-7 points more
- * of its peak than two (run 100): the two cores' sharing is not the gap. */
+ * of its peak than two (run 100): the two cores' sharing is not the gap.
+ *
+ * The epilogue in the next block's shadow (AMX_SPREAD, session 22). The
+ * vector work between two blocks does not overlap the tiles: nothing after
+ * it starts until it is done, and it cannot start before the block's C is
+ * tile-stored, so the AMX unit idles through it. tools/amx_tileloop.c ystore
+ * (K = 896, one thread, cycles per product, the quietest of 3 reps; run 105):
+ * no epilogue 18.6, the epilogue's vector work alone 21.3, to an L1 sink
+ * 21.9, to y 24.2 (23.5 with y's lines fetched for writing); the epilogue
+ * after the next block's first step 23.4; spread over the next block's steps
+ * (2-3 rows after each step's products) 20.9, into the sink 19.4. So each
+ * block's C goes to one of two scratch slots and its rows run after the
+ * next block's K steps (block_steps; a task's last block runs its own at the
+ * end). Set up once a block (epi_set: the columns' corrections and masks),
+ * the rows inlined in the step loop: kbench-ab (run 107, y in bf16, A/A
+ * 1.004x and 0.982x), the epilogue between blocks over this: 1152 x 896
+ * 0.963x, 896 x 896 0.986x, 9728 x 896 0.933x, 16384 x 2048 0.954x, 896 x
+ * 4864 1.001x, 2048 x 2048 1.004x. A first version that set each call's
+ * rows up anew (dq_load per call, not inlined) lost 1-3.5% (run 106). The
+ * y prefetch still pays with it (without: 0.977x, 0.963x on the K = 896
+ * shapes). Not better in the tileloop: the colsum subtractions gone (s8
+ * activations) 20.7 against 20.9; each y line demoted (CLDEMOTE) once
+ * stored 40-45; y non-temporal 28.3. */
 
 /* one tile product C[c] += A[a] B[b]: int8 (u8 x s8 into int32) or bf16 (into f32) */
 #define TDP(c, a, b)                         \
