@@ -151,15 +151,20 @@ static double gemmlike(const uint8_t *A, size_t a_kib, const uint8_t *B, int kc,
  * block's first K step is issued (two scratch slots), 11 = 2 with it spread
  * over the next block's 14 steps (2-3 rows after each), 12 = 11 into the L1
  * sink, 13 = 10 into the L1 sink; 14 = 2 without the colsum subtractions
- * (what s8 activations, TDPBSSD, would leave), 15 = 11 and 14. Cycles per
- * product. */
+ * (what s8 activations, TDPBSSD, would leave), 15 = 11 and 14. The block's
+ * end, no epilogue: 16 = C kept in the tiles across blocks (no zeroing, no
+ * stores: what 0's stores and zeroing cost), 17 = 0 with the next block's
+ * first A tile loaded before the C stores, 18 = 0 with its first A and both
+ * B tiles loaded before them. Cycles per product. */
 static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, fetched for writing over the block",
                                       "y, fetched over the last 3 steps", "y, the next block's fetched", "y non-temporal",
                                       "y (f32)", "epilogue, no stores", "y, each line demoted once stored",
                                       "y, after the next block's 1st step", "y, spread over the next block",
                                       "sink, spread over the next block", "sink, after the next block's 1st step",
-                                      "y, no colsum (s8 x s8)", "y, no colsum, spread over the next block"};
-#define YS_MODES 16
+                                      "y, no colsum (s8 x s8)", "y, no colsum, spread over the next block",
+                                      "C kept in the tiles", "next A tile loaded before the C stores",
+                                      "next A, B tiles loaded before the C stores"};
+#define YS_MODES 19
 
 typedef struct ys_ctx {
     __m512i c0, c1;
@@ -214,6 +219,7 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
     char *prev_y = NULL;        /* lag: the previous block's y and row scales, its C in cs[(b - 1) & 1] */
     const float *prev_xs = xs;
     long b = 0;
+    int pre = 0; /* modes 17, 18: this block's first A (1) and B (2) tiles already loaded */
     uint64_t t0 = __rdtsc();
     for (;;)
         for (int gi = 0; gi < ngrp; gi++)
@@ -225,26 +231,39 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
                     int nj = (j + 1) & 3, nrbk = j == 3 ? (rb + 1) % nrb : rb; /* the next block (mode 5) */
                     const char *yn = (char *)y + (size_t)nrbk * 32 * e.ld + (size_t)(4 * gi + nj) * 32 * esz;
                     const int32_t(*pc)[32] = cs[(b - 1) & 1];
-                    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+                    if (mode != 16) {
+                        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+                    }
                     for (int s = 0; s < 14; s++) {
                         if (mode == 3 || mode == 5) /* 32 lines over 14 steps: 2-3 a step */
                             for (int l = s * 32 / 14; l < (s + 1) * 32 / 14; l++)
                                 __builtin_prefetch((mode == 3 ? yb : yn) + (size_t)l * e.ld, 1, 3);
                         if (mode == 4 && s >= 11)
                             for (int l = (s - 11) * 32 / 3; l < (s - 10) * 32 / 3; l++) __builtin_prefetch(yb + (size_t)l * e.ld, 1, 3);
-                        _tile_stream_loadd(6, bp + (size_t)s * 2048, 128);
-                        _tile_stream_loadd(7, bp + (size_t)s * 2048 + 64, 128);
-                        _tile_loadd(4, a + (size_t)s * 2048, 64);
+                        if (s || pre < 2) {
+                            _tile_stream_loadd(6, bp + (size_t)s * 2048, 128);
+                            _tile_stream_loadd(7, bp + (size_t)s * 2048 + 64, 128);
+                        }
+                        if (s || !pre) _tile_loadd(4, a + (size_t)s * 2048, 64);
                         _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);
                         _tile_loadd(5, a + (size_t)s * 2048 + 1024, 64);
                         _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
                         if (prev_y && (mode == 10 || mode == 13) && s == 0) ys_epi(&e, pc, 0, 32, prev_y, prev_xs);
                         if (prev_y && (mode == 11 || mode == 12 || mode == 15)) ys_epi(&e, pc, s * 32 / 14, (s + 1) * 32 / 14, prev_y, prev_xs);
                     }
+                    if (mode == 16) continue;
+                    if (mode == 17 || mode == 18) { /* the next block's first tiles, before the stores */
+                        _tile_loadd(4, A + (size_t)nrbk * 14 * 2048, 64);
+                        if (mode == 18) {
+                            _tile_stream_loadd(6, B + (size_t)nj * 14 * 2048, 128);
+                            _tile_stream_loadd(7, B + (size_t)nj * 14 * 2048 + 64, 128);
+                        }
+                        pre = mode == 18 ? 2 : 1;
+                    }
                     int32_t(*c)[32] = cs[b & 1];
                     _tile_stored(0, &c[0][0], 128); _tile_stored(1, &c[0][16], 128);
                     _tile_stored(2, &c[16][0], 128); _tile_stored(3, &c[16][16], 128);
-                    if (mode == 0) continue;
+                    if (mode == 0 || mode >= 16) continue;
                     if (lag) {
                         prev_y = yb;
                         prev_xs = xs + rb * 32;
