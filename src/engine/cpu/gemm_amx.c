@@ -110,7 +110,9 @@
  * are timed per block. With session 6's loop (a separate epilogue pass), on
  * the h200-host Xeon, 2 threads, int8 M = 512: the tile loop was 75-85% of
  * the GEMM, the epilogue 15% (N = 2048) to 25% (N = 8192: its 16 MB of f32
- * output leave the caches), packing 1-3%. */
+ * output leave the caches), packing 1-3%. With AMX_SPREAD the epilogue runs
+ * inside the next block's steps, so its cycles count as the tile loop's
+ * (build with -DAMX_SPREAD=0 to time it apart). */
 #ifdef AMX_PROF
 #include <stdio.h>
 #include <x86intrin.h>
