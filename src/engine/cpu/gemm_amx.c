@@ -79,6 +79,13 @@
                         epilogue in the next block's shadow" (measurement builds leave it out) */
 #endif
 #define SPREAD_ON (AMX_SPREAD && !AMX_EPI_MEASURE)
+#ifndef AMX_PRELOAD
+#define AMX_PRELOAD 0 /* a measurement option (session 22, not yet measured): at a block's end, the next
+                         block's first A tile (1), or A and both B tiles (2), loaded before the C tile
+                         stores, which wait for the block's last products; within a chunk_run only.
+                         tools/amx_tileloop.c ystore modes 16-18 measure the same in isolation */
+#endif
+#define PRELOAD_ON (AMX_PRELOAD && !AMX_EPI_MEASURE)
 #ifndef AMX_KOUTER
 #define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
                         chunks (see amx_block); 1 for every such task, 2 where the task's C (rows x
@@ -477,16 +484,24 @@ typedef struct epi_state {
     int slot;                            /* the slot the next block's C go to */
 } epi_state;
 
+/* AMX_PRELOAD: the tiles of a block's first step already loaded by the block before it (pre: 0
+ * none, 1 its A tile 4, 2 that and its B tiles 6, 7), and where the next block's first step reads
+ * (na, nb: NULL where no block follows within the chunk_run) */
+typedef struct tpre {
+    int pre;
+    const uint8_t *na, *nb;
+} tpre;
+
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1): C [32][32] f32/int32 loaded from cin (rows ldin bytes apart), or
  * zero if cin is NULL, and stored to c (rows ld bytes apart); on the way,
  * l2lines cache lines from l2next are prefetched into L2, yp's lines (the
- * block's y, which its epilogue will store) fetched for writing, and the
- * earlier block's pending epilogue pe run to its end, its rows spread over
- * the steps */
+ * block's y, which its epilogue will store) fetched for writing, the earlier
+ * block's pending epilogue pe run to its end, its rows spread over the
+ * steps, and (AMX_PRELOAD) the next block's first tiles loaded */
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, const uint8_t *cin,
                                size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines, ypf yp,
-                               epi_pend *pe)
+                               epi_pend *pe, tpre tp)
 {
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->a_grp;
     const uint8_t *A1 = A0 + g->a_grp;
@@ -519,14 +534,16 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         for (l2acc += l2lines; l2acc >= nst; l2acc -= nst, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
         for (yacc += ytot; yacc >= nst; yacc -= nst, yi++) /* AMX_YPF: y's lines for the epilogue, for writing */
             __builtin_prefetch(yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64, 1, 3);
-        if (AMX_BT1) {
-            _tile_stream_loadd(6, b, 128);
-            _tile_stream_loadd(7, b + 64, 128);
-        } else {
-            _tile_loadd(6, b, 128);
-            _tile_loadd(7, b + 64, 128);
+        if (s > s0 || tp.pre < 2) {
+            if (AMX_BT1) {
+                _tile_stream_loadd(6, b, 128);
+                _tile_stream_loadd(7, b + 64, 128);
+            } else {
+                _tile_loadd(6, b, 128);
+                _tile_loadd(7, b + 64, 128);
+            }
         }
-        _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
+        if (s > s0 || !tp.pre) _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
         TDP(0, 4, 6);
         TDP(1, 4, 7);
         if (two) {
@@ -539,6 +556,13 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         if (eto > pe->done) epi_rows(g, pe, eto);
     }
     pe->rows = pe->done = 0; /* all its rows ran (eto reached rows at the last step) */
+    if (PRELOAD_ON && tp.na) { /* the next block's first tiles, while the last products drain */
+        _tile_loadd(4, tp.na, g->a_ld);
+        if (AMX_PRELOAD == 2) {
+            _tile_stream_loadd(6, tp.nb, 128);
+            _tile_stream_loadd(7, tp.nb + 64, 128);
+        }
+    }
     if (AMX_EPI_MEASURE == 7 && s0 == 0 && s1 == g->nsteps) return;
     _tile_stored(0, c, ld);
     _tile_stored(1, c + 64, ld);
@@ -558,6 +582,7 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
 {
     const size_t ld = acc_ld * sizeof(float);
     const int nblk = (m1 - m0 + 31) / 32, last = s1 == g->nsteps;
+    int pre = 0; /* AMX_PRELOAD: this block's first tiles loaded by the block before */
     for (int m = m0; m < m1; m += 32) {
         int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
         for (int j = 0; j < np; j++) {
@@ -576,8 +601,16 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
                 yp.p = g->yb ? (const char *)(g->yb + (size_t)m * g->N + n0) : (const char *)(g->y + (size_t)m * g->N + n0);
                 if (g->N - n0 < 32) yp.lines = 1; /* a last panel's columns past N: only the first line surely in y */
             }
+            tpre tp = {pre, NULL, NULL};
+            int jn = j + 1 < np ? j + 1 : 0, mn = j + 1 < np ? m : m + 32; /* the next block */
+            if (PRELOAD_ON && mn < m1) {
+                tp.na = g->xt + (size_t)(mn / 16) * g->a_grp + (size_t)s0 * g->a_step;
+                tp.nb = (const uint8_t *)g->w->panel + (size_t)(pg + jn) * g->w->Kp * 32 * (g->is_q8 ? 1 : 2) +
+                        (size_t)s0 * 2048;
+            }
             block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
-                        nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp, &es->pend);
+                        nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp, &es->pend, tp);
+            pre = tp.na ? AMX_PRELOAD : 0;
             PROF_ADD(prof_tile, t0);
             if (AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && AMX_EPI_MEASURE != 7 && last && (!g->glu || h)) {
                 epi_set(g, &es->pend, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &cs[0][0][0],
