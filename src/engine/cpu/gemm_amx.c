@@ -354,6 +354,12 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * activations) 20.7 against 20.9; each y line demoted (CLDEMOTE) once
  * stored 40-45; y non-temporal 28.3. */
 
+/* bytes of one panel (32 columns x Kp, int8 or bf16) */
+static inline size_t panel_bytes(const gemm_ctx *g)
+{
+    return (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
+}
+
 /* one tile product C[c] += A[a] B[b]: int8 (u8 x s8 into int32) or bf16 (into f32) */
 #define TDP(c, a, b)                         \
     do {                                     \
@@ -505,7 +511,7 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
 {
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->a_grp;
     const uint8_t *A1 = A0 + g->a_grp;
-    const uint8_t *B = (const uint8_t *)g->w->panel + (size_t)p * g->w->Kp * 32 * (g->is_q8 ? 1 : 2);
+    const uint8_t *B = (const uint8_t *)g->w->panel + (size_t)p * panel_bytes(g);
     if (AMX_EPI_MEASURE == 3 || AMX_EPI_MEASURE == 4) {
         B = (const uint8_t *)g->w->panel;
         l2lines = 0;
@@ -534,7 +540,7 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         for (l2acc += l2lines; l2acc >= nst; l2acc -= nst, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
         for (yacc += ytot; yacc >= nst; yacc -= nst, yi++) /* AMX_YPF: y's lines for the epilogue, for writing */
             __builtin_prefetch(yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64, 1, 3);
-        if (s > s0 || tp.pre < 2) {
+        if (!PRELOAD_ON || s > s0 || tp.pre < 2) {
             if (AMX_BT1) {
                 _tile_stream_loadd(6, b, 128);
                 _tile_stream_loadd(7, b + 64, 128);
@@ -543,7 +549,7 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
                 _tile_loadd(7, b + 64, 128);
             }
         }
-        if (s > s0 || !tp.pre) _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
+        if (!PRELOAD_ON || s > s0 || !tp.pre) _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
         TDP(0, 4, 6);
         TDP(1, 4, 7);
         if (two) {
@@ -605,8 +611,7 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
             int jn = j + 1 < np ? j + 1 : 0, mn = j + 1 < np ? m : m + 32; /* the next block */
             if (PRELOAD_ON && mn < m1) {
                 tp.na = g->xt + (size_t)(mn / 16) * g->a_grp + (size_t)s0 * g->a_step;
-                tp.nb = (const uint8_t *)g->w->panel + (size_t)(pg + jn) * g->w->Kp * 32 * (g->is_q8 ? 1 : 2) +
-                        (size_t)s0 * 2048;
+                tp.nb = (const uint8_t *)g->w->panel + (size_t)(pg + jn) * panel_bytes(g) + (size_t)s0 * 2048;
             }
             block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
                         nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp, &es->pend, tp);
@@ -644,7 +649,7 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     }
     float *acc = g->acc + (size_t)worker * ACC_WORKER;
     const uint8_t *pan = (const uint8_t *)g->w->panel;
-    const size_t pbytes = (size_t)g->w->Kp * 32 * (g->is_q8 ? 1 : 2); /* one panel */
+    const size_t pbytes = panel_bytes(g);
     const int ns = g->nsteps;
     uintptr_t nb[AMX_PG];
     epi_state es; /* the blocks' C for their epilogues, and the one pending (AMX_SPREAD) */
