@@ -63,8 +63,12 @@
                              3 and 2, 7 = as 2 and no tile stores either where K is one chunk (C
                              left in the tiles: what the block's end costs, beside 2); every
                              measurement build drops the y prefetch and runs each epilogue between
-                             the blocks. (Sessions 18-19's 5, 6 and 8 are gone: docs/kernels.md) */
+                             the blocks, except 9 = the shipped build with y's stores sent to the
+                             sink (what the stores themselves cost) and 10 = 9 without the y
+                             prefetch (no y traffic at all). (Sessions 18-19's 5, 6 and 8 are gone:
+                             docs/kernels.md) */
 #endif
+#define EPI_AS_SHIPPED (!AMX_EPI_MEASURE || AMX_EPI_MEASURE == 9 || AMX_EPI_MEASURE == 10) /* the loop as shipped */
 #ifndef AMX_YPF
 #define AMX_YPF 1 /* y's lines a block's epilogue will write, fetched for writing (PREFETCHW) over the
                      block's last K chunk, so the epilogue's stores do not each wait for a line's
@@ -78,14 +82,15 @@
                         steps' tile products (two C scratch slots), not between the blocks: see "the
                         epilogue in the next block's shadow" (measurement builds leave it out) */
 #endif
-#define SPREAD_ON (AMX_SPREAD && !AMX_EPI_MEASURE)
+#define SPREAD_ON (AMX_SPREAD && EPI_AS_SHIPPED)
 #ifndef AMX_PRELOAD
-#define AMX_PRELOAD 0 /* a measurement option (session 22, not yet measured): at a block's end, the next
-                         block's first A tile (1), or A and both B tiles (2), loaded before the C tile
-                         stores, which wait for the block's last products; within a chunk_run only.
-                         tools/amx_tileloop.c ystore modes 16-18 measure the same in isolation */
+#define AMX_PRELOAD 1 /* at a block's end, the next block's first A tile (1), or A and both B tiles (2),
+                         loaded before the C tile stores, which wait for the block's last products;
+                         within a chunk_run only. Session 23, kbench-ab (run 111, A/A 1.008x, 0.993x),
+                         1 / 2 over none: 1152 x 896 1.017x / 1.017x, 9728 x 896 1.047x / 1.040x,
+                         896 x 4864 1.039x / 1.015x, 16384 x 2048 1.046x / 1.029x */
 #endif
-#define PRELOAD_ON (AMX_PRELOAD && !AMX_EPI_MEASURE)
+#define PRELOAD_ON (AMX_PRELOAD && EPI_AS_SHIPPED)
 #ifndef AMX_KOUTER
 #define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
                         chunks (see amx_block); 1 for every such task, 2 where the task's C (rows x
@@ -451,7 +456,7 @@ static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, ep
                 v1 = vgelu_tanh_mul_avx512(v1, u1);
             }
         }
-#if AMX_EPI_MEASURE == 1
+#if AMX_EPI_MEASURE == 1 || AMX_EPI_MEASURE == 9 || AMX_EPI_MEASURE == 10
         static _Thread_local _Alignas(64) float sink[32][32];
         _mm512_store_ps(sink[i], v0);
         _mm512_store_ps(sink[i] + 16, v1);
@@ -720,7 +725,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
        of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
        block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
-    g.ypf = AMX_YPF && !AMX_EPI_MEASURE && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
+    g.ypf = AMX_YPF && EPI_AS_SHIPPED && AMX_EPI_MEASURE != 10 && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
        rows are then read whole from L1 by the group's panels) and a tile's 16 lines fall in 16
        different L1 sets (of 64: the stride in lines shares at most a factor 4 with 64): Qwen's
