@@ -357,7 +357,15 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * y prefetch still pays with it (without: 0.977x, 0.963x on the K = 896
  * shapes). Not better in the tileloop: the colsum subtractions gone (s8
  * activations) 20.7 against 20.9; each y line demoted (CLDEMOTE) once
- * stored 40-45; y non-temporal 28.3. */
+ * stored 40-45; y non-temporal 28.3.
+ *
+ * Session 23 (runs 111-113): the next block's first A tile loaded before a
+ * block's C stores (AMX_PRELOAD, 1.035-1.049x on 5 of 6 shapes, above). What
+ * the shipped loop still spends, by measurement builds against it: y's stores
+ * sent to an L1 sink (AMX_EPI_MEASURE 9) 1.02-1.03x on 1152 x 896, 1.06x on
+ * 9728 x 896; that and no y prefetch, so no y traffic at all (10), 1.16x and
+ * 1.07x; no weight traffic (3) about 1.0x. So on a non-fused K = 896 GEMM y's
+ * lines, fetched for ownership from L3, cost about 12%. */
 
 /* bytes of one panel (32 columns x Kp, int8 or bf16) */
 static inline size_t panel_bytes(const gemm_ctx *g)
