@@ -80,7 +80,7 @@
 #ifndef AMX_SPREAD
 #define AMX_SPREAD 1 /* each block's epilogue run a few rows at a time after each of the next block's K
                         steps' tile products (two C scratch slots), not between the blocks: see "the
-                        epilogue in the next block's shadow" (measurement builds leave it out) */
+                        epilogue in the next block's shadow" (measurement builds but 9 and 10 leave it out) */
 #endif
 #define SPREAD_ON (AMX_SPREAD && EPI_AS_SHIPPED)
 #ifndef AMX_PRELOAD
@@ -88,7 +88,9 @@
                          loaded before the C tile stores, which wait for the block's last products;
                          within a chunk_run only. Session 23, kbench-ab (run 111, A/A 1.008x, 0.993x),
                          1 / 2 over none: 1152 x 896 1.017x / 1.017x, 9728 x 896 1.047x / 1.040x,
-                         896 x 4864 1.039x / 1.015x, 16384 x 2048 1.046x / 1.029x */
+                         896 x 4864 1.039x / 1.015x, 16384 x 2048 1.046x / 1.029x; run 112 (A/A
+                         0.994x, 1.004x), 1 over none: 0.972x, 896 x 896 1.035x, 1.042x, 1.035x,
+                         2048 x 2048 1.037x, 1.049x */
 #endif
 #define PRELOAD_ON (AMX_PRELOAD && EPI_AS_SHIPPED)
 #ifndef AMX_KOUTER
