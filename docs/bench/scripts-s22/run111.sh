@@ -1,5 +1,5 @@
 #!/bin/bash
-# PREPARED, NOT YET RUN (session 22 ran out of device time).
+# PREPARED in session 22, NOT RUN as it is: session 23 ran it extended as docs/bench/scripts-s23/run111.sh.
 # (prepared in session 22, not yet run) amx_tileloop ystore with modes 16-18: a K = 896 block's
 # end without an epilogue (C kept in tiles against stored; the next block's first A / A and B
 # tiles loaded before the C stores), one thread and two.
