@@ -2,7 +2,8 @@
 # PREPARED in session 23, NOT YET RUN (no device time left). AMX_STORE_LATE=1 (a block's C tile stores
 # deferred into the next block's first K step, each just before that tile's first product there):
 # test_kernels on the real tiles with it, kbench-ab against the shipped build (ratios alternative /
-# shipped speed, above 1: the late stores are faster) on six shapes and an A/A control; if it wins,
+# shipped speed, above 1: the late stores are faster) on six shapes, with the B tiles also preloaded
+# (AMX_PRELOAD=2) on four, and an A/A control; if it wins,
 # the engine's pp512 interleaved (a build with it as "new" against the shipped as "old").
 # Copy to .devdeps/ and run with .devdeps carried.
 . tools/devbench.sh; db_init 116
@@ -15,6 +16,7 @@ db_st tests
 db_st ab
 export DB_AB_P=40 DB_AB_S=0.05 DB_AB_Y=1
 db_ab late "-DAMX_STORE_LATE=1" 1 "1152 896" "896 896" "9728 896" "896 4864" "2048 2048" "16384 2048"
+db_ab late2 "-DAMX_STORE_LATE=1 -DAMX_PRELOAD=2" 1 "1152 896" "9728 896" "896 4864" "16384 2048"
 db_ab aa "-DAMX_AA_CONTROL=1" 1 "1152 896" "9728 896"
 grep -E "^r1 |INVALID|^# r1" $A
 db_st engine
