@@ -10,6 +10,7 @@
 #   db_beside q qwen05b pp512,tg128 1               # tandem bench beside llama.cpp: r64-q-1.md|json
 #   db_left 400 && db_beside l llama1b pp512,tg128 1
 #   echo "r1 NEW int4g64 1152 896 1: $(db_kbench build/kbench -t 2 -v avx512 gemv int4g64 1152 896 1)" >> $A
+#   db_pairs /tmp/bnew build 3 560 q l              # engine pp512, two builds interleaved, 3 rounds
 #   db_ab NAME "-DAMX_PG=8" 1 "896 4864" "2048 2048" # kbench-ab: that build option against the shipped
 #                                                   # GEMM in one process, a line per shape (int8, M 512)
 #   python3 tools/abmed.py $A                       # medians of interleaved rounds
@@ -62,6 +63,23 @@ db_beside() { # PKG GGUF TESTS TAG [TANDEM_BIN_DIR]: tandem bench beside llama.c
         --peer-model "/tmp/gg/$2-q4_0.gguf" --peer-bin "$R/.devdeps/peer/llbench" --md "$OUT/r$RUN-$1-$4.md" \
         > "$OUT/r$RUN-$1-$4.json" 2>> "$A"
     echo "beside $1 $4: $(grep -E '^\| (pp|tg)[0-9]' "$OUT/r$RUN-$1-$4.md" | tr '\n' ' ')" >> "$A"
+}
+
+db_pairs() { # NEW_DIR OLD_DIR ROUNDS UNTIL MODEL...: the engine's pp512 (tandem bench, 3 reps, --ceilings)
+             # with NEW_DIR/tandem and OLD_DIR/tandem in turn, ROUNDS rounds over /tmp/tb/MODEL.tdm, while
+             # fewer than UNTIL seconds have passed; logs "eng ROUND MODEL new|old: <each rep's rate and
+             # GEMM share>"
+    local new=$1 old=$2 rounds=$3 until=$4 i m b bin; shift 4
+    for i in $(seq "$rounds"); do
+        for m in "$@"; do
+            for b in new old; do
+                db_left "$until" || return 0
+                bin=$new; [ $b = old ] && bin=$old
+                "$bin/tandem" bench "/tmp/tb/$m.tdm" -t 2 --tests pp512 --reps 3 --ceilings > /tmp/e.json 2> /tmp/e.txt
+                echo "eng $i $m $b: $(grep -oE 'pp512 [a-z]+: tandem [0-9.]+ \(GEMMs [0-9]+ GOP/s, [0-9.]+%' /tmp/e.txt | tr '\n' ' ')" >> "$A"
+            done
+        done
+    done
 }
 
 db_kbench() { # KBENCH ARGS...: the first GB/s or GFLOP/s kbench prints (for abmed.py lines)

@@ -20,15 +20,6 @@ db_ab late2 "-DAMX_STORE_LATE=1 -DAMX_PRELOAD=2" 1 "1152 896" "9728 896" "896 48
 db_ab aa "-DAMX_AA_CONTROL=1" 1 "1152 896" "9728 896"
 grep -E "^r1 |INVALID|^# r1" $A
 db_st engine
-for i in 1 2 3; do
-  for m in q l; do
-    for b in new old; do
-      db_left 560 || break 3
-      bin=build; [ $b = new ] && bin=/tmp/bsl
-      $bin/tandem bench /tmp/tb/$m.tdm -t 2 --tests pp512 --reps 3 --ceilings > /tmp/e.json 2> /tmp/e.txt
-      echo "eng $i $m $b: $(grep -oE 'pp512 [a-z]+: tandem [0-9.]+ \(GEMMs [0-9]+ GOP/s, [0-9.]+%' /tmp/e.txt | tr '\n' ' ')" >> $A
-    done
-  done
-done
+db_pairs /tmp/bsl build 3 560 q l
 grep "^eng" $A
 db_st done

@@ -596,16 +596,14 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     int l2acc = 0, yacc = 0, yi = 0; /* spreads: l2lines and ytot lines evenly over the nst steps */
     int eacc = 0, eto = pe->done;      /* and pe's rows */
     const int late = STORE_LATE_ON && cp->c; /* the block before's C still in the tiles: late_step sets them up */
-    if (late) {
-        /* in the first step */
-    } else if (!cin) {
+    if (!late && !cin) {
         _tile_zero(0);
         _tile_zero(1);
         if (two) {
             _tile_zero(2);
             _tile_zero(3);
         }
-    } else {
+    } else if (!late) {
         _tile_loadd(0, cin, ldin);
         _tile_loadd(1, cin + 64, ldin);
         if (two) {
