@@ -1,5 +1,6 @@
 #!/bin/bash
-# PREPARED in session 23, NOT YET RUN (no device time left). AMX_STORE_LATE=1 (a block's C tile stores
+# Prepared in session 23, run in session 24 (docs/bench/xeon-s24-run116.txt; the option then removed
+# from gemm_amx.c, so this no longer builds as is). AMX_STORE_LATE=1 (a block's C tile stores
 # deferred into the next block's first K step, each just before that tile's first product there):
 # test_kernels on the real tiles with it, kbench-ab against the shipped build (ratios alternative /
 # shipped speed, above 1: the late stores are faster) on six shapes, with the B tiles also preloaded

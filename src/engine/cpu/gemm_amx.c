@@ -93,15 +93,6 @@
                          2048 x 2048 1.037x, 1.049x */
 #endif
 #define PRELOAD_ON (AMX_PRELOAD && EPI_AS_SHIPPED)
-#ifndef AMX_STORE_LATE
-#define AMX_STORE_LATE 0 /* a measurement option (session 23, not yet measured on the tiles): a block's C
-                            tile stores deferred into the next block's first K step, each just before
-                            that tile's first product there, so the stores can overlap the products
-                            instead of the tile unit idling through them; within a chunk_run, with the
-                            spread epilogue only. Session 19 (run 87) measured the block end's tile
-                            stores at 1.26x (AMX_EPI_MEASURE 7 against 2, 1152 x 896) */
-#endif
-#define STORE_LATE_ON (AMX_STORE_LATE && SPREAD_ON)
 #ifndef AMX_KOUTER
 #define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
                         chunks (see amx_block); 1 for every such task, 2 where the task's C (rows x
@@ -522,16 +513,7 @@ typedef struct epi_state {
 typedef struct tpre {
     int pre;
     const uint8_t *na, *nb;
-    int next; /* a block follows within the chunk_run */
 } tpre;
-
-/* AMX_STORE_LATE: a block's C still in tiles 0-3 (2 and 3 only if two), to be stored to c (rows
- * ld bytes apart) by the next block's first step; c NULL: none */
-typedef struct cpend {
-    uint8_t *c;
-    size_t ld;
-    int two;
-} cpend;
 
 /* B tile t loaded from p (a panel's K step: rows 128 bytes apart), streamed past L1 (AMX_BT1) or not */
 #define BLOAD(t, p)                                                 \
@@ -539,40 +521,6 @@ typedef struct cpend {
         if (AMX_BT1) _tile_stream_loadd(t, p, 128);                 \
         else _tile_loadd(t, p, 128);                                \
     } while (0)
-
-/* tile t (0-3) of a 32 x 32 block at c, rows ld bytes apart: C00 C01 / C10 C11 */
-#define CTILE(c, ld, t) ((c) + ((t) >> 1) * 16 * (ld) + ((t)&1) * 64)
-
-/* AMX_STORE_LATE: the first K step of a block whose tiles 0-3 still hold the block before's C (cp): each
- * tile stored, then set up for this block (zero, or its C from cin), then its first product,
- * so the stores can run beside the products; A tile 4 and B tiles 6, 7 loaded here unless
- * AMX_PRELOAD loaded them (pre) */
-#define LATE_TILE(t, a, b, old)                                                      \
-    do {                                                                             \
-        if (old) _tile_stored(t, CTILE(cp->c, cp->ld, t), cp->ld);                   \
-        if (cin) _tile_loadd(t, CTILE(cin, ldin, t), ldin);                          \
-        else _tile_zero(t);                                                          \
-        TDP(t, a, b);                                                                \
-    } while (0)
-static inline __attribute__((always_inline)) void late_step(const gemm_ctx *g, const uint8_t *b, const uint8_t *a0,
-                                                            const uint8_t *a1, int two, const uint8_t *cin,
-                                                            size_t ldin, int pre, const cpend *cp)
-{
-    if (!PRELOAD_ON || !pre) _tile_loadd(4, a0, g->a_ld);
-    if (!PRELOAD_ON || pre < 2) BLOAD(6, b);
-    LATE_TILE(0, 4, 6, 1);
-    if (!PRELOAD_ON || pre < 2) BLOAD(7, b + 64);
-    LATE_TILE(1, 4, 7, 1);
-    if (two) {
-        _tile_loadd(5, a1, g->a_ld);
-        LATE_TILE(2, 5, 6, cp->two);
-        LATE_TILE(3, 5, 7, cp->two);
-    } else if (cp->two) {
-        _tile_stored(2, CTILE(cp->c, cp->ld, 2), cp->ld);
-        _tile_stored(3, CTILE(cp->c, cp->ld, 3), cp->ld);
-    }
-}
-#undef LATE_TILE
 
 /* rows m .. m+31 (two tile rows; the second only if two) x panel p, K steps
  * [s0, s1): C [32][32] f32/int32 loaded from cin (rows ldin bytes apart), or
@@ -583,7 +531,7 @@ static inline __attribute__((always_inline)) void late_step(const gemm_ctx *g, c
  * steps, and (AMX_PRELOAD) the next block's first tiles loaded */
 static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0, int s1, const uint8_t *cin,
                                size_t ldin, uint8_t *c, size_t ld, uintptr_t l2next, int l2lines, ypf yp,
-                               epi_pend *pe, tpre tp, cpend *cp)
+                               epi_pend *pe, tpre tp)
 {
     const uint8_t *A0 = g->xt + (size_t)(m / 16) * g->a_grp;
     const uint8_t *A1 = A0 + g->a_grp;
@@ -595,15 +543,14 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
     const int nst = s1 - s0, ytot = yp.rows * yp.lines;
     int l2acc = 0, yacc = 0, yi = 0; /* spreads: l2lines and ytot lines evenly over the nst steps */
     int eacc = 0, eto = pe->done;      /* and pe's rows */
-    const int late = STORE_LATE_ON && cp->c; /* the block before's C still in the tiles: late_step sets them up */
-    if (!late && !cin) {
+    if (!cin) {
         _tile_zero(0);
         _tile_zero(1);
         if (two) {
             _tile_zero(2);
             _tile_zero(3);
         }
-    } else if (!late) {
+    } else {
         _tile_loadd(0, cin, ldin);
         _tile_loadd(1, cin + 64, ldin);
         if (two) {
@@ -617,22 +564,17 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         for (l2acc += l2lines; l2acc >= nst; l2acc -= nst, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
         for (yacc += ytot; yacc >= nst; yacc -= nst, yi++) /* AMX_YPF: y's lines for the epilogue, for writing */
             __builtin_prefetch(yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64, 1, 3);
-        if (late && s == s0) {
-            late_step(g, b, A0 + (size_t)s * g->a_step, A1 + (size_t)s * g->a_step, two, cin, ldin, tp.pre, cp);
-            cp->c = NULL;
-        } else {
-            if (!PRELOAD_ON || s > s0 || tp.pre < 2) {
-                BLOAD(6, b);
-                BLOAD(7, b + 64);
-            }
-            if (!PRELOAD_ON || s > s0 || !tp.pre) _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
-            TDP(0, 4, 6);
-            TDP(1, 4, 7);
-            if (two) {
-                _tile_loadd(5, A1 + (size_t)s * g->a_step, g->a_ld);
-                TDP(2, 5, 6);
-                TDP(3, 5, 7);
-            }
+        if (!PRELOAD_ON || s > s0 || tp.pre < 2) {
+            BLOAD(6, b);
+            BLOAD(7, b + 64);
+        }
+        if (!PRELOAD_ON || s > s0 || !tp.pre) _tile_loadd(4, A0 + (size_t)s * g->a_step, g->a_ld);
+        TDP(0, 4, 6);
+        TDP(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, A1 + (size_t)s * g->a_step, g->a_ld);
+            TDP(2, 5, 6);
+            TDP(3, 5, 7);
         }
         /* the earlier block's rows, while the tiles work: the products above do not wait for them */
         for (eacc += pe->rows; eacc >= nst; eacc -= nst) eto++;
@@ -647,10 +589,9 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         }
     }
     if (AMX_EPI_MEASURE == 7 && s0 == 0 && s1 == g->nsteps) return;
-    if (STORE_LATE_ON && tp.next) { /* the next block's first step stores them */
-        *cp = (cpend){c, ld, two};
-        return;
-    }
+    /* Session 24 deferred these stores into the next block's first step, each just before that
+     * tile's first product there (AMX_STORE_LATE, run 116): 0.95-1.00x on six shapes, 0.94-0.99x
+     * with the B tiles preloaded too (A/A 0.96x, 1.01x); removed */
     _tile_stored(0, c, ld);
     _tile_stored(1, c + 64, ld);
     if (two) {
@@ -670,7 +611,6 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
     const size_t ld = acc_ld * sizeof(float);
     const int nblk = (m1 - m0 + 31) / 32, last = s1 == g->nsteps;
     int pre = 0;               /* AMX_PRELOAD: this block's first tiles loaded by the block before */
-    cpend cp = {NULL, 0, 0};   /* AMX_STORE_LATE: the block before's C, still in the tiles */
     for (int m = m0; m < m1; m += 32) {
         int bi = (m - m0) / 32, l0 = lines * bi / nblk, l1 = lines * (bi + 1) / nblk;
         for (int j = 0; j < np; j++) {
@@ -690,13 +630,13 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
                 if (g->N - n0 < 32) yp.lines = 1; /* a last panel's columns past N: only the first line surely in y */
             }
             int jn = j + 1 < np ? j + 1 : 0, mn = j + 1 < np ? m : m + 32; /* the next block */
-            tpre tp = {pre, NULL, NULL, mn < m1};
+            tpre tp = {pre, NULL, NULL};
             if (PRELOAD_ON && mn < m1) {
                 tp.na = g->xt + (size_t)(mn / 16) * g->a_grp + (size_t)s0 * g->a_step;
                 tp.nb = (const uint8_t *)g->w->panel + (size_t)(pg + jn) * panel_bytes(g) + (size_t)s0 * 2048;
             }
             block_steps(g, m, m1 - m > 16, pg + j, s0, s1, s0 == 0 ? NULL : c, ld, out, out_ld,
-                        nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp, &es->pend, tp, &cp);
+                        nb[j] + (uintptr_t)l0 * 64, l1 - l0, yp, &es->pend, tp);
             pre = tp.na ? AMX_PRELOAD : 0;
             PROF_ADD(prof_tile, t0);
             if (AMX_EPI_MEASURE != 2 && AMX_EPI_MEASURE != 4 && AMX_EPI_MEASURE != 7 && last && (!g->glu || h)) {
