@@ -122,10 +122,10 @@ static char *read_text(const char *path)
 
 /* ---- 1. conformance ------------------------------------------------------ */
 
-static void conformance(const char *name)
+/* dir's tokenizer.json against its tests.json; at least min_cases cases */
+static void conformance_dir(const char *dir, const char *name, int min_cases)
 {
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/conformance/tokenizers/%s", th_shared(), name);
+    char path[600];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     tm_err err = {0};
     tm_tokenizer *t = NULL;
@@ -210,7 +210,7 @@ static void conformance(const char *name)
         free(want_dec);
         free(want_skip);
     }
-    CHECKF(n_cases > 40, "%s: only %d cases", name, n_cases);
+    CHECKF(n_cases >= min_cases, "%s: only %d cases", name, n_cases);
     CHECKF(bad_ids == 0, "%s: %d/%d cases with wrong ids", name, bad_ids, n_cases);
     CHECKF(bad_special == 0, "%s: %d/%d cases with wrong ids_with_special_tokens", name, bad_special, n_cases);
     CHECKF(bad_dec == 0, "%s: %d/%d cases with wrong decoded", name, bad_dec, n_cases);
@@ -218,6 +218,13 @@ static void conformance(const char *name)
     CHECKF(bad_stream == 0, "%s: %d streamed decodes differ from the full decode", name, bad_stream);
     cJSON_Delete(root);
     tm_tok_free(t);
+}
+
+static void conformance(const char *name)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/conformance/tokenizers/%s", th_shared(), name);
+    conformance_dir(dir, name, 41);
 }
 
 /* ---- 2. the demo model and the tiny model fixtures ------------------------ */
@@ -649,6 +656,71 @@ static void test_stream_cases(void)
     }
 }
 
+/* WordPiece and the BERT normalizer where Tokenizers.js (the fixtures' oracle) differs from the
+ * Rust library, and the model's edges; expectations by hand from the Rust sources
+ * (normalizers/bert.rs, models/wordpiece, decoders/wordpiece.rs) */
+#define WP_VOCAB "\"[UNK]\":0,\"a\":1,\"b\":2,\"##b\":3,\"\xf0\xa0\x80\x80\":4,\"οδοσ\":5,\"οδος\":6,\"i\":7,\"ab\":8," \
+                 "\"cafe\":9,\"Cafe\":10,\"café\":11,\"\xe0\xa4\x95\xe0\xa4\xbe\":12,\"\xe0\xa4\x95\":13,\"abc\":14,\"##c\":15"
+static void test_wordpiece(void)
+{
+    const char *model = "{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"continuing_subword_prefix\":\"##\","
+                        "\"max_input_chars_per_word\":4,\"vocab\":{" WP_VOCAB "}}";
+    const char *bert = "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,"
+                       "\"strip_accents\":null,\"lowercase\":true}";
+    const char *pre = "{\"type\":\"BertPreTokenizer\"}";
+    tm_tokenizer *t = mk("[]", bert, pre, "null", "{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true}", model);
+    /* a CJK ideograph beyond the BMP (U+20000, extension B) is spaced out like the others */
+    EXPECT(t, "a\xf0\xa0\x80\x80" "b", 0, 1, 4, 2);
+    /* lowercasing is char by char: a final capital sigma becomes σ, not ς */
+    EXPECT(t, "ΟΔΟΣ", 0, 5);
+    /* accents are stripped before lowercasing: İ -> I + U+0307 -> I -> i */
+    EXPECT(t, "\xc4\xb0", 0, 7);
+    /* clean_text drops unassigned code points (Cn, U+0378), controls and format chars; keeps tab/LF/CR as spaces */
+    EXPECT(t, "a\xcd\xb8" "b\x07\xe2\x80\x8b", 0, 8);
+    EXPECT(t, "a\tb\r\nb", 0, 1, 2, 2);
+    /* only Mn marks go: the Mc vowel sign in का stays, the Mn U+0301 goes */
+    EXPECT(t, "\xe0\xa4\x95\xe0\xa4\xbe", 0, 12);
+    EXPECT(t, "cafe\xcc\x81", 0, 9);
+    /* greedy longest match, "##" pieces after the first; a word that cannot be covered is one unk,
+     * and so is one over max_input_chars_per_word (4), while 4 characters are still matched */
+    EXPECT(t, "abc abb", 0, 14, 8, 3);
+    EXPECT(t, "abx", 0, 0);
+    EXPECT(t, "abcbb", 0, 0);
+    EXPECT(t, "abcb", 0, 14, 3);
+    EXPECT(t, "bbb", 0, 2, 3, 3);
+    /* decoder: "##" pieces join, others get a space, cleanup per token (" ." would need one token) */
+    EXPECT_DECODE(t, "abc b", 0, 8, 15, 2);
+    EXPECT_DECODE(t, "##b a", 0, 3, 1); /* the first token keeps its prefix */
+    tm_tok_free(t);
+    /* strip_accents given explicitly wins over lowercase, both ways */
+    t = mk("[]", "{\"type\":\"BertNormalizer\",\"strip_accents\":true,\"lowercase\":false}", pre, "null", "null", model);
+    EXPECT(t, "Cafe\xcc\x81", 0, 10);
+    tm_tok_free(t);
+    t = mk("[]", "{\"type\":\"BertNormalizer\",\"strip_accents\":false,\"lowercase\":true}", pre, "null", "null", model);
+    EXPECT(t, "CAFÉ", 0, 11);
+    tm_tok_free(t);
+    /* an empty decoder prefix: every token starts with it, so nothing is stripped and no space added */
+    t = mk("[]", "null", pre, "null", "{\"type\":\"WordPiece\",\"prefix\":\"\",\"cleanup\":false}", model);
+    EXPECT_DECODE(t, "ab##b", 0, 1, 2, 3);
+    tm_tok_free(t);
+    /* no model type: max_input_chars_per_word names WordPiece (HF's untagged fallback) */
+    t = mk("[]", "null", pre, "null", "null", "{\"unk_token\":\"[UNK]\",\"max_input_chars_per_word\":100,\"vocab\":{" WP_VOCAB "}}");
+    EXPECT(t, "abc x", 0, 14, 0);
+    tm_tok_free(t);
+    /* an unk token missing from the vocabulary is an error once a word needs it */
+    t = mk("[]", "null", pre, "null", "null", "{\"type\":\"WordPiece\",\"unk_token\":\"<unk>\",\"vocab\":{" WP_VOCAB "}}");
+    if (t) {
+        EXPECT(t, "ab", 0, 8);
+        tm_err err = {0};
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(tm_tok_encode(t, "zz", 2, 0, &ids, &n, &err), TM_E_FORMAT);
+        CHECK(strstr(err.msg, "model.unk_token: '<unk>' is not in model.vocab") != NULL);
+        free(ids);
+        tm_tok_free(t);
+    }
+}
+
 /* ---- 4. malformed files and concurrency ---------------------------------- */
 
 static void expect_load_error(const char *json, int code, const char *needle, int line)
@@ -685,7 +757,19 @@ static void test_malformed(void)
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},"
                       "{\"type\":\"Precompiled\"}]}}",
                       TM_E_UNSUPPORTED, "normalizer.normalizers[1].type: normalizer type 'Precompiled'");
-    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"decoder\":{\"type\":\"WordPiece\"}}", TM_E_UNSUPPORTED, "decoder.type");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"decoder\":{\"type\":\"CTC\"}}", TM_E_UNSUPPORTED,
+                      "decoder.type: decoder type 'CTC'");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"decoder\":{\"type\":\"WordPiece\",\"cleanup\":3}}", TM_E_FORMAT,
+                      "decoder.cleanup");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":\"yes\"}}",
+                      TM_E_FORMAT, "normalizer.lowercase");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordPiece\",\"unk_token\":7,\"vocab\":{}}}", TM_E_FORMAT, "model.unk_token");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordPiece\",\"unk_token\":null,\"vocab\":{}}}", TM_E_FORMAT,
+                      "model.unk_token");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordPiece\",\"max_input_chars_per_word\":-1,\"vocab\":{}}}", TM_E_FORMAT,
+                      "model.max_input_chars_per_word");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordPiece\",\"vocab\":[]}}", TM_E_FORMAT, "model.vocab");
+    EXPECT_LOAD_ERROR("{\"model\":{\"vocab\":{\"a\":0}}}", TM_E_UNSUPPORTED, "model.type: missing");
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":"
                       "[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":{}}}",
                       TM_E_FORMAT, "post_processor.special_tokens");
@@ -820,6 +904,10 @@ int main(void)
     conformance("llama-bpe");
     conformance("qwen2");
     conformance("llama-spm");
+    /* pipelines the shared set lacks (WordPiece, BERT's normalizer and decoder): expectations from
+     * Tokenizers.js, checked against the shared set first (tools/gen_tok_fixtures.mjs) */
+    conformance_dir("tests/data/tokenizers/wordpiece-uncased", "wordpiece-uncased", 38);
+    conformance_dir("tests/data/tokenizers/wordpiece-cased", "wordpiece-cased", 38);
     demo_model();
     fixture_models();
     test_metaspace();
@@ -829,6 +917,7 @@ int main(void)
     test_added_tokens();
     test_gemma_style();
     test_post_and_decoders();
+    test_wordpiece();
     test_stream_cases();
     test_malformed();
     test_threads();

@@ -254,9 +254,9 @@ int tok_load_added(tm_tokenizer *t, const void *added_json, tm_err *err)
                 old->normalized == tok.normalized && old->special == tok.special)
                 continue;
         }
-        if (id < 0) id = tok_strmap_get(&t->bpe.vocab, tok.content, tok.len);
+        if (id < 0) id = tok_strmap_get(&t->model.vocab, tok.content, tok.len);
         if (id < 0) {
-            int32_t vs = (int32_t)t->bpe.vocab_entries;
+            int32_t vs = (int32_t)t->model.vocab_entries;
             if (max_added < 0) id = vs;
             else id = (max_added >= vs || vs == 0) ? max_added + 1 : vs;
         }

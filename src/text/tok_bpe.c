@@ -16,50 +16,14 @@
 
 /* ---- loading ------------------------------------------------------------- */
 
-static int opt_bool(const cJSON *o, const char *key, int *out, const char *name, tm_err *err)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) return TM_OK;
-    if (!cJSON_IsBool(v)) return tm_errf(err, TM_E_FORMAT, "%s: model.%s: expected true or false", name, key);
-    *out = cJSON_IsTrue(v);
-    return TM_OK;
-}
-
-static int opt_str(tm_tokenizer *t, const cJSON *o, const char *key, char **out, size_t *len, tm_err *err)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    *out = NULL;
-    if (len) *len = 0;
-    if (!v || cJSON_IsNull(v)) return TM_OK;
-    if (!cJSON_IsString(v)) return tm_errf(err, TM_E_FORMAT, "%s: model.%s: expected a string or null", t->name, key);
-    size_t n = strlen(v->valuestring);
-    if (!tok_utf8_valid(v->valuestring, n, NULL))
-        return tm_errf(err, TM_E_FORMAT, "%s: model.%s: not valid UTF-8", t->name, key);
-    *out = tok_arena_strndup(&t->arena, v->valuestring, n);
-    if (!*out) return tm_errf(err, TM_E_NOMEM, "%s: out of memory", t->name);
-    if (len) *len = n;
-    return TM_OK;
-}
-
 int tok_load_bpe(tm_tokenizer *t, const void *model_json, tm_err *err)
 {
     const cJSON *m = model_json;
-    tok_bpe *b = &t->bpe;
+    tok_model *b = &t->model;
     int rc;
-    if (!cJSON_IsObject(m)) return tm_errf(err, TM_E_FORMAT, "%s: model: expected an object", t->name);
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
+    b->type = TOK_MODEL_BPE;
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
-    if (type && !cJSON_IsString(type)) return tm_errf(err, TM_E_FORMAT, "%s: model.type: expected a string", t->name);
-    if (type && strcmp(type->valuestring, "BPE") != 0)
-        return tm_errf(err, TM_E_UNSUPPORTED, "%s: model.type: model type '%.64s' is not supported (only BPE)", t->name,
-                       type->valuestring);
-    if (!type && !merges)
-        return tm_errf(err, TM_E_UNSUPPORTED, "%s: model.type: missing, and the model has no merges (only BPE is supported)",
-                       t->name);
-    if (!cJSON_IsObject(vocab)) return tm_errf(err, TM_E_FORMAT, "%s: model.vocab: missing or not an object", t->name);
     if (!cJSON_IsArray(merges)) return tm_errf(err, TM_E_FORMAT, "%s: model.merges: missing or not an array", t->name);
-
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(m, "dropout");
     if (dropout && !cJSON_IsNull(dropout)) {
         if (!cJSON_IsNumber(dropout)) return tm_errf(err, TM_E_FORMAT, "%s: model.dropout: expected a number or null", t->name);
@@ -67,30 +31,14 @@ int tok_load_bpe(tm_tokenizer *t, const void *model_json, tm_err *err)
             return tm_errf(err, TM_E_UNSUPPORTED, "%s: model.dropout: BPE dropout %g is not supported (encoding would be random)",
                            t->name, dropout->valuedouble);
     }
-    if ((rc = opt_bool(m, "fuse_unk", &b->fuse_unk, t->name, err)) ||
-        (rc = opt_bool(m, "byte_fallback", &b->byte_fallback, t->name, err)) ||
-        (rc = opt_bool(m, "ignore_merges", &b->ignore_merges, t->name, err)) ||
-        (rc = opt_str(t, m, "unk_token", &b->unk, NULL, err)) ||
-        (rc = opt_str(t, m, "continuing_subword_prefix", &b->prefix, &b->prefix_len, err)) ||
-        (rc = opt_str(t, m, "end_of_word_suffix", &b->suffix, &b->suffix_len, err)))
+    if ((rc = tok_model_bool(t, m, "fuse_unk", &b->fuse_unk, err)) ||
+        (rc = tok_model_bool(t, m, "byte_fallback", &b->byte_fallback, err)) ||
+        (rc = tok_model_bool(t, m, "ignore_merges", &b->ignore_merges, err)) ||
+        (rc = tok_model_str(t, m, "unk_token", &b->unk, NULL, err)) ||
+        (rc = tok_model_str(t, m, "continuing_subword_prefix", &b->prefix, &b->prefix_len, err)) ||
+        (rc = tok_model_str(t, m, "end_of_word_suffix", &b->suffix, &b->suffix_len, err)) ||
+        (rc = tok_model_vocab(t, cJSON_GetObjectItemCaseSensitive(m, "vocab"), err)))
         return rc;
-
-    /* vocabulary */
-    size_t nv = (size_t)cJSON_GetArraySize(vocab);
-    if (tok_strmap_init(&b->vocab, nv) != TM_OK) return tm_errf(err, TM_E_NOMEM, "%s: out of memory", t->name);
-    for (const cJSON *e = vocab->child; e; e = e->next) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= TOK_MAX_ID ||
-            e->valuedouble != (double)(int32_t)e->valuedouble)
-            return tm_errf(err, TM_E_FORMAT, "%s: model.vocab[\"%.64s\"]: id must be an integer in [0, %d)", t->name,
-                           e->string ? e->string : "", TOK_MAX_ID);
-        size_t kl = strlen(e->string);
-        if (!tok_utf8_valid(e->string, kl, NULL))
-            return tm_errf(err, TM_E_FORMAT, "%s: model.vocab: a token is not valid UTF-8", t->name);
-        char *k = tok_arena_strndup(&t->arena, e->string, kl);
-        if (!k || tok_strmap_put(&b->vocab, k, kl, (int32_t)e->valuedouble) != TM_OK)
-            return tm_errf(err, TM_E_NOMEM, "%s: out of memory", t->name);
-    }
-    b->vocab_entries = b->vocab.n;
     for (int i = 0; i < 256; i++) {
         char s[8];
         snprintf(s, sizeof s, "<0x%02X>", i);
@@ -118,13 +66,13 @@ static int legacy_cut(const tm_tokenizer *t, const char *s, size_t n, size_t idx
     tok_buf tmp = {0};
     for (size_t i = 0; i < n; i++) {
         if (s[i] != ' ') continue;
-        if (tok_strmap_get(&t->bpe.vocab, s, i) < 0 || tok_strmap_get(&t->bpe.vocab, s + i + 1, n - i - 1) < 0) continue;
+        if (tok_strmap_get(&t->model.vocab, s, i) < 0 || tok_strmap_get(&t->model.vocab, s + i + 1, n - i - 1) < 0) continue;
         tmp.len = 0;
         if (tok_buf_append(&tmp, s, i) || tok_buf_append(&tmp, s + i + 1, n - i - 1)) {
             tok_buf_free(&tmp);
             return tm_errf(err, TM_E_NOMEM, "%s: out of memory", t->name);
         }
-        if (tok_strmap_get(&t->bpe.vocab, tmp.p, tmp.len) < 0) continue;
+        if (tok_strmap_get(&t->model.vocab, tmp.p, tmp.len) < 0) continue;
         if (found++) break;
         *cut = i;
     }
@@ -138,7 +86,7 @@ static int legacy_cut(const tm_tokenizer *t, const char *s, size_t n, size_t idx
 int tok_bpe_build_merges(tm_tokenizer *t, const void *merges_json, tm_err *err)
 {
     const cJSON *merges = merges_json;
-    tok_bpe *b = &t->bpe;
+    tok_model *b = &t->model;
     if (tok_pairmap_init(&b->merges, (size_t)cJSON_GetArraySize(merges)) != TM_OK)
         return tm_errf(err, TM_E_NOMEM, "%s: out of memory", t->name);
     tok_buf joined = {0};
@@ -253,7 +201,7 @@ static tok_heap_ent heap_pop(tok_work *w)
     return top;
 }
 
-static int merge_all(const tok_bpe *b, tok_work *w)
+static int merge_all(const tok_model *b, tok_work *w)
 {
     w->n_heap = 0;
     for (size_t i = 0; i + 1 < w->n_syms; i++) {
@@ -324,9 +272,9 @@ static int cache_put(tok_work *w, const char *s, size_t n, size_t from)
     return TM_OK;
 }
 
-static int bpe_word(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_err *err);
+static int bpe_word(const tok_model *b, tok_work *w, const char *s, size_t n, tm_err *err);
 
-int tok_bpe_encode(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_err *err)
+int tok_bpe_encode(const tok_model *b, tok_work *w, const char *s, size_t n, tm_err *err)
 {
     if (n == 0) return TM_OK;
     if (b->ignore_merges) {
@@ -348,7 +296,7 @@ int tok_bpe_encode(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_er
 }
 
 /* one word, no cache */
-static int bpe_word(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_err *err)
+static int bpe_word(const tok_model *b, tok_work *w, const char *s, size_t n, tm_err *err)
 {
     w->n_syms = 0;
     int32_t unk_id = -1;

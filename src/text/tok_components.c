@@ -184,6 +184,14 @@ int tok_load_normalizer(tm_tokenizer *t, tok_normalizer *x, const void *json, co
     } else if (!strcmp(ty, "Prepend")) {
         x->type = TOK_NORM_PREPEND;
         return get_str(t, j, "prepend", &x->content, &x->content_len, path, err);
+    } else if (!strcmp(ty, "BertNormalizer")) {
+        x->type = TOK_NORM_BERT;
+        int rc;
+        if ((rc = get_bool(t, j, "clean_text", 1, &x->clean, path, err)) ||
+            (rc = get_bool(t, j, "handle_chinese_chars", 1, &x->chinese, path, err)) ||
+            (rc = get_bool(t, j, "lowercase", 1, &x->lower, path, err)))
+            return rc;
+        return get_bool(t, j, "strip_accents", x->lower, &x->accents, path, err); /* null: as lowercase */
     } else if (!strcmp(ty, "Strip")) {
         x->type = TOK_NORM_STRIP;
         int rc = get_bool(t, j, "strip_left", 1, &x->left, path, err);
@@ -295,6 +303,12 @@ int tok_load_decoder(tm_tokenizer *t, tok_decoder *x, const void *json, const ch
     } else if (!strcmp(ty, "Replace")) {
         x->type = TOK_DEC_REPLACE;
         if (!(rc = get_pattern(t, j, &x->re, path, err))) rc = get_str(t, j, "content", &x->content, &x->content_len, path, err);
+    } else if (!strcmp(ty, "WordPiece")) {
+        x->type = TOK_DEC_WORDPIECE;
+        if (cJSON_GetObjectItemCaseSensitive(j, "prefix")) rc = get_str(t, j, "prefix", &x->content, &x->content_len, path, err);
+        else if (!(x->content = malloc(3))) rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", t->name);
+        else memcpy(x->content, "##", 3), x->content_len = 2;
+        if (!rc) rc = get_bool(t, j, "cleanup", 1, &x->cleanup, path, err);
     } else if (!strcmp(ty, "BPEDecoder")) {
         x->type = TOK_DEC_BPE;
         if (cJSON_GetObjectItemCaseSensitive(j, "suffix")) rc = get_str(t, j, "suffix", &x->content, &x->content_len, path, err);

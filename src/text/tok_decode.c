@@ -185,6 +185,50 @@ static int dec_bpe(const tok_decoder *d, tok_strs *in, tok_strs *out)
     return rc;
 }
 
+/* every occurrence of from in b (left to right, not overlapping) replaced by to, in place (to is
+ * never longer than from) */
+static void replace_all(tok_buf *b, const char *from, const char *to)
+{
+    size_t fl = strlen(from), tl = strlen(to), o = 0;
+    for (size_t i = 0; i < b->len;) {
+        if (i + fl <= b->len && memcmp(b->p + i, from, fl) == 0) {
+            memmove(b->p + o, to, tl);
+            o += tl;
+            i += fl;
+        } else {
+            b->p[o++] = b->p[i++];
+        }
+    }
+    b->len = o;
+}
+
+/* WordPiece: every token but the first loses its leading prefix ("##") or gains a leading space;
+ * cleanup then undoes the usual tokenization spaces, token by token, in HF's order */
+static int dec_wordpiece(const tok_decoder *d, tok_strs *in, tok_strs *out)
+{
+    static const char *const fix[][2] = {{" .", "."},   {" ?", "?"},     {" !", "!"},           {" ,", ","},
+                                         {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},         {" do not", " don't"},
+                                         {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    tok_buf tmp = {0};
+    int rc = TM_OK;
+    for (size_t i = 0; i < in->n && !rc; i++) {
+        const char *s = TOK_S(in, i);
+        size_t n = in->len[i];
+        tmp.len = 0;
+        if (i && n >= d->content_len && memcmp(s, d->content, d->content_len) == 0) {
+            s += d->content_len, n -= d->content_len;
+        } else if (i) {
+            rc = tok_buf_append(&tmp, " ", 1);
+        }
+        if (!rc) rc = tok_buf_append(&tmp, s, n);
+        if (!rc && d->cleanup)
+            for (size_t k = 0; k < sizeof fix / sizeof fix[0]; k++) replace_all(&tmp, fix[k][0], fix[k][1]);
+        if (!rc) rc = tok_strs_push(out, tmp.p ? tmp.p : "", tmp.len);
+    }
+    tok_buf_free(&tmp);
+    return rc;
+}
+
 int tok_decode_chain(const tm_tokenizer *t, const tok_decoder *d, tok_work *w, tok_strs *toks, tm_err *err)
 {
     if (d->type == TOK_DEC_SEQUENCE) {
@@ -204,6 +248,7 @@ int tok_decode_chain(const tm_tokenizer *t, const tok_decoder *d, tok_work *w, t
     case TOK_DEC_STRIP: rc = dec_strip(d, toks, &out); break;
     case TOK_DEC_REPLACE: rc = dec_replace(t, d, w, toks, &out, err); break;
     case TOK_DEC_BPE: rc = dec_bpe(d, toks, &out); break;
+    case TOK_DEC_WORDPIECE: rc = dec_wordpiece(d, toks, &out); break;
     case TOK_DEC_SEQUENCE: break;
     }
     if (rc) {

@@ -30,7 +30,7 @@ static int encode_piece(const tm_tokenizer *t, tok_work *w, tok_piece p, tm_err 
     }
     for (size_t i = 0; i < list->n; i++) {
         const tok_piece *q = &list->v[i];
-        if ((rc = tok_bpe_encode(&t->bpe, w, w->text.p + q->off, q->len, err))) return rc;
+        if ((rc = tok_model_encode(&t->model, w, w->text.p + q->off, q->len, err))) return rc;
     }
     return TM_OK;
 }

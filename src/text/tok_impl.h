@@ -4,7 +4,7 @@
  * Layout of the encode pipeline (HF `TokenizerImpl::encode_single_sequence`):
  *
  *   text ─► added tokens (raw text) ─► per gap: normalizer ─► added tokens
- *        (normalized) ─► pre-tokenizer ─► model (BPE) ─► ids ─► post-processor
+ *        (normalized) ─► pre-tokenizer ─► model (BPE, WordPiece) ─► ids ─► post-processor
  *
  * Text moves through the pipeline as "pieces": byte ranges of a per-call
  * scratch buffer (tok_work.text). A split only creates new ranges; a
@@ -215,6 +215,7 @@ typedef enum tok_norm_type {
     TOK_NORM_LOWERCASE,
     TOK_NORM_STRIP,
     TOK_NORM_STRIP_ACCENTS,
+    TOK_NORM_BERT,
 } tok_norm_type;
 
 typedef struct tok_normalizer {
@@ -225,6 +226,8 @@ typedef struct tok_normalizer {
     char *content;                /* Replace: replacement; Prepend: prefix */
     size_t content_len;
     int left, right;              /* Strip */
+    int clean, chinese, accents, lower; /* BertNormalizer: clean_text, handle_chinese_chars, strip_accents
+                                           (null: as lowercase), lowercase */
 } tok_normalizer;
 
 typedef enum tok_pretok_type {
@@ -266,6 +269,7 @@ typedef enum tok_dec_type {
     TOK_DEC_STRIP,
     TOK_DEC_REPLACE,
     TOK_DEC_BPE,
+    TOK_DEC_WORDPIECE,
 } tok_dec_type;
 
 typedef struct tok_decoder {
@@ -273,11 +277,12 @@ typedef struct tok_decoder {
     struct tok_decoder *items; /* Sequence: [n_items] */
     size_t n_items;
     tok_regex re;              /* Replace */
-    char *content;             /* Replace: replacement; BPEDecoder: suffix */
+    char *content;             /* Replace: replacement; BPEDecoder: suffix; WordPiece: prefix */
     size_t content_len;
     uint32_t ch;               /* Strip: content; Metaspace: replacement */
     size_t start, stop;        /* Strip */
     tok_prepend_scheme prepend; /* Metaspace */
+    int cleanup;               /* WordPiece */
 } tok_decoder;
 
 typedef enum tok_post_type { TOK_POST_SEQUENCE, TOK_POST_TEMPLATE, TOK_POST_NOOP } tok_post_type;
@@ -291,19 +296,25 @@ typedef struct tok_post {
     size_t n_tmpl;
 } tok_post;
 
-/* ---- the BPE model ------------------------------------------------------- */
-typedef struct tok_bpe {
+/* ---- the model: BPE or WordPiece ----------------------------------------- */
+typedef enum tok_model_type { TOK_MODEL_BPE, TOK_MODEL_WORDPIECE } tok_model_type;
+
+typedef struct tok_model {
+    tok_model_type type;
     tok_strmap vocab;        /* piece -> id */
     size_t vocab_entries;    /* distinct pieces (HF get_vocab_size) */
-    tok_pairmap merges;      /* (left id, right id) -> (rank, merged id) */
     char *unk;               /* unk_token or NULL */
     char *prefix;            /* continuing_subword_prefix or NULL */
     size_t prefix_len;
+    /* BPE */
+    tok_pairmap merges;      /* (left id, right id) -> (rank, merged id) */
     char *suffix;            /* end_of_word_suffix or NULL */
     size_t suffix_len;
     int fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256];   /* id of "<0xXX>" or -1 (byte fallback) */
-} tok_bpe;
+    /* WordPiece */
+    size_t max_chars;        /* max_input_chars_per_word: longer words are unk */
+} tok_model;
 
 /* ---- added tokens (HF AddedVocabulary) ------------------------------------ */
 typedef struct tok_trie {
@@ -325,7 +336,7 @@ typedef struct tok_added {
 struct tm_tokenizer {
     char name[256];          /* for error messages */
     tok_arena arena;         /* all vocabulary strings */
-    tok_bpe bpe;
+    tok_model model;
     tok_normalizer *normalizer;  /* NULL = none */
     tok_pretok *pretok;          /* NULL = none */
     tok_post *post;              /* NULL = none */
@@ -353,7 +364,14 @@ struct tm_tokenizer {
 void tok_byte_level_tables(tm_tokenizer *t);
 
 /* loading (tok_load*.c) */
+int tok_load_model(tm_tokenizer *t, const void *model_json, tm_err *err); /* by model.type */
 int tok_load_bpe(tm_tokenizer *t, const void *model_json, tm_err *err);
+int tok_load_wordpiece(tm_tokenizer *t, const void *model_json, tm_err *err);
+/* model.vocab, an object of piece -> id, into t->model.vocab */
+int tok_model_vocab(tm_tokenizer *t, const void *vocab_json, tm_err *err);
+/* optional model.KEY: a bool (null or absent: *out unchanged), a string (null or absent: NULL) */
+int tok_model_bool(const tm_tokenizer *t, const void *model_json, const char *key, int *out, tm_err *err);
+int tok_model_str(tm_tokenizer *t, const void *model_json, const char *key, char **out, size_t *len, tm_err *err);
 int tok_load_added(tm_tokenizer *t, const void *added_json, tm_err *err);
 int tok_load_normalizer(tm_tokenizer *t, tok_normalizer *n, const void *json, const char *path,
                         int depth, tm_err *err);
@@ -373,7 +391,10 @@ int tok_normalize(const tm_tokenizer *t, const tok_normalizer *n, tok_work *w, t
                   tm_err *err);
 int tok_pretokenize(const tm_tokenizer *t, const tok_pretok *pt, tok_work *w, tok_pieces *in,
                     tok_pieces *out, tm_err *err);
-int tok_bpe_encode(const tok_bpe *b, tok_work *w, const char *s, size_t n, tm_err *err);
+/* one pre-token through the model: its ids appended to w->ids */
+int tok_model_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
+int tok_bpe_encode(const tok_model *b, tok_work *w, const char *s, size_t n, tm_err *err);
+int tok_wordpiece_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
 int tok_bpe_build_merges(tm_tokenizer *t, const void *merges_json, tm_err *err);
 
 /* added tokens: trie + HF find_matches (leftmost-longest, with the flags) */

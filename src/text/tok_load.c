@@ -17,8 +17,8 @@
 void tm_tok_free(tm_tokenizer *t)
 {
     if (!t) return;
-    tok_strmap_free(&t->bpe.vocab);
-    tok_pairmap_free(&t->bpe.merges);
+    tok_strmap_free(&t->model.vocab);
+    tok_pairmap_free(&t->model.merges);
     if (t->normalizer) tok_normalizer_free(t->normalizer);
     if (t->pretok) tok_pretok_free(t->pretok);
     if (t->post) tok_post_free(t->post);
@@ -57,12 +57,12 @@ void tm_tok_free(tm_tokenizer *t)
 static int build_tables(tm_tokenizer *t, tm_err *err)
 {
     int64_t max_id = -1;
-    const tok_strmap *v = &t->bpe.vocab;
+    const tok_strmap *v = &t->model.vocab;
     for (size_t i = 0; i <= v->mask; i++)
         if (v->slots[i].key && v->slots[i].val > max_id) max_id = v->slots[i].val;
     for (size_t i = 0; i < t->n_added; i++)
         if (t->added[i].id > max_id) max_id = t->added[i].id;
-    size_t count = t->bpe.vocab_entries + t->n_added;
+    size_t count = t->model.vocab_entries + t->n_added;
     if (max_id >= 0 && (uint64_t)max_id >= 4 * (uint64_t)count + 65536)
         return tm_errf(err, TM_E_LIMIT, "%s: model.vocab: id %lld is absurdly large for %zu tokens", t->name,
                        (long long)max_id, count);
@@ -132,7 +132,7 @@ int tm_tok_load_from_string(tm_tokenizer **out, const char *json, size_t len, co
         rc = tm_errf(err, TM_E_FORMAT, "%s: model: missing", t->name);
         goto fail;
     }
-    if ((rc = tok_load_bpe(t, model, err))) goto fail;
+    if ((rc = tok_load_model(t, model, err))) goto fail;
     LOAD_PART(tok_normalizer, normalizer, "normalizer", tok_load_normalizer);
     LOAD_PART(tok_pretok, pretok, "pre_tokenizer", tok_load_pretok);
     LOAD_PART(tok_post, post, "post_processor", tok_load_post);
@@ -174,7 +174,7 @@ int32_t tm_tok_piece_to_id(const tm_tokenizer *t, const char *piece)
 {
     size_t n = strlen(piece);
     int32_t id = tok_strmap_get(&t->added_map, piece, n);
-    return id >= 0 ? id : tok_strmap_get(&t->bpe.vocab, piece, n);
+    return id >= 0 ? id : tok_strmap_get(&t->model.vocab, piece, n);
 }
 
 int tm_tok_is_special(const tm_tokenizer *t, int32_t id)

@@ -162,7 +162,9 @@ static int strip(tok_piece *p, const char *s, int left, int right)
     return TM_OK;
 }
 
-static int strip_accents(tok_work *w, tok_piece *p, tm_err *err)
+/* drop combining marks: Mn, Mc and Me (StripAccents: HF is_combining_mark), or Mn only
+ * (BertNormalizer: char::is_mark_nonspacing) */
+static int strip_marks(tok_work *w, tok_piece *p, int mn_only, tm_err *err)
 {
     tok_buf out = {0};
     const char *s = w->text.p + p->off;
@@ -172,7 +174,8 @@ static int strip_accents(tok_work *w, tok_piece *p, tm_err *err)
         size_t adv;
         uint32_t c = tok_utf8_dec(s + i, p->len - i, &adv);
         utf8proc_propval_t cat = c < 0x80 ? UTF8PROC_CATEGORY_LL : utf8proc_category((utf8proc_int32_t)c);
-        int mark = cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
+        int mark = cat == UTF8PROC_CATEGORY_MN ||
+                   (!mn_only && (cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME));
         if (!mark) {
             tok_buf_append(&out, s + i, adv); /* reserved above: cannot fail */
             if (i < p->ins) ins += adv;
@@ -181,6 +184,66 @@ static int strip_accents(tok_work *w, tok_piece *p, tm_err *err)
     }
     int rc = set_text(w, p, out.p ? out.p : "", out.len, ins, err);
     tok_buf_free(&out);
+    return rc;
+}
+
+/* BertNormalizer's CJK ideograph blocks (HF is_chinese_char) */
+static int is_chinese(uint32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+/* clean_text's removal: NUL, U+FFFD, and the "other" categories (Cc Cf Cs Co Cn) but tab, LF, CR */
+static int bert_removes(uint32_t c)
+{
+    if (c == 0 || c == 0xFFFD) return 1;
+    if (c == '\t' || c == '\n' || c == '\r') return 0;
+    if (c >= 0x20 && c < 0x7F) return 0;
+    utf8proc_propval_t cat = utf8proc_category((utf8proc_int32_t)c);
+    return cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF || cat == UTF8PROC_CATEGORY_CS ||
+           cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CN;
+}
+
+/* BertNormalizer (HF normalizers::bert), in its order: clean_text (the removals above,
+ * every whitespace character to ' '), handle_chinese_chars (' ' around each CJK ideograph),
+ * strip_accents (NFD, then Mn dropped), lowercase */
+static int bert(tok_work *w, tok_piece *p, const tok_normalizer *n, tm_err *err)
+{
+    if (n->clean || n->chinese) {
+        tok_buf out = {0};
+        const char *s = w->text.p + p->off;
+        size_t ins = 0;
+        if (tok_buf_reserve(&out, p->len + 8)) return oom(w, err);
+        for (size_t i = 0; i < p->len;) {
+            size_t adv, before = out.len;
+            uint32_t c = tok_utf8_dec(s + i, p->len - i, &adv);
+            int rc = TM_OK;
+            if (n->clean && bert_removes(c)) {
+                /* dropped */
+            } else if (n->clean && tok_is_whitespace(c)) {
+                rc = tok_buf_append(&out, " ", 1);
+            } else if (n->chinese && is_chinese(c)) {
+                if (!(rc = tok_buf_append(&out, " ", 1)) && !(rc = tok_buf_append(&out, s + i, adv)))
+                    rc = tok_buf_append(&out, " ", 1);
+            } else {
+                rc = tok_buf_append(&out, s + i, adv);
+            }
+            if (rc || out.len > w->limit) {
+                tok_buf_free(&out);
+                return rc ? oom(w, err) : tm_errf(err, TM_E_LIMIT, "%s: normalizer BertNormalizer grew the text beyond the limit", w->name);
+            }
+            if (i < p->ins) ins += out.len - before;
+            i += adv;
+        }
+        int rc = set_text(w, p, out.p ? out.p : "", out.len, ins, err);
+        tok_buf_free(&out);
+        if (rc) return rc;
+    }
+    int rc = TM_OK;
+    if (n->accents && !(rc = unicode_form(w, p, TOK_NORM_NFD, err))) rc = strip_marks(w, p, 1, err);
+    if (!rc && n->lower) rc = lowercase(w, p, err);
     return rc;
 }
 
@@ -215,7 +278,9 @@ int tok_normalize(const tm_tokenizer *t, const tok_normalizer *n, tok_work *w, t
     case TOK_NORM_STRIP:
         return strip(p, w->text.p + p->off, n->left, n->right);
     case TOK_NORM_STRIP_ACCENTS:
-        return strip_accents(w, p, err);
+        return strip_marks(w, p, 0, err);
+    case TOK_NORM_BERT:
+        return bert(w, p, n, err);
     }
     return TM_OK;
 }
