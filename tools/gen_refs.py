@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/gen_refs.py OUT_DIR: Hugging Face reference outputs for architectures
+"""tools/gen_refs.py OUT_DIR [NAME...]: Hugging Face reference outputs for architectures
 and RoPE variants that ../shared/conformance does not cover.
 
 Needs torch and transformers 5 (run it where they are installed; CPU is
@@ -103,6 +103,33 @@ def variants():
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
         num_local_experts=4, num_experts_per_tok=2, sliding_window=None, tie_word_embeddings=False), 2013,
         "Mixtral: 4 experts, top-2 (always renormalised), Hub tensor names block_sparse_moe.experts.N.w1/w2/w3")
+    v["gemma"] = ("GemmaConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=32, hidden_act="gelu_pytorch_tanh", max_position_embeddings=4096,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=True, attention_bias=False), 2015,
+        "Gemma (1): (1+w) norms, sqrt(D) embedding scale, GeGLU (tanh), MQA, head_dim 32 != hidden / heads, "
+        "no sandwich norms, no soft-caps, attention scaled by head_dim^-0.5, tied")
+    v["granite"] = ("GraniteConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=True,
+        attention_bias=False, mlp_bias=False, embedding_multiplier=12.0, logits_scaling=8.0,
+        residual_multiplier=0.22, attention_multiplier=0.0625), 2017,
+        "Granite: embedding x 12, attention scale 0.0625 (not head_dim^-0.5 = 0.25), residual branches x 0.22, "
+        "logits / 8, tied")
+    v["smollm3"] = ("SmolLM3Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, no_rope_layers=[1, 1, 0, 1],
+        use_sliding_window=False, tie_word_embeddings=True, attention_bias=False, mlp_bias=False), 2019,
+        "SmolLM3: RoPE on layers 0, 1 and 3, none on layer 2 (no_rope_layers [1, 1, 0, 1]), tied")
+    v["olmo2"] = ("Olmo2Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, tie_word_embeddings=False,
+        attention_bias=False), 2021,
+        "OLMo 2: norms after attention and MLP only (no pre-norms), q/k RMSNorm over the whole projection")
     return v
 
 
@@ -347,14 +374,17 @@ def build(name, cls_name, kwargs, seed, desc, root):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         print(__doc__)
         sys.exit(2)
     root = sys.argv[1]
+    only = set(sys.argv[2:])  # names to build; all when none
     os.makedirs(root, exist_ok=True)
     torch.set_num_threads(min(8, os.cpu_count() or 1))
     summary = {}
     for name, (cls_name, kwargs, seed, desc) in variants().items():
+        if only and name not in only:
+            continue
         try:
             summary[name] = {"ok": True, "hub_style_equal": build(name, cls_name, kwargs, seed, desc, root)}
         except Exception as e:  # keep going: report what failed

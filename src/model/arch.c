@@ -26,7 +26,8 @@ typedef struct arch_info {
     bias_mode bias;          /* AB_CONFIG: attention_bias → q,k,v,o; AB_QKV: q,k,v always */
     int mlp_bias;            /* mlp_bias key honoured */
     int qk_norm;
-    int gemma;               /* 2 or 3: (1 + w) norms, sandwich norms, scaled embedding, softcaps */
+    int gemma;               /* 1, 2 or 3: (1 + w) norms, scaled embedding; 2 and 3 also sandwich norms,
+                                hidden_activation, query_pre_attn_scalar, softcaps */
     int fused;               /* Phi-3 fused qkv and gate_up */
     sw_mode sw;
     int sw_default;          /* sliding_window when the key is absent */
@@ -40,6 +41,7 @@ static const arch_info arch_table[] = {
     {"MistralForCausalLM",             "mistral",    TM_ARCH_MISTRAL,   0, 1e-6, 1e4, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    4096, MOE_NONE,    "model."},
     {"Qwen2ForCausalLM",               "qwen2",      TM_ARCH_QWEN2,     0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN,   4096, MOE_NONE,    "model."},
     {"Qwen3ForCausalLM",               "qwen3",      TM_ARCH_QWEN3,     0, 1e-6, 1e4, 32768,  128, AB_CONFIG, 0, 1, 0, 0, SW_QWEN,  4096, MOE_NONE,    "model."},
+    {"GemmaForCausalLM",               "gemma",      TM_ARCH_GEMMA,     1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 1, 0, SW_NONE,   0,    MOE_NONE,    "model."},
     {"Gemma2ForCausalLM",              "gemma2",     TM_ARCH_GEMMA2,    1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 2, 0, SW_GEMMA2, 4096, MOE_NONE,   "model."},
     {"Gemma3ForCausalLM",              "gemma3_text", TM_ARCH_GEMMA3,   1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "model."},
     {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model."},
@@ -294,7 +296,7 @@ static int build_specs(tm_model *m, tm_err *err)
         }
         ADD(&w->wo, TM_TK_MATRIX, D, q, "%slayers.%d.self_attn.o_proj.weight", P, l);
         if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%slayers.%d.self_attn.o_proj.bias", P, l);
-        if (ai->gemma) {
+        if (ai->gemma >= 2) {
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
             ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.pre_feedforward_layernorm.weight", P, l);
             ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
@@ -362,8 +364,8 @@ static const arch_info *find_arch(const tm_hf_config *c)
 static int resolve_act(ctx *x, const arch_info *ai, tm_model *m)
 {
     const tm_hf_config *c = x->c;
-    const char *key = ai->gemma ? "hidden_activation" : "hidden_act";
-    const char *a = ai->gemma ? c->hidden_activation : c->hidden_act;
+    const char *key = ai->gemma >= 2 ? "hidden_activation" : "hidden_act"; /* Gemma (1) reads hidden_act */
+    const char *a = ai->gemma >= 2 ? c->hidden_activation : c->hidden_act;
     if (!a[0]) {
         m->act = ai->gemma ? TM_ACT_GELU_TANH : TM_ACT_SILU;
         return TM_OK;
@@ -555,10 +557,11 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     m->mlp_bias = ai->mlp_bias && c->mlp_bias.state == TM_CFG_SET && c->mlp_bias.v;
     m->qk_norm = ai->qk_norm;
     m->fused_qkv = m->fused_gate_up = ai->fused;
-    m->norm_add_one = m->post_attn_norm = m->post_ffn_norm = ai->gemma != 0;
+    m->norm_add_one = ai->gemma != 0;
+    m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2;
     m->embed_scale = ai->gemma ? (float)sqrt((double)m->D) : 1.0f;
     m->attn_scale = (float)pow((double)m->Dh, -0.5);
-    if (ai->gemma) {
+    if (ai->gemma >= 2) {
         double qpas = 256, cap = 0;
         if ((rc = opt_pos_num(&x, &c->query_pre_attn_scalar, "query_pre_attn_scalar", 256, &qpas))) goto fail;
         m->attn_scale = (float)pow(qpas, -0.5);

@@ -83,6 +83,7 @@ typedef enum tm_arch {
     TM_ARCH_MISTRAL,
     TM_ARCH_QWEN2,
     TM_ARCH_QWEN3,
+    TM_ARCH_GEMMA,
     TM_ARCH_GEMMA2,
     TM_ARCH_GEMMA3,
     TM_ARCH_PHI3,
