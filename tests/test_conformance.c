@@ -171,7 +171,8 @@ static void check_rope(const tm_model *m, const char *tag, const cJSON *rope)
         const cJSON *lt = cJSON_GetObjectItem(it, "layer_type"), *tb = cJSON_GetObjectItem(it, "table");
         int ri = 0;
         for (int l = 0; l < m->L && cJSON_IsString(lt); l++)
-            if (m->layer[l].sliding == (strcmp(lt->valuestring, "sliding_attention") == 0)) ri = m->layer[l].rope;
+            if (m->layer[l].sliding == (strcmp(lt->valuestring, "sliding_attention") == 0) && m->layer[l].rope >= 0)
+                ri = m->layer[l].rope;
         const tm_rope *rp = &m->rope[ri];
         const float *mine = cJSON_IsString(tb) && strcmp(tb->valuestring, "long") == 0 ? rp->inv_freq_long : rp->inv_freq;
         const cJSON *inv = cJSON_GetObjectItem(it, "inv_freq");

@@ -130,6 +130,28 @@ static void test_routes_exact(void)
     tm_rt_model_free(rm);
 }
 
+/* The model description's per-architecture scalars and switches, on the demo
+ * model's trained weights (where they move the logits a lot, unlike on the
+ * random fixtures): Granite's residual_scale and logits_div and a layer
+ * without RoPE (SmolLM3's NoPE), set by hand on both stages' descriptions;
+ * every engine and route against the fp32 reference over the same
+ * description. Leaving any of them out of an engine moves its logits by far
+ * more than the bound. */
+static void test_model_scalars(void)
+{
+    tm_rt_model *rm = open_bf16("models/tiny-classics-llama", "build/test_engine_scalars.tdm");
+    if (!rm) return;
+    tm_model *ms[2] = {rm->prefill, rm->decode};
+    for (int i = 0; i < 2; i++) {
+        ms[i]->residual_scale = 0.5f;
+        ms[i]->logits_div = 3.0f;
+        ms[i]->layer[1].rope = -1;
+    }
+    int32_t ids[] = {0, 7793, 537, 260, 594, 13, 477, 310, 260, 536, 952, 479, 373, 260, 536, 952};
+    routes_exact(rm, ids, 16, 12, 0.25 / 3);
+    tm_rt_model_free(rm);
+}
+
 /* A Qwen3 with attention biases as well as q/k norms (attention_bias: true),
  * synthetic: every step between the q/k/v projection and attention at once
  * (the fused projection's split, three biases, two per-head norms, RoPE on q
@@ -589,6 +611,7 @@ int main(void)
     test_gemm_stat();
     test_ffn_bf16();
     test_routes_exact();
+    test_model_scalars();
     test_bias_and_qk_norm();
     test_hybrid_quantized();
     test_kv_int8();

@@ -266,7 +266,7 @@ static void ref_fixture(const char *dir, const char *name)
         CHECKF(tm_kv_cache_init(&kv, &ko, &err) == TM_OK && tm_kv_seq_reserve(kv, &seq, N, &err) == TM_OK, "%s",
                err.msg);
         int rows = 0, agree = 0;
-        double kl_sum = 0;
+        double kl_sum = 0, maxd = 0, maxs = 0;
         tm_prefill_args pa = {.tokens = ids, .T = R0 + 1, .n_valid = R0 + 1, .kv = kv, .seq = &seq, .logits = got};
         int rc = ctx && kv ? vt->prefill(ctx, &pa, &err) : TM_E_INVALID;
         CHECKF(rc == TM_OK, "%s prefill: %s", runs[e].engine, err.msg);
@@ -279,12 +279,17 @@ static void ref_fixture(const char *dir, const char *name)
             }
             int a;
             kl_sum += kl_row(ref + (size_t)(p - R0) * V, got, V, &a);
+            for (int v = 0; v < V; v++) {
+                double d = fabs((double)got[v] - ref[(size_t)(p - R0) * V + v]), s = fabs(ref[(size_t)(p - R0) * V + v]);
+                if (d > maxd) maxd = d;
+                if (s > maxs) maxs = s;
+            }
             agree += a;
             rows++;
         }
-        printf("%s, %s KV, %s fixture: %d positions: top-1 %.2f%%, mean KL %.2e\n", runs[e].engine,
-               runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", name, rows, rows ? 100.0 * agree / rows : 0,
-               rows ? kl_sum / rows : 0);
+        printf("%s, %s KV, %s fixture: %d positions: top-1 %.2f%%, mean KL %.2e, max |logit diff| %.2e of %.2e\n",
+               runs[e].engine, runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", name, rows,
+               rows ? 100.0 * agree / rows : 0, rows ? kl_sum / rows : 0, maxd, maxs);
         CHECKF(rows == N - R0, "%s %s: %d positions scored", runs[e].engine, name, rows);
         fx_rows[e] += rows; /* top-1 is bounded over all fixtures (44 positions each: one flip is 2.3%) */
         fx_agree[e] += agree;

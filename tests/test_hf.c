@@ -424,6 +424,50 @@ static void test_arch_rules(void)
     if (m) CHECK(m->n_experts == 4 && m->top_k == 2 && m->F_expert == 16 && m->norm_topk_prob && !m->layer[0].moe &&
                  m->layer[1].moe && m->layer[3].moe);
     tm_model_free(m);
+    /* Gemma (1): (1+w) norms and sqrt(D) but no sandwich norms, no soft-caps, head_dim^-0.5, hidden_act */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GemmaForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,\"head_dim\":16,"
+                            "\"hidden_act\":\"gelu_pytorch_tanh\"}", &m, &err), TM_OK);
+    if (m) CHECK(m->tied && m->norm_add_one && !m->post_attn_norm && !m->post_ffn_norm && m->attn_softcap == 0 &&
+                 m->final_softcap == 0 && m->attn_scale == 0.25f && m->embed_scale == 8.0f && m->act == TM_ACT_GELU_TANH &&
+                 !m->layer[0].sliding);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GemmaForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                            "\"hidden_act\":\"gelu\"}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'hidden_act' = 'gelu'"));
+    /* Granite: the four multipliers (transformers' default for each is 1, attention's included) */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GraniteForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                            "\"embedding_multiplier\":12,\"logits_scaling\":8,\"residual_multiplier\":0.25,"
+                            "\"attention_multiplier\":0.015625}", &m, &err), TM_OK);
+    if (m) CHECK(m->embed_scale == 12.0f && m->logits_div == 8.0f && m->residual_scale == 0.25f &&
+                 m->attn_scale == 0.015625f && !m->tied);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GraniteForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2}", &m, &err), TM_OK);
+    if (m) CHECK(m->embed_scale == 1.0f && m->logits_div == 1.0f && m->residual_scale == 1.0f && m->attn_scale == 1.0f);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GraniteForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                            "\"residual_multiplier\":-1}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "config.json") && contains(err.msg, "'residual_multiplier'"));
+    /* SmolLM3: no RoPE where no_rope_layers is 0; absent, every 4th layer; theta 2e6 by default */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"SmolLM3ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":8,\"num_attention_heads\":2}", &m, &err), TM_OK);
+    if (m) CHECK(m->layer[3].rope == -1 && m->layer[7].rope == -1 && m->layer[0].rope == 0 && m->layer[4].rope == 0 &&
+                 m->rope[0].theta == 2e6 && m->tied && !m->layer[3].sliding);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"SmolLM3ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":3,\"num_attention_heads\":2,"
+                            "\"no_rope_layers\":[0,1,1],\"use_sliding_window\":true,\"sliding_window\":16}", &m, &err), TM_OK);
+    if (m) CHECK(m->layer[0].rope == -1 && m->layer[0].sliding && m->layer[0].window == 16 && m->layer[1].rope == 0 &&
+                 !m->layer[1].sliding);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"SmolLM3ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":3,\"num_attention_heads\":2,"
+                            "\"no_rope_layers\":[1,1]}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'no_rope_layers' has 2 entries"));
     /* an absurd number of expert tensors is refused before anything is allocated for them */
     CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
                             "\"intermediate_size\":32,\"num_hidden_layers\":10000,\"num_attention_heads\":2,"

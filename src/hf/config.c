@@ -146,8 +146,10 @@ void tm_hf_config_free(tm_hf_config *c)
     free_rope(&c->rope_sliding);
     free(c->layer_sliding);
     free(c->mlp_only_layers);
+    free(c->no_rope_layers);
     c->layer_sliding = NULL;
     c->mlp_only_layers = NULL;
+    c->no_rope_layers = NULL;
 }
 
 static int parse_layer_types(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
@@ -233,6 +235,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"moe_intermediate_size", &c->moe_intermediate_size},
         {"decoder_sparse_step", &c->decoder_sparse_step},
         {"bos_token_id", &c->bos_token_id},
+        {"no_rope_layer_interval", &c->no_rope_layer_interval},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -244,6 +247,10 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"query_pre_attn_scalar", &c->query_pre_attn_scalar},
         {"attn_logit_softcapping", &c->attn_logit_softcapping},
         {"final_logit_softcapping", &c->final_logit_softcapping},
+        {"embedding_multiplier", &c->embedding_multiplier},
+        {"logits_scaling", &c->logits_scaling},
+        {"residual_multiplier", &c->residual_multiplier},
+        {"attention_multiplier", &c->attention_multiplier},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if ((rc = get_num(x, o, nums[i].k, x->pre, nums[i].p))) return rc;
@@ -279,6 +286,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
     }
     if ((rc = parse_layer_types(x, o, c))) return rc;
     if ((rc = parse_int_list(x, o, "mlp_only_layers", &c->mlp_only_layers, &c->n_mlp_only))) return rc;
+    if ((rc = parse_int_list(x, o, "no_rope_layers", &c->no_rope_layers, &c->n_no_rope))) return rc;
     if ((rc = parse_eos(x, o, c))) return rc;
     return TM_OK;
 }

@@ -59,10 +59,12 @@ typedef struct tm_hf_config {
     tm_cfg_int sliding_window, sliding_window_pattern, max_window_layers;
     tm_cfg_int num_experts, num_local_experts, num_experts_per_tok, moe_intermediate_size;
     tm_cfg_int decoder_sparse_step, bos_token_id;
+    tm_cfg_int no_rope_layer_interval; /* SmolLM3 */
     int eos_ids[TM_CFG_MAX_EOS], n_eos;
 
     tm_cfg_num rms_norm_eps, rope_theta, rope_local_base_freq, partial_rotary_factor;
     tm_cfg_num query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping;
+    tm_cfg_num embedding_multiplier, logits_scaling, residual_multiplier, attention_multiplier; /* Granite */
 
     tm_cfg_bool tie_word_embeddings, attention_bias, mlp_bias, use_sliding_window, norm_topk_prob;
 
@@ -79,6 +81,8 @@ typedef struct tm_hf_config {
     uint8_t *layer_sliding;         /* [n_layer_types] 1 = "sliding_attention" */
     int n_mlp_only;
     int *mlp_only_layers;           /* [n_mlp_only] */
+    int n_no_rope;
+    int *no_rope_layers;            /* [n_no_rope] SmolLM3: 1 = the layer uses RoPE, 0 = none */
 } tm_hf_config;
 
 /* Limits on list lengths, so that a hostile file cannot make us allocate much. */

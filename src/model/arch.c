@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
-typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3 } sw_mode;
+typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3 } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
 typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL } moe_mode;
 
@@ -45,6 +45,8 @@ static const arch_info arch_table[] = {
     {"Gemma2ForCausalLM",              "gemma2",     TM_ARCH_GEMMA2,    1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 2, 0, SW_GEMMA2, 4096, MOE_NONE,   "model."},
     {"Gemma3ForCausalLM",              "gemma3_text", TM_ARCH_GEMMA3,   1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "model."},
     {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model."},
+    {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
+    {"SmolLM3ForCausalLM",             "smollm3",    TM_ARCH_SMOLLM3,   1, 1e-6, 2e6, 32768,  0,  AB_CONFIG, 1, 0, 0, 0, SW_SMOLLM3, 0,   MOE_NONE,    "model."},
     {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model."},
     {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model."},
     {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model."},
@@ -403,7 +405,17 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
                           c->sliding_window.state == TM_CFG_NULL ? 0 : ai->sw_default, &window)))
             return rc;
     }
-    if (ai->sw == SW_QWEN && !(c->use_sliding_window.state == TM_CFG_SET && c->use_sliding_window.v)) window = 0;
+    if ((ai->sw == SW_QWEN || ai->sw == SW_SMOLLM3) && !(c->use_sliding_window.state == TM_CFG_SET && c->use_sliding_window.v))
+        window = 0;
+    /* SmolLM3: no_rope_layers[l] = 0 marks a layer without RoPE; absent, every no_rope_layer_interval-th
+       layer (default 4) is one */
+    int interval = 4;
+    if (ai->sw == SW_SMOLLM3) {
+        if (c->n_no_rope && c->n_no_rope < m->L)
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%sno_rope_layers' has %d entries but num_hidden_layers is %d",
+                           c->name, x->pre, c->n_no_rope, m->L);
+        if ((rc = opt_int(x, &c->no_rope_layer_interval, "no_rope_layer_interval", 1, INT32_MAX, 4, &interval))) return rc;
+    }
     int mwl = 0, pattern = 6;
     if ((rc = opt_int(x, &c->max_window_layers, "max_window_layers", 0, INT32_MAX, 28, &mwl))) return rc;
     if ((rc = opt_int(x, &c->sliding_window_pattern, "sliding_window_pattern", 1, INT32_MAX, 6, &pattern))) return rc;
@@ -415,10 +427,13 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         case SW_QWEN: s = c->n_layer_types ? c->layer_sliding[l] : l >= mwl; break;
         case SW_GEMMA2: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0; break;
         case SW_GEMMA3: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % pattern != 0; break;
+        case SW_SMOLLM3: break; /* below, after the layer's RoPE */
         }
+        int nope = ai->sw == SW_SMOLLM3 && (c->n_no_rope ? c->no_rope_layers[l] == 0 : (l + 1) % interval == 0);
+        if (ai->sw == SW_SMOLLM3) s = c->n_layer_types ? c->layer_sliding[l] : nope;
         m->layer[l].sliding = s && window > 0;
         m->layer[l].window = m->layer[l].sliding ? window : 0;
-        m->layer[l].rope = (ai->gemma == 3 && s) ? 1 : 0;
+        m->layer[l].rope = nope ? -1 : (ai->gemma == 3 && s) ? 1 : 0;
     }
     return TM_OK;
 }
@@ -574,6 +589,19 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if ((rc = opt_pos_num(&x, &c->final_logit_softcapping, "final_logit_softcapping", ai->gemma == 2 ? 30.0 : 0, &cap)))
             goto fail;
         m->final_softcap = c->final_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;
+    }
+    m->residual_scale = m->logits_div = 1.0f;
+    if (ai->arch == TM_ARCH_GRANITE) {
+        double em = 1, ls = 1, rm = 1, am = 1;
+        if ((rc = opt_pos_num(&x, &c->embedding_multiplier, "embedding_multiplier", 1, &em)) ||
+            (rc = opt_pos_num(&x, &c->logits_scaling, "logits_scaling", 1, &ls)) ||
+            (rc = opt_pos_num(&x, &c->residual_multiplier, "residual_multiplier", 1, &rm)) ||
+            (rc = opt_pos_num(&x, &c->attention_multiplier, "attention_multiplier", 1, &am)))
+            goto fail;
+        m->embed_scale = (float)em;
+        m->logits_div = (float)ls;
+        m->residual_scale = (float)rm;
+        m->attn_scale = (float)am; /* replaces head_dim^-0.5 (transformers' default for it is 1) */
     }
     if ((rc = resolve_act(&x, ai, m))) goto fail;
     if ((rc = resolve_dtype(&x, m))) goto fail;

@@ -86,6 +86,8 @@ typedef enum tm_arch {
     TM_ARCH_GEMMA,
     TM_ARCH_GEMMA2,
     TM_ARCH_GEMMA3,
+    TM_ARCH_GRANITE,
+    TM_ARCH_SMOLLM3,
     TM_ARCH_PHI3,
     TM_ARCH_QWEN3_MOE,
     TM_ARCH_MIXTRAL,
@@ -123,7 +125,7 @@ typedef struct tm_rope {
 typedef struct tm_layer_desc {
     int sliding;                 /* 1: keys j with i - j < window only */
     int window;
-    int rope;                    /* index into tm_model.rope */
+    int rope;                    /* index into tm_model.rope; -1: no RoPE on this layer (SmolLM3's NoPE) */
     int moe;                     /* 1: mixture-of-experts FFN, 0: dense */
 } tm_layer_desc;
 
@@ -181,6 +183,8 @@ typedef struct tm_model {
     float attn_scale;            /* multiplies q·k: Dh^-0.5 or query_pre_attn_scalar^-0.5, as f32 */
     float attn_softcap;          /* 0 = none */
     float final_softcap;         /* 0 = none */
+    float residual_scale;        /* multiplies each branch before its residual add (Granite), 1 otherwise */
+    float logits_div;            /* logits are divided by it (Granite's logits_scaling), 1 otherwise */
     int max_pos;                 /* max_position_embeddings */
     int bos_id;                  /* -1 if none */
     int eos_ids[16], n_eos;

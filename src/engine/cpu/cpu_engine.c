@@ -543,25 +543,29 @@ static void par_rmsnorm(cpu_ctx *c, const cpu_rows *r, float *y, const float *x,
     par_rows(&j, rows, (size_t)n);
 }
 
-/* y[i] += x[i] for rows of width n (the residual stream) */
+/* y[i] += x[i] * s for rows of width n (the residual stream; s: the model's residual_scale, 1 but
+ * for Granite) */
 static void rows_add(const par_job *j, int i0, int i1)
 {
-    float *y = j->y;
+    float *y = j->y, s = j->c->m->residual_scale;
     const float *x = j->x;
-    for (size_t i = (size_t)i0 * j->n; i < (size_t)i1 * j->n; i++) y[i] += x[i];
+    if (s == 1.0f)
+        for (size_t i = (size_t)i0 * j->n; i < (size_t)i1 * j->n; i++) y[i] += x[i];
+    else
+        for (size_t i = (size_t)i0 * j->n; i < (size_t)i1 * j->n; i++) y[i] += x[i] * s;
 }
 
-/* y[i] += x[i] for rows of width n, x in bf16 (gemm_bf16y's rows), widened 256 columns at a time */
+/* y[i] += x[i] * s as rows_add, x in bf16 (gemm_bf16y's rows), widened 256 columns at a time */
 static void rows_add_bf16(const par_job *j, int i0, int i1)
 {
     enum { C = 256 };
-    float t[C];
+    float t[C], s = j->c->m->residual_scale;
     const uint16_t *xb = (const uint16_t *)j->x;
     for (int i = i0; i < i1; i++)
         for (int c0 = 0; c0 < j->n; c0 += C) {
             size_t n = (size_t)(j->n - c0 < C ? j->n - c0 : C), o = (size_t)i * j->n + c0;
             j->c->k.bf16_to_f32(t, xb + o, n);
-            for (size_t k = 0; k < n; k++) j->y[o + k] += t[k];
+            for (size_t k = 0; k < n; k++) j->y[o + k] += s == 1.0f ? t[k] : t[k] * s;
         }
 }
 
@@ -991,8 +995,10 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
     if (y->q_norm) chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm, .n = Dh}, H);
     if (y->k_norm)
         chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm, .n = Dh}, Hk);
-    chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->q, .n = H, .l = rope}, 1);
-    chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->kk, .n = Hk, .l = rope}, 1);
+    if (rope >= 0) { /* -1: a layer without RoPE (SmolLM3's NoPE) */
+        chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->q, .n = H, .l = rope}, 1);
+        chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->kk, .n = Hk, .l = rope}, 1);
+    }
     chain_add(&ch, (par_job){.fn = rows_kv_store, .c = c, .r = r, .l = l}, 1);
     par_rows(&ch.job, M, (size_t)(HD + 2 * KD) * 2);
 }
@@ -1152,6 +1158,8 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             if ((rc = matmul(c, r, c->lm_head, c->h + (size_t)j0 * D, nb, r->logits + (size_t)j0 * m->V, err)))
                 return rc;
         }
+        if (m->logits_div != 1.0f)
+            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] /= m->logits_div;
         if (m->final_softcap > 0) {
             float cap = m->final_softcap;
             for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] = tanhf(r->logits[i] / cap) * cap;

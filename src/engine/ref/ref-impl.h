@@ -29,6 +29,7 @@ struct tm_ref {
     /* a copy of the description (no weights) */
     int V, D, L, H, Hk, Dh, F, E, top_k, Fe, norm_topk;
     float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
+    float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
     tm_act act;
     tm_rope rope[2];         /* inv_freq tables owned */
     tm_layer_desc *layer;    /* [L] */

@@ -193,6 +193,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->E = m->n_experts, r->top_k = m->top_k, r->Fe = m->F_expert, r->norm_topk = m->norm_topk_prob;
     r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
+    r->residual_scale = m->residual_scale, r->logits_div = m->logits_div;
     r->max_ctx = max_ctx, r->n_threads = n_threads;
     int rc = TM_OK;
     size_t kvn = (size_t)m->L * m->Hk * (size_t)max_ctx * m->Dh;

@@ -184,15 +184,15 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     for (int l = 0; l < r->L; l++) {
         const ref_layer *w = &r->w[l];
         const tm_layer_desc *ld = &r->layer[l];
-        const tm_rope *rp = &r->rope[ld->rope];
+        const tm_rope *rp = ld->rope >= 0 ? &r->rope[ld->rope] : NULL; /* NULL: no RoPE (NoPE layer) */
         for (int t = 0; t < T; t++) ref_rmsnorm(h + (size_t)t * D, x + (size_t)t * D, w->attn_norm, D, r->eps);
         ref_matmul(r->n_threads, qkv, h, w->wqkv, w->bqkv, T, nqkv, D);
-        const float *inv = tm_rope_inv_freq_at(rp, (int64_t)pos0 + T);
-        int half = rp->rot_dim / 2;
+        const float *inv = rp ? tm_rope_inv_freq_at(rp, (int64_t)pos0 + T) : NULL;
+        int half = rp ? rp->rot_dim / 2 : 0;
         for (int t = 0; t < T; t++) {
             int p = pos0 + t;
             float *q = qkv + (size_t)t * nqkv, *k = q + qd, *v = k + kvd;
-            rope_table(rp, inv, p, cs, sn);
+            if (rp) rope_table(rp, inv, p, cs, sn);
             for (int hh = 0; hh < r->H; hh++) {
                 if (w->q_norm) ref_rmsnorm(q + hh * Dh, q + hh * Dh, w->q_norm, Dh, r->eps);
                 rope_apply(q + hh * Dh, cs, sn, half);
@@ -210,7 +210,7 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         for (int t = 0; t < T; t++) {
             float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
             if (w->attn_out_norm) ref_rmsnorm(at, at, w->attn_out_norm, D, r->eps);
-            for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d];
+            for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d] * r->residual_scale;
             ref_rmsnorm(h + (size_t)t * D, xt, w->ffn_norm, D, r->eps);
         }
         if (ld->moe) {
@@ -227,7 +227,7 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         for (int t = 0; t < T; t++) {
             float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
             if (w->ffn_out_norm) ref_rmsnorm(at, at, w->ffn_out_norm, D, r->eps);
-            for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d];
+            for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d] * r->residual_scale;
         }
         if (r->trace) memcpy(r->trace + (size_t)(l + 1) * TD, x, TD * sizeof(float));
     }
@@ -239,6 +239,8 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     if (logits) {
         int lt0 = all_logits ? 0 : T - 1, n = T - lt0;
         ref_matmul(r->n_threads, logits, h + (size_t)lt0 * D, r->lm_head, NULL, n, r->V, D);
+        if (r->logits_div != 1.0f)
+            for (size_t i = 0; i < (size_t)n * r->V; i++) logits[i] /= r->logits_div;
         if (r->final_softcap != 0)
             for (size_t i = 0; i < (size_t)n * r->V; i++)
                 logits[i] = (float)tanh((double)(logits[i] / r->final_softcap)) * r->final_softcap;
