@@ -468,6 +468,23 @@ static void test_arch_rules(void)
                             "\"intermediate_size\":8,\"num_hidden_layers\":3,\"num_attention_heads\":2,"
                             "\"no_rope_layers\":[1,1]}", &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "'no_rope_layers' has 2 entries"));
+    /* OLMo 2: no pre-norms, the post norms under their checkpoint names, q/k norms over the projections */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Olmo2ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":4,"
+                            "\"num_key_value_heads\":2}", &m, &err), TM_OK);
+    if (m) {
+        int qn = -1, kn = -1, pre = 0, pa = 0, pf = 0;
+        for (int i = 0; i < m->n_spec; i++) {
+            if (contains(m->spec[i].name, "q_norm")) qn = (int)m->spec[i].shape[0];
+            if (contains(m->spec[i].name, "k_norm")) kn = (int)m->spec[i].shape[0];
+            pre += contains(m->spec[i].name, "input_layernorm");
+            pa += contains(m->spec[i].name, "post_attention_layernorm");
+            pf += contains(m->spec[i].name, "post_feedforward_layernorm");
+        }
+        CHECK(!m->pre_norms && m->post_attn_norm && m->post_ffn_norm && m->qk_norm == 2 && !m->norm_add_one);
+        CHECK(qn == 64 && kn == 32 && pre == 0 && pa == 1 && pf == 1 && !m->tied && m->eps == 1e-5f);
+    }
+    tm_model_free(m);
     /* an absurd number of expert tensors is refused before anything is allocated for them */
     CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
                             "\"intermediate_size\":32,\"num_hidden_layers\":10000,\"num_attention_heads\":2,"

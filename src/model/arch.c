@@ -47,6 +47,7 @@ static const arch_info arch_table[] = {
     {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model."},
     {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
     {"SmolLM3ForCausalLM",             "smollm3",    TM_ARCH_SMOLLM3,   1, 1e-6, 2e6, 32768,  0,  AB_CONFIG, 1, 0, 0, 0, SW_SMOLLM3, 0,   MOE_NONE,    "model."},
+    {"Olmo2ForCausalLM",               "olmo2",      TM_ARCH_OLMO2,     0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
     {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model."},
     {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model."},
     {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model."},
@@ -279,7 +280,7 @@ static int build_specs(tm_model *m, tm_err *err)
     ADD(&m->embed, TM_TK_EMBED, m->V, D, "%sembed_tokens.weight", P);
     for (int l = 0; l < m->L; l++) {
         tm_layer_weights *w = &m->w[l];
-        ADD(&w->attn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.input_layernorm.weight", P, l);
+        if (m->pre_norms) ADD(&w->attn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.input_layernorm.weight", P, l);
         if (m->fused_qkv) {
             ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%slayers.%d.self_attn.qkv_proj.weight", P, l);
         } else {
@@ -293,12 +294,15 @@ static int build_specs(tm_model *m, tm_err *err)
             ADD(&w->bv, TM_TK_VECTOR, kv, 0, "%slayers.%d.self_attn.v_proj.bias", P, l);
         }
         if (m->qk_norm) {
-            ADD(&w->q_norm, TM_TK_VECTOR, m->Dh, 0, "%slayers.%d.self_attn.q_norm.weight", P, l);
-            ADD(&w->k_norm, TM_TK_VECTOR, m->Dh, 0, "%slayers.%d.self_attn.k_norm.weight", P, l);
+            ADD(&w->q_norm, TM_TK_VECTOR, m->qk_norm == 2 ? q : m->Dh, 0, "%slayers.%d.self_attn.q_norm.weight", P, l);
+            ADD(&w->k_norm, TM_TK_VECTOR, m->qk_norm == 2 ? kv : m->Dh, 0, "%slayers.%d.self_attn.k_norm.weight", P, l);
         }
         ADD(&w->wo, TM_TK_MATRIX, D, q, "%slayers.%d.self_attn.o_proj.weight", P, l);
         if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%slayers.%d.self_attn.o_proj.bias", P, l);
-        if (ai->gemma >= 2) {
+        if (!m->pre_norms) { /* OLMo 2: norms on the branches' outputs only */
+            ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
+            ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
+        } else if (ai->gemma >= 2) {
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
             ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.pre_feedforward_layernorm.weight", P, l);
             ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
@@ -573,7 +577,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     m->qk_norm = ai->qk_norm;
     m->fused_qkv = m->fused_gate_up = ai->fused;
     m->norm_add_one = ai->gemma != 0;
-    m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2;
+    m->pre_norms = ai->arch != TM_ARCH_OLMO2;
+    m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2 || !m->pre_norms;
     m->embed_scale = ai->gemma ? (float)sqrt((double)m->D) : 1.0f;
     m->attn_scale = (float)pow((double)m->Dh, -0.5);
     if (ai->gemma >= 2) {

@@ -21,13 +21,15 @@
  * THE OP SEQUENCE (every engine computes exactly this; float32 reference in
  * engine/ref). rmsnorm(v, w) = v * 1/sqrt(mean(v²) + eps) * (norm_add_one ? 1 + w : w).
  *
- *   x[T][D] = embed[tok] * embed_scale              (embed_scale: Gemma's sqrt(D) in the declared dtype, else 1)
+ *   x[T][D] = embed[tok] * embed_scale              (embed_scale: Gemma's sqrt(D) in the declared dtype,
+ *                                                    Granite's embedding_multiplier, else 1)
  *   for each layer l (desc layer[l], weights w[l]):
- *     h = rmsnorm(x, attn_norm)
+ *     h = rmsnorm(x, attn_norm)                     (pre_norms 0, OLMo 2: h = x)
  *     q = h·wqᵀ + bq   [T][H*Dh];  k = h·wkᵀ + bk, v = h·wvᵀ + bv   [T][Hk*Dh]
  *         (fused_qkv: one matrix wqkv [(H+2Hk)*Dh][D], rows Q then K then V)
- *     qk_norm: each head of q and k: rmsnorm over Dh with q_norm / k_norm
- *     RoPE (rope[layer[l].rope]) on the first rot_dim dims of every q and k head,
+ *     qk_norm 1: each head of q and k: rmsnorm over Dh with q_norm / k_norm
+ *     qk_norm 2: all of q, and all of k: rmsnorm over H*Dh / Hk*Dh (OLMo 2)
+ *     RoPE (rope[layer[l].rope]; none where it is -1) on the first rot_dim dims of every q and k head,
  *         "rotate-half": dim i pairs with i + rot_dim/2; angle = f32(pos * inv_freq[i]);
  *         c = cos(angle) * attn_scaling, s = sin(angle) * attn_scaling;
  *         y[i] = x[i]·c - x[i+h]·s,  y[i+h] = x[i+h]·c + x[i]·s  (h = rot_dim/2)
@@ -36,18 +38,19 @@
  *         allowed: j <= i, and i - j < window if layer[l].sliding
  *         o = softmax(s) · V
  *     a = o·woᵀ + bo                                [T][D]
- *     post_attn_norm (Gemma): a = rmsnorm(a, attn_out_norm)
- *     x = x + a
- *     h = rmsnorm(x, ffn_norm)
+ *     post_attn_norm (Gemma, OLMo 2): a = rmsnorm(a, attn_out_norm)
+ *     x = x + a * residual_scale                    (Granite's residual_multiplier, else 1)
+ *     h = rmsnorm(x, ffn_norm)                      (pre_norms 0: h = x)
  *     dense:  f = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd
  *             (fused_gate_up: one matrix w_gate_up [2F][D], rows gate then up)
  *     moe:    r = softmax(h·routerᵀ) over E experts (f32); take the top_k
  *             (norm_topk_prob: divide them by their sum);
  *             f = Σ p_e · (act(h·eg_eᵀ) ⊙ h·eu_eᵀ)·ed_eᵀ
- *     post_ffn_norm (Gemma): f = rmsnorm(f, ffn_out_norm)
- *     x = x + f
+ *     post_ffn_norm (Gemma, OLMo 2): f = rmsnorm(f, ffn_out_norm)
+ *     x = x + f * residual_scale
  *   x = rmsnorm(x, final_norm)
- *   logits = x·lm_headᵀ   (tied: lm_head is embed);  final_softcap: tanh(l / c) * c
+ *   logits = x·lm_headᵀ / logits_div   (tied: lm_head is embed; logits_div: Granite's logits_scaling, else 1);
+ *            final_softcap: tanh(l / c) * c
  *
  * act: SiLU x·sigmoid(x), or GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
  */
@@ -88,6 +91,7 @@ typedef enum tm_arch {
     TM_ARCH_GEMMA3,
     TM_ARCH_GRANITE,
     TM_ARCH_SMOLLM3,
+    TM_ARCH_OLMO2,
     TM_ARCH_PHI3,
     TM_ARCH_QWEN3_MOE,
     TM_ARCH_MIXTRAL,
@@ -173,10 +177,12 @@ typedef struct tm_model {
     float eps;                   /* RMSNorm epsilon (as f32, as torch adds it) */
     int norm_add_one;            /* Gemma: weight is 1 + w */
     int qkv_bias, o_bias, mlp_bias;
-    int qk_norm;
+    int qk_norm;                 /* 1: RMSNorm on each q / k head (w [Dh]); 2: on the whole q / k projection
+                                    (OLMo 2: w [H*Dh], [Hk*Dh]) */
     int fused_qkv, fused_gate_up;
     int tied;                    /* lm_head is the embedding */
-    int post_attn_norm, post_ffn_norm; /* Gemma's sandwich norms */
+    int post_attn_norm, post_ffn_norm; /* Gemma's sandwich norms, OLMo 2's only ones */
+    int pre_norms;               /* 1: the attention and the FFN take RMSNorm(x) (all but OLMo 2); 0: x itself */
     tm_act act;
     float embed_scale;           /* 1, or Gemma's sqrt(D) rounded to the declared dtype (bf16: 11.3125 for
                                     D = 128), as transformers computes it for a checkpoint loaded in its dtype */

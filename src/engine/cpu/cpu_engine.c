@@ -457,7 +457,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         goto fail;
     }
     for (int l = 0; l < m->L; l++)
-        if (!c->layer[l].attn_norm || !c->layer[l].ffn_norm) {
+        if (m->pre_norms && (!c->layer[l].attn_norm || !c->layer[l].ffn_norm)) {
             rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
             goto fail;
         }
@@ -719,7 +719,8 @@ static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *
 /* a = the input of the matmuls with weights w0 (and w1, w2 if given):
  * RMSNorm(x[M][D]) * nw. Where they all take the same prepared form (bf16 or
  * int8 GEMM/GEMV), the fused kernel writes it in one pass over x and h is not
- * written (a->f32 stays NULL); otherwise h[M][D] = the norm, prepared as usual. */
+ * written (a->f32 stays NULL); otherwise h[M][D] = the norm, prepared as usual.
+ * nw NULL (OLMo 2, no pre-norms): x itself, prepared. */
 static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, const float *nw, int M,
                       const tm_kweight *w0, const tm_kweight *w1, const tm_kweight *w2, tm_kact *a)
 {
@@ -728,7 +729,9 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
     int fused = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && (!w1 || tm_kweight_dtype(w1) == dt) &&
                 (!w2 || tm_kweight_dtype(w2) == dt) && tm_kweight_k(w0) == D;
     double t0 = c->profile ? now_s() : 0;
-    if (!fused) {
+    if (!nw) {
+        prep_act(c, r, w0, x, M, a);
+    } else if (!fused) {
         par_rmsnorm(c, r, h, x, nw, M, D);
         prep_act(c, r, w0, h, M, a);
     } else {
@@ -992,9 +995,13 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
         if (bias[i])
             chain_add(&ch, (par_job){.fn = rows_bias, .c = c, .r = r, .y = dst[i], .w = bias[i], .n = i ? KD : HD,
                                      .ld = i ? KD : HD}, 1);
-    if (y->q_norm) chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm, .n = Dh}, H);
+    int whole = m->qk_norm == 2; /* OLMo 2: one norm over the whole q (k) row, else one per head */
+    if (y->q_norm)
+        chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm,
+                                 .n = whole ? HD : Dh}, whole ? 1 : H);
     if (y->k_norm)
-        chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm, .n = Dh}, Hk);
+        chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm,
+                                 .n = whole ? KD : Dh}, whole ? 1 : Hk);
     if (rope >= 0) { /* -1: a layer without RoPE (SmolLM3's NoPE) */
         chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->q, .n = H, .l = rope}, 1);
         chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->kk, .n = Hk, .l = rope}, 1);

@@ -30,6 +30,7 @@ struct tm_ref {
     int V, D, L, H, Hk, Dh, F, E, top_k, Fe, norm_topk;
     float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
     float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
+    int qk_whole;                     /* q / k norms over the whole projection (OLMo 2), not per head */
     tm_act act;
     tm_rope rope[2];         /* inv_freq tables owned */
     tm_layer_desc *layer;    /* [L] */

@@ -77,13 +77,14 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     ref_layer *o = &r->w[l];
     int64_t D = m->D, q = (int64_t)m->H * m->Dh, kv = (int64_t)m->Hk * m->Dh;
     int rc = 0, irc = 0;
-    if (!(o->attn_norm = norm_w(&w->attn_norm, m->D, m->norm_add_one, err))) return err->code;
-    if (!(o->ffn_norm = norm_w(&w->ffn_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->pre_norms && !(o->attn_norm = norm_w(&w->attn_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->pre_norms && !(o->ffn_norm = norm_w(&w->ffn_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->post_attn_norm && !(o->attn_out_norm = norm_w(&w->attn_out_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->post_ffn_norm && !(o->ffn_out_norm = norm_w(&w->ffn_out_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->qk_norm) {
-        if (!(o->q_norm = norm_w(&w->q_norm, m->Dh, m->norm_add_one, err))) return err->code;
-        if (!(o->k_norm = norm_w(&w->k_norm, m->Dh, m->norm_add_one, err))) return err->code;
+        int whole = m->qk_norm == 2; /* over the whole projection (OLMo 2), else per head */
+        if (!(o->q_norm = norm_w(&w->q_norm, whole ? (int)q : m->Dh, m->norm_add_one, err))) return err->code;
+        if (!(o->k_norm = norm_w(&w->k_norm, whole ? (int)kv : m->Dh, m->norm_add_one, err))) return err->code;
     }
     o->wqkv = malloc((size_t)((q + 2 * kv) * D) * sizeof(float));
     if (!o->wqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
@@ -193,7 +194,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->E = m->n_experts, r->top_k = m->top_k, r->Fe = m->F_expert, r->norm_topk = m->norm_topk_prob;
     r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
-    r->residual_scale = m->residual_scale, r->logits_div = m->logits_div;
+    r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;
     r->max_ctx = max_ctx, r->n_threads = n_threads;
     int rc = TM_OK;
     size_t kvn = (size_t)m->L * m->Hk * (size_t)max_ctx * m->Dh;

@@ -185,7 +185,10 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         const ref_layer *w = &r->w[l];
         const tm_layer_desc *ld = &r->layer[l];
         const tm_rope *rp = ld->rope >= 0 ? &r->rope[ld->rope] : NULL; /* NULL: no RoPE (NoPE layer) */
-        for (int t = 0; t < T; t++) ref_rmsnorm(h + (size_t)t * D, x + (size_t)t * D, w->attn_norm, D, r->eps);
+        if (w->attn_norm)
+            for (int t = 0; t < T; t++) ref_rmsnorm(h + (size_t)t * D, x + (size_t)t * D, w->attn_norm, D, r->eps);
+        else /* OLMo 2: the attention takes x itself */
+            memcpy(h, x, TD * sizeof(float));
         ref_matmul(r->n_threads, qkv, h, w->wqkv, w->bqkv, T, nqkv, D);
         const float *inv = rp ? tm_rope_inv_freq_at(rp, (int64_t)pos0 + T) : NULL;
         int half = rp ? rp->rot_dim / 2 : 0;
@@ -193,12 +196,16 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
             int p = pos0 + t;
             float *q = qkv + (size_t)t * nqkv, *k = q + qd, *v = k + kvd;
             if (rp) rope_table(rp, inv, p, cs, sn);
+            if (r->qk_whole) { /* OLMo 2: one norm over all heads, before RoPE */
+                ref_rmsnorm(q, q, w->q_norm, qd, r->eps);
+                ref_rmsnorm(k, k, w->k_norm, kvd, r->eps);
+            }
             for (int hh = 0; hh < r->H; hh++) {
-                if (w->q_norm) ref_rmsnorm(q + hh * Dh, q + hh * Dh, w->q_norm, Dh, r->eps);
+                if (w->q_norm && !r->qk_whole) ref_rmsnorm(q + hh * Dh, q + hh * Dh, w->q_norm, Dh, r->eps);
                 rope_apply(q + hh * Dh, cs, sn, half);
             }
             for (int gg = 0; gg < r->Hk; gg++) {
-                if (w->k_norm) ref_rmsnorm(k + gg * Dh, k + gg * Dh, w->k_norm, Dh, r->eps);
+                if (w->k_norm && !r->qk_whole) ref_rmsnorm(k + gg * Dh, k + gg * Dh, w->k_norm, Dh, r->eps);
                 rope_apply(k + gg * Dh, cs, sn, half);
                 memcpy(r->kc + kv_off(r, l, gg, p), k + gg * Dh, (size_t)Dh * sizeof(float));
                 memcpy(r->vc + kv_off(r, l, gg, p), v + gg * Dh, (size_t)Dh * sizeof(float));
@@ -211,7 +218,8 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
             float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
             if (w->attn_out_norm) ref_rmsnorm(at, at, w->attn_out_norm, D, r->eps);
             for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d] * r->residual_scale;
-            ref_rmsnorm(h + (size_t)t * D, xt, w->ffn_norm, D, r->eps);
+            if (w->ffn_norm) ref_rmsnorm(h + (size_t)t * D, xt, w->ffn_norm, D, r->eps);
+            else memcpy(h + (size_t)t * D, xt, (size_t)D * sizeof(float));
         }
         if (ld->moe) {
             moe_ctx mc = {r, w, h, a};
