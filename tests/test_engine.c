@@ -149,6 +149,9 @@ static void test_model_scalars(void)
     }
     int32_t ids[] = {0, 7793, 537, 260, 594, 13, 477, 310, 260, 536, 952, 479, 373, 260, 536, 952};
     routes_exact(rm, ids, 16, 12, 0.25 / 3);
+    /* and the exact (erf) GELU in place of SiLU: the engines' gelu_mul against the reference's erfc */
+    for (int i = 0; i < 2; i++) ms[i]->act = TM_ACT_GELU;
+    routes_exact(rm, ids, 16, 12, 0.25 / 3);
     tm_rt_model_free(rm);
 }
 

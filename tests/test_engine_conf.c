@@ -321,6 +321,14 @@ static void ref_fixtures(void)
         snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
         snprintf(man, sizeof man, "%s/manifest.json", dir);
         if (e->d_name[0] == '.' || !tm_file_exists(man)) continue;
+        if (!strcmp(e->d_name, "gemma_gelu")) {
+            /* its weights are N(0, 0.3^2) so that the fp32 reference can tell the exact GELU from the tanh one
+               (test_conformance); that drives its logits to +-10, where bf16 activations miss the conformance
+               bounds by construction. The engines' exact GELU is checked by test_kernels (gelu_mul against
+               erfc in double) and test_engine (every engine and route on the demo model) */
+            printf("gemma_gelu: fp32 reference only (test_conformance)\n");
+            continue;
+        }
         ref_fixture(dir, e->d_name);
         n++;
     }

@@ -451,6 +451,11 @@ static void test_small_ops(const tm_kernels *k)
         bad = 0;
         for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6 * fabs(u[i] * x[i]) + 1e-30);
         CHECKF(bad == 0, "%s gelu_tanh_mul n=%zu: %d bad", v, n, bad);
+        k->gelu_mul(y, x, u, n);
+        tm_kref_gelu_mul(yr, x, u, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6 * fabs(u[i] * x[i]) + 1e-30);
+        CHECKF(bad == 0, "%s gelu_mul n=%zu: %d bad", v, n, bad);
         free(u);
         free(x);
         free(w);
@@ -475,6 +480,26 @@ static void test_small_ops(const tm_kernels *k)
         bad += b1;
     }
     CHECKF(bad == 0, "%s gelu tails", v);
+    k->gelu_mul(y, g, u, 16);
+    tm_kref_gelu_mul(yr, g, u, 16);
+    bad = 0;
+    for (int i = 0; i < 16; i++) {
+        int b1 = !near_rel(y[i], yr[i], 1e-5, 1e-30);
+        if (b1) fprintf(stderr, "gelu_erf(%g) * %g = %.9g, reference %.9g\n", g[i], u[i], y[i], yr[i]);
+        bad += b1;
+    }
+    CHECKF(bad == 0, "%s exact gelu tails", v);
+    /* the exact GELU over [-9, 9] in steps of 1/64: relative 1e-5 (its erfc is relative to 1.2e-7) */
+    {
+        enum { NG = 1153 };
+        float gx[NG], gu[NG], gy[NG], gr[NG];
+        for (int i = 0; i < NG; i++) gx[i] = -9.f + (float)i / 64.f, gu[i] = 1.f;
+        k->gelu_mul(gy, gx, gu, NG);
+        tm_kref_gelu_mul(gr, gx, gu, NG);
+        bad = 0;
+        for (int i = 0; i < NG; i++) bad += !near_rel(gy[i], gr[i], 1e-5, 1e-30);
+        CHECKF(bad == 0, "%s exact gelu on [-9, 9]: %d bad", v, bad);
+    }
 
     /* RoPE: odd head dims (Dh/2 = 3, 8, 17, 64) */
     static const int Dhs[] = {6, 16, 34, 128};
@@ -701,7 +726,7 @@ static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, i
 {
     char what[160];
     snprintf(what, sizeof what, "%s gemm_glu %s %s M=%d F=%d K=%d", k->name, dtn(dt),
-             act == TM_KGLU_SILU ? "silu" : "gelu_tanh", M, F, K);
+             act == TM_KGLU_SILU ? "silu" : act == TM_KGLU_GELU ? "gelu" : "gelu_tanh", M, F, K);
     wbuf wg, wu;
     wbuf_make(&wg, dt, F, K);
     wbuf_make(&wu, dt, F, K);
@@ -724,7 +749,7 @@ static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, i
         for (int m = 0; m < M; m++) {
             memcpy(rg, yg + (size_t)m * F, sizeof(float) * F);
             memcpy(ru, yu + (size_t)m * F, sizeof(float) * F);
-            (act == TM_KGLU_SILU ? k->silu_mul : k->gelu_tanh_mul)(rg, rg, ru, (size_t)Fp);
+            tm_kglu_fn(k, act)(rg, rg, ru, (size_t)Fp);
             memcpy(yg + (size_t)m * F, rg, sizeof(float) * F);
         }
         free(rg);
@@ -773,7 +798,7 @@ static void test_glu(const tm_kernels *k, tm_pool *pool)
     static const int shapes[][3] = {{64, 64, 64}, {37, 100, 600}, {130, 40, 1100}, {20, 70, 2100}, {33, 96, 128}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int d = 0; d < 2; d++)
-            glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, s % 2 ? TM_KGLU_GELU_TANH : TM_KGLU_SILU, shapes[s][0],
+            glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, (int)(s % 3) + TM_KGLU_SILU, shapes[s][0],
                      shapes[s][1], shapes[s][2]);
     /* through tm_kmatmul: GEMM only */
     wbuf wg;
@@ -886,12 +911,12 @@ static void test_glu_row_bf16(const tm_kernels *k)
     float g[F], u[F], want[F], got[F];
     float *r = rand_vec(2 * F, 4.0f);
     for (int i = 0; i < 2 * F; i++) gu[i] = tm_f32_to_bf16(r[i]);
-    for (int act = TM_KGLU_SILU; act <= TM_KGLU_GELU_TANH; act++) {
+    for (int act = TM_KGLU_SILU; act <= TM_KGLU_GELU; act++) {
         for (int i = 0; i < F; i++) {
             g[i] = tm_bf16_to_f32(gu[i]);
             u[i] = tm_bf16_to_f32(gu[F + i]);
         }
-        (act == TM_KGLU_SILU ? k->silu_mul : k->gelu_tanh_mul)(want, g, u, F);
+        tm_kglu_fn(k, act)(want, g, u, F);
         tm_kglu_row_bf16(k, act, got, gu, gu + F, F);
         CHECKF(memcmp(want, got, sizeof want) == 0, "%s tm_kglu_row_bf16 act %d", k->name, act);
     }

@@ -110,6 +110,14 @@ def variants():
         tie_word_embeddings=True, attention_bias=False), 2015,
         "Gemma (1): (1+w) norms, sqrt(D) embedding scale, GeGLU (tanh), MQA, head_dim 32 != hidden / heads, "
         "no sandwich norms, no soft-caps, attention scaled by head_dim^-0.5, tied")
+    v["gemma_gelu"] = ("GemmaConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, head_dim=16, hidden_act="gelu", max_position_embeddings=4096,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=True, attention_bias=False, initializer_range=0.3), 2023,
+        "Gemma (1) as the Hub's gemma-2b / 7b configs have it, hidden_act 'gelu': transformers 5 runs the exact "
+        "(erf) GELU there; weights N(0, 0.3^2) so the MLP's inputs reach the range where the exact and the tanh "
+        "GELU differ")
     v["granite"] = ("GraniteConfig", dict(
         COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,

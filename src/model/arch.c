@@ -378,9 +378,11 @@ static int resolve_act(ctx *x, const arch_info *ai, tm_model *m)
     }
     if (strcmp(a, "silu") == 0 || strcmp(a, "swish") == 0) m->act = TM_ACT_SILU;
     else if (strcmp(a, "gelu_pytorch_tanh") == 0 || strcmp(a, "gelu_new") == 0) m->act = TM_ACT_GELU_TANH;
+    else if (strcmp(a, "gelu") == 0) m->act = TM_ACT_GELU; /* transformers' GELUActivation: the exact, erf one */
     else
-        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%s%s' = '%s' is not supported (silu, gelu_pytorch_tanh are)",
-                       c->name, x->pre, key, a);
+        return tm_errf(x->err, TM_E_UNSUPPORTED,
+                       "%s: '%s%s' = '%s' is not supported (silu, gelu_pytorch_tanh, gelu_new, gelu are)", c->name, x->pre,
+                       key, a);
     return TM_OK;
 }
 

@@ -52,7 +52,7 @@
  *   logits = x·lm_headᵀ / logits_div   (tied: lm_head is embed; logits_div: Granite's logits_scaling, else 1);
  *            final_softcap: tanh(l / c) * c
  *
- * act: SiLU x·sigmoid(x), or GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
+ * act: SiLU x·sigmoid(x), GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), or GELU 0.5·x·(1 + erf(x/√2)).
  */
 #ifndef TM_MODEL_MODEL_H
 #define TM_MODEL_MODEL_H
@@ -97,7 +97,7 @@ typedef enum tm_arch {
     TM_ARCH_MIXTRAL,
 } tm_arch;
 
-typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH } tm_act;
+typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU } tm_act; /* GELU: the exact (erf) one */
 
 typedef enum tm_rope_type {
     TM_ROPE_DEFAULT,

@@ -330,7 +330,7 @@ static int glu_wanted(const cpu_ctx *c, unsigned roles)
 static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
 {
     if (!glu_wanted(c, roles) || !y->w_gate || !y->w_up || y->b_gate || y->b_up) return TM_OK;
-    int act = c->m->act == TM_ACT_SILU ? TM_KGLU_SILU : TM_KGLU_GELU_TANH;
+    int act = tm_kglu_of(c->m->act);
     tm_err e = {0};
     int rc = tm_kpack_glu(&y->w_glu, y->w_gate, y->w_up, act, &e);
     if (rc == TM_E_INVALID) return TM_OK; /* no panels (an int4 prefill stage) or unlike shapes */
@@ -576,12 +576,12 @@ static void par_add(cpu_ctx *c, const cpu_rows *r, float *y, const float *f, int
     par_rows(&j, rows, (size_t)n);
 }
 
-typedef void (*act_fn)(float *y, const float *gate, const float *up, size_t n);
+typedef tm_kact_fn act_fn;
 
-/* the model's gated activation kernel: silu_mul or gelu_tanh_mul */
+/* the model's gated activation kernel: silu_mul, gelu_tanh_mul or gelu_mul */
 static act_fn act_of(const cpu_ctx *c)
 {
-    return c->m->act == TM_ACT_SILU ? c->k.silu_mul : c->k.gelu_tanh_mul;
+    return tm_kglu_fn(&c->k, tm_kglu_of(c->m->act));
 }
 
 /* y[i][0:n] = act(gate[i]) * up[i], gate = x and up = w, rows ld floats
@@ -677,7 +677,7 @@ static void rows_act_prep(const par_job *j, int i0, int i1)
  * where w takes f32 rows (j->l 0), to its own row of j->y */
 static void rows_act_prep_bf16(const par_job *j, int i0, int i1)
 {
-    int F = j->n, act = j->c->m->act == TM_ACT_SILU ? TM_KGLU_SILU : TM_KGLU_GELU_TANH;
+    int F = j->n, act = tm_kglu_of(j->c->m->act);
     const uint16_t *g = (const uint16_t *)j->x, *u = (const uint16_t *)j->w;
     for (int i = i0; i < i1; i++) {
         float *o = j->y + (size_t)(j->l ? i0 : i) * F;

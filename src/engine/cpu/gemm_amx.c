@@ -463,6 +463,9 @@ static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, ep
             if (g->glu == TM_KGLU_SILU) {
                 v0 = vsilu_mul_avx512(v0, u0);
                 v1 = vsilu_mul_avx512(v1, u1);
+            } else if (g->glu == TM_KGLU_GELU) {
+                v0 = vgelu_mul_avx512(v0, u0);
+                v1 = vgelu_mul_avx512(v1, u1);
             } else {
                 v0 = vgelu_tanh_mul_avx512(v0, u0);
                 v1 = vgelu_tanh_mul_avx512(v1, u1);

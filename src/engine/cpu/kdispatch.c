@@ -10,7 +10,7 @@
 
 const char *const tm_kop_names[TM_KOP_COUNT] = {
     "gemv_q4", "gemv_q8", "gemv_bf16", "gemm_bf16", "gemm_q8", "rmsnorm", "rmsnorm_bf16",
-    "rmsnorm_q8", "quant_q8", "silu_mul", "gelu_tanh_mul", "rope", "softmax", "f32_to_bf16",
+    "rmsnorm_q8", "quant_q8", "silu_mul", "gelu_tanh_mul", "gelu_mul", "rope", "softmax", "f32_to_bf16",
     "bf16_to_f32", "f32_to_f16", "f16_to_f32", "attn_prefill", "attn_decode",
 };
 
@@ -18,7 +18,7 @@ static const size_t op_off[TM_KOP_COUNT] = {
     offsetof(tm_kernels, gemv_q4), offsetof(tm_kernels, gemv_q8), offsetof(tm_kernels, gemv_bf16),
     offsetof(tm_kernels, gemm_bf16), offsetof(tm_kernels, gemm_q8), offsetof(tm_kernels, rmsnorm),
     offsetof(tm_kernels, rmsnorm_bf16), offsetof(tm_kernels, rmsnorm_q8), offsetof(tm_kernels, quant_q8),
-    offsetof(tm_kernels, silu_mul), offsetof(tm_kernels, gelu_tanh_mul), offsetof(tm_kernels, rope),
+    offsetof(tm_kernels, silu_mul), offsetof(tm_kernels, gelu_tanh_mul), offsetof(tm_kernels, gelu_mul), offsetof(tm_kernels, rope),
     offsetof(tm_kernels, softmax), offsetof(tm_kernels, f32_to_bf16), offsetof(tm_kernels, bf16_to_f32),
     offsetof(tm_kernels, f32_to_f16), offsetof(tm_kernels, f16_to_f32), offsetof(tm_kernels, attn_prefill),
     offsetof(tm_kernels, attn_decode),
@@ -435,11 +435,16 @@ int tm_kmatmul_bf16y(const tm_kernels *k, const tm_kweight *w, const tm_kact *x,
     return TM_OK;
 }
 
+tm_kact_fn tm_kglu_fn(const tm_kernels *k, int act)
+{
+    return act == TM_KGLU_SILU ? k->silu_mul : act == TM_KGLU_GELU ? k->gelu_mul : k->gelu_tanh_mul;
+}
+
 void tm_kglu_row_bf16(const tm_kernels *k, int act, float *y, const uint16_t *gate, const uint16_t *up, int F)
 {
     enum { C = 256 }; /* columns per step: gate and up widened to f32 on the stack */
     float g[C], u[C];
-    void (*f)(float *, const float *, const float *, size_t) = act == TM_KGLU_SILU ? k->silu_mul : k->gelu_tanh_mul;
+    tm_kact_fn f = tm_kglu_fn(k, act);
     for (int c0 = 0; c0 < F; c0 += C) {
         size_t n = (size_t)(F - c0 < C ? F - c0 : C);
         k->bf16_to_f32(g, gate + c0, n);

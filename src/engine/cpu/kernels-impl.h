@@ -110,6 +110,7 @@ void tm_kref_rmsnorm_q8(uint8_t *yq, float *ys, int ld, const float *x, const fl
 void tm_kref_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
 void tm_kref_silu_mul(float *y, const float *g, const float *u, size_t n);
 void tm_kref_gelu_tanh_mul(float *y, const float *g, const float *u, size_t n);
+void tm_kref_gelu_mul(float *y, const float *g, const float *u, size_t n);
 void tm_kref_rope(float *x, const float *cos_t, const float *sin_t, int T, int H, int Dh);
 void tm_kref_softmax(float *x, int R, int n);
 void tm_kref_f32_to_bf16(uint16_t *y, const float *x, size_t n);

@@ -108,7 +108,7 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
  * dtype and shape): their panels interleaved, gate panel p then up panel p
  * (copied; gate and up keep theirs). GEMM only, for kernels with gemm_glu:
  * the epilogue writes F columns, not 2F. act: TM_KGLU_*. */
-enum { TM_KGLU_SILU = 1, TM_KGLU_GELU_TANH = 2 };
+enum { TM_KGLU_SILU = 1, TM_KGLU_GELU_TANH = 2, TM_KGLU_GELU = 3 };
 int tm_kpack_glu(tm_kweight **out, const tm_kweight *gate, const tm_kweight *up, int act, tm_err *err);
 /* Free w's GEMM panels (a weight whose GEMMs run elsewhere, e.g. fused by
  * tm_kpack_glu): it stays a GEMV weight. */
@@ -240,6 +240,8 @@ typedef struct tm_kernels {
     void (*silu_mul)(float *y, const float *g, const float *u, size_t n);
     /* y[n] = gelu_tanh(g[n]) * u[n] (0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))) */
     void (*gelu_tanh_mul)(float *y, const float *g, const float *u, size_t n);
+    /* y[n] = gelu(g[n]) * u[n], the exact GELU 0.5 g (1 + erf(g / sqrt 2)) */
+    void (*gelu_mul)(float *y, const float *g, const float *u, size_t n);
     /* RoPE, rotate-half (HF Llama): x[T][H][Dh] in place; cos, sin [T][Dh/2].
      * x1 = x[i], x2 = x[i + Dh/2]: x[i] = x1 c - x2 s, x[i + Dh/2] = x2 c + x1 s. */
     void (*rope)(float *x, const float *cos_t, const float *sin_t, int T, int H, int Dh);
@@ -258,7 +260,7 @@ typedef struct tm_kernels {
 } tm_kernels;
 
 /* The op names, in table order, for listings (tandem devices) and tests. */
-#define TM_KOP_COUNT 19
+#define TM_KOP_COUNT 20
 extern const char *const tm_kop_names[TM_KOP_COUNT];
 
 /* tm_kernels_best: the best variant this CPU can run. */
@@ -297,5 +299,8 @@ int tm_kmatmul_bf16y_ok(const tm_kernels *k, const tm_kweight *w, int M);
 int tm_kmatmul_bf16y(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, uint16_t *y,
                      tm_kbuf *ws, struct tm_pool *pool, tm_err *err);
 void tm_kglu_row_bf16(const tm_kernels *k, int act, float *y, const uint16_t *gate, const uint16_t *up, int F);
+/* k's kernel for y[n] = act(g[n]) * u[n], act TM_KGLU_* */
+typedef void (*tm_kact_fn)(float *y, const float *g, const float *u, size_t n);
+tm_kact_fn tm_kglu_fn(const tm_kernels *k, int act);
 
 #endif

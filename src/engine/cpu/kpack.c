@@ -291,7 +291,7 @@ int tm_kpack_glu(tm_kweight **out, const tm_kweight *gate, const tm_kweight *up,
 {
     *out = NULL;
     if (!gate || !up || !gate->panel || !up->panel || gate->glu || up->glu || gate->dtype != up->dtype ||
-        gate->N != up->N || gate->K != up->K || (act != TM_KGLU_SILU && act != TM_KGLU_GELU_TANH))
+        gate->N != up->N || gate->K != up->K || (act != TM_KGLU_SILU && act != TM_KGLU_GELU_TANH && act != TM_KGLU_GELU))
         return tm_errf(err, TM_E_INVALID, "kpack glu: gate and up must be GEMM weights of one dtype and shape");
     int q8 = gate->dtype == TM_DT_Q8PC, np = gate->Np / 32;
     size_t pb = (size_t)gate->Kp * 32 * (q8 ? 1 : 2); /* one panel's bytes */

@@ -203,8 +203,7 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
             memcpy(s->xe + (size_t)j * D, h + (size_t)s->order[j0 + j] * D, sizeof(float) * D);
         if ((rc = matmul(k, x->gate[e], s->xe, n, s->ge, ws, pool, err))) return rc; /* [n][Fe] */
         if ((rc = matmul(k, x->up[e], s->xe, n, s->ue, ws, pool, err))) return rc;   /* [n][Fe] */
-        if (x->act == TM_ACT_SILU) k->silu_mul(s->ge, s->ge, s->ue, (size_t)n * Fe);
-        else k->gelu_tanh_mul(s->ge, s->ge, s->ue, (size_t)n * Fe);
+        tm_kglu_fn(k, tm_kglu_of(x->act))(s->ge, s->ge, s->ue, (size_t)n * Fe);
         if ((rc = matmul(k, x->down[e], s->ge, n, s->ye, ws, pool, err))) return rc; /* [n][D] */
         for (int j = 0; j < n; j++) {
             float *fr = f + (size_t)s->order[j0 + j] * D, wj = s->weight[j0 + j];

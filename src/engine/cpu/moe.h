@@ -38,6 +38,12 @@
 
 struct tm_pool;
 
+/* the kernels' TM_KGLU_* code of a model's activation (the dense FFN's too) */
+static inline int tm_kglu_of(tm_act a)
+{
+    return a == TM_ACT_SILU ? TM_KGLU_SILU : a == TM_ACT_GELU ? TM_KGLU_GELU : TM_KGLU_GELU_TANH;
+}
+
 /* One MoE layer's weights as the CPU kernels take them. */
 typedef struct tm_moe_experts {
     int D, E, Fe, top_k, norm_topk;

@@ -85,6 +85,15 @@ void tm_kref_gelu_tanh_mul(float *y, const float *g, const float *u, size_t n)
     }
 }
 
+void tm_kref_gelu_mul(float *y, const float *g, const float *u, size_t n)
+{
+    /* 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2), in double: no cancellation for x << 0 */
+    for (size_t i = 0; i < n; i++) {
+        double x = g[i];
+        y[i] = (float)(0.5 * x * erfc(-x * 0.70710678118654752) * u[i]);
+    }
+}
+
 void tm_kref_rope(float *x, const float *cos_t, const float *sin_t, int T, int H, int Dh)
 {
     int half = Dh / 2;
@@ -153,6 +162,7 @@ void tm_kvariant_scalar(tm_kernels *k)
     k->quant_q8 = tm_kref_quant_q8;
     k->silu_mul = tm_kref_silu_mul;
     k->gelu_tanh_mul = tm_kref_gelu_tanh_mul;
+    k->gelu_mul = tm_kref_gelu_mul;
     k->rope = tm_kref_rope;
     k->softmax = tm_kref_softmax;
     k->f32_to_bf16 = tm_kref_f32_to_bf16;
