@@ -486,6 +486,25 @@ static void test_arch_rules(void)
         CHECK(qn == 64 && kn == 32 && pre == 0 && pa == 1 && pf == 1 && !m->tied && m->eps == 1e-5f);
     }
     tm_model_free(m);
+    /* Qwen2-MoE: Hub defaults (60 experts top-4, no renormalisation, shared expert 5632, q/k/v biases unless
+       qkv_bias is false), the shared expert's four tensors, sliding_window 0 meaning none */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Qwen2MoeForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":32,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                            "\"sliding_window\":0}", &m, &err), TM_OK);
+    if (m) {
+        int shared = 0;
+        for (int i = 0; i < m->n_spec; i++) shared += contains(m->spec[i].name, "shared_expert");
+        CHECK(m->n_experts == 60 && m->top_k == 4 && m->F_expert == 1408 && m->F_shared == 5632 && !m->norm_topk_prob &&
+              m->qkv_bias && !m->o_bias && shared == 8 && m->layer[0].moe && !m->layer[0].sliding);
+    }
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Qwen2MoeForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":32,\"num_hidden_layers\":4,\"num_attention_heads\":2,\"qkv_bias\":false,"
+                            "\"num_experts\":4,\"num_experts_per_tok\":2,\"shared_expert_intermediate_size\":0,"
+                            "\"use_sliding_window\":true,\"sliding_window\":8,\"max_window_layers\":3}", &m, &err), TM_OK);
+    if (m) CHECK(!m->qkv_bias && m->F_shared == 0 && m->layer[0].sliding && !m->layer[1].sliding && m->layer[2].sliding &&
+                 !m->layer[3].sliding && m->layer[2].window == 8);
+    tm_model_free(m);
     /* an absurd number of expert tensors is refused before anything is allocated for them */
     CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
                             "\"intermediate_size\":32,\"num_hidden_layers\":10000,\"num_attention_heads\":2,"

@@ -118,6 +118,14 @@ def variants():
         "Gemma (1) as the Hub's gemma-2b / 7b configs have it, hidden_act 'gelu': transformers 5 runs the exact "
         "(erf) GELU there; weights N(0, 0.3^2) so the MLP's inputs reach the range where the exact and the tanh "
         "GELU differ")
+    v["qwen2_moe"] = ("Qwen2MoeConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, shared_expert_intermediate_size=48, norm_topk_prob=False, decoder_sparse_step=1,
+        mlp_only_layers=[1], tie_word_embeddings=False), 2025,
+        "Qwen2-MoE: 4 experts top-2 without renormalisation, a shared expert (48) behind a sigmoid gate, "
+        "q/k/v biases, layer 1 dense (mlp_only_layers)")
     v["granite"] = ("GraniteConfig", dict(
         COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
@@ -182,16 +190,19 @@ def perturb(model, seed):
     return names
 
 
-def to_hub_moe_names(hf_dir, F, D, n_experts):
+def to_hub_moe_names(hf_dir, F, D, n_experts, style="mixtral"):
     """transformers 5 may save MoE experts fused ([E][2F][D] gate_up, [E][D][F] down); rewrite them as the
-    Hub's per-expert Mixtral tensors block_sparse_moe.experts.N.{w1,w3,w2}.weight"""
+    Hub's per-expert tensors: Mixtral's block_sparse_moe.experts.N.{w1,w3,w2}.weight, or (style "qwen")
+    Qwen-MoE's mlp.experts.N.{gate_proj,up_proj,down_proj}.weight"""
     path = os.path.join(hf_dir, "model.safetensors")
     sd = load_file(path)
     out, changed = {}, False
+    blk_out = ".block_sparse_moe." if style == "mixtral" else ".mlp."
+    names = ("w1", "w3", "w2") if style == "mixtral" else ("gate_proj", "up_proj", "down_proj")
     for k, t in sd.items():
         for blk in (".mlp.", ".block_sparse_moe."):
             if blk in k:
-                pre = k.split(blk)[0] + ".block_sparse_moe."
+                pre = k.split(blk)[0] + blk_out
                 rest = k.split(blk, 1)[1]
                 break
         else:
@@ -201,13 +212,13 @@ def to_hub_moe_names(hf_dir, F, D, n_experts):
             changed = True
             for e in range(n_experts):
                 w = t[e] if t.shape[1] == 2 * F else t[e].t()
-                out[pre + f"experts.{e}.w1.weight"] = w[:F].contiguous()
-                out[pre + f"experts.{e}.w3.weight"] = w[F:].contiguous()
+                out[pre + f"experts.{e}.{names[0]}.weight"] = w[:F].contiguous()
+                out[pre + f"experts.{e}.{names[1]}.weight"] = w[F:].contiguous()
         elif rest == "experts.down_proj":
             changed = True
             for e in range(n_experts):
                 w = t[e] if t.shape[1] == D else t[e].t()
-                out[pre + f"experts.{e}.w2.weight"] = w.contiguous()
+                out[pre + f"experts.{e}.{names[2]}.weight"] = w.contiguous()
         else:
             changed |= pre + rest != k
             out[pre + rest] = t
@@ -301,6 +312,10 @@ def build(name, cls_name, kwargs, seed, desc, root):
     if cls_name == "MixtralConfig" and to_hub_moe_names(hf, cfg.intermediate_size, cfg.hidden_size,
                                                          cfg.num_local_experts):
         notes.append("experts rewritten to the Hub's per-expert block_sparse_moe.experts.N.w1/w2/w3 tensors "
+                     "(reloaded cleanly: no missing or unexpected keys)")
+    if cls_name == "Qwen2MoeConfig" and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,
+                                                         cfg.num_experts, "qwen"):
+        notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")
     ref = load(hf)
     rope = rope_tables(ref, ref.config)  # before any forward (LongRoPE switches tables during one)

@@ -236,6 +236,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"decoder_sparse_step", &c->decoder_sparse_step},
         {"bos_token_id", &c->bos_token_id},
         {"no_rope_layer_interval", &c->no_rope_layer_interval},
+        {"shared_expert_intermediate_size", &c->shared_expert_intermediate_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -260,6 +261,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"mlp_bias", &c->mlp_bias},
         {"use_sliding_window", &c->use_sliding_window},
         {"norm_topk_prob", &c->norm_topk_prob},
+        {"qkv_bias", &c->qkv_bias},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;

@@ -60,6 +60,7 @@ typedef struct tm_hf_config {
     tm_cfg_int num_experts, num_local_experts, num_experts_per_tok, moe_intermediate_size;
     tm_cfg_int decoder_sparse_step, bos_token_id;
     tm_cfg_int no_rope_layer_interval; /* SmolLM3 */
+    tm_cfg_int shared_expert_intermediate_size; /* Qwen2-MoE */
     int eos_ids[TM_CFG_MAX_EOS], n_eos;
 
     tm_cfg_num rms_norm_eps, rope_theta, rope_local_base_freq, partial_rotary_factor;
@@ -67,6 +68,7 @@ typedef struct tm_hf_config {
     tm_cfg_num embedding_multiplier, logits_scaling, residual_multiplier, attention_multiplier; /* Granite */
 
     tm_cfg_bool tie_word_embeddings, attention_bias, mlp_bias, use_sliding_window, norm_topk_prob;
+    tm_cfg_bool qkv_bias;           /* Qwen2-MoE */
 
     char hidden_act[32];            /* "" if absent or null */
     char hidden_activation[32];

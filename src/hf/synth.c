@@ -38,6 +38,14 @@ static const synth_preset presets[] = {
      "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
      "\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-6,\"rope_theta\":500000.0,\"tie_word_embeddings\":false,"
      "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"qwen2-moe-tiny", "a 2-layer Qwen2-MoE (8 experts top-2, a shared expert behind its sigmoid gate), "
+     "for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"Qwen2MoeForCausalLM\"],\"model_type\":\"qwen2_moe\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"moe_intermediate_size\":64,\"shared_expert_intermediate_size\":192,"
+     "\"num_experts\":8,\"num_experts_per_tok\":2,\"norm_topk_prob\":false,\"num_hidden_layers\":2,"
+     "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-6,"
+     "\"rope_theta\":1000000.0,\"tie_word_embeddings\":false,\"hidden_act\":\"silu\",\"bos_token_id\":1,"
+     "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"llama-3.2-1b", "Llama 3.2 1B shape: 1.24 B params, GQA 32/8, tied embeddings",
      "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":2048,"
      "\"intermediate_size\":8192,\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"

@@ -10,9 +10,9 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
-typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3 } sw_mode;
+typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
-typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL } moe_mode;
+typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2 } moe_mode;
 
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
@@ -50,6 +50,7 @@ static const arch_info arch_table[] = {
     {"Olmo2ForCausalLM",               "olmo2",      TM_ARCH_OLMO2,     0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
     {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model."},
     {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model."},
+    {"Qwen2MoeForCausalLM",            "qwen2_moe",  TM_ARCH_QWEN2_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN2MOE, 4096, MOE_QWEN2, "model."},
     {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model."},
 };
 #define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
@@ -324,6 +325,13 @@ static int build_specs(tm_model *m, tm_err *err)
                     ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%slayers.%d.%s.experts.%d.down_proj.weight", P, l, blk, e);
                 }
             }
+            if (m->F_shared) { /* Qwen2-MoE's shared expert and its gate */
+                int64_t Fs = m->F_shared;
+                ADD(&w->s_gate, TM_TK_MATRIX, Fs, D, "%slayers.%d.mlp.shared_expert.gate_proj.weight", P, l);
+                ADD(&w->s_up, TM_TK_MATRIX, Fs, D, "%slayers.%d.mlp.shared_expert.up_proj.weight", P, l);
+                ADD(&w->s_down, TM_TK_MATRIX, D, Fs, "%slayers.%d.mlp.shared_expert.down_proj.weight", P, l);
+                ADD(&w->s_router, TM_TK_MATRIX, 1, D, "%slayers.%d.mlp.shared_expert_gate.weight", P, l);
+            }
         } else {
             if (m->fused_gate_up) {
                 ADD(&w->w_gate_up, TM_TK_MATRIX, 2 * (int64_t)m->F, D, "%slayers.%d.mlp.gate_up_proj.weight", P, l);
@@ -407,11 +415,12 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types' has %d entries but num_hidden_layers is %d", c->name,
                        x->pre, c->n_layer_types, m->L);
     if (ai->sw != SW_NONE) {
-        if ((rc = opt_int(x, &c->sliding_window, "sliding_window", 1, INT32_MAX,
+        if ((rc = opt_int(x, &c->sliding_window, "sliding_window", 0, INT32_MAX, /* 0: none (transformers 5 writes it so) */
                           c->sliding_window.state == TM_CFG_NULL ? 0 : ai->sw_default, &window)))
             return rc;
     }
-    if ((ai->sw == SW_QWEN || ai->sw == SW_SMOLLM3) && !(c->use_sliding_window.state == TM_CFG_SET && c->use_sliding_window.v))
+    if ((ai->sw == SW_QWEN || ai->sw == SW_SMOLLM3 || ai->sw == SW_QWEN2MOE) &&
+        !(c->use_sliding_window.state == TM_CFG_SET && c->use_sliding_window.v))
         window = 0;
     /* SmolLM3: no_rope_layers[l] = 0 marks a layer without RoPE; absent, every no_rope_layer_interval-th
        layer (default 4) is one */
@@ -434,6 +443,7 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         case SW_GEMMA2: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0; break;
         case SW_GEMMA3: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % pattern != 0; break;
         case SW_SMOLLM3: break; /* below, after the layer's RoPE */
+        case SW_QWEN2MOE: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0 && l < mwl; break;
         }
         int nope = ai->sw == SW_SMOLLM3 && (c->n_no_rope ? c->no_rope_layers[l] == 0 : (l + 1) % interval == 0);
         if (ai->sw == SW_SMOLLM3) s = c->n_layer_types ? c->layer_sliding[l] : nope;
@@ -451,9 +461,10 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
     if (ai->moe == MOE_NONE) return TM_OK;
     const tm_cfg_int *ne = c->num_experts.state == TM_CFG_SET ? &c->num_experts : &c->num_local_experts;
     const char *nek = ne == &c->num_experts ? "num_experts" : "num_local_experts";
-    if ((rc = opt_int(x, ne, nek, 1, TM_MODEL_MAX_EXPERTS, ai->moe == MOE_QWEN3 ? 128 : 8, &m->n_experts))) return rc;
-    if ((rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts,
-                      ai->moe == MOE_QWEN3 ? 8 : 2, &m->top_k)))
+    int def_e = ai->moe == MOE_QWEN3 ? 128 : ai->moe == MOE_QWEN2 ? 60 : 8;
+    int def_k = ai->moe == MOE_QWEN3 ? 8 : ai->moe == MOE_QWEN2 ? 4 : 2;
+    if ((rc = opt_int(x, ne, nek, 1, TM_MODEL_MAX_EXPERTS, def_e, &m->n_experts))) return rc;
+    if ((rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, def_k, &m->top_k)))
         return rc;
     if (m->top_k > m->n_experts)
         return tm_errf(x->err, TM_E_INVALID, "%s: 'num_experts_per_tok' = %d exceeds the %d experts", c->name, m->top_k,
@@ -464,7 +475,11 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
         for (int l = 0; l < m->L; l++) m->layer[l].moe = 1;
         return TM_OK;
     }
-    if ((rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF, 768, &m->F_expert)))
+    if ((rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF,
+                      ai->moe == MOE_QWEN2 ? 1408 : 768, &m->F_expert)))
+        return rc;
+    if (ai->moe == MOE_QWEN2 && (rc = opt_int(x, &c->shared_expert_intermediate_size, "shared_expert_intermediate_size",
+                                              0, TM_MODEL_MAX_FF, 5632, &m->F_shared)))
         return rc;
     m->norm_topk_prob = c->norm_topk_prob.state == TM_CFG_SET ? c->norm_topk_prob.v : 0;
     int step = 1;
@@ -574,6 +589,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     m->tied = c->tie_word_embeddings.state == TM_CFG_SET ? c->tie_word_embeddings.v : ai->tie;
     int ab = c->attention_bias.state == TM_CFG_SET && c->attention_bias.v;
     m->qkv_bias = ai->bias == AB_QKV || (ai->bias == AB_CONFIG && ab);
+    if (ai->arch == TM_ARCH_QWEN2_MOE && c->qkv_bias.state == TM_CFG_SET) m->qkv_bias = c->qkv_bias.v;
     m->o_bias = ai->bias == AB_CONFIG && ab;
     m->mlp_bias = ai->mlp_bias && c->mlp_bias.state == TM_CFG_SET && c->mlp_bias.v;
     m->qk_norm = ai->qk_norm;

@@ -46,6 +46,7 @@
  *     moe:    r = softmax(h·routerᵀ) over E experts (f32); take the top_k
  *             (norm_topk_prob: divide them by their sum);
  *             f = Σ p_e · (act(h·eg_eᵀ) ⊙ h·eu_eᵀ)·ed_eᵀ
+ *             F_shared: f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ)·s_downᵀ
  *     post_ffn_norm (Gemma, OLMo 2): f = rmsnorm(f, ffn_out_norm)
  *     x = x + f * residual_scale
  *   x = rmsnorm(x, final_norm)
@@ -94,6 +95,7 @@ typedef enum tm_arch {
     TM_ARCH_OLMO2,
     TM_ARCH_PHI3,
     TM_ARCH_QWEN3_MOE,
+    TM_ARCH_QWEN2_MOE,
     TM_ARCH_MIXTRAL,
 } tm_arch;
 
@@ -152,6 +154,9 @@ typedef struct tm_layer_weights {
     tm_tensor router;            /* [E][D] */
     tm_tensor *e_gate, *e_up;    /* [E] each [Fe][D] */
     tm_tensor *e_down;           /* [E] each [D][Fe] */
+    tm_tensor s_gate, s_up;      /* [Fs][D] the shared expert (Qwen2-MoE) */
+    tm_tensor s_down;            /* [D][Fs] */
+    tm_tensor s_router;          /* [1][D] its gate: f *= sigmoid(h·s_routerᵀ) */
 } tm_layer_weights;
 
 /* What a tensor is, so a converter knows what it may quantize. */
@@ -200,6 +205,7 @@ typedef struct tm_model {
 
     /* mixture of experts (n_experts == 0: dense) */
     int n_experts, top_k, F_expert, norm_topk_prob;
+    int F_shared;                /* Qwen2-MoE's shared expert (0: none), added behind a sigmoid gate */
 
     tm_rope rope[2];
     int n_rope;

@@ -165,10 +165,11 @@ static tm_dtype fit(tm_dtype want, int64_t N, int64_t K)
     return want; /* let the writer name the problem */
 }
 
+/* a MoE router, or Qwen2-MoE's shared-expert gate: kept plain (routing is discontinuous) */
 static int is_router(const tm_model *m, const tm_tensor *slot)
 {
     for (int l = 0; l < m->L; l++)
-        if (slot == &m->w[l].router) return 1;
+        if (slot == &m->w[l].router || slot == &m->w[l].s_router) return 1;
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* engine/cpu/moe.c: the mixture-of-experts FFN block (see moe.h for the
  * math, the row grouping and why the router stays f32). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,10 @@ void tm_moe_free(tm_moe_experts *x)
     free(x->up);
     free(x->down);
     free(x->router);
+    tm_kpack_free(x->s_gate);
+    tm_kpack_free(x->s_up);
+    tm_kpack_free(x->s_down);
+    free(x->s_router);
     free(x);
 }
 
@@ -64,6 +69,18 @@ int tm_moe_init(tm_moe_experts **out, const tm_model *m, int layer, tm_moe_pack_
             goto fail;
         }
     }
+    if ((x->Fs = m->F_shared) > 0) {
+        if ((rc = pack(&x->s_gate, &w->s_gate, roles, err)) != TM_OK || (rc = pack(&x->s_up, &w->s_up, roles, err)) != TM_OK ||
+            (rc = pack(&x->s_down, &w->s_down, roles, err)) != TM_OK)
+            goto fail;
+        x->s_router = malloc(sizeof(float) * D);
+        if (!x->s_gate || !x->s_up || !x->s_down || !x->s_router || !w->s_router.data ||
+            tm_tensor_numel(&w->s_router) != (int64_t)D) {
+            rc = tm_errf(err, TM_E_INVALID, "moe layer %d: the shared expert's weights are not bound", layer);
+            goto fail;
+        }
+        tm_quant_dequant_row(w->s_router.dtype, w->s_router.data, w->s_router.scales, (int64_t)D, 0, x->s_router);
+    }
     *out = x;
     return TM_OK;
 fail:
@@ -82,7 +99,7 @@ int tm_moe_scratch_init(tm_moe_scratch *s, const tm_model *m, int max_rows, tm_e
 {
     memset(s, 0, sizeof *s);
     size_t M = (size_t)max_rows, E = (size_t)m->n_experts, K = (size_t)m->top_k, D = (size_t)m->D;
-    size_t Fe = (size_t)m->F_expert;
+    size_t Fe = (size_t)(m->F_shared > m->F_expert ? m->F_shared : m->F_expert); /* ge, ue serve both */
     s->max_rows = max_rows;
     s->prob = malloc(sizeof(float) * M * E);
     s->sel = malloc(sizeof(int) * M * K);
@@ -210,6 +227,19 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
             const float *yr = s->ye + (size_t)j * D;
             for (int d = 0; d < D; d++) fr[d] += wj * yr[d];
         }
+    }
+    if (!x->Fs) return TM_OK;
+    /* the shared expert on every row, scaled by its sigmoid gate */
+    if ((rc = matmul(k, x->s_gate, h, M, s->ge, ws, pool, err))) return rc; /* [M][Fs] */
+    if ((rc = matmul(k, x->s_up, h, M, s->ue, ws, pool, err))) return rc;   /* [M][Fs] */
+    tm_kglu_fn(k, tm_kglu_of(x->act))(s->ge, s->ge, s->ue, (size_t)M * x->Fs);
+    if ((rc = matmul(k, x->s_down, s->ge, M, s->ye, ws, pool, err))) return rc; /* [M][D] */
+    for (int i = 0; i < M; i++) {
+        const float *hr = h + (size_t)i * D, *yr = s->ye + (size_t)i * D;
+        float g = 0, *fr = f + (size_t)i * D;
+        for (int d = 0; d < D; d++) g += hr[d] * x->s_router[d];
+        float sg = 1.f / (1.f + expf(-g));
+        for (int d = 0; d < D; d++) fr[d] += sg * yr[d];
     }
     return TM_OK;
 }

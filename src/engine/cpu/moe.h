@@ -1,10 +1,12 @@
 /* engine/cpu/moe.h: the mixture-of-experts FFN block of the CPU engines
- * (Qwen3-MoE, Mixtral), the "moe:" line of model/model.h's op sequence:
+ * (Qwen3-MoE, Qwen2-MoE, Mixtral), the "moe:" line of model/model.h's op sequence:
  *
  *   r[M][E]  = softmax(h · routerᵀ)                     (f32, see below)
  *   top_k experts per row (the larger probability first, the lower index on
  *   ties); p = their probabilities, divided by their sum when norm_topk
  *   f[M][D]  = Σ_e p_e · (act(h·gate_eᵀ) ⊙ h·up_eᵀ) · down_eᵀ
+ *   Fs > 0:  f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ) · s_downᵀ   (Qwen2-MoE's shared
+ *            expert, every row, added after the routed ones as transformers does)
  *
  *   tm_moe_experts *x;
  *   tm_moe_init(&x, model, layer, pack, roles, &err);   // binds router + E experts
@@ -51,6 +53,10 @@ typedef struct tm_moe_experts {
     float *router;                /* [E][D] f32 */
     tm_kweight **gate, **up;      /* [E] each [Fe][D] */
     tm_kweight **down;            /* [E] each [D][Fe] */
+    int Fs;                       /* the shared expert (Qwen2-MoE), 0: none */
+    tm_kweight *s_gate, *s_up;    /* [Fs][D] */
+    tm_kweight *s_down;           /* [D][Fs] */
+    float *s_router;              /* [D] f32: the shared expert's gate, sigmoid(h·s_router) */
 } tm_moe_experts;
 
 /* Per-call working memory, sized for max_rows rows. */
@@ -63,7 +69,7 @@ typedef struct tm_moe_scratch {
     int *order;                   /* [M*K] row indices grouped by expert */
     float *weight;                /* [M*K] the matching weights */
     float *xe;                    /* [M][D] gathered rows of h */
-    float *ge, *ue;               /* [M][Fe] gate (then act(gate) ⊙ up), up */
+    float *ge, *ue;               /* [M][max(Fe, Fs)] gate (then act(gate) ⊙ up), up */
     float *ye;                    /* [M][D] expert output */
 } tm_moe_scratch;
 

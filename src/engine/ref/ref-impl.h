@@ -23,11 +23,14 @@ typedef struct ref_layer {
     float *router;           /* moe: [E][D] */
     float *e_gu;             /* moe: [E][2Fe][D] */
     float *e_d;              /* moe: [E][D][Fe] */
+    float *s_gu;             /* moe, shared expert (Qwen2-MoE): [2Fs][D], or NULL */
+    float *s_d;              /* [D][Fs] */
+    float *s_router;         /* [D]: the shared expert's gate */
 } ref_layer;
 
 struct tm_ref {
     /* a copy of the description (no weights) */
-    int V, D, L, H, Hk, Dh, F, E, top_k, Fe, norm_topk;
+    int V, D, L, H, Hk, Dh, F, E, top_k, Fe, norm_topk, Fs;
     float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
     float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
     int qk_whole;                     /* q / k norms over the whole projection (OLMo 2), not per head */

@@ -140,6 +140,13 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
         if ((rc = fill_rows(gu, Fe, &w->e_up[e], Fe, D, err))) return rc;
         if ((rc = fill_rows(o->e_d + e * D * Fe, 0, &w->e_down[e], D, Fe, err))) return rc;
     }
+    if (!m->F_shared) return TM_OK;
+    int64_t Fs = m->F_shared;
+    o->s_gu = malloc((size_t)(2 * Fs * D) * sizeof(float));
+    if (!o->s_gu) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    if ((rc = fill_rows(o->s_gu, 0, &w->s_gate, Fs, D, err)) || (rc = fill_rows(o->s_gu, Fs, &w->s_up, Fs, D, err)))
+        return rc;
+    if (!(o->s_d = to_f32(&w->s_down, D, Fs, err)) || !(o->s_router = to_f32(&w->s_router, 1, D, err))) return err->code;
     return TM_OK;
 }
 
@@ -150,7 +157,8 @@ void tm_ref_free(tm_ref *r)
         for (int l = 0; l < r->L; l++) {
             ref_layer *o = &r->w[l];
             float *ps[] = {o->attn_norm, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->wo, o->bo, o->attn_out_norm,
-                           o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d};
+                           o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
+                           o->s_gu, o->s_d, o->s_router};
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
         }
     free(r->w);
@@ -192,6 +200,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     if (!r) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
     r->V = m->V, r->D = m->D, r->L = m->L, r->H = m->H, r->Hk = m->Hk, r->Dh = m->Dh, r->F = m->F;
     r->E = m->n_experts, r->top_k = m->top_k, r->Fe = m->F_expert, r->norm_topk = m->norm_topk_prob;
+    r->Fs = m->F_shared;
     r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
     r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;

@@ -95,9 +95,9 @@ static void moe_tokens(void *p, int t0, int t1)
 {
     const moe_ctx *c = p;
     const tm_ref *r = c->r;
-    int D = r->D, E = r->E, Fe = r->Fe, K = r->top_k;
+    int D = r->D, E = r->E, Fe = r->Fe, K = r->top_k, Fg = Fe > r->Fs ? Fe : r->Fs;
     float *prob = malloc((size_t)E * sizeof(float));
-    float *gu = malloc((size_t)2 * Fe * sizeof(float));
+    float *gu = malloc((size_t)2 * Fg * sizeof(float));
     float *y = malloc((size_t)D * sizeof(float));
     int *sel = malloc((size_t)K * sizeof(int));
     float *wsel = malloc((size_t)K * sizeof(float));
@@ -135,6 +135,16 @@ static void moe_tokens(void *p, int t0, int t1)
             for (int f = 0; f < Fe; f++) gu[f] = ref_act(r->act, gu[f]) * gu[Fe + f];
             ref_matmul(1, y, gu, c->w->e_d + (size_t)e * D * Fe, NULL, 1, D, Fe);
             for (int d = 0; d < D; d++) out[d] += y[d] * wsel[k];
+        }
+        if (c->w->s_gu) { /* Qwen2-MoE: + sigmoid(h·s_router) * shared expert(h), after the routed ones */
+            int Fs = r->Fs;
+            float g;
+            ref_matmul(1, &g, h, c->w->s_router, NULL, 1, 1, D);
+            float sg = (float)(1.0 / (1.0 + exp(-(double)g)));
+            ref_matmul(1, gu, h, c->w->s_gu, NULL, 1, 2 * Fs, D);
+            for (int f = 0; f < Fs; f++) gu[f] = ref_act(r->act, gu[f]) * gu[Fs + f];
+            ref_matmul(1, y, gu, c->w->s_d, NULL, 1, D, Fs);
+            for (int d = 0; d < D; d++) out[d] += sg * y[d];
         }
     }
 done:
