@@ -14,7 +14,7 @@ enum {
     F_ABS, F_ATTR, F_BATCH, F_CAPITALIZE, F_CENTER, F_DEFAULT, F_DICTSORT, F_ESCAPE, F_FIRST, F_FLOAT,
     F_FORCEESCAPE, F_FORMAT, F_INDENT, F_INT, F_ITEMS, F_JOIN, F_LAST, F_LENGTH, F_LIST, F_LOWER, F_MAP,
     F_MAX, F_MIN, F_REJECT, F_REJECTATTR, F_REPLACE, F_REVERSE, F_ROUND, F_SAFE, F_SELECT, F_SELECTATTR,
-    F_SORT, F_STRING, F_SUM, F_TITLE, F_TOJSON, F_TRIM, F_UNIQUE, F_UPPER, F_WORDCOUNT,
+    F_SORT, F_STRING, F_SUM, F_TITLE, F_TOJSON, F_TRIM, F_TRUNCATE, F_UNIQUE, F_UPPER, F_WORDCOUNT,
 };
 
 typedef struct fdef {
@@ -31,11 +31,11 @@ static const fdef FILTERS[] = {
     {"max", F_MAX}, {"min", F_MIN}, {"reject", F_REJECT}, {"rejectattr", F_REJECTATTR}, {"replace", F_REPLACE},
     {"reverse", F_REVERSE}, {"round", F_ROUND}, {"safe", F_SAFE}, {"select", F_SELECT},
     {"selectattr", F_SELECTATTR}, {"sort", F_SORT}, {"string", F_STRING}, {"sum", F_SUM}, {"title", F_TITLE},
-    {"tojson", F_TOJSON}, {"trim", F_TRIM}, {"unique", F_UNIQUE}, {"upper", F_UPPER},
+    {"tojson", F_TOJSON}, {"trim", F_TRIM}, {"truncate", F_TRUNCATE}, {"unique", F_UNIQUE}, {"upper", F_UPPER},
     {"wordcount", F_WORDCOUNT},
     /* jinja2 has these; templates that use them fail to compile with a clear message */
     {"filesizeformat", -2}, {"groupby", -2}, {"pprint", -2}, {"random", -2}, {"slice", -2}, {"striptags", -2},
-    {"truncate", -2}, {"urlencode", -2}, {"urlize", -2}, {"wordwrap", -2}, {"xmlattr", -2},
+    {"urlencode", -2}, {"urlize", -2}, {"wordwrap", -2}, {"xmlattr", -2},
     {NULL, 0},
 };
 
@@ -861,6 +861,41 @@ static int f_batch(jrt *rt, jv seq, const jargs *a, jv *out)
     return 0;
 }
 
+/* jinja2's do_truncate(s, length=255, killwords=False, end="...", leeway=5): s unchanged if it has at most
+ * length + leeway code points, else its first length - len(end) code points (without the last partial
+ * word unless killwords) and end */
+static int f_truncate(jrt *rt, jv s, jv length, jv killwords, jv end, jv leeway, jv *out)
+{
+    if (s.kind == JV_UNDEF || s.kind == JV_MISSING) return jv_undef_fail(rt, s);
+    if (s.kind != JV_STR) return jfail(rt, "object of type '%s' has no len()", py_typename(s));
+    int64_t len = 255, lw = 5;
+    if (length.kind == JV_INT) len = length.u.i;
+    else if (length.kind == JV_BOOL) len = length.u.b;
+    else if (length.kind != JV_MISSING) return jfail(rt, "truncate: length must be an integer");
+    if (leeway.kind == JV_INT) lw = leeway.u.i;
+    else if (leeway.kind == JV_BOOL) lw = leeway.u.b;
+    else if (leeway.kind != JV_MISSING && leeway.kind != JV_NONE) return jfail(rt, "truncate: leeway must be an integer");
+    const char *es = "...";
+    size_t en = 3, ecp = 3;
+    if (end.kind == JV_STR) es = jv_s(end)->s, en = jv_s(end)->len, ecp = jv_s(end)->ncp;
+    else if (end.kind != JV_MISSING) return jfail(rt, "can only concatenate str (not \"%s\") to str", py_typename(end));
+    if (len < (int64_t)ecp) return jfail(rt, "expected length >= %zu, got %lld", ecp, (long long)len);
+    if (lw < 0) return jfail(rt, "expected leeway >= 0, got %lld", (long long)lw);
+    const jstr *str = jv_s(s);
+    if ((int64_t)str->ncp <= len + lw) {
+        *out = jv_ref(s);
+        return 0;
+    }
+    size_t cut = u8_offset(str, (size_t)(len - (int64_t)ecp));
+    if (!py_truthy(killwords)) /* head.rsplit(" ", 1)[0] */
+        for (size_t i = cut; i > 0; i--)
+            if (str->s[i - 1] == ' ') {
+                cut = i - 1;
+                break;
+            }
+    return jv_str_cat(rt, str->s, cut, es, en, out);
+}
+
 static int f_wordcount(jrt *rt, jv v, jv *out)
 {
     jv s;
@@ -938,6 +973,7 @@ int jfilter_apply(jrt *rt, int id, jv v, const jargs *a, jv *out)
     static const char *const N_ROUND[] = {"precision", "method"};
     static const char *const N_TRIM[] = {"chars"};
     static const char *const N_CENTER[] = {"width"};
+    static const char *const N_TRUNCATE[] = {"length", "killwords", "end", "leeway"};
     static const char *const N_ATTR[] = {"name"};
     static const char *const N_SUM[] = {"attribute", "start"};
     (void)N0;
@@ -1052,6 +1088,7 @@ int jfilter_apply(jrt *rt, int id, jv v, const jargs *a, jv *out)
         return rc;
     }
     case F_INDENT: BIND("indent", N_INDENT, 0); return f_indent(rt, v, p[0], p[1], p[2], out);
+    case F_TRUNCATE: BIND("truncate", N_TRUNCATE, 0); return f_truncate(rt, v, p[0], p[1], p[2], p[3], out);
     case F_ITEMS:
         if (v.kind == JV_UNDEF || v.kind == JV_MISSING) {
             jlist *l;
