@@ -505,6 +505,27 @@ static void test_arch_rules(void)
     if (m) CHECK(!m->qkv_bias && m->F_shared == 0 && m->layer[0].sliding && !m->layer[1].sliding && m->layer[2].sliding &&
                  !m->layer[3].sliding && m->layer[2].window == 8);
     tm_model_free(m);
+    /* EXAONE 4: OLMo 2's norms, per-head q/k norms; hybrid attention: sliding layers with RoPE, global ones
+       without; the pattern as an integer (default 4) or as "LLLG" (the last layer global) */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Exaone4ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":5,\"num_attention_heads\":2}", &m, &err), TM_OK);
+    if (m) CHECK(!m->pre_norms && m->post_attn_norm && m->qk_norm == 1 && m->layer[0].sliding && m->layer[0].rope == 0 &&
+                 m->layer[0].window == 4096 && !m->layer[3].sliding && m->layer[3].rope == -1 && m->layer[4].sliding);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Exaone4ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":3,\"num_attention_heads\":2,"
+                            "\"sliding_window\":8,\"sliding_window_pattern\":\"LL\"}", &m, &err), TM_OK);
+    if (m) CHECK(m->layer[0].sliding && m->layer[1].sliding && !m->layer[2].sliding && m->layer[2].rope == -1);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Exaone4ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                            "\"sliding_window\":null}", &m, &err), TM_OK);
+    if (m) CHECK(!m->layer[0].sliding && m->layer[0].rope == 0 && m->layer[1].rope == 0);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Exaone4ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                            "\"sliding_window_pattern\":\"LXG\"}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'sliding_window_pattern'"));
     /* an absurd number of expert tensors is refused before anything is allocated for them */
     CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
                             "\"intermediate_size\":32,\"num_hidden_layers\":10000,\"num_attention_heads\":2,"

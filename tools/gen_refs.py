@@ -126,6 +126,13 @@ def variants():
         mlp_only_layers=[1], tie_word_embeddings=False), 2025,
         "Qwen2-MoE: 4 experts top-2 without renormalisation, a shared expert (48) behind a sigmoid gate, "
         "q/k/v biases, layer 1 dense (mlp_only_layers)")
+    v["exaone4"] = ("Exaone4Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, sliding_window=16,
+        sliding_window_pattern=2, tie_word_embeddings=False), 2027,
+        "EXAONE 4: OLMo 2's post norms, per-head q/k norms, hybrid attention: layers 0 and 2 sliding (window 16) "
+        "with RoPE, layers 1 and 3 global without RoPE")
     v["granite"] = ("GraniteConfig", dict(
         COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,

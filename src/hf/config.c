@@ -227,7 +227,6 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"max_position_embeddings", &c->max_position_embeddings},
         {"original_max_position_embeddings", &c->original_max_position_embeddings},
         {"sliding_window", &c->sliding_window},
-        {"sliding_window_pattern", &c->sliding_window_pattern},
         {"max_window_layers", &c->max_window_layers},
         {"num_experts", &c->num_experts},
         {"num_local_experts", &c->num_local_experts},
@@ -265,6 +264,17 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;
+    /* sliding_window_pattern: an integer (Gemma 3, EXAONE 4), or EXAONE 4's "LLLG" string */
+    const cJSON *swp = cJSON_GetObjectItemCaseSensitive(o, "sliding_window_pattern");
+    if (cJSON_IsString(swp)) {
+        size_t n = strlen(swp->valuestring);
+        if (n == 0 || n >= sizeof c->sw_pattern_str || strspn(swp->valuestring, "LG") != n)
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%ssliding_window_pattern' must be an integer or a string of L and G",
+                           x->file, x->pre);
+        memcpy(c->sw_pattern_str, swp->valuestring, n + 1);
+    } else if ((rc = get_int(x, o, "sliding_window_pattern", x->pre, &c->sliding_window_pattern))) {
+        return rc;
+    }
     if ((rc = get_str(x, o, "model_type", x->pre, c->model_type, sizeof c->model_type))) return rc;
     if ((rc = get_str(x, o, "hidden_act", x->pre, c->hidden_act, sizeof c->hidden_act))) return rc;
     if ((rc = get_str(x, o, "hidden_activation", x->pre, c->hidden_activation, sizeof c->hidden_activation))) return rc;

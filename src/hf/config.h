@@ -83,6 +83,7 @@ typedef struct tm_hf_config {
     uint8_t *layer_sliding;         /* [n_layer_types] 1 = "sliding_attention" */
     int n_mlp_only;
     int *mlp_only_layers;           /* [n_mlp_only] */
+    char sw_pattern_str[64];        /* EXAONE 4: sliding_window_pattern as "LLLG" ('L' local, 'G' global) */
     int n_no_rope;
     int *no_rope_layers;            /* [n_no_rope] SmolLM3: 1 = the layer uses RoPE, 0 = none */
 } tm_hf_config;

@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
-typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE } sw_mode;
+typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4 } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
 typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2 } moe_mode;
 
@@ -48,6 +48,7 @@ static const arch_info arch_table[] = {
     {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
     {"SmolLM3ForCausalLM",             "smollm3",    TM_ARCH_SMOLLM3,   1, 1e-6, 2e6, 32768,  0,  AB_CONFIG, 1, 0, 0, 0, SW_SMOLLM3, 0,   MOE_NONE,    "model."},
     {"Olmo2ForCausalLM",               "olmo2",      TM_ARCH_OLMO2,     0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
+    {"Exaone4ForCausalLM",             "exaone4",    TM_ARCH_EXAONE4,   0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 1, 0, 0, SW_EXAONE4, 4096, MOE_NONE,   "model."},
     {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model."},
     {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model."},
     {"Qwen2MoeForCausalLM",            "qwen2_moe",  TM_ARCH_QWEN2_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN2MOE, 4096, MOE_QWEN2, "model."},
@@ -433,7 +434,10 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
     }
     int mwl = 0, pattern = 6;
     if ((rc = opt_int(x, &c->max_window_layers, "max_window_layers", 0, INT32_MAX, 28, &mwl))) return rc;
-    if ((rc = opt_int(x, &c->sliding_window_pattern, "sliding_window_pattern", 1, INT32_MAX, 6, &pattern))) return rc;
+    if ((rc = opt_int(x, &c->sliding_window_pattern, "sliding_window_pattern", 1, INT32_MAX, ai->sw == SW_EXAONE4 ? 4 : 6,
+                      &pattern)))
+        return rc;
+    size_t pstr = strlen(c->sw_pattern_str); /* EXAONE 4's "LLLG" form (its last layer is global) */
     for (int l = 0; l < m->L; l++) {
         int s = 0;
         switch (ai->sw) {
@@ -444,11 +448,17 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         case SW_GEMMA3: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % pattern != 0; break;
         case SW_SMOLLM3: break; /* below, after the layer's RoPE */
         case SW_QWEN2MOE: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0 && l < mwl; break;
+        case SW_EXAONE4:
+            s = c->n_layer_types ? c->layer_sliding[l]
+                : pstr       ? window > 0 && c->sw_pattern_str[l % pstr] == 'L' && l != m->L - 1
+                             : window > 0 && (l + 1) % pattern != 0;
+            break;
         }
         int nope = ai->sw == SW_SMOLLM3 && (c->n_no_rope ? c->no_rope_layers[l] == 0 : (l + 1) % interval == 0);
         if (ai->sw == SW_SMOLLM3) s = c->n_layer_types ? c->layer_sliding[l] : nope;
         m->layer[l].sliding = s && window > 0;
         m->layer[l].window = m->layer[l].sliding ? window : 0;
+        if (ai->sw == SW_EXAONE4) nope = window > 0 && !s; /* hybrid attention: the global layers take no RoPE */
         m->layer[l].rope = nope ? -1 : (ai->gemma == 3 && s) ? 1 : 0;
     }
     return TM_OK;
@@ -595,7 +605,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     m->qk_norm = ai->qk_norm;
     m->fused_qkv = m->fused_gate_up = ai->fused;
     m->norm_add_one = ai->gemma != 0;
-    m->pre_norms = ai->arch != TM_ARCH_OLMO2;
+    m->pre_norms = ai->arch != TM_ARCH_OLMO2 && ai->arch != TM_ARCH_EXAONE4; /* OLMo 2's layer in both */
     m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2 || !m->pre_norms;
     m->embed_scale = ai->gemma ? (float)sqrt((double)m->D) : 1.0f;
     m->attn_scale = (float)pow((double)m->Dh, -0.5);

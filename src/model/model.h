@@ -93,6 +93,7 @@ typedef enum tm_arch {
     TM_ARCH_GRANITE,
     TM_ARCH_SMOLLM3,
     TM_ARCH_OLMO2,
+    TM_ARCH_EXAONE4,
     TM_ARCH_PHI3,
     TM_ARCH_QWEN3_MOE,
     TM_ARCH_QWEN2_MOE,
