@@ -234,6 +234,13 @@ static void ref_fixture(const char *dir, const char *name)
     CHECK(m && c300);
     if (!m || !c300) goto done;
     if (!strcmp(name, "mixtral")) CHECK(m->arch == TM_ARCH_MIXTRAL && m->n_experts == 4 && m->top_k == 2);
+    /* a "hot" fixture (gemma_gelu: weights N(0, 0.3^2), so the fp32 reference can tell the exact GELU from
+       the tanh one) has logits of +-10, where bf16 activations and an int8 KV cache cannot meet the
+       conformance bounds made for O(1) logits; it gets bounds of its own, each about twice what was
+       measured (bf16 KV: 95.5% top-1, mean KL 9.0e-4; int8 KV: 84.1%, 9.4e-3), and stays out of the
+       pooled top-1 */
+    const cJSON *ir = cJSON_GetObjectItem(cJSON_GetObjectItem(man, "config_args"), "initializer_range");
+    int hot = cJSON_IsNumber(ir) && ir->valuedouble > 0.05;
     enum { N = 300, R0 = 256 }; /* logits rows [R0, N) */
     const cJSON *jids = cJSON_GetObjectItem(c300, "input_ids");
     CHECK(cJSON_GetArraySize(jids) == N && cJSON_GetArrayItem(cJSON_GetObjectItem(c300, "rows"), 0)->valueint == R0);
@@ -291,10 +298,15 @@ static void ref_fixture(const char *dir, const char *name)
                runs[e].engine, runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", name, rows,
                rows ? 100.0 * agree / rows : 0, rows ? kl_sum / rows : 0, maxd, maxs);
         CHECKF(rows == N - R0, "%s %s: %d positions scored", runs[e].engine, name, rows);
-        fx_rows[e] += rows; /* top-1 is bounded over all fixtures (44 positions each: one flip is 2.3%) */
-        fx_agree[e] += agree;
-        CHECKF(rows && kl_sum / rows <= runs[e].max_mean_kl, "%s %s: mean KL %.3e", runs[e].engine, name,
-               rows ? kl_sum / rows : 1.0);
+        int int8kv = runs[e].kv == TANDEM_KV_INT8;
+        double max_kl = hot ? (int8kv ? 2e-2 : 2e-3) : runs[e].max_mean_kl;
+        if (hot) {
+            CHECKF(agree >= (int8kv ? 0.75 : 0.90) * rows, "%s %s: top-1 %d/%d", runs[e].engine, name, agree, rows);
+        } else {
+            fx_rows[e] += rows; /* top-1 is bounded over all fixtures (44 positions each: one flip is 2.3%) */
+            fx_agree[e] += agree;
+        }
+        CHECKF(rows && kl_sum / rows <= max_kl, "%s %s: mean KL %.3e", runs[e].engine, name, rows ? kl_sum / rows : 1.0);
         tm_kv_seq_release(kv, &seq);
         tm_kv_cache_free(kv);
         if (ctx) vt->unbind(ctx);
@@ -321,14 +333,6 @@ static void ref_fixtures(void)
         snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
         snprintf(man, sizeof man, "%s/manifest.json", dir);
         if (e->d_name[0] == '.' || !tm_file_exists(man)) continue;
-        if (!strcmp(e->d_name, "gemma_gelu")) {
-            /* its weights are N(0, 0.3^2) so that the fp32 reference can tell the exact GELU from the tanh one
-               (test_conformance); that drives its logits to +-10, where bf16 activations miss the conformance
-               bounds by construction. The engines' exact GELU is checked by test_kernels (gelu_mul against
-               erfc in double) and test_engine (every engine and route on the demo model) */
-            printf("gemma_gelu: fp32 reference only (test_conformance)\n");
-            continue;
-        }
         ref_fixture(dir, e->d_name);
         n++;
     }
