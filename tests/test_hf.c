@@ -221,6 +221,13 @@ static int model_from(const char *text, tm_model **mp, tm_err *err)
     return rc;
 }
 
+static int spec_has(const tm_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_spec; i++)
+        if (strcmp(m->spec[i].name, name) == 0) return 1;
+    return 0;
+}
+
 /* LLAMA with key k replaced by value v (v NULL: removed) */
 static char *llama_with(const char *k, const char *v)
 {
@@ -526,6 +533,50 @@ static void test_arch_rules(void)
                             "\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
                             "\"sliding_window_pattern\":\"LXG\"}", &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "'sliding_window_pattern'"));
+    /* the LayerNorm families: norm, biases, gating, parallel residual, names and RoPE defaults as their
+       config classes have them */
+#define SMALL "\"vocab_size\":8,\"hidden_size\":64,\"intermediate_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":4"
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"PhiForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->norm == TM_NORM_LAYER && m->norm_bias && !m->gated && m->parallel == 1 && m->qkv_bias && m->o_bias &&
+                 m->mlp_bias && m->lm_head_bias && m->rope[0].rot_dim == 8 && m->act == TM_ACT_GELU_TANH &&
+                 m->eps == 1e-5f && spec_has(m, "model.layers.1.self_attn.dense.bias") &&
+                 spec_has(m, "model.layers.0.mlp.fc1.weight") && spec_has(m, "model.final_layernorm.bias") &&
+                 spec_has(m, "lm_head.bias") && !spec_has(m, "model.layers.0.post_attention_layernorm.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"PhiForCausalLM\"]," SMALL ",\"qk_layernorm\":true}", &m, &err),
+                 TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "config.json") && contains(err.msg, "'qk_layernorm'"));
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Starcoder2ForCausalLM\"]," SMALL ",\"use_bias\":false,"
+                            "\"norm_epsilon\":0.001,\"sliding_window\":32}", &m, &err), TM_OK);
+    if (m) CHECK(m->norm == TM_NORM_LAYER && !m->qkv_bias && !m->mlp_bias && m->tied && m->eps == 1e-3f &&
+                 m->layer[1].sliding && m->layer[1].window == 32 && m->rope[0].rot_dim == 16 &&
+                 spec_has(m, "model.layers.0.mlp.c_proj.weight") && !spec_has(m, "model.layers.0.mlp.c_fc.bias"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Starcoder2ForCausalLM\"]," SMALL ",\"norm_epsilon\":2}", &m, &err),
+                 TM_E_INVALID);
+    CHECK(contains(err.msg, "'norm_epsilon'"));
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"StableLmForCausalLM\"]," SMALL ",\"use_parallel_residual\":true,"
+                            "\"use_qkv_bias\":true}", &m, &err), TM_OK);
+    if (m) CHECK(m->gated && m->parallel == 1 && m->qkv_bias && !m->o_bias && m->rope[0].rot_dim == 4 &&
+                 m->act == TM_ACT_SILU && spec_has(m, "model.layers.0.mlp.gate_proj.weight") &&
+                 !spec_has(m, "model.layers.0.post_attention_layernorm.weight"));
+    tm_model_free(m);
+    /* GPT-NeoX: the Hub's rotary_pct and rotary_emb_base; one kv head per head */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GPTNeoXForCausalLM\"]," SMALL ",\"rotary_pct\":0.5,"
+                            "\"rotary_emb_base\":5000}", &m, &err), TM_OK);
+    if (m) CHECK(m->parallel == 2 && m->qkv_interleaved && m->fused_qkv && m->qkv_bias && m->act == TM_ACT_GELU &&
+                 m->rope[0].rot_dim == 8 && m->rope[0].theta == 5000 && !m->tied &&
+                 spec_has(m, "gpt_neox.layers.1.attention.query_key_value.bias") && spec_has(m, "embed_out.weight") &&
+                 spec_has(m, "gpt_neox.embed_in.weight") && spec_has(m, "gpt_neox.final_layer_norm.bias"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GPTNeoXForCausalLM\"]," SMALL ",\"use_parallel_residual\":false,"
+                            "\"attention_bias\":false}", &m, &err), TM_OK);
+    if (m) CHECK(m->parallel == 0 && !m->qkv_bias && !m->o_bias && m->mlp_bias && m->rope[0].rot_dim == 4);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GPTNeoXForCausalLM\"]," SMALL ",\"num_key_value_heads\":2}", &m, &err),
+                 TM_E_INVALID);
+    CHECK(contains(err.msg, "'num_key_value_heads'"));
+#undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */
     CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
                             "\"intermediate_size\":32,\"num_hidden_layers\":10000,\"num_attention_heads\":2,"

@@ -420,6 +420,37 @@ static void test_small_ops(const tm_kernels *k)
             free(q);
             free(qr);
         }
+        /* LayerNorm, rows offset by 3 so the mean matters; with and without a bias, in place; the scalar
+           reference against the formula in double */
+        float *xo = malloc(sizeof(float) * T * D), *bias = rand_vec((size_t)D, 0.3f);
+        for (int i = 0; i < T * D; i++) xo[i] = x[i] + 3.0f;
+        for (int hb = 0; hb < 2; hb++) {
+            const float *b = hb ? bias : NULL;
+            k->layernorm(y, xo, w, b, T, D, 1e-5f);
+            tm_kref_layernorm(yr, xo, w, b, T, D, 1e-5f);
+            int bad = 0, bad_ref = 0;
+            for (int t = 0; t < T; t++) {
+                double mu = 0, var = 0;
+                for (int i = 0; i < D; i++) mu += xo[t * D + i];
+                mu /= D;
+                for (int i = 0; i < D; i++) var += (xo[t * D + i] - mu) * (xo[t * D + i] - mu);
+                var /= D;
+                for (int i = 0; i < D; i++) {
+                    double want = (xo[t * D + i] - mu) / sqrt(var + 1e-5) * w[i] + (b ? b[i] : 0);
+                    bad_ref += !near_rel(yr[t * D + i], want, 1e-5, 1e-5);
+                    bad += !near_rel(y[t * D + i], yr[t * D + i], 1e-5, 1e-6);
+                }
+            }
+            CHECKF(bad_ref == 0, "scalar layernorm D=%d bias %d: %d bad against the formula", D, hb, bad_ref);
+            CHECKF(bad == 0, "%s layernorm D=%d bias %d: %d bad", v, D, hb, bad);
+            memcpy(y, xo, sizeof(float) * T * D);
+            k->layernorm(y, y, w, b, T, D, 1e-5f);
+            bad = 0;
+            for (int i = 0; i < T * D; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6);
+            CHECKF(bad == 0, "%s layernorm in place D=%d: %d bad", v, D, bad);
+        }
+        free(xo);
+        free(bias);
         /* quantization of the same input: exact */
         uint8_t *q = malloc((size_t)T * ld), *qr = malloc((size_t)T * ld);
         float s[3], sr[3];
@@ -456,6 +487,21 @@ static void test_small_ops(const tm_kernels *k)
         bad = 0;
         for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6 * fabs(u[i] * x[i]) + 1e-30);
         CHECKF(bad == 0, "%s gelu_mul n=%zu: %d bad", v, n, bad);
+        /* without the gate product (u NULL): the activation alone, as the reference's and as with u = 1 */
+        void (*acts[3])(float *, const float *, const float *, size_t) = {k->silu_mul, k->gelu_tanh_mul, k->gelu_mul};
+        void (*refs[3])(float *, const float *, const float *, size_t) = {tm_kref_silu_mul, tm_kref_gelu_tanh_mul,
+                                                                          tm_kref_gelu_mul};
+        for (size_t i = 0; i < n; i++) u[i] = 1.0f;
+        for (int a = 0; a < 3; a++) {
+            float *y1 = malloc(sizeof(float) * n);
+            acts[a](y, x, NULL, n);
+            refs[a](yr, x, NULL, n);
+            acts[a](y1, x, u, n);
+            bad = 0;
+            for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6 * fabs(x[i]) + 1e-30) || y[i] != y1[i];
+            CHECKF(bad == 0, "%s activation %d without gate product n=%zu: %d bad", v, a, n, bad);
+            free(y1);
+        }
         free(u);
         free(x);
         free(w);

@@ -153,6 +153,44 @@ def variants():
         rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, tie_word_embeddings=False,
         attention_bias=False), 2021,
         "OLMo 2: norms after attention and MLP only (no pre-norms), q/k RMSNorm over the whole projection")
+    # the LayerNorm families: RoPE left at each config class's defaults (partial rotary factor, base), so
+    # the saved config.json shows how transformers 5 names them
+    v["phi"] = ("PhiConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="gelu_new", max_position_embeddings=2048, layer_norm_eps=1e-5,
+        qk_layernorm=False, tie_word_embeddings=False), 2029,
+        "Phi (phi-1 / 1.5 / 2): LayerNorm with bias, one norm shared by the attention and the MLP run in "
+        "parallel, q/k/v/dense biases, fc1 -> gelu_new -> fc2 with biases, partial rotary (default 0.5), "
+        "final_layernorm, lm_head with bias; GQA 4/2")
+    v["starcoder2"] = ("Starcoder2Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="gelu_pytorch_tanh", max_position_embeddings=4096, norm_epsilon=1e-5,
+        use_bias=True, sliding_window=16, tie_word_embeddings=True), 2031,
+        "StarCoder2: LayerNorm with bias (norm_epsilon), biases on q/k/v/o and c_fc/c_proj (use_bias), "
+        "c_fc -> gelu_pytorch_tanh -> c_proj, sliding window 16 on every layer, tied")
+    v["stablelm"] = ("StableLmConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, layer_norm_eps=1e-5,
+        use_qkv_bias=True, qk_layernorm=False, use_parallel_residual=False, tie_word_embeddings=False), 2033,
+        "StableLM: LayerNorm with bias, SwiGLU, q/k/v biases (use_qkv_bias), partial rotary (default 0.25)")
+    v["stablelm_par"] = ("StableLmConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, layer_norm_eps=1e-5,
+        use_qkv_bias=False, qk_layernorm=False, use_parallel_residual=True, tie_word_embeddings=False), 2035,
+        "StableLM with use_parallel_residual: the attention and the MLP both read input_layernorm(x) "
+        "(no post_attention_layernorm)")
+    v["gpt_neox"] = ("GPTNeoXConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        hidden_act="gelu", max_position_embeddings=2048, layer_norm_eps=1e-5, use_parallel_residual=True,
+        attention_bias=True, tie_word_embeddings=False), 2037,
+        "GPT-NeoX (Pythia): fused query_key_value with rows head by head ([H][3][Dh]) and its bias, "
+        "parallel residual with two LayerNorms, dense_h_to_4h -> gelu -> dense_4h_to_h, partial rotary "
+        "(default 0.25), gpt_neox.* names, embed_out")
+    v["gpt_neox_seq"] = ("GPTNeoXConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        hidden_act="gelu", max_position_embeddings=2048, layer_norm_eps=1e-5, use_parallel_residual=False,
+        attention_bias=False, tie_word_embeddings=False), 2039,
+        "GPT-NeoX without the parallel residual and without attention biases (the MLP keeps its biases)")
     return v
 
 
@@ -183,6 +221,10 @@ def hub_style(d):
     if "partial_rotary_factor" in rp:
         d["partial_rotary_factor"] = rp.pop("partial_rotary_factor")
     d["rope_scaling"] = rp if rp.get("rope_type", "default") != "default" else None
+    if d.get("model_type") == "gpt_neox":  # Pythia's configs on the Hub
+        d["rotary_emb_base"] = d.pop("rope_theta")
+        if "partial_rotary_factor" in d:
+            d["rotary_pct"] = d.pop("partial_rotary_factor")
     return d
 
 
@@ -236,7 +278,9 @@ def to_hub_moe_names(hf_dir, F, D, n_experts, style="mixtral"):
 
 def capture(model, ids):
     """float32 logits [T][V] and residual stream [L+2][T][D]"""
-    layers = model.model.layers
+    base = model.base_model
+    layers = base.layers
+    final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm") if hasattr(base, n))
     res = [None] * (len(layers) + 2)
     hooks = []
 
@@ -252,7 +296,7 @@ def capture(model, ids):
     def normhook(mod, args, out):
         res[-1] = out.detach().clone()
 
-    hooks.append(model.model.norm.register_forward_hook(normhook))
+    hooks.append(final.register_forward_hook(normhook))
     with torch.no_grad():
         logits = model(torch.tensor([ids]), use_cache=False).logits[0].float()
     for h in hooks:

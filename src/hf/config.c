@@ -251,6 +251,10 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"logits_scaling", &c->logits_scaling},
         {"residual_multiplier", &c->residual_multiplier},
         {"attention_multiplier", &c->attention_multiplier},
+        {"layer_norm_eps", &c->layer_norm_eps},
+        {"norm_epsilon", &c->norm_epsilon},
+        {"rotary_pct", &c->rotary_pct},
+        {"rotary_emb_base", &c->rotary_emb_base},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if ((rc = get_num(x, o, nums[i].k, x->pre, nums[i].p))) return rc;
@@ -261,6 +265,10 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"use_sliding_window", &c->use_sliding_window},
         {"norm_topk_prob", &c->norm_topk_prob},
         {"qkv_bias", &c->qkv_bias},
+        {"use_bias", &c->use_bias},
+        {"use_qkv_bias", &c->use_qkv_bias},
+        {"use_parallel_residual", &c->use_parallel_residual},
+        {"qk_layernorm", &c->qk_layernorm},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;

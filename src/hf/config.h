@@ -66,9 +66,15 @@ typedef struct tm_hf_config {
     tm_cfg_num rms_norm_eps, rope_theta, rope_local_base_freq, partial_rotary_factor;
     tm_cfg_num query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping;
     tm_cfg_num embedding_multiplier, logits_scaling, residual_multiplier, attention_multiplier; /* Granite */
+    tm_cfg_num layer_norm_eps, norm_epsilon;  /* the LayerNorm families' epsilon (Phi, GPT-NeoX, StableLM; StarCoder2) */
+    tm_cfg_num rotary_pct, rotary_emb_base;   /* GPT-NeoX's Hub names of partial_rotary_factor, rope_theta */
 
     tm_cfg_bool tie_word_embeddings, attention_bias, mlp_bias, use_sliding_window, norm_topk_prob;
     tm_cfg_bool qkv_bias;           /* Qwen2-MoE */
+    tm_cfg_bool use_bias;           /* StarCoder2: q/k/v/o and MLP biases */
+    tm_cfg_bool use_qkv_bias;       /* StableLM */
+    tm_cfg_bool use_parallel_residual; /* StableLM, GPT-NeoX */
+    tm_cfg_bool qk_layernorm;       /* Phi, StableLM: refused when true */
 
     char hidden_act[32];            /* "" if absent or null */
     char hidden_activation[32];

@@ -46,6 +46,20 @@ static const synth_preset presets[] = {
      "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-6,"
      "\"rope_theta\":1000000.0,\"tie_word_embeddings\":false,\"hidden_act\":\"silu\",\"bos_token_id\":1,"
      "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"phi-tiny", "a 2-layer Phi (LayerNorm with bias, attention and MLP in parallel on one norm, fc1 -> gelu_new "
+     "-> fc2, partial rotary 0.5, lm_head bias), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"PhiForCausalLM\"],\"model_type\":\"phi\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+     "\"max_position_embeddings\":2048,\"layer_norm_eps\":1e-5,\"rope_theta\":10000.0,\"partial_rotary_factor\":0.5,"
+     "\"tie_word_embeddings\":false,\"hidden_act\":\"gelu_new\",\"bos_token_id\":1,\"eos_token_id\":2,"
+     "\"torch_dtype\":\"bfloat16\"}"},
+    {"neox-tiny", "a 2-layer GPT-NeoX (fused query_key_value head by head, parallel residual on two LayerNorms, "
+     "exact GELU MLP, rotary 0.25), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"GPTNeoXForCausalLM\"],\"model_type\":\"gpt_neox\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":2048,"
+     "\"layer_norm_eps\":1e-5,\"rotary_emb_base\":10000,\"rotary_pct\":0.25,\"use_parallel_residual\":true,"
+     "\"tie_word_embeddings\":false,\"hidden_act\":\"gelu\",\"bos_token_id\":1,\"eos_token_id\":2,"
+     "\"torch_dtype\":\"bfloat16\"}"},
     {"llama-3.2-1b", "Llama 3.2 1B shape: 1.24 B params, GQA 32/8, tied embeddings",
      "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":2048,"
      "\"intermediate_size\":8192,\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
@@ -255,7 +269,9 @@ static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng,
         const tm_tensor_spec *s = &m->spec[i];
         uint64_t n = 1;
         for (int d = 0; d < s->ndim; d++) n *= (uint64_t)s->shape[d];
-        int is_norm = s->kind == TM_TK_VECTOR && strstr(s->name, "norm") != NULL;
+        size_t nl = strlen(s->name); /* a norm's weight starts at 1 (its LayerNorm bias is random as others) */
+        int is_norm = s->kind == TM_TK_VECTOR && strstr(s->name, "norm") != NULL && nl > 7 &&
+                      strcmp(s->name + nl - 7, ".weight") == 0;
         for (uint64_t k = 0; k < n; k += CH) {
             size_t c = n - k < CH ? (size_t)(n - k) : CH;
             for (size_t j = 0; j < c; j++)

@@ -14,6 +14,39 @@ typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QW
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
 typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2 } moe_mode;
 
+/* Tensor names under the decoder's prefix (head: next to the decoder, see build_specs). */
+typedef struct arch_names {
+    const char *embed, *final_norm, *head;
+    const char *attn_norm, *ffn_norm;           /* in layers.N */
+    const char *attn, *q, *k, *v, *qkv, *o;     /* layers.N.<attn>.<q> ... */
+    const char *mlp, *gate, *up, *down;         /* layers.N.<mlp>.<up> ... */
+} arch_names;
+
+static const arch_names names_llama = {"embed_tokens", "norm", "lm_head", "input_layernorm", "post_attention_layernorm",
+                                       "self_attn", "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj",
+                                       "mlp", "gate_proj", "up_proj", "down_proj"};
+static const arch_names names_phi = {"embed_tokens", "final_layernorm", "lm_head", "input_layernorm", NULL,
+                                     "self_attn", "q_proj", "k_proj", "v_proj", NULL, "dense",
+                                     "mlp", NULL, "fc1", "fc2"};
+static const arch_names names_starcoder2 = {"embed_tokens", "norm", "lm_head", "input_layernorm",
+                                            "post_attention_layernorm", "self_attn", "q_proj", "k_proj", "v_proj",
+                                            NULL, "o_proj", "mlp", NULL, "c_fc", "c_proj"};
+static const arch_names names_neox = {"embed_in", "final_layer_norm", "embed_out", "input_layernorm",
+                                      "post_attention_layernorm", "attention", NULL, NULL, NULL, "query_key_value",
+                                      "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h"};
+
+/* The LayerNorm families (the rest is set by resolve_ln) */
+typedef struct ln_family {
+    const char *eps_key;     /* "layer_norm_eps" or "norm_epsilon" */
+    tm_act act;              /* when hidden_act is absent */
+    double prf;              /* partial_rotary_factor when absent */
+} ln_family;
+
+static const ln_family ln_phi = {"layer_norm_eps", TM_ACT_GELU_TANH, 0.5};       /* gelu_new */
+static const ln_family ln_starcoder2 = {"norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_pytorch_tanh */
+static const ln_family ln_stablelm = {"layer_norm_eps", TM_ACT_SILU, 0.25};
+static const ln_family ln_neox = {"layer_norm_eps", TM_ACT_GELU, 0.25};          /* gelu: the exact one */
+
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
     const char *model_type;  /* fallback when architectures is absent */
@@ -33,26 +66,36 @@ typedef struct arch_info {
     int sw_default;          /* sliding_window when the key is absent */
     moe_mode moe;
     const char *prefix;      /* tensor name prefix of the decoder */
+    const arch_names *names; /* NULL: Llama's */
+    const ln_family *ln;     /* NULL: RMSNorm */
 } arch_info;
 
 static const arch_info arch_table[] = {
     /* cls                              type         arch               tie eps   theta  maxpos hd  bias       mb qk g  f  sw         swdef moe */
-    {"LlamaForCausalLM",               "llama",      TM_ARCH_LLAMA,     0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
-    {"MistralForCausalLM",             "mistral",    TM_ARCH_MISTRAL,   0, 1e-6, 1e4, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    4096, MOE_NONE,    "model."},
-    {"Qwen2ForCausalLM",               "qwen2",      TM_ARCH_QWEN2,     0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN,   4096, MOE_NONE,    "model."},
-    {"Qwen3ForCausalLM",               "qwen3",      TM_ARCH_QWEN3,     0, 1e-6, 1e4, 32768,  128, AB_CONFIG, 0, 1, 0, 0, SW_QWEN,  4096, MOE_NONE,    "model."},
-    {"GemmaForCausalLM",               "gemma",      TM_ARCH_GEMMA,     1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 1, 0, SW_NONE,   0,    MOE_NONE,    "model."},
-    {"Gemma2ForCausalLM",              "gemma2",     TM_ARCH_GEMMA2,    1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 2, 0, SW_GEMMA2, 4096, MOE_NONE,   "model."},
-    {"Gemma3ForCausalLM",              "gemma3_text", TM_ARCH_GEMMA3,   1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "model."},
-    {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model."},
-    {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
-    {"SmolLM3ForCausalLM",             "smollm3",    TM_ARCH_SMOLLM3,   1, 1e-6, 2e6, 32768,  0,  AB_CONFIG, 1, 0, 0, 0, SW_SMOLLM3, 0,   MOE_NONE,    "model."},
-    {"Olmo2ForCausalLM",               "olmo2",      TM_ARCH_OLMO2,     0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_NONE,    "model."},
-    {"Exaone4ForCausalLM",             "exaone4",    TM_ARCH_EXAONE4,   0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 1, 0, 0, SW_EXAONE4, 4096, MOE_NONE,   "model."},
-    {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model."},
-    {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model."},
-    {"Qwen2MoeForCausalLM",            "qwen2_moe",  TM_ARCH_QWEN2_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN2MOE, 4096, MOE_QWEN2, "model."},
-    {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model."},
+    {"LlamaForCausalLM",               "llama",      TM_ARCH_LLAMA,     0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
+    {"MistralForCausalLM",             "mistral",    TM_ARCH_MISTRAL,   0, 1e-6, 1e4, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    4096, MOE_NONE,    "model.", NULL, NULL},
+    {"Qwen2ForCausalLM",               "qwen2",      TM_ARCH_QWEN2,     0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN,   4096, MOE_NONE,    "model.", NULL, NULL},
+    {"Qwen3ForCausalLM",               "qwen3",      TM_ARCH_QWEN3,     0, 1e-6, 1e4, 32768,  128, AB_CONFIG, 0, 1, 0, 0, SW_QWEN,  4096, MOE_NONE,    "model.", NULL, NULL},
+    {"GemmaForCausalLM",               "gemma",      TM_ARCH_GEMMA,     1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 1, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
+    {"Gemma2ForCausalLM",              "gemma2",     TM_ARCH_GEMMA2,    1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 2, 0, SW_GEMMA2, 4096, MOE_NONE,   "model.", NULL, NULL},
+    {"Gemma3ForCausalLM",              "gemma3_text", TM_ARCH_GEMMA3,   1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "model.", NULL, NULL},
+    {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model.", NULL, NULL},
+    {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
+    {"SmolLM3ForCausalLM",             "smollm3",    TM_ARCH_SMOLLM3,   1, 1e-6, 2e6, 32768,  0,  AB_CONFIG, 1, 0, 0, 0, SW_SMOLLM3, 0,   MOE_NONE,    "model.", NULL, NULL},
+    {"Olmo2ForCausalLM",               "olmo2",      TM_ARCH_OLMO2,     0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
+    {"Exaone4ForCausalLM",             "exaone4",    TM_ARCH_EXAONE4,   0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 1, 0, 0, SW_EXAONE4, 4096, MOE_NONE,   "model.", NULL, NULL},
+    {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model.", NULL, NULL},
+    {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model.", NULL, NULL},
+    {"Qwen2MoeForCausalLM",            "qwen2_moe",  TM_ARCH_QWEN2_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN2MOE, 4096, MOE_QWEN2, "model.", NULL, NULL},
+    {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model.", NULL, NULL},
+    {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
+     &names_phi, &ln_phi},
+    {"Starcoder2ForCausalLM",          "starcoder2", TM_ARCH_STARCODER2, 1, 1e-5, 1e4, 4096,  0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_NONE,    "model.",
+     &names_starcoder2, &ln_starcoder2},
+    {"StableLmForCausalLM",            "stablelm",   TM_ARCH_STABLELM,  0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
+     NULL, &ln_stablelm},
+    {"GPTNeoXForCausalLM",             "gpt_neox",   TM_ARCH_GPT_NEOX,  0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "gpt_neox.",
+     &names_neox, &ln_neox},
 };
 #define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
 
@@ -274,33 +317,41 @@ static const arch_info *info_of(const tm_model *m)
 static int build_specs(tm_model *m, tm_err *err)
 {
     const arch_info *ai = info_of(m);
+    const arch_names *N = ai->names ? ai->names : &names_llama;
     int cap = 0, rc = 0;
     m->n_spec = 0;
     const char *P = m->prefix;
     int64_t D = m->D, q = (int64_t)m->H * m->Dh, kv = (int64_t)m->Hk * m->Dh;
 #define ADD(...) do { if ((rc = add_spec(m, &cap, __VA_ARGS__))) goto oom; } while (0)
-    ADD(&m->embed, TM_TK_EMBED, m->V, D, "%sembed_tokens.weight", P);
+/* a LayerNorm's bias next to its weight, where the model has them */
+#define ADD_NORM(slot, bslot, fmt, ...) do { \
+        ADD(slot, TM_TK_VECTOR, D, 0, fmt ".weight", __VA_ARGS__); \
+        if (m->norm_bias) ADD(bslot, TM_TK_VECTOR, D, 0, fmt ".bias", __VA_ARGS__); \
+    } while (0)
+    ADD(&m->embed, TM_TK_EMBED, m->V, D, "%s%s.weight", P, N->embed);
     for (int l = 0; l < m->L; l++) {
         tm_layer_weights *w = &m->w[l];
-        if (m->pre_norms) ADD(&w->attn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.input_layernorm.weight", P, l);
+        const char *at = N->attn, *ml = N->mlp;
+        if (m->pre_norms) ADD_NORM(&w->attn_norm, &w->attn_norm_b, "%slayers.%d.%s", P, l, N->attn_norm);
         if (m->fused_qkv) {
-            ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%slayers.%d.self_attn.qkv_proj.weight", P, l);
+            ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%slayers.%d.%s.%s.weight", P, l, at, N->qkv);
+            if (m->qkv_bias) ADD(&w->bqkv, TM_TK_VECTOR, q + 2 * kv, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->qkv);
         } else {
-            ADD(&w->wq, TM_TK_MATRIX, q, D, "%slayers.%d.self_attn.q_proj.weight", P, l);
-            ADD(&w->wk, TM_TK_MATRIX, kv, D, "%slayers.%d.self_attn.k_proj.weight", P, l);
-            ADD(&w->wv, TM_TK_MATRIX, kv, D, "%slayers.%d.self_attn.v_proj.weight", P, l);
-        }
-        if (m->qkv_bias) {
-            ADD(&w->bq, TM_TK_VECTOR, q, 0, "%slayers.%d.self_attn.q_proj.bias", P, l);
-            ADD(&w->bk, TM_TK_VECTOR, kv, 0, "%slayers.%d.self_attn.k_proj.bias", P, l);
-            ADD(&w->bv, TM_TK_VECTOR, kv, 0, "%slayers.%d.self_attn.v_proj.bias", P, l);
+            ADD(&w->wq, TM_TK_MATRIX, q, D, "%slayers.%d.%s.%s.weight", P, l, at, N->q);
+            ADD(&w->wk, TM_TK_MATRIX, kv, D, "%slayers.%d.%s.%s.weight", P, l, at, N->k);
+            ADD(&w->wv, TM_TK_MATRIX, kv, D, "%slayers.%d.%s.%s.weight", P, l, at, N->v);
+            if (m->qkv_bias) {
+                ADD(&w->bq, TM_TK_VECTOR, q, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->q);
+                ADD(&w->bk, TM_TK_VECTOR, kv, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->k);
+                ADD(&w->bv, TM_TK_VECTOR, kv, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->v);
+            }
         }
         if (m->qk_norm) {
-            ADD(&w->q_norm, TM_TK_VECTOR, m->qk_norm == 2 ? q : m->Dh, 0, "%slayers.%d.self_attn.q_norm.weight", P, l);
-            ADD(&w->k_norm, TM_TK_VECTOR, m->qk_norm == 2 ? kv : m->Dh, 0, "%slayers.%d.self_attn.k_norm.weight", P, l);
+            ADD(&w->q_norm, TM_TK_VECTOR, m->qk_norm == 2 ? q : m->Dh, 0, "%slayers.%d.%s.q_norm.weight", P, l, at);
+            ADD(&w->k_norm, TM_TK_VECTOR, m->qk_norm == 2 ? kv : m->Dh, 0, "%slayers.%d.%s.k_norm.weight", P, l, at);
         }
-        ADD(&w->wo, TM_TK_MATRIX, D, q, "%slayers.%d.self_attn.o_proj.weight", P, l);
-        if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%slayers.%d.self_attn.o_proj.bias", P, l);
+        ADD(&w->wo, TM_TK_MATRIX, D, q, "%slayers.%d.%s.%s.weight", P, l, at, N->o);
+        if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->o);
         if (!m->pre_norms) { /* OLMo 2: norms on the branches' outputs only */
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
             ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
@@ -308,8 +359,8 @@ static int build_specs(tm_model *m, tm_err *err)
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
             ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.pre_feedforward_layernorm.weight", P, l);
             ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
-        } else {
-            ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
+        } else if (m->parallel != 1) { /* parallel 1: the FFN reads the attention's norm (tm_model_bind) */
+            ADD_NORM(&w->ffn_norm, &w->ffn_norm_b, "%slayers.%d.%s", P, l, N->ffn_norm);
         }
         if (m->layer[l].moe) {
             int64_t E = m->n_experts, Fe = m->F_expert;
@@ -337,28 +388,29 @@ static int build_specs(tm_model *m, tm_err *err)
             if (m->fused_gate_up) {
                 ADD(&w->w_gate_up, TM_TK_MATRIX, 2 * (int64_t)m->F, D, "%slayers.%d.mlp.gate_up_proj.weight", P, l);
             } else {
-                ADD(&w->w_gate, TM_TK_MATRIX, m->F, D, "%slayers.%d.mlp.gate_proj.weight", P, l);
-                ADD(&w->w_up, TM_TK_MATRIX, m->F, D, "%slayers.%d.mlp.up_proj.weight", P, l);
+                if (m->gated) ADD(&w->w_gate, TM_TK_MATRIX, m->F, D, "%slayers.%d.%s.%s.weight", P, l, ml, N->gate);
+                ADD(&w->w_up, TM_TK_MATRIX, m->F, D, "%slayers.%d.%s.%s.weight", P, l, ml, N->up);
             }
-            ADD(&w->w_down, TM_TK_MATRIX, D, m->F, "%slayers.%d.mlp.down_proj.weight", P, l);
+            ADD(&w->w_down, TM_TK_MATRIX, D, m->F, "%slayers.%d.%s.%s.weight", P, l, ml, N->down);
             if (m->mlp_bias) {
-                ADD(&w->b_gate, TM_TK_VECTOR, m->F, 0, "%slayers.%d.mlp.gate_proj.bias", P, l);
-                ADD(&w->b_up, TM_TK_VECTOR, m->F, 0, "%slayers.%d.mlp.up_proj.bias", P, l);
-                ADD(&w->b_down, TM_TK_VECTOR, D, 0, "%slayers.%d.mlp.down_proj.bias", P, l);
+                if (m->gated) ADD(&w->b_gate, TM_TK_VECTOR, m->F, 0, "%slayers.%d.%s.%s.bias", P, l, ml, N->gate);
+                ADD(&w->b_up, TM_TK_VECTOR, m->F, 0, "%slayers.%d.%s.%s.bias", P, l, ml, N->up);
+                ADD(&w->b_down, TM_TK_VECTOR, D, 0, "%slayers.%d.%s.%s.bias", P, l, ml, N->down);
             }
         }
     }
-    ADD(&m->final_norm, TM_TK_VECTOR, D, 0, "%snorm.weight", P);
+    ADD_NORM(&m->final_norm, &m->final_norm_b, "%s%s", P, N->final_norm);
     if (!m->tied) {
-        /* the head sits next to the decoder: "lm_head.weight", or "language_model.lm_head.weight" */
+        /* the head sits next to the decoder: "lm_head.weight", "language_model.lm_head.weight", or at the
+           top for a decoder not called "model." ("embed_out.weight" next to "gpt_neox.") */
         size_t pl = strlen(P);
         const char *dec = "model.";
         size_t dl = strlen(dec);
-        if (pl >= dl && strcmp(P + pl - dl, dec) == 0)
-            ADD(&m->lm_head, TM_TK_MATRIX, m->V, D, "%.*slm_head.weight", (int)(pl - dl), P);
-        else
-            ADD(&m->lm_head, TM_TK_MATRIX, m->V, D, "lm_head.weight");
+        int top = !(pl >= dl && strcmp(P + pl - dl, dec) == 0);
+        ADD(&m->lm_head, TM_TK_MATRIX, m->V, D, "%.*s%s.weight", top ? 0 : (int)(pl - dl), P, N->head);
+        if (m->lm_head_bias) ADD(&m->lm_head_b, TM_TK_VECTOR, m->V, 0, "%.*s%s.bias", top ? 0 : (int)(pl - dl), P, N->head);
     }
+#undef ADD_NORM
 #undef ADD
     return TM_OK;
 oom:
@@ -382,7 +434,7 @@ static int resolve_act(ctx *x, const arch_info *ai, tm_model *m)
     const char *key = ai->gemma >= 2 ? "hidden_activation" : "hidden_act"; /* Gemma (1) reads hidden_act */
     const char *a = ai->gemma >= 2 ? c->hidden_activation : c->hidden_act;
     if (!a[0]) {
-        m->act = ai->gemma ? TM_ACT_GELU_TANH : TM_ACT_SILU;
+        m->act = ai->ln ? ai->ln->act : ai->gemma ? TM_ACT_GELU_TANH : TM_ACT_SILU;
         return TM_OK;
     }
     if (strcmp(a, "silu") == 0 || strcmp(a, "swish") == 0) m->act = TM_ACT_SILU;
@@ -503,6 +555,49 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
     return TM_OK;
 }
 
+/* The LayerNorm families' switches (LayerNorm with bias everywhere; biases, gating and the parallel
+ * residual as each config class has them) */
+static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+#define FLAG(f, def) ((f).state == TM_CFG_SET ? (f).v : (def))
+    if (!ai->ln) {
+        m->gated = 1;
+        return TM_OK;
+    }
+    m->norm = TM_NORM_LAYER;
+    m->norm_bias = 1;
+    if ((ai->arch == TM_ARCH_PHI || ai->arch == TM_ARCH_STABLELM) && FLAG(c->qk_layernorm, 0))
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%sqk_layernorm' = true is not supported", c->name, x->pre);
+    switch (ai->arch) {
+    case TM_ARCH_PHI: /* biases everywhere, the head's too; one norm for both branches */
+        m->qkv_bias = m->o_bias = m->mlp_bias = m->lm_head_bias = 1;
+        m->parallel = 1;
+        break;
+    case TM_ARCH_STARCODER2:
+        m->qkv_bias = m->o_bias = m->mlp_bias = FLAG(c->use_bias, 1);
+        break;
+    case TM_ARCH_STABLELM:
+        m->gated = 1;
+        m->qkv_bias = FLAG(c->use_qkv_bias, 0);
+        m->parallel = FLAG(c->use_parallel_residual, 0) ? 1 : 0;
+        break;
+    case TM_ARCH_GPT_NEOX:
+        if (m->Hk != m->H)
+            return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: GPT-NeoX has one kv head per head (%d)",
+                           c->name, m->Hk, m->H);
+        m->qkv_bias = m->o_bias = FLAG(c->attention_bias, 1);
+        m->mlp_bias = 1;
+        m->fused_qkv = m->qkv_interleaved = 1;
+        m->parallel = FLAG(c->use_parallel_residual, 1) ? 2 : 0;
+        break;
+    default:
+        break;
+    }
+#undef FLAG
+    return TM_OK;
+}
+
 void tm_model_free(tm_model *m)
 {
     if (!m) return;
@@ -534,8 +629,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if (!c->architecture[0] && !c->model_type[0])
             return tm_errf(err, TM_E_INVALID, "%s: 'architectures' is missing", c->name);
         return tm_errf(err, TM_E_UNSUPPORTED, "%s: architecture '%s' is not supported (Llama, Mistral, Qwen2, Qwen3, "
-                       "Gemma2, Gemma3, Phi3, Qwen3Moe, Mixtral are)", c->name,
-                       c->architecture[0] ? c->architecture : c->model_type);
+                       "Gemma 1-3, Granite, SmolLM3, OLMo 2, EXAONE 4, Phi, Phi-3, StarCoder2, StableLM, GPT-NeoX, "
+                       "Qwen2/3-MoE, Mixtral are)", c->name, c->architecture[0] ? c->architecture : c->model_type);
     }
     /* Gemma 3's multimodal configs leave sizes out of text_config and rely on
      * Gemma3TextConfig's defaults; every other architecture must state them */
@@ -547,6 +642,13 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         };
         for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
             if (d[i].f->state == TM_CFG_ABSENT) *d[i].f = (tm_cfg_int){TM_CFG_SET, d[i].v};
+    }
+    if (ai->ln) {
+        /* GPT-NeoX's Hub configs name the partial rotary factor and the base their own way */
+        if (cc.partial_rotary_factor.state != TM_CFG_SET && cc.rotary_pct.state == TM_CFG_SET)
+            cc.partial_rotary_factor = cc.rotary_pct;
+        if (cc.rope_theta.state != TM_CFG_SET && cc.rotary_emb_base.state == TM_CFG_SET) cc.rope_theta = cc.rotary_emb_base;
+        if (cc.partial_rotary_factor.state != TM_CFG_SET) cc.partial_rotary_factor = (tm_cfg_num){TM_CFG_SET, ai->ln->prf};
     }
     c = &cc;
     ctx x = {c, c->text_config ? "text_config." : "", err};
@@ -587,9 +689,12 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         goto fail;
     }
     double eps = 1e-6;
-    if ((rc = opt_pos_num(&x, &c->rms_norm_eps, "rms_norm_eps", ai->eps, &eps))) goto fail;
+    const char *eps_key = ai->ln ? ai->ln->eps_key : "rms_norm_eps";
+    const tm_cfg_num *eps_v = !ai->ln ? &c->rms_norm_eps : !strcmp(eps_key, "norm_epsilon") ? &c->norm_epsilon
+                                                                                             : &c->layer_norm_eps;
+    if ((rc = opt_pos_num(&x, eps_v, eps_key, ai->eps, &eps))) goto fail;
     if (eps >= 1) {
-        rc = tm_errf(err, TM_E_INVALID, "%s: 'rms_norm_eps' = %g is absurd (must be below 1)", c->name, eps);
+        rc = tm_errf(err, TM_E_INVALID, "%s: '%s' = %g is absurd (must be below 1)", c->name, eps_key, eps);
         goto fail;
     }
     m->eps = (float)eps;
@@ -604,6 +709,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     m->mlp_bias = ai->mlp_bias && c->mlp_bias.state == TM_CFG_SET && c->mlp_bias.v;
     m->qk_norm = ai->qk_norm;
     m->fused_qkv = m->fused_gate_up = ai->fused;
+    if ((rc = resolve_ln(&x, ai, m))) goto fail;
     m->norm_add_one = ai->gemma != 0;
     m->pre_norms = ai->arch != TM_ARCH_OLMO2 && ai->arch != TM_ARCH_EXAONE4; /* OLMo 2's layer in both */
     m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2 || !m->pre_norms;
@@ -759,6 +865,11 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
         if ((rc = check_tensor(m, s, &t, err))) return rc;
         *s->slot = t;
     }
+    if (m->parallel == 1)
+        for (int l = 0; l < m->L; l++) {
+            m->w[l].ffn_norm = m->w[l].attn_norm;
+            m->w[l].ffn_norm_b = m->w[l].attn_norm_b;
+        }
     if (m->tied) {
         /* a tied model reads the embedding as its output projection, unless the
          * source holds its own "lm_head.weight" (a package's decode stage keeps a

@@ -13,20 +13,23 @@
  *   tm_model_free(m);
  * (hf/hf_model.h's tm_hf_model_open does all of this for a HF directory.)
  *
- * Supported architectures: LlamaForCausalLM, MistralForCausalLM,
- * Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM
- * (and the text part of Gemma3ForConditionalGeneration), Phi3ForCausalLM,
- * Qwen3MoeForCausalLM, MixtralForCausalLM.
+ * Supported architectures: the table in model/arch.c (docs/models.md lists
+ * them with what each changes).
  *
  * THE OP SEQUENCE (every engine computes exactly this; float32 reference in
- * engine/ref). rmsnorm(v, w) = v * 1/sqrt(mean(v²) + eps) * (norm_add_one ? 1 + w : w).
+ * engine/ref). norm(v, w, b) is the model's norm kind:
+ *   TM_NORM_RMS:   v * 1/sqrt(mean(v²) + eps) * (norm_add_one ? 1 + w : w)
+ *   TM_NORM_LAYER: (v - mean(v)) * 1/sqrt(var(v) + eps) * w + b   (var biased; b absent: 0)
+ * (written rmsnorm below where only RMS families use it).
  *
  *   x[T][D] = embed[tok] * embed_scale              (embed_scale: Gemma's sqrt(D) in the declared dtype,
  *                                                    Granite's embedding_multiplier, else 1)
  *   for each layer l (desc layer[l], weights w[l]):
- *     h = rmsnorm(x, attn_norm)                     (pre_norms 0, OLMo 2: h = x)
+ *     x0 = x                                        (parallel: both branches read it)
+ *     h = norm(x, attn_norm, attn_norm_b)           (pre_norms 0, OLMo 2: h = x)
  *     q = h·wqᵀ + bq   [T][H*Dh];  k = h·wkᵀ + bk, v = h·wvᵀ + bv   [T][Hk*Dh]
- *         (fused_qkv: one matrix wqkv [(H+2Hk)*Dh][D], rows Q then K then V)
+ *         (fused_qkv: one matrix wqkv [(H+2Hk)*Dh][D] (+ bqkv), rows Q then K then V;
+ *          qkv_interleaved (GPT-NeoX, H = Hk): rows head by head, [H][3][Dh] = q_h, k_h, v_h)
  *     qk_norm 1: each head of q and k: rmsnorm over Dh with q_norm / k_norm
  *     qk_norm 2: all of q, and all of k: rmsnorm over H*Dh / Hk*Dh (OLMo 2)
  *     RoPE (rope[layer[l].rope]; none where it is -1) on the first rot_dim dims of every q and k head,
@@ -40,17 +43,20 @@
  *     a = o·woᵀ + bo                                [T][D]
  *     post_attn_norm (Gemma, OLMo 2): a = rmsnorm(a, attn_out_norm)
  *     x = x + a * residual_scale                    (Granite's residual_multiplier, else 1)
- *     h = rmsnorm(x, ffn_norm)                      (pre_norms 0: h = x)
+ *     h = norm(x, ffn_norm, ffn_norm_b)             (pre_norms 0: h = x; parallel: norm(x0, ...),
+ *                                                    where parallel 1 shares the attention's norm)
  *     dense:  f = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd
- *             (fused_gate_up: one matrix w_gate_up [2F][D], rows gate then up)
+ *             (fused_gate_up: one matrix w_gate_up [2F][D], rows gate then up;
+ *              gated 0: no gate, f = act(h·wuᵀ + bu)·wdᵀ + bd)
  *     moe:    r = softmax(h·routerᵀ) over E experts (f32); take the top_k
  *             (norm_topk_prob: divide them by their sum);
  *             f = Σ p_e · (act(h·eg_eᵀ) ⊙ h·eu_eᵀ)·ed_eᵀ
  *             F_shared: f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ)·s_downᵀ
  *     post_ffn_norm (Gemma, OLMo 2): f = rmsnorm(f, ffn_out_norm)
  *     x = x + f * residual_scale
- *   x = rmsnorm(x, final_norm)
- *   logits = x·lm_headᵀ / logits_div   (tied: lm_head is embed; logits_div: Granite's logits_scaling, else 1);
+ *   x = norm(x, final_norm, final_norm_b)
+ *   logits = (x·lm_headᵀ + lm_head_b) / logits_div   (tied: lm_head is embed; lm_head_b: Phi's, else 0;
+ *            logits_div: Granite's logits_scaling, else 1);
  *            final_softcap: tanh(l / c) * c
  *
  * act: SiLU x·sigmoid(x), GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), or GELU 0.5·x·(1 + erf(x/√2)).
@@ -98,7 +104,13 @@ typedef enum tm_arch {
     TM_ARCH_QWEN3_MOE,
     TM_ARCH_QWEN2_MOE,
     TM_ARCH_MIXTRAL,
+    TM_ARCH_PHI,
+    TM_ARCH_STARCODER2,
+    TM_ARCH_STABLELM,
+    TM_ARCH_GPT_NEOX,
 } tm_arch;
+
+typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
 
 typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU } tm_act; /* GELU: the exact (erf) one */
 
@@ -139,16 +151,19 @@ typedef struct tm_layer_desc {
 /* Weights of one layer; a field the architecture lacks has data == NULL. */
 typedef struct tm_layer_weights {
     tm_tensor attn_norm;         /* [D] */
+    tm_tensor attn_norm_b;       /* [D] LayerNorm bias (norm_bias) */
     tm_tensor wq, wk, wv;        /* [H*Dh][D], [Hk*Dh][D], [Hk*Dh][D] */
-    tm_tensor wqkv;              /* [(H+2Hk)*Dh][D] fused (Phi-3) */
+    tm_tensor wqkv;              /* [(H+2Hk)*Dh][D] fused (Phi-3; GPT-NeoX: qkv_interleaved) */
+    tm_tensor bqkv;              /* [(H+2Hk)*Dh] its bias (GPT-NeoX), in its row order */
     tm_tensor bq, bk, bv;        /* [H*Dh], [Hk*Dh], [Hk*Dh] */
     tm_tensor q_norm, k_norm;    /* [Dh] */
     tm_tensor wo;                /* [D][H*Dh] */
     tm_tensor bo;                /* [D] */
     tm_tensor attn_out_norm;     /* [D] Gemma post_attention_layernorm */
-    tm_tensor ffn_norm;          /* [D] */
+    tm_tensor ffn_norm;          /* [D] (parallel 1: the attention's norm again) */
+    tm_tensor ffn_norm_b;        /* [D] LayerNorm bias */
     tm_tensor ffn_out_norm;      /* [D] Gemma post_feedforward_layernorm */
-    tm_tensor w_gate, w_up;      /* [F][D] */
+    tm_tensor w_gate, w_up;      /* [F][D] (gated 0: no w_gate) */
     tm_tensor w_gate_up;         /* [2F][D] fused (Phi-3) */
     tm_tensor w_down;            /* [D][F] */
     tm_tensor b_gate, b_up, b_down; /* [F], [F], [D] */
@@ -180,8 +195,16 @@ typedef struct tm_model {
     const char *arch_name;       /* "LlamaForCausalLM", ... */
     char model_type[32];
     int V, D, L, H, Hk, Dh, F;   /* vocab, hidden, layers, heads, kv heads, head dim, ffn */
-    float eps;                   /* RMSNorm epsilon (as f32, as torch adds it) */
+    float eps;                   /* the norms' epsilon (as f32, as torch adds it) */
+    tm_norm_kind norm;           /* every norm of the model: RMSNorm, or LayerNorm (Phi, StarCoder2, ...) */
+    int norm_bias;               /* LayerNorm with bias tensors (attn_norm_b, ffn_norm_b, final_norm_b) */
     int norm_add_one;            /* Gemma: weight is 1 + w */
+    int gated;                   /* 1: act(gate) ⊙ up; 0: act(up) alone (Phi, StarCoder2, GPT-NeoX) */
+    int parallel;                /* 0: the FFN reads x after the attention's add; 1: both branches read the
+                                    layer's input, one norm (Phi, StableLM); 2: the same with two norms
+                                    (GPT-NeoX) */
+    int qkv_interleaved;         /* fused qkv rows head by head (GPT-NeoX, needs H == Hk) */
+    int lm_head_bias;            /* lm_head_b (Phi) */
     int qkv_bias, o_bias, mlp_bias;
     int qk_norm;                 /* 1: RMSNorm on each q / k head (w [Dh]); 2: on the whole q / k projection
                                     (OLMo 2: w [H*Dh], [Hk*Dh]) */
@@ -216,7 +239,9 @@ typedef struct tm_model {
     char prefix[48];             /* "model." or "language_model.model." */
     tm_tensor embed;             /* [V][D] */
     tm_tensor final_norm;        /* [D] */
+    tm_tensor final_norm_b;      /* [D] (norm_bias) */
     tm_tensor lm_head;           /* [V][D] (a copy of embed when tied) */
+    tm_tensor lm_head_b;         /* [V] (lm_head_bias) */
     tm_layer_weights *w;         /* [L] */
     int bound;
 

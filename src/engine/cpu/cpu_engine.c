@@ -56,6 +56,7 @@ typedef struct cpu_layer {
     tm_kweight *w_gate, *w_up, *w_gate_up, *w_down;
     tm_kweight *w_glu;                        /* gate and up fused for gemm_glu (prefill), or NULL */
     float *attn_norm, *ffn_norm;              /* [D] */
+    float *attn_norm_b, *ffn_norm_b;          /* [D] LayerNorm biases, or NULL */
     float *attn_out_norm, *ffn_out_norm;      /* [D] or NULL */
     float *q_norm, *k_norm;                   /* [Dh] or NULL */
     float *bq, *bk, *bv, *bo;                 /* [H*Dh], [Hk*Dh], [Hk*Dh], [D] or NULL */
@@ -72,10 +73,12 @@ typedef struct cpu_ctx {
     int max_ctx;
     cpu_layer *layer;                         /* [L] */
     tm_kweight *lm_head;                      /* [V][D] */
-    float *final_norm;                        /* [D] */
+    float *final_norm, *final_norm_b;         /* [D], [D] or NULL */
+    float *lm_head_b;                         /* [V] or NULL (Phi) */
     float *rope_cos[2], *rope_sin[2];         /* [max_ctx][rot/2] per rope */
     /* scratch, sized for CPU_MAX_ROWS rows */
     float *x;                                 /* [M][D] residual stream */
+    float *x0;                                /* [M][D] the layer's input, for a parallel FFN (else NULL) */
     float *h;                                 /* [M][max(D, H*Dh)] normed input / attention output */
     float *q, *kk, *vv;                       /* [M][H*Dh], [M][Hk*Dh], [M][Hk*Dh] */
     float *qkv;                               /* [M][(H+2Hk)*Dh] fused projections */
@@ -196,7 +199,7 @@ static void cpu_unbind(void *vctx)
             cpu_layer *y = &c->layer[l];
             tm_kweight *ws[] = {y->wq, y->wk, y->wv, y->wqkv, y->wo, y->w_gate, y->w_up, y->w_gate_up, y->w_down, y->w_glu};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) tm_kpack_free(ws[i]);
-            float *vs[] = {y->attn_norm, y->ffn_norm, y->attn_out_norm, y->ffn_out_norm, y->q_norm, y->k_norm,
+            float *vs[] = {y->attn_norm, y->ffn_norm, y->attn_norm_b, y->ffn_norm_b, y->attn_out_norm, y->ffn_out_norm, y->q_norm, y->k_norm,
                            y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down};
             for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) free(vs[i]);
             tm_moe_free(y->moe);
@@ -205,11 +208,13 @@ static void cpu_unbind(void *vctx)
     }
     tm_kpack_free(c->lm_head);
     free(c->final_norm);
+    free(c->final_norm_b);
+    free(c->lm_head_b);
     for (int i = 0; i < 2; i++) {
         free(c->rope_cos[i]);
         free(c->rope_sin[i]);
     }
-    float *bufs[] = {c->x, c->h, c->q, c->kk, c->vv, c->qkv, c->g, c->u, c->f, c->cs, c->sn};
+    float *bufs[] = {c->x, c->x0, c->h, c->q, c->kk, c->vv, c->qkv, c->g, c->u, c->f, c->cs, c->sn};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c->ptab);
     free(c->ctxlen);
@@ -361,6 +366,29 @@ static int y16_parse(const char *v, unsigned *mask)
     }
 }
 
+/* A fused q|k|v bias [(H+2Hk)*Dh] (GPT-NeoX) as y's bq, bk, bv: its rows head by head
+ * ([H][3][Dh]: q_h, k_h, v_h) where the model's qkv is interleaved, else Q, K, V. */
+static int split_bias(cpu_layer *y, const tm_tensor *t, const tm_model *m, const char *engine, tm_err *err)
+{
+    int H = m->H, Hk = m->Hk, Dh = m->Dh;
+    float *b = vec_f32(t);
+    y->bq = malloc(sizeof(float) * (size_t)H * Dh);
+    y->bk = malloc(sizeof(float) * (size_t)Hk * Dh);
+    y->bv = malloc(sizeof(float) * (size_t)Hk * Dh);
+    if (!b || !y->bq || !y->bk || !y->bv) {
+        free(b);
+        return tm_errf(err, TM_E_NOMEM, "%s: out of memory", engine);
+    }
+    float *dst[3] = {y->bq, y->bk, y->bv};
+    for (int j = 0; j < 3; j++)
+        for (int h = 0; h < (j ? Hk : H); h++) {
+            size_t src = m->qkv_interleaved ? ((size_t)h * 3 + j) * Dh : ((size_t)(j ? H + (j - 1) * Hk : 0) + h) * Dh;
+            memcpy(dst[j] + (size_t)h * Dh, b + src, sizeof(float) * Dh);
+        }
+    free(b);
+    return TM_OK;
+}
+
 static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, const cpu_variant *var,
                        tm_err *err)
 {
@@ -397,9 +425,12 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         y->ffn_out_norm = vec_f32(&w->ffn_out_norm);
         y->q_norm = vec_f32(&w->q_norm);
         y->k_norm = vec_f32(&w->k_norm);
+        y->attn_norm_b = vec_f32(&w->attn_norm_b);
+        y->ffn_norm_b = vec_f32(&w->ffn_norm_b);
         y->bq = vec_f32(&w->bq);
         y->bk = vec_f32(&w->bk);
         y->bv = vec_f32(&w->bv);
+        if (w->bqkv.data && (rc = split_bias(y, &w->bqkv, m, var->engine, err)) != TM_OK) goto fail;
         y->bo = vec_f32(&w->bo);
         y->b_gate = vec_f32(&w->b_gate);
         y->b_up = vec_f32(&w->b_up);
@@ -413,6 +444,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
     if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool); /* the prefill-only route decodes here too */
     c->final_norm = vec_f32(&m->final_norm);
+    c->final_norm_b = vec_f32(&m->final_norm_b);
+    c->lm_head_b = vec_f32(&m->lm_head_b);
     const char *prof = getenv("TANDEM_PROFILE");
     c->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "warm") ? 2 : 1;
     const char *fb = getenv("TANDEM_FFN_BF16");
@@ -432,6 +465,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     /* the row buffers a 512-row chunk streams through (up to tens of MB) on
      * huge pages where the kernel gives them on request (tm_khuge_alloc) */
     c->x = tm_khuge_alloc(sizeof(float) * M * D);
+    c->x0 = m->parallel ? tm_khuge_alloc(sizeof(float) * M * D) : NULL;
     c->h = tm_khuge_alloc(sizeof(float) * M * hw);
     c->q = tm_khuge_alloc(sizeof(float) * M * HD);
     c->kk = tm_khuge_alloc(sizeof(float) * M * KD);
@@ -451,16 +485,21 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->ptab = malloc(sizeof(*c->ptab) * M);
     c->ctxlen = malloc(sizeof(int) * M);
     if (m->n_experts > 0 && (rc = tm_moe_scratch_init(&c->moe, m, CPU_MAX_ROWS, err)) != TM_OK) goto fail;
-    if (!c->x || !c->h || !c->q || !c->kk || !c->vv || (any_qkv && !c->qkv) || (dense && (!c->g || !c->u)) ||
+    if (!c->x || (m->parallel && !c->x0) || !c->h || !c->q || !c->kk || !c->vv || (any_qkv && !c->qkv) || (dense && (!c->g || !c->u)) ||
         !c->f || !c->cs || !c->sn || !c->ptab || !c->ctxlen || !c->xb || !c->xq || !c->xs) {
         rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory for scratch", var->engine);
         goto fail;
     }
     for (int l = 0; l < m->L; l++)
-        if (m->pre_norms && (!c->layer[l].attn_norm || !c->layer[l].ffn_norm)) {
+        if ((m->pre_norms && (!c->layer[l].attn_norm || !c->layer[l].ffn_norm)) ||
+            (m->norm_bias && (!c->layer[l].attn_norm_b || !c->layer[l].ffn_norm_b))) {
             rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
             goto fail;
         }
+    if (!c->final_norm || (m->norm_bias && !c->final_norm_b) || (m->lm_head_bias && !c->lm_head_b)) {
+        rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
+        goto fail;
+    }
     *out = c;
     return TM_OK;
 fail:
@@ -502,6 +541,7 @@ struct par_job {
     int M, per;                 /* rows, rows per task */
     float *y;                   /* the step's operands (see each step) */
     const float *x, *w;
+    const float *b;             /* a norm's bias (LayerNorm), or NULL */
     int n, l;                   /* row width or count; layer / rope index */
     int ld;                     /* row stride of x and w where a step reads strided rows */
 };
@@ -530,16 +570,20 @@ static void par_rows(par_job *j, int M, size_t width)
     tm_pool_run(j->r->pool, (M + j->per - 1) / j->per, par_task, j);
 }
 
-/* y[i] = rmsnorm(x[i]) * w for rows of width n */
-static void rows_rmsnorm(const par_job *j, int i0, int i1)
+/* y[i] = norm(x[i]) for rows of width n: the model's norm, RMSNorm * w or LayerNorm * w + b */
+static void rows_norm(const par_job *j, int i0, int i1)
 {
     const tm_model *m = j->c->m;
-    j->c->k.rmsnorm(j->y + (size_t)i0 * j->n, j->x + (size_t)i0 * j->n, j->w, i1 - i0, j->n, m->eps, m->norm_add_one);
+    float *y = j->y + (size_t)i0 * j->n;
+    const float *x = j->x + (size_t)i0 * j->n;
+    if (m->norm == TM_NORM_LAYER) j->c->k.layernorm(y, x, j->w, j->b, i1 - i0, j->n, m->eps);
+    else j->c->k.rmsnorm(y, x, j->w, i1 - i0, j->n, m->eps, m->norm_add_one);
 }
 
-static void par_rmsnorm(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, const float *w, int rows, int n)
+static void par_norm(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, const float *w, const float *b, int rows,
+                     int n)
 {
-    par_job j = {.fn = rows_rmsnorm, .c = c, .r = r, .y = y, .x = x, .w = w, .n = n};
+    par_job j = {.fn = rows_norm, .c = c, .r = r, .y = y, .x = x, .w = w, .b = b, .n = n};
     par_rows(&j, rows, (size_t)n);
 }
 
@@ -590,7 +634,7 @@ static void rows_act(const par_job *j, int i0, int i1)
 {
     act_fn f = act_of(j->c);
     for (int i = i0; i < i1; i++)
-        f(j->y + (size_t)i * j->n, j->x + (size_t)i * j->ld, j->w + (size_t)i * j->ld, (size_t)j->n);
+        f(j->y + (size_t)i * j->n, j->x + (size_t)i * j->ld, j->w ? j->w + (size_t)i * j->ld : NULL, (size_t)j->n);
 }
 
 /* row i of the prepared input (c->xb, or c->xq + c->xs) from x[0:K] */
@@ -665,7 +709,7 @@ static void rows_act_prep(const par_job *j, int i0, int i1)
     act_fn f = act_of(j->c);
     for (int i = i0; i < i1; i++) {
         float *g = j->y + (size_t)i * j->ld;
-        f(g, g, j->w + (size_t)i * j->ld, (size_t)j->n);
+        f(g, g, j->w ? j->w + (size_t)i * j->ld : NULL, (size_t)j->n);
         prep_row(j->c, (tm_dtype)j->l, i, g, j->n);
     }
 }
@@ -716,23 +760,24 @@ static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *
     if (c->profile) c->prof[c->prof_kind][4] += now_s() - t0;
 }
 
-/* a = the input of the matmuls with weights w0 (and w1, w2 if given):
- * RMSNorm(x[M][D]) * nw. Where they all take the same prepared form (bf16 or
- * int8 GEMM/GEMV), the fused kernel writes it in one pass over x and h is not
- * written (a->f32 stays NULL); otherwise h[M][D] = the norm, prepared as usual.
+/* a = the input of the matmuls with weights w0 (and w1, w2 if given): the
+ * norm of x[M][D] (nw, and nb for a LayerNorm). For an RMSNorm, where they
+ * all take the same prepared form (bf16 or int8 GEMM/GEMV), the fused kernel
+ * writes it in one pass over x and h is not written (a->f32 stays NULL);
+ * otherwise (and for a LayerNorm) h[M][D] = the norm, prepared as usual.
  * nw NULL (OLMo 2, no pre-norms): x itself, prepared. */
-static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, const float *nw, int M,
+static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, const float *nw, const float *nb, int M,
                       const tm_kweight *w0, const tm_kweight *w1, const tm_kweight *w2, tm_kact *a)
 {
     int D = c->m->D;
     tm_dtype dt = tm_kweight_dtype(w0);
     int fused = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && (!w1 || tm_kweight_dtype(w1) == dt) &&
-                (!w2 || tm_kweight_dtype(w2) == dt) && tm_kweight_k(w0) == D;
+                (!w2 || tm_kweight_dtype(w2) == dt) && tm_kweight_k(w0) == D && c->m->norm == TM_NORM_RMS;
     double t0 = c->profile ? now_s() : 0;
     if (!nw) {
         prep_act(c, r, w0, x, M, a);
     } else if (!fused) {
-        par_rmsnorm(c, r, h, x, nw, M, D);
+        par_norm(c, r, h, x, nw, nb, M, D);
         prep_act(c, r, w0, h, M, a);
     } else {
         par_job j = {.fn = rows_norm_prep, .c = c, .r = r, .x = x, .w = nw, .n = D, .l = (int)dt};
@@ -864,31 +909,30 @@ static void par_bias(cpu_ctx *c, const cpu_rows *r, float *y, const float *b, in
     par_rows(&j, M, (size_t)n);
 }
 
-/* a fused q|k|v output's rows c->qkv[M][HD + 2 KD] split into c->q, c->kk, c->vv (n = HD, l = KD) */
-static void rows_split_qkv(const par_job *j, int i0, int i1)
+/* a fused q|k|v output's rows c->qkv[M][HD + 2 KD] split into c->q, c->kk, c->vv (n = HD, l = KD):
+ * Q, K, V one after the other, or (qkv_interleaved, GPT-NeoX, HD = KD) head by head, q_h k_h v_h.
+ * The rows are f32, or (bf16 1) gemm_bf16y's rows (y16) widened. */
+static void split_qkv(const par_job *j, int i0, int i1, int bf16)
 {
     cpu_ctx *c = j->c;
-    size_t HD = (size_t)j->n, KD = (size_t)j->l;
+    const tm_model *m = c->m;
+    size_t HD = (size_t)j->n, KD = (size_t)j->l, w = HD + 2 * KD, Dh = (size_t)m->Dh;
+    size_t seg = m->qkv_interleaved ? Dh : 0; /* 0: one segment each */
     for (int i = i0; i < i1; i++) {
-        const float *s = c->qkv + (size_t)i * (HD + 2 * KD);
-        memcpy(c->q + (size_t)i * HD, s, sizeof(float) * HD);
-        memcpy(c->kk + (size_t)i * KD, s + HD, sizeof(float) * KD);
-        memcpy(c->vv + (size_t)i * KD, s + HD + KD, sizeof(float) * KD);
+        float *dst[3] = {c->q + (size_t)i * HD, c->kk + (size_t)i * KD, c->vv + (size_t)i * KD};
+        for (int p = 0; p < 3; p++) {
+            size_t n = p ? KD : HD, len = seg ? seg : n;
+            for (size_t o = 0; o < n; o += len) { /* segment o / len of part p */
+                size_t src = (size_t)i * w + (seg ? (o / seg) * 3 * seg + p * seg : (p ? HD + (p - 1) * KD : 0));
+                if (bf16) c->k.bf16_to_f32(dst[p] + o, (const uint16_t *)c->qkv + src, len);
+                else memcpy(dst[p] + o, c->qkv + src, sizeof(float) * len);
+            }
+        }
     }
 }
 
-/* rows_split_qkv's from gemm_bf16y's rows (y16: HD + 2 KD bf16 each), widened */
-static void rows_split_qkv_bf16(const par_job *j, int i0, int i1)
-{
-    cpu_ctx *c = j->c;
-    size_t HD = (size_t)j->n, KD = (size_t)j->l;
-    for (int i = i0; i < i1; i++) {
-        const uint16_t *s = (const uint16_t *)c->qkv + (size_t)i * (HD + 2 * KD);
-        c->k.bf16_to_f32(c->q + (size_t)i * HD, s, HD);
-        c->k.bf16_to_f32(c->kk + (size_t)i * KD, s + HD, KD);
-        c->k.bf16_to_f32(c->vv + (size_t)i * KD, s + HD + KD, KD);
-    }
-}
+static void rows_split_qkv(const par_job *j, int i0, int i1) { split_qkv(j, i0, i1, 0); }
+static void rows_split_qkv_bf16(const par_job *j, int i0, int i1) { split_qkv(j, i0, i1, 1); }
 
 /* Write rows' K and V [M][Hk*Dh] into the cache at their positions (layer j->l). */
 static void rows_kv_store(const par_job *j, int i0, int i1)
@@ -997,10 +1041,10 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
                                      .ld = i ? KD : HD}, 1);
     int whole = m->qk_norm == 2; /* OLMo 2: one norm over the whole q (k) row, else one per head */
     if (y->q_norm)
-        chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm,
+        chain_add(&ch, (par_job){.fn = rows_norm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm,
                                  .n = whole ? HD : Dh}, whole ? 1 : H);
     if (y->k_norm)
-        chain_add(&ch, (par_job){.fn = rows_rmsnorm, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm,
+        chain_add(&ch, (par_job){.fn = rows_norm, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm,
                                  .n = whole ? KD : Dh}, whole ? 1 : Hk);
     if (rope >= 0) { /* -1: a layer without RoPE (SmolLM3's NoPE) */
         chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->q, .n = H, .l = rope}, 1);
@@ -1046,33 +1090,41 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
  * a quarter of the GEMM's time on the Xeon, session 18 run 82). */
 static int ffn_bf16(const cpu_ctx *c, const cpu_layer *y, int M)
 {
-    if (!c->ffn_bf16 || y->b_gate || y->b_up) return 0;
+    if (!c->ffn_bf16 || y->b_gate || y->b_up || (!y->w_gate && !y->w_gate_up)) return 0;
     return y->w_gate_up ? bf16y_ok(c, y->w_gate_up, M) : bf16y_ok(c, y->w_gate, M) && bf16y_ok(c, y->w_up, M);
 }
 
 /* The dense FFN of layer y: f[M][D] = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd,
- * h = RMSNorm(x) * ffn_norm (x = c->x [M][D]), through g[M][2F] (gate|up as
+ * h = norm(x) (x [M][D]: c->x, or c->x0 for a parallel FFN); without a gate
+ * (Phi, StarCoder2, GPT-NeoX) act(h·wuᵀ + bu) in g[M][F]; else through g[M][2F] (gate|up as
  * one weight: the checkpoint's fused one, or bound so by pack_cat) or g, u
  * [M][F] (apart), or g[M][F] alone (gemm_glu); or (ffn_bf16) in bf16 in g's
  * memory: [M][2F] (gate|up) or gate [M][F] then up [M][F], or g[M][F]
  * (gemm_glu, under TANDEM_FFN_BF16 as well). *f16: f is in bf16
  * (y16: no down bias or output norm). */
-static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, int *f16, tm_err *err)
+static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, const float *x, int M, int *f16, tm_err *err)
 {
     const tm_model *m = c->m;
     int D = m->D, F = m->F, rc;
+    const float *nb = y->ffn_norm_b;
     tm_kact ad; /* the down projection's input */
-    if (ffn_bf16(c, y, M)) { /* gate and up in bf16; act(gate) * up -> the down projection's input */
+    if (!y->w_gate && !y->w_gate_up) { /* not gated: act(up) -> g[M][F] */
+        tm_kact a;
+        norm_prep(c, r, c->h, x, y->ffn_norm, nb, M, y->w_up, NULL, NULL, &a);
+        if ((rc = matmul_a(c, r, y->w_up, &a, c->g, err))) return rc;
+        par_bias(c, r, c->g, y->b_up, M, F, F);
+        act_prep(c, r, y->w_down, c->g, c->g, NULL, F, 0, M, F, &ad);
+    } else if (ffn_bf16(c, y, M)) { /* gate and up in bf16; act(gate) * up -> the down projection's input */
         tm_kact a;
         const tm_kweight *w0 = y->w_gate_up ? y->w_gate_up : y->w_gate;
         uint16_t *gb = (uint16_t *)c->g, *ub = y->w_gate_up ? gb + F : gb + (size_t)M * F;
-        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, w0, y->w_gate_up ? NULL : y->w_up, NULL, &a);
+        norm_prep(c, r, c->h, x, y->ffn_norm, nb, M, w0, y->w_gate_up ? NULL : y->w_up, NULL, &a);
         if ((rc = matmul_a_to(c, r, w0, &a, NULL, gb, err))) return rc;
         if (!y->w_gate_up && (rc = matmul_a_to(c, r, y->w_up, &a, NULL, ub, err))) return rc;
         act_prep(c, r, y->w_down, c->u, gb, ub, y->w_gate_up ? 2 * F : F, 1, M, F, &ad);
     } else if (y->w_gate_up) { /* g[M][2F]: rows of gate then up; act(gate) * up -> u[M][F] */
         tm_kact a;
-        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate_up, NULL, NULL, &a);
+        norm_prep(c, r, c->h, x, y->ffn_norm, nb, M, y->w_gate_up, NULL, NULL, &a);
         if ((rc = matmul_a(c, r, y->w_gate_up, &a, c->g, err))) return rc;
         par_bias(c, r, c->g, y->b_gate, M, F, 2 * F);
         par_bias(c, r, c->g + F, y->b_up, M, F, 2 * F);
@@ -1080,13 +1132,13 @@ static int dense_ffn(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int M, i
     } else if (y->w_glu && M > TM_KGEMV_MAX_B) { /* act(gate) * up -> g[M][F] in the GEMM's epilogue */
         tm_kact a;
         int b16 = c->ffn_bf16 && bf16y_ok(c, y->w_glu, M); /* g in bf16, widened row by row for the prepare */
-        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
+        norm_prep(c, r, c->h, x, y->ffn_norm, nb, M, y->w_gate, y->w_up, NULL, &a);
         if ((rc = matmul_a_to(c, r, y->w_glu, &a, c->g, b16 ? (uint16_t *)c->g : NULL, err))) return rc;
         if (b16) act_prep(c, r, y->w_down, c->u, c->g, NULL, F, 1, M, F, &ad);
         else prep_act(c, r, y->w_down, c->g, M, &ad);
     } else { /* g[M][F], u[M][F]; act(gate) * up -> g */
         tm_kact a;
-        norm_prep(c, r, c->h, c->x, y->ffn_norm, M, y->w_gate, y->w_up, NULL, &a);
+        norm_prep(c, r, c->h, x, y->ffn_norm, nb, M, y->w_gate, y->w_up, NULL, &a);
         if ((rc = matmul_a(c, r, y->w_gate, &a, c->g, err))) return rc;
         if ((rc = matmul_a(c, r, y->w_up, &a, c->u, err))) return rc;
         par_bias(c, r, c->g, y->b_gate, M, F, F);
@@ -1123,12 +1175,12 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         int qkv16 = 0, f16; /* q|k|v, f in bf16 (y16) */
         if (y->wqkv) { /* one matmul into qkv[M][HD + 2 KD], split */
             tm_kact a;
-            norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wqkv, NULL, NULL, &a);
+            norm_prep(c, r, c->h, c->x, y->attn_norm, y->attn_norm_b, M, y->wqkv, NULL, NULL, &a);
             qkv16 = y16(c, Y16_QKV, y->wqkv, M);
             if ((rc = matmul_a_to(c, r, y->wqkv, &a, c->qkv, qkv16 ? (uint16_t *)c->qkv : NULL, err))) return rc;
         } else {
             tm_kact a;
-            norm_prep(c, r, c->h, c->x, y->attn_norm, M, y->wq, y->wk, y->wv, &a);
+            norm_prep(c, r, c->h, c->x, y->attn_norm, y->attn_norm_b, M, y->wq, y->wk, y->wv, &a);
             if ((rc = matmul_a(c, r, y->wq, &a, c->q, err))) return rc;
             if ((rc = matmul_a(c, r, y->wk, &a, c->kk, err))) return rc;
             if ((rc = matmul_a(c, r, y->wv, &a, c->vv, err))) return rc;
@@ -1140,24 +1192,27 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         f16 = !y->bo && !y->attn_out_norm && y16(c, Y16_O, y->wo, M);
         if ((rc = matmul_to(c, r, y->wo, c->h, M, c->f, f16 ? (uint16_t *)c->f : NULL, err))) return rc;
         par_bias(c, r, c->f, y->bo, M, D, D);
-        if (y->attn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->attn_out_norm, M, D);
+        if (y->attn_out_norm) par_norm(c, r, c->f, c->f, y->attn_out_norm, NULL, M, D);
+        if (c->x0) memcpy(c->x0, c->x, sizeof(float) * (size_t)M * D); /* parallel: the FFN reads x as it was */
         par_add(c, r, c->x, c->f, f16, M, D);
 
-        if (y->moe) par_rmsnorm(c, r, c->h, c->x, y->ffn_norm, M, D);
+        const float *xin = c->x0 ? c->x0 : c->x;
+        if (y->moe) par_norm(c, r, c->h, xin, y->ffn_norm, y->ffn_norm_b, M, D);
         f16 = 0;
         if (y->moe) {
             if ((rc = tm_moe_forward(y->moe, &c->k, c->h, M, c->f, &c->moe, &c->ws, r->pool, err))) return rc;
-        } else if ((rc = dense_ffn(c, r, y, M, &f16, err))) {
+        } else if ((rc = dense_ffn(c, r, y, xin, M, &f16, err))) {
             return rc;
         }
-        if (y->ffn_out_norm) par_rmsnorm(c, r, c->f, c->f, y->ffn_out_norm, M, D);
+        if (y->ffn_out_norm) par_norm(c, r, c->f, c->f, y->ffn_out_norm, NULL, M, D);
         par_add(c, r, c->x, c->f, f16, M, D);
         if (r->on_layer) r->on_layer(r->ud, l);
     }
     /* logits for the requested rows only */
     for (int j = 0; j < r->n_logit_rows; j++) {
         const float *x = c->x + (size_t)r->logit_rows[j] * D;
-        c->k.rmsnorm(c->h + (size_t)j * D, x, c->final_norm, 1, D, m->eps, m->norm_add_one);
+        if (m->norm == TM_NORM_LAYER) c->k.layernorm(c->h + (size_t)j * D, x, c->final_norm, c->final_norm_b, 1, D, m->eps);
+        else c->k.rmsnorm(c->h + (size_t)j * D, x, c->final_norm, 1, D, m->eps, m->norm_add_one);
     }
     if (r->n_logit_rows > 0) {
         for (int j0 = 0; j0 < r->n_logit_rows; j0 += TM_KGEMV_MAX_B) {
@@ -1165,6 +1220,8 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             if ((rc = matmul(c, r, c->lm_head, c->h + (size_t)j0 * D, nb, r->logits + (size_t)j0 * m->V, err)))
                 return rc;
         }
+        if (c->lm_head_b)
+            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] += c->lm_head_b[i % (size_t)m->V];
         if (m->logits_div != 1.0f)
             for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] /= m->logits_div;
         if (m->final_softcap > 0) {

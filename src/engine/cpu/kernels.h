@@ -234,9 +234,13 @@ typedef struct tm_kernels {
     void (*rmsnorm_bf16)(uint16_t *yb, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
     /* Fused RMSNorm -> offset-binary int8 rows yq[T][ld] (128 past D), scale ys[T] */
     void (*rmsnorm_q8)(uint8_t *yq, float *ys, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
+    /* y[T][D] = (x - mean(x)) / sqrt(var(x) + eps) * w + b (LayerNorm, var biased; b may be NULL).
+     * y may be x. */
+    void (*layernorm)(float *y, const float *x, const float *w, const float *b, int T, int D, float eps);
     /* Per-row int8 quantization of x[T][D] into yq[T][ld], ys[T] (see Numerics) */
     void (*quant_q8)(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
-    /* y[n] = silu(g[n]) * u[n];  y may alias g or u */
+    /* y[n] = silu(g[n]) * u[n];  y may alias g or u; u NULL: y[n] = silu(g[n]) (an FFN without a gate).
+     * The same for the two GELUs. */
     void (*silu_mul)(float *y, const float *g, const float *u, size_t n);
     /* y[n] = gelu_tanh(g[n]) * u[n] (0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))) */
     void (*gelu_tanh_mul)(float *y, const float *g, const float *u, size_t n);

@@ -70,9 +70,23 @@ void tm_kref_rmsnorm_q8(uint8_t *yq, float *ys, int ld, const float *x, const fl
     }
 }
 
+void tm_kref_layernorm(float *y, const float *x, const float *w, const float *b, int T, int D, float eps)
+{
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)t * D;
+        float *yr = y + (size_t)t * D;
+        double s = 0, ss = 0;
+        for (int i = 0; i < D; i++) s += xr[i];
+        float mean = (float)(s / D);
+        for (int i = 0; i < D; i++) ss += (double)(xr[i] - mean) * (xr[i] - mean);
+        float r = (float)(1.0 / sqrt(ss / D + eps));
+        for (int i = 0; i < D; i++) yr[i] = ((xr[i] - mean) * r) * w[i] + (b ? b[i] : 0.f);
+    }
+}
+
 void tm_kref_silu_mul(float *y, const float *g, const float *u, size_t n)
 {
-    for (size_t i = 0; i < n; i++) y[i] = g[i] / (1.f + expf(-g[i])) * u[i];
+    for (size_t i = 0; i < n; i++) y[i] = g[i] / (1.f + expf(-g[i])) * (u ? u[i] : 1.f);
 }
 
 void tm_kref_gelu_tanh_mul(float *y, const float *g, const float *u, size_t n)
@@ -81,7 +95,7 @@ void tm_kref_gelu_tanh_mul(float *y, const float *g, const float *u, size_t n)
     const double c = 0.7978845608028654; /* sqrt(2/pi) */
     for (size_t i = 0; i < n; i++) {
         double x = g[i];
-        y[i] = (float)(0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x))) * u[i]);
+        y[i] = (float)(0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x))) * (u ? u[i] : 1.f));
     }
 }
 
@@ -90,7 +104,7 @@ void tm_kref_gelu_mul(float *y, const float *g, const float *u, size_t n)
     /* 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2), in double: no cancellation for x << 0 */
     for (size_t i = 0; i < n; i++) {
         double x = g[i];
-        y[i] = (float)(0.5 * x * erfc(-x * 0.70710678118654752) * u[i]);
+        y[i] = (float)(0.5 * x * erfc(-x * 0.70710678118654752) * (u ? u[i] : 1.f));
     }
 }
 
@@ -159,6 +173,7 @@ void tm_kvariant_scalar(tm_kernels *k)
     k->rmsnorm = tm_kref_rmsnorm;
     k->rmsnorm_bf16 = tm_kref_rmsnorm_bf16;
     k->rmsnorm_q8 = tm_kref_rmsnorm_q8;
+    k->layernorm = tm_kref_layernorm;
     k->quant_q8 = tm_kref_quant_q8;
     k->silu_mul = tm_kref_silu_mul;
     k->gelu_tanh_mul = tm_kref_gelu_tanh_mul;

@@ -8,16 +8,19 @@
 /* One layer's weights in f32, stacked so that each projection is one product. */
 typedef struct ref_layer {
     float *attn_norm;        /* [D] effective weight (1 + w for Gemma) */
-    float *wqkv;             /* [(H+2Hk)*Dh][D]: Q rows, K rows, V rows */
+    float *attn_norm_b;      /* [D] LayerNorm bias, or NULL */
+    float *wqkv;             /* [(H+2Hk)*Dh][D]: Q rows, K rows, V rows (GPT-NeoX's head-by-head rows
+                                are put in this order when loaded) */
     float *bqkv;             /* [(H+2Hk)*Dh] or NULL */
     float *q_norm, *k_norm;  /* [Dh] effective, or NULL */
     float *wo;               /* [D][H*Dh] */
     float *bo;               /* [D] or NULL */
     float *attn_out_norm;    /* [D] or NULL */
     float *ffn_norm;         /* [D] */
+    float *ffn_norm_b;       /* [D] or NULL */
     float *ffn_out_norm;     /* [D] or NULL */
-    float *wgu;              /* dense: [2F][D], gate rows then up rows */
-    float *bgu;              /* [2F] or NULL */
+    float *wgu;              /* dense: [2F][D], gate rows then up rows (not gated: [F][D], up) */
+    float *bgu;              /* [2F] ([F]) or NULL */
     float *wd;               /* dense: [D][F] */
     float *bd;               /* [D] or NULL */
     float *router;           /* moe: [E][D] */
@@ -34,6 +37,8 @@ struct tm_ref {
     float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
     float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
     int qk_whole;                     /* q / k norms over the whole projection (OLMo 2), not per head */
+    tm_norm_kind norm;                /* RMSNorm or LayerNorm, every norm of the model */
+    int gated, parallel;              /* model.h's switches */
     tm_act act;
     tm_rope rope[2];         /* inv_freq tables owned */
     tm_layer_desc *layer;    /* [L] */
@@ -42,6 +47,8 @@ struct tm_ref {
     float *embed;            /* [V][D] */
     float *lm_head;          /* [V][D]; == embed when tied */
     float *final_norm;       /* [D] */
+    float *final_norm_b;     /* [D] or NULL */
+    float *lm_head_b;        /* [V] or NULL */
     ref_layer *w;            /* [L] */
 
     float *kc, *vc;          /* [L][Hk][max_ctx][Dh] */
@@ -58,6 +65,10 @@ void ref_matmul(int n_threads, float *y, const float *x, const float *w, const f
 
 /* y[n] = x[n] / sqrt(mean(x²) + eps) * w[n]; y may alias x. */
 void ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+
+/* the model's norm: RMSNorm (b unused), or LayerNorm
+ * y[n] = (x[n] - mean(x)) / sqrt(var(x) + eps) * w[n] (+ b[n]); y may alias x. */
+void ref_norm(tm_norm_kind kind, float *y, const float *x, const float *w, const float *b, int n, float eps);
 
 float ref_act(tm_act a, float x);
 

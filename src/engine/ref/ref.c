@@ -71,6 +71,21 @@ static float *opt_vec(const tm_tensor *t, int n, tm_err *err, int *rc)
     return v;
 }
 
+/* GPT-NeoX's fused rows, head by head [H][3][Dh] (q_h, k_h, v_h), reordered in place to the
+ * reference's Q rows, K rows, V rows; each row K floats */
+static int deinterleave(float *w, int H, int Dh, int64_t K, tm_err *err)
+{
+    size_t row = (size_t)K * sizeof(float), n = (size_t)3 * H * Dh;
+    float *tmp = malloc(n * row);
+    if (!tmp) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    for (int h = 0; h < H; h++)
+        for (int j = 0; j < 3; j++) /* rows of q_h, k_h, v_h -> block j, head h */
+            memcpy(tmp + ((size_t)j * H * Dh + (size_t)h * Dh) * K, w + ((size_t)h * 3 + j) * Dh * K, (size_t)Dh * row);
+    memcpy(w, tmp, n * row);
+    free(tmp);
+    return TM_OK;
+}
+
 static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
 {
     const tm_layer_weights *w = &m->w[l];
@@ -79,6 +94,9 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     int rc = 0, irc = 0;
     if (m->pre_norms && !(o->attn_norm = norm_w(&w->attn_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->pre_norms && !(o->ffn_norm = norm_w(&w->ffn_norm, m->D, m->norm_add_one, err))) return err->code;
+    o->attn_norm_b = opt_vec(&w->attn_norm_b, m->D, err, &irc);
+    if (!irc) o->ffn_norm_b = opt_vec(&w->ffn_norm_b, m->D, err, &irc);
+    if (irc) return irc;
     if (m->post_attn_norm && !(o->attn_out_norm = norm_w(&w->attn_out_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->post_ffn_norm && !(o->ffn_out_norm = norm_w(&w->ffn_out_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->qk_norm) {
@@ -90,13 +108,17 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (!o->wqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
     if (m->fused_qkv) {
         rc = fill_rows(o->wqkv, 0, &w->wqkv, q + 2 * kv, D, err);
+        if (!rc && m->qkv_interleaved) rc = deinterleave(o->wqkv, m->H, m->Dh, D, err);
     } else {
         rc = fill_rows(o->wqkv, 0, &w->wq, q, D, err);
         if (!rc) rc = fill_rows(o->wqkv, q, &w->wk, kv, D, err);
         if (!rc) rc = fill_rows(o->wqkv, q + kv, &w->wv, kv, D, err);
     }
     if (rc) return rc;
-    if (m->qkv_bias) {
+    if (m->qkv_bias && m->fused_qkv) { /* GPT-NeoX: one bias, in the weight's row order */
+        if (!(o->bqkv = to_f32(&w->bqkv, q + 2 * kv, 1, err))) return err->code;
+        if (m->qkv_interleaved && (rc = deinterleave(o->bqkv, m->H, m->Dh, 1, err))) return rc;
+    } else if (m->qkv_bias) {
         o->bqkv = malloc((size_t)(q + 2 * kv) * sizeof(float));
         if (!o->bqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
         rc = fill_rows(o->bqkv, 0, &w->bq, q, 1, err);
@@ -108,21 +130,21 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     o->bo = opt_vec(&w->bo, m->D, err, &irc);
     if (irc) return irc;
     if (!m->layer[l].moe) {
-        int64_t F = m->F;
-        o->wgu = malloc((size_t)(2 * F * D) * sizeof(float));
+        int64_t F = m->F, g = m->gated ? F : 0; /* not gated: up rows alone */
+        o->wgu = malloc((size_t)((g + F) * D) * sizeof(float));
         if (!o->wgu) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
         if (m->fused_gate_up) {
             rc = fill_rows(o->wgu, 0, &w->w_gate_up, 2 * F, D, err);
         } else {
-            rc = fill_rows(o->wgu, 0, &w->w_gate, F, D, err);
-            if (!rc) rc = fill_rows(o->wgu, F, &w->w_up, F, D, err);
+            if (g) rc = fill_rows(o->wgu, 0, &w->w_gate, F, D, err);
+            if (!rc) rc = fill_rows(o->wgu, g, &w->w_up, F, D, err);
         }
         if (rc) return rc;
         if (m->mlp_bias) {
-            o->bgu = malloc((size_t)(2 * F) * sizeof(float));
+            o->bgu = malloc((size_t)(g + F) * sizeof(float));
             if (!o->bgu) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
-            rc = fill_rows(o->bgu, 0, &w->b_gate, F, 1, err);
-            if (!rc) rc = fill_rows(o->bgu, F, &w->b_up, F, 1, err);
+            if (g) rc = fill_rows(o->bgu, 0, &w->b_gate, F, 1, err);
+            if (!rc) rc = fill_rows(o->bgu, g, &w->b_up, F, 1, err);
             if (rc) return rc;
         }
         if (!(o->wd = to_f32(&w->w_down, D, F, err))) return err->code;
@@ -156,7 +178,7 @@ void tm_ref_free(tm_ref *r)
     if (r->w)
         for (int l = 0; l < r->L; l++) {
             ref_layer *o = &r->w[l];
-            float *ps[] = {o->attn_norm, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->wo, o->bo, o->attn_out_norm,
+            float *ps[] = {o->attn_norm, o->attn_norm_b, o->ffn_norm_b, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->wo, o->bo, o->attn_out_norm,
                            o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
                            o->s_gu, o->s_d, o->s_router};
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
@@ -165,6 +187,8 @@ void tm_ref_free(tm_ref *r)
     if (r->lm_head != r->embed) free(r->lm_head);
     free(r->embed);
     free(r->final_norm);
+    free(r->final_norm_b);
+    free(r->lm_head_b);
     for (int i = 0; i < 2; i++) tm_rope_free(&r->rope[i]);
     free(r->layer);
     free(r->kc);
@@ -204,6 +228,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
     r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;
+    r->norm = m->norm, r->gated = m->gated, r->parallel = m->parallel;
     r->max_ctx = max_ctx, r->n_threads = n_threads;
     int rc = TM_OK;
     size_t kvn = (size_t)m->L * m->Hk * (size_t)max_ctx * m->Dh;
@@ -224,6 +249,9 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     if (m->tied && m->lm_head.data == m->embed.data) r->lm_head = r->embed;
     else if (!(r->lm_head = to_f32(&m->lm_head, m->V, m->D, err))) goto fail_code;
     if (!(r->final_norm = norm_w(&m->final_norm, m->D, m->norm_add_one, err))) goto fail_code;
+    r->final_norm_b = opt_vec(&m->final_norm_b, m->D, err, &rc);
+    if (!rc) r->lm_head_b = opt_vec(&m->lm_head_b, m->V, err, &rc);
+    if (rc) goto fail;
     for (int l = 0; l < m->L; l++)
         if ((rc = load_layer(r, m, l, err))) goto fail;
     *out = r;

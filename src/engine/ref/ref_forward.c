@@ -173,6 +173,7 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     int Fmax = r->F > r->Fe ? r->F : r->Fe;
     size_t TD = (size_t)T * D;
     float *x = malloc(TD * sizeof(float));
+    float *x0 = r->parallel ? malloc(TD * sizeof(float)) : NULL; /* the layer's input, for the FFN */
     float *h = malloc(TD * sizeof(float));
     float *a = malloc(TD * sizeof(float));
     float *qkv = malloc((size_t)T * nqkv * sizeof(float));
@@ -182,7 +183,7 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     float *cs = malloc((size_t)Dh * sizeof(float));
     float *sn = malloc((size_t)Dh * sizeof(float));
     int rc = TM_OK;
-    if (!x || !h || !a || !qkv || !att || !gu || !g || !cs || !sn) {
+    if (!x || !h || !a || !qkv || !att || !gu || !g || !cs || !sn || (r->parallel && !x0)) {
         rc = tm_errf(err, TM_E_NOMEM, "reference forward: out of memory for %d tokens", T);
         goto done;
     }
@@ -196,9 +197,11 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         const tm_layer_desc *ld = &r->layer[l];
         const tm_rope *rp = ld->rope >= 0 ? &r->rope[ld->rope] : NULL; /* NULL: no RoPE (NoPE layer) */
         if (w->attn_norm)
-            for (int t = 0; t < T; t++) ref_rmsnorm(h + (size_t)t * D, x + (size_t)t * D, w->attn_norm, D, r->eps);
+            for (int t = 0; t < T; t++)
+                ref_norm(r->norm, h + (size_t)t * D, x + (size_t)t * D, w->attn_norm, w->attn_norm_b, D, r->eps);
         else /* OLMo 2: the attention takes x itself */
             memcpy(h, x, TD * sizeof(float));
+        if (x0) memcpy(x0, x, TD * sizeof(float));
         ref_matmul(r->n_threads, qkv, h, w->wqkv, w->bqkv, T, nqkv, D);
         const float *inv = rp ? tm_rope_inv_freq_at(rp, (int64_t)pos0 + T) : NULL;
         int half = rp ? rp->rot_dim / 2 : 0;
@@ -228,18 +231,21 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
             float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
             if (w->attn_out_norm) ref_rmsnorm(at, at, w->attn_out_norm, D, r->eps);
             for (int d = 0; d < D; d++) xt[d] = xt[d] + at[d] * r->residual_scale;
-            if (w->ffn_norm) ref_rmsnorm(h + (size_t)t * D, xt, w->ffn_norm, D, r->eps);
-            else memcpy(h + (size_t)t * D, xt, (size_t)D * sizeof(float));
+            const float *fin = x0 ? x0 + (size_t)t * D : xt; /* parallel: the FFN reads the layer's input */
+            if (w->ffn_norm) ref_norm(r->norm, h + (size_t)t * D, fin, w->ffn_norm, w->ffn_norm_b, D, r->eps);
+            else memcpy(h + (size_t)t * D, fin, (size_t)D * sizeof(float));
         }
         if (ld->moe) {
             moe_ctx mc = {r, w, h, a};
             ref_parallel(r->n_threads, T, (double)T * r->top_k * 3 * r->Fe * D, moe_tokens, &mc);
         } else {
-            int F = r->F;
-            ref_matmul(r->n_threads, gu, h, w->wgu, w->bgu, T, 2 * F, D);
+            int F = r->F, nr = r->gated ? 2 * F : F; /* gate rows then up rows, or up rows alone */
+            ref_matmul(r->n_threads, gu, h, w->wgu, w->bgu, T, nr, D);
             for (int t = 0; t < T; t++)
-                for (int f = 0; f < F; f++)
-                    g[(size_t)t * F + f] = ref_act(r->act, gu[(size_t)t * 2 * F + f]) * gu[(size_t)t * 2 * F + F + f];
+                for (int f = 0; f < F; f++) {
+                    const float *row = gu + (size_t)t * nr;
+                    g[(size_t)t * F + f] = r->gated ? ref_act(r->act, row[f]) * row[F + f] : ref_act(r->act, row[f]);
+                }
             ref_matmul(r->n_threads, a, g, w->wd, w->bd, T, D, F);
         }
         for (int t = 0; t < T; t++) {
@@ -252,11 +258,12 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     r->n_past = pos0 + T;
 
     int t0 = (all_logits || r->trace) ? 0 : T - 1;
-    for (int t = t0; t < T; t++) ref_rmsnorm(h + (size_t)t * D, x + (size_t)t * D, r->final_norm, D, r->eps);
+    for (int t = t0; t < T; t++)
+        ref_norm(r->norm, h + (size_t)t * D, x + (size_t)t * D, r->final_norm, r->final_norm_b, D, r->eps);
     if (r->trace) memcpy(r->trace + (size_t)(r->L + 1) * TD, h, TD * sizeof(float));
     if (logits) {
         int lt0 = all_logits ? 0 : T - 1, n = T - lt0;
-        ref_matmul(r->n_threads, logits, h + (size_t)lt0 * D, r->lm_head, NULL, n, r->V, D);
+        ref_matmul(r->n_threads, logits, h + (size_t)lt0 * D, r->lm_head, r->lm_head_b, n, r->V, D);
         if (r->logits_div != 1.0f)
             for (size_t i = 0; i < (size_t)n * r->V; i++) logits[i] /= r->logits_div;
         if (r->final_softcap != 0)
@@ -265,6 +272,7 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     }
 done:
     free(x);
+    free(x0);
     free(h);
     free(a);
     free(qkv);

@@ -80,6 +80,21 @@ void ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps)
     for (int i = 0; i < n; i++) y[i] = (x[i] * r) * w[i];
 }
 
+void ref_norm(tm_norm_kind kind, float *y, const float *x, const float *w, const float *b, int n, float eps)
+{
+    if (kind == TM_NORM_RMS) {
+        ref_rmsnorm(y, x, w, n, eps);
+        return;
+    }
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    float mean = (float)(s / n);
+    for (int i = 0; i < n; i++) ss += ((double)x[i] - mean) * ((double)x[i] - mean);
+    float var = (float)(ss / n);
+    float r = (float)(1.0 / sqrt((double)(var + eps)));
+    for (int i = 0; i < n; i++) y[i] = ((x[i] - mean) * r) * w[i] + (b ? b[i] : 0.f);
+}
+
 float ref_act(tm_act a, float x)
 {
     double v = x;
