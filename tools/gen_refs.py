@@ -191,6 +191,15 @@ def variants():
         hidden_act="gelu", max_position_embeddings=2048, layer_norm_eps=1e-5, use_parallel_residual=False,
         attention_bias=False, tie_word_embeddings=False), 2039,
         "GPT-NeoX without the parallel residual and without attention biases (the MLP keeps its biases)")
+    v["gpt2"] = ("GPT2Config", dict(
+        COMMON, n_embd=64, n_inner=96, n_layer=2, n_head=4, n_positions=512, activation_function="gelu_new",
+        layer_norm_epsilon=1e-5, tie_word_embeddings=True), 2041,
+        "GPT-2: learned absolute positions (wpe), Conv1D weights stored [in][out], fused c_attn [D][3D] with its "
+        "bias, LayerNorm with bias, c_fc -> gelu_new -> c_proj, no RoPE, tied")
+    v["gpt2_default_inner"] = ("GPT2Config", dict(
+        COMMON, n_embd=64, n_inner=None, n_layer=2, n_head=2, n_positions=320, activation_function="gelu",
+        layer_norm_epsilon=1e-4, tie_word_embeddings=True), 2043,
+        "GPT-2 with n_inner null (4 x n_embd), the exact GELU, 2 heads of 32, 320 positions")
     return v
 
 
@@ -279,8 +288,8 @@ def to_hub_moe_names(hf_dir, F, D, n_experts, style="mixtral"):
 def capture(model, ids):
     """float32 logits [T][V] and residual stream [L+2][T][D]"""
     base = model.base_model
-    layers = base.layers
-    final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm") if hasattr(base, n))
+    layers = base.layers if hasattr(base, "layers") else base.h  # GPT-2: h
+    final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm", "ln_f") if hasattr(base, n))
     res = [None] * (len(layers) + 2)
     hooks = []
 
@@ -328,7 +337,7 @@ def rope_tables(model, cfg):
                 att = getattr(mod, "attention_scaling", 1.0)
             out[n] = {"inv_freq": [float(x) for x in b.float()], "attention_scaling": float(att), "layer_type": lt,
                       "table": "current"}
-    rp = cfg.rope_parameters
+    rp = getattr(cfg, "rope_parameters", None)  # none for GPT-2
     if isinstance(rp, dict) and rp.get("rope_type") == "longrope":
         orig = rp["original_max_position_embeddings"]
         inv, att = ROPE_INIT_FUNCTIONS["longrope"](cfg, "cpu", seq_len=orig + 1)
