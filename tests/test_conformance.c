@@ -278,19 +278,27 @@ static void run_model(const char *dir, const cJSON *man, const char *config_file
     run_model_at(dir, man, NULL, config_file);
 }
 
-/* The Gemma 3 fixture laid out as Gemma3ForConditionalGeneration checkpoints
- * are: config under "text_config", decoder tensors under `prefix`. Written
- * to build/test_conformance/ from the committed fixture. */
-static void gemma3_multimodal(const char *prefix)
+/* A committed fixture re-laid out as other checkpoints of its architecture
+ * are: the tensors' prefix `from` replaced by `to`, and the Hub-style config
+ * as it is, or (wrap: the multimodal class) under "text_config". Written to
+ * build/test_conformance/<out>/. Gemma3ForConditionalGeneration checkpoints
+ * name the decoder either way round; GPT-2's on the Hub have no
+ * "transformer." prefix. */
+static void relaid(const char *fix, const char *from, const char *to, const char *wrap, const char *out)
 {
-    const char *src = "tests/data/refs/gemma3";
+    char src[256], path[512], dir[256];
+    snprintf(src, sizeof src, "tests/data/refs/%s", fix);
+    snprintf(dir, sizeof dir, "build/test_conformance/%s", out);
     char *text = NULL, *cfgtext = NULL;
-    size_t n = 0, cn = 0;
+    size_t n = 0, cn = 0, fl = strlen(from);
     tm_err err = {0};
-    int ok = tm_read_file("tests/data/refs/gemma3/hf/model.safetensors", &text, &n, 0, &err) == TM_OK &&
-             tm_read_file("tests/data/refs/gemma3/config.hub_style.json", &cfgtext, &cn, 0, &err) == TM_OK;
-    CHECKF(ok, "gemma3 multimodal: %s", err.msg);
-    cJSON *man = load_json("tests/data/refs/gemma3/manifest.json");
+    snprintf(path, sizeof path, "%s/hf/model.safetensors", src);
+    int ok = tm_read_file(path, &text, &n, 0, &err) == TM_OK;
+    snprintf(path, sizeof path, "%s/config.hub_style.json", src);
+    ok = ok && tm_read_file(path, &cfgtext, &cn, 0, &err) == TM_OK;
+    CHECKF(ok, "%s: %s", out, err.msg);
+    snprintf(path, sizeof path, "%s/manifest.json", src);
+    cJSON *man = load_json(path);
     if (!ok || !man || n < 8) goto done;
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = hl << 8 | (uint8_t)text[i];
@@ -298,28 +306,33 @@ static void gemma3_multimodal(const char *prefix)
     cJSON *nh = cJSON_CreateObject();
     for (cJSON *it = hdr ? hdr->child : NULL; it; it = it->next) {
         char name[256];
-        if (strncmp(it->string, "model.", 6) == 0) snprintf(name, sizeof name, "%s%s", prefix, it->string + 6);
+        if (strncmp(it->string, from, fl) == 0) snprintf(name, sizeof name, "%s%s", to, it->string + fl);
         else snprintf(name, sizeof name, "%s", it->string);
         cJSON_AddItemToObject(nh, name, cJSON_Duplicate(it, 1));
     }
     char *hs = cJSON_PrintUnformatted(nh);
     size_t hn = strlen(hs), pad = (8 - hn % 8) % 8;
     mkdir("build/test_conformance", 0755);
-    mkdir("build/test_conformance/gemma3_mm", 0755);
-    FILE *f = fopen("build/test_conformance/gemma3_mm/model.safetensors", "wb");
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((hn + pad) >> (8 * i));
     ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(hs, 1, hn, f) == hn && fwrite("        ", 1, pad, f) == pad &&
          fwrite(text + 8 + hl, 1, n - 8 - hl, f) == n - 8 - hl;
     if (f) fclose(f);
     char *cfg = malloc(cn + 256);
-    snprintf(cfg, cn + 256, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", "
-             "\"text_config\": %s}", cfgtext);
-    f = fopen("build/test_conformance/gemma3_mm/config.json", "wb");
+    if (wrap)
+        snprintf(cfg, cn + 256, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"text_config\": %s}", wrap, fix,
+                 cfgtext);
+    else
+        snprintf(cfg, cn + 256, "%s", cfgtext);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    f = fopen(path, "wb");
     ok = ok && f && fwrite(cfg, 1, strlen(cfg), f) == strlen(cfg);
     if (f) fclose(f);
-    CHECKF(ok, "gemma3 multimodal: cannot write build/test_conformance/gemma3_mm");
-    if (ok) run_model_at(src, man, "build/test_conformance/gemma3_mm", "build/test_conformance/gemma3_mm/config.json");
+    CHECKF(ok, "%s: cannot write %s", out, dir);
+    if (ok) run_model_at(src, man, dir, path);
     free(cfg);
     free(hs);
     cJSON_Delete(nh);
@@ -426,8 +439,9 @@ int main(void)
     sanitizer = getenv("TM_SANITIZER") != NULL;
     conformance_models();
     extra_refs();
-    gemma3_multimodal("language_model.model.");
-    gemma3_multimodal("model.language_model.");
+    relaid("gemma3", "model.", "language_model.model.", "Gemma3ForConditionalGeneration", "gemma3_mm");
+    relaid("gemma3", "model.", "model.language_model.", "Gemma3ForConditionalGeneration", "gemma3_mm2");
+    relaid("gpt2", "transformer.", "", NULL, "gpt2_hub_names");
     demo_model();
     return th_done("test_conformance");
 }

@@ -200,18 +200,19 @@ static void test_olmo2(void)
     tm_rt_model_free(rm);
 }
 
-/* The LayerNorm families (synthetic Phi and GPT-NeoX): LayerNorm with bias,
- * the attention and the MLP in parallel (on one norm; on two), an MLP
+/* The LayerNorm families (synthetic Phi, GPT-NeoX and GPT-2): LayerNorm with
+ * bias, the attention and the MLP in parallel (on one norm; on two), an MLP
  * without a gate, partial rotary, Phi's lm_head bias, NeoX's fused
- * query_key_value with rows head by head and its bias; through the package
+ * query_key_value with rows head by head and its bias, GPT-2's learned
+ * positions and Conv1D weights (transposed when bound); through the package
  * (converter and reader), every engine and route against the fp32 reference. */
 /* the engines differ from the reference by under 0.003; the FFN norm's bias left out moves the logits by
    0.016, the attention's output added before the FFN's norm (no parallel residual) by 0.6 */
 #define LN_TOL 0.008
 static void test_layernorm_families(void)
 {
-    static const char *presets[] = {"phi-tiny", "neox-tiny"};
-    for (int i = 0; i < 2; i++) {
+    static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny"};
+    for (int i = 0; i < 3; i++) {
         tm_err err = {0};
         char dir[64], pkg[64];
         snprintf(dir, sizeof dir, "build/test_engine_%s", presets[i]);
@@ -220,11 +221,35 @@ static void test_layernorm_families(void)
         tm_rt_model *rm = open_bf16(dir, pkg);
         if (!rm) continue;
         const tm_model *m = rm->decode;
-        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias && !m->gated && m->parallel == (i ? 2 : 1));
-        CHECK(i ? m->qkv_interleaved && m->w[0].bqkv.data : m->lm_head_bias && m->lm_head_b.data != NULL);
+        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias && !m->gated && m->parallel == (i == 2 ? 0 : i ? 2 : 1));
+        if (i == 0) CHECK(m->lm_head_bias && m->lm_head_b.data != NULL);
+        if (i == 1) CHECK(m->qkv_interleaved && m->w[0].bqkv.data);
+        if (i == 2) CHECK(m->pos_embed.data && m->layer[0].rope == -1 && m->w[0].bqkv.data && !m->qkv_interleaved);
         int32_t ids[40];
         for (int k = 0; k < 40; k++) ids[k] = (int32_t)((k * 89 + 5) % m->V);
         routes_exact(rm, ids, 40, 37, LN_TOL);
+        if (i == 2) { /* past GPT-2's learned positions (256 here): an error, from the reference and the engine */
+            int32_t *many = calloc(300, sizeof *many);
+            tm_ref *ref;
+            CHECKF(tm_ref_init(&ref, m, 512, 1, &err) == TM_OK, "%s", err.msg);
+            CHECK_EQ_INT(tm_ref_forward(ref, many, 257, 0, NULL, 0, &err), TM_E_LIMIT);
+            CHECK(strstr(err.msg, "learned positions") != NULL);
+            tm_ref_free(ref);
+            tandem_session_opts o;
+            memset(&o, 0, sizeof o);
+            o.n_threads = 2;
+            o.max_ctx = 512;
+            tm_session *s;
+            float *lg = malloc(sizeof(float) * (size_t)m->V * 50);
+            CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+            if (s) {
+                CHECK(tm_session_score(s, many, 300, 251, TANDEM_ROUTE_HYBRID, lg, &err) != TM_OK);
+                CHECKF(strstr(err.msg, "learned positions") != NULL, "%s", err.msg);
+                tm_session_free(s);
+            }
+            free(lg);
+            free(many);
+        }
         tm_rt_model_free(rm);
     }
 }

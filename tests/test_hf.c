@@ -576,6 +576,31 @@ static void test_arch_rules(void)
     CHECK_EQ_INT(model_from("{\"architectures\":[\"GPTNeoXForCausalLM\"]," SMALL ",\"num_key_value_heads\":2}", &m, &err),
                  TM_E_INVALID);
     CHECK(contains(err.msg, "'num_key_value_heads'"));
+    /* GPT-2: GPT2Config's names of the sizes, n_inner null = 4 x n_embd, Conv1D weights (transposed when
+       bound from a checkpoint), learned positions and no RoPE, the Hub's unprefixed names probed at bind */
+#define GPT2 "{\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":8,\"n_embd\":64,\"n_layer\":2,\"n_head\":4"
+    CHECK_EQ_INT(model_from(GPT2 ",\"n_inner\":null,\"n_positions\":64}", &m, &err), TM_OK);
+    if (m) CHECK(m->D == 64 && m->L == 2 && m->H == 4 && m->F == 256 && m->max_pos == 64 && m->fused_qkv &&
+                 !m->qkv_interleaved && m->qkv_bias && m->o_bias && m->mlp_bias && !m->gated && m->tied &&
+                 m->act == TM_ACT_GELU_TANH && m->attn_scale == 0.25f && m->layer[0].rope == -1 &&
+                 m->layer[1].rope == -1 && spec_has(m, "transformer.wpe.weight") &&
+                 spec_has(m, "transformer.h.1.attn.c_attn.bias") && spec_has(m, "transformer.h.0.mlp.c_fc.weight") &&
+                 spec_has(m, "transformer.ln_f.bias"));
+    for (int i = 0; m && i < m->n_spec; i++)
+        if (m->spec[i].kind == TM_TK_MATRIX) CHECKF(m->spec[i].hf_transposed, "%s not marked Conv1D", m->spec[i].name);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(GPT2 ",\"n_inner\":96,\"activation_function\":\"gelu\",\"scale_attn_weights\":false,"
+                            "\"layer_norm_epsilon\":0.001}", &m, &err), TM_OK);
+    if (m) CHECK(m->F == 96 && m->max_pos == 1024 && m->act == TM_ACT_GELU && m->attn_scale == 1.0f && m->eps == 1e-3f);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(GPT2 ",\"scale_attn_by_inverse_layer_idx\":true}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "config.json") && contains(err.msg, "'scale_attn_by_inverse_layer_idx'"));
+    CHECK_EQ_INT(model_from(GPT2 ",\"activation_function\":\"relu\"}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "relu"));
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":8,\"n_layer\":2,\"n_head\":4}",
+                            &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'n_embd' is missing"));
+#undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */
     CHECK_EQ_INT(model_from("{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"

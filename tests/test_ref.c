@@ -126,7 +126,7 @@ static int setup_init(setup *u, const char *cfg, uint32_t seed, tm_dtype quant, 
     if (rc) return rc;
     synth_fill(&u->s, u->m, seed, quant, deq);
     if (quant == TM_DT_BF16 || quant == TM_DT_F16) u->m->check_dtype = 0; /* matrices differ from the declared f32 */
-    tm_tensor_source src = {&u->s, synth_lookup};
+    tm_tensor_source src = {&u->s, synth_lookup, 0};
     rc = tm_model_bind(u->m, &src, &err);
     CHECKF(rc == TM_OK, "bind: %s", err.msg);
     if (rc) return rc;

@@ -236,6 +236,11 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"bos_token_id", &c->bos_token_id},
         {"no_rope_layer_interval", &c->no_rope_layer_interval},
         {"shared_expert_intermediate_size", &c->shared_expert_intermediate_size},
+        {"n_embd", &c->n_embd},
+        {"n_layer", &c->n_layer},
+        {"n_head", &c->n_head},
+        {"n_inner", &c->n_inner},
+        {"n_positions", &c->n_positions},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -255,6 +260,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"norm_epsilon", &c->norm_epsilon},
         {"rotary_pct", &c->rotary_pct},
         {"rotary_emb_base", &c->rotary_emb_base},
+        {"layer_norm_epsilon", &c->layer_norm_epsilon},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if ((rc = get_num(x, o, nums[i].k, x->pre, nums[i].p))) return rc;
@@ -269,6 +275,8 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"use_qkv_bias", &c->use_qkv_bias},
         {"use_parallel_residual", &c->use_parallel_residual},
         {"qk_layernorm", &c->qk_layernorm},
+        {"scale_attn_weights", &c->scale_attn_weights},
+        {"scale_attn_by_inverse_layer_idx", &c->scale_attn_by_inverse_layer_idx},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;
@@ -286,6 +294,8 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
     if ((rc = get_str(x, o, "model_type", x->pre, c->model_type, sizeof c->model_type))) return rc;
     if ((rc = get_str(x, o, "hidden_act", x->pre, c->hidden_act, sizeof c->hidden_act))) return rc;
     if ((rc = get_str(x, o, "hidden_activation", x->pre, c->hidden_activation, sizeof c->hidden_activation))) return rc;
+    if ((rc = get_str(x, o, "activation_function", x->pre, c->activation_function, sizeof c->activation_function)))
+        return rc;
     if ((rc = get_str(x, o, "torch_dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
     if ((rc = get_str(x, o, "dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
     if ((rc = parse_rope(x, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), "rope_scaling", &c->rope_scaling)))

@@ -75,6 +75,10 @@ typedef struct tm_hf_config {
     tm_cfg_bool use_qkv_bias;       /* StableLM */
     tm_cfg_bool use_parallel_residual; /* StableLM, GPT-NeoX */
     tm_cfg_bool qk_layernorm;       /* Phi, StableLM: refused when true */
+    tm_cfg_bool scale_attn_weights, scale_attn_by_inverse_layer_idx; /* GPT-2 */
+    tm_cfg_int n_embd, n_layer, n_head, n_inner, n_positions;        /* GPT-2's names of the sizes */
+    tm_cfg_num layer_norm_epsilon;
+    char activation_function[32];
 
     char hidden_act[32];            /* "" if absent or null */
     char hidden_activation[32];

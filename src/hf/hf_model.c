@@ -13,7 +13,7 @@ static int st_lookup(void *ctx, const char *name, tm_tensor *out, tm_err *err)
 
 tm_tensor_source tm_st_set_source(tm_st_set *s)
 {
-    tm_tensor_source src = {s, st_lookup};
+    tm_tensor_source src = {s, st_lookup, 0};
     return src;
 }
 

@@ -60,6 +60,11 @@ static const synth_preset presets[] = {
      "\"layer_norm_eps\":1e-5,\"rotary_emb_base\":10000,\"rotary_pct\":0.25,\"use_parallel_residual\":true,"
      "\"tie_word_embeddings\":false,\"hidden_act\":\"gelu\",\"bos_token_id\":1,\"eos_token_id\":2,"
      "\"torch_dtype\":\"bfloat16\"}"},
+    {"gpt2-tiny", "a 2-layer GPT-2 (learned positions, Conv1D weights stored [in][out], fused c_attn with bias, "
+     "LayerNorm with bias), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"GPT2LMHeadModel\"],\"model_type\":\"gpt2\",\"vocab_size\":1024,\"n_embd\":128,"
+     "\"n_inner\":null,\"n_layer\":2,\"n_head\":4,\"n_positions\":256,\"layer_norm_epsilon\":1e-5,"
+     "\"activation_function\":\"gelu_new\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"llama-3.2-1b", "Llama 3.2 1B shape: 1.24 B params, GQA 32/8, tied embeddings",
      "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":2048,"
      "\"intermediate_size\":8192,\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
@@ -224,6 +229,19 @@ static int write_tokenizer(const char *dir, int V, int bos, int eos, tm_err *err
     return tm_afile_commit(&a, err);
 }
 
+/* slot is a norm's weight (GPT-2's ln_1 as well as Llama's input_layernorm) */
+static int is_norm_weight(const tm_model *m, const tm_tensor *slot)
+{
+    if (slot == &m->final_norm) return 1;
+    for (int l = 0; l < m->L; l++) {
+        const tm_layer_weights *w = &m->w[l];
+        const tm_tensor *n[] = {&w->attn_norm, &w->ffn_norm, &w->attn_out_norm, &w->ffn_out_norm, &w->q_norm, &w->k_norm};
+        for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+            if (slot == n[i]) return 1;
+    }
+    return 0;
+}
+
 static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng, tm_err *err)
 {
     char path[4096];
@@ -247,7 +265,7 @@ static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng,
         }
         len += (size_t)snprintf(hdr + len, cap - len, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[", s->name);
         for (int d = 0; d < s->ndim; d++)
-            len += (size_t)snprintf(hdr + len, cap - len, "%s%lld", d ? "," : "", (long long)s->shape[d]);
+            len += (size_t)snprintf(hdr + len, cap - len, "%s%lld", d ? "," : "", (long long)s->shape[s->hf_transposed ? 1 - d : d]);
         len += (size_t)snprintf(hdr + len, cap - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                                 (unsigned long long)(off + 2 * n));
         off += 2 * n;
@@ -269,9 +287,7 @@ static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng,
         const tm_tensor_spec *s = &m->spec[i];
         uint64_t n = 1;
         for (int d = 0; d < s->ndim; d++) n *= (uint64_t)s->shape[d];
-        size_t nl = strlen(s->name); /* a norm's weight starts at 1 (its LayerNorm bias is random as others) */
-        int is_norm = s->kind == TM_TK_VECTOR && strstr(s->name, "norm") != NULL && nl > 7 &&
-                      strcmp(s->name + nl - 7, ".weight") == 0;
+        int is_norm = is_norm_weight(m, s->slot); /* starts at 1 (a LayerNorm's bias is random as others) */
         for (uint64_t k = 0; k < n; k += CH) {
             size_t c = n - k < CH ? (size_t)(n - k) : CH;
             for (size_t j = 0; j < c; j++)

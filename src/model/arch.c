@@ -16,24 +16,27 @@ typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2 } moe_mode;
 
 /* Tensor names under the decoder's prefix (head: next to the decoder, see build_specs). */
 typedef struct arch_names {
+    const char *layers;                         /* "layers", GPT-2's "h" */
     const char *embed, *final_norm, *head;
     const char *attn_norm, *ffn_norm;           /* in layers.N */
     const char *attn, *q, *k, *v, *qkv, *o;     /* layers.N.<attn>.<q> ... */
     const char *mlp, *gate, *up, *down;         /* layers.N.<mlp>.<up> ... */
 } arch_names;
 
-static const arch_names names_llama = {"embed_tokens", "norm", "lm_head", "input_layernorm", "post_attention_layernorm",
+static const arch_names names_llama = {"layers", "embed_tokens", "norm", "lm_head", "input_layernorm", "post_attention_layernorm",
                                        "self_attn", "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj",
                                        "mlp", "gate_proj", "up_proj", "down_proj"};
-static const arch_names names_phi = {"embed_tokens", "final_layernorm", "lm_head", "input_layernorm", NULL,
+static const arch_names names_phi = {"layers", "embed_tokens", "final_layernorm", "lm_head", "input_layernorm", NULL,
                                      "self_attn", "q_proj", "k_proj", "v_proj", NULL, "dense",
                                      "mlp", NULL, "fc1", "fc2"};
-static const arch_names names_starcoder2 = {"embed_tokens", "norm", "lm_head", "input_layernorm",
+static const arch_names names_starcoder2 = {"layers", "embed_tokens", "norm", "lm_head", "input_layernorm",
                                             "post_attention_layernorm", "self_attn", "q_proj", "k_proj", "v_proj",
                                             NULL, "o_proj", "mlp", NULL, "c_fc", "c_proj"};
-static const arch_names names_neox = {"embed_in", "final_layer_norm", "embed_out", "input_layernorm",
+static const arch_names names_neox = {"layers", "embed_in", "final_layer_norm", "embed_out", "input_layernorm",
                                       "post_attention_layernorm", "attention", NULL, NULL, NULL, "query_key_value",
                                       "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h"};
+static const arch_names names_gpt2 = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn", NULL, NULL, NULL,
+                                      "c_attn", "c_proj", "mlp", NULL, "c_fc", "c_proj"};
 
 /* The LayerNorm families (the rest is set by resolve_ln) */
 typedef struct ln_family {
@@ -46,6 +49,7 @@ static const ln_family ln_phi = {"layer_norm_eps", TM_ACT_GELU_TANH, 0.5};      
 static const ln_family ln_starcoder2 = {"norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_pytorch_tanh */
 static const ln_family ln_stablelm = {"layer_norm_eps", TM_ACT_SILU, 0.25};
 static const ln_family ln_neox = {"layer_norm_eps", TM_ACT_GELU, 0.25};          /* gelu: the exact one */
+static const ln_family ln_gpt2 = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_new; no RoPE */
 
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
@@ -96,6 +100,8 @@ static const arch_info arch_table[] = {
      NULL, &ln_stablelm},
     {"GPTNeoXForCausalLM",             "gpt_neox",   TM_ARCH_GPT_NEOX,  0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "gpt_neox.",
      &names_neox, &ln_neox},
+    {"GPT2LMHeadModel",                "gpt2",       TM_ARCH_GPT2,      1, 1e-5, 1e4, 1024,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
+     &names_gpt2, &ln_gpt2},
 };
 #define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
 
@@ -329,73 +335,76 @@ static int build_specs(tm_model *m, tm_err *err)
         if (m->norm_bias) ADD(bslot, TM_TK_VECTOR, D, 0, fmt ".bias", __VA_ARGS__); \
     } while (0)
     ADD(&m->embed, TM_TK_EMBED, m->V, D, "%s%s.weight", P, N->embed);
+    if (m->arch == TM_ARCH_GPT2) ADD(&m->pos_embed, TM_TK_EMBED, m->max_pos, D, "%swpe.weight", P);
     for (int l = 0; l < m->L; l++) {
         tm_layer_weights *w = &m->w[l];
         const char *at = N->attn, *ml = N->mlp;
-        if (m->pre_norms) ADD_NORM(&w->attn_norm, &w->attn_norm_b, "%slayers.%d.%s", P, l, N->attn_norm);
+        char lp[96]; /* "model.layers.7" */
+        snprintf(lp, sizeof lp, "%s%s.%d", P, N->layers, l);
+        if (m->pre_norms) ADD_NORM(&w->attn_norm, &w->attn_norm_b, "%s.%s", lp, N->attn_norm);
         if (m->fused_qkv) {
-            ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%slayers.%d.%s.%s.weight", P, l, at, N->qkv);
-            if (m->qkv_bias) ADD(&w->bqkv, TM_TK_VECTOR, q + 2 * kv, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->qkv);
+            ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%s.%s.%s.weight", lp, at, N->qkv);
+            if (m->qkv_bias) ADD(&w->bqkv, TM_TK_VECTOR, q + 2 * kv, 0, "%s.%s.%s.bias", lp, at, N->qkv);
         } else {
-            ADD(&w->wq, TM_TK_MATRIX, q, D, "%slayers.%d.%s.%s.weight", P, l, at, N->q);
-            ADD(&w->wk, TM_TK_MATRIX, kv, D, "%slayers.%d.%s.%s.weight", P, l, at, N->k);
-            ADD(&w->wv, TM_TK_MATRIX, kv, D, "%slayers.%d.%s.%s.weight", P, l, at, N->v);
+            ADD(&w->wq, TM_TK_MATRIX, q, D, "%s.%s.%s.weight", lp, at, N->q);
+            ADD(&w->wk, TM_TK_MATRIX, kv, D, "%s.%s.%s.weight", lp, at, N->k);
+            ADD(&w->wv, TM_TK_MATRIX, kv, D, "%s.%s.%s.weight", lp, at, N->v);
             if (m->qkv_bias) {
-                ADD(&w->bq, TM_TK_VECTOR, q, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->q);
-                ADD(&w->bk, TM_TK_VECTOR, kv, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->k);
-                ADD(&w->bv, TM_TK_VECTOR, kv, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->v);
+                ADD(&w->bq, TM_TK_VECTOR, q, 0, "%s.%s.%s.bias", lp, at, N->q);
+                ADD(&w->bk, TM_TK_VECTOR, kv, 0, "%s.%s.%s.bias", lp, at, N->k);
+                ADD(&w->bv, TM_TK_VECTOR, kv, 0, "%s.%s.%s.bias", lp, at, N->v);
             }
         }
         if (m->qk_norm) {
-            ADD(&w->q_norm, TM_TK_VECTOR, m->qk_norm == 2 ? q : m->Dh, 0, "%slayers.%d.%s.q_norm.weight", P, l, at);
-            ADD(&w->k_norm, TM_TK_VECTOR, m->qk_norm == 2 ? kv : m->Dh, 0, "%slayers.%d.%s.k_norm.weight", P, l, at);
+            ADD(&w->q_norm, TM_TK_VECTOR, m->qk_norm == 2 ? q : m->Dh, 0, "%s.%s.q_norm.weight", lp, at);
+            ADD(&w->k_norm, TM_TK_VECTOR, m->qk_norm == 2 ? kv : m->Dh, 0, "%s.%s.k_norm.weight", lp, at);
         }
-        ADD(&w->wo, TM_TK_MATRIX, D, q, "%slayers.%d.%s.%s.weight", P, l, at, N->o);
-        if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%slayers.%d.%s.%s.bias", P, l, at, N->o);
+        ADD(&w->wo, TM_TK_MATRIX, D, q, "%s.%s.%s.weight", lp, at, N->o);
+        if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%s.%s.%s.bias", lp, at, N->o);
         if (!m->pre_norms) { /* OLMo 2: norms on the branches' outputs only */
-            ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
-            ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
+            ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_attention_layernorm.weight", lp);
+            ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_feedforward_layernorm.weight", lp);
         } else if (ai->gemma >= 2) {
-            ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_attention_layernorm.weight", P, l);
-            ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.pre_feedforward_layernorm.weight", P, l);
-            ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%slayers.%d.post_feedforward_layernorm.weight", P, l);
+            ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_attention_layernorm.weight", lp);
+            ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%s.pre_feedforward_layernorm.weight", lp);
+            ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_feedforward_layernorm.weight", lp);
         } else if (m->parallel != 1) { /* parallel 1: the FFN reads the attention's norm (tm_model_bind) */
-            ADD_NORM(&w->ffn_norm, &w->ffn_norm_b, "%slayers.%d.%s", P, l, N->ffn_norm);
+            ADD_NORM(&w->ffn_norm, &w->ffn_norm_b, "%s.%s", lp, N->ffn_norm);
         }
         if (m->layer[l].moe) {
             int64_t E = m->n_experts, Fe = m->F_expert;
             const char *blk = ai->moe == MOE_MIXTRAL ? "block_sparse_moe" : "mlp";
-            ADD(&w->router, TM_TK_MATRIX, E, D, "%slayers.%d.%s.gate.weight", P, l, blk);
+            ADD(&w->router, TM_TK_MATRIX, E, D, "%s.%s.gate.weight", lp, blk);
             for (int e = 0; e < E; e++) {
                 if (ai->moe == MOE_MIXTRAL) {
-                    ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.w1.weight", P, l, blk, e);
-                    ADD(&w->e_up[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.w3.weight", P, l, blk, e);
-                    ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%slayers.%d.%s.experts.%d.w2.weight", P, l, blk, e);
+                    ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.w1.weight", lp, blk, e);
+                    ADD(&w->e_up[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.w3.weight", lp, blk, e);
+                    ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%s.%s.experts.%d.w2.weight", lp, blk, e);
                 } else {
-                    ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.gate_proj.weight", P, l, blk, e);
-                    ADD(&w->e_up[e], TM_TK_MATRIX, Fe, D, "%slayers.%d.%s.experts.%d.up_proj.weight", P, l, blk, e);
-                    ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%slayers.%d.%s.experts.%d.down_proj.weight", P, l, blk, e);
+                    ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.gate_proj.weight", lp, blk, e);
+                    ADD(&w->e_up[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.up_proj.weight", lp, blk, e);
+                    ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%s.%s.experts.%d.down_proj.weight", lp, blk, e);
                 }
             }
             if (m->F_shared) { /* Qwen2-MoE's shared expert and its gate */
                 int64_t Fs = m->F_shared;
-                ADD(&w->s_gate, TM_TK_MATRIX, Fs, D, "%slayers.%d.mlp.shared_expert.gate_proj.weight", P, l);
-                ADD(&w->s_up, TM_TK_MATRIX, Fs, D, "%slayers.%d.mlp.shared_expert.up_proj.weight", P, l);
-                ADD(&w->s_down, TM_TK_MATRIX, D, Fs, "%slayers.%d.mlp.shared_expert.down_proj.weight", P, l);
-                ADD(&w->s_router, TM_TK_MATRIX, 1, D, "%slayers.%d.mlp.shared_expert_gate.weight", P, l);
+                ADD(&w->s_gate, TM_TK_MATRIX, Fs, D, "%s.mlp.shared_expert.gate_proj.weight", lp);
+                ADD(&w->s_up, TM_TK_MATRIX, Fs, D, "%s.mlp.shared_expert.up_proj.weight", lp);
+                ADD(&w->s_down, TM_TK_MATRIX, D, Fs, "%s.mlp.shared_expert.down_proj.weight", lp);
+                ADD(&w->s_router, TM_TK_MATRIX, 1, D, "%s.mlp.shared_expert_gate.weight", lp);
             }
         } else {
             if (m->fused_gate_up) {
-                ADD(&w->w_gate_up, TM_TK_MATRIX, 2 * (int64_t)m->F, D, "%slayers.%d.mlp.gate_up_proj.weight", P, l);
+                ADD(&w->w_gate_up, TM_TK_MATRIX, 2 * (int64_t)m->F, D, "%s.mlp.gate_up_proj.weight", lp);
             } else {
-                if (m->gated) ADD(&w->w_gate, TM_TK_MATRIX, m->F, D, "%slayers.%d.%s.%s.weight", P, l, ml, N->gate);
-                ADD(&w->w_up, TM_TK_MATRIX, m->F, D, "%slayers.%d.%s.%s.weight", P, l, ml, N->up);
+                if (m->gated) ADD(&w->w_gate, TM_TK_MATRIX, m->F, D, "%s.%s.%s.weight", lp, ml, N->gate);
+                ADD(&w->w_up, TM_TK_MATRIX, m->F, D, "%s.%s.%s.weight", lp, ml, N->up);
             }
-            ADD(&w->w_down, TM_TK_MATRIX, D, m->F, "%slayers.%d.%s.%s.weight", P, l, ml, N->down);
+            ADD(&w->w_down, TM_TK_MATRIX, D, m->F, "%s.%s.%s.weight", lp, ml, N->down);
             if (m->mlp_bias) {
-                if (m->gated) ADD(&w->b_gate, TM_TK_VECTOR, m->F, 0, "%slayers.%d.%s.%s.bias", P, l, ml, N->gate);
-                ADD(&w->b_up, TM_TK_VECTOR, m->F, 0, "%slayers.%d.%s.%s.bias", P, l, ml, N->up);
-                ADD(&w->b_down, TM_TK_VECTOR, D, 0, "%slayers.%d.%s.%s.bias", P, l, ml, N->down);
+                if (m->gated) ADD(&w->b_gate, TM_TK_VECTOR, m->F, 0, "%s.%s.%s.bias", lp, ml, N->gate);
+                ADD(&w->b_up, TM_TK_VECTOR, m->F, 0, "%s.%s.%s.bias", lp, ml, N->up);
+                ADD(&w->b_down, TM_TK_VECTOR, D, 0, "%s.%s.%s.bias", lp, ml, N->down);
             }
         }
     }
@@ -410,6 +419,9 @@ static int build_specs(tm_model *m, tm_err *err)
         ADD(&m->lm_head, TM_TK_MATRIX, m->V, D, "%.*s%s.weight", top ? 0 : (int)(pl - dl), P, N->head);
         if (m->lm_head_bias) ADD(&m->lm_head_b, TM_TK_VECTOR, m->V, 0, "%.*s%s.bias", top ? 0 : (int)(pl - dl), P, N->head);
     }
+    if (m->arch == TM_ARCH_GPT2) /* Conv1D: every linear weight but an untied head is stored [in][out] */
+        for (int i = 0; i < m->n_spec; i++)
+            m->spec[i].hf_transposed = m->spec[i].kind == TM_TK_MATRIX && m->spec[i].slot != &m->lm_head;
 #undef ADD_NORM
 #undef ADD
     return TM_OK;
@@ -511,6 +523,7 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         m->layer[l].sliding = s && window > 0;
         m->layer[l].window = m->layer[l].sliding ? window : 0;
         if (ai->sw == SW_EXAONE4) nope = window > 0 && !s; /* hybrid attention: the global layers take no RoPE */
+        if (ai->arch == TM_ARCH_GPT2) nope = 1; /* learned positions instead */
         m->layer[l].rope = nope ? -1 : (ai->gemma == 3 && s) ? 1 : 0;
     }
     return TM_OK;
@@ -582,6 +595,12 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->qkv_bias = FLAG(c->use_qkv_bias, 0);
         m->parallel = FLAG(c->use_parallel_residual, 0) ? 1 : 0;
         break;
+    case TM_ARCH_GPT2: /* biases everywhere, fused c_attn (Q, K, V), learned positions instead of RoPE */
+        if (FLAG(c->scale_attn_by_inverse_layer_idx, 0))
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%sscale_attn_by_inverse_layer_idx' = true is not supported",
+                           c->name, x->pre);
+        m->qkv_bias = m->o_bias = m->mlp_bias = m->fused_qkv = 1;
+        break;
     case TM_ARCH_GPT_NEOX:
         if (m->Hk != m->H)
             return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: GPT-NeoX has one kv head per head (%d)",
@@ -611,8 +630,17 @@ void tm_model_free(tm_model *m)
     free(m->w);
     free(m->layer);
     free(m->spec);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
     if (m->owner_free) m->owner_free(m->owner);
     free(m);
+}
+
+int tm_model_owns(const tm_model *m, const void *p)
+{
+    for (int i = 0; i < m->n_owned; i++)
+        if (m->owned[i] == p) return 1;
+    return 0;
 }
 
 void tm_model_set_owner(tm_model *m, void *owner, void (*owner_free)(void *))
@@ -643,6 +671,22 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
             if (d[i].f->state == TM_CFG_ABSENT) *d[i].f = (tm_cfg_int){TM_CFG_SET, d[i].v};
     }
+    if (ai->arch == TM_ARCH_GPT2) { /* GPT2Config's names of the sizes (transformers maps them the same way) */
+        struct { tm_cfg_int *to; const tm_cfg_int *from; } al[] = {
+            {&cc.hidden_size, &c->n_embd}, {&cc.num_hidden_layers, &c->n_layer},
+            {&cc.num_attention_heads, &c->n_head}, {&cc.max_position_embeddings, &c->n_positions},
+        };
+        for (size_t i = 0; i < sizeof al / sizeof al[0]; i++)
+            if (al[i].to->state == TM_CFG_ABSENT) *al[i].to = *al[i].from;
+        if (cc.intermediate_size.state == TM_CFG_ABSENT) { /* n_inner, null or absent: 4 x n_embd */
+            cc.intermediate_size = c->n_inner;
+            if (c->n_inner.state != TM_CFG_SET && cc.hidden_size.state == TM_CFG_SET && cc.hidden_size.v > 0 &&
+                cc.hidden_size.v <= TM_MODEL_MAX_HIDDEN)
+                cc.intermediate_size = (tm_cfg_int){TM_CFG_SET, 4 * cc.hidden_size.v};
+        }
+        if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation_function, sizeof cc.hidden_act);
+        if (cc.layer_norm_eps.state == TM_CFG_ABSENT) cc.layer_norm_eps = c->layer_norm_epsilon;
+    }
     if (ai->ln) {
         /* GPT-NeoX's Hub configs name the partial rotary factor and the base their own way */
         if (cc.partial_rotary_factor.state != TM_CFG_SET && cc.rotary_pct.state == TM_CFG_SET)
@@ -660,10 +704,13 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     snprintf(m->prefix, sizeof m->prefix, "%s", ai->prefix);
     m->check_dtype = 1;
     int rc;
+    int g2 = ai->arch == TM_ARCH_GPT2; /* its configs name the sizes n_embd, n_layer, n_head */
     if ((rc = req_int(&x, &c->vocab_size, "vocab_size", 1, TM_MODEL_MAX_VOCAB, &m->V))) goto fail;
-    if ((rc = req_int(&x, &c->hidden_size, "hidden_size", 1, TM_MODEL_MAX_HIDDEN, &m->D))) goto fail;
-    if ((rc = req_int(&x, &c->num_hidden_layers, "num_hidden_layers", 1, TM_MODEL_MAX_LAYERS, &m->L))) goto fail;
-    if ((rc = req_int(&x, &c->num_attention_heads, "num_attention_heads", 1, TM_MODEL_MAX_HEADS, &m->H))) goto fail;
+    if ((rc = req_int(&x, &c->hidden_size, g2 ? "n_embd" : "hidden_size", 1, TM_MODEL_MAX_HIDDEN, &m->D))) goto fail;
+    if ((rc = req_int(&x, &c->num_hidden_layers, g2 ? "n_layer" : "num_hidden_layers", 1, TM_MODEL_MAX_LAYERS, &m->L)))
+        goto fail;
+    if ((rc = req_int(&x, &c->num_attention_heads, g2 ? "n_head" : "num_attention_heads", 1, TM_MODEL_MAX_HEADS, &m->H)))
+        goto fail;
     if ((rc = req_int(&x, &c->intermediate_size, "intermediate_size", 1, TM_MODEL_MAX_FF, &m->F))) goto fail;
     if ((rc = opt_int(&x, &c->num_key_value_heads, "num_key_value_heads", 1, TM_MODEL_MAX_HEADS, m->H, &m->Hk))) goto fail;
     if (m->H % m->Hk) {
@@ -742,6 +789,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         m->residual_scale = (float)rm;
         m->attn_scale = (float)am; /* replaces head_dim^-0.5 (transformers' default for it is 1) */
     }
+    if (ai->arch == TM_ARCH_GPT2 && c->scale_attn_weights.state == TM_CFG_SET && !c->scale_attn_weights.v)
+        m->attn_scale = 1.0f;
     if ((rc = resolve_act(&x, ai, m))) goto fail;
     if ((rc = resolve_dtype(&x, m))) goto fail;
     /* transformers keeps Gemma's sqrt(D) in a buffer created in the dtype the
@@ -834,26 +883,57 @@ static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_ten
     return TM_OK;
 }
 
+/* t [K][N] (a Conv1D weight as the checkpoint stores it) -> a copy [N][K] that m owns, in t's dtype */
+static int transpose_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
+{
+    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16)
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
+    int64_t N = s->shape[0], K = s->shape[1];
+    size_t es = tm_dtype_size(t->dtype);
+    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
+    if (!no) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    m->owned = no;
+    uint8_t *d = malloc(t->nbytes ? t->nbytes : 1);
+    if (!d) return tm_errf(err, TM_E_NOMEM, "out of memory transposing '%s'", s->name);
+    m->owned[m->n_owned++] = d;
+    const uint8_t *src = t->data;
+    for (int64_t k = 0; k < K; k++) /* source row k: [N] */
+        for (int64_t n = 0; n < N; n++) memcpy(d + ((size_t)n * K + k) * es, src + ((size_t)k * N + n) * es, es);
+    t->data = d;
+    t->shape[0] = N;
+    t->shape[1] = K;
+    return TM_OK;
+}
+
+/* the decoder's name prefix when checkpoints differ: Gemma 3's multimodal ones name it either way
+   round, GPT-2's on the Hub have none ("wte.weight") where transformers writes "transformer." */
+static int probe_prefix(tm_model *m, const tm_tensor_source *src, tm_err *err)
+{
+    static const char *gemma3[] = {"language_model.model.", "model.language_model.", NULL};
+    static const char *gpt2[] = {"transformer.", "", NULL};
+    const char **cands = m->arch == TM_ARCH_GEMMA3 && strcmp(m->prefix, "model.") != 0 ? gemma3
+                         : m->arch == TM_ARCH_GPT2                                     ? gpt2 : NULL;
+    const arch_info *ai = info_of(m);
+    for (int i = 0; cands && cands[i]; i++) {
+        char name[160];
+        tm_tensor t;
+        snprintf(name, sizeof name, "%s%s.weight", cands[i], ai->names ? ai->names->embed : names_llama.embed);
+        tm_err e2 = {0};
+        if (src->lookup(src->ctx, name, &t, &e2) != TM_OK) continue;
+        if (strcmp(m->prefix, cands[i]) != 0) {
+            snprintf(m->prefix, sizeof m->prefix, "%s", cands[i]);
+            return build_specs(m, err);
+        }
+        break;
+    }
+    return TM_OK;
+}
+
 int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
 {
     int rc;
     tm_tensor t;
-    if (m->arch == TM_ARCH_GEMMA3 && strcmp(m->prefix, "model.") != 0) {
-        /* multimodal checkpoints name the decoder either way round */
-        static const char *cands[] = {"language_model.model.", "model.language_model."};
-        for (int i = 0; i < 2; i++) {
-            char name[160];
-            snprintf(name, sizeof name, "%sembed_tokens.weight", cands[i]);
-            tm_err e2 = {0};
-            if (src->lookup(src->ctx, name, &t, &e2) == TM_OK) {
-                if (strcmp(m->prefix, cands[i]) != 0) {
-                    snprintf(m->prefix, sizeof m->prefix, "%s", cands[i]);
-                    if ((rc = build_specs(m, err))) return rc;
-                }
-                break;
-            }
-        }
-    }
+    if ((rc = probe_prefix(m, src, err))) return rc;
     for (int i = 0; i < m->n_spec; i++) {
         const tm_tensor_spec *s = &m->spec[i];
         rc = src->lookup(src->ctx, s->name, &t, err);
@@ -862,7 +942,14 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
                 tm_err_prefix(err, "%s is untied (tie_word_embeddings false)", m->arch_name);
             return rc;
         }
-        if ((rc = check_tensor(m, s, &t, err))) return rc;
+        if (s->hf_transposed && !src->canonical) { /* stored [K][N]: checked so, then transposed */
+            tm_tensor_spec st = *s;
+            st.shape[0] = s->shape[1];
+            st.shape[1] = s->shape[0];
+            if ((rc = check_tensor(m, &st, &t, err)) || (rc = transpose_into(m, s, &t, err))) return rc;
+        } else if ((rc = check_tensor(m, s, &t, err))) {
+            return rc;
+        }
         *s->slot = t;
     }
     if (m->parallel == 1)

@@ -7,7 +7,7 @@
  *   tm_model *m;
  *   tm_model_init(&m, &cfg, &err);           // description only, no weights
  *   tm_hf_config_free(&cfg);
- *   tm_tensor_source src = {ctx, my_lookup};
+ *   tm_tensor_source src = {ctx, my_lookup, 0};
  *   tm_model_bind(m, &src, &err);            // every required tensor, shape and dtype checked
  *   ... m->D, m->layer[l].sliding, m->w[l].wq.data ...
  *   tm_model_free(m);
@@ -24,6 +24,8 @@
  *
  *   x[T][D] = embed[tok] * embed_scale              (embed_scale: Gemma's sqrt(D) in the declared dtype,
  *                                                    Granite's embedding_multiplier, else 1)
+ *             + pos_embed[pos]                      (GPT-2's learned positions, pos < max_pos; its layers
+ *                                                    have no RoPE)
  *   for each layer l (desc layer[l], weights w[l]):
  *     x0 = x                                        (parallel: both branches read it)
  *     h = norm(x, attn_norm, attn_norm_b)           (pre_norms 0, OLMo 2: h = x)
@@ -86,6 +88,8 @@
 typedef struct tm_tensor_source {
     void *ctx;
     int (*lookup)(void *ctx, const char *name, tm_tensor *out, tm_err *err);
+    int canonical;               /* 1: every matrix is [N][K] (a package); 0: as the checkpoint stores it
+                                    (GPT-2's Conv1D weights [K][N], transposed by tm_model_bind) */
 } tm_tensor_source;
 
 typedef enum tm_arch {
@@ -108,6 +112,7 @@ typedef enum tm_arch {
     TM_ARCH_STARCODER2,
     TM_ARCH_STABLELM,
     TM_ARCH_GPT_NEOX,
+    TM_ARCH_GPT2,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -187,6 +192,7 @@ typedef struct tm_tensor_spec {
     int ndim;
     int64_t shape[TM_MAX_DIMS];
     tm_tensor_kind kind;
+    int hf_transposed;           /* stored [K][N] in a HF checkpoint (GPT-2's Conv1D); shape[] is [N][K] */
     tm_tensor *slot;             /* where tm_model_bind puts it */
 } tm_tensor_spec;
 
@@ -238,6 +244,7 @@ typedef struct tm_model {
     /* weights, filled by tm_model_bind */
     char prefix[48];             /* "model." or "language_model.model." */
     tm_tensor embed;             /* [V][D] */
+    tm_tensor pos_embed;         /* [max_pos][D] learned positions (GPT-2), or none */
     tm_tensor final_norm;        /* [D] */
     tm_tensor final_norm_b;      /* [D] (norm_bias) */
     tm_tensor lm_head;           /* [V][D] (a copy of embed when tied) */
@@ -248,6 +255,8 @@ typedef struct tm_model {
     tm_tensor_spec *spec;        /* [n_spec] required tensors */
     int n_spec;
 
+    void **owned;                /* [n_owned] tensors tm_model_bind made (transposed copies), freed with m */
+    int n_owned;
     void *owner;                 /* memory behind the tensors, released by owner_free */
     void (*owner_free)(void *owner);
 } tm_model;
@@ -261,6 +270,10 @@ int tm_model_init(tm_model **out, const tm_hf_config *cfg, tm_err *err);
  * dtype (F32/F16/BF16, or a quantized encoding for TM_TK_MATRIX/EMBED
  * tensors). Tensors in src that are not needed are ignored. */
 int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err);
+
+/* tm_model_owns: p is the data of a tensor tm_model_bind made (heap memory, not the
+ * source's mapping: not to be madvise'd away). */
+int tm_model_owns(const tm_model *m, const void *p);
 
 /* tm_model_set_owner: m releases owner with owner_free in tm_model_free. */
 void tm_model_set_owner(tm_model *m, void *owner, void (*owner_free)(void *));

@@ -216,7 +216,7 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
     }
     c->st.tensors++;
     c->st.bytes_in += src->nbytes;
-    advise(src->data, src->nbytes, MADV_DONTNEED);
+    if (!tm_model_owns(m, src->data)) advise(src->data, src->nbytes, MADV_DONTNEED); /* not a transposed copy */
     return rc;
 }
 

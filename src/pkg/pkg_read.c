@@ -404,7 +404,7 @@ void *tm_pkg_stage_ctx(tm_pkg *p, unsigned stage)
 
 tm_tensor_source tm_pkg_source(tm_pkg *p, unsigned stage)
 {
-    tm_tensor_source s = {tm_pkg_stage_ctx(p, stage), tm_pkg_stage_lookup};
+    tm_tensor_source s = {tm_pkg_stage_ctx(p, stage), tm_pkg_stage_lookup, 1};
     return s;
 }
 

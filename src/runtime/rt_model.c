@@ -112,7 +112,7 @@ static int open_stage(tm_model **out, const char *cfg_text, size_t cfg_len, cons
     rc = tm_model_init(out, &cfg, err);
     tm_hf_config_free(&cfg);
     if (rc != TM_OK) return rc;
-    tm_tensor_source src = {tm_pkg_stage_ctx(p, stage), tm_pkg_stage_lookup};
+    tm_tensor_source src = {tm_pkg_stage_ctx(p, stage), tm_pkg_stage_lookup, 1};
     (*out)->check_dtype = 0; /* a package holds each stage in its own encoding */
     rc = tm_model_bind(*out, &src, err);
     if (rc != TM_OK) {

@@ -1162,13 +1162,18 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             return tm_errf(err, TM_E_INVALID, "token id %d out of range (vocabulary %d)", r->tokens[i], m->V);
         if (r->pos[i] < 0 || r->pos[i] >= c->max_ctx)
             return tm_errf(err, TM_E_LIMIT, "position %d beyond the context of %d tokens", r->pos[i], c->max_ctx);
+        if (m->pos_embed.data && r->pos[i] >= m->max_pos)
+            return tm_errf(err, TM_E_LIMIT, "position %d beyond the model's %d learned positions", r->pos[i], m->max_pos);
     }
-    /* x[M][D] = embed[tok] * embed_scale */
+    /* x[M][D] = embed[tok] * embed_scale (+ pos_embed[pos], GPT-2; its row goes through f) */
     for (int i = 0; i < M; i++) {
-        float *x = c->x + (size_t)i * D;
+        float *x = c->x + (size_t)i * D, *p = c->f + (size_t)i * D;
         tm_quant_dequant_row(m->embed.dtype, m->embed.data, m->embed.scales, D, r->tokens[i], x);
         if (m->embed_scale != 1.0f)
             for (int j = 0; j < D; j++) x[j] *= m->embed_scale;
+        if (!m->pos_embed.data) continue;
+        tm_quant_dequant_row(m->pos_embed.dtype, m->pos_embed.data, m->pos_embed.scales, D, r->pos[i], p);
+        for (int j = 0; j < D; j++) x[j] += p[j];
     }
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];

@@ -45,6 +45,8 @@ struct tm_ref {
     int max_ctx, n_threads;
 
     float *embed;            /* [V][D] */
+    float *pos_embed;        /* [max_pos][D] learned positions (GPT-2), or NULL */
+    int max_pos;
     float *lm_head;          /* [V][D]; == embed when tied */
     float *final_norm;       /* [D] */
     float *final_norm_b;     /* [D] or NULL */

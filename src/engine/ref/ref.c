@@ -186,6 +186,7 @@ void tm_ref_free(tm_ref *r)
     free(r->w);
     if (r->lm_head != r->embed) free(r->lm_head);
     free(r->embed);
+    free(r->pos_embed);
     free(r->final_norm);
     free(r->final_norm_b);
     free(r->lm_head_b);
@@ -244,6 +245,8 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     for (int i = 0; i < m->n_rope && rc == TM_OK; i++) rc = copy_rope(&r->rope[i], &m->rope[i], err);
     if (rc) goto fail;
     if (!(r->embed = to_f32(&m->embed, m->V, m->D, err))) goto fail_code;
+    r->max_pos = m->max_pos;
+    if (m->pos_embed.data && !(r->pos_embed = to_f32(&m->pos_embed, m->max_pos, m->D, err))) goto fail_code;
     /* tied: the embedding, unless the binder found a separate copy (a package's
      * decode stage keeps one in its own encoding) */
     if (m->tied && m->lm_head.data == m->embed.data) r->lm_head = r->embed;

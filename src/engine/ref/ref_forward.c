@@ -165,6 +165,9 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     if ((int64_t)pos0 + T > r->max_ctx)
         return tm_errf(err, TM_E_LIMIT, "reference forward: positions up to %lld exceed max_ctx %d",
                        (long long)pos0 + T, r->max_ctx);
+    if (r->pos_embed && (int64_t)pos0 + T > r->max_pos)
+        return tm_errf(err, TM_E_LIMIT, "reference forward: positions up to %lld exceed the model's %d learned positions",
+                       (long long)pos0 + T, r->max_pos);
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= r->V)
             return tm_errf(err, TM_E_INVALID, "reference forward: token %d at index %d is outside the vocabulary [0, %d)",
@@ -189,7 +192,9 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     }
     r->n_past = pos0;
     for (int t = 0; t < T; t++)
-        for (int d = 0; d < D; d++) x[(size_t)t * D + d] = r->embed[(size_t)tokens[t] * D + d] * r->embed_scale;
+        for (int d = 0; d < D; d++)
+            x[(size_t)t * D + d] = r->embed[(size_t)tokens[t] * D + d] * r->embed_scale +
+                                   (r->pos_embed ? r->pos_embed[(size_t)(pos0 + t) * D + d] : 0.f);
     if (r->trace) memcpy(r->trace, x, TD * sizeof(float));
 
     for (int l = 0; l < r->L; l++) {
