@@ -200,6 +200,17 @@ def variants():
         COMMON, n_embd=64, n_inner=None, n_layer=2, n_head=2, n_positions=320, activation_function="gelu",
         layer_norm_epsilon=1e-4, tie_word_embeddings=True), 2043,
         "GPT-2 with n_inner null (4 x n_embd), the exact GELU, 2 heads of 32, 320 positions")
+    v["cohere"] = ("CohereConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, layer_norm_eps=1e-5,
+        logit_scale=0.0625, use_qk_norm=False, attention_bias=False, tie_word_embeddings=True), 2045,
+        "Cohere (Command R): LayerNorm without bias, attention and MLP in parallel on one norm, RoPE on "
+        "interleaved pairs, logits x logit_scale 0.0625, SwiGLU, tied")
+    v["gptj"] = ("GPTJConfig", dict(
+        COMMON, n_embd=64, n_inner=96, n_layer=2, n_head=4, rotary_dim=8, n_positions=512,
+        activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=False), 2047,
+        "GPT-J: parallel attention and MLP on ln_1, RoPE on interleaved pairs of the first rotary_dim = 8 of "
+        "16 head dims, q/k/v/out_proj without bias, fc_in -> gelu_new -> fc_out with biases, lm_head with bias")
     return v
 
 
