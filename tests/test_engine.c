@@ -12,6 +12,7 @@
 #include "engine/cpu/kernels.h"
 #include "engine/engine.h"
 #include "engine/ref/ref.h"
+#include "hf/hf_model.h"
 #include "hf/synth.h"
 #include "model/model.h"
 #include "runtime/rt_model.h"
@@ -200,7 +201,35 @@ static void test_olmo2(void)
     tm_rt_model_free(rm);
 }
 
-/* The LayerNorm families (synthetic Phi, GPT-NeoX and GPT-2): LayerNorm with
+/* The package's weights are the checkpoint's: the fp32 reference over the
+ * package's bf16 prefill stage gives the logits it gives over the HF
+ * directory, so a layout the binder changes (GPT-2's Conv1D transposed,
+ * Cohere's rotary pairs reordered) is changed once, not again when the
+ * package is read. */
+static void same_as_checkpoint(const char *dir, tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tm_model *hf = NULL;
+    tm_ref *a = NULL, *b = NULL;
+    CHECKF(tm_hf_model_open(&hf, dir, NULL, &err) == TM_OK, "%s", err.msg);
+    int V = rm->prefill->V, n = 20;
+    float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
+    int32_t ids[20];
+    for (int k = 0; k < n; k++) ids[k] = (int32_t)((k * 37 + 11) % V);
+    int ok = hf && tm_ref_init(&a, hf, 64, 1, &err) == TM_OK && tm_ref_init(&b, rm->prefill, 64, 1, &err) == TM_OK &&
+             tm_ref_forward(a, ids, n, 0, la, 0, &err) == TM_OK && tm_ref_forward(b, ids, n, 0, lb, 0, &err) == TM_OK;
+    CHECKF(ok, "%s: %s", dir, err.msg);
+    int aa, ab;
+    double d = ok ? max_abs_diff(la, lb, V, &aa, &ab) : 1;
+    CHECKF(d < 1e-5, "%s: the package's reference differs from the checkpoint's by %g", dir, d);
+    tm_ref_free(a);
+    tm_ref_free(b);
+    tm_model_free(hf);
+    free(la);
+    free(lb);
+}
+
+/* The LayerNorm families (synthetic Phi, GPT-NeoX, GPT-2 and Cohere): LayerNorm with
  * bias, the attention and the MLP in parallel (on one norm; on two), an MLP
  * without a gate, partial rotary, Phi's lm_head bias, NeoX's fused
  * query_key_value with rows head by head and its bias, GPT-2's learned
@@ -211,8 +240,8 @@ static void test_olmo2(void)
 #define LN_TOL 0.008
 static void test_layernorm_families(void)
 {
-    static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny"};
-    for (int i = 0; i < 3; i++) {
+    static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny", "cohere-tiny"};
+    for (int i = 0; i < 4; i++) {
         tm_err err = {0};
         char dir[64], pkg[64];
         snprintf(dir, sizeof dir, "build/test_engine_%s", presets[i]);
@@ -221,7 +250,10 @@ static void test_layernorm_families(void)
         tm_rt_model *rm = open_bf16(dir, pkg);
         if (!rm) continue;
         const tm_model *m = rm->decode;
-        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias && !m->gated && m->parallel == (i == 2 ? 0 : i ? 2 : 1));
+        static const int parallel[] = {1, 2, 0, 1};
+        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias == (i < 3) && m->gated == (i == 3) && m->parallel == parallel[i]);
+        if (i == 3) CHECK(m->logits_mul == 0.5f);
+        same_as_checkpoint(dir, rm);
         if (i == 0) CHECK(m->lm_head_bias && m->lm_head_b.data != NULL);
         if (i == 1) CHECK(m->qkv_interleaved && m->w[0].bqkv.data);
         if (i == 2) CHECK(m->pos_embed.data && m->layer[0].rope == -1 && m->w[0].bqkv.data && !m->qkv_interleaved);

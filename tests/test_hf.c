@@ -600,6 +600,35 @@ static void test_arch_rules(void)
     CHECK_EQ_INT(model_from("{\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":8,\"n_layer\":2,\"n_head\":4}",
                             &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "'n_embd' is missing"));
+    /* Cohere and GPT-J: RoPE on interleaved pairs (q and k reordered when bound), Cohere's bias-free
+       LayerNorm and logit_scale, GPT-J's rotary_dim */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"CohereForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->norm == TM_NORM_LAYER && !m->norm_bias && m->gated && m->parallel == 1 && m->tied &&
+                 m->logits_mul == 0.0625f && m->rope[0].theta == 5e5 && m->rope[0].rot_dim == 16 && !m->qkv_bias &&
+                 !spec_has(m, "model.norm.bias"));
+    for (int i = 0; m && i < m->n_spec; i++) {
+        int qk = strstr(m->spec[i].name, "q_proj") || strstr(m->spec[i].name, "k_proj");
+        CHECKF(m->spec[i].hf_rope_pairs == (qk ? 16 : 0), "%s: rope pairs %d", m->spec[i].name, m->spec[i].hf_rope_pairs);
+    }
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"CohereForCausalLM\"]," SMALL ",\"use_qk_norm\":true}", &m, &err),
+                 TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'use_qk_norm'"));
+#define GPTJ "{\"architectures\":[\"GPTJForCausalLM\"],\"vocab_size\":8,\"n_embd\":64,\"n_layer\":2,\"n_head\":2"
+    CHECK_EQ_INT(model_from(GPTJ ",\"rotary_dim\":8}", &m, &err), TM_OK);
+    if (m) CHECK(m->Dh == 32 && m->F == 256 && m->rope[0].rot_dim == 8 && m->parallel == 1 && !m->gated &&
+                 m->mlp_bias && m->lm_head_bias && !m->qkv_bias && !m->tied && m->layer[0].rope == 0 &&
+                 spec_has(m, "transformer.h.1.attn.out_proj.weight") && spec_has(m, "transformer.h.0.mlp.fc_in.bias") &&
+                 spec_has(m, "lm_head.bias") && !spec_has(m, "transformer.h.0.ln_2.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(GPTJ "}", &m, &err), TM_OK); /* default rotary_dim 64, at most head_dim */
+    if (m) CHECK(m->rope[0].rot_dim == 32);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(GPTJ ",\"rotary_dim\":7}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'rotary_dim'"));
+    CHECK_EQ_INT(model_from(GPTJ ",\"rotary_dim\":64}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'rotary_dim'"));
+#undef GPTJ
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */

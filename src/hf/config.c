@@ -241,6 +241,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"n_head", &c->n_head},
         {"n_inner", &c->n_inner},
         {"n_positions", &c->n_positions},
+        {"rotary_dim", &c->rotary_dim},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -261,6 +262,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"rotary_pct", &c->rotary_pct},
         {"rotary_emb_base", &c->rotary_emb_base},
         {"layer_norm_epsilon", &c->layer_norm_epsilon},
+        {"logit_scale", &c->logit_scale},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if ((rc = get_num(x, o, nums[i].k, x->pre, nums[i].p))) return rc;
@@ -277,6 +279,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"qk_layernorm", &c->qk_layernorm},
         {"scale_attn_weights", &c->scale_attn_weights},
         {"scale_attn_by_inverse_layer_idx", &c->scale_attn_by_inverse_layer_idx},
+        {"use_qk_norm", &c->use_qk_norm},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;

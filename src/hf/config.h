@@ -79,6 +79,9 @@ typedef struct tm_hf_config {
     tm_cfg_int n_embd, n_layer, n_head, n_inner, n_positions;        /* GPT-2's names of the sizes */
     tm_cfg_num layer_norm_epsilon;
     char activation_function[32];
+    tm_cfg_int rotary_dim;          /* GPT-J */
+    tm_cfg_num logit_scale;         /* Cohere */
+    tm_cfg_bool use_qk_norm;        /* Cohere: refused when true */
 
     char hidden_act[32];            /* "" if absent or null */
     char hidden_activation[32];

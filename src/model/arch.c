@@ -35,6 +35,8 @@ static const arch_names names_starcoder2 = {"layers", "embed_tokens", "norm", "l
 static const arch_names names_neox = {"layers", "embed_in", "final_layer_norm", "embed_out", "input_layernorm",
                                       "post_attention_layernorm", "attention", NULL, NULL, NULL, "query_key_value",
                                       "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h"};
+static const arch_names names_gptj = {"h", "wte", "ln_f", "lm_head", "ln_1", NULL, "attn", "q_proj", "k_proj", "v_proj",
+                                      NULL, "out_proj", "mlp", NULL, "fc_in", "fc_out"};
 static const arch_names names_gpt2 = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn", NULL, NULL, NULL,
                                       "c_attn", "c_proj", "mlp", NULL, "c_fc", "c_proj"};
 
@@ -50,6 +52,8 @@ static const ln_family ln_starcoder2 = {"norm_epsilon", TM_ACT_GELU_TANH, 1.0}; 
 static const ln_family ln_stablelm = {"layer_norm_eps", TM_ACT_SILU, 0.25};
 static const ln_family ln_neox = {"layer_norm_eps", TM_ACT_GELU, 0.25};          /* gelu: the exact one */
 static const ln_family ln_gpt2 = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_new; no RoPE */
+static const ln_family ln_gptj = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* rotary_dim, not a factor */
+static const ln_family ln_cohere = {"layer_norm_eps", TM_ACT_SILU, 1.0};
 
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
@@ -102,6 +106,10 @@ static const arch_info arch_table[] = {
      &names_neox, &ln_neox},
     {"GPT2LMHeadModel",                "gpt2",       TM_ARCH_GPT2,      1, 1e-5, 1e4, 1024,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
      &names_gpt2, &ln_gpt2},
+    {"GPTJForCausalLM",                "gptj",       TM_ARCH_GPTJ,      0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
+     &names_gptj, &ln_gptj},
+    {"CohereForCausalLM",              "cohere",     TM_ARCH_COHERE,    1, 1e-5, 5e5, 8192,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
+     NULL, &ln_cohere},
 };
 #define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
 
@@ -118,6 +126,7 @@ typedef struct ctx {
     const tm_hf_config *c;
     const char *pre;          /* "" or "text_config." */
     tm_err *err;
+    int rot_dim;              /* GPT-J's rotary_dim (0: from partial_rotary_factor) */
 } ctx;
 
 static int req_int(ctx *x, const tm_cfg_int *v, const char *key, int64_t lo, int64_t hi, int *out)
@@ -183,7 +192,7 @@ static int rope_from_dict(ctx *x, const tm_hf_rope_params *d, const char *field,
     else rc = opt_pos_num(x, &c->partial_rotary_factor, "partial_rotary_factor", 1.0, &prf);
     if (rc) return rc;
     if (prf > 1) return tm_errf(x->err, TM_E_INVALID, "%s: 'partial_rotary_factor' = %g is above 1", c->name, prf);
-    r->rot_dim = (int)((double)Dh * prf);
+    r->rot_dim = x->rot_dim ? x->rot_dim : (int)((double)Dh * prf);
     if (r->rot_dim < 2 || r->rot_dim % 2)
         return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: rotary dimension %d (head_dim %d x partial_rotary_factor %g) "
                        "is not a positive even number", c->name, r->rot_dim, Dh, prf);
@@ -422,6 +431,13 @@ static int build_specs(tm_model *m, tm_err *err)
     if (m->arch == TM_ARCH_GPT2) /* Conv1D: every linear weight but an untied head is stored [in][out] */
         for (int i = 0; i < m->n_spec; i++)
             m->spec[i].hf_transposed = m->spec[i].kind == TM_TK_MATRIX && m->spec[i].slot != &m->lm_head;
+    if (m->arch == TM_ARCH_GPTJ || m->arch == TM_ARCH_COHERE) /* RoPE on interleaved pairs */
+        for (int i = 0; i < m->n_spec; i++)
+            for (int l = 0; l < m->L; l++) {
+                const tm_layer_weights *w = &m->w[l];
+                const tm_tensor *s = m->spec[i].slot;
+                if (s == &w->wq || s == &w->wk || s == &w->bq || s == &w->bk) m->spec[i].hf_rope_pairs = m->rope[0].rot_dim;
+            }
 #undef ADD_NORM
 #undef ADD
     return TM_OK;
@@ -601,6 +617,18 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
                            c->name, x->pre);
         m->qkv_bias = m->o_bias = m->mlp_bias = m->fused_qkv = 1;
         break;
+    case TM_ARCH_GPTJ: /* one norm for both branches; biases on the MLP and the head only */
+        m->mlp_bias = m->lm_head_bias = 1;
+        m->parallel = 1;
+        break;
+    case TM_ARCH_COHERE: /* LayerNorm without a bias, one norm for both branches, SwiGLU */
+        if (FLAG(c->use_qk_norm, 0))
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%suse_qk_norm' = true is not supported", c->name, x->pre);
+        m->norm_bias = 0;
+        m->gated = 1;
+        m->parallel = 1;
+        m->qkv_bias = m->o_bias = FLAG(c->attention_bias, 0);
+        break;
     case TM_ARCH_GPT_NEOX:
         if (m->Hk != m->H)
             return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: GPT-NeoX has one kv head per head (%d)",
@@ -671,7 +699,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
             if (d[i].f->state == TM_CFG_ABSENT) *d[i].f = (tm_cfg_int){TM_CFG_SET, d[i].v};
     }
-    if (ai->arch == TM_ARCH_GPT2) { /* GPT2Config's names of the sizes (transformers maps them the same way) */
+    if (ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ) { /* their configs' names of the sizes (transformers
+                                                                   maps them the same way) */
         struct { tm_cfg_int *to; const tm_cfg_int *from; } al[] = {
             {&cc.hidden_size, &c->n_embd}, {&cc.num_hidden_layers, &c->n_layer},
             {&cc.num_attention_heads, &c->n_head}, {&cc.max_position_embeddings, &c->n_positions},
@@ -695,7 +724,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if (cc.partial_rotary_factor.state != TM_CFG_SET) cc.partial_rotary_factor = (tm_cfg_num){TM_CFG_SET, ai->ln->prf};
     }
     c = &cc;
-    ctx x = {c, c->text_config ? "text_config." : "", err};
+    ctx x = {c, c->text_config ? "text_config." : "", err, 0};
     tm_model *m = calloc(1, sizeof *m);
     if (!m) return tm_errf(err, TM_E_NOMEM, "out of memory");
     m->arch = ai->arch;
@@ -704,7 +733,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     snprintf(m->prefix, sizeof m->prefix, "%s", ai->prefix);
     m->check_dtype = 1;
     int rc;
-    int g2 = ai->arch == TM_ARCH_GPT2; /* its configs name the sizes n_embd, n_layer, n_head */
+    int g2 = ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ; /* sizes named n_embd, n_layer, n_head */
     if ((rc = req_int(&x, &c->vocab_size, "vocab_size", 1, TM_MODEL_MAX_VOCAB, &m->V))) goto fail;
     if ((rc = req_int(&x, &c->hidden_size, g2 ? "n_embd" : "hidden_size", 1, TM_MODEL_MAX_HIDDEN, &m->D))) goto fail;
     if ((rc = req_int(&x, &c->num_hidden_layers, g2 ? "n_layer" : "num_hidden_layers", 1, TM_MODEL_MAX_LAYERS, &m->L)))
@@ -776,7 +805,12 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
             goto fail;
         m->final_softcap = c->final_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;
     }
-    m->residual_scale = m->logits_div = 1.0f;
+    m->residual_scale = m->logits_div = m->logits_mul = 1.0f;
+    if (ai->arch == TM_ARCH_COHERE) {
+        double ls = 0.0625;
+        if ((rc = opt_pos_num(&x, &c->logit_scale, "logit_scale", 0.0625, &ls))) goto fail;
+        m->logits_mul = (float)ls;
+    }
     if (ai->arch == TM_ARCH_GRANITE) {
         double em = 1, ls = 1, rm = 1, am = 1;
         if ((rc = opt_pos_num(&x, &c->embedding_multiplier, "embedding_multiplier", 1, &em)) ||
@@ -814,6 +848,13 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         rc = tm_errf(err, TM_E_INVALID, "%s: num_hidden_layers %d x %d experts means %lld tensors, which is absurd",
                      c->name, m->L, m->n_experts, (long long)m->L * (3 * (int64_t)m->n_experts + 24));
         goto fail;
+    }
+    if (ai->arch == TM_ARCH_GPTJ) { /* the rotated dims as a count: default 64, at most head_dim, even */
+        if ((rc = opt_int(&x, &c->rotary_dim, "rotary_dim", 2, m->Dh, m->Dh < 64 ? m->Dh : 64, &x.rot_dim))) goto fail;
+        if (x.rot_dim % 2) {
+            rc = tm_errf(err, TM_E_INVALID, "%s: 'rotary_dim' = %d is odd", c->name, x.rot_dim);
+            goto fail;
+        }
     }
     if ((rc = resolve_ropes(&x, ai, m))) goto fail;
     for (int l = 0; l < m->L && m->n_experts; l++) {
@@ -905,6 +946,29 @@ static int transpose_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm
     return TM_OK;
 }
 
+/* a copy of t with each head's first rot = s->hf_rope_pairs rows (elements of a bias) reordered: row 2i to
+ * i, row 2i + 1 to rot / 2 + i; the rest of each head's Dh rows in place */
+static int rope_pairs_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
+{
+    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16)
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
+    int64_t R = s->shape[0], Dh = m->Dh, rot = s->hf_rope_pairs, half = rot / 2;
+    size_t row = (s->ndim == 2 ? (size_t)s->shape[1] : 1) * tm_dtype_size(t->dtype);
+    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
+    if (!no) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    m->owned = no;
+    uint8_t *d = malloc(t->nbytes ? t->nbytes : 1);
+    if (!d) return tm_errf(err, TM_E_NOMEM, "out of memory reordering '%s'", s->name);
+    m->owned[m->n_owned++] = d;
+    const uint8_t *src = t->data;
+    for (int64_t r = 0; r < R; r++) { /* destination row r */
+        int64_t h = r / Dh, i = r % Dh, from = i >= rot ? i : i < half ? 2 * i : 2 * (i - half) + 1;
+        memcpy(d + (size_t)r * row, src + (size_t)(h * Dh + from) * row, row);
+    }
+    t->data = d;
+    return TM_OK;
+}
+
 /* the decoder's name prefix when checkpoints differ: Gemma 3's multimodal ones name it either way
    round, GPT-2's on the Hub have none ("wte.weight") where transformers writes "transformer." */
 static int probe_prefix(tm_model *m, const tm_tensor_source *src, tm_err *err)
@@ -942,7 +1006,9 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
                 tm_err_prefix(err, "%s is untied (tie_word_embeddings false)", m->arch_name);
             return rc;
         }
-        if (s->hf_transposed && !src->canonical) { /* stored [K][N]: checked so, then transposed */
+        if (s->hf_rope_pairs && !src->canonical) { /* rotary pairs interleaved: checked, then reordered */
+            if ((rc = check_tensor(m, s, &t, err)) || (rc = rope_pairs_into(m, s, &t, err))) return rc;
+        } else if (s->hf_transposed && !src->canonical) { /* stored [K][N]: checked so, then transposed */
             tm_tensor_spec st = *s;
             st.shape[0] = s->shape[1];
             st.shape[1] = s->shape[0];

@@ -57,8 +57,8 @@
  *     post_ffn_norm (Gemma, OLMo 2): f = rmsnorm(f, ffn_out_norm)
  *     x = x + f * residual_scale
  *   x = norm(x, final_norm, final_norm_b)
- *   logits = (x·lm_headᵀ + lm_head_b) / logits_div   (tied: lm_head is embed; lm_head_b: Phi's, else 0;
- *            logits_div: Granite's logits_scaling, else 1);
+ *   logits = (x·lm_headᵀ + lm_head_b) / logits_div * logits_mul   (tied: lm_head is embed; lm_head_b: Phi's,
+ *            GPT-J's, else 0; logits_div: Granite's logits_scaling, logits_mul: Cohere's logit_scale, else 1);
  *            final_softcap: tanh(l / c) * c
  *
  * act: SiLU x·sigmoid(x), GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), or GELU 0.5·x·(1 + erf(x/√2)).
@@ -113,6 +113,8 @@ typedef enum tm_arch {
     TM_ARCH_STABLELM,
     TM_ARCH_GPT_NEOX,
     TM_ARCH_GPT2,
+    TM_ARCH_COHERE,
+    TM_ARCH_GPTJ,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -193,6 +195,10 @@ typedef struct tm_tensor_spec {
     int64_t shape[TM_MAX_DIMS];
     tm_tensor_kind kind;
     int hf_transposed;           /* stored [K][N] in a HF checkpoint (GPT-2's Conv1D); shape[] is [N][K] */
+    int hf_rope_pairs;           /* rot_dim, 0 if none: a q / k projection (rows, or a bias's elements) whose
+                                    rotary dims pair up interleaved in a HF checkpoint (i with i + 1: GPT-J,
+                                    Cohere); bound reordered, head by head, so that rotate-half pairs them
+                                    (even dims first, then odd; q·k is unchanged) */
     tm_tensor *slot;             /* where tm_model_bind puts it */
 } tm_tensor_spec;
 
@@ -226,6 +232,7 @@ typedef struct tm_model {
     float final_softcap;         /* 0 = none */
     float residual_scale;        /* multiplies each branch before its residual add (Granite), 1 otherwise */
     float logits_div;            /* logits are divided by it (Granite's logits_scaling), 1 otherwise */
+    float logits_mul;            /* and multiplied by it (Cohere's logit_scale), 1 otherwise */
     int max_pos;                 /* max_position_embeddings */
     int bos_id;                  /* -1 if none */
     int eos_ids[16], n_eos;

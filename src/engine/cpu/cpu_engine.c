@@ -1229,6 +1229,8 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] += c->lm_head_b[i % (size_t)m->V];
         if (m->logits_div != 1.0f)
             for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] /= m->logits_div;
+        if (m->logits_mul != 1.0f)
+            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] *= m->logits_mul;
         if (m->final_softcap > 0) {
             float cap = m->final_softcap;
             for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] = tanhf(r->logits[i] / cap) * cap;

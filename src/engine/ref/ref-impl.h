@@ -36,6 +36,7 @@ struct tm_ref {
     int V, D, L, H, Hk, Dh, F, E, top_k, Fe, norm_topk, Fs;
     float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
     float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
+    float logits_mul;                 /* Cohere: logits multiplied */
     int qk_whole;                     /* q / k norms over the whole projection (OLMo 2), not per head */
     tm_norm_kind norm;                /* RMSNorm or LayerNorm, every norm of the model */
     int gated, parallel;              /* model.h's switches */

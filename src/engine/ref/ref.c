@@ -229,6 +229,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
     r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;
+    r->logits_mul = m->logits_mul;
     r->norm = m->norm, r->gated = m->gated, r->parallel = m->parallel;
     r->max_ctx = max_ctx, r->n_threads = n_threads;
     int rc = TM_OK;

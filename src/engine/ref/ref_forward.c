@@ -271,6 +271,8 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         ref_matmul(r->n_threads, logits, h + (size_t)lt0 * D, r->lm_head, r->lm_head_b, n, r->V, D);
         if (r->logits_div != 1.0f)
             for (size_t i = 0; i < (size_t)n * r->V; i++) logits[i] /= r->logits_div;
+        if (r->logits_mul != 1.0f)
+            for (size_t i = 0; i < (size_t)n * r->V; i++) logits[i] *= r->logits_mul;
         if (r->final_softcap != 0)
             for (size_t i = 0; i < (size_t)n * r->V; i++)
                 logits[i] = (float)tanh((double)(logits[i] / r->final_softcap)) * r->final_softcap;
