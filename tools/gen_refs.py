@@ -211,6 +211,12 @@ def variants():
         activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=False), 2047,
         "GPT-J: parallel attention and MLP on ln_1, RoPE on interleaved pairs of the first rotary_dim = 8 of "
         "16 head dims, q/k/v/out_proj without bias, fc_in -> gelu_new -> fc_out with biases, lm_head with bias")
+    v["opt"] = ("OPTConfig", dict(
+        COMMON, hidden_size=64, ffn_dim=96, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512,
+        activation_function="relu", do_layer_norm_before=True, word_embed_proj_dim=64, enable_bias=True,
+        tie_word_embeddings=True), 2049,
+        "OPT: learned positions with offset 2, ReLU MLP (fc1, fc2), LayerNorm with bias before attention "
+        "(self_attn_layer_norm) and MLP (final_layer_norm), biases everywhere, model.decoder.* names, tied")
     return v
 
 
@@ -299,6 +305,7 @@ def to_hub_moe_names(hf_dir, F, D, n_experts, style="mixtral"):
 def capture(model, ids):
     """float32 logits [T][V] and residual stream [L+2][T][D]"""
     base = model.base_model
+    base = getattr(base, "decoder", base)  # OPT: model.decoder
     layers = base.layers if hasattr(base, "layers") else base.h  # GPT-2: h
     final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm", "ln_f") if hasattr(base, n))
     res = [None] * (len(layers) + 2)
