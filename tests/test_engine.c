@@ -229,7 +229,7 @@ static void same_as_checkpoint(const char *dir, tm_rt_model *rm)
     free(lb);
 }
 
-/* The LayerNorm families (synthetic Phi, GPT-NeoX, GPT-2 and Cohere): LayerNorm with
+/* The LayerNorm families (synthetic Phi, GPT-NeoX, GPT-2, Cohere and OPT): LayerNorm with
  * bias, the attention and the MLP in parallel (on one norm; on two), an MLP
  * without a gate, partial rotary, Phi's lm_head bias, NeoX's fused
  * query_key_value with rows head by head and its bias, GPT-2's learned
@@ -240,8 +240,8 @@ static void same_as_checkpoint(const char *dir, tm_rt_model *rm)
 #define LN_TOL 0.008
 static void test_layernorm_families(void)
 {
-    static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny", "cohere-tiny"};
-    for (int i = 0; i < 4; i++) {
+    static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny", "cohere-tiny", "opt-tiny"};
+    for (int i = 0; i < 5; i++) {
         tm_err err = {0};
         char dir[64], pkg[64];
         snprintf(dir, sizeof dir, "build/test_engine_%s", presets[i]);
@@ -250,8 +250,9 @@ static void test_layernorm_families(void)
         tm_rt_model *rm = open_bf16(dir, pkg);
         if (!rm) continue;
         const tm_model *m = rm->decode;
-        static const int parallel[] = {1, 2, 0, 1};
-        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias == (i < 3) && m->gated == (i == 3) && m->parallel == parallel[i]);
+        static const int parallel[] = {1, 2, 0, 1, 0};
+        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias == (i != 3) && m->gated == (i == 3) && m->parallel == parallel[i]);
+        if (i == 4) CHECK(m->pos_offset == 2 && m->act == TM_ACT_RELU);
         if (i == 3) CHECK(m->logits_mul == 0.5f);
         same_as_checkpoint(dir, rm);
         if (i == 0) CHECK(m->lm_head_bias && m->lm_head_b.data != NULL);

@@ -305,7 +305,7 @@ static void test_config(void)
     cfg_bad("rope_theta", "-1", TM_E_INVALID, "'rope_theta'");
     cfg_bad("tie_word_embeddings", "1", TM_E_INVALID, "'tie_word_embeddings' must be true or false");
     cfg_bad("architectures", "[\"FooForCausalLM\"]", TM_E_UNSUPPORTED, "'FooForCausalLM' is not supported");
-    cfg_bad("hidden_act", "\"relu\"", TM_E_UNSUPPORTED, "'hidden_act' = 'relu'");
+    cfg_bad("hidden_act", "\"mish\"", TM_E_UNSUPPORTED, "'hidden_act' = 'mish'");
     cfg_bad("torch_dtype", "\"float64\"", TM_E_UNSUPPORTED, "'torch_dtype' = 'float64'");
     cfg_bad("rope_scaling", "{\"rope_type\":\"dynamic\",\"factor\":2.0}", TM_E_UNSUPPORTED, "'dynamic'");
     cfg_bad("rope_scaling", "{\"rope_type\":\"linear\"}", TM_E_INVALID, "'rope_scaling.factor' is missing");
@@ -595,8 +595,8 @@ static void test_arch_rules(void)
     tm_model_free(m);
     CHECK_EQ_INT(model_from(GPT2 ",\"scale_attn_by_inverse_layer_idx\":true}", &m, &err), TM_E_UNSUPPORTED);
     CHECK(contains(err.msg, "config.json") && contains(err.msg, "'scale_attn_by_inverse_layer_idx'"));
-    CHECK_EQ_INT(model_from(GPT2 ",\"activation_function\":\"relu\"}", &m, &err), TM_E_UNSUPPORTED);
-    CHECK(contains(err.msg, "relu"));
+    CHECK_EQ_INT(model_from(GPT2 ",\"activation_function\":\"quick_gelu\"}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "quick_gelu"));
     CHECK_EQ_INT(model_from("{\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":8,\"n_layer\":2,\"n_head\":4}",
                             &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "'n_embd' is missing"));
@@ -629,6 +629,29 @@ static void test_arch_rules(void)
     CHECK_EQ_INT(model_from(GPTJ ",\"rotary_dim\":64}", &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "'rotary_dim'"));
 #undef GPTJ
+    /* OPT: ffn_dim, ReLU, learned positions from row 2, pre-norm only, no projections of the embedding */
+#define OPT "{\"architectures\":[\"OPTForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,\"ffn_dim\":96," \
+            "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":100"
+    CHECK_EQ_INT(model_from(OPT "}", &m, &err), TM_OK);
+    if (m) CHECK(m->F == 96 && m->act == TM_ACT_RELU && m->pos_offset == 2 && m->tied && m->qkv_bias && m->mlp_bias &&
+                 m->layer[0].rope == -1 && !m->gated && !m->parallel && spec_has(m, "model.decoder.layers.1.fc2.bias") &&
+                 spec_has(m, "model.decoder.layers.0.self_attn.out_proj.weight") &&
+                 spec_has(m, "model.decoder.layers.0.final_layer_norm.bias") &&
+                 spec_has(m, "model.decoder.final_layer_norm.weight"));
+    for (int i = 0; m && i < m->n_spec; i++)
+        if (m->spec[i].slot == &m->pos_embed) CHECK(m->spec[i].shape[0] == 102);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(OPT ",\"enable_bias\":false}", &m, &err), TM_OK);
+    if (m) CHECK(!m->qkv_bias && !m->o_bias && !m->mlp_bias);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(OPT ",\"do_layer_norm_before\":false}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "do_layer_norm_before"));
+    CHECK_EQ_INT(model_from(OPT ",\"word_embed_proj_dim\":32}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'word_embed_proj_dim'"));
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"OPTForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"num_hidden_layers\":2,\"num_attention_heads\":4}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'ffn_dim' is missing"));
+#undef OPT
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */

@@ -242,6 +242,8 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"n_inner", &c->n_inner},
         {"n_positions", &c->n_positions},
         {"rotary_dim", &c->rotary_dim},
+        {"ffn_dim", &c->ffn_dim},
+        {"word_embed_proj_dim", &c->word_embed_proj_dim},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -280,6 +282,10 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"scale_attn_weights", &c->scale_attn_weights},
         {"scale_attn_by_inverse_layer_idx", &c->scale_attn_by_inverse_layer_idx},
         {"use_qk_norm", &c->use_qk_norm},
+        {"do_layer_norm_before", &c->do_layer_norm_before},
+        {"enable_bias", &c->enable_bias},
+        {"_remove_final_layer_norm", &c->remove_final_layer_norm},
+        {"layer_norm_elementwise_affine", &c->layer_norm_elementwise_affine},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;

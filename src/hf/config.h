@@ -82,6 +82,8 @@ typedef struct tm_hf_config {
     tm_cfg_int rotary_dim;          /* GPT-J */
     tm_cfg_num logit_scale;         /* Cohere */
     tm_cfg_bool use_qk_norm;        /* Cohere: refused when true */
+    tm_cfg_int ffn_dim, word_embed_proj_dim;                          /* OPT */
+    tm_cfg_bool do_layer_norm_before, enable_bias, remove_final_layer_norm, layer_norm_elementwise_affine;
 
     char hidden_act[32];            /* "" if absent or null */
     char hidden_activation[32];

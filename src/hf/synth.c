@@ -71,6 +71,12 @@ static const synth_preset presets[] = {
      "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
      "\"max_position_embeddings\":2048,\"layer_norm_eps\":1e-5,\"rope_theta\":10000.0,\"logit_scale\":0.5,"
      "\"use_qk_norm\":false,\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"opt-tiny", "a 2-layer OPT (learned positions from row 2, ReLU MLP, LayerNorm with bias, model.decoder.* "
+     "names), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"OPTForCausalLM\"],\"model_type\":\"opt\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"ffn_dim\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":256,"
+     "\"activation_function\":\"relu\",\"do_layer_norm_before\":true,\"word_embed_proj_dim\":128,"
+     "\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"llama-3.2-1b", "Llama 3.2 1B shape: 1.24 B params, GQA 32/8, tied embeddings",
      "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":2048,"
      "\"intermediate_size\":8192,\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"

@@ -20,25 +20,29 @@ typedef struct arch_names {
     const char *embed, *final_norm, *head;
     const char *attn_norm, *ffn_norm;           /* in layers.N */
     const char *attn, *q, *k, *v, *qkv, *o;     /* layers.N.<attn>.<q> ... */
-    const char *mlp, *gate, *up, *down;         /* layers.N.<mlp>.<up> ... */
+    const char *mlp, *gate, *up, *down;         /* layers.N.<mlp>.<up> ... (mlp NULL: layers.N.<up>) */
+    const char *pos;                            /* learned positions (GPT-2, OPT), or NULL */
 } arch_names;
 
 static const arch_names names_llama = {"layers", "embed_tokens", "norm", "lm_head", "input_layernorm", "post_attention_layernorm",
                                        "self_attn", "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj",
-                                       "mlp", "gate_proj", "up_proj", "down_proj"};
+                                       "mlp", "gate_proj", "up_proj", "down_proj", NULL};
 static const arch_names names_phi = {"layers", "embed_tokens", "final_layernorm", "lm_head", "input_layernorm", NULL,
                                      "self_attn", "q_proj", "k_proj", "v_proj", NULL, "dense",
-                                     "mlp", NULL, "fc1", "fc2"};
+                                     "mlp", NULL, "fc1", "fc2", NULL};
 static const arch_names names_starcoder2 = {"layers", "embed_tokens", "norm", "lm_head", "input_layernorm",
                                             "post_attention_layernorm", "self_attn", "q_proj", "k_proj", "v_proj",
-                                            NULL, "o_proj", "mlp", NULL, "c_fc", "c_proj"};
+                                            NULL, "o_proj", "mlp", NULL, "c_fc", "c_proj", NULL};
 static const arch_names names_neox = {"layers", "embed_in", "final_layer_norm", "embed_out", "input_layernorm",
                                       "post_attention_layernorm", "attention", NULL, NULL, NULL, "query_key_value",
-                                      "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h"};
+                                      "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h", NULL};
 static const arch_names names_gptj = {"h", "wte", "ln_f", "lm_head", "ln_1", NULL, "attn", "q_proj", "k_proj", "v_proj",
-                                      NULL, "out_proj", "mlp", NULL, "fc_in", "fc_out"};
+                                      NULL, "out_proj", "mlp", NULL, "fc_in", "fc_out", NULL};
 static const arch_names names_gpt2 = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn", NULL, NULL, NULL,
-                                      "c_attn", "c_proj", "mlp", NULL, "c_fc", "c_proj"};
+                                      "c_attn", "c_proj", "mlp", NULL, "c_fc", "c_proj", "wpe"};
+static const arch_names names_opt = {"layers", "embed_tokens", "final_layer_norm", "lm_head", "self_attn_layer_norm",
+                                     "final_layer_norm", "self_attn", "q_proj", "k_proj", "v_proj", NULL, "out_proj",
+                                     NULL, NULL, "fc1", "fc2", "embed_positions"};
 
 /* The LayerNorm families (the rest is set by resolve_ln) */
 typedef struct ln_family {
@@ -54,6 +58,7 @@ static const ln_family ln_neox = {"layer_norm_eps", TM_ACT_GELU, 0.25};         
 static const ln_family ln_gpt2 = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_new; no RoPE */
 static const ln_family ln_gptj = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* rotary_dim, not a factor */
 static const ln_family ln_cohere = {"layer_norm_eps", TM_ACT_SILU, 1.0};
+static const ln_family ln_opt = {"layer_norm_eps", TM_ACT_RELU, 1.0};  /* no eps key: nn.LayerNorm's 1e-5 */
 
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
@@ -110,6 +115,8 @@ static const arch_info arch_table[] = {
      &names_gptj, &ln_gptj},
     {"CohereForCausalLM",              "cohere",     TM_ARCH_COHERE,    1, 1e-5, 5e5, 8192,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
      NULL, &ln_cohere},
+    {"OPTForCausalLM",                 "opt",        TM_ARCH_OPT,       1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.decoder.",
+     &names_opt, &ln_opt},
 };
 #define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
 
@@ -344,12 +351,13 @@ static int build_specs(tm_model *m, tm_err *err)
         if (m->norm_bias) ADD(bslot, TM_TK_VECTOR, D, 0, fmt ".bias", __VA_ARGS__); \
     } while (0)
     ADD(&m->embed, TM_TK_EMBED, m->V, D, "%s%s.weight", P, N->embed);
-    if (m->arch == TM_ARCH_GPT2) ADD(&m->pos_embed, TM_TK_EMBED, m->max_pos, D, "%swpe.weight", P);
+    if (N->pos) ADD(&m->pos_embed, TM_TK_EMBED, (int64_t)m->max_pos + m->pos_offset, D, "%s%s.weight", P, N->pos);
     for (int l = 0; l < m->L; l++) {
         tm_layer_weights *w = &m->w[l];
-        const char *at = N->attn, *ml = N->mlp;
-        char lp[96]; /* "model.layers.7" */
+        const char *at = N->attn;
+        char lp[96], mp[112]; /* "model.layers.7"; its MLP's container, "model.layers.7.mlp" (OPT: none) */
         snprintf(lp, sizeof lp, "%s%s.%d", P, N->layers, l);
+        snprintf(mp, sizeof mp, "%s%s%s", lp, N->mlp ? "." : "", N->mlp ? N->mlp : "");
         if (m->pre_norms) ADD_NORM(&w->attn_norm, &w->attn_norm_b, "%s.%s", lp, N->attn_norm);
         if (m->fused_qkv) {
             ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%s.%s.%s.weight", lp, at, N->qkv);
@@ -406,14 +414,14 @@ static int build_specs(tm_model *m, tm_err *err)
             if (m->fused_gate_up) {
                 ADD(&w->w_gate_up, TM_TK_MATRIX, 2 * (int64_t)m->F, D, "%s.mlp.gate_up_proj.weight", lp);
             } else {
-                if (m->gated) ADD(&w->w_gate, TM_TK_MATRIX, m->F, D, "%s.%s.%s.weight", lp, ml, N->gate);
-                ADD(&w->w_up, TM_TK_MATRIX, m->F, D, "%s.%s.%s.weight", lp, ml, N->up);
+                if (m->gated) ADD(&w->w_gate, TM_TK_MATRIX, m->F, D, "%s.%s.weight", mp, N->gate);
+                ADD(&w->w_up, TM_TK_MATRIX, m->F, D, "%s.%s.weight", mp, N->up);
             }
-            ADD(&w->w_down, TM_TK_MATRIX, D, m->F, "%s.%s.%s.weight", lp, ml, N->down);
+            ADD(&w->w_down, TM_TK_MATRIX, D, m->F, "%s.%s.weight", mp, N->down);
             if (m->mlp_bias) {
-                if (m->gated) ADD(&w->b_gate, TM_TK_VECTOR, m->F, 0, "%s.%s.%s.bias", lp, ml, N->gate);
-                ADD(&w->b_up, TM_TK_VECTOR, m->F, 0, "%s.%s.%s.bias", lp, ml, N->up);
-                ADD(&w->b_down, TM_TK_VECTOR, D, 0, "%s.%s.%s.bias", lp, ml, N->down);
+                if (m->gated) ADD(&w->b_gate, TM_TK_VECTOR, m->F, 0, "%s.%s.bias", mp, N->gate);
+                ADD(&w->b_up, TM_TK_VECTOR, m->F, 0, "%s.%s.bias", mp, N->up);
+                ADD(&w->b_down, TM_TK_VECTOR, D, 0, "%s.%s.bias", mp, N->down);
             }
         }
     }
@@ -468,9 +476,10 @@ static int resolve_act(ctx *x, const arch_info *ai, tm_model *m)
     if (strcmp(a, "silu") == 0 || strcmp(a, "swish") == 0) m->act = TM_ACT_SILU;
     else if (strcmp(a, "gelu_pytorch_tanh") == 0 || strcmp(a, "gelu_new") == 0) m->act = TM_ACT_GELU_TANH;
     else if (strcmp(a, "gelu") == 0) m->act = TM_ACT_GELU; /* transformers' GELUActivation: the exact, erf one */
+    else if (strcmp(a, "relu") == 0) m->act = TM_ACT_RELU;
     else
         return tm_errf(x->err, TM_E_UNSUPPORTED,
-                       "%s: '%s%s' = '%s' is not supported (silu, gelu_pytorch_tanh, gelu_new, gelu are)", c->name, x->pre,
+                       "%s: '%s%s' = '%s' is not supported (silu, gelu_pytorch_tanh, gelu_new, gelu, relu are)", c->name, x->pre,
                        key, a);
     return TM_OK;
 }
@@ -539,7 +548,7 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         m->layer[l].sliding = s && window > 0;
         m->layer[l].window = m->layer[l].sliding ? window : 0;
         if (ai->sw == SW_EXAONE4) nope = window > 0 && !s; /* hybrid attention: the global layers take no RoPE */
-        if (ai->arch == TM_ARCH_GPT2) nope = 1; /* learned positions instead */
+        if (ai->names && ai->names->pos) nope = 1; /* learned positions instead */
         m->layer[l].rope = nope ? -1 : (ai->gemma == 3 && s) ? 1 : 0;
     }
     return TM_OK;
@@ -629,6 +638,21 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->parallel = 1;
         m->qkv_bias = m->o_bias = FLAG(c->attention_bias, 0);
         break;
+    case TM_ARCH_OPT: /* pre-norm OPT (all but opt-350m): biases (enable_bias), positions from row 2 */
+        if (!FLAG(c->do_layer_norm_before, 1) || FLAG(c->remove_final_layer_norm, 0) ||
+            !FLAG(c->layer_norm_elementwise_affine, 1))
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%s%s' is not supported (only OPT with its norms before "
+                           "attention and MLP, affine, and a final norm)", c->name, x->pre,
+                           !FLAG(c->do_layer_norm_before, 1) ? "do_layer_norm_before = false"
+                           : FLAG(c->remove_final_layer_norm, 0) ? "_remove_final_layer_norm = true"
+                                                                   : "layer_norm_elementwise_affine = false");
+        if (c->word_embed_proj_dim.state == TM_CFG_SET && c->word_embed_proj_dim.v != m->D)
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%sword_embed_proj_dim' = %lld differs from hidden_size %d "
+                           "(project_in / project_out are not supported)", c->name, x->pre,
+                           (long long)c->word_embed_proj_dim.v, m->D);
+        m->qkv_bias = m->o_bias = m->mlp_bias = FLAG(c->enable_bias, 1);
+        m->pos_offset = 2;
+        break;
     case TM_ARCH_GPT_NEOX:
         if (m->Hk != m->H)
             return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: GPT-NeoX has one kv head per head (%d)",
@@ -716,6 +740,10 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation_function, sizeof cc.hidden_act);
         if (cc.layer_norm_eps.state == TM_CFG_ABSENT) cc.layer_norm_eps = c->layer_norm_epsilon;
     }
+    if (ai->arch == TM_ARCH_OPT) { /* OPTConfig's names: ffn_dim, activation_function */
+        if (cc.intermediate_size.state == TM_CFG_ABSENT) cc.intermediate_size = c->ffn_dim;
+        if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation_function, sizeof cc.hidden_act);
+    }
     if (ai->ln) {
         /* GPT-NeoX's Hub configs name the partial rotary factor and the base their own way */
         if (cc.partial_rotary_factor.state != TM_CFG_SET && cc.rotary_pct.state == TM_CFG_SET)
@@ -740,7 +768,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         goto fail;
     if ((rc = req_int(&x, &c->num_attention_heads, g2 ? "n_head" : "num_attention_heads", 1, TM_MODEL_MAX_HEADS, &m->H)))
         goto fail;
-    if ((rc = req_int(&x, &c->intermediate_size, "intermediate_size", 1, TM_MODEL_MAX_FF, &m->F))) goto fail;
+    if ((rc = req_int(&x, &c->intermediate_size, ai->arch == TM_ARCH_OPT ? "ffn_dim" : "intermediate_size", 1, TM_MODEL_MAX_FF, &m->F))) goto fail;
     if ((rc = opt_int(&x, &c->num_key_value_heads, "num_key_value_heads", 1, TM_MODEL_MAX_HEADS, m->H, &m->Hk))) goto fail;
     if (m->H % m->Hk) {
         rc = tm_errf(err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d does not divide 'num_attention_heads' = %d",

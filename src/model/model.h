@@ -24,8 +24,8 @@
  *
  *   x[T][D] = embed[tok] * embed_scale              (embed_scale: Gemma's sqrt(D) in the declared dtype,
  *                                                    Granite's embedding_multiplier, else 1)
- *             + pos_embed[pos]                      (GPT-2's learned positions, pos < max_pos; its layers
- *                                                    have no RoPE)
+ *             + pos_embed[pos + pos_offset]         (learned positions, pos < max_pos: GPT-2's, OPT's with
+ *                                                    offset 2; their layers have no RoPE)
  *   for each layer l (desc layer[l], weights w[l]):
  *     x0 = x                                        (parallel: both branches read it)
  *     h = norm(x, attn_norm, attn_norm_b)           (pre_norms 0, OLMo 2: h = x)
@@ -61,7 +61,8 @@
  *            GPT-J's, else 0; logits_div: Granite's logits_scaling, logits_mul: Cohere's logit_scale, else 1);
  *            final_softcap: tanh(l / c) * c
  *
- * act: SiLU x·sigmoid(x), GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), or GELU 0.5·x·(1 + erf(x/√2)).
+ * act: SiLU x·sigmoid(x), GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), GELU 0.5·x·(1 + erf(x/√2)),
+ *      or ReLU max(x, 0) (OPT).
  */
 #ifndef TM_MODEL_MODEL_H
 #define TM_MODEL_MODEL_H
@@ -115,11 +116,12 @@ typedef enum tm_arch {
     TM_ARCH_GPT2,
     TM_ARCH_COHERE,
     TM_ARCH_GPTJ,
+    TM_ARCH_OPT,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
 
-typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU } tm_act; /* GELU: the exact (erf) one */
+typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU, TM_ACT_RELU } tm_act; /* GELU: the exact (erf) one */
 
 typedef enum tm_rope_type {
     TM_ROPE_DEFAULT,
@@ -251,7 +253,8 @@ typedef struct tm_model {
     /* weights, filled by tm_model_bind */
     char prefix[48];             /* "model." or "language_model.model." */
     tm_tensor embed;             /* [V][D] */
-    tm_tensor pos_embed;         /* [max_pos][D] learned positions (GPT-2), or none */
+    tm_tensor pos_embed;         /* [max_pos + pos_offset][D] learned positions (GPT-2, OPT), or none */
+    int pos_offset;              /* row of position 0 in pos_embed (OPT: 2) */
     tm_tensor final_norm;        /* [D] */
     tm_tensor final_norm_b;      /* [D] (norm_bias) */
     tm_tensor lm_head;           /* [V][D] (a copy of embed when tied) */

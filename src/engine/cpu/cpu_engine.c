@@ -1165,14 +1165,14 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         if (m->pos_embed.data && r->pos[i] >= m->max_pos)
             return tm_errf(err, TM_E_LIMIT, "position %d beyond the model's %d learned positions", r->pos[i], m->max_pos);
     }
-    /* x[M][D] = embed[tok] * embed_scale (+ pos_embed[pos], GPT-2; its row goes through f) */
+    /* x[M][D] = embed[tok] * embed_scale (+ pos_embed[pos + pos_offset], GPT-2, OPT; its row goes through f) */
     for (int i = 0; i < M; i++) {
         float *x = c->x + (size_t)i * D, *p = c->f + (size_t)i * D;
         tm_quant_dequant_row(m->embed.dtype, m->embed.data, m->embed.scales, D, r->tokens[i], x);
         if (m->embed_scale != 1.0f)
             for (int j = 0; j < D; j++) x[j] *= m->embed_scale;
         if (!m->pos_embed.data) continue;
-        tm_quant_dequant_row(m->pos_embed.dtype, m->pos_embed.data, m->pos_embed.scales, D, r->pos[i], p);
+        tm_quant_dequant_row(m->pos_embed.dtype, m->pos_embed.data, m->pos_embed.scales, D, r->pos[i] + m->pos_offset, p);
         for (int j = 0; j < D; j++) x[j] += p[j];
     }
     for (int l = 0; l < m->L; l++) {

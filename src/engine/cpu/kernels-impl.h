@@ -107,6 +107,7 @@ int tm_kref_gemm_q8(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws
 void tm_kref_rmsnorm(float *y, const float *x, const float *w, int T, int D, float eps, int add_one);
 void tm_kref_rmsnorm_bf16(uint16_t *yb, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
 void tm_kref_rmsnorm_q8(uint8_t *yq, float *ys, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
+void tm_kref_relu_mul(float *y, const float *g, const float *u, size_t n);
 void tm_kref_layernorm(float *y, const float *x, const float *w, const float *b, int T, int D, float eps);
 void tm_kref_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
 void tm_kref_silu_mul(float *y, const float *g, const float *u, size_t n);

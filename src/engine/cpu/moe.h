@@ -43,7 +43,8 @@ struct tm_pool;
 /* the kernels' TM_KGLU_* code of a model's activation (the dense FFN's too) */
 static inline int tm_kglu_of(tm_act a)
 {
-    return a == TM_ACT_SILU ? TM_KGLU_SILU : a == TM_ACT_GELU ? TM_KGLU_GELU : TM_KGLU_GELU_TANH;
+    return a == TM_ACT_SILU ? TM_KGLU_SILU : a == TM_ACT_GELU ? TM_KGLU_GELU : a == TM_ACT_RELU ? TM_KGLU_RELU
+                                                                                               : TM_KGLU_GELU_TANH;
 }
 
 /* One MoE layer's weights as the CPU kernels take them. */

@@ -47,7 +47,7 @@ struct tm_ref {
 
     float *embed;            /* [V][D] */
     float *pos_embed;        /* [max_pos][D] learned positions (GPT-2), or NULL */
-    int max_pos;
+    int max_pos, pos_offset; /* position p reads pos_embed row p + pos_offset */
     float *lm_head;          /* [V][D]; == embed when tied */
     float *final_norm;       /* [D] */
     float *final_norm_b;     /* [D] or NULL */

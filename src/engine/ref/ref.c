@@ -246,8 +246,9 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     for (int i = 0; i < m->n_rope && rc == TM_OK; i++) rc = copy_rope(&r->rope[i], &m->rope[i], err);
     if (rc) goto fail;
     if (!(r->embed = to_f32(&m->embed, m->V, m->D, err))) goto fail_code;
-    r->max_pos = m->max_pos;
-    if (m->pos_embed.data && !(r->pos_embed = to_f32(&m->pos_embed, m->max_pos, m->D, err))) goto fail_code;
+    r->max_pos = m->max_pos, r->pos_offset = m->pos_offset;
+    if (m->pos_embed.data && !(r->pos_embed = to_f32(&m->pos_embed, (int64_t)m->max_pos + m->pos_offset, m->D, err)))
+        goto fail_code;
     /* tied: the embedding, unless the binder found a separate copy (a package's
      * decode stage keeps one in its own encoding) */
     if (m->tied && m->lm_head.data == m->embed.data) r->lm_head = r->embed;

@@ -194,7 +194,7 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
     for (int t = 0; t < T; t++)
         for (int d = 0; d < D; d++)
             x[(size_t)t * D + d] = r->embed[(size_t)tokens[t] * D + d] * r->embed_scale +
-                                   (r->pos_embed ? r->pos_embed[(size_t)(pos0 + t) * D + d] : 0.f);
+                                   (r->pos_embed ? r->pos_embed[(size_t)(pos0 + t + r->pos_offset) * D + d] : 0.f);
     if (r->trace) memcpy(r->trace, x, TD * sizeof(float));
 
     for (int l = 0; l < r->L; l++) {
