@@ -217,6 +217,18 @@ def variants():
         tie_word_embeddings=True), 2049,
         "OPT: learned positions with offset 2, ReLU MLP (fc1, fc2), LayerNorm with bias before attention "
         "(self_attn_layer_norm) and MLP (final_layer_norm), biases everywhere, model.decoder.* names, tied")
+    v["falcon_mq"] = ("FalconConfig", dict(
+        COMMON, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, multi_query=True, parallel_attn=True,
+        new_decoder_architecture=False, bias=False, alibi=False, layer_norm_epsilon=1e-5, max_position_embeddings=512,
+        tie_word_embeddings=True), 2051,
+        "Falcon (7B style): multi-query (one kv head), fused query_key_value (Q heads, K, V), attention and MLP in "
+        "parallel on input_layernorm, dense_h_to_4h -> gelu -> dense_4h_to_h without biases, tied")
+    v["falcon_new"] = ("FalconConfig", dict(
+        COMMON, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
+        new_decoder_architecture=True, parallel_attn=True, bias=True, alibi=False, layer_norm_epsilon=1e-5,
+        max_position_embeddings=512, ffn_hidden_size=96, tie_word_embeddings=False), 2053,
+        "Falcon new decoder architecture (40B / 180B style): GQA 4/2 with query_key_value grouped by kv head "
+        "([Hk][q per kv + 2][Dh]), ln_attn and ln_mlp in parallel, biases, ffn_hidden_size 96, untied")
     return v
 
 
