@@ -652,6 +652,28 @@ static void test_arch_rules(void)
                             "\"num_hidden_layers\":2,\"num_attention_heads\":4}", &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "'ffn_dim' is missing"));
 #undef OPT
+    /* Falcon: multi-query (one kv head, Q K V in turn) unless the new decoder or multi_query false (rows
+       grouped by kv head), n_head / n_layer, ffn_hidden_size default 4 x hidden, parallel on one or two norms */
+#define FALCON "{\"architectures\":[\"FalconForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,\"n_head\":4,\"n_layer\":2"
+    CHECK_EQ_INT(model_from(FALCON "}", &m, &err), TM_OK);
+    if (m) CHECK(m->H == 4 && m->L == 2 && m->Hk == 1 && m->F == 256 && m->fused_qkv && !m->qkv_interleaved &&
+                 m->parallel == 1 && !m->qkv_bias && m->act == TM_ACT_GELU && m->tied &&
+                 spec_has(m, "transformer.h.0.self_attention.query_key_value.weight") &&
+                 spec_has(m, "transformer.h.1.input_layernorm.bias") && !spec_has(m, "transformer.h.1.ln_mlp.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(FALCON ",\"new_decoder_architecture\":true,\"num_kv_heads\":2,\"bias\":true}", &m, &err),
+                 TM_OK);
+    if (m) CHECK(m->Hk == 2 && m->qkv_interleaved && m->parallel == 2 && m->qkv_bias && m->mlp_bias &&
+                 spec_has(m, "transformer.h.0.ln_mlp.bias") && spec_has(m, "transformer.h.0.self_attention.query_key_value.bias") &&
+                 tm_qkv_row(m, 0, 3, 0) == 4 * 16 + 16 && tm_qkv_row(m, 2, 1, 5) == 4 * 16 + 3 * 16 + 5);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(FALCON ",\"multi_query\":false,\"parallel_attn\":false}", &m, &err), TM_OK);
+    if (m) CHECK(m->Hk == 4 && m->qkv_interleaved && m->parallel == 0 &&
+                 spec_has(m, "transformer.h.0.post_attention_layernorm.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(FALCON ",\"alibi\":true}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'alibi'"));
+#undef FALCON
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */

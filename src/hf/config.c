@@ -244,6 +244,9 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"rotary_dim", &c->rotary_dim},
         {"ffn_dim", &c->ffn_dim},
         {"word_embed_proj_dim", &c->word_embed_proj_dim},
+        {"num_kv_heads", &c->num_kv_heads},
+        {"num_ln_in_parallel_attn", &c->num_ln_in_parallel_attn},
+        {"ffn_hidden_size", &c->ffn_hidden_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -286,6 +289,11 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"enable_bias", &c->enable_bias},
         {"_remove_final_layer_norm", &c->remove_final_layer_norm},
         {"layer_norm_elementwise_affine", &c->layer_norm_elementwise_affine},
+        {"multi_query", &c->multi_query},
+        {"parallel_attn", &c->parallel_attn},
+        {"new_decoder_architecture", &c->new_decoder_architecture},
+        {"bias", &c->bias},
+        {"alibi", &c->alibi},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;
@@ -305,6 +313,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
     if ((rc = get_str(x, o, "hidden_activation", x->pre, c->hidden_activation, sizeof c->hidden_activation))) return rc;
     if ((rc = get_str(x, o, "activation_function", x->pre, c->activation_function, sizeof c->activation_function)))
         return rc;
+    if ((rc = get_str(x, o, "activation", x->pre, c->activation, sizeof c->activation))) return rc;
     if ((rc = get_str(x, o, "torch_dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
     if ((rc = get_str(x, o, "dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
     if ((rc = parse_rope(x, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), "rope_scaling", &c->rope_scaling)))

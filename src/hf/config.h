@@ -84,6 +84,9 @@ typedef struct tm_hf_config {
     tm_cfg_bool use_qk_norm;        /* Cohere: refused when true */
     tm_cfg_int ffn_dim, word_embed_proj_dim;                          /* OPT */
     tm_cfg_bool do_layer_norm_before, enable_bias, remove_final_layer_norm, layer_norm_elementwise_affine;
+    tm_cfg_int num_kv_heads, num_ln_in_parallel_attn, ffn_hidden_size;                     /* Falcon */
+    tm_cfg_bool multi_query, parallel_attn, new_decoder_architecture, bias, alibi;
+    char activation[32];
 
     char hidden_act[32];            /* "" if absent or null */
     char hidden_activation[32];

@@ -40,6 +40,12 @@ static const arch_names names_gptj = {"h", "wte", "ln_f", "lm_head", "ln_1", NUL
                                       NULL, "out_proj", "mlp", NULL, "fc_in", "fc_out", NULL};
 static const arch_names names_gpt2 = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn", NULL, NULL, NULL,
                                       "c_attn", "c_proj", "mlp", NULL, "c_fc", "c_proj", "wpe"};
+static const arch_names names_falcon = {"h", "word_embeddings", "ln_f", "lm_head", "input_layernorm",
+                                        "post_attention_layernorm", "self_attention", NULL, NULL, NULL, "query_key_value",
+                                        "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h", NULL};
+static const arch_names names_falcon_ln2 = {"h", "word_embeddings", "ln_f", "lm_head", "ln_attn", "ln_mlp",
+                                            "self_attention", NULL, NULL, NULL, "query_key_value", "dense", "mlp", NULL,
+                                            "dense_h_to_4h", "dense_4h_to_h", NULL}; /* two norms in parallel */
 static const arch_names names_opt = {"layers", "embed_tokens", "final_layer_norm", "lm_head", "self_attn_layer_norm",
                                      "final_layer_norm", "self_attn", "q_proj", "k_proj", "v_proj", NULL, "out_proj",
                                      NULL, NULL, "fc1", "fc2", "embed_positions"};
@@ -58,6 +64,7 @@ static const ln_family ln_neox = {"layer_norm_eps", TM_ACT_GELU, 0.25};         
 static const ln_family ln_gpt2 = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_new; no RoPE */
 static const ln_family ln_gptj = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* rotary_dim, not a factor */
 static const ln_family ln_cohere = {"layer_norm_eps", TM_ACT_SILU, 1.0};
+static const ln_family ln_falcon = {"layer_norm_eps", TM_ACT_GELU, 1.0}; /* layer_norm_epsilon, activation */
 static const ln_family ln_opt = {"layer_norm_eps", TM_ACT_RELU, 1.0};  /* no eps key: nn.LayerNorm's 1e-5 */
 
 typedef struct arch_info {
@@ -117,6 +124,8 @@ static const arch_info arch_table[] = {
      NULL, &ln_cohere},
     {"OPTForCausalLM",                 "opt",        TM_ARCH_OPT,       1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.decoder.",
      &names_opt, &ln_opt},
+    {"FalconForCausalLM",              "falcon",     TM_ARCH_FALCON,    1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
+     &names_falcon, &ln_falcon},
 };
 #define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
 
@@ -340,6 +349,7 @@ static int build_specs(tm_model *m, tm_err *err)
 {
     const arch_info *ai = info_of(m);
     const arch_names *N = ai->names ? ai->names : &names_llama;
+    if (m->arch == TM_ARCH_FALCON && m->parallel == 2) N = &names_falcon_ln2;
     int cap = 0, rc = 0;
     m->n_spec = 0;
     const char *P = m->prefix;
@@ -653,6 +663,17 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->qkv_bias = m->o_bias = m->mlp_bias = FLAG(c->enable_bias, 1);
         m->pos_offset = 2;
         break;
+    case TM_ARCH_FALCON: { /* fused query_key_value: Q, K, V (multi-query) or grouped by kv head */
+        if (FLAG(c->alibi, 0))
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%salibi' = true is not supported", c->name, x->pre);
+        int nda = FLAG(c->new_decoder_architecture, 0), n_ln = 2;
+        m->qkv_bias = m->o_bias = m->mlp_bias = FLAG(c->bias, 0);
+        m->fused_qkv = 1;
+        m->qkv_interleaved = nda || !FLAG(c->multi_query, 1);
+        if (c->num_ln_in_parallel_attn.state == TM_CFG_SET) n_ln = (int)c->num_ln_in_parallel_attn.v;
+        m->parallel = !FLAG(c->parallel_attn, 1) ? 0 : nda && n_ln == 2 ? 2 : 1;
+        break;
+    }
     case TM_ARCH_GPT_NEOX:
         if (m->Hk != m->H)
             return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: GPT-NeoX has one kv head per head (%d)",
@@ -738,6 +759,24 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
                 cc.intermediate_size = (tm_cfg_int){TM_CFG_SET, 4 * cc.hidden_size.v};
         }
         if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation_function, sizeof cc.hidden_act);
+        if (cc.layer_norm_eps.state == TM_CFG_ABSENT) cc.layer_norm_eps = c->layer_norm_epsilon;
+    }
+    if (ai->arch == TM_ARCH_FALCON) { /* FalconConfig's names: n_head, n_layer, num_kv_heads, ffn_hidden_size,
+                                         activation, layer_norm_epsilon */
+        if (cc.num_hidden_layers.state == TM_CFG_ABSENT) cc.num_hidden_layers = c->n_layer;
+        if (cc.num_attention_heads.state == TM_CFG_ABSENT) cc.num_attention_heads = c->n_head;
+        int kv_own = (c->new_decoder_architecture.state == TM_CFG_SET && c->new_decoder_architecture.v) ||
+                     (c->multi_query.state == TM_CFG_SET && !c->multi_query.v); /* else multi-query: one */
+        if (cc.num_key_value_heads.state == TM_CFG_ABSENT)
+            cc.num_key_value_heads = kv_own ? (c->num_kv_heads.state == TM_CFG_SET ? c->num_kv_heads : cc.num_attention_heads)
+                                            : (tm_cfg_int){TM_CFG_SET, 1};
+        if (cc.intermediate_size.state == TM_CFG_ABSENT) {
+            cc.intermediate_size = c->ffn_hidden_size;
+            if (c->ffn_hidden_size.state != TM_CFG_SET && cc.hidden_size.state == TM_CFG_SET && cc.hidden_size.v > 0 &&
+                cc.hidden_size.v <= TM_MODEL_MAX_HIDDEN)
+                cc.intermediate_size = (tm_cfg_int){TM_CFG_SET, 4 * cc.hidden_size.v};
+        }
+        if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation, sizeof cc.hidden_act);
         if (cc.layer_norm_eps.state == TM_CFG_ABSENT) cc.layer_norm_eps = c->layer_norm_epsilon;
     }
     if (ai->arch == TM_ARCH_OPT) { /* OPTConfig's names: ffn_dim, activation_function */

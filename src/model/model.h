@@ -31,7 +31,8 @@
  *     h = norm(x, attn_norm, attn_norm_b)           (pre_norms 0, OLMo 2: h = x)
  *     q = h·wqᵀ + bq   [T][H*Dh];  k = h·wkᵀ + bk, v = h·wvᵀ + bv   [T][Hk*Dh]
  *         (fused_qkv: one matrix wqkv [(H+2Hk)*Dh][D] (+ bqkv), rows Q then K then V;
- *          qkv_interleaved (GPT-NeoX, H = Hk): rows head by head, [H][3][Dh] = q_h, k_h, v_h)
+ *          qkv_interleaved: rows grouped by kv head, [Hk][H/Hk + 2][Dh] = its q heads, k, v: GPT-NeoX
+ *          (H = Hk: q_h, k_h, v_h), Falcon's new decoder; tm_qkv_row)
  *     qk_norm 1: each head of q and k: rmsnorm over Dh with q_norm / k_norm
  *     qk_norm 2: all of q, and all of k: rmsnorm over H*Dh / Hk*Dh (OLMo 2)
  *     RoPE (rope[layer[l].rope]; none where it is -1) on the first rot_dim dims of every q and k head,
@@ -117,6 +118,7 @@ typedef enum tm_arch {
     TM_ARCH_COHERE,
     TM_ARCH_GPTJ,
     TM_ARCH_OPT,
+    TM_ARCH_FALCON,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -217,7 +219,7 @@ typedef struct tm_model {
     int parallel;                /* 0: the FFN reads x after the attention's add; 1: both branches read the
                                     layer's input, one norm (Phi, StableLM); 2: the same with two norms
                                     (GPT-NeoX) */
-    int qkv_interleaved;         /* fused qkv rows head by head (GPT-NeoX, needs H == Hk) */
+    int qkv_interleaved;         /* fused qkv rows grouped by kv head (GPT-NeoX, Falcon's new decoder; tm_qkv_row) */
     int lm_head_bias;            /* lm_head_b (Phi) */
     int qkv_bias, o_bias, mlp_bias;
     int qk_norm;                 /* 1: RMSNorm on each q / k head (w [Dh]); 2: on the whole q / k projection
@@ -270,6 +272,17 @@ typedef struct tm_model {
     void *owner;                 /* memory behind the tensors, released by owner_free */
     void (*owner_free)(void *owner);
 } tm_model;
+
+/* tm_qkv_row: the row of the fused qkv weight (the element of its bias) holding dim d of head h of
+ * part p (0 q, 1 k, 2 v): Q rows, then K, then V; or (qkv_interleaved) grouped by kv head,
+ * [Hk][H/Hk + 2][Dh]: kv head g's H/Hk q heads, its k, its v. */
+static inline int64_t tm_qkv_row(const tm_model *m, int p, int h, int d)
+{
+    int64_t Dh = m->Dh, qpk = m->H / m->Hk;
+    if (!m->qkv_interleaved) return (p == 0 ? 0 : m->H + (int64_t)(p - 1) * m->Hk) * Dh + (int64_t)h * Dh + d;
+    int64_t g = p == 0 ? h / qpk : h, j = p == 0 ? h % qpk : qpk + p - 1;
+    return (g * (qpk + 2) + j) * Dh + d;
+}
 
 /* tm_model_init: build the description from a parsed config. Errors:
  * TM_E_UNSUPPORTED (unknown architecture, rope type, activation) or

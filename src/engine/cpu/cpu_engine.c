@@ -382,8 +382,7 @@ static int split_bias(cpu_layer *y, const tm_tensor *t, const tm_model *m, const
     float *dst[3] = {y->bq, y->bk, y->bv};
     for (int j = 0; j < 3; j++)
         for (int h = 0; h < (j ? Hk : H); h++) {
-            size_t src = m->qkv_interleaved ? ((size_t)h * 3 + j) * Dh : ((size_t)(j ? H + (j - 1) * Hk : 0) + h) * Dh;
-            memcpy(dst[j] + (size_t)h * Dh, b + src, sizeof(float) * Dh);
+            memcpy(dst[j] + (size_t)h * Dh, b + tm_qkv_row(m, j, h, 0), sizeof(float) * Dh);
         }
     free(b);
     return TM_OK;
@@ -910,8 +909,8 @@ static void par_bias(cpu_ctx *c, const cpu_rows *r, float *y, const float *b, in
 }
 
 /* a fused q|k|v output's rows c->qkv[M][HD + 2 KD] split into c->q, c->kk, c->vv (n = HD, l = KD):
- * Q, K, V one after the other, or (qkv_interleaved, GPT-NeoX, HD = KD) head by head, q_h k_h v_h.
- * The rows are f32, or (bf16 1) gemm_bf16y's rows (y16) widened. */
+ * Q, K, V one after the other, or (qkv_interleaved: GPT-NeoX, Falcon's new decoder) grouped by kv
+ * head, a head at a time (tm_qkv_row). The rows are f32, or (bf16 1) gemm_bf16y's rows (y16) widened. */
 static void split_qkv(const par_job *j, int i0, int i1, int bf16)
 {
     cpu_ctx *c = j->c;
@@ -922,8 +921,8 @@ static void split_qkv(const par_job *j, int i0, int i1, int bf16)
         float *dst[3] = {c->q + (size_t)i * HD, c->kk + (size_t)i * KD, c->vv + (size_t)i * KD};
         for (int p = 0; p < 3; p++) {
             size_t n = p ? KD : HD, len = seg ? seg : n;
-            for (size_t o = 0; o < n; o += len) { /* segment o / len of part p */
-                size_t src = (size_t)i * w + (seg ? (o / seg) * 3 * seg + p * seg : (p ? HD + (p - 1) * KD : 0));
+            for (size_t o = 0; o < n; o += len) { /* segment o / len of part p: head o / Dh, or all of it */
+                size_t src = (size_t)i * w + (size_t)tm_qkv_row(m, p, (int)(o / Dh), 0);
                 if (bf16) c->k.bf16_to_f32(dst[p] + o, (const uint16_t *)c->qkv + src, len);
                 else memcpy(dst[p] + o, c->qkv + src, sizeof(float) * len);
             }

@@ -71,16 +71,16 @@ static float *opt_vec(const tm_tensor *t, int n, tm_err *err, int *rc)
     return v;
 }
 
-/* GPT-NeoX's fused rows, head by head [H][3][Dh] (q_h, k_h, v_h), reordered in place to the
- * reference's Q rows, K rows, V rows; each row K floats */
-static int deinterleave(float *w, int H, int Dh, int64_t K, tm_err *err)
+/* fused qkv rows grouped by kv head (GPT-NeoX, Falcon's new decoder: tm_qkv_row) reordered in place to
+ * the reference's Q rows, K rows, V rows; each row K floats */
+static int deinterleave(const tm_model *m, float *w, int64_t K, tm_err *err)
 {
-    size_t row = (size_t)K * sizeof(float), n = (size_t)3 * H * Dh;
+    size_t row = (size_t)K * sizeof(float), n = (size_t)(m->H + 2 * m->Hk) * m->Dh;
     float *tmp = malloc(n * row);
     if (!tmp) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
-    for (int h = 0; h < H; h++)
-        for (int j = 0; j < 3; j++) /* rows of q_h, k_h, v_h -> block j, head h */
-            memcpy(tmp + ((size_t)j * H * Dh + (size_t)h * Dh) * K, w + ((size_t)h * 3 + j) * Dh * K, (size_t)Dh * row);
+    for (int p = 0, dst = 0; p < 3; p++)
+        for (int h = 0; h < (p ? m->Hk : m->H); h++, dst += m->Dh)
+            memcpy(tmp + (size_t)dst * K, w + (size_t)tm_qkv_row(m, p, h, 0) * K, (size_t)m->Dh * row);
     memcpy(w, tmp, n * row);
     free(tmp);
     return TM_OK;
@@ -108,7 +108,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (!o->wqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
     if (m->fused_qkv) {
         rc = fill_rows(o->wqkv, 0, &w->wqkv, q + 2 * kv, D, err);
-        if (!rc && m->qkv_interleaved) rc = deinterleave(o->wqkv, m->H, m->Dh, D, err);
+        if (!rc && m->qkv_interleaved) rc = deinterleave(m, o->wqkv, D, err);
     } else {
         rc = fill_rows(o->wqkv, 0, &w->wq, q, D, err);
         if (!rc) rc = fill_rows(o->wqkv, q, &w->wk, kv, D, err);
@@ -117,7 +117,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (rc) return rc;
     if (m->qkv_bias && m->fused_qkv) { /* GPT-NeoX: one bias, in the weight's row order */
         if (!(o->bqkv = to_f32(&w->bqkv, q + 2 * kv, 1, err))) return err->code;
-        if (m->qkv_interleaved && (rc = deinterleave(o->bqkv, m->H, m->Dh, 1, err))) return rc;
+        if (m->qkv_interleaved && (rc = deinterleave(m, o->bqkv, 1, err))) return rc;
     } else if (m->qkv_bias) {
         o->bqkv = malloc((size_t)(q + 2 * kv) * sizeof(float));
         if (!o->bqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
