@@ -77,6 +77,16 @@ static const synth_preset presets[] = {
      "\"ffn_dim\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":256,"
      "\"activation_function\":\"relu\",\"do_layer_norm_before\":true,\"word_embed_proj_dim\":128,"
      "\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"gpt2-124m", "GPT-2 (124M) shape: vocab 50257, 12 layers of 768, learned positions, Conv1D weights, tied",
+     "{\"architectures\":[\"GPT2LMHeadModel\"],\"model_type\":\"gpt2\",\"vocab_size\":50257,\"n_embd\":768,"
+     "\"n_layer\":12,\"n_head\":12,\"n_inner\":null,\"n_positions\":1024,\"layer_norm_epsilon\":1e-5,"
+     "\"activation_function\":\"gelu_new\",\"bos_token_id\":50256,\"eos_token_id\":50256,\"torch_dtype\":\"bfloat16\"}"},
+    {"pythia-160m", "Pythia 160M shape (GPT-NeoX): vocab 50304, 12 layers of 768, rotary 0.25, parallel residual",
+     "{\"architectures\":[\"GPTNeoXForCausalLM\"],\"model_type\":\"gpt_neox\",\"vocab_size\":50304,\"hidden_size\":768,"
+     "\"intermediate_size\":3072,\"num_hidden_layers\":12,\"num_attention_heads\":12,\"max_position_embeddings\":2048,"
+     "\"rotary_pct\":0.25,\"rotary_emb_base\":10000,\"use_parallel_residual\":true,\"layer_norm_eps\":1e-5,"
+     "\"hidden_act\":\"gelu\",\"tie_word_embeddings\":false,\"bos_token_id\":0,\"eos_token_id\":0,"
+     "\"torch_dtype\":\"bfloat16\"}"},
     {"llama-3.2-1b", "Llama 3.2 1B shape: 1.24 B params, GQA 32/8, tied embeddings",
      "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":2048,"
      "\"intermediate_size\":8192,\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
