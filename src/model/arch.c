@@ -991,19 +991,32 @@ static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_ten
     return TM_OK;
 }
 
+/* A plain-dtype copy of t's bytes that m owns (freed with m), for a layout the binder changes; NULL
+ * (error set) if t is not plain or memory runs out. */
+static uint8_t *owned_copy(tm_model *m, const tm_tensor_spec *s, const tm_tensor *t, tm_err *err)
+{
+    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16) {
+        tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
+        return NULL;
+    }
+    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
+    uint8_t *d = no ? malloc(t->nbytes ? t->nbytes : 1) : NULL;
+    if (no) m->owned = no;
+    if (!d) {
+        tm_errf(err, TM_E_NOMEM, "out of memory for a copy of '%s'", s->name);
+        return NULL;
+    }
+    m->owned[m->n_owned++] = d;
+    return d;
+}
+
 /* t [K][N] (a Conv1D weight as the checkpoint stores it) -> a copy [N][K] that m owns, in t's dtype */
 static int transpose_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
 {
-    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16)
-        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
+    uint8_t *d = owned_copy(m, s, t, err);
+    if (!d) return err->code;
     int64_t N = s->shape[0], K = s->shape[1];
     size_t es = tm_dtype_size(t->dtype);
-    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
-    if (!no) return tm_errf(err, TM_E_NOMEM, "out of memory");
-    m->owned = no;
-    uint8_t *d = malloc(t->nbytes ? t->nbytes : 1);
-    if (!d) return tm_errf(err, TM_E_NOMEM, "out of memory transposing '%s'", s->name);
-    m->owned[m->n_owned++] = d;
     const uint8_t *src = t->data;
     for (int64_t k = 0; k < K; k++) /* source row k: [N] */
         for (int64_t n = 0; n < N; n++) memcpy(d + ((size_t)n * K + k) * es, src + ((size_t)k * N + n) * es, es);
@@ -1017,16 +1030,10 @@ static int transpose_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm
  * i, row 2i + 1 to rot / 2 + i; the rest of each head's Dh rows in place */
 static int rope_pairs_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
 {
-    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16)
-        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
+    uint8_t *d = owned_copy(m, s, t, err);
+    if (!d) return err->code;
     int64_t R = s->shape[0], Dh = m->Dh, rot = s->hf_rope_pairs, half = rot / 2;
     size_t row = (s->ndim == 2 ? (size_t)s->shape[1] : 1) * tm_dtype_size(t->dtype);
-    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
-    if (!no) return tm_errf(err, TM_E_NOMEM, "out of memory");
-    m->owned = no;
-    uint8_t *d = malloc(t->nbytes ? t->nbytes : 1);
-    if (!d) return tm_errf(err, TM_E_NOMEM, "out of memory reordering '%s'", s->name);
-    m->owned[m->n_owned++] = d;
     const uint8_t *src = t->data;
     for (int64_t r = 0; r < R; r++) { /* destination row r */
         int64_t h = r / Dh, i = r % Dh, from = i >= rot ? i : i < half ? 2 * i : 2 * (i - half) + 1;

@@ -90,8 +90,9 @@
 typedef struct tm_tensor_source {
     void *ctx;
     int (*lookup)(void *ctx, const char *name, tm_tensor *out, tm_err *err);
-    int canonical;               /* 1: every matrix is [N][K] (a package); 0: as the checkpoint stores it
-                                    (GPT-2's Conv1D weights [K][N], transposed by tm_model_bind) */
+    int canonical;               /* 1: tensors in the bound layout (a package); 0: as a checkpoint stores them
+                                    (GPT-2's Conv1D weights [K][N] transposed, GPT-J's / Cohere's rotary pairs
+                                    reordered by tm_model_bind: hf_transposed, hf_rope_pairs) */
 } tm_tensor_source;
 
 typedef enum tm_arch {
@@ -164,8 +165,8 @@ typedef struct tm_layer_weights {
     tm_tensor attn_norm;         /* [D] */
     tm_tensor attn_norm_b;       /* [D] LayerNorm bias (norm_bias) */
     tm_tensor wq, wk, wv;        /* [H*Dh][D], [Hk*Dh][D], [Hk*Dh][D] */
-    tm_tensor wqkv;              /* [(H+2Hk)*Dh][D] fused (Phi-3; GPT-NeoX: qkv_interleaved) */
-    tm_tensor bqkv;              /* [(H+2Hk)*Dh] its bias (GPT-NeoX), in its row order */
+    tm_tensor wqkv;              /* [(H+2Hk)*Dh][D] fused (Phi-3, GPT-2; GPT-NeoX, Falcon: qkv_interleaved) */
+    tm_tensor bqkv;              /* [(H+2Hk)*Dh] its bias (GPT-NeoX, Falcon, GPT-2), in its row order */
     tm_tensor bq, bk, bv;        /* [H*Dh], [Hk*Dh], [Hk*Dh] */
     tm_tensor q_norm, k_norm;    /* [Dh] */
     tm_tensor wo;                /* [D][H*Dh] */
@@ -215,12 +216,12 @@ typedef struct tm_model {
     tm_norm_kind norm;           /* every norm of the model: RMSNorm, or LayerNorm (Phi, StarCoder2, ...) */
     int norm_bias;               /* LayerNorm with bias tensors (attn_norm_b, ffn_norm_b, final_norm_b) */
     int norm_add_one;            /* Gemma: weight is 1 + w */
-    int gated;                   /* 1: act(gate) ⊙ up; 0: act(up) alone (Phi, StarCoder2, GPT-NeoX) */
+    int gated;                   /* 1: act(gate) ⊙ up; 0: act(up) alone (Phi, StarCoder2, GPT-NeoX, GPT-2, ...) */
     int parallel;                /* 0: the FFN reads x after the attention's add; 1: both branches read the
-                                    layer's input, one norm (Phi, StableLM); 2: the same with two norms
-                                    (GPT-NeoX) */
+                                    layer's input, one norm (Phi, StableLM, GPT-J, Cohere, Falcon); 2: the same
+                                    with two norms (GPT-NeoX, Falcon's new decoder) */
     int qkv_interleaved;         /* fused qkv rows grouped by kv head (GPT-NeoX, Falcon's new decoder; tm_qkv_row) */
-    int lm_head_bias;            /* lm_head_b (Phi) */
+    int lm_head_bias;            /* lm_head_b (Phi, GPT-J) */
     int qkv_bias, o_bias, mlp_bias;
     int qk_norm;                 /* 1: RMSNorm on each q / k head (w [Dh]); 2: on the whole q / k projection
                                     (OLMo 2: w [H*Dh], [Hk*Dh]) */

@@ -366,8 +366,8 @@ static int y16_parse(const char *v, unsigned *mask)
     }
 }
 
-/* A fused q|k|v bias [(H+2Hk)*Dh] (GPT-NeoX) as y's bq, bk, bv: its rows head by head
- * ([H][3][Dh]: q_h, k_h, v_h) where the model's qkv is interleaved, else Q, K, V. */
+/* A fused q|k|v bias [(H+2Hk)*Dh] (GPT-NeoX, Falcon, GPT-2) as y's bq, bk, bv, read in the
+ * weight's row order (tm_qkv_row: Q, K, V, or grouped by kv head). */
 static int split_bias(cpu_layer *y, const tm_tensor *t, const tm_model *m, const char *engine, tm_err *err)
 {
     int H = m->H, Hk = m->Hk, Dh = m->Dh;
@@ -381,9 +381,7 @@ static int split_bias(cpu_layer *y, const tm_tensor *t, const tm_model *m, const
     }
     float *dst[3] = {y->bq, y->bk, y->bv};
     for (int j = 0; j < 3; j++)
-        for (int h = 0; h < (j ? Hk : H); h++) {
-            memcpy(dst[j] + (size_t)h * Dh, b + tm_qkv_row(m, j, h, 0), sizeof(float) * Dh);
-        }
+        for (int h = 0; h < (j ? Hk : H); h++) memcpy(dst[j] + (size_t)h * Dh, b + tm_qkv_row(m, j, h, 0), sizeof(float) * Dh);
     free(b);
     return TM_OK;
 }
@@ -569,14 +567,17 @@ static void par_rows(par_job *j, int M, size_t width)
     tm_pool_run(j->r->pool, (M + j->per - 1) / j->per, par_task, j);
 }
 
-/* y[i] = norm(x[i]) for rows of width n: the model's norm, RMSNorm * w or LayerNorm * w + b */
+/* y[T][n] = the model's norm of x's rows: RMSNorm * w, or LayerNorm * w + b */
+static void norm_rows(const cpu_ctx *c, float *y, const float *x, const float *w, const float *b, int T, int n)
+{
+    const tm_model *m = c->m;
+    if (m->norm == TM_NORM_LAYER) c->k.layernorm(y, x, w, b, T, n, m->eps);
+    else c->k.rmsnorm(y, x, w, T, n, m->eps, m->norm_add_one);
+}
+
 static void rows_norm(const par_job *j, int i0, int i1)
 {
-    const tm_model *m = j->c->m;
-    float *y = j->y + (size_t)i0 * j->n;
-    const float *x = j->x + (size_t)i0 * j->n;
-    if (m->norm == TM_NORM_LAYER) j->c->k.layernorm(y, x, j->w, j->b, i1 - i0, j->n, m->eps);
-    else j->c->k.rmsnorm(y, x, j->w, i1 - i0, j->n, m->eps, m->norm_add_one);
+    norm_rows(j->c, j->y + (size_t)i0 * j->n, j->x + (size_t)i0 * j->n, j->w, j->b, i1 - i0, j->n);
 }
 
 static void par_norm(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, const float *w, const float *b, int rows,
@@ -1215,8 +1216,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     /* logits for the requested rows only */
     for (int j = 0; j < r->n_logit_rows; j++) {
         const float *x = c->x + (size_t)r->logit_rows[j] * D;
-        if (m->norm == TM_NORM_LAYER) c->k.layernorm(c->h + (size_t)j * D, x, c->final_norm, c->final_norm_b, 1, D, m->eps);
-        else c->k.rmsnorm(c->h + (size_t)j * D, x, c->final_norm, 1, D, m->eps, m->norm_add_one);
+        norm_rows(c, c->h + (size_t)j * D, x, c->final_norm, c->final_norm_b, 1, D);
     }
     if (r->n_logit_rows > 0) {
         for (int j0 = 0; j0 < r->n_logit_rows; j0 += TM_KGEMV_MAX_B) {
@@ -1224,8 +1224,8 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             if ((rc = matmul(c, r, c->lm_head, c->h + (size_t)j0 * D, nb, r->logits + (size_t)j0 * m->V, err)))
                 return rc;
         }
-        if (c->lm_head_b)
-            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] += c->lm_head_b[i % (size_t)m->V];
+        for (int j = 0; c->lm_head_b && j < r->n_logit_rows; j++) /* Phi's, GPT-J's head bias */
+            for (int v = 0; v < m->V; v++) r->logits[(size_t)j * m->V + v] += c->lm_head_b[v];
         if (m->logits_div != 1.0f)
             for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] /= m->logits_div;
         if (m->logits_mul != 1.0f)

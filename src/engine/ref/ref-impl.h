@@ -9,8 +9,8 @@
 typedef struct ref_layer {
     float *attn_norm;        /* [D] effective weight (1 + w for Gemma) */
     float *attn_norm_b;      /* [D] LayerNorm bias, or NULL */
-    float *wqkv;             /* [(H+2Hk)*Dh][D]: Q rows, K rows, V rows (GPT-NeoX's head-by-head rows
-                                are put in this order when loaded) */
+    float *wqkv;             /* [(H+2Hk)*Dh][D]: Q rows, K rows, V rows (rows grouped by kv head, GPT-NeoX's
+                                and Falcon's, are put in this order when loaded) */
     float *bqkv;             /* [(H+2Hk)*Dh] or NULL */
     float *q_norm, *k_norm;  /* [Dh] effective, or NULL */
     float *wo;               /* [D][H*Dh] */
@@ -46,7 +46,7 @@ struct tm_ref {
     int max_ctx, n_threads;
 
     float *embed;            /* [V][D] */
-    float *pos_embed;        /* [max_pos][D] learned positions (GPT-2), or NULL */
+    float *pos_embed;        /* [max_pos + pos_offset][D] learned positions (GPT-2, OPT), or NULL */
     int max_pos, pos_offset; /* position p reads pos_embed row p + pos_offset */
     float *lm_head;          /* [V][D]; == embed when tied */
     float *final_norm;       /* [D] */

@@ -115,7 +115,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
         if (!rc) rc = fill_rows(o->wqkv, q + kv, &w->wv, kv, D, err);
     }
     if (rc) return rc;
-    if (m->qkv_bias && m->fused_qkv) { /* GPT-NeoX: one bias, in the weight's row order */
+    if (m->qkv_bias && m->fused_qkv) { /* GPT-NeoX, Falcon, GPT-2: one bias, in the weight's row order */
         if (!(o->bqkv = to_f32(&w->bqkv, q + 2 * kv, 1, err))) return err->code;
         if (m->qkv_interleaved && (rc = deinterleave(m, o->bqkv, 1, err))) return rc;
     } else if (m->qkv_bias) {
