@@ -68,22 +68,36 @@ static int attn_close(const float *y, const float *r, size_t n, double tol, cons
     return bad;
 }
 
+/* ALiBi slopes for H heads as BLOOM makes them (2^(-8 (h + 1) / H) for a power of two), or NULL:
+ * distance biases of up to tens over the tests' contexts, so that a wrong distance shows */
+static float *alibi_slopes(int H, int on)
+{
+    static float s[64];
+    if (!on) return NULL;
+    for (int h = 0; h < H && h < 64; h++) s[h] = powf(2.f, -8.f * (float)(h + 1) / (float)H);
+    return s;
+}
+
 /* the AMX kernels, on tiles or emulated: their attention splits Q and P into
  * two bf16 terms, so its bound is looser (attn_amx.c) */
 static int is_amx(const tm_kernels *k) { return strncmp(k->name, "amx", 3) == 0; }
 
 static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
 {
-    static const struct { int T, H, Hk, Dh, pos0, dt, window; float softcap; } cs[] = {
-        {1, 1, 1, 8, 0, TM_DT_F32, 0, 0},      {5, 4, 2, 16, 0, TM_DT_BF16, 0, 0},
-        {17, 8, 2, 64, 40, TM_DT_BF16, 0, 0},  {33, 4, 4, 128, 100, TM_DT_F32, 50, 0},
-        {20, 6, 2, 40, 70, TM_DT_BF16, 0, 30}, {70, 2, 1, 32, 0, TM_DT_BF16, 16, 0},
-        {3, 2, 1, 20, 130, TM_DT_F32, 0, 0},
+    static const struct { int T, H, Hk, Dh, pos0, dt, window; float softcap; int alibi; } cs[] = {
+        {1, 1, 1, 8, 0, TM_DT_F32, 0, 0, 0},      {5, 4, 2, 16, 0, TM_DT_BF16, 0, 0, 0},
+        {17, 8, 2, 64, 40, TM_DT_BF16, 0, 0, 0},  {33, 4, 4, 128, 100, TM_DT_F32, 50, 0, 0},
+        {20, 6, 2, 40, 70, TM_DT_BF16, 0, 30, 0}, {70, 2, 1, 32, 0, TM_DT_BF16, 16, 0, 0},
+        {3, 2, 1, 20, 130, TM_DT_F32, 0, 0, 0},
         /* shapes the AMX kernel takes (bf16, Dh % 32 == 0): several key blocks and
          * row groups, soft-capping, Dh 96 (a 4 + 2 tile split) and 256, a window */
-        {130, 8, 2, 64, 200, TM_DT_BF16, 0, 0}, {40, 4, 1, 64, 10, TM_DT_BF16, 0, 30},
-        {24, 4, 2, 96, 5, TM_DT_BF16, 0, 0},    {9, 2, 1, 256, 3, TM_DT_BF16, 8, 0},
-        {100, 4, 2, 64, 60, TM_DT_BF16, 70, 0},
+        {130, 8, 2, 64, 200, TM_DT_BF16, 0, 0, 0}, {40, 4, 1, 64, 10, TM_DT_BF16, 0, 30, 0},
+        {24, 4, 2, 96, 5, TM_DT_BF16, 0, 0, 0},    {9, 2, 1, 256, 3, TM_DT_BF16, 8, 0, 0},
+        {100, 4, 2, 64, 60, TM_DT_BF16, 70, 0, 0},
+        /* ALiBi: H not a power of two, with a window, with a soft-cap, on and off the tiles' shapes */
+        {37, 6, 6, 64, 20, TM_DT_BF16, 0, 0, 1}, {45, 4, 2, 32, 90, TM_DT_F32, 0, 0, 1},
+        {70, 8, 2, 64, 130, TM_DT_BF16, 24, 0, 1}, {20, 3, 1, 40, 5, TM_DT_BF16, 0, 30, 1},
+        {150, 4, 4, 96, 0, TM_DT_BF16, 0, 0, 1},
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -94,7 +108,7 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         float *kf = attn_kv(dt, (size_t)Hk * stride * Dh, &kr), *vf = attn_kv(dt, (size_t)Hk * stride * Dh, &vr);
         float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
         tm_kattn_prefill a = {T, H, Hk, Dh, P, q, kr, vr, dt, stride, ref, 1.f / sqrtf((float)Dh),
-                              cs[c].softcap, cs[c].window, .page_table = NULL};
+                              cs[c].softcap, cs[c].window, alibi_slopes(H, cs[c].alibi), .page_table = NULL};
         CHECK_EQ_INT(tm_kref_attn_prefill(&a, NULL, NULL), TM_OK);
         a.out = out;
         for (int pass = 0; pass < 2; pass++) {
@@ -194,10 +208,11 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
 
 static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
 {
-    static const struct { int H, Hk, Dh, ps, dt, window; float softcap; } cs[] = {
-        {8, 2, 64, 16, TM_DT_BF16, 0, 0}, {4, 4, 40, 5, TM_DT_F16, 0, 0},
-        {6, 2, 128, 32, TM_DT_BF16, 20, 0}, {2, 1, 16, 64, TM_DT_F16, 0, 25},
-        {4, 1, 32, 100, TM_DT_BF16, 0, 0},
+    static const struct { int H, Hk, Dh, ps, dt, window; float softcap; int alibi; } cs[] = {
+        {8, 2, 64, 16, TM_DT_BF16, 0, 0, 0}, {4, 4, 40, 5, TM_DT_F16, 0, 0, 0},
+        {6, 2, 128, 32, TM_DT_BF16, 20, 0, 0}, {2, 1, 16, 64, TM_DT_F16, 0, 25, 0},
+        {4, 1, 32, 100, TM_DT_BF16, 0, 0, 0},
+        {6, 3, 64, 16, TM_DT_BF16, 0, 0, 1}, {4, 2, 40, 7, TM_DT_F16, 30, 0, 1}, /* ALiBi */
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -230,7 +245,7 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
         }
         const int32_t *const tabs[3] = {tab[0], tab[1], tab[2]};
         tm_kattn_decode a = {B, H, Hk, Dh, q, kp, vp, page_elems * 2, ps, dt, npages, tabs, ctx, ref,
-                             1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window, 0};
+                             1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window, 0, alibi_slopes(H, cs[c].alibi)};
         CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
         a.out = out;
         char what[128];
@@ -242,7 +257,7 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
         for (int b = 0; b < B; b++) {
             float *pf = malloc(sizeof(float) * H * Dh);
             tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, q + (size_t)b * H * Dh, kf[b], vf[b], TM_DT_F32, 150, pf,
-                                  a.scale, a.softcap, a.window, .page_table = NULL};
+                                  a.scale, a.softcap, a.window, a.alibi, .page_table = NULL};
             CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
             CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, 2e-5 * 8.0, "decode vs prefill reference"), 0);
             free(pf);
@@ -346,6 +361,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         int Dh = dhs[rnd() % 10], ps = pss[rnd() % 7], cap = 1 + (int)(rnd() % 200);
         int window = rnd() % 4 == 0 ? 1 + (int)(rnd() % 40) : 0;
         float softcap = rnd() % 5 == 0 ? 20.f : 0.f;
+        float *alibi = alibi_slopes(H, rnd() % 3 == 0);
         q8kv kv;
         q8kv_make(&kv, B, Hk, Dh, ps, cap, c % 2);
         int ctx[8];
@@ -355,7 +371,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         const int32_t *tabs[8];
         for (int b = 0; b < B; b++) tabs[b] = kv.tab[b];
         tm_kattn_decode a = {B, H, Hk, Dh, q, kv.k, kv.v, kv.page_bytes, ps, TM_DT_Q8PC, kv.npages, tabs, ctx, ref,
-                             1.f / sqrtf((float)Dh), softcap, window, c % 2 ? kv.head_bytes : 0};
+                             1.f / sqrtf((float)Dh), softcap, window, c % 2 ? kv.head_bytes : 0, alibi};
         CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
         char what[160];
         snprintf(what, sizeof what, "%s attn_decode int8 case %d (B %d H %d Hk %d Dh %d page %d ctx %d window %d cap %g)",
@@ -368,7 +384,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         q8_query(qd, q, B * H, Dh);
         for (int b = 0; b < B; b++) {
             tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, qd + (size_t)b * H * Dh, kv.kf[b], kv.vf[b], TM_DT_F32, cap, pf,
-                                  a.scale, softcap, window, .page_table = NULL};
+                                  a.scale, softcap, window, alibi, .page_table = NULL};
             CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
             CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, 2e-5 * 8.0, what), 0);
         }
@@ -382,7 +398,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
     const int32_t *tab1[1] = {kv.tab[0]};
     float q[16] = {0}, o[16];
     tm_kattn_decode bad = {1, 2, 2, 8, q, kv.k, kv.v, kv.page_bytes, 4, TM_DT_Q8PC, kv.npages, tab1, &ctx1, o, 1, 0, 0,
-                           4 * 4 + 4 * 8 - 1};
+                           4 * 4 + 4 * 8 - 1, NULL};
     CHECK_EQ_INT(k->attn_decode(&bad, &ws, NULL), TM_E_INVALID);
     tm_kattn_prefill badp = {1, 2, 2, 8, 0, q, kv.k, kv.v, TM_DT_Q8PC, 4, o, 1, 0, 0, .page_table = NULL};
     CHECK_EQ_INT(k->attn_prefill(&badp, &ws, NULL), TM_E_INVALID);
@@ -396,9 +412,10 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
  * the dequantized rows (causal, GQA, windows). */
 static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
 {
-    static const struct { int T, P, H, Hk, Dh, ps, window; float softcap; } cs[] = {
-        {1, 0, 2, 1, 16, 16, 0, 0},   {17, 40, 8, 2, 64, 16, 0, 0},  {33, 100, 4, 4, 40, 16, 50, 0},
-        {20, 70, 6, 2, 33, 5, 0, 30}, {64, 64, 4, 1, 128, 16, 0, 0}, {9, 130, 3, 3, 20, 32, 8, 0},
+    static const struct { int T, P, H, Hk, Dh, ps, window; float softcap; int alibi; } cs[] = {
+        {1, 0, 2, 1, 16, 16, 0, 0, 0},   {17, 40, 8, 2, 64, 16, 0, 0, 0},  {33, 100, 4, 4, 40, 16, 50, 0, 0},
+        {20, 70, 6, 2, 33, 5, 0, 30, 0}, {64, 64, 4, 1, 128, 16, 0, 0, 0}, {9, 130, 3, 3, 20, 32, 8, 0, 0},
+        {40, 90, 6, 2, 64, 16, 0, 0, 1},
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -409,13 +426,13 @@ static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
         float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
         q8_query(qd, q, T * H, Dh);
         tm_kattn_prefill p = {T, H, Hk, Dh, P, qd, kv.kf[0], kv.vf[0], TM_DT_F32, n, ref, 1.f / sqrtf((float)Dh),
-                              cs[c].softcap, cs[c].window, .page_table = NULL};
+                              cs[c].softcap, cs[c].window, alibi_slopes(H, cs[c].alibi), .page_table = NULL};
         CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
         const int32_t **tabs = malloc(sizeof(*tabs) * T);
         int *ctx = malloc(sizeof(int) * T);
         for (int t = 0; t < T; t++) { tabs[t] = kv.tab[0]; ctx[t] = P + t + 1; }
         tm_kattn_decode a = {T, H, Hk, Dh, q, kv.k, kv.v, kv.page_bytes, cs[c].ps, TM_DT_Q8PC, kv.npages, tabs, ctx,
-                             out, p.scale, cs[c].softcap, cs[c].window, kv.head_bytes};
+                             out, p.scale, cs[c].softcap, cs[c].window, kv.head_bytes, p.alibi};
         char what[128];
         snprintf(what, sizeof what, "%s int8-KV prefill chunk case %zu", k->name, c);
         check_decode(k, &a, ref, &ws, pool, what);

@@ -674,6 +674,98 @@ static void test_arch_rules(void)
     CHECK_EQ_INT(model_from(FALCON ",\"alibi\":true}", &m, &err), TM_E_UNSUPPORTED);
     CHECK(contains(err.msg, "'alibi'"));
 #undef FALCON
+    /* BLOOM: ALiBi (no RoPE; BLOOM's slopes, H = 6 not a power of two), n_embed / n_layer / n_head, a LayerNorm
+       on the embedding, query_key_value grouped by head, 4 x hidden MLP */
+#define BLOOM "{\"architectures\":[\"BloomForCausalLM\"],\"vocab_size\":8,\"n_embed\":96,\"n_layer\":2,\"n_head\":6"
+    CHECK_EQ_INT(model_from(BLOOM "}", &m, &err), TM_OK);
+    if (m) CHECK(m->D == 96 && m->H == 6 && m->Hk == 6 && m->F == 384 && m->fused_qkv && m->qkv_interleaved &&
+                 m->qkv_bias && m->o_bias && m->mlp_bias && m->tied && !m->parallel && m->act == TM_ACT_GELU_TANH &&
+                 m->layer[0].rope == -1 && m->layer[1].rope == -1 && m->alibi && m->alibi[0] == 0.25f &&
+                 m->alibi[3] == 0.00390625f && m->alibi[4] == 0.5f && m->alibi[5] == 0.125f &&
+                 spec_has(m, "transformer.word_embeddings_layernorm.bias") &&
+                 spec_has(m, "transformer.h.1.self_attention.query_key_value.bias") && spec_has(m, "transformer.ln_f.bias"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(BLOOM ",\"apply_residual_connection_post_layernorm\":true}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'apply_residual_connection_post_layernorm'"));
+#undef BLOOM
+    /* MPT: d_model / n_layers / n_heads / expansion_ratio / max_seq_len, ALiBi (the same slopes), attn_config's
+       clip_qkv and softmax_scale, no biases, LayerNorm without bias */
+#define MPT "{\"architectures\":[\"MptForCausalLM\"],\"vocab_size\":8,\"d_model\":96,\"n_layers\":2,\"n_heads\":6"
+    CHECK_EQ_INT(model_from(MPT ",\"expansion_ratio\":2,\"max_seq_len\":300,\"attn_config\":{\"clip_qkv\":6,"
+                            "\"softmax_scale\":0.5}}", &m, &err), TM_OK);
+    if (m) CHECK(m->D == 96 && m->H == 6 && m->F == 192 && m->max_pos == 300 && m->fused_qkv && !m->qkv_interleaved &&
+                 !m->qkv_bias && !m->mlp_bias && !m->norm_bias && m->tied && m->act == TM_ACT_GELU &&
+                 m->clip_qkv == 6.0f && m->attn_scale == 0.5f && m->layer[0].rope == -1 && m->alibi &&
+                 m->alibi[0] == 0.25f && m->alibi[1] == 0.0625f && m->alibi[4] == 0.5f && m->alibi[5] == 0.125f &&
+                 spec_has(m, "transformer.blocks.1.attn.Wqkv.weight") && spec_has(m, "transformer.norm_f.weight") &&
+                 !spec_has(m, "transformer.norm_f.bias") && spec_has(m, "transformer.blocks.0.ffn.up_proj.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(MPT "}", &m, &err), TM_OK); /* defaults: 4 x d_model, 2048 positions, head_dim^-0.5 */
+    if (m) CHECK(m->F == 384 && m->max_pos == 2048 && m->attn_scale == 0.25f && m->clip_qkv == 0);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(MPT ",\"attn_config\":{\"qk_ln\":true}}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'attn_config.qk_ln'"));
+    CHECK_EQ_INT(model_from(MPT ",\"no_bias\":false}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'no_bias'"));
+    CHECK_EQ_INT(model_from(MPT ",\"attn_config\":{\"clip_qkv\":-1}}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'attn_config.clip_qkv'"));
+    CHECK_EQ_INT(model_from(MPT ",\"attn_config\":[1]}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'attn_config'"));
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"MptForCausalLM\"],\"vocab_size\":8,\"n_layers\":2,\"n_heads\":6}",
+                            &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'d_model' is missing"));
+#undef MPT
+    /* GPTBigCode: GPT-2's names and sizes with Linear weights (not transposed), multi-query by default */
+#define BIGCODE "{\"architectures\":[\"GPTBigCodeForCausalLM\"],\"vocab_size\":8,\"n_embd\":64,\"n_layer\":2,\"n_head\":4"
+    CHECK_EQ_INT(model_from(BIGCODE "}", &m, &err), TM_OK);
+    if (m) CHECK(m->Hk == 1 && m->F == 256 && m->max_pos == 1024 && m->fused_qkv && !m->qkv_interleaved && m->qkv_bias &&
+                 m->tied && m->act == TM_ACT_GELU_TANH && m->layer[0].rope == -1 && !m->alibi &&
+                 spec_has(m, "transformer.wpe.weight") && spec_has(m, "transformer.h.0.attn.c_attn.bias"));
+    for (int i = 0; m && i < m->n_spec; i++) CHECKF(!m->spec[i].hf_transposed, "%s marked Conv1D", m->spec[i].name);
+    for (int i = 0; m && i < m->n_spec; i++)
+        if (strstr(m->spec[i].name, "c_attn.weight")) CHECK(m->spec[i].shape[0] == 64 + 2 * 16);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(BIGCODE ",\"multi_query\":false,\"scale_attn_weights\":false}", &m, &err), TM_OK);
+    if (m) CHECK(m->Hk == 4 && m->qkv_interleaved && m->attn_scale == 1.0f);
+    tm_model_free(m);
+#undef BIGCODE
+    /* GPT-Neo: num_layers / num_heads, global and local layers (attention_layers, or attention_types expanded,
+       or the default alternation), window_size, no attention scaling */
+#define NEO "{\"architectures\":[\"GPTNeoForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,\"num_layers\":4,\"num_heads\":4"
+    CHECK_EQ_INT(model_from(NEO ",\"attention_types\":[[[\"local\",\"global\"],1],[[\"global\"],2]],\"window_size\":7,"
+                            "\"intermediate_size\":null}", &m, &err), TM_OK);
+    if (m) CHECK(m->L == 4 && m->F == 256 && m->attn_scale == 1.0f && !m->qkv_bias && m->o_bias && m->mlp_bias &&
+                 m->layer[0].sliding && m->layer[0].window == 7 && !m->layer[1].sliding && !m->layer[2].sliding &&
+                 !m->layer[3].sliding && m->layer[0].rope == -1 && m->tied &&
+                 spec_has(m, "transformer.h.3.attn.attention.out_proj.bias") &&
+                 spec_has(m, "transformer.h.0.attn.attention.q_proj.weight") &&
+                 !spec_has(m, "transformer.h.0.attn.attention.q_proj.bias"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(NEO ",\"attention_layers\":[\"global\",\"local\",\"local\",\"global\"]}", &m, &err), TM_OK);
+    if (m) CHECK(!m->layer[0].sliding && m->layer[1].sliding && m->layer[1].window == 256 && m->layer[2].sliding &&
+                 !m->layer[3].sliding);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(NEO "}", &m, &err), TM_OK);
+    if (m) CHECK(!m->layer[0].sliding && m->layer[1].sliding && !m->layer[2].sliding && m->layer[3].sliding);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(NEO ",\"attention_layers\":[\"global\",\"local\"]}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'attention_layers'"));
+    CHECK_EQ_INT(model_from(NEO ",\"attention_layers\":[\"global\",\"sparse\",\"local\",\"global\"]}", &m, &err),
+                 TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'attention_layers'[1]") && contains(err.msg, "sparse"));
+    CHECK_EQ_INT(model_from(NEO ",\"attention_types\":[[\"global\",4]]}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'attention_types'"));
+    CHECK_EQ_INT(model_from(NEO ",\"attention_types\":[[[\"global\"],1e9]]}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'attention_types'"));
+#undef NEO
+    /* OLMo: LayerNorm without parameters (no norm tensors), clip_qkv */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"OlmoForCausalLM\"]," SMALL ",\"clip_qkv\":8}", &m, &err), TM_OK);
+    if (m) CHECK(m->norm == TM_NORM_LAYER && m->norm_plain && !m->norm_bias && m->gated && m->clip_qkv == 8.0f &&
+                 m->eps == 1e-5f && !m->tied && m->rope[0].rot_dim == 16 && !spec_has(m, "model.norm.weight") &&
+                 !spec_has(m, "model.layers.0.input_layernorm.weight") && spec_has(m, "model.layers.0.mlp.gate_proj.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"OlmoForCausalLM\"]," SMALL ",\"clip_qkv\":0}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "'clip_qkv'"));
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */
@@ -754,9 +846,9 @@ static void test_bind(void)
     bind_config("num_attention_heads", "0");
     CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "config.json") && contains(err.msg, "num_attention_heads"));
-    bind_config_sub("LlamaForCausalLM", "GPTBigCodeForCausalLM");
+    bind_config_sub("LlamaForCausalLM", "MambaForCausalLM");
     CHECK_EQ_INT(tm_hf_model_open(&m, TMP "/bind", NULL, &err), TM_E_UNSUPPORTED);
-    CHECK(contains(err.msg, "config.json") && contains(err.msg, "GPTBigCodeForCausalLM"));
+    CHECK(contains(err.msg, "config.json") && contains(err.msg, "MambaForCausalLM"));
     /* a truncated safetensors file */
     bind_config("torch_dtype", "\"bfloat16\"");
     copy_file(src, TMP "/bind/model.safetensors", 4000);

@@ -229,6 +229,50 @@ def variants():
         max_position_embeddings=512, ffn_hidden_size=96, tie_word_embeddings=False), 2053,
         "Falcon new decoder architecture (40B / 180B style): GQA 4/2 with query_key_value grouped by kv head "
         "([Hk][q per kv + 2][Dh]), ln_attn and ln_mlp in parallel, biases, ffn_hidden_size 96, untied")
+    # ALiBi (no RoPE): a per-head linear distance bias on the attention scores
+    v["bloom"] = ("BloomConfig", dict(
+        COMMON, hidden_size=96, n_layer=2, n_head=6, layer_norm_epsilon=1e-5,
+        apply_residual_connection_post_layernorm=False, tie_word_embeddings=True), 2055,
+        "BLOOM: ALiBi with 6 heads (not a power of two: the extra slopes), word_embeddings_layernorm after the "
+        "embedding, fused query_key_value grouped by head ([H][3][Dh]), LayerNorm with bias, biases everywhere, "
+        "dense_h_to_4h -> gelu (tanh) -> dense_4h_to_h, tied")
+    v["mpt"] = ("MptConfig", dict(
+        COMMON, d_model=96, n_heads=6, n_layers=2, expansion_ratio=4, max_seq_len=512, layer_norm_epsilon=1e-5,
+        no_bias=True, attn_config={"alibi": True, "alibi_bias_max": 8}), 2057,
+        "MPT: ALiBi with 6 heads (MPT's slopes: the next power of two, odd ones first), Wqkv rows Q, K, V, "
+        "LayerNorm without bias, up_proj -> gelu -> down_proj, no biases, blocks.N / norm_f names, tied")
+    v["falcon_alibi"] = ("FalconConfig", dict(
+        COMMON, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, multi_query=False, parallel_attn=False,
+        new_decoder_architecture=False, bias=True, alibi=True, layer_norm_epsilon=1e-5, max_position_embeddings=512,
+        tie_word_embeddings=True), 2059,
+        "Falcon with ALiBi (falcon-rw style): the bias added before the 1/sqrt(Dh) scale, query_key_value grouped "
+        "by head, attention then MLP in turn (post_attention_layernorm), biases, tied")
+    # learned positions, GPT-2 style names with Linear (not Conv1D) weights
+    v["gpt_bigcode"] = ("GPTBigCodeConfig", dict(
+        COMMON, n_embd=64, n_inner=96, n_layer=2, n_head=4, n_positions=512, multi_query=True,
+        activation_function="gelu_pytorch_tanh", layer_norm_epsilon=1e-5, tie_word_embeddings=True), 2061,
+        "GPTBigCode (StarCoder 1, SantaCoder): multi-query, c_attn rows Q (D), K (Dh), V (Dh), Linear weights, "
+        "learned positions, LayerNorm with bias, biases everywhere, tied")
+    v["gpt_bigcode_mha"] = ("GPTBigCodeConfig", dict(
+        COMMON, n_embd=64, n_inner=None, n_layer=2, n_head=4, n_positions=512, multi_query=False,
+        activation_function="gelu", layer_norm_epsilon=1e-5, tie_word_embeddings=True), 2063,
+        "GPTBigCode with multi_query false: c_attn rows grouped by head ([H][3][Dh]), n_inner null, exact gelu")
+    v["gpt_neo"] = ("GPTNeoConfig", dict(
+        COMMON, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=None, max_position_embeddings=512,
+        attention_types=[[["global", "local"], 1]], window_size=16, activation_function="gelu_new",
+        layer_norm_epsilon=1e-5, tie_word_embeddings=True), 2065,
+        "GPT-Neo: global and local (window 16) layers in turn, no attention scaling, q/k/v without bias, out_proj "
+        "with bias, learned positions, c_fc -> gelu_new -> c_proj, tied")
+    v["olmo"] = ("OlmoConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, clip_qkv=None,
+        tie_word_embeddings=False, attention_bias=False), 2067,
+        "OLMo (1): LayerNorm without weight or bias, SwiGLU, Llama names")
+    v["olmo_clip"] = ("OlmoConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, clip_qkv=0.03,
+        tie_word_embeddings=True, attention_bias=False), 2069,
+        "OLMo (1) with clip_qkv 0.03: q, k and v clamped after their projections, tied")
     return v
 
 
@@ -318,8 +362,9 @@ def capture(model, ids):
     """float32 logits [T][V] and residual stream [L+2][T][D]"""
     base = model.base_model
     base = getattr(base, "decoder", base)  # OPT: model.decoder
-    layers = base.layers if hasattr(base, "layers") else base.h  # GPT-2: h
-    final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm", "ln_f") if hasattr(base, n))
+    layers = next(getattr(base, n) for n in ("layers", "h", "blocks") if hasattr(base, n))  # GPT-2: h, MPT: blocks
+    final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm", "ln_f", "norm_f")
+                 if hasattr(base, n))
     res = [None] * (len(layers) + 2)
     hooks = []
 

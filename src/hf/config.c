@@ -148,6 +148,8 @@ void tm_hf_config_free(tm_hf_config *c)
     free(c->mlp_only_layers);
     free(c->no_rope_layers);
     c->layer_sliding = NULL;
+    free(c->neo_local);
+    c->neo_local = NULL;
     c->mlp_only_layers = NULL;
     c->no_rope_layers = NULL;
 }
@@ -171,6 +173,55 @@ static int parse_layer_types(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
                            "(full_attention, sliding_attention are)", x->file, x->pre, i, e->valuestring);
     }
     c->n_layer_types = n;
+    return TM_OK;
+}
+
+/* GPT-Neo's layer kinds: attention_layers (["global", "local", ...]) or else attention_types
+ * ([[["global", "local"], repeats], ...], expanded as GPTNeoConfig does) into neo_local (1 = "local") */
+static int neo_kind(cfg_ctx *x, const cJSON *e, const char *key, int i, uint8_t *out)
+{
+    if (!cJSON_IsString(e)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s'[%d] must be a string", x->file, x->pre, key, i);
+    if (strcmp(e->valuestring, "local") && strcmp(e->valuestring, "global"))
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%s%s'[%d] = '%.40s' is not supported (global, local are)",
+                       x->file, x->pre, key, i, e->valuestring);
+    *out = strcmp(e->valuestring, "local") == 0;
+    return TM_OK;
+}
+
+static int parse_neo_layers(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
+{
+    const cJSON *al = cJSON_GetObjectItemCaseSensitive(o, "attention_layers");
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "attention_types");
+    const char *key = cJSON_IsArray(al) ? "attention_layers" : "attention_types";
+    const cJSON *j = cJSON_IsArray(al) ? al : at;
+    if (!j || cJSON_IsNull(j)) return TM_OK;
+    if (!cJSON_IsArray(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be a list", x->file, x->pre, key);
+    int64_t n = 0; /* layers, counted first */
+    for (const cJSON *e = j->child; e; e = e->next) {
+        const cJSON *kinds = cJSON_GetArrayItem(e, 0), *rep = cJSON_GetArrayItem(e, 1);
+        if (j == al) n++;
+        else if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || !cJSON_IsArray(kinds) || !cJSON_IsNumber(rep) ||
+                 rep->valuedouble != floor(rep->valuedouble) || rep->valuedouble < 0 || rep->valuedouble > TM_CFG_MAX_LIST)
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%sattention_types' must be a list of [[kinds...], repeats]",
+                           x->file, x->pre);
+        else n += (int64_t)cJSON_GetArraySize(kinds) * (int64_t)rep->valuedouble;
+        if (n > TM_CFG_MAX_LIST) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' gives over %d layers", x->file, x->pre, key, TM_CFG_MAX_LIST);
+    }
+    c->neo_local = calloc((size_t)n + 1, 1);
+    if (!c->neo_local) return tm_errf(x->err, TM_E_NOMEM, "%s: out of memory", x->file);
+    int i = 0, rc;
+    for (const cJSON *e = j->child; e; e = e->next) {
+        if (j == al) {
+            if ((rc = neo_kind(x, e, key, i, &c->neo_local[i]))) return rc;
+            i++;
+            continue;
+        }
+        const cJSON *kinds = cJSON_GetArrayItem(e, 0);
+        for (int r = 0; r < (int)cJSON_GetArrayItem(e, 1)->valuedouble; r++)
+            for (const cJSON *k = kinds->child; k; k = k->next, i++)
+                if ((rc = neo_kind(x, k, key, i, &c->neo_local[i]))) return rc;
+    }
+    c->n_neo_local = (int)n;
     return TM_OK;
 }
 
@@ -247,6 +298,15 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"num_kv_heads", &c->num_kv_heads},
         {"num_ln_in_parallel_attn", &c->num_ln_in_parallel_attn},
         {"ffn_hidden_size", &c->ffn_hidden_size},
+        {"n_embed", &c->n_embed},
+        {"d_model", &c->d_model},
+        {"n_heads", &c->n_heads},
+        {"n_layers", &c->n_layers},
+        {"expansion_ratio", &c->expansion_ratio},
+        {"max_seq_len", &c->max_seq_len},
+        {"num_layers", &c->num_layers},
+        {"num_heads", &c->num_heads},
+        {"window_size", &c->window_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -268,6 +328,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"rotary_emb_base", &c->rotary_emb_base},
         {"layer_norm_epsilon", &c->layer_norm_epsilon},
         {"logit_scale", &c->logit_scale},
+        {"clip_qkv", &c->clip_qkv},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if ((rc = get_num(x, o, nums[i].k, x->pre, nums[i].p))) return rc;
@@ -294,9 +355,20 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"new_decoder_architecture", &c->new_decoder_architecture},
         {"bias", &c->bias},
         {"alibi", &c->alibi},
+        {"apply_residual_connection_post_layernorm", &c->apply_residual_connection_post_layernorm},
+        {"no_bias", &c->no_bias},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;
+    const cJSON *ac = cJSON_GetObjectItemCaseSensitive(o, "attn_config"); /* MPT */
+    if (ac && !cJSON_IsNull(ac)) {
+        if (!cJSON_IsObject(ac)) return tm_errf(x->err, TM_E_INVALID, "%s: '%sattn_config' must be an object", x->file, x->pre);
+        if ((rc = get_bool(x, ac, "alibi", "attn_config.", &c->attn_config.alibi)) ||
+            (rc = get_bool(x, ac, "qk_ln", "attn_config.", &c->attn_config.qk_ln)) ||
+            (rc = get_num(x, ac, "clip_qkv", "attn_config.", &c->attn_config.clip_qkv)) ||
+            (rc = get_num(x, ac, "softmax_scale", "attn_config.", &c->attn_config.softmax_scale)))
+            return rc;
+    }
     /* sliding_window_pattern: an integer (Gemma 3, EXAONE 4), or EXAONE 4's "LLLG" string */
     const cJSON *swp = cJSON_GetObjectItemCaseSensitive(o, "sliding_window_pattern");
     if (cJSON_IsString(swp)) {
@@ -333,6 +405,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         return rc;
     }
     if ((rc = parse_layer_types(x, o, c))) return rc;
+    if ((rc = parse_neo_layers(x, o, c))) return rc;
     if ((rc = parse_int_list(x, o, "mlp_only_layers", &c->mlp_only_layers, &c->n_mlp_only))) return rc;
     if ((rc = parse_int_list(x, o, "no_rope_layers", &c->no_rope_layers, &c->n_no_rope))) return rc;
     if ((rc = parse_eos(x, o, c))) return rc;

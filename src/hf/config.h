@@ -87,6 +87,19 @@ typedef struct tm_hf_config {
     tm_cfg_int num_kv_heads, num_ln_in_parallel_attn, ffn_hidden_size;                     /* Falcon */
     tm_cfg_bool multi_query, parallel_attn, new_decoder_architecture, bias, alibi;
     char activation[32];
+    tm_cfg_int n_embed;             /* BLOOM's name of hidden_size */
+    tm_cfg_bool apply_residual_connection_post_layernorm; /* BLOOM: refused when true */
+    tm_cfg_int d_model, n_heads, n_layers, expansion_ratio, max_seq_len; /* MPT's names of the sizes */
+    tm_cfg_bool no_bias;            /* MPT */
+    struct {                        /* MPT's attn_config dict */
+        tm_cfg_bool alibi, qk_ln;
+        tm_cfg_num clip_qkv, softmax_scale;
+    } attn_config;
+    tm_cfg_num clip_qkv;            /* OLMo */
+    tm_cfg_int num_layers, num_heads, window_size; /* GPT-Neo */
+    int n_neo_local;
+    uint8_t *neo_local;             /* [n_neo_local] GPT-Neo's attention_layers (or attention_types expanded):
+                                       1 = "local" (window_size), 0 = "global" */
 
     char hidden_act[32];            /* "" if absent or null */
     char hidden_activation[32];

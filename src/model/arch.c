@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
-typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4 } sw_mode;
+typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4, SW_NEO } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
 typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2 } moe_mode;
 
@@ -40,7 +40,7 @@ static const arch_names names_gptj = {"h", "wte", "ln_f", "lm_head", "ln_1", NUL
                                       NULL, "out_proj", "mlp", NULL, "fc_in", "fc_out", NULL};
 static const arch_names names_gpt2 = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn", NULL, NULL, NULL,
                                       "c_attn", "c_proj", "mlp", NULL, "c_fc", "c_proj", "wpe"};
-static const arch_names names_falcon = {"h", "word_embeddings", "ln_f", "lm_head", "input_layernorm",
+static const arch_names names_falcon = { /* and BLOOM's */"h", "word_embeddings", "ln_f", "lm_head", "input_layernorm",
                                         "post_attention_layernorm", "self_attention", NULL, NULL, NULL, "query_key_value",
                                         "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h", NULL};
 static const arch_names names_falcon_ln2 = {"h", "word_embeddings", "ln_f", "lm_head", "ln_attn", "ln_mlp",
@@ -49,6 +49,11 @@ static const arch_names names_falcon_ln2 = {"h", "word_embeddings", "ln_f", "lm_
 static const arch_names names_opt = {"layers", "embed_tokens", "final_layer_norm", "lm_head", "self_attn_layer_norm",
                                      "final_layer_norm", "self_attn", "q_proj", "k_proj", "v_proj", NULL, "out_proj",
                                      NULL, NULL, "fc1", "fc2", "embed_positions"};
+
+static const arch_names names_mpt = {"blocks", "wte", "norm_f", "lm_head", "norm_1", "norm_2", "attn", NULL, NULL, NULL,
+                                     "Wqkv", "out_proj", "ffn", NULL, "up_proj", "down_proj", NULL};
+static const arch_names names_neo = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn.attention", "q_proj", "k_proj",
+                                     "v_proj", NULL, "out_proj", "mlp", NULL, "c_fc", "c_proj", "wpe"};
 
 /* The LayerNorm families (the rest is set by resolve_ln) */
 typedef struct ln_family {
@@ -66,6 +71,11 @@ static const ln_family ln_gptj = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0}; 
 static const ln_family ln_cohere = {"layer_norm_eps", TM_ACT_SILU, 1.0};
 static const ln_family ln_falcon = {"layer_norm_eps", TM_ACT_GELU, 1.0}; /* layer_norm_epsilon, activation */
 static const ln_family ln_opt = {"layer_norm_eps", TM_ACT_RELU, 1.0};  /* no eps key: nn.LayerNorm's 1e-5 */
+static const ln_family ln_bloom = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0}; /* bloom_gelu; ALiBi */
+static const ln_family ln_mpt = {"layer_norm_epsilon", TM_ACT_GELU, 1.0};        /* ALiBi */
+static const ln_family ln_bigcode = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0}; /* gelu_pytorch_tanh */
+static const ln_family ln_neo = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};   /* gelu_new */
+static const ln_family ln_olmo = {NULL, TM_ACT_SILU, 1.0}; /* LayerNorm without parameters, eps 1e-5 always */
 
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
@@ -126,6 +136,16 @@ static const arch_info arch_table[] = {
      &names_opt, &ln_opt},
     {"FalconForCausalLM",              "falcon",     TM_ARCH_FALCON,    1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
      &names_falcon, &ln_falcon},
+    {"BloomForCausalLM",               "bloom",      TM_ARCH_BLOOM,     1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
+     &names_falcon, &ln_bloom},
+    {"MptForCausalLM",                 "mpt",        TM_ARCH_MPT,       1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
+     &names_mpt, &ln_mpt},
+    {"GPTBigCodeForCausalLM",          "gpt_bigcode", TM_ARCH_GPT_BIGCODE, 1, 1e-5, 1e4, 1024, 0, AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
+     &names_gpt2, &ln_bigcode},
+    {"GPTNeoForCausalLM",              "gpt_neo",    TM_ARCH_GPT_NEO,   1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NEO,    256,  MOE_NONE,    "transformer.",
+     &names_neo, &ln_neo},
+    {"OlmoForCausalLM",                "olmo",       TM_ARCH_OLMO,      0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
+     NULL, &ln_olmo},
 };
 #define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
 
@@ -361,6 +381,7 @@ static int build_specs(tm_model *m, tm_err *err)
         if (m->norm_bias) ADD(bslot, TM_TK_VECTOR, D, 0, fmt ".bias", __VA_ARGS__); \
     } while (0)
     ADD(&m->embed, TM_TK_EMBED, m->V, D, "%s%s.weight", P, N->embed);
+    if (m->arch == TM_ARCH_BLOOM) ADD_NORM(&m->embed_norm, &m->embed_norm_b, "%s%s", P, "word_embeddings_layernorm");
     if (N->pos) ADD(&m->pos_embed, TM_TK_EMBED, (int64_t)m->max_pos + m->pos_offset, D, "%s%s.weight", P, N->pos);
     for (int l = 0; l < m->L; l++) {
         tm_layer_weights *w = &m->w[l];
@@ -368,7 +389,7 @@ static int build_specs(tm_model *m, tm_err *err)
         char lp[96], mp[112]; /* "model.layers.7"; its MLP's container, "model.layers.7.mlp" (OPT: none) */
         snprintf(lp, sizeof lp, "%s%s.%d", P, N->layers, l);
         snprintf(mp, sizeof mp, "%s%s%s", lp, N->mlp ? "." : "", N->mlp ? N->mlp : "");
-        if (m->pre_norms) ADD_NORM(&w->attn_norm, &w->attn_norm_b, "%s.%s", lp, N->attn_norm);
+        if (m->pre_norms && !m->norm_plain) ADD_NORM(&w->attn_norm, &w->attn_norm_b, "%s.%s", lp, N->attn_norm);
         if (m->fused_qkv) {
             ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%s.%s.%s.weight", lp, at, N->qkv);
             if (m->qkv_bias) ADD(&w->bqkv, TM_TK_VECTOR, q + 2 * kv, 0, "%s.%s.%s.bias", lp, at, N->qkv);
@@ -395,7 +416,7 @@ static int build_specs(tm_model *m, tm_err *err)
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_attention_layernorm.weight", lp);
             ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%s.pre_feedforward_layernorm.weight", lp);
             ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_feedforward_layernorm.weight", lp);
-        } else if (m->parallel != 1) { /* parallel 1: the FFN reads the attention's norm (tm_model_bind) */
+        } else if (m->parallel != 1 && !m->norm_plain) { /* parallel 1: the FFN reads the attention's norm (tm_model_bind) */
             ADD_NORM(&w->ffn_norm, &w->ffn_norm_b, "%s.%s", lp, N->ffn_norm);
         }
         if (m->layer[l].moe) {
@@ -435,7 +456,7 @@ static int build_specs(tm_model *m, tm_err *err)
             }
         }
     }
-    ADD_NORM(&m->final_norm, &m->final_norm_b, "%s%s", P, N->final_norm);
+    if (!m->norm_plain) ADD_NORM(&m->final_norm, &m->final_norm_b, "%s%s", P, N->final_norm);
     if (!m->tied) {
         /* the head sits next to the decoder: "lm_head.weight", "language_model.lm_head.weight", or at the
            top for a decoder not called "model." ("embed_out.weight" next to "gpt_neox.") */
@@ -515,10 +536,15 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types' has %d entries but num_hidden_layers is %d", c->name,
                        x->pre, c->n_layer_types, m->L);
     if (ai->sw != SW_NONE) {
-        if ((rc = opt_int(x, &c->sliding_window, "sliding_window", 0, INT32_MAX, /* 0: none (transformers 5 writes it so) */
-                          c->sliding_window.state == TM_CFG_NULL ? 0 : ai->sw_default, &window)))
+        const tm_cfg_int *swv = ai->sw == SW_NEO ? &c->window_size : &c->sliding_window;
+        if ((rc = opt_int(x, swv, ai->sw == SW_NEO ? "window_size" : "sliding_window", 0, INT32_MAX, /* 0: none (transformers
+                                                                                  5 writes it so) */
+                          swv->state == TM_CFG_NULL ? 0 : ai->sw_default, &window)))
             return rc;
     }
+    if (ai->sw == SW_NEO && c->n_neo_local && c->n_neo_local != m->L)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%sattention_layers' has %d entries but num_layers is %d", c->name,
+                       x->pre, c->n_neo_local, m->L);
     if ((ai->sw == SW_QWEN || ai->sw == SW_SMOLLM3 || ai->sw == SW_QWEN2MOE) &&
         !(c->use_sliding_window.state == TM_CFG_SET && c->use_sliding_window.v))
         window = 0;
@@ -547,6 +573,7 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         case SW_GEMMA3: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % pattern != 0; break;
         case SW_SMOLLM3: break; /* below, after the layer's RoPE */
         case SW_QWEN2MOE: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0 && l < mwl; break;
+        case SW_NEO: s = c->n_neo_local ? c->neo_local[l] : l % 2; break; /* GPTNeoConfig: global, local, ... */
         case SW_EXAONE4:
             s = c->n_layer_types ? c->layer_sliding[l]
                 : pstr       ? window > 0 && c->sw_pattern_str[l % pstr] == 'L' && l != m->L - 1
@@ -558,7 +585,7 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         m->layer[l].sliding = s && window > 0;
         m->layer[l].window = m->layer[l].sliding ? window : 0;
         if (ai->sw == SW_EXAONE4) nope = window > 0 && !s; /* hybrid attention: the global layers take no RoPE */
-        if (ai->names && ai->names->pos) nope = 1; /* learned positions instead */
+        if ((ai->names && ai->names->pos) || m->alibi) nope = 1; /* learned positions or ALiBi instead */
         m->layer[l].rope = nope ? -1 : (ai->gemma == 3 && s) ? 1 : 0;
     }
     return TM_OK;
@@ -600,6 +627,22 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
             if (c->mlp_only_layers[i] == l) dense = 1;
         m->layer[l].moe = !dense && (l + 1) % step == 0;
     }
+    return TM_OK;
+}
+
+/* ALiBi slopes [H] as transformers' BLOOM computes them (build_alibi_tensor): with cp the largest power of
+ * two <= H, (2^(-8/cp))^k for k = 1..cp, then (2^(-4/cp))^k for odd k for the H - cp heads left. MPT's
+ * build_mpt_alibi_tensor (2^(-8k/n), n the next power of two, the odd-numbered ones first) gives the same
+ * values (checked for every H up to 200; the two differ only in f32 rounding). */
+static int alibi_init(ctx *x, tm_model *m)
+{
+    int H = m->H, cp = 1;
+    while (cp * 2 <= H) cp *= 2;
+    m->alibi = malloc(sizeof(float) * (size_t)H);
+    if (!m->alibi) return tm_errf(x->err, TM_E_NOMEM, "out of memory");
+    float base = (float)pow(2.0, -8.0 / cp), extra = (float)pow(2.0, -4.0 / cp);
+    for (int h = 0; h < H; h++)
+        m->alibi[h] = h < cp ? (float)pow((double)base, h + 1) : (float)pow((double)extra, 2 * (h - cp) + 1);
     return TM_OK;
 }
 
@@ -674,6 +717,49 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->parallel = !FLAG(c->parallel_attn, 1) ? 0 : nda && n_ln == 2 ? 2 : 1;
         break;
     }
+    case TM_ARCH_BLOOM: /* ALiBi; a LayerNorm on the embedding; query_key_value grouped by head; biases */
+        if (FLAG(c->apply_residual_connection_post_layernorm, 0))
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%sapply_residual_connection_post_layernorm' = true is not "
+                           "supported", c->name, x->pre);
+        if (m->Hk != m->H)
+            return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: BLOOM has one kv head per head (%d)",
+                           c->name, m->Hk, m->H);
+        m->qkv_bias = m->o_bias = m->mlp_bias = 1;
+        m->fused_qkv = m->qkv_interleaved = 1;
+        return alibi_init(x, m);
+    case TM_ARCH_MPT: { /* ALiBi (always: transformers' MptModel ignores attn_config.alibi and alibi_bias_max, 8);
+                           LayerNorm without bias; Wqkv rows Q, K, V; no biases */
+        if (FLAG(c->attn_config.qk_ln, 0))
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%sattn_config.qk_ln' = true is not supported", c->name, x->pre);
+        if (!FLAG(c->no_bias, 1))
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%sno_bias' = false is not supported (MPT with biases)", c->name,
+                           x->pre);
+        if (m->Hk != m->H)
+            return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: MPT has one kv head per head (%d)",
+                           c->name, m->Hk, m->H);
+        m->norm_bias = 0;
+        m->fused_qkv = 1;
+        double clip = 0;
+        int rc = opt_pos_num(x, &c->attn_config.clip_qkv, "attn_config.clip_qkv", 0, &clip);
+        m->clip_qkv = (float)clip;
+        return rc ? rc : alibi_init(x, m);
+    }
+    case TM_ARCH_GPT_BIGCODE: /* GPT-2's layer with Linear weights; c_attn rows Q, K, V (multi-query: one kv head) or
+                                 grouped by head */
+        m->qkv_bias = m->o_bias = m->mlp_bias = m->fused_qkv = 1;
+        m->qkv_interleaved = !FLAG(c->multi_query, 1);
+        break;
+    case TM_ARCH_GPT_NEO: /* q, k, v without biases; out_proj, c_fc, c_proj with them */
+        m->o_bias = m->mlp_bias = 1;
+        break;
+    case TM_ARCH_OLMO: { /* LayerNorm without weight or bias, SwiGLU, clip_qkv */
+        m->norm_bias = 0;
+        m->norm_plain = m->gated = 1;
+        double clip = 0;
+        int rc = opt_pos_num(x, &c->clip_qkv, "clip_qkv", 0, &clip);
+        m->clip_qkv = (float)clip;
+        return rc;
+    }
     case TM_ARCH_GPT_NEOX:
         if (m->Hk != m->H)
             return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: GPT-NeoX has one kv head per head (%d)",
@@ -690,6 +776,90 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
     return TM_OK;
 }
 
+/* The config classes' own names of the sizes, copied into the common fields where those are absent
+ * (transformers maps them the same way; the key names in messages: key_names) */
+static void set_if_absent(tm_cfg_int *to, const tm_cfg_int *from)
+{
+    if (to->state == TM_CFG_ABSENT) *to = *from;
+}
+
+/* intermediate_size from a multiple of hidden_size, where it is absent (and the inner key is not set) */
+static void ff_from_hidden(tm_hf_config *cc, const tm_cfg_int *inner, int64_t mult)
+{
+    if (cc->intermediate_size.state != TM_CFG_ABSENT) return;
+    cc->intermediate_size = *inner;
+    if (inner->state != TM_CFG_SET && cc->hidden_size.state == TM_CFG_SET && cc->hidden_size.v > 0 &&
+        cc->hidden_size.v <= TM_MODEL_MAX_HIDDEN && mult >= -TM_MODEL_MAX_FF && mult <= TM_MODEL_MAX_FF)
+        cc->intermediate_size = (tm_cfg_int){TM_CFG_SET, mult * cc->hidden_size.v};
+}
+
+static void config_aliases(const arch_info *ai, const tm_hf_config *c, tm_hf_config *cc)
+{
+    switch (ai->arch) {
+    case TM_ARCH_GPT2: case TM_ARCH_GPTJ: case TM_ARCH_GPT_BIGCODE:
+        set_if_absent(&cc->hidden_size, &c->n_embd);
+        set_if_absent(&cc->num_hidden_layers, &c->n_layer);
+        set_if_absent(&cc->num_attention_heads, &c->n_head);
+        set_if_absent(&cc->max_position_embeddings, &c->n_positions);
+        ff_from_hidden(cc, &c->n_inner, 4); /* n_inner, null or absent: 4 x n_embd */
+        if (ai->arch == TM_ARCH_GPT_BIGCODE && cc->num_key_value_heads.state == TM_CFG_ABSENT &&
+            !(c->multi_query.state == TM_CFG_SET && !c->multi_query.v)) /* multi_query (default true): one kv head */
+            cc->num_key_value_heads = (tm_cfg_int){TM_CFG_SET, 1};
+        break;
+    case TM_ARCH_FALCON: { /* n_head, n_layer, num_kv_heads, ffn_hidden_size */
+        set_if_absent(&cc->num_hidden_layers, &c->n_layer);
+        set_if_absent(&cc->num_attention_heads, &c->n_head);
+        int kv_own = (c->new_decoder_architecture.state == TM_CFG_SET && c->new_decoder_architecture.v) ||
+                     (c->multi_query.state == TM_CFG_SET && !c->multi_query.v); /* else multi-query: one */
+        if (cc->num_key_value_heads.state == TM_CFG_ABSENT)
+            cc->num_key_value_heads = kv_own ? (c->num_kv_heads.state == TM_CFG_SET ? c->num_kv_heads : cc->num_attention_heads)
+                                             : (tm_cfg_int){TM_CFG_SET, 1};
+        ff_from_hidden(cc, &c->ffn_hidden_size, 4);
+        break;
+    }
+    case TM_ARCH_OPT: set_if_absent(&cc->intermediate_size, &c->ffn_dim); break;
+    case TM_ARCH_BLOOM: /* n_embed (older configs), n_layer, n_head; the MLP is 4 x hidden */
+        set_if_absent(&cc->hidden_size, &c->n_embed);
+        set_if_absent(&cc->num_hidden_layers, &c->n_layer);
+        set_if_absent(&cc->num_attention_heads, &c->n_head);
+        ff_from_hidden(cc, &(tm_cfg_int){TM_CFG_ABSENT, 0}, 4);
+        break;
+    case TM_ARCH_MPT: { /* d_model, n_layers, n_heads, max_seq_len; the MLP is expansion_ratio (default 4) x d_model */
+        set_if_absent(&cc->hidden_size, &c->d_model);
+        set_if_absent(&cc->num_hidden_layers, &c->n_layers);
+        set_if_absent(&cc->num_attention_heads, &c->n_heads);
+        set_if_absent(&cc->max_position_embeddings, &c->max_seq_len);
+        ff_from_hidden(cc, &(tm_cfg_int){TM_CFG_ABSENT, 0},
+                       c->expansion_ratio.state == TM_CFG_SET ? c->expansion_ratio.v : 4);
+        break;
+    }
+    case TM_ARCH_GPT_NEO: /* num_layers, num_heads; intermediate_size null: 4 x hidden */
+        set_if_absent(&cc->num_hidden_layers, &c->num_layers);
+        set_if_absent(&cc->num_attention_heads, &c->num_heads);
+        if (cc->intermediate_size.state == TM_CFG_NULL) cc->intermediate_size.state = TM_CFG_ABSENT;
+        ff_from_hidden(cc, &(tm_cfg_int){TM_CFG_ABSENT, 0}, 4);
+        break;
+    default:
+        break;
+    }
+    int gpt_names = ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ || ai->arch == TM_ARCH_GPT_BIGCODE ||
+                    ai->arch == TM_ARCH_OPT || ai->arch == TM_ARCH_GPT_NEO;
+    if (gpt_names && !cc->hidden_act[0]) memcpy(cc->hidden_act, c->activation_function, sizeof cc->hidden_act);
+    if (ai->arch == TM_ARCH_FALCON && !cc->hidden_act[0]) memcpy(cc->hidden_act, c->activation, sizeof cc->hidden_act);
+    if (cc->layer_norm_eps.state == TM_CFG_ABSENT) cc->layer_norm_eps = c->layer_norm_epsilon;
+}
+
+/* the key names of the sizes in messages */
+static void key_names(const arch_info *ai, const char **hidden, const char **layers, const char **heads, const char **ff)
+{
+    int g2 = ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ || ai->arch == TM_ARCH_GPT_BIGCODE;
+    int mpt = ai->arch == TM_ARCH_MPT, neo = ai->arch == TM_ARCH_GPT_NEO, bloom = ai->arch == TM_ARCH_BLOOM;
+    *hidden = g2 ? "n_embd" : mpt ? "d_model" : "hidden_size";
+    *layers = g2 || bloom ? "n_layer" : mpt ? "n_layers" : neo ? "num_layers" : "num_hidden_layers";
+    *heads = g2 || bloom ? "n_head" : mpt ? "n_heads" : neo ? "num_heads" : "num_attention_heads";
+    *ff = ai->arch == TM_ARCH_OPT ? "ffn_dim" : mpt ? "expansion_ratio" : "intermediate_size";
+}
+
 void tm_model_free(tm_model *m)
 {
     if (!m) return;
@@ -703,6 +873,7 @@ void tm_model_free(tm_model *m)
     free(m->w);
     free(m->layer);
     free(m->spec);
+    free(m->alibi);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     if (m->owner_free) m->owner_free(m->owner);
@@ -730,8 +901,9 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if (!c->architecture[0] && !c->model_type[0])
             return tm_errf(err, TM_E_INVALID, "%s: 'architectures' is missing", c->name);
         return tm_errf(err, TM_E_UNSUPPORTED, "%s: architecture '%s' is not supported (Llama, Mistral, Qwen2, Qwen3, "
-                       "Gemma 1-3, Granite, SmolLM3, OLMo 2, EXAONE 4, Phi, Phi-3, StarCoder2, StableLM, GPT-NeoX, "
-                       "Qwen2/3-MoE, Mixtral are)", c->name, c->architecture[0] ? c->architecture : c->model_type);
+                       "Gemma 1-3, Granite, SmolLM3, OLMo 1-2, EXAONE 4, Phi, Phi-3, StarCoder 1-2, StableLM, GPT-NeoX, "
+                       "GPT-2, GPT-J, GPT-Neo, Cohere, OPT, Falcon, BLOOM, MPT, Qwen2/3-MoE, Mixtral are)", c->name,
+                       c->architecture[0] ? c->architecture : c->model_type);
     }
     /* Gemma 3's multimodal configs leave sizes out of text_config and rely on
      * Gemma3TextConfig's defaults; every other architecture must state them */
@@ -744,45 +916,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
             if (d[i].f->state == TM_CFG_ABSENT) *d[i].f = (tm_cfg_int){TM_CFG_SET, d[i].v};
     }
-    if (ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ) { /* their configs' names of the sizes (transformers
-                                                                   maps them the same way) */
-        struct { tm_cfg_int *to; const tm_cfg_int *from; } al[] = {
-            {&cc.hidden_size, &c->n_embd}, {&cc.num_hidden_layers, &c->n_layer},
-            {&cc.num_attention_heads, &c->n_head}, {&cc.max_position_embeddings, &c->n_positions},
-        };
-        for (size_t i = 0; i < sizeof al / sizeof al[0]; i++)
-            if (al[i].to->state == TM_CFG_ABSENT) *al[i].to = *al[i].from;
-        if (cc.intermediate_size.state == TM_CFG_ABSENT) { /* n_inner, null or absent: 4 x n_embd */
-            cc.intermediate_size = c->n_inner;
-            if (c->n_inner.state != TM_CFG_SET && cc.hidden_size.state == TM_CFG_SET && cc.hidden_size.v > 0 &&
-                cc.hidden_size.v <= TM_MODEL_MAX_HIDDEN)
-                cc.intermediate_size = (tm_cfg_int){TM_CFG_SET, 4 * cc.hidden_size.v};
-        }
-        if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation_function, sizeof cc.hidden_act);
-        if (cc.layer_norm_eps.state == TM_CFG_ABSENT) cc.layer_norm_eps = c->layer_norm_epsilon;
-    }
-    if (ai->arch == TM_ARCH_FALCON) { /* FalconConfig's names: n_head, n_layer, num_kv_heads, ffn_hidden_size,
-                                         activation, layer_norm_epsilon */
-        if (cc.num_hidden_layers.state == TM_CFG_ABSENT) cc.num_hidden_layers = c->n_layer;
-        if (cc.num_attention_heads.state == TM_CFG_ABSENT) cc.num_attention_heads = c->n_head;
-        int kv_own = (c->new_decoder_architecture.state == TM_CFG_SET && c->new_decoder_architecture.v) ||
-                     (c->multi_query.state == TM_CFG_SET && !c->multi_query.v); /* else multi-query: one */
-        if (cc.num_key_value_heads.state == TM_CFG_ABSENT)
-            cc.num_key_value_heads = kv_own ? (c->num_kv_heads.state == TM_CFG_SET ? c->num_kv_heads : cc.num_attention_heads)
-                                            : (tm_cfg_int){TM_CFG_SET, 1};
-        if (cc.intermediate_size.state == TM_CFG_ABSENT) {
-            cc.intermediate_size = c->ffn_hidden_size;
-            if (c->ffn_hidden_size.state != TM_CFG_SET && cc.hidden_size.state == TM_CFG_SET && cc.hidden_size.v > 0 &&
-                cc.hidden_size.v <= TM_MODEL_MAX_HIDDEN)
-                cc.intermediate_size = (tm_cfg_int){TM_CFG_SET, 4 * cc.hidden_size.v};
-        }
-        if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation, sizeof cc.hidden_act);
-        if (cc.layer_norm_eps.state == TM_CFG_ABSENT) cc.layer_norm_eps = c->layer_norm_epsilon;
-    }
-    if (ai->arch == TM_ARCH_OPT) { /* OPTConfig's names: ffn_dim, activation_function */
-        if (cc.intermediate_size.state == TM_CFG_ABSENT) cc.intermediate_size = c->ffn_dim;
-        if (!cc.hidden_act[0]) memcpy(cc.hidden_act, c->activation_function, sizeof cc.hidden_act);
-    }
+    config_aliases(ai, c, &cc);
     if (ai->ln) {
         /* GPT-NeoX's Hub configs name the partial rotary factor and the base their own way */
         if (cc.partial_rotary_factor.state != TM_CFG_SET && cc.rotary_pct.state == TM_CFG_SET)
@@ -800,14 +934,13 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     snprintf(m->prefix, sizeof m->prefix, "%s", ai->prefix);
     m->check_dtype = 1;
     int rc;
-    int g2 = ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ; /* sizes named n_embd, n_layer, n_head */
+    const char *k_hidden, *k_layers, *k_heads, *k_ff;
+    key_names(ai, &k_hidden, &k_layers, &k_heads, &k_ff);
     if ((rc = req_int(&x, &c->vocab_size, "vocab_size", 1, TM_MODEL_MAX_VOCAB, &m->V))) goto fail;
-    if ((rc = req_int(&x, &c->hidden_size, g2 ? "n_embd" : "hidden_size", 1, TM_MODEL_MAX_HIDDEN, &m->D))) goto fail;
-    if ((rc = req_int(&x, &c->num_hidden_layers, g2 ? "n_layer" : "num_hidden_layers", 1, TM_MODEL_MAX_LAYERS, &m->L)))
-        goto fail;
-    if ((rc = req_int(&x, &c->num_attention_heads, g2 ? "n_head" : "num_attention_heads", 1, TM_MODEL_MAX_HEADS, &m->H)))
-        goto fail;
-    if ((rc = req_int(&x, &c->intermediate_size, ai->arch == TM_ARCH_OPT ? "ffn_dim" : "intermediate_size", 1, TM_MODEL_MAX_FF, &m->F))) goto fail;
+    if ((rc = req_int(&x, &c->hidden_size, k_hidden, 1, TM_MODEL_MAX_HIDDEN, &m->D))) goto fail;
+    if ((rc = req_int(&x, &c->num_hidden_layers, k_layers, 1, TM_MODEL_MAX_LAYERS, &m->L))) goto fail;
+    if ((rc = req_int(&x, &c->num_attention_heads, k_heads, 1, TM_MODEL_MAX_HEADS, &m->H))) goto fail;
+    if ((rc = req_int(&x, &c->intermediate_size, k_ff, 1, TM_MODEL_MAX_FF, &m->F))) goto fail;
     if ((rc = opt_int(&x, &c->num_key_value_heads, "num_key_value_heads", 1, TM_MODEL_MAX_HEADS, m->H, &m->Hk))) goto fail;
     if (m->H % m->Hk) {
         rc = tm_errf(err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d does not divide 'num_attention_heads' = %d",
@@ -831,11 +964,11 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
                      (long long)m->H * m->Dh);
         goto fail;
     }
-    double eps = 1e-6;
+    double eps = ai->eps; /* OLMo's norm has no eps key (eps_key NULL): 1e-5 */
     const char *eps_key = ai->ln ? ai->ln->eps_key : "rms_norm_eps";
-    const tm_cfg_num *eps_v = !ai->ln ? &c->rms_norm_eps : !strcmp(eps_key, "norm_epsilon") ? &c->norm_epsilon
-                                                                                             : &c->layer_norm_eps;
-    if ((rc = opt_pos_num(&x, eps_v, eps_key, ai->eps, &eps))) goto fail;
+    const tm_cfg_num *eps_v = !ai->ln ? &c->rms_norm_eps : !eps_key ? NULL : !strcmp(eps_key, "norm_epsilon") ? &c->norm_epsilon
+                                                                                                            : &c->layer_norm_eps;
+    if (eps_v && (rc = opt_pos_num(&x, eps_v, eps_key, ai->eps, &eps))) goto fail;
     if (eps >= 1) {
         rc = tm_errf(err, TM_E_INVALID, "%s: '%s' = %g is absurd (must be below 1)", c->name, eps_key, eps);
         goto fail;
@@ -890,8 +1023,15 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         m->residual_scale = (float)rm;
         m->attn_scale = (float)am; /* replaces head_dim^-0.5 (transformers' default for it is 1) */
     }
-    if (ai->arch == TM_ARCH_GPT2 && c->scale_attn_weights.state == TM_CFG_SET && !c->scale_attn_weights.v)
+    if ((ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPT_BIGCODE) && c->scale_attn_weights.state == TM_CFG_SET &&
+        !c->scale_attn_weights.v)
         m->attn_scale = 1.0f;
+    if (ai->arch == TM_ARCH_GPT_NEO) m->attn_scale = 1.0f; /* GPT-Neo's attention is not scaled */
+    if (ai->arch == TM_ARCH_MPT && c->attn_config.softmax_scale.state == TM_CFG_SET) {
+        double ss;
+        if ((rc = opt_pos_num(&x, &c->attn_config.softmax_scale, "attn_config.softmax_scale", 1, &ss))) goto fail;
+        m->attn_scale = (float)ss;
+    }
     if ((rc = resolve_act(&x, ai, m))) goto fail;
     if ((rc = resolve_dtype(&x, m))) goto fail;
     /* transformers keeps Gemma's sqrt(D) in a buffer created in the dtype the
@@ -1091,6 +1231,17 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
             return rc;
         }
         *s->slot = t;
+    }
+    if (m->norm_plain) { /* OLMo: every norm's weight is ones, a vector the model owns */
+        void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
+        float *ones = no ? malloc(sizeof(float) * (size_t)m->D) : NULL;
+        if (no) m->owned = no;
+        if (!ones) return tm_errf(err, TM_E_NOMEM, "out of memory");
+        m->owned[m->n_owned++] = ones;
+        for (int i = 0; i < m->D; i++) ones[i] = 1.0f;
+        tm_tensor one = {"ones", TM_DT_F32, 1, {m->D}, ones, sizeof(float) * (size_t)m->D, NULL};
+        m->final_norm = one;
+        for (int l = 0; l < m->L; l++) m->w[l].attn_norm = m->w[l].ffn_norm = one;
     }
     if (m->parallel == 1)
         for (int l = 0; l < m->L; l++) {

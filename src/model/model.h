@@ -19,20 +19,23 @@
  * THE OP SEQUENCE (every engine computes exactly this; float32 reference in
  * engine/ref). norm(v, w, b) is the model's norm kind:
  *   TM_NORM_RMS:   v * 1/sqrt(mean(v²) + eps) * (norm_add_one ? 1 + w : w)
- *   TM_NORM_LAYER: (v - mean(v)) * 1/sqrt(var(v) + eps) * w + b   (var biased; b absent: 0)
+ *   TM_NORM_LAYER: (v - mean(v)) * 1/sqrt(var(v) + eps) * w + b   (var biased; b absent: 0; norm_plain,
+ *                  OLMo's: w = 1, no b)
  * (written rmsnorm below where only RMS families use it).
  *
  *   x[T][D] = embed[tok] * embed_scale              (embed_scale: Gemma's sqrt(D) in the declared dtype,
  *                                                    Granite's embedding_multiplier, else 1)
  *             + pos_embed[pos + pos_offset]         (learned positions, pos < max_pos: GPT-2's, OPT's with
  *                                                    offset 2; their layers have no RoPE)
+ *   x = norm(x, embed_norm, embed_norm_b)           (BLOOM only)
  *   for each layer l (desc layer[l], weights w[l]):
  *     x0 = x                                        (parallel: both branches read it)
  *     h = norm(x, attn_norm, attn_norm_b)           (pre_norms 0, OLMo 2: h = x)
  *     q = h·wqᵀ + bq   [T][H*Dh];  k = h·wkᵀ + bk, v = h·wvᵀ + bv   [T][Hk*Dh]
  *         (fused_qkv: one matrix wqkv [(H+2Hk)*Dh][D] (+ bqkv), rows Q then K then V;
  *          qkv_interleaved: rows grouped by kv head, [Hk][H/Hk + 2][Dh] = its q heads, k, v: GPT-NeoX
- *          (H = Hk: q_h, k_h, v_h), Falcon's new decoder; tm_qkv_row)
+ *          (H = Hk: q_h, k_h, v_h), Falcon's new decoder, BLOOM; tm_qkv_row)
+ *     clip_qkv: q, k, v = clamp(q, k, v, -clip_qkv, clip_qkv)   (OLMo, MPT)
  *     qk_norm 1: each head of q and k: rmsnorm over Dh with q_norm / k_norm
  *     qk_norm 2: all of q, and all of k: rmsnorm over H*Dh / Hk*Dh (OLMo 2)
  *     RoPE (rope[layer[l].rope]; none where it is -1) on the first rot_dim dims of every q and k head,
@@ -41,6 +44,7 @@
  *         y[i] = x[i]·c - x[i+h]·s,  y[i+h] = x[i+h]·c + x[i]·s  (h = rot_dim/2)
  *     per query head qh (kv head qh / (H/Hk)), query at position i, key at j:
  *         s_j = (q·k_j) * attn_scale;  attn_softcap: s_j = tanh(s_j / c) * c
+ *         alibi: s_j += alibi[qh] * (j - i)         (BLOOM, MPT: no RoPE)
  *         allowed: j <= i, and i - j < window if layer[l].sliding
  *         o = softmax(s) · V
  *     a = o·woᵀ + bo                                [T][D]
@@ -120,6 +124,11 @@ typedef enum tm_arch {
     TM_ARCH_GPTJ,
     TM_ARCH_OPT,
     TM_ARCH_FALCON,
+    TM_ARCH_BLOOM,
+    TM_ARCH_MPT,
+    TM_ARCH_GPT_BIGCODE,
+    TM_ARCH_GPT_NEO,
+    TM_ARCH_OLMO,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -222,6 +231,10 @@ typedef struct tm_model {
                                     with two norms (GPT-NeoX, Falcon's new decoder) */
     int qkv_interleaved;         /* fused qkv rows grouped by kv head (GPT-NeoX, Falcon's new decoder; tm_qkv_row) */
     int lm_head_bias;            /* lm_head_b (Phi, GPT-J) */
+    int norm_plain;              /* norms without weight or bias (OLMo): tm_model_bind points every norm at ones */
+    float clip_qkv;              /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] after their projections (OLMo,
+                                    MPT); 0: none */
+    float *alibi;                /* [H] ALiBi slopes (BLOOM, MPT; their layers take no RoPE), or NULL */
     int qkv_bias, o_bias, mlp_bias;
     int qk_norm;                 /* 1: RMSNorm on each q / k head (w [Dh]); 2: on the whole q / k projection
                                     (OLMo 2: w [H*Dh], [Hk*Dh]) */
@@ -256,6 +269,8 @@ typedef struct tm_model {
     /* weights, filled by tm_model_bind */
     char prefix[48];             /* "model." or "language_model.model." */
     tm_tensor embed;             /* [V][D] */
+    tm_tensor embed_norm;        /* [D] a LayerNorm on the embedding (BLOOM's word_embeddings_layernorm), or none */
+    tm_tensor embed_norm_b;      /* [D] its bias */
     tm_tensor pos_embed;         /* [max_pos + pos_offset][D] learned positions (GPT-2, OPT), or none */
     int pos_offset;              /* row of position 0 in pos_embed (OPT: 2) */
     tm_tensor final_norm;        /* [D] */

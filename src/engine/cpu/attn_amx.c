@@ -381,6 +381,23 @@ static __m512 softmax_group(const aws *w, float *mg, float *lg, __m512i lo, __m5
     return corr;
 }
 
+/* ALiBi: the block's scores S^T (w->st, lanes = rows r0 .. r0 + 15 at positions w->rp) made final in
+ * place, scale and soft-cap applied and slope * (j0 + jj - rp) added, so that softmax_group then runs
+ * with scale 1 and no cap */
+static void alibi_scores(const aws *w, const tm_kattn_prefill *a, int hk, int r0, int j0, int n)
+{
+    int grp = a->H / a->Hk;
+    float sl[16];
+    for (int i = 0; i < 16; i++) sl[i] = a->alibi[hk * grp + (r0 + i) % grp];
+    __m512 vs = _mm512_loadu_ps(sl), sc = _mm512_set1_ps(a->scale);
+    __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(j0), _mm512_loadu_si512(w->rp + r0)));
+    for (int jj = 0; jj < n; jj++) {
+        __m512 s = _mm512_mul_ps(_mm512_load_ps(w->st + 16 * jj), sc);
+        if (a->softcap > 0) s = vsoftcap_avx512(s, a->softcap);
+        _mm512_store_ps(w->st + 16 * jj, _mm512_fmadd_ps(_mm512_add_ps(d, _mm512_set1_ps((float)jj)), vs, s));
+    }
+}
+
 typedef struct amx_job {
     const tm_kattn_prefill *a;
     char *ws;
@@ -431,7 +448,12 @@ static void task(void *ctx, int t, int worker)
             PROF_ADD(1, t1);
             PROF_T(t2);
             float *mg = w.m + r0, *lg = w.l + r0;
-            __m512 corr = softmax_group(&w, mg, lg, lo, hi, masked, n, a->scale, a->softcap);
+            float scale = a->scale, cap = a->softcap;
+            if (a->alibi) {
+                alibi_scores(&w, a, hk, r0, j0, n);
+                scale = 1.f, cap = 0.f;
+            }
+            __m512 corr = softmax_group(&w, mg, lg, lo, hi, masked, n, scale, cap);
             PROF_ADD(2, t2);
             PROF_T(t3);
             pv(&w, Dh, (n + 31) / 32);

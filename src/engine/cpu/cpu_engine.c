@@ -74,6 +74,7 @@ typedef struct cpu_ctx {
     cpu_layer *layer;                         /* [L] */
     tm_kweight *lm_head;                      /* [V][D] */
     float *final_norm, *final_norm_b;         /* [D], [D] or NULL */
+    float *embed_norm, *embed_norm_b;         /* [D] BLOOM's norm of the embedding, or NULL */
     float *lm_head_b;                         /* [V] or NULL (Phi) */
     float *rope_cos[2], *rope_sin[2];         /* [max_ctx][rot/2] per rope */
     /* scratch, sized for CPU_MAX_ROWS rows */
@@ -209,6 +210,8 @@ static void cpu_unbind(void *vctx)
     tm_kpack_free(c->lm_head);
     free(c->final_norm);
     free(c->final_norm_b);
+    free(c->embed_norm);
+    free(c->embed_norm_b);
     free(c->lm_head_b);
     for (int i = 0; i < 2; i++) {
         free(c->rope_cos[i]);
@@ -442,6 +445,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool); /* the prefill-only route decodes here too */
     c->final_norm = vec_f32(&m->final_norm);
     c->final_norm_b = vec_f32(&m->final_norm_b);
+    c->embed_norm = vec_f32(&m->embed_norm);
+    c->embed_norm_b = vec_f32(&m->embed_norm_b);
     c->lm_head_b = vec_f32(&m->lm_head_b);
     const char *prof = getenv("TANDEM_PROFILE");
     c->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "warm") ? 2 : 1;
@@ -493,7 +498,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
             rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
             goto fail;
         }
-    if (!c->final_norm || (m->norm_bias && !c->final_norm_b) || (m->lm_head_bias && !c->lm_head_b)) {
+    if (!c->final_norm || (m->norm_bias && !c->final_norm_b) || (m->lm_head_bias && !c->lm_head_b) ||
+        (m->embed_norm.data && (!c->embed_norm || !c->embed_norm_b))) {
         rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine);
         goto fail;
     }
@@ -931,6 +937,13 @@ static void split_qkv(const par_job *j, int i0, int i1, int bf16)
     }
 }
 
+/* OLMo's, MPT's clip_qkv: rows [i0, i1) of y (width n) clamped to [-clip_qkv, clip_qkv] */
+static void rows_clip(const par_job *j, int i0, int i1)
+{
+    float c = j->c->m->clip_qkv;
+    for (size_t i = (size_t)i0 * j->n; i < (size_t)i1 * j->n; i++) j->y[i] = j->y[i] < -c ? -c : j->y[i] > c ? c : j->y[i];
+}
+
 static void rows_split_qkv(const par_job *j, int i0, int i1) { split_qkv(j, i0, i1, 0); }
 static void rows_split_qkv_bf16(const par_job *j, int i0, int i1) { split_qkv(j, i0, i1, 1); }
 
@@ -997,7 +1010,7 @@ static void rows_rope(const par_job *j, int i0, int i1)
  * turn, so a few rows' q, k and v stay in L1 from the split to the KV store,
  * one fork-join for all of them instead of one each. Step k sees rows
  * [i0 mul[k], i1 mul[k]) (a per-head norm: nh rows of Dh per row). */
-#define CHAIN_MAX 12 /* qkv_post adds at most 9 steps */
+#define CHAIN_MAX 12 /* qkv_post adds at most 12 steps */
 #define CHAIN_QB 8
 typedef struct par_chain {
     par_job job; /* first: par_task hands rows_chain this job */
@@ -1039,6 +1052,8 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
         if (bias[i])
             chain_add(&ch, (par_job){.fn = rows_bias, .c = c, .r = r, .y = dst[i], .w = bias[i], .n = i ? KD : HD,
                                      .ld = i ? KD : HD}, 1);
+    for (int i = 0; i < 3 && m->clip_qkv > 0; i++)
+        chain_add(&ch, (par_job){.fn = rows_clip, .c = c, .r = r, .y = dst[i], .n = i ? KD : HD}, 1);
     int whole = m->qk_norm == 2; /* OLMo 2: one norm over the whole q (k) row, else one per head */
     if (y->q_norm)
         chain_add(&ch, (par_job){.fn = rows_norm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm,
@@ -1067,7 +1082,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
             .T = r->M, .H = m->H, .Hk = m->Hk, .Dh = m->Dh, .pos0 = r->pos[0], .q = c->q, .k = v.base,
             .v = v.base + v.v_offset, .kv_dtype = o->dtype, .out = out, .scale = m->attn_scale,
             .softcap = m->attn_softcap, .window = window, .page_table = r->seq[0]->pages, .page_size = v.page_size,
-            .n_pages = o->n_pages, .page_bytes = v.page_stride, .head_bytes = v.head_stride,
+            .n_pages = o->n_pages, .page_bytes = v.page_stride, .head_bytes = v.head_stride, .alibi = m->alibi,
         };
         return c->k.attn_prefill(&a, &c->ws, r->pool);
     }
@@ -1080,6 +1095,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
         .v_pages = v.base + v.v_offset, .page_bytes = v.page_stride, .page_size = v.page_size,
         .kv_dtype = o->dtype, .page_table = c->ptab, .ctx_len = c->ctxlen, .n_pages = o->n_pages, .out = out,
         .scale = m->attn_scale, .softcap = m->attn_softcap, .window = window, .head_bytes = v.head_stride,
+        .alibi = m->alibi,
     };
     return c->k.attn_decode(&a, &c->ws, r->pool);
 }
@@ -1175,6 +1191,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         tm_quant_dequant_row(m->pos_embed.dtype, m->pos_embed.data, m->pos_embed.scales, D, r->pos[i] + m->pos_offset, p);
         for (int j = 0; j < D; j++) x[j] += p[j];
     }
+    if (c->embed_norm) par_norm(c, r, c->x, c->x, c->embed_norm, c->embed_norm_b, M, D); /* BLOOM */
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];
         int qkv16 = 0, f16; /* q|k|v, f in bf16 (y16) */

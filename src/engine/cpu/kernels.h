@@ -160,6 +160,8 @@ typedef struct tm_kattn_prefill {
     float scale;               /* logit scale, usually 1/sqrt(Dh) */
     float softcap;             /* > 0: s = softcap * tanh(s / softcap); 0: off */
     int window;                /* > 0: key j visible from query i iff i - j < window; 0: off */
+    const float *alibi;        /* [H] ALiBi slopes, or NULL: s += alibi[h] * (j - i), after the scale and the
+                                  soft-cap (BLOOM, MPT) */
     /* Paged K/V (optional, the decode pages' layout): with page_table set,
      * key/value position j lies in page page_table[j / page_size], slot
      * j % page_size, at k (v) + page * page_bytes + kv head * head_bytes +
@@ -198,6 +200,7 @@ typedef struct tm_kattn_decode {
     int window;                /* as above */
     size_t head_bytes;         /* bytes from block h to h+1 in a page; 0: the block's own size,
                                   page_size * Dh * 2 (bf16/f16) or 4 page_size + page_size * Dh (int8) */
+    const float *alibi;        /* [H] ALiBi slopes or NULL, as above */
 } tm_kattn_decode;
 
 /* ---- the table ------------------------------------------------------------- */

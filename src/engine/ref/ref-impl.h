@@ -46,6 +46,10 @@ struct tm_ref {
     int max_ctx, n_threads;
 
     float *embed;            /* [V][D] */
+    float *embed_norm;       /* [D] BLOOM's LayerNorm on the embedding, or NULL */
+    float *embed_norm_b;     /* [D] */
+    float *alibi;            /* [H] ALiBi slopes, or NULL */
+    float clip_qkv;          /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] */
     float *pos_embed;        /* [max_pos + pos_offset][D] learned positions (GPT-2, OPT), or NULL */
     int max_pos, pos_offset; /* position p reads pos_embed row p + pos_offset */
     float *lm_head;          /* [V][D]; == embed when tied */

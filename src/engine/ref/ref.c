@@ -186,6 +186,9 @@ void tm_ref_free(tm_ref *r)
     free(r->w);
     if (r->lm_head != r->embed) free(r->lm_head);
     free(r->embed);
+    free(r->embed_norm);
+    free(r->embed_norm_b);
+    free(r->alibi);
     free(r->pos_embed);
     free(r->final_norm);
     free(r->final_norm_b);
@@ -230,7 +233,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
     r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;
     r->logits_mul = m->logits_mul;
-    r->norm = m->norm, r->gated = m->gated, r->parallel = m->parallel;
+    r->norm = m->norm, r->gated = m->gated, r->parallel = m->parallel, r->clip_qkv = m->clip_qkv;
     r->max_ctx = max_ctx, r->n_threads = n_threads;
     int rc = TM_OK;
     size_t kvn = (size_t)m->L * m->Hk * (size_t)max_ctx * m->Dh;
@@ -254,7 +257,13 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     if (m->tied && m->lm_head.data == m->embed.data) r->lm_head = r->embed;
     else if (!(r->lm_head = to_f32(&m->lm_head, m->V, m->D, err))) goto fail_code;
     if (!(r->final_norm = norm_w(&m->final_norm, m->D, m->norm_add_one, err))) goto fail_code;
+    if (m->embed_norm.data && !(r->embed_norm = norm_w(&m->embed_norm, m->D, 0, err))) goto fail_code;
+    if (m->alibi) {
+        if (!(r->alibi = malloc(sizeof(float) * (size_t)m->H))) goto fail_nomem;
+        memcpy(r->alibi, m->alibi, sizeof(float) * (size_t)m->H);
+    }
     r->final_norm_b = opt_vec(&m->final_norm_b, m->D, err, &rc);
+    if (!rc) r->embed_norm_b = opt_vec(&m->embed_norm_b, m->D, err, &rc);
     if (!rc) r->lm_head_b = opt_vec(&m->lm_head_b, m->V, err, &rc);
     if (rc) goto fail;
     for (int l = 0; l < m->L; l++)
@@ -263,6 +272,9 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     return TM_OK;
 fail_code:
     rc = err->code != TM_OK ? err->code : TM_E_INVALID;
+    goto fail;
+fail_nomem:
+    rc = tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
 fail:
     tm_ref_free(r);
     return rc;

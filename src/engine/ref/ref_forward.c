@@ -62,6 +62,7 @@ static void att_items(void *p, int i0, int i1)
             for (int d = 0; d < Dh; d++) acc += (double)q[d] * (double)k[d];
             float v = (float)acc * r->attn_scale;
             if (r->attn_softcap != 0) v = (float)tanh((double)(v / r->attn_softcap)) * r->attn_softcap;
+            if (r->alibi) v += r->alibi[h] * (float)(j - i); /* ALiBi: a distance bias per head */
             s[j] = v;
             if (v > mx) mx = v;
         }
@@ -195,6 +196,9 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         for (int d = 0; d < D; d++)
             x[(size_t)t * D + d] = r->embed[(size_t)tokens[t] * D + d] * r->embed_scale +
                                    (r->pos_embed ? r->pos_embed[(size_t)(pos0 + t + r->pos_offset) * D + d] : 0.f);
+    if (r->embed_norm) /* BLOOM: a LayerNorm on the embedding */
+        for (int t = 0; t < T; t++)
+            ref_norm(r->norm, x + (size_t)t * D, x + (size_t)t * D, r->embed_norm, r->embed_norm_b, D, r->eps);
     if (r->trace) memcpy(r->trace, x, TD * sizeof(float));
 
     for (int l = 0; l < r->L; l++) {
@@ -208,6 +212,9 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
             memcpy(h, x, TD * sizeof(float));
         if (x0) memcpy(x0, x, TD * sizeof(float));
         ref_matmul(r->n_threads, qkv, h, w->wqkv, w->bqkv, T, nqkv, D);
+        if (r->clip_qkv > 0) /* OLMo, MPT: q, k, v clamped */
+            for (size_t i = 0; i < (size_t)T * nqkv; i++)
+                qkv[i] = qkv[i] < -r->clip_qkv ? -r->clip_qkv : qkv[i] > r->clip_qkv ? r->clip_qkv : qkv[i];
         const float *inv = rp ? tm_rope_inv_freq_at(rp, (int64_t)pos0 + T) : NULL;
         int half = rp ? rp->rot_dim / 2 : 0;
         for (int t = 0; t < T; t++) {
