@@ -240,8 +240,11 @@ static void same_as_checkpoint(const char *dir, tm_rt_model *rm)
 #define LN_TOL 0.008
 static void test_layernorm_families(void)
 {
-    static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny", "cohere-tiny", "opt-tiny"};
-    for (int i = 0; i < 5; i++) {
+    static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny", "cohere-tiny", "opt-tiny",
+                                    "bloom-tiny", "mpt-tiny", "bigcode-tiny", "neo-tiny", "olmo-tiny"};
+    static const int parallel[] = {1, 2, 0, 1, 0, 0, 0, 0, 0, 0}, norm_bias[] = {1, 1, 1, 0, 1, 1, 0, 1, 1, 0};
+    static const int gated[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 1};
+    for (int i = 0; i < 10; i++) {
         tm_err err = {0};
         char dir[64], pkg[64];
         snprintf(dir, sizeof dir, "build/test_engine_%s", presets[i]);
@@ -250,14 +253,19 @@ static void test_layernorm_families(void)
         tm_rt_model *rm = open_bf16(dir, pkg);
         if (!rm) continue;
         const tm_model *m = rm->decode;
-        static const int parallel[] = {1, 2, 0, 1, 0};
-        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias == (i != 3) && m->gated == (i == 3) && m->parallel == parallel[i]);
+        CHECK(m->norm == TM_NORM_LAYER && m->norm_bias == norm_bias[i] && m->gated == gated[i] &&
+              m->parallel == parallel[i]);
         if (i == 4) CHECK(m->pos_offset == 2 && m->act == TM_ACT_RELU);
         if (i == 3) CHECK(m->logits_mul == 0.5f);
         same_as_checkpoint(dir, rm);
         if (i == 0) CHECK(m->lm_head_bias && m->lm_head_b.data != NULL);
         if (i == 1) CHECK(m->qkv_interleaved && m->w[0].bqkv.data);
         if (i == 2) CHECK(m->pos_embed.data && m->layer[0].rope == -1 && m->w[0].bqkv.data && !m->qkv_interleaved);
+        if (i == 5) CHECK(m->alibi && m->embed_norm.data && m->embed_norm_b.data && m->qkv_interleaved);
+        if (i == 6) CHECK(m->alibi && m->clip_qkv == 0.5f && m->F == 256);
+        if (i == 7) CHECK(m->Hk == 1 && m->pos_embed.data && m->w[0].bqkv.data);
+        if (i == 8) CHECK(m->attn_scale == 1.0f && !m->layer[0].sliding && m->layer[1].sliding && m->layer[1].window == 16);
+        if (i == 9) CHECK(m->norm_plain && m->clip_qkv == 0.5f && m->final_norm.data);
         int32_t ids[40];
         for (int k = 0; k < 40; k++) ids[k] = (int32_t)((k * 89 + 5) % m->V);
         routes_exact(rm, ids, 40, 37, LN_TOL);

@@ -77,6 +77,35 @@ static const synth_preset presets[] = {
      "\"ffn_dim\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":256,"
      "\"activation_function\":\"relu\",\"do_layer_norm_before\":true,\"word_embed_proj_dim\":128,"
      "\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"bloom-tiny", "a 2-layer BLOOM (ALiBi, a LayerNorm on the embedding, query_key_value grouped by head, "
+     "biases), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"BloomForCausalLM\"],\"model_type\":\"bloom\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"n_layer\":2,\"n_head\":4,\"layer_norm_epsilon\":1e-5,\"bos_token_id\":1,\"eos_token_id\":2,"
+     "\"torch_dtype\":\"bfloat16\"}"},
+    {"mpt-tiny", "a 2-layer MPT (ALiBi, Wqkv, LayerNorm without bias, clip_qkv 0.5, no biases), for tests "
+     "(vocab 1024, hidden 128)",
+     "{\"architectures\":[\"MptForCausalLM\"],\"model_type\":\"mpt\",\"vocab_size\":1024,\"d_model\":128,"
+     "\"n_layers\":2,\"n_heads\":4,\"expansion_ratio\":2,\"max_seq_len\":2048,\"layer_norm_epsilon\":1e-5,"
+     "\"no_bias\":true,\"attn_config\":{\"alibi\":true,\"clip_qkv\":0.5},\"bos_token_id\":1,\"eos_token_id\":2,"
+     "\"torch_dtype\":\"bfloat16\"}"},
+    {"bigcode-tiny", "a 2-layer GPTBigCode (StarCoder 1: multi-query, fused c_attn Q K V, learned positions), for "
+     "tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"GPTBigCodeForCausalLM\"],\"model_type\":\"gpt_bigcode\",\"vocab_size\":1024,"
+     "\"n_embd\":128,\"n_inner\":256,\"n_layer\":2,\"n_head\":4,\"n_positions\":512,\"multi_query\":true,"
+     "\"layer_norm_epsilon\":1e-5,\"activation_function\":\"gelu_pytorch_tanh\",\"bos_token_id\":1,"
+     "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"neo-tiny", "a 2-layer GPT-Neo (a global and a local layer, window 16, no attention scale, learned "
+     "positions), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"GPTNeoForCausalLM\"],\"model_type\":\"gpt_neo\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"num_layers\":2,\"num_heads\":4,\"intermediate_size\":null,\"attention_types\":[[[\"global\",\"local\"],1]],"
+     "\"window_size\":16,\"max_position_embeddings\":512,\"layer_norm_epsilon\":1e-5,"
+     "\"activation_function\":\"gelu_new\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"olmo-tiny", "a 2-layer OLMo (LayerNorm without parameters, SwiGLU, clip_qkv 0.5), for tests (vocab 1024, "
+     "hidden 128)",
+     "{\"architectures\":[\"OlmoForCausalLM\"],\"model_type\":\"olmo\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+     "\"max_position_embeddings\":2048,\"rope_theta\":10000.0,\"clip_qkv\":0.5,\"hidden_act\":\"silu\","
+     "\"tie_word_embeddings\":false,\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"gpt2-124m", "GPT-2 (124M) shape: vocab 50257, 12 layers of 768, learned positions, Conv1D weights, tied",
      "{\"architectures\":[\"GPT2LMHeadModel\"],\"model_type\":\"gpt2\",\"vocab_size\":50257,\"n_embd\":768,"
      "\"n_layer\":12,\"n_head\":12,\"n_inner\":null,\"n_positions\":1024,\"layer_norm_epsilon\":1e-5,"
