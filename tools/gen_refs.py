@@ -273,6 +273,40 @@ def variants():
         num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, clip_qkv=0.03,
         tie_word_embeddings=True, attention_bias=False), 2069,
         "OLMo (1) with clip_qkv 0.03: q, k and v clamped after their projections, tied")
+    # session 26, second batch: sliding-window and MoE relatives of supported families
+    v["olmo3"] = ("Olmo3Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6, sliding_window=16,
+        layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        tie_word_embeddings=False, attention_bias=False), 2071,
+        "OLMo 3: OLMo 2's layer with a sliding window of 16 on layers 0-2")
+    v["ministral"] = ("MinistralConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        sliding_window=16, layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=False), 2073,
+        "Ministral: Mistral with layer_types (window 16 on layer 0 only)")
+    v["glm"] = ("GlmConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        partial_rotary_factor=0.5, attention_bias=True, tie_word_embeddings=False), 2075,
+        "GLM (glm-4-9b-hf): fused gate_up_proj, q/k/v biases, partial rotary 0.5 on interleaved pairs")
+    v["glm4"] = ("Glm4Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        partial_rotary_factor=0.5, attention_bias=True, tie_word_embeddings=False), 2077,
+        "GLM-4 (0414): GLM plus post-attention and post-MLP norms")
+    v["cohere2"] = ("Cohere2Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, layer_norm_eps=1e-5,
+        logit_scale=0.0625, sliding_window=16,
+        layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        tie_word_embeddings=True), 2079,
+        "Cohere 2 (Command R7B): Cohere's parallel layer, sliding window 16 on layers 0-2 (with RoPE), layer 3 global")
+    v["olmoe"] = ("OlmoeConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        num_experts=4, num_experts_per_tok=2, norm_topk_prob=False, clip_qkv=None, tie_word_embeddings=False), 2081,
+        "OLMoE: OLMo 2's q/k norms over the whole projection with pre-norms, 4 experts top-2 without renormalisation")
     return v
 
 
@@ -447,6 +481,10 @@ def build(name, cls_name, kwargs, seed, desc, root):
     if cls_name == "MixtralConfig" and to_hub_moe_names(hf, cfg.intermediate_size, cfg.hidden_size,
                                                          cfg.num_local_experts):
         notes.append("experts rewritten to the Hub's per-expert block_sparse_moe.experts.N.w1/w2/w3 tensors "
+                     "(reloaded cleanly: no missing or unexpected keys)")
+    if cls_name == "OlmoeConfig" and to_hub_moe_names(hf, cfg.intermediate_size, cfg.hidden_size, cfg.num_experts,
+                                                      "qwen"):
+        notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")
     if cls_name == "Qwen2MoeConfig" and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,
                                                          cfg.num_experts, "qwen"):

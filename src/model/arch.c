@@ -707,8 +707,11 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->pos_offset = 2;
         break;
     case TM_ARCH_FALCON: { /* fused query_key_value: Q, K, V (multi-query) or grouped by kv head */
-        if (FLAG(c->alibi, 0))
-            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%salibi' = true is not supported", c->name, x->pre);
+        if (FLAG(c->alibi, 0)) /* transformers 5 has no one answer to match: its eager attention adds Falcon's
+                                  ALiBi bias twice (in the scores and again in the mask), sdpa once, rounded to bf16
+                                  at absolute positions */
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%salibi' = true is not supported for Falcon (BLOOM's and "
+                           "MPT's ALiBi are)", c->name, x->pre);
         int nda = FLAG(c->new_decoder_architecture, 0), n_ln = 2;
         m->qkv_bias = m->o_bias = m->mlp_bias = FLAG(c->bias, 0);
         m->fused_qkv = 1;
