@@ -766,6 +766,78 @@ static void test_arch_rules(void)
     tm_model_free(m);
     CHECK_EQ_INT(model_from("{\"architectures\":[\"OlmoForCausalLM\"]," SMALL ",\"clip_qkv\":0}", &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "'clip_qkv'"));
+    /* OLMo 3: OLMo 2's layer, every 4th layer global by default, a RoPE per layer type (nested in
+       rope_parameters; Hub style: rope_theta and rope_scaling for the full layers, the default base 5e5 for
+       the sliding ones, as Olmo3Config reads them) */
+#define OLMO3 "{\"architectures\":[\"Olmo3ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,\"intermediate_size\":8," \
+              "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"sliding_window\":32"
+    CHECK_EQ_INT(model_from(OLMO3 ",\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"default\",\"rope_theta\":1e6},"
+                            "\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":1e4}}}", &m, &err), TM_OK);
+    if (m) CHECK(!m->pre_norms && m->qk_norm == 2 && m->post_attn_norm && m->n_rope == 2 && m->rope[0].theta == 1e6 &&
+                 m->rope[1].theta == 1e4 && m->layer[0].sliding && m->layer[0].window == 32 && m->layer[0].rope == 1 &&
+                 m->layer[2].rope == 1 && !m->layer[3].sliding && m->layer[3].rope == 0);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(OLMO3 ",\"rope_theta\":1e4,\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2}}", &m, &err),
+                 TM_OK);
+    if (m) CHECK(m->rope[0].theta == 1e4 && m->rope[0].type == TM_ROPE_LINEAR && m->rope[1].theta == 5e5 &&
+                 m->rope[1].type == TM_ROPE_DEFAULT);
+    tm_model_free(m);
+#undef OLMO3
+    /* Ministral: a window on every layer unless layer_types says otherwise */
+#define MINISTRAL "{\"architectures\":[\"MinistralForCausalLM\"]," SMALL ",\"sliding_window\":32"
+    CHECK_EQ_INT(model_from(MINISTRAL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->layer[0].sliding && m->layer[1].sliding && m->layer[1].window == 32);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(MINISTRAL ",\"layer_types\":[\"full_attention\",\"sliding_attention\"]}", &m, &err), TM_OK);
+    if (m) CHECK(!m->layer[0].sliding && m->layer[1].sliding);
+    tm_model_free(m);
+#undef MINISTRAL
+    /* GLM, GLM-4: fused gate_up_proj, q/k/v biases only (attention_bias, default true), partial rotary 0.5
+       on interleaved pairs (q, k reordered when bound), head_dim 128 by default; GLM-4's sandwich norms */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GlmForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->Dh == 128 && m->rope[0].rot_dim == 64 && m->fused_gate_up && !m->fused_qkv && m->qkv_bias &&
+                 !m->o_bias && m->eps == 1.5625e-7f && !m->post_attn_norm && spec_has(m, "model.layers.0.mlp.gate_up_proj.weight") &&
+                 spec_has(m, "model.layers.0.self_attn.q_proj.bias") && !spec_has(m, "model.layers.0.self_attn.o_proj.bias"));
+    for (int i = 0; m && i < m->n_spec; i++) {
+        int qk = strstr(m->spec[i].name, "q_proj") || strstr(m->spec[i].name, "k_proj");
+        CHECKF(m->spec[i].hf_rope_pairs == (qk ? 64 : 0), "%s: rope pairs %d", m->spec[i].name, m->spec[i].hf_rope_pairs);
+    }
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Glm4ForCausalLM\"]," SMALL ",\"attention_bias\":false,\"head_dim\":16}",
+                            &m, &err), TM_OK);
+    if (m) CHECK(!m->qkv_bias && m->rope[0].rot_dim == 8 && m->post_attn_norm && m->post_ffn_norm &&
+                 spec_has(m, "model.layers.1.post_self_attn_layernorm.weight") &&
+                 spec_has(m, "model.layers.1.post_mlp_layernorm.weight") &&
+                 spec_has(m, "model.layers.1.post_attention_layernorm.weight"));
+    tm_model_free(m);
+    /* Cohere 2: sliding_window_pattern (default 4), RoPE on the sliding layers only (none at all without a
+       window), logit_scale */
+#define COHERE2 "{\"architectures\":[\"Cohere2ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,\"intermediate_size\":8," \
+                "\"num_hidden_layers\":4,\"num_attention_heads\":4"
+    CHECK_EQ_INT(model_from(COHERE2 ",\"sliding_window\":32,\"logit_scale\":0.25}", &m, &err), TM_OK);
+    if (m) CHECK(m->layer[0].sliding && m->layer[0].rope == 0 && m->layer[2].sliding && !m->layer[3].sliding &&
+                 m->layer[3].rope == -1 && m->logits_mul == 0.25f && m->parallel == 1 && m->tied);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(COHERE2 ",\"sliding_window\":32,\"sliding_window_pattern\":2}", &m, &err), TM_OK);
+    if (m) CHECK(m->layer[0].sliding && !m->layer[1].sliding && m->layer[1].rope == -1 && m->layer[2].rope == 0);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from(COHERE2 ",\"sliding_window\":null}", &m, &err), TM_OK);
+    if (m) CHECK(!m->layer[0].sliding && m->layer[0].rope == -1 && m->layer[3].rope == -1);
+    tm_model_free(m);
+#undef COHERE2
+    /* OLMoE: experts of intermediate_size on every layer (64 top-8 by default, no renormalisation), q/k norms
+       over the whole projections; clip_qkv (after those norms) refused */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"OlmoeForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->n_experts == 64 && m->top_k == 8 && m->F_expert == 8 && !m->norm_topk_prob && m->qk_norm == 2 &&
+                 m->pre_norms && m->layer[0].moe && m->layer[1].moe && spec_has(m, "model.layers.1.mlp.experts.63.down_proj.weight") &&
+                 spec_has(m, "model.layers.0.mlp.gate.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"OlmoeForCausalLM\"]," SMALL ",\"num_experts\":4,\"num_experts_per_tok\":2,"
+                            "\"norm_topk_prob\":true}", &m, &err), TM_OK);
+    if (m) CHECK(m->n_experts == 4 && m->top_k == 2 && m->norm_topk_prob);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"OlmoeForCausalLM\"]," SMALL ",\"clip_qkv\":8}", &m, &err), TM_E_UNSUPPORTED);
+    CHECK(contains(err.msg, "'clip_qkv'"));
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */

@@ -10,9 +10,14 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
-typedef enum { SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4, SW_NEO } sw_mode;
+typedef enum {
+    SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4, SW_NEO,
+    SW_TYPES,   /* layer_types, else every layer (Ministral) */
+    SW_OLMO3,   /* layer_types, else every 4th layer global */
+    SW_COHERE2, /* layer_types, else sliding_window_pattern (default 4); only the sliding layers take RoPE */
+} sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
-typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2 } moe_mode;
+typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE } moe_mode;
 
 /* Tensor names under the decoder's prefix (head: next to the decoder, see build_specs). */
 typedef struct arch_names {
@@ -104,6 +109,9 @@ static const arch_info arch_table[] = {
     /* cls                              type         arch               tie eps   theta  maxpos hd  bias       mb qk g  f  sw         swdef moe */
     {"LlamaForCausalLM",               "llama",      TM_ARCH_LLAMA,     0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"MistralForCausalLM",             "mistral",    TM_ARCH_MISTRAL,   0, 1e-6, 1e4, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    4096, MOE_NONE,    "model.", NULL, NULL},
+    {"MinistralForCausalLM",           "ministral",  TM_ARCH_MINISTRAL, 0, 1e-6, 1e4, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_TYPES,  4096, MOE_NONE,    "model.", NULL, NULL},
+    {"GlmForCausalLM",                 "glm",        TM_ARCH_GLM,       0, 1.5625e-7, 1e4, 131072, 128, AB_NONE, 0, 0, 0, 0, SW_NONE, 0,  MOE_NONE,    "model.", NULL, NULL},
+    {"Glm4ForCausalLM",                "glm4",       TM_ARCH_GLM4,      0, 1.5625e-7, 1e4, 131072, 128, AB_NONE, 0, 0, 0, 0, SW_NONE, 0,  MOE_NONE,    "model.", NULL, NULL},
     {"Qwen2ForCausalLM",               "qwen2",      TM_ARCH_QWEN2,     0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN,   4096, MOE_NONE,    "model.", NULL, NULL},
     {"Qwen3ForCausalLM",               "qwen3",      TM_ARCH_QWEN3,     0, 1e-6, 1e4, 32768,  128, AB_CONFIG, 0, 1, 0, 0, SW_QWEN,  4096, MOE_NONE,    "model.", NULL, NULL},
     {"GemmaForCausalLM",               "gemma",      TM_ARCH_GEMMA,     1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 1, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
@@ -113,10 +121,12 @@ static const arch_info arch_table[] = {
     {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"SmolLM3ForCausalLM",             "smollm3",    TM_ARCH_SMOLLM3,   1, 1e-6, 2e6, 32768,  0,  AB_CONFIG, 1, 0, 0, 0, SW_SMOLLM3, 0,   MOE_NONE,    "model.", NULL, NULL},
     {"Olmo2ForCausalLM",               "olmo2",      TM_ARCH_OLMO2,     0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
+    {"Olmo3ForCausalLM",               "olmo3",      TM_ARCH_OLMO3,     0, 1e-5, 5e5, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_OLMO3,  4096, MOE_NONE,    "model.", NULL, NULL},
     {"Exaone4ForCausalLM",             "exaone4",    TM_ARCH_EXAONE4,   0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 1, 0, 0, SW_EXAONE4, 4096, MOE_NONE,   "model.", NULL, NULL},
     {"Phi3ForCausalLM",                "phi3",       TM_ARCH_PHI3,      0, 1e-5, 1e4, 4096,   0,  AB_NONE,   0, 0, 0, 1, SW_ALL,    0,    MOE_NONE,    "model.", NULL, NULL},
     {"Qwen3MoeForCausalLM",            "qwen3_moe",  TM_ARCH_QWEN3_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_CONFIG, 0, 1, 0, 0, SW_QWEN,   4096, MOE_QWEN3,   "model.", NULL, NULL},
     {"Qwen2MoeForCausalLM",            "qwen2_moe",  TM_ARCH_QWEN2_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN2MOE, 4096, MOE_QWEN2, "model.", NULL, NULL},
+    {"OlmoeForCausalLM",               "olmoe",      TM_ARCH_OLMOE,     0, 1e-5, 1e4, 4096,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_OLMOE,   "model.", NULL, NULL},
     {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model.", NULL, NULL},
     {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
      &names_phi, &ln_phi},
@@ -131,6 +141,8 @@ static const arch_info arch_table[] = {
     {"GPTJForCausalLM",                "gptj",       TM_ARCH_GPTJ,      0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
      &names_gptj, &ln_gptj},
     {"CohereForCausalLM",              "cohere",     TM_ARCH_COHERE,    1, 1e-5, 5e5, 8192,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
+     NULL, &ln_cohere},
+    {"Cohere2ForCausalLM",             "cohere2",    TM_ARCH_COHERE2,   1, 1e-5, 1e4, 8192,   0,  AB_NONE,   0, 0, 0, 0, SW_COHERE2, 4096, MOE_NONE,   "model.",
      NULL, &ln_cohere},
     {"OPTForCausalLM",                 "opt",        TM_ARCH_OPT,       1, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.decoder.",
      &names_opt, &ln_opt},
@@ -202,6 +214,10 @@ static int opt_pos_num(ctx *x, const tm_cfg_num *v, const char *key, double def,
 }
 
 /* ---- RoPE ---- */
+
+/* a RoPE per layer type: rope[0] for the full-attention layers, rope[1] for the sliding ones (Gemma 3,
+ * OLMo 3) */
+static int rope_by_type(const arch_info *ai) { return ai->gemma == 3 || ai->arch == TM_ARCH_OLMO3; }
 
 static int rope_from_dict(ctx *x, const tm_hf_rope_params *d, const char *field, double theta_fb, int Dh,
                           int64_t max_pos, int top_level_orig, tm_rope *r)
@@ -302,10 +318,13 @@ static int resolve_ropes(ctx *x, const arch_info *ai, tm_model *m)
     if (c->rope_theta.state == TM_CFG_SET && !(c->rope_theta.v > 0))
         return tm_errf(x->err, TM_E_INVALID, "%s: '%srope_theta' = %g must be positive", c->name, x->pre, c->rope_theta.v);
     int rc;
-    if (ai->gemma == 3) {
-        /* rope[0]: full attention layers (rope_scaling applies), rope[1]: sliding layers */
-        double local = 1e4;
-        if ((rc = opt_pos_num(x, &c->rope_local_base_freq, "rope_local_base_freq", 1e4, &local))) return rc;
+    if (rope_by_type(ai)) {
+        /* rope[0]: full attention layers (rope_scaling applies), rope[1]: sliding layers: Gemma 3's
+           rope_local_base_freq; OLMo 3's Hub configs give the sliding layers the default base (Olmo3Config
+           takes rope_theta for the full ones only) */
+        double local = ai->gemma == 3 ? 1e4 : ai->theta;
+        if (ai->gemma == 3 && (rc = opt_pos_num(x, &c->rope_local_base_freq, "rope_local_base_freq", 1e4, &local)))
+            return rc;
         m->n_rope = 2;
         if (c->rope_nested) {
             if ((rc = rope_from_dict(x, &c->rope_full, "rope_parameters.full_attention", theta_top, m->Dh, m->max_pos, 0,
@@ -318,7 +337,8 @@ static int resolve_ropes(ctx *x, const arch_info *ai, tm_model *m)
         if ((rc = rope_from_dict(x, full, full == &c->rope_scaling ? "rope_scaling" : "rope_parameters", theta_top,
                                  m->Dh, m->max_pos, 0, &m->rope[0])))
             return rc;
-        return rope_from_dict(x, NULL, "rope_local_base_freq", local, m->Dh, m->max_pos, 0, &m->rope[1]);
+        return rope_from_dict(x, NULL, ai->gemma == 3 ? "rope_local_base_freq" : "rope_theta", local, m->Dh, m->max_pos,
+                              0, &m->rope[1]);
     }
     if (c->rope_nested)
         return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%srope_parameters' by layer type is not supported for %s",
@@ -412,6 +432,10 @@ static int build_specs(tm_model *m, tm_err *err)
         if (!m->pre_norms) { /* OLMo 2: norms on the branches' outputs only */
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_attention_layernorm.weight", lp);
             ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_feedforward_layernorm.weight", lp);
+        } else if (m->arch == TM_ARCH_GLM4) { /* GLM-4's sandwich norms by their names */
+            ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_self_attn_layernorm.weight", lp);
+            ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%s.post_attention_layernorm.weight", lp);
+            ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_mlp_layernorm.weight", lp);
         } else if (ai->gemma >= 2) {
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_attention_layernorm.weight", lp);
             ADD(&w->ffn_norm, TM_TK_VECTOR, D, 0, "%s.pre_feedforward_layernorm.weight", lp);
@@ -470,7 +494,8 @@ static int build_specs(tm_model *m, tm_err *err)
     if (m->arch == TM_ARCH_GPT2) /* Conv1D: every linear weight but an untied head is stored [in][out] */
         for (int i = 0; i < m->n_spec; i++)
             m->spec[i].hf_transposed = m->spec[i].kind == TM_TK_MATRIX && m->spec[i].slot != &m->lm_head;
-    if (m->arch == TM_ARCH_GPTJ || m->arch == TM_ARCH_COHERE) /* RoPE on interleaved pairs */
+    if (m->arch == TM_ARCH_GPTJ || m->arch == TM_ARCH_COHERE || m->arch == TM_ARCH_COHERE2 || m->arch == TM_ARCH_GLM ||
+        m->arch == TM_ARCH_GLM4) /* RoPE on interleaved pairs */
         for (int i = 0; i < m->n_spec; i++)
             for (int l = 0; l < m->L; l++) {
                 const tm_layer_weights *w = &m->w[l];
@@ -559,7 +584,8 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
     }
     int mwl = 0, pattern = 6;
     if ((rc = opt_int(x, &c->max_window_layers, "max_window_layers", 0, INT32_MAX, 28, &mwl))) return rc;
-    if ((rc = opt_int(x, &c->sliding_window_pattern, "sliding_window_pattern", 1, INT32_MAX, ai->sw == SW_EXAONE4 ? 4 : 6,
+    if ((rc = opt_int(x, &c->sliding_window_pattern, "sliding_window_pattern", 1, INT32_MAX,
+                      ai->sw == SW_EXAONE4 || ai->sw == SW_COHERE2 ? 4 : 6,
                       &pattern)))
         return rc;
     size_t pstr = strlen(c->sw_pattern_str); /* EXAONE 4's "LLLG" form (its last layer is global) */
@@ -574,6 +600,9 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         case SW_SMOLLM3: break; /* below, after the layer's RoPE */
         case SW_QWEN2MOE: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0 && l < mwl; break;
         case SW_NEO: s = c->n_neo_local ? c->neo_local[l] : l % 2; break; /* GPTNeoConfig: global, local, ... */
+        case SW_TYPES: s = c->n_layer_types ? c->layer_sliding[l] : 1; break;
+        case SW_OLMO3: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 4 != 0; break;
+        case SW_COHERE2: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % pattern != 0; break;
         case SW_EXAONE4:
             s = c->n_layer_types ? c->layer_sliding[l]
                 : pstr       ? window > 0 && c->sw_pattern_str[l % pstr] == 'L' && l != m->L - 1
@@ -585,8 +614,9 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         m->layer[l].sliding = s && window > 0;
         m->layer[l].window = m->layer[l].sliding ? window : 0;
         if (ai->sw == SW_EXAONE4) nope = window > 0 && !s; /* hybrid attention: the global layers take no RoPE */
+        if (ai->sw == SW_COHERE2) nope = !(s && window > 0); /* RoPE where the layer has a window */
         if ((ai->names && ai->names->pos) || m->alibi) nope = 1; /* learned positions or ALiBi instead */
-        m->layer[l].rope = nope ? -1 : (ai->gemma == 3 && s) ? 1 : 0;
+        m->layer[l].rope = nope ? -1 : (rope_by_type(ai) && s) ? 1 : 0;
     }
     return TM_OK;
 }
@@ -598,17 +628,17 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
     if (ai->moe == MOE_NONE) return TM_OK;
     const tm_cfg_int *ne = c->num_experts.state == TM_CFG_SET ? &c->num_experts : &c->num_local_experts;
     const char *nek = ne == &c->num_experts ? "num_experts" : "num_local_experts";
-    int def_e = ai->moe == MOE_QWEN3 ? 128 : ai->moe == MOE_QWEN2 ? 60 : 8;
-    int def_k = ai->moe == MOE_QWEN3 ? 8 : ai->moe == MOE_QWEN2 ? 4 : 2;
+    int def_e = ai->moe == MOE_QWEN3 ? 128 : ai->moe == MOE_QWEN2 ? 60 : ai->moe == MOE_OLMOE ? 64 : 8;
+    int def_k = ai->moe == MOE_QWEN3 || ai->moe == MOE_OLMOE ? 8 : ai->moe == MOE_QWEN2 ? 4 : 2;
     if ((rc = opt_int(x, ne, nek, 1, TM_MODEL_MAX_EXPERTS, def_e, &m->n_experts))) return rc;
     if ((rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, def_k, &m->top_k)))
         return rc;
     if (m->top_k > m->n_experts)
         return tm_errf(x->err, TM_E_INVALID, "%s: 'num_experts_per_tok' = %d exceeds the %d experts", c->name, m->top_k,
                        m->n_experts);
-    if (ai->moe == MOE_MIXTRAL) {
+    if (ai->moe == MOE_MIXTRAL || ai->moe == MOE_OLMOE) { /* every layer; experts of intermediate_size */
         m->F_expert = m->F;
-        m->norm_topk_prob = 1;
+        m->norm_topk_prob = ai->moe == MOE_MIXTRAL || (c->norm_topk_prob.state == TM_CFG_SET && c->norm_topk_prob.v);
         for (int l = 0; l < m->L; l++) m->layer[l].moe = 1;
         return TM_OK;
     }
@@ -683,7 +713,7 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->mlp_bias = m->lm_head_bias = 1;
         m->parallel = 1;
         break;
-    case TM_ARCH_COHERE: /* LayerNorm without a bias, one norm for both branches, SwiGLU */
+    case TM_ARCH_COHERE: case TM_ARCH_COHERE2: /* LayerNorm without a bias, one norm for both branches, SwiGLU */
         if (FLAG(c->use_qk_norm, 0))
             return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%suse_qk_norm' = true is not supported", c->name, x->pre);
         m->norm_bias = 0;
@@ -927,6 +957,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if (cc.rope_theta.state != TM_CFG_SET && cc.rotary_emb_base.state == TM_CFG_SET) cc.rope_theta = cc.rotary_emb_base;
         if (cc.partial_rotary_factor.state != TM_CFG_SET) cc.partial_rotary_factor = (tm_cfg_num){TM_CFG_SET, ai->ln->prf};
     }
+    if ((ai->arch == TM_ARCH_GLM || ai->arch == TM_ARCH_GLM4) && cc.partial_rotary_factor.state != TM_CFG_SET)
+        cc.partial_rotary_factor = (tm_cfg_num){TM_CFG_SET, 0.5}; /* GlmConfig's default */
     c = &cc;
     ctx x = {c, c->text_config ? "text_config." : "", err, 0};
     tm_model *m = calloc(1, sizeof *m);
@@ -990,8 +1022,19 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     m->fused_qkv = m->fused_gate_up = ai->fused;
     if ((rc = resolve_ln(&x, ai, m))) goto fail;
     m->norm_add_one = ai->gemma != 0;
-    m->pre_norms = ai->arch != TM_ARCH_OLMO2 && ai->arch != TM_ARCH_EXAONE4; /* OLMo 2's layer in both */
-    m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2 || !m->pre_norms;
+    m->pre_norms = ai->arch != TM_ARCH_OLMO2 && ai->arch != TM_ARCH_OLMO3 && ai->arch != TM_ARCH_EXAONE4; /* OLMo 2's
+                                                                                                         layer */
+    m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2 || !m->pre_norms || ai->arch == TM_ARCH_GLM4;
+    if (ai->arch == TM_ARCH_GLM || ai->arch == TM_ARCH_GLM4) { /* q/k/v biases (attention_bias, default true), none on o;
+                                                                  gate_up_proj fused */
+        m->qkv_bias = c->attention_bias.state == TM_CFG_SET ? c->attention_bias.v : 1;
+        m->o_bias = 0;
+        m->fused_gate_up = 1;
+    }
+    if (ai->arch == TM_ARCH_OLMOE && c->clip_qkv.state == TM_CFG_SET) { /* OLMoE clamps after its q/k norms */
+        rc = tm_errf(err, TM_E_UNSUPPORTED, "%s: 'clip_qkv' is not supported for OLMoE", c->name);
+        goto fail;
+    }
     m->embed_scale = ai->gemma ? (float)sqrt((double)m->D) : 1.0f;
     m->attn_scale = (float)pow((double)m->Dh, -0.5);
     if (ai->gemma >= 2) {
@@ -1009,7 +1052,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         m->final_softcap = c->final_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;
     }
     m->residual_scale = m->logits_div = m->logits_mul = 1.0f;
-    if (ai->arch == TM_ARCH_COHERE) {
+    if (ai->arch == TM_ARCH_COHERE || ai->arch == TM_ARCH_COHERE2) {
         double ls = 0.0625;
         if ((rc = opt_pos_num(&x, &c->logit_scale, "logit_scale", 0.0625, &ls))) goto fail;
         m->logits_mul = (float)ls;

@@ -129,6 +129,12 @@ typedef enum tm_arch {
     TM_ARCH_GPT_BIGCODE,
     TM_ARCH_GPT_NEO,
     TM_ARCH_OLMO,
+    TM_ARCH_OLMO3,
+    TM_ARCH_MINISTRAL,
+    TM_ARCH_GLM,
+    TM_ARCH_GLM4,
+    TM_ARCH_COHERE2,
+    TM_ARCH_OLMOE,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
