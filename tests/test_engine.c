@@ -229,22 +229,40 @@ static void same_as_checkpoint(const char *dir, tm_rt_model *rm)
     free(lb);
 }
 
-/* The LayerNorm families (synthetic Phi, GPT-NeoX, GPT-2, Cohere and OPT): LayerNorm with
- * bias, the attention and the MLP in parallel (on one norm; on two), an MLP
- * without a gate, partial rotary, Phi's lm_head bias, NeoX's fused
- * query_key_value with rows head by head and its bias, GPT-2's learned
- * positions and Conv1D weights (transposed when bound); through the package
- * (converter and reader), every engine and route against the fp32 reference. */
+/* GLM-4 (synthetic): fused gate_up, RoPE on interleaved pairs (q and k reordered when bound, stored so in
+ * the package), sandwich norms; every engine and route against the fp32 reference */
+static void test_glm4(void)
+{
+    tm_err err = {0};
+    const char *dir = "build/test_engine_glm4";
+    CHECKF(tm_synth_write("glm4-tiny", dir, 29, &err) == TM_OK, "%s", err.msg);
+    tm_rt_model *rm = open_bf16(dir, "build/test_engine_glm4.tdm");
+    if (!rm) return;
+    const tm_model *m = rm->decode;
+    CHECK(m->fused_gate_up && m->qkv_bias && !m->o_bias && m->post_attn_norm && m->post_ffn_norm && m->rope[0].rot_dim == 16);
+    same_as_checkpoint(dir, rm);
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 67 + 5) % m->V);
+    routes_exact(rm, ids, 40, 37, 0.008);
+    tm_rt_model_free(rm);
+}
+
+/* The LayerNorm families (synthetic Phi, GPT-NeoX, GPT-2, Cohere, OPT, BLOOM, MPT, GPTBigCode, GPT-Neo,
+ * OLMo, Cohere 2): LayerNorm with bias, without, or without parameters, the attention and the MLP in
+ * parallel (on one norm; on two), an MLP without a gate, partial rotary, Phi's lm_head bias, NeoX's fused
+ * query_key_value with rows head by head and its bias, GPT-2's learned positions and Conv1D weights
+ * (transposed when bound), ALiBi, BLOOM's embedding norm, clip_qkv, local layers, layers without RoPE;
+ * through the package (converter and reader), every engine and route against the fp32 reference. */
 /* the engines differ from the reference by under 0.003; the FFN norm's bias left out moves the logits by
    0.016, the attention's output added before the FFN's norm (no parallel residual) by 0.6 */
 #define LN_TOL 0.008
 static void test_layernorm_families(void)
 {
     static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny", "cohere-tiny", "opt-tiny",
-                                    "bloom-tiny", "mpt-tiny", "bigcode-tiny", "neo-tiny", "olmo-tiny"};
-    static const int parallel[] = {1, 2, 0, 1, 0, 0, 0, 0, 0, 0}, norm_bias[] = {1, 1, 1, 0, 1, 1, 0, 1, 1, 0};
-    static const int gated[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 1};
-    for (int i = 0; i < 10; i++) {
+                                    "bloom-tiny", "mpt-tiny", "bigcode-tiny", "neo-tiny", "olmo-tiny", "cohere2-tiny"};
+    static const int parallel[] = {1, 2, 0, 1, 0, 0, 0, 0, 0, 0, 1}, norm_bias[] = {1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0};
+    static const int gated[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1};
+    for (int i = 0; i < 11; i++) {
         tm_err err = {0};
         char dir[64], pkg[64];
         snprintf(dir, sizeof dir, "build/test_engine_%s", presets[i]);
@@ -266,6 +284,7 @@ static void test_layernorm_families(void)
         if (i == 7) CHECK(m->Hk == 1 && m->pos_embed.data && m->w[0].bqkv.data);
         if (i == 8) CHECK(m->attn_scale == 1.0f && !m->layer[0].sliding && m->layer[1].sliding && m->layer[1].window == 16);
         if (i == 9) CHECK(m->norm_plain && m->clip_qkv == 0.5f && m->final_norm.data);
+        if (i == 10) CHECK(m->layer[0].sliding && m->layer[0].rope == 0 && !m->layer[3].sliding && m->layer[3].rope == -1);
         int32_t ids[40];
         for (int k = 0; k < 40; k++) ids[k] = (int32_t)((k * 89 + 5) % m->V);
         routes_exact(rm, ids, 40, 37, LN_TOL);
@@ -746,6 +765,7 @@ int main(void)
     test_model_scalars();
     test_olmo2();
     test_layernorm_families();
+    test_glm4();
     test_bias_and_qk_norm();
     test_hybrid_quantized();
     test_kv_int8();

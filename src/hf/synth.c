@@ -106,6 +106,20 @@ static const synth_preset presets[] = {
      "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
      "\"max_position_embeddings\":2048,\"rope_theta\":10000.0,\"clip_qkv\":0.5,\"hidden_act\":\"silu\","
      "\"tie_word_embeddings\":false,\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"glm4-tiny", "a 2-layer GLM-4 (fused gate_up, q/k/v biases, partial rotary 0.5 on interleaved pairs, "
+     "sandwich norms), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"Glm4ForCausalLM\"],\"model_type\":\"glm4\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+     "\"head_dim\":32,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,"
+     "\"partial_rotary_factor\":0.5,\"attention_bias\":true,\"hidden_act\":\"silu\",\"tie_word_embeddings\":false,"
+     "\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"cohere2-tiny", "a 4-layer Cohere 2 (parallel LayerNorm layer, windows of 16 with RoPE on layers 0-2, layer 3 "
+     "global without RoPE), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"Cohere2ForCausalLM\"],\"model_type\":\"cohere2\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":4,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+     "\"max_position_embeddings\":2048,\"layer_norm_eps\":1e-5,\"rope_theta\":10000.0,\"logit_scale\":0.5,"
+     "\"sliding_window\":16,\"sliding_window_pattern\":4,\"hidden_act\":\"silu\",\"bos_token_id\":1,"
+     "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"gpt2-124m", "GPT-2 (124M) shape: vocab 50257, 12 layers of 768, learned positions, Conv1D weights, tied",
      "{\"architectures\":[\"GPT2LMHeadModel\"],\"model_type\":\"gpt2\",\"vocab_size\":50257,\"n_embd\":768,"
      "\"n_layer\":12,\"n_head\":12,\"n_inner\":null,\"n_positions\":1024,\"layer_norm_epsilon\":1e-5,"
