@@ -69,6 +69,25 @@ static tm_rt_model *open_enc(const char *dir, const char *pkg, tm_dtype prefill,
 
 static tm_rt_model *open_bf16(const char *dir, const char *pkg) { return open_enc(dir, pkg, TM_DT_BF16, TM_DT_BF16); }
 
+/* a synthetic preset written to build/test_engine_<preset> (seed), converted to its bf16 package and opened;
+ * dir (if not NULL) receives the checkpoint's directory */
+static tm_rt_model *synth_open(const char *preset, uint64_t seed, char dir[64])
+{
+    tm_err err = {0};
+    char d[64], pkg[72];
+    snprintf(d, sizeof d, "build/test_engine_%s", preset);
+    snprintf(pkg, sizeof pkg, "%s.tdm", d);
+    if (dir) snprintf(dir, 64, "%s", d);
+    CHECKF(tm_synth_write(preset, d, seed, &err) == TM_OK, "%s: %s", preset, err.msg);
+    return open_bf16(d, pkg);
+}
+
+/* ids[n]: a fixed pseudo-random prompt (mul, add pick it) over a vocabulary of V */
+static void prompt_ids(int32_t *ids, int n, int mul, int add, int V)
+{
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * mul + add) % V);
+}
+
 /* Every engine and route against the fp32 reference over the same weights:
  * ids[n], prompt np, logits after every position from np-1 on within tol
  * (max |diff|) and with the same argmax. */
@@ -165,15 +184,12 @@ static void test_model_scalars(void)
  * row groups. */
 static void test_bias_and_qk_norm(void)
 {
-    tm_err err = {0};
-    const char *dir = "build/test_engine_qwen3b";
-    CHECKF(tm_synth_write("qwen3-tiny-bias", dir, 11, &err) == TM_OK, "%s", err.msg);
-    tm_rt_model *rm = open_bf16(dir, "build/test_engine_qwen3b.tdm");
+    tm_rt_model *rm = synth_open("qwen3-tiny-bias", 11, NULL);
     if (!rm) return;
     const tm_model *m = rm->decode;
     CHECK(m->qk_norm && m->qkv_bias && m->o_bias);
     int32_t ids[40];
-    for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 131 + 7) % m->V);
+    prompt_ids(ids, 40, 131, 7, m->V);
     /* the synthetic logits are small (random weights): the engines differ from the reference by
        under 0.003 here, and leaving out one bias (k's) moves them by 0.015, so the bound is 0.008 */
     routes_exact(rm, ids, 40, 37, 0.008);
@@ -189,14 +205,11 @@ static void test_bias_and_qk_norm(void)
 #define OLMO2_TOL 0.03
 static void test_olmo2(void)
 {
-    tm_err err = {0};
-    const char *dir = "build/test_engine_olmo2";
-    CHECKF(tm_synth_write("olmo2-tiny", dir, 13, &err) == TM_OK, "%s", err.msg);
-    tm_rt_model *rm = open_bf16(dir, "build/test_engine_olmo2.tdm");
+    tm_rt_model *rm = synth_open("olmo2-tiny", 13, NULL);
     if (!rm) return;
     CHECK(!rm->decode->pre_norms && rm->decode->qk_norm == 2 && rm->decode->post_attn_norm);
     int32_t ids[40];
-    for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 97 + 3) % rm->decode->V);
+    prompt_ids(ids, 40, 97, 3, rm->decode->V);
     routes_exact(rm, ids, 40, 37, OLMO2_TOL);
     tm_rt_model_free(rm);
 }
@@ -233,16 +246,14 @@ static void same_as_checkpoint(const char *dir, tm_rt_model *rm)
  * the package), sandwich norms; every engine and route against the fp32 reference */
 static void test_glm4(void)
 {
-    tm_err err = {0};
-    const char *dir = "build/test_engine_glm4";
-    CHECKF(tm_synth_write("glm4-tiny", dir, 29, &err) == TM_OK, "%s", err.msg);
-    tm_rt_model *rm = open_bf16(dir, "build/test_engine_glm4.tdm");
+    char dir[64];
+    tm_rt_model *rm = synth_open("glm4-tiny", 29, dir);
     if (!rm) return;
     const tm_model *m = rm->decode;
     CHECK(m->fused_gate_up && m->qkv_bias && !m->o_bias && m->post_attn_norm && m->post_ffn_norm && m->rope[0].rot_dim == 16);
     same_as_checkpoint(dir, rm);
     int32_t ids[40];
-    for (int i = 0; i < 40; i++) ids[i] = (int32_t)((i * 67 + 5) % m->V);
+    prompt_ids(ids, 40, 67, 5, m->V);
     routes_exact(rm, ids, 40, 37, 0.008);
     tm_rt_model_free(rm);
 }
@@ -264,11 +275,8 @@ static void test_layernorm_families(void)
     static const int gated[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1};
     for (int i = 0; i < 11; i++) {
         tm_err err = {0};
-        char dir[64], pkg[64];
-        snprintf(dir, sizeof dir, "build/test_engine_%s", presets[i]);
-        snprintf(pkg, sizeof pkg, "build/test_engine_%s.tdm", presets[i]);
-        CHECKF(tm_synth_write(presets[i], dir, 17 + (uint64_t)i, &err) == TM_OK, "%s", err.msg);
-        tm_rt_model *rm = open_bf16(dir, pkg);
+        char dir[64];
+        tm_rt_model *rm = synth_open(presets[i], 17 + (uint64_t)i, dir);
         if (!rm) continue;
         const tm_model *m = rm->decode;
         CHECK(m->norm == TM_NORM_LAYER && m->norm_bias == norm_bias[i] && m->gated == gated[i] &&
@@ -286,7 +294,7 @@ static void test_layernorm_families(void)
         if (i == 9) CHECK(m->norm_plain && m->clip_qkv == 0.5f && m->final_norm.data);
         if (i == 10) CHECK(m->layer[0].sliding && m->layer[0].rope == 0 && !m->layer[3].sliding && m->layer[3].rope == -1);
         int32_t ids[40];
-        for (int k = 0; k < 40; k++) ids[k] = (int32_t)((k * 89 + 5) % m->V);
+        prompt_ids(ids, 40, 89, 5, m->V);
         routes_exact(rm, ids, 40, 37, LN_TOL);
         if (i == 2) { /* past GPT-2's learned positions (256 here): an error, from the reference and the engine */
             int32_t *many = calloc(300, sizeof *many);
