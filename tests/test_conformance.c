@@ -343,6 +343,122 @@ done:
     free(cfgtext);
 }
 
+/* A MoE fixture's experts as transformers 5 saves them: per layer, mlp.experts.gate_up_proj [E][2F][D]
+ * (expert e's gate rows, then its up rows) and mlp.experts.down_proj [E][D][F], and Mixtral's
+ * block_sparse_moe.* renamed mlp.*; the rest as it is. The model must give the fixture's logits. */
+#define FUSED_MAX 64
+typedef struct fused_layer {
+    char name[256];           /* "model.layers.0.mlp." */
+    int E;
+    const char *part[3][FUSED_MAX]; /* gate, up, down of each expert: their bytes */
+    size_t bytes[3];          /* of one expert's tensor */
+    int64_t shape[3][2];
+    char dtype[8];
+} fused_layer;
+
+static void fused_moe(const char *fixdir, const char *config_key, const char *out)
+{
+    char path[1024], dir[256];
+    snprintf(dir, sizeof dir, "build/test_conformance/%s", out);
+    snprintf(path, sizeof path, "%s/hf/model.safetensors", fixdir);
+    char *text = NULL;
+    size_t n = 0;
+    tm_err err = {0};
+    CHECKF(tm_read_file(path, &text, &n, 0, &err) == TM_OK, "%s: %s", out, err.msg);
+    snprintf(path, sizeof path, "%s/manifest.json", fixdir);
+    cJSON *man = load_json(path);
+    if (!text || !man || n < 8) goto done;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | (uint8_t)text[i];
+    cJSON *hdr = cJSON_ParseWithLength(text + 8, (size_t)hl), *nh = cJSON_CreateObject();
+    const char *data = text + 8 + hl;
+    static fused_layer ly[16];
+    int nl = 0;
+    size_t total = 0;
+    char *blob = malloc(n), *o = blob; /* the new data section: never larger than the old one */
+    for (cJSON *it = hdr ? hdr->child : NULL; it && blob; it = it->next) {
+        if (!strcmp(it->string, "__metadata__")) continue;
+        const cJSON *offs = cJSON_GetObjectItem(it, "data_offsets"), *shape = cJSON_GetObjectItem(it, "shape");
+        size_t a = (size_t)cJSON_GetArrayItem(offs, 0)->valuedouble, b = (size_t)cJSON_GetArrayItem(offs, 1)->valuedouble;
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s", it->string);
+        char *moe = strstr(nm, ".block_sparse_moe."); /* Mixtral's Hub name: mlp. in transformers 5 */
+        if (moe) memmove(moe + 5, moe + 18, strlen(moe + 18) + 1), memcpy(moe, ".mlp.", 5);
+        char *ex = strstr(nm, ".mlp.experts.");
+        if (!ex) { /* copied as it is */
+            cJSON *e = cJSON_Duplicate(it, 1);
+            cJSON_ReplaceItemInObject(e, "data_offsets", cJSON_CreateIntArray((int[]){(int)total, (int)(total + b - a)}, 2));
+            cJSON_AddItemToObject(nh, nm, e);
+            memcpy(o, data + a, b - a);
+            o += b - a, total += b - a;
+            continue;
+        }
+        int e = atoi(ex + 13), k = strstr(ex, "gate_proj") || strstr(ex, ".w1.") ? 0 : strstr(ex, "up_proj") || strstr(ex, ".w3.") ? 1 : 2;
+        ex[5] = 0; /* "...mlp." */
+        int li = 0;
+        while (li < nl && strcmp(ly[li].name, nm)) li++;
+        if (li == nl && nl < 16) snprintf(ly[nl++].name, sizeof ly[0].name, "%s", nm);
+        if (li >= 16 || e >= FUSED_MAX) continue;
+        ly[li].part[k][e] = data + a;
+        ly[li].bytes[k] = b - a;
+        ly[li].shape[k][0] = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
+        ly[li].shape[k][1] = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+        snprintf(ly[li].dtype, sizeof ly[li].dtype, "%s", cJSON_GetObjectItem(it, "dtype")->valuestring);
+        ly[li].E = e + 1 > ly[li].E ? e + 1 : ly[li].E;
+    }
+    for (int li = 0; li < nl && blob; li++) {
+        fused_layer *L = &ly[li];
+        for (int k = 0; k < 2; k++) { /* gate_up, then down */
+            char nm[300];
+            snprintf(nm, sizeof nm, "%.250sexperts.%s", L->name, k ? "down_proj" : "gate_up_proj");
+            size_t start = total;
+            for (int e = 0; e < L->E; e++)
+                for (int p = k ? 2 : 0; p <= (k ? 2 : 1); p++) {
+                    memcpy(o, L->part[p][e], L->bytes[p]);
+                    o += L->bytes[p], total += L->bytes[p];
+                }
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddStringToObject(t, "dtype", L->dtype);
+            int64_t r = k ? L->shape[2][0] : 2 * L->shape[0][0], c = k ? L->shape[2][1] : L->shape[0][1];
+            cJSON_AddItemToObject(t, "shape", cJSON_CreateIntArray((int[]){L->E, (int)r, (int)c}, 3));
+            cJSON_AddItemToObject(t, "data_offsets", cJSON_CreateIntArray((int[]){(int)start, (int)total}, 2));
+            cJSON_AddItemToObject(nh, nm, t);
+        }
+    }
+    CHECKF(nl >= 1, "%s: no experts found", out);
+    char *hs = cJSON_PrintUnformatted(nh);
+    size_t hn = strlen(hs), pad = (8 - hn % 8) % 8;
+    mkdir("build/test_conformance", 0755);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((hn + pad) >> (8 * i));
+    int ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(hs, 1, hn, f) == hn && fwrite("        ", 1, pad, f) == pad &&
+             fwrite(blob, 1, total, f) == total;
+    if (f) fclose(f);
+    char src_cfg[1024], cfg[512];
+    snprintf(src_cfg, sizeof src_cfg, "%s/%s", fixdir, cJSON_GetObjectItem(man, config_key)->valuestring);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    char *ct = NULL;
+    size_t cn = 0;
+    ok = ok && tm_read_file(src_cfg, &ct, &cn, 0, &err) == TM_OK && (f = fopen(cfg, "wb")) != NULL;
+    if (ok) {
+        ok = fwrite(ct, 1, cn, f) == cn;
+        fclose(f);
+    }
+    CHECKF(ok, "%s: cannot write %s", out, dir);
+    if (ok) run_model_at(fixdir, man, dir, cfg);
+    free(ct);
+    free(hs);
+    free(blob);
+    cJSON_Delete(nh);
+    cJSON_Delete(hdr);
+done:
+    cJSON_Delete(man);
+    free(text);
+}
+
 static void conformance_models(void)
 {
     char root[1024];
@@ -442,6 +558,12 @@ int main(void)
     relaid("gemma3", "model.", "language_model.model.", "Gemma3ForConditionalGeneration", "gemma3_mm");
     relaid("gemma3", "model.", "model.language_model.", "Gemma3ForConditionalGeneration", "gemma3_mm2");
     relaid("gpt2", "transformer.", "", NULL, "gpt2_hub_names");
+    fused_moe("tests/data/refs/mixtral", "config_file", "mixtral_fused");
+    fused_moe("tests/data/refs/qwen2_moe", "config_file", "qwen2_moe_fused");
+    fused_moe("tests/data/refs/olmoe", "hub_config_file", "olmoe_fused");
+    char q3[512];
+    snprintf(q3, sizeof q3, "%s/conformance/models/qwen3_moe", th_shared());
+    fused_moe(q3, "native_config_file", "qwen3_moe_fused");
     demo_model();
     return th_done("test_conformance");
 }

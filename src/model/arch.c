@@ -1254,14 +1254,83 @@ static int probe_prefix(tm_model *m, const tm_tensor_source *src, tm_err *err)
     return TM_OK;
 }
 
+/* the MoE layer whose experts (or router) spec s fills, or -1 */
+static int expert_layer(const tm_model *m, const tm_tensor_spec *s)
+{
+    for (int l = 0; l < m->L; l++) {
+        const tm_layer_weights *w = &m->w[l];
+        if (!m->layer[l].moe) continue;
+        if (s->slot == &w->router || (s->slot >= w->e_gate && s->slot < w->e_gate + m->n_experts) ||
+            (s->slot >= w->e_up && s->slot < w->e_up + m->n_experts) ||
+            (s->slot >= w->e_down && s->slot < w->e_down + m->n_experts))
+            return l;
+    }
+    return -1;
+}
+
+/* transformers 5 saves a layer's experts as two 3-D tensors, <layer>.mlp.experts.gate_up_proj [E][2Fe][D]
+ * (each expert's gate rows, then its up rows) and <layer>.mlp.experts.down_proj [E][D][Fe], and Mixtral's
+ * router as <layer>.mlp.gate.weight: where the Hub's per-expert tensors are absent, layer l's experts are
+ * bound as views into those (no copy; a package stores them per expert, as the Hub names them) */
+static int bind_fused_experts(tm_model *m, const tm_tensor_source *src, int l, tm_err *err)
+{
+    const arch_info *ai = info_of(m);
+    tm_layer_weights *w = &m->w[l];
+    int64_t E = m->n_experts, F = m->F_expert, D = m->D;
+    char name[3][192];
+    const char *part[3] = {"experts.gate_up_proj", "experts.down_proj", "gate.weight"};
+    tm_tensor t[3];
+    for (int k = 0; k < 3; k++) {
+        snprintf(name[k], sizeof name[k], "%s%s.%d.mlp.%s", m->prefix, ai->names ? ai->names->layers : "layers", l, part[k]);
+        if (k == 2 && ai->moe != MOE_MIXTRAL) break; /* the others' routers are named so already */
+        int rc = src->lookup(src->ctx, name[k], &t[k], err);
+        if (rc) return rc;
+        static const int ndim[3] = {3, 3, 2};
+        const int64_t shape[3][3] = {{E, 2 * F, D}, {E, D, F}, {E, D, 0}};
+        tm_tensor_spec want = {.ndim = ndim[k], .kind = TM_TK_MATRIX};
+        memcpy(want.shape, shape[k], sizeof shape[k]);
+        snprintf(want.name, sizeof want.name, "%s", name[k]);
+        if (t[k].dtype != TM_DT_F32 && t[k].dtype != TM_DT_F16 && t[k].dtype != TM_DT_BF16)
+            return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", name[k],
+                           tm_dtype_name(t[k].dtype));
+        if ((rc = check_tensor(m, &want, &t[k], err))) return rc;
+    }
+    if (ai->moe == MOE_MIXTRAL) w->router = t[2];
+    size_t es = tm_dtype_size(t[0].dtype), rows = (size_t)F * (size_t)D * es;
+    for (int64_t e = 0; e < E; e++) {
+        tm_tensor g = {t[0].name, t[0].dtype, 2, {F, D}, (const uint8_t *)t[0].data + (size_t)e * 2 * rows, rows, NULL};
+        w->e_gate[e] = g;
+        g.data = (const uint8_t *)g.data + rows;
+        w->e_up[e] = g;
+        tm_tensor d = {t[1].name, t[1].dtype, 2, {D, F}, (const uint8_t *)t[1].data + (size_t)e * rows, rows, NULL};
+        w->e_down[e] = d;
+    }
+    return TM_OK;
+}
+
 int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
 {
     int rc;
     tm_tensor t;
     if ((rc = probe_prefix(m, src, err))) return rc;
+    int fused_l = -1; /* the last layer bound from fused experts: its other expert specs are skipped */
     for (int i = 0; i < m->n_spec; i++) {
         const tm_tensor_spec *s = &m->spec[i];
+        int el = m->n_experts ? expert_layer(m, s) : -1;
+        if (el >= 0 && el == fused_l) continue; /* (the router precedes the experts: bound already, or fused) */
         rc = src->lookup(src->ctx, s->name, &t, err);
+        if (rc == TM_E_NOTFOUND && el >= 0 && !src->canonical &&
+            (s->slot != &m->w[el].router || info_of(m)->moe == MOE_MIXTRAL)) {
+            tm_err e2 = {0};
+            if (bind_fused_experts(m, src, el, &e2) == TM_OK) {
+                fused_l = el;
+                continue;
+            }
+            if (e2.code != TM_E_NOTFOUND) { /* fused tensors there, but wrong: that is the error to report */
+                *err = e2;
+                return e2.code;
+            }
+        }
         if (rc) {
             if (rc == TM_E_NOTFOUND && s->slot == &m->lm_head)
                 tm_err_prefix(err, "%s is untied (tie_word_embeddings false)", m->arch_name);
