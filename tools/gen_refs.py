@@ -307,6 +307,25 @@ def variants():
         num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
         num_experts=4, num_experts_per_tok=2, norm_topk_prob=False, clip_qkv=None, tie_word_embeddings=False), 2081,
         "OLMoE: OLMo 2's q/k norms over the whole projection with pre-norms, 4 experts top-2 without renormalisation")
+    # session 26, third batch
+    v["nemotron"] = ("NemotronConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="relu2", max_position_embeddings=4096, norm_eps=1e-5,
+        partial_rotary_factor=0.5, tie_word_embeddings=False), 2083,
+        "Nemotron: LayerNorm1P ((1 + w), with bias), MLP up_proj -> relu^2 -> down_proj, partial rotary 0.5")
+    v["granitemoe"] = ("GraniteMoeConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=12.0, logits_scaling=8.0,
+        residual_multiplier=0.22, attention_multiplier=0.0625, tie_word_embeddings=True), 2085,
+        "GraniteMoE: Granite's four scalars, experts as 3-D input_linear / output_linear, top-2 softmax over the "
+        "top logits")
+    v["granitemoe_shared"] = ("GraniteMoeSharedConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=32, shared_intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096,
+        rms_norm_eps=1e-6, num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=12.0,
+        logits_scaling=8.0, residual_multiplier=0.22, attention_multiplier=0.0625, tie_word_embeddings=True), 2087,
+        "GraniteMoE with a shared MLP of 48 (shared_mlp.input_linear / output_linear) on every token")
     return v
 
 
