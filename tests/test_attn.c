@@ -54,7 +54,9 @@ static void check_decode(const tm_kernels *k, const tm_kattn_decode *a, const fl
         CHECK_EQ_INT(k->attn_decode(a, ws, pass ? pool : NULL), TM_OK);
         char w[192];
         snprintf(w, sizeof w, "%s%s", what, pass ? " (pool)" : "");
-        CHECK_EQ_INT(attn_close(a->out, ref, n, 2e-5 * 8.0, w), 0);
+        /* with ALiBi the weights are near one-hot (biases of tens), so the bf16 hi + lo scores of the AVX-512
+           bf16 path (~2^-16 relative each) reach the output undamped: up to 3e-4 of |r| ~ 9 measured */
+        CHECK_EQ_INT(attn_close(a->out, ref, n, a->alibi ? 1e-3 : 2e-5 * 8.0, w), 0);
     }
 }
 

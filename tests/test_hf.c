@@ -838,6 +838,24 @@ static void test_arch_rules(void)
     tm_model_free(m);
     CHECK_EQ_INT(model_from("{\"architectures\":[\"OlmoeForCausalLM\"]," SMALL ",\"clip_qkv\":8}", &m, &err), TM_E_UNSUPPORTED);
     CHECK(contains(err.msg, "'clip_qkv'"));
+    /* Nemotron: LayerNorm1P ((1 + w), with bias; norm_eps), relu² MLP without a gate, partial rotary 0.5 */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"NemotronForCausalLM\"]," SMALL ",\"norm_eps\":1e-3}", &m, &err), TM_OK);
+    if (m) CHECK(m->norm == TM_NORM_LAYER && m->norm_bias && m->norm_add_one && m->act == TM_ACT_RELU2 && !m->gated &&
+                 m->eps == 1e-3f && m->rope[0].rot_dim == 8 && spec_has(m, "model.layers.0.mlp.up_proj.weight") &&
+                 !spec_has(m, "model.layers.0.mlp.gate_proj.weight") && spec_has(m, "model.norm.bias"));
+    tm_model_free(m);
+    /* GraniteMoE: Granite's multipliers, experts of intermediate_size stored 3-D (input_linear / output_linear,
+       bound as views), the router as router.layer, top-k renormalised; -shared: a shared MLP without a gate */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GraniteMoeSharedForCausalLM\"]," SMALL ",\"num_local_experts\":4,"
+                            "\"shared_intermediate_size\":24,\"residual_multiplier\":0.25}", &m, &err), TM_OK);
+    if (m) CHECK(m->n_experts == 4 && m->top_k == 2 && m->F_expert == 8 && m->F_shared == 24 && !m->shared_gate &&
+                 m->norm_topk_prob && m->residual_scale == 0.25f && m->layer[1].moe &&
+                 spec_has(m, "model.layers.0.block_sparse_moe.router.layer.weight") &&
+                 spec_has(m, "model.layers.0.shared_mlp.up_proj.weight") && !spec_has(m, "model.layers.0.mlp.shared_expert_gate.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GraniteMoeForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->n_experts == 8 && m->F_shared == 0);
+    tm_model_free(m);
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */

@@ -488,18 +488,25 @@ static void test_small_ops(const tm_kernels *k)
         for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-6 * fabs(u[i] * x[i]) + 1e-30);
         CHECKF(bad == 0, "%s gelu_mul n=%zu: %d bad", v, n, bad);
         /* without the gate product (u NULL): the activation alone, as the reference's and as with u = 1 */
-        void (*acts[4])(float *, const float *, const float *, size_t) = {k->silu_mul, k->gelu_tanh_mul, k->gelu_mul,
-                                                                          k->relu_mul};
-        void (*refs[4])(float *, const float *, const float *, size_t) = {tm_kref_silu_mul, tm_kref_gelu_tanh_mul,
-                                                                          tm_kref_gelu_mul, tm_kref_relu_mul};
+        void (*acts[5])(float *, const float *, const float *, size_t) = {k->silu_mul, k->gelu_tanh_mul, k->gelu_mul,
+                                                                          k->relu_mul, k->relu2_mul};
+        void (*refs[5])(float *, const float *, const float *, size_t) = {tm_kref_silu_mul, tm_kref_gelu_tanh_mul,
+                                                                          tm_kref_gelu_mul, tm_kref_relu_mul,
+                                                                          tm_kref_relu2_mul};
         /* relu_mul with a gate product, and the scalar one against its formula */
         k->relu_mul(y, x, u, n);
         tm_kref_relu_mul(yr, x, u, n);
         bad = 0;
         for (size_t i = 0; i < n; i++) bad += y[i] != yr[i] || yr[i] != (x[i] > 0 ? x[i] * u[i] : 0.f);
         CHECKF(bad == 0, "%s relu_mul n=%zu: %d bad", v, n, bad);
+        k->relu2_mul(y, x, u, n); /* max(x, 0)² with a gate product: to 1 ulp of the formula */
+        tm_kref_relu2_mul(yr, x, u, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += !near_rel(y[i], yr[i], 2e-7, 1e-30) || yr[i] != (x[i] > 0 ? x[i] * x[i] * u[i] : 0.f);
+        CHECKF(bad == 0, "%s relu2_mul n=%zu: %d bad", v, n, bad);
         for (size_t i = 0; i < n; i++) u[i] = 1.0f;
-        for (int a = 0; a < 4; a++) {
+        for (int a = 0; a < 5; a++) {
             float *y1 = malloc(sizeof(float) * n);
             acts[a](y, x, NULL, n);
             refs[a](yr, x, NULL, n);

@@ -307,6 +307,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"num_layers", &c->num_layers},
         {"num_heads", &c->num_heads},
         {"window_size", &c->window_size},
+        {"shared_intermediate_size", &c->shared_intermediate_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -324,6 +325,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"attention_multiplier", &c->attention_multiplier},
         {"layer_norm_eps", &c->layer_norm_eps},
         {"norm_epsilon", &c->norm_epsilon},
+        {"norm_eps", &c->norm_eps},
         {"rotary_pct", &c->rotary_pct},
         {"rotary_emb_base", &c->rotary_emb_base},
         {"layer_norm_epsilon", &c->layer_norm_epsilon},

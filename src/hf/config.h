@@ -67,6 +67,8 @@ typedef struct tm_hf_config {
     tm_cfg_num query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping;
     tm_cfg_num embedding_multiplier, logits_scaling, residual_multiplier, attention_multiplier; /* Granite */
     tm_cfg_num layer_norm_eps, norm_epsilon;  /* the LayerNorm families' epsilon (Phi, GPT-NeoX, StableLM; StarCoder2) */
+    tm_cfg_num norm_eps;            /* Nemotron's */
+    tm_cfg_int shared_intermediate_size; /* GraniteMoE-shared */
     tm_cfg_num rotary_pct, rotary_emb_base;   /* GPT-NeoX's Hub names of partial_rotary_factor, rope_theta */
 
     tm_cfg_bool tie_word_embeddings, attention_bias, mlp_bias, use_sliding_window, norm_topk_prob;

@@ -46,6 +46,14 @@ static const synth_preset presets[] = {
      "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-6,"
      "\"rope_theta\":1000000.0,\"tie_word_embeddings\":false,\"hidden_act\":\"silu\",\"bos_token_id\":1,"
      "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"granitemoe-shared-tiny", "a 2-layer GraniteMoE-shared (8 experts top-2 renormalised, a shared MLP without a "
+     "gate, Granite's multipliers), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"GraniteMoeSharedForCausalLM\"],\"model_type\":\"granitemoeshared\",\"vocab_size\":1024,"
+     "\"hidden_size\":128,\"intermediate_size\":64,\"shared_intermediate_size\":192,\"num_local_experts\":8,"
+     "\"num_experts_per_tok\":2,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+     "\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,\"embedding_multiplier\":4.0,"
+     "\"logits_scaling\":2.0,\"residual_multiplier\":0.5,\"attention_multiplier\":0.125,\"tie_word_embeddings\":true,"
+     "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"phi-tiny", "a 2-layer Phi (LayerNorm with bias, attention and MLP in parallel on one norm, fc1 -> gelu_new "
      "-> fc2, partial rotary 0.5, lm_head bias), for tests (vocab 1024, hidden 128)",
      "{\"architectures\":[\"PhiForCausalLM\"],\"model_type\":\"phi\",\"vocab_size\":1024,\"hidden_size\":128,"

@@ -17,7 +17,7 @@ typedef enum {
     SW_COHERE2, /* layer_types, else sliding_window_pattern (default 4); only the sliding layers take RoPE */
 } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
-typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE } moe_mode;
+typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE, MOE_GRANITE } moe_mode;
 
 /* Tensor names under the decoder's prefix (head: next to the decoder, see build_specs). */
 typedef struct arch_names {
@@ -81,6 +81,7 @@ static const ln_family ln_mpt = {"layer_norm_epsilon", TM_ACT_GELU, 1.0};       
 static const ln_family ln_bigcode = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0}; /* gelu_pytorch_tanh */
 static const ln_family ln_neo = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};   /* gelu_new */
 static const ln_family ln_olmo = {NULL, TM_ACT_SILU, 1.0}; /* LayerNorm without parameters, eps 1e-5 always */
+static const ln_family ln_nemotron = {"norm_eps", TM_ACT_RELU2, 0.5}; /* LayerNorm1P: (1 + w), with bias */
 
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
@@ -118,6 +119,10 @@ static const arch_info arch_table[] = {
     {"Gemma2ForCausalLM",              "gemma2",     TM_ARCH_GEMMA2,    1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 2, 0, SW_GEMMA2, 4096, MOE_NONE,   "model.", NULL, NULL},
     {"Gemma3ForCausalLM",              "gemma3_text", TM_ARCH_GEMMA3,   1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "model.", NULL, NULL},
     {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model.", NULL, NULL},
+    {"GraniteMoeForCausalLM",          "granitemoe", TM_ARCH_GRANITEMOE, 0, 1e-6, 1e4, 2048,  0,  AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_GRANITE, "model.", NULL, NULL},
+    {"GraniteMoeSharedForCausalLM",    "granitemoeshared", TM_ARCH_GRANITEMOE_SHARED, 0, 1e-6, 1e4, 2048, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE, 0, MOE_GRANITE, "model.", NULL, NULL},
+    {"NemotronForCausalLM",            "nemotron",   TM_ARCH_NEMOTRON,  0, 1e-5, 1e4, 4096,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
+     NULL, &ln_nemotron},
     {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"SmolLM3ForCausalLM",             "smollm3",    TM_ARCH_SMOLLM3,   1, 1e-6, 2e6, 32768,  0,  AB_CONFIG, 1, 0, 0, 0, SW_SMOLLM3, 0,   MOE_NONE,    "model.", NULL, NULL},
     {"Olmo2ForCausalLM",               "olmo2",      TM_ARCH_OLMO2,     0, 1e-5, 1e4, 2048,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
@@ -445,8 +450,10 @@ static int build_specs(tm_model *m, tm_err *err)
         }
         if (m->layer[l].moe) {
             int64_t E = m->n_experts, Fe = m->F_expert;
-            const char *blk = ai->moe == MOE_MIXTRAL ? "block_sparse_moe" : "mlp";
-            ADD(&w->router, TM_TK_MATRIX, E, D, "%s.%s.gate.weight", lp, blk);
+            /* GraniteMoE stores its experts as 3-D tensors only (bound as views, see bind_fused_experts): the
+               per-expert names below are the package's */
+            const char *blk = ai->moe == MOE_MIXTRAL || ai->moe == MOE_GRANITE ? "block_sparse_moe" : "mlp";
+            ADD(&w->router, TM_TK_MATRIX, E, D, "%s.%s.%s.weight", lp, blk, ai->moe == MOE_GRANITE ? "router.layer" : "gate");
             for (int e = 0; e < E; e++) {
                 if (ai->moe == MOE_MIXTRAL) {
                     ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.w1.weight", lp, blk, e);
@@ -458,12 +465,13 @@ static int build_specs(tm_model *m, tm_err *err)
                     ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%s.%s.experts.%d.down_proj.weight", lp, blk, e);
                 }
             }
-            if (m->F_shared) { /* Qwen2-MoE's shared expert and its gate */
+            if (m->F_shared) { /* Qwen2-MoE's shared expert and its gate; GraniteMoE's shared MLP */
                 int64_t Fs = m->F_shared;
-                ADD(&w->s_gate, TM_TK_MATRIX, Fs, D, "%s.mlp.shared_expert.gate_proj.weight", lp);
-                ADD(&w->s_up, TM_TK_MATRIX, Fs, D, "%s.mlp.shared_expert.up_proj.weight", lp);
-                ADD(&w->s_down, TM_TK_MATRIX, D, Fs, "%s.mlp.shared_expert.down_proj.weight", lp);
-                ADD(&w->s_router, TM_TK_MATRIX, 1, D, "%s.mlp.shared_expert_gate.weight", lp);
+                const char *se = ai->moe == MOE_GRANITE ? "shared_mlp" : "mlp.shared_expert";
+                ADD(&w->s_gate, TM_TK_MATRIX, Fs, D, "%s.%s.gate_proj.weight", lp, se);
+                ADD(&w->s_up, TM_TK_MATRIX, Fs, D, "%s.%s.up_proj.weight", lp, se);
+                ADD(&w->s_down, TM_TK_MATRIX, D, Fs, "%s.%s.down_proj.weight", lp, se);
+                if (m->shared_gate) ADD(&w->s_router, TM_TK_MATRIX, 1, D, "%s.mlp.shared_expert_gate.weight", lp);
             }
         } else {
             if (m->fused_gate_up) {
@@ -533,9 +541,10 @@ static int resolve_act(ctx *x, const arch_info *ai, tm_model *m)
     else if (strcmp(a, "gelu_pytorch_tanh") == 0 || strcmp(a, "gelu_new") == 0) m->act = TM_ACT_GELU_TANH;
     else if (strcmp(a, "gelu") == 0) m->act = TM_ACT_GELU; /* transformers' GELUActivation: the exact, erf one */
     else if (strcmp(a, "relu") == 0) m->act = TM_ACT_RELU;
+    else if (strcmp(a, "relu2") == 0) m->act = TM_ACT_RELU2;
     else
         return tm_errf(x->err, TM_E_UNSUPPORTED,
-                       "%s: '%s%s' = '%s' is not supported (silu, gelu_pytorch_tanh, gelu_new, gelu, relu are)", c->name, x->pre,
+                       "%s: '%s%s' = '%s' is not supported (silu, gelu_pytorch_tanh, gelu_new, gelu, relu, relu2 are)", c->name, x->pre,
                        key, a);
     return TM_OK;
 }
@@ -636,10 +645,14 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
     if (m->top_k > m->n_experts)
         return tm_errf(x->err, TM_E_INVALID, "%s: 'num_experts_per_tok' = %d exceeds the %d experts", c->name, m->top_k,
                        m->n_experts);
-    if (ai->moe == MOE_MIXTRAL || ai->moe == MOE_OLMOE) { /* every layer; experts of intermediate_size */
+    if (ai->moe == MOE_MIXTRAL || ai->moe == MOE_OLMOE || ai->moe == MOE_GRANITE) { /* every layer; experts of
+                                                                                       intermediate_size */
         m->F_expert = m->F;
-        m->norm_topk_prob = ai->moe == MOE_MIXTRAL || (c->norm_topk_prob.state == TM_CFG_SET && c->norm_topk_prob.v);
+        m->norm_topk_prob = ai->moe != MOE_OLMOE || (c->norm_topk_prob.state == TM_CFG_SET && c->norm_topk_prob.v);
         for (int l = 0; l < m->L; l++) m->layer[l].moe = 1;
+        if (ai->arch == TM_ARCH_GRANITEMOE_SHARED) /* a shared MLP without a gate (0: none) */
+            return opt_int(x, &c->shared_intermediate_size, "shared_intermediate_size", 0, TM_MODEL_MAX_FF, 0,
+                           &m->F_shared);
         return TM_OK;
     }
     if ((rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF,
@@ -648,6 +661,7 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
     if (ai->moe == MOE_QWEN2 && (rc = opt_int(x, &c->shared_expert_intermediate_size, "shared_expert_intermediate_size",
                                               0, TM_MODEL_MAX_FF, 5632, &m->F_shared)))
         return rc;
+    m->shared_gate = ai->moe == MOE_QWEN2;
     m->norm_topk_prob = c->norm_topk_prob.state == TM_CFG_SET ? c->norm_topk_prob.v : 0;
     int step = 1;
     if ((rc = opt_int(x, &c->decoder_sparse_step, "decoder_sparse_step", 1, INT32_MAX, 1, &step))) return rc;
@@ -935,8 +949,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
             return tm_errf(err, TM_E_INVALID, "%s: 'architectures' is missing", c->name);
         return tm_errf(err, TM_E_UNSUPPORTED, "%s: architecture '%s' is not supported (Llama, Mistral, Ministral, Qwen2, "
                        "Qwen3, Gemma 1-3, Granite, SmolLM3, OLMo 1-3, EXAONE 4, GLM, GLM-4, Phi, Phi-3, StarCoder 1-2, "
-                       "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, Cohere 1-2, OPT, Falcon, BLOOM, MPT, Qwen2/3-MoE, "
-                       "OLMoE, Mixtral are)", c->name,
+                       "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, Cohere 1-2, OPT, Falcon, Nemotron, BLOOM, MPT, "
+                       "Qwen2/3-MoE, OLMoE, GraniteMoE, Mixtral are)", c->name,
                        c->architecture[0] ? c->architecture : c->model_type);
     }
     /* Gemma 3's multimodal configs leave sizes out of text_config and rely on
@@ -1003,7 +1017,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     double eps = ai->eps; /* OLMo's norm has no eps key (eps_key NULL): 1e-5 */
     const char *eps_key = ai->ln ? ai->ln->eps_key : "rms_norm_eps";
     const tm_cfg_num *eps_v = !ai->ln ? &c->rms_norm_eps : !eps_key ? NULL : !strcmp(eps_key, "norm_epsilon") ? &c->norm_epsilon
-                                                                                                            : &c->layer_norm_eps;
+                              : !strcmp(eps_key, "norm_eps") ? &c->norm_eps : &c->layer_norm_eps;
     if (eps_v && (rc = opt_pos_num(&x, eps_v, eps_key, ai->eps, &eps))) goto fail;
     if (eps >= 1) {
         rc = tm_errf(err, TM_E_INVALID, "%s: '%s' = %g is absurd (must be below 1)", c->name, eps_key, eps);
@@ -1022,7 +1036,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     m->qk_norm = ai->qk_norm;
     m->fused_qkv = m->fused_gate_up = ai->fused;
     if ((rc = resolve_ln(&x, ai, m))) goto fail;
-    m->norm_add_one = ai->gemma != 0;
+    m->norm_add_one = ai->gemma != 0 || ai->arch == TM_ARCH_NEMOTRON; /* Nemotron's LayerNorm1P */
     m->pre_norms = ai->arch != TM_ARCH_OLMO2 && ai->arch != TM_ARCH_OLMO3 && ai->arch != TM_ARCH_EXAONE4; /* OLMo 2's
                                                                                                          layer */
     m->post_attn_norm = m->post_ffn_norm = ai->gemma >= 2 || !m->pre_norms || ai->arch == TM_ARCH_GLM4;
@@ -1058,7 +1072,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if ((rc = opt_pos_num(&x, &c->logit_scale, "logit_scale", 0.0625, &ls))) goto fail;
         m->logits_mul = (float)ls;
     }
-    if (ai->arch == TM_ARCH_GRANITE) {
+    if (ai->arch == TM_ARCH_GRANITE || ai->moe == MOE_GRANITE) {
         double em = 1, ls = 1, rm = 1, am = 1;
         if ((rc = opt_pos_num(&x, &c->embedding_multiplier, "embedding_multiplier", 1, &em)) ||
             (rc = opt_pos_num(&x, &c->logits_scaling, "logits_scaling", 1, &ls)) ||
@@ -1254,56 +1268,80 @@ static int probe_prefix(tm_model *m, const tm_tensor_source *src, tm_err *err)
     return TM_OK;
 }
 
-/* the MoE layer whose experts (or router) spec s fills, or -1 */
+/* the MoE layer whose experts (or router; GraniteMoE: or shared MLP) spec s fills, or -1 */
 static int expert_layer(const tm_model *m, const tm_tensor_spec *s)
 {
+    int granite = info_of(m)->moe == MOE_GRANITE;
     for (int l = 0; l < m->L; l++) {
         const tm_layer_weights *w = &m->w[l];
         if (!m->layer[l].moe) continue;
         if (s->slot == &w->router || (s->slot >= w->e_gate && s->slot < w->e_gate + m->n_experts) ||
             (s->slot >= w->e_up && s->slot < w->e_up + m->n_experts) ||
-            (s->slot >= w->e_down && s->slot < w->e_down + m->n_experts))
+            (s->slot >= w->e_down && s->slot < w->e_down + m->n_experts) ||
+            (granite && (s->slot == &w->s_gate || s->slot == &w->s_up || s->slot == &w->s_down)))
             return l;
     }
     return -1;
 }
 
-/* transformers 5 saves a layer's experts as two 3-D tensors, <layer>.mlp.experts.gate_up_proj [E][2Fe][D]
- * (each expert's gate rows, then its up rows) and <layer>.mlp.experts.down_proj [E][D][Fe], and Mixtral's
- * router as <layer>.mlp.gate.weight: where the Hub's per-expert tensors are absent, layer l's experts are
- * bound as views into those (no copy; a package stores them per expert, as the Hub names them) */
+/* tensor name (under layer l) checked as a plain-dtype [d0][d1][d2] (d2 0: 2-D) */
+static int fused_lookup(tm_model *m, const tm_tensor_source *src, int l, const char *rel, int64_t d0, int64_t d1,
+                        int64_t d2, tm_tensor *t, tm_err *err)
+{
+    const arch_info *ai = info_of(m);
+    tm_tensor_spec want = {.ndim = d2 ? 3 : 2, .shape = {d0, d1, d2}, .kind = TM_TK_MATRIX};
+    snprintf(want.name, sizeof want.name, "%s%s.%d.%s", m->prefix, ai->names ? ai->names->layers : "layers", l, rel);
+    int rc = src->lookup(src->ctx, want.name, t, err);
+    if (rc) return rc;
+    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16)
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", want.name,
+                       tm_dtype_name(t->dtype));
+    return check_tensor(m, &want, t, err);
+}
+
+/* rows [r0, r0 + n) of the 2-D slice k of t ([..][R][K]) as a [n][K] tensor (a view) */
+static tm_tensor rows_view(const tm_tensor *t, int64_t k, int64_t R, int64_t r0, int64_t n, int64_t K)
+{
+    size_t es = tm_dtype_size(t->dtype);
+    tm_tensor v = {t->name, t->dtype, 2, {n, K}, (const uint8_t *)t->data + ((size_t)(k * R + r0) * (size_t)K) * es,
+                   (size_t)(n * K) * es, NULL};
+    return v;
+}
+
+/* Experts stored as 3-D tensors, bound as per-expert views (no copy; a package stores them per expert under
+ * the names of build_specs, so it is the same either way):
+ *   transformers 5's save_pretrained: <layer>.mlp.experts.gate_up_proj [E][2Fe][D] (each expert's gate rows,
+ *     then its up rows) and <layer>.mlp.experts.down_proj [E][D][Fe], Mixtral's router as <layer>.mlp.gate;
+ *   GraniteMoE's checkpoints: <layer>.block_sparse_moe.input_linear.weight [E][2Fe][D] and output_linear
+ *     [E][D][Fe], and its shared MLP's shared_mlp.input_linear.weight [2Fs][D] and output_linear [D][Fs]. */
 static int bind_fused_experts(tm_model *m, const tm_tensor_source *src, int l, tm_err *err)
 {
     const arch_info *ai = info_of(m);
     tm_layer_weights *w = &m->w[l];
-    int64_t E = m->n_experts, F = m->F_expert, D = m->D;
-    char name[3][192];
-    const char *part[3] = {"experts.gate_up_proj", "experts.down_proj", "gate.weight"};
-    tm_tensor t[3];
-    for (int k = 0; k < 3; k++) {
-        snprintf(name[k], sizeof name[k], "%s%s.%d.mlp.%s", m->prefix, ai->names ? ai->names->layers : "layers", l, part[k]);
-        if (k == 2 && ai->moe != MOE_MIXTRAL) break; /* the others' routers are named so already */
-        int rc = src->lookup(src->ctx, name[k], &t[k], err);
-        if (rc) return rc;
-        static const int ndim[3] = {3, 3, 2};
-        const int64_t shape[3][3] = {{E, 2 * F, D}, {E, D, F}, {E, D, 0}};
-        tm_tensor_spec want = {.ndim = ndim[k], .kind = TM_TK_MATRIX};
-        memcpy(want.shape, shape[k], sizeof shape[k]);
-        snprintf(want.name, sizeof want.name, "%s", name[k]);
-        if (t[k].dtype != TM_DT_F32 && t[k].dtype != TM_DT_F16 && t[k].dtype != TM_DT_BF16)
-            return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", name[k],
-                           tm_dtype_name(t[k].dtype));
-        if ((rc = check_tensor(m, &want, &t[k], err))) return rc;
+    int64_t E = m->n_experts, F = m->F_expert, D = m->D, Fs = m->F_shared;
+    int granite = ai->moe == MOE_GRANITE;
+    tm_tensor gu, dn, t;
+    int rc;
+    if ((rc = fused_lookup(m, src, l, granite ? "block_sparse_moe.input_linear.weight" : "mlp.experts.gate_up_proj", E,
+                           2 * F, D, &gu, err)) ||
+        (rc = fused_lookup(m, src, l, granite ? "block_sparse_moe.output_linear.weight" : "mlp.experts.down_proj", E, D,
+                           F, &dn, err)))
+        return rc;
+    if (ai->moe == MOE_MIXTRAL) {
+        if ((rc = fused_lookup(m, src, l, "mlp.gate.weight", E, D, 0, &t, err))) return rc;
+        w->router = t;
     }
-    if (ai->moe == MOE_MIXTRAL) w->router = t[2];
-    size_t es = tm_dtype_size(t[0].dtype), rows = (size_t)F * (size_t)D * es;
     for (int64_t e = 0; e < E; e++) {
-        tm_tensor g = {t[0].name, t[0].dtype, 2, {F, D}, (const uint8_t *)t[0].data + (size_t)e * 2 * rows, rows, NULL};
-        w->e_gate[e] = g;
-        g.data = (const uint8_t *)g.data + rows;
-        w->e_up[e] = g;
-        tm_tensor d = {t[1].name, t[1].dtype, 2, {D, F}, (const uint8_t *)t[1].data + (size_t)e * rows, rows, NULL};
-        w->e_down[e] = d;
+        w->e_gate[e] = rows_view(&gu, e, 2 * F, 0, F, D);
+        w->e_up[e] = rows_view(&gu, e, 2 * F, F, F, D);
+        w->e_down[e] = rows_view(&dn, e, D, 0, D, F);
+    }
+    if (granite && Fs) {
+        if ((rc = fused_lookup(m, src, l, "shared_mlp.input_linear.weight", 2 * Fs, D, 0, &gu, err)) ||
+            (rc = fused_lookup(m, src, l, "shared_mlp.output_linear.weight", D, Fs, 0, &w->s_down, err)))
+            return rc;
+        w->s_gate = rows_view(&gu, 0, 2 * Fs, 0, Fs, D);
+        w->s_up = rows_view(&gu, 0, 2 * Fs, Fs, Fs, D);
     }
     return TM_OK;
 }

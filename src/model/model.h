@@ -58,7 +58,8 @@
  *     moe:    r = softmax(h·routerᵀ) over E experts (f32); take the top_k
  *             (norm_topk_prob: divide them by their sum);
  *             f = Σ p_e · (act(h·eg_eᵀ) ⊙ h·eu_eᵀ)·ed_eᵀ
- *             F_shared: f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ)·s_downᵀ
+ *             F_shared: f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ)·s_downᵀ  (shared_gate 0:
+ *                       without the sigmoid factor, GraniteMoE)
  *     post_ffn_norm (Gemma, OLMo 2): f = rmsnorm(f, ffn_out_norm)
  *     x = x + f * residual_scale
  *   x = norm(x, final_norm, final_norm_b)
@@ -67,7 +68,7 @@
  *            final_softcap: tanh(l / c) * c
  *
  * act: SiLU x·sigmoid(x), GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), GELU 0.5·x·(1 + erf(x/√2)),
- *      or ReLU max(x, 0) (OPT).
+ *      ReLU max(x, 0) (OPT), or ReLU² max(x, 0)² (Nemotron).
  */
 #ifndef TM_MODEL_MODEL_H
 #define TM_MODEL_MODEL_H
@@ -135,11 +136,15 @@ typedef enum tm_arch {
     TM_ARCH_GLM4,
     TM_ARCH_COHERE2,
     TM_ARCH_OLMOE,
+    TM_ARCH_NEMOTRON,
+    TM_ARCH_GRANITEMOE,
+    TM_ARCH_GRANITEMOE_SHARED,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
 
-typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU, TM_ACT_RELU } tm_act; /* GELU: the exact (erf) one */
+typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU, TM_ACT_RELU, TM_ACT_RELU2 } tm_act; /* GELU: the
+                                                                                   exact (erf) one; RELU2: max(x, 0)² */
 
 typedef enum tm_rope_type {
     TM_ROPE_DEFAULT,
@@ -266,7 +271,8 @@ typedef struct tm_model {
 
     /* mixture of experts (n_experts == 0: dense) */
     int n_experts, top_k, F_expert, norm_topk_prob;
-    int F_shared;                /* Qwen2-MoE's shared expert (0: none), added behind a sigmoid gate */
+    int F_shared;                /* a shared expert (0: none): Qwen2-MoE's behind a sigmoid gate, GraniteMoE's without */
+    int shared_gate;             /* 1: the shared expert is scaled by sigmoid(h·s_router) (Qwen2-MoE) */
 
     tm_rope rope[2];
     int n_rope;

@@ -136,6 +136,16 @@ static float *vec_f32(const tm_tensor *t)
     return v;
 }
 
+/* a norm's weight in f32: Nemotron's LayerNorm1P (a LayerNorm with norm_add_one) kept as 1 + w; an RMSNorm's
+ * (1 + w) is the kernels' add_one argument instead */
+static float *norm_f32(const tm_model *m, const tm_tensor *t)
+{
+    float *v = vec_f32(t);
+    if (v && m->norm == TM_NORM_LAYER && m->norm_add_one)
+        for (int64_t i = 0; i < tm_tensor_numel(t); i++) v[i] += 1.0f;
+    return v;
+}
+
 static int pack_uses(tm_dtype dt, unsigned roles)
 {
     int uses = TM_KPACK_GEMV;
@@ -419,12 +429,12 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         if (rc != TM_OK) goto fail;
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             if (!skip[i] && (rc = pack(dst[i], mats[i], roles, err)) != TM_OK) goto fail;
-        y->attn_norm = vec_f32(&w->attn_norm);
-        y->ffn_norm = vec_f32(&w->ffn_norm);
-        y->attn_out_norm = vec_f32(&w->attn_out_norm);
-        y->ffn_out_norm = vec_f32(&w->ffn_out_norm);
-        y->q_norm = vec_f32(&w->q_norm);
-        y->k_norm = vec_f32(&w->k_norm);
+        y->attn_norm = norm_f32(m, &w->attn_norm);
+        y->ffn_norm = norm_f32(m, &w->ffn_norm);
+        y->attn_out_norm = norm_f32(m, &w->attn_out_norm);
+        y->ffn_out_norm = norm_f32(m, &w->ffn_out_norm);
+        y->q_norm = norm_f32(m, &w->q_norm);
+        y->k_norm = norm_f32(m, &w->k_norm);
         y->attn_norm_b = vec_f32(&w->attn_norm_b);
         y->ffn_norm_b = vec_f32(&w->ffn_norm_b);
         y->bq = vec_f32(&w->bq);
@@ -443,9 +453,9 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
        that one GEMV took Qwen2.5-0.5B's pp512 from 832 to 815 t/s on dev (session 11) */
     if ((rc = pack(&c->lm_head, &m->lm_head, TM_ROLE_DECODE, err)) != TM_OK) goto fail;
     if (var->roles & TM_ROLE_DECODE) autotune_gemv(c, o->pool); /* the prefill-only route decodes here too */
-    c->final_norm = vec_f32(&m->final_norm);
+    c->final_norm = norm_f32(m, &m->final_norm);
     c->final_norm_b = vec_f32(&m->final_norm_b);
-    c->embed_norm = vec_f32(&m->embed_norm);
+    c->embed_norm = norm_f32(m, &m->embed_norm);
     c->embed_norm_b = vec_f32(&m->embed_norm_b);
     c->lm_head_b = vec_f32(&m->lm_head_b);
     const char *prof = getenv("TANDEM_PROFILE");

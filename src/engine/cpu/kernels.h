@@ -108,7 +108,8 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
  * dtype and shape): their panels interleaved, gate panel p then up panel p
  * (copied; gate and up keep theirs). GEMM only, for kernels with gemm_glu:
  * the epilogue writes F columns, not 2F. act: TM_KGLU_*. */
-enum { TM_KGLU_SILU = 1, TM_KGLU_GELU_TANH = 2, TM_KGLU_GELU = 3, TM_KGLU_RELU = 4 }; /* RELU: no glu epilogue */
+enum { TM_KGLU_SILU = 1, TM_KGLU_GELU_TANH = 2, TM_KGLU_GELU = 3, TM_KGLU_RELU = 4, TM_KGLU_RELU2 = 5 }; /* RELU,
+                                                                                       RELU2: no glu epilogue */
 int tm_kpack_glu(tm_kweight **out, const tm_kweight *gate, const tm_kweight *up, int act, tm_err *err);
 /* Free w's GEMM panels (a weight whose GEMMs run elsewhere, e.g. fused by
  * tm_kpack_glu): it stays a GEMV weight. */
@@ -251,6 +252,7 @@ typedef struct tm_kernels {
     void (*gelu_mul)(float *y, const float *g, const float *u, size_t n);
     /* y[n] = max(g[n], 0) * u[n] (OPT's MLP, u NULL) */
     void (*relu_mul)(float *y, const float *g, const float *u, size_t n);
+    void (*relu2_mul)(float *y, const float *g, const float *u, size_t n); /* max(g, 0)^2 (Nemotron) */
     /* RoPE, rotate-half (HF Llama): x[T][H][Dh] in place; cos, sin [T][Dh/2].
      * x1 = x[i], x2 = x[i + Dh/2]: x[i] = x1 c - x2 s, x[i + Dh/2] = x2 c + x1 s. */
     void (*rope)(float *x, const float *cos_t, const float *sin_t, int T, int H, int Dh);

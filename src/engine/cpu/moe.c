@@ -73,13 +73,14 @@ int tm_moe_init(tm_moe_experts **out, const tm_model *m, int layer, tm_moe_pack_
         if ((rc = pack(&x->s_gate, &w->s_gate, roles, err)) != TM_OK || (rc = pack(&x->s_up, &w->s_up, roles, err)) != TM_OK ||
             (rc = pack(&x->s_down, &w->s_down, roles, err)) != TM_OK)
             goto fail;
-        x->s_router = malloc(sizeof(float) * D);
-        if (!x->s_gate || !x->s_up || !x->s_down || !x->s_router || !w->s_router.data ||
-            tm_tensor_numel(&w->s_router) != (int64_t)D) {
+        x->s_router = m->shared_gate ? malloc(sizeof(float) * D) : NULL; /* its sigmoid gate (Qwen2-MoE), or none */
+        if (!x->s_gate || !x->s_up || !x->s_down ||
+            (m->shared_gate && (!x->s_router || !w->s_router.data || tm_tensor_numel(&w->s_router) != (int64_t)D))) {
             rc = tm_errf(err, TM_E_INVALID, "moe layer %d: the shared expert's weights are not bound", layer);
             goto fail;
         }
-        tm_quant_dequant_row(w->s_router.dtype, w->s_router.data, w->s_router.scales, (int64_t)D, 0, x->s_router);
+        if (x->s_router)
+            tm_quant_dequant_row(w->s_router.dtype, w->s_router.data, w->s_router.scales, (int64_t)D, 0, x->s_router);
     }
     *out = x;
     return TM_OK;
@@ -229,7 +230,7 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
         }
     }
     if (!x->Fs) return TM_OK;
-    /* the shared expert on every row, scaled by its sigmoid gate */
+    /* the shared expert on every row, scaled by its sigmoid gate if it has one */
     if ((rc = matmul(k, x->s_gate, h, M, s->ge, ws, pool, err))) return rc; /* [M][Fs] */
     if ((rc = matmul(k, x->s_up, h, M, s->ue, ws, pool, err))) return rc;   /* [M][Fs] */
     tm_kglu_fn(k, tm_kglu_of(x->act))(s->ge, s->ge, s->ue, (size_t)M * x->Fs);
@@ -237,8 +238,8 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
     for (int i = 0; i < M; i++) {
         const float *hr = h + (size_t)i * D, *yr = s->ye + (size_t)i * D;
         float g = 0, *fr = f + (size_t)i * D;
-        for (int d = 0; d < D; d++) g += hr[d] * x->s_router[d];
-        float sg = 1.f / (1.f + expf(-g));
+        for (int d = 0; x->s_router && d < D; d++) g += hr[d] * x->s_router[d];
+        float sg = x->s_router ? 1.f / (1.f + expf(-g)) : 1.f;
         for (int d = 0; d < D; d++) fr[d] += sg * yr[d];
     }
     return TM_OK;

@@ -44,7 +44,7 @@ struct tm_pool;
 static inline int tm_kglu_of(tm_act a)
 {
     return a == TM_ACT_SILU ? TM_KGLU_SILU : a == TM_ACT_GELU ? TM_KGLU_GELU : a == TM_ACT_RELU ? TM_KGLU_RELU
-                                                                                               : TM_KGLU_GELU_TANH;
+           : a == TM_ACT_RELU2 ? TM_KGLU_RELU2 : TM_KGLU_GELU_TANH;
 }
 
 /* One MoE layer's weights as the CPU kernels take them. */

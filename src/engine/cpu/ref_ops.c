@@ -108,6 +108,11 @@ void tm_kref_gelu_mul(float *y, const float *g, const float *u, size_t n)
     }
 }
 
+void tm_kref_relu2_mul(float *y, const float *g, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = (g[i] > 0 ? g[i] * g[i] : 0.f) * (u ? u[i] : 1.f);
+}
+
 void tm_kref_relu_mul(float *y, const float *g, const float *u, size_t n)
 {
     for (size_t i = 0; i < n; i++) y[i] = (g[i] > 0 ? g[i] : 0.f) * (u ? u[i] : 1.f);
@@ -180,6 +185,7 @@ void tm_kvariant_scalar(tm_kernels *k)
     k->rmsnorm_q8 = tm_kref_rmsnorm_q8;
     k->layernorm = tm_kref_layernorm;
     k->relu_mul = tm_kref_relu_mul;
+    k->relu2_mul = tm_kref_relu2_mul;
     k->quant_q8 = tm_kref_quant_q8;
     k->silu_mul = tm_kref_silu_mul;
     k->gelu_tanh_mul = tm_kref_gelu_tanh_mul;

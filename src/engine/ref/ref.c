@@ -168,7 +168,8 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (!o->s_gu) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
     if ((rc = fill_rows(o->s_gu, 0, &w->s_gate, Fs, D, err)) || (rc = fill_rows(o->s_gu, Fs, &w->s_up, Fs, D, err)))
         return rc;
-    if (!(o->s_d = to_f32(&w->s_down, D, Fs, err)) || !(o->s_router = to_f32(&w->s_router, 1, D, err))) return err->code;
+    if (!(o->s_d = to_f32(&w->s_down, D, Fs, err)) || (m->shared_gate && !(o->s_router = to_f32(&w->s_router, 1, D, err))))
+        return err->code;
     return TM_OK;
 }
 

@@ -137,11 +137,14 @@ static void moe_tokens(void *p, int t0, int t1)
             ref_matmul(1, y, gu, c->w->e_d + (size_t)e * D * Fe, NULL, 1, D, Fe);
             for (int d = 0; d < D; d++) out[d] += y[d] * wsel[k];
         }
-        if (c->w->s_gu) { /* Qwen2-MoE: + sigmoid(h·s_router) * shared expert(h), after the routed ones */
+        if (c->w->s_gu) { /* Qwen2-MoE: + sigmoid(h·s_router) * shared expert(h), after the routed ones
+                             (GraniteMoE: without the gate) */
             int Fs = r->Fs;
-            float g;
-            ref_matmul(1, &g, h, c->w->s_router, NULL, 1, 1, D);
-            float sg = (float)(1.0 / (1.0 + exp(-(double)g)));
+            float g = 0, sg = 1;
+            if (c->w->s_router) {
+                ref_matmul(1, &g, h, c->w->s_router, NULL, 1, 1, D);
+                sg = (float)(1.0 / (1.0 + exp(-(double)g)));
+            }
             ref_matmul(1, gu, h, c->w->s_gu, NULL, 1, 2 * Fs, D);
             for (int f = 0; f < Fs; f++) gu[f] = ref_act(r->act, gu[f]) * gu[Fs + f];
             ref_matmul(1, y, gu, c->w->s_d, NULL, 1, D, Fs);

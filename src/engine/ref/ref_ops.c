@@ -101,6 +101,7 @@ float ref_act(tm_act a, float x)
     if (a == TM_ACT_SILU) return (float)(v / (1.0 + exp(-v)));
     if (a == TM_ACT_GELU) return (float)(0.5 * v * erfc(-v * 0.70710678118654752)); /* 0.5 v (1 + erf(v / sqrt 2)) */
     if (a == TM_ACT_RELU) return x > 0 ? x : 0.0f;
+    if (a == TM_ACT_RELU2) return x > 0 ? x * x : 0.0f;
     /* GELU, tanh approximation */
     const double beta = 0.7978845608028654; /* sqrt(2 / pi) */
     return (float)(0.5 * v * (1.0 + tanh(beta * (v + 0.044715 * v * v * v))));
