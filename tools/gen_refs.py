@@ -326,6 +326,29 @@ def variants():
         rms_norm_eps=1e-6, num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=12.0,
         logits_scaling=8.0, residual_multiplier=0.22, attention_multiplier=0.0625, tie_word_embeddings=True), 2087,
         "GraniteMoE with a shared MLP of 48 (shared_mlp.input_linear / output_linear) on every token")
+    # q/k LayerNorms
+    v["persimmon"] = ("PersimmonConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        hidden_act="relu2", max_position_embeddings=4096, layer_norm_eps=1e-5, qk_layernorm=True,
+        partial_rotary_factor=0.5, tie_word_embeddings=False), 2089,
+        "Persimmon (Fuyu's decoder): LayerNorm with bias on q and k per head (shared [Dh]), fused query_key_value "
+        "grouped by head, relu^2 MLP without a gate, partial rotary 0.5, biases")
+    v["phi_qk"] = ("PhiConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="gelu_new", max_position_embeddings=2048, layer_norm_eps=1e-5,
+        qk_layernorm=True, tie_word_embeddings=False), 2091,
+        "Phi with qk_layernorm: a LayerNorm with bias over each q and k head (shared [Dh])")
+    v["cohere_qk"] = ("CohereConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, layer_norm_eps=1e-5,
+        logit_scale=0.0625, use_qk_norm=True, attention_bias=False, tie_word_embeddings=True), 2093,
+        "Cohere with use_qk_norm (Command R+): a LayerNorm without bias over each q and k head, weights per head "
+        "[H][Dh]")
+    v["stablelm_qk"] = ("StableLmConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, layer_norm_eps=1e-5,
+        use_qkv_bias=True, qk_layernorm=True, use_parallel_residual=False, tie_word_embeddings=False), 2095,
+        "StableLM with qk_layernorm (StableLM 2 12B): a LayerNorm without bias per head, one module per head")
     return v
 
 
