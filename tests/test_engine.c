@@ -270,10 +270,11 @@ static void test_glm4(void)
 static void test_layernorm_families(void)
 {
     static const char *presets[] = {"phi-tiny", "neox-tiny", "gpt2-tiny", "cohere-tiny", "opt-tiny",
-                                    "bloom-tiny", "mpt-tiny", "bigcode-tiny", "neo-tiny", "olmo-tiny", "cohere2-tiny"};
-    static const int parallel[] = {1, 2, 0, 1, 0, 0, 0, 0, 0, 0, 1}, norm_bias[] = {1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0};
-    static const int gated[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1};
-    for (int i = 0; i < 11; i++) {
+                                    "bloom-tiny", "mpt-tiny", "bigcode-tiny", "neo-tiny", "olmo-tiny", "cohere2-tiny",
+                                    "persimmon-tiny", "stablelm-qk-tiny"};
+    static const int parallel[] = {1, 2, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+    static const int norm_bias[] = {1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1}, gated[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1};
+    for (int i = 0; i < 13; i++) {
         tm_err err = {0};
         char dir[64];
         tm_rt_model *rm = synth_open(presets[i], 17 + (uint64_t)i, dir);
@@ -293,6 +294,8 @@ static void test_layernorm_families(void)
         if (i == 8) CHECK(m->attn_scale == 1.0f && !m->layer[0].sliding && m->layer[1].sliding && m->layer[1].window == 16);
         if (i == 9) CHECK(m->norm_plain && m->clip_qkv == 0.5f && m->final_norm.data);
         if (i == 10) CHECK(m->layer[0].sliding && m->layer[0].rope == 0 && !m->layer[3].sliding && m->layer[3].rope == -1);
+        if (i == 11) CHECK(m->qk_norm == 1 && m->qk_norm_bias && m->w[1].q_norm_b.data && m->act == TM_ACT_RELU2);
+        if (i == 12) CHECK(m->qk_norm == 1 && m->qk_norm_heads && m->w[0].k_norm.shape[0] == 2);
         int32_t ids[40];
         prompt_ids(ids, 40, 89, 5, m->V);
         routes_exact(rm, ids, 40, 37, LN_TOL);

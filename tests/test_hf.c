@@ -543,9 +543,22 @@ static void test_arch_rules(void)
                  spec_has(m, "model.layers.0.mlp.fc1.weight") && spec_has(m, "model.final_layernorm.bias") &&
                  spec_has(m, "lm_head.bias") && !spec_has(m, "model.layers.0.post_attention_layernorm.weight"));
     tm_model_free(m);
-    CHECK_EQ_INT(model_from("{\"architectures\":[\"PhiForCausalLM\"]," SMALL ",\"qk_layernorm\":true}", &m, &err),
-                 TM_E_UNSUPPORTED);
-    CHECK(contains(err.msg, "config.json") && contains(err.msg, "'qk_layernorm'"));
+    /* q/k LayerNorms: Phi's one [Dh] with bias, StableLM's one module per head (one [H][Dh] here), Cohere's
+       [H][Dh] without bias, Persimmon's (on by default) */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"PhiForCausalLM\"]," SMALL ",\"qk_layernorm\":true}", &m, &err), TM_OK);
+    if (m) CHECK(m->qk_norm == 1 && m->qk_norm_bias && !m->qk_norm_heads &&
+                 spec_has(m, "model.layers.1.self_attn.k_layernorm.bias") && spec_has(m, "model.layers.1.self_attn.q_layernorm.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"StableLmForCausalLM\"]," SMALL ",\"qk_layernorm\":true}", &m, &err), TM_OK);
+    if (m) CHECK(m->qk_norm == 1 && !m->qk_norm_bias && m->qk_norm_heads && spec_has(m, "model.layers.0.self_attn.q_layernorm.weight"));
+    for (int i = 0; m && i < m->n_spec; i++)
+        if (strstr(m->spec[i].name, "k_layernorm")) CHECK(m->spec[i].ndim == 2 && m->spec[i].shape[0] == 4 && m->spec[i].shape[1] == 16);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"PersimmonForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->qk_norm == 1 && m->qk_norm_bias && m->qkv_interleaved && m->act == TM_ACT_RELU2 && !m->gated &&
+                 m->rope[0].rot_dim == 8 && m->max_pos == 16384 && spec_has(m, "model.layers.0.self_attn.query_key_value.bias") &&
+                 spec_has(m, "model.final_layernorm.bias") && spec_has(m, "model.layers.0.mlp.dense_4h_to_h.bias"));
+    tm_model_free(m);
     CHECK_EQ_INT(model_from("{\"architectures\":[\"Starcoder2ForCausalLM\"]," SMALL ",\"use_bias\":false,"
                             "\"norm_epsilon\":0.001,\"sliding_window\":32}", &m, &err), TM_OK);
     if (m) CHECK(m->norm == TM_NORM_LAYER && !m->qkv_bias && !m->mlp_bias && m->tied && m->eps == 1e-3f &&
@@ -611,9 +624,9 @@ static void test_arch_rules(void)
         CHECKF(m->spec[i].hf_rope_pairs == (qk ? 16 : 0), "%s: rope pairs %d", m->spec[i].name, m->spec[i].hf_rope_pairs);
     }
     tm_model_free(m);
-    CHECK_EQ_INT(model_from("{\"architectures\":[\"CohereForCausalLM\"]," SMALL ",\"use_qk_norm\":true}", &m, &err),
-                 TM_E_UNSUPPORTED);
-    CHECK(contains(err.msg, "'use_qk_norm'"));
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"CohereForCausalLM\"]," SMALL ",\"use_qk_norm\":true}", &m, &err), TM_OK);
+    if (m) CHECK(m->qk_norm == 1 && m->qk_norm_heads && !m->qk_norm_bias && spec_has(m, "model.layers.0.self_attn.q_norm.weight"));
+    tm_model_free(m);
 #define GPTJ "{\"architectures\":[\"GPTJForCausalLM\"],\"vocab_size\":8,\"n_embd\":64,\"n_layer\":2,\"n_head\":2"
     CHECK_EQ_INT(model_from(GPTJ ",\"rotary_dim\":8}", &m, &err), TM_OK);
     if (m) CHECK(m->Dh == 32 && m->F == 256 && m->rope[0].rot_dim == 8 && m->parallel == 1 && !m->gated &&

@@ -128,6 +128,19 @@ static const synth_preset presets[] = {
      "\"max_position_embeddings\":2048,\"layer_norm_eps\":1e-5,\"rope_theta\":10000.0,\"logit_scale\":0.5,"
      "\"sliding_window\":16,\"sliding_window_pattern\":4,\"hidden_act\":\"silu\",\"bos_token_id\":1,"
      "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"persimmon-tiny", "a 2-layer Persimmon (q/k LayerNorms with bias, query_key_value grouped by head, relu^2 "
+     "MLP, partial rotary 0.5), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"PersimmonForCausalLM\"],\"model_type\":\"persimmon\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":2048,"
+     "\"layer_norm_eps\":1e-5,\"qk_layernorm\":true,\"partial_rotary_factor\":0.5,\"rope_theta\":25000.0,"
+     "\"hidden_act\":\"relu2\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"stablelm-qk-tiny", "a 2-layer StableLM with qk_layernorm (a LayerNorm per q / k head, each its own weights), "
+     "for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"StableLmForCausalLM\"],\"model_type\":\"stablelm\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":256,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+     "\"max_position_embeddings\":2048,\"layer_norm_eps\":1e-5,\"qk_layernorm\":true,\"use_qkv_bias\":true,"
+     "\"partial_rotary_factor\":0.25,\"hidden_act\":\"silu\",\"tie_word_embeddings\":false,\"bos_token_id\":1,"
+     "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"gpt2-124m", "GPT-2 (124M) shape: vocab 50257, 12 layers of 768, learned positions, Conv1D weights, tied",
      "{\"architectures\":[\"GPT2LMHeadModel\"],\"model_type\":\"gpt2\",\"vocab_size\":50257,\"n_embd\":768,"
      "\"n_layer\":12,\"n_head\":12,\"n_inner\":null,\"n_positions\":1024,\"layer_norm_epsilon\":1e-5,"

@@ -60,6 +60,10 @@ static const arch_names names_mpt = {"blocks", "wte", "norm_f", "lm_head", "norm
 static const arch_names names_neo = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn.attention", "q_proj", "k_proj",
                                      "v_proj", NULL, "out_proj", "mlp", NULL, "c_fc", "c_proj", "wpe"};
 
+static const arch_names names_persimmon = {"layers", "embed_tokens", "final_layernorm", "lm_head", "input_layernorm",
+                                           "post_attention_layernorm", "self_attn", NULL, NULL, NULL, "query_key_value",
+                                           "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h", NULL};
+
 /* The LayerNorm families (the rest is set by resolve_ln) */
 typedef struct ln_family {
     const char *eps_key;     /* "layer_norm_eps" or "norm_epsilon" */
@@ -82,6 +86,7 @@ static const ln_family ln_bigcode = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0
 static const ln_family ln_neo = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};   /* gelu_new */
 static const ln_family ln_olmo = {NULL, TM_ACT_SILU, 1.0}; /* LayerNorm without parameters, eps 1e-5 always */
 static const ln_family ln_nemotron = {"norm_eps", TM_ACT_RELU2, 0.5}; /* LayerNorm1P: (1 + w), with bias */
+static const ln_family ln_persimmon = {"layer_norm_eps", TM_ACT_RELU2, 0.5};
 
 typedef struct arch_info {
     const char *cls;         /* architectures[0] */
@@ -121,6 +126,8 @@ static const arch_info arch_table[] = {
     {"Gemma3ForConditionalGeneration", "gemma3",     TM_ARCH_GEMMA3,    1, 1e-6, 1e6, 131072, 256, AB_CONFIG, 0, 1, 3, 0, SW_GEMMA3, 4096, MOE_NONE,   "language_model.model.", NULL, NULL},
     {"GraniteMoeForCausalLM",          "granitemoe", TM_ARCH_GRANITEMOE, 0, 1e-6, 1e4, 2048,  0,  AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_GRANITE, "model.", NULL, NULL},
     {"GraniteMoeSharedForCausalLM",    "granitemoeshared", TM_ARCH_GRANITEMOE_SHARED, 0, 1e-6, 1e4, 2048, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE, 0, MOE_GRANITE, "model.", NULL, NULL},
+    {"PersimmonForCausalLM",           "persimmon",  TM_ARCH_PERSIMMON, 0, 1e-5, 1e4, 16384,  0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
+     &names_persimmon, &ln_persimmon},
     {"NemotronForCausalLM",            "nemotron",   TM_ARCH_NEMOTRON,  0, 1e-5, 1e4, 4096,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
      NULL, &ln_nemotron},
     {"GraniteForCausalLM",             "granite",    TM_ARCH_GRANITE,   0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
@@ -428,9 +435,16 @@ static int build_specs(tm_model *m, tm_err *err)
                 ADD(&w->bv, TM_TK_VECTOR, kv, 0, "%s.%s.%s.bias", lp, at, N->v);
             }
         }
-        if (m->qk_norm) {
-            ADD(&w->q_norm, TM_TK_VECTOR, m->qk_norm == 2 ? q : m->Dh, 0, "%s.%s.q_norm.weight", lp, at);
-            ADD(&w->k_norm, TM_TK_VECTOR, m->qk_norm == 2 ? kv : m->Dh, 0, "%s.%s.k_norm.weight", lp, at);
+        if (m->qk_norm) { /* StableLM's per-head modules are one [H][Dh] tensor here (tm_model_bind gathers them) */
+            int lnq = m->arch == TM_ARCH_PHI || m->arch == TM_ARCH_STABLELM || m->arch == TM_ARCH_PERSIMMON;
+            const char *qn = lnq ? "q_layernorm" : "q_norm", *kn = lnq ? "k_layernorm" : "k_norm";
+            int64_t hq = m->qk_norm_heads ? m->H : 0, hk = m->qk_norm_heads ? m->Hk : 0, Dh = m->Dh;
+            ADD(&w->q_norm, TM_TK_VECTOR, m->qk_norm == 2 ? q : hq ? hq : Dh, hq ? Dh : 0, "%s.%s.%s.weight", lp, at, qn);
+            ADD(&w->k_norm, TM_TK_VECTOR, m->qk_norm == 2 ? kv : hk ? hk : Dh, hk ? Dh : 0, "%s.%s.%s.weight", lp, at, kn);
+            if (m->qk_norm_bias) {
+                ADD(&w->q_norm_b, TM_TK_VECTOR, Dh, 0, "%s.%s.%s.bias", lp, at, qn);
+                ADD(&w->k_norm_b, TM_TK_VECTOR, Dh, 0, "%s.%s.%s.bias", lp, at, kn);
+            }
         }
         ADD(&w->wo, TM_TK_MATRIX, D, q, "%s.%s.%s.weight", lp, at, N->o);
         if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%s.%s.%s.bias", lp, at, N->o);
@@ -702,8 +716,14 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
     }
     m->norm = TM_NORM_LAYER;
     m->norm_bias = 1;
-    if ((ai->arch == TM_ARCH_PHI || ai->arch == TM_ARCH_STABLELM) && FLAG(c->qk_layernorm, 0))
-        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%sqk_layernorm' = true is not supported", c->name, x->pre);
+    /* q/k LayerNorms: Phi's and Persimmon's one [Dh] with bias for every head, StableLM's one module per head,
+       Cohere's [H][Dh]; over each head's Dh, before RoPE */
+    int qk = (ai->arch == TM_ARCH_PHI || ai->arch == TM_ARCH_STABLELM) ? FLAG(c->qk_layernorm, 0)
+             : ai->arch == TM_ARCH_PERSIMMON ? FLAG(c->qk_layernorm, 1)
+             : ai->arch == TM_ARCH_COHERE ? FLAG(c->use_qk_norm, 0) : 0;
+    m->qk_norm = qk ? 1 : 0;
+    m->qk_norm_bias = qk && (ai->arch == TM_ARCH_PHI || ai->arch == TM_ARCH_PERSIMMON);
+    m->qk_norm_heads = qk && (ai->arch == TM_ARCH_STABLELM || ai->arch == TM_ARCH_COHERE);
     switch (ai->arch) {
     case TM_ARCH_PHI: /* biases everywhere, the head's too; one norm for both branches */
         m->qkv_bias = m->o_bias = m->mlp_bias = m->lm_head_bias = 1;
@@ -728,8 +748,6 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->parallel = 1;
         break;
     case TM_ARCH_COHERE: case TM_ARCH_COHERE2: /* LayerNorm without a bias, one norm for both branches, SwiGLU */
-        if (FLAG(c->use_qk_norm, 0))
-            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%suse_qk_norm' = true is not supported", c->name, x->pre);
         m->norm_bias = 0;
         m->gated = 1;
         m->parallel = 1;
@@ -791,6 +809,13 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->clip_qkv = (float)clip;
         return rc ? rc : alibi_init(x, m);
     }
+    case TM_ARCH_PERSIMMON: /* query_key_value grouped by head, biases everywhere, relu² MLP without a gate */
+        if (m->Hk != m->H)
+            return tm_errf(x->err, TM_E_INVALID, "%s: 'num_key_value_heads' = %d: Persimmon has one kv head per head (%d)",
+                           c->name, m->Hk, m->H);
+        m->qkv_bias = m->o_bias = m->mlp_bias = 1;
+        m->fused_qkv = m->qkv_interleaved = 1;
+        break;
     case TM_ARCH_GPT_BIGCODE: /* GPT-2's layer with Linear weights; c_attn rows Q, K, V (multi-query: one kv head) or
                                  grouped by head */
         m->qkv_bias = m->o_bias = m->mlp_bias = m->fused_qkv = 1;
@@ -1033,7 +1058,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     if (ai->arch == TM_ARCH_QWEN2_MOE && c->qkv_bias.state == TM_CFG_SET) m->qkv_bias = c->qkv_bias.v;
     m->o_bias = ai->bias == AB_CONFIG && ab;
     m->mlp_bias = ai->mlp_bias && c->mlp_bias.state == TM_CFG_SET && c->mlp_bias.v;
-    m->qk_norm = ai->qk_norm;
+    m->qk_norm = ai->qk_norm; /* (resolve_ln, next, sets the LayerNorm families' own) */
     m->fused_qkv = m->fused_gate_up = ai->fused;
     if ((rc = resolve_ln(&x, ai, m))) goto fail;
     m->norm_add_one = ai->gemma != 0 || ai->arch == TM_ARCH_NEMOTRON; /* Nemotron's LayerNorm1P */
@@ -1346,6 +1371,33 @@ static int bind_fused_experts(tm_model *m, const tm_tensor_source *src, int l, t
     return TM_OK;
 }
 
+/* StableLM's q/k LayerNorms are one module per head in a checkpoint (<attn>.q_layernorm.norms.<h>.weight, each
+ * [Dh]): gathered into the [heads][Dh] tensor of spec s, a copy m owns */
+static int gather_head_norms(tm_model *m, const tm_tensor_source *src, const tm_tensor_spec *s, tm_tensor *out,
+                             tm_err *err)
+{
+    int64_t nh = s->shape[0], Dh = s->shape[1];
+    int base = (int)(strlen(s->name) - strlen(".weight"));
+    uint8_t *d = NULL;
+    for (int64_t h = 0; h < nh; h++) {
+        tm_tensor t;
+        tm_tensor_spec one = {.ndim = 1, .shape = {Dh}, .kind = TM_TK_VECTOR};
+        snprintf(one.name, sizeof one.name, "%.*s.norms.%lld.weight", base, s->name, (long long)h);
+        int rc = src->lookup(src->ctx, one.name, &t, err);
+        if (rc || (rc = check_tensor(m, &one, &t, err))) return rc;
+        if (h == 0) {
+            *out = (tm_tensor){s->name, t.dtype, 2, {nh, Dh}, NULL, t.nbytes * (size_t)nh, NULL};
+            if (!(d = owned_copy(m, s, out, err))) return err->code;
+            out->data = d;
+        } else if (t.dtype != out->dtype) {
+            return tm_errf(err, TM_E_INVALID, "tensor '%s': dtype %s differs from head 0's", one.name,
+                           tm_dtype_name(t.dtype));
+        }
+        memcpy(d + (size_t)h * t.nbytes, t.data, t.nbytes);
+    }
+    return TM_OK;
+}
+
 int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
 {
     int rc;
@@ -1368,6 +1420,15 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
                 *err = e2;
                 return e2.code;
             }
+        }
+        if (rc == TM_E_NOTFOUND && !src->canonical && m->arch == TM_ARCH_STABLELM && m->qk_norm_heads && s->ndim == 2 &&
+            s->kind == TM_TK_VECTOR) { /* a q/k LayerNorm as one module per head */
+            tm_err e2 = {0};
+            if ((rc = gather_head_norms(m, src, s, &t, &e2)) && e2.code != TM_E_NOTFOUND) {
+                *err = e2;
+                return rc;
+            }
+            if (rc) rc = TM_E_NOTFOUND; /* neither form: the spec's name is the one to report */
         }
         if (rc) {
             if (rc == TM_E_NOTFOUND && s->slot == &m->lm_head)

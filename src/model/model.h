@@ -36,7 +36,8 @@
  *          qkv_interleaved: rows grouped by kv head, [Hk][H/Hk + 2][Dh] = its q heads, k, v: GPT-NeoX
  *          (H = Hk: q_h, k_h, v_h), Falcon's new decoder, BLOOM; tm_qkv_row)
  *     clip_qkv: q, k, v = clamp(q, k, v, -clip_qkv, clip_qkv)   (OLMo, MPT)
- *     qk_norm 1: each head of q and k: rmsnorm over Dh with q_norm / k_norm
+ *     qk_norm 1: each head of q and k: norm over Dh with q_norm / k_norm (qk_norm_heads: head h's own row of
+ *                them) and q_norm_b / k_norm_b (qk_norm_bias)
  *     qk_norm 2: all of q, and all of k: rmsnorm over H*Dh / Hk*Dh (OLMo 2)
  *     RoPE (rope[layer[l].rope]; none where it is -1) on the first rot_dim dims of every q and k head,
  *         "rotate-half": dim i pairs with i + rot_dim/2; angle = f32(pos * inv_freq[i]);
@@ -139,6 +140,7 @@ typedef enum tm_arch {
     TM_ARCH_NEMOTRON,
     TM_ARCH_GRANITEMOE,
     TM_ARCH_GRANITEMOE_SHARED,
+    TM_ARCH_PERSIMMON,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -188,7 +190,8 @@ typedef struct tm_layer_weights {
     tm_tensor wqkv;              /* [(H+2Hk)*Dh][D] fused (Phi-3, GPT-2; GPT-NeoX, Falcon: qkv_interleaved) */
     tm_tensor bqkv;              /* [(H+2Hk)*Dh] its bias (GPT-NeoX, Falcon, GPT-2), in its row order */
     tm_tensor bq, bk, bv;        /* [H*Dh], [Hk*Dh], [Hk*Dh] */
-    tm_tensor q_norm, k_norm;    /* [Dh] */
+    tm_tensor q_norm, k_norm;    /* [Dh] (qk_norm_heads: [H][Dh], [Hk][Dh]; qk_norm 2: [H*Dh], [Hk*Dh]) */
+    tm_tensor q_norm_b, k_norm_b; /* [Dh] LayerNorm biases (qk_norm_bias) */
     tm_tensor wo;                /* [D][H*Dh] */
     tm_tensor bo;                /* [D] */
     tm_tensor attn_out_norm;     /* [D] Gemma post_attention_layernorm */
@@ -247,8 +250,11 @@ typedef struct tm_model {
                                     MPT); 0: none */
     float *alibi;                /* [H] ALiBi slopes (BLOOM, MPT; their layers take no RoPE), or NULL */
     int qkv_bias, o_bias, mlp_bias;
-    int qk_norm;                 /* 1: RMSNorm on each q / k head (w [Dh]); 2: on the whole q / k projection
-                                    (OLMo 2: w [H*Dh], [Hk*Dh]) */
+    int qk_norm;                 /* 1: the model's norm on each q / k head (w [Dh]); 2: on the whole q / k
+                                    projection (OLMo 2: w [H*Dh], [Hk*Dh]) */
+    int qk_norm_heads;           /* qk_norm 1 with a weight per head: q_norm [H][Dh], k_norm [Hk][Dh] (Cohere's
+                                    use_qk_norm, StableLM's qk_layernorm) */
+    int qk_norm_bias;            /* q_norm_b, k_norm_b [Dh] (Phi's qk_layernorm, Persimmon) */
     int fused_qkv, fused_gate_up;
     int tied;                    /* lm_head is the embedding */
     int post_attn_norm, post_ffn_norm; /* Gemma's sandwich norms, OLMo 2's only ones */

@@ -58,7 +58,8 @@ typedef struct cpu_layer {
     float *attn_norm, *ffn_norm;              /* [D] */
     float *attn_norm_b, *ffn_norm_b;          /* [D] LayerNorm biases, or NULL */
     float *attn_out_norm, *ffn_out_norm;      /* [D] or NULL */
-    float *q_norm, *k_norm;                   /* [Dh] or NULL */
+    float *q_norm, *k_norm;                   /* [Dh] (qk_norm_heads: [H][Dh], [Hk][Dh]) or NULL */
+    float *q_norm_b, *k_norm_b;               /* [Dh] LayerNorm biases or NULL */
     float *bq, *bk, *bv, *bo;                 /* [H*Dh], [Hk*Dh], [Hk*Dh], [D] or NULL */
     float *b_gate, *b_up, *b_down;            /* [F], [F], [D] or NULL */
     tm_moe_experts *moe;                      /* router [E][D] + E experts; NULL: dense FFN */
@@ -211,7 +212,7 @@ static void cpu_unbind(void *vctx)
             tm_kweight *ws[] = {y->wq, y->wk, y->wv, y->wqkv, y->wo, y->w_gate, y->w_up, y->w_gate_up, y->w_down, y->w_glu};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) tm_kpack_free(ws[i]);
             float *vs[] = {y->attn_norm, y->ffn_norm, y->attn_norm_b, y->ffn_norm_b, y->attn_out_norm, y->ffn_out_norm, y->q_norm, y->k_norm,
-                           y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down};
+                           y->q_norm_b, y->k_norm_b, y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down};
             for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) free(vs[i]);
             tm_moe_free(y->moe);
         }
@@ -435,6 +436,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         y->ffn_out_norm = norm_f32(m, &w->ffn_out_norm);
         y->q_norm = norm_f32(m, &w->q_norm);
         y->k_norm = norm_f32(m, &w->k_norm);
+        y->q_norm_b = vec_f32(&w->q_norm_b);
+        y->k_norm_b = vec_f32(&w->k_norm_b);
         y->attn_norm_b = vec_f32(&w->attn_norm_b);
         y->ffn_norm_b = vec_f32(&w->ffn_norm_b);
         y->bq = vec_f32(&w->bq);
@@ -594,6 +597,16 @@ static void norm_rows(const cpu_ctx *c, float *y, const float *x, const float *w
 static void rows_norm(const par_job *j, int i0, int i1)
 {
     norm_rows(j->c, j->y + (size_t)i0 * j->n, j->x + (size_t)i0 * j->n, j->w, j->b, i1 - i0, j->n);
+}
+
+/* rows [i0, i1) of width n, row i normed with head (i mod l)'s weights: w [l][n] (and b [l][n] if any) */
+static void rows_norm_heads(const par_job *j, int i0, int i1)
+{
+    size_t n = (size_t)j->n;
+    for (int i = i0; i < i1; i++) {
+        size_t h = (size_t)(i % j->l) * n;
+        norm_rows(j->c, j->y + i * n, j->x + i * n, j->w + h, j->b ? j->b + h : NULL, 1, j->n);
+    }
 }
 
 static void par_norm(cpu_ctx *c, const cpu_rows *r, float *y, const float *x, const float *w, const float *b, int rows,
@@ -1065,12 +1078,13 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
     for (int i = 0; i < 3 && m->clip_qkv > 0; i++)
         chain_add(&ch, (par_job){.fn = rows_clip, .c = c, .r = r, .y = dst[i], .n = i ? KD : HD}, 1);
     int whole = m->qk_norm == 2; /* OLMo 2: one norm over the whole q (k) row, else one per head */
+    rows_fn qkn = m->qk_norm_heads ? rows_norm_heads : rows_norm; /* a weight row per head (Cohere, StableLM) */
     if (y->q_norm)
-        chain_add(&ch, (par_job){.fn = rows_norm, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm,
-                                 .n = whole ? HD : Dh}, whole ? 1 : H);
+        chain_add(&ch, (par_job){.fn = qkn, .c = c, .r = r, .y = c->q, .x = c->q, .w = y->q_norm, .b = y->q_norm_b,
+                                 .n = whole ? HD : Dh, .l = H}, whole ? 1 : H);
     if (y->k_norm)
-        chain_add(&ch, (par_job){.fn = rows_norm, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm,
-                                 .n = whole ? KD : Dh}, whole ? 1 : Hk);
+        chain_add(&ch, (par_job){.fn = qkn, .c = c, .r = r, .y = c->kk, .x = c->kk, .w = y->k_norm, .b = y->k_norm_b,
+                                 .n = whole ? KD : Dh, .l = Hk}, whole ? 1 : Hk);
     if (rope >= 0) { /* -1: a layer without RoPE (SmolLM3's NoPE) */
         chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->q, .n = H, .l = rope}, 1);
         chain_add(&ch, (par_job){.fn = rows_rope, .c = c, .r = r, .y = c->kk, .n = Hk, .l = rope}, 1);

@@ -12,7 +12,8 @@ typedef struct ref_layer {
     float *wqkv;             /* [(H+2Hk)*Dh][D]: Q rows, K rows, V rows (rows grouped by kv head, GPT-NeoX's
                                 and Falcon's, are put in this order when loaded) */
     float *bqkv;             /* [(H+2Hk)*Dh] or NULL */
-    float *q_norm, *k_norm;  /* [Dh] effective, or NULL */
+    float *q_norm, *k_norm;  /* [Dh] effective (qk_heads: [H][Dh], [Hk][Dh]; qk_whole: [H*Dh], [Hk*Dh]), or NULL */
+    float *q_norm_b, *k_norm_b; /* [Dh] LayerNorm biases, or NULL */
     float *wo;               /* [D][H*Dh] */
     float *bo;               /* [D] or NULL */
     float *attn_out_norm;    /* [D] or NULL */
@@ -38,6 +39,7 @@ struct tm_ref {
     float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
     float logits_mul;                 /* Cohere: logits multiplied */
     int qk_whole;                     /* q / k norms over the whole projection (OLMo 2), not per head */
+    int qk_heads;                     /* per-head q / k norms with a weight row per head */
     tm_norm_kind norm;                /* RMSNorm or LayerNorm, every norm of the model */
     int gated, parallel;              /* model.h's switches */
     tm_act act;

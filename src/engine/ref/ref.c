@@ -100,9 +100,13 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (m->post_attn_norm && !(o->attn_out_norm = norm_w(&w->attn_out_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->post_ffn_norm && !(o->ffn_out_norm = norm_w(&w->ffn_out_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->qk_norm) {
-        int whole = m->qk_norm == 2; /* over the whole projection (OLMo 2), else per head */
+        /* over the whole projection (OLMo 2), or per head with one weight row, or with a row per head */
+        int whole = m->qk_norm == 2 || m->qk_norm_heads;
         if (!(o->q_norm = norm_w(&w->q_norm, whole ? (int)q : m->Dh, m->norm_add_one, err))) return err->code;
         if (!(o->k_norm = norm_w(&w->k_norm, whole ? (int)kv : m->Dh, m->norm_add_one, err))) return err->code;
+        o->q_norm_b = opt_vec(&w->q_norm_b, m->Dh, err, &irc);
+        if (!irc) o->k_norm_b = opt_vec(&w->k_norm_b, m->Dh, err, &irc);
+        if (irc) return irc;
     }
     o->wqkv = malloc((size_t)((q + 2 * kv) * D) * sizeof(float));
     if (!o->wqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
@@ -179,7 +183,8 @@ void tm_ref_free(tm_ref *r)
     if (r->w)
         for (int l = 0; l < r->L; l++) {
             ref_layer *o = &r->w[l];
-            float *ps[] = {o->attn_norm, o->attn_norm_b, o->ffn_norm_b, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->wo, o->bo, o->attn_out_norm,
+            float *ps[] = {o->attn_norm, o->attn_norm_b, o->ffn_norm_b, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->q_norm_b,
+                           o->k_norm_b, o->wo, o->bo, o->attn_out_norm,
                            o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
                            o->s_gu, o->s_d, o->s_router};
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
@@ -233,6 +238,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
     r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;
+    r->qk_heads = m->qk_norm_heads;
     r->logits_mul = m->logits_mul;
     r->norm = m->norm, r->gated = m->gated, r->parallel = m->parallel, r->clip_qkv = m->clip_qkv;
     r->max_ctx = max_ctx, r->n_threads = n_threads;

@@ -225,15 +225,20 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
             float *q = qkv + (size_t)t * nqkv, *k = q + qd, *v = k + kvd;
             if (rp) rope_table(rp, inv, p, cs, sn);
             if (r->qk_whole) { /* OLMo 2: one norm over all heads, before RoPE */
-                ref_rmsnorm(q, q, w->q_norm, qd, r->eps);
-                ref_rmsnorm(k, k, w->k_norm, kvd, r->eps);
+                ref_norm(r->norm, q, q, w->q_norm, NULL, qd, r->eps);
+                ref_norm(r->norm, k, k, w->k_norm, NULL, kvd, r->eps);
             }
+            /* per head: the model's norm over Dh (a weight row per head with qk_heads) */
             for (int hh = 0; hh < r->H; hh++) {
-                if (w->q_norm && !r->qk_whole) ref_rmsnorm(q + hh * Dh, q + hh * Dh, w->q_norm, Dh, r->eps);
+                if (w->q_norm && !r->qk_whole)
+                    ref_norm(r->norm, q + hh * Dh, q + hh * Dh, w->q_norm + (r->qk_heads ? hh * Dh : 0), w->q_norm_b, Dh,
+                             r->eps);
                 rope_apply(q + hh * Dh, cs, sn, half);
             }
             for (int gg = 0; gg < r->Hk; gg++) {
-                if (w->k_norm && !r->qk_whole) ref_rmsnorm(k + gg * Dh, k + gg * Dh, w->k_norm, Dh, r->eps);
+                if (w->k_norm && !r->qk_whole)
+                    ref_norm(r->norm, k + gg * Dh, k + gg * Dh, w->k_norm + (r->qk_heads ? gg * Dh : 0), w->k_norm_b, Dh,
+                             r->eps);
                 rope_apply(k + gg * Dh, cs, sn, half);
                 memcpy(r->kc + kv_off(r, l, gg, p), k + gg * Dh, (size_t)Dh * sizeof(float));
                 memcpy(r->vc + kv_off(r, l, gg, p), v + gg * Dh, (size_t)Dh * sizeof(float));
