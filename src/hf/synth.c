@@ -316,14 +316,18 @@ static int write_tokenizer(const char *dir, int V, int bos, int eos, tm_err *err
 }
 
 /* slot is a norm's weight (GPT-2's ln_1 as well as Llama's input_layernorm) */
-static int is_norm_weight(const tm_model *m, const tm_tensor *slot)
+/* 1: a norm's weight (ones); 2: a q/k norm's weight, 3: its bias (both spread, 1 + 0.2 g and 0.2 g, so that
+ * a per-head weight row or the bias taken wrongly shows in the logits); 0: anything else (0.02 g) */
+static int norm_kind(const tm_model *m, const tm_tensor *slot)
 {
-    if (slot == &m->final_norm) return 1;
+    if (slot == &m->final_norm || slot == &m->embed_norm) return 1;
     for (int l = 0; l < m->L; l++) {
         const tm_layer_weights *w = &m->w[l];
-        const tm_tensor *n[] = {&w->attn_norm, &w->ffn_norm, &w->attn_out_norm, &w->ffn_out_norm, &w->q_norm, &w->k_norm};
+        const tm_tensor *n[] = {&w->attn_norm, &w->ffn_norm, &w->attn_out_norm, &w->ffn_out_norm};
         for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
             if (slot == n[i]) return 1;
+        if (slot == &w->q_norm || slot == &w->k_norm) return 2;
+        if (slot == &w->q_norm_b || slot == &w->k_norm_b) return 3;
     }
     return 0;
 }
@@ -373,11 +377,18 @@ static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng,
         const tm_tensor_spec *s = &m->spec[i];
         uint64_t n = 1;
         for (int d = 0; d < s->ndim; d++) n *= (uint64_t)s->shape[d];
-        int is_norm = is_norm_weight(m, s->slot); /* starts at 1 (a LayerNorm's bias is random as others) */
+        int kind = norm_kind(m, s->slot); /* (a LayerNorm's bias is random as others) */
         for (uint64_t k = 0; k < n; k += CH) {
             size_t c = n - k < CH ? (size_t)(n - k) : CH;
-            for (size_t j = 0; j < c; j++)
-                buf[j] = is_norm ? one : tm_f32_to_bf16(0.02f * rng->gauss[next_u64(rng) >> (64 - GTAB_BITS)]);
+            for (size_t j = 0; j < c; j++) {
+                if (kind == 1) { /* no draw: the other tensors' values do not depend on the norms */
+                    buf[j] = one;
+                    continue;
+                }
+                float g = rng->gauss[next_u64(rng) >> (64 - GTAB_BITS)];
+                buf[j] = kind == 2 ? tm_f32_to_bf16(tm_bf16_to_f32(one) + 0.2f * g)
+                                   : tm_f32_to_bf16((kind == 3 ? 0.2f : 0.02f) * g);
+            }
             if (fwrite(buf, 2, c, a.f) != c) break;
         }
     }
