@@ -974,7 +974,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
             return tm_errf(err, TM_E_INVALID, "%s: 'architectures' is missing", c->name);
         return tm_errf(err, TM_E_UNSUPPORTED, "%s: architecture '%s' is not supported (Llama, Mistral, Ministral, Qwen2, "
                        "Qwen3, Gemma 1-3, Granite, SmolLM3, OLMo 1-3, EXAONE 4, GLM, GLM-4, Phi, Phi-3, StarCoder 1-2, "
-                       "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, Cohere 1-2, OPT, Falcon, Nemotron, BLOOM, MPT, "
+                       "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, Cohere 1-2, OPT, Falcon, Nemotron, Persimmon, BLOOM, MPT, "
                        "Qwen2/3-MoE, OLMoE, GraniteMoE, Mixtral are)", c->name,
                        c->architecture[0] ? c->architecture : c->model_type);
     }
