@@ -278,6 +278,25 @@ static void run_model(const char *dir, const cJSON *man, const char *config_file
     run_model_at(dir, man, NULL, config_file);
 }
 
+/* dir/model.safetensors (dir made under build/test_conformance) from a header and the data section; 1 if
+ * written */
+static int write_st(const char *dir, const cJSON *header, const void *data, size_t n)
+{
+    char path[512], *hs = cJSON_PrintUnformatted(header);
+    size_t hn = strlen(hs), pad = (8 - hn % 8) % 8;
+    mkdir("build/test_conformance", 0755);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((hn + pad) >> (8 * i));
+    int ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(hs, 1, hn, f) == hn && fwrite("        ", 1, pad, f) == pad &&
+             fwrite(data, 1, n, f) == n;
+    if (f) fclose(f);
+    free(hs);
+    return ok;
+}
+
 /* A committed fixture re-laid out as other checkpoints of its architecture
  * are: the tensors' prefix `from` replaced by `to`, and the Hub-style config
  * as it is, or (wrap: the multimodal class) under "text_config". Written to
@@ -310,17 +329,8 @@ static void relaid(const char *fix, const char *from, const char *to, const char
         else snprintf(name, sizeof name, "%s", it->string);
         cJSON_AddItemToObject(nh, name, cJSON_Duplicate(it, 1));
     }
-    char *hs = cJSON_PrintUnformatted(nh);
-    size_t hn = strlen(hs), pad = (8 - hn % 8) % 8;
-    mkdir("build/test_conformance", 0755);
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "wb");
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((hn + pad) >> (8 * i));
-    ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(hs, 1, hn, f) == hn && fwrite("        ", 1, pad, f) == pad &&
-         fwrite(text + 8 + hl, 1, n - 8 - hl, f) == n - 8 - hl;
-    if (f) fclose(f);
+    ok = write_st(dir, nh, text + 8 + hl, n - 8 - hl);
+    FILE *f;
     char *cfg = malloc(cn + 256);
     if (wrap)
         snprintf(cfg, cn + 256, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"text_config\": %s}", wrap, fix,
@@ -334,7 +344,6 @@ static void relaid(const char *fix, const char *from, const char *to, const char
     CHECKF(ok, "%s: cannot write %s", out, dir);
     if (ok) run_model_at(src, man, dir, path);
     free(cfg);
-    free(hs);
     cJSON_Delete(nh);
     cJSON_Delete(hdr);
 done:
@@ -426,17 +435,8 @@ static void fused_moe(const char *fixdir, const char *config_key, const char *ou
         }
     }
     CHECKF(nl >= 1, "%s: no experts found", out);
-    char *hs = cJSON_PrintUnformatted(nh);
-    size_t hn = strlen(hs), pad = (8 - hn % 8) % 8;
-    mkdir("build/test_conformance", 0755);
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "wb");
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((hn + pad) >> (8 * i));
-    int ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(hs, 1, hn, f) == hn && fwrite("        ", 1, pad, f) == pad &&
-             fwrite(blob, 1, total, f) == total;
-    if (f) fclose(f);
+    int ok = blob && write_st(dir, nh, blob, total);
+    FILE *f;
     char src_cfg[1024], cfg[512];
     snprintf(src_cfg, sizeof src_cfg, "%s/%s", fixdir, cJSON_GetObjectItem(man, config_key)->valuestring);
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
@@ -450,7 +450,6 @@ static void fused_moe(const char *fixdir, const char *config_key, const char *ou
     CHECKF(ok, "%s: cannot write %s", out, dir);
     if (ok) run_model_at(fixdir, man, dir, cfg);
     free(ct);
-    free(hs);
     free(blob);
     cJSON_Delete(nh);
     cJSON_Delete(hdr);
