@@ -330,7 +330,6 @@ static void relaid(const char *fix, const char *from, const char *to, const char
         cJSON_AddItemToObject(nh, name, cJSON_Duplicate(it, 1));
     }
     ok = write_st(dir, nh, text + 8 + hl, n - 8 - hl);
-    FILE *f;
     char *cfg = malloc(cn + 256);
     if (wrap)
         snprintf(cfg, cn + 256, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"text_config\": %s}", wrap, fix,
@@ -338,7 +337,7 @@ static void relaid(const char *fix, const char *from, const char *to, const char
     else
         snprintf(cfg, cn + 256, "%s", cfgtext);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    f = fopen(path, "wb");
+    FILE *f = fopen(path, "wb");
     ok = ok && f && fwrite(cfg, 1, strlen(cfg), f) == strlen(cfg);
     if (f) fclose(f);
     CHECKF(ok, "%s: cannot write %s", out, dir);
