@@ -349,6 +349,21 @@ def variants():
         num_key_value_heads=2, hidden_act="silu", max_position_embeddings=4096, layer_norm_eps=1e-5,
         use_qkv_bias=True, qk_layernorm=True, use_parallel_residual=False, tie_word_embeddings=False), 2095,
         "StableLM with qk_layernorm (StableLM 2 12B): a LayerNorm without bias per head, one module per head")
+    # session 26, last batch
+    v["arcee"] = ("ArceeConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, hidden_act="relu2", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        tie_word_embeddings=False), 2097,
+        "Arcee (AFM): Llama with an MLP without a gate, up_proj -> relu^2 -> down_proj")
+    v["ernie4_5"] = ("Ernie4_5Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        use_bias=True, tie_word_embeddings=True), 2099,
+        "ERNIE 4.5 (dense): Llama-like with use_bias, its own RoPE layout")
+    v["codegen"] = ("CodeGenConfig", dict(
+        COMMON, n_embd=64, n_inner=96, n_layer=2, n_head=4, rotary_dim=8, n_positions=512, n_ctx=512,
+        activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=False), 2101,
+        "CodeGen: GPT-J's layer with qkv_proj fused in mp_num = 4 blocks of (q, v, k)")
     return v
 
 
