@@ -869,6 +869,30 @@ static void test_arch_rules(void)
     CHECK_EQ_INT(model_from("{\"architectures\":[\"GraniteMoeForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
     if (m) CHECK(m->n_experts == 8 && m->F_shared == 0);
     tm_model_free(m);
+    /* Arcee: Llama with an MLP without a gate (relu2); ERNIE 4.5: use_bias on every linear, RoPE on interleaved
+       pairs, base 5e5, tied, head_dim 128; CodeGen: GPT-J's sizes and layer, qkv_proj permuted (hf_codegen) */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"ArceeForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(!m->gated && m->act == TM_ACT_RELU2 && m->norm == TM_NORM_RMS && !spec_has(m, "model.layers.0.mlp.gate_proj.weight") &&
+                 spec_has(m, "model.layers.0.mlp.up_proj.weight"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Ernie4_5ForCausalLM\"]," SMALL ",\"use_bias\":true}", &m, &err), TM_OK);
+    if (m) CHECK(m->Dh == 128 && m->tied && m->qkv_bias && m->o_bias && m->mlp_bias && m->rope[0].theta == 5e5 &&
+                 spec_has(m, "model.layers.0.mlp.gate_proj.bias") && spec_has(m, "model.layers.0.self_attn.o_proj.bias"));
+    for (int i = 0; m && i < m->n_spec; i++) {
+        int qk = strstr(m->spec[i].name, "q_proj") || strstr(m->spec[i].name, "k_proj");
+        CHECKF(m->spec[i].hf_rope_pairs == (qk ? 128 : 0), "%s: rope pairs %d", m->spec[i].name, m->spec[i].hf_rope_pairs);
+    }
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"CodeGenForCausalLM\"],\"vocab_size\":8,\"n_embd\":64,\"n_layer\":2,"
+                            "\"n_head\":4,\"rotary_dim\":8}", &m, &err), TM_OK);
+    if (m) CHECK(m->fused_qkv && !m->qkv_interleaved && m->parallel == 1 && m->lm_head_bias && m->mlp_bias && !m->qkv_bias &&
+                 m->F == 256 && m->rope[0].rot_dim == 8 && spec_has(m, "transformer.h.0.attn.qkv_proj.weight"));
+    for (int i = 0; m && i < m->n_spec; i++)
+        CHECKF(m->spec[i].hf_codegen == (strstr(m->spec[i].name, "qkv_proj") != NULL), "%s", m->spec[i].name);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"CodeGenForCausalLM\"],\"vocab_size\":8,\"n_embd\":96,\"n_layer\":2,"
+                            "\"n_head\":6}", &m, &err), TM_E_INVALID);
+    CHECK(contains(err.msg, "divisible by 4"));
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */

@@ -41,6 +41,8 @@ static const arch_names names_starcoder2 = {"layers", "embed_tokens", "norm", "l
 static const arch_names names_neox = {"layers", "embed_in", "final_layer_norm", "embed_out", "input_layernorm",
                                       "post_attention_layernorm", "attention", NULL, NULL, NULL, "query_key_value",
                                       "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h", NULL};
+static const arch_names names_codegen = {"h", "wte", "ln_f", "lm_head", "ln_1", NULL, "attn", NULL, NULL, NULL,
+                                         "qkv_proj", "out_proj", "mlp", NULL, "fc_in", "fc_out", NULL};
 static const arch_names names_gptj = {"h", "wte", "ln_f", "lm_head", "ln_1", NULL, "attn", "q_proj", "k_proj", "v_proj",
                                       NULL, "out_proj", "mlp", NULL, "fc_in", "fc_out", NULL};
 static const arch_names names_gpt2 = {"h", "wte", "ln_f", "lm_head", "ln_1", "ln_2", "attn", NULL, NULL, NULL,
@@ -77,6 +79,7 @@ static const ln_family ln_stablelm = {"layer_norm_eps", TM_ACT_SILU, 0.25};
 static const ln_family ln_neox = {"layer_norm_eps", TM_ACT_GELU, 0.25};          /* gelu: the exact one */
 static const ln_family ln_gpt2 = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_new; no RoPE */
 static const ln_family ln_gptj = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* rotary_dim, not a factor */
+static const ln_family ln_codegen = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0}; /* GPT-J's, with rotary_dim */
 static const ln_family ln_cohere = {"layer_norm_eps", TM_ACT_SILU, 1.0};
 static const ln_family ln_falcon = {"layer_norm_eps", TM_ACT_GELU, 1.0}; /* layer_norm_epsilon, activation */
 static const ln_family ln_opt = {"layer_norm_eps", TM_ACT_RELU, 1.0};  /* no eps key: nn.LayerNorm's 1e-5 */
@@ -118,6 +121,8 @@ static const arch_info arch_table[] = {
     {"MinistralForCausalLM",           "ministral",  TM_ARCH_MINISTRAL, 0, 1e-6, 1e4, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_TYPES,  4096, MOE_NONE,    "model.", NULL, NULL},
     {"GlmForCausalLM",                 "glm",        TM_ARCH_GLM,       0, 1.5625e-7, 1e4, 131072, 128, AB_NONE, 0, 0, 0, 0, SW_NONE, 0,  MOE_NONE,    "model.", NULL, NULL},
     {"Glm4ForCausalLM",                "glm4",       TM_ARCH_GLM4,      0, 1.5625e-7, 1e4, 131072, 128, AB_NONE, 0, 0, 0, 0, SW_NONE, 0,  MOE_NONE,    "model.", NULL, NULL},
+    {"ArceeForCausalLM",               "arcee",      TM_ARCH_ARCEE,     0, 1e-5, 1e4, 4096,   0,  AB_CONFIG, 1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
+    {"Ernie4_5ForCausalLM",            "ernie4_5",   TM_ARCH_ERNIE4_5,  1, 1e-5, 5e5, 131072, 128, AB_NONE,  0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"Qwen2ForCausalLM",               "qwen2",      TM_ARCH_QWEN2,     0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN,   4096, MOE_NONE,    "model.", NULL, NULL},
     {"Qwen3ForCausalLM",               "qwen3",      TM_ARCH_QWEN3,     0, 1e-6, 1e4, 32768,  128, AB_CONFIG, 0, 1, 0, 0, SW_QWEN,  4096, MOE_NONE,    "model.", NULL, NULL},
     {"GemmaForCausalLM",               "gemma",      TM_ARCH_GEMMA,     1, 1e-6, 1e4, 8192,   256, AB_CONFIG, 0, 0, 1, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
@@ -150,6 +155,8 @@ static const arch_info arch_table[] = {
      &names_neox, &ln_neox},
     {"GPT2LMHeadModel",                "gpt2",       TM_ARCH_GPT2,      1, 1e-5, 1e4, 1024,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
      &names_gpt2, &ln_gpt2},
+    {"CodeGenForCausalLM",             "codegen",    TM_ARCH_CODEGEN,   0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
+     &names_codegen, &ln_codegen},
     {"GPTJForCausalLM",                "gptj",       TM_ARCH_GPTJ,      0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "transformer.",
      &names_gptj, &ln_gptj},
     {"CohereForCausalLM",              "cohere",     TM_ARCH_COHERE,    1, 1e-5, 5e5, 8192,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
@@ -516,8 +523,12 @@ static int build_specs(tm_model *m, tm_err *err)
     if (m->arch == TM_ARCH_GPT2) /* Conv1D: every linear weight but an untied head is stored [in][out] */
         for (int i = 0; i < m->n_spec; i++)
             m->spec[i].hf_transposed = m->spec[i].kind == TM_TK_MATRIX && m->spec[i].slot != &m->lm_head;
+    if (m->arch == TM_ARCH_CODEGEN) /* q, v, k in 4 blocks; RoPE on interleaved pairs (codegen_qkv_into) */
+        for (int i = 0; i < m->n_spec; i++)
+            for (int l = 0; l < m->L; l++)
+                if (m->spec[i].slot == &m->w[l].wqkv) m->spec[i].hf_codegen = 1;
     if (m->arch == TM_ARCH_GPTJ || m->arch == TM_ARCH_COHERE || m->arch == TM_ARCH_COHERE2 || m->arch == TM_ARCH_GLM ||
-        m->arch == TM_ARCH_GLM4) /* RoPE on interleaved pairs */
+        m->arch == TM_ARCH_GLM4 || m->arch == TM_ARCH_ERNIE4_5) /* RoPE on interleaved pairs */
         for (int i = 0; i < m->n_spec; i++)
             for (int l = 0; l < m->L; l++) {
                 const tm_layer_weights *w = &m->w[l];
@@ -548,7 +559,7 @@ static int resolve_act(ctx *x, const arch_info *ai, tm_model *m)
     const char *key = ai->gemma >= 2 ? "hidden_activation" : "hidden_act"; /* Gemma (1) reads hidden_act */
     const char *a = ai->gemma >= 2 ? c->hidden_activation : c->hidden_act;
     if (!a[0]) {
-        m->act = ai->ln ? ai->ln->act : ai->gemma ? TM_ACT_GELU_TANH : TM_ACT_SILU;
+        m->act = ai->ln ? ai->ln->act : ai->gemma ? TM_ACT_GELU_TANH : ai->arch == TM_ARCH_ARCEE ? TM_ACT_RELU2 : TM_ACT_SILU;
         return TM_OK;
     }
     if (strcmp(a, "silu") == 0 || strcmp(a, "swish") == 0) m->act = TM_ACT_SILU;
@@ -747,6 +758,14 @@ static int resolve_ln(ctx *x, const arch_info *ai, tm_model *m)
         m->mlp_bias = m->lm_head_bias = 1;
         m->parallel = 1;
         break;
+    case TM_ARCH_CODEGEN: /* GPT-J's layer with its q, k, v in one qkv_proj (permuted: hf_codegen) */
+        if (m->Hk != m->H || m->H % 4)
+            return tm_errf(x->err, TM_E_INVALID, "%s: CodeGen needs one kv head per head and a head count divisible by 4 "
+                           "(num_key_value_heads %d, n_head %d)", c->name, m->Hk, m->H);
+        m->mlp_bias = m->lm_head_bias = 1;
+        m->parallel = 1;
+        m->fused_qkv = 1;
+        break;
     case TM_ARCH_COHERE: case TM_ARCH_COHERE2: /* LayerNorm without a bias, one norm for both branches, SwiGLU */
         m->norm_bias = 0;
         m->gated = 1;
@@ -868,7 +887,7 @@ static void ff_from_hidden(tm_hf_config *cc, const tm_cfg_int *inner, int64_t mu
 static void config_aliases(const arch_info *ai, const tm_hf_config *c, tm_hf_config *cc)
 {
     switch (ai->arch) {
-    case TM_ARCH_GPT2: case TM_ARCH_GPTJ: case TM_ARCH_GPT_BIGCODE:
+    case TM_ARCH_GPT2: case TM_ARCH_GPTJ: case TM_ARCH_GPT_BIGCODE: case TM_ARCH_CODEGEN:
         set_if_absent(&cc->hidden_size, &c->n_embd);
         set_if_absent(&cc->num_hidden_layers, &c->n_layer);
         set_if_absent(&cc->num_attention_heads, &c->n_head);
@@ -915,6 +934,7 @@ static void config_aliases(const arch_info *ai, const tm_hf_config *c, tm_hf_con
         break;
     }
     int gpt_names = ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ || ai->arch == TM_ARCH_GPT_BIGCODE ||
+                    ai->arch == TM_ARCH_CODEGEN ||
                     ai->arch == TM_ARCH_OPT || ai->arch == TM_ARCH_GPT_NEO;
     if (gpt_names && !cc->hidden_act[0]) memcpy(cc->hidden_act, c->activation_function, sizeof cc->hidden_act);
     if (ai->arch == TM_ARCH_FALCON && !cc->hidden_act[0]) memcpy(cc->hidden_act, c->activation, sizeof cc->hidden_act);
@@ -924,7 +944,8 @@ static void config_aliases(const arch_info *ai, const tm_hf_config *c, tm_hf_con
 /* the key names of the sizes in messages */
 static void key_names(const arch_info *ai, const char **hidden, const char **layers, const char **heads, const char **ff)
 {
-    int g2 = ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ || ai->arch == TM_ARCH_GPT_BIGCODE;
+    int g2 = ai->arch == TM_ARCH_GPT2 || ai->arch == TM_ARCH_GPTJ || ai->arch == TM_ARCH_GPT_BIGCODE ||
+             ai->arch == TM_ARCH_CODEGEN;
     int mpt = ai->arch == TM_ARCH_MPT, neo = ai->arch == TM_ARCH_GPT_NEO, bloom = ai->arch == TM_ARCH_BLOOM;
     *hidden = g2 ? "n_embd" : mpt ? "d_model" : "hidden_size";
     *layers = g2 || bloom ? "n_layer" : mpt ? "n_layers" : neo ? "num_layers" : "num_hidden_layers";
@@ -974,7 +995,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
             return tm_errf(err, TM_E_INVALID, "%s: 'architectures' is missing", c->name);
         return tm_errf(err, TM_E_UNSUPPORTED, "%s: architecture '%s' is not supported (Llama, Mistral, Ministral, Qwen2, "
                        "Qwen3, Gemma 1-3, Granite, SmolLM3, OLMo 1-3, EXAONE 4, GLM, GLM-4, Phi, Phi-3, StarCoder 1-2, "
-                       "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, Cohere 1-2, OPT, Falcon, Nemotron, Persimmon, BLOOM, MPT, "
+                       "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, CodeGen, Cohere 1-2, OPT, Falcon, Nemotron, Persimmon, BLOOM, "
+                       "MPT, Arcee, ERNIE 4.5, "
                        "Qwen2/3-MoE, OLMoE, GraniteMoE, Mixtral are)", c->name,
                        c->architecture[0] ? c->architecture : c->model_type);
     }
@@ -1071,6 +1093,9 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         m->o_bias = 0;
         m->fused_gate_up = 1;
     }
+    if (ai->arch == TM_ARCH_ERNIE4_5) /* use_bias: every linear but the head */
+        m->qkv_bias = m->o_bias = m->mlp_bias = c->use_bias.state == TM_CFG_SET && c->use_bias.v;
+    if (ai->arch == TM_ARCH_ARCEE) m->gated = 0; /* up_proj -> act -> down_proj */
     if (ai->arch == TM_ARCH_OLMOE && c->clip_qkv.state == TM_CFG_SET) { /* OLMoE clamps after its q/k norms */
         rc = tm_errf(err, TM_E_UNSUPPORTED, "%s: 'clip_qkv' is not supported for OLMoE", c->name);
         goto fail;
@@ -1142,7 +1167,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
                      c->name, m->L, m->n_experts, (long long)m->L * (3 * (int64_t)m->n_experts + 24));
         goto fail;
     }
-    if (ai->arch == TM_ARCH_GPTJ) { /* the rotated dims as a count: default 64, at most head_dim, even */
+    if (ai->arch == TM_ARCH_GPTJ || ai->arch == TM_ARCH_CODEGEN) { /* the rotated dims as a count: default 64, at
+                                                                     most head_dim, even */
         if ((rc = opt_int(&x, &c->rotary_dim, "rotary_dim", 2, m->Dh, m->Dh < 64 ? m->Dh : 64, &x.rot_dim))) goto fail;
         if (x.rot_dim % 2) {
             rc = tm_errf(err, TM_E_INVALID, "%s: 'rotary_dim' = %d is odd", c->name, x.rot_dim);
@@ -1254,16 +1280,40 @@ static int transpose_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm
 
 /* a copy of t with each head's first rot = s->hf_rope_pairs rows (elements of a bias) reordered: row 2i to
  * i, row 2i + 1 to rot / 2 + i; the rest of each head's Dh rows in place */
+/* the checkpoint's dim of a head whose RoPE pairs dims (2j, 2j + 1) for the bound dim i (rot: rotary dims) */
+static int64_t pair_src(int64_t i, int64_t rot)
+{
+    return i >= rot ? i : i < rot / 2 ? 2 * i : 2 * (i - rot / 2) + 1;
+}
+
 static int rope_pairs_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
 {
     uint8_t *d = owned_copy(m, s, t, err);
     if (!d) return err->code;
-    int64_t R = s->shape[0], Dh = m->Dh, rot = s->hf_rope_pairs, half = rot / 2;
+    int64_t R = s->shape[0], Dh = m->Dh, rot = s->hf_rope_pairs;
     size_t row = (s->ndim == 2 ? (size_t)s->shape[1] : 1) * tm_dtype_size(t->dtype);
     const uint8_t *src = t->data;
-    for (int64_t r = 0; r < R; r++) { /* destination row r */
-        int64_t h = r / Dh, i = r % Dh, from = i >= rot ? i : i < half ? 2 * i : 2 * (i - half) + 1;
-        memcpy(d + (size_t)r * row, src + (size_t)(h * Dh + from) * row, row);
+    for (int64_t r = 0; r < R; r++) /* destination row r */
+        memcpy(d + (size_t)r * row, src + (size_t)((r / Dh) * Dh + pair_src(r % Dh, rot)) * row, row);
+    t->data = d;
+    return TM_OK;
+}
+
+/* CodeGen's qkv_proj [3 H Dh][D] as transformers splits it: 4 blocks (its mp_num) of H Dh / 4 rows each
+ * of q, then v, then k (a block holds heads b H/4 .. (b + 1) H/4 - 1 of each); bound as rows Q, K, V,
+ * with q's and k's rotary pairs reordered as rope_pairs_into does */
+static int codegen_qkv_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
+{
+    uint8_t *d = owned_copy(m, s, t, err);
+    if (!d) return err->code;
+    int64_t H = m->H, Dh = m->Dh, HD = H * Dh, local = HD / 4, rot = m->rope[0].rot_dim;
+    size_t row = (size_t)s->shape[1] * tm_dtype_size(t->dtype);
+    const uint8_t *src = t->data;
+    static const int64_t part_at[3] = {0, 2, 1}; /* q, k, v -> their place in a block: q, v, k */
+    for (int64_t r = 0; r < 3 * HD; r++) {       /* destination row r: part p, head h, dim i */
+        int64_t p = r / HD, h = (r % HD) / Dh, i = r % Dh, b = h / (H / 4), hl = h % (H / 4);
+        int64_t from = b * 3 * local + part_at[p] * local + hl * Dh + (p < 2 ? pair_src(i, rot) : i);
+        memcpy(d + (size_t)r * row, src + (size_t)from * row, row);
     }
     t->data = d;
     return TM_OK;
@@ -1437,6 +1487,8 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
         }
         if (s->hf_rope_pairs && !src->canonical) { /* rotary pairs interleaved: checked, then reordered */
             if ((rc = check_tensor(m, s, &t, err)) || (rc = rope_pairs_into(m, s, &t, err))) return rc;
+        } else if (s->hf_codegen && !src->canonical) {
+            if ((rc = check_tensor(m, s, &t, err)) || (rc = codegen_qkv_into(m, s, &t, err))) return rc;
         } else if (s->hf_transposed && !src->canonical) { /* stored [K][N]: checked so, then transposed */
             tm_tensor_spec st = *s;
             st.shape[0] = s->shape[1];

@@ -141,6 +141,9 @@ typedef enum tm_arch {
     TM_ARCH_GRANITEMOE,
     TM_ARCH_GRANITEMOE_SHARED,
     TM_ARCH_PERSIMMON,
+    TM_ARCH_ARCEE,
+    TM_ARCH_ERNIE4_5,
+    TM_ARCH_CODEGEN,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -227,6 +230,8 @@ typedef struct tm_tensor_spec {
                                     rotary dims pair up interleaved in a HF checkpoint (i with i + 1: GPT-J,
                                     Cohere); bound reordered, head by head, so that rotate-half pairs them
                                     (even dims first, then odd; q·k is unchanged) */
+    int hf_codegen;              /* CodeGen's fused qkv_proj: rows in 4 blocks of (q, v, k) quarters; bound as rows
+                                    Q, K, V (and q / k's rotary pairs as hf_rope_pairs) */
     tm_tensor *slot;             /* where tm_model_bind puts it */
 } tm_tensor_spec;
 
