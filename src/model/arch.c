@@ -7,27 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
+#include "model/arch-impl.h"
 #include "quant/quant.h"
-
-typedef enum {
-    SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4, SW_NEO,
-    SW_TYPES,   /* layer_types, else every layer (Ministral) */
-    SW_OLMO3,   /* layer_types, else every 4th layer global */
-    SW_COHERE2, /* layer_types, else sliding_window_pattern (default 4); only the sliding layers take RoPE */
-} sw_mode;
-typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
-typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE, MOE_GRANITE } moe_mode;
-
-/* Tensor names under the decoder's prefix (head: next to the decoder, see build_specs). */
-typedef struct arch_names {
-    const char *layers;                         /* "layers", GPT-2's "h" */
-    const char *embed, *final_norm, *head;
-    const char *attn_norm, *ffn_norm;           /* in layers.N */
-    const char *attn, *q, *k, *v, *qkv, *o;     /* layers.N.<attn>.<q> ... */
-    const char *mlp, *gate, *up, *down;         /* layers.N.<mlp>.<up> ... (mlp NULL: layers.N.<up>) */
-    const char *pos;                            /* learned positions (GPT-2, OPT), or NULL */
-} arch_names;
 
 static const arch_names names_llama = {"layers", "embed_tokens", "norm", "lm_head", "input_layernorm", "post_attention_layernorm",
                                        "self_attn", "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj",
@@ -66,13 +47,6 @@ static const arch_names names_persimmon = {"layers", "embed_tokens", "final_laye
                                            "post_attention_layernorm", "self_attn", NULL, NULL, NULL, "query_key_value",
                                            "dense", "mlp", NULL, "dense_h_to_4h", "dense_4h_to_h", NULL};
 
-/* The LayerNorm families (the rest is set by resolve_ln) */
-typedef struct ln_family {
-    const char *eps_key;     /* "layer_norm_eps" or "norm_epsilon" */
-    tm_act act;              /* when hidden_act is absent */
-    double prf;              /* partial_rotary_factor when absent */
-} ln_family;
-
 static const ln_family ln_phi = {"layer_norm_eps", TM_ACT_GELU_TANH, 0.5};       /* gelu_new */
 static const ln_family ln_starcoder2 = {"norm_epsilon", TM_ACT_GELU_TANH, 1.0};  /* gelu_pytorch_tanh */
 static const ln_family ln_stablelm = {"layer_norm_eps", TM_ACT_SILU, 0.25};
@@ -90,29 +64,6 @@ static const ln_family ln_neo = {"layer_norm_epsilon", TM_ACT_GELU_TANH, 1.0};  
 static const ln_family ln_olmo = {NULL, TM_ACT_SILU, 1.0}; /* LayerNorm without parameters, eps 1e-5 always */
 static const ln_family ln_nemotron = {"norm_eps", TM_ACT_RELU2, 0.5}; /* LayerNorm1P: (1 + w), with bias */
 static const ln_family ln_persimmon = {"layer_norm_eps", TM_ACT_RELU2, 0.5};
-
-typedef struct arch_info {
-    const char *cls;         /* architectures[0] */
-    const char *model_type;  /* fallback when architectures is absent */
-    tm_arch arch;
-    int tie;                 /* default tie_word_embeddings */
-    double eps;              /* default rms_norm_eps */
-    double theta;            /* default rope_theta */
-    int max_pos;             /* default max_position_embeddings */
-    int head_dim;            /* default head_dim, 0: hidden / heads */
-    bias_mode bias;          /* AB_CONFIG: attention_bias → q,k,v,o; AB_QKV: q,k,v always */
-    int mlp_bias;            /* mlp_bias key honoured */
-    int qk_norm;
-    int gemma;               /* 1, 2 or 3: (1 + w) norms, scaled embedding; 2 and 3 also sandwich norms,
-                                hidden_activation, query_pre_attn_scalar, softcaps */
-    int fused;               /* Phi-3 fused qkv and gate_up */
-    sw_mode sw;
-    int sw_default;          /* sliding_window when the key is absent */
-    moe_mode moe;
-    const char *prefix;      /* tensor name prefix of the decoder */
-    const arch_names *names; /* NULL: Llama's */
-    const ln_family *ln;     /* NULL: RMSNorm */
-} arch_info;
 
 static const arch_info arch_table[] = {
     /* cls                              type         arch               tie eps   theta  maxpos hd  bias       mb qk g  f  sw         swdef moe */
@@ -397,17 +348,19 @@ static int add_spec(tm_model *m, int *cap, tm_tensor *slot, tm_tensor_kind kind,
     return TM_OK;
 }
 
-static const arch_info *info_of(const tm_model *m)
+const arch_info *tm_arch_info_of(const tm_model *m)
 {
     for (int i = 0; i < N_ARCH; i++)
         if (strcmp(arch_table[i].cls, m->arch_name) == 0) return &arch_table[i];
     return NULL;
 }
 
-static int build_specs(tm_model *m, tm_err *err)
+const arch_names *tm_arch_names(const arch_info *ai) { return ai->names ? ai->names : &names_llama; }
+
+int tm_arch_build_specs(tm_model *m, tm_err *err)
 {
-    const arch_info *ai = info_of(m);
-    const arch_names *N = ai->names ? ai->names : &names_llama;
+    const arch_info *ai = tm_arch_info_of(m);
+    const arch_names *N = tm_arch_names(ai);
     if (m->arch == TM_ARCH_FALCON && m->parallel == 2) N = &names_falcon_ln2;
     int cap = 0, rc = 0;
     m->n_spec = 0;
@@ -973,13 +926,6 @@ void tm_model_free(tm_model *m)
     free(m);
 }
 
-int tm_model_owns(const tm_model *m, const void *p)
-{
-    for (int i = 0; i < m->n_owned; i++)
-        if (m->owned[i] == p) return 1;
-    return 0;
-}
-
 void tm_model_set_owner(tm_model *m, void *owner, void (*owner_free)(void *))
 {
     m->owner = owner;
@@ -1186,7 +1132,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
             goto fail;
         }
     }
-    if ((rc = build_specs(m, err))) goto fail;
+    if ((rc = tm_arch_build_specs(m, err))) goto fail;
     *out = m;
     return TM_OK;
 fail:
@@ -1194,337 +1140,3 @@ fail:
     return rc;
 }
 
-/* ---- binding ---- */
-
-static int shape_eq(const tm_tensor *t, const tm_tensor_spec *s)
-{
-    if (t->ndim != s->ndim) return 0;
-    for (int d = 0; d < s->ndim; d++)
-        if (t->shape[d] != s->shape[d]) return 0;
-    return 1;
-}
-
-static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
-{
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, n - k, "[");
-    for (int d = 0; d < ndim && k < n; d++) k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-}
-
-static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_tensor *t, tm_err *err)
-{
-    if (!shape_eq(t, s)) {
-        char a[96], b[96];
-        shape_str(a, sizeof a, t->ndim, t->shape);
-        shape_str(b, sizeof b, s->ndim, s->shape);
-        return tm_errf(err, TM_E_INVALID, "tensor '%s': shape %s does not match %s expected from the config", s->name, a, b);
-    }
-    int64_t numel = tm_tensor_numel(t);
-    size_t es = tm_dtype_size(t->dtype);
-    if (t->dtype == TM_DT_F32 || t->dtype == TM_DT_F16 || t->dtype == TM_DT_BF16) {
-        if (t->nbytes != (size_t)numel * es || !t->data)
-            return tm_errf(err, TM_E_INVALID, "tensor '%s': %zu bytes for %lld %s elements", s->name, t->nbytes,
-                           (long long)numel, tm_dtype_name(t->dtype));
-        if (m->check_dtype && m->has_dtype && t->dtype != m->dtype)
-            return tm_errf(err, TM_E_INVALID, "tensor '%s': dtype %s does not match the config's declared dtype %s",
-                           s->name, tm_dtype_name(t->dtype), tm_dtype_name(m->dtype));
-        return TM_OK;
-    }
-    int quant = tm_quant_is_quantized(t->dtype);
-    if (!quant || s->kind == TM_TK_VECTOR)
-        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
-    int64_t N = s->shape[0], K = s->shape[1];
-    int64_t G = tm_quant_group_size(t->dtype, K);
-    size_t want = tm_quant_data_bytes(t->dtype, N, K);
-    if ((t->dtype != TM_DT_Q8PC && K % 32) || K % G || !t->data || !t->scales || t->nbytes != want)
-        return tm_errf(err, TM_E_INVALID, "tensor '%s': malformed %s encoding (%zu bytes for [%lld, %lld])", s->name,
-                       tm_dtype_name(t->dtype), t->nbytes, (long long)N, (long long)K);
-    return TM_OK;
-}
-
-/* A plain-dtype copy of t's bytes that m owns (freed with m), for a layout the binder changes; NULL
- * (error set) if t is not plain or memory runs out. */
-static uint8_t *owned_copy(tm_model *m, const tm_tensor_spec *s, const tm_tensor *t, tm_err *err)
-{
-    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16) {
-        tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
-        return NULL;
-    }
-    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
-    uint8_t *d = no ? malloc(t->nbytes ? t->nbytes : 1) : NULL;
-    if (no) m->owned = no;
-    if (!d) {
-        tm_errf(err, TM_E_NOMEM, "out of memory for a copy of '%s'", s->name);
-        return NULL;
-    }
-    m->owned[m->n_owned++] = d;
-    return d;
-}
-
-/* t [K][N] (a Conv1D weight as the checkpoint stores it) -> a copy [N][K] that m owns, in t's dtype */
-static int transpose_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
-{
-    uint8_t *d = owned_copy(m, s, t, err);
-    if (!d) return err->code;
-    int64_t N = s->shape[0], K = s->shape[1];
-    size_t es = tm_dtype_size(t->dtype);
-    const uint8_t *src = t->data;
-    for (int64_t k = 0; k < K; k++) /* source row k: [N] */
-        for (int64_t n = 0; n < N; n++) memcpy(d + ((size_t)n * K + k) * es, src + ((size_t)k * N + n) * es, es);
-    t->data = d;
-    t->shape[0] = N;
-    t->shape[1] = K;
-    return TM_OK;
-}
-
-/* a copy of t with each head's first rot = s->hf_rope_pairs rows (elements of a bias) reordered: row 2i to
- * i, row 2i + 1 to rot / 2 + i; the rest of each head's Dh rows in place */
-/* the checkpoint's dim of a head whose RoPE pairs dims (2j, 2j + 1) for the bound dim i (rot: rotary dims) */
-static int64_t pair_src(int64_t i, int64_t rot)
-{
-    return i >= rot ? i : i < rot / 2 ? 2 * i : 2 * (i - rot / 2) + 1;
-}
-
-static int rope_pairs_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
-{
-    uint8_t *d = owned_copy(m, s, t, err);
-    if (!d) return err->code;
-    int64_t R = s->shape[0], Dh = m->Dh, rot = s->hf_rope_pairs;
-    size_t row = (s->ndim == 2 ? (size_t)s->shape[1] : 1) * tm_dtype_size(t->dtype);
-    const uint8_t *src = t->data;
-    for (int64_t r = 0; r < R; r++) /* destination row r */
-        memcpy(d + (size_t)r * row, src + (size_t)((r / Dh) * Dh + pair_src(r % Dh, rot)) * row, row);
-    t->data = d;
-    return TM_OK;
-}
-
-/* CodeGen's qkv_proj [3 H Dh][D] as transformers splits it: 4 blocks (its mp_num) of H Dh / 4 rows each
- * of q, then v, then k (a block holds heads b H/4 .. (b + 1) H/4 - 1 of each); bound as rows Q, K, V,
- * with q's and k's rotary pairs reordered as rope_pairs_into does */
-static int codegen_qkv_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
-{
-    uint8_t *d = owned_copy(m, s, t, err);
-    if (!d) return err->code;
-    int64_t H = m->H, Dh = m->Dh, HD = H * Dh, local = HD / 4, rot = m->rope[0].rot_dim;
-    size_t row = (size_t)s->shape[1] * tm_dtype_size(t->dtype);
-    const uint8_t *src = t->data;
-    static const int64_t part_at[3] = {0, 2, 1}; /* q, k, v -> their place in a block: q, v, k */
-    for (int64_t r = 0; r < 3 * HD; r++) {       /* destination row r: part p, head h, dim i */
-        int64_t p = r / HD, h = (r % HD) / Dh, i = r % Dh, b = h / (H / 4), hl = h % (H / 4);
-        int64_t from = b * 3 * local + part_at[p] * local + hl * Dh + (p < 2 ? pair_src(i, rot) : i);
-        memcpy(d + (size_t)r * row, src + (size_t)from * row, row);
-    }
-    t->data = d;
-    return TM_OK;
-}
-
-/* the decoder's name prefix when checkpoints differ: Gemma 3's multimodal ones name it either way
-   round, GPT-2's on the Hub have none ("wte.weight") where transformers writes "transformer." */
-static int probe_prefix(tm_model *m, const tm_tensor_source *src, tm_err *err)
-{
-    static const char *gemma3[] = {"language_model.model.", "model.language_model.", NULL};
-    static const char *gpt2[] = {"transformer.", "", NULL};
-    const char **cands = m->arch == TM_ARCH_GEMMA3 && strcmp(m->prefix, "model.") != 0 ? gemma3
-                         : m->arch == TM_ARCH_GPT2                                     ? gpt2 : NULL;
-    const arch_info *ai = info_of(m);
-    for (int i = 0; cands && cands[i]; i++) {
-        char name[160];
-        tm_tensor t;
-        snprintf(name, sizeof name, "%s%s.weight", cands[i], ai->names ? ai->names->embed : names_llama.embed);
-        tm_err e2 = {0};
-        if (src->lookup(src->ctx, name, &t, &e2) != TM_OK) continue;
-        if (strcmp(m->prefix, cands[i]) != 0) {
-            snprintf(m->prefix, sizeof m->prefix, "%s", cands[i]);
-            return build_specs(m, err);
-        }
-        break;
-    }
-    return TM_OK;
-}
-
-/* the MoE layer whose experts (or router; GraniteMoE: or shared MLP) spec s fills, or -1 */
-static int expert_layer(const tm_model *m, const tm_tensor_spec *s)
-{
-    int granite = info_of(m)->moe == MOE_GRANITE;
-    for (int l = 0; l < m->L; l++) {
-        const tm_layer_weights *w = &m->w[l];
-        if (!m->layer[l].moe) continue;
-        if (s->slot == &w->router || (s->slot >= w->e_gate && s->slot < w->e_gate + m->n_experts) ||
-            (s->slot >= w->e_up && s->slot < w->e_up + m->n_experts) ||
-            (s->slot >= w->e_down && s->slot < w->e_down + m->n_experts) ||
-            (granite && (s->slot == &w->s_gate || s->slot == &w->s_up || s->slot == &w->s_down)))
-            return l;
-    }
-    return -1;
-}
-
-/* tensor name (under layer l) checked as a plain-dtype [d0][d1][d2] (d2 0: 2-D) */
-static int fused_lookup(tm_model *m, const tm_tensor_source *src, int l, const char *rel, int64_t d0, int64_t d1,
-                        int64_t d2, tm_tensor *t, tm_err *err)
-{
-    const arch_info *ai = info_of(m);
-    tm_tensor_spec want = {.ndim = d2 ? 3 : 2, .shape = {d0, d1, d2}, .kind = TM_TK_MATRIX};
-    snprintf(want.name, sizeof want.name, "%s%s.%d.%s", m->prefix, ai->names ? ai->names->layers : "layers", l, rel);
-    int rc = src->lookup(src->ctx, want.name, t, err);
-    if (rc) return rc;
-    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16)
-        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", want.name,
-                       tm_dtype_name(t->dtype));
-    return check_tensor(m, &want, t, err);
-}
-
-/* rows [r0, r0 + n) of the 2-D slice k of t ([..][R][K]) as a [n][K] tensor (a view) */
-static tm_tensor rows_view(const tm_tensor *t, int64_t k, int64_t R, int64_t r0, int64_t n, int64_t K)
-{
-    size_t es = tm_dtype_size(t->dtype);
-    tm_tensor v = {t->name, t->dtype, 2, {n, K}, (const uint8_t *)t->data + ((size_t)(k * R + r0) * (size_t)K) * es,
-                   (size_t)(n * K) * es, NULL};
-    return v;
-}
-
-/* Experts stored as 3-D tensors, bound as per-expert views (no copy; a package stores them per expert under
- * the names of build_specs, so it is the same either way):
- *   transformers 5's save_pretrained: <layer>.mlp.experts.gate_up_proj [E][2Fe][D] (each expert's gate rows,
- *     then its up rows) and <layer>.mlp.experts.down_proj [E][D][Fe], Mixtral's router as <layer>.mlp.gate;
- *   GraniteMoE's checkpoints: <layer>.block_sparse_moe.input_linear.weight [E][2Fe][D] and output_linear
- *     [E][D][Fe], and its shared MLP's shared_mlp.input_linear.weight [2Fs][D] and output_linear [D][Fs]. */
-static int bind_fused_experts(tm_model *m, const tm_tensor_source *src, int l, tm_err *err)
-{
-    const arch_info *ai = info_of(m);
-    tm_layer_weights *w = &m->w[l];
-    int64_t E = m->n_experts, F = m->F_expert, D = m->D, Fs = m->F_shared;
-    int granite = ai->moe == MOE_GRANITE;
-    tm_tensor gu, dn, t;
-    int rc;
-    if ((rc = fused_lookup(m, src, l, granite ? "block_sparse_moe.input_linear.weight" : "mlp.experts.gate_up_proj", E,
-                           2 * F, D, &gu, err)) ||
-        (rc = fused_lookup(m, src, l, granite ? "block_sparse_moe.output_linear.weight" : "mlp.experts.down_proj", E, D,
-                           F, &dn, err)))
-        return rc;
-    if (ai->moe == MOE_MIXTRAL) {
-        if ((rc = fused_lookup(m, src, l, "mlp.gate.weight", E, D, 0, &t, err))) return rc;
-        w->router = t;
-    }
-    for (int64_t e = 0; e < E; e++) {
-        w->e_gate[e] = rows_view(&gu, e, 2 * F, 0, F, D);
-        w->e_up[e] = rows_view(&gu, e, 2 * F, F, F, D);
-        w->e_down[e] = rows_view(&dn, e, D, 0, D, F);
-    }
-    if (granite && Fs) {
-        if ((rc = fused_lookup(m, src, l, "shared_mlp.input_linear.weight", 2 * Fs, D, 0, &gu, err)) ||
-            (rc = fused_lookup(m, src, l, "shared_mlp.output_linear.weight", D, Fs, 0, &w->s_down, err)))
-            return rc;
-        w->s_gate = rows_view(&gu, 0, 2 * Fs, 0, Fs, D);
-        w->s_up = rows_view(&gu, 0, 2 * Fs, Fs, Fs, D);
-    }
-    return TM_OK;
-}
-
-/* StableLM's q/k LayerNorms are one module per head in a checkpoint (<attn>.q_layernorm.norms.<h>.weight, each
- * [Dh]): gathered into the [heads][Dh] tensor of spec s, a copy m owns */
-static int gather_head_norms(tm_model *m, const tm_tensor_source *src, const tm_tensor_spec *s, tm_tensor *out,
-                             tm_err *err)
-{
-    int64_t nh = s->shape[0], Dh = s->shape[1];
-    int base = (int)(strlen(s->name) - strlen(".weight"));
-    uint8_t *d = NULL;
-    for (int64_t h = 0; h < nh; h++) {
-        tm_tensor t;
-        tm_tensor_spec one = {.ndim = 1, .shape = {Dh}, .kind = TM_TK_VECTOR};
-        snprintf(one.name, sizeof one.name, "%.*s.norms.%lld.weight", base, s->name, (long long)h);
-        int rc = src->lookup(src->ctx, one.name, &t, err);
-        if (rc || (rc = check_tensor(m, &one, &t, err))) return rc;
-        if (h == 0) {
-            *out = (tm_tensor){s->name, t.dtype, 2, {nh, Dh}, NULL, t.nbytes * (size_t)nh, NULL};
-            if (!(d = owned_copy(m, s, out, err))) return err->code;
-            out->data = d;
-        } else if (t.dtype != out->dtype) {
-            return tm_errf(err, TM_E_INVALID, "tensor '%s': dtype %s differs from head 0's", one.name,
-                           tm_dtype_name(t.dtype));
-        }
-        memcpy(d + (size_t)h * t.nbytes, t.data, t.nbytes);
-    }
-    return TM_OK;
-}
-
-int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
-{
-    int rc;
-    tm_tensor t;
-    if ((rc = probe_prefix(m, src, err))) return rc;
-    int fused_l = -1; /* the last layer bound from fused experts: its other expert specs are skipped */
-    for (int i = 0; i < m->n_spec; i++) {
-        const tm_tensor_spec *s = &m->spec[i];
-        int el = m->n_experts ? expert_layer(m, s) : -1;
-        if (el >= 0 && el == fused_l) continue; /* (the router precedes the experts: bound already, or fused) */
-        rc = src->lookup(src->ctx, s->name, &t, err);
-        if (rc == TM_E_NOTFOUND && el >= 0 && !src->canonical &&
-            (s->slot != &m->w[el].router || info_of(m)->moe == MOE_MIXTRAL)) {
-            tm_err e2 = {0};
-            if (bind_fused_experts(m, src, el, &e2) == TM_OK) {
-                fused_l = el;
-                continue;
-            }
-            if (e2.code != TM_E_NOTFOUND) { /* fused tensors there, but wrong: that is the error to report */
-                *err = e2;
-                return e2.code;
-            }
-        }
-        if (rc == TM_E_NOTFOUND && !src->canonical && m->arch == TM_ARCH_STABLELM && m->qk_norm_heads && s->ndim == 2 &&
-            s->kind == TM_TK_VECTOR) { /* a q/k LayerNorm as one module per head */
-            tm_err e2 = {0};
-            if ((rc = gather_head_norms(m, src, s, &t, &e2)) && e2.code != TM_E_NOTFOUND) {
-                *err = e2;
-                return rc;
-            }
-            if (rc) rc = TM_E_NOTFOUND; /* neither form: the spec's name is the one to report */
-        }
-        if (rc) {
-            if (rc == TM_E_NOTFOUND && s->slot == &m->lm_head)
-                tm_err_prefix(err, "%s is untied (tie_word_embeddings false)", m->arch_name);
-            return rc;
-        }
-        if (s->hf_rope_pairs && !src->canonical) { /* rotary pairs interleaved: checked, then reordered */
-            if ((rc = check_tensor(m, s, &t, err)) || (rc = rope_pairs_into(m, s, &t, err))) return rc;
-        } else if (s->hf_codegen && !src->canonical) {
-            if ((rc = check_tensor(m, s, &t, err)) || (rc = codegen_qkv_into(m, s, &t, err))) return rc;
-        } else if (s->hf_transposed && !src->canonical) { /* stored [K][N]: checked so, then transposed */
-            tm_tensor_spec st = *s;
-            st.shape[0] = s->shape[1];
-            st.shape[1] = s->shape[0];
-            if ((rc = check_tensor(m, &st, &t, err)) || (rc = transpose_into(m, s, &t, err))) return rc;
-        } else if ((rc = check_tensor(m, s, &t, err))) {
-            return rc;
-        }
-        *s->slot = t;
-    }
-    if (m->norm_plain) { /* OLMo: every norm's weight is ones, a vector the model owns */
-        void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
-        float *ones = no ? malloc(sizeof(float) * (size_t)m->D) : NULL;
-        if (no) m->owned = no;
-        if (!ones) return tm_errf(err, TM_E_NOMEM, "out of memory");
-        m->owned[m->n_owned++] = ones;
-        for (int i = 0; i < m->D; i++) ones[i] = 1.0f;
-        tm_tensor one = {"ones", TM_DT_F32, 1, {m->D}, ones, sizeof(float) * (size_t)m->D, NULL};
-        m->final_norm = one;
-        for (int l = 0; l < m->L; l++) m->w[l].attn_norm = m->w[l].ffn_norm = one;
-    }
-    if (m->parallel == 1)
-        for (int l = 0; l < m->L; l++) {
-            m->w[l].ffn_norm = m->w[l].attn_norm;
-            m->w[l].ffn_norm_b = m->w[l].attn_norm_b;
-        }
-    if (m->tied) {
-        /* a tied model reads the embedding as its output projection, unless the
-         * source holds its own "lm_head.weight" (a package's decode stage keeps a
-         * copy in the decode encoding: the projection is streamed every step) */
-        m->lm_head = m->embed;
-        tm_tensor h;
-        if (src->lookup(src->ctx, "lm_head.weight", &h, NULL) == TM_OK && h.ndim == 2 && h.shape[0] == m->V &&
-            h.shape[1] == m->D)
-            m->lm_head = h;
-    }
-    m->bound = 1;
-    return TM_OK;
-}
