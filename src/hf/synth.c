@@ -151,6 +151,11 @@ static const synth_preset presets[] = {
      "\"rotary_pct\":0.25,\"rotary_emb_base\":10000,\"use_parallel_residual\":true,\"layer_norm_eps\":1e-5,"
      "\"hidden_act\":\"gelu\",\"tie_word_embeddings\":false,\"bos_token_id\":0,\"eos_token_id\":0,"
      "\"torch_dtype\":\"bfloat16\"}"},
+    {"bloom-560m", "BLOOM 560M shape: vocab 250880, 24 layers of 1024, 16 heads, ALiBi, tied",
+     "{\"architectures\":[\"BloomForCausalLM\"],\"model_type\":\"bloom\",\"vocab_size\":250880,\"n_embed\":1024,"
+     "\"n_layer\":24,\"num_attention_heads\":16,\"layer_norm_epsilon\":1e-5,"
+     "\"apply_residual_connection_post_layernorm\":false,\"bos_token_id\":1,\"eos_token_id\":2,"
+     "\"torch_dtype\":\"bfloat16\"}"},
     {"llama-3.2-1b", "Llama 3.2 1B shape: 1.24 B params, GQA 32/8, tied embeddings",
      "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":128256,\"hidden_size\":2048,"
      "\"intermediate_size\":8192,\"num_hidden_layers\":16,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
