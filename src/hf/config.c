@@ -365,8 +365,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
     const cJSON *ac = cJSON_GetObjectItemCaseSensitive(o, "attn_config"); /* MPT */
     if (ac && !cJSON_IsNull(ac)) {
         if (!cJSON_IsObject(ac)) return tm_errf(x->err, TM_E_INVALID, "%s: '%sattn_config' must be an object", x->file, x->pre);
-        if ((rc = get_bool(x, ac, "alibi", "attn_config.", &c->attn_config.alibi)) ||
-            (rc = get_bool(x, ac, "qk_ln", "attn_config.", &c->attn_config.qk_ln)) ||
+        if ((rc = get_bool(x, ac, "qk_ln", "attn_config.", &c->attn_config.qk_ln)) ||
             (rc = get_num(x, ac, "clip_qkv", "attn_config.", &c->attn_config.clip_qkv)) ||
             (rc = get_num(x, ac, "softmax_scale", "attn_config.", &c->attn_config.softmax_scale)))
             return rc;

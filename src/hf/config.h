@@ -93,8 +93,9 @@ typedef struct tm_hf_config {
     tm_cfg_bool apply_residual_connection_post_layernorm; /* BLOOM: refused when true */
     tm_cfg_int d_model, n_heads, n_layers, expansion_ratio, max_seq_len; /* MPT's names of the sizes */
     tm_cfg_bool no_bias;            /* MPT */
-    struct {                        /* MPT's attn_config dict */
-        tm_cfg_bool alibi, qk_ln;
+    struct {                        /* MPT's attn_config dict (its alibi key is not read: transformers'
+                                       MptModel always applies ALiBi) */
+        tm_cfg_bool qk_ln;
         tm_cfg_num clip_qkv, softmax_scale;
     } attn_config;
     tm_cfg_num clip_qkv;            /* OLMo */

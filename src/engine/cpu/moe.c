@@ -237,9 +237,12 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
     if ((rc = matmul(k, x->s_down, s->ge, M, s->ye, ws, pool, err))) return rc; /* [M][D] */
     for (int i = 0; i < M; i++) {
         const float *hr = h + (size_t)i * D, *yr = s->ye + (size_t)i * D;
-        float g = 0, *fr = f + (size_t)i * D;
-        for (int d = 0; x->s_router && d < D; d++) g += hr[d] * x->s_router[d];
-        float sg = x->s_router ? 1.f / (1.f + expf(-g)) : 1.f;
+        float sg = 1.f, *fr = f + (size_t)i * D;
+        if (x->s_router) {
+            float g = 0;
+            for (int d = 0; d < D; d++) g += hr[d] * x->s_router[d];
+            sg = 1.f / (1.f + expf(-g));
+        }
         for (int d = 0; d < D; d++) fr[d] += sg * yr[d];
     }
     return TM_OK;
