@@ -364,6 +364,36 @@ def variants():
         COMMON, n_embd=64, n_inner=96, n_layer=2, n_head=4, rotary_dim=8, n_positions=512, n_ctx=512,
         activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=False), 2101,
         "CodeGen: GPT-J's layer with qkv_proj fused in mp_num = 4 blocks of (q, v, k)")
+    # session 27
+    v["gpt_oss"] = ("GptOssConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, hidden_act="silu", max_position_embeddings=131072, rms_norm_eps=1e-5,
+        sliding_window=16, layer_types=["sliding_attention", "full_attention"], num_local_experts=4,
+        num_experts_per_tok=2, swiglu_limit=0.15, attention_bias=True,
+        rope_parameters={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                         "original_max_position_embeddings": 4096, "truncate": False, "rope_theta": 150000.0},
+        tie_word_embeddings=False), 2103,
+        "GPT-OSS: attention sinks, q/k/v/o biases, sliding window 16 on layer 0, YaRN x32 without truncation, "
+        "4 experts top-2 (softmax over the top logits, router bias), experts fused [E][D][2F] with interleaved "
+        "gate/up columns and biases, clamped SwiGLU (alpha 1.702, (up + 1)) with swiglu_limit 0.15 so that "
+        "the clamps bite")
+    v["deepseek_v3"] = ("DeepseekV3Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        first_k_dense_replace=1, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2,
+        topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, q_lora_rank=32, kv_lora_rank=16,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_attention_heads=4, num_key_value_heads=4,
+        hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6, rope_interleave=True,
+        tie_word_embeddings=False), 2105,
+        "DeepSeek-V3: MLA (q_lora 32, kv_lora 16, nope 16 + rope 8, v 16), dense layer 0, 8 routed experts in "
+        "2 groups (top-1 group), sigmoid scores with a correction bias, 1 shared expert, scaling 2.5")
+    v["deepseek_v2_lite"] = ("DeepseekV2Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        first_k_dense_replace=1, n_routed_experts=8, n_shared_experts=2, num_experts_per_tok=2, n_group=1,
+        topk_group=1, topk_method="greedy", routed_scaling_factor=1.0, norm_topk_prob=False, q_lora_rank=None,
+        kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_attention_heads=4,
+        num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        tie_word_embeddings=False), 2107,
+        "DeepSeek-V2-Lite: MLA without q_lora, softmax routing greedy top-2 of 8, 2 shared experts")
     return v
 
 
@@ -406,7 +436,7 @@ def perturb(model, seed):
     names = []
     with torch.no_grad():
         for n, p in model.named_parameters():
-            if p.dim() == 1:
+            if p.dim() == 1 or n.endswith("_bias"):  # GPT-OSS's expert biases are [E][...]
                 p.add_(torch.randn(p.shape, generator=g) * 0.1)
                 names.append(n)
     return names

@@ -6,13 +6,15 @@
 #include "model/model.h"
 
 typedef enum {
-    SW_NONE, SW_ALL, SW_QWEN, SW_GEMMA2, SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4, SW_NEO,
+    SW_NONE, SW_ALL, SW_QWEN,
+    SW_GEMMA2,  /* layer_types, else every other layer from layer 0 (Gemma 2, GPT-OSS) */
+    SW_GEMMA3, SW_SMOLLM3, SW_QWEN2MOE, SW_EXAONE4, SW_NEO,
     SW_TYPES,   /* layer_types, else every layer (Ministral) */
     SW_OLMO3,   /* layer_types, else every 4th layer global */
     SW_COHERE2, /* layer_types, else sliding_window_pattern (default 4); only the sliding layers take RoPE */
 } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
-typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE, MOE_GRANITE } moe_mode;
+typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE, MOE_GRANITE, MOE_GPT_OSS } moe_mode;
 
 /* Tensor names under the decoder's prefix (head: next to the decoder, see build_specs). */
 typedef struct arch_names {

@@ -96,6 +96,7 @@ static const arch_info arch_table[] = {
     {"Qwen2MoeForCausalLM",            "qwen2_moe",  TM_ARCH_QWEN2_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN2MOE, 4096, MOE_QWEN2, "model.", NULL, NULL},
     {"OlmoeForCausalLM",               "olmoe",      TM_ARCH_OLMOE,     0, 1e-5, 1e4, 4096,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_OLMOE,   "model.", NULL, NULL},
     {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model.", NULL, NULL},
+    {"GptOssForCausalLM",              "gpt_oss",    TM_ARCH_GPT_OSS,   0, 1e-5, 1.5e5, 131072, 64, AB_CONFIG, 0, 0, 0, 0, SW_GEMMA2, 128, MOE_GPT_OSS, "model.", NULL, NULL},
     {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
      &names_phi, &ln_phi},
     {"Starcoder2ForCausalLM",          "starcoder2", TM_ARCH_STARCODER2, 1, 1e-5, 1e4, 4096,  0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_NONE,    "model.",
@@ -408,6 +409,7 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
         }
         ADD(&w->wo, TM_TK_MATRIX, D, q, "%s.%s.%s.weight", lp, at, N->o);
         if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%s.%s.%s.bias", lp, at, N->o);
+        if (m->attn_sinks) ADD(&w->sinks, TM_TK_VECTOR, m->H, 0, "%s.%s.sinks", lp, at);
         if (!m->pre_norms) { /* OLMo 2: norms on the branches' outputs only */
             ADD(&w->attn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_attention_layernorm.weight", lp);
             ADD(&w->ffn_out_norm, TM_TK_VECTOR, D, 0, "%s.post_feedforward_layernorm.weight", lp);
@@ -424,10 +426,12 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
         }
         if (m->layer[l].moe) {
             int64_t E = m->n_experts, Fe = m->F_expert;
-            /* GraniteMoE stores its experts as 3-D tensors only (bound as views, see bind_fused_experts): the
-               per-expert names below are the package's */
+            /* GraniteMoE and GPT-OSS store their experts as 3-D tensors only (bound as views or copies, see
+               bind_fused_experts): the per-expert names below are the package's */
             const char *blk = ai->moe == MOE_MIXTRAL || ai->moe == MOE_GRANITE ? "block_sparse_moe" : "mlp";
-            ADD(&w->router, TM_TK_MATRIX, E, D, "%s.%s.%s.weight", lp, blk, ai->moe == MOE_GRANITE ? "router.layer" : "gate");
+            const char *rt = ai->moe == MOE_GRANITE ? "router.layer" : ai->moe == MOE_GPT_OSS ? "router" : "gate";
+            ADD(&w->router, TM_TK_MATRIX, E, D, "%s.%s.%s.weight", lp, blk, rt);
+            if (m->expert_bias) ADD(&w->router_b, TM_TK_VECTOR, E, 0, "%s.%s.%s.bias", lp, blk, rt);
             for (int e = 0; e < E; e++) {
                 if (ai->moe == MOE_MIXTRAL) {
                     ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.w1.weight", lp, blk, e);
@@ -437,6 +441,11 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
                     ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.gate_proj.weight", lp, blk, e);
                     ADD(&w->e_up[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.up_proj.weight", lp, blk, e);
                     ADD(&w->e_down[e], TM_TK_MATRIX, D, Fe, "%s.%s.experts.%d.down_proj.weight", lp, blk, e);
+                }
+                if (m->expert_bias) {
+                    ADD(&w->e_gate_b[e], TM_TK_VECTOR, Fe, 0, "%s.%s.experts.%d.gate_proj.bias", lp, blk, e);
+                    ADD(&w->e_up_b[e], TM_TK_VECTOR, Fe, 0, "%s.%s.experts.%d.up_proj.bias", lp, blk, e);
+                    ADD(&w->e_down_b[e], TM_TK_VECTOR, D, 0, "%s.%s.experts.%d.down_proj.bias", lp, blk, e);
                 }
             }
             if (m->F_shared) { /* Qwen2-MoE's shared expert and its gate; GraniteMoE's shared MLP */
@@ -615,17 +624,20 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
     if (ai->moe == MOE_NONE) return TM_OK;
     const tm_cfg_int *ne = c->num_experts.state == TM_CFG_SET ? &c->num_experts : &c->num_local_experts;
     const char *nek = ne == &c->num_experts ? "num_experts" : "num_local_experts";
-    int def_e = ai->moe == MOE_QWEN3 ? 128 : ai->moe == MOE_QWEN2 ? 60 : ai->moe == MOE_OLMOE ? 64 : 8;
-    int def_k = ai->moe == MOE_QWEN3 || ai->moe == MOE_OLMOE ? 8 : ai->moe == MOE_QWEN2 ? 4 : 2;
+    int def_e = ai->moe == MOE_QWEN3 || ai->moe == MOE_GPT_OSS ? 128 : ai->moe == MOE_QWEN2 ? 60
+                : ai->moe == MOE_OLMOE ? 64 : 8;
+    int def_k = ai->moe == MOE_QWEN3 || ai->moe == MOE_OLMOE ? 8 : ai->moe == MOE_QWEN2 || ai->moe == MOE_GPT_OSS ? 4 : 2;
     if ((rc = opt_int(x, ne, nek, 1, TM_MODEL_MAX_EXPERTS, def_e, &m->n_experts))) return rc;
     if ((rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, def_k, &m->top_k)))
         return rc;
     if (m->top_k > m->n_experts)
         return tm_errf(x->err, TM_E_INVALID, "%s: 'num_experts_per_tok' = %d exceeds the %d experts", c->name, m->top_k,
                        m->n_experts);
-    if (ai->moe == MOE_MIXTRAL || ai->moe == MOE_OLMOE || ai->moe == MOE_GRANITE) { /* every layer; experts of
-                                                                                       intermediate_size */
+    if (ai->moe == MOE_MIXTRAL || ai->moe == MOE_OLMOE || ai->moe == MOE_GRANITE || ai->moe == MOE_GPT_OSS) {
+        /* every layer; experts of intermediate_size (GPT-OSS: the softmax over the top_k logits, the same as the
+           top_k probabilities renormalised; biases on the router and the experts) */
         m->F_expert = m->F;
+        m->expert_bias = ai->moe == MOE_GPT_OSS;
         m->norm_topk_prob = ai->moe != MOE_OLMOE || (c->norm_topk_prob.state == TM_CFG_SET && c->norm_topk_prob.v);
         for (int l = 0; l < m->L; l++) m->layer[l].moe = 1;
         if (ai->arch == TM_ARCH_GRANITEMOE_SHARED) /* a shared MLP without a gate (0: none) */
@@ -915,6 +927,9 @@ void tm_model_free(tm_model *m)
             free(m->w[l].e_gate);
             free(m->w[l].e_up);
             free(m->w[l].e_down);
+            free(m->w[l].e_gate_b);
+            free(m->w[l].e_up_b);
+            free(m->w[l].e_down_b);
         }
     free(m->w);
     free(m->layer);
@@ -943,7 +958,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
                        "Qwen3, Gemma 1-3, Granite, SmolLM3, OLMo 1-3, EXAONE 4, GLM, GLM-4, Phi, Phi-3, StarCoder 1-2, "
                        "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, CodeGen, Cohere 1-2, OPT, Falcon, Nemotron, Persimmon, BLOOM, "
                        "MPT, Arcee, ERNIE 4.5, "
-                       "Qwen2/3-MoE, OLMoE, GraniteMoE, Mixtral are)", c->name,
+                       "Qwen2/3-MoE, OLMoE, GraniteMoE, Mixtral, GPT-OSS are)", c->name,
                        c->architecture[0] ? c->architecture : c->model_type);
     }
     /* Gemma 3's multimodal configs leave sizes out of text_config and rely on
@@ -1042,6 +1057,10 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     if (ai->arch == TM_ARCH_ERNIE4_5) /* use_bias: every linear but the head */
         m->qkv_bias = m->o_bias = m->mlp_bias = c->use_bias.state == TM_CFG_SET && c->use_bias.v;
     if (ai->arch == TM_ARCH_ARCEE) m->gated = 0; /* up_proj -> act -> down_proj */
+    if (ai->arch == TM_ARCH_GPT_OSS) { /* biases on q, k, v, o (attention_bias, default true); sinks */
+        m->qkv_bias = m->o_bias = c->attention_bias.state == TM_CFG_SET ? c->attention_bias.v : 1;
+        m->attn_sinks = 1;
+    }
     if (ai->arch == TM_ARCH_OLMOE && c->clip_qkv.state == TM_CFG_SET) { /* OLMoE clamps after its q/k norms */
         rc = tm_errf(err, TM_E_UNSUPPORTED, "%s: 'clip_qkv' is not supported for OLMoE", c->name);
         goto fail;
@@ -1089,7 +1108,8 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if ((rc = opt_pos_num(&x, &c->attn_config.softmax_scale, "attn_config.softmax_scale", 1, &ss))) goto fail;
         m->attn_scale = (float)ss;
     }
-    if ((rc = resolve_act(&x, ai, m))) goto fail;
+    if (ai->arch == TM_ARCH_GPT_OSS) m->act = TM_ACT_SWIGLU_OAI; /* its experts' own (hidden_act is not read) */
+    else if ((rc = resolve_act(&x, ai, m))) goto fail;
     if ((rc = resolve_dtype(&x, m))) goto fail;
     /* transformers keeps Gemma's sqrt(D) in a buffer created in the dtype the
      * checkpoint is loaded in (the declared one by default), so the factor is
@@ -1108,9 +1128,10 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
     }
     if ((rc = resolve_sliding(&x, ai, m))) goto fail;
     if ((rc = resolve_moe(&x, ai, m))) goto fail;
-    if ((int64_t)m->L * (3 * (int64_t)m->n_experts + 24) > TM_MODEL_MAX_TENSORS) {
+    int64_t per_expert = m->expert_bias ? 6 : 3;
+    if ((int64_t)m->L * (per_expert * m->n_experts + 24) > TM_MODEL_MAX_TENSORS) {
         rc = tm_errf(err, TM_E_INVALID, "%s: num_hidden_layers %d x %d experts means %lld tensors, which is absurd",
-                     c->name, m->L, m->n_experts, (long long)m->L * (3 * (int64_t)m->n_experts + 24));
+                     c->name, m->L, m->n_experts, (long long)m->L * (per_expert * m->n_experts + 24));
         goto fail;
     }
     if (ai->arch == TM_ARCH_GPTJ || ai->arch == TM_ARCH_CODEGEN) { /* the rotated dims as a count: default 64, at
@@ -1127,7 +1148,13 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         m->w[l].e_gate = calloc((size_t)m->n_experts, sizeof(tm_tensor));
         m->w[l].e_up = calloc((size_t)m->n_experts, sizeof(tm_tensor));
         m->w[l].e_down = calloc((size_t)m->n_experts, sizeof(tm_tensor));
-        if (!m->w[l].e_gate || !m->w[l].e_up || !m->w[l].e_down) {
+        if (m->expert_bias) {
+            m->w[l].e_gate_b = calloc((size_t)m->n_experts, sizeof(tm_tensor));
+            m->w[l].e_up_b = calloc((size_t)m->n_experts, sizeof(tm_tensor));
+            m->w[l].e_down_b = calloc((size_t)m->n_experts, sizeof(tm_tensor));
+        }
+        if (!m->w[l].e_gate || !m->w[l].e_up || !m->w[l].e_down ||
+            (m->expert_bias && (!m->w[l].e_gate_b || !m->w[l].e_up_b || !m->w[l].e_down_b))) {
             rc = tm_errf(err, TM_E_NOMEM, "out of memory");
             goto fail;
         }

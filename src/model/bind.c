@@ -158,16 +158,22 @@ static int probe_prefix(tm_model *m, const tm_tensor_source *src, tm_err *err)
     return TM_OK;
 }
 
+/* slot is one of the n tensors at a (a NULL array holds none) */
+static int slot_in(const tm_tensor *slot, const tm_tensor *a, int n)
+{
+    return a && slot >= a && slot < a + n;
+}
+
 /* the MoE layer whose experts (or router; GraniteMoE: or shared MLP) spec s fills, or -1 */
 static int expert_layer(const tm_model *m, const tm_tensor_spec *s)
 {
-    int granite = tm_arch_info_of(m)->moe == MOE_GRANITE;
+    int granite = tm_arch_info_of(m)->moe == MOE_GRANITE, E = m->n_experts;
     for (int l = 0; l < m->L; l++) {
         const tm_layer_weights *w = &m->w[l];
         if (!m->layer[l].moe) continue;
-        if (s->slot == &w->router || (s->slot >= w->e_gate && s->slot < w->e_gate + m->n_experts) ||
-            (s->slot >= w->e_up && s->slot < w->e_up + m->n_experts) ||
-            (s->slot >= w->e_down && s->slot < w->e_down + m->n_experts) ||
+        if (s->slot == &w->router || slot_in(s->slot, w->e_gate, E) || slot_in(s->slot, w->e_up, E) ||
+            slot_in(s->slot, w->e_down, E) || slot_in(s->slot, w->e_gate_b, E) || slot_in(s->slot, w->e_up_b, E) ||
+            slot_in(s->slot, w->e_down_b, E) ||
             (granite && (s->slot == &w->s_gate || s->slot == &w->s_up || s->slot == &w->s_down)))
             return l;
     }
@@ -198,12 +204,75 @@ static tm_tensor rows_view(const tm_tensor *t, int64_t k, int64_t R, int64_t r0,
     return v;
 }
 
+/* t [E][A][B] (each expert's matrix stored as x·W, [in][out]) -> a copy m owns, [E][B][A] (the bound [out][in]),
+ * in t's dtype; il: B's elements come in (gate, up) pairs, 2b and 2b + 1, put as rows b and B/2 + b. A bias
+ * [E][B] is the case A = 1. */
+static int expert_copy(tm_model *m, tm_tensor *t, int64_t E, int64_t A, int64_t B, int il, tm_err *err)
+{
+    tm_tensor_spec named = {0};
+    snprintf(named.name, sizeof named.name, "%s", t->name ? t->name : "?");
+    uint8_t *d = owned_copy(m, &named, t, err);
+    if (!d) return err->code;
+    size_t es = tm_dtype_size(t->dtype);
+    const uint8_t *src = t->data;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t b = 0; b < B; b++) { /* destination row b of expert e */
+            int64_t c = !il ? b : b < B / 2 ? 2 * b : 2 * (b - B / 2) + 1;
+            for (int64_t a = 0; a < A; a++)
+                memcpy(d + ((size_t)(e * B + b) * A + a) * es, src + ((size_t)(e * A + a) * B + c) * es, es);
+        }
+    t->data = d;
+    return TM_OK;
+}
+
+/* GPT-OSS's experts as transformers saves them: <layer>.mlp.experts.gate_up_proj [E][D][2Fe] (x·W, gate and
+ * up in alternate columns), gate_up_proj_bias [E][2Fe] (alternate too), down_proj [E][Fe][D], down_proj_bias
+ * [E][D]: copied into the bound layout, gate_up [E][2Fe][D] (gate rows, then up rows) and down [E][D][Fe], then
+ * viewed per expert. The Hub's MXFP4 checkpoints (gate_up_proj_blocks / _scales) are refused by name. */
+static int bind_oai_experts(tm_model *m, const tm_tensor_source *src, int l, tm_err *err)
+{
+    tm_layer_weights *w = &m->w[l];
+    int64_t E = m->n_experts, F = m->F_expert, D = m->D;
+    tm_tensor gu, gub, dn, dnb;
+    int rc = fused_lookup(m, src, l, "mlp.experts.gate_up_proj", E, D, 2 * F, &gu, err);
+    if (rc == TM_E_NOTFOUND) {
+        tm_tensor_spec want = {0};
+        snprintf(want.name, sizeof want.name, "%s%s.%d.mlp.experts.gate_up_proj_blocks", m->prefix,
+                 tm_arch_names(tm_arch_info_of(m))->layers, l);
+        tm_tensor t;
+        if (src->lookup(src->ctx, want.name, &t, NULL) == TM_OK)
+            return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': MXFP4-quantized experts are not supported (convert "
+                           "from a bf16 checkpoint: transformers dequantizes with Mxfp4Config(dequantize=True))",
+                           want.name);
+    }
+    if (rc || (rc = fused_lookup(m, src, l, "mlp.experts.gate_up_proj_bias", E, 2 * F, 0, &gub, err)) ||
+        (rc = fused_lookup(m, src, l, "mlp.experts.down_proj", E, F, D, &dn, err)) ||
+        (rc = fused_lookup(m, src, l, "mlp.experts.down_proj_bias", E, D, 0, &dnb, err)))
+        return rc;
+    if ((rc = expert_copy(m, &gu, E, D, 2 * F, 1, err)) || (rc = expert_copy(m, &gub, E, 1, 2 * F, 1, err)) ||
+        (rc = expert_copy(m, &dn, E, F, D, 0, err)))
+        return rc;
+    for (int64_t e = 0; e < E; e++) {
+        w->e_gate[e] = rows_view(&gu, e, 2 * F, 0, F, D);
+        w->e_up[e] = rows_view(&gu, e, 2 * F, F, F, D);
+        w->e_down[e] = rows_view(&dn, e, D, 0, D, F);
+        w->e_gate_b[e] = rows_view(&gub, e, 2 * F, 0, F, 1);
+        w->e_up_b[e] = rows_view(&gub, e, 2 * F, F, F, 1);
+        w->e_down_b[e] = rows_view(&dnb, e, 1, 0, 1, D);
+        w->e_gate_b[e].ndim = w->e_up_b[e].ndim = w->e_down_b[e].ndim = 1; /* vectors [F], [F], [D] */
+        w->e_gate_b[e].shape[0] = w->e_up_b[e].shape[0] = F;
+        w->e_down_b[e].shape[0] = D;
+    }
+    return TM_OK;
+}
+
 /* Experts stored as 3-D tensors, bound as per-expert views (no copy; a package stores them per expert under
  * the names of build_specs, so it is the same either way):
  *   transformers 5's save_pretrained: <layer>.mlp.experts.gate_up_proj [E][2Fe][D] (each expert's gate rows,
  *     then its up rows) and <layer>.mlp.experts.down_proj [E][D][Fe], Mixtral's router as <layer>.mlp.gate;
  *   GraniteMoE's checkpoints: <layer>.block_sparse_moe.input_linear.weight [E][2Fe][D] and output_linear
- *     [E][D][Fe], and its shared MLP's shared_mlp.input_linear.weight [2Fs][D] and output_linear [D][Fs]. */
+ *     [E][D][Fe], and its shared MLP's shared_mlp.input_linear.weight [2Fs][D] and output_linear [D][Fs];
+ *   GPT-OSS's: bind_oai_experts. */
 static int bind_fused_experts(tm_model *m, const tm_tensor_source *src, int l, tm_err *err)
 {
     const arch_info *ai = tm_arch_info_of(m);
@@ -212,6 +281,7 @@ static int bind_fused_experts(tm_model *m, const tm_tensor_source *src, int l, t
     int granite = ai->moe == MOE_GRANITE;
     tm_tensor gu, dn, t;
     int rc;
+    if (ai->moe == MOE_GPT_OSS) return bind_oai_experts(m, src, l, err);
     if ((rc = fused_lookup(m, src, l, granite ? "block_sparse_moe.input_linear.weight" : "mlp.experts.gate_up_proj", E,
                            2 * F, D, &gu, err)) ||
         (rc = fused_lookup(m, src, l, granite ? "block_sparse_moe.output_linear.weight" : "mlp.experts.down_proj", E, D,

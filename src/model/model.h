@@ -48,6 +48,8 @@
  *         alibi: s_j += alibi[qh] * (j - i)         (BLOOM, MPT: no RoPE)
  *         allowed: j <= i, and i - j < window if layer[l].sliding
  *         o = softmax(s) · V
+ *         attn_sinks: o = Σ_j e^(s_j) v_j / (Σ_j e^(s_j) + e^(sinks[qh]))   (GPT-OSS: a learned logit per head
+ *                     in the softmax's sum, with no value)
  *     a = o·woᵀ + bo                                [T][D]
  *     post_attn_norm (Gemma, OLMo 2): a = rmsnorm(a, attn_out_norm)
  *     x = x + a * residual_scale                    (Granite's residual_multiplier, else 1)
@@ -56,9 +58,10 @@
  *     dense:  f = (act(h·wgᵀ + bg) ⊙ (h·wuᵀ + bu))·wdᵀ + bd
  *             (fused_gate_up: one matrix w_gate_up [2F][D], rows gate then up;
  *              gated 0: no gate, f = act(h·wuᵀ + bu)·wdᵀ + bd)
- *     moe:    r = softmax(h·routerᵀ) over E experts (f32); take the top_k
- *             (norm_topk_prob: divide them by their sum);
- *             f = Σ p_e · (act(h·eg_eᵀ) ⊙ h·eu_eᵀ)·ed_eᵀ
+ *     moe:    r = softmax(h·routerᵀ + router_b) over E experts (f32); take the top_k
+ *             (norm_topk_prob: divide them by their sum; router_b: GPT-OSS's, else 0);
+ *             f = Σ p_e · (act(h·eg_eᵀ + egb_e) ⊙ (h·eu_eᵀ + eub_e))·ed_eᵀ + edb_e   (expert biases: GPT-OSS's,
+ *                                                                                     else 0)
  *             F_shared: f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ)·s_downᵀ  (shared_gate 0:
  *                       without the sigmoid factor, GraniteMoE)
  *     post_ffn_norm (Gemma, OLMo 2): f = rmsnorm(f, ffn_out_norm)
@@ -70,6 +73,9 @@
  *
  * act: SiLU x·sigmoid(x), GELU-tanh 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))), GELU 0.5·x·(1 + erf(x/√2)),
  *      ReLU max(x, 0) (OPT), or ReLU² max(x, 0)² (Nemotron).
+ * GPT-OSS's gated form (TM_ACT_SWIGLU_OAI) replaces act(g) ⊙ u as a whole:
+ *      g' = min(g, 7), u' = clamp(u, -7, 7), g'·sigmoid(1.702·g')·(u' + 1)
+ *      (transformers' GptOssExperts: limit 7 and alpha 1.702 fixed; config's swiglu_limit is not read there)
  */
 #ifndef TM_MODEL_MODEL_H
 #define TM_MODEL_MODEL_H
@@ -144,12 +150,15 @@ typedef enum tm_arch {
     TM_ARCH_ARCEE,
     TM_ARCH_ERNIE4_5,
     TM_ARCH_CODEGEN,
+    TM_ARCH_GPT_OSS,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
 
-typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU, TM_ACT_RELU, TM_ACT_RELU2 } tm_act; /* GELU: the
-                                                                                   exact (erf) one; RELU2: max(x, 0)² */
+typedef enum tm_act { TM_ACT_SILU, TM_ACT_GELU_TANH, TM_ACT_GELU, TM_ACT_RELU, TM_ACT_RELU2, TM_ACT_SWIGLU_OAI } tm_act;
+/* GELU: the exact (erf) one; RELU2: max(x, 0)²; SWIGLU_OAI: GPT-OSS's clamped gate ⊙ (up + 1), above */
+#define TM_SWIGLU_OAI_LIMIT 7.0f
+#define TM_SWIGLU_OAI_ALPHA 1.702f
 
 typedef enum tm_rope_type {
     TM_ROPE_DEFAULT,
@@ -197,6 +206,7 @@ typedef struct tm_layer_weights {
     tm_tensor q_norm_b, k_norm_b; /* [Dh] LayerNorm biases (qk_norm_bias) */
     tm_tensor wo;                /* [D][H*Dh] */
     tm_tensor bo;                /* [D] */
+    tm_tensor sinks;             /* [H] attention sinks (attn_sinks) */
     tm_tensor attn_out_norm;     /* [D] Gemma post_attention_layernorm */
     tm_tensor ffn_norm;          /* [D] (parallel 1: the attention's norm again) */
     tm_tensor ffn_norm_b;        /* [D] LayerNorm bias */
@@ -206,8 +216,11 @@ typedef struct tm_layer_weights {
     tm_tensor w_down;            /* [D][F] */
     tm_tensor b_gate, b_up, b_down; /* [F], [F], [D] */
     tm_tensor router;            /* [E][D] */
+    tm_tensor router_b;          /* [E] (expert_bias) */
     tm_tensor *e_gate, *e_up;    /* [E] each [Fe][D] */
     tm_tensor *e_down;           /* [E] each [D][Fe] */
+    tm_tensor *e_gate_b, *e_up_b; /* [E] each [Fe] (expert_bias; NULL arrays otherwise) */
+    tm_tensor *e_down_b;         /* [E] each [D] */
     tm_tensor s_gate, s_up;      /* [Fs][D] the shared expert (Qwen2-MoE) */
     tm_tensor s_down;            /* [D][Fs] */
     tm_tensor s_router;          /* [1][D] its gate: f *= sigmoid(h·s_routerᵀ) */
@@ -254,6 +267,7 @@ typedef struct tm_model {
     float clip_qkv;              /* > 0: q, k, v clamped to [-clip_qkv, clip_qkv] after their projections (OLMo,
                                     MPT); 0: none */
     float *alibi;                /* [H] ALiBi slopes (BLOOM, MPT; their layers take no RoPE), or NULL */
+    int attn_sinks;              /* every layer has sinks [H] (GPT-OSS) */
     int qkv_bias, o_bias, mlp_bias;
     int qk_norm;                 /* 1: the model's norm on each q / k head (w [Dh]); 2: on the whole q / k
                                     projection (OLMo 2: w [H*Dh], [Hk*Dh]) */
@@ -284,6 +298,7 @@ typedef struct tm_model {
     int n_experts, top_k, F_expert, norm_topk_prob;
     int F_shared;                /* a shared expert (0: none): Qwen2-MoE's behind a sigmoid gate, GraniteMoE's without */
     int shared_gate;             /* 1: the shared expert is scaled by sigmoid(h·s_router) (Qwen2-MoE) */
+    int expert_bias;             /* the router and every expert's three projections have biases (GPT-OSS) */
 
     tm_rope rope[2];
     int n_rope;

@@ -16,6 +16,7 @@ typedef struct ref_layer {
     float *q_norm_b, *k_norm_b; /* [Dh] LayerNorm biases, or NULL */
     float *wo;               /* [D][H*Dh] */
     float *bo;               /* [D] or NULL */
+    float *sinks;            /* [H] attention sinks, or NULL */
     float *attn_out_norm;    /* [D] or NULL */
     float *ffn_norm;         /* [D] */
     float *ffn_norm_b;       /* [D] or NULL */
@@ -25,8 +26,11 @@ typedef struct ref_layer {
     float *wd;               /* dense: [D][F] */
     float *bd;               /* [D] or NULL */
     float *router;           /* moe: [E][D] */
+    float *router_b;         /* moe: [E], or NULL */
     float *e_gu;             /* moe: [E][2Fe][D] */
+    float *e_gub;            /* moe: [E][2Fe] the experts' gate and up biases, or NULL */
     float *e_d;              /* moe: [E][D][Fe] */
+    float *e_db;             /* moe: [E][D] the down biases, or NULL */
     float *s_gu;             /* moe, shared expert (Qwen2-MoE): [2Fs][D], or NULL */
     float *s_d;              /* [D][Fs] */
     float *s_router;         /* [D]: the shared expert's gate */
@@ -80,5 +84,8 @@ void ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void ref_norm(tm_norm_kind kind, float *y, const float *x, const float *w, const float *b, int n, float eps);
 
 float ref_act(tm_act a, float x);
+
+/* the gated unit of gate g and up u: act(g) * u, or GPT-OSS's clamped form (model.h) */
+float ref_glu(tm_act a, float g, float u);
 
 #endif

@@ -132,6 +132,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     }
     if (!(o->wo = to_f32(&w->wo, D, q, err))) return err->code;
     o->bo = opt_vec(&w->bo, m->D, err, &irc);
+    if (!irc) o->sinks = opt_vec(&w->sinks, m->H, err, &irc);
     if (irc) return irc;
     if (!m->layer[l].moe) {
         int64_t F = m->F, g = m->gated ? F : 0; /* not gated: up rows alone */
@@ -160,11 +161,21 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     o->e_gu = malloc((size_t)(E * 2 * Fe * D) * sizeof(float));
     o->e_d = malloc((size_t)(E * D * Fe) * sizeof(float));
     if (!o->e_gu || !o->e_d) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    if (m->expert_bias) {
+        if (!(o->router_b = to_f32(&w->router_b, E, 1, err))) return err->code;
+        o->e_gub = malloc((size_t)(E * 2 * Fe) * sizeof(float));
+        o->e_db = malloc((size_t)(E * D) * sizeof(float));
+        if (!o->e_gub || !o->e_db) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    }
     for (int64_t e = 0; e < E; e++) {
         float *gu = o->e_gu + e * 2 * Fe * D;
         if ((rc = fill_rows(gu, 0, &w->e_gate[e], Fe, D, err))) return rc;
         if ((rc = fill_rows(gu, Fe, &w->e_up[e], Fe, D, err))) return rc;
         if ((rc = fill_rows(o->e_d + e * D * Fe, 0, &w->e_down[e], D, Fe, err))) return rc;
+        if (m->expert_bias && ((rc = fill_rows(o->e_gub + e * 2 * Fe, 0, &w->e_gate_b[e], Fe, 1, err)) ||
+                               (rc = fill_rows(o->e_gub + e * 2 * Fe, Fe, &w->e_up_b[e], Fe, 1, err)) ||
+                               (rc = fill_rows(o->e_db + e * D, 0, &w->e_down_b[e], D, 1, err))))
+            return rc;
     }
     if (!m->F_shared) return TM_OK;
     int64_t Fs = m->F_shared;
@@ -186,7 +197,7 @@ void tm_ref_free(tm_ref *r)
             float *ps[] = {o->attn_norm, o->attn_norm_b, o->ffn_norm_b, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->q_norm_b,
                            o->k_norm_b, o->wo, o->bo, o->attn_out_norm,
                            o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
-                           o->s_gu, o->s_d, o->s_router};
+                           o->s_gu, o->s_d, o->s_router, o->sinks, o->router_b, o->e_gub, o->e_db};
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
         }
     free(r->w);

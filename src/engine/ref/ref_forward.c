@@ -48,6 +48,7 @@ static void att_items(void *p, int i0, int i1)
     const att_ctx *c = p;
     const tm_ref *r = c->r;
     const tm_layer_desc *ld = &r->layer[c->l];
+    const ref_layer *w = &r->w[c->l];
     int Dh = r->Dh, nqkv = (r->H + 2 * r->Hk) * Dh, group = r->H / r->Hk;
     float *s = malloc(((size_t)c->pos0 + c->T) * sizeof(float));
     if (!s) return; /* cannot happen in practice; the output stays zero */
@@ -55,7 +56,7 @@ static void att_items(void *p, int i0, int i1)
         int t = it / r->H, h = it % r->H, g = h / group, i = c->pos0 + t;
         const float *q = c->qkv + (size_t)t * nqkv + (size_t)h * Dh;
         int j0 = ld->sliding && i - ld->window + 1 > 0 ? i - ld->window + 1 : 0;
-        float mx = -INFINITY;
+        float mx = w->sinks ? w->sinks[h] : -INFINITY; /* a sink: one more logit in the sum, without a value */
         for (int j = j0; j <= i; j++) {
             const float *k = r->kc + kv_off(r, c->l, g, j);
             double acc = 0;
@@ -66,7 +67,7 @@ static void att_items(void *p, int i0, int i1)
             s[j] = v;
             if (v > mx) mx = v;
         }
-        double sum = 0;
+        double sum = w->sinks ? exp((double)(w->sinks[h] - mx)) : 0;
         for (int j = j0; j <= i; j++) {
             s[j] = (float)exp((double)(s[j] - mx));
             sum += s[j];
@@ -106,7 +107,7 @@ static void moe_tokens(void *p, int t0, int t1)
     for (int t = t0; t < t1; t++) {
         const float *h = c->h + (size_t)t * D;
         float *out = c->out + (size_t)t * D;
-        ref_matmul(1, prob, h, c->w->router, NULL, 1, E, D);
+        ref_matmul(1, prob, h, c->w->router, c->w->router_b, 1, E, D);
         float mx = -INFINITY;
         for (int e = 0; e < E; e++) mx = prob[e] > mx ? prob[e] : mx;
         double sum = 0;
@@ -132,9 +133,11 @@ static void moe_tokens(void *p, int t0, int t1)
             for (int k2 = 0; k2 < K; k2++)
                 if (sel[k2] == e) k = k2;
             if (k < 0) continue;
-            ref_matmul(1, gu, h, c->w->e_gu + (size_t)e * 2 * Fe * D, NULL, 1, 2 * Fe, D);
-            for (int f = 0; f < Fe; f++) gu[f] = ref_act(r->act, gu[f]) * gu[Fe + f];
-            ref_matmul(1, y, gu, c->w->e_d + (size_t)e * D * Fe, NULL, 1, D, Fe);
+            const float *gub = c->w->e_gub ? c->w->e_gub + (size_t)e * 2 * Fe : NULL;
+            const float *db = c->w->e_db ? c->w->e_db + (size_t)e * D : NULL;
+            ref_matmul(1, gu, h, c->w->e_gu + (size_t)e * 2 * Fe * D, gub, 1, 2 * Fe, D);
+            for (int f = 0; f < Fe; f++) gu[f] = ref_glu(r->act, gu[f], gu[Fe + f]);
+            ref_matmul(1, y, gu, c->w->e_d + (size_t)e * D * Fe, db, 1, D, Fe);
             for (int d = 0; d < D; d++) out[d] += y[d] * wsel[k];
         }
         if (c->w->s_gu) { /* Qwen2-MoE: + sigmoid(h·s_router) * shared expert(h), after the routed ones
@@ -146,7 +149,7 @@ static void moe_tokens(void *p, int t0, int t1)
                 sg = (float)(1.0 / (1.0 + exp(-(double)g)));
             }
             ref_matmul(1, gu, h, c->w->s_gu, NULL, 1, 2 * Fs, D);
-            for (int f = 0; f < Fs; f++) gu[f] = ref_act(r->act, gu[f]) * gu[Fs + f];
+            for (int f = 0; f < Fs; f++) gu[f] = ref_glu(r->act, gu[f], gu[Fs + f]);
             ref_matmul(1, y, gu, c->w->s_d, NULL, 1, D, Fs);
             for (int d = 0; d < D; d++) out[d] += sg * y[d];
         }
@@ -264,7 +267,7 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
             for (int t = 0; t < T; t++)
                 for (int f = 0; f < F; f++) {
                     const float *row = gu + (size_t)t * nr;
-                    g[(size_t)t * F + f] = r->gated ? ref_act(r->act, row[f]) * row[F + f] : ref_act(r->act, row[f]);
+                    g[(size_t)t * F + f] = r->gated ? ref_glu(r->act, row[f], row[F + f]) : ref_act(r->act, row[f]);
                 }
             ref_matmul(r->n_threads, a, g, w->wd, w->bd, T, D, F);
         }

@@ -102,7 +102,16 @@ float ref_act(tm_act a, float x)
     if (a == TM_ACT_GELU) return (float)(0.5 * v * erfc(-v * 0.70710678118654752)); /* 0.5 v (1 + erf(v / sqrt 2)) */
     if (a == TM_ACT_RELU) return x > 0 ? x : 0.0f;
     if (a == TM_ACT_RELU2) return x > 0 ? x * x : 0.0f;
+    if (a == TM_ACT_SWIGLU_OAI) return ref_glu(a, x, 0.0f); /* (its gate alone; only ref_glu is used with it) */
     /* GELU, tanh approximation */
     const double beta = 0.7978845608028654; /* sqrt(2 / pi) */
     return (float)(0.5 * v * (1.0 + tanh(beta * (v + 0.044715 * v * v * v))));
+}
+
+float ref_glu(tm_act a, float g, float u)
+{
+    if (a != TM_ACT_SWIGLU_OAI) return ref_act(a, g) * u;
+    double gc = g < TM_SWIGLU_OAI_LIMIT ? g : TM_SWIGLU_OAI_LIMIT;
+    double uc = u < -TM_SWIGLU_OAI_LIMIT ? -TM_SWIGLU_OAI_LIMIT : u > TM_SWIGLU_OAI_LIMIT ? TM_SWIGLU_OAI_LIMIT : u;
+    return (float)(gc / (1.0 + exp(-(double)TM_SWIGLU_OAI_ALPHA * gc)) * (uc + 1.0));
 }
