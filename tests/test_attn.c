@@ -80,13 +80,24 @@ static float *alibi_slopes(int H, int on)
     return s;
 }
 
+/* attention sinks for H heads (GPT-OSS), or NULL: logits spread over [-1, 2], the scores' own range here, so
+ * that the sink takes a share of every row that shows */
+static float *sink_logits(int H, int on)
+{
+    static float s[64];
+    if (!on) return NULL;
+    for (int h = 0; h < H && h < 64; h++) s[h] = 1.5f * sinf(1.3f * (float)h + 0.4f) + 0.5f;
+    return s;
+}
+
 /* the AMX kernels, on tiles or emulated: their attention splits Q and P into
  * two bf16 terms, so its bound is looser (attn_amx.c) */
 static int is_amx(const tm_kernels *k) { return strncmp(k->name, "amx", 3) == 0; }
 
 static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
 {
-    static const struct { int T, H, Hk, Dh, pos0, dt, window; float softcap; int alibi; } cs[] = {
+    /* ext: 1 ALiBi slopes, 2 attention sinks, 3 both */
+    static const struct { int T, H, Hk, Dh, pos0, dt, window; float softcap; int ext; } cs[] = {
         {1, 1, 1, 8, 0, TM_DT_F32, 0, 0, 0},      {5, 4, 2, 16, 0, TM_DT_BF16, 0, 0, 0},
         {17, 8, 2, 64, 40, TM_DT_BF16, 0, 0, 0},  {33, 4, 4, 128, 100, TM_DT_F32, 50, 0, 0},
         {20, 6, 2, 40, 70, TM_DT_BF16, 0, 30, 0}, {70, 2, 1, 32, 0, TM_DT_BF16, 16, 0, 0},
@@ -100,6 +111,10 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         {37, 6, 6, 64, 20, TM_DT_BF16, 0, 0, 1}, {45, 4, 2, 32, 90, TM_DT_F32, 0, 0, 1},
         {70, 8, 2, 64, 130, TM_DT_BF16, 24, 0, 1}, {20, 3, 1, 40, 5, TM_DT_BF16, 0, 30, 1},
         {150, 4, 4, 96, 0, TM_DT_BF16, 0, 0, 1},
+        /* sinks: on and off the tiles' shapes, a window (sliding layers have them too), a soft-cap, with ALiBi */
+        {1, 4, 2, 64, 0, TM_DT_BF16, 0, 0, 2},     {130, 8, 2, 64, 200, TM_DT_BF16, 0, 0, 2},
+        {45, 4, 2, 32, 90, TM_DT_F32, 16, 0, 2},   {70, 8, 4, 64, 30, TM_DT_BF16, 24, 0, 2},
+        {20, 6, 2, 40, 70, TM_DT_BF16, 0, 30, 2},  {37, 6, 6, 64, 20, TM_DT_BF16, 0, 0, 3},
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -110,7 +125,8 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         float *kf = attn_kv(dt, (size_t)Hk * stride * Dh, &kr), *vf = attn_kv(dt, (size_t)Hk * stride * Dh, &vr);
         float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
         tm_kattn_prefill a = {T, H, Hk, Dh, P, q, kr, vr, dt, stride, ref, 1.f / sqrtf((float)Dh),
-                              cs[c].softcap, cs[c].window, alibi_slopes(H, cs[c].alibi), .page_table = NULL};
+                              cs[c].softcap, cs[c].window, alibi_slopes(H, cs[c].ext & 1), .page_table = NULL,
+                              .sinks = sink_logits(H, cs[c].ext & 2)};
         CHECK_EQ_INT(tm_kref_attn_prefill(&a, NULL, NULL), TM_OK);
         a.out = out;
         for (int pass = 0; pass < 2; pass++) {
@@ -175,9 +191,9 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
             CHECK_EQ_INT(k->attn_prefill(&pa, &ws, NULL), TM_E_INVALID);
             free(kp); free(vp); free(pt); free(pref);
         }
-        /* the first query of a sequence sees only itself: out = v[0] of its kv head;
-         * with window 1 every query sees only itself */
-        if (P == 0) {
+        /* the first query of a sequence sees only itself: out = v[0] of its kv head (with a sink,
+         * sigmoid(s - sink) v[0], checked by the window 1 case below); with window 1 every query sees only itself */
+        if (P == 0 && !a.sinks) {
             int bad = 0;
             for (int h = 0; h < H; h++)
                 for (int d = 0; d < Dh; d++) bad += fabsf(ref[(size_t)h * Dh + d] - vf[(size_t)(h / (H / Hk)) * stride * Dh + d]) > 1e-6f;
@@ -190,12 +206,20 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         k->attn_prefill(&a, &ws, pool);
         int bad = 0;
         for (int t = 0; t < T; t++)
-            for (int h = 0; h < H; h++)
+            for (int h = 0; h < H; h++) {
+                /* a sink leaves the key e^s / (e^s + e^sink) = sigmoid(s - sink) of the weight */
+                size_t kv = (size_t)(h / (H / Hk)) * stride + P + t;
+                double sc = 0, wk = 1;
+                for (int d = 0; d < Dh; d++) sc += (double)q[((size_t)t * H + h) * Dh + d] * kf[kv * Dh + d];
+                sc *= a.scale;
+                if (a.softcap > 0) sc = a.softcap * tanh(sc / a.softcap);
+                if (a.sinks) wk = 1.0 / (1.0 + exp((double)a.sinks[h] - sc));
                 for (int d = 0; d < Dh; d++) {
-                    float want = vf[((size_t)(h / (H / Hk)) * stride + P + t) * Dh + d];
+                    float want = (float)(wk * vf[kv * Dh + d]);
                     size_t o = ((size_t)t * H + h) * Dh + d;
-                    bad += fabsf(ref[o] - want) > 1e-6f || fabsf(out[o] - want) > 1e-5f;
+                    bad += fabsf(ref[o] - want) > 1e-5f || fabsf(out[o] - want) > (is_amx(k) ? 2e-3f : 2e-5f);
                 }
+            }
         CHECKF(bad == 0, "%s attn_prefill window=1 case %zu: %d bad", k->name, c, bad);
         if (dt != TM_DT_F32) { free(kr); free(vr); }
         free(q); free(kf); free(vf); free(out); free(ref);
@@ -210,11 +234,13 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
 
 static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
 {
-    static const struct { int H, Hk, Dh, ps, dt, window; float softcap; int alibi; } cs[] = {
+    static const struct { int H, Hk, Dh, ps, dt, window; float softcap; int ext; } cs[] = { /* ext as in prefill */
         {8, 2, 64, 16, TM_DT_BF16, 0, 0, 0}, {4, 4, 40, 5, TM_DT_F16, 0, 0, 0},
         {6, 2, 128, 32, TM_DT_BF16, 20, 0, 0}, {2, 1, 16, 64, TM_DT_F16, 0, 25, 0},
         {4, 1, 32, 100, TM_DT_BF16, 0, 0, 0},
         {6, 3, 64, 16, TM_DT_BF16, 0, 0, 1}, {4, 2, 40, 7, TM_DT_F16, 30, 0, 1}, /* ALiBi */
+        {8, 2, 64, 16, TM_DT_BF16, 0, 0, 2}, {4, 2, 40, 7, TM_DT_F16, 30, 0, 2}, /* sinks */
+        {6, 3, 64, 16, TM_DT_BF16, 16, 20, 3},
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -247,7 +273,8 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
         }
         const int32_t *const tabs[3] = {tab[0], tab[1], tab[2]};
         tm_kattn_decode a = {B, H, Hk, Dh, q, kp, vp, page_elems * 2, ps, dt, npages, tabs, ctx, ref,
-                             1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window, 0, alibi_slopes(H, cs[c].alibi)};
+                             1.f / sqrtf((float)Dh), cs[c].softcap, cs[c].window, 0, alibi_slopes(H, cs[c].ext & 1),
+                             sink_logits(H, cs[c].ext & 2)};
         CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
         a.out = out;
         char what[128];
@@ -259,7 +286,7 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
         for (int b = 0; b < B; b++) {
             float *pf = malloc(sizeof(float) * H * Dh);
             tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, q + (size_t)b * H * Dh, kf[b], vf[b], TM_DT_F32, 150, pf,
-                                  a.scale, a.softcap, a.window, a.alibi, .page_table = NULL};
+                                  a.scale, a.softcap, a.window, a.alibi, .page_table = NULL, .sinks = a.sinks};
             CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
             CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, 2e-5 * 8.0, "decode vs prefill reference"), 0);
             free(pf);
@@ -363,7 +390,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         int Dh = dhs[rnd() % 10], ps = pss[rnd() % 7], cap = 1 + (int)(rnd() % 200);
         int window = rnd() % 4 == 0 ? 1 + (int)(rnd() % 40) : 0;
         float softcap = rnd() % 5 == 0 ? 20.f : 0.f;
-        float *alibi = alibi_slopes(H, rnd() % 3 == 0);
+        float *alibi = alibi_slopes(H, rnd() % 3 == 0), *sinks = sink_logits(H, rnd() % 3 == 0);
         q8kv kv;
         q8kv_make(&kv, B, Hk, Dh, ps, cap, c % 2);
         int ctx[8];
@@ -373,7 +400,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         const int32_t *tabs[8];
         for (int b = 0; b < B; b++) tabs[b] = kv.tab[b];
         tm_kattn_decode a = {B, H, Hk, Dh, q, kv.k, kv.v, kv.page_bytes, ps, TM_DT_Q8PC, kv.npages, tabs, ctx, ref,
-                             1.f / sqrtf((float)Dh), softcap, window, c % 2 ? kv.head_bytes : 0, alibi};
+                             1.f / sqrtf((float)Dh), softcap, window, c % 2 ? kv.head_bytes : 0, alibi, sinks};
         CHECK_EQ_INT(tm_kref_attn_decode(&a, NULL, NULL), TM_OK);
         char what[160];
         snprintf(what, sizeof what, "%s attn_decode int8 case %d (B %d H %d Hk %d Dh %d page %d ctx %d window %d cap %g)",
@@ -386,7 +413,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
         q8_query(qd, q, B * H, Dh);
         for (int b = 0; b < B; b++) {
             tm_kattn_prefill p = {1, H, Hk, Dh, ctx[b] - 1, qd + (size_t)b * H * Dh, kv.kf[b], kv.vf[b], TM_DT_F32, cap, pf,
-                                  a.scale, softcap, window, alibi, .page_table = NULL};
+                                  a.scale, softcap, window, alibi, .page_table = NULL, .sinks = sinks};
             CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
             CHECK_EQ_INT(attn_close(pf, ref + (size_t)b * H * Dh, (size_t)H * Dh, 2e-5 * 8.0, what), 0);
         }
@@ -400,7 +427,7 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
     const int32_t *tab1[1] = {kv.tab[0]};
     float q[16] = {0}, o[16];
     tm_kattn_decode bad = {1, 2, 2, 8, q, kv.k, kv.v, kv.page_bytes, 4, TM_DT_Q8PC, kv.npages, tab1, &ctx1, o, 1, 0, 0,
-                           4 * 4 + 4 * 8 - 1, NULL};
+                           4 * 4 + 4 * 8 - 1, NULL, NULL};
     CHECK_EQ_INT(k->attn_decode(&bad, &ws, NULL), TM_E_INVALID);
     tm_kattn_prefill badp = {1, 2, 2, 8, 0, q, kv.k, kv.v, TM_DT_Q8PC, 4, o, 1, 0, 0, .page_table = NULL};
     CHECK_EQ_INT(k->attn_prefill(&badp, &ws, NULL), TM_E_INVALID);
@@ -414,10 +441,10 @@ static void test_attn_decode_q8(const tm_kernels *k, tm_pool *pool)
  * the dequantized rows (causal, GQA, windows). */
 static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
 {
-    static const struct { int T, P, H, Hk, Dh, ps, window; float softcap; int alibi; } cs[] = {
+    static const struct { int T, P, H, Hk, Dh, ps, window; float softcap; int ext; } cs[] = { /* ext as in prefill */
         {1, 0, 2, 1, 16, 16, 0, 0, 0},   {17, 40, 8, 2, 64, 16, 0, 0, 0},  {33, 100, 4, 4, 40, 16, 50, 0, 0},
         {20, 70, 6, 2, 33, 5, 0, 30, 0}, {64, 64, 4, 1, 128, 16, 0, 0, 0}, {9, 130, 3, 3, 20, 32, 8, 0, 0},
-        {40, 90, 6, 2, 64, 16, 0, 0, 1},
+        {40, 90, 6, 2, 64, 16, 0, 0, 1}, {30, 50, 8, 2, 64, 16, 20, 0, 2},
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -428,13 +455,14 @@ static void test_attn_prefill_q8(const tm_kernels *k, tm_pool *pool)
         float *out = malloc(sizeof(float) * T * H * Dh), *ref = malloc(sizeof(float) * T * H * Dh);
         q8_query(qd, q, T * H, Dh);
         tm_kattn_prefill p = {T, H, Hk, Dh, P, qd, kv.kf[0], kv.vf[0], TM_DT_F32, n, ref, 1.f / sqrtf((float)Dh),
-                              cs[c].softcap, cs[c].window, alibi_slopes(H, cs[c].alibi), .page_table = NULL};
+                              cs[c].softcap, cs[c].window, alibi_slopes(H, cs[c].ext & 1), .page_table = NULL,
+                              .sinks = sink_logits(H, cs[c].ext & 2)};
         CHECK_EQ_INT(tm_kref_attn_prefill(&p, NULL, NULL), TM_OK);
         const int32_t **tabs = malloc(sizeof(*tabs) * T);
         int *ctx = malloc(sizeof(int) * T);
         for (int t = 0; t < T; t++) { tabs[t] = kv.tab[0]; ctx[t] = P + t + 1; }
         tm_kattn_decode a = {T, H, Hk, Dh, q, kv.k, kv.v, kv.page_bytes, cs[c].ps, TM_DT_Q8PC, kv.npages, tabs, ctx,
-                             out, p.scale, cs[c].softcap, cs[c].window, kv.head_bytes, p.alibi};
+                             out, p.scale, cs[c].softcap, cs[c].window, kv.head_bytes, p.alibi, p.sinks};
         char what[128];
         snprintf(what, sizeof what, "%s int8-KV prefill chunk case %zu", k->name, c);
         check_decode(k, &a, ref, &ws, pool, what);

@@ -505,6 +505,27 @@ static void test_small_ops(const tm_kernels *k)
         for (size_t i = 0; i < n; i++)
             bad += !near_rel(y[i], yr[i], 2e-7, 1e-30) || yr[i] != (x[i] > 0 ? x[i] * x[i] * u[i] : 0.f);
         CHECKF(bad == 0, "%s relu2_mul n=%zu: %d bad", v, n, bad);
+        /* GPT-OSS's clamped SwiGLU over [-12, 12] (x, u scaled 6x: both clamps at 7 bite), with and without
+           the up operand (u NULL: u' = 0), against the scalar one; that one against values worked by hand */
+        float *x6 = malloc(sizeof(float) * n), *u6 = malloc(sizeof(float) * n);
+        for (size_t i = 0; i < n; i++) x6[i] = 6.f * x[i], u6[i] = 6.f * u[i];
+        for (int nu = 0; nu < 2; nu++) {
+            k->swiglu_oai_mul(y, x6, nu ? NULL : u6, n);
+            tm_kref_swiglu_oai_mul(yr, x6, nu ? NULL : u6, n);
+            bad = 0;
+            for (size_t i = 0; i < n; i++) bad += !near_rel(y[i], yr[i], 1e-5, 1e-5 * (fabs(x6[i]) + 1) + 1e-30);
+            CHECKF(bad == 0, "%s swiglu_oai_mul%s n=%zu: %d bad", v, nu ? " (no up)" : "", n, bad);
+        }
+        free(x6);
+        free(u6);
+        {
+            const float gs[3] = {10.f, -3.f, 0.5f}, us[3] = {10.f, -20.f, 0.25f};
+            const double want[3] = {55.99962502642654, 0.10842785824671582, 0.43798554575797516};
+            float ys[3];
+            tm_kref_swiglu_oai_mul(ys, gs, us, 3);
+            for (int i = 0; i < 3; i++) CHECKF(fabs(ys[i] - want[i]) <= 1e-5 * fabs(want[i]), "swiglu_oai(%g, %g) = %.8g, "
+                                               "want %.8g", gs[i], us[i], ys[i], want[i]);
+        }
         for (size_t i = 0; i < n; i++) u[i] = 1.0f;
         for (int a = 0; a < 5; a++) {
             float *y1 = malloc(sizeof(float) * n);

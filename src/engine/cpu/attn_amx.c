@@ -467,6 +467,9 @@ static void task(void *ctx, int t, int worker)
         }
     }
     _tile_release();
+    if (a->sinks) /* each row's sum takes e^(sink - m) (m kept in log2 units, see softmax_group) */
+        for (int r = 0; r < rows; r++)
+            if (w.m[r] > -INFINITY) w.l[r] += exp2f(a->sinks[hk * grp + r % grp] * LOG2E - w.m[r]);
     /* out = acc^T / l, 16 dims x 16 rows transposed at a time */
     for (int g = 0; g < R / 16; g++) {
         __m512 inv = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(w.l + 16 * g), _mm512_setzero_ps(), _CMP_GT_OQ),

@@ -62,6 +62,7 @@ typedef struct cpu_layer {
     float *q_norm_b, *k_norm_b;               /* [Dh] LayerNorm biases or NULL */
     float *bq, *bk, *bv, *bo;                 /* [H*Dh], [Hk*Dh], [Hk*Dh], [D] or NULL */
     float *b_gate, *b_up, *b_down;            /* [F], [F], [D] or NULL */
+    float *sinks;                             /* [H] attention sinks or NULL */
     tm_moe_experts *moe;                      /* router [E][D] + E experts; NULL: dense FFN */
 } cpu_layer;
 
@@ -212,7 +213,7 @@ static void cpu_unbind(void *vctx)
             tm_kweight *ws[] = {y->wq, y->wk, y->wv, y->wqkv, y->wo, y->w_gate, y->w_up, y->w_gate_up, y->w_down, y->w_glu};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) tm_kpack_free(ws[i]);
             float *vs[] = {y->attn_norm, y->ffn_norm, y->attn_norm_b, y->ffn_norm_b, y->attn_out_norm, y->ffn_out_norm, y->q_norm, y->k_norm,
-                           y->q_norm_b, y->k_norm_b, y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down};
+                           y->q_norm_b, y->k_norm_b, y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down, y->sinks};
             for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) free(vs[i]);
             tm_moe_free(y->moe);
         }
@@ -448,6 +449,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         y->b_gate = vec_f32(&w->b_gate);
         y->b_up = vec_f32(&w->b_up);
         y->b_down = vec_f32(&w->b_down);
+        y->sinks = vec_f32(&w->sinks);
         if ((rc = fuse_glu(c, y, roles, err)) != TM_OK) goto fail;
         if (m->layer[l].moe && (rc = tm_moe_init(&y->moe, m, l, pack, roles, err)) != TM_OK) goto fail;
     }
@@ -1107,6 +1109,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
             .v = v.base + v.v_offset, .kv_dtype = o->dtype, .out = out, .scale = m->attn_scale,
             .softcap = m->attn_softcap, .window = window, .page_table = r->seq[0]->pages, .page_size = v.page_size,
             .n_pages = o->n_pages, .page_bytes = v.page_stride, .head_bytes = v.head_stride, .alibi = m->alibi,
+            .sinks = c->layer[l].sinks,
         };
         return c->k.attn_prefill(&a, &c->ws, r->pool);
     }
@@ -1119,7 +1122,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
         .v_pages = v.base + v.v_offset, .page_bytes = v.page_stride, .page_size = v.page_size,
         .kv_dtype = o->dtype, .page_table = c->ptab, .ctx_len = c->ctxlen, .n_pages = o->n_pages, .out = out,
         .scale = m->attn_scale, .softcap = m->attn_softcap, .window = window, .head_bytes = v.head_stride,
-        .alibi = m->alibi,
+        .alibi = m->alibi, .sinks = c->layer[l].sinks,
     };
     return c->k.attn_decode(&a, &c->ws, r->pool);
 }

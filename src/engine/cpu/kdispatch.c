@@ -438,7 +438,7 @@ int tm_kmatmul_bf16y(const tm_kernels *k, const tm_kweight *w, const tm_kact *x,
 tm_kact_fn tm_kglu_fn(const tm_kernels *k, int act)
 {
     return act == TM_KGLU_SILU ? k->silu_mul : act == TM_KGLU_GELU ? k->gelu_mul : act == TM_KGLU_RELU ? k->relu_mul
-           : act == TM_KGLU_RELU2 ? k->relu2_mul : k->gelu_tanh_mul;
+           : act == TM_KGLU_RELU2 ? k->relu2_mul : act == TM_KGLU_SWIGLU_OAI ? k->swiglu_oai_mul : k->gelu_tanh_mul;
 }
 
 void tm_kglu_row_bf16(const tm_kernels *k, int act, float *y, const uint16_t *gate, const uint16_t *up, int F)

@@ -109,6 +109,7 @@ void tm_kref_rmsnorm_bf16(uint16_t *yb, int ld, const float *x, const float *w, 
 void tm_kref_rmsnorm_q8(uint8_t *yq, float *ys, int ld, const float *x, const float *w, int T, int D, float eps, int add_one);
 void tm_kref_relu_mul(float *y, const float *g, const float *u, size_t n);
 void tm_kref_relu2_mul(float *y, const float *g, const float *u, size_t n);
+void tm_kref_swiglu_oai_mul(float *y, const float *g, const float *u, size_t n);
 void tm_kref_layernorm(float *y, const float *x, const float *w, const float *b, int T, int D, float eps);
 void tm_kref_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
 void tm_kref_silu_mul(float *y, const float *g, const float *u, size_t n);

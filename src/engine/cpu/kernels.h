@@ -108,8 +108,11 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
  * dtype and shape): their panels interleaved, gate panel p then up panel p
  * (copied; gate and up keep theirs). GEMM only, for kernels with gemm_glu:
  * the epilogue writes F columns, not 2F. act: TM_KGLU_*. */
-enum { TM_KGLU_SILU = 1, TM_KGLU_GELU_TANH = 2, TM_KGLU_GELU = 3, TM_KGLU_RELU = 4, TM_KGLU_RELU2 = 5 }; /* RELU,
-                                                                                       RELU2: no glu epilogue */
+enum { TM_KGLU_SILU = 1, TM_KGLU_GELU_TANH = 2, TM_KGLU_GELU = 3, TM_KGLU_RELU = 4, TM_KGLU_RELU2 = 5,
+       TM_KGLU_SWIGLU_OAI = 6 }; /* RELU, RELU2, SWIGLU_OAI: no glu epilogue */
+/* GPT-OSS's clamped SwiGLU constants (model.h's TM_SWIGLU_OAI_*: transformers' GptOssExperts fixes them) */
+#define TM_KSWIGLU_OAI_LIMIT 7.0f
+#define TM_KSWIGLU_OAI_ALPHA 1.702f
 int tm_kpack_glu(tm_kweight **out, const tm_kweight *gate, const tm_kweight *up, int act, tm_err *err);
 /* Free w's GEMM panels (a weight whose GEMMs run elsewhere, e.g. fused by
  * tm_kpack_glu): it stays a GEMV weight. */
@@ -172,6 +175,8 @@ typedef struct tm_kattn_prefill {
     const int32_t *page_table; /* [ceil((pos0 + T) / page_size)] or NULL */
     int page_size, n_pages;
     size_t page_bytes, head_bytes;
+    const float *sinks;        /* [H] attention sinks or NULL: head h's softmax sum has one more term,
+                                  e^(sinks[h]), with no value (GPT-OSS): o = Σ e^(s_j) v_j / (Σ e^(s_j) + e^sink) */
 } tm_kattn_prefill;
 
 /* Decode attention: one query per sequence over a paged KV cache (also
@@ -202,6 +207,7 @@ typedef struct tm_kattn_decode {
     size_t head_bytes;         /* bytes from block h to h+1 in a page; 0: the block's own size,
                                   page_size * Dh * 2 (bf16/f16) or 4 page_size + page_size * Dh (int8) */
     const float *alibi;        /* [H] ALiBi slopes or NULL, as above */
+    const float *sinks;        /* [H] attention sinks or NULL, as above */
 } tm_kattn_decode;
 
 /* ---- the table ------------------------------------------------------------- */
@@ -253,6 +259,8 @@ typedef struct tm_kernels {
     /* y[n] = max(g[n], 0) * u[n] (OPT's MLP, u NULL) */
     void (*relu_mul)(float *y, const float *g, const float *u, size_t n);
     void (*relu2_mul)(float *y, const float *g, const float *u, size_t n); /* max(g, 0)^2 (Nemotron) */
+    /* GPT-OSS: g' = min(g, 7), u' = clamp(u, -7, 7) (u NULL: 0), y = g' sigmoid(1.702 g') (u' + 1) */
+    void (*swiglu_oai_mul)(float *y, const float *g, const float *u, size_t n);
     /* RoPE, rotate-half (HF Llama): x[T][H][Dh] in place; cos, sin [T][Dh/2].
      * x1 = x[i], x2 = x[i + Dh/2]: x[i] = x1 c - x2 s, x[i + Dh/2] = x2 c + x1 s. */
     void (*rope)(float *x, const float *cos_t, const float *sin_t, int T, int H, int Dh);

@@ -22,11 +22,44 @@ void tm_moe_free(tm_moe_experts *x)
     free(x->up);
     free(x->down);
     free(x->router);
+    free(x->router_b);
+    free(x->gate_b);
+    free(x->up_b);
+    free(x->down_b);
     tm_kpack_free(x->s_gate);
     tm_kpack_free(x->s_up);
     tm_kpack_free(x->s_down);
     free(x->s_router);
     free(x);
+}
+
+/* t's n values (a bound vector of n elements) into dst, f32 */
+static int bias_into(float *dst, const tm_tensor *t, int64_t n, int layer, tm_err *err)
+{
+    if (!t->data || tm_tensor_numel(t) != n)
+        return tm_errf(err, TM_E_INVALID, "moe layer %d: bias '%s' is not bound as [%lld]", layer,
+                       t->name ? t->name : "?", (long long)n);
+    tm_quant_dequant_row(t->dtype, t->data, t->scales, n, 0, dst);
+    return TM_OK;
+}
+
+/* GPT-OSS: the router's bias [E] and every expert's three, as f32 */
+static int expert_biases(tm_moe_experts *x, const tm_model *m, int layer, tm_err *err)
+{
+    const tm_layer_weights *w = &m->w[layer];
+    size_t E = (size_t)x->E, Fe = (size_t)x->Fe, D = (size_t)x->D;
+    x->router_b = malloc(sizeof(float) * E);
+    x->gate_b = malloc(sizeof(float) * E * Fe);
+    x->up_b = malloc(sizeof(float) * E * Fe);
+    x->down_b = malloc(sizeof(float) * E * D);
+    if (!x->router_b || !x->gate_b || !x->up_b || !x->down_b)
+        return tm_errf(err, TM_E_NOMEM, "moe layer %d: out of memory for the experts' biases", layer);
+    int rc = bias_into(x->router_b, &w->router_b, (int64_t)E, layer, err);
+    for (size_t e = 0; e < E && !rc; e++)
+        if (!(rc = bias_into(x->gate_b + e * Fe, &w->e_gate_b[e], (int64_t)Fe, layer, err)) &&
+            !(rc = bias_into(x->up_b + e * Fe, &w->e_up_b[e], (int64_t)Fe, layer, err)))
+            rc = bias_into(x->down_b + e * D, &w->e_down_b[e], (int64_t)D, layer, err);
+    return rc;
 }
 
 int tm_moe_init(tm_moe_experts **out, const tm_model *m, int layer, tm_moe_pack_fn pack, unsigned roles,
@@ -60,6 +93,7 @@ int tm_moe_init(tm_moe_experts **out, const tm_model *m, int layer, tm_moe_pack_
     for (size_t e = 0; e < E; e++)
         tm_quant_dequant_row(w->router.dtype, w->router.data, w->router.scales, (int64_t)D, (int64_t)e,
                              x->router + e * D);
+    if (m->expert_bias && (rc = expert_biases(x, m, layer, err)) != TM_OK) goto fail;
     for (int e = 0; e < x->E; e++) {
         if ((rc = pack(&x->gate[e], &w->e_gate[e], roles, err)) != TM_OK) goto fail;
         if ((rc = pack(&x->up[e], &w->e_up[e], roles, err)) != TM_OK) goto fail;
@@ -152,7 +186,8 @@ static void router_rows(void *p, int task, int worker)
     int r1 = (task + 1) * ROUTER_ROWS < j->M ? (task + 1) * ROUTER_ROWS : j->M;
     for (int r = task * ROUTER_ROWS; r < r1; r++)
         for (int e = 0; e < x->E; e++)
-            j->logit[(size_t)r * x->E + e] = dot_f32(j->h + (size_t)r * x->D, x->router + (size_t)e * x->D, x->D);
+            j->logit[(size_t)r * x->E + e] = dot_f32(j->h + (size_t)r * x->D, x->router + (size_t)e * x->D, x->D) +
+                                             (x->router_b ? x->router_b[e] : 0.f);
 }
 
 /* Route every row: s->sel, s->wsel [M][K]; then group: s->start, s->order, s->weight. */
@@ -200,11 +235,15 @@ static int route(const tm_moe_experts *x, const tm_kernels *k, const float *h, i
 
 /* ---- the block ---------------------------------------------------------------- */
 
-static int matmul(const tm_kernels *k, const tm_kweight *w, const float *x, int M, float *y, tm_kbuf *ws,
-                  struct tm_pool *pool, tm_err *err)
+/* y[M][N] = x[M][K] · wᵀ (+ b[N] on every row, b NULL: none) */
+static int matmul(const tm_kernels *k, const tm_kweight *w, const float *b, const float *x, int M, float *y,
+                  tm_kbuf *ws, struct tm_pool *pool, tm_err *err)
 {
     tm_kact a = {.M = M, .K = tm_kweight_k(w), .f32 = x};
-    return tm_kmatmul(k, w, &a, y, ws, pool, err);
+    int rc = tm_kmatmul(k, w, &a, y, ws, pool, err), N = tm_kweight_n(w);
+    for (int i = 0; i < M && b && !rc; i++)
+        for (int n = 0; n < N; n++) y[(size_t)i * N + n] += b[n];
+    return rc;
 }
 
 int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h, int M, float *f,
@@ -219,10 +258,12 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
         if (n == 0) continue;
         for (int j = 0; j < n; j++) /* xe[n][D] = h[order[j0 + j]] */
             memcpy(s->xe + (size_t)j * D, h + (size_t)s->order[j0 + j] * D, sizeof(float) * D);
-        if ((rc = matmul(k, x->gate[e], s->xe, n, s->ge, ws, pool, err))) return rc; /* [n][Fe] */
-        if ((rc = matmul(k, x->up[e], s->xe, n, s->ue, ws, pool, err))) return rc;   /* [n][Fe] */
+        const float *gb = x->gate_b ? x->gate_b + (size_t)e * Fe : NULL, *ub = x->up_b ? x->up_b + (size_t)e * Fe : NULL;
+        const float *db = x->down_b ? x->down_b + (size_t)e * D : NULL;
+        if ((rc = matmul(k, x->gate[e], gb, s->xe, n, s->ge, ws, pool, err))) return rc; /* [n][Fe] */
+        if ((rc = matmul(k, x->up[e], ub, s->xe, n, s->ue, ws, pool, err))) return rc;   /* [n][Fe] */
         tm_kglu_fn(k, tm_kglu_of(x->act))(s->ge, s->ge, s->ue, (size_t)n * Fe);
-        if ((rc = matmul(k, x->down[e], s->ge, n, s->ye, ws, pool, err))) return rc; /* [n][D] */
+        if ((rc = matmul(k, x->down[e], db, s->ge, n, s->ye, ws, pool, err))) return rc; /* [n][D] */
         for (int j = 0; j < n; j++) {
             float *fr = f + (size_t)s->order[j0 + j] * D, wj = s->weight[j0 + j];
             const float *yr = s->ye + (size_t)j * D;
@@ -231,10 +272,10 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
     }
     if (!x->Fs) return TM_OK;
     /* the shared expert on every row, scaled by its sigmoid gate if it has one */
-    if ((rc = matmul(k, x->s_gate, h, M, s->ge, ws, pool, err))) return rc; /* [M][Fs] */
-    if ((rc = matmul(k, x->s_up, h, M, s->ue, ws, pool, err))) return rc;   /* [M][Fs] */
+    if ((rc = matmul(k, x->s_gate, NULL, h, M, s->ge, ws, pool, err))) return rc; /* [M][Fs] */
+    if ((rc = matmul(k, x->s_up, NULL, h, M, s->ue, ws, pool, err))) return rc;   /* [M][Fs] */
     tm_kglu_fn(k, tm_kglu_of(x->act))(s->ge, s->ge, s->ue, (size_t)M * x->Fs);
-    if ((rc = matmul(k, x->s_down, s->ge, M, s->ye, ws, pool, err))) return rc; /* [M][D] */
+    if ((rc = matmul(k, x->s_down, NULL, s->ge, M, s->ye, ws, pool, err))) return rc; /* [M][D] */
     for (int i = 0; i < M; i++) {
         const float *hr = h + (size_t)i * D, *yr = s->ye + (size_t)i * D;
         float sg = 1.f, *fr = f + (size_t)i * D;

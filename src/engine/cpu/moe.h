@@ -1,10 +1,11 @@
 /* engine/cpu/moe.h: the mixture-of-experts FFN block of the CPU engines
  * (Qwen3-MoE, Qwen2-MoE, Mixtral), the "moe:" line of model/model.h's op sequence:
  *
- *   r[M][E]  = softmax(h · routerᵀ)                     (f32, see below)
+ *   r[M][E]  = softmax(h · routerᵀ + router_b)          (f32, see below; router_b: GPT-OSS's, else 0)
  *   top_k experts per row (the larger probability first, the lower index on
  *   ties); p = their probabilities, divided by their sum when norm_topk
- *   f[M][D]  = Σ_e p_e · (act(h·gate_eᵀ) ⊙ h·up_eᵀ) · down_eᵀ
+ *   f[M][D]  = Σ_e p_e · (act(h·gate_eᵀ + gb_e) ⊙ (h·up_eᵀ + ub_e)) · down_eᵀ + db_e   (the biases: GPT-OSS's,
+ *              else 0; its act is the clamped SwiGLU, model.h)
  *   Fs > 0:  f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ) · s_downᵀ   (Qwen2-MoE's shared
  *            expert, every row, added after the routed ones as transformers does)
  *
@@ -44,7 +45,7 @@ struct tm_pool;
 static inline int tm_kglu_of(tm_act a)
 {
     return a == TM_ACT_SILU ? TM_KGLU_SILU : a == TM_ACT_GELU ? TM_KGLU_GELU : a == TM_ACT_RELU ? TM_KGLU_RELU
-           : a == TM_ACT_RELU2 ? TM_KGLU_RELU2 : TM_KGLU_GELU_TANH;
+           : a == TM_ACT_RELU2 ? TM_KGLU_RELU2 : a == TM_ACT_SWIGLU_OAI ? TM_KGLU_SWIGLU_OAI : TM_KGLU_GELU_TANH;
 }
 
 /* One MoE layer's weights as the CPU kernels take them. */
@@ -52,8 +53,11 @@ typedef struct tm_moe_experts {
     int D, E, Fe, top_k, norm_topk;
     tm_act act;
     float *router;                /* [E][D] f32 */
+    float *router_b;              /* [E] or NULL */
     tm_kweight **gate, **up;      /* [E] each [Fe][D] */
     tm_kweight **down;            /* [E] each [D][Fe] */
+    float *gate_b, *up_b;         /* [E][Fe] the experts' biases, or NULL */
+    float *down_b;                /* [E][D] */
     int Fs;                       /* the shared expert (Qwen2-MoE), 0: none */
     tm_kweight *s_gate, *s_up;    /* [Fs][D] */
     tm_kweight *s_down;           /* [D][Fs] */

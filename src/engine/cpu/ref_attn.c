@@ -75,13 +75,14 @@ static double cap(double s, float softcap)
 /* Key (which 0) or value (1) j of a query row, widened to f32: row[Dh]. */
 typedef void (*key_fn)(const void *ctx, int j, int which, float *row);
 
-/* out = softmax_j(cap(scale q.k_j) + slope (j - (j1 - 1))) . v_j over keys [j0, j1) (the query at j1 - 1) */
+/* out = softmax_j(cap(scale q.k_j) + slope (j - (j1 - 1))) . v_j over keys [j0, j1) (the query at j1 - 1), the
+ * sum with e^sink in it (-INFINITY: none) */
 static void attend(float *out, const float *q, int Dh, int j0, int j1, float scale, float softcap, float slope,
-                   const void *ctx, key_fn kf)
+                   float sink, const void *ctx, key_fn kf)
 {
     int n = j1 - j0;
     double *s = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    double mx = -INFINITY, sum = 0, acc[ATTN_MAX_DH] = {0};
+    double mx = sink, sum = 0, acc[ATTN_MAX_DH] = {0};
     float row[ATTN_MAX_DH];
     if (!s) return; /* reference only: tests allocate little */
     for (int j = j0; j < j1; j++) {
@@ -91,6 +92,7 @@ static void attend(float *out, const float *q, int Dh, int j0, int j1, float sca
         s[j - j0] = cap(d * scale, softcap) + (double)slope * (j - (j1 - 1));
         if (s[j - j0] > mx) mx = s[j - j0];
     }
+    if (sink > -INFINITY) sum = exp(sink - mx);
     for (int j = j0; j < j1; j++) {
         double p = exp(s[j - j0] - mx);
         sum += p;
@@ -122,8 +124,8 @@ int tm_kref_attn_prefill(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_pool 
             int j0 = a->window > 0 && i - a->window + 1 > 0 ? i - a->window + 1 : 0;
             pf_ctx c = {a, h / grp};
             size_t o = ((size_t)t * a->H + h) * a->Dh;
-            attend(a->out + o, a->q + o, a->Dh, j0, i + 1, a->scale, a->softcap, a->alibi ? a->alibi[h] : 0.f, &c,
-                   pf_key);
+            attend(a->out + o, a->q + o, a->Dh, j0, i + 1, a->scale, a->softcap, a->alibi ? a->alibi[h] : 0.f,
+                   a->sinks ? a->sinks[h] : -INFINITY, &c, pf_key);
         }
     return TM_OK;
 }
@@ -168,7 +170,8 @@ int tm_kref_attn_decode(const tm_kattn_decode *a, tm_kbuf *ws, struct tm_pool *p
                 for (int d = 0; d < a->Dh; d++) qd[d] = sq * (float)qi[d];
                 q = qd;
             }
-            attend(a->out + o, q, a->Dh, j0, i + 1, a->scale, a->softcap, a->alibi ? a->alibi[h] : 0.f, &c, dc_key);
+            attend(a->out + o, q, a->Dh, j0, i + 1, a->scale, a->softcap, a->alibi ? a->alibi[h] : 0.f,
+                   a->sinks ? a->sinks[h] : -INFINITY, &c, dc_key);
         }
     return TM_OK;
 }

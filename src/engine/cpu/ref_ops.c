@@ -113,6 +113,15 @@ void tm_kref_relu2_mul(float *y, const float *g, const float *u, size_t n)
     for (size_t i = 0; i < n; i++) y[i] = (g[i] > 0 ? g[i] * g[i] : 0.f) * (u ? u[i] : 1.f);
 }
 
+void tm_kref_swiglu_oai_mul(float *y, const float *g, const float *u, size_t n)
+{
+    const double L = TM_KSWIGLU_OAI_LIMIT, a = TM_KSWIGLU_OAI_ALPHA;
+    for (size_t i = 0; i < n; i++) {
+        double x = g[i] < L ? g[i] : L, up = u ? (u[i] < -L ? -L : u[i] > L ? L : u[i]) : 0.0;
+        y[i] = (float)(x / (1.0 + exp(-a * x)) * (up + 1.0));
+    }
+}
+
 void tm_kref_relu_mul(float *y, const float *g, const float *u, size_t n)
 {
     for (size_t i = 0; i < n; i++) y[i] = (g[i] > 0 ? g[i] : 0.f) * (u ? u[i] : 1.f);
@@ -186,6 +195,7 @@ void tm_kvariant_scalar(tm_kernels *k)
     k->layernorm = tm_kref_layernorm;
     k->relu_mul = tm_kref_relu_mul;
     k->relu2_mul = tm_kref_relu2_mul;
+    k->swiglu_oai_mul = tm_kref_swiglu_oai_mul;
     k->quant_q8 = tm_kref_quant_q8;
     k->silu_mul = tm_kref_silu_mul;
     k->gelu_tanh_mul = tm_kref_gelu_tanh_mul;
