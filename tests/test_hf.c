@@ -332,6 +332,37 @@ static void test_config(void)
 }
 
 /* per-architecture defaults and rules */
+/* A source with every tensor m's specs name (zeros, f32) except the per-expert ones, which it holds as the
+ * Hub's MXFP4 GPT-OSS checkpoints do (<layer>.mlp.experts.gate_up_proj_blocks, and no gate_up_proj) */
+static int mxfp4_lookup(void *ctx, const char *name, tm_tensor *out, tm_err *err)
+{
+    const tm_model *m = ctx;
+    static float zeros[1 << 16];
+    if (strstr(name, ".experts.gate_up_proj_blocks")) {
+        *out = (tm_tensor){name, TM_DT_I8, 1, {16}, zeros, 16, NULL};
+        return TM_OK;
+    }
+    for (int i = 0; i < m->n_spec && !strstr(name, ".experts."); i++) {
+        const tm_tensor_spec *s = &m->spec[i];
+        if (strcmp(s->name, name) != 0) continue;
+        int64_t n = s->shape[0] * (s->ndim == 2 ? s->shape[1] : 1);
+        if (n > 1 << 16) break;
+        *out = (tm_tensor){name, TM_DT_F32, s->ndim, {s->shape[0], s->shape[1]}, zeros, sizeof(float) * (size_t)n, NULL};
+        return TM_OK;
+    }
+    return tm_errf(err, TM_E_NOTFOUND, "tensor '%s' not found", name);
+}
+
+/* binding GPT-OSS's MXFP4 experts is refused, naming the tensor */
+static void gpt_oss_mxfp4(tm_model *m)
+{
+    tm_err err = {0};
+    tm_tensor_source src = {m, mxfp4_lookup, 0};
+    CHECK_EQ_INT(tm_model_bind(m, &src, &err), TM_E_UNSUPPORTED);
+    CHECKF(contains(err.msg, "model.layers.0.mlp.experts.gate_up_proj_blocks") && contains(err.msg, "MXFP4"), "%s",
+           err.msg);
+}
+
 static void test_arch_rules(void)
 {
     tm_model *m = NULL;
@@ -893,6 +924,26 @@ static void test_arch_rules(void)
     CHECK_EQ_INT(model_from("{\"architectures\":[\"CodeGenForCausalLM\"],\"vocab_size\":8,\"n_embd\":96,\"n_layer\":2,"
                             "\"n_head\":6}", &m, &err), TM_E_INVALID);
     CHECK(contains(err.msg, "divisible by 4"));
+    /* GPT-OSS: biases on q, k, v, o by default, sinks, experts of intermediate_size (128 top-4 by default) with
+       biases on them and the router, the clamped SwiGLU whatever hidden_act says, head_dim 64, every other layer
+       sliding from layer 0 (window 128) unless layer_types says otherwise */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GptOssForCausalLM\"]," SMALL ",\"hidden_act\":\"gelu\"}", &m, &err),
+                 TM_OK);
+    if (m) CHECK(m->n_experts == 128 && m->top_k == 4 && m->F_expert == 8 && m->norm_topk_prob && m->expert_bias &&
+                 m->attn_sinks && m->qkv_bias && m->o_bias && m->act == TM_ACT_SWIGLU_OAI && m->Dh == 64 &&
+                 m->layer[0].sliding && m->layer[0].window == 128 && !m->layer[1].sliding &&
+                 m->rope[0].theta == 1.5e5 && spec_has(m, "model.layers.0.self_attn.sinks") &&
+                 spec_has(m, "model.layers.0.self_attn.o_proj.bias") && spec_has(m, "model.layers.1.mlp.router.bias") &&
+                 spec_has(m, "model.layers.1.mlp.experts.127.down_proj.bias") &&
+                 spec_has(m, "model.layers.1.mlp.experts.0.gate_proj.weight"));
+    if (m) gpt_oss_mxfp4(m);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"GptOssForCausalLM\"]," SMALL ",\"attention_bias\":false,"
+                            "\"layer_types\":[\"full_attention\",\"sliding_attention\"],\"sliding_window\":64}", &m, &err),
+                 TM_OK);
+    if (m) CHECK(!m->qkv_bias && !m->o_bias && !m->layer[0].sliding && m->layer[1].window == 64 &&
+                 !spec_has(m, "model.layers.0.self_attn.q_proj.bias") && spec_has(m, "model.layers.0.self_attn.sinks"));
+    tm_model_free(m);
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */

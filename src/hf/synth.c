@@ -46,6 +46,15 @@ static const synth_preset presets[] = {
      "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"max_position_embeddings\":2048,\"rms_norm_eps\":1e-6,"
      "\"rope_theta\":1000000.0,\"tie_word_embeddings\":false,\"hidden_act\":\"silu\",\"bos_token_id\":1,"
      "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"gpt-oss-tiny", "a 2-layer GPT-OSS (attention sinks, q/k/v/o biases, a sliding window of 16 on layer 0, YaRN, "
+     "8 experts top-2 with biases and the clamped SwiGLU), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"GptOssForCausalLM\"],\"model_type\":\"gpt_oss\",\"vocab_size\":1024,\"hidden_size\":128,"
+     "\"intermediate_size\":64,\"num_local_experts\":8,\"num_experts_per_tok\":2,\"num_hidden_layers\":2,"
+     "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":32,\"max_position_embeddings\":131072,"
+     "\"rms_norm_eps\":1e-5,\"rope_theta\":150000.0,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":32.0,"
+     "\"beta_fast\":32.0,\"beta_slow\":1.0,\"original_max_position_embeddings\":4096,\"truncate\":false},"
+     "\"sliding_window\":16,\"attention_bias\":true,\"swiglu_limit\":7.0,\"tie_word_embeddings\":false,"
+     "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"granitemoe-shared-tiny", "a 2-layer GraniteMoE-shared (8 experts top-2 renormalised, a shared MLP without a "
      "gate, Granite's multipliers), for tests (vocab 1024, hidden 128)",
      "{\"architectures\":[\"GraniteMoeSharedForCausalLM\"],\"model_type\":\"granitemoeshared\",\"vocab_size\":1024,"
@@ -321,8 +330,9 @@ static int write_tokenizer(const char *dir, int V, int bos, int eos, tm_err *err
 }
 
 /* slot is a norm's weight (GPT-2's ln_1 as well as Llama's input_layernorm) */
-/* 1: a norm's weight (ones); 2: a q/k norm's weight, 3: its bias (both spread, 1 + 0.2 g and 0.2 g, so that
- * a per-head weight row or the bias taken wrongly shows in the logits); 0: anything else (0.02 g) */
+/* 1: a norm's weight (ones); 2: a q/k norm's weight, 3: its bias, or the router's or an expert's (spread,
+ * 1 + 0.2 g and 0.2 g, so that a per-head weight row or a bias taken wrongly shows in the logits); 4: attention
+ * sinks (2 g: against the window's 16 keys of ~e^0 each they take a share that shows); 0: anything else (0.02 g) */
 static int norm_kind(const tm_model *m, const tm_tensor *slot)
 {
     if (slot == &m->final_norm || slot == &m->embed_norm) return 1;
@@ -332,7 +342,10 @@ static int norm_kind(const tm_model *m, const tm_tensor *slot)
         for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
             if (slot == n[i]) return 1;
         if (slot == &w->q_norm || slot == &w->k_norm) return 2;
-        if (slot == &w->q_norm_b || slot == &w->k_norm_b) return 3;
+        if (slot == &w->q_norm_b || slot == &w->k_norm_b || slot == &w->router_b) return 3;
+        if (slot == &w->sinks) return 4;
+        for (int e = 0; e < m->n_experts && w->e_gate_b; e++)
+            if (slot == &w->e_gate_b[e] || slot == &w->e_up_b[e] || slot == &w->e_down_b[e]) return 3;
     }
     return 0;
 }
@@ -392,7 +405,7 @@ static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng,
                 }
                 float g = rng->gauss[next_u64(rng) >> (64 - GTAB_BITS)];
                 buf[j] = kind == 2 ? tm_f32_to_bf16(tm_bf16_to_f32(one) + 0.2f * g)
-                                   : tm_f32_to_bf16((kind == 3 ? 0.2f : 0.02f) * g);
+                                   : tm_f32_to_bf16((kind == 4 ? 2.f : kind == 3 ? 0.2f : 0.02f) * g);
             }
             if (fwrite(buf, 2, c, a.f) != c) break;
         }
