@@ -375,8 +375,9 @@ def variants():
         tie_word_embeddings=False), 2103,
         "GPT-OSS: attention sinks, q/k/v/o biases, sliding window 16 on layer 0, YaRN x32 without truncation, "
         "4 experts top-2 (softmax over the top logits, router bias), experts fused [E][D][2F] with interleaved "
-        "gate/up columns and biases, clamped SwiGLU (alpha 1.702, (up + 1)) with swiglu_limit 0.15 so that "
-        "the clamps bite")
+        "gate/up columns and biases, clamped SwiGLU (alpha 1.702, (up + 1)); the config's swiglu_limit 0.15 is not "
+        "read by transformers 5.17 (GptOssExperts fixes the limit at 7, which these activations never reach), so "
+        "an engine that reads it fails this fixture")
     v["deepseek_v3"] = ("DeepseekV3Config", dict(
         COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
         first_k_dense_replace=1, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2,
