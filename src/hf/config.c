@@ -308,6 +308,16 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"num_heads", &c->num_heads},
         {"window_size", &c->window_size},
         {"shared_intermediate_size", &c->shared_intermediate_size},
+        {"q_lora_rank", &c->q_lora_rank},
+        {"kv_lora_rank", &c->kv_lora_rank},
+        {"qk_nope_head_dim", &c->qk_nope_head_dim},
+        {"qk_rope_head_dim", &c->qk_rope_head_dim},
+        {"v_head_dim", &c->v_head_dim},
+        {"n_routed_experts", &c->n_routed_experts},
+        {"n_shared_experts", &c->n_shared_experts},
+        {"first_k_dense_replace", &c->first_k_dense_replace},
+        {"n_group", &c->n_group},
+        {"topk_group", &c->topk_group},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = get_int(x, o, ints[i].k, x->pre, ints[i].p))) return rc;
@@ -331,6 +341,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"layer_norm_epsilon", &c->layer_norm_epsilon},
         {"logit_scale", &c->logit_scale},
         {"clip_qkv", &c->clip_qkv},
+        {"routed_scaling_factor", &c->routed_scaling_factor},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if ((rc = get_num(x, o, nums[i].k, x->pre, nums[i].p))) return rc;
@@ -359,6 +370,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"alibi", &c->alibi},
         {"apply_residual_connection_post_layernorm", &c->apply_residual_connection_post_layernorm},
         {"no_bias", &c->no_bias},
+        {"rope_interleave", &c->rope_interleave},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if ((rc = get_bool(x, o, bools[i].k, x->pre, bools[i].p))) return rc;
@@ -387,6 +399,8 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
     if ((rc = get_str(x, o, "activation_function", x->pre, c->activation_function, sizeof c->activation_function)))
         return rc;
     if ((rc = get_str(x, o, "activation", x->pre, c->activation, sizeof c->activation))) return rc;
+    if ((rc = get_str(x, o, "topk_method", x->pre, c->topk_method, sizeof c->topk_method))) return rc;
+    if ((rc = get_str(x, o, "scoring_func", x->pre, c->scoring_func, sizeof c->scoring_func))) return rc;
     if ((rc = get_str(x, o, "torch_dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
     if ((rc = get_str(x, o, "dtype", x->pre, c->dtype, sizeof c->dtype))) return rc;
     if ((rc = parse_rope(x, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), "rope_scaling", &c->rope_scaling)))

@@ -99,6 +99,12 @@ typedef struct tm_hf_config {
         tm_cfg_num clip_qkv, softmax_scale;
     } attn_config;
     tm_cfg_num clip_qkv;            /* OLMo */
+    /* DeepSeek-V2/V3: multi-head latent attention and their MoE */
+    tm_cfg_int q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    tm_cfg_int n_routed_experts, n_shared_experts, first_k_dense_replace, n_group, topk_group;
+    tm_cfg_num routed_scaling_factor;
+    tm_cfg_bool rope_interleave;
+    char topk_method[32], scoring_func[16];
     tm_cfg_int num_layers, num_heads, window_size; /* GPT-Neo */
     int n_neo_local;
     uint8_t *neo_local;             /* [n_neo_local] GPT-Neo's attention_layers (or attention_types expanded):

@@ -96,6 +96,8 @@ static const arch_info arch_table[] = {
     {"Qwen2MoeForCausalLM",            "qwen2_moe",  TM_ARCH_QWEN2_MOE, 0, 1e-6, 1e4, 32768,  0,  AB_QKV,    0, 0, 0, 0, SW_QWEN2MOE, 4096, MOE_QWEN2, "model.", NULL, NULL},
     {"OlmoeForCausalLM",               "olmoe",      TM_ARCH_OLMOE,     0, 1e-5, 1e4, 4096,   0,  AB_CONFIG, 0, 2, 0, 0, SW_NONE,   0,    MOE_OLMOE,   "model.", NULL, NULL},
     {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model.", NULL, NULL},
+    {"DeepseekV2ForCausalLM",          "deepseek_v2", TM_ARCH_DEEPSEEK_V2, 0, 1e-6, 1e4, 2048, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
+    {"DeepseekV3ForCausalLM",          "deepseek_v3", TM_ARCH_DEEPSEEK_V3, 0, 1e-6, 1e4, 4096, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
     {"GptOssForCausalLM",              "gpt_oss",    TM_ARCH_GPT_OSS,   0, 1e-5, 1.5e5, 131072, 64, AB_CONFIG, 0, 0, 0, 0, SW_GEMMA2, 128, MOE_GPT_OSS, "model.", NULL, NULL},
     {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
      &names_phi, &ln_phi},
@@ -383,7 +385,26 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
         snprintf(lp, sizeof lp, "%s%s.%d", P, N->layers, l);
         snprintf(mp, sizeof mp, "%s%s%s", lp, N->mlp ? "." : "", N->mlp ? N->mlp : "");
         if (m->pre_norms && !m->norm_plain) ADD_NORM(&w->attn_norm, &w->attn_norm_b, "%s.%s", lp, N->attn_norm);
-        if (m->fused_qkv) {
+#define MLA_ROWS(k) (m->spec[m->n_spec - 1].hf_mla = (k))
+        if (m->mla) { /* q_a / q_b or q_proj; kv_a, kv_b (model.h's mla); attention_bias: q_a's and kv_a's biases */
+            int64_t ql = m->q_lora, kvr = (int64_t)m->kv_lora + m->qk_rope;
+            if (ql) {
+                ADD(&w->q_a, TM_TK_MATRIX, ql, D, "%s.%s.q_a_proj.weight", lp, at);
+                if (m->qkv_bias) ADD(&w->q_a_b, TM_TK_VECTOR, ql, 0, "%s.%s.q_a_proj.bias", lp, at);
+                ADD(&w->q_a_norm, TM_TK_VECTOR, ql, 0, "%s.%s.q_a_layernorm.weight", lp, at);
+            }
+            ADD(&w->wq, TM_TK_MATRIX, q, ql ? ql : D, "%s.%s.%s.weight", lp, at, ql ? "q_b_proj" : "q_proj");
+            MLA_ROWS(1);
+            ADD(&w->kv_a, TM_TK_MATRIX, kvr, D, "%s.%s.kv_a_proj_with_mqa.weight", lp, at);
+            MLA_ROWS(2);
+            if (m->qkv_bias) {
+                ADD(&w->kv_a_b, TM_TK_VECTOR, kvr, 0, "%s.%s.kv_a_proj_with_mqa.bias", lp, at);
+                MLA_ROWS(2);
+            }
+            ADD(&w->kv_a_norm, TM_TK_VECTOR, m->kv_lora, 0, "%s.%s.kv_a_layernorm.weight", lp, at);
+            ADD(&w->kv_b, TM_TK_MATRIX, (int64_t)m->H * (m->qk_nope + m->v_dim), m->kv_lora, "%s.%s.kv_b_proj.weight", lp,
+                at);
+        } else if (m->fused_qkv) {
             ADD(&w->wqkv, TM_TK_MATRIX, q + 2 * kv, D, "%s.%s.%s.weight", lp, at, N->qkv);
             if (m->qkv_bias) ADD(&w->bqkv, TM_TK_VECTOR, q + 2 * kv, 0, "%s.%s.%s.bias", lp, at, N->qkv);
         } else {
@@ -407,7 +428,7 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
                 ADD(&w->k_norm_b, TM_TK_VECTOR, Dh, 0, "%s.%s.%s.bias", lp, at, kn);
             }
         }
-        ADD(&w->wo, TM_TK_MATRIX, D, q, "%s.%s.%s.weight", lp, at, N->o);
+        ADD(&w->wo, TM_TK_MATRIX, D, m->mla ? (int64_t)m->H * m->v_dim : q, "%s.%s.%s.weight", lp, at, N->o);
         if (m->o_bias) ADD(&w->bo, TM_TK_VECTOR, D, 0, "%s.%s.%s.bias", lp, at, N->o);
         if (m->attn_sinks) ADD(&w->sinks, TM_TK_VECTOR, m->H, 0, "%s.%s.sinks", lp, at);
         if (!m->pre_norms) { /* OLMo 2: norms on the branches' outputs only */
@@ -432,6 +453,10 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
             const char *rt = ai->moe == MOE_GRANITE ? "router.layer" : ai->moe == MOE_GPT_OSS ? "router" : "gate";
             ADD(&w->router, TM_TK_MATRIX, E, D, "%s.%s.%s.weight", lp, blk, rt);
             if (m->expert_bias) ADD(&w->router_b, TM_TK_VECTOR, E, 0, "%s.%s.%s.bias", lp, blk, rt);
+            if (m->router_sigmoid) { /* DeepSeek-V3's correction bias: kept in f32 in its checkpoints */
+                ADD(&w->router_corr, TM_TK_VECTOR, E, 0, "%s.mlp.gate.e_score_correction_bias", lp);
+                m->spec[m->n_spec - 1].any_float = 1;
+            }
             for (int e = 0; e < E; e++) {
                 if (ai->moe == MOE_MIXTRAL) {
                     ADD(&w->e_gate[e], TM_TK_MATRIX, Fe, D, "%s.%s.experts.%d.w1.weight", lp, blk, e);
@@ -450,7 +475,8 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
             }
             if (m->F_shared) { /* Qwen2-MoE's shared expert and its gate; GraniteMoE's shared MLP */
                 int64_t Fs = m->F_shared;
-                const char *se = ai->moe == MOE_GRANITE ? "shared_mlp" : "mlp.shared_expert";
+                const char *se = ai->moe == MOE_GRANITE    ? "shared_mlp"
+                                 : ai->moe == MOE_DEEPSEEK ? "mlp.shared_experts" : "mlp.shared_expert";
                 ADD(&w->s_gate, TM_TK_MATRIX, Fs, D, "%s.%s.gate_proj.weight", lp, se);
                 ADD(&w->s_up, TM_TK_MATRIX, Fs, D, "%s.%s.up_proj.weight", lp, se);
                 ADD(&w->s_down, TM_TK_MATRIX, D, Fs, "%s.%s.down_proj.weight", lp, se);
@@ -497,6 +523,7 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
                 const tm_tensor *s = m->spec[i].slot;
                 if (s == &w->wq || s == &w->wk || s == &w->bq || s == &w->bk) m->spec[i].hf_rope_pairs = m->rope[0].rot_dim;
             }
+#undef MLA_ROWS
 #undef ADD_NORM
 #undef ADD
     return TM_OK;
@@ -617,11 +644,84 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
     return TM_OK;
 }
 
+/* DeepSeek-V2/V3's experts (model.h's "DeepSeek" routing), as their transformers config classes default them:
+ * n_routed_experts routed experts of moe_intermediate_size on the layers from first_k_dense_replace on, plus
+ * n_shared_experts x moe_intermediate_size shared on every token, without a gate */
+static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+    int v3 = ai->arch == TM_ARCH_DEEPSEEK_V3, rc, shared = 0, dense = 0;
+    double rs = 1;
+    if ((rc = opt_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS, v3 ? 256 : 64, &m->n_experts)) ||
+        (v3 ? (rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, 8, &m->top_k))
+            : (rc = req_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, &m->top_k))) ||
+        (rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF, v3 ? 2048 : 1407,
+                      &m->F_expert)) ||
+        (rc = opt_int(x, &c->n_shared_experts, "n_shared_experts", 0, 64, v3 ? 1 : 2, &shared)) ||
+        (rc = opt_int(x, &c->first_k_dense_replace, "first_k_dense_replace", 0, INT32_MAX, v3 ? 3 : 0, &dense)) ||
+        (rc = opt_pos_num(x, &c->routed_scaling_factor, "routed_scaling_factor", v3 ? 2.5 : 1.0, &rs)))
+        return rc;
+    m->F_shared = shared * m->F_expert;
+    m->routed_scale = (float)rs;
+    m->router_sigmoid = m->group_top2 = v3;
+    /* V2 reads neither norm_topk_prob nor scoring_func (softmax); V3 renormalises by default (sigmoid) */
+    m->norm_topk_prob = v3 && (c->norm_topk_prob.state != TM_CFG_SET || c->norm_topk_prob.v);
+    int grouped = v3 || strcmp(c->topk_method, "group_limited_greedy") == 0;
+    if (!v3 && c->topk_method[0] && !grouped && strcmp(c->topk_method, "greedy") != 0)
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%stopk_method' = '%s' is not supported (greedy, "
+                       "group_limited_greedy are)", c->name, x->pre, c->topk_method);
+    m->n_group = m->topk_group = 1;
+    if (grouped) {
+        int gmax = m->n_experts < TM_MODEL_MAX_GROUPS ? m->n_experts : TM_MODEL_MAX_GROUPS;
+        if ((rc = (v3 ? opt_int(x, &c->n_group, "n_group", 1, gmax, 8, &m->n_group)
+                      : req_int(x, &c->n_group, "n_group", 1, gmax, &m->n_group))) ||
+            (rc = (v3 ? opt_int(x, &c->topk_group, "topk_group", 1, m->n_group, 4, &m->topk_group)
+                      : req_int(x, &c->topk_group, "topk_group", 1, m->n_group, &m->topk_group))))
+            return rc;
+        if (m->n_experts % m->n_group || (v3 && m->n_experts / m->n_group < 2) ||
+            m->top_k > m->topk_group * (m->n_experts / m->n_group))
+            return tm_errf(x->err, TM_E_INVALID, "%s: %d experts in 'n_group' = %d groups, of which 'topk_group' = %d, "
+                           "cannot give 'num_experts_per_tok' = %d", c->name, m->n_experts, m->n_group, m->topk_group,
+                           m->top_k);
+    }
+    for (int l = 0; l < m->L; l++) m->layer[l].moe = l >= dense;
+    return TM_OK;
+}
+
+/* Multi-head latent attention's sizes (DeepSeek-V2/V3, model.h's mla): q_lora_rank null is a plain q
+ * projection; head_dim and num_key_value_heads are not read (transformers' head_dim is qk_rope_head_dim) */
+static int resolve_mla(ctx *x, const arch_info *ai, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+    const int MX = TM_MODEL_MAX_HEAD_DIM;
+    int rc;
+    if ((rc = opt_int(x, &c->q_lora_rank, "q_lora_rank", 1, TM_MODEL_MAX_HIDDEN, 1536, &m->q_lora)) ||
+        (rc = opt_int(x, &c->kv_lora_rank, "kv_lora_rank", 1, TM_MODEL_MAX_HIDDEN, 512, &m->kv_lora)) ||
+        (rc = opt_int(x, &c->qk_nope_head_dim, "qk_nope_head_dim", 1, MX, 128, &m->qk_nope)) ||
+        (rc = opt_int(x, &c->qk_rope_head_dim, "qk_rope_head_dim", 2, MX, 64, &m->qk_rope)) ||
+        (rc = opt_int(x, &c->v_head_dim, "v_head_dim", 1, MX, 128, &m->v_dim)))
+        return rc;
+    if (c->q_lora_rank.state == TM_CFG_NULL) m->q_lora = 0;
+    if (m->qk_rope % 2 || m->v_dim > m->qk_nope + m->qk_rope)
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: 'qk_rope_head_dim' = %d must be even and 'v_head_dim' = %d at most "
+                       "qk_nope_head_dim + qk_rope_head_dim", c->name, m->qk_rope, m->v_dim);
+    m->mla = 1;
+    m->Dh = m->qk_nope + m->qk_rope;
+    m->Hk = m->H; /* the latent is expanded per head */
+    x->rot_dim = m->qk_rope;
+    /* V2 rotates interleaved pairs (its complex product); V3 with rope_interleave (default true) */
+    m->mla_interleave = ai->arch == TM_ARCH_DEEPSEEK_V2 || c->rope_interleave.state != TM_CFG_SET || c->rope_interleave.v;
+    if (c->mlp_bias.state == TM_CFG_SET && c->mlp_bias.v)
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: 'mlp_bias' = true is not supported for %s", c->name, ai->cls);
+    return TM_OK;
+}
+
 static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
 {
     const tm_hf_config *c = x->c;
     int rc;
     if (ai->moe == MOE_NONE) return TM_OK;
+    if (ai->moe == MOE_DEEPSEEK) return resolve_deepseek_moe(x, ai, m);
     const tm_cfg_int *ne = c->num_experts.state == TM_CFG_SET ? &c->num_experts : &c->num_local_experts;
     const char *nek = ne == &c->num_experts ? "num_experts" : "num_local_experts";
     int def_e = ai->moe == MOE_QWEN3 || ai->moe == MOE_GPT_OSS ? 128 : ai->moe == MOE_QWEN2 ? 60
@@ -958,7 +1058,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
                        "Qwen3, Gemma 1-3, Granite, SmolLM3, OLMo 1-3, EXAONE 4, GLM, GLM-4, Phi, Phi-3, StarCoder 1-2, "
                        "StableLM, GPT-NeoX, GPT-2, GPT-J, GPT-Neo, CodeGen, Cohere 1-2, OPT, Falcon, Nemotron, Persimmon, BLOOM, "
                        "MPT, Arcee, ERNIE 4.5, "
-                       "Qwen2/3-MoE, OLMoE, GraniteMoE, Mixtral, GPT-OSS are)", c->name,
+                       "Qwen2/3-MoE, OLMoE, GraniteMoE, Mixtral, GPT-OSS, DeepSeek-V2/V3 are)", c->name,
                        c->architecture[0] ? c->architecture : c->model_type);
     }
     /* Gemma 3's multimodal configs leave sizes out of text_config and rely on
@@ -1017,6 +1117,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         }
         m->Dh = m->D / m->H;
     }
+    if (ai->moe == MOE_DEEPSEEK && (rc = resolve_mla(&x, ai, m))) goto fail;
     if ((int64_t)m->H * m->Dh > TM_MODEL_MAX_HIDDEN * 4LL) {
         rc = tm_errf(err, TM_E_INVALID, "%s: num_attention_heads x head_dim = %lld is absurd", c->name,
                      (long long)m->H * m->Dh);
@@ -1081,7 +1182,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
             goto fail;
         m->final_softcap = c->final_logit_softcapping.state == TM_CFG_NULL ? 0 : (float)cap;
     }
-    m->residual_scale = m->logits_div = m->logits_mul = 1.0f;
+    m->residual_scale = m->logits_div = m->logits_mul = m->routed_scale = 1.0f;
     if (ai->arch == TM_ARCH_COHERE || ai->arch == TM_ARCH_COHERE2) {
         double ls = 0.0625;
         if ((rc = opt_pos_num(&x, &c->logit_scale, "logit_scale", 0.0625, &ls))) goto fail;
@@ -1143,6 +1244,12 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         }
     }
     if ((rc = resolve_ropes(&x, ai, m))) goto fail;
+    if (m->mla) { /* DeepSeek's yarn_apply_mscale: a scaled RoPE with mscale_all_dim scales the attention too */
+        const tm_rope *rp = &m->rope[0];
+        double ms = rp->type != TM_ROPE_DEFAULT && rp->mscale_all_dim > 0 && rp->factor > 1
+                        ? 0.1 * rp->mscale_all_dim * log(rp->factor) + 1.0 : 1.0;
+        m->attn_scale = (float)(pow((double)m->Dh, -0.5) * ms * ms);
+    }
     for (int l = 0; l < m->L && m->n_experts; l++) {
         if (!m->layer[l].moe) continue;
         m->w[l].e_gate = calloc((size_t)m->n_experts, sizeof(tm_tensor));

@@ -41,7 +41,7 @@ static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_ten
         if (t->nbytes != (size_t)numel * es || !t->data)
             return tm_errf(err, TM_E_INVALID, "tensor '%s': %zu bytes for %lld %s elements", s->name, t->nbytes,
                            (long long)numel, tm_dtype_name(t->dtype));
-        if (m->check_dtype && m->has_dtype && t->dtype != m->dtype)
+        if (m->check_dtype && m->has_dtype && t->dtype != m->dtype && !s->any_float)
             return tm_errf(err, TM_E_INVALID, "tensor '%s': dtype %s does not match the config's declared dtype %s",
                            s->name, tm_dtype_name(t->dtype), tm_dtype_name(m->dtype));
         return TM_OK;
@@ -110,6 +110,27 @@ static int rope_pairs_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, t
     const uint8_t *src = t->data;
     for (int64_t r = 0; r < R; r++) /* destination row r */
         memcpy(d + (size_t)r * row, src + (size_t)((r / Dh) * Dh + pair_src(r % Dh, rot)) * row, row);
+    t->data = d;
+    return TM_OK;
+}
+
+/* MLA rows into the bound layout (model.h's mla): hf_mla 1, the q projection [H*Dh][K], each head's rows
+ * [nope | rope] -> [rope | nope]; 2, kv_a [kv_lora + rope][K] (or its bias), the rope rows in place; the rope
+ * rows' pairs (2i, 2i + 1) de-interleaved (pair_src) where m->mla_interleave */
+static int mla_rows_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_err *err)
+{
+    uint8_t *d = owned_copy(m, s, t, err);
+    if (!d) return err->code;
+    int64_t R = s->shape[0], rope = m->qk_rope, nope = m->qk_nope, il = m->mla_interleave;
+    int64_t blk = s->hf_mla == 1 ? m->Dh : R; /* a head's rows, or all of kv_a's */
+    size_t row = (s->ndim == 2 ? (size_t)s->shape[1] : 1) * tm_dtype_size(t->dtype);
+    const uint8_t *src = t->data;
+    for (int64_t r = 0; r < R; r++) { /* destination row r: row i of block r / blk */
+        int64_t i = r % blk, from;
+        if (s->hf_mla == 1) from = i < rope ? nope + (il ? pair_src(i, rope) : i) : i - rope;
+        else from = i < m->kv_lora ? i : m->kv_lora + (il ? pair_src(i - m->kv_lora, rope) : i - m->kv_lora);
+        memcpy(d + (size_t)r * row, src + (size_t)(r - i + from) * row, row);
+    }
     t->data = d;
     return TM_OK;
 }
@@ -379,6 +400,8 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
         }
         if (s->hf_rope_pairs && !src->canonical) { /* rotary pairs interleaved: checked, then reordered */
             if ((rc = check_tensor(m, s, &t, err)) || (rc = rope_pairs_into(m, s, &t, err))) return rc;
+        } else if (s->hf_mla && !src->canonical) {
+            if ((rc = check_tensor(m, s, &t, err)) || (rc = mla_rows_into(m, s, &t, err))) return rc;
         } else if (s->hf_codegen && !src->canonical) {
             if ((rc = check_tensor(m, s, &t, err)) || (rc = codegen_qkv_into(m, s, &t, err))) return rc;
         } else if (s->hf_transposed && !src->canonical) { /* stored [K][N]: checked so, then transposed */

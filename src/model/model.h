@@ -50,6 +50,14 @@
  *         o = softmax(s) · V
  *         attn_sinks: o = Σ_j e^(s_j) v_j / (Σ_j e^(s_j) + e^(sinks[qh]))   (GPT-OSS: a learned logit per head
  *                     in the softmax's sum, with no value)
+ *     mla (DeepSeek-V2/V3, multi-head latent attention; Hk = H, Dh = qk_rope + qk_nope, values v_dim wide):
+ *         q = q_lora ? rmsnorm(h·q_aᵀ + bqa, q_a_norm)·wqᵀ : h·wqᵀ       [T][H][Dh]
+ *         ckv = h·kv_aᵀ + bkva  [T][kv_lora + qk_rope];  c = rmsnorm(ckv[:kv_lora], kv_a_norm)
+ *         kvb = c·kv_bᵀ         [T][H][qk_nope + v_dim]
+ *         k_h = [ckv[kv_lora:] | kvb_h[:qk_nope]],  v_h = kvb_h[qk_nope:]  (the rope part shared by the heads)
+ *         RoPE on the first qk_rope dims of q_h and k_h (bound so: each q head's rows [rope | nope]; the
+ *         checkpoint's [nope | rope], its rope dims in interleaved pairs where mla_interleave, is reordered
+ *         at bind, kv_a's rope rows likewise; q·k is unchanged); attention as above over Dh, o [T][H][v_dim]
  *     a = o·woᵀ + bo                                [T][D]
  *     post_attn_norm (Gemma, OLMo 2): a = rmsnorm(a, attn_out_norm)
  *     x = x + a * residual_scale                    (Granite's residual_multiplier, else 1)
@@ -60,6 +68,10 @@
  *              gated 0: no gate, f = act(h·wuᵀ + bu)·wdᵀ + bd)
  *     moe:    r = softmax(h·routerᵀ + router_b) over E experts (f32); take the top_k
  *             (norm_topk_prob: divide them by their sum; router_b: GPT-OSS's, else 0);
+ *             DeepSeek: r = sigmoid(h·routerᵀ) (router_sigmoid, V3) or the softmax; the choice is by
+ *             r + router_corr (V3's e_score_correction_bias, else 0) among the experts of the topk_group
+ *             best of n_group equal groups (a group's score: the sum of its 2 best (group_top2, V3) or its
+ *             best); the weights are r of the chosen (norm_topk_prob: over their sum) × routed_scale;
  *             f = Σ p_e · (act(h·eg_eᵀ + egb_e) ⊙ (h·eu_eᵀ + eub_e))·ed_eᵀ + edb_e   (expert biases: GPT-OSS's,
  *                                                                                     else 0)
  *             F_shared: f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ)·s_downᵀ  (shared_gate 0:
@@ -94,6 +106,7 @@
 #define TM_MODEL_MAX_HEAD_DIM 65536
 #define TM_MODEL_MAX_FF 10000000
 #define TM_MODEL_MAX_EXPERTS 65536
+#define TM_MODEL_MAX_GROUPS 256      /* DeepSeek's expert groups (n_group) */
 #define TM_MODEL_MAX_TENSORS 262144  /* layers x tensors per layer (MoE: 3 per expert) */
 
 /* A container of tensors (a HF directory, a package): lookup returns a view
@@ -151,6 +164,8 @@ typedef enum tm_arch {
     TM_ARCH_ERNIE4_5,
     TM_ARCH_CODEGEN,
     TM_ARCH_GPT_OSS,
+    TM_ARCH_DEEPSEEK_V2,
+    TM_ARCH_DEEPSEEK_V3,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -198,7 +213,11 @@ typedef struct tm_layer_desc {
 typedef struct tm_layer_weights {
     tm_tensor attn_norm;         /* [D] */
     tm_tensor attn_norm_b;       /* [D] LayerNorm bias (norm_bias) */
-    tm_tensor wq, wk, wv;        /* [H*Dh][D], [Hk*Dh][D], [Hk*Dh][D] */
+    tm_tensor wq, wk, wv;        /* [H*Dh][D], [Hk*Dh][D], [Hk*Dh][D] (MLA: wq [H*Dh][q_lora or D], no wk, wv) */
+    tm_tensor q_a, q_a_b, q_a_norm; /* MLA: [q_lora][D], [q_lora] (attention_bias), [q_lora] */
+    tm_tensor kv_a, kv_a_b;      /* MLA: [kv_lora + qk_rope][D], [kv_lora + qk_rope] (attention_bias) */
+    tm_tensor kv_a_norm;         /* MLA: [kv_lora] */
+    tm_tensor kv_b;              /* MLA: [H*(qk_nope + v_dim)][kv_lora] */
     tm_tensor wqkv;              /* [(H+2Hk)*Dh][D] fused (Phi-3, GPT-2; GPT-NeoX, Falcon: qkv_interleaved) */
     tm_tensor bqkv;              /* [(H+2Hk)*Dh] its bias (GPT-NeoX, Falcon, GPT-2), in its row order */
     tm_tensor bq, bk, bv;        /* [H*Dh], [Hk*Dh], [Hk*Dh] */
@@ -217,6 +236,7 @@ typedef struct tm_layer_weights {
     tm_tensor b_gate, b_up, b_down; /* [F], [F], [D] */
     tm_tensor router;            /* [E][D] */
     tm_tensor router_b;          /* [E] (expert_bias) */
+    tm_tensor router_corr;       /* [E] DeepSeek-V3's e_score_correction_bias (any float dtype) */
     tm_tensor *e_gate, *e_up;    /* [E] each [Fe][D] */
     tm_tensor *e_down;           /* [E] each [D][Fe] */
     tm_tensor *e_gate_b, *e_up_b; /* [E] each [Fe] (expert_bias; NULL arrays otherwise) */
@@ -243,6 +263,10 @@ typedef struct tm_tensor_spec {
                                     rotary dims pair up interleaved in a HF checkpoint (i with i + 1: GPT-J,
                                     Cohere); bound reordered, head by head, so that rotate-half pairs them
                                     (even dims first, then odd; q·k is unchanged) */
+    int hf_mla;                  /* MLA rows as the checkpoint stores them, reordered at bind (model.h's mla): 1 the
+                                    q projection's (each head [nope | rope] -> [rope | nope]), 2 kv_a's (its rope
+                                    rows); the rope pairs de-interleaved where m->mla_interleave */
+    int any_float;               /* any of f32 / f16 / bf16, whatever the declared dtype (V3's correction bias) */
     int hf_codegen;              /* CodeGen's fused qkv_proj: rows in 4 blocks of (q, v, k) quarters; bound as rows
                                     Q, K, V (and q / k's rotary pairs as hf_rope_pairs) */
     tm_tensor *slot;             /* where tm_model_bind puts it */
@@ -268,6 +292,9 @@ typedef struct tm_model {
                                     MPT); 0: none */
     float *alibi;                /* [H] ALiBi slopes (BLOOM, MPT; their layers take no RoPE), or NULL */
     int attn_sinks;              /* every layer has sinks [H] (GPT-OSS) */
+    int mla;                     /* multi-head latent attention (DeepSeek-V2/V3: the "mla" lines above) */
+    int q_lora, kv_lora, qk_nope, qk_rope, v_dim; /* its sizes (q_lora 0: a plain q projection) */
+    int mla_interleave;          /* the checkpoint's rope dims pair interleaved (2i, 2i + 1) */
     int qkv_bias, o_bias, mlp_bias;
     int qk_norm;                 /* 1: the model's norm on each q / k head (w [Dh]); 2: on the whole q / k
                                     projection (OLMo 2: w [H*Dh], [Hk*Dh]) */
@@ -299,6 +326,10 @@ typedef struct tm_model {
     int F_shared;                /* a shared expert (0: none): Qwen2-MoE's behind a sigmoid gate, GraniteMoE's without */
     int shared_gate;             /* 1: the shared expert is scaled by sigmoid(h·s_router) (Qwen2-MoE) */
     int expert_bias;             /* the router and every expert's three projections have biases (GPT-OSS) */
+    int router_sigmoid;          /* DeepSeek-V3: sigmoid scores (+ router_corr for the choice), else softmax */
+    int n_group, topk_group;     /* DeepSeek: experts chosen among the topk_group best of n_group groups (1, 1: all) */
+    int group_top2;              /* a group's score: the sum of its 2 best (V3), else its best (V2) */
+    float routed_scale;          /* the routed experts' weights x routed_scaling_factor (DeepSeek), else 1 */
 
     tm_rope rope[2];
     int n_rope;

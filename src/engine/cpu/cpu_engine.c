@@ -44,6 +44,7 @@
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/mla.h"
 #include "engine/cpu/moe.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -64,6 +65,7 @@ typedef struct cpu_layer {
     float *b_gate, *b_up, *b_down;            /* [F], [F], [D] or NULL */
     float *sinks;                             /* [H] attention sinks or NULL */
     tm_moe_experts *moe;                      /* router [E][D] + E experts; NULL: dense FFN */
+    tm_mla *mla;                              /* multi-head latent attention's projections (wq... unused), or NULL */
 } cpu_layer;
 
 #define PROF_SHAPES 32 /* matmuls TANDEM_PROFILE tells apart (a layer has at most 7 weights; a bench, 1-2 row counts) */
@@ -216,6 +218,7 @@ static void cpu_unbind(void *vctx)
                            y->q_norm_b, y->k_norm_b, y->bq, y->bk, y->bv, y->bo, y->b_gate, y->b_up, y->b_down, y->sinks};
             for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) free(vs[i]);
             tm_moe_free(y->moe);
+            tm_mla_free(y->mla);
         }
         free(c->layer);
     }
@@ -423,7 +426,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         tm_kweight **dst[] = {&y->wq, &y->wk, &y->wv, &y->wqkv, &y->wo, &y->w_gate, &y->w_up, &y->w_gate_up, &y->w_down};
         int skip[9] = {0};
         const tm_tensor *qkv[] = {&w->wq, &w->wk, &w->wv}, *gu[] = {&w->w_gate, &w->w_up};
-        if (!w->wqkv.data && pack_cat(&y->wqkv, qkv, 3, roles, "q|k|v", err, &rc))
+        if (m->mla || (!w->wqkv.data && pack_cat(&y->wqkv, qkv, 3, roles, "q|k|v", err, &rc))) /* (MLA: mla.c's) */
             skip[0] = skip[1] = skip[2] = skip[3] = 1; /* wq, wk, wv, and the absent wqkv tensor */
         if (rc == TM_OK && !w->w_gate_up.data && !glu_wanted(c, roles) &&
             pack_cat(&y->w_gate_up, gu, 2, roles, "gate|up", err, &rc))
@@ -452,6 +455,7 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
         y->sinks = vec_f32(&w->sinks);
         if ((rc = fuse_glu(c, y, roles, err)) != TM_OK) goto fail;
         if (m->layer[l].moe && (rc = tm_moe_init(&y->moe, m, l, pack, roles, err)) != TM_OK) goto fail;
+        if (m->mla && (rc = tm_mla_init(&y->mla, m, l, pack, roles, CPU_MAX_ROWS, err)) != TM_OK) goto fail;
     }
     /* the head: GEMV rows (no panels: at most TM_KGEMV_MAX_B rows of logits at a time), on huge pages
        for every binding: a prefill binding reads it once per prompt, but from the package's 4 KB pages
@@ -1222,7 +1226,10 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
     for (int l = 0; l < m->L; l++) {
         const cpu_layer *y = &c->layer[l];
         int qkv16 = 0, f16; /* q|k|v, f in bf16 (y16) */
-        if (y->wqkv) { /* one matmul into qkv[M][HD + 2 KD], split */
+        if (y->mla) { /* q, k, v from the latent (mla.c), into c->q, c->kk, c->vv */
+            par_norm(c, r, c->h, c->x, y->attn_norm, y->attn_norm_b, M, D);
+            if ((rc = tm_mla_forward(y->mla, &c->k, c->h, M, c->q, c->kk, c->vv, &c->ws, r->pool, err))) return rc;
+        } else if (y->wqkv) { /* one matmul into qkv[M][HD + 2 KD], split */
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, y->attn_norm_b, M, y->wqkv, NULL, NULL, &a);
             qkv16 = y16(c, Y16_QKV, y->wqkv, M);
@@ -1238,6 +1245,9 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         double t0 = c->profile ? now_s() : 0;
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
         if (c->profile) c->prof[c->prof_kind][2] += now_s() - t0;
+        if (y->mla) /* each head's first v_dim outputs (the rest are the padded values' 0): [M][H*v_dim] */
+            for (size_t i = 0; i < (size_t)M * m->H; i++)
+                memmove(c->h + i * (size_t)m->v_dim, c->h + i * (size_t)m->Dh, sizeof(float) * (size_t)m->v_dim);
         f16 = !y->bo && !y->attn_out_norm && y16(c, Y16_O, y->wo, M);
         if ((rc = matmul_to(c, r, y->wo, c->h, M, c->f, f16 ? (uint16_t *)c->f : NULL, err))) return rc;
         par_bias(c, r, c->f, y->bo, M, D, D);

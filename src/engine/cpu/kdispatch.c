@@ -417,6 +417,16 @@ int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float
     return TM_OK;
 }
 
+int tm_kmatmul_f32(const tm_kernels *k, const tm_kweight *w, const float *b, const float *x, int M, float *y,
+                   tm_kbuf *ws, struct tm_pool *pool, tm_err *err)
+{
+    tm_kact a = {.M = M, .K = w->K, .f32 = x};
+    int rc = tm_kmatmul(k, w, &a, y, ws, pool, err);
+    for (int i = 0; i < M && b && !rc; i++)
+        for (int n = 0; n < w->N; n++) y[(size_t)i * w->N + n] += b[n];
+    return rc;
+}
+
 int tm_kmatmul_bf16y_ok(const tm_kernels *k, const tm_kweight *w, int M)
 {
     return k->gemm_bf16y && w && tm_kmatmul_gemm(k, w, M);

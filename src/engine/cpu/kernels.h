@@ -307,6 +307,9 @@ const char *tm_kernels_op_source(const tm_kernels *k, int i);
 int tm_kmatmul_gemm(const tm_kernels *k, const tm_kweight *w, int M);
 int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float *y,
                tm_kbuf *ws, struct tm_pool *pool, tm_err *err);
+/* tm_kmatmul_f32: the same from f32 rows x[M][K], plus b[N] on every row (b NULL: none) */
+int tm_kmatmul_f32(const tm_kernels *k, const tm_kweight *w, const float *b, const float *x, int M, float *y,
+                   tm_kbuf *ws, struct tm_pool *pool, tm_err *err);
 
 /* tm_kmatmul_bf16y: y[M][N] in bf16 by k's gemm_bf16y, where
  * tm_kmatmul_bf16y_ok(k, w, M): a GEMM (tm_kmatmul_gemm: a plain weight, or a

@@ -23,6 +23,7 @@ void tm_moe_free(tm_moe_experts *x)
     free(x->down);
     free(x->router);
     free(x->router_b);
+    free(x->router_corr);
     free(x->gate_b);
     free(x->up_b);
     free(x->down_b);
@@ -94,6 +95,13 @@ int tm_moe_init(tm_moe_experts **out, const tm_model *m, int layer, tm_moe_pack_
         tm_quant_dequant_row(w->router.dtype, w->router.data, w->router.scales, (int64_t)D, (int64_t)e,
                              x->router + e * D);
     if (m->expert_bias && (rc = expert_biases(x, m, layer, err)) != TM_OK) goto fail;
+    x->router_sigmoid = m->router_sigmoid, x->n_group = m->n_group, x->topk_group = m->topk_group;
+    x->group_top2 = m->group_top2, x->routed_scale = m->routed_scale;
+    if (m->router_sigmoid && (!(x->router_corr = malloc(sizeof(float) * E)) ||
+                              (rc = bias_into(x->router_corr, &w->router_corr, (int64_t)E, layer, err)) != TM_OK)) {
+        if (!rc) rc = tm_errf(err, TM_E_NOMEM, "moe layer %d: out of memory", layer);
+        goto fail;
+    }
     for (int e = 0; e < x->E; e++) {
         if ((rc = pack(&x->gate[e], &w->e_gate[e], roles, err)) != TM_OK) goto fail;
         if ((rc = pack(&x->up[e], &w->e_up[e], roles, err)) != TM_OK) goto fail;
@@ -125,7 +133,7 @@ fail:
 
 void tm_moe_scratch_free(tm_moe_scratch *s)
 {
-    void *ps[] = {s->prob, s->sel, s->wsel, s->start, s->order, s->weight, s->xe, s->ge, s->ue, s->ye};
+    void *ps[] = {s->prob, s->sel, s->wsel, s->start, s->order, s->weight, s->xe, s->ge, s->ue, s->ye, s->choice, s->ok};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     memset(s, 0, sizeof *s);
 }
@@ -146,8 +154,10 @@ int tm_moe_scratch_init(tm_moe_scratch *s, const tm_model *m, int max_rows, tm_e
     s->ge = malloc(sizeof(float) * M * Fe);
     s->ue = malloc(sizeof(float) * M * Fe);
     s->ye = malloc(sizeof(float) * M * D);
+    s->choice = malloc(sizeof(float) * E);
+    s->ok = malloc(E);
     if (!s->prob || !s->sel || !s->wsel || !s->start || !s->order || !s->weight || !s->xe || !s->ge || !s->ue ||
-        !s->ye) {
+        !s->ye || !s->choice || !s->ok) {
         tm_moe_scratch_free(s);
         return tm_errf(err, TM_E_NOMEM, "moe: out of memory for scratch (%d rows, %d experts)", max_rows,
                        m->n_experts);
@@ -190,34 +200,65 @@ static void router_rows(void *p, int task, int worker)
                                              (x->router_b ? x->router_b[e] : 0.f);
 }
 
+/* the largest of v[0..n) not in sel[0..k) and allowed (ok NULL: all), the lower index on ties */
+static int top_next(const float *v, int n, const int *sel, int k, const unsigned char *ok)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        int taken = ok && !ok[i];
+        for (int k2 = 0; k2 < k; k2++) taken |= sel[k2] == i;
+        if (!taken && (best < 0 || v[i] > v[best])) best = i;
+    }
+    return best;
+}
+
+/* DeepSeek's groups: ok[E] marks the experts of the topk_group best of n_group groups by c[E] (a group's
+ * score: its 2 best summed (group_top2) or its best) */
+static void allowed_groups(const tm_moe_experts *x, const float *c, unsigned char *ok)
+{
+    int G = x->n_group, per = x->E / G, gsel[TM_MODEL_MAX_GROUPS];
+    float gs[TM_MODEL_MAX_GROUPS];
+    for (int g = 0; g < G; g++) {
+        int t[2] = {top_next(c + g * per, per, NULL, 0, NULL), -1};
+        if (x->group_top2) t[1] = top_next(c + g * per, per, t, 1, NULL);
+        gs[g] = c[g * per + t[0]] + (t[1] >= 0 ? c[g * per + t[1]] : 0.f);
+    }
+    memset(ok, 0, (size_t)x->E);
+    for (int k = 0; k < x->topk_group; k++) {
+        gsel[k] = top_next(gs, G, gsel, k, NULL);
+        memset(ok + (size_t)gsel[k] * per, 1, (size_t)per);
+    }
+}
+
 /* Route every row: s->sel, s->wsel [M][K]; then group: s->start, s->order, s->weight. */
 static int route(const tm_moe_experts *x, const tm_kernels *k, const float *h, int M, tm_moe_scratch *s,
                  struct tm_pool *pool, tm_err *err)
 {
-    int E = x->E, K = x->top_k;
+    int E = x->E, K = x->top_k, grouped = x->n_group > 1 && x->topk_group < x->n_group;
     router_job j = {x, h, s->prob, M};
     int rc = tm_pool_run(pool, (M + ROUTER_ROWS - 1) / ROUTER_ROWS, router_rows, &j);
     if (rc != TM_OK) return tm_errf(err, rc, "moe: the thread pool is busy (nested call)");
-    k->softmax(s->prob, M, E);
+    if (x->router_sigmoid)
+        for (size_t i = 0; i < (size_t)M * E; i++) s->prob[i] = 1.f / (1.f + expf(-s->prob[i]));
+    else
+        k->softmax(s->prob, M, E);
     for (int r = 0; r < M; r++) {
-        const float *p = s->prob + (size_t)r * E;
+        const float *p = s->prob + (size_t)r * E, *c = p; /* the scores, and the choice's */
         int *sel = s->sel + (size_t)r * K;
         float *w = s->wsel + (size_t)r * K;
         float sum = 0;
-        /* top-k: the larger probability first, the lower index on ties */
-        for (int kk = 0; kk < K; kk++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int k2 = 0; k2 < kk; k2++) taken |= sel[k2] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            sel[kk] = best;
-            w[kk] = p[best];
-            sum += p[best];
+        if (x->router_corr) {
+            for (int e = 0; e < E; e++) s->choice[e] = p[e] + x->router_corr[e];
+            c = s->choice;
         }
-        if (x->norm_topk)
-            for (int kk = 0; kk < K; kk++) w[kk] /= sum;
+        if (grouped) allowed_groups(x, c, s->ok);
+        /* top-k: the larger choice first, the lower index on ties */
+        for (int kk = 0; kk < K; kk++) {
+            sel[kk] = top_next(c, E, sel, kk, grouped ? s->ok : NULL);
+            w[kk] = p[sel[kk]];
+            sum += p[sel[kk]];
+        }
+        for (int kk = 0; kk < K; kk++) w[kk] = (x->norm_topk ? w[kk] / sum : w[kk]) * x->routed_scale;
     }
     /* group by expert: a counting sort keeps rows ascending within an expert */
     memset(s->start, 0, sizeof(int) * (size_t)(E + 1));
@@ -235,17 +276,6 @@ static int route(const tm_moe_experts *x, const tm_kernels *k, const float *h, i
 
 /* ---- the block ---------------------------------------------------------------- */
 
-/* y[M][N] = x[M][K] · wᵀ (+ b[N] on every row, b NULL: none) */
-static int matmul(const tm_kernels *k, const tm_kweight *w, const float *b, const float *x, int M, float *y,
-                  tm_kbuf *ws, struct tm_pool *pool, tm_err *err)
-{
-    tm_kact a = {.M = M, .K = tm_kweight_k(w), .f32 = x};
-    int rc = tm_kmatmul(k, w, &a, y, ws, pool, err), N = tm_kweight_n(w);
-    for (int i = 0; i < M && b && !rc; i++)
-        for (int n = 0; n < N; n++) y[(size_t)i * N + n] += b[n];
-    return rc;
-}
-
 int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h, int M, float *f,
                    tm_moe_scratch *s, tm_kbuf *ws, struct tm_pool *pool, tm_err *err)
 {
@@ -260,10 +290,10 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
             memcpy(s->xe + (size_t)j * D, h + (size_t)s->order[j0 + j] * D, sizeof(float) * D);
         const float *gb = x->gate_b ? x->gate_b + (size_t)e * Fe : NULL, *ub = x->up_b ? x->up_b + (size_t)e * Fe : NULL;
         const float *db = x->down_b ? x->down_b + (size_t)e * D : NULL;
-        if ((rc = matmul(k, x->gate[e], gb, s->xe, n, s->ge, ws, pool, err))) return rc; /* [n][Fe] */
-        if ((rc = matmul(k, x->up[e], ub, s->xe, n, s->ue, ws, pool, err))) return rc;   /* [n][Fe] */
+        if ((rc = tm_kmatmul_f32(k, x->gate[e], gb, s->xe, n, s->ge, ws, pool, err))) return rc; /* [n][Fe] */
+        if ((rc = tm_kmatmul_f32(k, x->up[e], ub, s->xe, n, s->ue, ws, pool, err))) return rc;   /* [n][Fe] */
         tm_kglu_fn(k, tm_kglu_of(x->act))(s->ge, s->ge, s->ue, (size_t)n * Fe);
-        if ((rc = matmul(k, x->down[e], db, s->ge, n, s->ye, ws, pool, err))) return rc; /* [n][D] */
+        if ((rc = tm_kmatmul_f32(k, x->down[e], db, s->ge, n, s->ye, ws, pool, err))) return rc; /* [n][D] */
         for (int j = 0; j < n; j++) {
             float *fr = f + (size_t)s->order[j0 + j] * D, wj = s->weight[j0 + j];
             const float *yr = s->ye + (size_t)j * D;
@@ -272,10 +302,10 @@ int tm_moe_forward(const tm_moe_experts *x, const tm_kernels *k, const float *h,
     }
     if (!x->Fs) return TM_OK;
     /* the shared expert on every row, scaled by its sigmoid gate if it has one */
-    if ((rc = matmul(k, x->s_gate, NULL, h, M, s->ge, ws, pool, err))) return rc; /* [M][Fs] */
-    if ((rc = matmul(k, x->s_up, NULL, h, M, s->ue, ws, pool, err))) return rc;   /* [M][Fs] */
+    if ((rc = tm_kmatmul_f32(k, x->s_gate, NULL, h, M, s->ge, ws, pool, err))) return rc; /* [M][Fs] */
+    if ((rc = tm_kmatmul_f32(k, x->s_up, NULL, h, M, s->ue, ws, pool, err))) return rc;   /* [M][Fs] */
     tm_kglu_fn(k, tm_kglu_of(x->act))(s->ge, s->ge, s->ue, (size_t)M * x->Fs);
-    if ((rc = matmul(k, x->s_down, NULL, s->ge, M, s->ye, ws, pool, err))) return rc; /* [M][D] */
+    if ((rc = tm_kmatmul_f32(k, x->s_down, NULL, s->ge, M, s->ye, ws, pool, err))) return rc; /* [M][D] */
     for (int i = 0; i < M; i++) {
         const float *hr = h + (size_t)i * D, *yr = s->ye + (size_t)i * D;
         float sg = 1.f, *fr = f + (size_t)i * D;

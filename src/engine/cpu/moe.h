@@ -1,9 +1,11 @@
 /* engine/cpu/moe.h: the mixture-of-experts FFN block of the CPU engines
  * (Qwen3-MoE, Qwen2-MoE, Mixtral), the "moe:" line of model/model.h's op sequence:
  *
- *   r[M][E]  = softmax(h · routerᵀ + router_b)          (f32, see below; router_b: GPT-OSS's, else 0)
+ *   r[M][E]  = softmax(h · routerᵀ + router_b)          (f32, see below; router_b: GPT-OSS's, else 0;
+ *              DeepSeek-V3: sigmoid, the choice by r + router_corr)
  *   top_k experts per row (the larger probability first, the lower index on
- *   ties); p = their probabilities, divided by their sum when norm_topk
+ *   ties; DeepSeek: among the experts of the topk_group best of n_group groups);
+ *   p = their probabilities, divided by their sum when norm_topk, x routed_scale
  *   f[M][D]  = Σ_e p_e · (act(h·gate_eᵀ + gb_e) ⊙ (h·up_eᵀ + ub_e)) · down_eᵀ + db_e   (the biases: GPT-OSS's,
  *              else 0; its act is the clamped SwiGLU, model.h)
  *   Fs > 0:  f += sigmoid(h·s_routerᵀ) · (act(h·s_gateᵀ) ⊙ h·s_upᵀ) · s_downᵀ   (Qwen2-MoE's shared
@@ -54,6 +56,9 @@ typedef struct tm_moe_experts {
     tm_act act;
     float *router;                /* [E][D] f32 */
     float *router_b;              /* [E] or NULL */
+    float *router_corr;           /* [E] DeepSeek-V3's choice bias, or NULL */
+    int router_sigmoid, n_group, topk_group, group_top2; /* DeepSeek's routing (model.h's moe line) */
+    float routed_scale;
     tm_kweight **gate, **up;      /* [E] each [Fe][D] */
     tm_kweight **down;            /* [E] each [D][Fe] */
     float *gate_b, *up_b;         /* [E][Fe] the experts' biases, or NULL */
@@ -76,6 +81,8 @@ typedef struct tm_moe_scratch {
     float *xe;                    /* [M][D] gathered rows of h */
     float *ge, *ue;               /* [M][max(Fe, Fs)] gate (then act(gate) ⊙ up), up */
     float *ye;                    /* [M][D] expert output */
+    float *choice;                /* [E] a row's choice scores (DeepSeek-V3) */
+    unsigned char *ok;            /* [E] the experts its groups allow (DeepSeek) */
 } tm_moe_scratch;
 
 /* The engine's packing rule: bind tensor t [N][K] for the given roles

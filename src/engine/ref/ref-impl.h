@@ -12,6 +12,12 @@ typedef struct ref_layer {
     float *wqkv;             /* [(H+2Hk)*Dh][D]: Q rows, K rows, V rows (rows grouped by kv head, GPT-NeoX's
                                 and Falcon's, are put in this order when loaded) */
     float *bqkv;             /* [(H+2Hk)*Dh] or NULL */
+    /* MLA (wqkv NULL; model.h's mla): */
+    float *q_a, *q_a_b, *q_a_norm; /* [ql][D], [ql] or NULL, [ql]; NULL without q_lora */
+    float *wq;               /* [H*Dh][ql or D], each head's rows [rope | nope] */
+    float *kv_a, *kv_a_b;    /* [kvl + rope][D], [kvl + rope] or NULL */
+    float *kv_a_norm;        /* [kvl] */
+    float *kv_b;             /* [H*(nope + v)][kvl] */
     float *q_norm, *k_norm;  /* [Dh] effective (qk_heads: [H][Dh], [Hk][Dh]; qk_whole: [H*Dh], [Hk*Dh]), or NULL */
     float *q_norm_b, *k_norm_b; /* [Dh] LayerNorm biases, or NULL */
     float *wo;               /* [D][H*Dh] */
@@ -26,6 +32,7 @@ typedef struct ref_layer {
     float *wd;               /* dense: [D][F] */
     float *bd;               /* [D] or NULL */
     float *router;           /* moe: [E][D] */
+    float *router_corr;      /* moe: [E] DeepSeek-V3's choice bias, or NULL */
     float *router_b;         /* moe: [E], or NULL */
     float *e_gu;             /* moe: [E][2Fe][D] */
     float *e_gub;            /* moe: [E][2Fe] the experts' gate and up biases, or NULL */
@@ -39,6 +46,9 @@ typedef struct ref_layer {
 struct tm_ref {
     /* a copy of the description (no weights) */
     int V, D, L, H, Hk, Dh, F, E, top_k, Fe, norm_topk, Fs;
+    int mla, q_lora, kv_lora, qk_nope, qk_rope, v_dim;  /* multi-head latent attention (model.h) */
+    int router_sigmoid, n_group, topk_group, group_top2; /* DeepSeek's routing (model.h) */
+    float routed_scale;
     float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
     float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
     float logits_mul;                 /* Cohere: logits multiplied */

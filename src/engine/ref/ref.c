@@ -108,9 +108,19 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
         if (!irc) o->k_norm_b = opt_vec(&w->k_norm_b, m->Dh, err, &irc);
         if (irc) return irc;
     }
-    o->wqkv = malloc((size_t)((q + 2 * kv) * D) * sizeof(float));
-    if (!o->wqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
-    if (m->fused_qkv) {
+    if (m->mla) { /* q_a, q_b (or q_proj), kv_a, kv_b: ref_forward's mla_qkv */
+        int64_t ql = m->q_lora, kvr = (int64_t)m->kv_lora + m->qk_rope;
+        if ((ql && (!(o->q_a = to_f32(&w->q_a, ql, D, err)) || !(o->q_a_norm = norm_w(&w->q_a_norm, (int)ql, 0, err)))) ||
+            !(o->wq = to_f32(&w->wq, q, ql ? ql : D, err)) || !(o->kv_a = to_f32(&w->kv_a, kvr, D, err)) ||
+            !(o->kv_a_norm = norm_w(&w->kv_a_norm, m->kv_lora, 0, err)) ||
+            !(o->kv_b = to_f32(&w->kv_b, (int64_t)m->H * (m->qk_nope + m->v_dim), m->kv_lora, err)))
+            return err->code;
+        o->q_a_b = opt_vec(&w->q_a_b, (int)ql, err, &irc);
+        if (!irc) o->kv_a_b = opt_vec(&w->kv_a_b, (int)kvr, err, &irc);
+        if (irc) return irc;
+    } else if (!(o->wqkv = malloc((size_t)((q + 2 * kv) * D) * sizeof(float)))) {
+        return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+    } else if (m->fused_qkv) {
         rc = fill_rows(o->wqkv, 0, &w->wqkv, q + 2 * kv, D, err);
         if (!rc && m->qkv_interleaved) rc = deinterleave(m, o->wqkv, D, err);
     } else {
@@ -122,7 +132,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (m->qkv_bias && m->fused_qkv) { /* GPT-NeoX, Falcon, GPT-2: one bias, in the weight's row order */
         if (!(o->bqkv = to_f32(&w->bqkv, q + 2 * kv, 1, err))) return err->code;
         if (m->qkv_interleaved && (rc = deinterleave(m, o->bqkv, 1, err))) return rc;
-    } else if (m->qkv_bias) {
+    } else if (m->qkv_bias && !m->mla) {
         o->bqkv = malloc((size_t)(q + 2 * kv) * sizeof(float));
         if (!o->bqkv) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
         rc = fill_rows(o->bqkv, 0, &w->bq, q, 1, err);
@@ -130,7 +140,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
         if (!rc) rc = fill_rows(o->bqkv, q + kv, &w->bv, kv, 1, err);
         if (rc) return rc;
     }
-    if (!(o->wo = to_f32(&w->wo, D, q, err))) return err->code;
+    if (!(o->wo = to_f32(&w->wo, D, m->mla ? (int64_t)m->H * m->v_dim : q, err))) return err->code;
     o->bo = opt_vec(&w->bo, m->D, err, &irc);
     if (!irc) o->sinks = opt_vec(&w->sinks, m->H, err, &irc);
     if (irc) return irc;
@@ -158,6 +168,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     }
     int64_t E = m->n_experts, Fe = m->F_expert;
     if (!(o->router = to_f32(&w->router, E, D, err))) return err->code;
+    if (m->router_sigmoid && !(o->router_corr = to_f32(&w->router_corr, E, 1, err))) return err->code;
     o->e_gu = malloc((size_t)(E * 2 * Fe * D) * sizeof(float));
     o->e_d = malloc((size_t)(E * D * Fe) * sizeof(float));
     if (!o->e_gu || !o->e_d) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
@@ -197,7 +208,8 @@ void tm_ref_free(tm_ref *r)
             float *ps[] = {o->attn_norm, o->attn_norm_b, o->ffn_norm_b, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->q_norm_b,
                            o->k_norm_b, o->wo, o->bo, o->attn_out_norm,
                            o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
-                           o->s_gu, o->s_d, o->s_router, o->sinks, o->router_b, o->e_gub, o->e_db};
+                           o->s_gu, o->s_d, o->s_router, o->sinks, o->router_b, o->e_gub, o->e_db, o->q_a, o->q_a_b,
+                           o->q_a_norm, o->wq, o->kv_a, o->kv_a_b, o->kv_a_norm, o->kv_b, o->router_corr};
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
         }
     free(r->w);
@@ -246,6 +258,10 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->V = m->V, r->D = m->D, r->L = m->L, r->H = m->H, r->Hk = m->Hk, r->Dh = m->Dh, r->F = m->F;
     r->E = m->n_experts, r->top_k = m->top_k, r->Fe = m->F_expert, r->norm_topk = m->norm_topk_prob;
     r->Fs = m->F_shared;
+    r->mla = m->mla, r->q_lora = m->q_lora, r->kv_lora = m->kv_lora, r->qk_nope = m->qk_nope, r->qk_rope = m->qk_rope;
+    r->v_dim = m->v_dim;
+    r->router_sigmoid = m->router_sigmoid, r->n_group = m->n_group, r->topk_group = m->topk_group;
+    r->group_top2 = m->group_top2, r->routed_scale = m->routed_scale;
     r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
     r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;

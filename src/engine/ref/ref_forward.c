@@ -84,6 +84,51 @@ static void att_items(void *p, int i0, int i1)
     free(s);
 }
 
+/* ---- multi-head latent attention (model.h's mla) ---- */
+
+/* qkv[T][3][H*Dh] (Q, K, V as wqkv's rows give them; Hk = H) from h[T][D]: q = (q_lora ? rmsnorm(h·q_aᵀ + b) :
+ * h)·wqᵀ, each head [rope | nope]; ckv = h·kv_aᵀ + b [kvl + rope], kvb = rmsnorm(ckv[:kvl])·kv_bᵀ [H][nope + v];
+ * k_h = [ckv[kvl:] | kvb_h[:nope]], v_h = [kvb_h[nope:] | 0] (values padded to Dh) */
+static int mla_qkv(const tm_ref *r, const ref_layer *w, const float *h, int T, float *qkv, tm_err *err)
+{
+    int D = r->D, H = r->H, Dh = r->Dh, ql = r->q_lora, kvl = r->kv_lora, rope = r->qk_rope, nope = r->qk_nope;
+    int kvr = kvl + rope, nv = nope + r->v_dim, HD = H * Dh;
+    float *qa = ql ? malloc(sizeof(float) * (size_t)T * ql) : NULL, *q = malloc(sizeof(float) * (size_t)T * HD);
+    float *ckv = malloc(sizeof(float) * (size_t)T * kvr), *kvb = malloc(sizeof(float) * (size_t)T * H * nv);
+    float *c = malloc(sizeof(float) * (size_t)T * kvl);
+    int rc = TM_OK;
+    if ((ql && !qa) || !q || !ckv || !kvb || !c) {
+        rc = tm_errf(err, TM_E_NOMEM, "reference forward: out of memory for %d tokens", T);
+        goto done;
+    }
+    if (ql) {
+        ref_matmul(r->n_threads, qa, h, w->q_a, w->q_a_b, T, ql, D);
+        for (int t = 0; t < T; t++) ref_rmsnorm(qa + (size_t)t * ql, qa + (size_t)t * ql, w->q_a_norm, ql, r->eps);
+    }
+    ref_matmul(r->n_threads, q, ql ? qa : h, w->wq, NULL, T, HD, ql ? ql : D);
+    ref_matmul(r->n_threads, ckv, h, w->kv_a, w->kv_a_b, T, kvr, D);
+    for (int t = 0; t < T; t++) ref_rmsnorm(c + (size_t)t * kvl, ckv + (size_t)t * kvr, w->kv_a_norm, kvl, r->eps);
+    ref_matmul(r->n_threads, kvb, c, w->kv_b, NULL, T, H * nv, kvl);
+    for (int t = 0; t < T; t++) {
+        float *row = qkv + (size_t)t * 3 * HD, *k = row + HD, *v = row + 2 * HD;
+        memcpy(row, q + (size_t)t * HD, sizeof(float) * (size_t)HD);
+        for (int hh = 0; hh < H; hh++) {
+            const float *kb = kvb + ((size_t)t * H + hh) * nv;
+            memcpy(k + (size_t)hh * Dh, ckv + (size_t)t * kvr + kvl, sizeof(float) * (size_t)rope);
+            memcpy(k + (size_t)hh * Dh + rope, kb, sizeof(float) * (size_t)nope);
+            memset(v + (size_t)hh * Dh, 0, sizeof(float) * (size_t)Dh);
+            memcpy(v + (size_t)hh * Dh, kb + nope, sizeof(float) * (size_t)r->v_dim);
+        }
+    }
+done:
+    free(qa);
+    free(q);
+    free(ckv);
+    free(kvb);
+    free(c);
+    return rc;
+}
+
 /* ---- mixture of experts ---- */
 
 typedef struct moe_ctx {
@@ -92,6 +137,59 @@ typedef struct moe_ctx {
     const float *h;     /* [T][D] */
     float *out;         /* [T][D] */
 } moe_ctx;
+
+/* The best of the n values v[i] (i in [0, n)) not yet in sel[0..k) and allowed (ok NULL: all), the lower
+ * index on ties */
+static int best_of(const float *v, int n, const int *sel, int k, const unsigned char *ok)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        int taken = ok && !ok[i];
+        for (int k2 = 0; k2 < k; k2++) taken |= sel[k2] == i;
+        if (!taken && (best < 0 || v[i] > v[best])) best = i;
+    }
+    return best;
+}
+
+/* one row's routing (model.h's moe line): prob[E] holds the router's logits and leaves with the scores;
+ * sel[K], wsel[K] the chosen experts and their weights; choice[E], ok[E] scratch */
+static void route_row(const tm_ref *r, const ref_layer *w, float *prob, int *sel, float *wsel, float *choice,
+                      unsigned char *ok)
+{
+    int E = r->E, K = r->top_k, G = r->n_group, per = E / G;
+    if (r->router_sigmoid) {
+        for (int e = 0; e < E; e++) prob[e] = (float)(1.0 / (1.0 + exp(-(double)prob[e])));
+    } else {
+        float mx = -INFINITY;
+        for (int e = 0; e < E; e++) mx = prob[e] > mx ? prob[e] : mx;
+        double sum = 0;
+        for (int e = 0; e < E; e++) sum += (prob[e] = (float)exp((double)(prob[e] - mx)));
+        for (int e = 0; e < E; e++) prob[e] = (float)(prob[e] / sum);
+    }
+    for (int e = 0; e < E; e++) choice[e] = prob[e] + (w->router_corr ? w->router_corr[e] : 0.f);
+    const unsigned char *allow = NULL;
+    if (G > 1 && r->topk_group < G) { /* only the experts of the topk_group best groups */
+        float gs[TM_MODEL_MAX_GROUPS];
+        int gsel[TM_MODEL_MAX_GROUPS];
+        for (int g = 0; g < G; g++) {
+            int b1 = best_of(choice + g * per, per, NULL, 0, NULL), top[2] = {b1, -1};
+            top[1] = r->group_top2 ? best_of(choice + g * per, per, top, 1, NULL) : -1;
+            gs[g] = choice[g * per + b1] + (top[1] >= 0 ? choice[g * per + top[1]] : 0.f);
+        }
+        memset(ok, 0, (size_t)E);
+        for (int k = 0; k < r->topk_group; k++) {
+            gsel[k] = best_of(gs, G, gsel, k, NULL);
+            memset(ok + (size_t)gsel[k] * per, 1, (size_t)per);
+        }
+        allow = ok;
+    }
+    double wsum = 0;
+    for (int k = 0; k < K; k++) {
+        sel[k] = best_of(choice, E, sel, k, allow);
+        wsum += prob[sel[k]];
+    }
+    for (int k = 0; k < K; k++) wsel[k] = (r->norm_topk ? (float)(prob[sel[k]] / wsum) : prob[sel[k]]) * r->routed_scale;
+}
 
 static void moe_tokens(void *p, int t0, int t1)
 {
@@ -102,30 +200,14 @@ static void moe_tokens(void *p, int t0, int t1)
     float *gu = malloc((size_t)2 * Fg * sizeof(float));
     float *y = malloc((size_t)D * sizeof(float));
     int *sel = malloc((size_t)K * sizeof(int));
-    float *wsel = malloc((size_t)K * sizeof(float));
-    if (!prob || !gu || !y || !sel || !wsel) goto done;
+    float *wsel = malloc((size_t)K * sizeof(float)), *choice = malloc((size_t)E * sizeof(float));
+    unsigned char *ok = malloc((size_t)E);
+    if (!prob || !gu || !y || !sel || !wsel || !choice || !ok) goto done;
     for (int t = t0; t < t1; t++) {
         const float *h = c->h + (size_t)t * D;
         float *out = c->out + (size_t)t * D;
         ref_matmul(1, prob, h, c->w->router, c->w->router_b, 1, E, D);
-        float mx = -INFINITY;
-        for (int e = 0; e < E; e++) mx = prob[e] > mx ? prob[e] : mx;
-        double sum = 0;
-        for (int e = 0; e < E; e++) sum += (prob[e] = (float)exp((double)(prob[e] - mx)));
-        for (int e = 0; e < E; e++) prob[e] = (float)(prob[e] / sum);
-        /* top-k, the lower index first on ties */
-        for (int k = 0; k < K; k++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int k2 = 0; k2 < k; k2++) taken |= sel[k2] == e;
-                if (!taken && (best < 0 || prob[e] > prob[best])) best = e;
-            }
-            sel[k] = best;
-        }
-        double wsum = 0;
-        for (int k = 0; k < K; k++) wsum += prob[sel[k]];
-        for (int k = 0; k < K; k++) wsel[k] = r->norm_topk ? (float)(prob[sel[k]] / wsum) : prob[sel[k]];
+        route_row(r, c->w, prob, sel, wsel, choice, ok);
         /* experts in index order, as transformers accumulates them */
         memset(out, 0, (size_t)D * sizeof(float));
         for (int e = 0; e < E; e++) {
@@ -160,6 +242,8 @@ done:
     free(y);
     free(sel);
     free(wsel);
+    free(choice);
+    free(ok);
 }
 
 /* ---- the forward pass ---- */
@@ -217,7 +301,11 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         else /* OLMo 2: the attention takes x itself */
             memcpy(h, x, TD * sizeof(float));
         if (x0) memcpy(x0, x, TD * sizeof(float));
-        ref_matmul(r->n_threads, qkv, h, w->wqkv, w->bqkv, T, nqkv, D);
+        if (r->mla) {
+            if ((rc = mla_qkv(r, w, h, T, qkv, err))) goto done;
+        } else {
+            ref_matmul(r->n_threads, qkv, h, w->wqkv, w->bqkv, T, nqkv, D);
+        }
         if (r->clip_qkv > 0) /* OLMo, MPT: q, k, v clamped */
             for (size_t i = 0; i < (size_t)T * nqkv; i++)
                 qkv[i] = qkv[i] < -r->clip_qkv ? -r->clip_qkv : qkv[i] > r->clip_qkv ? r->clip_qkv : qkv[i];
@@ -249,7 +337,12 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         }
         att_ctx ac = {r, l, T, pos0, qkv, att};
         ref_parallel(r->n_threads, T * r->H, (double)T * r->H * (pos0 + T) * Dh, att_items, &ac);
-        ref_matmul(r->n_threads, a, att, w->wo, w->bo, T, D, qd);
+        if (r->mla) /* each head's v_dim values of its Dh (the rest 0): the output rows [T][H*v_dim] */
+            for (int t = 0; t < T; t++)
+                for (int hh = 0; hh < r->H; hh++)
+                    memmove(att + ((size_t)t * r->H + hh) * r->v_dim, att + ((size_t)t * r->H + hh) * Dh,
+                            sizeof(float) * (size_t)r->v_dim);
+        ref_matmul(r->n_threads, a, att, w->wo, w->bo, T, D, r->mla ? r->H * r->v_dim : qd);
         for (int t = 0; t < T; t++) {
             float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
             if (w->attn_out_norm) ref_rmsnorm(at, at, w->attn_out_norm, D, r->eps);
