@@ -563,6 +563,9 @@ static void moe_batched_decode(tm_rt_model *rm, double tol)
 /* GPT-OSS: the engines within 0.0017 of the reference; the sinks left out of their attention move the logits
    by 0.027, the router's bias by 1.1, the experts' up or down biases by 0.025 and 1.3 */
 #define GPTOSS_TOL 0.008
+/* DeepSeek: the engines within 0.003 of the reference; the shared rope part of k left out moves the logits by
+   0.008-0.01, V3's correction bias by 0.34, its groups by 0.22, its routed scaling by 0.18 */
+#define DEEPSEEK_TOL 0.006
 static void test_moe(void)
 {
     char dir[512];
@@ -607,6 +610,19 @@ static void test_moe(void)
     routes_exact(rm, ids, N, NP, GPTOSS_TOL);
     moe_batched_decode(rm, GPTOSS_TOL);
     tm_rt_model_free(rm);
+    /* DeepSeek-V3 and -V2 (synthetic): multi-head latent attention (cpu/mla.c), grouped sigmoid routing with its
+       correction bias, shared experts, a dense first layer; V2's softmax greedy routing without q_lora */
+    const char *ds[2] = {"deepseek-v3-tiny", "deepseek-v2-tiny"};
+    for (int i = 0; i < 2; i++) {
+        rm = synth_open(ds[i], 29 + (uint64_t)i, NULL);
+        if (!rm) return;
+        const tm_model *m = rm->decode;
+        CHECK(m->mla && m->Hk == m->H && m->Dh == 64 && m->F_shared == (i ? 128 : 64) && m->layer[1].moe &&
+              m->layer[0].moe == i && m->router_sigmoid == !i && m->n_group == (i ? 1 : 4) && m->mla_interleave);
+        routes_exact(rm, ids, N, NP, DEEPSEEK_TOL);
+        moe_batched_decode(rm, DEEPSEEK_TOL);
+        tm_rt_model_free(rm);
+    }
 }
 
 /* tm_prefill_args.gemm, every engine here: a 32-row chunk counts every

@@ -385,8 +385,24 @@ def variants():
         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_attention_heads=4, num_key_value_heads=4,
         hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6, rope_interleave=True,
         tie_word_embeddings=False), 2105,
-        "DeepSeek-V3: MLA (q_lora 32, kv_lora 16, nope 16 + rope 8, v 16), dense layer 0, 8 routed experts in "
-        "2 groups (top-1 group), sigmoid scores with a correction bias, 1 shared expert, scaling 2.5")
+        "DeepSeek-V3: MLA (q_lora 32, kv_lora 16, nope 16 + rope 8, v 16, rope pairs interleaved), dense layer 0, "
+        "8 routed experts in 2 groups (top-1 group), sigmoid scores with a correction bias (a buffer, perturbed "
+        "N(0, 0.3^2) so that it moves the choice), 1 shared expert, scaling 2.5")
+    v["deepseek_v3_yarn"] = ("DeepseekV3Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        first_k_dense_replace=0, n_routed_experts=8, n_shared_experts=2, num_experts_per_tok=3, n_group=4,
+        topk_group=2, routed_scaling_factor=1.5, norm_topk_prob=False, q_lora_rank=None, kv_lora_rank=24,
+        qk_nope_head_dim=8, qk_rope_head_dim=16, v_head_dim=24, num_attention_heads=4, num_key_value_heads=4,
+        hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6, rope_interleave=False,
+        attention_bias=True,
+        rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024,
+                         "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.8,
+                         "rope_theta": 10000.0},
+        tie_word_embeddings=False), 2109,
+        "DeepSeek-V3 variant: no q_lora, rotate-half RoPE (rope_interleave false) on 16 of 24 q/k dims, values 24 "
+        "wide (= nope + rope), YaRN x4 with mscale 1 and mscale_all_dim 0.8 (attention scaled by mscale^2), "
+        "attention_bias (q_a-less: kv_a and o biases), 8 experts in 4 groups (top-2 groups), top-3 without "
+        "renormalisation, scaling 1.5, 2 shared experts, no dense layer")
     v["deepseek_v2_lite"] = ("DeepseekV2Config", dict(
         COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
         first_k_dense_replace=1, n_routed_experts=8, n_shared_experts=2, num_experts_per_tok=2, n_group=1,
@@ -395,6 +411,15 @@ def variants():
         num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
         tie_word_embeddings=False), 2107,
         "DeepSeek-V2-Lite: MLA without q_lora, softmax routing greedy top-2 of 8, 2 shared experts")
+    v["deepseek_v2_group"] = ("DeepseekV2Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        first_k_dense_replace=0, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=3, n_group=2,
+        topk_group=1, topk_method="group_limited_greedy", routed_scaling_factor=2.0, q_lora_rank=24,
+        kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12, num_attention_heads=4,
+        num_key_value_heads=4, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        tie_word_embeddings=False), 2111,
+        "DeepSeek-V2 with q_lora 24, group_limited_greedy (2 groups of 4, the best by its max, then the top 3 "
+        "within it: more than the groups chosen, so the grouping shows), scaling 2, values 12 wide")
     return v
 
 
@@ -439,6 +464,10 @@ def perturb(model, seed):
         for n, p in model.named_parameters():
             if p.dim() == 1 or n.endswith("_bias"):  # GPT-OSS's expert biases are [E][...]
                 p.add_(torch.randn(p.shape, generator=g) * 0.1)
+                names.append(n)
+        for n, b in model.named_buffers():  # DeepSeek-V3's routing correction, a buffer saved with the weights
+            if n.endswith("e_score_correction_bias"):
+                b.add_(torch.randn(b.shape, generator=g) * 0.3)
                 names.append(n)
     return names
 

@@ -55,6 +55,28 @@ static const synth_preset presets[] = {
      "\"beta_fast\":32.0,\"beta_slow\":1.0,\"original_max_position_embeddings\":4096,\"truncate\":false},"
      "\"sliding_window\":16,\"attention_bias\":true,\"swiglu_limit\":7.0,\"tie_word_embeddings\":false,"
      "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"deepseek-v3-tiny", "a 3-layer DeepSeek-V3 (MLA with q_lora 64, kv_lora 32, 32 + 32 q/k dims, values 48, YaRN "
+     "x4 with mscale_all_dim; layer 0 dense, then 8 experts in 4 groups, top-3 of the best 2 groups by sigmoid "
+     "scores and a correction bias, a shared expert, scaling 2.5), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"model_type\":\"deepseek_v3\",\"vocab_size\":1024,"
+     "\"hidden_size\":128,\"intermediate_size\":256,\"moe_intermediate_size\":64,\"num_hidden_layers\":3,"
+     "\"first_k_dense_replace\":1,\"n_routed_experts\":8,\"n_group\":4,\"topk_group\":2,"
+     "\"num_experts_per_tok\":3,\"n_shared_experts\":1,\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,"
+     "\"q_lora_rank\":64,\"kv_lora_rank\":32,\"qk_nope_head_dim\":32,\"qk_rope_head_dim\":32,\"v_head_dim\":48,"
+     "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"max_position_embeddings\":16384,"
+     "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":4096,"
+     "\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":1.0},\"rope_theta\":10000.0,"
+     "\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":false,\"hidden_act\":\"silu\",\"bos_token_id\":1,"
+     "\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
+    {"deepseek-v2-tiny", "a 2-layer DeepSeek-V2 (MLA without q_lora, 8 experts, softmax top-2 greedy, two shared "
+     "experts), for tests (vocab 1024, hidden 128)",
+     "{\"architectures\":[\"DeepseekV2ForCausalLM\"],\"model_type\":\"deepseek_v2\",\"vocab_size\":1024,"
+     "\"hidden_size\":128,\"intermediate_size\":256,\"moe_intermediate_size\":64,\"num_hidden_layers\":2,"
+     "\"first_k_dense_replace\":0,\"n_routed_experts\":8,\"num_experts_per_tok\":2,\"n_shared_experts\":2,"
+     "\"topk_method\":\"greedy\",\"q_lora_rank\":null,\"kv_lora_rank\":32,\"qk_nope_head_dim\":32,"
+     "\"qk_rope_head_dim\":32,\"v_head_dim\":32,\"num_attention_heads\":4,\"num_key_value_heads\":4,"
+     "\"max_position_embeddings\":4096,\"rope_theta\":10000.0,\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":false,"
+     "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"bfloat16\"}"},
     {"granitemoe-shared-tiny", "a 2-layer GraniteMoE-shared (8 experts top-2 renormalised, a shared MLP without a "
      "gate, Granite's multipliers), for tests (vocab 1024, hidden 128)",
      "{\"architectures\":[\"GraniteMoeSharedForCausalLM\"],\"model_type\":\"granitemoeshared\",\"vocab_size\":1024,"
@@ -330,7 +352,8 @@ static int write_tokenizer(const char *dir, int V, int bos, int eos, tm_err *err
 }
 
 /* slot is a norm's weight (GPT-2's ln_1 as well as Llama's input_layernorm) */
-/* 1: a norm's weight (ones); 2: a q/k norm's weight, 3: its bias, or the router's or an expert's (spread,
+/* 1: a norm's weight (ones); 2: a q/k norm's weight (or MLA's latent norms'), 3: its bias, or the router's, its
+ * correction's or an expert's (spread,
  * 1 + 0.2 g and 0.2 g, so that a per-head weight row or a bias taken wrongly shows in the logits); 4: attention
  * sinks (2 g: against the window's 16 keys of ~e^0 each they take a share that shows); 0: anything else (0.02 g) */
 static int norm_kind(const tm_model *m, const tm_tensor *slot)
@@ -341,8 +364,8 @@ static int norm_kind(const tm_model *m, const tm_tensor *slot)
         const tm_tensor *n[] = {&w->attn_norm, &w->ffn_norm, &w->attn_out_norm, &w->ffn_out_norm};
         for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
             if (slot == n[i]) return 1;
-        if (slot == &w->q_norm || slot == &w->k_norm) return 2;
-        if (slot == &w->q_norm_b || slot == &w->k_norm_b || slot == &w->router_b) return 3;
+        if (slot == &w->q_norm || slot == &w->k_norm || slot == &w->q_a_norm || slot == &w->kv_a_norm) return 2;
+        if (slot == &w->q_norm_b || slot == &w->k_norm_b || slot == &w->router_b || slot == &w->router_corr) return 3;
         if (slot == &w->sinks) return 4;
         for (int e = 0; e < m->n_experts && w->e_gate_b; e++)
             if (slot == &w->e_gate_b[e] || slot == &w->e_up_b[e] || slot == &w->e_down_b[e]) return 3;
