@@ -4,6 +4,7 @@
  * build/test_hf/ (nothing binary is committed). Every error case checks the
  * status code and that the message names the file and the field. */
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,14 @@ static int spec_has(const tm_model *m, const char *name)
     for (int i = 0; i < m->n_spec; i++)
         if (strcmp(m->spec[i].name, name) == 0) return 1;
     return 0;
+}
+
+/* the spec named name, or NULL */
+static const tm_tensor_spec *spec_named(const tm_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_spec; i++)
+        if (strcmp(m->spec[i].name, name) == 0) return &m->spec[i];
+    return NULL;
 }
 
 /* LLAMA with key k replaced by value v (v NULL: removed) */
@@ -944,6 +953,61 @@ static void test_arch_rules(void)
     if (m) CHECK(!m->qkv_bias && !m->o_bias && !m->layer[0].sliding && m->layer[1].window == 64 &&
                  !spec_has(m, "model.layers.0.self_attn.q_proj.bias") && spec_has(m, "model.layers.0.self_attn.sinks"));
     tm_model_free(m);
+    /* DeepSeek-V3 by its config class's defaults: MLA (q_lora 1536, kv_lora 512, 128 + 64 q/k dims, values 128,
+       one kv head per head whatever num_key_value_heads and head_dim say), 256 experts top-8 in 8 groups
+       (best 4), dense below layer 3; YaRN with mscale_all_dim scales the attention by mscale^2 */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
+                            "\"intermediate_size\":8,\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+                            "\"num_key_value_heads\":1,\"head_dim\":64,\"rope_scaling\":{\"type\":\"yarn\","
+                            "\"factor\":40,\"mscale\":1.0,\"mscale_all_dim\":1.0,"
+                            "\"original_max_position_embeddings\":4096}}", &m, &err), TM_OK);
+    if (m) {
+        double ms = 0.1 * log(40.0) + 1.0;
+        const tm_tensor_spec *qb = spec_named(m, "model.layers.0.self_attn.q_b_proj.weight");
+        const tm_tensor_spec *kva = spec_named(m, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
+        const tm_tensor_spec *kvb = spec_named(m, "model.layers.3.self_attn.kv_b_proj.weight");
+        const tm_tensor_spec *cor = spec_named(m, "model.layers.3.mlp.gate.e_score_correction_bias");
+        const tm_tensor_spec *o = spec_named(m, "model.layers.3.self_attn.o_proj.weight");
+        CHECK(m->mla && m->q_lora == 1536 && m->kv_lora == 512 && m->Dh == 192 && m->Hk == 4 && m->v_dim == 128 &&
+              m->rope[0].rot_dim == 64 && m->mla_interleave && m->n_experts == 256 && m->top_k == 8 &&
+              m->n_group == 8 && m->topk_group == 4 && m->group_top2 && m->router_sigmoid && m->norm_topk_prob &&
+              m->routed_scale == 2.5f && m->F_expert == 2048 && m->F_shared == 2048 && !m->layer[2].moe &&
+              m->layer[3].moe && fabs(m->attn_scale - pow(192, -0.5) * ms * ms) < 1e-6 * m->attn_scale);
+        CHECK(qb && qb->hf_mla == 1 && qb->shape[0] == 4 * 192 && qb->shape[1] == 1536 && kva && kva->hf_mla == 2 &&
+              kva->shape[0] == 576 && kvb && kvb->shape[0] == 4 * 256 && kvb->shape[1] == 512 && cor && cor->any_float &&
+              o && o->shape[1] == 4 * 128 && spec_has(m, "model.layers.3.mlp.shared_experts.down_proj.weight") &&
+              !spec_has(m, "model.layers.0.self_attn.k_proj.weight") && !spec_has(m, "model.layers.0.mlp.gate.weight"));
+    }
+    tm_model_free(m);
+    /* DeepSeek-V2: q_lora_rank null is a plain q_proj; softmax greedy routing, no renormalisation whatever
+       norm_topk_prob says, no groups; rope_interleave is not read (its RoPE is always on pairs) */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"DeepseekV2ForCausalLM\"]," SMALL ",\"q_lora_rank\":null,"
+                            "\"num_experts_per_tok\":6,\"norm_topk_prob\":true,\"rope_interleave\":false}", &m, &err),
+                 TM_OK);
+    if (m) CHECK(m->mla && m->q_lora == 0 && spec_has(m, "model.layers.0.self_attn.q_proj.weight") &&
+                 !spec_has(m, "model.layers.0.self_attn.q_a_proj.weight") && m->n_experts == 64 && m->top_k == 6 &&
+                 !m->norm_topk_prob && !m->router_sigmoid && m->n_group == 1 && m->F_shared == 2 * 1407 &&
+                 m->layer[0].moe && m->mla_interleave && !spec_has(m, "model.layers.0.mlp.gate.e_score_correction_bias"));
+    tm_model_free(m);
+    struct { const char *cfg; int rc; const char *frag; } dsbad[] = {
+        {"\"architectures\":[\"DeepseekV2ForCausalLM\"]", TM_E_INVALID, "'num_experts_per_tok' is missing"},
+        {"\"architectures\":[\"DeepseekV2ForCausalLM\"],\"num_experts_per_tok\":2,\"topk_method\":\"noaux_tc\"",
+         TM_E_UNSUPPORTED, "'topk_method' = 'noaux_tc'"},
+        {"\"architectures\":[\"DeepseekV2ForCausalLM\"],\"num_experts_per_tok\":2,\"topk_method\":"
+         "\"group_limited_greedy\",\"n_group\":3,\"topk_group\":1", TM_E_INVALID, "'n_group' = 3"},
+        {"\"architectures\":[\"DeepseekV3ForCausalLM\"],\"n_group\":8,\"topk_group\":1,\"num_experts_per_tok\":40",
+         TM_E_INVALID, "'num_experts_per_tok' = 40"},
+        {"\"architectures\":[\"DeepseekV3ForCausalLM\"],\"v_head_dim\":300", TM_E_UNSUPPORTED, "'v_head_dim' = 300"},
+        {"\"architectures\":[\"DeepseekV3ForCausalLM\"],\"qk_rope_head_dim\":7", TM_E_UNSUPPORTED, "must be even"},
+        {"\"architectures\":[\"DeepseekV2ForCausalLM\"],\"num_experts_per_tok\":2,\"mlp_bias\":true",
+         TM_E_UNSUPPORTED, "'mlp_bias'"},
+    };
+    for (size_t i = 0; i < sizeof dsbad / sizeof dsbad[0]; i++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg, "{%s," SMALL "}", dsbad[i].cfg);
+        CHECK_EQ_INT(model_from(cfg, &m, &err), dsbad[i].rc);
+        CHECKF(contains(err.msg, dsbad[i].frag), "case %zu: %s", i, err.msg);
+    }
 #undef GPT2
 #undef SMALL
     /* an absurd number of expert tensors is refused before anything is allocated for them */
