@@ -6,6 +6,7 @@
 
 #include "core/threadpool.h"
 #include "engine/cpu/moe.h"
+#include "model/moe_route.h"
 #include "quant/quant.h"
 
 /* ---- binding ------------------------------------------------------------------ */
@@ -200,41 +201,11 @@ static void router_rows(void *p, int task, int worker)
                                              (x->router_b ? x->router_b[e] : 0.f);
 }
 
-/* the largest of v[0..n) not in sel[0..k) and allowed (ok NULL: all), the lower index on ties */
-static int top_next(const float *v, int n, const int *sel, int k, const unsigned char *ok)
-{
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-        int taken = ok && !ok[i];
-        for (int k2 = 0; k2 < k; k2++) taken |= sel[k2] == i;
-        if (!taken && (best < 0 || v[i] > v[best])) best = i;
-    }
-    return best;
-}
-
-/* DeepSeek's groups: ok[E] marks the experts of the topk_group best of n_group groups by c[E] (a group's
- * score: its 2 best summed (group_top2) or its best) */
-static void allowed_groups(const tm_moe_experts *x, const float *c, unsigned char *ok)
-{
-    int G = x->n_group, per = x->E / G, gsel[TM_MODEL_MAX_GROUPS];
-    float gs[TM_MODEL_MAX_GROUPS];
-    for (int g = 0; g < G; g++) {
-        int t[2] = {top_next(c + g * per, per, NULL, 0, NULL), -1};
-        if (x->group_top2) t[1] = top_next(c + g * per, per, t, 1, NULL);
-        gs[g] = c[g * per + t[0]] + (t[1] >= 0 ? c[g * per + t[1]] : 0.f);
-    }
-    memset(ok, 0, (size_t)x->E);
-    for (int k = 0; k < x->topk_group; k++) {
-        gsel[k] = top_next(gs, G, gsel, k, NULL);
-        memset(ok + (size_t)gsel[k] * per, 1, (size_t)per);
-    }
-}
-
 /* Route every row: s->sel, s->wsel [M][K]; then group: s->start, s->order, s->weight. */
 static int route(const tm_moe_experts *x, const tm_kernels *k, const float *h, int M, tm_moe_scratch *s,
                  struct tm_pool *pool, tm_err *err)
 {
-    int E = x->E, K = x->top_k, grouped = x->n_group > 1 && x->topk_group < x->n_group;
+    int E = x->E, K = x->top_k;
     router_job j = {x, h, s->prob, M};
     int rc = tm_pool_run(pool, (M + ROUTER_ROWS - 1) / ROUTER_ROWS, router_rows, &j);
     if (rc != TM_OK) return tm_errf(err, rc, "moe: the thread pool is busy (nested call)");
@@ -242,24 +213,9 @@ static int route(const tm_moe_experts *x, const tm_kernels *k, const float *h, i
         for (size_t i = 0; i < (size_t)M * E; i++) s->prob[i] = 1.f / (1.f + expf(-s->prob[i]));
     else
         k->softmax(s->prob, M, E);
-    for (int r = 0; r < M; r++) {
-        const float *p = s->prob + (size_t)r * E, *c = p; /* the scores, and the choice's */
-        int *sel = s->sel + (size_t)r * K;
-        float *w = s->wsel + (size_t)r * K;
-        float sum = 0;
-        if (x->router_corr) {
-            for (int e = 0; e < E; e++) s->choice[e] = p[e] + x->router_corr[e];
-            c = s->choice;
-        }
-        if (grouped) allowed_groups(x, c, s->ok);
-        /* top-k: the larger choice first, the lower index on ties */
-        for (int kk = 0; kk < K; kk++) {
-            sel[kk] = top_next(c, E, sel, kk, grouped ? s->ok : NULL);
-            w[kk] = p[sel[kk]];
-            sum += p[sel[kk]];
-        }
-        for (int kk = 0; kk < K; kk++) w[kk] = (x->norm_topk ? w[kk] / sum : w[kk]) * x->routed_scale;
-    }
+    tm_moe_route rt = {E, K, x->n_group, x->topk_group, x->group_top2, x->norm_topk, x->routed_scale, x->router_corr};
+    for (int r = 0; r < M; r++)
+        tm_moe_pick(&rt, s->prob + (size_t)r * E, s->sel + (size_t)r * K, s->wsel + (size_t)r * K, s->choice, s->ok);
     /* group by expert: a counting sort keeps rows ascending within an expert */
     memset(s->start, 0, sizeof(int) * (size_t)(E + 1));
     for (int i = 0; i < M * K; i++) s->start[s->sel[i] + 1]++;

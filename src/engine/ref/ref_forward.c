@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/ref/ref-impl.h"
+#include "model/moe_route.h"
 
 static size_t kv_off(const tm_ref *r, int l, int g, int p)
 {
@@ -138,25 +139,10 @@ typedef struct moe_ctx {
     float *out;         /* [T][D] */
 } moe_ctx;
 
-/* The best of the n values v[i] (i in [0, n)) not yet in sel[0..k) and allowed (ok NULL: all), the lower
- * index on ties */
-static int best_of(const float *v, int n, const int *sel, int k, const unsigned char *ok)
-{
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-        int taken = ok && !ok[i];
-        for (int k2 = 0; k2 < k; k2++) taken |= sel[k2] == i;
-        if (!taken && (best < 0 || v[i] > v[best])) best = i;
-    }
-    return best;
-}
-
-/* one row's routing (model.h's moe line): prob[E] holds the router's logits and leaves with the scores;
- * sel[K], wsel[K] the chosen experts and their weights; choice[E], ok[E] scratch */
 static void route_row(const tm_ref *r, const ref_layer *w, float *prob, int *sel, float *wsel, float *choice,
                       unsigned char *ok)
 {
-    int E = r->E, K = r->top_k, G = r->n_group, per = E / G;
+    int E = r->E;
     if (r->router_sigmoid) {
         for (int e = 0; e < E; e++) prob[e] = (float)(1.0 / (1.0 + exp(-(double)prob[e])));
     } else {
@@ -166,29 +152,8 @@ static void route_row(const tm_ref *r, const ref_layer *w, float *prob, int *sel
         for (int e = 0; e < E; e++) sum += (prob[e] = (float)exp((double)(prob[e] - mx)));
         for (int e = 0; e < E; e++) prob[e] = (float)(prob[e] / sum);
     }
-    for (int e = 0; e < E; e++) choice[e] = prob[e] + (w->router_corr ? w->router_corr[e] : 0.f);
-    const unsigned char *allow = NULL;
-    if (G > 1 && r->topk_group < G) { /* only the experts of the topk_group best groups */
-        float gs[TM_MODEL_MAX_GROUPS];
-        int gsel[TM_MODEL_MAX_GROUPS];
-        for (int g = 0; g < G; g++) {
-            int b1 = best_of(choice + g * per, per, NULL, 0, NULL), top[2] = {b1, -1};
-            top[1] = r->group_top2 ? best_of(choice + g * per, per, top, 1, NULL) : -1;
-            gs[g] = choice[g * per + b1] + (top[1] >= 0 ? choice[g * per + top[1]] : 0.f);
-        }
-        memset(ok, 0, (size_t)E);
-        for (int k = 0; k < r->topk_group; k++) {
-            gsel[k] = best_of(gs, G, gsel, k, NULL);
-            memset(ok + (size_t)gsel[k] * per, 1, (size_t)per);
-        }
-        allow = ok;
-    }
-    double wsum = 0;
-    for (int k = 0; k < K; k++) {
-        sel[k] = best_of(choice, E, sel, k, allow);
-        wsum += prob[sel[k]];
-    }
-    for (int k = 0; k < K; k++) wsel[k] = (r->norm_topk ? (float)(prob[sel[k]] / wsum) : prob[sel[k]]) * r->routed_scale;
+    tm_moe_route rt = {E, r->top_k, r->n_group, r->topk_group, r->group_top2, r->norm_topk, r->routed_scale, w->router_corr};
+    tm_moe_pick(&rt, prob, sel, wsel, choice, ok);
 }
 
 static void moe_tokens(void *p, int t0, int t1)
