@@ -115,6 +115,8 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         {1, 4, 2, 64, 0, TM_DT_BF16, 0, 0, 2},     {130, 8, 2, 64, 200, TM_DT_BF16, 0, 0, 2},
         {45, 4, 2, 32, 90, TM_DT_F32, 16, 0, 2},   {70, 8, 4, 64, 30, TM_DT_BF16, 24, 0, 2},
         {20, 6, 2, 40, 70, TM_DT_BF16, 0, 30, 2},  {37, 6, 6, 64, 20, TM_DT_BF16, 0, 0, 3},
+        /* DeepSeek's absorbed latent head: 16 query heads on one kv head of 576 */
+        {24, 16, 1, 576, 40, TM_DT_BF16, 0, 0, 0},
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -241,6 +243,7 @@ static void test_attn_decode(const tm_kernels *k, tm_pool *pool)
         {6, 3, 64, 16, TM_DT_BF16, 0, 0, 1}, {4, 2, 40, 7, TM_DT_F16, 30, 0, 1}, /* ALiBi */
         {8, 2, 64, 16, TM_DT_BF16, 0, 0, 2}, {4, 2, 40, 7, TM_DT_F16, 30, 0, 2}, /* sinks */
         {6, 3, 64, 16, TM_DT_BF16, 16, 20, 3},
+        {16, 1, 576, 16, TM_DT_BF16, 0, 0, 0}, /* DeepSeek's latent head */
     };
     tm_kbuf ws = {0};
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {

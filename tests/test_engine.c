@@ -126,8 +126,11 @@ static void routes_exact(tm_rt_model *rm, const int32_t *ids, int n, int np, dou
                     double d = max_abs_diff(got + (size_t)(p - np + 1) * V, want + (size_t)p * V, V, &aa, &ab);
                     worst = d > worst ? d : worst;
                     CHECKF(d < tol, "%s route %zu stateless %d pos %d: max |diff| %.4f", engines[e], r, stateless, p, d);
-                    CHECKF(aa == ab, "%s route %zu stateless %d pos %d: argmax %d, reference %d", engines[e], r,
-                           stateless, p, aa, ab);
+                    /* the same argmax, unless the reference's own top two are closer than tol (a near-tie the
+                       bound above already covers) */
+                    const float *wr = want + (size_t)p * V;
+                    CHECKF(aa == ab || wr[aa] > wr[ab] - tol, "%s route %zu stateless %d pos %d: argmax %d, reference %d",
+                           engines[e], r, stateless, p, aa, ab);
                 }
             }
             tm_session_free(s);
@@ -610,14 +613,15 @@ static void test_moe(void)
     routes_exact(rm, ids, N, NP, GPTOSS_TOL);
     moe_batched_decode(rm, GPTOSS_TOL);
     tm_rt_model_free(rm);
-    /* DeepSeek-V3 and -V2 (synthetic): multi-head latent attention (cpu/mla.c), grouped sigmoid routing with its
+    /* DeepSeek-V3 and -V2 (synthetic): multi-head latent attention (cpu/mla.c, absorbed: one latent kv head of
+       rope 32 + kv_lora 32), grouped sigmoid routing with its
        correction bias, shared experts, a dense first layer; V2's softmax greedy routing without q_lora */
     const char *ds[2] = {"deepseek-v3-tiny", "deepseek-v2-tiny"};
     for (int i = 0; i < 2; i++) {
         rm = synth_open(ds[i], 29 + (uint64_t)i, NULL);
         if (!rm) return;
         const tm_model *m = rm->decode;
-        CHECK(m->mla && m->Hk == m->H && m->Dh == 64 && m->F_shared == (i ? 128 : 64) && m->layer[1].moe &&
+        CHECK(m->mla && m->Hk == 1 && m->Dh == 64 && m->F_shared == (i ? 128 : 64) && m->layer[1].moe &&
               m->layer[0].moe == i && m->router_sigmoid == !i && m->n_group == (i ? 1 : 4) && m->mla_interleave);
         routes_exact(rm, ids, N, NP, DEEPSEEK_TOL);
         moe_batched_decode(rm, DEEPSEEK_TOL);

@@ -953,8 +953,8 @@ static void test_arch_rules(void)
     if (m) CHECK(!m->qkv_bias && !m->o_bias && !m->layer[0].sliding && m->layer[1].window == 64 &&
                  !spec_has(m, "model.layers.0.self_attn.q_proj.bias") && spec_has(m, "model.layers.0.self_attn.sinks"));
     tm_model_free(m);
-    /* DeepSeek-V3 by its config class's defaults: MLA (q_lora 1536, kv_lora 512, 128 + 64 q/k dims, values 128,
-       one kv head per head whatever num_key_value_heads and head_dim say), 256 experts top-8 in 8 groups
+    /* DeepSeek-V3 by its config class's defaults: MLA (q_lora 1536, kv_lora 512, 128 + 64 q/k dims, values 128;
+       absorbed: one latent kv head of 64 + 512 whatever num_key_value_heads and head_dim say), 256 experts top-8 in 8 groups
        (best 4), dense below layer 3; YaRN with mscale_all_dim scales the attention by mscale^2 */
     CHECK_EQ_INT(model_from("{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"vocab_size\":8,\"hidden_size\":64,"
                             "\"intermediate_size\":8,\"num_hidden_layers\":4,\"num_attention_heads\":4,"
@@ -968,7 +968,7 @@ static void test_arch_rules(void)
         const tm_tensor_spec *kvb = spec_named(m, "model.layers.3.self_attn.kv_b_proj.weight");
         const tm_tensor_spec *cor = spec_named(m, "model.layers.3.mlp.gate.e_score_correction_bias");
         const tm_tensor_spec *o = spec_named(m, "model.layers.3.self_attn.o_proj.weight");
-        CHECK(m->mla && m->q_lora == 1536 && m->kv_lora == 512 && m->Dh == 192 && m->Hk == 4 && m->v_dim == 128 &&
+        CHECK(m->mla && m->q_lora == 1536 && m->kv_lora == 512 && m->Dh == 576 && m->Hk == 1 && m->v_dim == 128 &&
               m->rope[0].rot_dim == 64 && m->mla_interleave && m->n_experts == 256 && m->top_k == 8 &&
               m->n_group == 8 && m->topk_group == 4 && m->group_top2 && m->router_sigmoid && m->norm_topk_prob &&
               m->routed_scale == 2.5f && m->F_expert == 2048 && m->F_shared == 2048 && !m->layer[2].moe &&
@@ -997,7 +997,7 @@ static void test_arch_rules(void)
          "\"group_limited_greedy\",\"n_group\":3,\"topk_group\":1", TM_E_INVALID, "'n_group' = 3"},
         {"\"architectures\":[\"DeepseekV3ForCausalLM\"],\"n_group\":8,\"topk_group\":1,\"num_experts_per_tok\":40",
          TM_E_INVALID, "'num_experts_per_tok' = 40"},
-        {"\"architectures\":[\"DeepseekV3ForCausalLM\"],\"v_head_dim\":300", TM_E_UNSUPPORTED, "'v_head_dim' = 300"},
+        {"\"architectures\":[\"DeepseekV3ForCausalLM\"],\"kv_lora_rank\":65500", TM_E_UNSUPPORTED, "at most 65536"},
         {"\"architectures\":[\"DeepseekV3ForCausalLM\"],\"qk_rope_head_dim\":7", TM_E_UNSUPPORTED, "must be even"},
         {"\"architectures\":[\"DeepseekV2ForCausalLM\"],\"num_experts_per_tok\":2,\"mlp_bias\":true",
          TM_E_UNSUPPORTED, "'mlp_bias'"},

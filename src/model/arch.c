@@ -393,7 +393,8 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
                 if (m->qkv_bias) ADD(&w->q_a_b, TM_TK_VECTOR, ql, 0, "%s.%s.q_a_proj.bias", lp, at);
                 ADD(&w->q_a_norm, TM_TK_VECTOR, ql, 0, "%s.%s.q_a_layernorm.weight", lp, at);
             }
-            ADD(&w->wq, TM_TK_MATRIX, q, ql ? ql : D, "%s.%s.%s.weight", lp, at, ql ? "q_b_proj" : "q_proj");
+            ADD(&w->wq, TM_TK_MATRIX, (int64_t)m->H * (m->qk_nope + m->qk_rope), ql ? ql : D, "%s.%s.%s.weight", lp, at,
+                ql ? "q_b_proj" : "q_proj");
             MLA_ROWS(1);
             ADD(&w->kv_a, TM_TK_MATRIX, kvr, D, "%s.%s.kv_a_proj_with_mqa.weight", lp, at);
             MLA_ROWS(2);
@@ -702,12 +703,12 @@ static int resolve_mla(ctx *x, const arch_info *ai, tm_model *m)
         (rc = opt_int(x, &c->v_head_dim, "v_head_dim", 1, MX, 128, &m->v_dim)))
         return rc;
     if (c->q_lora_rank.state == TM_CFG_NULL) m->q_lora = 0;
-    if (m->qk_rope % 2 || m->v_dim > m->qk_nope + m->qk_rope)
-        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: 'qk_rope_head_dim' = %d must be even and 'v_head_dim' = %d at most "
-                       "qk_nope_head_dim + qk_rope_head_dim", c->name, m->qk_rope, m->v_dim);
+    if (m->qk_rope % 2 || (int64_t)m->kv_lora + m->qk_rope > MX)
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: 'qk_rope_head_dim' = %d must be even and kv_lora_rank + "
+                       "qk_rope_head_dim at most %d", c->name, m->qk_rope, MX);
     m->mla = 1;
-    m->Dh = m->qk_nope + m->qk_rope;
-    m->Hk = m->H; /* the latent is expanded per head */
+    m->Dh = m->qk_rope + m->kv_lora; /* the latent's one kv head (model.h's absorbed form) */
+    m->Hk = 1;
     x->rot_dim = m->qk_rope;
     /* V2 rotates interleaved pairs (its complex product); V3 with rope_interleave (default true) */
     m->mla_interleave = ai->arch == TM_ARCH_DEEPSEEK_V2 || c->rope_interleave.state != TM_CFG_SET || c->rope_interleave.v;
@@ -1248,7 +1249,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         const tm_rope *rp = &m->rope[0];
         double ms = rp->type != TM_ROPE_DEFAULT && rp->mscale_all_dim > 0 && rp->factor > 1
                         ? 0.1 * rp->mscale_all_dim * log(rp->factor) + 1.0 : 1.0;
-        m->attn_scale = (float)(pow((double)m->Dh, -0.5) * ms * ms);
+        m->attn_scale = (float)(pow((double)(m->qk_nope + m->qk_rope), -0.5) * ms * ms);
     }
     for (int l = 0; l < m->L && m->n_experts; l++) {
         if (!m->layer[l].moe) continue;

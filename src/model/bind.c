@@ -122,7 +122,7 @@ static int mla_rows_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, tm_
     uint8_t *d = owned_copy(m, s, t, err);
     if (!d) return err->code;
     int64_t R = s->shape[0], rope = m->qk_rope, nope = m->qk_nope, il = m->mla_interleave;
-    int64_t blk = s->hf_mla == 1 ? m->Dh : R; /* a head's rows, or all of kv_a's */
+    int64_t blk = s->hf_mla == 1 ? nope + rope : R; /* a q head's rows, or all of kv_a's */
     size_t row = (s->ndim == 2 ? (size_t)s->shape[1] : 1) * tm_dtype_size(t->dtype);
     const uint8_t *src = t->data;
     for (int64_t r = 0; r < R; r++) { /* destination row r: row i of block r / blk */

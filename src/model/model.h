@@ -50,14 +50,18 @@
  *         o = softmax(s) · V
  *         attn_sinks: o = Σ_j e^(s_j) v_j / (Σ_j e^(s_j) + e^(sinks[qh]))   (GPT-OSS: a learned logit per head
  *                     in the softmax's sum, with no value)
- *     mla (DeepSeek-V2/V3, multi-head latent attention; Hk = H, Dh = qk_rope + qk_nope, values v_dim wide):
- *         q = q_lora ? rmsnorm(h·q_aᵀ + bqa, q_a_norm)·wqᵀ : h·wqᵀ       [T][H][Dh]
+ *     mla (DeepSeek-V2/V3, multi-head latent attention), in its absorbed form: one kv head (Hk = 1) of
+ *     Dh = qk_rope + kv_lora dims holding the latent, which is what the KV cache keeps:
+ *         q = q_lora ? rmsnorm(h·q_aᵀ + bqa, q_a_norm)·wqᵀ : h·wqᵀ     [T][H][qk_rope + qk_nope], each head
+ *             [rope | nope] as bound (the checkpoint's [nope | rope], its rope dims in interleaved pairs where
+ *             mla_interleave, is reordered at bind; kv_a's rope rows likewise)
  *         ckv = h·kv_aᵀ + bkva  [T][kv_lora + qk_rope];  c = rmsnorm(ckv[:kv_lora], kv_a_norm)
- *         kvb = c·kv_bᵀ         [T][H][qk_nope + v_dim]
- *         k_h = [ckv[kv_lora:] | kvb_h[:qk_nope]],  v_h = kvb_h[qk_nope:]  (the rope part shared by the heads)
- *         RoPE on the first qk_rope dims of q_h and k_h (bound so: each q head's rows [rope | nope]; the
- *         checkpoint's [nope | rope], its rope dims in interleaved pairs where mla_interleave, is reordered
- *         at bind, kv_a's rope rows likewise; q·k is unchanged); attention as above over Dh, o [T][H][v_dim]
+ *         UK_h = kv_b rows [h (qk_nope + v_dim), + qk_nope)  [qk_nope][kv_lora];  UV_h = the next v_dim rows
+ *         q'_h = [q_h[:rope] | q_h[rope:]·UK_h]  [H][Dh];  k' = [ckv[kv_lora:] | c],  v' = [c | 0]  [1][Dh]
+ *         RoPE on the first qk_rope dims of q'_h and k'; attention as above (scale (qk_nope + qk_rope)^-0.5)
+ *         o_h = o'_h[:kv_lora]·UV_hᵀ   [T][H][v_dim]
+ *         (q'·k' = q_rope·k_rope + q_nope·(UK c): transformers' per-head k = [kv_b(c)_nope | k_rope] and
+ *         v = kv_b(c)_v give the same attention)
  *     a = o·woᵀ + bo                                [T][D]
  *     post_attn_norm (Gemma, OLMo 2): a = rmsnorm(a, attn_out_norm)
  *     x = x + a * residual_scale                    (Granite's residual_multiplier, else 1)
@@ -213,7 +217,7 @@ typedef struct tm_layer_desc {
 typedef struct tm_layer_weights {
     tm_tensor attn_norm;         /* [D] */
     tm_tensor attn_norm_b;       /* [D] LayerNorm bias (norm_bias) */
-    tm_tensor wq, wk, wv;        /* [H*Dh][D], [Hk*Dh][D], [Hk*Dh][D] (MLA: wq [H*Dh][q_lora or D], no wk, wv) */
+    tm_tensor wq, wk, wv;        /* [H*Dh][D], [Hk*Dh][D], [Hk*Dh][D] (MLA: wq [H*(qk_nope + qk_rope)][q_lora or D], no wk, wv) */
     tm_tensor q_a, q_a_b, q_a_norm; /* MLA: [q_lora][D], [q_lora] (attention_bias), [q_lora] */
     tm_tensor kv_a, kv_a_b;      /* MLA: [kv_lora + qk_rope][D], [kv_lora + qk_rope] (attention_bias) */
     tm_tensor kv_a_norm;         /* MLA: [kv_lora] */
@@ -292,7 +296,8 @@ typedef struct tm_model {
                                     MPT); 0: none */
     float *alibi;                /* [H] ALiBi slopes (BLOOM, MPT; their layers take no RoPE), or NULL */
     int attn_sinks;              /* every layer has sinks [H] (GPT-OSS) */
-    int mla;                     /* multi-head latent attention (DeepSeek-V2/V3: the "mla" lines above) */
+    int mla;                     /* multi-head latent attention (DeepSeek-V2/V3: the "mla" lines above; Hk = 1,
+                                    Dh = qk_rope + kv_lora, the latent's head) */
     int q_lora, kv_lora, qk_nope, qk_rope, v_dim; /* its sizes (q_lora 0: a plain q projection) */
     int mla_interleave;          /* the checkpoint's rope dims pair interleaved (2i, 2i + 1) */
     int qkv_bias, o_bias, mlp_bias;

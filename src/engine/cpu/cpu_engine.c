@@ -1228,7 +1228,7 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         int qkv16 = 0, f16; /* q|k|v, f in bf16 (y16) */
         if (y->mla) { /* q, k, v from the latent (mla.c), into c->q, c->kk, c->vv */
             par_norm(c, r, c->h, c->x, y->attn_norm, y->attn_norm_b, M, D);
-            if ((rc = tm_mla_forward(y->mla, &c->k, c->h, M, c->q, c->kk, c->vv, &c->ws, r->pool, err))) return rc;
+            if ((rc = tm_mla_qkv(y->mla, &c->k, c->h, M, c->q, c->kk, c->vv, &c->ws, r->pool, err))) return rc;
         } else if (y->wqkv) { /* one matmul into qkv[M][HD + 2 KD], split */
             tm_kact a;
             norm_prep(c, r, c->h, c->x, y->attn_norm, y->attn_norm_b, M, y->wqkv, NULL, NULL, &a);
@@ -1245,11 +1245,10 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         double t0 = c->profile ? now_s() : 0;
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
         if (c->profile) c->prof[c->prof_kind][2] += now_s() - t0;
-        if (y->mla) /* each head's first v_dim outputs (the rest are the padded values' 0): [M][H*v_dim] */
-            for (size_t i = 0; i < (size_t)M * m->H; i++)
-                memmove(c->h + i * (size_t)m->v_dim, c->h + i * (size_t)m->Dh, sizeof(float) * (size_t)m->v_dim);
+        if (y->mla && (rc = tm_mla_out(y->mla, &c->k, c->h, M, &c->ws, r->pool, err))) return rc; /* [M][H*v] */
         f16 = !y->bo && !y->attn_out_norm && y16(c, Y16_O, y->wo, M);
-        if ((rc = matmul_to(c, r, y->wo, c->h, M, c->f, f16 ? (uint16_t *)c->f : NULL, err))) return rc;
+        if ((rc = matmul_to(c, r, y->wo, y->mla ? y->mla->o : c->h, M, c->f, f16 ? (uint16_t *)c->f : NULL, err)))
+            return rc;
         par_bias(c, r, c->f, y->bo, M, D, D);
         if (y->attn_out_norm) par_norm(c, r, c->f, c->f, y->attn_out_norm, NULL, M, D);
         if (c->x0) memcpy(c->x0, c->x, sizeof(float) * (size_t)M * D); /* parallel: the FFN reads x as it was */

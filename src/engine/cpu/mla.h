@@ -1,24 +1,26 @@
-/* engine/cpu/mla.h: multi-head latent attention's projections for the CPU
- * engines (DeepSeek-V2/V3; model/model.h's "mla" lines). The latent is
- * expanded per head, as transformers computes it, into the q, k, v rows the
- * engine's attention takes (Hk = H, Dh = qk_rope + qk_nope):
+/* engine/cpu/mla.h: multi-head latent attention for the CPU engines
+ * (DeepSeek-V2/V3), in model/model.h's absorbed form: the KV cache holds one
+ * latent head of Dh = qk_rope + kv_lora per token (k' = [rope | c], v' =
+ * [c | 0]), and each query head's no-rope part is carried into the latent
+ * (q_nope·UK_h) before the attention and out of it (o'·UV_hᵀ) after:
  *
- *   qa[M][ql]    = rmsnorm(h · q_aᵀ + b_qa, q_a_norm)        (q_lora; else qa = h)
- *   q[M][H][Dh]  = qa · wqᵀ                                  (each head [rope | nope], as bound)
- *   ckv[M][kvl + rope] = h · kv_aᵀ + b_kva
- *   c[M][kvl]    = rmsnorm(ckv[:, :kvl], kv_a_norm)
- *   kvb[M][H][nope + v] = c · kv_bᵀ
- *   k[M][H][Dh]  = [ckv[:, kvl:] | kvb[:, h, :nope]]         (the rope part shared by the heads)
- *   v[M][H][Dh]  = [kvb[:, h, nope:] | 0]                    (values padded to Dh)
+ *   qa[M][ql]        = rmsnorm(h · q_aᵀ + b_qa, q_a_norm)          (q_lora; else qa = h)
+ *   qf[M][H][rope+nope] = qa · wqᵀ                                 (each head [rope | nope], as bound)
+ *   ckv[M][kvl+rope] = h · kv_aᵀ + b_kva;   c = rmsnorm(ckv[:, :kvl], kv_a_norm)
+ *   q'[M][H][Dh]     = [qf[:, h, :rope] | qf[:, h, rope:] · UK_h]  (uk[h] = UK_hᵀ [kvl][nope])
+ *   k'[M][Dh]        = [ckv[:, kvl:] | c],   v'[M][Dh] = [c | 0]
+ *   ... the engine: RoPE on q'[.., :rope] and k'[.., :rope], the KV store, attention (H heads, 1 kv head)
+ *   o[M][H][v]       = o'[:, h, :kvl] · UV_hᵀ                      (uv[h] = UV_h [v][kvl])
  *
- * The caller then runs RoPE on the first qk_rope dims of q and k, stores k and
- * v in the KV cache, attends over Dh, and reads each head's first v_dim
- * outputs. The cache holds the expanded K and V (not the compressed latent;
- * the absorbed form that decodes from the latent is not implemented).
+ * UK_h and UV_h are head h's rows of kv_b [H (nope + v)][kvl]; they are made
+ * once at bind, in bf16 where kv_b is a float tensor and int8 per row
+ * otherwise (a quantized stage), as tm_kweights for the GEMV / GEMM kernels.
  *
  *   tm_mla *x;
  *   tm_mla_init(&x, model, layer, pack, roles, 512, &err);   // weights + scratch for 512 rows
- *   tm_mla_forward(x, &kernels, h, M, q, k, v, &ws, pool, &err);
+ *   tm_mla_qkv(x, &kernels, h, M, q, k, v, &ws, pool, &err);
+ *   ... attention into o' ...
+ *   tm_mla_out(x, &kernels, o', M, &ws, pool, &err);         // x->o [M][H*v], the o projection's input
  *   tm_mla_free(x); */
 #ifndef TM_ENGINE_CPU_MLA_H
 #define TM_ENGINE_CPU_MLA_H
@@ -34,22 +36,30 @@ typedef struct tm_mla {
     int D, H, Dh, ql, kvl, nope, rope, v, max_rows;
     float eps;
     tm_kweight *q_a;              /* [ql][D], or NULL (no q_lora) */
-    tm_kweight *q;                /* [H*Dh][ql or D] */
+    tm_kweight *q;                /* [H*(rope + nope)][ql or D] */
     tm_kweight *kv_a;             /* [kvl + rope][D] */
-    tm_kweight *kv_b;             /* [H*(nope + v)][kvl] */
+    tm_kweight **uk, **uv;        /* [H] each [kvl][nope] (UK_h transposed), [v][kvl] (UV_h) */
+    void *ukv;                    /* their bytes (bf16, or int8 followed by ukv_sc) */
+    float *ukv_sc;                /* int8: the rows' scales */
     float *q_a_b, *kv_a_b;        /* [ql], [kvl + rope] biases, or NULL */
     float *q_a_norm, *kv_a_norm;  /* [ql], [kvl] */
-    float *qa, *ckv, *c, *kvb;    /* scratch for max_rows rows, shapes above */
+    float *qa, *qf, *ckv;         /* scratch for max_rows rows, shapes above */
+    float *xin, *yout;            /* [max_rows][max(nope, kvl)], [max_rows][max(kvl, v)] one head's operands */
+    float *o;                     /* [max_rows][H*v] tm_mla_out's result */
 } tm_mla;
 
 /* tm_mla_init: layer `layer`'s MLA weights packed by `pack` for `roles`, and scratch for max_rows rows.
- * Errors: TM_E_NOMEM, or pack's naming the tensor. */
+ * Errors: TM_E_NOMEM, TM_E_INVALID (a weight not bound to its shape), or pack's naming the tensor. */
 int tm_mla_init(tm_mla **out, const tm_model *m, int layer, tm_moe_pack_fn pack, unsigned roles, int max_rows,
                 tm_err *err);
 void tm_mla_free(tm_mla *x);
 
-/* tm_mla_forward: q, k, v [M][H][Dh] from the normed rows h[M][D] (M in 1..max_rows). */
-int tm_mla_forward(tm_mla *x, const tm_kernels *k, const float *h, int M, float *q, float *kk, float *vv, tm_kbuf *ws,
-                   struct tm_pool *pool, tm_err *err);
+/* tm_mla_qkv: q [M][H][Dh], k and v [M][Dh] from the normed rows h[M][D] (M in 1..max_rows). */
+int tm_mla_qkv(tm_mla *x, const tm_kernels *k, const float *h, int M, float *q, float *kk, float *vv, tm_kbuf *ws,
+               struct tm_pool *pool, tm_err *err);
+
+/* tm_mla_out: x->o [M][H*v] from the attention's rows o' [M][H][Dh]. */
+int tm_mla_out(tm_mla *x, const tm_kernels *k, const float *att, int M, tm_kbuf *ws, struct tm_pool *pool,
+               tm_err *err);
 
 #endif

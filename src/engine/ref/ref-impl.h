@@ -14,10 +14,11 @@ typedef struct ref_layer {
     float *bqkv;             /* [(H+2Hk)*Dh] or NULL */
     /* MLA (wqkv NULL; model.h's mla): */
     float *q_a, *q_a_b, *q_a_norm; /* [ql][D], [ql] or NULL, [ql]; NULL without q_lora */
-    float *wq;               /* [H*Dh][ql or D], each head's rows [rope | nope] */
+    float *wq;               /* [H*(rope + nope)][ql or D], each head's rows [rope | nope] */
     float *kv_a, *kv_a_b;    /* [kvl + rope][D], [kvl + rope] or NULL */
     float *kv_a_norm;        /* [kvl] */
-    float *kv_b;             /* [H*(nope + v)][kvl] */
+    float *kv_b;             /* [H*(nope + v)][kvl]: head h's UK rows, then its UV rows */
+    float *uk_t;             /* [H][kvl][nope]: each UK_h transposed (q_nope -> the latent) */
     float *q_norm, *k_norm;  /* [Dh] effective (qk_heads: [H][Dh], [Hk][Dh]; qk_whole: [H*Dh], [Hk*Dh]), or NULL */
     float *q_norm_b, *k_norm_b; /* [Dh] LayerNorm biases, or NULL */
     float *wo;               /* [D][H*Dh] */

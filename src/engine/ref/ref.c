@@ -111,10 +111,17 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (m->mla) { /* q_a, q_b (or q_proj), kv_a, kv_b: ref_forward's mla_qkv */
         int64_t ql = m->q_lora, kvr = (int64_t)m->kv_lora + m->qk_rope;
         if ((ql && (!(o->q_a = to_f32(&w->q_a, ql, D, err)) || !(o->q_a_norm = norm_w(&w->q_a_norm, (int)ql, 0, err)))) ||
-            !(o->wq = to_f32(&w->wq, q, ql ? ql : D, err)) || !(o->kv_a = to_f32(&w->kv_a, kvr, D, err)) ||
+            !(o->wq = to_f32(&w->wq, (int64_t)m->H * (m->qk_nope + m->qk_rope), ql ? ql : D, err)) ||
+            !(o->kv_a = to_f32(&w->kv_a, kvr, D, err)) ||
             !(o->kv_a_norm = norm_w(&w->kv_a_norm, m->kv_lora, 0, err)) ||
             !(o->kv_b = to_f32(&w->kv_b, (int64_t)m->H * (m->qk_nope + m->v_dim), m->kv_lora, err)))
             return err->code;
+        int64_t H = m->H, nope = m->qk_nope, kvl = m->kv_lora, nv = nope + m->v_dim;
+        if (!(o->uk_t = malloc(sizeof(float) * (size_t)(H * kvl * nope))))
+            return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < nope; i++)
+                for (int64_t j = 0; j < kvl; j++) o->uk_t[(h * kvl + j) * nope + i] = o->kv_b[(h * nv + i) * kvl + j];
         o->q_a_b = opt_vec(&w->q_a_b, (int)ql, err, &irc);
         if (!irc) o->kv_a_b = opt_vec(&w->kv_a_b, (int)kvr, err, &irc);
         if (irc) return irc;
@@ -209,7 +216,7 @@ void tm_ref_free(tm_ref *r)
                            o->k_norm_b, o->wo, o->bo, o->attn_out_norm,
                            o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
                            o->s_gu, o->s_d, o->s_router, o->sinks, o->router_b, o->e_gub, o->e_db, o->q_a, o->q_a_b,
-                           o->q_a_norm, o->wq, o->kv_a, o->kv_a_b, o->kv_a_norm, o->kv_b, o->router_corr};
+                           o->q_a_norm, o->wq, o->kv_a, o->kv_a_b, o->kv_a_norm, o->kv_b, o->uk_t, o->router_corr};
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
         }
     free(r->w);

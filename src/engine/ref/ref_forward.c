@@ -87,18 +87,19 @@ static void att_items(void *p, int i0, int i1)
 
 /* ---- multi-head latent attention (model.h's mla) ---- */
 
-/* qkv[T][3][H*Dh] (Q, K, V as wqkv's rows give them; Hk = H) from h[T][D]: q = (q_lora ? rmsnorm(h·q_aᵀ + b) :
- * h)·wqᵀ, each head [rope | nope]; ckv = h·kv_aᵀ + b [kvl + rope], kvb = rmsnorm(ckv[:kvl])·kv_bᵀ [H][nope + v];
- * k_h = [ckv[kvl:] | kvb_h[:nope]], v_h = [kvb_h[nope:] | 0] (values padded to Dh) */
+/* qkv[T][(H + 2) Dh] (q' of the H heads, then k', v' of the one latent head; model.h's absorbed mla) from
+ * h[T][D]: q = (q_lora ? rmsnorm(h·q_aᵀ + b) : h)·wqᵀ [H][rope + nope], each head [rope | nope];
+ * ckv = h·kv_aᵀ + b [kvl + rope], c = rmsnorm(ckv[:kvl]); q'_h = [q_h[:rope] | q_h[rope:]·UK_h];
+ * k' = [ckv[kvl:] | c], v' = [c | 0] */
 static int mla_qkv(const tm_ref *r, const ref_layer *w, const float *h, int T, float *qkv, tm_err *err)
 {
     int D = r->D, H = r->H, Dh = r->Dh, ql = r->q_lora, kvl = r->kv_lora, rope = r->qk_rope, nope = r->qk_nope;
-    int kvr = kvl + rope, nv = nope + r->v_dim, HD = H * Dh;
-    float *qa = ql ? malloc(sizeof(float) * (size_t)T * ql) : NULL, *q = malloc(sizeof(float) * (size_t)T * HD);
-    float *ckv = malloc(sizeof(float) * (size_t)T * kvr), *kvb = malloc(sizeof(float) * (size_t)T * H * nv);
-    float *c = malloc(sizeof(float) * (size_t)T * kvl);
+    int kvr = kvl + rope, qd = rope + nope, nq = (H + 2) * Dh;
+    float *qa = ql ? malloc(sizeof(float) * (size_t)T * ql) : NULL, *q = malloc(sizeof(float) * (size_t)T * H * qd);
+    float *ckv = malloc(sizeof(float) * (size_t)T * kvr), *qn = malloc(sizeof(float) * (size_t)T * nope);
+    float *ql8 = malloc(sizeof(float) * (size_t)T * kvl);
     int rc = TM_OK;
-    if ((ql && !qa) || !q || !ckv || !kvb || !c) {
+    if ((ql && !qa) || !q || !ckv || !qn || !ql8) {
         rc = tm_errf(err, TM_E_NOMEM, "reference forward: out of memory for %d tokens", T);
         goto done;
     }
@@ -106,28 +107,57 @@ static int mla_qkv(const tm_ref *r, const ref_layer *w, const float *h, int T, f
         ref_matmul(r->n_threads, qa, h, w->q_a, w->q_a_b, T, ql, D);
         for (int t = 0; t < T; t++) ref_rmsnorm(qa + (size_t)t * ql, qa + (size_t)t * ql, w->q_a_norm, ql, r->eps);
     }
-    ref_matmul(r->n_threads, q, ql ? qa : h, w->wq, NULL, T, HD, ql ? ql : D);
+    ref_matmul(r->n_threads, q, ql ? qa : h, w->wq, NULL, T, H * qd, ql ? ql : D);
     ref_matmul(r->n_threads, ckv, h, w->kv_a, w->kv_a_b, T, kvr, D);
-    for (int t = 0; t < T; t++) ref_rmsnorm(c + (size_t)t * kvl, ckv + (size_t)t * kvr, w->kv_a_norm, kvl, r->eps);
-    ref_matmul(r->n_threads, kvb, c, w->kv_b, NULL, T, H * nv, kvl);
     for (int t = 0; t < T; t++) {
-        float *row = qkv + (size_t)t * 3 * HD, *k = row + HD, *v = row + 2 * HD;
-        memcpy(row, q + (size_t)t * HD, sizeof(float) * (size_t)HD);
-        for (int hh = 0; hh < H; hh++) {
-            const float *kb = kvb + ((size_t)t * H + hh) * nv;
-            memcpy(k + (size_t)hh * Dh, ckv + (size_t)t * kvr + kvl, sizeof(float) * (size_t)rope);
-            memcpy(k + (size_t)hh * Dh + rope, kb, sizeof(float) * (size_t)nope);
-            memset(v + (size_t)hh * Dh, 0, sizeof(float) * (size_t)Dh);
-            memcpy(v + (size_t)hh * Dh, kb + nope, sizeof(float) * (size_t)r->v_dim);
+        float *row = qkv + (size_t)t * nq, *k = row + (size_t)H * Dh, *v = k + Dh;
+        memcpy(k, ckv + (size_t)t * kvr + kvl, sizeof(float) * (size_t)rope);
+        ref_rmsnorm(k + rope, ckv + (size_t)t * kvr, w->kv_a_norm, kvl, r->eps);
+        memcpy(v, k + rope, sizeof(float) * (size_t)kvl);
+        memset(v + kvl, 0, sizeof(float) * (size_t)rope);
+    }
+    for (int hh = 0; hh < H; hh++) { /* q'_h = [q_rope | q_nope·UK_h] */
+        for (int t = 0; t < T; t++) {
+            const float *qh = q + ((size_t)t * H + hh) * qd;
+            memcpy(qkv + (size_t)t * nq + (size_t)hh * Dh, qh, sizeof(float) * (size_t)rope);
+            memcpy(qn + (size_t)t * nope, qh + rope, sizeof(float) * (size_t)nope);
         }
+        ref_matmul(r->n_threads, ql8, qn, w->uk_t + (size_t)hh * kvl * nope, NULL, T, kvl, nope);
+        for (int t = 0; t < T; t++)
+            memcpy(qkv + (size_t)t * nq + (size_t)hh * Dh + rope, ql8 + (size_t)t * kvl, sizeof(float) * (size_t)kvl);
     }
 done:
     free(qa);
     free(q);
     free(ckv);
-    free(kvb);
-    free(c);
+    free(qn);
+    free(ql8);
     return rc;
+}
+
+/* a[T][D] = o·woᵀ + bo from att[T][H][Dh] (each head's o'; its first kvl dims the latent's weighted sum):
+ * o_h = o'_h[:kvl]·UV_hᵀ [T][H][v] */
+static int mla_out(const tm_ref *r, const ref_layer *w, const float *att, int T, float *a, tm_err *err)
+{
+    int H = r->H, Dh = r->Dh, kvl = r->kv_lora, v = r->v_dim, nv = r->qk_nope + v;
+    float *x = malloc(sizeof(float) * (size_t)T * kvl), *y = malloc(sizeof(float) * (size_t)T * v);
+    float *out = malloc(sizeof(float) * (size_t)T * H * v);
+    if (!x || !y || !out) {
+        free(x);
+        free(y);
+        free(out);
+        return tm_errf(err, TM_E_NOMEM, "reference forward: out of memory for %d tokens", T);
+    }
+    for (int hh = 0; hh < H; hh++) {
+        for (int t = 0; t < T; t++) memcpy(x + (size_t)t * kvl, att + ((size_t)t * H + hh) * Dh, sizeof(float) * (size_t)kvl);
+        ref_matmul(r->n_threads, y, x, w->kv_b + ((size_t)hh * nv + r->qk_nope) * kvl, NULL, T, v, kvl);
+        for (int t = 0; t < T; t++) memcpy(out + ((size_t)t * H + hh) * v, y + (size_t)t * v, sizeof(float) * (size_t)v);
+    }
+    ref_matmul(r->n_threads, a, out, w->wo, w->bo, T, r->D, H * v);
+    free(x);
+    free(y);
+    free(out);
+    return TM_OK;
 }
 
 /* ---- mixture of experts ---- */
@@ -302,12 +332,11 @@ int tm_ref_forward(tm_ref *r, const int32_t *tokens, int T, int pos0, float *log
         }
         att_ctx ac = {r, l, T, pos0, qkv, att};
         ref_parallel(r->n_threads, T * r->H, (double)T * r->H * (pos0 + T) * Dh, att_items, &ac);
-        if (r->mla) /* each head's v_dim values of its Dh (the rest 0): the output rows [T][H*v_dim] */
-            for (int t = 0; t < T; t++)
-                for (int hh = 0; hh < r->H; hh++)
-                    memmove(att + ((size_t)t * r->H + hh) * r->v_dim, att + ((size_t)t * r->H + hh) * Dh,
-                            sizeof(float) * (size_t)r->v_dim);
-        ref_matmul(r->n_threads, a, att, w->wo, w->bo, T, D, r->mla ? r->H * r->v_dim : qd);
+        if (r->mla) {
+            if ((rc = mla_out(r, w, att, T, a, err))) goto done;
+        } else {
+            ref_matmul(r->n_threads, a, att, w->wo, w->bo, T, D, qd);
+        }
         for (int t = 0; t < T; t++) {
             float *at = a + (size_t)t * D, *xt = x + (size_t)t * D;
             if (w->attn_out_norm) ref_rmsnorm(at, at, w->attn_out_norm, D, r->eps);
