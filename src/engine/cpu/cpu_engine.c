@@ -417,6 +417,11 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     unsigned roles = o->roles ? o->roles : var->roles;
     int rc = tm_kernels_select(var->kernels, &c->k, err);
     if (rc != TM_OK) goto fail;
+    if (m->Dh > TM_KATTN_MAX_DH) {
+        rc = tm_errf(err, TM_E_UNSUPPORTED, "%s: heads of %d dims are wider than the attention kernels take (%d)",
+                     var->engine, m->Dh, TM_KATTN_MAX_DH);
+        goto fail;
+    }
     c->layer = calloc((size_t)m->L, sizeof *c->layer);
     if (!c->layer) { rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", var->engine); goto fail; }
     for (int l = 0; l < m->L; l++) {

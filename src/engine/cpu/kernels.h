@@ -150,6 +150,9 @@ static inline int tm_kact_ld(int K) { return (K + 63) & ~63; }
 
 /* ---- attention ------------------------------------------------------------- */
 
+/* The widest head the attention kernels take (DeepSeek's absorbed latent head is 576) */
+#define TM_KATTN_MAX_DH 1024
+
 /* Prefill attention for one sequence: T queries at positions pos0 .. pos0+T-1
  * over keys at positions 0 .. pos0+T-1 (P = pos0 earlier keys, then the
  * chunk), causal; flash-style (online softmax, no T x P matrix). */

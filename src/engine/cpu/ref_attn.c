@@ -11,7 +11,7 @@
 
 #include "engine/cpu/kernels-impl.h"
 
-#define ATTN_MAX_DH 1024 /* DeepSeek's latent head: 576 */
+#define ATTN_MAX_DH TM_KATTN_MAX_DH
 
 int tm_kcheck_attn_prefill(const tm_kattn_prefill *a)
 {
