@@ -569,6 +569,7 @@ static void moe_batched_decode(tm_rt_model *rm, double tol)
 /* DeepSeek: the engines within 0.003 of the reference; the shared rope part of k left out moves the logits by
    0.008-0.01, V3's correction bias by 0.34, its groups by 0.22, its routed scaling by 0.18 */
 #define DEEPSEEK_TOL 0.006
+#define DEEPSEEK_Q8_TOL 0.03 /* the engines within 0.012 of the reference over int8 weights */
 static void test_moe(void)
 {
     char dir[512];
@@ -627,6 +628,14 @@ static void test_moe(void)
         moe_batched_decode(rm, DEEPSEEK_TOL);
         tm_rt_model_free(rm);
     }
+    /* int8 weights: the absorbed UK_h and UV_h are made from the dequantized kv_b in int8 per row (mla.c)
+       rather than bf16; every engine and route against the reference over the same int8 weights */
+    rm = open_enc("build/test_engine_deepseek-v3-tiny", "build/test_engine_deepseek-v3-tiny-q8.tdm", TM_DT_Q8PC,
+                  TM_DT_Q8PC);
+    if (!rm) return;
+    CHECK(rm->decode->w[1].kv_b.dtype == TM_DT_Q8PC);
+    routes_exact(rm, ids, N, NP, DEEPSEEK_Q8_TOL);
+    tm_rt_model_free(rm);
 }
 
 /* tm_prefill_args.gemm, every engine here: a 32-row chunk counts every
