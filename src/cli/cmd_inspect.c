@@ -157,7 +157,8 @@ static void print_text(const tm_pkg *p, const summary *s, const cJSON *meta, con
                                           {"num_attention_heads", "heads"},  {"num_key_value_heads", "kv heads"},
                                           {"head_dim", "head dim"},          {"intermediate_size", "ffn"},
                                           {"num_local_experts", "experts"},  {"num_experts", "experts"},
-                                          {"vocab_size", "vocab"}};
+                                          {"n_routed_experts", "experts"},   {"kv_lora_rank", "kv latent"},
+                                          {"qk_rope_head_dim", "rope dims"}, {"vocab_size", "vocab"}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         double v = cfg_num(cfg, keys[i][0]);
         if (v >= 0) printf(", %s %.0f", keys[i][1], v);
