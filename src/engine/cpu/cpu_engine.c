@@ -65,7 +65,7 @@ typedef struct cpu_layer {
     float *b_gate, *b_up, *b_down;            /* [F], [F], [D] or NULL */
     float *sinks;                             /* [H] attention sinks or NULL */
     tm_moe_experts *moe;                      /* router [E][D] + E experts; NULL: dense FFN */
-    tm_mla *mla;                              /* multi-head latent attention's projections (wq... unused), or NULL */
+    tm_mla *mla;                              /* multi-head latent attention (DeepSeek; wq, wk, wv unused), or NULL */
 } cpu_layer;
 
 #define PROF_SHAPES 32 /* matmuls TANDEM_PROFILE tells apart (a layer has at most 7 weights; a bench, 1-2 row counts) */
