@@ -154,17 +154,21 @@ typedef struct tilecfg {
     uint8_t rows[16];
 } __attribute__((packed, aligned(64))) tilecfg;
 
-/* every tile 16 rows x 64 bytes (the GEMM's and attn_amx.c's configuration) */
+/* every tile 16 rows x 64 bytes (the GEMM's and attn_amx.c's configuration).
+ * A static constant, not a local filled in before the load: gcc 12 does not
+ * see LDTILECFG read its operand and dropped the stores of the rows and
+ * widths from the out-of-line copy of this function (the tiles were then
+ * configured empty, and the first tile instruction raised SIGILL: seen in
+ * the tile peak, on a Sapphire Rapids host with Debian's gcc 12.2). */
+static const tilecfg amx_cfg = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
 void tm_kamx_config(void)
 {
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.colsb[t] = 64;
-        c.rows[t] = 16;
-    }
-    _tile_loadconfig(&c);
+    _tile_loadconfig(&amx_cfg);
 }
 
 typedef struct gemm_ctx {
