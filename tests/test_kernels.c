@@ -240,6 +240,12 @@ static void test_gemv_q4(const tm_kernels *k, tm_pool *pool)
     mm_case(k, pool, TM_DT_Q6G64, 0, 8, 21, 3392);
     mm_case(k, pool, TM_DT_Q4G32, 0, 7, 35, 3744);
     mm_case(k, pool, TM_DT_Q4PC, 0, 8, 17, 4096);
+    /* the int4 layout's windows of 16 blocks: one and a short one (544: 1 block; 896: 12), and Qwen's
+       down projection (4864: 9 whole and a short one of 8; B = 8 in spans) */
+    mm_case(k, pool, TM_DT_Q4G32, 0, 1, 18, 544);
+    mm_case(k, pool, TM_DT_Q4G64, 0, 4, 23, 896);
+    mm_case(k, pool, TM_DT_Q4G64, 0, 1, 33, big ? 4864 : 1024);
+    mm_case(k, pool, TM_DT_Q4G64, 0, 8, 16, big ? 4864 : 1024);
 }
 
 static void test_matmul(const tm_kernels *k, tm_pool *pool)
@@ -680,7 +686,7 @@ static void test_pack_huge(const tm_kernels *k, tm_pool *pool)
 {
     tm_err err = {0};
     wbuf w;
-    wbuf_make(&w, TM_DT_Q4G64, 1024, 4096); /* 2 MB of int4 */
+    wbuf_make(&w, TM_DT_Q8PC, 1024, 2048); /* 2 MB of int8 */
     tm_kweight *a = NULL, *b = NULL;
     CHECK_EQ_INT(tm_kpack_init(&a, &w.t, TM_KPACK_GEMV, &err), TM_OK);
     CHECK_EQ_INT(tm_kpack_init(&b, &w.t, TM_KPACK_GEMV | TM_KPACK_HUGE, &err), TM_OK);
@@ -688,11 +694,11 @@ static void test_pack_huge(const tm_kernels *k, tm_pool *pool)
         CHECK(a->data == w.t.data);
         CHECK(tm_khuge_ok() ? b->data != w.t.data && b->scales != w.t.scales : b->data == w.t.data);
         CHECK(memcmp(b->data, w.t.data, (size_t)1024 * 2048) == 0);
-        float *x = rand_vec(4096, 1.0f), ya[1024], yb[1024];
-        tm_kact act = {.M = 1, .K = 4096, .f32 = x};
+        float *x = rand_vec(2048, 1.0f), ya[1024], yb[1024];
+        tm_kact act = {.M = 1, .K = 2048, .f32 = x};
         tm_kbuf ws = {0};
-        CHECK_EQ_INT(k->gemv_q4(a, &act, ya, &ws, pool), TM_OK);
-        CHECK_EQ_INT(k->gemv_q4(b, &act, yb, &ws, pool), TM_OK);
+        CHECK_EQ_INT(k->gemv_q8(a, &act, ya, &ws, pool), TM_OK);
+        CHECK_EQ_INT(k->gemv_q8(b, &act, yb, &ws, pool), TM_OK);
         CHECK(memcmp(ya, yb, sizeof ya) == 0);
         tm_kbuf_free(&ws);
         free(x);
@@ -702,8 +708,49 @@ static void test_pack_huge(const tm_kernels *k, tm_pool *pool)
     wbuf_free(&w);
 }
 
-/* tm_kmeasure_peak: a positive rate where the unit exists, "unsupported"
- * where it does not, "invalid" for what it does not measure */
+/* int4 weights are bound as a copy in the GEMV layout (kernels-impl.h): every
+ * element of every row reads back (tm_kq4_at) as the package's block layout
+ * holds it, for K with and without a short last window; the scales are the
+ * tensor's; concatenated parts give the rows of each part in turn */
+static void test_q4_layout(void)
+{
+    static const int Ks[] = {32, 64, 96, 480, 512, 544, 896, 1024, 1504, 4864};
+    for (size_t i = 0; i < sizeof Ks / sizeof Ks[0]; i++) {
+        int K = Ks[i], N = 3 + (int)i;
+        tm_dtype dt = K % 64 ? TM_DT_Q4G32 : i % 2 ? TM_DT_Q4G64 : TM_DT_Q4PC;
+        wbuf w, w2;
+        wbuf_make(&w, dt, N, K);
+        wbuf_make(&w2, dt, 2, K);
+        tm_err err = {0};
+        tm_kweight *a = NULL, *c = NULL;
+        CHECK_EQ_INT(tm_kpack_init(&a, &w.t, TM_KPACK_GEMV | TM_KPACK_HUGE, &err), TM_OK);
+        const tm_tensor *parts[2] = {&w.t, &w2.t};
+        CHECK_EQ_INT(tm_kpack_concat(&c, parts, 2, TM_KPACK_GEMV | TM_KPACK_HUGE, "qkv", &err), TM_OK);
+        if (!a || !c) {
+            tm_kpack_free(a), tm_kpack_free(c), wbuf_free(&w), wbuf_free(&w2);
+            continue;
+        }
+        CHECK(a->data != w.t.data && a->copy != NULL && a->row_bytes == (size_t)K / 2);
+        size_t sb = tm_quant_scale_count(dt, N, K) * tm_quant_scale_bytes(dt);
+        CHECK(memcmp(a->scales, w.t.scales, sb) == 0);
+        int bad = 0;
+        for (int r = 0; r < N + 2; r++) {
+            const uint8_t *src = (const uint8_t *)(r < N ? w.data : w2.data) + (size_t)(r < N ? r : r - N) * (K / 2);
+            for (int k = 0; k < K; k++) {
+                uint8_t byte = src[(k / 32) * 16 + (k & 15)];
+                int q = ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
+                if (r < N) bad += tm_kq4_at((const uint8_t *)a->data + (size_t)r * a->row_bytes, K, k) != q;
+                bad += tm_kq4_at((const uint8_t *)c->data + (size_t)r * c->row_bytes, K, k) != q;
+            }
+        }
+        CHECKF(bad == 0, "int4 GEMV layout, K = %d: %d elements read back wrong", K, bad);
+        tm_kpack_free(a);
+        tm_kpack_free(c);
+        wbuf_free(&w);
+        wbuf_free(&w2);
+    }
+}
+
 static void test_peak(tm_pool *pool)
 {
     const tm_cpu *cpu = tm_cpu_get();
@@ -1185,6 +1232,7 @@ int main(void)
     tm_err err = {0};
     CHECK_EQ_INT(tm_pool_init(&pool, NULL, 2, 0, &err), TM_OK);
     test_pack_and_errors();
+    test_q4_layout();
     test_gemv_split(pool);
     test_gemm_split(pool);
     test_peak(pool);

@@ -1,11 +1,14 @@
 /* engine/cpu/gemv_avx2.c: decode GEMV for AVX2 + FMA (the fallback for
  * CPUs without AVX-512). Same numerics as gemv_avx512.c:
- *  int4: a 32-byte load is 2 blocks (one per 128-bit lane); maddubs(u8
- *        nibble q+8, s8 x) then madd(1) give 4 int32 per block, the
- *        accumulator starts at -2 sum(x_block) per lane to remove the +8.
- *        int6 (Q6G64): a 64-element step is 32 nibble bytes of a 192-byte
- *        superchunk, its top bits from 32 of the superchunk's 64 crumb bytes
- *        shifted into bits 4-5 (-8 sum per lane removes the +32).
+ *  int4: the GEMV layout (kernels-impl.h): a 32-byte load is half a chunk,
+ *        int32 lane l holding 8 nibbles of block 8 h + l of the window (half
+ *        h); maddubs(u8 nibble q+8, s8 x) then madd(1) add 4 products per
+ *        lane, into an accumulator started at -8 sum(x_block): per half
+ *        window one conversion and one fma.
+ *  int6 (Q6G64): a 64-element step is 32 nibble bytes of a 192-byte
+ *        superchunk (2 blocks, one per 128-bit lane), its top bits from 32
+ *        of the superchunk's 64 crumb bytes shifted into bits 4-5; the
+ *        accumulator starts at -8 sum(x) per lane (4 lanes a block: -32).
  *  int8: x back to s8, then maddubs(|w|, sign(x, w)) (no saturation: |x| <=
  *        127, |w| <= 128) and madd(1).
  *  bf16: widen to f32 (a shift), FMA. */
@@ -32,16 +35,22 @@ typedef struct xchunk2 {
 
 typedef struct q4_ctx {
     const tm_kweight *w;
-    const xchunk2 *x; /* [nch][B]: the B rows of one chunk are adjacent */
+    const xchunk2 *x; /* int6: [nch][B]: the B rows of one chunk are adjacent */
+    const tm_kq4x *xq; /* int4: [nwin][B] */
     int B, nch, nfull, tail; /* tail: one last block */
     float *y;
 } q4_ctx;
 
-static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float *s, int32_t *bs, int off)
+/* x for the weight's layout: int4 windows (xq) or int6 chunks (xc) */
+static void q4_prepare(const tm_kact *x, int Q6, tm_kq4x *xq, xchunk2 *xc, int nch, int8_t *q, float *s, int32_t *bs)
 {
-    int K = x->K;
+    int K = x->K, off = 32;
     for (int b = 0; b < x->M; b++) {
         tm_kref_quant_b32(x->f32 + (size_t)b * K, K, q, s, bs);
+        if (!Q6) {
+            tm_kq4x_fill(xq + b, (size_t)x->M, q, s, bs, K);
+            continue;
+        }
         for (int c = 0; c < nch; c++) {
             int8_t lo[32], hi[32];
             int32_t corr[8];
@@ -66,42 +75,92 @@ static void q4_prepare(const tm_kact *x, xchunk2 *xc, int nch, int8_t *q, float 
     }
 }
 
-/* 64-element step c of a row at wp: int4, 32 bytes each; int6, half c % 2
- * of chunk c / 2 (A or B of superchunk c / 4, whose crumbs lie 128 bytes
- * in, or cro for the tail): its crumbs are the 32 bytes of that half, A's
- * in bits 0-1 / 2-3, B's in 4-5 / 6-7 */
-AI void q4_chunk(const uint8_t *wp, const uint16_t *ws, const xchunk2 *xb, int nch, int c, int B, int G, int tail,
-                 const int Q6, int cro, __m256 *fs)
+/* int6: 64-element step c of a row at wp, half c % 2 of chunk c / 2 (A or
+ * B of superchunk c / 4, whose crumbs lie 128 bytes in, or cro for the
+ * tail): its crumbs are the 32 bytes of that half, A's in bits 0-1 / 2-3,
+ * B's in 4-5 / 6-7 */
+AI void q6_chunk(const uint8_t *wp, const uint16_t *ws, const xchunk2 *xb, int c, int B, int tail, int cro,
+                 __m256 *fs)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const int isB = c / 2 % 2, hh = c % 2;
-    const uint8_t *cp = Q6 ? wp + 192 * (c / 4) + 64 * isB + 32 * hh : wp + 32 * c;
+    const uint8_t *cp = wp + 192 * (c / 4) + 64 * isB + 32 * hh;
     __m256i wv = tail ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)cp))
                       : _mm256_loadu_si256((const __m256i *)cp);
     __m256i wlo = _mm256_and_si256(wv, m4), whi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
-    if (Q6) {
-        const __m256i m30 = _mm256_set1_epi8(0x30);
-        __m256i cv = _mm256_loadu_si256((const __m256i *)(wp + 192 * (c / 4) + cro + 32 * hh));
-        __m256i tl = isB ? cv : _mm256_slli_epi16(cv, 4);
-        __m256i th = isB ? _mm256_srli_epi16(cv, 2) : _mm256_slli_epi16(cv, 2);
-        wlo = _mm256_or_si256(wlo, _mm256_and_si256(tl, m30));
-        whi = _mm256_or_si256(whi, _mm256_and_si256(th, m30));
-    }
-    __m256 wsl = _mm256_setzero_ps();
-    if (G == 32) { /* two f16 scales (one at the tail) */
-        __m128i h2 = _mm_cvtsi32_si128(ws[2 * c]);
-        if (!tail) h2 = _mm_insert_epi16(h2, ws[2 * c + 1], 1);
-        __m128 v = _mm_cvtph_ps(h2);
-        wsl = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0));
-    } else if (G == 64) {
-        wsl = _mm256_set1_ps(_cvtsh_ss(ws[c]));
-    }
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    __m256i cv = _mm256_loadu_si256((const __m256i *)(wp + 192 * (c / 4) + cro + 32 * hh));
+    __m256i tl = isB ? cv : _mm256_slli_epi16(cv, 4);
+    __m256i th = isB ? _mm256_srli_epi16(cv, 2) : _mm256_slli_epi16(cv, 2);
+    wlo = _mm256_or_si256(wlo, _mm256_and_si256(tl, m30));
+    whi = _mm256_or_si256(whi, _mm256_and_si256(th, m30));
+    __m256 wsl = _mm256_set1_ps(_cvtsh_ss(ws[c]));
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) {
         const xchunk2 *xc = xb + (size_t)c * B + b;
         __m256i acc = _mm256_add_epi32(xc->corr, _mm256_add_epi32(dot_i8(wlo, xc->lo), dot_i8(whi, xc->hi)));
-        __m256 sc = G ? _mm256_mul_ps(wsl, xc->xs) : xc->xs;
-        fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), sc, fs[b]);
+        fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(wsl, xc->xs), fs[b]);
+    }
+}
+
+/* int4: half h (blocks 8 h .. 8 h + nl - 1) of the window at wp (its
+ * chunks cb bytes each), x's window xw (B rows), the 8 lanes' weight scales
+ * wsl */
+AI void q4_half(const uint8_t *wp, int cb, int h, int nl, __m256 wsl, const tm_kq4x *xw, const int B, __m256 *fs)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+    __m256i acc[TM_KGEMV_MAX_B];
+    #pragma GCC unroll 8
+    for (int b = 0; b < B; b++) acc[b] = _mm256_loadu_si256((const __m256i *)(xw[b].corr + 8 * h));
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *cp = wp + cb * j + 32 * h;
+        __m256i wv = nl == 8 ? _mm256_loadu_si256((const __m256i *)cp) : _mm256_maskload_epi32((const int *)cp, lm);
+        __m256i wlo = _mm256_and_si256(wv, m4), whi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
+        #pragma GCC unroll 8
+        for (int b = 0; b < B; b++) {
+            acc[b] = _mm256_add_epi32(acc[b], dot_i8(wlo, _mm256_loadu_si256((const __m256i *)(xw[b].lo[j] + 32 * h))));
+            acc[b] = _mm256_add_epi32(acc[b], dot_i8(whi, _mm256_loadu_si256((const __m256i *)(xw[b].hi[j] + 32 * h))));
+        }
+    }
+    #pragma GCC unroll 8
+    for (int b = 0; b < B; b++)
+        fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[b]), _mm256_mul_ps(wsl, _mm256_loadu_ps(xw[b].s + 8 * h)), fs[b]);
+}
+
+/* int4: row n in the GEMV layout, window by window, its lane sums into fs[B] */
+AI void q4_row(const q4_ctx *c, int n, const int B, const int G, __m256 *fs)
+{
+    const tm_kweight *w = c->w;
+    int nb = w->K / 32, ng = G ? w->K / G : 1;
+    const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
+    const uint16_t *ws = (const uint16_t *)w->scales + (size_t)n * ng; /* f16 */
+    for (int wi = 0; 16 * wi < nb; wi++) {
+        int nbw = nb - 16 * wi < 16 ? nb - 16 * wi : 16, cb = 4 * nbw;
+        for (int j = 0; j < 4; j++) {
+            _mm_prefetch((const char *)wp + 64 * j + 2048, _MM_HINT_T0); /* see gemv_q4.inc */
+            _mm_prefetch((const char *)wp + 64 * j + 8192, _MM_HINT_T1);
+        }
+        for (int h = 0; h < 2 && 8 * h < nbw; h++) {
+            int nl = nbw - 8 * h < 8 ? nbw - 8 * h : 8;
+            __m256 wsl = _mm256_set1_ps(1.f);
+            if (G) { /* the half's blocks' scales: 8 (G = 32) or 4 widened to pairs (G = 64), 0 past the row */
+                int per = G == 32 ? 8 : 4, g0 = 16 * wi * 32 / G + per * h, ngh = ng - g0 < per ? ng - g0 : per;
+                __m128i hv;
+                if (ngh == per) {
+                    hv = G == 32 ? _mm_loadu_si128((const __m128i *)(ws + g0)) : _mm_loadl_epi64((const __m128i *)(ws + g0));
+                } else { /* a row's last window: only its own scales (the row may end the allocation) */
+                    uint16_t t[8] = {0};
+                    for (int g = 0; g < ngh; g++) t[g] = ws[g0 + g];
+                    hv = _mm_loadu_si128((const __m128i *)t);
+                }
+                __m256 v = _mm256_cvtph_ps(hv);
+                wsl = G == 32 ? v : _mm256_permutevar8x32_ps(v, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
+            }
+            q4_half(wp, cb, h, nl, wsl, c->xq + (size_t)wi * B, B, fs);
+        }
+        wp += 4 * cb;
     }
 }
 
@@ -131,14 +190,17 @@ AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G, con
         __m256 fs[TM_KGEMV_MAX_B];
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm256_setzero_ps();
-        int cc = 0;
-        const int cb = Q6 ? 48 : 32, nsup = w->K / 256, tcro = w->K % 256 / 2;
-        for (; cc < c->nfull; cc++) {
-            _mm_prefetch((const char *)wp + cb * cc + 2048, _MM_HINT_T0); /* see gemv_avx512.c */
-            _mm_prefetch((const char *)wp + cb * cc + 8192, _MM_HINT_T1);
-            q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 0, Q6, cc / 4 < nsup ? 128 : tcro, fs);
+        if (Q6) {
+            const int nsup = w->K / 256, tcro = w->K % 256 / 2;
+            int cc = 0;
+            for (; cc < c->nfull; cc++) {
+                _mm_prefetch((const char *)wp + 48 * cc + 2048, _MM_HINT_T0); /* see gemv_q4.inc */
+                _mm_prefetch((const char *)wp + 48 * cc + 8192, _MM_HINT_T1);
+                q6_chunk(wp, ws, c->x, cc, B, 0, cc / 4 < nsup ? 128 : tcro, fs);
+            }
+        } else {
+            q4_row(c, n, B, G, fs);
         }
-        if (c->tail) q4_chunk(wp, ws, c->x, c->nch, cc, B, G, 1, 0, 0, fs);
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
             float v = hsum8(fs[b]);
@@ -175,15 +237,17 @@ static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
 {
     if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
     int K = w->K, nb = K / 32, nch = (K + 63) / 64;
-    size_t xbytes = (size_t)x->M * nch * sizeof(xchunk2);
+    size_t xbytes = w->dtype == TM_DT_Q6G64 ? (size_t)x->M * nch * sizeof(xchunk2)
+                                            : (size_t)x->M * ((nb + 15) / 16) * sizeof(tm_kq4x);
     size_t need = xbytes + tm_kalign64((size_t)K) + 2 * tm_kalign64((size_t)nb * 4);
     if (tm_kbuf_reserve(ws, need)) return TM_E_NOMEM;
     xchunk2 *xc = tm_kbuf_at(ws, 0);
     int8_t *q = tm_kbuf_at(ws, xbytes);
     float *s = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K));
     int32_t *bs = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4));
-    q4_prepare(x, xc, nch, q, s, bs, w->dtype == TM_DT_Q6G64 ? 32 : 8);
-    q4_ctx c = {w, xc, x->M, nch, K / 64, (K % 64) / 32, y};
+    int Q6 = w->dtype == TM_DT_Q6G64;
+    q4_prepare(x, Q6, (tm_kq4x *)xc, xc, nch, q, s, bs);
+    q4_ctx c = {w, xc, (const tm_kq4x *)xc, x->M, nch, K / 64, (K % 64) / 32, y};
     tm_kgemv_run(w->N, 1, w->row_bytes, q4_rows, &c, pool);
     return TM_OK;
 }

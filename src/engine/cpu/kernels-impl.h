@@ -13,7 +13,21 @@
  *         = AMX INT8 B tiles, and two zmm of dpbusd operands per k-quad.
  *   Np = N rounded up to 32; padding is zero weight (and zero scale).
  *   colsum[Np] = sum_k q[n][k] corrects offset-binary activations:
- *   sum_k (q_x + 128) q_w = sum_k q_x q_w + 128 colsum. */
+ *   sum_k (q_x + 128) q_w = sum_k q_x q_w + 128 colsum.
+ *
+ * The int4 GEMV layout (Q4PC, Q4G64, Q4G32 bound for GEMV; every variant,
+ * the scalar reference included, reads it): the package's blocks (quant.h)
+ * repacked by tm_kpack_init, row by row, same bytes per row (K/2). A row is
+ * windows of 16 blocks (512 elements, 256 bytes); the last holds the nbw =
+ * (K/32) % 16 blocks left over, if any (16 nbw bytes). A window of nbw
+ * blocks is 4 chunks of 4 nbw bytes: chunk j's byte 4 l + t (block l of the
+ * window, t < 4) holds u = q + 8 of the block's element 8 j + t in its low
+ * nibble and of element 8 j + 4 + t in its high nibble. So in every chunk
+ * int32 lane l belongs to block l: a VNNI dot of the low (high) nibbles
+ * adds 4 products of block l to lane l, and one int32 accumulator gathers a
+ * window's 16 block dots over its 4 chunks, converted and scaled once per
+ * window (the package's layout puts 4 blocks in a chunk, so that each chunk
+ * had to be converted and scaled itself). tm_kq4_at reads an element. */
 #ifndef TM_ENGINE_CPU_KERNELS_IMPL_H
 #define TM_ENGINE_CPU_KERNELS_IMPL_H
 
@@ -23,17 +37,45 @@ struct tm_kweight {
     tm_dtype dtype;        /* BF16, Q8PC, Q4PC, Q4G64, Q4G32, Q6G64 */
     int N, K;
     int G;                 /* Q4*, Q6G64: elements per scale (32, 64, or K); Q8PC: K */
-    const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K], q4 [N][K/2], q6 (quant.h) */
+    const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K], q6 (quant.h); Q4*: [N][K/2] in
+                              the int4 GEMV layout above (a repacked copy, owned: copy) */
     const void *scales;    /* borrowed: f32 [N] (Q8PC); f16 [N][K/G] (Q4*, Q6G64; Q4PC: G = K) */
     size_t row_bytes;      /* bytes per row of data */
     int32_t *colsum;       /* Q8PC: [Np] sum_k q[n][k] (owned) */
     void *panel;           /* TM_KPACK_GEMM: see the layouts above (owned), else NULL */
     float *pscale;         /* Q8PC with panel: [Np] scales, 0 past N (owned) */
-    void *copy;            /* TM_KPACK_HUGE: data then scales, what data/scales point to (owned), or NULL */
+    void *copy;            /* TM_KPACK_HUGE or Q4*: data then scales, what data/scales point to (owned), or NULL */
     int Kp, Np;            /* padded sizes of the panel layout */
     int glu;               /* 0, or TM_KGLU_*: Np/32 pairs of panels, gate then up (tm_kpack_glu); N, Np
                               count output columns, colsum/pscale [2 Np] in panel order */
 };
+
+/* q in [-8, 7] of element k of an int4 row in the GEMV layout (above) */
+static inline int tm_kq4_at(const uint8_t *row, int K, int k)
+{
+    int blk = k / 32, e = k % 32, win = blk / 16, nbw = K / 32 - 16 * win;
+    if (nbw > 16) nbw = 16;
+    uint8_t byte = row[256 * (size_t)win + 4 * nbw * (e / 8) + 4 * (blk % 16) + e % 4];
+    return (e % 8 < 4 ? byte & 15 : byte >> 4) - 8;
+}
+
+/* x prepared for the int4 GEMV layout, per window of 16 blocks and row of x:
+ * lo[j] byte 4 l + t = q_x of block l's element 8 j + t, hi[j] of 8 j + 4 +
+ * t (the weight nibbles' partners); s[l] the block's scale, corr[l] = -8
+ * sum(q_x of block l) (removes the nibbles' +8 exactly); 0 past the row. */
+typedef struct tm_kq4x {
+    int8_t lo[4][64], hi[4][64];
+    float s[16];
+    int32_t corr[16];
+} tm_kq4x;
+
+/* Fill the windows of one row of x from its block-32 quantization (q [K],
+ * s and bsum [K/32], as tm_kref_quant_b32 gives): x_row[w * stride] is
+ * window w's record (stride: the records of a window's B rows lie side by
+ * side). */
+void tm_kq4x_fill(tm_kq4x *x_row, size_t stride, const int8_t *q, const float *s, const int32_t *bsum, int K);
+/* Repack one int4 row from the package's blocks (quant.h) to the GEMV layout */
+void tm_kq4_repack_row(uint8_t *dst, const uint8_t *src, int K);
 
 static inline void *tm_kbuf_at(tm_kbuf *ws, size_t off) { return (char *)ws->p + off; }
 static inline size_t tm_kalign64(size_t n) { return (n + 63) & ~(size_t)63; }

@@ -5,7 +5,7 @@
  *   tm_kernels_best(&k);                          // AMX > AVX-512 > AVX2 > scalar, by CPUID
  *   // or: tm_kernels_select("avx2", &k, &err);  // by name, for tests and --decode ENGINE
  *
- *   tm_kweight *w;                                // bind once: GEMV reads the HF layout
+ *   tm_kweight *w;                                // bind once: GEMV reads the HF layout (int4: its own)
  *   tm_kpack_init(&w, &tensor, TM_KPACK_GEMV | TM_KPACK_GEMM, &err);  // GEMM repacks
  *
  *   tm_kbuf ws = {0};                             // caller-owned scratch, grows as needed
@@ -63,7 +63,8 @@ void tm_kbuf_free(tm_kbuf *ws);
 typedef struct tm_kweight tm_kweight;
 
 enum {
-    TM_KPACK_GEMV = 1, /* decode: reads the tensor's own layout (borrowed), adds row sums for int8 */
+    TM_KPACK_GEMV = 1, /* decode: reads the tensor's own layout (borrowed), adds row sums for int8;
+                          int4 is repacked into a copy (the GEMV layout, kernels-impl.h) */
     TM_KPACK_GEMM = 2, /* prefill: repack bf16/int8 into panels (owned), see kpack.c */
     TM_KPACK_HUGE = 4, /* with GEMV: stream a copy in transparent huge pages (owned) instead of the
                           tensor's own bytes, where the kernel offers them (tm_khuge_ok); the copy
@@ -92,7 +93,8 @@ static inline int tm_kdt_block32(tm_dtype d)
 
 /* tm_kpack_init: bind a weight tensor [N][K] in BF16, Q8PC, Q4PC, Q4G64,
  * Q4G32 or Q6G64 (TM_KPACK_GEMM: BF16 and Q8PC only). The tensor's data and scales
- * are borrowed (e.g. an mmap) and must outlive the tm_kweight. Errors name
+ * are borrowed (e.g. an mmap) and must outlive the tm_kweight (an int4
+ * tensor's are copied: its data repacked to the GEMV layout). Errors name
  * the tensor and the field (dtype, shape, nbytes). */
 int tm_kpack_init(tm_kweight **out, const tm_tensor *w, int uses, tm_err *err);
 void tm_kpack_free(tm_kweight *w);

@@ -162,27 +162,40 @@ static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
     return K % 32 || K % *G ? TM_E_INVALID : TM_OK;
 }
 
+/* an int4 dtype, which the GEMV reads in its own layout (kernels-impl.h) */
+static int is_q4(tm_dtype dt) { return dt == TM_DT_Q4PC || dt == TM_DT_Q4G64 || dt == TM_DT_Q4G32; }
+
 /* The rows of parts[0..n) in turn, rb bytes of data and srb bytes of scales
- * each, copied into one allocation on huge pages (tm_khuge_alloc): data
- * [N][rb], then (64-byte aligned) the scales [N][srb bytes], *scales (NULL if
- * srb is 0). NULL if out of memory; free() releases it. */
-static char *copy_rows(const tm_tensor *const *parts, int n, size_t rb, size_t srb, const void **scales)
+ * each, copied into one allocation (on huge pages from 2 MB up if huge,
+ * tm_khuge_alloc): data [N][rb], then (64-byte aligned) the scales [N][srb
+ * bytes], *scales (NULL if srb is 0). int4 rows (q4K = K, else 0) are
+ * repacked to the GEMV layout as they are copied. NULL if out of memory;
+ * free() releases it. */
+static char *copy_rows(const tm_tensor *const *parts, int n, size_t rb, size_t srb, int huge, int q4K,
+                       const void **scales)
 {
     size_t N = 0;
     for (int i = 0; i < n; i++) N += (size_t)parts[i]->shape[0];
-    size_t db = N * rb;
-    char *buf = tm_khuge_alloc(tm_kalign64(db) + N * srb);
+    size_t db = N * rb, nb = tm_kalign64(db) + N * srb;
+    char *buf = huge ? tm_khuge_alloc(nb) : aligned_alloc(64, tm_kalign64(nb ? nb : 1));
     if (!buf) return NULL;
     char *sc = srb ? buf + tm_kalign64(db) : NULL;
     for (int i = 0, r = 0; i < n; r += (int)parts[i]->shape[0], i++) {
-        memcpy(buf + (size_t)r * rb, parts[i]->data, (size_t)parts[i]->shape[0] * rb);
-        if (srb) memcpy(sc + (size_t)r * srb, parts[i]->scales, (size_t)parts[i]->shape[0] * srb);
+        size_t pn = (size_t)parts[i]->shape[0];
+        if (q4K)
+            for (size_t k = 0; k < pn; k++)
+                tm_kq4_repack_row((uint8_t *)buf + (r + k) * rb, (const uint8_t *)parts[i]->data + k * rb, q4K);
+        else
+            memcpy(buf + (size_t)r * rb, parts[i]->data, pn * rb);
+        if (srb) memcpy(sc + (size_t)r * srb, parts[i]->scales, pn * srb);
     }
     *scales = sc;
     return buf;
 }
 
-int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
+/* tm_kpack_init, where laid_out says an int4 tensor's rows are in the GEMV
+ * layout already (tm_kpack_concat's copy) */
+static int kpack_init(tm_kweight **out, const tm_tensor *t, int uses, int laid_out, tm_err *err)
 {
     *out = NULL;
     const char *name = t->name ? t->name : "(unnamed)";
@@ -237,9 +250,11 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
     }
     if (rc == TM_OK && (uses & TM_KPACK_GEMM)) rc = t->dtype == TM_DT_BF16 ? pack_bf16(w) : pack_q8(w);
     size_t db = (size_t)N * row_bytes;
-    if (rc == TM_OK && (uses & TM_KPACK_HUGE) && (uses & TM_KPACK_GEMV) && db >= ((size_t)2 << 20) && tm_khuge_ok()) {
+    int huge = (uses & TM_KPACK_HUGE) && (uses & TM_KPACK_GEMV) && db >= ((size_t)2 << 20) && tm_khuge_ok();
+    int repack = is_q4(t->dtype) && !laid_out;
+    if (rc == TM_OK && (huge || repack)) { /* int4: always a copy, in the GEMV layout */
         const void *sc;
-        w->copy = copy_rows(&t, 1, row_bytes, scale_row_bytes(t->dtype, (int)K, G), &sc);
+        w->copy = copy_rows(&t, 1, row_bytes, scale_row_bytes(t->dtype, (int)K, G), huge, repack ? (int)K : 0, &sc);
         if (!w->copy) {
             rc = TM_E_NOMEM;
         } else {
@@ -253,6 +268,11 @@ int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
     }
     *out = w;
     return TM_OK;
+}
+
+int tm_kpack_init(tm_kweight **out, const tm_tensor *t, int uses, tm_err *err)
+{
+    return kpack_init(out, t, uses, 0, err);
 }
 
 int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int uses, const char *name, tm_err *err)
@@ -274,11 +294,11 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
     }
     if (N >= KP_MAX_DIM) return tm_errf(err, TM_E_INVALID, "kpack concat '%s': %lld rows", name, (long long)N);
     const void *sc;
-    char *buf = copy_rows(parts, n, rb, scale_row_bytes(dt, (int)K, G), &sc);
+    char *buf = copy_rows(parts, n, rb, scale_row_bytes(dt, (int)K, G), 1, is_q4(dt) ? (int)K : 0, &sc);
     if (!buf) return tm_errf(err, TM_E_NOMEM, "kpack concat '%s': out of memory", name);
     tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = (size_t)N * rb,
                    .scales = sc};
-    int rc = tm_kpack_init(out, &t, uses & ~TM_KPACK_HUGE, err); /* buf is the copy, on huge pages already */
+    int rc = kpack_init(out, &t, uses & ~TM_KPACK_HUGE, 1, err); /* buf is the copy, on huge pages, laid out */
     if (rc != TM_OK) {
         free(buf);
         return rc;

@@ -29,12 +29,49 @@ void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum
     }
 }
 
-/* q of element k of a block-32 family row (int4: core/tensor.h; int6: quant/quant.h) */
+void tm_kq4_repack_row(uint8_t *dst, const uint8_t *src, int K)
+{
+    int nb = K / 32;
+    for (int w0 = 0; w0 < nb; w0 += 16) {
+        int nbw = nb - w0 < 16 ? nb - w0 : 16;
+        uint8_t *o = dst + 16 * (size_t)w0;
+        for (int l = 0; l < nbw; l++) {
+            const uint8_t *b = src + 16 * (size_t)(w0 + l); /* byte i: element i low, 16 + i high */
+            for (int j = 0; j < 4; j++)
+                for (int t = 0; t < 4; t++) {
+                    int e0 = 8 * j + t, e1 = e0 + 4; /* the low and high nibble's elements */
+                    int u0 = e0 < 16 ? b[e0] & 15 : b[e0 - 16] >> 4, u1 = e1 < 16 ? b[e1] & 15 : b[e1 - 16] >> 4;
+                    o[4 * nbw * j + 4 * l + t] = (uint8_t)(u0 | u1 << 4);
+                }
+        }
+    }
+}
+
+void tm_kq4x_fill(tm_kq4x *x_row, size_t stride, const int8_t *q, const float *s, const int32_t *bsum, int K)
+{
+    int nb = K / 32;
+    for (int w0 = 0; w0 < nb; w0 += 16) {
+        tm_kq4x *o = x_row + (size_t)(w0 / 16) * stride;
+        memset(o, 0, sizeof *o);
+        for (int l = 0; l < 16 && w0 + l < nb; l++) {
+            const int8_t *b = q + 32 * (size_t)(w0 + l);
+            for (int j = 0; j < 4; j++)
+                for (int t = 0; t < 4; t++) {
+                    o->lo[j][4 * l + t] = b[8 * j + t];
+                    o->hi[j][4 * l + t] = b[8 * j + 4 + t];
+                }
+            o->s[l] = s[w0 + l];
+            o->corr[l] = -8 * bsum[w0 + l];
+        }
+    }
+}
+
+/* q of element k of a block-32 family row (int4: the GEMV layout of
+ * kernels-impl.h; int6: quant/quant.h) */
 static inline int blk_at(const tm_kweight *w, const uint8_t *row, int k)
 {
     if (w->dtype == TM_DT_Q6G64) return tm_quant_q6_at(row, w->K, k);
-    uint8_t byte = row[(k / 32) * 16 + (k & 15)];
-    return ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
+    return tm_kq4_at(row, w->K, k);
 }
 
 int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
