@@ -708,16 +708,17 @@ static void test_pack_huge(const tm_kernels *k, tm_pool *pool)
     wbuf_free(&w);
 }
 
-/* int4 weights are bound as a copy in the GEMV layout (kernels-impl.h): every
- * element of every row reads back (tm_kq4_at) as the package's block layout
- * holds it, for K with and without a short last window; the scales are the
- * tensor's; concatenated parts give the rows of each part in turn */
+/* int4 and int6 weights are bound as a copy in the GEMV layout
+ * (kernels-impl.h): every element of every row reads back (tm_kq4_at_t) as
+ * the package's layout holds it, for K with and without a short last window;
+ * the scales are the tensor's; concatenated parts give the rows of each part
+ * in turn */
 static void test_q4_layout(void)
 {
-    static const int Ks[] = {32, 64, 96, 480, 512, 544, 896, 1024, 1504, 4864};
+    static const int Ks[] = {32, 64, 96, 480, 512, 544, 896, 1024, 1504, 4864, 576, 1216, 192};
     for (size_t i = 0; i < sizeof Ks / sizeof Ks[0]; i++) {
         int K = Ks[i], N = 3 + (int)i;
-        tm_dtype dt = K % 64 ? TM_DT_Q4G32 : i % 2 ? TM_DT_Q4G64 : TM_DT_Q4PC;
+        tm_dtype dt = K % 64 ? TM_DT_Q4G32 : i % 3 == 0 ? TM_DT_Q6G64 : i % 2 ? TM_DT_Q4G64 : TM_DT_Q4PC;
         wbuf w, w2;
         wbuf_make(&w, dt, N, K);
         wbuf_make(&w2, dt, 2, K);
@@ -730,20 +731,22 @@ static void test_q4_layout(void)
             tm_kpack_free(a), tm_kpack_free(c), wbuf_free(&w), wbuf_free(&w2);
             continue;
         }
-        CHECK(a->data != w.t.data && a->copy != NULL && a->row_bytes == (size_t)K / 2);
+        CHECK(a->data != w.t.data && a->copy != NULL && a->row_bytes == (size_t)K / 2 + (dt == TM_DT_Q6G64 ? K / 4 : 0));
         size_t sb = tm_quant_scale_count(dt, N, K) * tm_quant_scale_bytes(dt);
         CHECK(memcmp(a->scales, w.t.scales, sb) == 0);
         int bad = 0;
+        int q6 = dt == TM_DT_Q6G64;
+        size_t src_rb = tm_quant_row_bytes(dt, K);
         for (int r = 0; r < N + 2; r++) {
-            const uint8_t *src = (const uint8_t *)(r < N ? w.data : w2.data) + (size_t)(r < N ? r : r - N) * (K / 2);
+            const uint8_t *src = (const uint8_t *)(r < N ? w.data : w2.data) + (size_t)(r < N ? r : r - N) * src_rb;
             for (int k = 0; k < K; k++) {
                 uint8_t byte = src[(k / 32) * 16 + (k & 15)];
-                int q = ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
-                if (r < N) bad += tm_kq4_at((const uint8_t *)a->data + (size_t)r * a->row_bytes, K, k) != q;
-                bad += tm_kq4_at((const uint8_t *)c->data + (size_t)r * c->row_bytes, K, k) != q;
+                int q = q6 ? tm_quant_q6_at(src, K, k) : ((k & 31) < 16 ? (byte & 15) : (byte >> 4)) - 8;
+                if (r < N) bad += tm_kq4_at_t((const uint8_t *)a->data + (size_t)r * a->row_bytes, K, k, q6) != q;
+                bad += tm_kq4_at_t((const uint8_t *)c->data + (size_t)r * c->row_bytes, K, k, q6) != q;
             }
         }
-        CHECKF(bad == 0, "int4 GEMV layout, K = %d: %d elements read back wrong", K, bad);
+        CHECKF(bad == 0, "%s GEMV layout, K = %d: %d elements read back wrong", tm_dtype_name(dt), K, bad);
         tm_kpack_free(a);
         tm_kpack_free(c);
         wbuf_free(&w);

@@ -1,14 +1,11 @@
 /* engine/cpu/gemv_avx2.c: decode GEMV for AVX2 + FMA (the fallback for
  * CPUs without AVX-512). Same numerics as gemv_avx512.c:
- *  int4: the GEMV layout (kernels-impl.h): a 32-byte load is half a chunk,
- *        int32 lane l holding 8 nibbles of block 8 h + l of the window (half
- *        h); maddubs(u8 nibble q+8, s8 x) then madd(1) add 4 products per
- *        lane, into an accumulator started at -8 sum(x_block): per half
- *        window one conversion and one fma.
- *  int6 (Q6G64): a 64-element step is 32 nibble bytes of a 192-byte
- *        superchunk (2 blocks, one per 128-bit lane), its top bits from 32
- *        of the superchunk's 64 crumb bytes shifted into bits 4-5; the
- *        accumulator starts at -8 sum(x) per lane (4 lanes a block: -32).
+ *  int4, int6: the GEMV layout (kernels-impl.h): a 32-byte load is half a
+ *        chunk, int32 lane l holding 8 nibbles of block 8 h + l of the
+ *        window (half h; int6: their top bits from the crumb chunk, shifted
+ *        into bits 4-5); maddubs(u8 code, s8 x) then madd(1) add 4 products
+ *        per lane, into an accumulator started at -off sum(x_block) (off 8
+ *        or 32): per half window one conversion and one fma.
  *  int8: x back to s8, then maddubs(|w|, sign(x, w)) (no saturation: |x| <=
  *        127, |w| <= 128) and madd(1).
  *  bf16: widen to f32 (a shift), FMA. */
@@ -25,112 +22,51 @@ AI __m256i dot_i8(__m256i u8, __m256i s8)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));
 }
 
-/* ---- int4 ------------------------------------------------------------------ */
-
-typedef struct xchunk2 {
-    __m256i lo, hi;  /* int8: lane j = block j elements 0..15 / 16..31 */
-    __m256i corr;    /* int32: lanes 4j..4j+3 = -2 * sum of block j's q */
-    __m256 xs;       /* f32: lanes 4j..4j+3 = block j's scale */
-} xchunk2;
+/* ---- int4, int6 ------------------------------------------------------------ */
 
 typedef struct q4_ctx {
     const tm_kweight *w;
-    const xchunk2 *x; /* int6: [nch][B]: the B rows of one chunk are adjacent */
-    const tm_kq4x *xq; /* int4: [nwin][B] */
-    int B, nch, nfull, tail; /* tail: one last block */
+    const tm_kq4x *xq; /* [nwin][B]: the B rows of one window are adjacent */
+    int B;
     float *y;
 } q4_ctx;
 
-/* x for the weight's layout: int4 windows (xq) or int6 chunks (xc) */
-static void q4_prepare(const tm_kact *x, int Q6, tm_kq4x *xq, xchunk2 *xc, int nch, int8_t *q, float *s, int32_t *bs)
+/* half h (blocks 8 h .. 8 h + nl - 1) of the window at wp (its chunks cb
+ * bytes each; int6: its crumb chunks after them), x's window xw (B rows),
+ * the 8 lanes' weight scales wsl */
+AI void q4_half(const uint8_t *wp, int cb, int h, int nl, __m256 wsl, const tm_kq4x *xw, const int B, const int Q6,
+                __m256 *fs)
 {
-    int K = x->K, off = 32;
-    for (int b = 0; b < x->M; b++) {
-        tm_kref_quant_b32(x->f32 + (size_t)b * K, K, q, s, bs);
-        if (!Q6) {
-            tm_kq4x_fill(xq + b, (size_t)x->M, q, s, bs, K);
-            continue;
-        }
-        for (int c = 0; c < nch; c++) {
-            int8_t lo[32], hi[32];
-            int32_t corr[8];
-            float xs[8];
-            for (int j = 0; j < 2; j++) {
-                int blk = 2 * c + j, in = blk < K / 32;
-                for (int e = 0; e < 16; e++) {
-                    lo[16 * j + e] = in ? q[32 * blk + e] : 0;
-                    hi[16 * j + e] = in ? q[32 * blk + 16 + e] : 0;
-                }
-                for (int e = 0; e < 4; e++) {
-                    corr[4 * j + e] = in ? -(off / 4) * bs[blk] : 0;
-                    xs[4 * j + e] = in ? s[blk] : 0.f;
-                }
-            }
-            xchunk2 *o = xc + (size_t)c * x->M + b;
-            o->lo = _mm256_loadu_si256((const __m256i *)lo);
-            o->hi = _mm256_loadu_si256((const __m256i *)hi);
-            o->corr = _mm256_loadu_si256((const __m256i *)corr);
-            o->xs = _mm256_loadu_ps(xs);
-        }
-    }
-}
-
-/* int6: 64-element step c of a row at wp, half c % 2 of chunk c / 2 (A or
- * B of superchunk c / 4, whose crumbs lie 128 bytes in, or cro for the
- * tail): its crumbs are the 32 bytes of that half, A's in bits 0-1 / 2-3,
- * B's in 4-5 / 6-7 */
-AI void q6_chunk(const uint8_t *wp, const uint16_t *ws, const xchunk2 *xb, int c, int B, int tail, int cro,
-                 __m256 *fs)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const int isB = c / 2 % 2, hh = c % 2;
-    const uint8_t *cp = wp + 192 * (c / 4) + 64 * isB + 32 * hh;
-    __m256i wv = tail ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)cp))
-                      : _mm256_loadu_si256((const __m256i *)cp);
-    __m256i wlo = _mm256_and_si256(wv, m4), whi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
-    const __m256i m30 = _mm256_set1_epi8(0x30);
-    __m256i cv = _mm256_loadu_si256((const __m256i *)(wp + 192 * (c / 4) + cro + 32 * hh));
-    __m256i tl = isB ? cv : _mm256_slli_epi16(cv, 4);
-    __m256i th = isB ? _mm256_srli_epi16(cv, 2) : _mm256_slli_epi16(cv, 2);
-    wlo = _mm256_or_si256(wlo, _mm256_and_si256(tl, m30));
-    whi = _mm256_or_si256(whi, _mm256_and_si256(th, m30));
-    __m256 wsl = _mm256_set1_ps(_cvtsh_ss(ws[c]));
-    #pragma GCC unroll 8
-    for (int b = 0; b < B; b++) {
-        const xchunk2 *xc = xb + (size_t)c * B + b;
-        __m256i acc = _mm256_add_epi32(xc->corr, _mm256_add_epi32(dot_i8(wlo, xc->lo), dot_i8(whi, xc->hi)));
-        fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(wsl, xc->xs), fs[b]);
-    }
-}
-
-/* int4: half h (blocks 8 h .. 8 h + nl - 1) of the window at wp (its
- * chunks cb bytes each), x's window xw (B rows), the 8 lanes' weight scales
- * wsl */
-AI void q4_half(const uint8_t *wp, int cb, int h, int nl, __m256 wsl, const tm_kq4x *xw, const int B, __m256 *fs)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+#define Q4_LOAD(p) (nl == 8 ? _mm256_loadu_si256((const __m256i *)(p)) : _mm256_maskload_epi32((const int *)(p), lm))
     __m256i acc[TM_KGEMV_MAX_B];
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++) acc[b] = _mm256_loadu_si256((const __m256i *)(xw[b].corr + 8 * h));
     #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        const uint8_t *cp = wp + cb * j + 32 * h;
-        __m256i wv = nl == 8 ? _mm256_loadu_si256((const __m256i *)cp) : _mm256_maskload_epi32((const int *)cp, lm);
+        __m256i wv = Q4_LOAD(wp + cb * j + 32 * h);
         __m256i wlo = _mm256_and_si256(wv, m4), whi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
+        if (Q6) { /* chunk j's crumbs: bits 0-1 / 2-3 (even j) or 4-5 / 6-7 (odd) of crumb chunk j / 2 */
+            __m256i cv = Q4_LOAD(wp + cb * (4 + j / 2) + 32 * h);
+            __m256i tl = j % 2 ? cv : _mm256_slli_epi16(cv, 4), th = j % 2 ? _mm256_srli_epi16(cv, 2) : _mm256_slli_epi16(cv, 2);
+            wlo = _mm256_or_si256(wlo, _mm256_and_si256(tl, m30));
+            whi = _mm256_or_si256(whi, _mm256_and_si256(th, m30));
+        }
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
             acc[b] = _mm256_add_epi32(acc[b], dot_i8(wlo, _mm256_loadu_si256((const __m256i *)(xw[b].lo[j] + 32 * h))));
             acc[b] = _mm256_add_epi32(acc[b], dot_i8(whi, _mm256_loadu_si256((const __m256i *)(xw[b].hi[j] + 32 * h))));
         }
     }
+#undef Q4_LOAD
     #pragma GCC unroll 8
     for (int b = 0; b < B; b++)
         fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[b]), _mm256_mul_ps(wsl, _mm256_loadu_ps(xw[b].s + 8 * h)), fs[b]);
 }
 
-/* int4: row n in the GEMV layout, window by window, its lane sums into fs[B] */
-AI void q4_row(const q4_ctx *c, int n, const int B, const int G, __m256 *fs)
+/* row n in the GEMV layout, window by window, its lane sums into fs[B] */
+AI void q4_row(const q4_ctx *c, int n, const int B, const int G, const int Q6, __m256 *fs)
 {
     const tm_kweight *w = c->w;
     int nb = w->K / 32, ng = G ? w->K / G : 1;
@@ -138,9 +74,9 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G, __m256 *fs)
     const uint16_t *ws = (const uint16_t *)w->scales + (size_t)n * ng; /* f16 */
     for (int wi = 0; 16 * wi < nb; wi++) {
         int nbw = nb - 16 * wi < 16 ? nb - 16 * wi : 16, cb = 4 * nbw;
-        for (int j = 0; j < 4; j++) {
-            _mm_prefetch((const char *)wp + 64 * j + 2048, _MM_HINT_T0); /* see gemv_q4.inc */
-            _mm_prefetch((const char *)wp + 64 * j + 8192, _MM_HINT_T1);
+        for (int l = 0; l < (Q6 ? 6 : 4); l++) {
+            _mm_prefetch((const char *)wp + 64 * l + 2048, _MM_HINT_T0); /* see gemv_q4.inc */
+            _mm_prefetch((const char *)wp + 64 * l + 8192, _MM_HINT_T1);
         }
         for (int h = 0; h < 2 && 8 * h < nbw; h++) {
             int nl = nbw - 8 * h < 8 ? nbw - 8 * h : 8;
@@ -158,9 +94,9 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G, __m256 *fs)
                 __m256 v = _mm256_cvtph_ps(hv);
                 wsl = G == 32 ? v : _mm256_permutevar8x32_ps(v, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
             }
-            q4_half(wp, cb, h, nl, wsl, c->xq + (size_t)wi * B, B, fs);
+            q4_half(wp, cb, h, nl, wsl, c->xq + (size_t)wi * B, B, Q6, fs);
         }
-        wp += 4 * cb;
+        wp += (Q6 ? 6 : 4) * cb;
     }
 }
 
@@ -183,29 +119,14 @@ static int32_t hsum8i(__m256i a)
 AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G, const int Q6)
 {
     const tm_kweight *w = c->w;
-    int ng = w->K / w->G;
     for (int n = n0; n < n1; n++) {
-        const uint8_t *wp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-        const uint16_t *ws = (const uint16_t *)w->scales + (size_t)n * ng; /* f16 */
         __m256 fs[TM_KGEMV_MAX_B];
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm256_setzero_ps();
-        if (Q6) {
-            const int nsup = w->K / 256, tcro = w->K % 256 / 2;
-            int cc = 0;
-            for (; cc < c->nfull; cc++) {
-                _mm_prefetch((const char *)wp + 48 * cc + 2048, _MM_HINT_T0); /* see gemv_q4.inc */
-                _mm_prefetch((const char *)wp + 48 * cc + 8192, _MM_HINT_T1);
-                q6_chunk(wp, ws, c->x, cc, B, 0, cc / 4 < nsup ? 128 : tcro, fs);
-            }
-        } else {
-            q4_row(c, n, B, G, fs);
-        }
+        q4_row(c, n, B, G, Q6, fs);
+        float rs = G ? 1.f : _cvtsh_ss(((const uint16_t *)w->scales)[n]); /* per channel: the row's scale */
         #pragma GCC unroll 8
-        for (int b = 0; b < B; b++) {
-            float v = hsum8(fs[b]);
-            c->y[(size_t)b * w->N + n] = G ? v : v * _cvtsh_ss(ws[0]);
-        }
+        for (int b = 0; b < B; b++) c->y[(size_t)b * w->N + n] = hsum8(fs[b]) * rs;
     }
 }
 
@@ -236,18 +157,19 @@ static void q4_rows(void *ctx, int n0, int n1, int worker)
 static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
-    int K = w->K, nb = K / 32, nch = (K + 63) / 64;
-    size_t xbytes = w->dtype == TM_DT_Q6G64 ? (size_t)x->M * nch * sizeof(xchunk2)
-                                            : (size_t)x->M * ((nb + 15) / 16) * sizeof(tm_kq4x);
+    int K = w->K, nb = K / 32;
+    size_t xbytes = (size_t)x->M * ((nb + 15) / 16) * sizeof(tm_kq4x);
     size_t need = xbytes + tm_kalign64((size_t)K) + 2 * tm_kalign64((size_t)nb * 4);
     if (tm_kbuf_reserve(ws, need)) return TM_E_NOMEM;
-    xchunk2 *xc = tm_kbuf_at(ws, 0);
+    tm_kq4x *xq = tm_kbuf_at(ws, 0);
     int8_t *q = tm_kbuf_at(ws, xbytes);
     float *s = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K));
     int32_t *bs = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4));
-    int Q6 = w->dtype == TM_DT_Q6G64;
-    q4_prepare(x, Q6, (tm_kq4x *)xc, xc, nch, q, s, bs);
-    q4_ctx c = {w, xc, (const tm_kq4x *)xc, x->M, nch, K / 64, (K % 64) / 32, y};
+    for (int b = 0; b < x->M; b++) {
+        tm_kref_quant_b32(x->f32 + (size_t)b * K, K, q, s, bs);
+        tm_kq4x_fill(xq + b, (size_t)x->M, q, s, bs, K, w->dtype == TM_DT_Q6G64 ? 32 : 8);
+    }
+    q4_ctx c = {w, xq, x->M, y};
     tm_kgemv_run(w->N, 1, w->row_bytes, q4_rows, &c, pool);
     return TM_OK;
 }

@@ -27,7 +27,12 @@
  * adds 4 products of block l to lane l, and one int32 accumulator gathers a
  * window's 16 block dots over its 4 chunks, converted and scaled once per
  * window (the package's layout puts 4 blocks in a chunk, so that each chunk
- * had to be converted and scaled itself). tm_kq4_at reads an element. */
+ * had to be converted and scaled itself). tm_kq4_at reads an element.
+ * Q6G64 (u = q + 32) takes the same windows, each 4 nibble chunks as int4's
+ * (u & 15) then 2 crumb chunks of 4 nbw bytes (24 nbw bytes a window, 3K/4
+ * a row): crumb chunk c's byte 4 l + t holds u >> 4 of the elements of
+ * nibble byte 4 l + t of chunk 2c (low nibble's in bits 0-1, high's in 2-3)
+ * and of chunk 2c + 1 (bits 4-5, 6-7). tm_kq6_at reads an element. */
 #ifndef TM_ENGINE_CPU_KERNELS_IMPL_H
 #define TM_ENGINE_CPU_KERNELS_IMPL_H
 
@@ -37,32 +42,40 @@ struct tm_kweight {
     tm_dtype dtype;        /* BF16, Q8PC, Q4PC, Q4G64, Q4G32, Q6G64 */
     int N, K;
     int G;                 /* Q4*, Q6G64: elements per scale (32, 64, or K); Q8PC: K */
-    const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K], q6 (quant.h); Q4*: [N][K/2] in
-                              the int4 GEMV layout above (a repacked copy, owned: copy) */
+    const void *data;      /* HF layout, borrowed: bf16 [N][K], int8 [N][K]; Q4*: [N][K/2] and Q6G64:
+                              [N][3K/4] in the GEMV layout above (a repacked copy, owned: copy) */
     const void *scales;    /* borrowed: f32 [N] (Q8PC); f16 [N][K/G] (Q4*, Q6G64; Q4PC: G = K) */
     size_t row_bytes;      /* bytes per row of data */
     int32_t *colsum;       /* Q8PC: [Np] sum_k q[n][k] (owned) */
     void *panel;           /* TM_KPACK_GEMM: see the layouts above (owned), else NULL */
     float *pscale;         /* Q8PC with panel: [Np] scales, 0 past N (owned) */
-    void *copy;            /* TM_KPACK_HUGE or Q4*: data then scales, what data/scales point to (owned), or NULL */
+    void *copy;            /* TM_KPACK_HUGE, Q4*, Q6G64: data then scales, what data/scales point to (owned),
+                              or NULL */
     int Kp, Np;            /* padded sizes of the panel layout */
     int glu;               /* 0, or TM_KGLU_*: Np/32 pairs of panels, gate then up (tm_kpack_glu); N, Np
                               count output columns, colsum/pscale [2 Np] in panel order */
 };
 
-/* q in [-8, 7] of element k of an int4 row in the GEMV layout (above) */
-static inline int tm_kq4_at(const uint8_t *row, int K, int k)
+/* q of element k of a row in the GEMV layout (above): int4 (q in [-8, 7],
+ * 256-byte windows) or int6 (q6 = 1: [-32, 31], 384-byte windows) */
+static inline int tm_kq4_at_t(const uint8_t *row, int K, int k, int q6)
 {
-    int blk = k / 32, e = k % 32, win = blk / 16, nbw = K / 32 - 16 * win;
+    int blk = k / 32, e = k % 32, win = blk / 16, nbw = K / 32 - 16 * win, j = e / 8, hi = e % 8 >= 4;
     if (nbw > 16) nbw = 16;
-    uint8_t byte = row[256 * (size_t)win + 4 * nbw * (e / 8) + 4 * (blk % 16) + e % 4];
-    return (e % 8 < 4 ? byte & 15 : byte >> 4) - 8;
+    const uint8_t *w = row + (q6 ? 384 : 256) * (size_t)win;
+    size_t at = 4 * (size_t)(blk % 16) + e % 4;
+    int u = (hi ? w[4 * nbw * j + at] >> 4 : w[4 * nbw * j + at] & 15);
+    if (q6) u |= (w[16 * nbw + 4 * nbw * (j / 2) + at] >> (4 * (j % 2) + 2 * hi) & 3) << 4;
+    return u - (q6 ? 32 : 8);
 }
+static inline int tm_kq4_at(const uint8_t *row, int K, int k) { return tm_kq4_at_t(row, K, k, 0); }
+static inline int tm_kq6_at(const uint8_t *row, int K, int k) { return tm_kq4_at_t(row, K, k, 1); }
 
-/* x prepared for the int4 GEMV layout, per window of 16 blocks and row of x:
+/* x prepared for the GEMV layout, per window of 16 blocks and row of x:
  * lo[j] byte 4 l + t = q_x of block l's element 8 j + t, hi[j] of 8 j + 4 +
- * t (the weight nibbles' partners); s[l] the block's scale, corr[l] = -8
- * sum(q_x of block l) (removes the nibbles' +8 exactly); 0 past the row. */
+ * t (the weight nibbles' partners); s[l] the block's scale, corr[l] = -off
+ * sum(q_x of block l) (removes the codes' offset, 8 or 32, exactly); 0 past
+ * the row. */
 typedef struct tm_kq4x {
     int8_t lo[4][64], hi[4][64];
     float s[16];
@@ -73,9 +86,12 @@ typedef struct tm_kq4x {
  * s and bsum [K/32], as tm_kref_quant_b32 gives): x_row[w * stride] is
  * window w's record (stride: the records of a window's B rows lie side by
  * side). */
-void tm_kq4x_fill(tm_kq4x *x_row, size_t stride, const int8_t *q, const float *s, const int32_t *bsum, int K);
-/* Repack one int4 row from the package's blocks (quant.h) to the GEMV layout */
-void tm_kq4_repack_row(uint8_t *dst, const uint8_t *src, int K);
+void tm_kq4x_fill(tm_kq4x *x_row, size_t stride, const int8_t *q, const float *s, const int32_t *bsum, int K,
+                  int off);
+/* Repack one row of an int4 (Q4*) or int6 (Q6G64) weight from the package's
+ * layout (quant.h) to the GEMV layout (dst: tm_kq4_row_bytes bytes) */
+void tm_kq4_repack_row(tm_dtype dt, uint8_t *dst, const uint8_t *src, int K);
+static inline size_t tm_kq4_row_bytes(tm_dtype dt, int K) { return (size_t)K / 2 + (dt == TM_DT_Q6G64 ? K / 4 : 0); }
 
 static inline void *tm_kbuf_at(tm_kbuf *ws, size_t off) { return (char *)ws->p + off; }
 static inline size_t tm_kalign64(size_t n) { return (n + 63) & ~(size_t)63; }

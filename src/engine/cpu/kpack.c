@@ -162,29 +162,30 @@ static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
     return K % 32 || K % *G ? TM_E_INVALID : TM_OK;
 }
 
-/* an int4 dtype, which the GEMV reads in its own layout (kernels-impl.h) */
-static int is_q4(tm_dtype dt) { return dt == TM_DT_Q4PC || dt == TM_DT_Q4G64 || dt == TM_DT_Q4G32; }
+/* the block-32 family (int4, int6), which the GEMV reads in its own layout (kernels-impl.h) */
+static int is_q4(tm_dtype dt) { return tm_kdt_block32(dt); }
 
-/* The rows of parts[0..n) in turn, rb bytes of data and srb bytes of scales
- * each, copied into one allocation (on huge pages from 2 MB up if huge,
- * tm_khuge_alloc): data [N][rb], then (64-byte aligned) the scales [N][srb
- * bytes], *scales (NULL if srb is 0). int4 rows (q4K = K, else 0) are
- * repacked to the GEMV layout as they are copied. NULL if out of memory;
+/* The rows of parts[0..n) in turn (of type dt, K wide: rb bytes of data
+ * and srb bytes of scales each) copied into one allocation (on huge pages
+ * from 2 MB up if huge, tm_khuge_alloc): data [N][drb], then (64-byte
+ * aligned) the scales [N][srb bytes], *scales (NULL if srb is 0). With
+ * repack (the block-32 family), rows are laid out for the GEMV as they are
+ * copied (drb = tm_kq4_row_bytes), else drb = rb. NULL if out of memory;
  * free() releases it. */
-static char *copy_rows(const tm_tensor *const *parts, int n, size_t rb, size_t srb, int huge, int q4K,
-                       const void **scales)
+static char *copy_rows(const tm_tensor *const *parts, int n, tm_dtype dt, int K, size_t rb, size_t srb, int huge,
+                       int repack, const void **scales)
 {
-    size_t N = 0;
+    size_t N = 0, drb = repack ? tm_kq4_row_bytes(dt, K) : rb;
     for (int i = 0; i < n; i++) N += (size_t)parts[i]->shape[0];
-    size_t db = N * rb, nb = tm_kalign64(db) + N * srb;
+    size_t db = N * drb, nb = tm_kalign64(db) + N * srb;
     char *buf = huge ? tm_khuge_alloc(nb) : aligned_alloc(64, tm_kalign64(nb ? nb : 1));
     if (!buf) return NULL;
     char *sc = srb ? buf + tm_kalign64(db) : NULL;
     for (int i = 0, r = 0; i < n; r += (int)parts[i]->shape[0], i++) {
         size_t pn = (size_t)parts[i]->shape[0];
-        if (q4K)
+        if (repack)
             for (size_t k = 0; k < pn; k++)
-                tm_kq4_repack_row((uint8_t *)buf + (r + k) * rb, (const uint8_t *)parts[i]->data + k * rb, q4K);
+                tm_kq4_repack_row(dt, (uint8_t *)buf + (r + k) * drb, (const uint8_t *)parts[i]->data + k * rb, K);
         else
             memcpy(buf + (size_t)r * rb, parts[i]->data, pn * rb);
         if (srb) memcpy(sc + (size_t)r * srb, parts[i]->scales, pn * srb);
@@ -207,6 +208,7 @@ static int kpack_init(tm_kweight **out, const tm_tensor *t, int uses, int laid_o
     int G;
     size_t row_bytes;
     int rl = row_layout(t->dtype, (int)K, &G, &row_bytes);
+    if (rl == TM_OK && laid_out) row_bytes = tm_kq4_row_bytes(t->dtype, (int)K);
     if (rl == TM_E_UNSUPPORTED)
         return tm_errf(err, rl, "tensor '%s': dtype %s has no CPU kernel (bf16, int8, int4*)", name,
                        tm_dtype_name(t->dtype));
@@ -252,9 +254,10 @@ static int kpack_init(tm_kweight **out, const tm_tensor *t, int uses, int laid_o
     size_t db = (size_t)N * row_bytes;
     int huge = (uses & TM_KPACK_HUGE) && (uses & TM_KPACK_GEMV) && db >= ((size_t)2 << 20) && tm_khuge_ok();
     int repack = is_q4(t->dtype) && !laid_out;
-    if (rc == TM_OK && (huge || repack)) { /* int4: always a copy, in the GEMV layout */
+    if (rc == TM_OK && (huge || repack)) { /* int4, int6: always a copy, in the GEMV layout */
         const void *sc;
-        w->copy = copy_rows(&t, 1, row_bytes, scale_row_bytes(t->dtype, (int)K, G), huge, repack ? (int)K : 0, &sc);
+        w->copy = copy_rows(&t, 1, t->dtype, (int)K, row_bytes, scale_row_bytes(t->dtype, (int)K, G), huge, repack, &sc);
+        w->row_bytes = repack ? tm_kq4_row_bytes(t->dtype, (int)K) : row_bytes;
         if (!w->copy) {
             rc = TM_E_NOMEM;
         } else {
@@ -294,11 +297,12 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
     }
     if (N >= KP_MAX_DIM) return tm_errf(err, TM_E_INVALID, "kpack concat '%s': %lld rows", name, (long long)N);
     const void *sc;
-    char *buf = copy_rows(parts, n, rb, scale_row_bytes(dt, (int)K, G), 1, is_q4(dt) ? (int)K : 0, &sc);
+    char *buf = copy_rows(parts, n, dt, (int)K, rb, scale_row_bytes(dt, (int)K, G), 1, is_q4(dt), &sc);
     if (!buf) return tm_errf(err, TM_E_NOMEM, "kpack concat '%s': out of memory", name);
-    tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = (size_t)N * rb,
+    size_t drb = is_q4(dt) ? tm_kq4_row_bytes(dt, (int)K) : rb;
+    tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = (size_t)N * drb,
                    .scales = sc};
-    int rc = kpack_init(out, &t, uses & ~TM_KPACK_HUGE, 1, err); /* buf is the copy, on huge pages, laid out */
+    int rc = kpack_init(out, &t, uses & ~TM_KPACK_HUGE, is_q4(dt), err); /* buf: the copy, on huge pages, laid out */
     if (rc != TM_OK) {
         free(buf);
         return rc;

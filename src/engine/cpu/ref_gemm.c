@@ -29,25 +29,52 @@ void tm_kref_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum
     }
 }
 
-void tm_kq4_repack_row(uint8_t *dst, const uint8_t *src, int K)
+static inline uint32_t ld32(const uint8_t *p)
 {
-    int nb = K / 32;
-    for (int w0 = 0; w0 < nb; w0 += 16) {
-        int nbw = nb - w0 < 16 ? nb - w0 : 16;
-        uint8_t *o = dst + 16 * (size_t)w0;
-        for (int l = 0; l < nbw; l++) {
-            const uint8_t *b = src + 16 * (size_t)(w0 + l); /* byte i: element i low, 16 + i high */
-            for (int j = 0; j < 4; j++)
-                for (int t = 0; t < 4; t++) {
-                    int e0 = 8 * j + t, e1 = e0 + 4; /* the low and high nibble's elements */
-                    int u0 = e0 < 16 ? b[e0] & 15 : b[e0 - 16] >> 4, u1 = e1 < 16 ? b[e1] & 15 : b[e1 - 16] >> 4;
-                    o[4 * nbw * j + 4 * l + t] = (uint8_t)(u0 | u1 << 4);
-                }
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Block by block, 4 bytes at a time: a package block's 16 nibble bytes hold
+ * elements i (low) and 16 + i (high); the GEMV layout's chunk j takes
+ * elements 8 j + t (low) and 8 j + 4 + t (high), t < 4: for j < 2 the low
+ * nibbles of bytes 8 j + t and 8 j + 4 + t, for j >= 2 the high nibbles of
+ * bytes 8 (j - 2) + t and 8 (j - 2) + 4 + t. int6's crumbs likewise: the
+ * package's crumb byte 16 j + i holds u >> 4 of the block's elements i (bits
+ * 4 a + 0-1) and 16 + i (4 a + 2-3), a the block's half of its superchunk;
+ * the layout's crumb chunk c byte t takes, in bits 2 k, element 16 c + 4 k + t. */
+void tm_kq4_repack_row(tm_dtype dt, uint8_t *dst, const uint8_t *src, int K)
+{
+    const uint32_t lo = 0x0F0F0F0Fu, hi = 0xF0F0F0F0u, c2 = 0x03030303u;
+    int q6 = dt == TM_DT_Q6G64, nb = K / 32, nsup = K / 256;
+    for (int b = 0; b < nb; b++) {
+        int win = b / 16, l = b % 16, nbw = nb - 16 * win < 16 ? nb - 16 * win : 16;
+        uint8_t *w = dst + (q6 ? 384 : 256) * (size_t)win + 4 * l;
+        const uint8_t *nib = src + 16 * (size_t)b, *cr = NULL;
+        int a = 0;
+        if (q6) { /* superchunk b / 8: 192 bytes (or t / 2 + 64, the tail's), its crumbs after its nibbles */
+            int sc = b / 8, nn = sc < nsup ? 128 : (K % 256) / 2;
+            a = b % 8 / 4;
+            nib = src + 192 * (size_t)sc + 64 * a + 16 * (b % 4);
+            cr = src + 192 * (size_t)sc + nn + 16 * (b % 4);
+        }
+        for (int j = 0; j < 4; j++) {
+            uint32_t x = ld32(nib + 8 * (j % 2)), y = ld32(nib + 8 * (j % 2) + 4);
+            uint32_t v = j < 2 ? (x & lo) | (y & lo) << 4 : (x >> 4 & lo) | (y & hi);
+            memcpy(w + 4 * nbw * j, &v, 4);
+        }
+        for (int c = 0; q6 && c < 2; c++) {
+            uint32_t v = 0;
+            for (int k = 0; k < 4; k++) /* element 16 c + 4 k + t: crumb byte 4 k + t, half c */
+                v |= (ld32(cr + 4 * k) >> (4 * a + 2 * c) & c2) << (2 * k);
+            memcpy(w + 16 * nbw + 4 * nbw * c, &v, 4);
         }
     }
 }
 
-void tm_kq4x_fill(tm_kq4x *x_row, size_t stride, const int8_t *q, const float *s, const int32_t *bsum, int K)
+void tm_kq4x_fill(tm_kq4x *x_row, size_t stride, const int8_t *q, const float *s, const int32_t *bsum, int K,
+                  int off)
 {
     int nb = K / 32;
     for (int w0 = 0; w0 < nb; w0 += 16) {
@@ -61,17 +88,15 @@ void tm_kq4x_fill(tm_kq4x *x_row, size_t stride, const int8_t *q, const float *s
                     o->hi[j][4 * l + t] = b[8 * j + 4 + t];
                 }
             o->s[l] = s[w0 + l];
-            o->corr[l] = -8 * bsum[w0 + l];
+            o->corr[l] = -off * bsum[w0 + l];
         }
     }
 }
 
-/* q of element k of a block-32 family row (int4: the GEMV layout of
- * kernels-impl.h; int6: quant/quant.h) */
+/* q of element k of a block-32 family row (the GEMV layout of kernels-impl.h) */
 static inline int blk_at(const tm_kweight *w, const uint8_t *row, int k)
 {
-    if (w->dtype == TM_DT_Q6G64) return tm_quant_q6_at(row, w->K, k);
-    return tm_kq4_at(row, w->K, k);
+    return tm_kq4_at_t(row, w->K, k, w->dtype == TM_DT_Q6G64);
 }
 
 int tm_kref_gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
