@@ -757,10 +757,10 @@ static void test_convert(void)
     if (p && set) {
         CHECK_EQ_INT(tm_pkg_verify(p, &err), TM_OK);
         check_converted(p, set, TM_DT_Q8PC, TM_DT_Q4G64);
-        /* the tied embedding's decode copy: int8 per channel, decode stage only, and the
-         * decode model binds it as its output projection */
+        /* the tied embedding's decode copy: int6g64 (the default head behind int4), decode stage
+         * only, and the decode model binds it as its output projection */
         tm_tensor h, emb;
-        CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q8PC &&
+        CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q6G64 &&
               h.shape[0] == 8192 && h.shape[1] == 384);
         CHECK(tm_pkg_lookup(p, TM_PKG_PREFILL, "lm_head.weight", &emb, &err) == TM_E_NOTFOUND);
         /* documents verbatim */
@@ -870,19 +870,28 @@ static void test_convert_head(void)
     snprintf(out, sizeof out, "%s.head", pkg_path);
     tm_convert_opts o;
     tm_convert_opts_default(&o);
-    CHECK_EQ_INT(o.head_enc, TM_DT_Q8PC);
+    /* the default: 6 bits behind a 4-bit decode stage, 8 behind an 8-bit one; what is asked for otherwise */
+    CHECK_EQ_INT(tm_convert_head_enc(&o), TM_DT_Q6G64);
+    o.decode_enc = TM_DT_Q8PC;
+    CHECK_EQ_INT(tm_convert_head_enc(&o), TM_DT_Q8PC);
+    o.decode_enc = TM_DT_Q4G32;
+    CHECK_EQ_INT(tm_convert_head_enc(&o), TM_DT_Q6G64);
+    o.head_enc = TM_DT_Q4G64;
+    CHECK_EQ_INT(tm_convert_head_enc(&o), TM_DT_Q4G64);
+    tm_convert_opts_default(&o);
     o.n_chunks = 1;
     tm_pkg *p;
     tm_tensor h, wq;
     int rc;
-    static const tm_dtype heads[] = {TM_DT_Q4G64, TM_DT_Q6G64};
-    for (int i = 0; i < 2; i++) {
+    static const tm_dtype heads[] = {TM_DT_Q4G64, TM_DT_Q6G64, TM_DT_Q8PC, TM_CONVERT_HEAD_AUTO};
+    for (int i = 0; i < 4; i++) {
         o.head_enc = heads[i];
+        tm_dtype want = heads[i] == TM_CONVERT_HEAD_AUTO ? TM_DT_Q6G64 : heads[i]; /* K = 384: int6 fits */
         rc = tm_convert(DEMO, out, &o, NULL, &err);
         CHECKF(rc == TM_OK, "%s", err.msg);
         if (rc == TM_OK && tm_pkg_open(&p, out, &err) == TM_OK) {
-            CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == heads[i] &&
-                  h.shape[0] == 8192 && h.shape[1] == 384 && h.nbytes == tm_quant_data_bytes(heads[i], 8192, 384));
+            CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == want &&
+                  h.shape[0] == 8192 && h.shape[1] == 384 && h.nbytes == tm_quant_data_bytes(want, 8192, 384));
             tm_pkg_close(p);
         }
     }
@@ -893,7 +902,7 @@ static void test_convert_head(void)
         rc = tm_convert(untied, out, &o, NULL, &err);
         CHECKF(rc == TM_OK, "%s", err.msg);
         if (rc == TM_OK && tm_pkg_open(&p, out, &err) == TM_OK) {
-            CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q8PC);
+            CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q6G64);
             CHECK(tm_pkg_lookup(p, TM_PKG_PREFILL, "lm_head.weight", &h, &err) == TM_OK && h.dtype == TM_DT_Q8PC);
             CHECK(tm_pkg_lookup(p, TM_PKG_DECODE, "model.layers.0.self_attn.q_proj.weight", &wq, &err) == TM_OK &&
                   wq.dtype == TM_DT_Q4G64);

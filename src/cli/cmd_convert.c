@@ -19,7 +19,8 @@ static void convert_usage(FILE *f)
           "stage's encoding (one shared copy when the two stages agree); embeddings stay\n"
           "bf16, norms and biases f32. Defaults: prefill int8, decode int4g64, chunks\n"
           "64,128,256,512, stateful and stateless functions, 2 threads. A quantized decode\n"
-          "stage keeps the output head (lm_head, tied or not) in --head-enc, default int8.\n"
+          "stage keeps the output head (lm_head, tied or not) in --head-enc: by default int6g64\n"
+          "behind int4 or int6 (as llama.cpp's Q4_0 keeps it in Q6_K), int8 behind int8.\n"
           "The file appears"
           " only when complete. A progress bar is drawn when stderr is a terminal.\n",
           f);

@@ -37,7 +37,7 @@ void tm_convert_opts_default(tm_convert_opts *o)
     memset(o, 0, sizeof *o);
     o->prefill_enc = TM_DT_Q8PC;
     o->decode_enc = TM_DT_Q4G64;
-    o->head_enc = TM_DT_Q8PC;
+    o->head_enc = TM_CONVERT_HEAD_AUTO;
     static const int chunks[] = {64, 128, 256, 512};
     o->n_chunks = 4;
     memcpy(o->chunks, chunks, sizeof chunks);
@@ -54,8 +54,8 @@ int tm_convert_check_opts(const tm_convert_opts *o, tm_err *err)
         d != TM_DT_Q6G64)
         return tm_errf(err, TM_E_INVALID, "--decode-enc: %s is not one of int4g64, int4g32, int6g64, int8, bf16, f16",
                        tm_dtype_name(d));
-    if (o->head_enc != TM_DT_Q8PC && o->head_enc != TM_DT_Q4G64 && o->head_enc != TM_DT_Q4G32 &&
-        o->head_enc != TM_DT_Q6G64)
+    if (o->head_enc != TM_CONVERT_HEAD_AUTO && o->head_enc != TM_DT_Q8PC && o->head_enc != TM_DT_Q4G64 &&
+        o->head_enc != TM_DT_Q4G32 && o->head_enc != TM_DT_Q6G64)
         return tm_errf(err, TM_E_INVALID, "--head-enc: %s is not one of int8, int6g64, int4g64, int4g32",
                        tm_dtype_name(o->head_enc));
     if (o->n_chunks < 1 || o->n_chunks > TM_CONVERT_MAX_CHUNKS)
@@ -157,6 +157,12 @@ static int put_copy(conv *c, const tm_tensor *src, tm_dtype enc, unsigned stages
 }
 
 /* the requested encoding, or the nearest one this shape allows (convert.h) */
+tm_dtype tm_convert_head_enc(const tm_convert_opts *o)
+{
+    if (o->head_enc != TM_CONVERT_HEAD_AUTO) return o->head_enc;
+    return o->decode_enc == TM_DT_Q8PC ? TM_DT_Q8PC : TM_DT_Q6G64;
+}
+
 static tm_dtype fit(tm_dtype want, int64_t N, int64_t K)
 {
     if (tm_quant_check_shape(want, N, K, NULL) == TM_OK) return want;
@@ -199,7 +205,7 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
         /* a tied output projection: the decode stage streams it every step, so a
          * quantized decode stage gets its own copy in the head encoding,
          * "lm_head.weight" (model/arch.c binds it in place of the embedding) */
-        tm_dtype de = fit(c->o->head_enc, t.shape[0], t.shape[t.ndim - 1]);
+        tm_dtype de = fit(tm_convert_head_enc(c->o), t.shape[0], t.shape[t.ndim - 1]);
         if (rc == TM_OK && m->tied && src == &m->embed && tm_quant_is_quantized(c->o->decode_enc)) {
             tm_tensor h = t;
             h.name = "lm_head.weight";
@@ -207,7 +213,7 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
         }
     } else {
         int64_t K, N = rows_of(&t, &K);
-        tm_dtype want = src == &m->lm_head && tm_quant_is_quantized(c->o->decode_enc) ? c->o->head_enc
+        tm_dtype want = src == &m->lm_head && tm_quant_is_quantized(c->o->decode_enc) ? tm_convert_head_enc(c->o)
                                                                                           : c->o->decode_enc;
         tm_dtype pe = fit(c->o->prefill_enc, N, K), de = fit(want, N, K);
         c->st.fallbacks += pe != c->o->prefill_enc || de != want;

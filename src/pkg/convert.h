@@ -17,12 +17,15 @@
  *                     gathered, and a tied lm_head is the embedding itself
  *                     (the model binder maps it so).
  *   the output head   (lm_head, tied or not) when the decode stage is
- *                     quantized: its decode copy in head_enc (default int8
- *                     per channel: the logits are the most sensitive product,
- *                     as llama.cpp keeps output.weight at 6 bits in Q4_0);
- *                     a tied head gets this as its own decode-only record,
- *                     "lm_head.weight". head_enc = the decode encoding
- *                     streams 4-bit heads (fewer bytes per token, higher KL).
+ *                     quantized: its decode copy in head_enc (default: int6g64
+ *                     behind an int4 or int6 decode stage, int8 per channel
+ *                     behind int8: the logits are the most sensitive product,
+ *                     and as llama.cpp keeps output.weight at 6 bits, Q6_K, in
+ *                     Q4_0; int6g64 has 6.25 bits, and where K % 64 != 0 the
+ *                     head falls back to int8); a tied head gets this as its
+ *                     own decode-only record, "lm_head.weight". head_enc = the
+ *                     decode encoding streams 4-bit heads (fewer bytes per
+ *                     token, higher KL).
  *   MoE routers       one shared copy in bf16 (f16 stays f16): routing is
  *                     sensitive to small errors, and the matrix is tiny.
  *   norms and biases  one shared copy in f32.
@@ -51,11 +54,16 @@ typedef struct tm_convert_progress {
     const char *current;                /* the tensor just finished */
 } tm_convert_progress;
 
+/* head_enc's default: the head at 6 bits behind a 4- or 6-bit decode stage,
+ * 8 behind an 8-bit one (F32 is never a head encoding) */
+#define TM_CONVERT_HEAD_AUTO TM_DT_F32
+
 typedef struct tm_convert_opts {
     tm_dtype prefill_enc;               /* Q8PC (default: W8A8 on VNNI/AMX), BF16, F16, Q4PC */
     tm_dtype decode_enc;                /* Q4G64 (default), Q4G32, Q8PC, BF16, F16 */
     tm_dtype head_enc;                  /* the decode stage's lm_head when decode_enc is quantized:
-                                           Q8PC (default), Q4G64, Q4G32 */
+                                           TM_CONVERT_HEAD_AUTO (default: tm_convert_head_enc),
+                                           Q8PC, Q6G64, Q4G64, Q4G32 */
     int chunks[TM_CONVERT_MAX_CHUNKS];  /* prefill chunk sizes T, ascending; default 64 128 256 512 */
     int n_chunks;
     int stateful, stateless;            /* which function variants to list (default both) */
@@ -83,6 +91,10 @@ void tm_convert_opts_default(tm_convert_opts *o);
 
 /* tm_convert_check_opts: TM_OK, or TM_E_INVALID naming the bad option. */
 int tm_convert_check_opts(const tm_convert_opts *o, tm_err *err);
+
+/* tm_convert_head_enc: the output head's decode encoding o asks for
+ * (head_enc, or its default by decode_enc), before any fallback by shape */
+tm_dtype tm_convert_head_enc(const tm_convert_opts *o);
 
 /* tm_convert: convert hf_dir (config.json, *.safetensors, tokenizer.json, ...)
  * into the package out_path. st (optional) receives the figures. */
