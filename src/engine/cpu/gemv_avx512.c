@@ -1,6 +1,8 @@
 /* engine/cpu/gemv_avx512.c: decode GEMV, y[B][N] = x[B][K] . W[N][K]^T for
  * B = 1..8, AVX-512 VNNI (int4, int8) and AVX-512 BF16 (bf16). The weights
- * are streamed once from their HF layout; x is prepared per call into ws.
+ * are streamed once, int8 and bf16 in their HF layout, int4 and int6 in the
+ * GEMV layout they were repacked to at bind (kernels-impl.h); x is prepared
+ * per call into ws.
  *
  * int4 and int6 (Q4G32 / Q4G64 / Q4PC / Q6G64): gemv_q4.inc, included
  * here (high nibbles by a shift and an and) and built again by gemv_gfni.c
