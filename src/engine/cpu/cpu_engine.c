@@ -276,7 +276,6 @@ static double now_s(void)
 
 typedef int (*gemv_fn)(const tm_kweight *, const tm_kact *, float *, tm_kbuf *, struct tm_pool *);
 
-/* Best of 5 timed calls of one GEMV (B = 1) on a bound weight. */
 /* the best of 7 calls of each of f[0] and f[1], taken in turn (a
  * disturbance of the machine falls on both alike): t[0], t[1] in seconds,
  * 1e30 where a call failed */

@@ -21,8 +21,8 @@
  *    s_b = max|x_b| / 127, q = round_half_even(x * (127 / max|x_b|)) (0 if the
  *    block is all zero), then y = sum_b ws(b) * s_b * sum_{k in b} q_w[k] q_x[k]
  *    with exact integer block dots (VNNI: dpbusd on nibbles q+8 (int6: q+32, its top
- *    2 bits merged in), minus 8 (32) sum q_x; the AVX-512 kernel subtracts that
- *    term in f32, scaled as the dot is: one more f32 rounding per block).
+ *    2 bits merged in), minus 8 (32) sum q_x, the accumulator started from that term:
+ *    each block's dot exact in int32, then converted and scaled once).
  *  - int8 weights (Q8PC, decode and W8A8 prefill): x is quantized per row:
  *    s = max|x| / 127, q as above; y = ws[n] * s * sum_k q_w q_x (exact int32).
  *    Prepared int8 activations are stored offset-binary: u8 = q + 128

@@ -162,9 +162,6 @@ static int row_layout(tm_dtype dt, int K, int *G, size_t *row_bytes)
     return K % 32 || K % *G ? TM_E_INVALID : TM_OK;
 }
 
-/* the block-32 family (int4, int6), which the GEMV reads in its own layout (kernels-impl.h) */
-static int is_q4(tm_dtype dt) { return tm_kdt_block32(dt); }
-
 /* The rows of parts[0..n) in turn (of type dt, K wide: rb bytes of data
  * and srb bytes of scales each) copied into one allocation (on huge pages
  * from 2 MB up if huge, tm_khuge_alloc): data [N][drb], then (64-byte
@@ -194,8 +191,8 @@ static char *copy_rows(const tm_tensor *const *parts, int n, tm_dtype dt, int K,
     return buf;
 }
 
-/* tm_kpack_init, where laid_out says an int4 tensor's rows are in the GEMV
- * layout already (tm_kpack_concat's copy) */
+/* tm_kpack_init, where laid_out says an int4 / int6 tensor's rows are in the
+ * GEMV layout already (tm_kpack_concat's copy) */
 static int kpack_init(tm_kweight **out, const tm_tensor *t, int uses, int laid_out, tm_err *err)
 {
     *out = NULL;
@@ -253,7 +250,7 @@ static int kpack_init(tm_kweight **out, const tm_tensor *t, int uses, int laid_o
     if (rc == TM_OK && (uses & TM_KPACK_GEMM)) rc = t->dtype == TM_DT_BF16 ? pack_bf16(w) : pack_q8(w);
     size_t db = (size_t)N * row_bytes;
     int huge = (uses & TM_KPACK_HUGE) && (uses & TM_KPACK_GEMV) && db >= ((size_t)2 << 20) && tm_khuge_ok();
-    int repack = is_q4(t->dtype) && !laid_out;
+    int repack = tm_kdt_block32(t->dtype) && !laid_out;
     if (rc == TM_OK && (huge || repack)) { /* int4, int6: always a copy, in the GEMV layout */
         const void *sc;
         w->copy = copy_rows(&t, 1, t->dtype, (int)K, row_bytes, scale_row_bytes(t->dtype, (int)K, G), huge, repack, &sc);
@@ -297,12 +294,12 @@ int tm_kpack_concat(tm_kweight **out, const tm_tensor *const *parts, int n, int 
     }
     if (N >= KP_MAX_DIM) return tm_errf(err, TM_E_INVALID, "kpack concat '%s': %lld rows", name, (long long)N);
     const void *sc;
-    char *buf = copy_rows(parts, n, dt, (int)K, rb, scale_row_bytes(dt, (int)K, G), 1, is_q4(dt), &sc);
+    char *buf = copy_rows(parts, n, dt, (int)K, rb, scale_row_bytes(dt, (int)K, G), 1, tm_kdt_block32(dt), &sc);
     if (!buf) return tm_errf(err, TM_E_NOMEM, "kpack concat '%s': out of memory", name);
-    size_t drb = is_q4(dt) ? tm_kq4_row_bytes(dt, (int)K) : rb;
+    size_t drb = tm_kdt_block32(dt) ? tm_kq4_row_bytes(dt, (int)K) : rb;
     tm_tensor t = {.name = name, .dtype = dt, .ndim = 2, .shape = {N, K}, .data = buf, .nbytes = (size_t)N * drb,
                    .scales = sc};
-    int rc = kpack_init(out, &t, uses & ~TM_KPACK_HUGE, is_q4(dt), err); /* buf: the copy, on huge pages, laid out */
+    int rc = kpack_init(out, &t, uses & ~TM_KPACK_HUGE, tm_kdt_block32(dt), err); /* buf: the copy, on huge pages, laid out */
     if (rc != TM_OK) {
         free(buf);
         return rc;
