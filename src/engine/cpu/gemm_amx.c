@@ -20,6 +20,7 @@
  * rows' stride spreads them over L1's sets (K = 896), the tiles are read
  * from the rows in place instead (see "packing x"). */
 #include <string.h>
+#include <unistd.h>
 
 #include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
@@ -101,6 +102,14 @@
                         2048 x 8192 (Llama's, 16 panels, a 540 KB acc) 0.997x, 0.949x. Session 22
                         (run 108, with the spread epilogue), 2 on Qwen's down: 1.002x, 1.006x, 1.000x
                         (Llama's, which it leaves, 0.993x): off */
+#endif
+#ifndef AMX_LONGK_L2
+#define AMX_LONGK_L2 70 /* long K (see "long K"): where a task's A rows over all of K take at most this
+                           percent of L2 (run-time: sysconf's L2 size, 2 MB where it reports none) */
+#endif
+#ifndef AMX_LONGK_BYTES
+#define AMX_LONGK_BYTES 0 /* a fixed long-K budget in bytes instead (gemm_amx_emu.c: small, so the tests'
+                             shapes run both loops); 0: AMX_LONGK_L2 of L2 */
 #endif
 #ifndef AMX_ACC_PAD
 #define AMX_ACC_PAD 16 /* floats past a group's AMX_PG * 32 in each acc row: see ACC_LD */
@@ -187,6 +196,8 @@ typedef struct gemm_ctx {
     float *acc;         /* [workers][ACC_WORKER] partial sums between K chunks: rows ACC_LD floats apart
                            (ACC_K_LD with AMX_KOUTER) */
     int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
+    int kb, pg;         /* K steps per chunk and panels per group: AMX_KB and AMX_PG, or, long K (see
+                           "long K"), all of K and one panel */
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
@@ -373,7 +384,40 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * 1.07x; no weight traffic (3) about 1.0x. So where y goes through the
  * caches (1152 x 896) its lines, fetched for ownership from L3, cost about
  * 12%; where it is streamed (9728 x 896: 10 MB, AMX_NT_BYTES) nothing is
- * fetched and the streamed stores cost 6-7%. */
+ * fetched and the streamed stores cost 6-7%.
+ *
+ * Long K (session 29, the dev machine: a Sapphire Rapids-class VM, 48 KB
+ * L1d and 2 MB L2 a core). Where K takes several chunks, C's round trip
+ * through acc every AMX_KB steps, and the pack pass, cost more than A's
+ * chunk in L1 saves. So where a task's A rows over all of K fit in
+ * AMX_LONGK_L2 (70%) of L2 (not glu), the loop runs K in one chunk and
+ * groups of one panel: per panel (its whole-K B, 152 KB at K = 4864, in L2
+ * and prefetched there by the panel before), every row block runs all of K
+ * with C in the tiles, A from L2 (each tile's rows read in place where the
+ * stride allows: no pack pass). tools/amx_tileloop.c put the tile loop with
+ * both operands from L2 at 63-66% of the peak on this machine, against 82-85%
+ * with A in L1 and B streamed from L2: less per step, but no C round trips
+ * and one epilogue per K / 64 steps. kbench-ab, 2 threads, int8, weights from
+ * memory, the long-K loop over the chunked one (16 pairs of rounds each):
+ * Qwen's down 512 x 896 x 4864 1.29x (in groups of 2 panels 1.13x, of 4
+ * 1.11x: B's group then crowds A out of L2), 256 x 896 x 4864 1.30x, 128 x
+ * 896 x 4864 1.25x, 512 x 896 x 3072 1.11x, 512 x 2048 x 5632 (A 1.4 MB)
+ * 1.08x, 512 x 2048 x 2048 1.03x, 3072 x 2048 1.02x, bf16 2048 x 2048 1.04x,
+ * bf16 256 x 896 x 4864 1.00x;
+ * where A took 1.5 MB (512 x 896 x 6144) 0.97x and 2.2 MB (512 x 1536 x
+ * 8960) 0.88x, hence the budget. Tried with it, not kept: B-major tile
+ * products (0.985x), B loaded without the streaming hint (0.996x); without
+ * the next panel's B prefetched into L2 it runs 0.87x. The K = 896 shapes
+ * are one chunk either way; one-panel groups there lose 9-12%.
+ *
+ * Where the K = 896 GEMMs' time goes on this machine (kbench-ab, the
+ * measurement builds over the shipped one): no epilogue (2) 1.31x on 9728 x
+ * 896 and 1152 x 896, y's stores to the sink (9) 1.12x and 1.06x, no weight
+ * traffic (3) 1.00x and 1.19x, both (4) 1.51x and 1.71x; with the weights
+ * warm in L2 (no -m) 1152 x 896 runs 1.12x. A measurement build that ran
+ * silu(v) v on every output of the plain epilogue read 0.72x / 0.79x, and
+ * 0.65x / 0.78x with rcp14 and a Newton step for the division: the glu
+ * epilogue's exp is a real part of the gate|up GEMM's time, the divider not. */
 
 /* bytes of one panel (32 columns x Kp, int8 or bf16) */
 static inline size_t panel_bytes(const gemm_ctx *g)
@@ -685,7 +729,7 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     es.pend = (epi_pend){0};
     es.slot = 0;
     tm_kamx_config();
-    if (AMX_KOUTER && !g->glu && ns > AMX_KB && m1 - m0 <= MB && p1 - p0 <= 16 &&
+    if (AMX_KOUTER && !g->glu && ns > g->kb && m1 - m0 <= MB && p1 - p0 <= 16 &&
         (AMX_KOUTER == 1 || (m1 - m0) * (p1 - p0) <= 2048)) {
         for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
             int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns;
@@ -699,15 +743,16 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
             }
         }
     } else {
-        for (int pg = p0; pg < p1; pg += AMX_PG) {
-            int np = p1 - pg < AMX_PG ? p1 - pg : AMX_PG;
-            for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
-                int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns, last = s1 == ns;
+        const int kb = g->kb, gp = g->pg;
+        for (int pg = p0; pg < p1; pg += gp) {
+            int np = p1 - pg < gp ? p1 - pg : gp;
+            for (int s0 = 0; s0 < ns; s0 += kb) {
+                int s1 = s0 + kb < ns ? s0 + kb : ns, last = s1 == ns;
                 /* the B chunk each panel needs next: its K steps from s1, or the next group's first
                    (nsn steps), spread over the row blocks */
-                int nsn = last ? (ns < AMX_KB ? ns : AMX_KB) : (s1 + AMX_KB < ns ? AMX_KB : ns - s1);
+                int nsn = last ? (ns < kb ? ns : kb) : (s1 + kb < ns ? kb : ns - s1);
                 for (int j = 0; j < np; j++)
-                    nb[j] = last ? (uintptr_t)(pan + (pg + j + AMX_PG) * pbytes)
+                    nb[j] = last ? (uintptr_t)(pan + (pg + j + gp) * pbytes)
                                  : (uintptr_t)(pan + (pg + j) * pbytes + (size_t)s1 * 2048);
                 chunk_run(g, m0, m1, pg, np, s0, s1, acc, ACC_LD, nb, nsn * 32, &es);
             }
@@ -738,6 +783,19 @@ static int rows_per_task(const tm_kweight *w, int M, int is_q8)
     return AMX_MB_WIDE && M > MB && a_bytes <= ((size_t)1 << 20) && w->Np >= 4096 ? MB_WIDE : MB;
 }
 
+/* the long-K budget: AMX_LONGK_BYTES, or AMX_LONGK_L2 percent of this CPU's L2 (read once) */
+static size_t longk_budget(void)
+{
+    static _Atomic size_t l2;
+    if (AMX_LONGK_BYTES) return AMX_LONGK_BYTES;
+    size_t b = l2;
+    if (!b) {
+        long r = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        l2 = b = r > 0 ? (size_t)r : (size_t)2 << 20;
+    }
+    return b / 100 * AMX_LONGK_L2;
+}
+
 static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_bytes, const float *xs,
                tm_kbuf *ws, size_t off, float *y, uint16_t *yb, struct tm_pool *pool, int is_q8)
 {
@@ -745,17 +803,23 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
-                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0};
+                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, AMX_KB, AMX_PG};
     /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
        of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
        block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
     g.ypf = AMX_YPF && EPI_AS_SHIPPED && AMX_EPI_MEASURE != 10 && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
+    /* long K: where K takes several chunks and a task's A rows over all of K fit the budget (not glu) */
+    int mb = rows_per_task(w, x->M, is_q8);
+    size_t a_task = (size_t)(x->M < mb ? x->M : mb) * w->Kp * (is_q8 ? 1 : 2);
+    int longk = !w->glu && nsteps > AMX_KB && a_task <= longk_budget();
+    g.kb = longk ? nsteps : AMX_KB;
+    g.pg = longk ? 1 : AMX_PG;
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
        rows are then read whole from L1 by the group's panels) and a tile's 16 lines fall in 16
        different L1 sets (of 64: the stride in lines shares at most a factor 4 with 64): Qwen's
        K = 896 (14 lines), not 2048 (32). See "packing x" above for the measurements. */
     size_t lines = ld_bytes / 64;
-    if (AMX_INPLACE && x->M % 16 == 0 && nsteps <= AMX_KB && ld_bytes % 64 == 0 && (lines & 7) != 0 &&
+    if (AMX_INPLACE && x->M % 16 == 0 && nsteps <= g.kb && ld_bytes % 64 == 0 && (lines & 7) != 0 &&
         (size_t)nsteps * 64 <= ld_bytes) {
         g.xt = xr;
         g.a_grp = 16 * ld_bytes;
@@ -765,7 +829,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
         tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     }
     PROF_CALL();
-    tm_kgemm_run(x->M, w->Np, rows_per_task(w, x->M, is_q8), amx_block, &g, pool);
+    tm_kgemm_run(x->M, w->Np, mb, amx_block, &g, pool);
     return TM_OK;
 }
 
