@@ -267,8 +267,9 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
      * K tails and K past one K slice (avx2 2048, avx512 8192, amx 1024 int8 /
      * 512 bf16); 40 x 1000 x 1100: amx tasks of 8 panels (two groups) with K
      * in several chunks, single-threaded (AMX_KOUTER's acc columns). amx-emu
-     * takes its long-K loop where a task's A rows are 64 KB or less (37 x 600
-     * bf16, 20 x 2100, 40 x 1000 x 1100 int8) and K chunks for the rest */
+     * takes its long-K loop where K is three chunks or more and a task's A
+     * rows are 96 KB or less (20 x 2100 both, 9 x 8400 int8), K chunks for
+     * the rest */
     static const int gm_shapes[][3] = {{1, 5, 32}, {3, 32, 96}, {17, 33, 100}, {64, 64, 64}, {37, 100, 600},
                                        {130, 40, 1100}, {20, 70, 2100}, {9, 33, 8400}, {40, 1000, 1100}};
     for (size_t s = 0; s < sizeof gm_shapes / sizeof gm_shapes[0]; s++) {

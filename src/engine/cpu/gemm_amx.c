@@ -387,7 +387,7 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * fetched and the streamed stores cost 6-7%.
  *
  * Long K (session 29, the dev machine: a Sapphire Rapids-class VM, 48 KB
- * L1d and 2 MB L2 a core). Where K takes several chunks, C's round trip
+ * L1d and 2 MB L2 a core). Where K takes three chunks or more, C's round trip
  * through acc every AMX_KB steps, and the pack pass, cost more than A's
  * chunk in L1 saves. So where a task's A rows over all of K fit in
  * AMX_LONGK_L2 (70%) of L2 (not glu), the loop runs K in one chunk and
@@ -402,10 +402,14 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * Qwen's down 512 x 896 x 4864 1.29x (in groups of 2 panels 1.13x, of 4
  * 1.11x: B's group then crowds A out of L2), 256 x 896 x 4864 1.30x, 128 x
  * 896 x 4864 1.25x, 512 x 896 x 3072 1.11x, 512 x 2048 x 5632 (A 1.4 MB)
- * 1.08x, 512 x 2048 x 2048 1.03x, 3072 x 2048 1.02x, bf16 2048 x 2048 1.04x,
- * bf16 256 x 896 x 4864 1.00x;
+ * 1.08x, bf16 256 x 896 x 4864 1.00x;
  * where A took 1.5 MB (512 x 896 x 6144) 0.97x and 2.2 MB (512 x 1536 x
- * 8960) 0.88x, hence the budget. Tried with it, not kept: B-major tile
+ * 8960) 0.88x, hence the budget. Not where K takes two chunks (K up to 2048
+ * int8 / 1024 bf16): there the chunked loop makes one C round trip a block,
+ * and inside the engine (TANDEM_PROFILE=warm, Llama pp512) long K ran
+ * Llama's q|k|v 3072 x 2048 at 0.72-0.84x and its o 2048 x 2048 at 1.00x,
+ * though kbench-ab read 1.02-1.09x and 1.03x there (not understood; Qwen's
+ * down ran 1.11x inside the engine). Tried with it, not kept: B-major tile
  * products (0.985x), B loaded without the streaming hint (0.996x); without
  * the next panel's B prefetched into L2 it runs 0.87x. The K = 896 shapes
  * are one chunk either way; one-panel groups there lose 9-12%.
@@ -808,10 +812,11 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
        of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
        block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
     g.ypf = AMX_YPF && EPI_AS_SHIPPED && AMX_EPI_MEASURE != 10 && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
-    /* long K: where K takes several chunks and a task's A rows over all of K fit the budget (not glu) */
+    /* long K: where K takes more than two chunks and a task's A rows over all of K fit the budget (not
+       glu; see "long K" for why not two) */
     int mb = rows_per_task(w, x->M, is_q8);
     size_t a_task = (size_t)(x->M < mb ? x->M : mb) * w->Kp * (is_q8 ? 1 : 2);
-    int longk = !w->glu && nsteps > AMX_KB && a_task <= longk_budget();
+    int longk = !w->glu && nsteps > 2 * AMX_KB && a_task <= longk_budget();
     g.kb = longk ? nsteps : AMX_KB;
     g.pg = longk ? 1 : AMX_PG;
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
