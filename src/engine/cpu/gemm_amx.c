@@ -407,7 +407,7 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * 8960) 0.88x, hence the budget. Not where K takes two chunks (K up to 2048
  * int8 / 1024 bf16): there the chunked loop makes one C round trip a block,
  * and inside the engine (TANDEM_PROFILE=warm, Llama pp512) long K ran
- * Llama's q|k|v 3072 x 2048 at 0.72-0.84x and its o 2048 x 2048 at 1.00x,
+ * Llama's q|k|v 3072 x 2048 at 0.69-0.84x and its o 2048 x 2048 at 1.00x,
  * though kbench-ab read 1.02-1.09x and 1.03x there (not understood; Qwen's
  * down ran 1.11x inside the engine). Tried with it, not kept: B-major tile
  * products (0.985x), B loaded without the streaming hint (0.996x); without
