@@ -9,16 +9,19 @@
  * panel layout with stride 128 bytes: a panel is exactly two B tiles side by
  * side, see kernels-impl.h). Per K step (32 bf16 / 64 int8): 4 tile loads,
  * 4 tdpbf16ps / tdpbusd; C stays in tiles over a chunk of up to AMX_KB K
- * steps (the whole K up to 1024 int8 / 512 bf16), see "the blocked loop".
+ * steps (the whole K up to 1024 int8 / 512 bf16), see "the blocked loop",
+ * or, where K is longer but a task's A rows fit in L2, over all of K ("long
+ * K").
  *
  * x is first packed into tile order, [ceil(M/16)][K steps][16 rows][64 B],
  * so every A tile load reads 1 KB contiguously (in place, at K = 2048 int8,
  * its 16 rows would share 2 of L1's 64 sets). Rows past M are zero, so
  * every tile has 16 rows and one configuration serves all shapes; the
  * epilogue drops rows past M and columns past N, and for int8 applies 128
- * colsum and the scales. Where M is a multiple of 16, K is one chunk and the
- * rows' stride spreads them over L1's sets (K = 896), the tiles are read
- * from the rows in place instead (see "packing x"). */
+ * colsum and the scales. Where M is a multiple of 16, K is one chunk (long
+ * K included) and the rows' stride spreads them over L1's sets (K = 896,
+ * 4864), the tiles are read from the rows in place instead (see "packing
+ * x"). */
 #include <string.h>
 #include <unistd.h>
 
@@ -398,7 +401,7 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * both operands from L2 at 63-66% of the peak on this machine, against 82-85%
  * with A in L1 and B streamed from L2: less per step, but no C round trips
  * and one epilogue per K / 64 steps. kbench-ab, 2 threads, int8, weights from
- * memory, the long-K loop over the chunked one (16 pairs of rounds each):
+ * memory, the long-K loop over the chunked one (8 pairs of rounds each):
  * Qwen's down 512 x 896 x 4864 1.29x (in groups of 2 panels 1.13x, of 4
  * 1.11x: B's group then crowds A out of L2), 256 x 896 x 4864 1.30x, 128 x
  * 896 x 4864 1.25x, 512 x 896 x 3072 1.11x, 512 x 2048 x 5632 (A 1.4 MB)
@@ -409,7 +412,8 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * and inside the engine (TANDEM_PROFILE=warm, Llama pp512) long K ran
  * Llama's q|k|v 3072 x 2048 at 0.69-0.84x and its o 2048 x 2048 at 1.00x,
  * though kbench-ab read 1.02-1.09x and 1.03x there (not understood; Qwen's
- * down ran 1.11x inside the engine). Tried with it, not kept: B-major tile
+ * down ran 1.11x and 0.99x in two such runs, and Qwen pp512's GEMM share
+ * rose in all 5 interleaved pairs, docs/kernels.md). Tried with it, not kept: B-major tile
  * products (0.985x), B loaded without the streaming hint (0.996x); without
  * the next panel's B prefetched into L2 it runs 0.87x. The K = 896 shapes
  * are one chunk either way; one-panel groups there lose 9-12%.
@@ -820,9 +824,10 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     g.kb = longk ? nsteps : AMX_KB;
     g.pg = longk ? 1 : AMX_PG;
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
-       rows are then read whole from L1 by the group's panels) and a tile's 16 lines fall in 16
-       different L1 sets (of 64: the stride in lines shares at most a factor 4 with 64): Qwen's
-       K = 896 (14 lines), not 2048 (32). See "packing x" above for the measurements. */
+       rows are then read whole, from L1 by the group's panels or, long K, from L2) and a tile's 16
+       lines fall in 16 different L1 sets (of 64: the stride in lines shares at most a factor 4 with
+       64): Qwen's K = 896 (14 lines) and 4864 (76), not 2048 (32). See "packing x" above for the
+       measurements, and "long K" (in place there over packed, Qwen's down: 1.12x). */
     size_t lines = ld_bytes / 64;
     if (AMX_INPLACE && x->M % 16 == 0 && nsteps <= g.kb && ld_bytes % 64 == 0 && (lines & 7) != 0 &&
         (size_t)nsteps * 64 <= ld_bytes) {
