@@ -266,10 +266,11 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
     /* GEMM: M = 1, 3, 17, 64, 130 (row tails of every micro-kernel), N tails,
      * K tails and K past one K slice (avx2 2048, avx512 8192, amx 1024 int8 /
      * 512 bf16); 40 x 1000 x 1100: amx tasks of 8 panels (two groups) with K
-     * in several chunks, single-threaded (AMX_KOUTER's acc columns). amx-emu
-     * takes its long-K loop where K is three chunks or more and a task's A
-     * rows are 96 KB or less (20 x 2100 both, 9 x 8400 int8), K chunks for
-     * the rest */
+     * in several chunks. Where K is three chunks or more, amx-emu takes its
+     * long-K loop where a task's A rows are 96 KB or less (20 x 2100 both, 9 x
+     * 8400 int8, 40 x 1000 x 1100 bf16) and the K-outer loop where they are
+     * more (130 x 40 x 1100 and 9 x 8400 bf16); the group-outer K chunks
+     * where K is two chunks (K = 1100 int8) */
     static const int gm_shapes[][3] = {{1, 5, 32}, {3, 32, 96}, {17, 33, 100}, {64, 64, 64}, {37, 100, 600},
                                        {130, 40, 1100}, {20, 70, 2100}, {9, 33, 8400}, {40, 1000, 1100}};
     for (size_t s = 0; s < sizeof gm_shapes / sizeof gm_shapes[0]; s++) {
@@ -284,8 +285,11 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
         /* more rows than one task (amx: 256) with a tail, K in several chunks */
         mm_case(k, pool, TM_DT_BF16, 1, 300, 40, 1100);
         mm_case(k, pool, TM_DT_Q8PC, 1, 300, 40, 1100);
-        /* a task's A rows over all of K past 70% of a 2 MB L2: amx's K chunks, not its long-K loop */
+        /* a task's A rows over all of K past 70% of a 2 MB L2: amx's K-outer loop, not its long-K one */
         mm_case(k, pool, TM_DT_Q8PC, 1, 300, 40, 6144);
+        /* K-outer (amx-emu: A 104 KB) over tasks of 2-3 panel groups, the last panel short */
+        mm_case(k, pool, TM_DT_Q8PC, 1, 40, 2100, 2600);
+        mm_case(k, pool, TM_DT_BF16, 1, 40, 2100, 1300);
         /* N >= 4096 with a tail, A under 1 MB, K in two chunks: amx's 512-row tasks (AMX_MB_WIDE) */
         mm_case(k, pool, TM_DT_BF16, 1, 264, 4100, 600);
         mm_case(k, pool, TM_DT_Q8PC, 1, 264, 4100, 1090);

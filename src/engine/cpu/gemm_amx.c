@@ -98,13 +98,9 @@
 #endif
 #define PRELOAD_ON (AMX_PRELOAD && EPI_AS_SHIPPED)
 #ifndef AMX_KOUTER
-#define AMX_KOUTER 0 /* a measurement option: K chunks outside the panel groups where K takes several
-                        chunks (see amx_block); 1 for every such task, 2 where the task's C (rows x
-                        panels x 128 B) is at most 256 KB. Session 20, kbench-ab (A/A 1.008x): 512 x
-                        896 x 4864 (Qwen's down, 8 panels a task: 256 KB) 1.056x, 1.027x, 1.020x;
-                        2048 x 8192 (Llama's, 16 panels, a 540 KB acc) 0.997x, 0.949x. Session 22
-                        (run 108, with the spread epilogue), 2 on Qwen's down: 1.002x, 1.006x, 1.000x
-                        (Llama's, which it leaves, 0.993x): off */
+#define AMX_KOUTER 1 /* K chunks outside the panel groups (see "K outer"): 1 where K takes more than two
+                        chunks and long K does not apply, 2 (a measurement option) wherever K takes
+                        several chunks, 0 never */
 #endif
 #ifndef AMX_LONGK_L2
 #define AMX_LONGK_L2 70 /* long K (see "long K"): where a task's A rows over all of K take at most this
@@ -201,6 +197,7 @@ typedef struct gemm_ctx {
     int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
     int kb, pg;         /* K steps per chunk and panels per group: AMX_KB and AMX_PG, or, long K (see
                            "long K"), all of K and one panel */
+    int kouter;         /* K chunks outside the panel groups (AMX_KOUTER, "K outer") */
 } gemm_ctx;
 
 /* ---- packing x into tile order (parallel over 16-row groups) ----------------- */
@@ -716,11 +713,21 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
 
 /* one task: rows [m0, m1) (at most MB_MAX) x panels [p0, p1) (glu: pairs,
  * so panels [2 p0, 2 p1)), in the order above: per group, its K chunks.
- * With AMX_KOUTER, where K takes several chunks (and the task at most MB
- * rows and 16 panels, not glu), the other way round: per K chunk, every
- * group, C for all the task's panels in acc (ACC_K_LD), so the rows' A chunk
- * (MB x 1 KB) is read from L2 by each group instead of the whole A (MB x K,
- * over 1 MB at K 4864) from L3. */
+ *
+ * K outer (g->kouter: K in more than two chunks where long K does not apply,
+ * i.e. the task's A rows over all of K are too large for L2; the task at
+ * most MB rows and 16 panels, not glu): the other way round, per K chunk,
+ * every group, C for all the task's panels in acc (ACC_K_LD, 540 KB at 256
+ * rows x 16 panels), so each group reads the rows' A chunk (MB x 1 KB, 256
+ * KB) from L2 instead of the whole A (MB x K: 2 MB at Llama's K = 8192)
+ * from L3. Session 30, the dev machine (2 MB L2 a core), kbench-ab (8 pairs
+ * of rounds, weights from memory): 512 x 2048 x 8192 (Llama's down) 1.13x
+ * (1.14x in groups of 8 panels, 1.11x of 2; K chunks of 32 steps 0.97x);
+ * at K = 2048, two chunks, 3072 x 2048 0.99x and 2048 x 2048 1.00x, so not
+ * there. Inside the engine (TANDEM_PROFILE=warm, 5 interleaved pairs of
+ * Llama pp512): its down 3945 -> 4469 GOP/s (medians), pp512's GEMM share
+ * 33.8% -> 37.1%, 1434 -> 1512 t/s, all 5 pairs up. Sessions 20 and 22 had
+ * measured it on the h200-host Xeon at 0.95-1.00x on Llama's down. */
 static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
 {
     const gemm_ctx *g = ctx;
@@ -737,8 +744,7 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
     es.pend = (epi_pend){0};
     es.slot = 0;
     tm_kamx_config();
-    if (AMX_KOUTER && !g->glu && ns > g->kb && m1 - m0 <= MB && p1 - p0 <= 16 &&
-        (AMX_KOUTER == 1 || (m1 - m0) * (p1 - p0) <= 2048)) {
+    if (g->kouter && m1 - m0 <= MB && p1 - p0 <= 16) {
         for (int s0 = 0; s0 < ns; s0 += AMX_KB) {
             int s1 = s0 + AMX_KB < ns ? s0 + AMX_KB : ns;
             for (int pg = p0; pg < p1; pg += AMX_PG) {
@@ -811,7 +817,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     pack_job pj = {xr, ld_bytes, x->M, nsteps, tm_kbuf_at(ws, off)};
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
-                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, AMX_KB, AMX_PG};
+                  (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, AMX_KB, AMX_PG, 0};
     /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
        of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
        block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
@@ -823,6 +829,8 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     int longk = !w->glu && nsteps > 2 * AMX_KB && a_task <= longk_budget();
     g.kb = longk ? nsteps : AMX_KB;
     g.pg = longk ? 1 : AMX_PG;
+    /* K outer: where K takes more than two chunks and long K does not apply (A too large for L2) */
+    g.kouter = !w->glu && !longk && nsteps > (AMX_KOUTER == 2 ? 1 : AMX_KOUTER == 1 ? 2 : nsteps) * AMX_KB;
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
        rows are then read whole, from L1 by the group's panels or, long K, from L2) and a tile's 16
        lines fall in 16 different L1 sets (of 64: the stride in lines shares at most a factor 4 with
