@@ -840,6 +840,17 @@ static void test_measure(tm_pool *pool)
         CHECKF(r.calls % 3 == 0 && r.calls >= 3 && r.gflops > 0 && (t || r.calls == 3), "set timing %d: %ld calls", t,
                r.calls);
     }
+    /* the outputs over a ring: as many [24][64] f32 as the bytes asked take, a pass still whole */
+    int ny = 0;
+    if (set) {
+        CHECK_EQ_INT(tm_kgemm_set_ycycle(set, 5 * 24 * 64 * 4 - 1, &ny, &err), TM_OK);
+        CHECK_EQ_INT(ny, 5);
+        CHECK_EQ_INT(tm_kgemm_set_time(set, &k, 0, &r, &err), TM_OK);
+        CHECKF(r.calls == 3 && r.gflops > 0, "set timing over 5 outputs: %ld calls", r.calls);
+        CHECK_EQ_INT(tm_kgemm_set_ycycle(set, 0, &ny, &err), TM_OK);
+        CHECK_EQ_INT(ny, 1);
+        CHECK_EQ_INT(tm_kgemm_set_ycycle(set, (size_t)4097 * 24 * 64 * 4, &ny, &err), TM_E_INVALID);
+    }
     tm_kgemm_set_close(set);
     CHECK_EQ_INT(tm_kgemm_set_open(&set, &k, TM_DT_Q4G64, 24, 64, 96, 0, pool, &err), TM_E_INVALID);
     CHECK(set == NULL);

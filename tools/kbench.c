@@ -24,7 +24,9 @@
  * its timed slices: -s 0.05 -p 64 takes ~7 s a shape with -a), -m MIB of weights cycled
  * by gemv and attn (default 512) and by gemm (default 0: one weight, warm in
  * the caches; with -m each call reads its weight from memory, as a prefill's
- * layers do), -g 0|1 (the avx512 and amx variants' int4
+ * layers do), -y MIB (gemm with -p: the calls write their y in turn over that
+ * many MiB, so each finds its lines out of the caches as the engine's layers
+ * do; default 0: one y, warm), -g 0|1 (the avx512 and amx variants' int4
  * GEMV in its build without / with GFNI; default: the one the CPU picks), -a 1
  * (kbench-ab only: with -p, each round also times the alternative AMX GEMM
  * build linked in, and the A/B ratio is printed), -Y 1 (with -p: the alternative is the same
@@ -295,7 +297,7 @@ void tm_kvariant_amx_alt(tm_kernels *k) __attribute__((weak));
  * alternative / shipped ratios: an A/B the host's drift falls on alike. */
 #define PAIRED_MAX 256 /* rounds of -p */
 static void paired_peak(const tm_kernels *k, const tm_kernels *alt, tm_dtype dt, int M, int N, int K, size_t wbytes,
-                        double secs, int rounds, tm_pool *pool)
+                        size_t ybytes, double secs, int rounds, tm_pool *pool)
 {
     double g[PAIRED_MAX], f[PAIRED_MAX], fa[PAIRED_MAX], ra[PAIRED_MAX], rp[PAIRED_MAX / 2], rf[2][PAIRED_MAX / 2];
     int n = 0;
@@ -303,7 +305,7 @@ static void paired_peak(const tm_kernels *k, const tm_kernels *alt, tm_dtype dt,
     if (alt && rounds > 1 && rounds % 2) rounds++; /* as many rounds with each build first */
     tm_kgemm_set *set = NULL; /* the weights made once: a round costs its timed slices only */
     tm_err err = {0};
-    if (tm_kgemm_set_open(&set, k, dt, M, N, K, wbytes, pool, &err) ||
+    if (tm_kgemm_set_open(&set, k, dt, M, N, K, wbytes, pool, &err) || tm_kgemm_set_ycycle(set, ybytes, NULL, &err) ||
         tm_kgemm_set_time(set, k, 0, &(tm_kmeasure){0}, &err) || /* warm-up: one pass each */
         (alt && tm_kgemm_set_time(set, alt, 0, &(tm_kmeasure){0}, &err))) {
         printf("  paired peak: %s\n", err.msg);
@@ -422,7 +424,7 @@ static int gemm_y16_alt(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-g 0|1] [-a 1] [-Y 1] gemv DTYPE N K B\n"
+    fprintf(stderr, "usage: kbench [-t THREADS] [-s SECONDS] [-v VARIANT] [-c CPU] [-p ROUNDS] [-m MIB] [-y MIB] [-g 0|1] [-a 1] [-Y 1] gemv DTYPE N K B\n"
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
@@ -434,7 +436,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    int threads = tm_cpu_get()->n_cpus, mib = 512, mib_set = 0, ab = 0, i = 1, first_cpu = -1, paired = 0, gfni = -1;
+    int threads = tm_cpu_get()->n_cpus, mib = 512, mib_set = 0, ymib = 0, ab = 0, i = 1, first_cpu = -1, paired = 0, gfni = -1;
     int y16 = 0;
     double secs = 1.0;
     const char *only = NULL;
@@ -444,6 +446,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-s")) secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-v")) only = argv[i + 1];
         else if (!strcmp(argv[i], "-m")) mib = mib_set = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-y")) ymib = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-c")) first_cpu = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) paired = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-g")) gfni = atoi(argv[i + 1]);
@@ -562,7 +565,8 @@ int main(int argc, char **argv)
                 ka.gemm_q8 = ka.gemm_bf16 = gemm_y16;
                 printf("  alternative: the same GEMM with y stored in bf16 (gemm_bf16y)\n");
             }
-            paired_peak(&k, ab || (y16 && k.gemm_bf16y) ? &ka : NULL, dt, M, N, K, gemm_bytes, secs, paired, pool);
+            paired_peak(&k, ab || (y16 && k.gemm_bf16y) ? &ka : NULL, dt, M, N, K, gemm_bytes, (size_t)ymib << 20, secs,
+                        paired, pool);
         }
     }
     tm_pool_free(pool);

@@ -149,6 +149,8 @@ struct tm_kgemm_set {
     size_t one;         /* one weight's data bytes */
     synth *s;           /* [nw] */
     float *x, *y, *xs;  /* x [M][K] (kept: tm_kact's f32), y [M][N], xs [M] (int8 row scales) */
+    float *yring;       /* tm_kgemm_set_ycycle: ny outputs [M][N] the calls write in turn, or NULL (y) */
+    int ny, yi;
     void *prep;         /* [M][ld] bf16 or int8: x prepared once, so the figures are the GEMM's own */
     tm_kact a;
     tm_kbuf ws;
@@ -161,7 +163,7 @@ void tm_kgemm_set_close(tm_kgemm_set *g)
     for (int i = 0; g->s && i < g->nw; i++)
         if (g->s[i].w) synth_free(&g->s[i]);
     tm_kbuf_free(&g->ws);
-    free(g->s); free(g->prep); free(g->xs); free(g->x); free(g->y);
+    free(g->s); free(g->prep); free(g->xs); free(g->x); free(g->y); free(g->yring);
     free(g);
 }
 
@@ -212,13 +214,32 @@ int tm_kgemm_set_open(tm_kgemm_set **out, const tm_kernels *k, tm_dtype dt, int 
     return TM_OK;
 }
 
+int tm_kgemm_set_ycycle(tm_kgemm_set *g, size_t total_bytes, int *count, tm_err *err)
+{
+    size_t one = sizeof(float) * (size_t)g->M * g->N;
+    size_t ny = total_bytes > one ? (total_bytes + one - 1) / one : 1;
+    free(g->yring);
+    g->yring = NULL;
+    g->ny = 1;
+    if (count) *count = 1;
+    if (ny < 2) return TM_OK;
+    if (ny > 4096) return tm_errf(err, TM_E_INVALID, "kmeasure gemm: %zu outputs of %zu bytes", ny, one);
+    if (!(g->yring = tm_khuge_alloc(one * ny)))
+        return tm_errf(err, TM_E_NOMEM, "kmeasure gemm: %zu outputs of %zu bytes", ny, one);
+    memset(g->yring, 0, one * ny); /* touched once, so the calls find it mapped, not in the caches */
+    g->ny = (int)ny;
+    if (count) *count = g->ny;
+    return TM_OK;
+}
+
 /* one call per weight of the set, in turn, by k's GEMM */
 static int set_pass(tm_kgemm_set *g, const tm_kernels *k)
 {
     mm_fn f = g->dt == TM_DT_BF16 ? k->gemm_bf16 : k->gemm_q8;
     if (!f) return TM_E_UNSUPPORTED;
     for (int i = 0; i < g->nw; i++) {
-        int rc = f(g->s[i].w, &g->a, g->y, &g->ws, g->pool);
+        float *y = g->yring ? g->yring + (size_t)(g->yi++ % g->ny) * g->M * g->N : g->y;
+        int rc = f(g->s[i].w, &g->a, y, &g->ws, g->pool);
         if (rc) return rc;
     }
     return TM_OK;

@@ -45,6 +45,12 @@ typedef struct tm_kgemm_set tm_kgemm_set;
 int tm_kgemm_set_open(tm_kgemm_set **out, const tm_kernels *k, tm_dtype dt, int M, int N, int K, size_t total_bytes,
                       struct tm_pool *pool, tm_err *err);
 int tm_kgemm_set_time(tm_kgemm_set *g, const tm_kernels *k, double seconds, tm_kmeasure *out, tm_err *err);
+/* The calls' outputs in turn over a ring of total_bytes or more (0: one y,
+ * warm in the caches after the first call, the default): each call then
+ * writes lines that left the caches, as the engine's layers do (their y
+ * buffers were last written a layer earlier). *count (if given): the
+ * ring's outputs; TM_E_INVALID past 4096 of them. */
+int tm_kgemm_set_ycycle(tm_kgemm_set *g, size_t total_bytes, int *count, tm_err *err);
 void tm_kgemm_set_close(tm_kgemm_set *g);
 /* The FFN's gate/up step of a prefill chunk, int8, each way the engine can
  * run it (TM_KFFN_*): apart (one GEMM of gate and up [2F][D], then
