@@ -721,6 +721,65 @@ static void test_wordpiece(void)
     }
 }
 
+/* Unigram: Viterbi over the pieces' log probabilities, HF's tie order, unk fusing and byte fallback,
+ * duplicated pieces; the Precompiled normalizer's whole-cluster rule (tools/gen_unigram_fixtures.py's
+ * byte-fallback fixture has rules for "e" U+0301 -> "é" and "a" U+0300 -> "à") */
+#define UNI_VOCAB "[[\"<unk>\",0],[\"a\",-1],[\"b\",-2],[\"ab\",-2.5],[\"abc\",-4],[\"c\",-3],[\"d\",-1],"  \
+                  "[\"e\",-1],[\"de\",-2],[\"c\",-0.5],[\"<0x78>\",-1],[\"<0x79>\",-1]]"
+static void test_unigram(void)
+{
+    tm_tokenizer *t = mk("[]", "null", "null", "null", "null",
+                         "{\"type\":\"Unigram\",\"unk_id\":0,\"byte_fallback\":true,\"vocab\":" UNI_VOCAB "}");
+    /* ab (-2.5) over a + b (-3); abc (-4) over ab + c (the last "c": -2.5 - 0.5 = -3.0, better!) */
+    EXPECT(t, "ab", 0, 3);
+    EXPECT(t, "abc", 0, 3, 9);
+    /* a tie (d + e = de = -2): the piece found first, from the earlier start, stays */
+    EXPECT(t, "de", 0, 8);
+    /* unknown characters fuse into one string: its bytes where all have <0xXX> pieces, else unk */
+    EXPECT(t, "abxy", 0, 3, 10, 11);
+    EXPECT(t, "xz", 0, 0);
+    EXPECT(t, "a\xe2\x98\x83" "b", 0, 1, 0, 2);
+    /* a duplicated piece: the vocabulary's id is the last, every index keeps its text (HF id_to_token) */
+    CHECK(tm_tok_id_to_piece(t, 5) && strcmp(tm_tok_id_to_piece(t, 5), "c") == 0);
+    CHECK_EQ_INT(tm_tok_piece_to_id(t, "c"), 9);
+    CHECK_EQ_INT(tm_tok_vocab_size(t), 12);
+    tm_tok_free(t);
+    /* no unk_id: unknown text is an error naming the field, known text is fine; no type: an array vocab is Unigram */
+    t = mk("[]", "null", "null", "null", "null", "{\"vocab\":" UNI_VOCAB "}");
+    if (t) {
+        EXPECT(t, "abc", 0, 3, 9);
+        tm_err err = {0};
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(tm_tok_encode(t, "aq", 2, 0, &ids, &n, &err), TM_E_FORMAT);
+        CHECK(strstr(err.msg, "model.unk_id") != NULL);
+        free(ids);
+        tm_tok_free(t);
+    }
+    /* Precompiled, HF's way: "e" U+0301 U+0302 is one cluster of 5 bytes that the "e" U+0301 rule starts,
+     * so all of it becomes "é" (SentencePiece would keep the U+0302); from 6 bytes on, character by
+     * character, where no rule starts "e" or U+0301 alone: the marks stay, as byte-fallback pieces */
+    tm_err err = {0};
+    CHECK_EQ_INT(tm_tok_load(&t, "tests/data/tokenizers/unigram-bytes/tokenizer.json", &err), TM_OK);
+    if (t) {
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        CHECK_EQ_INT(tm_tok_encode(t, "e\xcc\x81\xcc\x82", 5, 0, &a, &na, &err), TM_OK);
+        CHECK_EQ_INT(tm_tok_encode(t, "\xc3\xa9", 2, 0, &b, &nb, &err), TM_OK);
+        CHECK(na == nb && na > 0 && memcmp(a, b, na * sizeof *a) == 0);
+        free(a);
+        a = NULL;
+        CHECK_EQ_INT(tm_tok_encode(t, "e\xcc\x81\xcc\x82\xcc\x83", 7, 0, &a, &na, &err), TM_OK);
+        int32_t cc = tm_tok_piece_to_id(t, "<0xCC>"), x81 = tm_tok_piece_to_id(t, "<0x81>");
+        int seen = 0;
+        for (size_t i = 0; i + 1 < na; i++) seen |= a[i] == cc && a[i + 1] == x81;
+        CHECKF(cc >= 0 && x81 >= 0 && seen, "a 7-byte cluster keeps its U+0301 (%zu ids)", na);
+        free(a);
+        free(b);
+        tm_tok_free(t);
+    }
+}
+
 /* ---- 4. malformed files and concurrency ---------------------------------- */
 
 static void expect_load_error(const char *json, int code, const char *needle, int line)
@@ -741,7 +800,13 @@ static void test_malformed(void)
     EXPECT_LOAD_ERROR("{\"model\": ", TM_E_FORMAT, "not valid JSON");
     EXPECT_LOAD_ERROR("[1,2]", TM_E_FORMAT, "not a JSON object");
     EXPECT_LOAD_ERROR("{\"added_tokens\":[]}", TM_E_FORMAT, "model: missing");
-    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", TM_E_UNSUPPORTED, "model.type: model type 'Unigram'");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{}}}", TM_E_UNSUPPORTED, "model.type: model type 'WordLevel'");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", TM_E_FORMAT, "model.vocab: empty");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1],[\"b\"]]}}", TM_E_FORMAT,
+                      "model.vocab[1]: expected [piece, score]");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"vocab\":[[\"a\",-1],[\"b\",-2]]}}", TM_E_FORMAT,
+                      "model.unk_id");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"vocab\":{\"a\":0}}}", TM_E_FORMAT, "model.vocab: missing or not an array");
     EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a c\"]}}", TM_E_FORMAT,
                       "model.merges[0]: token 'c' is not in model.vocab");
     EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"c\":1},\"merges\":[[\"a\",\"c\"]]}}", TM_E_FORMAT,
@@ -755,8 +820,17 @@ static void test_malformed(void)
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"pre_tokenizer\":{\"type\":\"UnicodeScripts\"}}", TM_E_UNSUPPORTED,
                       "pre_tokenizer.type: pre_tokenizer type 'UnicodeScripts'");
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},"
-                      "{\"type\":\"Precompiled\"}]}}",
-                      TM_E_UNSUPPORTED, "normalizer.normalizers[1].type: normalizer type 'Precompiled'");
+                      "{\"type\":\"Nmt\"}]}}",
+                      TM_E_UNSUPPORTED, "normalizer.normalizers[1].type: normalizer type 'Nmt'");
+    /* Precompiled: no charsmap, not base64, shorter than its trie, replacement strings not UTF-8 */
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":null}}",
+                      TM_E_FORMAT, "normalizer.precompiled_charsmap: missing or not a string");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"AAA*\"}}",
+                      TM_E_FORMAT, "normalizer.precompiled_charsmap: not valid base64");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"CAAAAAAA\"}}",
+                      TM_E_FORMAT, "too short for its trie of 8");
+    EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"AAAAAP8=\"}}",
+                      TM_E_FORMAT, "replacement strings are not valid UTF-8");
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"decoder\":{\"type\":\"CTC\"}}", TM_E_UNSUPPORTED,
                       "decoder.type: decoder type 'CTC'");
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"decoder\":{\"type\":\"WordPiece\",\"cleanup\":3}}", TM_E_FORMAT,
@@ -908,6 +982,10 @@ int main(void)
      * Tokenizers.js, checked against the shared set first (tools/gen_tok_fixtures.mjs) */
     conformance_dir("tests/data/tokenizers/wordpiece-uncased", "wordpiece-uncased", 38);
     conformance_dir("tests/data/tokenizers/wordpiece-cased", "wordpiece-cased", 38);
+    /* Unigram with SentencePiece's nmt_nfkc charsmap, and with byte fallback and a small rule set
+       (tools/gen_unigram_fixtures.py: ids from SentencePiece itself) */
+    conformance_dir("tests/data/tokenizers/unigram-nfkc", "unigram-nfkc", 25);
+    conformance_dir("tests/data/tokenizers/unigram-bytes", "unigram-bytes", 25);
     demo_model();
     fixture_models();
     test_metaspace();
@@ -918,6 +996,7 @@ int main(void)
     test_gemma_style();
     test_post_and_decoders();
     test_wordpiece();
+    test_unigram();
     test_stream_cases();
     test_malformed();
     test_threads();

@@ -192,6 +192,11 @@ int tok_load_normalizer(tm_tokenizer *t, tok_normalizer *x, const void *json, co
             (rc = get_bool(t, j, "lowercase", 1, &x->lower, path, err)))
             return rc;
         return get_bool(t, j, "strip_accents", x->lower, &x->accents, path, err); /* null: as lowercase */
+    } else if (!strcmp(ty, "Precompiled")) {
+        x->type = TOK_NORM_PRECOMPILED;
+        const cJSON *cm = cJSON_GetObjectItemCaseSensitive(j, "precompiled_charsmap");
+        if (!cJSON_IsString(cm)) return bad(t, path, "precompiled_charsmap", "missing or not a string", err);
+        return tok_precompiled_load(t, x, cm->valuestring, path, err);
     } else if (!strcmp(ty, "Strip")) {
         x->type = TOK_NORM_STRIP;
         int rc = get_bool(t, j, "strip_left", 1, &x->left, path, err);
@@ -207,6 +212,8 @@ void tok_normalizer_free(tok_normalizer *x)
     free(x->items);
     tok_regex_free(&x->re);
     free(x->content);
+    free(x->pc_units);
+    free(x->pc_norm);
 }
 
 /* ---- pre-tokenizers ------------------------------------------------------ */

@@ -173,6 +173,8 @@ typedef struct tok_work {
     size_t n_syms, cap_syms;
     tok_heap_ent *heap;           /* BPE merge queue */
     size_t n_heap, cap_heap;
+    struct tok_uni_node *uni;     /* Unigram lattice [n + 1] (tok_unigram.c) */
+    size_t cap_uni;
     tok_cache cache;              /* BPE word cache */
     const char *name;             /* for messages */
 } tok_work;
@@ -216,6 +218,7 @@ typedef enum tok_norm_type {
     TOK_NORM_STRIP,
     TOK_NORM_STRIP_ACCENTS,
     TOK_NORM_BERT,
+    TOK_NORM_PRECOMPILED,
 } tok_norm_type;
 
 typedef struct tok_normalizer {
@@ -228,6 +231,10 @@ typedef struct tok_normalizer {
     int left, right;              /* Strip */
     int clean, chinese, accents, lower; /* BertNormalizer: clean_text, handle_chinese_chars, strip_accents
                                            (null: as lowercase), lowercase */
+    uint32_t *pc_units;           /* Precompiled: the double array [pc_n] (tok_precompiled.c) */
+    size_t pc_n;
+    char *pc_norm;                /* Precompiled: the replacement strings [pc_norm_len] + NUL */
+    size_t pc_norm_len;
 } tok_normalizer;
 
 typedef enum tok_pretok_type {
@@ -296,8 +303,17 @@ typedef struct tok_post {
     size_t n_tmpl;
 } tok_post;
 
-/* ---- the model: BPE or WordPiece ----------------------------------------- */
-typedef enum tok_model_type { TOK_MODEL_BPE, TOK_MODEL_WORDPIECE } tok_model_type;
+/* ---- added tokens' and Unigram's byte trie ------------------------------- */
+typedef struct tok_trie {
+    tok_pairmap edges;     /* (node, byte) -> child node (stored in new_id) */
+    int32_t *node_id;      /* [n_nodes] id of the token ending at a node, -1 = none; node 0 = root */
+    size_t n_nodes, cap_nodes;
+    uint8_t first_byte[256]; /* 1 if some pattern starts with this byte */
+    size_t n_patterns;
+} tok_trie;
+
+/* ---- the model: BPE, WordPiece or Unigram --------------------------------- */
+typedef enum tok_model_type { TOK_MODEL_BPE, TOK_MODEL_WORDPIECE, TOK_MODEL_UNIGRAM } tok_model_type;
 
 typedef struct tok_model {
     tok_model_type type;
@@ -314,16 +330,17 @@ typedef struct tok_model {
     int32_t byte_ids[256];   /* id of "<0xXX>" or -1 (byte fallback) */
     /* WordPiece */
     size_t max_chars;        /* max_input_chars_per_word: longer words are unk */
+    /* Unigram (byte_fallback and byte_ids above too) */
+    const char **upiece;     /* [n_upiece] the piece at each index (duplicates kept: HF id_to_token) */
+    uint32_t *ulen;          /* [n_upiece] */
+    double *score;           /* [n_upiece] log probabilities */
+    size_t n_upiece;
+    int32_t unk_id;          /* -1: none */
+    double unk_score;        /* the lowest score less 10 (HF K_UNK_PENALTY) */
+    tok_trie utrie;          /* every piece -> its id (the vocabulary's: the last of duplicates) */
 } tok_model;
 
 /* ---- added tokens (HF AddedVocabulary) ------------------------------------ */
-typedef struct tok_trie {
-    tok_pairmap edges;     /* (node, byte) -> child node (stored in new_id) */
-    int32_t *node_id;      /* [n_nodes] id of the token ending at a node, -1 = none; node 0 = root */
-    size_t n_nodes, cap_nodes;
-    uint8_t first_byte[256]; /* 1 if some pattern starts with this byte */
-    size_t n_patterns;
-} tok_trie;
 
 typedef struct tok_added {
     int32_t id;
@@ -367,6 +384,8 @@ void tok_byte_level_tables(tm_tokenizer *t);
 int tok_load_model(tm_tokenizer *t, const void *model_json, tm_err *err); /* by model.type */
 int tok_load_bpe(tm_tokenizer *t, const void *model_json, tm_err *err);
 int tok_load_wordpiece(tm_tokenizer *t, const void *model_json, tm_err *err);
+int tok_load_unigram(tm_tokenizer *t, const void *model_json, tm_err *err);
+void tok_unigram_free(tok_model *m);
 /* model.vocab, an object of piece -> id, into t->model.vocab */
 int tok_model_vocab(tm_tokenizer *t, const void *vocab_json, tm_err *err);
 /* optional model.KEY: a bool (null or absent: *out unchanged), a string (null or absent: NULL) */
@@ -386,6 +405,10 @@ void tok_pretok_free(tok_pretok *p);
 void tok_decoder_free(tok_decoder *d);
 void tok_post_free(tok_post *p);
 
+/* Precompiled (tok_precompiled.c): the charsmap from its base64 into x; one piece normalized */
+int tok_precompiled_load(tm_tokenizer *t, tok_normalizer *x, const char *b64, const char *path, tm_err *err);
+int tok_precompiled_apply(const tok_normalizer *x, tok_work *w, tok_piece *p, tm_err *err);
+
 /* running (one file per concept) */
 int tok_normalize(const tm_tokenizer *t, const tok_normalizer *n, tok_work *w, tok_piece *p,
                   tm_err *err);
@@ -395,6 +418,7 @@ int tok_pretokenize(const tm_tokenizer *t, const tok_pretok *pt, tok_work *w, to
 int tok_model_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
 int tok_bpe_encode(const tok_model *b, tok_work *w, const char *s, size_t n, tm_err *err);
 int tok_wordpiece_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
+int tok_unigram_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
 int tok_bpe_build_merges(tm_tokenizer *t, const void *merges_json, tm_err *err);
 
 /* added tokens: trie + HF find_matches (leftmost-longest, with the flags) */

@@ -19,6 +19,7 @@ void tm_tok_free(tm_tokenizer *t)
     if (!t) return;
     tok_strmap_free(&t->model.vocab);
     tok_pairmap_free(&t->model.merges);
+    tok_unigram_free(&t->model);
     if (t->normalizer) tok_normalizer_free(t->normalizer);
     if (t->pretok) tok_pretok_free(t->pretok);
     if (t->post) tok_post_free(t->post);
@@ -78,6 +79,11 @@ static int build_tables(tm_tokenizer *t, tm_err *err)
             t->piece_len[s->val] = s->len;
         }
     }
+    for (size_t i = 0; i < t->model.n_upiece; i++) /* Unigram: a duplicated piece names every index it is at */
+        if (!t->pieces[i]) {
+            t->pieces[i] = t->model.upiece[i];
+            t->piece_len[i] = t->model.ulen[i];
+        }
     for (size_t i = 0; i < t->n_added; i++) { /* added tokens take precedence (HF id_to_token) */
         t->pieces[t->added[i].id] = t->added[i].content;
         t->piece_len[t->added[i].id] = (uint32_t)t->added[i].len;

@@ -281,6 +281,8 @@ int tok_normalize(const tm_tokenizer *t, const tok_normalizer *n, tok_work *w, t
         return strip_marks(w, p, 0, err);
     case TOK_NORM_BERT:
         return bert(w, p, n, err);
+    case TOK_NORM_PRECOMPILED:
+        return tok_precompiled_apply(n, w, p, err);
     }
     return TM_OK;
 }

@@ -206,6 +206,7 @@ void tok_work_free(tok_work *w)
     free(w->ids);
     free(w->syms);
     free(w->heap);
+    free(w->uni);
     tok_strmap_free(&w->cache.map);
     tok_arena_free(&w->cache.keys);
     free(w->cache.ids);
