@@ -780,6 +780,32 @@ static void test_unigram(void)
     }
 }
 
+/* WordLevel (each pre-token one entry, else unk_token) and the Nmt normalizer (controls dropped,
+ * other spaces to ' ') */
+static void test_wordlevel_nmt(void)
+{
+    const char *wl = "{\"type\":\"WordLevel\",\"unk_token\":\"<unk>\",\"vocab\":{\"<unk>\":0,\"a\":1,\"b\":2,\"ab\":4}}";
+    tm_tokenizer *t = mk("[]", "{\"type\":\"Nmt\"}", "{\"type\":\"WhitespaceSplit\"}", "null", "null", wl);
+    EXPECT(t, "a b ab", 0, 1, 2, 4);
+    EXPECT(t, "a c", 0, 1, 0);
+    EXPECT(t, "a\x01" "b a\x7f" "b a\xc2\x8f" "b", 0, 4, 4, 4);               /* U+0001, U+007F, U+008F dropped */
+    EXPECT(t, "a\tb a\xe2\x80\x8b" "b a\xef\xbb\xbf" "b a\xe2\x96\x81" "b", 0, 1, 2, 1, 2, 1, 2, 1, 2); /* to ' ' */
+    tm_tok_free(t);
+    /* no unk_token in the vocabulary: an error once a pre-token needs it; no type: unk_token names WordLevel */
+    t = mk("[]", "null", "{\"type\":\"WhitespaceSplit\"}", "null", "null",
+           "{\"unk_token\":\"[UNK]\",\"vocab\":{\"a\":0,\"b\":1}}");
+    if (t) {
+        EXPECT(t, "b a", 0, 1, 0);
+        tm_err err = {0};
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(tm_tok_encode(t, "a z", 3, 0, &ids, &n, &err), TM_E_FORMAT);
+        CHECK(strstr(err.msg, "model.unk_token: '[UNK]' is not in model.vocab") != NULL);
+        free(ids);
+        tm_tok_free(t);
+    }
+}
+
 /* ---- 4. malformed files and concurrency ---------------------------------- */
 
 static void expect_load_error(const char *json, int code, const char *needle, int line)
@@ -800,7 +826,8 @@ static void test_malformed(void)
     EXPECT_LOAD_ERROR("{\"model\": ", TM_E_FORMAT, "not valid JSON");
     EXPECT_LOAD_ERROR("[1,2]", TM_E_FORMAT, "not a JSON object");
     EXPECT_LOAD_ERROR("{\"added_tokens\":[]}", TM_E_FORMAT, "model: missing");
-    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{}}}", TM_E_UNSUPPORTED, "model.type: model type 'WordLevel'");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordLevelX\",\"vocab\":{}}}", TM_E_UNSUPPORTED, "model.type: model type 'WordLevelX'");
+    EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"WordLevel\",\"vocab\":[]}}", TM_E_FORMAT, "model.vocab: missing or not an object");
     EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", TM_E_FORMAT, "model.vocab: empty");
     EXPECT_LOAD_ERROR("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1],[\"b\"]]}}", TM_E_FORMAT,
                       "model.vocab[1]: expected [piece, score]");
@@ -820,8 +847,8 @@ static void test_malformed(void)
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"pre_tokenizer\":{\"type\":\"UnicodeScripts\"}}", TM_E_UNSUPPORTED,
                       "pre_tokenizer.type: pre_tokenizer type 'UnicodeScripts'");
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},"
-                      "{\"type\":\"Nmt\"}]}}",
-                      TM_E_UNSUPPORTED, "normalizer.normalizers[1].type: normalizer type 'Nmt'");
+                      "{\"type\":\"ByteLevel\"}]}}",
+                      TM_E_UNSUPPORTED, "normalizer.normalizers[1].type: normalizer type 'ByteLevel'");
     /* Precompiled: no charsmap, not base64, shorter than its trie, replacement strings not UTF-8 */
     EXPECT_LOAD_ERROR("{\"model\":" BPE_OK ",\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":null}}",
                       TM_E_FORMAT, "normalizer.precompiled_charsmap: missing or not a string");
@@ -997,6 +1024,7 @@ int main(void)
     test_post_and_decoders();
     test_wordpiece();
     test_unigram();
+    test_wordlevel_nmt();
     test_stream_cases();
     test_malformed();
     test_threads();

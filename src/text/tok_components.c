@@ -177,6 +177,7 @@ int tok_load_normalizer(tm_tokenizer *t, tok_normalizer *x, const void *json, co
     else if (!strcmp(ty, "NFKD")) x->type = TOK_NORM_NFKD;
     else if (!strcmp(ty, "Lowercase")) x->type = TOK_NORM_LOWERCASE;
     else if (!strcmp(ty, "StripAccents")) x->type = TOK_NORM_STRIP_ACCENTS;
+    else if (!strcmp(ty, "Nmt")) x->type = TOK_NORM_NMT;
     else if (!strcmp(ty, "Replace")) {
         x->type = TOK_NORM_REPLACE;
         int rc = get_pattern(t, j, &x->re, path, err);

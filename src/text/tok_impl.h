@@ -219,6 +219,7 @@ typedef enum tok_norm_type {
     TOK_NORM_STRIP_ACCENTS,
     TOK_NORM_BERT,
     TOK_NORM_PRECOMPILED,
+    TOK_NORM_NMT,
 } tok_norm_type;
 
 typedef struct tok_normalizer {
@@ -313,7 +314,7 @@ typedef struct tok_trie {
 } tok_trie;
 
 /* ---- the model: BPE, WordPiece or Unigram --------------------------------- */
-typedef enum tok_model_type { TOK_MODEL_BPE, TOK_MODEL_WORDPIECE, TOK_MODEL_UNIGRAM } tok_model_type;
+typedef enum tok_model_type { TOK_MODEL_BPE, TOK_MODEL_WORDPIECE, TOK_MODEL_UNIGRAM, TOK_MODEL_WORDLEVEL } tok_model_type;
 
 typedef struct tok_model {
     tok_model_type type;
@@ -385,6 +386,7 @@ int tok_load_model(tm_tokenizer *t, const void *model_json, tm_err *err); /* by 
 int tok_load_bpe(tm_tokenizer *t, const void *model_json, tm_err *err);
 int tok_load_wordpiece(tm_tokenizer *t, const void *model_json, tm_err *err);
 int tok_load_unigram(tm_tokenizer *t, const void *model_json, tm_err *err);
+int tok_load_wordlevel(tm_tokenizer *t, const void *model_json, tm_err *err);
 void tok_unigram_free(tok_model *m);
 /* model.vocab, an object of piece -> id, into t->model.vocab */
 int tok_model_vocab(tm_tokenizer *t, const void *vocab_json, tm_err *err);
@@ -419,6 +421,7 @@ int tok_model_encode(const tok_model *m, tok_work *w, const char *s, size_t n, t
 int tok_bpe_encode(const tok_model *b, tok_work *w, const char *s, size_t n, tm_err *err);
 int tok_wordpiece_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
 int tok_unigram_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
+int tok_wordlevel_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err);
 int tok_bpe_build_merges(tm_tokenizer *t, const void *merges_json, tm_err *err);
 
 /* added tokens: trie + HF find_matches (leftmost-longest, with the flags) */

@@ -8,6 +8,8 @@
  *               max_input_chars_per_word)
  *               "Unigram" (or absent with an   -> tok_unigram.c
  *               array vocab)
+ *               "WordLevel" (or absent with    -> tok_wordlevel.c
+ *               only vocab and unk_token)
  *               anything else                  -> refused, naming the type */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -72,21 +74,24 @@ int tok_load_model(tm_tokenizer *t, const void *model_json, tm_err *err)
     if (type && !strcmp(type->valuestring, "BPE")) return tok_load_bpe(t, m, err);
     if (type && !strcmp(type->valuestring, "WordPiece")) return tok_load_wordpiece(t, m, err);
     if (type && !strcmp(type->valuestring, "Unigram")) return tok_load_unigram(t, m, err);
+    if (type && !strcmp(type->valuestring, "WordLevel")) return tok_load_wordlevel(t, m, err);
     if (type)
         return tm_errf(err, TM_E_UNSUPPORTED,
-                       "%s: model.type: model type '%.64s' is not supported (BPE, WordPiece and Unigram are)", t->name,
-                       type->valuestring);
+                       "%s: model.type: model type '%.64s' is not supported (BPE, WordPiece, Unigram and WordLevel are)",
+                       t->name, type->valuestring);
     /* no type: serde's untagged order tells the models apart by their fields */
     if (cJSON_GetObjectItemCaseSensitive(m, "merges")) return tok_load_bpe(t, m, err);
     if (cJSON_GetObjectItemCaseSensitive(m, "max_input_chars_per_word")) return tok_load_wordpiece(t, m, err);
     if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(m, "vocab"))) return tok_load_unigram(t, m, err);
+    if (cJSON_GetObjectItemCaseSensitive(m, "unk_token")) return tok_load_wordlevel(t, m, err);
     return tm_errf(err, TM_E_UNSUPPORTED,
                    "%s: model.type: missing, and the model has neither merges (BPE), max_input_chars_per_word "
-                   "(WordPiece) nor an array vocab (Unigram)", t->name);
+                   "(WordPiece), an array vocab (Unigram) nor unk_token (WordLevel)", t->name);
 }
 
 int tok_model_encode(const tok_model *m, tok_work *w, const char *s, size_t n, tm_err *err)
 {
     if (m->type == TOK_MODEL_UNIGRAM) return tok_unigram_encode(m, w, s, n, err);
+    if (m->type == TOK_MODEL_WORDLEVEL) return tok_wordlevel_encode(m, w, s, n, err);
     return m->type == TOK_MODEL_WORDPIECE ? tok_wordpiece_encode(m, w, s, n, err) : tok_bpe_encode(m, w, s, n, err);
 }

@@ -247,6 +247,28 @@ static int bert(tok_work *w, tok_piece *p, const tok_normalizer *n, tm_err *err)
     return rc;
 }
 
+/* HF Nmt: ASCII and C1 controls dropped (U+0001-0008, 000B, 000E-001F, 007F, 008F, 009F), then tab, LF,
+ * FF, CR, U+1680, U+200B-200F, U+2028, U+2029, U+2581, U+FEFF and U+FFFD to ' ' */
+static int nmt(tok_work *w, tok_piece *p, tm_err *err)
+{
+    const char *s = w->text.p + p->off;
+    tok_buf out = {0};
+    int rc = TM_OK;
+    for (size_t i = 0; i < p->len && !rc;) {
+        size_t adv;
+        uint32_t c = tok_utf8_dec(s + i, p->len - i, &adv);
+        int drop = (c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F || c == 0x8F || c == 0x9F;
+        int space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 || (c >= 0x200B && c <= 0x200F) ||
+                    c == 0x2028 || c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
+        if (!drop) rc = space ? tok_buf_append(&out, " ", 1) : tok_buf_append(&out, s + i, adv);
+        i += adv;
+    }
+    if (!rc) rc = set_text(w, p, out.p ? out.p : "", out.len, p->ins, err);
+    else rc = oom(w, err);
+    tok_buf_free(&out);
+    return rc;
+}
+
 int tok_normalize(const tm_tokenizer *t, const tok_normalizer *n, tok_work *w, tok_piece *p, tm_err *err)
 {
     int rc = TM_OK;
@@ -283,6 +305,8 @@ int tok_normalize(const tm_tokenizer *t, const tok_normalizer *n, tok_work *w, t
         return bert(w, p, n, err);
     case TOK_NORM_PRECOMPILED:
         return tok_precompiled_apply(n, w, p, err);
+    case TOK_NORM_NMT:
+        return nmt(w, p, err);
     }
     return TM_OK;
 }
