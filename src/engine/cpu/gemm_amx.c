@@ -106,6 +106,10 @@
 #define AMX_LONGK_L2 70 /* long K (see "long K"): where a task's A rows over all of K take at most this
                            percent of L2 (run-time: sysconf's L2 size, 2 MB where it reports none) */
 #endif
+#ifndef AMX_LONGK_CHUNKS
+#define AMX_LONGK_CHUNKS 2 /* long K only where K takes more than this many AMX_KB chunks (see "long K" for
+                              why not two; 1 is a measurement option) */
+#endif
 #ifndef AMX_LONGK_BYTES
 #define AMX_LONGK_BYTES 0 /* a fixed long-K budget in bytes instead (gemm_amx_emu.c: small, so the tests'
                              shapes run both loops); 0: AMX_LONGK_L2 of L2 */
@@ -408,9 +412,15 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * int8 / 1024 bf16): there the chunked loop makes one C round trip a block,
  * and inside the engine (TANDEM_PROFILE=warm, Llama pp512) long K ran
  * Llama's q|k|v 3072 x 2048 at 0.69-0.84x and its o 2048 x 2048 at 1.00x,
- * though kbench-ab read 1.02-1.09x and 1.03x there (not understood; Qwen's
- * down ran 1.11x and 0.99x in two such runs, and Qwen pp512's GEMM share
- * rose in all 5 interleaved pairs, docs/kernels.md). Tried with it, not kept: B-major tile
+ * though kbench-ab read 1.02-1.09x and 1.03x there (Qwen's down ran 1.11x
+ * and 0.99x in two such runs, and Qwen pp512's GEMM share rose in all 5
+ * interleaved pairs, docs/kernels.md). Session 30 found why: kbench's y was
+ * one warm buffer. With y out of the caches (kbench -y 256) long K at two
+ * chunks (AMX_LONGK_CHUNKS=1) runs 0.66x / 0.61x on 3072 / 2048 x 2048
+ * (0.99x / 1.00x warm): one panel at a time, each block's 32 y lines miss,
+ * and at these strides (multiples of 1 KB) nothing fetches them ahead
+ * (AMX_YPF); with y non-temporal too it is 1.05x / 1.11x, below the
+ * non-temporal y alone (1.11x / 1.16x). Tried with it, not kept: B-major tile
  * products (0.985x), B loaded without the streaming hint (0.996x); without
  * the next panel's B prefetched into L2 it runs 0.87x. The K = 896 shapes
  * are one chunk either way; one-panel groups there lose 9-12%.
@@ -826,7 +836,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
        glu; see "long K" for why not two) */
     int mb = rows_per_task(w, x->M, is_q8);
     size_t a_task = (size_t)(x->M < mb ? x->M : mb) * w->Kp * (is_q8 ? 1 : 2);
-    int longk = !w->glu && nsteps > 2 * AMX_KB && a_task <= longk_budget();
+    int longk = !w->glu && nsteps > AMX_LONGK_CHUNKS * AMX_KB && a_task <= longk_budget();
     g.kb = longk ? nsteps : AMX_KB;
     g.pg = longk ? 1 : AMX_PG;
     /* K outer: where K takes more than two chunks and long K does not apply (A too large for L2) */
