@@ -31,6 +31,7 @@ typedef struct tok_uni_node {
     double score; /* best path score ending here */
     int32_t start; /* that path's last piece starts here; -1 = not reached */
     int32_t id;    /* and is this id */
+    int32_t next;  /* after the backtrack: where the best path's piece starting here ends */
 } tok_uni_node;
 
 static int oom(const tm_tokenizer *t, tm_err *err)
@@ -134,7 +135,7 @@ int tok_unigram_encode(const tok_model *u, tok_work *w, const char *s, size_t n,
         w->cap_uni = n + 1;
     }
     tok_uni_node *best = w->uni;
-    for (size_t i = 0; i <= n; i++) best[i] = (tok_uni_node){0, -1, -1};
+    for (size_t i = 0; i <= n; i++) best[i] = (tok_uni_node){0, -1, -1, -1};
     best[0].start = 0;
     const tok_trie *tr = &u->utrie;
     for (size_t p = 0; p < n;) {
@@ -151,39 +152,30 @@ int tok_unigram_encode(const tok_model *u, tok_work *w, const char *s, size_t n,
             if (id < 0) continue;
             double cand = base + u->score[id];
             tok_uni_node *t = &best[k + 1];
-            if (t->start < 0 || cand > t->score) *t = (tok_uni_node){cand, (int32_t)p, id};
+            if (t->start < 0 || cand > t->score) *t = (tok_uni_node){cand, (int32_t)p, id, -1};
             if (k + 1 - p == mblen) single = 1;
         }
         if (!single) { /* the character as unk (id -2 where the model has no unk_id: an error if it is kept) */
             double cand = base + u->unk_score;
             tok_uni_node *t = &best[p + mblen];
-            if (t->start < 0 || cand > t->score) *t = (tok_uni_node){cand, (int32_t)p, u->unk_id >= 0 ? u->unk_id : -2};
+            if (t->start < 0 || cand > t->score) *t = (tok_uni_node){cand, (int32_t)p, u->unk_id >= 0 ? u->unk_id : -2, -1};
         }
         p += mblen;
     }
-    /* backtrack: the path's end offsets, in text order */
-    size_t count = 0;
-    for (size_t e = n; e > 0; e = (size_t)best[e].start) count++;
-    int32_t *ends = malloc(count * sizeof *ends);
-    if (!ends) return tm_errf(err, TM_E_NOMEM, "%s: out of memory", w->name);
-    size_t c = count;
-    for (size_t e = n; e > 0; e = (size_t)best[e].start) ends[--c] = (int32_t)e;
+    /* backtrack, linking each piece's start to its end, then walk the path in text order */
+    for (size_t e = n; e > 0; e = (size_t)best[e].start) best[best[e].start].next = (int32_t)e;
     int rc = TM_OK;
-    for (size_t i = 0; i < count && !rc;) {
-        size_t e = (size_t)ends[i];
+    for (size_t st = 0; st < n && !rc;) {
+        size_t e = (size_t)best[st].next;
         int32_t id = best[e].id;
-        size_t st = (size_t)best[e].start;
         if (id != u->unk_id && id != -2) { /* a piece */
             rc = tok_work_push_id(w, id) ? tm_errf(err, TM_E_NOMEM, "%s: out of memory", w->name) : TM_OK;
-            i++;
+            st = e;
             continue;
         }
-        size_t j = i + 1; /* fuse the run of unk nodes */
-        while (j < count && (best[ends[j]].id == u->unk_id || best[ends[j]].id == -2)) j++;
-        size_t end = (size_t)ends[j - 1];
-        rc = emit_unknown(u, w, s + st, end - st, err);
-        i = j;
+        while (e < n && (best[best[e].next].id == u->unk_id || best[best[e].next].id == -2)) e = (size_t)best[e].next;
+        rc = emit_unknown(u, w, s + st, e - st, err); /* the run of unk nodes, fused */
+        st = e;
     }
-    free(ends);
     return rc;
 }

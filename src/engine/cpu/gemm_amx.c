@@ -840,7 +840,8 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     g.kb = longk ? nsteps : AMX_KB;
     g.pg = longk ? 1 : AMX_PG;
     /* K outer: where K takes more than two chunks and long K does not apply (A too large for L2) */
-    g.kouter = !w->glu && !longk && nsteps > (AMX_KOUTER == 2 ? 1 : AMX_KOUTER == 1 ? 2 : nsteps) * AMX_KB;
+    int kchunks = (nsteps + AMX_KB - 1) / AMX_KB;
+    g.kouter = !w->glu && !longk && (AMX_KOUTER == 2 ? kchunks > 1 : AMX_KOUTER == 1 && kchunks > 2);
     /* The rows as they are (AMX_INPLACE) when every tile has 16 rows, K is one chunk (the block's A
        rows are then read whole, from L1 by the group's panels or, long K, from L2) and a tile's 16
        lines fall in 16 different L1 sets (of 64: the stride in lines shares at most a factor 4 with
