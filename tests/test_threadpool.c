@@ -9,7 +9,7 @@
 #include "core/cpu.h"
 #include "core/threadpool.h"
 
-#define MAXT 1000
+#define MAXT 1100 /* > TM_POOL_HOMED_MAX: test_run_homed runs past it */
 
 typedef struct {
     _Atomic int hits[MAXT];
@@ -99,6 +99,74 @@ static void test_nested_rejected(void)
     CHECK_EQ_INT(tm_pool_run(j.pool, 4, nested_body, &j), TM_OK);
     CHECK_EQ_INT(atomic_load(&j.nested_rc), 0); /* every nested call was refused */
     tm_pool_free(j.pool);
+}
+
+/* tm_pool_run_homed: every task once on a valid worker; a worker's first
+ * task is one of its own (t mod n), unless others ran all of its own */
+typedef struct {
+    _Atomic int hits[MAXT], bad;
+    int ran_on[MAXT];
+    _Atomic int first[8];
+    int n;
+} homed_job;
+
+static void homed_body(void *ctx, int task, int worker)
+{
+    homed_job *j = ctx;
+    if (worker < 0 || worker >= j->n) {
+        atomic_fetch_add(&j->bad, 1);
+        return;
+    }
+    atomic_fetch_add(&j->hits[task], 1);
+    j->ran_on[task] = worker;
+    int none = -1;
+    atomic_compare_exchange_strong(&j->first[worker], &none, task);
+    for (volatile int k = 0; k < (task % 5) * 200; k++) {} /* uneven tasks */
+}
+
+static void test_run_homed(void)
+{
+    static homed_job j;
+    int once = 1, home_first = 1, homes_used = 0;
+    for (int flags = 0; flags <= TM_POOL_SPAWN_ALL; flags += TM_POOL_SPAWN_ALL)
+        for (int n = 1; n <= 4; n++) {
+            tm_err err = {0};
+            tm_pool *pool;
+            CHECK_EQ_INT(tm_pool_init(&pool, NULL, n, flags, &err), TM_OK);
+            j.n = n;
+            for (int it = 0; it < 300; it++) {
+                int nt = it % 3 == 2 ? TM_POOL_HOMED_MAX + 1 + it % 7 : 1 + (it * 37) % 200; /* past the max: plain */
+                for (int t = 0; t < MAXT; t++) atomic_store(&j.hits[t], 0);
+                for (int w = 0; w < 8; w++) atomic_store(&j.first[w], -1);
+                CHECK_EQ_INT(tm_pool_run_homed(pool, nt, homed_body, &j), TM_OK);
+                int m = nt;
+                for (int t = 0; t < MAXT; t++)
+                    if (atomic_load(&j.hits[t]) != (t < m)) once = 0;
+                if (m > TM_POOL_HOMED_MAX) continue;
+                for (int w = 0; w < n; w++) {
+                    int f = atomic_load(&j.first[w]), all_taken = 1;
+                    for (int t = w; t < m; t += n) all_taken &= j.ran_on[t] != w;
+                    if (f >= 0 && f % n != w && !all_taken) home_first = 0;
+                    if (f >= 0 && f % n == w) homes_used++;
+                }
+                /* a plain run in between: the homed mode does not stick */
+                static job pj;
+                pj.n_workers = n;
+                reset(&pj);
+                CHECK_EQ_INT(tm_pool_run(pool, 37, body, &pj), TM_OK);
+                if (!all_once(&pj, 37)) once = 0;
+                if (it == 150) tm_pool_set_spin(pool, 0);
+            }
+            tm_pool_free(pool);
+        }
+    CHECK(once);
+    CHECK(home_first);
+    CHECK(homes_used > 0);
+    CHECK_EQ_INT(atomic_load(&j.bad), 0);
+    j.n = 1;
+    for (int t = 0; t < MAXT; t++) atomic_store(&j.hits[t], 0);
+    CHECK_EQ_INT(tm_pool_run_homed(NULL, 5, homed_body, &j), TM_OK); /* inline */
+    CHECK_EQ_INT(atomic_load(&j.hits[4]), 1);
 }
 
 static void test_affinity(void)
@@ -348,6 +416,7 @@ int main(void)
     test_cpu_features();
     test_parallel_for();
     test_nested_rejected();
+    test_run_homed();
     test_affinity();
     test_cpu_allowed();
     test_cpu_pick();

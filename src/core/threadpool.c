@@ -2,7 +2,7 @@
  *
  * Design block.
  *   Invariants
- *   - Job fields (fn, ctx, n_tasks, next, pending) are written only by the
+ *   - Job fields (fn, ctx, n_tasks, homed, claim, next, pending) are written only by the
  *     caller, and only while no job is in flight (busy == 1, pending == 0).
  *   - A job is published by incrementing `epoch` (seq_cst); a worker reads
  *     the job fields only after it has seen the new epoch (acquire).
@@ -16,6 +16,9 @@
  *                 | spin spin_us, then futex_wait(epoch)
  *   caller:  IDLE --tm_pool_run: publish, epoch++--> RUN own tasks (unless
  *            SPAWN_ALL) --> WAIT(pending == 0) --> IDLE
+ *   - A task runs once: tm_pool_run hands out `next` (fetch_add); a homed
+ *     run has each worker exchange claim[t] to 1 before running task t, its
+ *     own tasks (t mod n == its id) first, then any left, last first.
  */
 #include "core/threadpool.h"
 
@@ -53,7 +56,9 @@ struct tm_pool {
     tm_pool_fn fn;
     void *ctx;
     int n_tasks;
+    int homed;    /* tm_pool_run_homed: claim[] below, not next */
     _Atomic int next;
+    _Atomic unsigned char claim[TM_POOL_HOMED_MAX]; /* tm_pool_run_homed: task t taken */
 
     _Atomic uint32_t epoch;    /* futex word: workers wait for it to change */
     _Atomic uint32_t pending;  /* futex word: spawned workers not done with the job */
@@ -96,6 +101,17 @@ static int64_t now_ns(void)
 static void run_tasks(struct tm_pool *p, int wid)
 {
     int n = p->n_tasks;
+    if (p->homed) {
+        /* its own tasks first, in order; then whatever is left, from the end
+         * (another worker, late or slowed, is working from its list's front) */
+        for (int t = wid; t < n; t += p->n)
+            if (!atomic_exchange_explicit(&p->claim[t], 1, memory_order_relaxed)) p->fn(p->ctx, t, wid);
+        for (int t = n - 1; t >= 0; t--)
+            if (!atomic_load_explicit(&p->claim[t], memory_order_relaxed) &&
+                !atomic_exchange_explicit(&p->claim[t], 1, memory_order_relaxed))
+                p->fn(p->ctx, t, wid);
+        return;
+    }
     for (;;) {
         int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (i >= n) break;
@@ -257,7 +273,7 @@ static void wait_done(struct tm_pool *p)
     atomic_store(&p->caller_sleeping, 0);
 }
 
-int tm_pool_run(tm_pool *p, int n_tasks, tm_pool_fn fn, void *ctx)
+static int pool_run(tm_pool *p, int n_tasks, int homed, tm_pool_fn fn, void *ctx)
 {
     if (n_tasks <= 0) return TM_OK;
     if (!p) {
@@ -273,6 +289,8 @@ int tm_pool_run(tm_pool *p, int n_tasks, tm_pool_fn fn, void *ctx)
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
+    p->homed = homed && n_tasks <= TM_POOL_HOMED_MAX;
+    for (int t = 0; p->homed && t < n_tasks; t++) atomic_store_explicit(&p->claim[t], 0, memory_order_relaxed);
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     atomic_store_explicit(&p->pending, (uint32_t)p->n_spawn, memory_order_relaxed);
     atomic_fetch_add(&p->epoch, 1); /* publish (seq_cst) */
@@ -281,6 +299,16 @@ int tm_pool_run(tm_pool *p, int n_tasks, tm_pool_fn fn, void *ctx)
     wait_done(p);
     atomic_store(&p->busy, 0);
     return TM_OK;
+}
+
+int tm_pool_run(tm_pool *p, int n_tasks, tm_pool_fn fn, void *ctx)
+{
+    return pool_run(p, n_tasks, 0, fn, ctx);
+}
+
+int tm_pool_run_homed(tm_pool *p, int n_tasks, tm_pool_fn fn, void *ctx)
+{
+    return pool_run(p, n_tasks, 1, fn, ctx);
 }
 
 int tm_cpu_list_parse(const char *s, int *cpus, int max, tm_err *err)

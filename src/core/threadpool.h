@@ -66,6 +66,15 @@ int tm_pool_pin_caller(tm_pool *pool, tm_err *err);
  * job (concurrent or nested call). */
 int tm_pool_run(tm_pool *pool, int n_tasks, tm_pool_fn fn, void *ctx);
 
+/* tm_pool_run_homed: tm_pool_run where task t's home is worker t mod
+ * tm_pool_size: each worker runs its own tasks first, in order, then takes
+ * what is left from the end of the others' (a worker that is late or slowed
+ * by another process is balanced as in tm_pool_run). Where two calls give the
+ * same rows to the same home, what one worker wrote the next call reads from
+ * its own core's caches. Over TM_POOL_HOMED_MAX tasks it is tm_pool_run. */
+#define TM_POOL_HOMED_MAX 1024
+int tm_pool_run_homed(tm_pool *pool, int n_tasks, tm_pool_fn fn, void *ctx);
+
 /* tm_cpu_list_parse: parse "0-3,6,8-9" into cpus[max]; returns the count or
  * a negative status (err names the text). */
 int tm_cpu_list_parse(const char *s, int *cpus, int max, tm_err *err);

@@ -569,7 +569,7 @@ struct par_job {
     rows_fn fn;
     cpu_ctx *c;
     const cpu_rows *r;
-    int M, per;                 /* rows, rows per task */
+    int M, per, tasks, homes;   /* rows, rows per task, tasks, workers where homed (else 0) */
     float *y;                   /* the step's operands (see each step) */
     const float *x, *w;
     const float *b;             /* a norm's bias (LayerNorm), or NULL */
@@ -581,6 +581,7 @@ static void par_task(void *ctx, int t, int worker)
 {
     (void)worker;
     const par_job *j = ctx;
+    if (j->homes) t = (t % j->homes) * (j->tasks / j->homes) + t / j->homes; /* home w's chunks: w's share of rows */
     int i0 = t * j->per, i1 = i0 + j->per < j->M ? i0 + j->per : j->M;
     j->fn(j, i0, i1);
 }
@@ -598,7 +599,12 @@ static void par_rows(par_job *j, int M, size_t width)
         return;
     }
     j->per = (M + tasks - 1) / tasks;
-    tm_pool_run(j->r->pool, (M + j->per - 1) / j->per, par_task, j);
+    j->tasks = (M + j->per - 1) / j->per;
+    /* homed (tm_khomed): worker w's tasks cover rows [w M / nw, (w + 1) M / nw), the rows of the
+     * GEMMs' row block w where M splits into nw of them (tm_kgemm_run) */
+    j->homes = j->tasks % nw == 0 && tm_khomed() ? nw : 0;
+    if (j->homes) tm_pool_run_homed(j->r->pool, j->tasks, par_task, j);
+    else tm_pool_run(j->r->pool, j->tasks, par_task, j);
 }
 
 /* y[T][n] = the model's norm of x's rows: RMSNorm * w, or LayerNorm * w + b */

@@ -2,6 +2,8 @@
  * by name), tm_kmatmul, activation preparation, argument checks, and the
  * thread drivers every ISA's GEMV/GEMM uses. */
 #include <stddef.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cpu.h"
@@ -337,6 +339,18 @@ static void block_task(void *c, int task, int worker)
     j->fn(j->ctx, m0, m1 < j->M ? m1 : j->M, u0 * j->q, p1 < j->npan ? p1 : j->npan, worker);
 }
 
+int tm_khomed(void)
+{
+    static _Atomic int v = -1;
+    int x = atomic_load_explicit(&v, memory_order_relaxed);
+    if (x < 0) {
+        const char *e = getenv("TANDEM_HOMED");
+        x = !(e && !strcmp(e, "0"));
+        atomic_store_explicit(&v, x, memory_order_relaxed);
+    }
+    return x;
+}
+
 void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_pool *pool)
 {
     int nw = tm_pool_size(pool), npan = Np / 32;
@@ -350,6 +364,10 @@ void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_p
     int tasks = n_mb * n_pt;
     if (nw <= 1) {
         for (int t = 0; t < tasks; t++) block_task(&j, t, 0);
+        return;
+    }
+    if (n_mb % nw == 0 && tm_khomed()) { /* row block mi's home: worker mi mod nw (task mod nw) */
+        tm_pool_run_homed(pool, tasks, block_task, &j);
         return;
     }
     tm_pool_run(pool, tasks, block_task, &j);

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Session 31, first try: TANDEM_AFFINE=1 (a build since replaced: each worker ran exactly its own share,
+# nothing stolen; the shipped form is tm_pool_run_homed, homed.sh) against the dynamic split, pp512,
+# interleaved pairs (the order alternating), TANDEM_PROFILE=warm.
+for i in 1 2 3 4 5; do
+  for m in qwen2.5-0.5b llama-3.2-1b; do
+    if [ $((i % 2)) = 1 ]; then order="0 1"; else order="1 0"; fi
+    for a in $order; do
+      echo "== pair $i $m affine=$a"
+      TANDEM_AFFINE=$a TANDEM_PROFILE=warm build/tandem bench /work/bench/$m.tpk -t 2 --tests pp512 --reps 2 --ceilings 2>&1 | grep -E "bench rep|matmul"
+    done
+  done
+done
