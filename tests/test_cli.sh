@@ -59,13 +59,18 @@ TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl
   --route decode-only > "$W/out" 2> "$W/err"
 { grep -Eq "^tandem profile: prefill: matmul [0-9]+ x [0-9]+ int4g[0-9]+, 1[0-9] rows \(GEMV\): [1-9][0-9]* calls" "$W/err" &&
   ! grep -q "rows (GEMM)" "$W/err"; } && ok || bad "int4 rows named GEMM: $(grep 'profile: prefill' "$W/err")"
-# a fused gate/up weight (TANDEM_GLU=1 on kernels with gemm_glu: AMX's, emulated where AVX-512 runs)
-# counts gate and up, and its line says so; without AVX-512 the emulated engine is a one-line error
-TANDEM_GLU=1 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 2 --temp 0 \
+# a fused gate/up weight (by default on kernels with gemm_glu: AMX's, emulated where AVX-512 runs)
+# counts gate and up, and its line says so; TANDEM_GLU=0 runs them apart; without AVX-512 the
+# emulated engine is a one-line error
+TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 2 --temp 0 \
   --route prefill-only --prefill cpu-amx-emu > "$W/out" 2> "$W/err"
 case $? in
 0) grep -Eq "^tandem profile: prefill: matmul [1-9][0-9]* x [1-9][0-9]* int8 \(gate\+up\), [1-9][0-9]* rows \(GEMM\): [1-9][0-9]* calls" "$W/err" \
-     && ok || bad "profile line of the fused gate/up: $(head -c 600 "$W/err")" ;;
+     && ok || bad "profile line of the fused gate/up: $(head -c 600 "$W/err")"
+   TANDEM_GLU=0 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 2 --temp 0 \
+     --route prefill-only --prefill cpu-amx-emu > "$W/out" 2> "$W/err"
+   { grep -q "rows (GEMM)" "$W/err" && ! grep -q "(gate+up)" "$W/err"; } && ok \
+     || bad "TANDEM_GLU=0 still fused: $(head -c 600 "$W/err")" ;;
 1) grep -q "amx-emu" "$W/err" && one_line || bad "no amx-emu: $(cat "$W/err")" ;;
 *) bad "--prefill cpu-amx-emu: unexpected exit" ;;
 esac

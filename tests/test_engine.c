@@ -695,7 +695,7 @@ static void test_gemm_stat(void)
  * the W8A8 arithmetic already differs from the fp32 reference of the same
  * weights (or, where `moves` is 0, not at all: the path is not taken). env is
  * set to val[0] for the first run and val[1] for the second, TANDEM_GLU to
- * glu_val for both (NULL: unset). */
+ * glu_val for both ("0": gate|up as one weight, "1" or NULL (unset): the fused gemm_glu pair). */
 static void bf16_moves(const char *env, const char *const val[2], const char *glu_val, const char *what, double slack,
                        int moves)
 {
@@ -711,7 +711,7 @@ static void bf16_moves(const char *env, const char *const val[2], const char *gl
     CHECKF(tm_ref_forward(ref, ids, n, 0, want, 1, &err) == TM_OK, "%s", err.msg);
     tm_ref_free(ref);
     char *glu = getenv("TANDEM_GLU") ? strdup(getenv("TANDEM_GLU")) : NULL;
-    if (glu_val) setenv("TANDEM_GLU", glu_val, 1); /* "1": gemm_glu's pair; else gate|up as one weight */
+    if (glu_val) setenv("TANDEM_GLU", glu_val, 1); /* "0": gate|up as one weight; else gemm_glu's pair */
     else unsetenv("TANDEM_GLU");
     const char *names[] = {"cpu-amx", "cpu-amx-emu"};
     for (size_t e = 0; e < 2; e++) {
@@ -761,11 +761,11 @@ static void test_ffn_bf16(void)
        with and without huge pages: its flat logits take any rounding so), hence 1.5; the accuracy is
        judged on the conformance set, where with all four in bf16 the mean KL does not move (1.06e-5 ->
        1.05e-5, test_engine_conf's cpu-amx-emu int8 bounds) */
-    bf16_moves("TANDEM_FFN_BF16", (const char *const[2]){"0", NULL}, NULL, "gate|up", 1.5, 1);
+    bf16_moves("TANDEM_FFN_BF16", (const char *const[2]){"0", NULL}, "0", "gate|up", 1.5, 1);
     bf16_moves("TANDEM_FFN_BF16", (const char *const[2]){"0", NULL}, "1", "the fused gate/up's act(gate) * up", 1.5, 1);
-    bf16_moves("TANDEM_Y_BF16", (const char *const[2]){"0", NULL}, NULL, "q|k|v, o and down", 1.5, 1);
+    bf16_moves("TANDEM_Y_BF16", (const char *const[2]){"0", NULL}, "0", "q|k|v, o and down", 1.5, 1);
     /* q|k|v in bf16 is the fused projection's, which the engine binds on huge pages only (pack_cat) */
-    bf16_moves("TANDEM_Y_BF16", (const char *const[2]){"0", "qkv"}, NULL, "q|k|v", 1.5, tm_khuge_ok());
+    bf16_moves("TANDEM_Y_BF16", (const char *const[2]){"0", "qkv"}, "0", "q|k|v", 1.5, tm_khuge_ok());
     /* a value that is none of those: the session is refused, naming the variable */
     tm_rt_model *rm = open_enc("models/tiny-classics-llama", "build/test_engine_ffn16.tdm", TM_DT_Q8PC, TM_DT_Q8PC);
     const char *bad[] = {"qkv,", "yes", ",o", "qkv,o,up"};
@@ -818,8 +818,9 @@ static void test_prefill_head(void)
 
 int main(void)
 {
-    /* the fused gate/up GEMM where the kernels have it (cpu-amx-emu here; off by default, so
-       test_engine_conf runs the engines without it) */
+    /* the fused gate/up GEMM where the kernels have it (cpu-amx-emu here; on by default since
+       session 31, so test_engine_conf runs the AMX engines with it too; set here should the
+       default change) */
     setenv("TANDEM_GLU", "1", 1);
     test_prefill_head();
     test_gemm_stat();

@@ -339,19 +339,21 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
     }
 }
 
-/* With TANDEM_GLU=1, a prefill engine whose kernels have gemm_glu runs the
+/* A prefill engine whose kernels have gemm_glu (the AMX ones) runs the
  * FFN's gate and up projections as one GEMM whose epilogue applies the
  * activation: it writes act(gate) * up [M][F] instead of gate and up
  * [M][2F], and the separate activation pass goes. gate and up keep their
  * GEMV layouts (decode, and prefill chunks of up to TM_KGEMV_MAX_B rows) and
  * lose their panels. Not for biased gate/up (the epilogue adds no bias).
- * Off by default: on the Xeon (session 7, pp512, 2 rounds interleaved) it
- * measured 0.90-0.95x on the Llama-1B shape and 0.90-1.28x on Qwen-0.5B
- * (docs/kernels.md has what might be the cause). */
+ * TANDEM_GLU=0 turns it off (a measurement switch). On since session 31: on
+ * the dev machine (Sapphire Rapids class, 2 threads, pp512, 4 interleaved
+ * rounds) 1.03x on the Qwen-0.5B shape and 1.07x on Llama-1B, ahead in every
+ * round (docs/benchmarks.md "Session 31"); the h200-host Xeons of sessions 7,
+ * 10 and 22 had measured it at 0.90-1.00x. */
 static int glu_wanted(const cpu_ctx *c, unsigned roles)
 {
     const char *env = getenv("TANDEM_GLU");
-    return env && strcmp(env, "1") == 0 && (roles & TM_ROLE_PREFILL) && c->k.gemm_glu;
+    return !(env && strcmp(env, "0") == 0) && (roles & TM_ROLE_PREFILL) && c->k.gemm_glu;
 }
 
 static int fuse_glu(cpu_ctx *c, cpu_layer *y, unsigned roles, tm_err *err)
