@@ -139,13 +139,12 @@ static void test_run_homed(void)
                 for (int t = 0; t < MAXT; t++) atomic_store(&j.hits[t], 0);
                 for (int w = 0; w < 8; w++) atomic_store(&j.first[w], -1);
                 CHECK_EQ_INT(tm_pool_run_homed(pool, nt, homed_body, &j), TM_OK);
-                int m = nt;
                 for (int t = 0; t < MAXT; t++)
-                    if (atomic_load(&j.hits[t]) != (t < m)) once = 0;
-                if (m > TM_POOL_HOMED_MAX) continue;
+                    if (atomic_load(&j.hits[t]) != (t < nt)) once = 0;
+                if (nt > TM_POOL_HOMED_MAX) continue;
                 for (int w = 0; w < n; w++) {
                     int f = atomic_load(&j.first[w]), all_taken = 1;
-                    for (int t = w; t < m; t += n) all_taken &= j.ran_on[t] != w;
+                    for (int t = w; t < nt; t += n) all_taken &= j.ran_on[t] != w;
                     if (f >= 0 && f % n != w && !all_taken) home_first = 0;
                     if (f >= 0 && f % n == w) homes_used++;
                 }

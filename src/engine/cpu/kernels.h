@@ -305,16 +305,16 @@ const char *const *tm_kernels_variants(void);
  * table k, e.g. "avx512" for amx's softmax. */
 const char *tm_kernels_op_source(const tm_kernels *k, int i);
 
-/* tm_kmatmul: y[M][N] = x . W^T with the op matching w's encoding: GEMV for
- * M <= TM_KGEMV_MAX_B (or int4 / int6 weights, in row blocks of 8), GEMM otherwise
- * (if w was packed for it). tm_kmatmul_gemm: 1 if it would run k's GEMM
- * kernel on M rows of w (the matrix unit's work), 0 for GEMVs. */
 /* Homed tasks (tm_pool_run_homed): a GEMM whose row blocks divide among the
  * workers gives row block i to worker i mod workers first, and the engine's
  * row passes give each worker the same rows, so a GEMM's A rows come from
  * the core that prepared them. 1 unless TANDEM_HOMED=0 (a measurement). */
 int tm_khomed(void);
 
+/* tm_kmatmul: y[M][N] = x . W^T with the op matching w's encoding: GEMV for
+ * M <= TM_KGEMV_MAX_B (or int4 / int6 weights, in row blocks of 8), GEMM otherwise
+ * (if w was packed for it). tm_kmatmul_gemm: 1 if it would run k's GEMM
+ * kernel on M rows of w (the matrix unit's work), 0 for GEMVs. */
 int tm_kmatmul_gemm(const tm_kernels *k, const tm_kweight *w, int M);
 int tm_kmatmul(const tm_kernels *k, const tm_kweight *w, const tm_kact *x, float *y,
                tm_kbuf *ws, struct tm_pool *pool, tm_err *err);
