@@ -293,6 +293,10 @@ static void test_matmul(const tm_kernels *k, tm_pool *pool)
         /* N >= 4096 with a tail, A under 1 MB, K in two chunks: amx's 512-row tasks (AMX_MB_WIDE) */
         mm_case(k, pool, TM_DT_BF16, 1, 264, 4100, 600);
         mm_case(k, pool, TM_DT_Q8PC, 1, 264, 4100, 1090);
+        /* the same with K in one chunk: amx's split-N tasks (AMX_SPLIT), then rows past one 512-row block */
+        mm_case(k, pool, TM_DT_BF16, 1, 264, 4100, 500);
+        mm_case(k, pool, TM_DT_Q8PC, 1, 264, 4100, 900);
+        mm_case(k, pool, TM_DT_Q8PC, 1, 600, 4100, 200);
     }
 }
 
@@ -946,7 +950,9 @@ static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, i
 static void test_glu(const tm_kernels *k, tm_pool *pool)
 {
     if (!k->gemm_glu) return;
-    static const int shapes[][3] = {{64, 64, 64}, {37, 100, 600}, {130, 40, 1100}, {20, 70, 2100}, {33, 96, 128}};
+    /* F 4100, K one chunk: amx's split-N tasks (AMX_SPLIT) */
+    static const int shapes[][3] = {{64, 64, 64}, {37, 100, 600}, {130, 40, 1100}, {20, 70, 2100}, {33, 96, 128},
+                                    {40, 4100, 300}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int d = 0; d < 2; d++)
             glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, (int)(s % 3) + TM_KGLU_SILU, shapes[s][0],
@@ -1196,6 +1202,7 @@ typedef struct gsplit_rec {
     int M, npan, mb, bad, ntasks;
     unsigned char *seen; /* [M][npan] */
     int *width;          /* [npan]: the panels of the range starting there (row block 0), else 0 */
+    int maxp;            /* panels a task may take (tm_kgemm_run: 16) */
 } gsplit_rec;
 
 static void gsplit_fn(void *ctx, int m0, int m1, int p0, int p1, int worker)
@@ -1206,7 +1213,7 @@ static void gsplit_fn(void *ctx, int m0, int m1, int p0, int p1, int worker)
         for (int p = p0; p < p1; p++) r->seen[(size_t)m * r->npan + p]++;
     __atomic_fetch_add(&r->ntasks, 1, __ATOMIC_RELAXED);
     if (m0 == 0 && p0 >= 0 && p0 < r->npan) r->width[p0] = p1 - p0;
-    if (p1 <= p0 || p1 - p0 > 16 || m1 <= m0 || m0 % r->mb || m1 - m0 > r->mb || p1 > r->npan || m1 > r->M)
+    if (p1 <= p0 || p1 - p0 > r->maxp || m1 <= m0 || m0 % r->mb || m1 - m0 > r->mb || p1 > r->npan || m1 > r->M)
         __atomic_fetch_add(&r->bad, 1, __ATOMIC_RELAXED);
 }
 
@@ -1221,7 +1228,7 @@ static void test_gemm_split(tm_pool *pool)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int M = cases[i][0], Np = (cases[i][1] + 31) / 32 * 32, mb = cases[i][2];
-        gsplit_rec r = {M, Np / 32, mb, 0, 0, calloc((size_t)M * (Np / 32), 1), calloc((size_t)Np / 32, sizeof(int))};
+        gsplit_rec r = {M, Np / 32, mb, 0, 0, calloc((size_t)M * (Np / 32), 1), calloc((size_t)Np / 32, sizeof(int)), 16};
         CHECKF(r.seen && r.width, "gemm split %d x %d: allocation", M, cases[i][1]);
         if (!r.seen || !r.width) {
             free(r.seen);
@@ -1248,6 +1255,58 @@ static void test_gemm_split(tm_pool *pool)
     }
 }
 
+/* tm_kgemm_run_split: every (row, panel) cell in exactly one task, each task
+ * within one row block, n_mb x min(workers x per_worker, panels) tasks whose
+ * ranges differ by at most one panel; and the homes' task order */
+static void test_gemm_split_n(tm_pool *pool)
+{
+    /* M, N, rows per task, ranges per worker */
+    static const int cases[][4] = {{512, 9728, 512, 1}, {512, 4864, 512, 2}, {600, 4100, 512, 1},
+                                   {40, 96, 512, 4},    {1, 32, 512, 1},     {1100, 8192, 512, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int pooled = 0; pooled < 2; pooled++) {
+            int M = cases[i][0], Np = (cases[i][1] + 31) / 32 * 32, mb = cases[i][2], pw = cases[i][3];
+            int npan = Np / 32, nw = pooled ? tm_pool_size(pool) : 1, n_pt = nw * pw < npan ? nw * pw : npan;
+            int n_mb = (M + mb - 1) / mb, minw = 1 << 30, maxw = 0;
+            gsplit_rec r = {M, npan, mb, 0, 0, calloc((size_t)M * npan, 1), calloc((size_t)npan, sizeof(int)), npan};
+            CHECKF(r.seen && r.width, "gemm split-N %d x %d: allocation", M, cases[i][1]);
+            if (!r.seen || !r.width) {
+                free(r.seen);
+                free(r.width);
+                continue;
+            }
+            tm_kgemm_run_split(M, Np, mb, pw, gsplit_fn, &r, pooled ? pool : NULL);
+            size_t once = 0, cells = (size_t)M * npan;
+            for (size_t c = 0; c < cells; c++) once += r.seen[c] == 1;
+            for (int p = 0; p < npan; p++)
+                if (r.width[p]) {
+                    minw = r.width[p] < minw ? r.width[p] : minw;
+                    maxw = r.width[p] > maxw ? r.width[p] : maxw;
+                }
+            CHECKF(once == cells && r.bad == 0 && r.ntasks == n_mb * n_pt && maxw - minw <= 1,
+                   "gemm split-N %d x %d (mb %d, %d a worker, %d workers): %zu of %zu cells once, %d bad, %d tasks "
+                   "(want %d), ranges %d-%d panels", M, cases[i][1], mb, pw, nw, once, cells, r.bad, r.ntasks,
+                   n_mb * n_pt, minw, maxw);
+            /* homed on 2 workers: worker w's own tasks, w, w + 2, ..., in order, walk the second half (w = 1) or
+               the first of the panel ranges, each range over the row blocks in turn */
+            if (pooled && nw == 2 && (n_mb * n_pt) % 2 == 0) {
+                int bad = 0;
+                for (int w = 0; w < 2; w++) {
+                    int pi = w * n_pt / 2, mi = 0;
+                    for (int t = w; t < n_mb * n_pt; t += 2) {
+                        int b[4];
+                        tm_ksplit_bounds(M, npan, mb, n_pt, 2, t, b);
+                        bad += b[0] != mi * mb || b[2] != npan * pi / n_pt || b[3] != npan * (pi + 1) / n_pt;
+                        if (++mi == n_mb) mi = 0, pi++;
+                    }
+                }
+                CHECKF(bad == 0, "gemm split-N %d x %d: %d tasks out of their home's order", M, cases[i][1], bad);
+            }
+            free(r.seen);
+            free(r.width);
+        }
+}
+
 int main(void)
 {
     const tm_cpu *cpu = tm_cpu_get();
@@ -1258,6 +1317,7 @@ int main(void)
     test_q4_layout();
     test_gemv_split(pool);
     test_gemm_split(pool);
+    test_gemm_split_n(pool);
     test_peak(pool);
     test_measure(pool);
     test_huge_alloc();

@@ -102,6 +102,10 @@
                         chunks and long K does not apply, 2 (a measurement option) wherever K takes
                         several chunks, 0 never */
 #endif
+#ifndef AMX_SPLIT
+#define AMX_SPLIT 1 /* split N (tm_kgemm_run_split): this many panel ranges per worker, each task all the rows of
+                       its range, where K is one chunk, N >= 4096 and A within 1 MB; 0 never. See "split N" */
+#endif
 #ifndef AMX_LONGK_L2
 #define AMX_LONGK_L2 70 /* long K (see "long K"): where a task's A rows over all of K take at most this
                            percent of L2 (run-time: sysconf's L2 size, 2 MB where it reports none) */
@@ -801,6 +805,21 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
  * 16384 x 2048 (Llama's gate|up) 1.088x, 8192 x 2048 1.027x, 9728 x 896
  * (Qwen's gate|up) 1.000x; the shapes it leaves, as controls, 1.012x (2048
  * x 8192) and 0.992x (1152 x 896). */
+/* Split N (AMX_SPLIT, session 32). Where K is one chunk (no C round trip
+ * through acc, so a task may take any number of rows), N >= 4096 and A
+ * within 1 MB, each worker takes one range of N / workers panels (split by
+ * panel, not by group) with all the rows, instead of tm_kgemm_run's ranges
+ * in units of 4 panels: Qwen's gate|up (152 pairs) then splits 76 / 76
+ * where 38 units of 4 gave 20 tasks. kbench-ab (dev, 2 threads, weights
+ * over 128 MB, y over 256 MB, 6 pairs of rounds), split over the ranges
+ * before: 512 x 9728 x 896 1.043x; 2 ranges a worker 0.98-1.00x and 4
+ * 0.98-0.99x of one. 1152 x 896 and 896 x 896 read 1.07x there but 0.93x
+ * and 0.90x inside the engine: the norm pass before them leaves each
+ * worker's half of A in its own L2 (homed rows), and a split task reads all
+ * of A, half from the other core; hence N >= 4096, where A is read once per
+ * 4-panel group of many. K in two chunks (512 rows through acc) 0.85-0.88x
+ * on 3072 and 2048 x 2048. In the engine (Qwen pp512, 6 interleaved pairs,
+ * docs/benchmarks.md "Session 32") the fused gate|up 5160 -> 5265 GOP/s. */
 static int rows_per_task(const tm_kweight *w, int M, int is_q8)
 {
     size_t a_bytes = (size_t)M * w->Kp * (is_q8 ? 1 : 2);
@@ -835,6 +854,8 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     /* long K: where K takes more than two chunks and a task's A rows over all of K fit the budget (not
        glu; see "long K" for why not two) */
     int mb = rows_per_task(w, x->M, is_q8);
+    /* split N (AMX_SPLIT, above): K in one chunk, N >= 4096, A (all M rows) within 1 MB */
+    int split = AMX_SPLIT && nsteps <= AMX_KB && w->Np >= 4096 && (size_t)x->M * w->Kp * (is_q8 ? 1 : 2) <= ((size_t)1 << 20);
     size_t a_task = (size_t)(x->M < mb ? x->M : mb) * w->Kp * (is_q8 ? 1 : 2);
     int longk = !w->glu && nsteps > AMX_LONGK_CHUNKS * AMX_KB && a_task <= longk_budget();
     g.kb = longk ? nsteps : AMX_KB;
@@ -858,6 +879,10 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
         tm_pool_run(pool, (x->M + 15) / 16, pack_task, &pj);
     }
     PROF_CALL();
+    if (split) {
+        tm_kgemm_run_split(x->M, w->Np, MB_WIDE, AMX_SPLIT, amx_block, &g, pool);
+        return TM_OK;
+    }
     tm_kgemm_run(x->M, w->Np, mb, amx_block, &g, pool);
     return TM_OK;
 }

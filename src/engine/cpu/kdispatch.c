@@ -373,6 +373,56 @@ void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_p
     tm_pool_run(pool, tasks, block_task, &j);
 }
 
+/* Split-N tasks (tm_kgemm_run_split): n_pt = nw x per_worker panel ranges,
+ * each run over the n_mb row blocks in turn. Task t's home is worker t mod
+ * nw, and its place in the sequence of (panel range, row block), the range
+ * slowest, is s = (t mod nw) * per_w + t / nw (per_w = n_mb n_pt / nw,
+ * tm_ksplit_bounds): a worker's own tasks are
+ * consecutive, so the workers' weights are disjoint and a worker's prefetch
+ * of the panels past its task's last (the AMX GEMM's) lands on its own next
+ * task. */
+void tm_ksplit_bounds(int M, int npan, int mb, int n_pt, int homes, int task, int b[4])
+{
+    int n_mb = (M + mb - 1) / mb, per_w = n_mb * n_pt / homes;
+    int s = (task % homes) * per_w + task / homes;
+    int pi = s / n_mb, mi = s % n_mb;
+    b[0] = mi * mb;
+    b[1] = b[0] + mb < M ? b[0] + mb : M;
+    b[2] = (int)((long)npan * pi / n_pt);
+    b[3] = (int)((long)npan * (pi + 1) / n_pt);
+}
+
+typedef struct split_job {
+    tm_kblock_fn fn;
+    void *ctx;
+    int M, npan, mb, n_pt, homes;
+} split_job;
+
+static void split_task(void *c, int task, int worker)
+{
+    const split_job *j = c;
+    int b[4];
+    tm_ksplit_bounds(j->M, j->npan, j->mb, j->n_pt, j->homes, task, b);
+    if (b[2] < b[3]) j->fn(j->ctx, b[0], b[1], b[2], b[3], worker);
+}
+
+void tm_kgemm_run_split(int M, int Np, int mb, int per_worker, tm_kblock_fn fn, void *ctx, struct tm_pool *pool)
+{
+    int nw = tm_pool_size(pool), npan = Np / 32, n_mb = (M + mb - 1) / mb;
+    int n_pt = nw * (per_worker > 0 ? per_worker : 1);
+    if (n_pt > npan) n_pt = npan; /* at least one panel a range */
+    int tasks = n_mb * n_pt;
+    /* homes: one worker, or too few panels to give each its share: one home, the tasks in order */
+    split_job j = {fn, ctx, M, npan, mb, n_pt, nw <= 1 || tasks % nw ? 1 : nw};
+    if (nw <= 1) {
+        for (int t = 0; t < tasks; t++) split_task(&j, t, 0);
+    } else if (j.homes == 1) {
+        tm_pool_run(pool, tasks, split_task, &j);
+    } else {
+        tm_pool_run_homed(pool, tasks, split_task, &j);
+    }
+}
+
 /* ---- tm_kmatmul -------------------------------------------------------------- */
 
 static tm_kact sub_act(const tm_kact *x, int m0, int m1)

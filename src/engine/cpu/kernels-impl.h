@@ -137,6 +137,15 @@ void tm_kgemv_run(int N, int align, size_t row_bytes, tm_krows_fn fn, void *ctx,
 /* mb: rows per task (the ISA's preferred block); panels per task chosen to
  * give every worker several tasks. */
 void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_pool *pool);
+/* The panels split evenly (by panel, not by group) into per_worker ranges
+ * per worker, each task mb rows (the row blocks in turn) x one range; worker
+ * w's own tasks are consecutive ranges, taken first, then others' from the
+ * end (tm_pool_run_homed). For GEMMs whose rows all fit one task: each
+ * weight byte then reaches one core (kdispatch.c). */
+void tm_kgemm_run_split(int M, int Np, int mb, int per_worker, tm_kblock_fn fn, void *ctx, struct tm_pool *pool);
+/* its task's rows [b[0], b[1]) and panels [b[2], b[3]) (none where b[2] == b[3]), of n_mb x n_pt tasks
+   homed on `homes` workers (1: in order) */
+void tm_ksplit_bounds(int M, int npan, int mb, int n_pt, int homes, int task, int b[4]);
 
 /* ---- scalar references (ref_*.c); the "scalar" variant is these ---------- */
 
