@@ -876,12 +876,18 @@ static void test_measure(tm_pool *pool)
 /* The fused gate/up GEMM (tm_kpack_glu, gemm_glu) against the same
  * variant's two plain GEMMs and its silu_mul / gelu_tanh_mul: the same
  * arithmetic (the activation's vector formula is vec_exp.inc's in both), so
- * the same bits. */
-static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, int M, int F, int K)
+ * the same bits. In bf16 (gemm_bf16y) each value is that one rounded, but
+ * for SiLU, whose bf16 results the amx variant computes to 1e-4 (gemm_amx.c,
+ * vsilu_mul_lp): each within 2^-8 of it (rounding's own error is up to
+ * 2^-9) or 2^-100 (where x e^x underflows the f32 reference's clamped exp
+ * gives ~1e-35, the fast one 0, closer to x e^x), at most 1% of them other
+ * than it rounded. x is scaled by xs (300: gate values of hundreds, past
+ * where e^-x over- and underflows). */
+static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, int M, int F, int K, float xs)
 {
     char what[160];
-    snprintf(what, sizeof what, "%s gemm_glu %s %s M=%d F=%d K=%d", k->name, dtn(dt),
-             act == TM_KGLU_SILU ? "silu" : act == TM_KGLU_GELU ? "gelu" : "gelu_tanh", M, F, K);
+    snprintf(what, sizeof what, "%s gemm_glu %s %s M=%d F=%d K=%d x%g", k->name, dtn(dt),
+             act == TM_KGLU_SILU ? "silu" : act == TM_KGLU_GELU ? "gelu" : "gelu_tanh", M, F, K, xs);
     wbuf wg, wu;
     wbuf_make(&wg, dt, F, K);
     wbuf_make(&wu, dt, F, K);
@@ -890,7 +896,7 @@ static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, i
     CHECK_EQ_INT(tm_kpack_init(&g, &wg.t, TM_KPACK_GEMV | TM_KPACK_GEMM, &err), TM_OK);
     CHECK_EQ_INT(tm_kpack_init(&u, &wu.t, TM_KPACK_GEMV | TM_KPACK_GEMM, &err), TM_OK);
     CHECKF(g && u && tm_kpack_glu(&glu, g, u, act, &err) == TM_OK, "%s: %s", what, err.msg);
-    float *x = rand_vec((size_t)M * K, 1.0f);
+    float *x = rand_vec((size_t)M * K, xs);
     size_t n = (size_t)M * F;
     float *yg = malloc(sizeof(float) * n), *yu = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     float *y2 = malloc(sizeof(float) * n);
@@ -924,14 +930,18 @@ static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, i
             uint16_t *yb = malloc(2 * n);
             memset(yb, 0xff, 2 * n);
             CHECK_EQ_INT(tm_kmatmul_bf16y(k, glu, &a, yb, &ws, pool, &err), TM_OK);
-            size_t nb = 0;
+            size_t nb = 0, far = 0;
+            const int lp = act == TM_KGLU_SILU && !strncmp(k->name, "amx", 3);
             for (size_t i = 0; i < n; i++) {
                 uint16_t want = fpclassify(y[i]) == FP_SUBNORMAL ? (signbit(y[i]) ? 0x8000 : 0) : tm_f32_to_bf16(y[i]);
-                if (yb[i] != want && nb++ == 0)
+                float v = tm_bf16_to_f32(yb[i]);
+                if (yb[i] != want && (!lp || !(fabsf(v - y[i]) <= 0x1p-8f * fabsf(y[i]) + 0x1p-100f)) && far++ == 0)
                     fprintf(stderr, "%s: bf16 y[%zu][%zu] = %#x, gemm_glu's %.9g rounds to %#x\n", what, i / F,
                             i % F, yb[i], y[i], want);
+                nb += yb[i] != want && fabsf(y[i]) > 0x1p-100f;
             }
-            CHECKF(nb == 0, "%s: bf16 y: %zu of %zu differ", what, nb, n);
+            CHECKF(far == 0 && nb * 100 <= n, "%s: bf16 y: %zu of %zu out of bounds, %zu differ from the f32 rounded",
+                   what, far, n, nb);
             free(yb);
         }
         /* a glu weight is no plain GEMM weight, nor the other way round */
@@ -956,7 +966,9 @@ static void test_glu(const tm_kernels *k, tm_pool *pool)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int d = 0; d < 2; d++)
             glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, (int)(s % 3) + TM_KGLU_SILU, shapes[s][0],
-                     shapes[s][1], shapes[s][2]);
+                     shapes[s][1], shapes[s][2], 1.0f);
+    for (int d = 0; d < 2; d++) /* gate values of hundreds, both signs: e^-x past f32's range */
+        glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, TM_KGLU_SILU, 33, 96, 128, 300.0f);
     /* through tm_kmatmul: GEMM only */
     wbuf wg;
     wbuf_make(&wg, TM_DT_Q8PC, 40, 64);
