@@ -877,8 +877,8 @@ static void test_measure(tm_pool *pool)
  * variant's two plain GEMMs and its silu_mul / gelu_tanh_mul: the same
  * arithmetic (the activation's vector formula is vec_exp.inc's in both), so
  * the same bits. In bf16 (gemm_bf16y) each value is that one rounded, but
- * for SiLU, whose bf16 results the amx variant computes to 1e-4 (gemm_amx.c,
- * vsilu_mul_lp): each within 2^-8 of it (rounding's own error is up to
+ * for SiLU and GELU-tanh, whose bf16 results the amx variant computes to
+ * 1e-4 (gemm_amx.c, vgate_lp): each within 2^-8 of it (rounding's own error is up to
  * 2^-9) or 2^-100 (where x e^x underflows the f32 reference's clamped exp
  * gives ~1e-35, the fast one 0, closer to x e^x), at most 1% of them other
  * than it rounded. x is scaled by xs (300: gate values of hundreds, past
@@ -931,7 +931,7 @@ static void glu_case(const tm_kernels *k, tm_pool *pool, tm_dtype dt, int act, i
             memset(yb, 0xff, 2 * n);
             CHECK_EQ_INT(tm_kmatmul_bf16y(k, glu, &a, yb, &ws, pool, &err), TM_OK);
             size_t nb = 0, far = 0;
-            const int lp = act == TM_KGLU_SILU && !strncmp(k->name, "amx", 3);
+            const int lp = (act == TM_KGLU_SILU || act == TM_KGLU_GELU_TANH) && !strncmp(k->name, "amx", 3);
             for (size_t i = 0; i < n; i++) {
                 uint16_t want = fpclassify(y[i]) == FP_SUBNORMAL ? (signbit(y[i]) ? 0x8000 : 0) : tm_f32_to_bf16(y[i]);
                 float v = tm_bf16_to_f32(yb[i]);
@@ -967,8 +967,9 @@ static void test_glu(const tm_kernels *k, tm_pool *pool)
         for (int d = 0; d < 2; d++)
             glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, (int)(s % 3) + TM_KGLU_SILU, shapes[s][0],
                      shapes[s][1], shapes[s][2], 1.0f);
-    for (int d = 0; d < 2; d++) /* gate values of hundreds, both signs: e^-x past f32's range */
-        glu_case(k, pool, d ? TM_DT_Q8PC : TM_DT_BF16, TM_KGLU_SILU, 33, 96, 128, 300.0f);
+    for (int d = 0; d < 4; d++) /* gate values of hundreds, both signs: e^-x past f32's range */
+        glu_case(k, pool, d & 1 ? TM_DT_Q8PC : TM_DT_BF16, d < 2 ? TM_KGLU_SILU : TM_KGLU_GELU_TANH, 33, 96, 128,
+                 300.0f);
     /* through tm_kmatmul: GEMM only */
     wbuf wg;
     wbuf_make(&wg, TM_DT_Q8PC, 40, 64);

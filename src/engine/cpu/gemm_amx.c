@@ -102,8 +102,8 @@
                         chunks and long K does not apply, 2 (a measurement option) wherever K takes
                         several chunks, 0 never */
 #endif
-#ifndef AMX_SILU_LP
-#define AMX_SILU_LP 1 /* the fused gate/up's SiLU for a bf16 y to ~1e-4 (vsilu_mul_lp), 0: vec_exp.inc's */
+#ifndef AMX_ACT_LP
+#define AMX_ACT_LP 1 /* the fused gate/up's SiLU and GELU-tanh for a bf16 y to ~1e-4 (vgate_lp), 0: vec_exp.inc's */
 #endif
 #ifndef AMX_GLU_MEASURE
 #define AMX_GLU_MEASURE 0 /* a measurement build (its y wrong): the fused gate/up's act(g) * u as g * u */
@@ -521,25 +521,42 @@ static inline void epi_set(const gemm_ctx *g, epi_pend *e, int m0, int rows, int
     e->stream = !AMX_EPI_MEASURE && g->nt && nc == 32;
 }
 
-/* silu(x) * u for a bf16 result (the fused gate/up's with gemm_bf16y), to
- * ~1e-4 relative where bf16 keeps 2^-8: e^-x = 2^t, t = -x log2 e, as 2^f
- * (f = t - round(t) in [-0.5, 0.5]) by a degree-4 polynomial fitted for
- * relative error (2.7e-6) scaled by 2^round(t) with vscalefps (inf or 0
- * past f32's range, so no clamp), and 1 / (1 + e^-x) by vrcp14ps (6.1e-5;
- * 0 for inf). About half the instructions of vsilu_mul_avx512 (a ~2 ulp exp
- * and a divide); docs/kernels.md "Numerics" has its measurements. */
-static inline __m512 vsilu_mul_lp(__m512 x, __m512 u)
+/* The fused gate/up's activations for a bf16 result (gemm_bf16y), to ~1e-4
+ * relative where bf16 keeps 2^-8, in about half the instructions of
+ * vec_exp.inc's (a ~2 ulp exp and a divide). 2^t: 2^f (f = t - round(t) in
+ * [-0.5, 0.5]) by a degree-4 polynomial fitted for relative error (2.7e-6),
+ * scaled by 2^round(t) with vscalefps (inf or 0 past f32's range, so no
+ * clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf). docs/kernels.md
+ * "Numerics" has the measurements. */
+static inline __m512 vexp2_lp(__m512 t)
 {
-    __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(-1.44269504088896341f)); /* e^-x = 2^t */
     __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(t, n);
     __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.009570101276040077f), f, _mm512_set1_ps(0.05591785907745361f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.240247443318367f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931217908859253f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.9999992847442627f));
-    __m512 e = _mm512_scalef_ps(p, n);
-    __m512 r = _mm512_rcp14_ps(_mm512_add_ps(e, _mm512_set1_ps(1.f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* x u / (1 + 2^t): silu(x) u with t = -x log2 e, gelu_tanh(x) u = 0.5 x (1 + tanh z) u with t = -2 z log2 e */
+static inline __m512 vgate_lp(__m512 x, __m512 u, __m512 t)
+{
+    __m512 r = _mm512_rcp14_ps(_mm512_add_ps(vexp2_lp(t), _mm512_set1_ps(1.f)));
     return _mm512_mul_ps(_mm512_mul_ps(x, r), u);
+}
+
+static inline __m512 vsilu_mul_lp(__m512 x, __m512 u)
+{
+    return vgate_lp(x, u, _mm512_mul_ps(x, _mm512_set1_ps(-1.44269504088896341f)));
+}
+
+static inline __m512 vgelu_tanh_mul_lp(__m512 x, __m512 u)
+{
+    /* z = sqrt(2 / pi) (x + 0.044715 x^3), as vgelu_tanh_mul */
+    __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                             _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), _mm512_mul_ps(x, x)), x, x));
+    return vgate_lp(x, u, _mm512_mul_ps(z, _mm512_set1_ps(-2.88539008177792681f)));
 }
 
 /* the block's rows [e->done, to): y[m0 + i][n0 ..] from C's row i */
@@ -557,9 +574,12 @@ static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, ep
             if (AMX_GLU_MEASURE) {
                 v0 = _mm512_mul_ps(v0, u0);
                 v1 = _mm512_mul_ps(v1, u1);
-            } else if (g->glu == TM_KGLU_SILU && AMX_SILU_LP && g->yb) {
+            } else if (g->glu == TM_KGLU_SILU && AMX_ACT_LP && g->yb) {
                 v0 = vsilu_mul_lp(v0, u0);
                 v1 = vsilu_mul_lp(v1, u1);
+            } else if (g->glu == TM_KGLU_GELU_TANH && AMX_ACT_LP && g->yb) {
+                v0 = vgelu_tanh_mul_lp(v0, u0);
+                v1 = vgelu_tanh_mul_lp(v1, u1);
             } else if (g->glu == TM_KGLU_SILU) {
                 v0 = vsilu_mul_avx512(v0, u0);
                 v1 = vsilu_mul_avx512(v1, u1);
