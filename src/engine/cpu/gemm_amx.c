@@ -526,8 +526,10 @@ static inline void epi_set(const gemm_ctx *g, epi_pend *e, int m0, int rows, int
  * vec_exp.inc's (a ~2 ulp exp and a divide). 2^t: 2^f (f = t - round(t) in
  * [-0.5, 0.5]) by a degree-4 polynomial fitted for relative error (2.7e-6),
  * scaled by 2^round(t) with vscalefps (inf or 0 past f32's range, so no
- * clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf). docs/kernels.md
- * "Numerics" has the measurements. */
+ * clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf). attn_amx.c's
+ * vexp2 is the same scheme at degree 6 (1.2e-7), for the softmax, whose P
+ * enters the tiles as two bf16 terms. docs/kernels.md "Numerics" has the
+ * measurements. */
 static inline __m512 vexp2_lp(__m512 t)
 {
     __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
