@@ -526,7 +526,8 @@ static inline void epi_set(const gemm_ctx *g, epi_pend *e, int m0, int rows, int
  * vec_exp.inc's (a ~2 ulp exp and a divide). 2^t: 2^f (f = t - round(t) in
  * [-0.5, 0.5]) by a degree-4 polynomial fitted for relative error (2.7e-6),
  * scaled by 2^round(t) with vscalefps (inf or 0 past f32's range, so no
- * clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf). attn_amx.c's
+ * clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf). For finite x (an
+ * infinite one gives NaN; the GEMM's C is finite). attn_amx.c's
  * vexp2 is the same scheme at degree 6 (1.2e-7), for the softmax, whose P
  * enters the tiles as two bf16 terms. docs/kernels.md "Numerics" has the
  * measurements. */
@@ -860,21 +861,6 @@ static void amx_block(void *ctx, int m0, int m1, int p0, int p1, int worker)
  * 16384 x 2048 (Llama's gate|up) 1.088x, 8192 x 2048 1.027x, 9728 x 896
  * (Qwen's gate|up) 1.000x; the shapes it leaves, as controls, 1.012x (2048
  * x 8192) and 0.992x (1152 x 896). */
-/* Split N (AMX_SPLIT, session 32). Where K is one chunk (no C round trip
- * through acc, so a task may take any number of rows), N >= 4096 and A
- * within 1 MB, each worker takes one range of N / workers panels (split by
- * panel, not by group) with all the rows, instead of tm_kgemm_run's ranges
- * in units of 4 panels: Qwen's gate|up (152 pairs) then splits 76 / 76
- * where 38 units of 4 gave 20 tasks. kbench-ab (dev, 2 threads, weights
- * over 128 MB, y over 256 MB, 6 pairs of rounds), split over the ranges
- * before: 512 x 9728 x 896 1.043x; 2 ranges a worker 0.98-1.00x and 4
- * 0.98-0.99x of one. 1152 x 896 and 896 x 896 read 1.07x there but 0.93x
- * and 0.90x inside the engine: the norm pass before them leaves each
- * worker's half of A in its own L2 (homed rows), and a split task reads all
- * of A, half from the other core; hence N >= 4096, where A is read once per
- * 4-panel group of many. K in two chunks (512 rows through acc) 0.85-0.88x
- * on 3072 and 2048 x 2048. In the engine (Qwen pp512, 6 interleaved pairs,
- * docs/benchmarks.md "Session 32") the fused gate|up 5160 -> 5265 GOP/s. */
 static int rows_per_task(const tm_kweight *w, int M, int is_q8)
 {
     size_t a_bytes = (size_t)M * w->Kp * (is_q8 ? 1 : 2);
@@ -893,6 +879,22 @@ static size_t longk_budget(void)
     }
     return b / 100 * AMX_LONGK_L2;
 }
+
+/* Split N (AMX_SPLIT, session 32). Where K is one chunk (no C round trip
+ * through acc, so a task may take any number of rows), N >= 4096 and A
+ * within 1 MB, each worker takes one range of N / workers panels (split by
+ * panel, not by group) with all the rows, instead of tm_kgemm_run's ranges
+ * in units of 4 panels: Qwen's gate|up (152 pairs) then splits 76 / 76
+ * where 38 units of 4 gave 20 tasks. kbench-ab (dev, 2 threads, weights
+ * over 128 MB, y over 256 MB, 6 pairs of rounds), split over the ranges
+ * before: 512 x 9728 x 896 1.043x; 2 ranges a worker 0.98-1.00x and 4
+ * 0.98-0.99x of one. 1152 x 896 and 896 x 896 read 1.07x there but 0.93x
+ * and 0.90x inside the engine: the norm pass before them leaves each
+ * worker's half of A in its own L2 (homed rows), and a split task reads all
+ * of A, half from the other core; hence N >= 4096, where A is read once per
+ * 4-panel group of many. K in two chunks (512 rows through acc) 0.85-0.88x
+ * on 3072 and 2048 x 2048. In the engine (Qwen pp512, 6 interleaved pairs,
+ * docs/benchmarks.md "Session 32") the fused gate|up 5160 -> 5265 GOP/s. */
 
 static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_bytes, const float *xs,
                tm_kbuf *ws, size_t off, float *y, uint16_t *yb, struct tm_pool *pool, int is_q8)

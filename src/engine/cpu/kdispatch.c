@@ -376,11 +376,10 @@ void tm_kgemm_run(int M, int Np, int mb, tm_kblock_fn fn, void *ctx, struct tm_p
 /* Split-N tasks (tm_kgemm_run_split): n_pt = nw x per_worker panel ranges,
  * each run over the n_mb row blocks in turn. Task t's home is worker t mod
  * nw, and its place in the sequence of (panel range, row block), the range
- * slowest, is s = (t mod nw) * per_w + t / nw (per_w = n_mb n_pt / nw,
- * tm_ksplit_bounds): a worker's own tasks are
- * consecutive, so the workers' weights are disjoint and a worker's prefetch
- * of the panels past its task's last (the AMX GEMM's) lands on its own next
- * task. */
+ * slowest, is s = (t mod nw) * per_w + t / nw (per_w = n_mb n_pt / nw;
+ * tm_ksplit_bounds): a worker's own tasks are consecutive, so the workers'
+ * weights are disjoint and a worker's prefetch of the panels past its
+ * task's last (the AMX GEMM's) lands on its own next task. */
 void tm_ksplit_bounds(int M, int npan, int mb, int n_pt, int homes, int task, int b[4])
 {
     int n_mb = (M + mb - 1) / mb, per_w = n_mb * n_pt / homes;
