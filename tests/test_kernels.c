@@ -772,10 +772,11 @@ static void test_peak(tm_pool *pool)
     const tm_cpu *cpu = tm_cpu_get();
     tm_kmeasure r;
     tm_err err = {0};
-    for (int v = 0; v < 2; v++) {
-        int have = v == 0 ? cpu->amx_usable : tm_cpu_has_avx512(cpu);
+    static const char *const unit[3] = {"amx", "avx512", "amx-loaded"};
+    for (int v = 0; v < 3; v++) {
+        int have = v == 1 ? tm_cpu_has_avx512(cpu) : cpu->amx_usable;
         for (int d = 0; d < 2; d++) {
-            int rc = tm_kmeasure_peak(v ? "avx512" : "amx", d ? TM_DT_Q8PC : TM_DT_BF16, 0.02, pool, &r, &err);
+            int rc = tm_kmeasure_peak(unit[v], d ? TM_DT_Q8PC : TM_DT_BF16, 0.02, pool, &r, &err);
             CHECK_EQ_INT(rc, have ? TM_OK : TM_E_UNSUPPORTED);
             if (have) CHECKF(r.gflops > 1.0 && r.gflops < 1e6, "peak %d %d: %g GOP/s", v, d, r.gflops);
         }

@@ -12,8 +12,9 @@
  *       build/libtandem.a -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -pthread -o amx_tileloop
  *   taskset -c 3 ./amx_tileloop        # operands cycled through L1, L2, L3
  *   taskset -c 3 ./amx_tileloop gemm   # gemm_amx.c's block structure, piece by piece
- *   taskset -c 3 ./amx_tileloop stream # one operand in L1 (28 KB), the other streamed, both orders
+ *   taskset -c 3 ./amx_tileloop stream # one operand in L1 (28 KB), the other streamed (B also with TILELOADDT1), both orders
  *   taskset -c 3 ./amx_tileloop ystore [N] # a K = 896 block's output, by where it is stored
+ *   taskset -c 3 ./amx_tileloop data   # the tile loads' cost, non-zero operands against zero ones
  * Session 5 on the h200-host Xeon (docs/kernels.md, "Known limits"): L1 up to
  * 80-90% of the peak, 256 KB in L2 50-68%, 1 MB 30-33%, 16 MB 15-28%. */
 #ifndef _GNU_SOURCE
@@ -61,8 +62,15 @@ static double peak6(long iters)
 /* A: [a_steps][2 tiles][1 KB], B: [steps][2 tiles][1 KB], each cycled over
  * its own steps; order 0 is gemm_amx.c's (B0 B1 A0, two products, A1, two
  * products), order 1 loads both A first; pfd > 0 prefetches each operand's
- * step pfd ahead into L1 */
-static double loop2(const uint8_t *A, size_t a_steps, const uint8_t *B, size_t steps, long iters, int order, int pfd)
+ * step pfd ahead into L1; bt1: B's tiles loaded with TILELOADDT1, as
+ * gemm_amx.c loads them (AMX_BT1) */
+#define BLD(t, p)                                  \
+    do {                                           \
+        if (bt1) _tile_stream_loadd(t, p, 64);     \
+        else _tile_loadd(t, p, 64);                \
+    } while (0)
+static double loop2(const uint8_t *A, size_t a_steps, const uint8_t *B, size_t steps, long iters, int order, int pfd,
+                    int bt1)
 {
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
     uint64_t t0 = __rdtsc();
@@ -77,14 +85,14 @@ static double loop2(const uint8_t *A, size_t a_steps, const uint8_t *B, size_t s
             }
         }
         if (order == 0) {
-            _tile_loadd(6, b, 64); _tile_loadd(7, b + 1024, 64); _tile_loadd(4, a0, 64);
+            BLD(6, b); BLD(7, b + 1024); _tile_loadd(4, a0, 64);
             _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);
             _tile_loadd(5, a1, 64);
             _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
         } else {
-            _tile_loadd(4, a0, 64); _tile_loadd(5, a1, 64); _tile_loadd(6, b, 64);
+            _tile_loadd(4, a0, 64); _tile_loadd(5, a1, 64); BLD(6, b);
             _tile_dpbusd(0, 4, 6); _tile_dpbusd(2, 5, 6);
-            _tile_loadd(7, b + 1024, 64);
+            BLD(7, b + 1024);
             _tile_dpbusd(1, 4, 7); _tile_dpbusd(3, 5, 7);
         }
         if (++s == steps) s = 0;
@@ -97,7 +105,7 @@ static double loop2(const uint8_t *A, size_t a_steps, const uint8_t *B, size_t s
 
 static double loop(const uint8_t *A, const uint8_t *B, size_t steps, long iters, int order, int pfd)
 {
-    return loop2(A, steps, B, steps, iters, order, pfd);
+    return loop2(A, steps, B, steps, iters, order, pfd, 0);
 }
 
 /* the GEMM's own structure (gemm_amx.c's blocked loop): blocks of kc K steps,
@@ -279,6 +287,28 @@ done:;
     return c;
 }
 
+/* ./amx_tileloop data: the tile products with k of a 2 x 2 block's four operand
+ * tiles (B0, B1, A0, A1 in gemm_amx.c's order) loaded again from L1 before every
+ * four products, by the operands' data: all of A zero, or both non-zero. Cycles
+ * per product; the register-only peak is k = 0. Session 33 on the dev Xeon:
+ * non-zero operands with all four loads ran ~17-18 cycles against ~13.7
+ * (k = 0, or A zero at any k): the tile loads cost with real data, wherever
+ * the operands come from (kmeasure_amx.c's "amx-loaded" ceiling). */
+static double loads_loop(const uint8_t *a, const uint8_t *b, int k, long iters)
+{
+    _tile_loadd(4, a, 64); _tile_loadd(5, a + 1024, 64); _tile_loadd(6, b, 128); _tile_loadd(7, b + 64, 128);
+    uint64_t t0 = __rdtsc();
+    for (long i = 0; i < iters; i++) {
+        if (k >= 1) _tile_loadd(6, b, 128);
+        if (k >= 2) _tile_loadd(7, b + 64, 128);
+        if (k >= 3) _tile_loadd(4, a, 64);
+        _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7);
+        if (k >= 4) _tile_loadd(5, a + 1024, 64);
+        _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+    }
+    return (double)(__rdtsc() - t0) / (iters * 4.0);
+}
+
 int main(int argc, char **argv)
 {
     if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) {
@@ -330,18 +360,37 @@ int main(int argc, char **argv)
         free(B);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "data")) { /* ./amx_tileloop data: tile loads' cost by the operands' data */
+        static _Alignas(64) uint8_t ta[2048], tb[2048];
+        for (int rep = 0; rep < 3; rep++)
+            for (int z = 0; z < 2; z++) {
+                for (int i = 0; i < 2048; i++) {
+                    ta[i] = z ? 0 : (uint8_t)(i * 7 + 1);
+                    tb[i] = (uint8_t)(i * 13 + 5);
+                }
+                for (int k = 0; k <= 4; k++)
+                    printf("rep %d: %s, %d of the 4 tiles loaded per 4 products: %.2f cycles per product\n", rep,
+                           z ? "A zero" : "A, B non-zero", k, loads_loop(ta, tb, k, 2000000));
+            }
+        _tile_release();
+        free(A);
+        free(B);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "stream")) { /* ./amx_tileloop stream: one operand in L1, the other streamed */
         static const size_t skib[] = {256, 1024};
         for (int rep = 0; rep < 3; rep++)
             for (int k = 0; k < 2; k++)
-                for (int which = 0; which < 2; which++) /* 0: B streamed (gemm_amx.c), 1: A streamed */
+                for (int which = 0; which < 3; which++) /* 0: B streamed, 1: A streamed, 2: B with TILELOADDT1 (gemm_amx.c) */
                     for (int o = 0; o < 2; o++) {
                         size_t ls = 28 * 1024 / 2048, ss = skib[k] * 1024 / 2048; /* 28 KB: A's chunk at K = 896 int8 */
+                        int sa = which == 1;
                         double p0 = peak(200000),
-                               c = which ? loop2(A, ss, B, ls, 2000000, o, 0) : loop2(A, ls, B, ss, 2000000, o, 0),
+                               c = sa ? loop2(A, ss, B, ls, 2000000, o, 0, 0) : loop2(A, ls, B, ss, 2000000, o, 0, which == 2),
                                p1 = peak(200000);
-                        printf("rep %d: %s over %4zu KB, %s 28 KB, order %d: %.2f cycles per product = %.0f%% of the peak\n",
-                               rep, which ? "A" : "B", skib[k], which ? "B" : "A", o, c, 100 * (p0 + p1) / 2 / c);
+                        printf("rep %d: %s over %4zu KB%s, %s 28 KB, order %d: %.2f cycles per product = %.0f%% of the peak\n",
+                               rep, sa ? "A" : "B", skib[k], which == 2 ? " (T1)" : "", sa ? "B" : "A", o, c,
+                               100 * (p0 + p1) / 2 / c);
                     }
         _tile_release();
         free(A);

@@ -10,7 +10,7 @@
  *   build/kbench gemv int4g64 4096 4096 1   # N K B: GB/s of weights streamed
  *   build/kbench gemm bf16 512 2048 2048    # M N K: GFLOP/s
  *   build/kbench mem                        # plain read bandwidth (the GEMV ceiling)
- *   build/kbench peak                       # AMX tile and AVX-512 FMA peaks (the GEMM ceilings)
+ *   build/kbench peak                       # AMX tile peak (and with a 2 x 2 block's tile loads), AVX-512 FMA peak
  *   build/kbench -p 5 ffn 512 4864 896      # the FFN's gate/up step apart / fused (gemm_glu), f32 / bf16 y, in turn
  *   build/kbench attn int8 4096 1 32 8 64   # decode attention: KV DTYPE CTX B H Hk Dh
  *   build/kbench attnp 512 14 2 64 1536     # prefill attention, one causal chunk: T H Hk Dh [P]
@@ -479,8 +479,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "peak")) { /* the tile / FMA peaks the GEMMs are measured against */
-        static const char *const vn[] = {"amx", "avx512"};
-        for (int a = 0; a < 2; a++)
+        static const char *const vn[] = {"amx", "amx-loaded", "avx512"};
+        for (int a = 0; a < 3; a++)
             for (int d = 0; d < 2; d++) {
                 tm_dtype dt = d ? TM_DT_Q8PC : TM_DT_BF16;
                 if (tm_kmeasure_peak(vn[a], dt, secs, pool, &r, &err) == TM_OK)

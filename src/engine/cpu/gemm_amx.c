@@ -83,7 +83,7 @@
 #endif
 #ifndef AMX_SPREAD
 #define AMX_SPREAD 1 /* each block's epilogue run a few rows at a time after each of the next block's K
-                        steps' tile products (two C scratch slots), not between the blocks: see "the
+                        steps' tile products (its C in a scratch slot), not between the blocks: see "the
                         epilogue in the next block's shadow" (measurement builds but 9 and 10 leave it out) */
 #endif
 #define SPREAD_ON (AMX_SPREAD && EPI_AS_SHIPPED)
@@ -107,6 +107,12 @@
 #endif
 #ifndef AMX_GLU_MEASURE
 #define AMX_GLU_MEASURE 0 /* a measurement build (its y wrong): the fused gate/up's act(g) * u as g * u */
+#endif
+#ifndef AMX_EPI_SLOTS
+#define AMX_EPI_SLOTS 1 /* scratch slots for the blocks' C (epi_state): 1, each block's C stored over its predecessor's,
+                          whose rows all ran during the block's steps; 2 (until session 33) alternated, 4 KB more of
+                          L1 (8 KB glu) beside A's 28 KB chunk (kbench-ab 1.01-1.05x at K = 896:
+                          docs/kernels.md "Known limits") */
 #endif
 #ifndef AMX_SPLIT
 #define AMX_SPLIT 1 /* split N (tm_kgemm_run_split): this many panel ranges per worker, each task all the rows of
@@ -377,7 +383,7 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * 21.9, to y 24.2 (23.5 with y's lines fetched for writing); the epilogue
  * after the next block's first step 23.4; spread over the next block's steps
  * (2-3 rows after each step's products) 20.9, into the sink 19.4. So each
- * block's C goes to one of two scratch slots and its rows run after the
+ * block's C goes to a scratch slot and its rows run after the
  * next block's K steps (block_steps; a task's last block runs its own at the
  * end). Set up once a block (epi_set: the columns' corrections and masks),
  * the rows inlined in the step loop: kbench-ab (run 107, y in bf16, A/A
@@ -626,9 +632,9 @@ typedef struct ypf {
     int rows, lines;
 } ypf;
 
-/* a task's epilogue state: the pending block, and the two scratch slots its C alternate between */
+/* a task's epilogue state: the pending block, and the scratch slot(s) for the blocks' C */
 typedef struct epi_state {
-    _Alignas(64) float cs[2][2][32][32]; /* [slot][gate, up][32 rows][32 columns] */
+    _Alignas(64) float cs[AMX_EPI_SLOTS][2][32][32]; /* [slot][gate, up][32 rows][32 columns] */
     epi_pend pend;                       /* the block whose rows the next block's steps run */
     int slot;                            /* the slot the next block's C go to */
 } epi_state;
@@ -769,7 +775,7 @@ static void chunk_run(const gemm_ctx *g, int m0, int m1, int pg, int np, int s0,
                 epi_set(g, &es->pend, m, m1 - m < 32 ? m1 - m : 32, pg + j - h, &cs[0][0][0],
                         g->glu ? &cs[1][0][0] : NULL);
                 if (SPREAD_ON) {
-                    es->slot ^= 1; /* the next block's steps run this one's rows (block_steps) */
+                    es->slot = (es->slot + 1) % AMX_EPI_SLOTS; /* the next block's steps run this one's rows (block_steps) */
                 } else {
                     PROF_T(t1);
                     epi_rows(g, &es->pend, es->pend.rows);

@@ -71,8 +71,11 @@ int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_k
 /* The matrix unit's peak on every thread of the pool: out->gflops (GFLOP/s
  * for bf16, GOP/s for int8) of back-to-back products with operands in
  * registers, the ceiling GEMM figures are compared with. variant "amx"
- * (TDPBF16PS / TDPBUSD tiles) or "avx512" (vdpbf16ps / vpdpbusd); dt TM_DT_BF16
- * or TM_DT_Q8PC. TM_E_UNSUPPORTED where this CPU cannot run it. */
+ * (TDPBF16PS / TDPBUSD tiles) or "avx512" (vdpbf16ps / vpdpbusd); or
+ * "amx-loaded": the same products with a 2 x 2 block's four operand tiles
+ * loaded from L1 before every four (kmeasure_amx.c), the most a GEMM can
+ * reach where tile loads cost; dt TM_DT_BF16 or TM_DT_Q8PC. TM_E_UNSUPPORTED
+ * where this CPU cannot run it. */
 int tm_kmeasure_peak(const char *variant, tm_dtype dt, double seconds, struct tm_pool *pool, tm_kmeasure *out,
                      tm_err *err);
 
