@@ -69,10 +69,12 @@
                              measurement build drops the y prefetch and runs each epilogue between
                              the blocks, except 9 = the shipped build with y's stores sent to the
                              sink (what the stores themselves cost) and 10 = 9 without the y
-                             prefetch (no y traffic at all). (Sessions 18-19's 5, 6 and 8 are gone:
-                             docs/kernels.md) */
+                             prefetch (no y traffic at all), 12 = 10 with the epilogue's rows only
+                             loading C (summed into a register sink) and 13 = 12 with C dequantized
+                             (dq_row): with 10 and 2, the epilogue's parts (session 33). (Sessions
+                             18-19's 5, 6 and 8 are gone: docs/kernels.md) */
 #endif
-#define EPI_AS_SHIPPED (!AMX_EPI_MEASURE || AMX_EPI_MEASURE == 9 || AMX_EPI_MEASURE == 10) /* the loop as shipped */
+#define EPI_AS_SHIPPED (!AMX_EPI_MEASURE || AMX_EPI_MEASURE >= 9) /* the loop as shipped */
 #ifndef AMX_YPF
 #define AMX_YPF 1 /* y's lines a block's epilogue will write, fetched for writing (PREFETCHW) over the
                      block's last K chunk, so the epilogue's stores do not each wait for a line's
@@ -84,7 +86,7 @@
 #ifndef AMX_SPREAD
 #define AMX_SPREAD 1 /* each block's epilogue run a few rows at a time after each of the next block's K
                         steps' tile products (its C in a scratch slot), not between the blocks: see "the
-                        epilogue in the next block's shadow" (measurement builds but 9 and 10 leave it out) */
+                        epilogue in the next block's shadow" (measurement builds but 9, 10, 12 and 13 leave it out) */
 #endif
 #define SPREAD_ON (AMX_SPREAD && EPI_AS_SHIPPED)
 #ifndef AMX_PRELOAD
@@ -572,6 +574,16 @@ static inline __m512 vgelu_tanh_mul_lp(__m512 x, __m512 u)
 static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, epi_pend *e, int to)
 {
     const __mmask16 k0 = (__mmask16)e->k, k1 = (__mmask16)(e->k >> 16);
+#if AMX_EPI_MEASURE == 12 || AMX_EPI_MEASURE == 13
+    static _Thread_local __m512 sum; /* the measurement's sink */
+    for (int i = e->done; i < to; i++) {
+        __m512 v0 = _mm512_load_ps(e->c + i * 32), v1 = _mm512_load_ps(e->c + i * 32 + 16);
+        if (AMX_EPI_MEASURE == 13) dq_row(g, &e->dg, e->c + i * 32, g->is_q8 ? g->xs[e->m0 + i] : 0.f, &v0, &v1);
+        sum = _mm512_add_ps(sum, _mm512_add_ps(v0, v1));
+    }
+    e->done = to;
+    return;
+#endif
     for (int i = e->done; i < to; i++) {
         size_t at = (size_t)(e->m0 + i) * g->N + e->n0;
         float xs = g->is_q8 ? g->xs[e->m0 + i] : 0.f;
@@ -913,7 +925,7 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
        of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
        block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
-    g.ypf = AMX_YPF && EPI_AS_SHIPPED && AMX_EPI_MEASURE != 10 && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
+    g.ypf = AMX_YPF && EPI_AS_SHIPPED && AMX_EPI_MEASURE < 10 && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
     /* long K: where K takes more than two chunks and a task's A rows over all of K fit the budget (not
        glu; see "long K" for why not two) */
     int mb = rows_per_task(w, x->M, is_q8);
