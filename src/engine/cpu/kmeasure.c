@@ -11,7 +11,7 @@
 
 uint64_t tm_kavx2_read_sum(const void *p, size_t bytes); /* kmeasure_avx2.c */
 uint64_t tm_kavx512_read_sum(const void *p, size_t bytes); /* kmeasure_avx512.c */
-double tm_kamx_peak_run(int int8, int loaded, long iters);            /* kmeasure_amx.c */
+double tm_kamx_peak_run(int int8, int loaded, long iters); /* kmeasure_amx.c */
 double tm_kavx512_peak_run(int int8, long iters);         /* kmeasure_avx512.c */
 
 static double now_s(void)

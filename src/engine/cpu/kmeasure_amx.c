@@ -39,7 +39,7 @@ double tm_kamx_peak_run(int int8, int loaded, long iters);
 
 double tm_kamx_peak_run(int int8, int loaded, long iters)
 {
-    static _Alignas(64) uint8_t a[2048], b[2048]; /* A: two 16 x 64 B tiles; B: two side by side */
+    static _Alignas(64) uint8_t a[2048], b[2048]; /* A's two tiles of 16 rows x 64 bytes; B's two, side by side */
     static _Alignas(64) float c[256];
     for (int i = 0; i < 2048; i++) a[i] = b[i] = (uint8_t)(i * 7 + 1);
     tm_kamx_config();
