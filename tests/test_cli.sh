@@ -270,6 +270,14 @@ if pp:  # only where the prefill engine has a measured matrix peak (amx or avx51
     # the prefill's GEMM kernels against the peak measured right before and after the rep
     assert p["gemm_reps"] == 1 and 0 < p["gemm_share"] < 1.5 and p["gemm_gops"] > 0, p
     assert p["gemm_share_range"][0] <= p["gemm_share"] <= p["gemm_share_range"][1], p
+    # on AMX, also over the tile peak with a 2 x 2 block's tile loads (the ceilings' loaded / peak)
+    pk = c["peak_gops"]
+    if rows["pp32"]["prefill_engine"] == "cpu-amx" and min(pk["amx_loaded_int8"] + pk["amx_int8"]) > 0:
+        lf = p["loaded_over_peak"]
+        assert any(abs(lf - max(pk["amx_loaded_" + d]) / max(pk["amx_" + d])) < 2e-3 for d in ("bf16", "int8")), (lf, pk)
+        assert abs(p["gemm_share_loaded"] * lf - p["gemm_share"]) < 3e-3, p
+    else:
+        assert "gemm_share_loaded" not in p, p
 PY
 else grep -q '"ceilings"' "$W/out" && ok || bad "bench --ceilings: no ceilings in $(head -c 300 "$W/out")"; fi
 grep -q "of the read bandwidth" "$W/c.md" && ok || bad "bench --ceilings markdown: $(cat "$W/c.md")"
