@@ -577,8 +577,13 @@ static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, ep
 #if AMX_EPI_MEASURE == 12 || AMX_EPI_MEASURE == 13
     static _Thread_local __m512 sum; /* the measurement's sink */
     for (int i = e->done; i < to; i++) {
-        __m512 v0 = _mm512_load_ps(e->c + i * 32), v1 = _mm512_load_ps(e->c + i * 32 + 16);
-        if (AMX_EPI_MEASURE == 13) dq_row(g, &e->dg, e->c + i * 32, g->is_q8 ? g->xs[e->m0 + i] : 0.f, &v0, &v1);
+        __m512 v0, v1;
+        if (AMX_EPI_MEASURE == 13) {
+            dq_row(g, &e->dg, e->c + i * 32, g->is_q8 ? g->xs[e->m0 + i] : 0.f, &v0, &v1);
+        } else {
+            v0 = _mm512_load_ps(e->c + i * 32);
+            v1 = _mm512_load_ps(e->c + i * 32 + 16);
+        }
         sum = _mm512_add_ps(sum, _mm512_add_ps(v0, v1));
     }
     e->done = to;
@@ -913,7 +918,6 @@ static size_t longk_budget(void)
  * 4-panel group of many. K in two chunks (512 rows through acc) 0.85-0.88x
  * on 3072 and 2048 x 2048. In the engine (Qwen pp512, 6 interleaved pairs,
  * docs/benchmarks.md "Session 32") the fused gate|up 5160 -> 5265 GOP/s. */
-
 static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_bytes, const float *xs,
                tm_kbuf *ws, size_t off, float *y, uint16_t *yb, struct tm_pool *pool, int is_q8)
 {

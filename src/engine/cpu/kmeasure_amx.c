@@ -22,7 +22,7 @@
    tile loads); returns the ops done (2 per multiply-add) */
 double tm_kamx_peak_run(int int8, int loaded, long iters);
 
-/* one 2 x 2 block's K step: C[0..3] += A[4, 5] x B[6, 7] */
+/* one 2 x 2 block's K step: C[0..3] += A[4, 5] x B[6, 7] (a, b, loaded: tm_kamx_peak_run's) */
 #define STEP(dp)                                      \
     do {                                              \
         if (loaded) {                                 \
