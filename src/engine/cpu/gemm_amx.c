@@ -484,13 +484,14 @@ static inline dq32 dq_load(const gemm_ctx *g, int n)
     return d;
 }
 
-/* one row of C (32 columns at c) as y values: int8 (x scale xs), minus 128 colsum, times the scales */
-static inline void dq_row(const gemm_ctx *g, const dq32 *d, const float *c, float xs, __m512 *v0, __m512 *v1)
+/* one row of C (32 columns at c) as y values: int8 (q8; x the row's scale, broadcast), minus 128
+ * colsum, times the scales; bf16 weights: C as it is */
+static inline __attribute__((always_inline)) void dq_row(int q8, const dq32 *d, const float *c, __m512 x, __m512 *v0,
+                                                         __m512 *v1)
 {
     *v0 = _mm512_load_ps(c);
     *v1 = _mm512_load_ps(c + 16);
-    if (g->is_q8) {
-        __m512 x = _mm512_set1_ps(xs);
+    if (q8) {
         __m512i c0 = _mm512_castps_si512(*v0), c1 = _mm512_castps_si512(*v1);
         c0 = _mm512_sub_epi32(c0, d->c0);
         c1 = _mm512_sub_epi32(c1, d->c1);
@@ -570,52 +571,57 @@ static inline __m512 vgelu_tanh_mul_lp(__m512 x, __m512 u)
     return vgate_lp(x, u, _mm512_mul_ps(z, _mm512_set1_ps(-2.88539008177792681f)));
 }
 
-/* the block's rows [e->done, to): y[m0 + i][n0 ..] from C's row i */
-static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, epi_pend *e, int to)
+/* act(gate) * up for one row's 32 columns, by the weight's activation (glu: TM_KGLU_*); for a bf16 y
+ * (bf16y) the SiLU and GELU-tanh to ~1e-4 (AMX_ACT_LP) */
+static inline __attribute__((always_inline)) void glu_apply(int glu, int bf16y, __m512 *v0, __m512 *v1, __m512 u0,
+                                                            __m512 u1)
 {
-    const __mmask16 k0 = (__mmask16)e->k, k1 = (__mmask16)(e->k >> 16);
-#if AMX_EPI_MEASURE == 12 || AMX_EPI_MEASURE == 13
-    static _Thread_local __m512 sum; /* the measurement's sink */
-    for (int i = e->done; i < to; i++) {
-        __m512 v0, v1;
-        if (AMX_EPI_MEASURE == 13) {
-            dq_row(g, &e->dg, e->c + i * 32, g->is_q8 ? g->xs[e->m0 + i] : 0.f, &v0, &v1);
-        } else {
-            v0 = _mm512_load_ps(e->c + i * 32);
-            v1 = _mm512_load_ps(e->c + i * 32 + 16);
-        }
-        sum = _mm512_add_ps(sum, _mm512_add_ps(v0, v1));
+    if (AMX_GLU_MEASURE) {
+        *v0 = _mm512_mul_ps(*v0, u0);
+        *v1 = _mm512_mul_ps(*v1, u1);
+    } else if (glu == TM_KGLU_SILU && AMX_ACT_LP && bf16y) {
+        *v0 = vsilu_mul_lp(*v0, u0);
+        *v1 = vsilu_mul_lp(*v1, u1);
+    } else if (glu == TM_KGLU_GELU_TANH && AMX_ACT_LP && bf16y) {
+        *v0 = vgelu_tanh_mul_lp(*v0, u0);
+        *v1 = vgelu_tanh_mul_lp(*v1, u1);
+    } else if (glu == TM_KGLU_SILU) {
+        *v0 = vsilu_mul_avx512(*v0, u0);
+        *v1 = vsilu_mul_avx512(*v1, u1);
+    } else if (glu == TM_KGLU_GELU) {
+        *v0 = vgelu_mul_avx512(*v0, u0);
+        *v1 = vgelu_mul_avx512(*v1, u1);
+    } else {
+        *v0 = vgelu_tanh_mul_avx512(*v0, u0);
+        *v1 = vgelu_tanh_mul_avx512(*v1, u1);
     }
-    e->done = to;
-    return;
-#endif
-    for (int i = e->done; i < to; i++) {
-        size_t at = (size_t)(e->m0 + i) * g->N + e->n0;
-        float xs = g->is_q8 ? g->xs[e->m0 + i] : 0.f;
+}
+
+/* rows [i0, i1) of the pending block e: y[m0 + i][n0 ..] from C's row i. q8 (int8 weights), glu (0, or
+ * e->cu's activation), bf16y and stream are constants where epi_rows calls it for the common cases,
+ * so each gets its own loop. Everything a row needs is read into locals before the loop: the masked
+ * stores may write any memory, so a field read through g or e in the loop would be read again after
+ * every store. Session 34 (kbench-ab, 512 x 1152 x 896 int8, bf16 y): this loop over the one that read
+ * g's and e's fields and took the glu, y and stream branches per row, 1.075x (one thread, warm) and
+ * 1.095x (two threads, weights from memory, y out of the caches); 896 x 896 1.049x */
+static inline __attribute__((always_inline)) void epi_loop(const gemm_ctx *g, const epi_pend *e, int i0, int i1,
+                                                           int q8, int glu, int bf16y, int stream)
+{
+    const float *c = e->c, *cu = e->cu, *xs = q8 ? g->xs + e->m0 : NULL;
+    const dq32 dg = e->dg, du = e->du;
+    const size_t ldy = (size_t)g->N, at = (size_t)(e->m0 + i0) * ldy + e->n0;
+    uint16_t *yb = bf16y ? g->yb + at : NULL;
+    float *yf = bf16y ? NULL : g->y + at;
+    const __mmask32 km = e->k;
+    const __mmask16 k0 = (__mmask16)km, k1 = (__mmask16)(km >> 16);
+    for (int i = i0; i < i1; i++) {
+        const __m512 x = q8 ? _mm512_set1_ps(xs[i]) : _mm512_setzero_ps();
         __m512 v0, v1;
-        dq_row(g, &e->dg, e->c + i * 32, xs, &v0, &v1);
-        if (e->cu) {
+        dq_row(q8, &dg, c + i * 32, x, &v0, &v1);
+        if (glu) {
             __m512 u0, u1;
-            dq_row(g, &e->du, e->cu + i * 32, xs, &u0, &u1);
-            if (AMX_GLU_MEASURE) {
-                v0 = _mm512_mul_ps(v0, u0);
-                v1 = _mm512_mul_ps(v1, u1);
-            } else if (g->glu == TM_KGLU_SILU && AMX_ACT_LP && g->yb) {
-                v0 = vsilu_mul_lp(v0, u0);
-                v1 = vsilu_mul_lp(v1, u1);
-            } else if (g->glu == TM_KGLU_GELU_TANH && AMX_ACT_LP && g->yb) {
-                v0 = vgelu_tanh_mul_lp(v0, u0);
-                v1 = vgelu_tanh_mul_lp(v1, u1);
-            } else if (g->glu == TM_KGLU_SILU) {
-                v0 = vsilu_mul_avx512(v0, u0);
-                v1 = vsilu_mul_avx512(v1, u1);
-            } else if (g->glu == TM_KGLU_GELU) {
-                v0 = vgelu_mul_avx512(v0, u0);
-                v1 = vgelu_mul_avx512(v1, u1);
-            } else {
-                v0 = vgelu_tanh_mul_avx512(v0, u0);
-                v1 = vgelu_tanh_mul_avx512(v1, u1);
-            }
+            dq_row(q8, &du, cu + i * 32, x, &u0, &u1);
+            glu_apply(glu, bf16y, &v0, &v1, u0, u1);
         }
 #if AMX_EPI_MEASURE == 1 || AMX_EPI_MEASURE == 9 || AMX_EPI_MEASURE == 10
         static _Thread_local _Alignas(64) float sink[32][32];
@@ -623,14 +629,14 @@ static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, ep
         _mm512_store_ps(sink[i] + 16, v1);
         continue;
 #endif
-        if (g->yb) { /* 32 bf16, one line; the instruction rounds to nearest even, a denormal to zero */
-            uint16_t *yr = g->yb + at;
-            __m512i b = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-            if (e->stream && !((uintptr_t)yr & 63)) _mm512_stream_si512((__m512i *)yr, b);
-            else _mm512_mask_storeu_epi16(yr, e->k, b);
+        if (bf16y) { /* 32 bf16, one line; the instruction rounds to nearest even, a denormal to zero */
+            uint16_t *yr = yb + (size_t)(i - i0) * ldy;
+            __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+            if (stream && !((uintptr_t)yr & 63)) _mm512_stream_si512((__m512i *)yr, h);
+            else _mm512_mask_storeu_epi16(yr, km, h);
         } else {
-            float *yr = g->y + at;
-            if (e->stream && !((uintptr_t)yr & 63)) {
+            float *yr = yf + (size_t)(i - i0) * ldy;
+            if (stream && !((uintptr_t)yr & 63)) {
                 _mm512_stream_ps(yr, v0);
                 _mm512_stream_ps(yr + 16, v1);
             } else {
@@ -639,7 +645,32 @@ static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, ep
             }
         }
     }
+}
+
+/* the block's rows [e->done, to): the int8 GEMMs with a bf16 y cached (the engine's prefill
+ * projections, the fused gate/up's SiLU) in loops of their own, the rest in one general loop */
+static inline __attribute__((always_inline)) void epi_rows(const gemm_ctx *g, epi_pend *e, int to)
+{
+    const int i0 = e->done;
     e->done = to;
+#if AMX_EPI_MEASURE == 12 || AMX_EPI_MEASURE == 13
+    static _Thread_local __m512 sum; /* the measurement's sink */
+    for (int i = i0; i < to; i++) {
+        __m512 v0, v1;
+        if (AMX_EPI_MEASURE == 13) {
+            dq_row(g->is_q8, &e->dg, e->c + i * 32, _mm512_set1_ps(g->is_q8 ? g->xs[e->m0 + i] : 0.f), &v0, &v1);
+        } else {
+            v0 = _mm512_load_ps(e->c + i * 32);
+            v1 = _mm512_load_ps(e->c + i * 32 + 16);
+        }
+        sum = _mm512_add_ps(sum, _mm512_add_ps(v0, v1));
+    }
+    return;
+#endif
+    const int glu = e->cu ? g->glu : 0;
+    if (g->is_q8 && g->yb && !e->stream && !glu) epi_loop(g, e, i0, to, 1, 0, 1, 0);
+    else if (g->is_q8 && g->yb && !e->stream && glu == TM_KGLU_SILU) epi_loop(g, e, i0, to, 1, TM_KGLU_SILU, 1, 0);
+    else epi_loop(g, e, i0, to, g->is_q8, glu, g->yb != NULL, e->stream);
 }
 
 /* lines of y to fetch for writing over a block's steps (AMX_YPF): rows of `lines` (1 or 2) lines, ld bytes apart */
