@@ -537,7 +537,7 @@ static inline void epi_set(const gemm_ctx *g, epi_pend *e, int m0, int rows, int
  * scaled by 2^round(t) with vscalefps (inf or 0 past f32's range, so no
  * clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf). For finite x (an
  * infinite one gives NaN; the GEMM's C is finite). attn_amx.c's
- * vexp2 is the same scheme at degree 6 (1.2e-7), for the softmax, whose P
+ * vexp2 is the same scheme at degree 5 (1.5e-7), for the softmax, whose P
  * enters the tiles as two bf16 terms. docs/kernels.md "Numerics" has the
  * measurements. */
 static inline __m512 vexp2_lp(__m512 t)
