@@ -107,6 +107,9 @@ static void test_attn_prefill(const tm_kernels *k, tm_pool *pool)
         {130, 8, 2, 64, 200, TM_DT_BF16, 0, 0, 0}, {40, 4, 1, 64, 10, TM_DT_BF16, 0, 30, 0},
         {24, 4, 2, 96, 5, TM_DT_BF16, 0, 0, 0},    {9, 2, 1, 256, 3, TM_DT_BF16, 8, 0, 0},
         {100, 4, 2, 64, 60, TM_DT_BF16, 70, 0, 0},
+        /* at least as many earlier keys as queries and 4 tasks a worker of 2 AQB queries: attn_amx.c's
+           larger query blocks (one with a window) */
+        {260, 8, 2, 64, 300, TM_DT_BF16, 0, 0, 0}, {200, 8, 4, 64, 250, TM_DT_BF16, 96, 0, 0},
         /* ALiBi: H not a power of two, with a window, with a soft-cap, on and off the tiles' shapes */
         {37, 6, 6, 64, 20, TM_DT_BF16, 0, 0, 1}, {45, 4, 2, 32, 90, TM_DT_F32, 0, 0, 1},
         {70, 8, 2, 64, 130, TM_DT_BF16, 24, 0, 1}, {20, 3, 1, 40, 5, TM_DT_BF16, 0, 30, 1},

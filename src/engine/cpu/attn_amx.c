@@ -9,7 +9,7 @@
  *   O^T[Dh][16 rows]      = V^T[Dh][64] . P^T[64][16]   C tiles 0-3 (16 dims each)
  *   A operands (K rows, V^T rows) through tiles 4-5, B (Q^T, P^T) in 6-7
  *
- * A task is (kv head, AQB queries): its rows are the queries x the H/Hk heads
+ * A task is (kv head, aqb queries): its rows are the queries x the H/Hk heads
  * of the group (row r: query t0 + r / grp, head hk grp + r % grp), R of them
  * (rounded up to 16; rows past the end are masked out), in groups of 16.
  * Layouts in the per-worker scratch (bf16 pairs are VNNI dwords):
@@ -51,7 +51,7 @@
 
 #define AKB 64  /* keys per block: 4 tiles of 16 */
 #ifndef AQB
-#define AQB 32  /* queries per task */
+#define AQB 32  /* queries per task, or twice that where the tasks stay at least 4 a worker (aqb below) */
 #endif
 #define ADH 256 /* largest head dim */
 
@@ -421,7 +421,7 @@ typedef struct amx_job {
     const tm_kattn_prefill *a;
     char *ws;
     size_t per;
-    int nqb;
+    int nqb, aqb; /* query blocks per kv head, of aqb queries */
 } amx_job;
 
 static void task(void *ctx, int t, int worker)
@@ -429,7 +429,7 @@ static void task(void *ctx, int t, int worker)
     const amx_job *jb = ctx;
     const tm_kattn_prefill *a = jb->a;
     int hk = t / jb->nqb, qb = t % jb->nqb, grp = a->H / a->Hk, Dh = a->Dh;
-    int t0 = qb * AQB, t1 = t0 + AQB < a->T ? t0 + AQB : a->T, rows = (t1 - t0) * grp;
+    int t0 = qb * jb->aqb, t1 = t0 + jb->aqb < a->T ? t0 + jb->aqb : a->T, rows = (t1 - t0) * grp;
     int R = (rows + 15) / 16 * 16;
     aws w;
     aws_layout(jb->ws + jb->per * (size_t)worker, R, Dh, &w);
@@ -514,12 +514,18 @@ static int attn_prefill_amx(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_po
     if (tm_kcheck_attn_prefill(a)) return TM_E_INVALID;
     if (a->kv_dtype != TM_DT_BF16 || a->Dh % 32 || a->Dh > ADH) return tm_kattn_prefill_avx512(a, ws, pool);
     int nw = tm_pool_size(pool), grp = a->H / a->Hk;
-    int R = (AQB * grp + 15) / 16 * 16;
+    /* each task packs every key block it reads (pack_kv), so larger query blocks pack less often:
+       2 AQB queries where the earlier keys are at least as many as the chunk's (so the causal part,
+       whose work grows from task to task, is the smaller) and the tasks stay at least 4 a worker.
+       Session 34, kbench attnp (2 threads, 512 queries): 14/2 x 64 over 4096 keys 1.04-1.07x,
+       32/8 x 64 over 2048 1.07-1.08x; without earlier keys it had run 0.94-0.98x, hence pos0 */
+    int aqb = a->pos0 >= a->T && a->Hk * ((a->T + 2 * AQB - 1) / (2 * AQB)) >= 4 * nw ? 2 * AQB : AQB;
+    int R = (aqb * grp + 15) / 16 * 16;
     aws unused;
     size_t per = aws_layout(NULL, R, a->Dh, &unused);
     if (tm_kbuf_reserve(ws, per * (size_t)nw + 64)) return TM_E_NOMEM;
     char *base = (char *)(((uintptr_t)ws->p + 63) & ~(uintptr_t)63);
-    amx_job jb = {a, base, per, (a->T + AQB - 1) / AQB};
+    amx_job jb = {a, base, per, (a->T + aqb - 1) / aqb, aqb};
     PROF_CALL();
     tm_pool_run(pool, a->Hk * jb.nqb, task, &jb);
     return TM_OK;
