@@ -78,10 +78,11 @@
 #ifndef AMX_YPF
 #define AMX_YPF 1 /* y's lines a block's epilogue will write, fetched for writing (PREFETCHW) over the
                      block's last K chunk, so the epilogue's stores do not each wait for a line's
-                     read-for-ownership (plain stores only: a non-temporal y takes none; and only
-                     where y's rows spread over L1's sets, see run()). Session 19, kbench-ab (A/A
-                     0.98-1.00x): 512 x 1152 x 896 1.045x (run 88) and 1.040x (run 90), 896 x 4864
-                     1.002x; 2048 x 2048 1.034x and 0.94x, 2048 x 8192 1.025x (now left out) */
+                     read-for-ownership (plain stores only: a non-temporal y takes none; into L2
+                     instead where y's rows do not spread over L1's sets, since session 34, see run()).
+                     Session 19, kbench-ab (A/A 0.98-1.00x): 512 x 1152 x 896 1.045x (run 88) and
+                     1.040x (run 90), 896 x 4864 1.002x; 2048 x 2048 1.034x and 0.94x, 2048 x 8192
+                     1.025x (then left out) */
 #endif
 #ifndef AMX_SPREAD
 #define AMX_SPREAD 1 /* each block's epilogue run a few rows at a time after each of the next block's K
@@ -216,7 +217,7 @@ typedef struct gemm_ctx {
     uint16_t *yb;       /* [M][N] bf16 (gemm_bf16y) */
     float *acc;         /* [workers][ACC_WORKER] partial sums between K chunks: rows ACC_LD floats apart
                            (ACC_K_LD with AMX_KOUTER) */
-    int ypf;            /* AMX_YPF applies: y stored through the caches, its rows spread over L1's sets */
+    int ypf;            /* AMX_YPF: y's lines fetched ahead of its stores, for writing into L1 (1) or into L2 (2) */
     int kb, pg;         /* K steps per chunk and panels per group: AMX_KB and AMX_PG, or, long K (see
                            "long K"), all of K and one panel */
     int kouter;         /* K chunks outside the panel groups (AMX_KOUTER, "K outer") */
@@ -743,7 +744,11 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         /* this block's share of the next B chunk, into L2, spread over its steps (without dividing) */
         for (l2acc += l2lines; l2acc >= nst; l2acc -= nst, l2next += 64) _mm_prefetch((const char *)l2next, _MM_HINT_T1);
         for (yacc += ytot; yacc >= nst; yacc -= nst, yi++) /* AMX_YPF: y's lines for the epilogue, for writing */
-            __builtin_prefetch(yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64, 1, 3);
+        {
+            const char *yq = yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64;
+            if (g->ypf == 2) _mm_prefetch(yq, _MM_HINT_T1);
+            else __builtin_prefetch(yq, 1, 3);
+        }
         if (!PRELOAD_ON || s > s0 || tp.pre < 2) {
             BLOAD(6, b);
             BLOAD(7, b + 64);
@@ -957,10 +962,15 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     float *acc = (float *)(pj.out + (size_t)((x->M + 15) / 16) * nsteps * 1024);
     gemm_ctx g = {w, pj.out, (size_t)nsteps * 1024, 64, 1024, nsteps, xs, x->M, w->N, is_q8,
                   (size_t)x->M * w->N * (yb ? 2 : 4) >= AMX_NT_BYTES, w->glu, y, yb, acc, 0, AMX_KB, AMX_PG, 0};
-    /* y's lines fetched for writing where its stores are plain and a block's 32 rows fall in 8 or more
-       of L1's 64 sets (the rows not a multiple of 1 KB apart): rows 8 KB apart (N = 2048 f32) put the
-       block's 64 lines in 2 sets of 12 ways, and there run 90 measured the prefetch 6% slower */
-    g.ypf = AMX_YPF && EPI_AS_SHIPPED && AMX_EPI_MEASURE < 10 && !g.nt && ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0;
+    /* y's lines fetched where its stores are plain: for writing into L1 (1) where a block's 32 rows fall
+       in 8 or more of L1's 64 sets (the rows not a multiple of 1 KB apart), else into L2 (2): rows 8 KB
+       apart (N = 2048 f32) put the block's 64 lines in 2 sets of 12 ways, and there run 90 measured the
+       L1 prefetch 6% slower; without any, each store to a line out of the caches holds up the next tile
+       loads (session 34, amx_tileloop-style probe: two such stores a K step took the loaded loop from
+       16.9 to 26-27 cycles a product). Into L2, session 34 (kbench-ab, 2 threads, weights and y out of
+       the caches): 512 x 2048 x 2048 1.116x, 3072 x 2048 1.070x, 2048 x 8192 1.014x */
+    g.ypf = !AMX_YPF || !EPI_AS_SHIPPED || AMX_EPI_MEASURE >= 10 || g.nt ? 0
+            : ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0 ? 1 : 2;
     /* long K: where K takes more than two chunks and a task's A rows over all of K fit the budget (not
        glu; see "long K" for why not two) */
     int mb = rows_per_task(w, x->M, is_q8);
