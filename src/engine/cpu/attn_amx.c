@@ -144,11 +144,16 @@ static inline void transpose16(__m512i r[16])
 
 /* 32 bf16 with a's 16 and b's 16 interleaved by element (a0 b0 a1 b1 ...):
  * one VNNI dword per index, pairing two rows (keys, or dims) */
-static inline __m512i interleave16(__m256i a, __m256i b)
+static inline __m512i interleave_halves(__m512i ab) /* ab: a's 16 words, then b's */
 {
     const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                          21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    return _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
+    return _mm512_permutexvar_epi16(idx, ab);
+}
+
+static inline __m512i interleave16(__m256i a, __m256i b)
+{
+    return interleave_halves(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
 }
 
 /* x as bf16 hi + lo: hi = bf16(x), lo = bf16(x - hi); hi + lo = x to ~2^-16 */
@@ -168,14 +173,12 @@ static inline void split_pair(__m512 a, __m512 b, __m512i *hi, __m512i *lo)
 {
     const __m512i hiw = _mm512_set_epi16(63, 31, 61, 29, 59, 27, 57, 25, 55, 23, 53, 21, 51, 19, 49, 17, 47, 15, 45,
                                          13, 43, 11, 41, 9, 39, 7, 37, 5, 35, 3, 33, 1);
-    const __m512i ilv = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i top = _mm512_set1_epi32((int)0xffff0000u);
     __m512i ai = _mm512_castps_si512(a), bi = _mm512_castps_si512(b);
     *hi = _mm512_permutex2var_epi16(ai, hiw, bi);
     __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_and_si512(ai, top)));
     __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_and_si512(bi, top)));
-    *lo = _mm512_permutexvar_epi16(ilv, (__m512i)_mm512_cvtne2ps_pbh(rb, ra));
+    *lo = interleave_halves((__m512i)_mm512_cvtne2ps_pbh(rb, ra));
 }
 
 /* Q^T of the task's rows as B tiles, hi and lo: for group g and step s, row

@@ -721,7 +721,7 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         B = (const uint8_t *)g->w->panel;
         l2lines = 0;
     }
-    const int nst = s1 - s0, ytot = yp.rows * yp.lines;
+    const int nst = s1 - s0, ytot = yp.rows * yp.lines, yl2 = g->ypf == 2;
     int l2acc = 0, yacc = 0, yi = 0; /* spreads: l2lines and ytot lines evenly over the nst steps */
     int eacc = 0, eto = pe->done;      /* and pe's rows */
     if (!cin) {
@@ -746,7 +746,7 @@ static inline void block_steps(const gemm_ctx *g, int m, int two, int p, int s0,
         for (yacc += ytot; yacc >= nst; yacc -= nst, yi++) /* AMX_YPF: y's lines for the epilogue, for writing */
         {
             const char *yq = yp.p + (size_t)(yi >> (yp.lines - 1)) * yp.ld + (size_t)(yi & (yp.lines - 1)) * 64;
-            if (g->ypf == 2) _mm_prefetch(yq, _MM_HINT_T1);
+            if (yl2) _mm_prefetch(yq, _MM_HINT_T1);
             else __builtin_prefetch(yq, 1, 3);
         }
         if (!PRELOAD_ON || s > s0 || tp.pre < 2) {
@@ -965,9 +965,9 @@ static int run(const tm_kweight *w, const tm_kact *x, const void *xr, size_t ld_
     /* y's lines fetched where its stores are plain: for writing into L1 (1) where a block's 32 rows fall
        in 8 or more of L1's 64 sets (the rows not a multiple of 1 KB apart), else into L2 (2): rows 8 KB
        apart (N = 2048 f32) put the block's 64 lines in 2 sets of 12 ways, and there run 90 measured the
-       L1 prefetch 6% slower; without any, each store to a line out of the caches holds up the next tile
-       loads (session 34, amx_tileloop-style probe: two such stores a K step took the loaded loop from
-       16.9 to 26-27 cycles a product). Into L2, session 34 (kbench-ab, 2 threads, weights and y out of
+       L1 prefetch 6% slower; without any, stores to lines out of the caches can hold up the next tile
+       loads (session 34, a throwaway probe: two such stores a K step took the loaded 2 x 2 loop from
+       16.9 to 25-28 cycles a product; one variant of the probe read otherwise). Into L2, session 34 (kbench-ab, 2 threads, weights and y out of
        the caches): 512 x 2048 x 2048 1.116x, 3072 x 2048 1.070x, 2048 x 8192 1.014x */
     g.ypf = !AMX_YPF || !EPI_AS_SHIPPED || AMX_EPI_MEASURE >= 10 || g.nt ? 0
             : ((size_t)w->N * (yb ? 2 : 4)) % 1024 != 0 ? 1 : 2;
