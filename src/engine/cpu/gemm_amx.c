@@ -326,7 +326,7 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * pp512 1020 -> 1262 t/s (4 runs each, interleaved). K = 896 (14 steps)
  * is one chunk either way.
  *
- * Tried and not kept (session 15, runs 64-65, docs/benchmarks.md): each
+ * Tried and not kept (session 15, runs 64-65, docs/benchmarks-history-2.md): each
  * block's epilogue spread over the next block's K steps (the vector work in
  * the shadow of the tile products, no second C buffer): AMX_PROF put the
  * tile loop plus the spread epilogue at 23.0 Mcycles against 19.2 + 2.3 for
@@ -339,7 +339,7 @@ static size_t pack_bytes(const tm_kweight *w, int M, int nsteps, struct tm_pool 
  * (`make kbench-ab AMX_ALT=...`, `kbench -a 1 -p 5 -m 128`: each round the
  * tile peak, both builds in alternating order, the peak; median of the
  * rounds' ratios over 2 calls; an A/A control read 0.97-1.03x; run 74,
- * docs/benchmarks.md). Each lost or tied on every shape tried: each row
+ * docs/benchmarks-history-2.md). Each lost or tied on every shape tried: each row
  * block running all its K chunks in turn, C between chunks in a 16 KB acc in
  * L1 and the group's whole-K B in L2 (0.85-0.93x, 1.05x on 2048^2); B tiles
  * prefetched into L1 one step ahead with NTA (0.74-0.95x) or two with T0
