@@ -13,7 +13,7 @@
  *   taskset -c 3 ./amx_tileloop        # operands cycled through L1, L2, L3
  *   taskset -c 3 ./amx_tileloop gemm   # gemm_amx.c's block structure, piece by piece
  *   taskset -c 3 ./amx_tileloop stream # one operand in L1 (28 KB), the other streamed (B also with TILELOADDT1), both orders
- *   taskset -c 3 ./amx_tileloop ystore [N] # a K = 896 block's output, by where it is stored
+ *   taskset -c 3 ./amx_tileloop ystore [N [all]] # a K = 896 block's output, by where it is stored (all: B over N's panels)
  *   taskset -c 3 ./amx_tileloop data   # the tile loads' cost, non-zero operands against zero ones
  * Session 5 on the h200-host Xeon (docs/kernels.md, "Known limits"): L1 up to
  * 80-90% of the peak, 256 KB in L2 50-68%, 1 MB 30-33%, 16 MB 15-28%. */
@@ -163,7 +163,12 @@ static double gemmlike(const uint8_t *A, size_t a_kib, const uint8_t *B, int kc,
  * end, no epilogue: 16 = C kept in the tiles across blocks (no zeroing, no
  * stores: what 0's stores and zeroing cost), 17 = 0 with the next block's
  * first A tile loaded before the C stores, 18 = 0 with its first A and both
- * B tiles loaded before them. Cycles per product. */
+ * B tiles loaded before them. y's stores (session 35): 19 = 11 with the rows
+ * stored to an L1 staging block and copied to y by two tile loads and stores
+ * at the next block's end (tile 5, free there), 20 and 21 = 11 with each
+ * step's rows fetched for writing one or two steps ahead. ball: B cycled
+ * over all of N's panels (N / 32 x 28 KB, as the GEMM's), not one group's.
+ * Cycles per product. */
 static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, fetched for writing over the block",
                                       "y, fetched over the last 3 steps", "y, the next block's fetched", "y non-temporal",
                                       "y (f32)", "epilogue, no stores", "y, each line demoted once stored",
@@ -171,8 +176,10 @@ static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, 
                                       "sink, spread over the next block", "sink, after the next block's 1st step",
                                       "y, no colsum (s8 x s8)", "y, no colsum, spread over the next block",
                                       "C kept in the tiles", "next A tile loaded before the C stores",
-                                      "next A, B tiles loaded before the C stores"};
-#define YS_MODES 19
+                                      "next A, B tiles loaded before the C stores",
+                                      "y by tile copy, spread over the next block", "y spread, its rows fetched a step ahead",
+                                      "y spread, its rows fetched 2 steps ahead"};
+#define YS_MODES 22
 
 typedef struct ys_ctx {
     __m512i c0, c1;
@@ -184,6 +191,7 @@ typedef struct ys_ctx {
 
 /* rows [i0, i1) of one block's C (cs, int32 [32][32]) dequantized and stored
  * to yb (rows ld bytes apart) as the mode says; xs the block's row scales */
+static _Alignas(64) uint16_t stg[32][32]; /* mode 19: a block's bf16 y rows, tile-copied to y */
 static inline void ys_epi(ys_ctx *e, const int32_t (*cs)[32], int i0, int i1, char *yb, const float *xs)
 {
     static _Alignas(64) uint16_t sink[32][32];
@@ -206,6 +214,7 @@ static inline void ys_epi(ys_ctx *e, const int32_t (*cs)[32], int i0, int i1, ch
         } else {
             __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
             if (e->mode == 1 || e->mode == 12 || e->mode == 13) _mm512_store_si512(sink[i], h);
+            else if (e->mode == 19) _mm512_store_si512(stg[i], h);
             else if (e->mode == 6) _mm512_stream_si512((__m512i *)yr, h);
             else _mm512_storeu_si512(yr, h);
             if (e->mode == 9) _cldemote(yr);
@@ -213,7 +222,7 @@ static inline void ys_epi(ys_ctx *e, const int32_t (*cs)[32], int i0, int i1, ch
     }
 }
 
-static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int rows, int mode, long blocks)
+static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int rows, int mode, long blocks, int ball)
 {
     static _Alignas(64) int32_t cs[2][32][32];
     static _Alignas(64) int32_t colsum[32];
@@ -221,7 +230,7 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
     for (int i = 0; i < 32; i++) colsum[i] = i, scale[i] = 1e-3f * (float)(i + 1);
     for (int i = 0; i < 512; i++) xs[i] = 1.f / (float)(i + 1);
     const int nrb = rows / 32, ngrp = N / 128, esz = mode == 7 ? 4 : 2;
-    const int lag = (mode >= 10 && mode <= 13) || mode == 15; /* the epilogue runs in the next block */
+    const int lag = (mode >= 10 && mode <= 13) || mode == 15 || mode >= 19; /* the epilogue runs in the next block */
     ys_ctx e = {_mm512_slli_epi32(_mm512_load_si512(colsum), 7), _mm512_slli_epi32(_mm512_load_si512(colsum + 16), 7),
                 _mm512_load_ps(scale), _mm512_load_ps(scale + 16), _mm512_setzero_ps(), xs, mode, (size_t)N * esz};
     char *prev_y = NULL;        /* lag: the previous block's y and row scales, its C in cs[(b - 1) & 1] */
@@ -234,7 +243,7 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
             for (int rb = 0; rb < nrb; rb++)
                 for (int j = 0; j < 4; j++, b++) {
                     if (b == blocks) goto done;
-                    const uint8_t *a = A + (size_t)rb * 14 * 2048, *bp = B + (size_t)j * 14 * 2048;
+                    const uint8_t *a = A + (size_t)rb * 14 * 2048, *bp = B + (size_t)(ball ? 4 * gi + j : j) * 14 * 2048;
                     char *yb = (char *)y + (size_t)rb * 32 * e.ld + (size_t)(4 * gi + j) * 32 * esz;
                     int nj = (j + 1) & 3, nrbk = j == 3 ? (rb + 1) % nrb : rb; /* the next block (mode 5) */
                     const char *yn = (char *)y + (size_t)nrbk * 32 * e.ld + (size_t)(4 * gi + nj) * 32 * esz;
@@ -248,6 +257,13 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
                                 __builtin_prefetch((mode == 3 ? yb : yn) + (size_t)l * e.ld, 1, 3);
                         if (mode == 4 && s >= 11)
                             for (int l = (s - 11) * 32 / 3; l < (s - 10) * 32 / 3; l++) __builtin_prefetch(yb + (size_t)l * e.ld, 1, 3);
+                        if (mode >= 20) {
+                            int d = mode - 19;
+                            if (prev_y && s + d < 14)
+                                for (int l = (s + d) * 32 / 14; l < (s + d + 1) * 32 / 14; l++) __builtin_prefetch(prev_y + (size_t)l * e.ld, 1, 3);
+                            if (s + d >= 14)
+                                for (int l = (s + d - 14) * 32 / 14; l < (s + d - 13) * 32 / 14; l++) __builtin_prefetch(yb + (size_t)l * e.ld, 1, 3);
+                        }
                         if (s || pre < 2) {
                             _tile_stream_loadd(6, bp + (size_t)s * 2048, 128);
                             _tile_stream_loadd(7, bp + (size_t)s * 2048 + 64, 128);
@@ -257,7 +273,7 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
                         _tile_loadd(5, a + (size_t)s * 2048 + 1024, 64);
                         _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
                         if (prev_y && (mode == 10 || mode == 13) && s == 0) ys_epi(&e, pc, 0, 32, prev_y, prev_xs);
-                        if (prev_y && (mode == 11 || mode == 12 || mode == 15)) ys_epi(&e, pc, s * 32 / 14, (s + 1) * 32 / 14, prev_y, prev_xs);
+                        if (prev_y && (mode == 11 || mode == 12 || mode == 15 || mode >= 19)) ys_epi(&e, pc, s * 32 / 14, (s + 1) * 32 / 14, prev_y, prev_xs);
                     }
                     if (mode == 16) continue;
                     if (mode == 17 || mode == 18) { /* the next block's first tiles, before the stores */
@@ -271,7 +287,13 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
                     int32_t(*c)[32] = cs[b & 1];
                     _tile_stored(0, &c[0][0], 128); _tile_stored(1, &c[0][16], 128);
                     _tile_stored(2, &c[16][0], 128); _tile_stored(3, &c[16][16], 128);
-                    if (mode == 0 || mode >= 16) continue;
+                    if (mode == 19 && prev_y) {
+                        _tile_loadd(5, &stg[0][0], 64);
+                        _tile_stored(5, prev_y, e.ld);
+                        _tile_loadd(5, &stg[16][0], 64);
+                        _tile_stored(5, prev_y + 16 * e.ld, e.ld);
+                    }
+                    if (mode == 0 || (mode >= 16 && mode <= 18)) continue;
                     if (lag) {
                         prev_y = yb;
                         prev_xs = xs + rb * 32;
@@ -342,16 +364,16 @@ int main(int argc, char **argv)
         free(B);
         return 0;
     }
-    if (argc > 1 && !strcmp(argv[1], "ystore")) { /* ./amx_tileloop ystore [N]: a block's output, by where it goes */
-        int N = argc > 2 ? atoi(argv[2]) : 1152;
+    if (argc > 1 && !strcmp(argv[1], "ystore")) { /* ./amx_tileloop ystore [N [all]]: a block's output, by where it goes */
+        int N = argc > 2 ? atoi(argv[2]) : 1152, ball = argc > 3 && !strcmp(argv[3], "all");
         if (N < 128 || N > 16384 || N % 128) return 1;
         void *y = aligned_alloc(2 << 20, (size_t)512 * N * 4);
         if (!y) return 1;
         memset(y, 0, (size_t)512 * N * 4);
         for (int rep = 0; rep < 3; rep++)
             for (int mode = 0; mode < YS_MODES; mode++) {
-                double p0 = peak(200000), c = ystore(A, B, y, N, 512, mode, 200000), p1 = peak(200000);
-                printf("rep %d: N %d, %-38s: %.2f cycles per product = %.0f%% of the peak\n", rep, N, ys_what[mode], c,
+                double p0 = peak(200000), c = ystore(A, B, y, N, 512, mode, 200000, ball), p1 = peak(200000);
+                printf("rep %d: N %d%s, %-38s: %.2f cycles per product = %.0f%% of the peak\n", rep, N, ball ? " (B over all panels)" : "", ys_what[mode], c,
                        100 * (p0 + p1) / 2 / c);
             }
         _tile_release();
