@@ -166,7 +166,10 @@ static double gemmlike(const uint8_t *A, size_t a_kib, const uint8_t *B, int kc,
  * B tiles loaded before them. y's stores (session 35): 19 = 11 with the rows
  * stored to an L1 staging block and copied to y by two tile loads and stores
  * at the next block's end (tile 5, free there), 20 and 21 = 11 with each
- * step's rows fetched for writing one or two steps ahead. ball: B cycled
+ * step's rows fetched for writing one or two steps ahead, 22 = 11 with y's
+ * lines read instead of written (the rows to the L1 sink), 23 = 11 with two
+ * 32-byte stores a line, 24 = 11 with each line read, then written, 25 = 11
+ * stored non-temporally. ball: B cycled
  * over all of N's panels (N / 32 x 28 KB, as the GEMM's), not one group's.
  * Cycles per product. */
 static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, fetched for writing over the block",
@@ -178,8 +181,10 @@ static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, 
                                       "C kept in the tiles", "next A tile loaded before the C stores",
                                       "next A, B tiles loaded before the C stores",
                                       "y by tile copy, spread over the next block", "y spread, its rows fetched a step ahead",
-                                      "y spread, its rows fetched 2 steps ahead"};
-#define YS_MODES 22
+                                      "y spread, its rows fetched 2 steps ahead", "y lines read (not written), spread",
+                                      "y lines written, 2 stores of 32 B, spread", "y lines read then written, spread",
+                                      "y non-temporal, spread"};
+#define YS_MODES 26
 
 typedef struct ys_ctx {
     __m512i c0, c1;
@@ -213,9 +218,19 @@ static inline void ys_epi(ys_ctx *e, const int32_t (*cs)[32], int i0, int i1, ch
             _mm512_storeu_ps(yr + 64, v1);
         } else {
             __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-            if (e->mode == 1 || e->mode == 12 || e->mode == 13) _mm512_store_si512(sink[i], h);
+            if (e->mode == 22) { /* y's line read, the row stored to the sink */
+                e->acc = _mm512_add_ps(e->acc, _mm512_loadu_ps(yr));
+                _mm512_store_si512(sink[i], h);
+            } else if (e->mode == 23) {
+                _mm256_storeu_si256((__m256i *)yr, _mm512_castsi512_si256(h));
+                _mm256_storeu_si256((__m256i *)(yr + 32), _mm512_extracti64x4_epi64(h, 1));
+            } else if (e->mode == 24) {
+                e->acc = _mm512_add_ps(e->acc, _mm512_loadu_ps(yr));
+                _mm512_storeu_si512(yr, h);
+            }
+            else if (e->mode == 1 || e->mode == 12 || e->mode == 13) _mm512_store_si512(sink[i], h);
             else if (e->mode == 19) _mm512_store_si512(stg[i], h);
-            else if (e->mode == 6) _mm512_stream_si512((__m512i *)yr, h);
+            else if (e->mode == 6 || e->mode == 25) _mm512_stream_si512((__m512i *)yr, h);
             else _mm512_storeu_si512(yr, h);
             if (e->mode == 9) _cldemote(yr);
         }
@@ -303,7 +318,7 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
                 }
 done:;
     double c = (double)(__rdtsc() - t0) / ((double)blocks * 56.0);
-    if (mode == 6) _mm_sfence();
+    if (mode == 6 || mode == 25) _mm_sfence();
     volatile float keep = _mm512_reduce_add_ps(e.acc);
     (void)keep;
     return c;
