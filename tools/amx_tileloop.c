@@ -169,7 +169,8 @@ static double gemmlike(const uint8_t *A, size_t a_kib, const uint8_t *B, int kc,
  * step's rows fetched for writing one or two steps ahead, 22 = 11 with y's
  * lines read instead of written (the rows to the L1 sink), 23 = 11 with two
  * 32-byte stores a line, 24 = 11 with each line read, then written, 25 = 11
- * stored non-temporally. ball: B cycled
+ * stored non-temporally, 26 = 11 with y blocked (a block's 32 rows side by
+ * side in 2 KB, the blocks in order). ball: B cycled
  * over all of N's panels (N / 32 x 28 KB, as the GEMM's), not one group's.
  * Cycles per product. */
 static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, fetched for writing over the block",
@@ -183,8 +184,8 @@ static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, 
                                       "y by tile copy, spread over the next block", "y spread, its rows fetched a step ahead",
                                       "y spread, its rows fetched 2 steps ahead", "y lines read (not written), spread",
                                       "y lines written, 2 stores of 32 B, spread", "y lines read then written, spread",
-                                      "y non-temporal, spread"};
-#define YS_MODES 26
+                                      "y non-temporal, spread", "y blocked (a block's 32 rows in 2 KB), spread"};
+#define YS_MODES 27
 
 typedef struct ys_ctx {
     __m512i c0, c1;
@@ -248,6 +249,7 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
     const int lag = (mode >= 10 && mode <= 13) || mode == 15 || mode >= 19; /* the epilogue runs in the next block */
     ys_ctx e = {_mm512_slli_epi32(_mm512_load_si512(colsum), 7), _mm512_slli_epi32(_mm512_load_si512(colsum + 16), 7),
                 _mm512_load_ps(scale), _mm512_load_ps(scale + 16), _mm512_setzero_ps(), xs, mode, (size_t)N * esz};
+    if (mode == 26) e.ld = 64; /* the block's rows side by side */
     char *prev_y = NULL;        /* lag: the previous block's y and row scales, its C in cs[(b - 1) & 1] */
     const float *prev_xs = xs;
     long b = 0;
@@ -259,7 +261,8 @@ static double ystore(const uint8_t *A, const uint8_t *B, void *y, int N, int row
                 for (int j = 0; j < 4; j++, b++) {
                     if (b == blocks) goto done;
                     const uint8_t *a = A + (size_t)rb * 14 * 2048, *bp = B + (size_t)(ball ? 4 * gi + j : j) * 14 * 2048;
-                    char *yb = (char *)y + (size_t)rb * 32 * e.ld + (size_t)(4 * gi + j) * 32 * esz;
+                    char *yb = mode == 26 ? (char *)y + ((size_t)(gi * nrb + rb) * 4 + j) * 2048
+                                          : (char *)y + (size_t)rb * 32 * e.ld + (size_t)(4 * gi + j) * 32 * esz;
                     int nj = (j + 1) & 3, nrbk = j == 3 ? (rb + 1) % nrb : rb; /* the next block (mode 5) */
                     const char *yn = (char *)y + (size_t)nrbk * 32 * e.ld + (size_t)(4 * gi + nj) * 32 * esz;
                     const int32_t(*pc)[32] = cs[(b - 1) & 1];
