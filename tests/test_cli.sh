@@ -290,6 +290,26 @@ fi
 printf '#!/bin/sh\necho "RESULT t/s: min 0 median $(nproc) max 0"\n' > "$W/fakepeer"; chmod +x "$W/fakepeer"
 expect 0 $T bench "$W/m.tdm" --tests tg8 --reps 1 --ceilings --peer llama.cpp --peer-model "$W/m.tdm" --peer-bin "$W/fakepeer"
 grep -q "\"peer_tokens_per_s\": $(nproc)\.0000" "$W/out" && ok || bad "bench --ceilings: the peer lost cpus: $(grep -o '"peer_tokens_per_s": [0-9.]*' "$W/out")"
+# bench --handoff: the copy at each context against that many tokens' prefill: the run's ppN where
+# N is the context (measured), else from the nearest shorter ppN's rate, or the shortest (estimated)
+expect 0 $T bench "$W/m.tdm" --tests pp64,pp16 --reps 1 --handoff 64,128,8 --md "$W/h.md"
+if command -v python3 > /dev/null; then
+  python3 - "$W/out" > "$W/py" 2>&1 <<'PY' && ok || bad "bench --handoff JSON: $(head -c 600 "$W/py")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rate = {r["test"]: r["tokens_per_s"] for r in d["results"]}
+h = {e["context"]: e for e in d["handoff"]}
+assert sorted(h) == [8, 64, 128], h
+want = {64: ("measured", 64 / rate["pp64"]), 128: ("estimated", 128 / rate["pp64"]), 8: ("estimated", 8 / rate["pp16"])}
+for n, (how, sec) in want.items():
+    e = h[n]
+    assert e["prefill"] == how, (n, e)
+    assert abs(e["prefill_s"] - sec) <= 1e-3 + 1e-2 * sec, (n, e, sec)
+    assert e["copy_ms"] > 0 and 0 <= e["exposed_ms"] <= e["copy_ms"] * 1.5, e
+    assert abs(e["copy_fraction"] * e["prefill_s"] * 1e3 - e["copy_ms"]) <= 6e-5 + 1e-3 * e["copy_ms"], e  # copy_ms: 4 decimals
+PY
+else grep -q '"prefill": "measured"' "$W/out" && ok || bad "bench --handoff: $(head -c 300 "$W/out")"; fi
+grep -q "| 64 | .* s (measured) |" "$W/h.md" && ok || bad "bench --handoff markdown: $(cat "$W/h.md")"
 expect 2 $T bench "$W/m.tdm" --tests '' --sweep 16,2000 -c 1024
 grep -q "sweep 2000 .*-c is 1024" "$W/err" && one_line || bad "sweep past -c: $(cat "$W/err")"
 expect 2 $T bench "$W/m.tdm" --tests '' --sweep 4096

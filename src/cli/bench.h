@@ -99,9 +99,13 @@ typedef struct bench_report {
     const bench_stall_res *stall;     /* NULL: no stall scenario */
 } bench_report;
 
-/* Hand-off cost at context lengths ns[n], against prefill time estimated
- * from pp_rate tokens/s (measured in the same run; 0 = unknown). */
-int bench_handoff(tandem_model *m, const int *ns, int n, double pp_rate, FILE *json, FILE *md);
+/* Hand-off cost at context lengths ns[n], against the prefill time of that
+ * many tokens: the run's ppN where one of its tests has N = the context
+ * (measured), else from the rate of its ppN with the largest N below it, or
+ * the smallest above (estimated: attention makes longer prompts slower per
+ * token, so an estimate from a shorter prompt overstates the fraction).
+ * rows[nrows]: the run's tests (make_rows); none of kind 'p': no prefill time. */
+int bench_handoff(tandem_model *m, const int *ns, int n, const bench_row *rows, int nrows, FILE *json, FILE *md);
 
 /* Prompt-length sweep: e2e lens[i] + gen for each forced route and the
  * router's, reps[i] interleaved runs each (after one warm-up run per route

@@ -72,7 +72,9 @@ static const char bench_usage[] =
     "                      --sweep 16:7,32:7,64:7,128:5,256:5,512:5,1024,2048,4096:3,8192:2 --sweep-gen 16\n"
     "                      --concurrency 1,2,4,8 --conc 448+64 --gap 2 --stall 4 --stall-prompt 448\n"
     "scenarios (after the tests):\n"
-    "  --handoff LIST      KV hand-off cost at these context lengths (e.g. 512,2048,8192,32768)\n"
+    "  --handoff LIST      KV hand-off cost at these context lengths (e.g. 512,2048,8192,32768), against\n"
+    "                      that many tokens' prefill: a ppN test of the same length (measured), else\n"
+    "                      the nearest shorter ppN's rate (estimated)\n"
     "  --sweep LIST        prompt-length sweep over every route and the router (e.g. 16,64,256,1024);\n"
     "                      an entry LEN:R runs R reps at that length\n"
     "  --sweep-gen N       tokens generated per sweep point (default 16)\n"
@@ -710,11 +712,8 @@ int cmd_bench(int argc, char **argv)
     char *scen = NULL, *scen_md = NULL, *acc = NULL, *acc_md = NULL;
     size_t scen_len = 0, scen_md_len = 0, acc_len = 0, acc_md_len = 0;
     FILE *sj = open_memstream(&scen, &scen_len), *sm = open_memstream(&scen_md, &scen_md_len);
-    double pp_rate = 0;
-    for (int i = 0; i < nt; i++)
-        if (rows[i].kind == 'p' && rows[i].reps) pp_rate = rows[i].value;
     so_sweep.route = so_conc.route = so_stall.route = TANDEM_ROUTE_AUTO;
-    if (rc == 0 && o.n_handoff) rc = bench_handoff(m, o.handoff, o.n_handoff, pp_rate, sj, sm);
+    if (rc == 0 && o.n_handoff) rc = bench_handoff(m, o.handoff, o.n_handoff, rows, nt, sj, sm);
     if (rc == 0 && o.n_sweep) rc = bench_sweep(m, &so_sweep, o.sweep, o.sweep_r, o.n_sweep, o.sweep_gen, sj, sm, sweep);
     if (rc == 0 && o.n_conc)
         rc = bench_concurrency(m, &so_conc, o.conc, o.n_conc, o.conc_p, o.conc_g, o.gap, sj, sm, conc);

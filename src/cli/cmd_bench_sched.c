@@ -35,29 +35,51 @@ static int32_t *random_ids(int n, int V, unsigned *seed)
 
 /* ---- hand-off -------------------------------------------------------------------- */
 
-int bench_handoff(tandem_model *m, const int *ns, int k, double pp_rate, FILE *json, FILE *md)
+/* the prefill seconds of n tokens by the run's pp tests (bench.h); *measured: a ppN with N = n ran */
+static double prefill_seconds(const bench_row *rows, int nrows, int n, int *measured)
+{
+    const bench_row *below = NULL, *above = NULL;
+    *measured = 0;
+    for (int i = 0; i < nrows; i++) {
+        const bench_row *r = &rows[i];
+        if (r->kind != 'p' || !r->reps || r->value <= 0) continue;
+        if (r->P == n) {
+            *measured = 1;
+            return n / r->value;
+        }
+        if (r->P < n && (!below || r->P > below->P)) below = r;
+        if (r->P > n && (!above || r->P < above->P)) above = r;
+    }
+    const bench_row *r = below ? below : above;
+    return r ? n / r->value : 0;
+}
+
+int bench_handoff(tandem_model *m, const int *ns, int k, const bench_row *rows, int nrows, FILE *json, FILE *md)
 {
     tandem_status st;
     if (json) fprintf(json, "  \"handoff\": [\n");
     if (md)
         fprintf(md, "\n### KV hand-off by context length\n\n| context | bridge copy (all layers) | exposed (overlapped) |"
-                    " prefill (est. from pp rate) | exposed / prefill |\n|---|---|---|---|---|\n");
+                    " prefill | copy / prefill | exposed / prefill |\n|---|---|---|---|---|---|\n");
     for (int i = 0; i < k; i++) {
         double copy = 0, exposed = 0;
         if (tandem_handoff_cost(m, ns[i], 3, &copy, &exposed, &st) != 0) {
             fprintf(stderr, "tandem bench: %s\n", st.msg);
             return 1;
         }
-        double pre = pp_rate > 0 ? ns[i] / pp_rate : 0;
-        fprintf(stderr, "handoff %6d: copy %.3f ms, exposed %.3f ms%s\n", ns[i], copy * 1e3, exposed * 1e3,
-                pre > 0 ? "" : " (no pp rate)");
+        int measured;
+        double pre = prefill_seconds(rows, nrows, ns[i], &measured);
+        const char *how = pre <= 0 ? "none" : measured ? "measured" : "estimated";
+        fprintf(stderr, "handoff %6d: copy %.3f ms, exposed %.3f ms, prefill %.3f s (%s)\n", ns[i], copy * 1e3,
+                exposed * 1e3, pre, how);
         if (json)
-            fprintf(json, "    {\"context\": %d, \"copy_ms\": %.4f, \"exposed_ms\": %.4f, \"prefill_est_s\": %.3f, "
-                          "\"exposed_fraction\": %.6f}%s\n",
-                    ns[i], copy * 1e3, exposed * 1e3, pre, pre > 0 ? exposed / pre : 0, i + 1 < k ? "," : "");
+            fprintf(json, "    {\"context\": %d, \"copy_ms\": %.4f, \"exposed_ms\": %.4f, \"prefill_s\": %.6f, "
+                          "\"prefill\": \"%s\", \"copy_fraction\": %.6f, \"exposed_fraction\": %.6f}%s\n",
+                    ns[i], copy * 1e3, exposed * 1e3, pre, how, pre > 0 ? copy / pre : 0, pre > 0 ? exposed / pre : 0,
+                    i + 1 < k ? "," : "");
         if (md)
-            fprintf(md, "| %d | %.3f ms | %.3f ms | %.2f s | %.4f%% |\n", ns[i], copy * 1e3, exposed * 1e3, pre,
-                    pre > 0 ? 100 * exposed / pre : 0);
+            fprintf(md, "| %d | %.3f ms | %.3f ms | %.3f s (%s) | %.3f%% | %.4f%% |\n", ns[i], copy * 1e3, exposed * 1e3,
+                    pre, how, pre > 0 ? 100 * copy / pre : 0, pre > 0 ? 100 * exposed / pre : 0);
     }
     if (json) fprintf(json, "  ],\n");
     return 0;
@@ -529,7 +551,7 @@ void bench_stall_free(bench_stall_res *r)
 static void stall_json(FILE *f, const bench_stall_side *r)
 {
     fprintf(f, "\"tpot_p50_quiet_ms\": %.3f, \"tpot_p99_quiet_ms\": %.3f, \"tpot_p50_during_prefill_ms\": %.3f, "
-               "\"tpot_p99_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.3f, "
+               "\"tpot_p99_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.6f, "
                "\"other_processes_pct\": %.1f,\n      \"timeline\": [",
             r->q50 * 1e3, r->q99 * 1e3, r->d50 * 1e3, r->d99 * 1e3, r->ratio, r->prefill, 100 * r->foreign);
     for (int i = 0; i < r->n_tl; i++)
