@@ -551,7 +551,7 @@ void bench_stall_free(bench_stall_res *r)
 static void stall_json(FILE *f, const bench_stall_side *r)
 {
     fprintf(f, "\"tpot_p50_quiet_ms\": %.3f, \"tpot_p99_quiet_ms\": %.3f, \"tpot_p50_during_prefill_ms\": %.3f, "
-               "\"tpot_p99_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.6f, "
+               "\"tpot_p99_during_prefill_ms\": %.3f, \"ratio\": %.3f, \"prefill_s\": %.3f, "
                "\"other_processes_pct\": %.1f,\n      \"timeline\": [",
             r->q50 * 1e3, r->q99 * 1e3, r->d50 * 1e3, r->d99 * 1e3, r->ratio, r->prefill, 100 * r->foreign);
     for (int i = 0; i < r->n_tl; i++)
