@@ -170,8 +170,8 @@ static double gemmlike(const uint8_t *A, size_t a_kib, const uint8_t *B, int kc,
  * lines read instead of written (the rows to the L1 sink), 23 = 11 with two
  * 32-byte stores a line, 24 = 11 with each line read, then written, 25 = 11
  * stored non-temporally, 26 = 11 with y blocked (a block's 32 rows side by
- * side in 2 KB, the blocks in order). ball: B cycled
- * over all of N's panels (N / 32 x 28 KB, as the GEMM's), not one group's.
+ * side in 2 KB, the blocks in order). ball: B cycled over all of N's panels
+ * (N / 32 x 28 KB, as the GEMM's), not one group's.
  * Cycles per product. */
 static const char *const ys_what[] = {"no epilogue", "L1 sink", "y (bf16)", "y, fetched for writing over the block",
                                       "y, fetched over the last 3 steps", "y, the next block's fetched", "y non-temporal",
@@ -222,17 +222,21 @@ static inline void ys_epi(ys_ctx *e, const int32_t (*cs)[32], int i0, int i1, ch
             if (e->mode == 22) { /* y's line read, the row stored to the sink */
                 e->acc = _mm512_add_ps(e->acc, _mm512_loadu_ps(yr));
                 _mm512_store_si512(sink[i], h);
-            } else if (e->mode == 23) {
+            } else if (e->mode == 23) { /* two 32-byte halves */
                 _mm256_storeu_si256((__m256i *)yr, _mm512_castsi512_si256(h));
                 _mm256_storeu_si256((__m256i *)(yr + 32), _mm512_extracti64x4_epi64(h, 1));
-            } else if (e->mode == 24) {
+            } else if (e->mode == 24) { /* read, then written */
                 e->acc = _mm512_add_ps(e->acc, _mm512_loadu_ps(yr));
                 _mm512_storeu_si512(yr, h);
+            } else if (e->mode == 1 || e->mode == 12 || e->mode == 13) {
+                _mm512_store_si512(sink[i], h);
+            } else if (e->mode == 19) {
+                _mm512_store_si512(stg[i], h);
+            } else if (e->mode == 6 || e->mode == 25) {
+                _mm512_stream_si512((__m512i *)yr, h);
+            } else {
+                _mm512_storeu_si512(yr, h);
             }
-            else if (e->mode == 1 || e->mode == 12 || e->mode == 13) _mm512_store_si512(sink[i], h);
-            else if (e->mode == 19) _mm512_store_si512(stg[i], h);
-            else if (e->mode == 6 || e->mode == 25) _mm512_stream_si512((__m512i *)yr, h);
-            else _mm512_storeu_si512(yr, h);
             if (e->mode == 9) _cldemote(yr);
         }
     }
@@ -391,8 +395,8 @@ int main(int argc, char **argv)
         for (int rep = 0; rep < 3; rep++)
             for (int mode = 0; mode < YS_MODES; mode++) {
                 double p0 = peak(200000), c = ystore(A, B, y, N, 512, mode, 200000, ball), p1 = peak(200000);
-                printf("rep %d: N %d%s, %-38s: %.2f cycles per product = %.0f%% of the peak\n", rep, N, ball ? " (B over all panels)" : "", ys_what[mode], c,
-                       100 * (p0 + p1) / 2 / c);
+                printf("rep %d: N %d%s, %-38s: %.2f cycles per product = %.0f%% of the peak\n", rep, N,
+                       ball ? " (B over all panels)" : "", ys_what[mode], c, 100 * (p0 + p1) / 2 / c);
             }
         _tile_release();
         free(y);

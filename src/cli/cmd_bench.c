@@ -74,7 +74,7 @@ static const char bench_usage[] =
     "scenarios (after the tests):\n"
     "  --handoff LIST      KV hand-off cost at these context lengths (e.g. 512,2048,8192,32768), against\n"
     "                      that many tokens' prefill: a ppN test of the same length (measured), else\n"
-    "                      the nearest shorter ppN's rate (estimated)\n"
+    "                      the nearest shorter ppN's rate, or the shortest's (estimated)\n"
     "  --sweep LIST        prompt-length sweep over every route and the router (e.g. 16,64,256,1024);\n"
     "                      an entry LEN:R runs R reps at that length\n"
     "  --sweep-gen N       tokens generated per sweep point (default 16)\n"
