@@ -10,6 +10,7 @@
  *
  * int8 (Q8PC): dpbusd(u8 x + 128, s8 w), minus 128 colsum[n] at the end.
  * bf16: dpbf16ps on pairs, f32 sums. */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/cpu.h"

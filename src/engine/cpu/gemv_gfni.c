@@ -1,6 +1,7 @@
 /* engine/cpu/gemv_gfni.c: the int4 / int6 decode GEMV (gemv_q4.inc) built
  * with GFNI for its nibble split: AVX-512 + GFNI (the Makefile's _gfni.c
  * units), chosen by tm_kmm_fill_avx512 only where tm_cpu reports GFNI. */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/threadpool.h"
