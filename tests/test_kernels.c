@@ -247,7 +247,7 @@ static void test_gemv_q4(const tm_kernels *k, tm_pool *pool)
     mm_case(k, pool, TM_DT_Q4G64, 0, 1, 33, big ? 4864 : 1024);
     mm_case(k, pool, TM_DT_Q4G64, 0, 8, 16, big ? 4864 : 1024);
     /* B = 1: x in registers where it is one or two windows (K <= 1024; Qwen's int6 head at 896), else
-       weight rows in pairs (an odd N leaves a single row; a short last window) */
+       from memory (odd N; a short last window) */
     mm_case(k, pool, TM_DT_Q6G64, 0, 1, 29, 896);
     mm_case(k, pool, TM_DT_Q4G32, 0, 1, 1, 1024);
     mm_case(k, pool, TM_DT_Q4G64, 0, 1, 47, 448);
