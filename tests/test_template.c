@@ -360,6 +360,34 @@ static void test_errors(void)
     expect_error("ok\n{{ x|nope }}", NULL, TM_E_TEMPLATE, "line 2: syntax error: no filter named 'nope'");
     expect_error("{{ x|urlize }}", NULL, TM_E_TEMPLATE, "line 1: syntax error: filter 'urlize' is not supported");
     expect_error("{{ x is nope }}", NULL, TM_E_TEMPLATE, "line 1: syntax error: no test named 'nope'");
+    /* ... except in an if statement or a conditional expression, where jinja2 3 checks them when
+     * they run (StepFun-3.7's template names `fromjson` in a branch that HF's environment never takes);
+     * a for, macro, call, filter or set block, with body or generation inside starts a checked scope
+     * again (each case checked against jinja2 3.1.6) */
+    expect_text("{% if false %}{{ x|nope }}{{ y is nope }}{{ z|urlize }}{% endif %}ok", NULL, "ok");
+    expect_text("{% if false %}{% elif true %}x{% else %}{{ 2|nope(3) }}{% endif %}", NULL, "x");
+    expect_text("{{ (x|nope) if false else 1 }}{{ 1 if true else 2|nope }}", NULL, "11");
+    expect_text("{% if false %}{% if true %}{{ 1|nope }}{% endif %}{% set y = 1|nope %}{% endif %}ok", NULL, "ok");
+    expect_text("{% if false %}{% for i in [1]|nope %}{% endfor %}{% with a = 1|nope %}{% endwith %}"
+                "{% call m(1|nope) %}{% endcall %}{% endif %}ok", NULL, "ok");
+    expect_error("{% if true %}\n{{ x|nope }}{% endif %}", NULL, TM_E_TEMPLATE, "line 2: No filter named 'nope' found.");
+    expect_error("{% if x|nope %}{% endif %}", NULL, TM_E_TEMPLATE, "line 1: No filter named 'nope' found.");
+    expect_error("{% if false %}{% elif true %}{{ 1 is nope }}{% endif %}", NULL, TM_E_TEMPLATE,
+                 "line 1: No test named 'nope' found.");
+    expect_error("{{ 1|nope if true else 2 }}", NULL, TM_E_TEMPLATE, "line 1: No filter named 'nope' found.");
+    expect_error("{% if true %}{{ 1|urlize }}{% endif %}", NULL, TM_E_TEMPLATE, "line 1: filter 'urlize' is not supported");
+    static const char *const hard[] = {
+        "{% if false %}{% for i in x %}{{ i|nope }}{% endfor %}{% endif %}",
+        "{% for i in [1] if i|nope %}{% endfor %}",
+        "{% if false %}{% set y %}{{ 1|nope }}{% endset %}{% endif %}",
+        "{% if false %}{% macro m() %}{{ 1|nope }}{% endmacro %}{% endif %}",
+        "{% if false %}{% filter nope %}x{% endfilter %}{% endif %}",
+        "{% if false %}{% with a = 1 %}{{ a|nope }}{% endwith %}{% endif %}",
+        "{% if false %}{% call m() %}{{ 1|nope }}{% endcall %}{% endif %}",
+        "{% if false %}{% generation %}{{ 1|nope }}{% endgeneration %}{% endif %}",
+    };
+    for (size_t i = 0; i < sizeof hard / sizeof hard[0]; i++)
+        expect_error(hard[i], NULL, TM_E_TEMPLATE, "line 1: syntax error: no filter named 'nope'");
     expect_error("\n\n{% do x %}", NULL, TM_E_TEMPLATE, "line 3: syntax error: Encountered unknown tag 'do'.");
     expect_error("{% include 'x' %}", NULL, TM_E_TEMPLATE,
                  "line 1: syntax error: '{% include %}' is not supported: chat templates are rendered without a loader");

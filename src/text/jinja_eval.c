@@ -823,6 +823,14 @@ int jeval_call(jrt *rt, jv callee, const jargs *a, jv *out)
     }
 }
 
+/* a filter or test that check_names (jinja_parser.c) let through in an if
+ * or a conditional expression, reached: jinja2's runtime error */
+static int jname_missing(jrt *rt, const char *what, const jnode *x)
+{
+    if (x->fid == -2) return jfail(rt, "%s '%s' is not supported", what, x->name);
+    return jfail(rt, "No %s named '%s' found.", what, x->name);
+}
+
 /* a filter node applied to its operand, or to *input for the bottom of a block filter chain */
 static int ev_filter(jrt *rt, jframe *F, const jnode *x, const jv *input, jv *out)
 {
@@ -842,7 +850,7 @@ static int ev_filter(jrt *rt, jframe *F, const jnode *x, const jv *input, jv *ou
         return JE;
     }
     rt->line = x->line;
-    rc = jfilter_apply(rt, x->fid, v, &a, out);
+    rc = x->fid < 0 ? jname_missing(rt, "filter", x) : jfilter_apply(rt, x->fid, v, &a, out);
     args_free(&a);
     jv_decref(v);
     return rc;
@@ -975,7 +983,7 @@ static int ev_inner(jrt *rt, jframe *F, const jnode *x, jv *out)
         }
         int r = 0;
         rt->line = x->line;
-        rc = jtest_apply(rt, x->fid, v, &a, &r);
+        rc = x->fid < 0 ? jname_missing(rt, "test", x) : jtest_apply(rt, x->fid, v, &a, &r);
         args_free(&a);
         jv_decref(v);
         if (!rc) *out = jv_bool(r);

@@ -292,9 +292,7 @@ static jnode *parse_filter(parser *P, jnode *node, int start_inline)
         if (!x) return oom(P), NULL;
         x->a = node;
         x->name = name;
-        x->fid = jfilter_id(name);
-        if (x->fid == -1) return pfail_at(P, line, "no filter named '%s'", name), NULL;
-        if (x->fid == -2) return pfail_at(P, line, "filter '%s' is not supported", name), NULL;
+        x->fid = jfilter_id(name); /* -1 unknown, -2 unsupported: see check_names */
         if (is_op(cur(P), JO_LPAREN) && parse_call_args(P, x)) return NULL;
         node = x;
         start_inline = 0;
@@ -310,16 +308,13 @@ static jnode *parse_test(parser *P, jnode *node)
         next(P);
         negated = 1;
     }
-    int nline = cur(P)->line;
     char *name = dotted_name(P);
     if (!name) return NULL;
     jnode *x = nn(P, JN_TEST, line);
     if (!x) return oom(P), NULL;
     x->a = node;
     x->name = name;
-    x->fid = jtest_id(name);
-    if (x->fid == -1) return pfail_at(P, nline, "no test named '%s'", name), NULL;
-    if (x->fid == -2) return pfail_at(P, nline, "test '%s' is not supported", name), NULL;
+    x->fid = jtest_id(name); /* -1 unknown, -2 unsupported: see check_names */
     const jtok *t = cur(P);
     if (is_op(t, JO_LPAREN)) {
         if (parse_call_args(P, x)) return NULL;
@@ -1344,6 +1339,45 @@ done:
     return rc ? -1 : 0;
 }
 
+/* A filter or test unknown to tandem (fid -1) or known to jinja2 but not
+ * implemented here (-2) fails at compile time, as jinja2 3 does, except
+ * inside an if statement (test, body, elif and else) or a conditional
+ * expression at the same scope: jinja2 checks those when they run (its
+ * compiler's "soft" frames; a for body, macro, call or filter block, set
+ * block, with body, generation or block inside them starts a frame that is
+ * not soft again). So a template whose untaken branch names a filter jinja2
+ * does not have (StepFun's `fromjson`) renders; the evaluator fails when such
+ * a node runs (ev_filter, JN_TEST). soft: this node's frame is soft. */
+static int check_names(parser *P, const jnode *x, int soft)
+{
+    if (!x) return 0;
+    if ((x->kind == JN_FILTER || x->kind == JN_TEST) && x->fid < 0 && !soft) {
+        const char *what = x->kind == JN_FILTER ? "filter" : "test";
+        if (x->fid == -2) return pfail_at(P, x->line, "%s '%s' is not supported", what, x->name);
+        return pfail_at(P, x->line, "no %s named '%s'", what, x->name);
+    }
+    /* the children's softness: same: as x's; 1: soft; 0: a new frame */
+    int a = soft, b = soft, c = soft, d = soft, l[3] = {soft, soft, soft};
+    switch (x->kind) {
+    case JN_IF:
+    case JN_COND: a = b = c = l[0] = l[1] = 1; break;
+    case JN_FOR: c = l[0] = l[1] = 0; break;              /* the loop's filter, body, else */
+    case JN_MACRO: l[0] = l[1] = 0; break;                /* body, defaults */
+    case JN_CALLBLOCK: l[0] = l[1] = 0; break;            /* the call (a) stays */
+    case JN_FILTERBLOCK:
+    case JN_SETBLOCK: b = l[0] = 0; break;                /* the filter and the body */
+    case JN_WITH: l[0] = 0; break;                        /* the values (l[2]) stay */
+    case JN_SCOPE: l[0] = 0; break;
+    default: break;
+    }
+    if (check_names(P, x->a, a) || check_names(P, x->b, b) || check_names(P, x->c, c) || check_names(P, x->d, d))
+        return -1;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < x->ln[i]; j++)
+            if (check_names(P, x->l[i][j], l[i])) return -1;
+    return 0;
+}
+
 int jparse(tm_jinja *t, const jtok *toks, size_t ntoks, tm_err *err)
 {
     parser P = {0};
@@ -1362,5 +1396,7 @@ int jparse(tm_jinja *t, const jtok *toks, size_t ntoks, tm_err *err)
     if (finish_list(&P, &body, &holder, 0)) return TM_E_NOMEM;
     t->body = holder.l[0];
     t->nbody = holder.ln[0];
+    for (int i = 0; i < t->nbody; i++)
+        if (check_names(&P, t->body[i], 0)) return err && err->code ? err->code : TM_E_TEMPLATE;
     return TM_OK;
 }
