@@ -262,6 +262,10 @@ tg = [t for t in c["tests"] if t["test"] == "tg8"][0]
 want = rows["tg8"]["tokens_per_s"] * c["decode_bytes_per_token"] / 1e9
 assert abs(tg["gbps"] - want) <= 0.01 * want + 0.01, (tg, want)
 assert abs(tg["fraction"] - tg["gbps"] / max(c["read_gbps"])) < 1e-2, tg
+# ... and against the read bandwidth measured right before and after its rep (the tiny model's
+# weights stream from the caches, so no upper bound)
+assert tg["read_reps"] == 1 and tg["read_share"] > 0, tg
+assert tg["read_share_range"][0] == tg["read_share"] == tg["read_share_range"][1], tg
 pp = [t for t in c["tests"] if t["test"] == "pp32"]
 if pp:  # only where the prefill engine has a measured matrix peak (amx or avx512)
     p = pp[0]
@@ -281,6 +285,8 @@ if pp:  # only where the prefill engine has a measured matrix peak (amx or avx51
 PY
 else grep -q '"ceilings"' "$W/out" && ok || bad "bench --ceilings: no ceilings in $(head -c 300 "$W/out")"; fi
 grep -q "of the read bandwidth" "$W/c.md" && ok || bad "bench --ceilings markdown: $(cat "$W/c.md")"
+grep -q "tg8 (hybrid): .* of the read bandwidth measured right before and after each rep (median of 1 reps" "$W/c.md" &&
+  ok || bad "bench --ceilings markdown: no paired read share in $(cat "$W/c.md")"
 if grep -q "pp32 (hybrid, cpu-a" "$W/c.md"; then # a measured matrix peak: the paired GEMM share too
   grep -q "pp32 (hybrid): its GEMM kernels ran .* of the peak measured right before and after each rep" "$W/c.md" && ok ||
     bad "bench --ceilings markdown: no paired GEMM share in $(cat "$W/c.md")"

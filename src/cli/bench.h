@@ -39,6 +39,11 @@ typedef struct bench_row {
        that rep (mean of the two), and the shares' range; gemm_reps 0: not measured */
     int gemm_reps;
     double gemm_gops, gemm_share, gemm_share_lo, gemm_share_hi;
+    /* tg with --ceilings: the decode's weight stream (decode bytes per token x that rep's tokens/s) over
+       the read bandwidth measured right before and after the rep (mean of the two): median and range;
+       read_reps 0: not measured */
+    int read_reps;
+    double read_share, read_share_lo, read_share_hi;
 } bench_row;
 
 /* One prompt length of the sweep: e2e prompt + gen on every route. */
@@ -168,6 +173,9 @@ int bench_ceilings_measure(bench_ceil *c, int threads, int which);
  * AVX-512) at prefill encoding enc ("int8", "bf16"), measured now for secs on the CPUs a session of
  * `threads` takes; 0 where none applies or it cannot run here. */
 double bench_peak_now(int threads, const char *prefill_engine, const char *enc, double secs);
+/* The read bandwidth in GB/s (tm_kmeasure_memread over 256 MB), measured now for secs on the CPUs a
+ * session of `threads` takes; 0 where it cannot be measured. */
+double bench_read_now(int threads, double secs);
 void bench_ceilings_json(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc);
 void bench_ceilings_md(FILE *f, const bench_ceil *c, const bench_row *rows, int n, const char *prefill_enc);
 

@@ -14,7 +14,11 @@
  * and right after every rep (PAIRED_PEAK_S each, cmd_bench.c), and the
  * prefill's GEMM kernels (tandem_stats.t_prefill_gemm: issue 5's measure)
  * are set against the mean of the two: the median of those per-rep shares
- * is reported beside the rest. The AMX peak is also measured with a 2 x 2
+ * is reported beside the rest. Likewise for tgN the read bandwidth is measured
+ * right before and after every rep (PAIRED_READ_S each, over 256 MB), and
+ * that rep's weight stream set against the mean of the two ("read_share"):
+ * on the h200 host the before / after read bandwidth moved 26-43 GB/s within
+ * one run while the tests ran between. The AMX peak is also measured with a 2 x 2
  * block's four tile loads before every four products ("amx-loaded",
  * kmeasure_amx.c), what any GEMM must do; where the prefill runs on AMX,
  * the GEMM share is also given over that ceiling (the paired share divided
@@ -69,6 +73,17 @@ double bench_peak_now(int threads, const char *prefill_engine, const char *enc, 
     tm_kmeasure r;
     tm_err err = {0};
     double g = pool && tm_kmeasure_peak(peak_variant[v], peak_dtype[d], secs, pool, &r, &err) == TM_OK ? r.gflops : 0;
+    tm_pool_free(pool);
+    return g;
+}
+
+double bench_read_now(int threads, double secs)
+{
+    int n;
+    tm_pool *pool = measure_pool(threads, &n);
+    tm_kmeasure r;
+    tm_err err = {0};
+    double g = pool && tm_kmeasure_memread((size_t)256 << 20, secs, pool, &r, &err) == TM_OK ? r.gbps : 0;
     tm_pool_free(pool);
     return g;
 }
@@ -146,6 +161,9 @@ void bench_ceilings_json(FILE *f, const bench_ceil *c, const bench_row *rows, in
                     rows[i].gemm_share_hi, rows[i].gemm_reps);
         if (rows[i].gemm_reps && lf > 0)
             fprintf(f, ", \"loaded_over_peak\": %.3f, \"gemm_share_loaded\": %.3f", lf, rows[i].gemm_share / lf);
+        if (rows[i].read_reps)
+            fprintf(f, ", \"read_share\": %.3f, \"read_share_range\": [%.3f, %.3f], \"read_reps\": %d",
+                    rows[i].read_share, rows[i].read_share_lo, rows[i].read_share_hi, rows[i].read_reps);
         fputc('}', f);
     }
     fprintf(f, "]},\n");
@@ -172,6 +190,10 @@ void bench_ceilings_md(FILE *f, const bench_ceil *c, const bench_row *rows, int 
             fprintf(f, "- %s (%s, %s %s): %.2f TOP/s of useful matrix work (%.2f GOP per token) = **%.0f%%** of the "
                        "peak\n", r->name, bench_route_name(r->route), r->prefill_engine, prefill_enc, rate / 1e3,
                     c->prefill_ops / 1e9, 100 * rate / ceil);
+        if (r->kind == 'g' && r->read_reps)
+            fprintf(f, "- %s (%s): **%.0f%%** of the read bandwidth measured right before and after each rep "
+                       "(median of %d reps, range %.0f-%.0f%%)\n", r->name, bench_route_name(r->route),
+                    100 * r->read_share, r->read_reps, 100 * r->read_share_lo, 100 * r->read_share_hi);
         if (r->kind == 'p' && r->gemm_reps)
             fprintf(f, "- %s (%s): its GEMM kernels ran %.2f TOP/s = **%.0f%%** of the peak measured right before and "
                        "after each rep (median of %d reps, range %.0f-%.0f%%)\n", r->name, bench_route_name(r->route),

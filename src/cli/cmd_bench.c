@@ -34,6 +34,7 @@
 
 #define MAX_TESTS 32
 #define PAIRED_PEAK_S 0.2 /* seconds of each peak measured beside a pp rep (--ceilings) */
+#define PAIRED_READ_S 0.25 /* seconds of each read bandwidth measured beside a tg rep (--ceilings) */
 
 typedef struct bench_test {
     char name[32];
@@ -47,6 +48,8 @@ typedef struct bench_test {
     double handoff[BENCH_MAX_REPS];
     double gemm_gops[BENCH_MAX_REPS], gemm_share[BENCH_MAX_REPS]; /* pp with --ceilings (bench_row) */
     int n_gemm;
+    double read_share[BENCH_MAX_REPS]; /* tg with --ceilings (bench_row) */
+    int n_read;
     double last_gemm;            /* the last run's GEMM GOP/s (0: none ran) */
     int n;
     double peak_mb;
@@ -89,7 +92,8 @@ static const char bench_usage[] =
     "                      tests and the sweep run one request at a time and always lend\n"
     "  --ceilings          measure the read bandwidth and the matrix units' peaks before the tests and after\n"
     "                      the scenarios, and give each ppN / tgN its fraction of them; for ppN also the\n"
-    "                      peak right before and after each rep, and the prefill GEMMs' share of it\n"
+    "                      peak right before and after each rep, and the prefill GEMMs' share of it; for\n"
+    "                      tgN the read bandwidth right before and after each rep, and the decode's share\n"
     "  --tok-file F        tokenizer speed: encode F (one thread), MB/s\n"
     "When the routes, the sweep or the stall ran, issue 6's acceptance points are judged from the\n"
     "figures (JSON \"acceptance\", a markdown section, stderr).\n";
@@ -461,9 +465,18 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
             /* --ceilings, pp: the matrix unit's peak right before and after the rep, its GEMMs' share */
             int paired = o->ceilings && t->kind == 'p';
             double pk0 = paired ? bench_peak_now(ceil_threads, t->engines[0], info.prefill_encoding, PAIRED_PEAK_S) : 0;
+            /* --ceilings, tg: the read bandwidth right before and after the rep, the weight stream's share */
+            double bw0 = o->ceilings && t->kind == 'g' ? bench_read_now(ceil_threads, PAIRED_READ_S) : 0;
             if ((rc = run_once(ss[t->route], info.vocab, t, k, &seed, &st))) break;
             double pk1 = pk0 > 0 ? bench_peak_now(ceil_threads, t->engines[0], info.prefill_encoding, PAIRED_PEAK_S) : 0;
+            double bw1 = bw0 > 0 ? bench_read_now(ceil_threads, PAIRED_READ_S) : 0;
             fprintf(stderr, "bench rep %d: %s %s: tandem %.2f", k + 1, t->name, bench_route_name(t->route), t->tps[k]);
+            if (bw0 > 0 && bw1 > 0 && info.decode_bytes_per_token > 0) {
+                double gbps = t->tps[k] * (double)info.decode_bytes_per_token / 1e9;
+                t->read_share[t->n_read++] = 2 * gbps / (bw0 + bw1);
+                fprintf(stderr, " (%.1f GB/s, %.1f%% of the read bandwidth %.1f / %.1f beside)", gbps,
+                        200 * gbps / (bw0 + bw1), bw0, bw1);
+            }
             if (pk0 > 0 && pk1 > 0 && t->last_gemm > 0) {
                 t->gemm_gops[t->n_gemm] = t->last_gemm;
                 t->gemm_share[t->n_gemm++] = 2 * t->last_gemm / (pk0 + pk1);
@@ -481,6 +494,17 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
     if (rc) fprintf(stderr, "tandem bench: %s\n", st.msg[0] ? st.msg : "out of memory");
     for (int r = 0; r < 4; r++) tandem_session_free(ss[r]);
     return rc;
+}
+
+/* v[n] (n >= 1): its median and range */
+static void median_range(const double *v, int n, double *med, double *lo, double *hi)
+{
+    *med = bench_median(v, n);
+    *lo = *hi = v[0];
+    for (int k = 1; k < n; k++) {
+        if (v[k] < *lo) *lo = v[k];
+        if (v[k] > *hi) *hi = v[k];
+    }
 }
 
 /* Medians of each test into rows; rows of later routes take the llama.cpp
@@ -503,13 +527,10 @@ static void make_rows(const bench_test *ts, int nt, bench_row *rows)
         r->handoff = bench_median(t->handoff, t->n);
         if ((r->gemm_reps = t->n_gemm) > 0) {
             r->gemm_gops = bench_median(t->gemm_gops, t->n_gemm);
-            r->gemm_share = bench_median(t->gemm_share, t->n_gemm);
-            r->gemm_share_lo = r->gemm_share_hi = t->gemm_share[0];
-            for (int k = 1; k < t->n_gemm; k++) {
-                if (t->gemm_share[k] < r->gemm_share_lo) r->gemm_share_lo = t->gemm_share[k];
-                if (t->gemm_share[k] > r->gemm_share_hi) r->gemm_share_hi = t->gemm_share[k];
-            }
+            median_range(t->gemm_share, t->n_gemm, &r->gemm_share, &r->gemm_share_lo, &r->gemm_share_hi);
         }
+        if ((r->read_reps = t->n_read) > 0)
+            median_range(t->read_share, t->n_read, &r->read_share, &r->read_share_lo, &r->read_share_hi);
         for (int j = 0; j < nt; j++) {
             const bench_test *p = &ts[j];
             if (!p->peer_beside || !p->n_peer || strcmp(p->name, t->name)) continue;
