@@ -17,8 +17,8 @@
  * is reported beside the rest. Likewise for tgN the read bandwidth is measured
  * right before and after every rep (PAIRED_READ_S each, over 256 MB), and
  * that rep's weight stream set against the mean of the two ("read_share"):
- * on the h200 host the before / after read bandwidth moved 26-43 GB/s within
- * one run while the tests ran between. The AMX peak is also measured with a 2 x 2
+ * on dev (session 37) one invocation read 45 / 49 GB/s before / after while
+ * the reps between saw 28-55 GB/s beside them. The AMX peak is also measured with a 2 x 2
  * block's four tile loads before every four products ("amx-loaded",
  * kmeasure_amx.c), what any GEMM must do; where the prefill runs on AMX,
  * the GEMM share is also given over that ceiling (the paired share divided
