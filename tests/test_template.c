@@ -479,6 +479,25 @@ static void test_limits(void)
     CHECK_EQ_INT(tm_jinja_compile(&t, deep, strlen(deep), &err), TM_E_TEMPLATE);
     CHECKF(strstr(err.msg, "nested") != NULL, "%s", err.msg);
     free(deep);
+    /* ... and so do chains the parser builds by looping, not recursing (300,000 `+1`s, `|trim`s, `.a`s
+     * overflowed the stack of the passes over the tree); a chain of 1,500 still renders */
+    static const char *const link[] = {"+1", "|trim", ".a", "[0]"};
+    for (int c = 0; c < 4; c++) {
+        size_t k = strlen(link[c]), m = 300000;
+        char *src = malloc(m * k + 16);
+        memcpy(src, "{{ 1", 4);
+        for (size_t i = 0; i < m; i++) memcpy(src + 4 + i * k, link[c], k);
+        memcpy(src + 4 + m * k, " }}", 4);
+        CHECK_EQ_INT(tm_jinja_compile(&t, src, strlen(src), &err), TM_E_TEMPLATE);
+        CHECKF(strstr(err.msg, "nested more than 2000 levels") != NULL, "%s", err.msg);
+        free(src);
+    }
+    char *chain = malloc(1500 * 2 + 16);
+    memcpy(chain, "{{ 1", 4);
+    for (int i = 0; i < 1500; i++) memcpy(chain + 4 + 2 * i, "+1", 2);
+    memcpy(chain + 4 + 3000, " }}", 4);
+    expect_text(chain, NULL, "1501");
+    free(chain);
 }
 
 /* ------------------------------------------------------------------ 5. chat render + threads */

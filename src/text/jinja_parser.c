@@ -10,6 +10,9 @@
 #include "text/jinja-impl.h"
 
 #define PDEPTH_MAX 200 /* nesting of expressions and blocks */
+#define TDEPTH_MAX 2000 /* depth of the parsed tree, chains included (a+b+c..., x|f|g..., a.b.c...): the
+                           passes over it recurse (check_names, the evaluator's const_tree; the evaluator
+                           itself stops at 2,500); jinja2's compiler fails on such chains at about 1,000 */
 
 typedef struct parser {
     tm_jinja *t;
@@ -1339,6 +1342,51 @@ done:
     return rc ? -1 : 0;
 }
 
+/* The tree's depth, without recursion (an explicit stack): PDEPTH_MAX bounds
+ * what the parser nests by recursing, but left-deep chains are built by
+ * loops, and 300,000 `+1`s overflowed the C stack of the passes after it. */
+static int check_depth(parser *P, jnode *const *body, int n)
+{
+    typedef struct {
+        const jnode *x;
+        int d;
+    } item;
+    size_t cap = 256, sp = 0;
+    item *st = malloc(cap * sizeof *st);
+    if (!st) return oom(P);
+    for (int i = 0; i < n; i++) {
+        if (sp == cap) {
+            item *g = realloc(st, 2 * cap * sizeof *st);
+            if (!g) return free(st), oom(P);
+            st = g;
+            cap *= 2;
+        }
+        st[sp++] = (item){body[i], 1};
+    }
+    while (sp) {
+        item it = st[--sp];
+        if (!it.x) continue;
+        if (it.d > TDEPTH_MAX) {
+            free(st);
+            return pfail_at(P, it.x->line, "template nested more than %d levels deep", TDEPTH_MAX);
+        }
+        const jnode *x = it.x;
+        size_t kids = 4 + (size_t)x->ln[0] + (size_t)x->ln[1] + (size_t)x->ln[2];
+        while (sp + kids > cap) {
+            item *g = realloc(st, 2 * cap * sizeof *st);
+            if (!g) return free(st), oom(P);
+            st = g;
+            cap *= 2;
+        }
+        const jnode *ab[4] = {x->a, x->b, x->c, x->d};
+        for (int k = 0; k < 4; k++) st[sp++] = (item){ab[k], it.d + 1};
+        for (int k = 0; k < 3; k++)
+            for (int j = 0; j < x->ln[k]; j++) st[sp++] = (item){x->l[k][j], it.d + 1};
+    }
+    free(st);
+    return 0;
+}
+
 /* A filter or test unknown to tandem (fid -1) or known to jinja2 but not
  * implemented here (-2) fails at compile time, as jinja2 3 does, except
  * inside an if statement (test, body, elif and else) or a conditional
@@ -1396,6 +1444,7 @@ int jparse(tm_jinja *t, const jtok *toks, size_t ntoks, tm_err *err)
     if (finish_list(&P, &body, &holder, 0)) return TM_E_NOMEM;
     t->body = holder.l[0];
     t->nbody = holder.ln[0];
+    if (check_depth(&P, t->body, t->nbody)) return err && err->code ? err->code : TM_E_TEMPLATE;
     for (int i = 0; i < t->nbody; i++)
         if (check_names(&P, t->body[i], 0)) return err && err->code ? err->code : TM_E_TEMPLATE;
     return TM_OK;
