@@ -1342,49 +1342,35 @@ done:
     return rc ? -1 : 0;
 }
 
-/* The tree's depth, without recursion (an explicit stack): PDEPTH_MAX bounds
+/* The tree's depth, without recursion (level by level): PDEPTH_MAX bounds
  * what the parser nests by recursing, but left-deep chains are built by
  * loops, and 300,000 `+1`s overflowed the C stack of the passes after it. */
 static int check_depth(parser *P, jnode *const *body, int n)
 {
-    typedef struct {
-        const jnode *x;
-        int d;
-    } item;
-    size_t cap = 256, sp = 0;
-    item *st = malloc(cap * sizeof *st);
-    if (!st) return oom(P);
-    for (int i = 0; i < n; i++) {
-        if (sp == cap) {
-            item *g = realloc(st, 2 * cap * sizeof *st);
-            if (!g) return free(st), oom(P);
-            st = g;
-            cap *= 2;
+    nvec level = {0}, next = {0}; /* the tree a level at a time: its nodes at depth d, then d + 1 */
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = nv_push(&level, body[i]) ? oom(P) : 0;
+    for (int d = 1; level.n && !rc; d++) {
+        if (d > TDEPTH_MAX) {
+            rc = pfail_at(P, level.v[0]->line, "template nested more than %d levels deep", TDEPTH_MAX);
+            break;
         }
-        st[sp++] = (item){body[i], 1};
+        next.n = 0;
+        for (int i = 0; i < level.n && !rc; i++) {
+            jnode *x = level.v[i], *ab[4] = {x->a, x->b, x->c, x->d};
+            for (int k = 0; k < 4 && !rc; k++)
+                if (ab[k] && nv_push(&next, ab[k])) rc = oom(P);
+            for (int k = 0; k < 3 && !rc; k++)
+                for (int m = 0; m < x->ln[k] && !rc; m++)
+                    if (x->l[k][m] && nv_push(&next, x->l[k][m])) rc = oom(P);
+        }
+        nvec t = level;
+        level = next;
+        next = t;
     }
-    while (sp) {
-        item it = st[--sp];
-        if (!it.x) continue;
-        if (it.d > TDEPTH_MAX) {
-            free(st);
-            return pfail_at(P, it.x->line, "template nested more than %d levels deep", TDEPTH_MAX);
-        }
-        const jnode *x = it.x;
-        size_t kids = 4 + (size_t)x->ln[0] + (size_t)x->ln[1] + (size_t)x->ln[2];
-        while (sp + kids > cap) {
-            item *g = realloc(st, 2 * cap * sizeof *st);
-            if (!g) return free(st), oom(P);
-            st = g;
-            cap *= 2;
-        }
-        const jnode *ab[4] = {x->a, x->b, x->c, x->d};
-        for (int k = 0; k < 4; k++) st[sp++] = (item){ab[k], it.d + 1};
-        for (int k = 0; k < 3; k++)
-            for (int j = 0; j < x->ln[k]; j++) st[sp++] = (item){x->l[k][j], it.d + 1};
-    }
-    free(st);
-    return 0;
+    free(level.v);
+    free(next.v);
+    return rc;
 }
 
 /* A filter or test unknown to tandem (fid -1) or known to jinja2 but not
