@@ -74,6 +74,11 @@ int tandem_tokenize(const tandem_model *m, const char *text, size_t len, int add
                     int32_t **ids, size_t *n_ids, tandem_status *st);          /* free(*ids) */
 int tandem_detokenize(const tandem_model *m, const int32_t *ids, size_t n, int skip_special,
                       char **text, tandem_status *st);                          /* free(*text) */
+/* The bytes token id adds to a text in the middle of it (a decoder's rules for a text's first
+ * token, such as SentencePiece's dropped leading space, do not apply; a token that holds part of
+ * a UTF-8 character gives those bytes, not U+FFFD). "" for an id the tokenizer does not know.
+ * *bytes: malloc'd and NUL-terminated, *len bytes without the NUL; free(*bytes). */
+int tandem_token_bytes(const tandem_model *m, int32_t id, char **bytes, size_t *len, tandem_status *st);
 /* messages_json: an array of {"role", "content"}; kwargs_json may be NULL.
  * template_src overrides the model's chat template (NULL: the model's). A
  * template's raise_exception gives status TM_E_TEMPLATE with its message. */
@@ -134,6 +139,19 @@ int tandem_session_ctx(const tandem_session *s);
 enum { TANDEM_LEND_PREFILL = 1, TANDEM_LEND_DECODE = 2 };
 int tandem_session_lending(const tandem_session *s);
 
+/* One generated token's log-probability (tandem_request.logprobs, docs/sampling.md). */
+#define TANDEM_MAX_LOGPROBS 20
+typedef struct tandem_logprob {
+    int32_t token;                          /* the token drawn */
+    float logprob;                          /* its log-probability: the log-softmax of the logits the
+                                               engine gave at that step, before the penalties,
+                                               temperature and filters (-inf: it could not be drawn) */
+    int n_top;                              /* alternatives below: request.logprobs, fewer where fewer
+                                               tokens have a finite logit */
+    int32_t top_token[TANDEM_MAX_LOGPROBS]; /* the most likely tokens of that step, most likely first */
+    float top_logprob[TANDEM_MAX_LOGPROBS];
+} tandem_logprob;
+
 typedef struct tandem_request {
     const char *prompt;           /* text, tokenized with special tokens; or: */
     const int32_t *prompt_ids;    /* token ids (used if prompt is NULL) */
@@ -148,6 +166,14 @@ typedef struct tandem_request {
     int ignore_eos;
     int no_special;               /* 1: tokenize prompt without the model's special tokens
                                      (a rendered chat template already holds them) */
+    int logprobs;                 /* with on_logprob: each generated token's log-probability and this
+                                     many (0..TANDEM_MAX_LOGPROBS) of the most likely tokens at its step */
+    struct tandem_logprob_cb {    /* (a struct so that a zeroed request has none) */
+        int (*fn)(void *ud, const struct tandem_logprob *lp); /* NULL: none. Called with on_text's ud,
+                                     from the same thread, before the token's text, for every generated
+                                     token but an end-of-sequence one that ends the request; nonzero
+                                     cancels the request, as from on_text */
+    } on_logprob;
 } tandem_request;
 void tandem_request_default(tandem_request *r);
 

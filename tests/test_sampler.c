@@ -1,7 +1,8 @@
 /* tests/test_sampler.c: text/sampler: PRNG stream, parameter checks, greedy,
  * penalties' arithmetic, each filter's effect, empirical distributions
  * against an independent reference (HF-style masks), reproducibility, large
- * vocabularies, and stop strings split across pieces in every possible way. */
+ * vocabularies, stop strings split across pieces in every possible way, and
+ * the log-probabilities (tm_logprobs) against a long-double log-softmax. */
 #include "harness.h"
 
 #include <stdint.h>
@@ -608,6 +609,93 @@ static void test_stop_strings(void)
     CHECK(tm_stop_new(NULL, -1, NULL, 0, &err) == NULL);
 }
 
+
+/* tm_logprobs against a plain long-double log-softmax and a full sort, on random logits with
+ * ties, NaN and -inf among them; odd vocabulary sizes */
+static int lp_before(const float *l, int32_t a, int32_t b) /* a ranks before b */
+{
+    return l[a] > l[b] || (l[a] == l[b] && a < b);
+}
+
+static void test_logprobs(void)
+{
+    tm_rng r;
+    tm_rng_seed(&r, 7);
+    static const int32_t Vs[] = {1, 2, 3, 19, 20, 21, 257, 5003, 151936};
+    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
+        int32_t V = Vs[vi];
+        float *l = malloc(sizeof(float) * (size_t)V);
+        int32_t *order = malloc(sizeof(int32_t) * (size_t)V);
+        for (int rep = 0; rep < 4; rep++) {
+            int32_t n_ok = 0;
+            for (int32_t i = 0; i < V; i++) {
+                double u = tm_rng_uniform(&r);
+                l[i] = rep == 3 ? 2.5f : (float)(tm_rng_uniform(&r) * 40 - 20); /* rep 3: all tied */
+                if (rep == 1 && u < 0.3) l[i] = (float)(int)(l[i] / 4);          /* many ties */
+                if (rep == 2 && u < 0.1) l[i] = NAN;
+                if (rep == 2 && u > 0.9) l[i] = -INFINITY;
+                if (l[i] > -INFINITY) order[n_ok++] = i;
+            }
+            long double m = -INFINITY, sum = 0;
+            for (int32_t k = 0; k < n_ok; k++) m = l[order[k]] > m ? l[order[k]] : m;
+            for (int32_t k = 0; k < n_ok; k++) sum += expl((long double)l[order[k]] - m);
+            long double lse_ref = m + logl(sum);
+            /* insertion sort of the drawable ids is too slow at V = 151936: select the top 20 by passes */
+            int32_t want = n_ok < TM_LOGPROBS_MAX ? n_ok : TM_LOGPROBS_MAX;
+            for (int32_t k = 0; k < want; k++) {
+                int32_t best = k;
+                for (int32_t j = k + 1; j < n_ok; j++)
+                    if (lp_before(l, order[j], order[best])) best = j;
+                int32_t t = order[k];
+                order[k] = order[best];
+                order[best] = t;
+            }
+            for (int32_t n_top = 0; n_top <= TM_LOGPROBS_MAX + 1; n_top += n_top < 3 ? 1 : 9) {
+                int32_t ids[TM_LOGPROBS_MAX];
+                float lp[TM_LOGPROBS_MAX];
+                double lse;
+                int32_t got = tm_logprobs(l, V, n_top, ids, lp, &lse);
+                int32_t exp_n = n_top < want ? n_top : want;
+                CHECKF(got == exp_n, "V %d rep %d n_top %d: %d of %d", V, rep, n_top, got, exp_n);
+                CHECKF(n_ok ? fabsl((long double)lse - lse_ref) <= 1e-7L * (1 + fabsl(lse_ref)) : lse == -INFINITY,
+                       "V %d rep %d: lse %.17g, %.17Lg", V, rep, lse, lse_ref);
+                for (int32_t k = 0; k < got && k < exp_n; k++) {
+                    CHECKF(ids[k] == order[k], "V %d rep %d n_top %d: rank %d id %d, want %d", V, rep, n_top, k, ids[k],
+                           order[k]);
+                    float want_lp = (float)((long double)l[order[k]] - lse_ref);
+                    CHECKF(fabsf(lp[k] - want_lp) <= 1e-6f * (1 + fabsf(want_lp)), "V %d: lp %g, want %g", V, lp[k],
+                           want_lp);
+                    CHECK(lp[k] <= 0);
+                }
+                if (n_ok) {
+                    double v = tm_logprob_value(l[order[0]], lse);
+                    CHECK(fabs(v - (double)((long double)l[order[0]] - lse_ref)) < 1e-6);
+                }
+            }
+            if (rep == 3) { /* V ties: each -log V */
+                double lse;
+                int32_t id;
+                float lp;
+                tm_logprobs(l, V, 1, &id, &lp, &lse);
+                CHECKF(id == 0 && fabs(lp + log((double)V)) < 1e-5, "ties: id %d lp %g, want %g", id, lp, -log((double)V));
+            }
+        }
+        free(l);
+        free(order);
+    }
+    /* nothing drawable; NaN / -inf ids */
+    float z[3] = {NAN, -INFINITY, NAN};
+    int32_t ids[4];
+    float lp[4];
+    double lse;
+    CHECK_EQ_INT(tm_logprobs(z, 3, 4, ids, lp, &lse), 0);
+    CHECK(lse == -INFINITY && tm_logprob_value(1.0f, lse) == -INFINITY);
+    float one[3] = {NAN, 3.0f, -INFINITY};
+    CHECK_EQ_INT(tm_logprobs(one, 3, 4, ids, lp, &lse), 1);
+    CHECK(ids[0] == 1 && lp[0] == 0.0f && lse == 3.0);
+    CHECK(tm_logprob_value(one[0], lse) == -INFINITY && tm_logprob_value(one[2], lse) == -INFINITY);
+}
+
 int main(void)
 {
     test_rng();
@@ -618,5 +706,6 @@ int main(void)
     test_reproducible();
     test_large_vocab();
     test_stop_strings();
+    test_logprobs();
     return th_done("test_sampler");
 }

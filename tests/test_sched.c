@@ -9,10 +9,12 @@
 
 #include "core/cpu.h"
 #include "pkg/convert.h"
+#include "model/model.h"
 #include "runtime/kvcache.h"
 #include "runtime/rt_model.h"
 #include "runtime/session-impl.h"
 #include "runtime/session.h"
+#include "text/tokenizer.h"
 
 typedef struct sink {
     char buf[4096];
@@ -148,6 +150,143 @@ static void prefix_cache(tm_rt_model *rm)
     }
 }
 
+/* tandem_request.logprobs: each generated token's log-probability is the log-softmax of the logits
+ * its route gave at that step (tm_session_score runs the same route over the same ids), before the
+ * penalties and the temperature, which this request sets far from neutral; the alternatives are
+ * that step's most likely tokens in order; greedy draws the first of them; an EOS that ends the
+ * request is not reported. */
+typedef struct lp_log {
+    tandem_logprob v[64];
+    int n;
+    int32_t toks[64];
+    int n_toks;
+} lp_log;
+
+static int on_lp(void *ud, const tandem_logprob *lp)
+{
+    lp_log *g = ud;
+    if (g->n < 64) g->v[g->n++] = *lp;
+    return 0;
+}
+
+static int on_text_tok(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)piece, (void)len;
+    lp_log *g = ud;
+    if (tok >= 0 && g->n_toks < 64) g->toks[g->n_toks++] = tok;
+    return 0;
+}
+
+static void logprobs(tm_rt_model *rm)
+{
+    static const tandem_route routes[] = {TANDEM_ROUTE_DECODE_ONLY, TANDEM_ROUTE_HYBRID};
+    int V = rm->decode->V;
+    for (int ri = 0; ri < 2; ri++)
+        for (int greedy = 0; greedy < 2; greedy++) {
+            tm_err err = {0};
+            tandem_session_opts o = two_thread_opts();
+            o.route = routes[ri];
+            tm_session *s = NULL;
+            CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+            if (!s) return;
+            tandem_request r = greedy_request(24);
+            r.prompt = prompts[1];
+            r.logprobs = greedy ? 3 : 7;
+            r.on_logprob.fn = on_lp;
+            if (!greedy) {
+                r.temperature = 0.7f;
+                r.top_k = 8;
+                r.repetition_penalty = 0.6f; /* < 1 and < 0: seen tokens favoured, so drawn ones are penalized */
+                r.presence_penalty = -1.0f;
+                r.seed = 11;
+            }
+            lp_log g = {0};
+            tandem_stats st;
+            CHECKF(tm_session_generate(s, &r, on_text_tok, &g, &st, &err) == TM_OK, "%s", err.msg);
+            CHECK_EQ_INT(g.n, st.n_generated); /* EOS ignored: every token reported */
+            int32_t *ids = NULL;
+            size_t np = 0;
+            tm_tok_encode(rm->tok, r.prompt, strlen(r.prompt), 1, &ids, &np, &err);
+            CHECK_EQ_INT((int)np, st.n_prompt);
+            int n = (int)np + g.n;
+            ids = realloc(ids, sizeof(int32_t) * (size_t)n);
+            for (int k = 0; k < g.n; k++) ids[np + (size_t)k] = g.v[k].token;
+            float *lg = malloc(sizeof(float) * (size_t)V * (size_t)(g.n + 1));
+            CHECKF(tm_session_score(s, ids, n, (int)np, routes[ri], lg, &err) == TM_OK, "%s", err.msg);
+            double worst = 0, scaled_gap = 0;
+            for (int k = 0; k < g.n; k++) {
+                const float *x = lg + (size_t)k * (size_t)V;
+                const tandem_logprob *e = &g.v[k];
+                double m = -INFINITY, sum = 0, sum_t = 0;
+                for (int i = 0; i < V; i++) m = x[i] > m ? x[i] : m;
+                for (int i = 0; i < V; i++) sum += exp((double)x[i] - m), sum_t += exp(((double)x[i] - m) / 0.7);
+                double lse = m + log(sum);
+                double d = fabs(e->logprob - ((double)x[e->token] - lse));
+                worst = d > worst ? d : worst;
+                /* what the temperature's distribution would have said */
+                double lp_t = ((double)x[e->token] - m) / 0.7 - log(sum_t);
+                scaled_gap += fabs(lp_t - ((double)x[e->token] - lse));
+                CHECK_EQ_INT(e->n_top, r.logprobs);
+                for (int j = 0; j < e->n_top; j++) {
+                    d = fabs(e->top_logprob[j] - ((double)x[e->top_token[j]] - lse));
+                    worst = d > worst ? d : worst;
+                    if (j) CHECK(e->top_logprob[j] <= e->top_logprob[j - 1]);
+                    /* nothing outside the list beats its last entry */
+                    if (j == e->n_top - 1)
+                        for (int i = 0; i < V; i++) {
+                            int in = 0;
+                            for (int q = 0; q < e->n_top; q++) in |= e->top_token[q] == i;
+                            if (!in && x[i] > x[e->top_token[j]]) {
+                                CHECKF(0, "route %d step %d: token %d (%g) outside the top %d beats %g", ri, k, i, x[i],
+                                       e->n_top, x[e->top_token[j]]);
+                                break;
+                            }
+                        }
+                }
+                if (greedy) CHECK(e->token == e->top_token[0] && e->logprob == e->top_logprob[0]);
+                if (k < g.n_toks) CHECK_EQ_INT(g.toks[k], e->token); /* the same tokens as on_text saw */
+            }
+            CHECKF(worst < 2e-4, "route %d greedy %d: logprobs off the route's logits by %g", ri, greedy, worst);
+            if (!greedy) CHECKF(scaled_gap / g.n > 0.05, "the temperature would have moved them by %g", scaled_gap / g.n);
+            free(lg);
+            free(ids);
+            /* out of range */
+            r.logprobs = TANDEM_MAX_LOGPROBS + 1;
+            tm_req *q = NULL;
+            CHECK_EQ_INT(tm_session_submit(s, &r, on_text_tok, &g, &q, &err), TM_E_INVALID);
+            CHECK(strstr(err.msg, "logprobs") != NULL);
+            tm_session_free(s);
+        }
+    /* an EOS that ends the request is not reported: the model's 6th greedy token made its EOS */
+    tm_err err = {0};
+    tandem_session_opts o = two_thread_opts();
+    tm_session *s = NULL;
+    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    if (!s) return;
+    tandem_request r = greedy_request(24);
+    r.prompt = prompts[0];
+    r.logprobs = 0;
+    r.on_logprob.fn = on_lp;
+    r.ignore_eos = 0;
+    lp_log g = {0}, h = {0};
+    tandem_stats st;
+    CHECKF(tm_session_generate(s, &r, on_text_tok, &g, &st, &err) == TM_OK, "%s", err.msg);
+    CHECK(g.n == 24 && g.v[0].n_top == 0 && !strcmp(st.finish_reason, "length"));
+    int saved[16], n_saved = rm->n_eos;
+    memcpy(saved, rm->eos_ids, sizeof saved);
+    int k = 0;
+    while (k < 5 && g.v[k].token != g.v[5].token) k++; /* the first time that token comes */
+    rm->eos_ids[0] = g.v[5].token;
+    rm->n_eos = 1;
+    CHECKF(tm_session_generate(s, &r, on_text_tok, &h, &st, &err) == TM_OK, "%s", err.msg);
+    CHECKF(!strcmp(st.finish_reason, "stop") && st.n_generated == k + 1 && h.n == k, "finish %s, %d generated, %d reported",
+           st.finish_reason, st.n_generated, h.n);
+    for (int i = 0; i < h.n; i++) CHECK(h.v[i].token == g.v[i].token && h.v[i].logprob == g.v[i].logprob);
+    memcpy(rm->eos_ids, saved, sizeof saved);
+    rm->n_eos = n_saved;
+    tm_session_free(s);
+}
+
 /* Invariant 5 (sched.c): which sessions let the decode side borrow the idle
  * prefill cores. The router state is set by hand so the answer does not
  * depend on a calibration cached on this machine. */
@@ -276,6 +415,7 @@ int main(void)
     lend_policy(rm);
     core_plan(rm);
     prefix_cache(rm);
+    logprobs(rm);
     tm_rt_model_free(rm);
 
     /* a package converted with the default encodings generates exactly what the

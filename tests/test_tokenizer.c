@@ -7,13 +7,17 @@
  * 3. Unit tests for components the fixtures do not exercise, on small inline
  *    tokenizer.json strings; the expected outputs are derived by hand from
  *    the HF semantics (explained next to each case).
- * 4. Malformed files give clear errors; concurrent encodes agree. */
+ * 4. Malformed files give clear errors; concurrent encodes agree.
+ * 5. tm_tok_token_bytes: on every conformance case, the first token decoded and every later
+ *    token's bytes concatenate to the decode (U+FFFD where the bytes are not UTF-8); and by hand
+ *    for the byte-level, byte-fallback and WordPiece cases. */
 #include "harness.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
 
 #include "core/fileio.h"
+#include "text/tok_impl.h"
 #include "text/tokenizer.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -123,6 +127,51 @@ static char *read_text(const char *path)
 /* ---- 1. conformance ------------------------------------------------------ */
 
 /* dir's tokenizer.json against its tests.json; at least min_cases cases */
+/* Section 5: decode(ids[0..1]) + token_bytes(ids[1]) + ... + token_bytes(ids[n-1]), made lossy
+ * UTF-8 as a decoder does, against decode(ids); 1 if equal. Cases whose first token is not whole
+ * UTF-8 alone (its decode then holds U+FFFD for bytes the next token completes) return -1. */
+static int token_bytes_case(const tm_tokenizer *t, const int32_t *ids, size_t n, const char *want, size_t want_len)
+{
+    if (n == 0) return -1;
+    tm_err err = {0};
+    char *first = NULL, *b = NULL;
+    size_t fl = 0, bl = 0;
+    if (tm_tok_decode(t, ids, 1, 0, &first, &fl, &err) != TM_OK) return 0;
+    int ok = 1;
+    if (strstr(first, "\xEF\xBF\xBD")) ok = -1;
+    tok_buf raw = {0}, lossy = {0};
+    tok_buf_append(&raw, first, fl);
+    for (size_t i = 1; i < n && ok == 1; i++) {
+        if (tm_tok_token_bytes(t, ids[i], &b, &bl, &err) != TM_OK) ok = 0;
+        else tok_buf_append(&raw, b, bl);
+        free(b);
+    }
+    if (ok == 1) {
+        tok_utf8_lossy(&lossy, (const unsigned char *)(raw.p ? raw.p : ""), raw.len);
+        ok = same(lossy.p ? lossy.p : "", lossy.len, want, want_len);
+        if (!ok) fprintf(stderr, "token bytes: \"%.*s\" want \"%s\"\n", (int)lossy.len, lossy.p ? lossy.p : "", want);
+    }
+    tok_buf_free(&raw);
+    tok_buf_free(&lossy);
+    free(first);
+    return ok;
+}
+
+static void expect_token_bytes(const tm_tokenizer *t, const char *piece, int32_t id, const char *want, size_t want_len,
+                               int line)
+{
+    if (piece) id = tm_tok_piece_to_id(t, piece);
+    CHECKF(piece == NULL || id >= 0, "line %d: no piece %s", line, piece);
+    char *b = NULL;
+    size_t bl = 0;
+    tm_err err = {0};
+    CHECKF(tm_tok_token_bytes(t, id, &b, &bl, &err) == TM_OK, "line %d: %s", line, err.msg);
+    CHECKF(b && same(b, bl, want, want_len), "line %d: token %d bytes \"%.*s\" (%zu), want \"%s\"", line, id, (int)bl,
+           b ? b : "", bl, want);
+    free(b);
+}
+#define EXPECT_TOKEN_BYTES(t, piece, want) expect_token_bytes(t, piece, -1, want, sizeof(want) - 1, __LINE__)
+
 static void conformance_dir(const char *dir, const char *name, int min_cases)
 {
     char path[600];
@@ -144,7 +193,7 @@ static void conformance_dir(const char *dir, const char *name, int min_cases)
     }
     const cJSON *vs = cJSON_GetObjectItem(root, "vocab_size_with_added");
     CHECK_EQ_INT(tm_tok_vocab_size(t), (int)vs->valuedouble);
-    int n_cases = 0, bad_ids = 0, bad_special = 0, bad_dec = 0, bad_skip = 0, bad_stream = 0;
+    int n_cases = 0, bad_ids = 0, bad_special = 0, bad_dec = 0, bad_skip = 0, bad_stream = 0, bad_bytes = 0, n_bytes = 0;
     const cJSON *cases = cJSON_GetObjectItem(root, "cases");
     for (const cJSON *c = cases->child; c; c = c->next, n_cases++) {
         size_t text_len, dec_len, skip_len;
@@ -178,6 +227,9 @@ static void conformance_dir(const char *dir, const char *name, int min_cases)
             fprintf(stderr, "%s case %d decoded \"%s\" want \"%s\"\n", name, n_cases, rc ? err.msg : dec, want_dec);
         }
         free(dec);
+        int tb = token_bytes_case(t, ref, nr, want_dec, dec_len);
+        n_bytes += tb == 1;
+        bad_bytes += tb == 0;
         rc = tm_tok_decode(t, ref, nr, 1, &dec, &dl, &err);
         if (rc || !same(dec, dl, want_skip, skip_len)) {
             bad_skip++;
@@ -216,6 +268,16 @@ static void conformance_dir(const char *dir, const char *name, int min_cases)
     CHECKF(bad_dec == 0, "%s: %d/%d cases with wrong decoded", name, bad_dec, n_cases);
     CHECKF(bad_skip == 0, "%s: %d/%d cases with wrong decoded_skip_special", name, bad_skip, n_cases);
     CHECKF(bad_stream == 0, "%s: %d streamed decodes differ from the full decode", name, bad_stream);
+    CHECKF(bad_bytes == 0 && n_bytes >= n_cases * 3 / 4, "%s: token bytes differ in %d cases, %d of %d checked", name,
+           bad_bytes, n_bytes, n_cases);
+    /* by hand: a byte-level or byte-fallback token of one byte of a 3-byte character gives that byte */
+    if (tm_tok_piece_to_id(t, "<0xE2>") >= 0) EXPECT_TOKEN_BYTES(t, "<0xE2>", "\xE2");
+    if (tm_tok_piece_to_id(t, "\xE2\x96\x81the") >= 0) EXPECT_TOKEN_BYTES(t, "\xE2\x96\x81the", " the");
+    if (tm_tok_piece_to_id(t, "\xC3\xA2") >= 0 && tm_tok_piece_to_id(t, "\xC4\xA0the") >= 0) {
+        EXPECT_TOKEN_BYTES(t, "\xC3\xA2", "\xE2"); /* ByteLevel's char for byte 0xE2 */
+        EXPECT_TOKEN_BYTES(t, "\xC4\xA0the", " the");
+    }
+    expect_token_bytes(t, NULL, tm_tok_vocab_size(t) + 5, "", 0, __LINE__); /* unknown id */
     cJSON_Delete(root);
     tm_tok_free(t);
 }
@@ -691,6 +753,9 @@ static void test_wordpiece(void)
     /* decoder: "##" pieces join, others get a space, cleanup per token (" ." would need one token) */
     EXPECT_DECODE(t, "abc b", 0, 8, 15, 2);
     EXPECT_DECODE(t, "##b a", 0, 3, 1); /* the first token keeps its prefix */
+    /* token bytes are the middle of a text: "##b" joins, "ab" gets its space */
+    EXPECT_TOKEN_BYTES(t, "##b", "b");
+    EXPECT_TOKEN_BYTES(t, "ab", " ab");
     tm_tok_free(t);
     /* strip_accents given explicitly wins over lowercase, both ways */
     t = mk("[]", "{\"type\":\"BertNormalizer\",\"strip_accents\":true,\"lowercase\":false}", pre, "null", "null", model);

@@ -129,6 +129,13 @@ int tandem_detokenize(const tandem_model *m, const int32_t *ids, size_t n, int s
     return ok(st);
 }
 
+int tandem_token_bytes(const tandem_model *m, int32_t id, char **bytes, size_t *len, tandem_status *st)
+{
+    tm_err e = {0};
+    if (tm_tok_token_bytes(m->rm->tok, id, bytes, len, &e) != TM_OK) return fail(st, &e);
+    return ok(st);
+}
+
 int tandem_chat_render(const tandem_model *m, const char *template_src, const char *messages_json,
                        int add_generation_prompt, const char *kwargs_json, char **text, tandem_status *st)
 {
@@ -195,6 +202,7 @@ void tandem_request_default(tandem_request *r)
     r->temperature = 1.0f;
     r->top_p = 1.0f;
     r->repetition_penalty = 1.0f;
+    r->logprobs = -1;
 }
 
 int tandem_generate(tandem_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud,

@@ -46,6 +46,7 @@
  *     no prompt can arrive while it decodes (max_seqs 1: run, chat, bench's
  *     one-request tests).
  */
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@
 #include "runtime/session-impl.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
+
+_Static_assert(TM_LOGPROBS_MAX == TANDEM_MAX_LOGPROBS, "the sampler reports what the API promises");
 
 enum { REQ_QUEUED, REQ_ROUTED, REQ_PREFILLING, REQ_HANDOFF, REQ_DECODING, REQ_DONE, REQ_CANCELLED, REQ_FAILED };
 
@@ -72,6 +75,9 @@ struct tm_req {
     tm_detok_stream *ds;
     tandem_text_fn on_text;
     void *ud;
+    struct tandem_logprob_cb on_lp;   /* request.on_logprob: NULL or called per token */
+    int lp_n;                  /* alternatives per token */
+    float *lp_raw;             /* [V] the step's logits before the sampler's penalties (on_lp only) */
     int state;
     atomic_int cancel;
     tm_kv_seq seq, sseq;       /* decode pages, staging pages */
@@ -149,8 +155,20 @@ static void req_flush(tm_req *q)
 static int req_take_token(tm_req *q, float *logits)
 {
     double t = now_s();
+    tandem_logprob lp;
+    double lse = 0;
+    if (q->on_lp.fn) { /* before the sampler's penalties change logits */
+        int V = q->s->rm->decode->V;
+        lp.n_top = tm_logprobs(logits, V, q->lp_n, lp.top_token, lp.top_logprob, &lse);
+        memcpy(q->lp_raw, logits, sizeof(float) * (size_t)V);
+    }
     int32_t tok = tm_sampler_sample(q->smp, logits);
     tm_sampler_accept(q->smp, tok);
+    if (q->on_lp.fn && !tm_stop_is_eos(q->stop, tok)) {
+        lp.token = tok;
+        lp.logprob = tok >= 0 ? (float)tm_logprob_value(q->lp_raw[tok], lse) : -INFINITY;
+        if (q->on_lp.fn(q->ud, &lp)) atomic_store(&q->cancel, 1);
+    }
     if (q->n_gen == 0) q->t_first = t;
     else if (q->n_itl < q->max_new) q->itl[q->n_itl++] = t - q->t_last;
     q->t_last = t;
@@ -607,6 +625,7 @@ static void req_free(tm_req *q)
     free(q->ids);
     free(q->fed);
     free(q->itl);
+    free(q->lp_raw);
     pthread_cond_destroy(&q->done_cv);
     free(q);
 }
@@ -624,6 +643,16 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     q->t_submit = now_s();
     q->on_text = on_text;
     q->ud = ud;
+    if (r->on_logprob.fn && r->logprobs >= 0) {
+        if (r->logprobs > TANDEM_MAX_LOGPROBS) {
+            rc = tm_errf(err, TM_E_INVALID, "request: logprobs = %d is out of range [0, %d]", r->logprobs,
+                         TANDEM_MAX_LOGPROBS);
+            goto fail;
+        }
+        q->on_lp = r->on_logprob;
+        q->lp_n = r->logprobs;
+        if (!(q->lp_raw = malloc(sizeof(float) * (size_t)V))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+    }
     size_t n = 0;
     if (r->prompt) {
         if ((rc = tm_tok_encode(rm->tok, r->prompt, strlen(r->prompt), !r->no_special, &q->ids, &n, err)) != TM_OK)

@@ -14,6 +14,7 @@
  * min-p would remove afterwards, and top-p's total is the unfiltered one. */
 #include "text/sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,4 +419,39 @@ int32_t tm_sampler_sample(tm_sampler *s, float *logits)
     if (p->top_p < 1.0f) n = nucleus_select(c, n, (double)p->top_p * total);
     if (p->min_p > 0) n = keep_at_least(c, n, p->min_p);   /* w >= min_p * w_max, w_max = 1 */
     return n > 0 ? draw(s, c, n) : top;
+}
+
+/* ---- log-probabilities ---- */
+
+/* a logit as the log-softmax sees it: +inf as the largest float */
+static double lp_logit(float l) { return l == INFINITY ? (double)FLT_MAX : (double)l; }
+
+double tm_logprob_value(float logit, double lse)
+{
+    if (!(logit > -INFINITY) || !(lse > -INFINITY)) return -INFINITY; /* -inf, NaN, or nothing finite */
+    return lp_logit(logit) - lse;
+}
+
+int32_t tm_logprobs(const float *logits, int32_t V, int32_t n_top, int32_t *top_ids, float *top_lp, double *lse)
+{
+    double m = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (logits[i] > -INFINITY && lp_logit(logits[i]) > m) m = lp_logit(logits[i]);
+    double sum = 0;
+    if (m > -INFINITY)
+        for (int32_t i = 0; i < V; i++)
+            if (logits[i] > -INFINITY) sum += expf((float)(lp_logit(logits[i]) - m)); /* float terms, double sum */
+    *lse = m > -INFINITY ? m + log(sum) : -INFINITY;
+    if (n_top > TM_LOGPROBS_MAX) n_top = TM_LOGPROBS_MAX;
+    if (n_top <= 0) return 0;
+    cand h[TM_LOGPROBS_MAX];
+    int32_t n = select_top_k(logits, V, h, n_top);
+    /* the heap's root is the worst kept: take roots off from the end */
+    for (int32_t k = n; k > 0; k--) {
+        top_ids[k - 1] = h[0].id;
+        top_lp[k - 1] = (float)tm_logprob_value(h[0].l, *lse);
+        h[0] = h[k - 1];
+        sift_down(h, k - 1, 0);
+    }
+    return n;
 }

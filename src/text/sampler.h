@@ -112,6 +112,21 @@ void tm_sampler_penalize(const tm_sampler *s, float *logits /*[V]*/);
  * record the token: call tm_sampler_accept with the id you keep. */
 int32_t tm_sampler_sample(tm_sampler *s, float *logits /*[V]*/);
 
+/* ---- log-probabilities (docs/sampling.md) ---- */
+
+#define TM_LOGPROBS_MAX 20         /* alternatives tm_logprobs reports */
+
+/* tm_logprobs: the log-softmax of raw logits [V] (before penalties and temperature); exp in float,
+ * the sum and the log in double (one ulp of float per term, so lse to ~1e-7 relative):
+ * *lse = log sum_i exp(logits[i]) over the ids that can be drawn (NaN and -inf cannot; +inf counts
+ * as the largest float), -inf if none can. The n_top (at most TM_LOGPROBS_MAX) most
+ * likely ids go to top_ids with their log-probabilities in top_lp, most likely first (ties: lower
+ * id, as the sampler orders them); returns how many (fewer where fewer ids can be drawn). */
+int32_t tm_logprobs(const float *logits, int32_t V, int32_t n_top, int32_t *top_ids, float *top_lp, double *lse);
+
+/* tm_logprob_value: one id's log-probability from its raw logit and tm_logprobs' lse. */
+double tm_logprob_value(float logit, double lse);
+
 /* ---- stop conditions ---- */
 
 #define TM_STOP_MAX_STRINGS 64     /* stop strings per request */

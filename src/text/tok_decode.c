@@ -17,8 +17,8 @@ static int oom(const tm_tokenizer *t, tm_err *err)
 #define TOK_S(l, i) ((l)->buf.p + (l)->off[i])
 
 /* ByteLevel: every token whose chars all map to bytes becomes those bytes,
- * others stay as UTF-8; the whole is decoded lossily into ONE string. */
-static int dec_byte_level(const tm_tokenizer *t, tok_strs *in, tok_strs *out)
+ * others stay as UTF-8; the whole is decoded lossily into ONE string (raw: as bytes). */
+static int dec_byte_level(const tm_tokenizer *t, tok_strs *in, tok_strs *out, int raw)
 {
     tok_buf bytes = {0}, text = {0};
     int rc = TM_OK;
@@ -42,8 +42,9 @@ static int dec_byte_level(const tm_tokenizer *t, tok_strs *in, tok_strs *out)
             rc = tok_buf_append(&bytes, s, n);
         }
     }
-    if (!rc) rc = tok_utf8_lossy(&text, (const unsigned char *)(bytes.p ? bytes.p : ""), bytes.len);
-    if (!rc) rc = tok_strs_push(out, text.p ? text.p : "", text.len);
+    if (!rc && raw) rc = tok_strs_push(out, bytes.p ? bytes.p : "", bytes.len);
+    else if (!rc) rc = tok_utf8_lossy(&text, (const unsigned char *)(bytes.p ? bytes.p : ""), bytes.len);
+    if (!rc && !raw) rc = tok_strs_push(out, text.p ? text.p : "", text.len);
     tok_buf_free(&bytes);
     tok_buf_free(&text);
     return rc;
@@ -87,18 +88,18 @@ static int byte_token(const char *s, size_t n)
     return h >= 0 && l >= 0 ? h * 16 + l : -1;
 }
 
-static int flush_bytes(tok_buf *bytes, tok_strs *out)
+static int flush_bytes(tok_buf *bytes, tok_strs *out, int raw)
 {
     int rc = TM_OK;
     if (!bytes->len) return TM_OK;
-    if (tok_utf8_valid(bytes->p, bytes->len, NULL)) rc = tok_strs_push(out, bytes->p, bytes->len);
+    if (raw || tok_utf8_valid(bytes->p, bytes->len, NULL)) rc = tok_strs_push(out, bytes->p, bytes->len);
     else
         for (size_t k = 0; k < bytes->len && !rc; k++) rc = tok_strs_push(out, "\xEF\xBF\xBD", 3);
     bytes->len = 0;
     return rc;
 }
 
-static int dec_byte_fallback(tok_strs *in, tok_strs *out)
+static int dec_byte_fallback(tok_strs *in, tok_strs *out, int raw)
 {
     tok_buf bytes = {0};
     int rc = TM_OK;
@@ -108,11 +109,11 @@ static int dec_byte_fallback(tok_strs *in, tok_strs *out)
             char c = (char)b;
             rc = tok_buf_append(&bytes, &c, 1);
         } else {
-            rc = flush_bytes(&bytes, out);
+            rc = flush_bytes(&bytes, out, raw);
             if (!rc) rc = tok_strs_push(out, TOK_S(in, i), in->len[i]);
         }
     }
-    if (!rc) rc = flush_bytes(&bytes, out);
+    if (!rc) rc = flush_bytes(&bytes, out, raw);
     tok_buf_free(&bytes);
     return rc;
 }
@@ -241,9 +242,9 @@ int tok_decode_chain(const tm_tokenizer *t, const tok_decoder *d, tok_work *w, t
     tok_strs out = {0};
     int rc = TM_OK;
     switch (d->type) {
-    case TOK_DEC_BYTELEVEL: rc = dec_byte_level(t, toks, &out); break;
+    case TOK_DEC_BYTELEVEL: rc = dec_byte_level(t, toks, &out, w->raw_bytes); break;
     case TOK_DEC_METASPACE: rc = dec_metaspace(d, toks, &out); break;
-    case TOK_DEC_BYTE_FALLBACK: rc = dec_byte_fallback(toks, &out); break;
+    case TOK_DEC_BYTE_FALLBACK: rc = dec_byte_fallback(toks, &out, w->raw_bytes); break;
     case TOK_DEC_FUSE: rc = tok_strs_push(&out, toks->buf.p ? toks->buf.p : "", toks->buf.len); break;
     case TOK_DEC_STRIP: rc = dec_strip(d, toks, &out); break;
     case TOK_DEC_REPLACE: rc = dec_replace(t, d, w, toks, &out, err); break;
@@ -260,36 +261,98 @@ int tok_decode_chain(const tm_tokenizer *t, const tok_decoder *d, tok_work *w, t
     return TM_OK;
 }
 
+/* The decoder chain over strings s[0..n) (pieces, or any strings), joined: *out (NUL-terminated). */
+static int decode_strs(const tm_tokenizer *t, const char *const *s, const size_t *len, size_t n, int raw,
+                       tok_buf *out, tm_err *err)
+{
+    tok_strs toks = {0};
+    tok_work w;
+    *out = (tok_buf){0};
+    int rc = tok_work_init(&w, 0, t->name, err);
+    if (rc) return rc;
+    w.raw_bytes = raw;
+    for (size_t i = 0; i < n && !rc; i++)
+        if (tok_strs_push(&toks, s[i], len[i])) rc = oom(t, err);
+    if (!rc && t->decoder) rc = tok_decode_chain(t, t->decoder, &w, &toks, err);
+    for (size_t i = 0; i < toks.n && !rc; i++) {
+        if (!t->decoder && i > 0 && tok_buf_append(out, " ", 1)) rc = oom(t, err);
+        if (!rc && tok_buf_append(out, TOK_S(&toks, i), toks.len[i])) rc = oom(t, err);
+    }
+    if (!rc && tok_buf_reserve(out, 0)) rc = oom(t, err);
+    tok_strs_free(&toks);
+    tok_work_free(&w);
+    if (rc) tok_buf_free(out);
+    else out->p[out->len] = 0;
+    return rc;
+}
+
 int tm_tok_decode(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text, size_t *len,
                   tm_err *err)
 {
     *text = NULL;
     if (len) *len = 0;
-    tok_strs toks = {0};
-    tok_work w;
-    int rc = tok_work_init(&w, 0, t->name, err);
-    if (rc) return rc;
-    for (size_t i = 0; i < n && !rc; i++) {
+    const char **s = malloc(sizeof *s * (n ? n : 1));
+    size_t *sl = malloc(sizeof *sl * (n ? n : 1)), k = 0;
+    if (!s || !sl) {
+        free(s);
+        free(sl);
+        return oom(t, err);
+    }
+    for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || (size_t)id >= t->n_ids || !t->pieces[id]) continue;
+        if (id < 0 || (size_t)id >= t->n_ids || !t->pieces[id]) continue; /* unknown ids are skipped */
         if (skip_special && t->is_special[id]) continue;
-        if (tok_strs_push(&toks, t->pieces[id], t->piece_len[id])) rc = oom(t, err);
+        s[k] = t->pieces[id];
+        sl[k++] = t->piece_len[id];
     }
-    if (!rc && t->decoder) rc = tok_decode_chain(t, t->decoder, &w, &toks, err);
-    tok_buf joined = {0};
-    for (size_t i = 0; i < toks.n && !rc; i++) {
-        if (!t->decoder && i > 0 && tok_buf_append(&joined, " ", 1)) rc = oom(t, err);
-        if (!rc && tok_buf_append(&joined, TOK_S(&toks, i), toks.len[i])) rc = oom(t, err);
-    }
-    if (!rc && tok_buf_reserve(&joined, 0)) rc = oom(t, err);
-    tok_strs_free(&toks);
-    tok_work_free(&w);
-    if (rc) {
-        tok_buf_free(&joined);
-        return rc;
-    }
-    joined.p[joined.len] = 0;
+    tok_buf joined;
+    int rc = decode_strs(t, s, sl, k, 0, &joined, err);
+    free(s);
+    free(sl);
+    if (rc) return rc;
     *text = joined.p;
     if (len) *len = joined.len;
+    return TM_OK;
+}
+
+/* tm_tok_token_bytes: the piece between two plain letters, "a" piece "a", through the chain with
+ * raw bytes; what is left after taking off what "a" "a" gives at the start and at the end is the
+ * token's own part. So a decoder's rules for a text's first or last token (Metaspace's leading
+ * space, Strip, WordPiece's "##", BPEDecoder's last suffix) do not apply, as in the middle of a
+ * text. Where the ends do not match (a decoder that rewrites across tokens), the piece alone. */
+int tm_tok_token_bytes(const tm_tokenizer *t, int32_t id, char **bytes, size_t *len, tm_err *err)
+{
+    *bytes = NULL;
+    *len = 0;
+    if (id < 0 || (size_t)id >= t->n_ids || !t->pieces[id]) {
+        *bytes = calloc(1, 1);
+        return *bytes ? TM_OK : oom(t, err);
+    }
+    const char *three[3] = {"a", t->pieces[id], "a"}, *aa[2] = {"a", "a"};
+    size_t l3[3] = {1, t->piece_len[id], 1}, l2[2] = {1, 1};
+    tok_buf one, two, mid;
+    int rc = decode_strs(t, three, l3, 1, 1, &one, err);
+    if (!rc && (rc = decode_strs(t, aa, l2, 2, 1, &two, err))) tok_buf_free(&one);
+    if (!rc && (rc = decode_strs(t, three, l3, 3, 1, &mid, err))) {
+        tok_buf_free(&one);
+        tok_buf_free(&two);
+    }
+    if (rc) return rc;
+    /* two = head tail, head = one; mid = head token tail */
+    size_t head = one.len, tail = two.len >= head ? two.len - head : 0;
+    int ok = two.len >= head && !memcmp(two.p, one.p, head) && mid.len >= head + tail && !memcmp(mid.p, one.p, head) &&
+             !memcmp(mid.p + mid.len - tail, two.p + head, tail);
+    tok_buf_free(&one);
+    tok_buf_free(&two);
+    if (ok) {
+        memmove(mid.p, mid.p + head, mid.len - head - tail);
+        mid.len -= head + tail;
+        mid.p[mid.len] = 0;
+    } else {
+        tok_buf_free(&mid);
+        if ((rc = decode_strs(t, three + 1, l3 + 1, 1, 1, &mid, err))) return rc;
+    }
+    *bytes = mid.p;
+    *len = mid.len;
     return TM_OK;
 }

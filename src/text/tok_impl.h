@@ -177,6 +177,8 @@ typedef struct tok_work {
     size_t cap_uni;
     tok_cache cache;              /* BPE word cache */
     const char *name;             /* for messages */
+    int raw_bytes;                /* decoders keep bytes as they are: ByteLevel and ByteFallback do not
+                                     replace invalid UTF-8 with U+FFFD (tm_tok_token_bytes) */
 } tok_work;
 
 int tok_work_init(tok_work *w, size_t input_len, const char *name, tm_err *err);

@@ -68,6 +68,12 @@ int tm_tok_encode(const tm_tokenizer *t, const char *text, size_t len, int add_s
 int tm_tok_decode(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip_special,
                   char **text, size_t *len, tm_err *err);
 
+/* tm_tok_token_bytes: the bytes id adds to a decoded text in the middle of it: the decoder's
+ * rules for a text's first or last token do not apply, and bytes are kept as they are (a
+ * byte-level or byte-fallback token that is part of a UTF-8 character gives that byte, not
+ * U+FFFD). An unknown id gives "". *bytes: malloc'd, NUL-terminated, *len bytes without the NUL. */
+int tm_tok_token_bytes(const tm_tokenizer *t, int32_t id, char **bytes, size_t *len, tm_err *err);
+
 /* tm_tok_vocab_size: one past the largest id (model vocabulary and added tokens). */
 int tm_tok_vocab_size(const tm_tokenizer *t);
 
