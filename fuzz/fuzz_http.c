@@ -108,15 +108,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((r.set & TM_OAI_SET_MAX_TOKENS) && q.max_tokens != r.max_tokens) abort();
     if (r.prompt && q.prompt != r.prompt) abort();
     if (r.n_stop && (!q.stop || strcmp(q.stop[r.n_stop - 1], r.stop[r.n_stop - 1]))) abort();
+    if (r.top_logprobs < 0 || r.top_logprobs > TANDEM_MAX_LOGPROBS || (!r.want_logprobs && r.top_logprobs > 0))
+        abort();
+    if (q.logprobs != (r.want_logprobs ? r.top_logprobs : -1)) abort();
 
     /* the writer on whatever text the body held (the prompt, or the messages) */
     const char *text = r.prompt ? r.prompt : r.messages_json ? r.messages_json : "";
     size_t tl = strlen(text);
     tm_oai_meta m = {kind, "id-\"x", r.model, 1};
-    char *js = tm_oai_response_json(&m, text, tl, "stop", 1, 2);
+    /* logprobs over the same bytes cut into tokens of 1-4 bytes (characters split among them), the
+     * alternatives the request asked for (or 3), a -inf among the values */
+    static tm_oai_logprob lv[64];
+    size_t nl = 0;
+    for (size_t o = 0; o < tl && nl < 64; nl++) {
+        size_t k = 1 + (o * 7 + nl) % 4;
+        if (k > tl - o) k = tl - o;
+        lv[nl].tok = (tm_oai_lp_tok){text + o, k, nl % 5 == 3 ? -INFINITY : -(float)nl / 3};
+        lv[nl].n_top = r.want_logprobs ? r.top_logprobs : 3;
+        for (int t = 0; t < lv[nl].n_top; t++) lv[nl].top[t] = (tm_oai_lp_tok){text + (o + (size_t)t) % tl, 1, -(float)t};
+        o += k;
+    }
+    tm_oai_logprobs lp = {lv, nl, 5};
+    char *js = tm_oai_response_json(&m, text, tl, nl ? &lp : NULL, "stop", 1, 2);
     must_parse(js, 0);
     free(js);
-    js = tm_oai_chunk_sse(&m, text, tl, 1, NULL);
+    js = tm_oai_chunk_sse(&m, text, tl, 0, nl ? &lp : NULL, NULL);
+    if (js) js[strlen(js) - 2] = '\0';
+    must_parse(js, 6);
+    free(js);
+    js = tm_oai_chunk_sse(&m, text, tl, 1, NULL, NULL);
     if (js && (strncmp(js, "data: ", 6) || strlen(js) < 8 || strcmp(js + strlen(js) - 2, "\n\n"))) abort();
     if (js) js[strlen(js) - 2] = '\0';
     must_parse(js, 6);

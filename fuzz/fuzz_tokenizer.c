@@ -70,6 +70,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             tm_detok_stream_free(s);
             free(text);
         }
+        /* each token's bytes, and an id past the vocabulary (""): no crash, NUL-terminated */
+        for (size_t k = 0; k <= n && k < 16; k++) {
+            char *b = NULL;
+            size_t bl = 0;
+            int32_t id = k < n ? ids[k] : tm_tok_vocab_size(t) + 1;
+            if (tm_tok_token_bytes(t, id, &b, &bl, &err) == TM_OK && (!b || b[bl] != 0 || (k == n && bl))) __builtin_trap();
+            free(b);
+        }
         free(ids);
     }
     tm_tok_free(t);

@@ -396,7 +396,9 @@ static void test_oai(void)
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"stop\":[1]}", "stop[0]"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"stream\":1}", "stream"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":3}", "n"},
-        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":2}", "logprobs"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":2.5}", "logprobs"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":-1}", "logprobs"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":\"yes\"}", "logprobs"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"model\":5}", "model"},
         {TM_OAI_CHAT, "{\"messages\":[]}", "messages"},
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].role"},
@@ -415,7 +417,7 @@ static void test_oai(void)
     /* the writer: control characters, quotes, NUL and invalid UTF-8 give valid JSON */
     const char text[] = "a\"b\\c\n\x01\xff\xc3\xa9\0z";
     tm_oai_meta m = {TM_OAI_COMPLETION, "cmpl-1", "m\"x", 7};
-    char *js = tm_oai_response_json(&m, text, sizeof text - 1, "stop", 3, 4);
+    char *js = tm_oai_response_json(&m, text, sizeof text - 1, NULL, "stop", 3, 4);
     cJSON *j = cJSON_Parse(js);
     CHECKF(j != NULL, "%s", js);
     CHECK_EQ_STR(jstr(j, "model"), "m\"x");
@@ -426,11 +428,263 @@ static void test_oai(void)
     free(js);
 }
 
-/* ---- main ------------------------------------------------------------------------------------ */
-
 static const char *P0 = "Once upon a time, there was a little girl who";
 static const char *P1 = "The old man looked at the sea and said,";
 static const char *P2 = "She opened the door";
+
+/* ---- logprobs ------------------------------------------------------------------------------ */
+
+/* One token's log-probability as a response gave it (or as the library did), bytes decoded. */
+#define LP_MAX 64
+typedef struct lpe {
+    char tok[64];
+    size_t tok_len;
+    float lp;
+    int n_top;
+    char top[TANDEM_MAX_LOGPROBS][64];
+    size_t top_len[TANDEM_MAX_LOGPROBS];
+    float top_lp[TANDEM_MAX_LOGPROBS];
+    long off;                    /* completions: text_offset */
+} lpe;
+
+typedef struct lp_list {
+    lpe v[LP_MAX];
+    int n, bad;                  /* bad: a malformed entry */
+    char text[8192];             /* the generated text alongside */
+} lp_list;
+
+static int ref_lp(void *ud, const tandem_logprob *lp)
+{
+    lp_list *l = ((void **)ud)[0];
+    const tandem_model *m = ((void **)ud)[1];
+    if (l->n >= LP_MAX) return 0;
+    lpe *e = &l->v[l->n++];
+    tandem_status st;
+    char *b;
+    size_t len;
+    for (int k = -1; k < lp->n_top; k++) {
+        if (tandem_token_bytes(m, k < 0 ? lp->token : lp->top_token[k], &b, &len, &st) != 0 || len >= 64) {
+            l->bad++;
+            continue;
+        }
+        memcpy(k < 0 ? e->tok : e->top[k], b, len + 1);
+        if (k < 0) e->tok_len = len, e->lp = lp->logprob;
+        else e->top_len[k] = len, e->top_lp[k] = lp->top_logprob[k];
+        free(b);
+    }
+    e->n_top = lp->n_top;
+    return 0;
+}
+
+static int ref_lp_text(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)tok;
+    lp_list *l = ((void **)ud)[0];
+    strncat(l->text, piece, len < sizeof l->text - strlen(l->text) - 1 ? len : sizeof l->text - strlen(l->text) - 1);
+    return 0;
+}
+
+static void ref_logprobs(tandem_session *s, tandem_model *m, const char *prompt, int no_special, int n, int top,
+                         lp_list *out)
+{
+    memset(out, 0, sizeof *out);
+    tandem_request q;
+    tandem_request_default(&q);
+    q.prompt = prompt;
+    q.no_special = no_special;
+    q.max_tokens = n;
+    q.temperature = 0;
+    q.logprobs = top;
+    q.on_logprob.fn = ref_lp;
+    void *ud[2] = {out, m};
+    tandem_status st;
+    tandem_stats stats;
+    CHECKF(tandem_generate(s, &q, ref_lp_text, ud, &stats, &st) == 0, "%s", st.msg);
+    CHECK_EQ_INT(out->bad, 0);
+}
+
+/* a response's (or a chunk's) "logprobs" appended to l */
+static void read_logprobs(const cJSON *lp, int chat, lp_list *l)
+{
+    if (chat) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(lp, "content");
+        if (!cJSON_IsArray(c) || !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(lp, "refusal"))) l->bad++;
+        for (const cJSON *e = c ? c->child : NULL; e && l->n < LP_MAX; e = e->next) {
+            lpe *x = &l->v[l->n++];
+            for (int k = -1; k < TANDEM_MAX_LOGPROBS; k++) {
+                const cJSON *t = k < 0 ? e : cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "top_logprobs"), k);
+                if (!t) break;
+                const cJSON *tok = cJSON_GetObjectItemCaseSensitive(t, "token"),
+                            *v = cJSON_GetObjectItemCaseSensitive(t, "logprob"),
+                            *by = cJSON_GetObjectItemCaseSensitive(t, "bytes");
+                if (!cJSON_IsString(tok) || !cJSON_IsNumber(v) || !cJSON_IsArray(by) || cJSON_GetArraySize(by) >= 64) {
+                    l->bad++;
+                    break;
+                }
+                char *dst = k < 0 ? x->tok : x->top[k];
+                size_t n = 0;
+                for (const cJSON *b = by->child; b; b = b->next) dst[n++] = (char)(int)b->valuedouble;
+                dst[n] = 0;
+                /* the token string is the bytes where they are UTF-8 */
+                if (!(n == strlen(tok->valuestring) && !memcmp(dst, tok->valuestring, n))) {
+                    int ascii = 1;
+                    for (size_t i = 0; i < n; i++) ascii &= (unsigned char)dst[i] < 0x80;
+                    if (ascii) l->bad++;
+                }
+                if (k < 0) x->tok_len = n, x->lp = (float)v->valuedouble;
+                else x->top_len[k] = n, x->top_lp[k] = (float)v->valuedouble, x->n_top = k + 1;
+            }
+        }
+        return;
+    }
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(lp, "tokens"),
+                *lps = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs"),
+                *tops = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs"),
+                *offs = cJSON_GetObjectItemCaseSensitive(lp, "text_offset");
+    int n = cJSON_GetArraySize(toks);
+    if (cJSON_GetArraySize(lps) != n || cJSON_GetArraySize(tops) != n || cJSON_GetArraySize(offs) != n) l->bad++;
+    for (int i = 0; i < n && l->n < LP_MAX; i++) {
+        lpe *x = &l->v[l->n++];
+        const cJSON *t = cJSON_GetArrayItem(toks, i), *v = cJSON_GetArrayItem(lps, i), *o = cJSON_GetArrayItem(offs, i),
+                    *top = cJSON_GetArrayItem(tops, i);
+        if (!cJSON_IsString(t) || !cJSON_IsNumber(v) || !cJSON_IsNumber(o) || !cJSON_IsObject(top) ||
+            strlen(t->valuestring) >= 64) {
+            l->bad++;
+            continue;
+        }
+        x->tok_len = strlen(t->valuestring);
+        memcpy(x->tok, t->valuestring, x->tok_len + 1);
+        x->lp = (float)v->valuedouble;
+        x->off = (long)o->valuedouble;
+        for (const cJSON *e = top->child; e && x->n_top < TANDEM_MAX_LOGPROBS; e = e->next, x->n_top++) {
+            snprintf(x->top[x->n_top], 64, "%s", e->string);
+            x->top_len[x->n_top] = strlen(x->top[x->n_top]);
+            x->top_lp[x->n_top] = cJSON_IsNumber(e) ? (float)e->valuedouble : 1;
+        }
+    }
+}
+
+/* got (from a response) against want (the library's), exactly: the same tokens, values and
+ * alternatives, in order; completions' alternatives as an object (a token string once) */
+static void same_logprobs(const lp_list *got, const lp_list *want, int chat, int top, const char *what)
+{
+    CHECKF(got->bad == 0, "%s: %d malformed entries", what, got->bad);
+    CHECKF(got->n == want->n && got->n > 0, "%s: %d tokens, want %d", what, got->n, want->n);
+    long off = 0;
+    for (int i = 0; i < got->n && i < want->n; i++) {
+        const lpe *g = &got->v[i], *w = &want->v[i];
+        CHECKF(g->tok_len == w->tok_len && !memcmp(g->tok, w->tok, w->tok_len) && g->lp == w->lp,
+               "%s: token %d '%s' %.9g, want '%s' %.9g", what, i, g->tok, g->lp, w->tok, w->lp);
+        CHECKF(g->lp <= 0 && (top == 0 || g->lp == w->top_lp[0]) && top == w->n_top, "%s: token %d not the greedy first", what, i);
+        if (chat) {
+            CHECKF(g->n_top == top, "%s: token %d has %d alternatives, want %d", what, i, g->n_top, top);
+            for (int k = 0; k < g->n_top && k < w->n_top; k++)
+                CHECK(g->top_len[k] == w->top_len[k] && !memcmp(g->top[k], w->top[k], w->top_len[k]) &&
+                      g->top_lp[k] == w->top_lp[k]);
+        } else {
+            CHECKF(g->off == off, "%s: token %d at text_offset %ld, want %ld", what, i, g->off, off);
+            off += (long)strlen(g->tok); /* ASCII here: characters are bytes */
+            CHECK(g->n_top >= 1 && g->n_top <= top);
+            for (int k = 0; k < w->n_top; k++) { /* each alternative's string is there with the first value it had */
+                int found = 0;
+                for (int q = 0; q < g->n_top && !found; q++)
+                    found = !strcmp(g->top[q], w->top[k]) && (g->top_lp[q] == w->top_lp[k] || w->top_lp[k] < g->top_lp[q]);
+                CHECKF(found, "%s: token %d: alternative '%s' missing", what, i, w->top[k]);
+            }
+        }
+    }
+}
+
+/* the "logprobs" of every event of a stream, in order, and its text */
+static void sse_logprobs(const char *body, int chat, lp_list *l)
+{
+    memset(l, 0, sizeof *l);
+    for (const char *p = body, *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        if (strncmp(p, "data: {", 7) != 0) continue;
+        char *ev = strndup(p + 6, (size_t)(e - p - 6));
+        cJSON *j = cJSON_Parse(ev);
+        const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(c0, "logprobs");
+        if (lp && !cJSON_IsNull(lp)) read_logprobs(lp, chat, l);
+        const char *t = jstr(j, chat ? "choices.0.delta.content" : "choices.0.text");
+        if (t) strncat(l->text, t, sizeof l->text - strlen(l->text) - 1);
+        cJSON_Delete(j);
+        free(ev);
+    }
+}
+
+static void test_logprobs(int port, tandem_session *s, tandem_model *m, const char *chat_prompt)
+{
+    lp_list want, got;
+    char body[2048];
+    int status;
+    /* completions: "logprobs": 3, JSON and streamed */
+    ref_logprobs(s, m, P0, 0, 20, 3, &want);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":20,\"temperature\":0,\"logprobs\":3}", P0);
+    cJSON *j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    memset(&got, 0, sizeof got);
+    read_logprobs(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),
+                                                   "logprobs"), 0, &got);
+    same_logprobs(&got, &want, 0, 3, "completions");
+    /* the tokens spell the text (no stop string, no special token in it) */
+    char joined[8192] = "";
+    for (int i = 0; i < got.n; i++) strncat(joined, got.v[i].tok, sizeof joined - strlen(joined) - 1);
+    CHECK(jstr(j, "choices.0.text") && !strcmp(joined, jstr(j, "choices.0.text")) && !strcmp(joined, want.text));
+    cJSON_Delete(j);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":20,\"temperature\":0,\"logprobs\":3,\"stream\":true}", P0);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/completions", body, NULL, &hr) == 0);
+    sse_logprobs(hr.body ? hr.body : "", 0, &got);
+    same_logprobs(&got, &want, 0, 3, "completions, streamed");
+    CHECK_EQ_STR(got.text, want.text);
+    http_res_free(&hr);
+
+    /* chat: "logprobs": true, "top_logprobs": 2, JSON and streamed; and 0 alternatives */
+    for (int top = 2; top >= 0; top -= 2) {
+        ref_logprobs(s, m, chat_prompt, 1, 16, top, &want);
+        const char *msgs = "[{\"role\":\"system\",\"content\":\"You tell stories.\"},"
+                           "{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]";
+        snprintf(body, sizeof body, "{\"messages\":%s,\"max_tokens\":16,\"temperature\":0,\"logprobs\":true,"
+                 "\"top_logprobs\":%d}", msgs, top);
+        j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
+        CHECK_EQ_INT(status, 200);
+        memset(&got, 0, sizeof got);
+        read_logprobs(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),
+                                                       "logprobs"), 1, &got);
+        same_logprobs(&got, &want, 1, top, "chat");
+        CHECK_EQ_STR(jstr(j, "choices.0.message.content"), want.text);
+        cJSON_Delete(j);
+        snprintf(body, sizeof body, "{\"messages\":%s,\"max_tokens\":16,\"temperature\":0,\"logprobs\":true,"
+                 "\"top_logprobs\":%d,\"stream\":true}", msgs, top);
+        CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
+        sse_logprobs(hr.body ? hr.body : "", 1, &got);
+        same_logprobs(&got, &want, 1, top, "chat, streamed");
+        CHECK_EQ_STR(got.text, want.text);
+        http_res_free(&hr);
+    }
+    /* not asked for: null */
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", P0);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),
+                                                      "logprobs");
+    CHECK(lp && cJSON_IsNull(lp));
+    cJSON_Delete(j);
+    /* out of range or of the wrong type */
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":21}", 400, "logprobs", "logprobs 21");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":\"3\"}", 400, "logprobs", "logprobs '3'");
+    check_error(port, "POST", "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", 400, "logprobs", "logprobs 1");
+    check_error(port, "POST", "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", 400, "top_logprobs",
+                "top_logprobs without logprobs");
+    check_error(port, "POST", "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":21}", 400,
+                "top_logprobs", "top_logprobs 21");
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
 
 int main(void)
 {
@@ -480,7 +734,6 @@ int main(void)
     CHECKF(tandem_chat_render(m, NULL, msgs, 1, NULL, &chat_prompt, &st) == 0, "%s", st.msg);
     CHECK_EQ_STR(chat_prompt, "System: You tell stories.\nUser: Tell me about the sea.\nAssistant:");
     reference(s, chat_prompt, 1, 16, &rc);
-    free(chat_prompt);
 
     tm_server_opts o;
     tm_server_opts_default(&o);
@@ -558,6 +811,9 @@ int main(void)
     CHECK_EQ_STR(ev.text, rc.text);
     CHECK(ev.role_first && ev.done_last && ev.n_bad == 0 && ev.usage_completion == -1);
     http_res_free(&hr);
+
+    test_logprobs(port, s, m, chat_prompt);
+    free(chat_prompt);
 
     /* two requests at once: both complete, each with its own text */
     char b1[512], b2[512];

@@ -17,7 +17,7 @@
  *
  * Parsing rules (docs/serve.md has the table): unknown fields are ignored;
  * JSON null means "not given"; a known field of the wrong type, out of range,
- * or asking for something tandem does not do (n > 1, logprobs, tools, ...)
+ * or asking for something tandem does not do (n > 1, echo, tools, ...)
  * fails with HTTP 400, the field named in param ("messages[2].role"). Numbers
  * given for integer fields must be integral. The body must be one JSON object
  * (whitespace around it allowed). */
@@ -77,6 +77,8 @@ typedef struct tm_oai_req {
     int ignore_eos;                 /* vLLM's extension */
     char *stop[TM_OAI_MAX_STOP + 1];/* NULL-terminated; empty strings are dropped */
     int n_stop;
+    int want_logprobs;              /* chat "logprobs": true; completions "logprobs": N */
+    int top_logprobs;               /* alternatives per token: chat "top_logprobs", completions "logprobs" (0..20) */
     int stream;                     /* "stream": true */
     int include_usage;              /* "stream_options": {"include_usage": true} */
     char *model;                    /* as the body gave it, or NULL (any name is accepted) */
@@ -114,18 +116,50 @@ typedef struct tm_oai_meta {
     int64_t created;                /* Unix seconds */
 } tm_oai_meta;
 
+/* Log-probabilities of generated tokens, for a response or one stream chunk (serve.c turns the
+ * library's tandem_logprob into these, with each token's bytes from tandem_token_bytes). Written
+ * as OpenAI's: chat "logprobs": {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}],
+ * "refusal": null}; completions "logprobs": {"tokens", "token_logprobs", "top_logprobs": [{token:
+ * logprob}], "text_offset"}. A token string is its bytes as JSON text (bytes that are not UTF-8
+ * become U+FFFD; "bytes" has them as they are); a logprob of -inf is written -9999.0 (as vLLM). */
+typedef struct tm_oai_lp_tok {
+    const char *bytes;
+    size_t len;
+    float logprob;
+} tm_oai_lp_tok;
+
+typedef struct tm_oai_logprob {
+    tm_oai_lp_tok tok;                      /* the token generated */
+    int n_top;                              /* alternatives asked for (the request's top_logprobs) */
+    tm_oai_lp_tok top[TANDEM_MAX_LOGPROBS]; /* most likely first */
+} tm_oai_logprob;
+
+typedef struct tm_oai_logprobs {
+    const tm_oai_logprob *v;
+    size_t n;
+    size_t text_offset;             /* completions: the first token's offset in the completion's text,
+                                       in characters (a stream's chunks continue it) */
+} tm_oai_logprobs;
+
+/* The characters a token's bytes [len] count in the JSON text written for them (U+FFFD per byte
+ * that is not UTF-8): the step of text_offset. */
+size_t tm_oai_lp_chars(const char *bytes, size_t len);
+
 /* {"error":{"message","type","param","code"}} */
 char *tm_oai_error_json(const tm_oai_error *e);
 
 /* The whole (non-streaming) response: "text_completion" / "chat.completion"
- * with choices[0] holding text [len] and finish_reason, and the usage block. */
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const char *finish, int n_prompt,
-                           int n_completion);
+ * with choices[0] holding text [len], logprobs (lp; NULL: JSON null) and
+ * finish_reason, and the usage block. */
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_logprobs *lp,
+                           const char *finish, int n_prompt, int n_completion);
 
 /* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] holds text
- * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1)
- * and finish_reason (NULL: JSON null). */
-char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const char *finish);
+ * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1),
+ * the logprobs of the tokens since the last chunk (lp; NULL: JSON null) and
+ * finish_reason (NULL: JSON null). */
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_logprobs *lp,
+                       const char *finish);
 
 /* The usage event of a stream ("choices": [] and the usage block). */
 char *tm_oai_usage_sse(const tm_oai_meta *m, int n_prompt, int n_completion);

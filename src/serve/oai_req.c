@@ -110,10 +110,6 @@ static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *
     if ((rc = get_int(root, "best_of", -1e18, 1e18, &x, e)) < 0) return -1;
     if (rc && x != 1) return BAD("best_of", "only best_of = 1 is supported");
     const cJSON *v;
-    if ((v = field(root, "logprobs")) && !cJSON_IsFalse(v))
-        return BAD("logprobs", "logprobs are not supported");
-    if ((rc = get_int(root, "top_logprobs", -1e18, 1e18, &x, e)) < 0) return -1;
-    if (rc && x != 0) return BAD("top_logprobs", "logprobs are not supported");
     if ((v = field(root, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "echo is not supported");
     if ((v = field(root, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
         return BAD("suffix", "suffix is not supported");
@@ -179,6 +175,28 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
             if (!(r->stop[r->n_stop++] = strdup(s->valuestring))) return NOMEM();
         }
     }
+    return 0;
+}
+
+/* chat: "logprobs" (a boolean) and "top_logprobs" (0..20, which needs "logprobs": true, as
+ * OpenAI's); completions: "logprobs", the alternatives per token (0..20; false: none) */
+static int parse_logprobs(tm_oai_req *r, const cJSON *root, tm_oai_kind kind, tm_oai_error *e)
+{
+    double x;
+    int rc;
+    if (kind == TM_OAI_CHAT) {
+        if (get_bool(root, "logprobs", &r->want_logprobs, e) < 0) return -1;
+        if ((rc = get_int(root, "top_logprobs", 0, TANDEM_MAX_LOGPROBS, &x, e)) < 0) return -1;
+        if (rc && x > 0 && !r->want_logprobs)
+            return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        r->top_logprobs = rc ? (int)x : 0;
+        return 0;
+    }
+    const cJSON *v = field(root, "logprobs");
+    if (!v || cJSON_IsFalse(v)) return 0;
+    if ((rc = get_int(root, "logprobs", 0, TANDEM_MAX_LOGPROBS, &x, e)) < 0) return -1;
+    r->want_logprobs = 1;
+    r->top_logprobs = (int)x;
     return 0;
 }
 
@@ -352,6 +370,7 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     if (rc == 0) rc = check_unsupported(root, kind, e);
     if (rc == 0) rc = parse_sampling(r, root, e);
     if (rc == 0) rc = parse_stream(r, root, e);
+    if (rc == 0) rc = parse_logprobs(r, root, kind, e);
     cJSON_Delete(root);
     if (rc != 0) {
         tm_oai_req_free(r);
@@ -391,4 +410,5 @@ void tm_oai_apply(const tm_oai_req *r, tandem_request *q)
     if (r->set & TM_OAI_SET_REPETITION) q->repetition_penalty = r->repetition_penalty;
     if (r->set & TM_OAI_SET_IGNORE_EOS) q->ignore_eos = r->ignore_eos;
     if (r->set & TM_OAI_SET_STOP) q->stop = r->n_stop ? (const char *const *)r->stop : NULL;
+    q->logprobs = r->want_logprobs ? r->top_logprobs : -1; /* the caller sets q->on_logprob */
 }

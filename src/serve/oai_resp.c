@@ -150,6 +150,100 @@ char *tm_oai_error_json(const tm_oai_error *e)
     return sb_done(&b);
 }
 
+size_t tm_oai_lp_chars(const char *bytes, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)bytes;
+    size_t n = 0;
+    for (size_t i = 0; i < len; n++) {
+        size_t k = p[i] < 0x80 ? 1 : utf8_len(p + i, len - i);
+        i += k ? k : 1;
+    }
+    return n;
+}
+
+static void lp_num(sb *b, float x)
+{
+    sb_printf(b, "%.9g", x > -9999.0f ? (double)x : -9999.0);
+}
+
+/* {"token", "logprob", "bytes"} (chat) */
+static void lp_tok(sb *b, const tm_oai_lp_tok *t)
+{
+    sb_puts(b, "{\"token\":");
+    sb_str(b, t->bytes, t->len);
+    sb_puts(b, ",\"logprob\":");
+    lp_num(b, t->logprob);
+    sb_puts(b, ",\"bytes\":[");
+    for (size_t i = 0; i < t->len; i++) sb_printf(b, i ? ",%u" : "%u", (unsigned)(unsigned char)t->bytes[i]);
+    sb_puts(b, "]");
+}
+
+static void logprobs_chat(sb *b, const tm_oai_logprobs *lp)
+{
+    sb_puts(b, "{\"content\":[");
+    for (size_t i = 0; i < lp->n; i++) {
+        const tm_oai_logprob *e = &lp->v[i];
+        if (i) sb_puts(b, ",");
+        lp_tok(b, &e->tok);
+        sb_puts(b, ",\"top_logprobs\":[");
+        for (int k = 0; k < e->n_top; k++) {
+            if (k) sb_puts(b, ",");
+            lp_tok(b, &e->top[k]);
+            sb_puts(b, "}");
+        }
+        sb_puts(b, "]}");
+    }
+    sb_puts(b, "],\"refusal\":null}");
+}
+
+/* completions: parallel arrays; a top_logprobs object keeps the first (most likely) of tokens whose
+ * strings are the same */
+static void logprobs_completion(sb *b, const tm_oai_logprobs *lp)
+{
+    sb_puts(b, "{\"tokens\":[");
+    for (size_t i = 0; i < lp->n; i++) {
+        if (i) sb_puts(b, ",");
+        sb_str(b, lp->v[i].tok.bytes, lp->v[i].tok.len);
+    }
+    sb_puts(b, "],\"token_logprobs\":[");
+    for (size_t i = 0; i < lp->n; i++) {
+        if (i) sb_puts(b, ",");
+        lp_num(b, lp->v[i].tok.logprob);
+    }
+    sb_puts(b, "],\"top_logprobs\":[");
+    for (size_t i = 0; i < lp->n; i++) {
+        const tm_oai_logprob *e = &lp->v[i];
+        sb_puts(b, i ? ",{" : "{");
+        for (int k = 0, first = 1; k < e->n_top; k++) {
+            int dup = 0;
+            for (int j = 0; j < k && !dup; j++)
+                dup = e->top[j].len == e->top[k].len && !memcmp(e->top[j].bytes, e->top[k].bytes, e->top[k].len);
+            if (dup) continue;
+            if (!first) sb_puts(b, ",");
+            first = 0;
+            sb_str(b, e->top[k].bytes, e->top[k].len);
+            sb_puts(b, ":");
+            lp_num(b, e->top[k].logprob);
+        }
+        sb_puts(b, "}");
+    }
+    sb_puts(b, "],\"text_offset\":[");
+    size_t off = lp->text_offset;
+    for (size_t i = 0; i < lp->n; i++) {
+        sb_printf(b, i ? ",%zu" : "%zu", off);
+        off += tm_oai_lp_chars(lp->v[i].tok.bytes, lp->v[i].tok.len);
+    }
+    sb_puts(b, "]}");
+}
+
+static void logprobs(sb *b, int chat, const tm_oai_logprobs *lp)
+{
+    sb_puts(b, ",\"logprobs\":");
+    if (!lp) sb_puts(b, "null");
+    else if (chat) logprobs_chat(b, lp);
+    else logprobs_completion(b, lp);
+}
+
 static void head(sb *b, const tm_oai_meta *m, const char *object)
 {
     sb_puts(b, "{\"id\":");
@@ -165,8 +259,8 @@ static void usage(sb *b, int n_prompt, int n_completion)
               n_completion, n_prompt + n_completion);
 }
 
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const char *finish, int n_prompt,
-                           int n_completion)
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_logprobs *lp,
+                           const char *finish, int n_prompt, int n_completion)
 {
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
@@ -180,7 +274,8 @@ char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, c
         sb_puts(&b, "\"text\":");
         sb_str(&b, text, len);
     }
-    sb_puts(&b, ",\"logprobs\":null,\"finish_reason\":");
+    logprobs(&b, chat, lp);
+    sb_puts(&b, ",\"finish_reason\":");
     sb_cstr_or_null(&b, finish);
     sb_puts(&b, "}],");
     usage(&b, n_prompt, n_completion);
@@ -188,7 +283,8 @@ char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, c
     return sb_done(&b);
 }
 
-char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const char *finish)
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_logprobs *lp,
+                       const char *finish)
 {
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
@@ -207,7 +303,8 @@ char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int r
         sb_puts(&b, "\"text\":");
         sb_str(&b, text, len);
     }
-    sb_puts(&b, ",\"logprobs\":null,\"finish_reason\":");
+    logprobs(&b, chat, lp);
+    sb_puts(&b, ",\"finish_reason\":");
     sb_cstr_or_null(&b, finish);
     sb_puts(&b, "}]}\n\n");
     return sb_done(&b);

@@ -11,7 +11,7 @@
  *   parse (oai.h); chat template
  *   tandem_submit -------------------> prefill, decode
  *   JSON:   tandem_wait                job_on_text: append to
- *           build the body               job->text
+ *           build the body               job->text (job_on_logprob: to job->lps)
  *   stream: queue a callback response  job_on_text: append,  ---> job_read wakes
  *           job_read: wait for text,     signal                   tandem_wait returns:
  *           one "data:" chunk per wake                            finished = 1, signal
@@ -43,7 +43,7 @@
  *  2. Every submitted request is waited for exactly once: by the connection
  *     thread (JSON) or the waiter (stream). A streamed job is freed only
  *     after its waiter is joined, so job_on_text never sees a freed job.
- *  3. job->text, job->finished and the result are guarded by job->mu;
+ *  3. job->text, job->lps, job->finished and the result are guarded by job->mu;
  *     job->cancel is atomic. Lock order: srv->mu before job->mu.
  *  4. srv->jobs holds every job from before submit until it is freed, so
  *     tm_server_stop can cancel them all; after stopping is set no job is
@@ -136,6 +136,9 @@ struct job {
     pthread_cond_t cv;
     char *text;                /* JSON: all text; stream: text not yet sent */
     size_t text_len, text_cap;
+    tandem_logprob *lps;       /* JSON: every token's; stream: those not yet sent (req.want_logprobs) */
+    size_t n_lps, cap_lps;
+    size_t lp_off;             /* stream: the text_offset of the next chunk's first token (completions) */
     int oom;
     int finished, rc;          /* tandem_wait returned, with rc */
     tandem_stats stats;
@@ -274,6 +277,63 @@ static int job_on_text(void *ud, const char *piece, size_t len, int32_t token)
     return atomic_load(&j->cancel);
 }
 
+static int job_on_logprob(void *ud, const tandem_logprob *lp)
+{
+    job *j = ud;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_lps == j->cap_lps) {
+        size_t cap = j->cap_lps ? 2 * j->cap_lps : 64;
+        tandem_logprob *v = realloc(j->lps, cap * sizeof *v);
+        if (v) {
+            j->lps = v;
+            j->cap_lps = cap;
+        } else {
+            j->oom = 1;
+        }
+    }
+    if (!j->oom) j->lps[j->n_lps++] = *lp;
+    pthread_mutex_unlock(&j->mu);
+    if (j->oom) atomic_store(&j->cancel, 1);
+    return atomic_load(&j->cancel);
+}
+
+/* The library's log-probabilities as the writer's: each token's bytes from the tokenizer.
+ * Returns the array (lp_free it), or NULL when out of memory. */
+static void lp_free(tm_oai_logprob *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        free((char *)v[i].tok.bytes);
+        for (int k = 0; k < v[i].n_top; k++) free((char *)v[i].top[k].bytes);
+    }
+    free(v);
+}
+
+static int lp_tok(tm_server *srv, int32_t id, float logprob, tm_oai_lp_tok *t)
+{
+    char *b = NULL;
+    size_t len = 0;
+    tandem_status st;
+    if (tandem_token_bytes(srv->m, id, &b, &len, &st) != 0) return -1;
+    *t = (tm_oai_lp_tok){b, len, logprob};
+    return 0;
+}
+
+static tm_oai_logprob *lp_convert(tm_server *srv, const tandem_logprob *in, size_t n)
+{
+    tm_oai_logprob *v = calloc(n ? n : 1, sizeof *v);
+    int bad = !v;
+    for (size_t i = 0; i < n && !bad; i++) {
+        bad = lp_tok(srv, in[i].token, in[i].logprob, &v[i].tok) != 0;
+        for (int k = 0; k < in[i].n_top && !bad; k++, v[i].n_top++)
+            bad = lp_tok(srv, in[i].top_token[k], in[i].top_logprob[k], &v[i].top[k]) != 0;
+    }
+    if (bad) {
+        lp_free(v, n);
+        return NULL;
+    }
+    return v;
+}
+
 static job *job_new(tm_server *srv, struct MHD_Connection *c, tm_oai_req *req, const char *url, double t0)
 {
     job *j = calloc(1, sizeof *j);
@@ -338,6 +398,7 @@ static void job_free(job *j)
     pthread_cond_destroy(&j->cv);
     tm_oai_req_free(&j->req);
     free(j->text);
+    free(j->lps);
     free(j->out);
     free(j);
 }
@@ -401,24 +462,38 @@ static int job_fill(job *j)
     }
     char *text = j->text;
     size_t len = j->text_len;
+    tandem_logprob *lps = j->lps;
+    size_t n_lps = j->n_lps;
     j->text = NULL;
     j->text_len = j->text_cap = 0;
+    j->lps = NULL;
+    j->n_lps = j->cap_lps = 0;
     int finished = j->finished, rc = j->rc;
     pthread_mutex_unlock(&j->mu);
     if (atomic_load(&j->cancel) || (finished && rc == TANDEM_E_CANCELLED)) {
         free(text);
+        free(lps);
         return -1;
     }
     j->out_len = j->out_off = 0;
     if (j->phase == PH_START) {
-        if (j->req.kind == TM_OAI_CHAT) out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 1, NULL));
+        if (j->req.kind == TM_OAI_CHAT) out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 1, NULL, NULL));
         j->phase = PH_TEXT;
     }
-    if (len) out_add(j, tm_oai_chunk_sse(&j->meta, text, len, 0, NULL));
+    /* the tokens since the last chunk go with this one's text (a token whose text is held back,
+     * an incomplete character or a possible stop string, goes with the chunk that has it) */
+    tm_oai_logprob *lv = NULL;
+    tm_oai_logprobs lp = {0};
+    if (n_lps && !(lv = lp_convert(j->srv, lps, n_lps))) j->oom = 1;
+    if (lv) lp = (tm_oai_logprobs){lv, n_lps, j->lp_off};
+    for (size_t i = 0; lv && i < n_lps; i++) j->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
+    free(lps);
+    if (len || lv) out_add(j, tm_oai_chunk_sse(&j->meta, text ? text : "", len, 0, lv ? &lp : NULL, NULL));
+    lp_free(lv, n_lps);
     free(text);
     if (finished) {
         if (rc == 0) {
-            out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, j->stats.finish_reason));
+            out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, NULL, j->stats.finish_reason));
             if (j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, j->stats.n_prompt, j->stats.n_generated));
         } else {
             tm_oai_error e;
@@ -512,6 +587,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         q.prompt_ids = NULL;
         q.no_special = 1; /* the rendered template holds the special tokens */
     }
+    if (j->req.want_logprobs) q.on_logprob.fn = job_on_logprob;
     int rc = tandem_submit(srv->s, &q, job_on_text, j, &j->h, &st);
     free(prompt); /* submit tokenized it */
     if (rc != 0) return submit_error(srv, c, j, &st);
@@ -526,9 +602,13 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         j->stats = stats;
         pthread_mutex_unlock(&j->mu);
         enum MHD_Result mr;
+        tm_oai_logprob *lv = NULL;
+        if (rc == 0 && j->req.want_logprobs && !(lv = lp_convert(srv, j->lps, j->n_lps))) j->oom = 1;
         if (rc == 0 && !j->oom) {
-            char *body = tm_oai_response_json(&j->meta, j->text ? j->text : "", j->text_len, stats.finish_reason,
-                                              stats.n_prompt, stats.n_generated);
+            tm_oai_logprobs lp = {lv, j->n_lps, 0};
+            char *body = tm_oai_response_json(&j->meta, j->text ? j->text : "", j->text_len,
+                                              j->req.want_logprobs ? &lp : NULL, stats.finish_reason, stats.n_prompt,
+                                              stats.n_generated);
             mr = reply(srv, c, 200, body, NULL);
             job_log(j, 200);
         } else if (rc == TANDEM_E_CANCELLED) {
@@ -543,6 +623,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             mr = reply_errorf(srv, c, 500, "server_error", NULL, NULL, "%s", j->oom ? "out of memory" : st.msg);
             job_log(j, 500);
         }
+        lp_free(lv, j->n_lps);
         job_free(j);
         return mr;
     }
