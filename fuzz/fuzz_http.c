@@ -129,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o += k;
     }
     tm_oai_logprobs lp = {lv, nl, 5};
-    char *js = tm_oai_response_json(&m, text, tl, nl ? &lp : NULL, "stop", 1, 2);
+    char *js = tm_oai_response_json(&m, text, tl, nl ? &lp : NULL, "stop", &(tm_oai_usage){1, 2, 0});
     must_parse(js, 0);
     free(js);
     js = tm_oai_chunk_sse(&m, text, tl, 0, nl ? &lp : NULL, NULL);

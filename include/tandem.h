@@ -118,9 +118,11 @@ typedef struct tandem_session_opts {
     tandem_kv_dtype kv_dtype;     /* the decode KV cache; both engines must take it (their caps) */
     int max_seqs;                 /* requests decoding at once (0: 8); 1 serves one request at a
                                      time, so a prompt never arrives while another decodes */
-    int prefix_cache;             /* 1, with max_seqs 1: keep the last finished request's KV and
-                                     reuse it for the longest common prefix of the next prompt's
-                                     tokens (a chat's earlier turns), prefilling only the rest */
+    int prefix_cache;             /* 1: keep requests' KV in whole pages (16 tokens), keyed by the
+                                     tokens up to each page's end, and give a request whose prompt
+                                     starts the same those pages (shared, read-only), prefilling
+                                     only the rest: a chat's earlier turns, a common system prompt.
+                                     Idle cached pages are given up, oldest first, as room is needed */
     float max_stall;              /* the rise in a running stream's time per token that a new
                                      prompt may cause (0: 0.25; < 0: no bound). The decode side
                                      borrows the idle prefill cores only where giving them back

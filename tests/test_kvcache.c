@@ -266,9 +266,77 @@ static void test_prefault(void)
     tm_kv_cache_free(kv);
 }
 
+
+/* Shared pages (kvcache.h design block): publish, take, the reference counts, idle pages kept
+ * and then given up oldest first, lookups checked against the parent key and the tokens. */
+static void test_shared_pages(void)
+{
+    tm_err err = {0};
+    tm_kv_cache *c = NULL;
+    enum { PS = 4, NP = 6 };
+    CHECK_EQ_INT(tm_kv_cache_init(&c, &(tm_kv_cache_opts){1, 1, 8, PS, NP, TM_DT_BF16, 0}, &err), TM_OK);
+    if (!c) return;
+    int32_t ids[12] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    uint64_t k0 = tm_kv_page_key(0, ids, PS), k1 = tm_kv_page_key(k0, ids + PS, PS);
+    CHECK(k0 != k1 && k0 != tm_kv_page_key(1, ids, PS));
+    int32_t other[PS] = {5, 6, 7, 9};
+    CHECK(tm_kv_page_key(0, other, PS) != k0);
+
+    tm_kv_seq a = {0}, b = {0}, d = {0};
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 10, &err), TM_OK); /* 3 pages */
+    int32_t a0 = a.pages[0], a1 = a.pages[1];
+    CHECK_EQ_INT(tm_kv_publish(c, a0, 0, k0, ids), 1);
+    CHECK_EQ_INT(tm_kv_publish(c, a0, 0, k0, ids), 0);          /* the page is published */
+    CHECK_EQ_INT(tm_kv_publish(c, a.pages[2], 0, k0, ids), 0);  /* so is the key */
+    CHECK_EQ_INT(tm_kv_publish(c, a1, k0, k1, ids + PS), 1);
+    CHECK_EQ_INT(tm_kv_publish(c, 5, 0, 77, ids), 0);           /* a page nobody holds */
+    CHECK_EQ_INT(tm_kv_cache_free_pages(c), NP - 3);
+
+    /* b takes both while a holds them: shared, no page used */
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &b, 0, k0, ids, &err), 1);
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &b, k0, k1, ids + PS, &err), 1);
+    CHECK(b.n_pages == 2 && b.pages[0] == a0 && b.pages[1] == a1);
+    CHECK_EQ_INT(tm_kv_cache_free_pages(c), NP - 3);
+    /* a lookup checks the tokens and the parent, not only the key */
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, 0, k0, other, &err), 0);
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, 1, k0, ids, &err), 0);
+    CHECK_EQ_INT(d.n_pages, 0);
+
+    /* a goes: its unpublished page is free, the shared ones stay with b */
+    tm_kv_seq_release(c, &a);
+    CHECK_EQ_INT(tm_kv_cache_free_pages(c), NP - 2);
+    CHECK_EQ_INT(tm_kv_cache_idle_pages(c), 0);
+    /* b goes: both idle, still found, and counted as available */
+    tm_kv_seq_release(c, &b);
+    CHECK_EQ_INT(tm_kv_cache_idle_pages(c), 2);
+    CHECK_EQ_INT(tm_kv_cache_free_pages(c), NP);
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, 0, k0, ids, &err), 1);
+    CHECK_EQ_INT(tm_kv_cache_idle_pages(c), 1);
+    tm_kv_seq_release(c, &d); /* k0 idle again, now the newer of the two */
+
+    /* a reserve of every page takes the free ones first, then the idle ones oldest first (k1's
+     * page, then k0's), unpublishing them */
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 4 * PS, &err), TM_OK); /* the 4 free pages */
+    CHECK_EQ_INT(tm_kv_cache_idle_pages(c), 2);
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 5 * PS, &err), TM_OK);
+    CHECK(a.pages[4] == a1 && tm_kv_cache_idle_pages(c) == 1);
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, k0, k1, ids + PS, &err), 0);
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, 0, k0, ids, &err), 1);
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 6 * PS, &err), TM_E_LIMIT); /* d holds the last one */
+    tm_kv_seq_release(c, &d);
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 6 * PS, &err), TM_OK);
+    CHECK(a.pages[5] == a0 && tm_kv_cache_idle_pages(c) == 0 && tm_kv_cache_free_pages(c) == 0);
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, 0, k0, ids, &err), 0);
+    tm_kv_seq_release(c, &a);
+    CHECK_EQ_INT(tm_kv_cache_free_pages(c), NP);
+    CHECK_EQ_INT(tm_kv_cache_idle_pages(c), 0);
+    tm_kv_cache_free(c);
+}
+
 int main(void)
 {
     test_prefault();
+    test_shared_pages();
     test_quant_row();
     test_int8_layout();
     test_bridge_int8(TM_DT_BF16);

@@ -417,11 +417,12 @@ static void test_oai(void)
     /* the writer: control characters, quotes, NUL and invalid UTF-8 give valid JSON */
     const char text[] = "a\"b\\c\n\x01\xff\xc3\xa9\0z";
     tm_oai_meta m = {TM_OAI_COMPLETION, "cmpl-1", "m\"x", 7};
-    char *js = tm_oai_response_json(&m, text, sizeof text - 1, NULL, "stop", 3, 4);
+    char *js = tm_oai_response_json(&m, text, sizeof text - 1, NULL, "stop", &(tm_oai_usage){3, 4, 1});
     cJSON *j = cJSON_Parse(js);
     CHECKF(j != NULL, "%s", js);
     CHECK_EQ_STR(jstr(j, "model"), "m\"x");
     CHECK(jnum(j, "usage.total_tokens") == 7);
+    CHECK(jnum(j, "usage.prompt_tokens_details.cached_tokens") == 1);
     const char *t = jstr(j, "choices.0.text");
     CHECK(t && !memcmp(t, "a\"b\\c\n\x01\xef\xbf\xbd\xc3\xa9", 11)); /* cJSON stops at the escaped NUL */
     cJSON_Delete(j);
@@ -772,6 +773,7 @@ int main(void)
     CHECK_EQ_INT(jnum(j, "usage.prompt_tokens"), r0.st.n_prompt);
     CHECK_EQ_INT(jnum(j, "usage.completion_tokens"), r0.st.n_generated);
     CHECK_EQ_INT(jnum(j, "usage.total_tokens"), r0.st.n_prompt + r0.st.n_generated);
+    CHECK_EQ_INT(jnum(j, "usage.prompt_tokens_details.cached_tokens"), 0); /* this session keeps no prefix cache */
     cJSON_Delete(j);
 
     /* streamed: the same text across the chunks, then [DONE] */
@@ -950,6 +952,39 @@ int main(void)
         tm_server_stop(srv);
     }
 
+    /* a session with the prefix cache (tandem serve's default): a chat's second turn reports the
+     * prompt tokens it took from the first (whole pages), in usage and in the stream's usage */
+    tandem_session_free(s);
+    so.prefix_cache = 1;
+    s = NULL;
+    CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
+    o.api_key = NULL;
+    o.port = 0;
+    srv = NULL;
+    if (s) CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (srv) {
+        port = tm_server_port(srv);
+        const char *turn1 = "{\"messages\":[{\"role\":\"system\",\"content\":\"You tell long stories about the sea, "
+                            "ships, sailors and the old harbour town.\"},{\"role\":\"user\",\"content\":\"Tell me about "
+                            "the sea.\"}],\"max_tokens\":8,\"temperature\":0}";
+        j = http_json(port, "POST", "/v1/chat/completions", turn1, NULL, &status);
+        CHECK_EQ_INT(status, 200);
+        CHECK_EQ_INT(jnum(j, "usage.prompt_tokens_details.cached_tokens"), 0);
+        int n1 = (int)jnum(j, "usage.prompt_tokens");
+        cJSON_Delete(j);
+        const char *turn2 = "{\"messages\":[{\"role\":\"system\",\"content\":\"You tell long stories about the sea, "
+                            "ships, sailors and the old harbour town.\"},{\"role\":\"user\",\"content\":\"Tell me about "
+                            "a ship.\"}],\"max_tokens\":8,\"temperature\":0,\"stream\":true,\"stream_options\":"
+                            "{\"include_usage\":true}}";
+        CHECK(http(port, "POST", "/v1/chat/completions", turn2, NULL, &hr) == 0);
+        CHECK_EQ_INT(hr.status, 200);
+        const char *u = hr.body ? strstr(hr.body, "\"cached_tokens\":") : NULL;
+        int cached = u ? atoi(u + 16) : -1;
+        CHECKF(cached >= 16 && cached % 16 == 0 && cached < n1, "second turn: %d cached of a %d-token first prompt",
+               cached, n1);
+        http_res_free(&hr);
+        tm_server_stop(srv);
+    }
     tandem_session_free(s);
     tandem_model_free(m);
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {

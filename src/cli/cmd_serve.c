@@ -30,6 +30,9 @@ static void serve_usage(FILE *f)
           "      --parallel N       requests decoding at once (default 8; more wait in the queue). With 1 a\n"
           "                         prompt never arrives while another decodes, so decode may borrow the\n"
           "                         prefill cores whatever --max-stall says\n"
+          "      --no-prefix-cache  do not reuse the KV of earlier requests' prompt pages (reused by\n"
+          "                         default: a request whose prompt starts as an earlier one's\n"
+          "                         prefills only the rest)\n"
           "  -n, --n-predict N      max_tokens when a request gives none (default: 16 for\n"
           "                         completions, the rest of the context for chat)\n"
           "\n"
@@ -91,6 +94,7 @@ int cmd_serve(int argc, char **argv)
     o.api_key = getenv("TANDEM_API_KEY");
     cli_gen g;
     cli_gen_init(&g);
+    g.so.prefix_cache = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--seed")) o.seed_set = 1;
@@ -105,7 +109,8 @@ int cmd_serve(int argc, char **argv)
                 return 2;
             }
         char *end = NULL;
-        if (!strcmp(a, "--host")) o.host = argv[++i];
+        if (!strcmp(a, "--no-prefix-cache")) g.so.prefix_cache = 0;
+        else if (!strcmp(a, "--host")) o.host = argv[++i];
         else if (!strcmp(a, "--port")) {
             long p = strtol(argv[++i], &end, 10);
             if (*end || p < 0 || p > 65535) {

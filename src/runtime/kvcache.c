@@ -19,7 +19,19 @@ struct tm_kv_cache {
     uint8_t *arena;      /* [n_pages][L][2][Hk] blocks (design block in kvcache.h) */
     int32_t *free_list;  /* [n_pages] stack of free page ids */
     int n_free;
+    int32_t *ref;        /* [n_pages] page tables holding the page */
+    /* published pages (design block): a hash of chains by key, an LRU list of the idle ones */
+    uint64_t *key, *parent;   /* [n_pages] */
+    int32_t *toks;       /* [n_pages][page_size] the page's tokens */
+    uint8_t *published;  /* [n_pages] */
+    int32_t *hnext;      /* [n_pages] next page in the key's bucket, -1 */
+    int32_t *bucket;     /* [n_buckets] first page, -1 */
+    uint32_t n_buckets;  /* a power of two >= n_pages */
+    int32_t *prev, *next;/* [n_pages] the idle list, oldest at head */
+    int32_t head, tail;
+    int n_idle;
     pthread_mutex_t lock;
+    int lock_ok;         /* initialised (tm_kv_cache_free after a failed init) */
 };
 
 size_t tm_kv_block_bytes(tm_dtype dt, int page_size, int head_dim)
@@ -93,17 +105,31 @@ int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err)
 #ifdef MADV_HUGEPAGE
     if (kv->arena && align > 4096) madvise(kv->arena, total, MADV_HUGEPAGE);
 #endif
-    kv->free_list = malloc(sizeof(int32_t) * (size_t)o->n_pages);
-    if (!kv->arena || !kv->free_list) {
-        free(kv->arena);
-        free(kv->free_list);
-        free(kv);
+    size_t np = (size_t)o->n_pages;
+    kv->n_buckets = 1;
+    while (kv->n_buckets < np) kv->n_buckets *= 2;
+    kv->free_list = malloc(sizeof(int32_t) * np);
+    kv->ref = calloc(np, sizeof(int32_t));
+    kv->key = malloc(sizeof(uint64_t) * np);
+    kv->parent = malloc(sizeof(uint64_t) * np);
+    kv->toks = malloc(sizeof(int32_t) * np * (size_t)o->page_size);
+    kv->published = calloc(np, 1);
+    kv->hnext = malloc(sizeof(int32_t) * np);
+    kv->bucket = malloc(sizeof(int32_t) * kv->n_buckets);
+    kv->prev = malloc(sizeof(int32_t) * np);
+    kv->next = malloc(sizeof(int32_t) * np);
+    if (!kv->arena || !kv->free_list || !kv->ref || !kv->key || !kv->parent || !kv->toks || !kv->published ||
+        !kv->hnext || !kv->bucket || !kv->prev || !kv->next) {
+        tm_kv_cache_free(kv);
         return tm_errf(err, TM_E_NOMEM, "kv cache: cannot allocate %zu bytes", total);
     }
+    for (uint32_t b = 0; b < kv->n_buckets; b++) kv->bucket[b] = -1;
+    kv->head = kv->tail = -1;
     for (int i = 0; i < o->n_pages; i++) kv->free_list[i] = o->n_pages - 1 - i; /* page 0 out first */
     if (o->prefault_tokens > 0) prefault(kv, o->prefault_tokens);
     kv->n_free = o->n_pages;
     pthread_mutex_init(&kv->lock, NULL);
+    kv->lock_ok = 1;
     *out = kv;
     return TM_OK;
 }
@@ -111,9 +137,18 @@ int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err)
 void tm_kv_cache_free(tm_kv_cache *kv)
 {
     if (!kv) return;
-    pthread_mutex_destroy(&kv->lock);
+    if (kv->lock_ok) pthread_mutex_destroy(&kv->lock);
     free(kv->arena);
     free(kv->free_list);
+    free(kv->ref);
+    free(kv->key);
+    free(kv->parent);
+    free(kv->toks);
+    free(kv->published);
+    free(kv->hnext);
+    free(kv->bucket);
+    free(kv->prev);
+    free(kv->next);
     free(kv);
 }
 
@@ -123,9 +158,71 @@ size_t tm_kv_cache_bytes(const tm_kv_cache *kv) { return kv->page_bytes * (size_
 int tm_kv_cache_free_pages(tm_kv_cache *kv)
 {
     pthread_mutex_lock(&kv->lock);
-    int n = kv->n_free;
+    int n = kv->n_free + kv->n_idle;
     pthread_mutex_unlock(&kv->lock);
     return n;
+}
+
+int tm_kv_cache_idle_pages(tm_kv_cache *kv)
+{
+    pthread_mutex_lock(&kv->lock);
+    int n = kv->n_idle;
+    pthread_mutex_unlock(&kv->lock);
+    return n;
+}
+
+/* ---- the idle list and the key index (under kv->lock) ---- */
+
+static void idle_unlink(tm_kv_cache *kv, int32_t p)
+{
+    if (kv->prev[p] >= 0) kv->next[kv->prev[p]] = kv->next[p];
+    else kv->head = kv->next[p];
+    if (kv->next[p] >= 0) kv->prev[kv->next[p]] = kv->prev[p];
+    else kv->tail = kv->prev[p];
+    kv->n_idle--;
+}
+
+static void idle_push(tm_kv_cache *kv, int32_t p)
+{
+    kv->prev[p] = kv->tail;
+    kv->next[p] = -1;
+    if (kv->tail >= 0) kv->next[kv->tail] = p;
+    else kv->head = p;
+    kv->tail = p;
+    kv->n_idle++;
+}
+
+static uint32_t bucket_of(const tm_kv_cache *kv, uint64_t key) { return (uint32_t)(key ^ (key >> 32)) & (kv->n_buckets - 1); }
+
+static void unpublish(tm_kv_cache *kv, int32_t p)
+{
+    for (int32_t *at = &kv->bucket[bucket_of(kv, kv->key[p])]; *at >= 0; at = &kv->hnext[*at])
+        if (*at == p) {
+            *at = kv->hnext[p];
+            break;
+        }
+    kv->published[p] = 0;
+}
+
+static int32_t find(const tm_kv_cache *kv, uint64_t parent, uint64_t key, const int32_t *tokens)
+{
+    size_t ps = (size_t)kv->o.page_size;
+    for (int32_t p = kv->bucket[bucket_of(kv, key)]; p >= 0; p = kv->hnext[p])
+        if (kv->key[p] == key && kv->parent[p] == parent && !memcmp(kv->toks + (size_t)p * ps, tokens, ps * sizeof(int32_t)))
+            return p;
+    return -1;
+}
+
+static int grow_table(tm_kv_seq *seq, int need, tm_err *err)
+{
+    if (need <= seq->cap) return TM_OK;
+    int cap = seq->cap ? seq->cap : 8;
+    while (cap < need) cap *= 2;
+    int32_t *p = realloc(seq->pages, sizeof(int32_t) * (size_t)cap);
+    if (!p) return tm_errf(err, TM_E_NOMEM, "kv cache: out of memory for a page table");
+    seq->pages = p;
+    seq->cap = cap;
+    return TM_OK;
 }
 
 int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err)
@@ -133,23 +230,28 @@ int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err
     int ps = kv->o.page_size;
     int need = (n_tokens + ps - 1) / ps;
     if (need <= seq->n_pages) return TM_OK;
-    if (need > seq->cap) {
-        int cap = seq->cap ? seq->cap : 8;
-        while (cap < need) cap *= 2;
-        int32_t *p = realloc(seq->pages, sizeof(int32_t) * (size_t)cap);
-        if (!p) return tm_errf(err, TM_E_NOMEM, "kv cache: out of memory for a page table");
-        seq->pages = p;
-        seq->cap = cap;
-    }
+    int rc = grow_table(seq, need, err);
+    if (rc) return rc;
     pthread_mutex_lock(&kv->lock);
     int more = need - seq->n_pages;
-    if (more > kv->n_free) {
-        int nf = kv->n_free;
+    if (more > kv->n_free + kv->n_idle) {
+        int nf = kv->n_free + kv->n_idle;
         pthread_mutex_unlock(&kv->lock);
         return tm_errf(err, TM_E_LIMIT, "kv cache full: %d tokens need %d more pages, %d free of %d",
                        n_tokens, more, nf, kv->o.n_pages);
     }
-    for (int i = 0; i < more; i++) seq->pages[seq->n_pages++] = kv->free_list[--kv->n_free];
+    for (int i = 0; i < more; i++) {
+        int32_t p;
+        if (kv->n_free) {
+            p = kv->free_list[--kv->n_free];
+        } else { /* the least recently used idle page gives up its KV */
+            p = kv->head;
+            idle_unlink(kv, p);
+            unpublish(kv, p);
+        }
+        kv->ref[p] = 1;
+        seq->pages[seq->n_pages++] = p;
+    }
     pthread_mutex_unlock(&kv->lock);
     return TM_OK;
 }
@@ -158,11 +260,63 @@ void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq)
 {
     if (seq->n_pages) {
         pthread_mutex_lock(&kv->lock);
-        for (int i = 0; i < seq->n_pages; i++) kv->free_list[kv->n_free++] = seq->pages[i];
+        for (int i = 0; i < seq->n_pages; i++) {
+            int32_t p = seq->pages[i];
+            if (--kv->ref[p] > 0) continue;
+            if (kv->published[p]) idle_push(kv, p);
+            else kv->free_list[kv->n_free++] = p;
+        }
         pthread_mutex_unlock(&kv->lock);
     }
     free(seq->pages);
     memset(seq, 0, sizeof *seq);
+}
+
+/* FNV-style over the ids, then a 64-bit finaliser (splitmix64's): a key depends on every token
+ * from position 0 through its parent */
+uint64_t tm_kv_page_key(uint64_t parent, const int32_t *tokens, int page_size)
+{
+    uint64_t h = parent ^ 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < page_size; i++) h = (h ^ (uint32_t)tokens[i]) * 0x100000001B3ull;
+    h ^= h >> 30;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 27;
+    h *= 0x94D049BB133111EBull;
+    return h ^ (h >> 31);
+}
+
+int tm_kv_publish(tm_kv_cache *kv, int32_t page, uint64_t parent, uint64_t key, const int32_t *tokens)
+{
+    size_t ps = (size_t)kv->o.page_size;
+    pthread_mutex_lock(&kv->lock);
+    int ok = page >= 0 && page < kv->o.n_pages && kv->ref[page] > 0 && !kv->published[page] &&
+             find(kv, parent, key, tokens) < 0;
+    if (ok) {
+        kv->published[page] = 1;
+        kv->key[page] = key;
+        kv->parent[page] = parent;
+        memcpy(kv->toks + (size_t)page * ps, tokens, ps * sizeof(int32_t));
+        uint32_t b = bucket_of(kv, key);
+        kv->hnext[page] = kv->bucket[b];
+        kv->bucket[b] = page;
+    }
+    pthread_mutex_unlock(&kv->lock);
+    return ok;
+}
+
+int tm_kv_seq_take_published(tm_kv_cache *kv, tm_kv_seq *seq, uint64_t parent, uint64_t key, const int32_t *tokens,
+                             tm_err *err)
+{
+    int rc = grow_table(seq, seq->n_pages + 1, err);
+    if (rc) return rc;
+    pthread_mutex_lock(&kv->lock);
+    int32_t p = find(kv, parent, key, tokens);
+    if (p >= 0) {
+        if (kv->ref[p]++ == 0) idle_unlink(kv, p);
+        seq->pages[seq->n_pages++] = p;
+    }
+    pthread_mutex_unlock(&kv->lock);
+    return p >= 0;
 }
 
 void *tm_kv_page_k(const tm_kv_cache *kv, int32_t page, int layer, int head)

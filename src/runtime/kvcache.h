@@ -44,16 +44,33 @@
  * A sequence owns a page table: pages[i] holds positions
  * [i*page_size, (i+1)*page_size). n_tokens positions are valid.
  *
+ * Shared pages (the prefix cache, runtime/sched.c). A page a sequence has
+ * filled (page_size positions, never written again) may be published under a
+ * key: a 64-bit hash of every token id at positions [0, the page's end),
+ * chained page by page (tm_kv_page_key), with the page's own tokens and its
+ * parent's key kept to check a lookup against. A later sequence whose tokens
+ * start the same takes the page into its table read-only
+ * (tm_kv_seq_take_published). A published page that no sequence holds is
+ * idle: it keeps its KV for a later lookup, on a least-recently-used list,
+ * until a reserve needs the room.
+ *
  * Invariants
- *  1. A page is in the free list or in exactly one sequence's page table.
+ *  1. A page is free, or held by one or more sequences' page tables (its
+ *     reference count), or idle (published, held by none).
  *  2. A sequence's pages are owned by exactly one side at a time
  *     (seq->owner: TM_KV_OWNER_PREFILL while prefill writes them,
- *     TM_KV_OWNER_DECODE after the hand-off); only the owner writes.
- *  3. tm_kv_seq_release returns every page of the sequence, whatever its
- *     state, so a cancelled request never leaks pages.
- *  4. Page allocation and release are the only operations that take the
- *     cache lock; reading and writing page contents is lock-free (ownership
- *     makes it exclusive).
+ *     TM_KV_OWNER_DECODE after the hand-off); only the owner writes, and
+ *     never a page it shares: a shared page is full and lies wholly before
+ *     the first position its sequences write (the scheduler takes whole
+ *     pages of the prompt, never the page of its last token).
+ *  3. tm_kv_seq_release drops the sequence's hold on every page, whatever
+ *     its state, so a cancelled request never leaks pages: at no holder a
+ *     published page goes idle, any other page free. tm_kv_seq_reserve takes
+ *     free pages first, then idle ones, oldest first (unpublishing them): idle
+ *     pages never cost capacity (tm_kv_cache_free_pages counts them).
+ *  4. Allocation, release, publishing and taking are the only operations that
+ *     take the cache lock; reading and writing page contents is lock-free
+ *     (ownership makes it exclusive, shared pages are only read).
  */
 #ifndef TM_RUNTIME_KVCACHE_H
 #define TM_RUNTIME_KVCACHE_H
@@ -92,16 +109,30 @@ typedef struct tm_kv_seq {
 int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err);
 void tm_kv_cache_free(tm_kv_cache *kv);
 const tm_kv_cache_opts *tm_kv_cache_info(const tm_kv_cache *kv);
-int tm_kv_cache_free_pages(tm_kv_cache *kv);   /* pages currently free */
+int tm_kv_cache_free_pages(tm_kv_cache *kv);   /* pages a reserve can take now: free and idle */
+int tm_kv_cache_idle_pages(tm_kv_cache *kv);   /* of those, published pages no sequence holds */
 size_t tm_kv_cache_bytes(const tm_kv_cache *kv);   /* the arena: n_pages * page_bytes */
 /* bytes of one (page, layer, head) block of K (or V), for a cache's dtype
  * and geometry (see the design block); 0 for a dtype the cache refuses */
 size_t tm_kv_block_bytes(tm_dtype dt, int page_size, int head_dim);
 
-/* tm_kv_seq_reserve: grow seq's page table to cover n_tokens positions.
- * TM_E_LIMIT (naming the counts) if the pool is exhausted; seq unchanged. */
+/* tm_kv_seq_reserve: grow seq's page table to cover n_tokens positions
+ * (free pages, then idle ones). TM_E_LIMIT (naming the counts) if the pool
+ * is exhausted; seq unchanged. */
 int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err);
 void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq);
+
+/* Shared pages (design block). tm_kv_page_key: the key of a page whose
+ * tokens [page_size] follow the page keyed parent (0 for a sequence's first
+ * page). tm_kv_publish: publish page (held by the caller's sequence, full)
+ * under key; 1 if published, 0 if the page or the key already is.
+ * tm_kv_seq_take_published: append the page published under key (its parent
+ * key and tokens checked) to seq's table, held; 1 if taken, 0 if there is
+ * none, TM_E_NOMEM. The caller sets seq->n_tokens. */
+uint64_t tm_kv_page_key(uint64_t parent, const int32_t *tokens, int page_size);
+int tm_kv_publish(tm_kv_cache *kv, int32_t page, uint64_t parent, uint64_t key, const int32_t *tokens);
+int tm_kv_seq_take_published(tm_kv_cache *kv, tm_kv_seq *seq, uint64_t parent, uint64_t key, const int32_t *tokens,
+                             tm_err *err);
 
 /* Block of one (page, layer, head): [page_size][Dh] elements of dtype
  * (int8: the scales, then the rows; see the design block). */

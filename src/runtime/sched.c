@@ -27,9 +27,9 @@
  *  1. A request is held by exactly one thread at a time: the queue, the
  *     prefill worker, the join list, or the decode worker. Moves between
  *     them happen under sc->mu (which orders everything the request holds).
- *  2. req_finish releases every KV page of the request, in every state,
- *     except that a DONE request's decode pages move to the prefix cache
- *     where the session keeps one (below).
+ *  2. req_finish releases every KV page of the request, in every state (a
+ *     DONE request's whole pages are published first where the session keeps
+ *     a prefix cache, below: released, they stay cached while idle).
  *  3. Decode never waits on an unrelated prefill: the two workers share no
  *     lock during compute; the decode worker takes sc->mu only to move
  *     requests in and out of its batch.
@@ -201,74 +201,71 @@ static int req_take_token(tm_req *q, float *logits)
     return 0;
 }
 
-/* ---- the prefix cache (opts.prefix_cache with max_seqs 1) ------------------------------
+/* ---- the prefix cache (opts.prefix_cache) ---------------------------------------------------
  *
- *   request k DONE:  its decode pages -> s->pc_seq; the tokens at their positions (its
- *                    prompt, then each token a decode step fed) -> s->pc_ids
- *   request k + 1:   p = the longest common prefix of its prompt and pc_ids, at most
- *                    n_prompt - 1 (the last prompt token always runs: its logits give the
- *                    first new token). p >= PC_MIN: the pages become its seq with
- *                    n_tokens = p, and tm_prefill_route runs positions p.. only,
- *                    statefully (with an int8 KV cache the CPU prefill then attends row
- *                    by row, so a short shared prefix, the BOS token, is not worth it).
- *                    Otherwise the pages are released before it reserves any (the page
- *                    budget holds one sequence). The router prices the remaining tokens
- *                    as a prompt of their own.
+ *   prefill done (hybrid, prefill-only): the prompt's whole pages are published
+ *                    (kvcache.h: keyed by every token up to each page's end)
+ *   request DONE:    every whole page of its positions is, the prompt's and those the decode
+ *                    steps wrote (the tokens at positions n_prompt.. are the ones fed)
+ *   request routed:  its prompt's whole pages are looked up in order, at most (n_prompt - 1) /
+ *                    page_size of them (the last prompt token always runs: its logits give the
+ *                    first new token, and its page is the request's own); while they are found
+ *                    they go into its table, shared, and n_cached = pages x page_size, if that
+ *                    is PC_MIN tokens or more (with an int8 KV cache the CPU prefill then attends
+ *                    row by row, so a short shared prefix, the BOS token, is not worth it).
+ *                    tm_prefill_route then runs positions n_cached.. only, statefully. The
+ *                    router prices the remaining tokens as a prompt of their own.
  *
- * Positions past p in reused pages are overwritten as the new request writes them, and
- * attention reads only positions before its own. The KV of the earlier turn's generated
- * tokens is the decode engine's (a fresh prefill would compute it with the prefill
- * engine's weights): the same model to within the stages' quantization. Under sc->mu;
- * with max_seqs 1 a prompt is prefilled only after the request before it has finished. */
+ * A published page no request holds stays in the cache (idle) until a reserve needs the room,
+ * oldest first, so the cache costs no capacity. Requests decoding at once share the pages of a
+ * common prefix (a system prompt, earlier turns of a chat) read-only. The KV of a finished
+ * request's generated tokens is the decode engine's (a fresh prefill would compute it with the
+ * prefill engine's weights): the same model to within the stages' quantization. */
 #define PC_MIN 16 /* the shortest prefix worth reusing, in tokens */
 
-static int pc_on(const tm_session *s) { return s->o.prefix_cache && s->max_seqs == 1; }
+static int pc_on(const tm_session *s) { return s->o.prefix_cache; }
 
-/* a DONE request's pages and tokens into the cache (q->seq is emptied) */
-static void pc_store(tm_sched *sc, tm_req *q)
+/* the token at position p of q (the prompt's, then the ones its decode steps fed) */
+static int32_t pc_token(const tm_req *q, int p)
 {
-    tm_session *s = sc->s;
-    int n = q->pos; /* positions with KV: [0, pos) */
-    int32_t *ids = n > 0 ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
-    pthread_mutex_lock(&sc->mu);
-    free(s->pc_ids);
-    tm_kv_seq_release(s->kv, &s->pc_seq);
-    s->pc_ids = NULL;
-    s->pc_n = 0;
-    if (ids && q->fed && n <= q->n_prompt + q->max_new) {
-        memcpy(ids, q->ids, sizeof(int32_t) * (size_t)(n < q->n_prompt ? n : q->n_prompt));
-        if (n > q->n_prompt) memcpy(ids + q->n_prompt, q->fed, sizeof(int32_t) * (size_t)(n - q->n_prompt));
-        s->pc_seq = q->seq;
-        s->pc_seq.n_tokens = n;
-        memset(&q->seq, 0, sizeof q->seq);
-        s->pc_ids = ids;
-        s->pc_n = n;
-        ids = NULL;
-    }
-    pthread_mutex_unlock(&sc->mu);
-    free(ids);
+    return p < q->n_prompt ? q->ids[p] : q->fed[p - q->n_prompt];
 }
 
-/* before q is routed: take the cache's pages for q's common prefix, or free them */
+/* publish q's whole pages below position n */
+static void pc_publish(tm_session *s, tm_req *q, int n)
+{
+    int ps = tm_kv_cache_info(s->kv)->page_size;
+    if (n > q->n_prompt + q->max_new || (n > q->n_prompt && !q->fed)) n = q->n_prompt;
+    int32_t toks[64];
+    if (ps > 64) return;
+    uint64_t parent = 0;
+    for (int i = 0; (i + 1) * ps <= n && i < q->seq.n_pages; i++) {
+        for (int k = 0; k < ps; k++) toks[k] = pc_token(q, i * ps + k);
+        uint64_t key = tm_kv_page_key(parent, toks, ps);
+        tm_kv_publish(s->kv, q->seq.pages[i], parent, key, toks);
+        parent = key;
+    }
+}
+
+/* before q is routed: its prompt's cached pages into its table */
 static void pc_take(tm_sched *sc, tm_req *q)
 {
     tm_session *s = sc->s;
     if (!pc_on(s)) return;
-    pthread_mutex_lock(&sc->mu);
-    int p = 0, lim = s->pc_n < q->n_prompt - 1 ? s->pc_n : q->n_prompt - 1;
-    while (p < lim && s->pc_ids[p] == q->ids[p]) p++;
-    if (p >= PC_MIN) {
-        q->seq = s->pc_seq;
-        q->seq.n_tokens = p;
-        q->n_cached = p;
-        memset(&s->pc_seq, 0, sizeof s->pc_seq);
-    } else {
-        tm_kv_seq_release(s->kv, &s->pc_seq);
+    int ps = tm_kv_cache_info(s->kv)->page_size, n = 0;
+    uint64_t parent = 0;
+    tm_err e = {0};
+    for (int i = 0; i < (q->n_prompt - 1) / ps; i++, n += ps) {
+        uint64_t key = tm_kv_page_key(parent, q->ids + n, ps);
+        if (tm_kv_seq_take_published(s->kv, &q->seq, parent, key, q->ids + n, &e) != 1) break;
+        parent = key;
     }
-    free(s->pc_ids);
-    s->pc_ids = NULL;
-    s->pc_n = 0;
-    pthread_mutex_unlock(&sc->mu);
+    if (n < PC_MIN) {
+        tm_kv_seq_release(s->kv, &q->seq);
+        return;
+    }
+    q->seq.n_tokens = n;
+    q->n_cached = n;
 }
 
 /* the token the next decode step feeds, remembered for the prefix cache */
@@ -282,7 +279,7 @@ static void req_feed(tm_req *q)
 static void req_finish(tm_sched *sc, tm_req *q, int state)
 {
     tm_session *s = sc->s;
-    if (state == REQ_DONE && pc_on(s)) pc_store(sc, q);
+    if (state == REQ_DONE && pc_on(s)) pc_publish(s, q, q->pos);
     tm_kv_seq_release(s->kv, &q->seq);
     tm_kv_seq_release(s->stage, &q->sseq);
     pthread_mutex_lock(&sc->mu);
@@ -405,6 +402,7 @@ static void prefill_one(tm_sched *sc, tm_req *q)
         return;
     }
     tm_kv_seq_release(s->stage, &q->sseq); /* staging pages are free once handed off */
+    if (pc_on(s)) pc_publish(s, q, q->n_prompt);
     q->state = REQ_HANDOFF;
     q->pos = q->n_prompt;
     if (req_take_token(q, s->logits)) {

@@ -49,11 +49,6 @@ struct tm_session {
     atomic_int pre_busy;       /* the prefill side has work */
     atomic_int dec_using_all;  /* the decode side is running a step on every core */
     int dec_borrows;           /* the decode side may borrow the idle prefill cores (tm_sched_lend_policy) */
-    /* the prefix cache (opts.prefix_cache with max_seqs 1; sched.c, under the scheduler's mutex):
-       the last finished request's decode pages and the tokens at their positions */
-    tm_kv_seq pc_seq;
-    int32_t *pc_ids;           /* [pc_n] */
-    int pc_n;
 };
 
 /* The route name for reports: "hybrid", "prefill-only", "decode-only". */

@@ -66,14 +66,12 @@ void tm_session_free(tm_session *s)
     if (s->pre.ctx) s->pre.vt->unbind(s->pre.ctx);
     if (s->dec.ctx) s->dec.vt->unbind(s->dec.ctx);
     tm_bridge_free(s->bridge);
-    if (s->kv) tm_kv_seq_release(s->kv, &s->pc_seq);
     tm_kv_cache_free(s->kv);
     tm_kv_cache_free(s->stage);
     tm_pool_free(s->pool_pre);
     tm_pool_free(s->pool_dec);
     tm_pool_free(s->pool_all_pre);
     tm_pool_free(s->pool_all_dec);
-    free(s->pc_ids);
     free(s->logits);
     free(s);
 }

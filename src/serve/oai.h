@@ -148,11 +148,17 @@ size_t tm_oai_lp_chars(const char *bytes, size_t len);
 /* {"error":{"message","type","param","code"}} */
 char *tm_oai_error_json(const tm_oai_error *e);
 
+/* The usage block: {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+ * {"cached_tokens"}} (prompt tokens whose KV came from the prefix cache, as OpenAI reports). */
+typedef struct tm_oai_usage {
+    int prompt, completion, cached;
+} tm_oai_usage;
+
 /* The whole (non-streaming) response: "text_completion" / "chat.completion"
  * with choices[0] holding text [len], logprobs (lp; NULL: JSON null) and
  * finish_reason, and the usage block. */
 char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_logprobs *lp,
-                           const char *finish, int n_prompt, int n_completion);
+                           const char *finish, const tm_oai_usage *u);
 
 /* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] holds text
  * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1),
@@ -162,7 +168,7 @@ char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int r
                        const char *finish);
 
 /* The usage event of a stream ("choices": [] and the usage block). */
-char *tm_oai_usage_sse(const tm_oai_meta *m, int n_prompt, int n_completion);
+char *tm_oai_usage_sse(const tm_oai_meta *m, const tm_oai_usage *u);
 
 /* GET /v1/models: {"object":"list","data":[{"id": model, "object":"model", ...}]} */
 char *tm_oai_models_json(const char *model, int64_t created, int max_ctx);

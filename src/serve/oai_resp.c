@@ -253,14 +253,15 @@ static void head(sb *b, const tm_oai_meta *m, const char *object)
     sb_puts(b, ",\"system_fingerprint\":\"tandem-" TANDEM_VERSION_STRING "\"");
 }
 
-static void usage(sb *b, int n_prompt, int n_completion)
+static void usage(sb *b, const tm_oai_usage *u)
 {
-    sb_printf(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}", n_prompt,
-              n_completion, n_prompt + n_completion);
+    sb_printf(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+              "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+              u->prompt, u->completion, u->prompt + u->completion, u->cached);
 }
 
 char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_logprobs *lp,
-                           const char *finish, int n_prompt, int n_completion)
+                           const char *finish, const tm_oai_usage *u)
 {
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
@@ -278,7 +279,7 @@ char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, c
     sb_puts(&b, ",\"finish_reason\":");
     sb_cstr_or_null(&b, finish);
     sb_puts(&b, "}],");
-    usage(&b, n_prompt, n_completion);
+    usage(&b, u);
     sb_puts(&b, "}");
     return sb_done(&b);
 }
@@ -310,13 +311,13 @@ char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int r
     return sb_done(&b);
 }
 
-char *tm_oai_usage_sse(const tm_oai_meta *m, int n_prompt, int n_completion)
+char *tm_oai_usage_sse(const tm_oai_meta *m, const tm_oai_usage *u)
 {
     sb b = {0};
     sb_puts(&b, "data: ");
     head(&b, m, m->kind == TM_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
     sb_puts(&b, ",\"choices\":[],");
-    usage(&b, n_prompt, n_completion);
+    usage(&b, u);
     sb_puts(&b, "}\n\n");
     return sb_done(&b);
 }

@@ -494,7 +494,8 @@ static int job_fill(job *j)
     if (finished) {
         if (rc == 0) {
             out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, NULL, j->stats.finish_reason));
-            if (j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, j->stats.n_prompt, j->stats.n_generated));
+            tm_oai_usage u = {j->stats.n_prompt, j->stats.n_generated, j->stats.n_cached};
+            if (j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, &u));
         } else {
             tm_oai_error e;
             tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->st.msg);
@@ -607,8 +608,8 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         if (rc == 0 && !j->oom) {
             tm_oai_logprobs lp = {lv, j->n_lps, 0};
             char *body = tm_oai_response_json(&j->meta, j->text ? j->text : "", j->text_len,
-                                              j->req.want_logprobs ? &lp : NULL, stats.finish_reason, stats.n_prompt,
-                                              stats.n_generated);
+                                              j->req.want_logprobs ? &lp : NULL, stats.finish_reason,
+                                              &(tm_oai_usage){stats.n_prompt, stats.n_generated, stats.n_cached});
             mr = reply(srv, c, 200, body, NULL);
             job_log(j, 200);
         } else if (rc == TANDEM_E_CANCELLED) {
