@@ -168,6 +168,14 @@ typedef struct tandem_request {
     int ignore_eos;
     int no_special;               /* 1: tokenize prompt without the model's special tokens
                                      (a rendered chat template already holds them) */
+    const int32_t *logit_bias_ids;/* [n_logit_bias] token ids, each in the vocabulary */
+    const float *logit_bias;      /* [n_logit_bias] added to those tokens' logits before sampling
+                                     (OpenAI's logit_bias: -100 bans a token, +100 all but forces it;
+                                     the log-probabilities reported stay the model's) */
+    int n_logit_bias;
+    int json_object;              /* 1: the output is constrained, token by token, to one JSON object
+                                     (RFC 8259; OpenAI's response_format json_object); the request
+                                     ends, finish "stop", when the object closes */
     int logprobs;                 /* with on_logprob: each generated token's log-probability and this
                                      many (0..TANDEM_MAX_LOGPROBS) of the most likely tokens at its step */
     struct tandem_logprob_cb {    /* (a struct so that a zeroed request has none) */

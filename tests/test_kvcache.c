@@ -327,6 +327,8 @@ static void test_shared_pages(void)
     CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 6 * PS, &err), TM_OK);
     CHECK(a.pages[5] == a0 && tm_kv_cache_idle_pages(c) == 0 && tm_kv_cache_free_pages(c) == 0);
     CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, 0, k0, ids, &err), 0);
+    CHECK_EQ_INT(d.n_pages, 0);
+    tm_kv_seq_release(c, &d); /* its table's memory */
     tm_kv_seq_release(c, &a);
     CHECK_EQ_INT(tm_kv_cache_free_pages(c), NP);
     CHECK_EQ_INT(tm_kv_cache_idle_pages(c), 0);

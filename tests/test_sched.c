@@ -3,6 +3,7 @@
  * cancellation in any state returns every KV page. */
 #include "harness.h"
 
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "runtime/rt_model.h"
 #include "runtime/session-impl.h"
 #include "runtime/session.h"
+#include "text/json_gate.h"
 #include "text/tokenizer.h"
 
 typedef struct sink {
@@ -369,6 +371,128 @@ static void prefix_shared(tm_rt_model *rm)
     tm_session_free(s);
 }
 
+/* JSON mode (request.json_object, text/json_gate.h): whatever the model would say, the text is a
+ * JSON object's prefix, whole (cJSON reads an object) when the request stops, and it stops as the
+ * object closes; with top_k 1 (greedy) and sampled. */
+static void json_mode(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tandem_session_opts o = two_thread_opts();
+    tm_session *s = NULL;
+    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    if (!s) return;
+    int stopped = 0;
+    for (int seed = 0; seed < 12; seed++) {
+        tandem_request r = greedy_request(160);
+        r.prompt = seed % 2 ? prompts[0] : "{\"name\": \"the old man\", \"age\":";
+        r.temperature = seed < 2 ? 0 : 1.0f;
+        r.seed = (uint64_t)seed;
+        r.ignore_eos = 0;
+        r.json_object = 1;
+        sink k = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        tm_jsm m;
+        tm_jsm_init(&m);
+        size_t i = 0;
+        while (i < k.len && tm_jsm_feed(&m, (unsigned char)k.buf[i])) i++;
+        CHECKF(i == k.len, "seed %d: the automaton refuses byte %zu of '%s'", seed, i, k.buf);
+        if (getenv("JSON_SHOW")) fprintf(stderr, "seed %d (%s): %s\n", seed, st.finish_reason, k.buf);
+        if (!strcmp(st.finish_reason, "stop")) {
+            stopped++;
+            cJSON *j = cJSON_Parse(k.buf);
+            CHECKF(j && cJSON_IsObject(j) && tm_jsm_done(&m), "seed %d: stopped at '%s'", seed, k.buf);
+            cJSON_Delete(j);
+        } else {
+            CHECK(!strcmp(st.finish_reason, "length") && st.n_generated == 160 && !tm_jsm_done(&m));
+        }
+    }
+    /* the demo model rambles inside strings (no object above closes); with its '"' and '}' tokens
+     * favoured (logit_bias) the objects close, and the request stops right there */
+    CHECK_EQ_INT(stopped, 0);
+    /* (and its whitespace tokens banned, which it would otherwise pad every gap with) */
+    int32_t bias_ids[256] = {tm_tok_piece_to_id(rm->tok, "\""), tm_tok_piece_to_id(rm->tok, "}")};
+    float bias[256] = {8, 20};
+    int nb = 2;
+    CHECK(bias_ids[0] >= 0 && bias_ids[1] >= 0);
+    for (int32_t id = 0; id < rm->decode->V && nb < 256; id++) {
+        char *b = NULL;
+        size_t bl = 0, w = 0;
+        if (tm_tok_token_bytes(rm->tok, id, &b, &bl, &err) == TM_OK)
+            while (w < bl && strchr(" \t\r\n", b[w])) w++;
+        if (bl && w == bl) bias_ids[nb] = id, bias[nb++] = -100;
+        free(b);
+    }
+    CHECK(nb > 3);
+    int nonempty = 0;
+    for (int seed = 0; seed < 6; seed++) {
+        tandem_request r = greedy_request(160);
+        r.prompt = prompts[seed % 4];
+        r.temperature = seed < 2 ? 0 : 1.0f;
+        r.seed = (uint64_t)seed;
+        r.json_object = 1;
+        r.logit_bias_ids = bias_ids;
+        r.logit_bias = bias;
+        r.n_logit_bias = nb;
+        sink k = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        if (getenv("JSON_SHOW")) fprintf(stderr, "biased seed %d (%s, %d tokens, %d banned): %s\n", seed, st.finish_reason, st.n_generated, nb, k.buf);
+        tm_jsm m;
+        tm_jsm_init(&m);
+        size_t i = 0;
+        while (i < k.len && tm_jsm_feed(&m, (unsigned char)k.buf[i])) i++;
+        cJSON *j = cJSON_Parse(k.buf);
+        CHECKF(!strcmp(st.finish_reason, "stop") && i == k.len && tm_jsm_done(&m) && j && cJSON_IsObject(j) &&
+                   st.n_generated < 160,
+               "seed %d: %s after %d tokens: '%s'", seed, st.finish_reason, st.n_generated, k.buf);
+        nonempty += j && j->child != NULL;
+        cJSON_Delete(j);
+    }
+    CHECKF(nonempty >= 1, "every object closed empty: the members' path is not exercised");
+    tm_session_free(s);
+}
+
+/* logit_bias: -100 keeps the greedy token out, +100 brings any token in; the log-probabilities
+ * reported stay the model's; ids outside the vocabulary are refused */
+static void logit_bias(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tandem_session_opts o = two_thread_opts();
+    tm_session *s = NULL;
+    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    if (!s) return;
+    tandem_request r = greedy_request(4);
+    r.prompt = prompts[3];
+    r.logprobs = 2;
+    r.on_logprob.fn = on_lp;
+    lp_log plain = {0}, ban = {0}, force = {0};
+    tandem_stats st;
+    CHECKF(tm_session_generate(s, &r, on_text_tok, &plain, &st, &err) == TM_OK, "%s", err.msg);
+    int32_t id = plain.v[0].token, other = plain.v[0].top_token[1] == id ? plain.v[0].top_token[0] : plain.v[0].top_token[1];
+    float b = -100;
+    r.logit_bias_ids = &id;
+    r.logit_bias = &b;
+    r.n_logit_bias = 1;
+    CHECKF(tm_session_generate(s, &r, on_text_tok, &ban, &st, &err) == TM_OK, "%s", err.msg);
+    CHECK(ban.v[0].token != id && ban.v[0].token == other); /* the runner-up instead */
+    CHECKF(ban.v[0].top_token[0] == id && ban.v[0].top_logprob[0] == plain.v[0].top_logprob[0], /* the model's */
+           "banned run: top %d %.9g, plain %d %.9g", ban.v[0].top_token[0], ban.v[0].top_logprob[0], id,
+           plain.v[0].top_logprob[0]);
+    int32_t rare = 1234 % rm->decode->V;
+    b = 100;
+    r.logit_bias_ids = &rare;
+    CHECKF(tm_session_generate(s, &r, on_text_tok, &force, &st, &err) == TM_OK, "%s", err.msg);
+    CHECK(force.n == 4);
+    for (int i = 0; i < force.n; i++) CHECK(force.v[i].token == rare && force.v[i].logprob < force.v[i].top_logprob[0]);
+    int32_t out_of_range = rm->decode->V;
+    r.logit_bias_ids = &out_of_range;
+    tm_req *q = NULL;
+    CHECK_EQ_INT(tm_session_submit(s, &r, on_text_tok, &force, &q, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "logit_bias") != NULL);
+    tm_session_free(s);
+}
+
 /* Invariant 5 (sched.c): which sessions let the decode side borrow the idle
  * prefill cores. The router state is set by hand so the answer does not
  * depend on a calibration cached on this machine. */
@@ -499,6 +623,8 @@ int main(void)
     prefix_cache(rm);
     prefix_shared(rm);
     logprobs(rm);
+    json_mode(rm);
+    logit_bias(rm);
     tm_rt_model_free(rm);
 
     /* a package converted with the default encodings generates exactly what the

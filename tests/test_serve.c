@@ -252,15 +252,22 @@ static int collect(void *ud, const char *piece, size_t len, int32_t tok)
     return 0;
 }
 
-static void reference(tandem_session *s, const char *prompt, int no_special, int max_tokens, ref *out)
+/* a greedy request for n tokens */
+static tandem_request greedy(const char *prompt, int no_special, int n)
 {
-    memset(out, 0, sizeof *out);
     tandem_request q;
     tandem_request_default(&q);
     q.prompt = prompt;
     q.no_special = no_special;
-    q.max_tokens = max_tokens;
+    q.max_tokens = n;
     q.temperature = 0;
+    return q;
+}
+
+static void reference(tandem_session *s, const char *prompt, int no_special, int max_tokens, ref *out)
+{
+    memset(out, 0, sizeof *out);
+    tandem_request q = greedy(prompt, no_special, max_tokens);
     tandem_status st;
     CHECKF(tandem_generate(s, &q, collect, out, &out->st, &st) == 0, "%s", st.msg);
 }
@@ -377,6 +384,20 @@ static void test_oai(void)
     CHECK(r.max_tokens == 9 && r.stream == 1 && r.include_usage == 1);
     tm_oai_req_free(&r);
 
+    /* JSON mode and logit_bias */
+    const char *jm = "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_object\"},\"logit_bias\":{\"5\":10,"
+                     "\"70\":-100,\"0\":0.5}}";
+    CHECKF(tm_oai_parse(&r, TM_OAI_COMPLETION, jm, strlen(jm), &e) == 0, "%s", e.msg);
+    CHECK(r.json_object == 1 && r.n_bias == 3 && r.bias_ids[1] == 70 && r.bias[1] == -100 && r.bias[2] == 0.5f);
+    tandem_request_default(&q);
+    tm_oai_apply(&r, &q);
+    CHECK(q.json_object == 1 && q.n_logit_bias == 3 && q.logit_bias_ids == r.bias_ids && q.logit_bias == r.bias);
+    tm_oai_req_free(&r);
+    const char *txt = "{\"prompt\":\"a\",\"response_format\":{\"type\":\"text\"},\"logit_bias\":{}}";
+    CHECKF(tm_oai_parse(&r, TM_OAI_COMPLETION, txt, strlen(txt), &e) == 0, "%s", e.msg);
+    CHECK(r.json_object == 0 && r.n_bias == 0);
+    tm_oai_req_free(&r);
+
     static const struct { tm_oai_kind k; const char *body, *param;
     } bad[] = {
         {TM_OAI_COMPLETION, "", ""},
@@ -406,6 +427,15 @@ static void test_oai(void)
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
          "messages[0].content[0]"},
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
+         "response_format"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"response_format\":\"json_object\"}", "response_format"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":[1]}", "logit_bias"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":{\"x\":1}}", "logit_bias"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":{\"-3\":1}}", "logit_bias"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":{\"3\":101}}", "logit_bias"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":{\"3\":\"1\"}}", "logit_bias"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":{\"\":1}}", "logit_bias"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = tm_oai_parse(&r, bad[i].k, bad[i].body, strlen(bad[i].body), &e);
@@ -489,12 +519,7 @@ static void ref_logprobs(tandem_session *s, tandem_model *m, const char *prompt,
                          lp_list *out)
 {
     memset(out, 0, sizeof *out);
-    tandem_request q;
-    tandem_request_default(&q);
-    q.prompt = prompt;
-    q.no_special = no_special;
-    q.max_tokens = n;
-    q.temperature = 0;
+    tandem_request q = greedy(prompt, no_special, n);
     q.logprobs = top;
     q.on_logprob.fn = ref_lp;
     void *ud[2] = {out, m};
@@ -664,6 +689,44 @@ static void test_logprobs(int port, tandem_session *s, tandem_model *m, const ch
         CHECK_EQ_STR(got.text, want.text);
         http_res_free(&hr);
     }
+    /* JSON mode: response_format json_object; with '"' and '}' favoured the demo model closes its
+     * object (it would ramble in a string otherwise), and the request stops there */
+    int32_t *qt = NULL, *cb = NULL;
+    size_t nq = 0, nc = 0;
+    tandem_status tst;
+    CHECK(tandem_tokenize(m, "\"", 1, 0, &qt, &nq, &tst) == 0 && nq == 1);
+    CHECK(tandem_tokenize(m, "}", 1, 0, &cb, &nc, &tst) == 0 && nc == 1);
+    for (int stream = 0; stream < 2 && qt && cb; stream++) {
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}],"
+                 "\"max_tokens\":64,\"temperature\":0,\"response_format\":{\"type\":\"json_object\"},"
+                 "\"logit_bias\":{\"%d\":8,\"%d\":20}%s}", qt[0], cb[0], stream ? ",\"stream\":true" : "");
+        const char *content = NULL, *finish = NULL;
+        sse ev;
+        if (!stream) {
+            j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
+            CHECK_EQ_INT(status, 200);
+            content = jstr(j, "choices.0.message.content");
+            finish = jstr(j, "choices.0.finish_reason");
+        } else {
+            CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
+            parse_sse(hr.body ? hr.body : "", 1, &ev);
+            content = ev.text;
+            finish = ev.finish;
+            j = NULL;
+        }
+        cJSON *obj = content ? cJSON_Parse(content) : NULL;
+        CHECKF(obj && cJSON_IsObject(obj) && finish && !strcmp(finish, "stop"), "JSON mode%s: '%s' (%s)",
+               stream ? ", streamed" : "", content ? content : "(none)", finish ? finish : "no finish");
+        cJSON_Delete(obj);
+        cJSON_Delete(j);
+        if (stream) http_res_free(&hr);
+    }
+    free(qt);
+    free(cb);
+    /* a bias for a token past the vocabulary: 400 naming it */
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"logit_bias\":{\"99999999\":1}}", 400, NULL,
+                "logit_bias id past the vocabulary");
+
     /* not asked for: null */
     snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", P0);
     j = http_json(port, "POST", "/v1/completions", body, NULL, &status);

@@ -27,6 +27,7 @@
 #include "core/threadpool.h"
 #include "engine/cpu/kernels.h"
 #include "model/model.h"
+#include "core/tunecache.h"
 #include "pkg/checksum.h"
 #include "runtime/session-impl.h"
 
@@ -506,12 +507,7 @@ int tm_router_cache_path(char *buf, size_t n, const char *dir, const tm_router_k
 {
     char d[4096];
     if (dir) snprintf(d, sizeof d, "%s", dir);
-    else {
-        const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (x && x[0] == '/') snprintf(d, sizeof d, "%s/tandem", x);
-        else if (home && *home) snprintf(d, sizeof d, "%s/.cache/tandem", home);
-        else return tm_errf(err, TM_E_NOTFOUND, "router cache: neither XDG_CACHE_HOME nor HOME is set");
-    }
+    else if (tm_cache_dir(d, sizeof d, err) != TM_OK) return err ? err->code : TM_E_NOTFOUND;
     char line[512];
     key_line(k, line, sizeof line);
     int w = snprintf(buf, n, "%s/router-%016llx.json", d, (unsigned long long)tm_xxh64(line, strlen(line), 0));
@@ -566,22 +562,6 @@ static char *costs_json(const tm_router_key *k, const tm_router_costs *c)
     return s;
 }
 
-static int mkdir_p(const char *dir, tm_err *err)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *q = p + 1; ; q++) {
-        if (*q == '/' || *q == '\0') {
-            char c = *q;
-            *q = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return tm_errf(err, TM_E_IO, "%s: %s", p, strerror(errno));
-            *q = c;
-            if (!c) break;
-        }
-    }
-    return TM_OK;
-}
-
 int tm_router_write(const char *path, const tm_router_key *k, const tm_router_costs *c, tm_err *err)
 {
     char dir[4096];
@@ -589,7 +569,7 @@ int tm_router_write(const char *path, const tm_router_key *k, const tm_router_co
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = '\0';
-        int rc = mkdir_p(dir, err);
+        int rc = tm_mkdir_p(dir, err);
         if (rc != TM_OK) return rc;
     }
     char *json = costs_json(k, c);

@@ -12,6 +12,7 @@
 #include "pkg/convert.h"
 #include "pkg/pkg.h"
 #include "quant/quant.h"
+#include "text/json_gate.h"
 #include "text/tokconfig.h"
 #include "text/tokenizer.h"
 
@@ -25,7 +26,18 @@ void tm_rt_model_free(tm_rt_model *rm)
     free(rm->chat_template);
     free(rm->bos_token);
     free(rm->eos_token);
+    tm_json_vocab_free(rm->json_vocab);
+    pthread_mutex_destroy(&rm->json_mu);
     free(rm);
+}
+
+int tm_rt_model_json_vocab(tm_rt_model *rm, struct tm_json_vocab **out, tm_err *err)
+{
+    pthread_mutex_lock(&rm->json_mu);
+    int rc = rm->json_vocab ? TM_OK : tm_json_vocab_new(&rm->json_vocab, rm->tok, rm->decode->V, err);
+    *out = rm->json_vocab;
+    pthread_mutex_unlock(&rm->json_mu);
+    return rc;
 }
 
 static int ends_with(const char *s, const char *suf)
@@ -163,6 +175,7 @@ int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err)
 {
     *out = NULL;
     tm_rt_model *rm = calloc(1, sizeof *rm);
+    if (rm) pthread_mutex_init(&rm->json_mu, NULL);
     if (!rm) return tm_errf(err, TM_E_NOMEM, "out of memory");
     snprintf(rm->path, sizeof rm->path, "%s", path);
     int rc;

@@ -57,6 +57,7 @@
 #include "engine/cpu/kernels.h"
 #include "model/model.h"
 #include "runtime/session-impl.h"
+#include "text/json_gate.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 
@@ -76,6 +77,11 @@ struct tm_req {
     tandem_text_fn on_text;
     void *ud;
     struct tandem_logprob_cb on_lp;   /* request.on_logprob: NULL or called per token */
+    int32_t *bias_ids;         /* [n_bias] request.logit_bias, copied */
+    float *bias;
+    int n_bias;
+    struct tm_json_vocab *jv;  /* JSON mode (request.json_object): the model's trie, or NULL */
+    tm_jsm jsm;                /* JSON mode: the automaton after the tokens so far */
     int lp_n;                  /* alternatives per token */
     float *lp_raw;             /* [V] the step's logits before the sampler's penalties (on_lp only) */
     int state;
@@ -150,6 +156,14 @@ static void req_flush(tm_req *q)
     req_emit(q, emit, elen, -1);
 }
 
+/* The state a request that req_take_token finished ends in: cancelled, failed (q->err says why)
+ * or done. */
+static int req_end_state(tm_req *q)
+{
+    if (atomic_load(&q->cancel)) return REQ_CANCELLED;
+    return q->finish && !strcmp(q->finish, "error") ? REQ_FAILED : REQ_DONE;
+}
+
 /* Sample the next token from logits [V] (modified), stream its text.
  * Returns 1 when the request is finished (q->finish set), 0 to continue. */
 static int req_take_token(tm_req *q, float *logits)
@@ -162,7 +176,17 @@ static int req_take_token(tm_req *q, float *logits)
         lp.n_top = tm_logprobs(logits, V, q->lp_n, lp.top_token, lp.top_logprob, &lse);
         memcpy(q->lp_raw, logits, sizeof(float) * (size_t)V);
     }
+    for (int i = 0; i < q->n_bias; i++) logits[q->bias_ids[i]] += q->bias[i]; /* after the logprobs too */
+    if (q->jv) tm_json_mask(q->jv, &q->jsm, logits); /* after the logprobs: those are the model's */
     int32_t tok = tm_sampler_sample(q->smp, logits);
+    if (tok < 0) { /* every logit NaN or -inf (or, in JSON mode, every token refused) */
+        tm_errf(&q->err, TM_E_INVALID, "no token can be drawn: every logit is NaN or -inf%s",
+                q->jv ? " or breaks the JSON object" : "");
+        req_flush(q);
+        q->finish = "error";
+        return 1;
+    }
+    if (q->jv) tm_json_advance(q->jv, &q->jsm, tok);
     tm_sampler_accept(q->smp, tok);
     if (q->on_lp.fn && !tm_stop_is_eos(q->stop, tok)) {
         lp.token = tok;
@@ -188,7 +212,8 @@ static int req_take_token(tm_req *q, float *logits)
     int matched = tm_stop_feed(q->stop, piece ? piece : "", plen, &emit, &elen);
     req_emit(q, emit, elen, tok);
     free(piece); /* emit may point into piece */
-    if (matched) {
+    if (matched || (q->jv && tm_jsm_done(&q->jsm))) { /* a stop string, or the JSON object closed */
+        if (!matched) req_flush(q);
         q->finish = "stop";
         return 1;
     }
@@ -367,7 +392,7 @@ static void run_prefill_only(tm_sched *sc, tm_req *q)
         q->pos++;
         (void)V;
         if (req_take_token(q, s->logits)) {
-            req_finish(sc, q, atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE);
+            req_finish(sc, q, req_end_state(q));
             return;
         }
     }
@@ -406,7 +431,7 @@ static void prefill_one(tm_sched *sc, tm_req *q)
     q->state = REQ_HANDOFF;
     q->pos = q->n_prompt;
     if (req_take_token(q, s->logits)) {
-        req_finish(sc, q, atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE);
+        req_finish(sc, q, req_end_state(q));
         return;
     }
     if (q->route == TANDEM_ROUTE_PREFILL_ONLY) {
@@ -489,7 +514,7 @@ static void *decode_main(void *arg)
                 q->pos = q->n_prompt;
                 q->state = REQ_DECODING;
                 if (req_take_token(q, sc->batch_logits)) {
-                    req_finish(sc, q, atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE);
+                    req_finish(sc, q, req_end_state(q));
                     decoding_done(sc);
                     continue;
                 }
@@ -624,6 +649,8 @@ static void req_free(tm_req *q)
     free(q->fed);
     free(q->itl);
     free(q->lp_raw);
+    free(q->bias_ids);
+    free(q->bias);
     pthread_cond_destroy(&q->done_cv);
     free(q);
 }
@@ -650,6 +677,29 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
         q->on_lp = r->on_logprob;
         q->lp_n = r->logprobs;
         if (!(q->lp_raw = malloc(sizeof(float) * (size_t)V))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+    }
+    if (r->n_logit_bias > 0) {
+        if (!r->logit_bias_ids || !r->logit_bias) {
+            rc = tm_errf(err, TM_E_INVALID, "request: n_logit_bias = %d without the arrays", r->n_logit_bias);
+            goto fail;
+        }
+        q->bias_ids = malloc(sizeof(int32_t) * (size_t)r->n_logit_bias);
+        q->bias = malloc(sizeof(float) * (size_t)r->n_logit_bias);
+        if (!q->bias_ids || !q->bias) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+        for (int i = 0; i < r->n_logit_bias; i++) {
+            if (r->logit_bias_ids[i] < 0 || r->logit_bias_ids[i] >= V || !isfinite(r->logit_bias[i])) {
+                rc = tm_errf(err, TM_E_INVALID, "request: logit_bias token %d (bias %g): the id must be in the vocabulary "
+                             "of %d and the bias finite", r->logit_bias_ids[i], (double)r->logit_bias[i], V);
+                goto fail;
+            }
+            q->bias_ids[i] = r->logit_bias_ids[i];
+            q->bias[i] = r->logit_bias[i];
+        }
+        q->n_bias = r->n_logit_bias;
+    }
+    if (r->json_object) {
+        if ((rc = tm_rt_model_json_vocab(s->rm, &q->jv, err)) != TM_OK) goto fail;
+        tm_jsm_init(&q->jsm);
     }
     size_t n = 0;
     if (r->prompt) {

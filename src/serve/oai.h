@@ -17,7 +17,7 @@
  *
  * Parsing rules (docs/serve.md has the table): unknown fields are ignored;
  * JSON null means "not given"; a known field of the wrong type, out of range,
- * or asking for something tandem does not do (n > 1, echo, tools, ...)
+ * or asking for something tandem does not do (n > 1, echo, tools, json_schema, ...)
  * fails with HTTP 400, the field named in param ("messages[2].role"). Numbers
  * given for integer fields must be integral. The body must be one JSON object
  * (whitespace around it allowed). */
@@ -32,6 +32,7 @@
 #define TM_OAI_MAX_STOP 16          /* stop strings per request */
 #define TM_OAI_MAX_STOP_LEN 1024    /* bytes per stop string (text/sampler.h TM_STOP_MAX_LEN) */
 #define TM_OAI_MAX_TOKENS (1 << 30) /* largest max_tokens accepted (the context clips it) */
+#define TM_OAI_MAX_BIAS 1024        /* logit_bias entries */
 
 typedef enum tm_oai_kind {
     TM_OAI_COMPLETION = 0,          /* POST /v1/completions: "prompt" */
@@ -78,6 +79,10 @@ typedef struct tm_oai_req {
     char *stop[TM_OAI_MAX_STOP + 1];/* NULL-terminated; empty strings are dropped */
     int n_stop;
     int want_logprobs;              /* chat "logprobs": true; completions "logprobs": N */
+    int json_object;                /* "response_format": {"type": "json_object"} (JSON mode) */
+    int32_t *bias_ids;              /* [n_bias] "logit_bias" keys (ids checked at submit) */
+    float *bias;                    /* [n_bias] their biases, [-100, 100] */
+    int n_bias;
     int top_logprobs;               /* alternatives per token: chat "top_logprobs", completions "logprobs" (0..20) */
     int stream;                     /* "stream": true */
     int include_usage;              /* "stream_options": {"include_usage": true} */

@@ -3,6 +3,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,17 +114,10 @@ static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *
     if ((v = field(root, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "echo is not supported");
     if ((v = field(root, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
         return BAD("suffix", "suffix is not supported");
-    if ((v = field(root, "logit_bias")) && !(cJSON_IsObject(v) && !v->child))
-        return BAD("logit_bias", "logit_bias is not supported");
     if ((v = field(root, "tools")) && !(cJSON_IsArray(v) && !v->child))
         return BAD("tools", "tools are not supported");
     if ((v = field(root, "functions")) && !(cJSON_IsArray(v) && !v->child))
         return BAD("functions", "functions are not supported");
-    if ((v = field(root, "response_format"))) {
-        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
-            return BAD("response_format", "only response_format {\"type\": \"text\"} is supported");
-    }
     (void)kind;
     return 0;
 }
@@ -174,6 +168,48 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
             if (r->n_stop == TM_OAI_MAX_STOP) return BAD("stop", "at most %d stop strings", TM_OAI_MAX_STOP);
             if (!(r->stop[r->n_stop++] = strdup(s->valuestring))) return NOMEM();
         }
+    }
+    return 0;
+}
+
+/* "response_format": {"type": "text"} or {"type": "json_object"} (JSON mode); json_schema and
+ * anything else: 400 rather than an answer that ignores it */
+static int parse_format(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
+{
+    const cJSON *v = field(root, "response_format");
+    if (!v) return 0;
+    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+    if (!cJSON_IsString(t))
+        return BAD("response_format", "'response_format' must be an object with a string 'type'");
+    if (!strcmp(t->valuestring, "json_object")) r->json_object = 1;
+    else if (strcmp(t->valuestring, "text") != 0)
+        return BAD("response_format", "response_format type '%.40s' is not supported (text and json_object are)",
+                   t->valuestring);
+    return 0;
+}
+
+/* "logit_bias": {"token id": bias in [-100, 100], ...} (OpenAI's; the ids are checked against the
+ * vocabulary at submit) */
+static int parse_bias(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
+{
+    const cJSON *v = field(root, "logit_bias");
+    if (!v) return 0;
+    if (!cJSON_IsObject(v)) return BAD("logit_bias", "'logit_bias' must be an object, not %s", type_name(v));
+    int n = cJSON_GetArraySize(v);
+    if (n > TM_OAI_MAX_BIAS) return BAD("logit_bias", "at most %d entries in 'logit_bias'", TM_OAI_MAX_BIAS);
+    if (!n) return 0;
+    r->bias_ids = malloc(sizeof(int32_t) * (size_t)n);
+    r->bias = malloc(sizeof(float) * (size_t)n);
+    if (!r->bias_ids || !r->bias) return NOMEM();
+    for (const cJSON *b = v->child; b; b = b->next) {
+        char *end = NULL;
+        long id = strtol(b->string, &end, 10);
+        if (!b->string[0] || *end || id < 0 || id > INT32_MAX || b->string[0] == '+' || b->string[0] == ' ')
+            return BAD("logit_bias", "logit_bias key '%.40s' is not a token id", b->string);
+        if (!cJSON_IsNumber(b) || !(b->valuedouble >= -100 && b->valuedouble <= 100))
+            return BAD("logit_bias", "logit_bias['%.40s'] must be a number in [-100, 100]", b->string);
+        r->bias_ids[r->n_bias] = (int32_t)id;
+        r->bias[r->n_bias++] = (float)b->valuedouble;
     }
     return 0;
 }
@@ -371,6 +407,8 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     if (rc == 0) rc = parse_sampling(r, root, e);
     if (rc == 0) rc = parse_stream(r, root, e);
     if (rc == 0) rc = parse_logprobs(r, root, kind, e);
+    if (rc == 0) rc = parse_format(r, root, e);
+    if (rc == 0) rc = parse_bias(r, root, e);
     cJSON_Delete(root);
     if (rc != 0) {
         tm_oai_req_free(r);
@@ -387,6 +425,8 @@ void tm_oai_req_free(tm_oai_req *r)
     free(r->template_kwargs_json);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->model);
+    free(r->bias_ids);
+    free(r->bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -411,4 +451,8 @@ void tm_oai_apply(const tm_oai_req *r, tandem_request *q)
     if (r->set & TM_OAI_SET_IGNORE_EOS) q->ignore_eos = r->ignore_eos;
     if (r->set & TM_OAI_SET_STOP) q->stop = r->n_stop ? (const char *const *)r->stop : NULL;
     q->logprobs = r->want_logprobs ? r->top_logprobs : -1; /* the caller sets q->on_logprob */
+    q->json_object = r->json_object;
+    q->logit_bias_ids = r->bias_ids;
+    q->logit_bias = r->bias;
+    q->n_logit_bias = r->n_bias;
 }

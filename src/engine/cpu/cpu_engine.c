@@ -43,6 +43,7 @@
 
 #include "core/cpu.h"
 #include "core/threadpool.h"
+#include "core/tunecache.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/mla.h"
 #include "engine/cpu/moe.h"
@@ -298,7 +299,10 @@ static void time_gemvs(gemv_fn f[2], const tm_kweight *w, const float *x, float 
  * best is a property of the core, not of its feature flags (on cores that
  * run 512-bit vectors as two 256-bit halves the AVX2 kernels read faster).
  * So the decode engine times both on this model's own weights at bind and
- * keeps the faster per op. Costs a few milliseconds. */
+ * keeps the faster per op. Costs a few milliseconds. The two sum in other
+ * orders, and where they run close the timing can go either way: the first
+ * session's choice is kept per machine (core/tunecache.h) and every later one
+ * takes it, so sessions compute the same bits (seeded runs repeat). */
 static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
 {
     tm_kernels alt;
@@ -326,13 +330,21 @@ static void autotune_gemv(cpu_ctx *c, struct tm_pool *pool)
         }
         if (!w) continue;
         int K = tm_kweight_k(w), N = tm_kweight_n(w);
+        char key[96], got[16];
+        snprintf(key, sizeof key, "gemv %s %d %d", tm_dtype_name(tm_kweight_dtype(w)), N, K);
+        if (!(pin && !strcmp(pin, "auto")) && tm_tune_get(key, got, sizeof got)) {
+            if (!strcmp(got, "avx2")) *mine[op] = other[op];
+            continue;
+        }
         float *x = malloc(sizeof(float) * (size_t)K), *y = malloc(sizeof(float) * (size_t)N);
         if (x && y) {
             for (int k = 0; k < K; k++) x[k] = (float)((k * 37) % 19) / 19.0f - 0.5f;
             gemv_fn f[2] = {*mine[op], other[op]};
             double t[2];
             time_gemvs(f, w, x, y, &c->ws, pool, t);
-            if (t[1] < 0.95 * t[0]) *mine[op] = other[op];
+            int alt_wins = t[1] < 0.95 * t[0];
+            if (alt_wins) *mine[op] = other[op];
+            tm_tune_put(key, alt_wins ? "avx2" : "avx512");
         }
         free(x);
         free(y);
