@@ -48,7 +48,7 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/gen/build_id.h: FORCE
 	@mkdir -p $(dir $@)
 	@echo '#define TANDEM_BUILD_ID "$(BUILD_ID)"' > $@.tmp; if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
-$(BUILD)/obj/src/runtime/router.o $(BUILD)/obj/src/core/tunecache.o: $(BUILD)/gen/build_id.h
+$(BUILD)/obj/src/core/tunecache.o: $(BUILD)/gen/build_id.h
 FORCE:
 
 $(BUILD)/libtandem.a: $(LIB_OBJ)

@@ -69,6 +69,15 @@ static tandem_session_opts two_thread_opts(void)
     return o;
 }
 
+/* a session on rm with opts o, NULL (a check failed) if it cannot be made */
+static tm_session *open_session(tm_rt_model *rm, tandem_session_opts o)
+{
+    tm_err err = {0};
+    tm_session *s = NULL;
+    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    return s;
+}
+
 /* The core plan comes from the cpus this thread may use (taskset, a
  * cpuset): run on only the last of them, both sides share it, whatever
  * n_threads asks. */
@@ -264,9 +273,7 @@ static void logprobs(tm_rt_model *rm)
         }
     /* an EOS that ends the request is not reported: the model's 6th greedy token made its EOS */
     tm_err err = {0};
-    tandem_session_opts o = two_thread_opts();
-    tm_session *s = NULL;
-    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    tm_session *s = open_session(rm, two_thread_opts());
     if (!s) return;
     tandem_request r = greedy_request(24);
     r.prompt = prompts[0];
@@ -377,9 +384,7 @@ static void prefix_shared(tm_rt_model *rm)
 static void json_mode(tm_rt_model *rm)
 {
     tm_err err = {0};
-    tandem_session_opts o = two_thread_opts();
-    tm_session *s = NULL;
-    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    tm_session *s = open_session(rm, two_thread_opts());
     if (!s) return;
     int stopped = 0;
     for (int seed = 0; seed < 12; seed++) {
@@ -458,9 +463,7 @@ static void json_mode(tm_rt_model *rm)
 static void logit_bias(tm_rt_model *rm)
 {
     tm_err err = {0};
-    tandem_session_opts o = two_thread_opts();
-    tm_session *s = NULL;
-    CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+    tm_session *s = open_session(rm, two_thread_opts());
     if (!s) return;
     tandem_request r = greedy_request(4);
     r.prompt = prompts[3];

@@ -128,7 +128,7 @@ static void test_gemv_choice(void)
     score(rm, ids, (int)n, got); /* measures and stores */
     CHECK(memcmp(got, pin512, sz) == 0 || memcmp(got, pin2, sz) == 0);
     int stored = set_choices("avx2");
-    CHECKF(stored >= 2, "%d GEMV choices stored", stored); /* the demo's int4 layers and int6 head, its bf16 norms... */
+    CHECKF(stored >= 1, "%d GEMV choices stored", stored); /* one per encoding kind the decode weights use */
     score(rm, ids, (int)n, got);
     CHECK(memcmp(got, pin2, sz) == 0);
     set_choices("avx512");

@@ -25,6 +25,8 @@
 
 static pthread_mutex_t tune_mu = PTHREAD_MUTEX_INITIALIZER;
 
+const char *tm_build_id(void) { return TANDEM_BUILD_ID; }
+
 int tm_cache_dir(char *buf, size_t n, tm_err *err)
 {
     const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

@@ -26,6 +26,9 @@
 
 #include "core/status.h"
 
+/* tm_build_id: the build's identity (git describe of the source the Makefile built, or "unknown"). */
+const char *tm_build_id(void);
+
 /* tm_cache_dir: the directory of tandem's per-machine caches ($XDG_CACHE_HOME/tandem when
  * XDG_CACHE_HOME is absolute, else $HOME/.cache/tandem), not created. */
 int tm_cache_dir(char *buf, size_t n, tm_err *err);
