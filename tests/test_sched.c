@@ -455,6 +455,30 @@ static void json_mode(tm_rt_model *rm)
         cJSON_Delete(j);
     }
     CHECKF(nonempty >= 1, "every object closed empty: the members' path is not exercised");
+    /* an end-of-sequence token that is not special (here " the", which the model writes inside its
+     * strings all the time) does not end the object early: the request runs to its length */
+    int saved[16], n_saved = rm->n_eos;
+    memcpy(saved, rm->eos_ids, sizeof saved);
+    rm->eos_ids[0] = tm_tok_piece_to_id(rm->tok, "\xC4\xA0the");
+    rm->n_eos = 1;
+    CHECK(rm->eos_ids[0] >= 0 && !tm_tok_is_special(rm->tok, rm->eos_ids[0]));
+    for (int seed = 2; seed < 5; seed++) {
+        tandem_request r = greedy_request(100);
+        r.prompt = prompts[seed % 4];
+        r.temperature = 1.0f;
+        r.seed = (uint64_t)seed;
+        r.ignore_eos = 0;
+        r.json_object = 1;
+        sink k = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        cJSON *j = cJSON_Parse(k.buf);
+        CHECKF(!strcmp(st.finish_reason, "length") || (j && cJSON_IsObject(j)), "seed %d: %s at '%s'", seed,
+               st.finish_reason, k.buf);
+        cJSON_Delete(j);
+    }
+    memcpy(rm->eos_ids, saved, sizeof saved);
+    rm->n_eos = n_saved;
     tm_session_free(s);
 }
 

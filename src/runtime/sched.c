@@ -177,7 +177,15 @@ static int req_take_token(tm_req *q, float *logits)
         memcpy(q->lp_raw, logits, sizeof(float) * (size_t)V);
     }
     for (int i = 0; i < q->n_bias; i++) logits[q->bias_ids[i]] += q->bias[i]; /* after the logprobs too */
-    if (q->jv) tm_json_mask(q->jv, &q->jsm, logits); /* after the logprobs: those are the model's */
+    if (q->jv) { /* after the logprobs: those are the model's */
+        tm_json_mask(q->jv, &q->jsm, logits);
+        /* an end-of-sequence token that is not special (its text can sit inside a string) must not
+         * end the object early either: the request ends when the object closes */
+        for (int i = 0; i < q->s->rm->n_eos; i++) {
+            int32_t id = q->s->rm->eos_ids[i];
+            if (id >= 0 && id < q->s->rm->decode->V) logits[id] = -INFINITY;
+        }
+    }
     int32_t tok = tm_sampler_sample(q->smp, logits);
     if (tok < 0) { /* every logit NaN or -inf (or, in JSON mode, every token refused) */
         tm_errf(&q->err, TM_E_INVALID, "no token can be drawn: every logit is NaN or -inf%s",
