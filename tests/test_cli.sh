@@ -32,6 +32,10 @@ cp "$W/out" "$W/dir.txt"
 expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid
 cmp -s "$W/out" "$W/dir.txt" && ok || bad "package and directory generate different text"
 grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "greedy text: $(cat "$W/out")"
+# --json-mode: after the prompt, whitespace and then the object's "{" (the demo model pads with whitespace, up to
+# JSON mode's limit; tests/test_json_gate.c and test_sched.c check the mode itself)
+expect 0 $T run "$W/m.tdm" -p "The ship" -n 40 --temp 0 --json-mode
+tr -d ' \n\t\r' < "$W/out" | grep -q '^Theship{' && ok || bad "--json-mode: $(head -c 200 "$W/out")"
 # TANDEM_PROFILE=1: each engine's time by part, with the matmuls' rate, on stderr at the end
 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 8 --temp 0 --route hybrid > "$W/out" 2> "$W/err"
 for k in prefill decode; do

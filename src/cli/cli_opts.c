@@ -16,6 +16,8 @@ const char cli_gen_usage[] =
     "      --seed S           sampling seed (default 0)\n"
     "      --stop S           stop string (repeatable, up to 16)\n"
     "      --ignore-eos       keep generating past end-of-sequence tokens\n"
+    "      --json-mode        the output is one JSON object, constrained token by token\n"
+    "                         (serve: each request's response_format decides)\n"
     "      --prefill ENGINE   prefill engine (see tandem devices; default: the best)\n"
     "      --decode ENGINE    decode engine (default: the best)\n"
     "      --route R          auto | hybrid | prefill-only | decode-only (default auto)\n"
@@ -84,6 +86,7 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     else if (!strcmp(a, "--seed")) r->seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--stop")) { if (g->n_stops < 16) g->stops[g->n_stops++] = v; }
     else if (!strcmp(a, "--ignore-eos")) r->ignore_eos = 1;
+    else if (!strcmp(a, "--json-mode")) r->json_object = 1;
     else if (!strcmp(a, "--prefill")) so->prefill_engine = v;
     else if (!strcmp(a, "--decode")) so->decode_engine = v;
     else if (!strcmp(a, "--route")) {
