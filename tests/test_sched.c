@@ -69,6 +69,27 @@ static tandem_session_opts two_thread_opts(void)
     return o;
 }
 
+/* The model's end-of-sequence ids swapped for {id} (a test's stand-in EOS), and back. */
+typedef struct eos_save {
+    int ids[16], n;
+} eos_save;
+
+static eos_save eos_only(tm_rt_model *rm, int32_t id)
+{
+    eos_save e;
+    memcpy(e.ids, rm->eos_ids, sizeof e.ids);
+    e.n = rm->n_eos;
+    rm->eos_ids[0] = id;
+    rm->n_eos = 1;
+    return e;
+}
+
+static void eos_restore(tm_rt_model *rm, const eos_save *e)
+{
+    memcpy(rm->eos_ids, e->ids, sizeof e->ids);
+    rm->n_eos = e->n;
+}
+
 /* a session on rm with opts o, NULL (a check failed) if it cannot be made */
 static tm_session *open_session(tm_rt_model *rm, tandem_session_opts o)
 {
@@ -284,18 +305,14 @@ static void logprobs(tm_rt_model *rm)
     tandem_stats st;
     CHECKF(tm_session_generate(s, &r, on_text_tok, &g, &st, &err) == TM_OK, "%s", err.msg);
     CHECK(g.n == 24 && g.v[0].n_top == 0 && !strcmp(st.finish_reason, "length"));
-    int saved[16], n_saved = rm->n_eos;
-    memcpy(saved, rm->eos_ids, sizeof saved);
     int k = 0;
     while (k < 5 && g.v[k].token != g.v[5].token) k++; /* the first time that token comes */
-    rm->eos_ids[0] = g.v[5].token;
-    rm->n_eos = 1;
+    eos_save saved = eos_only(rm, g.v[5].token);
     CHECKF(tm_session_generate(s, &r, on_text_tok, &h, &st, &err) == TM_OK, "%s", err.msg);
     CHECKF(!strcmp(st.finish_reason, "stop") && st.n_generated == k + 1 && h.n == k, "finish %s, %d generated, %d reported",
            st.finish_reason, st.n_generated, h.n);
     for (int i = 0; i < h.n; i++) CHECK(h.v[i].token == g.v[i].token && h.v[i].logprob == g.v[i].logprob);
-    memcpy(rm->eos_ids, saved, sizeof saved);
-    rm->n_eos = n_saved;
+    eos_restore(rm, &saved);
     tm_session_free(s);
 }
 
@@ -457,10 +474,7 @@ static void json_mode(tm_rt_model *rm)
     CHECKF(nonempty >= 1, "every object closed empty: the members' path is not exercised");
     /* an end-of-sequence token that is not special (here " the", which the model writes inside its
      * strings all the time) does not end the object early: the request runs to its length */
-    int saved[16], n_saved = rm->n_eos;
-    memcpy(saved, rm->eos_ids, sizeof saved);
-    rm->eos_ids[0] = tm_tok_piece_to_id(rm->tok, "\xC4\xA0the");
-    rm->n_eos = 1;
+    eos_save saved = eos_only(rm, tm_tok_piece_to_id(rm->tok, "\xC4\xA0the"));
     CHECK(rm->eos_ids[0] >= 0 && !tm_tok_is_special(rm->tok, rm->eos_ids[0]));
     for (int seed = 2; seed < 5; seed++) {
         tandem_request r = greedy_request(100);
@@ -477,8 +491,7 @@ static void json_mode(tm_rt_model *rm)
                st.finish_reason, k.buf);
         cJSON_Delete(j);
     }
-    memcpy(rm->eos_ids, saved, sizeof saved);
-    rm->n_eos = n_saved;
+    eos_restore(rm, &saved);
     tm_session_free(s);
 }
 
