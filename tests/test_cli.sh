@@ -32,6 +32,22 @@ cp "$W/out" "$W/dir.txt"
 expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid
 cmp -s "$W/out" "$W/dir.txt" && ok || bad "package and directory generate different text"
 grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "greedy text: $(cat "$W/out")"
+# --logprobs N: one JSON line a generated token on stderr; greedy draws its first alternative
+$T run "$W/m.tdm" -p "Once upon a time" -n 5 --temp 0 --logprobs 3 > "$W/out" 2> "$W/err" && ok || bad "--logprobs exit"
+if command -v python3 > /dev/null; then
+  grep '^{"token"' "$W/err" | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert len(rows) == 5, len(rows)
+for r in rows:
+    assert len(r["top"]) == 3 and r["top"][0][0] == r["token"] and r["logprob"] == r["top"][0][1] <= 0
+    assert r["top"][0][1] >= r["top"][1][1] >= r["top"][2][1] and isinstance(r["text"], str)
+' && ok || bad "--logprobs lines: $(head -c 300 "$W/err")"
+else
+  [ "$(grep -c '^{"token":[0-9]*,"text":.*"logprob":-[0-9.e-]*,"top":\[\[' "$W/err")" = 5 ] && ok || bad "--logprobs lines (no python3)"
+fi
+expect 2 $T run "$W/m.tdm" -p "x" --logprobs 21
+one_line
 # --json-mode: after the prompt, whitespace and then the object's "{" (the demo model pads with whitespace, up to
 # JSON mode's limit; tests/test_json_gate.c and test_sched.c check the mode itself)
 expect 0 $T run "$W/m.tdm" -p "The ship" -n 40 --temp 0 --json-mode

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+#include <utf8proc.h>
+
 #include "cli/cli.h"
 #include "tandem.h"
 
@@ -15,7 +18,9 @@ static void run_usage(FILE *f)
           "\n"
           "  -p, --prompt TEXT      the prompt (encoded with the model's special tokens)\n"
           "  -f, --file F           read the prompt from a file\n"
-          "  -n, --n-predict N      new tokens to generate (default 128)\n", f);
+          "  -n, --n-predict N      new tokens to generate (default 128)\n"
+          "      --logprobs N       each generated token's log-probability and its N (0-20) most likely\n"
+          "                         alternatives, one JSON line a token on stderr\n", f);
     fputs(cli_gen_usage, f);
 }
 
@@ -25,6 +30,52 @@ static int on_text(void *ud, const char *piece, size_t len, int32_t token)
     (void)token;
     fwrite(piece, 1, len, stdout);
     fflush(stdout);
+    return 0;
+}
+
+/* b [n] with each byte that is not part of a UTF-8 character as U+FFFD, into a new string */
+static char *lossy_utf8(const char *b, size_t n)
+{
+    char *o = malloc(3 * n + 1), *w = o;
+    for (size_t i = 0; o && i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)b + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k > 0 && cp != 0) {
+            memcpy(w, b + i, (size_t)k);
+            w += k;
+            i += (size_t)k;
+        } else {
+            memcpy(w, "\xEF\xBF\xBD", 3);
+            w += 3;
+            i++;
+        }
+    }
+    if (o) *w = '\0';
+    return o;
+}
+
+/* --logprobs: {"token": id, "text": its bytes (U+FFFD where not UTF-8), "logprob": x, "top": [[id, x], ...]} */
+static int on_logprob(void *ud, const tandem_logprob *lp)
+{
+    const tandem_model *m = ud;
+    cJSON *o = cJSON_CreateObject();
+    char *b = NULL, *js = NULL;
+    size_t bl = 0;
+    tandem_status st;
+    cJSON_AddNumberToObject(o, "token", lp->token);
+    char *text = tandem_token_bytes(m, lp->token, &b, &bl, &st) == 0 ? lossy_utf8(b, bl) : NULL;
+    if (text) cJSON_AddStringToObject(o, "text", text);
+    free(text);
+    cJSON_AddNumberToObject(o, "logprob", lp->logprob > -9999.0f ? lp->logprob : -9999.0);
+    cJSON *top = cJSON_AddArrayToObject(o, "top");
+    for (int k = 0; k < lp->n_top; k++) {
+        double v[2] = {lp->top_token[k], lp->top_logprob[k] > -9999.0f ? lp->top_logprob[k] : -9999.0};
+        cJSON_AddItemToArray(top, cJSON_CreateDoubleArray(v, 2));
+    }
+    if ((js = cJSON_PrintUnformatted(o))) fprintf(stderr, "%s\n", js);
+    free(js);
+    free(b);
+    cJSON_Delete(o);
     return 0;
 }
 
@@ -47,6 +98,17 @@ int cmd_run(int argc, char **argv)
         if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEEDV(); prompt = v; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { NEEDV(); file = v; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { NEEDV(); g.req.max_tokens = atoi(v); }
+        else if (!strcmp(a, "--logprobs")) {
+            NEEDV();
+            char *end = NULL;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 0 || n > TANDEM_MAX_LOGPROBS) {
+                fprintf(stderr, "tandem run: --logprobs %s: a count from 0 to %d\n", v, TANDEM_MAX_LOGPROBS);
+                return 2;
+            }
+            g.req.logprobs = (int)n;
+            g.req.on_logprob.fn = on_logprob;
+        }
         else if (a[0] == '-') { fprintf(stderr, "tandem run: unknown option '%s' (see --help)\n", a); return 2; }
         else if (!model) model = a;
         else { fprintf(stderr, "tandem run: unexpected argument '%s'\n", a); return 2; }
@@ -96,7 +158,7 @@ int cmd_run(int argc, char **argv)
     fputs(prompt, stdout);
     fflush(stdout);
     tandem_stats stats;
-    int rc = tandem_generate(s, &r, on_text, NULL, &stats, &st);
+    int rc = tandem_generate(s, &r, on_text, m, &stats, &st); /* m: on_logprob's */
     fputc('\n', stdout);
     if (rc != 0) fprintf(stderr, "tandem run: %s\n", st.msg);
     else
