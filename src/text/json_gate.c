@@ -22,7 +22,7 @@ enum {
     J_DONE,       /* the top-level object is closed */
     J_STR,        /* in a string (key: m->key) */
     J_STR_ESC,    /* after a backslash */
-    J_STR_U,      /* in \uXXXX: sub hex digits to come; u8_lo the first digit, u8_hi 1 where it must be a
+    J_STR_U,      /* in a \u escape: sub of its 4 hex digits to come; u8_lo the first digit, u8_hi 1 where it must be a
                      low surrogate (DC00-DFFF) after a high one */
     J_STR_LOW,    /* after a high surrogate's \uD800-DBFF: sub 0 wants '\\', 1 wants 'u' */
     J_NUM_MINUS,  /* '-': a digit must come */

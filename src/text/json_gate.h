@@ -19,7 +19,7 @@
  * The automaton (tm_jsm) reads bytes: a stack of up to TM_JSM_MAX_DEPTH
  * containers (one bit each: object or array), what the grammar expects next
  * (a value, a key, ':', ',' or a closing bracket), and inside a token of the
- * grammar where it is (a string with its escapes, \uXXXX digits and UTF-8
+ * grammar where it is (a string with its escapes, \u escapes' four hex digits and UTF-8
  * continuation bytes checked: overlong forms, surrogates and code points
  * past U+10FFFF refused as RFC 3629 does; a number by JSON's syntax, which a
  * delimiter ends; true / false / null by their letters). Whitespace between
@@ -85,7 +85,7 @@ int tm_json_vocab_new(tm_json_vocab **out, const struct tm_tokenizer *t, int32_t
 void tm_json_vocab_free(tm_json_vocab *jv);
 
 /* tm_json_mask: logits [V] := -inf for every id the automaton in state m
- * refuses (invariant 1). TM_E_NOMEM leaves logits unchanged. */
+ * refuses (invariant 1). Returns TM_OK. */
 int tm_json_mask(tm_json_vocab *jv, const tm_jsm *m, float *logits);
 
 /* tm_json_advance: m takes token id's bytes; 0 if it refuses one (m then
