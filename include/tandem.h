@@ -176,6 +176,14 @@ typedef struct tandem_request {
     int json_object;              /* 1: the output is constrained, token by token, to one JSON object
                                      (RFC 8259; OpenAI's response_format json_object); the request
                                      ends, finish "stop", when the object closes */
+    const char *json_schema;      /* a JSON Schema (text) or NULL: the output is constrained to one JSON
+                                     value it allows (OpenAI's response_format json_schema; the subset
+                                     supported: docs/sampling.md); ends, finish "stop", as it closes */
+    const char *grammar;          /* a GBNF grammar (llama.cpp's dialect, root rule "root") or NULL: the
+                                     output is constrained to its language; an end-of-sequence token is
+                                     allowed only where the text is a whole match, and the request ends,
+                                     finish "stop", where nothing may follow. At most one of json_object,
+                                     json_schema and grammar */
     int logprobs;                 /* with on_logprob: each generated token's log-probability and this
                                      many (0..TANDEM_MAX_LOGPROBS) of the most likely tokens at its step */
     struct tandem_logprob_cb {    /* (a struct so that a zeroed request has none) */

@@ -52,6 +52,21 @@ one_line
 # JSON mode's limit; tests/test_json_gate.c and test_sched.c check the mode itself)
 expect 0 $T run "$W/m.tdm" -p "The ship" -n 40 --temp 0 --json-mode
 tr -d ' \n\t\r' < "$W/out" | grep -q '^Theship{' && ok || bad "--json-mode: $(head -c 200 "$W/out")"
+# --grammar-file, --json-schema: the text after the prompt is in the language; a bad grammar or schema is a
+# one-line error naming the file or the keyword, exit 1
+printf '# yes or no, then a reason\nroot ::= ("yes" | "no") ": " [a-z ]{1,20} "."\n' > "$W/yn.gbnf"
+expect 0 $T run "$W/m.tdm" -p "The ship" -n 40 --temp 0 --grammar-file "$W/yn.gbnf"
+grep -Eq '^The ship(yes|no): [a-z ]{1,20}\.$' "$W/out" && ok || bad "--grammar-file: $(head -c 200 "$W/out")"
+expect 0 $T run "$W/m.tdm" -p "The ship" -n 40 --temp 0 --json-schema '{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":9}},"required":["n"],"additionalProperties":false}'
+tr -d ' \n\t\r' < "$W/out" | grep -Eq '^Theship\{"n":[1-9]\}$' && ok || bad "--json-schema: $(head -c 200 "$W/out")"
+printf 'root ::= "a" missing\n' > "$W/bad.gbnf"
+expect 1 $T run "$W/m.tdm" -p "x" -n 4 --grammar-file "$W/bad.gbnf"
+grep -q "line 1: rule 'missing' is used but not defined" "$W/err" && ok || bad "bad grammar: $(cat "$W/err")"
+one_line
+expect 2 $T run "$W/m.tdm" -p "x" -n 4 --grammar-file "$W/no-such.gbnf"
+grep -q "no-such.gbnf" "$W/err" && ok || bad "missing grammar file: $(cat "$W/err")"
+expect 1 $T run "$W/m.tdm" -p "x" -n 4 --json-schema '{"type":"string","pattern":"a+","format":"hostname"}'
+one_line
 # TANDEM_PROFILE=1: each engine's time by part, with the matmuls' rate, on stderr at the end
 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 8 --temp 0 --route hybrid > "$W/out" 2> "$W/err"
 for k in prefill decode; do

@@ -18,6 +18,7 @@
 #include "text/json_gate.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
+#include "text/vocab_trie.h"
 
 /* ---- random objects ---- */
 
@@ -214,8 +215,8 @@ static void test_masks(const char *path, const char *name, int states)
     CHECKF(tm_tok_load(&t, path, &err) == TM_OK, "%s: %s", name, err.msg);
     if (!t) return;
     int32_t V = tm_tok_vocab_size(t);
-    tm_json_vocab *jv = NULL;
-    CHECKF(tm_json_vocab_new(&jv, t, V, &err) == TM_OK, "%s: %s", name, err.msg);
+    tm_vocab_trie *jv = NULL;
+    CHECKF(tm_vocab_trie_new(&jv, t, V, &err) == TM_OK, "%s: %s", name, err.msg);
     float *lg = malloc(sizeof(float) * (size_t)V);
     tm_rng r;
     tm_rng_seed(&r, 7);
@@ -257,7 +258,7 @@ static void test_masks(const char *path, const char *name, int states)
             CHECK(!tm_json_advance(jv, &m, k));
         }
     free(lg);
-    tm_json_vocab_free(jv);
+    tm_vocab_trie_free(jv);
     tm_tok_free(t);
 }
 

@@ -15,6 +15,7 @@
 #include "runtime/rt_model.h"
 #include "runtime/session-impl.h"
 #include "runtime/session.h"
+#include "text/grammar.h"
 #include "text/json_gate.h"
 #include "text/tokenizer.h"
 
@@ -395,6 +396,22 @@ static void prefix_shared(tm_rt_model *rm)
     tm_session_free(s);
 }
 
+/* ban_whitespace: ids [n..], bias [n..] := -100 for each token whose bytes are all whitespace (the
+ * demo model pads every gap of a JSON text with them), up to cap in all; returns the new count */
+static int ban_whitespace(tm_rt_model *rm, int32_t *ids, float *bias, int n, int cap)
+{
+    tm_err err = {0};
+    for (int32_t id = 0; id < rm->decode->V && n < cap; id++) {
+        char *b = NULL;
+        size_t bl = 0, w = 0;
+        if (tm_tok_token_bytes(rm->tok, id, &b, &bl, &err) == TM_OK)
+            while (w < bl && strchr(" \t\r\n", b[w])) w++;
+        if (bl && w == bl) ids[n] = id, bias[n++] = -100;
+        free(b);
+    }
+    return n;
+}
+
 /* JSON mode (request.json_object, text/json_gate.h): whatever the model would say, the text is a
  * JSON object's prefix, whole (cJSON reads an object) when the request stops, and it stops as the
  * object closes; with top_k 1 (greedy) and sampled. */
@@ -437,14 +454,7 @@ static void json_mode(tm_rt_model *rm)
     float bias[256] = {8, 20};
     int nb = 2;
     CHECK(bias_ids[0] >= 0 && bias_ids[1] >= 0);
-    for (int32_t id = 0; id < rm->decode->V && nb < 256; id++) {
-        char *b = NULL;
-        size_t bl = 0, w = 0;
-        if (tm_tok_token_bytes(rm->tok, id, &b, &bl, &err) == TM_OK)
-            while (w < bl && strchr(" \t\r\n", b[w])) w++;
-        if (bl && w == bl) bias_ids[nb] = id, bias[nb++] = -100;
-        free(b);
-    }
+    nb = ban_whitespace(rm, bias_ids, bias, nb, 256);
     CHECK(nb > 3);
     int nonempty = 0;
     for (int seed = 0; seed < 6; seed++) {
@@ -492,6 +502,112 @@ static void json_mode(tm_rt_model *rm)
         cJSON_Delete(j);
     }
     eos_restore(rm, &saved);
+    tm_session_free(s);
+}
+
+/* matches: text[0..n) is a whole string of GBNF src's language */
+static int matches(const char *src, const char *text, size_t n)
+{
+    tm_grammar *g = NULL;
+    tm_gmatch *m = NULL;
+    tm_err err = {0};
+    int ok = tm_grammar_parse(&g, src, strlen(src), &err) == TM_OK && tm_gmatch_new(&m, g, &err) == TM_OK &&
+             tm_gmatch_feed(m, text, n) == 1 && tm_gmatch_accepting(m);
+    tm_gmatch_free(m);
+    tm_grammar_free(g);
+    return ok;
+}
+
+/* Grammars and JSON schemas (request.grammar, request.json_schema, text/grammar.h): the text is
+ * in the grammar's language; a grammar that ends where nothing may follow stops the request
+ * there; an end-of-sequence token is drawn only where the text is a whole match; a schema's
+ * value validates; bad grammars and two constraints at once are refused at submit. */
+static void grammar_mode(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tm_session *s = open_session(rm, two_thread_opts());
+    if (!s) return;
+    const char *gram = "root ::= (\"yes\" | \"no\") \", because \" [a-z ]{1,40} \".\"";
+    for (int seed = 0; seed < 6; seed++) {
+        tandem_request r = greedy_request(120);
+        r.prompt = prompts[seed % 4];
+        r.temperature = seed < 2 ? 0 : 1.0f;
+        r.seed = (uint64_t)seed;
+        r.ignore_eos = 0;
+        r.grammar = gram;
+        sink k = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        if (getenv("JSON_SHOW")) fprintf(stderr, "grammar seed %d (%s): %s\n", seed, st.finish_reason, k.buf);
+        /* at most 40 letters, then '.' is the only way on and nothing may follow it */
+        CHECKF(!strcmp(st.finish_reason, "stop") && matches(gram, k.buf, k.len), "seed %d: %s: '%s'", seed,
+               st.finish_reason, k.buf);
+    }
+    /* end-of-sequence only where the text is a whole match: favoured by +100, it cannot come first
+     * ([a-z ]+ needs a letter), then it comes at once */
+    const char *letters = "root ::= [a-z ]+";
+    int32_t eos = rm->eos_ids[0];
+    float up = 100;
+    for (int seed = 0; seed < 3; seed++) {
+        tandem_request r = greedy_request(40);
+        r.prompt = prompts[seed];
+        r.ignore_eos = 0;
+        r.grammar = letters;
+        r.logit_bias_ids = &eos;
+        r.logit_bias = &up;
+        r.n_logit_bias = 1;
+        sink k = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(!strcmp(st.finish_reason, "stop") && st.n_generated == 2 && k.len > 0 && matches(letters, k.buf, k.len),
+               "seed %d: %s after %d tokens: '%s'", seed, st.finish_reason, st.n_generated, k.buf);
+    }
+    /* a JSON schema: the value validates (whitespace tokens banned, as the model pads with them) */
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 12}, "
+                         "\"good\": {\"type\": \"boolean\"}, \"tags\": {\"type\": \"array\", \"items\": {\"enum\": "
+                         "[\"sea\", \"old\", \"man\"]}, \"maxItems\": 3}}, \"required\": [\"name\", \"good\", \"tags\"], "
+                         "\"additionalProperties\": false}";
+    int32_t ban[256];
+    float minus[256];
+    int nb = ban_whitespace(rm, ban, minus, 0, 256);
+    for (int seed = 0; seed < 4; seed++) {
+        tandem_request r = greedy_request(200);
+        r.prompt = prompts[seed % 4];
+        r.temperature = seed < 2 ? 0 : 1.0f;
+        r.seed = (uint64_t)seed;
+        r.json_schema = schema;
+        r.logit_bias_ids = ban;
+        r.logit_bias = minus;
+        r.n_logit_bias = nb;
+        sink k = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        if (getenv("JSON_SHOW")) fprintf(stderr, "schema seed %d (%s): %s\n", seed, st.finish_reason, k.buf);
+        cJSON *j = cJSON_Parse(k.buf);
+        const cJSON *name = j ? cJSON_GetObjectItemCaseSensitive(j, "name") : NULL;
+        const cJSON *good = j ? cJSON_GetObjectItemCaseSensitive(j, "good") : NULL;
+        const cJSON *tags = j ? cJSON_GetObjectItemCaseSensitive(j, "tags") : NULL;
+        int ok = j && cJSON_GetArraySize(j) == 3 && cJSON_IsString(name) && cJSON_IsBool(good) && cJSON_IsArray(tags) &&
+                 cJSON_GetArraySize(tags) <= 3;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tags) ok &= cJSON_IsString(t) && (!strcmp(t->valuestring, "sea") ||
+                                            !strcmp(t->valuestring, "old") || !strcmp(t->valuestring, "man"));
+        CHECKF(!strcmp(st.finish_reason, "stop") && ok, "seed %d: %s: '%s'", seed, st.finish_reason, k.buf);
+        cJSON_Delete(j);
+    }
+    /* refusals at submit */
+    tandem_request r = greedy_request(4);
+    r.prompt = prompts[0];
+    r.grammar = "root ::= \"a\" undefined-rule";
+    tm_req *q;
+    CHECK_EQ_INT(tm_session_submit(s, &r, on_text, NULL, &q, &err), TM_E_FORMAT);
+    CHECKF(strstr(err.msg, "grammar") && strstr(err.msg, "undefined-rule"), "%s", err.msg);
+    r.grammar = NULL;
+    r.json_schema = "{\"type\": \"string\", \"pattern\": \"^a+$\", \"format\": \"hostname\"}";
+    CHECK(tm_session_submit(s, &r, on_text, NULL, &q, &err) != TM_OK && strstr(err.msg, "json_schema"));
+    r.json_schema = "{\"type\": \"string\"}";
+    r.json_object = 1;
+    CHECK_EQ_INT(tm_session_submit(s, &r, on_text, NULL, &q, &err), TM_E_INVALID);
     tm_session_free(s);
 }
 
@@ -664,6 +780,7 @@ int main(void)
     prefix_shared(rm);
     logprobs(rm);
     json_mode(rm);
+    grammar_mode(rm);
     logit_bias(rm);
     tm_rt_model_free(rm);
 

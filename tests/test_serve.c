@@ -233,6 +233,30 @@ static void parse_sse(const char *body, int chat, sse *s)
     if (*p) s->n_bad++; /* a partial event at the end */
 }
 
+/* chat_answer: POST body to /v1/chat/completions as JSON (stream 0) or Server-Sent Events; the
+ * answer's content and finish_reason copied into content [n] and finish [16] ("" if missing) */
+static void chat_answer(int port, const char *body, int stream, char *content, size_t n, char *finish)
+{
+    content[0] = finish[0] = 0;
+    if (!stream) {
+        int status = 0;
+        cJSON *j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
+        CHECK_EQ_INT(status, 200);
+        const char *c = jstr(j, "choices.0.message.content"), *f = jstr(j, "choices.0.finish_reason");
+        snprintf(content, n, "%s", c ? c : "");
+        snprintf(finish, 16, "%s", f ? f : "");
+        cJSON_Delete(j);
+        return;
+    }
+    http_res hr;
+    static sse ev;
+    CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
+    parse_sse(hr.body ? hr.body : "", 1, &ev);
+    snprintf(content, n, "%s", ev.text);
+    snprintf(finish, 16, "%s", ev.finish);
+    http_res_free(&hr);
+}
+
 /* ---- references from the library ----------------------------------------------------------- */
 
 typedef struct ref {
@@ -393,6 +417,26 @@ static void test_oai(void)
     tm_oai_apply(&r, &q);
     CHECK(q.json_object == 1 && q.n_logit_bias == 3 && q.logit_bias_ids == r.bias_ids && q.logit_bias == r.bias);
     tm_oai_req_free(&r);
+    /* json_schema (OpenAI's and llama.cpp's forms) and grammar: kept as given, compact */
+    const char *jsf = "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
+                     "\"strict\":true,\"schema\":{\"type\": \"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}}";
+    CHECKF(tm_oai_parse(&r, TM_OAI_COMPLETION, jsf, strlen(jsf), &e) == 0, "%s", e.msg);
+    CHECK_EQ_STR(r.json_schema, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}");
+    tandem_request_default(&q);
+    tm_oai_apply(&r, &q);
+    CHECK(q.json_schema == r.json_schema && !q.grammar && !q.json_object);
+    tm_oai_req_free(&r);
+    const char *ljs = "{\"prompt\":\"a\",\"json_schema\":{\"enum\":[1,2]}}";
+    CHECKF(tm_oai_parse(&r, TM_OAI_COMPLETION, ljs, strlen(ljs), &e) == 0, "%s", e.msg);
+    CHECK_EQ_STR(r.json_schema, "{\"enum\":[1,2]}");
+    tm_oai_req_free(&r);
+    const char *gr = "{\"prompt\":\"a\",\"grammar\":\"root ::= [0-9]+\"}";
+    CHECKF(tm_oai_parse(&r, TM_OAI_COMPLETION, gr, strlen(gr), &e) == 0, "%s", e.msg);
+    CHECK_EQ_STR(r.grammar, "root ::= [0-9]+");
+    tandem_request_default(&q);
+    tm_oai_apply(&r, &q);
+    CHECK(q.grammar == r.grammar && !q.json_schema);
+    tm_oai_req_free(&r);
     const char *txt = "{\"prompt\":\"a\",\"response_format\":{\"type\":\"text\"},\"logit_bias\":{}}";
     CHECKF(tm_oai_parse(&r, TM_OAI_COMPLETION, txt, strlen(txt), &e) == 0, "%s", e.msg);
     CHECK(r.json_object == 0 && r.n_bias == 0);
@@ -429,6 +473,15 @@ static void test_oai(void)
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", "tools"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
          "response_format"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+         "{\"schema\":{\"type\":\"string\",\"pattern\":\"a+\",\"format\":\"hostname\"}}}}", "response_format.json_schema.schema"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+         "{\"schema\":3}}}", "response_format.json_schema.schema"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"grammar\":\"root ::= undefined\"}", "grammar"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"grammar\":7}", "grammar"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"grammar\":\"root ::= \\\"a\\\"\",\"json_schema\":{}}", "grammar"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_object\"},\"json_schema\":{}}",
+         "json_schema"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"response_format\":\"json_object\"}", "response_format"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":[1]}", "logit_bias"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logit_bias\":{\"x\":1}}", "logit_bias"},
@@ -700,29 +753,44 @@ static void test_logprobs(int port, tandem_session *s, tandem_model *m, const ch
         snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}],"
                  "\"max_tokens\":64,\"temperature\":0,\"response_format\":{\"type\":\"json_object\"},"
                  "\"logit_bias\":{\"%d\":8,\"%d\":20}%s}", qt[0], cb[0], stream ? ",\"stream\":true" : "");
-        const char *content = NULL, *finish = NULL;
-        sse ev;
-        if (!stream) {
-            j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
-            CHECK_EQ_INT(status, 200);
-            content = jstr(j, "choices.0.message.content");
-            finish = jstr(j, "choices.0.finish_reason");
-        } else {
-            CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
-            parse_sse(hr.body ? hr.body : "", 1, &ev);
-            content = ev.text;
-            finish = ev.finish;
-            j = NULL;
-        }
-        cJSON *obj = content ? cJSON_Parse(content) : NULL;
-        CHECKF(obj && cJSON_IsObject(obj) && finish && !strcmp(finish, "stop"), "JSON mode%s: '%s' (%s)",
-               stream ? ", streamed" : "", content ? content : "(none)", finish ? finish : "no finish");
+        char content[8192], finish[16];
+        chat_answer(port, body, stream, content, sizeof content, finish);
+        cJSON *obj = cJSON_Parse(content);
+        CHECKF(obj && cJSON_IsObject(obj) && !strcmp(finish, "stop"), "JSON mode%s: '%s' (%s)",
+               stream ? ", streamed" : "", content, finish);
         cJSON_Delete(obj);
-        cJSON_Delete(j);
-        if (stream) http_res_free(&hr);
     }
     free(qt);
     free(cb);
+    /* a JSON schema through the server: the value validates and the request stops as it closes
+     * (the enum leaves the model no string to ramble in) */
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}],"
+                 "\"max_tokens\":64,\"temperature\":0,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                 "{\"name\":\"t\",\"schema\":{\"type\":\"object\",\"properties\":{\"mood\":{\"enum\":[\"calm\",\"rough\"]},"
+                 "\"waves\":{\"type\":\"boolean\"}},\"required\":[\"mood\",\"waves\"],\"additionalProperties\":false}}}%s}",
+                 stream ? ",\"stream\":true" : "");
+        char content[8192], finish[16];
+        chat_answer(port, body, stream, content, sizeof content, finish);
+        cJSON *obj = cJSON_Parse(content);
+        const cJSON *mood = obj ? cJSON_GetObjectItemCaseSensitive(obj, "mood") : NULL;
+        CHECKF(obj && cJSON_GetArraySize(obj) == 2 && cJSON_IsString(mood) &&
+                   (!strcmp(mood->valuestring, "calm") || !strcmp(mood->valuestring, "rough")) &&
+                   cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(obj, "waves")) && !strcmp(finish, "stop"),
+               "json_schema%s: '%s' (%s)", stream ? ", streamed" : "", content, finish);
+        cJSON_Delete(obj);
+    }
+    /* a grammar (llama.cpp's field) on the completions endpoint */
+    j = http_json(port, "POST", "/v1/completions",
+                  "{\"prompt\":\"The sea\",\"max_tokens\":32,\"temperature\":0,\"grammar\":\"root ::= [a-z]{1,8} \\\"!\\\"\"}",
+                  NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    const char *gtext = jstr(j, "choices.0.text"), *gfin = jstr(j, "choices.0.finish_reason");
+    size_t gl = gtext ? strlen(gtext) : 0, letters = 0;
+    while (letters < gl && gtext[letters] >= 'a' && gtext[letters] <= 'z') letters++;
+    CHECKF(gtext && letters >= 1 && letters <= 8 && letters + 1 == gl && gtext[letters] == '!' && gfin &&
+               !strcmp(gfin, "stop"), "grammar: '%s' (%s)", gtext ? gtext : "(none)", gfin ? gfin : "no finish");
+    cJSON_Delete(j);
     /* a bias for a token past the vocabulary: 400 naming it */
     check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"logit_bias\":{\"99999999\":1}}", 400, NULL,
                 "logit_bias id past the vocabulary");

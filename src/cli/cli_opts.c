@@ -5,6 +5,27 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/fileio.h"
+
+/* texts read for --grammar-file / --json-schema-file: they live as long as the process (a
+ * command's request points at them until it exits) */
+static char *loaded[2];
+
+/* load: *dst := file path's text (kept in loaded[slot]); -2 with a message on failure */
+static int load(const char *cmd, const char *opt, const char *path, int slot, const char **dst)
+{
+    tm_err err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    if (tm_read_file(path, &text, &len, (size_t)16 << 20, &err) != TM_OK) {
+        fprintf(stderr, "tandem %s: %s %s: %s\n", cmd, opt, path, err.msg);
+        return -2;
+    }
+    free(loaded[slot]);
+    loaded[slot] = text;
+    *dst = text;
+    return 0;
+}
 
 const char cli_gen_usage[] =
     "      --temp T           temperature; 0 = greedy (default: the model's, else 1)\n"
@@ -18,6 +39,10 @@ const char cli_gen_usage[] =
     "      --ignore-eos       keep generating past end-of-sequence tokens\n"
     "      --json-mode        the output is one JSON object, constrained token by token\n"
     "                         (serve: each request's response_format decides)\n"
+    "      --json-schema S    the output is one JSON value the JSON Schema S (text) allows\n"
+    "      --json-schema-file F  the same, the schema read from file F\n"
+    "      --grammar-file F   the output is constrained to the GBNF grammar in F (llama.cpp's dialect,\n"
+    "                         root rule 'root'; docs/sampling.md); EOS only where the text is a match\n"
     "      --prefill ENGINE   prefill engine (see tandem devices; default: the best)\n"
     "      --decode ENGINE    decode engine (default: the best)\n"
     "      --route R          auto | hybrid | prefill-only | decode-only (default auto)\n"
@@ -66,7 +91,8 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     static const char *const with_value[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--prefill", "--decode", "--route", "-t", "--threads",
-                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", "--max-stall", "--parallel", NULL};
+                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", "--max-stall", "--parallel",
+                                             "--json-schema", "--json-schema-file", "--grammar-file", NULL};
     int needs = 0;
     for (const char *const *w = with_value; *w; w++)
         if (!strcmp(a, *w)) needs = 1;
@@ -87,6 +113,9 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     else if (!strcmp(a, "--stop")) { if (g->n_stops < 16) g->stops[g->n_stops++] = v; }
     else if (!strcmp(a, "--ignore-eos")) r->ignore_eos = 1;
     else if (!strcmp(a, "--json-mode")) r->json_object = 1;
+    else if (!strcmp(a, "--json-schema")) r->json_schema = v;
+    else if (!strcmp(a, "--json-schema-file")) { if (load(cmd, a, v, 0, &r->json_schema)) return -2; }
+    else if (!strcmp(a, "--grammar-file")) { if (load(cmd, a, v, 1, &r->grammar)) return -2; }
     else if (!strcmp(a, "--prefill")) so->prefill_engine = v;
     else if (!strcmp(a, "--decode")) so->decode_engine = v;
     else if (!strcmp(a, "--route")) {

@@ -12,7 +12,7 @@
 #include "pkg/convert.h"
 #include "pkg/pkg.h"
 #include "quant/quant.h"
-#include "text/json_gate.h"
+#include "text/vocab_trie.h"
 #include "text/tokconfig.h"
 #include "text/tokenizer.h"
 
@@ -26,17 +26,17 @@ void tm_rt_model_free(tm_rt_model *rm)
     free(rm->chat_template);
     free(rm->bos_token);
     free(rm->eos_token);
-    tm_json_vocab_free(rm->json_vocab);
-    pthread_mutex_destroy(&rm->json_mu);
+    tm_vocab_trie_free(rm->trie);
+    pthread_mutex_destroy(&rm->trie_mu);
     free(rm);
 }
 
-int tm_rt_model_json_vocab(tm_rt_model *rm, struct tm_json_vocab **out, tm_err *err)
+int tm_rt_model_trie(tm_rt_model *rm, struct tm_vocab_trie **out, tm_err *err)
 {
-    pthread_mutex_lock(&rm->json_mu);
-    int rc = rm->json_vocab ? TM_OK : tm_json_vocab_new(&rm->json_vocab, rm->tok, rm->decode->V, err);
-    *out = rm->json_vocab;
-    pthread_mutex_unlock(&rm->json_mu);
+    pthread_mutex_lock(&rm->trie_mu);
+    int rc = rm->trie ? TM_OK : tm_vocab_trie_new(&rm->trie, rm->tok, rm->decode->V, err);
+    *out = rm->trie;
+    pthread_mutex_unlock(&rm->trie_mu);
     return rc;
 }
 
@@ -175,7 +175,7 @@ int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err)
 {
     *out = NULL;
     tm_rt_model *rm = calloc(1, sizeof *rm);
-    if (rm) pthread_mutex_init(&rm->json_mu, NULL);
+    if (rm) pthread_mutex_init(&rm->trie_mu, NULL);
     if (!rm) return tm_errf(err, TM_E_NOMEM, "out of memory");
     snprintf(rm->path, sizeof rm->path, "%s", path);
     int rc;

@@ -23,7 +23,7 @@
 struct tm_model;
 struct tm_tokenizer;
 struct tm_pkg;
-struct tm_json_vocab;
+struct tm_vocab_trie;
 
 typedef struct tm_rt_model {
     char path[1024];
@@ -38,15 +38,16 @@ typedef struct tm_rt_model {
     float temperature, top_p, min_p, repetition_penalty; /* generation_config defaults */
     int top_k;
     int has_sampling_defaults;
-    pthread_mutex_t json_mu;         /* json_vocab, built by the first JSON-mode request */
-    struct tm_json_vocab *json_vocab;
+    pthread_mutex_t trie_mu;         /* trie, built by the first constrained request */
+    struct tm_vocab_trie *trie;
 } tm_rt_model;
 
 int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err);
 void tm_rt_model_free(tm_rt_model *rm);
 
-/* The vocabulary trie of JSON mode (text/json_gate.h) over the decode stage's logits, built on
- * first use (0.2 s for a 152k vocabulary here) and kept with the model. */
-int tm_rt_model_json_vocab(tm_rt_model *rm, struct tm_json_vocab **out, tm_err *err);
+/* The vocabulary trie of constrained output (text/vocab_trie.h: JSON mode, grammars) over the
+ * decode stage's logits, built on first use (0.2 s for a 152k vocabulary here) and kept with the
+ * model. */
+int tm_rt_model_trie(tm_rt_model *rm, struct tm_vocab_trie **out, tm_err *err);
 
 #endif

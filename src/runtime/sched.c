@@ -57,7 +57,9 @@
 #include "engine/cpu/kernels.h"
 #include "model/model.h"
 #include "runtime/session-impl.h"
+#include "text/grammar.h"
 #include "text/json_gate.h"
+#include "text/json_schema.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 
@@ -80,8 +82,10 @@ struct tm_req {
     int32_t *bias_ids;         /* [n_bias] request.logit_bias, copied */
     float *bias;
     int n_bias;
-    struct tm_json_vocab *jv;  /* JSON mode (request.json_object): the model's trie, or NULL */
-    tm_jsm jsm;                /* JSON mode: the automaton after the tokens so far */
+    struct tm_vocab_trie *trie;/* constrained output (json_object, json_schema, grammar): the model's trie, or NULL */
+    tm_jsm jsm;                /* JSON mode (gram NULL): the automaton after the tokens so far */
+    tm_grammar *gram;          /* json_schema, grammar: the compiled grammar, or NULL */
+    tm_gmatch *gm;             /* its matcher after the tokens so far */
     int lp_n;                  /* alternatives per token */
     float *lp_raw;             /* [V] the step's logits before the sampler's penalties (on_lp only) */
     int state;
@@ -164,6 +168,46 @@ static int req_end_state(tm_req *q)
     return q->finish && !strcmp(q->finish, "error") ? REQ_FAILED : REQ_DONE;
 }
 
+static int req_fail(tm_req *q, int rc, const char *what)
+{
+    tm_errf(&q->err, rc, "%s", what);
+    req_flush(q);
+    q->finish = "error";
+    return 1;
+}
+
+/* Constrained output (json_object, json_schema, grammar): logits [V] := -inf for every token that
+ * would break it. End-of-sequence ids: allowed only where a grammar's text is a whole match (JSON
+ * mode's and a schema's requests end as the value closes; a non-special EOS could otherwise end
+ * it inside a string). Returns 1 (the request failed) or 0. */
+static int req_constrain(tm_req *q, float *logits)
+{
+    const tm_rt_model *rm = q->s->rm;
+    float keep[16];
+    int eos_ok = q->gm && tm_gmatch_accepting(q->gm), n_eos = rm->n_eos < 16 ? rm->n_eos : 16;
+    for (int i = 0; i < n_eos; i++) {
+        int32_t id = rm->eos_ids[i];
+        keep[i] = id >= 0 && id < rm->decode->V ? logits[id] : -INFINITY;
+    }
+    int rc = q->gm ? tm_gmatch_mask(q->gm, q->trie, logits) : tm_json_mask(q->trie, &q->jsm, logits);
+    if (rc) return req_fail(q, rc, rc == TM_E_LIMIT ? "constrained output: the grammar needs more states than "
+                                                      "the matcher keeps at this point"
+                                                    : "constrained output: out of memory");
+    for (int i = 0; i < n_eos; i++) {
+        int32_t id = rm->eos_ids[i];
+        if (id >= 0 && id < rm->decode->V) logits[id] = eos_ok ? keep[i] : -INFINITY;
+    }
+    return 0;
+}
+
+/* req_closed: the constrained output is complete: JSON mode's object closed, or a grammar's text a
+ * whole match that nothing may extend */
+static int req_closed(const tm_req *q)
+{
+    if (q->gm) return tm_gmatch_accepting(q->gm) && !tm_gmatch_can_continue(q->gm);
+    return q->trie && tm_jsm_done(&q->jsm);
+}
+
 /* Sample the next token from logits [V] (modified), stream its text.
  * Returns 1 when the request is finished (q->finish set), 0 to continue. */
 static int req_take_token(tm_req *q, float *logits)
@@ -177,24 +221,21 @@ static int req_take_token(tm_req *q, float *logits)
         memcpy(q->lp_raw, logits, sizeof(float) * (size_t)V);
     }
     for (int i = 0; i < q->n_bias; i++) logits[q->bias_ids[i]] += q->bias[i]; /* after the logprobs too */
-    if (q->jv) { /* after the logprobs: those are the model's */
-        tm_json_mask(q->jv, &q->jsm, logits);
-        /* an end-of-sequence token that is not special (its text can sit inside a string) must not
-         * end the object early either: the request ends when the object closes */
-        for (int i = 0; i < q->s->rm->n_eos; i++) {
-            int32_t id = q->s->rm->eos_ids[i];
-            if (id >= 0 && id < q->s->rm->decode->V) logits[id] = -INFINITY;
-        }
-    }
+    if (q->trie && req_constrain(q, logits)) return 1; /* after the logprobs: those are the model's */
     int32_t tok = tm_sampler_sample(q->smp, logits);
     if (tok < 0) { /* every logit NaN or -inf (or, in JSON mode, every token refused) */
         tm_errf(&q->err, TM_E_INVALID, "no token can be drawn: every logit is NaN or -inf%s",
-                q->jv ? " or breaks the JSON object" : "");
+                q->gm ? " or breaks the grammar" : q->trie ? " or breaks the JSON object" : "");
         req_flush(q);
         q->finish = "error";
         return 1;
     }
-    if (q->jv) tm_json_advance(q->jv, &q->jsm, tok);
+    if (q->gm && !tm_stop_is_eos(q->stop, tok)) {
+        int rc = tm_gmatch_advance(q->gm, q->trie, tok);
+        if (rc < 0) return req_fail(q, rc, "constrained output: the grammar's tables ran out of memory");
+    } else if (q->trie && !q->gm) {
+        tm_json_advance(q->trie, &q->jsm, tok);
+    }
     tm_sampler_accept(q->smp, tok);
     if (q->on_lp.fn && !tm_stop_is_eos(q->stop, tok)) {
         lp.token = tok;
@@ -220,7 +261,7 @@ static int req_take_token(tm_req *q, float *logits)
     int matched = tm_stop_feed(q->stop, piece ? piece : "", plen, &emit, &elen);
     req_emit(q, emit, elen, tok);
     free(piece); /* emit may point into piece */
-    if (matched || (q->jv && tm_jsm_done(&q->jsm))) { /* a stop string, or the JSON object closed */
+    if (matched || req_closed(q)) { /* a stop string, or the constrained output is complete */
         if (!matched) req_flush(q);
         q->finish = "stop";
         return 1;
@@ -659,8 +700,33 @@ static void req_free(tm_req *q)
     free(q->lp_raw);
     free(q->bias_ids);
     free(q->bias);
+    tm_gmatch_free(q->gm);
+    tm_grammar_free(q->gram);
     pthread_cond_destroy(&q->done_cv);
     free(q);
+}
+
+/* req_constraint: request r's constrained output set up in q (the trie, JSON mode's automaton or
+ * the grammar and its matcher) */
+static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
+{
+    int n = !!r->json_object + !!r->json_schema + !!r->grammar;
+    if (n == 0) return TM_OK;
+    if (n > 1) return tm_errf(err, TM_E_INVALID, "request: at most one of json_object, json_schema and grammar");
+    int rc = TM_OK;
+    if (r->json_schema) {
+        char *gbnf = NULL;
+        if ((rc = tm_json_schema_gbnf(r->json_schema, strlen(r->json_schema), &gbnf, err)) == TM_OK)
+            rc = tm_grammar_parse(&q->gram, gbnf, strlen(gbnf), err);
+        free(gbnf);
+    } else if (r->grammar) {
+        rc = tm_grammar_parse(&q->gram, r->grammar, strlen(r->grammar), err);
+    }
+    if (rc) return tm_err_prefix(err, "request: %s", r->json_schema ? "json_schema" : "grammar");
+    if (q->gram && (rc = tm_gmatch_new(&q->gm, q->gram, err)) != TM_OK) return rc;
+    if ((rc = tm_rt_model_trie(q->s->rm, &q->trie, err)) != TM_OK) return rc;
+    tm_jsm_init(&q->jsm);
+    return TM_OK;
 }
 
 int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tm_req **out,
@@ -705,10 +771,7 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
         }
         q->n_bias = r->n_logit_bias;
     }
-    if (r->json_object) {
-        if ((rc = tm_rt_model_json_vocab(s->rm, &q->jv, err)) != TM_OK) goto fail;
-        tm_jsm_init(&q->jsm);
-    }
+    if ((rc = req_constraint(q, r, err)) != TM_OK) goto fail;
     size_t n = 0;
     if (r->prompt) {
         if ((rc = tm_tok_encode(rm->tok, r->prompt, strlen(r->prompt), !r->no_special, &q->ids, &n, err)) != TM_OK)

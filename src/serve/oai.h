@@ -80,6 +80,9 @@ typedef struct tm_oai_req {
     int n_stop;
     int want_logprobs;              /* chat "logprobs": true; completions "logprobs": N */
     int json_object;                /* "response_format": {"type": "json_object"} (JSON mode) */
+    char *json_schema;              /* response_format json_schema's "schema" (or llama.cpp's "json_schema"),
+                                       compact JSON, or NULL */
+    char *grammar;                  /* llama.cpp's "grammar" (GBNF), or NULL */
     int32_t *bias_ids;              /* [n_bias] "logit_bias" keys (ids checked at submit) */
     float *bias;                    /* [n_bias] their biases, [-100, 100] */
     int n_bias;

@@ -11,6 +11,8 @@
 #include <cjson/cJSON.h>
 
 #include "serve/oai.h"
+#include "text/grammar.h"
+#include "text/json_schema.h"
 
 void tm_oai_error_set(tm_oai_error *e, int http, const char *type, const char *code, const char *param,
                       const char *fmt, ...)
@@ -172,19 +174,64 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
     return 0;
 }
 
-/* "response_format": {"type": "text"} or {"type": "json_object"} (JSON mode); json_schema and
- * anything else: 400 rather than an answer that ignores it */
+/* check_grammar: text (a JSON Schema if schema, else GBNF) compiles; a 400 naming param if not */
+static int check_grammar(const char *text, int schema, const char *param, tm_oai_error *e)
+{
+    tm_err err = {0};
+    char *gbnf = NULL;
+    tm_grammar *g = NULL;
+    int rc = schema ? tm_json_schema_gbnf(text, strlen(text), &gbnf, &err) : TM_OK;
+    if (rc == TM_OK) rc = tm_grammar_parse(&g, schema ? gbnf : text, strlen(schema ? gbnf : text), &err);
+    free(gbnf);
+    tm_grammar_free(g);
+    if (rc == TM_E_NOMEM) return NOMEM();
+    return rc ? BAD(param, "%s", err.msg) : 0;
+}
+
+/* set_schema: r->json_schema := the schema v (an object, or true), compact; checked now by turning
+ * it into a grammar, so that an unsupported schema is a 400 naming its keyword */
+static int set_schema(tm_oai_req *r, const cJSON *v, const char *param, tm_oai_error *e)
+{
+    if (!cJSON_IsObject(v) && !cJSON_IsTrue(v)) return BAD(param, "'%s' must be a JSON Schema object", param);
+    if (!(r->json_schema = cJSON_PrintUnformatted(v))) return NOMEM();
+    return check_grammar(r->json_schema, 1, param, e);
+}
+
+/* "response_format": {"type": "text"}, {"type": "json_object"} (JSON mode) or {"type":
+ * "json_schema", "json_schema": {"name", "schema", "strict"}}; also llama.cpp's "json_schema"
+ * (a schema) and "grammar" (GBNF) at the top level. At most one of them. */
 static int parse_format(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
 {
     const cJSON *v = field(root, "response_format");
-    if (!v) return 0;
-    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-    if (!cJSON_IsString(t))
-        return BAD("response_format", "'response_format' must be an object with a string 'type'");
-    if (!strcmp(t->valuestring, "json_object")) r->json_object = 1;
-    else if (strcmp(t->valuestring, "text") != 0)
-        return BAD("response_format", "response_format type '%.40s' is not supported (text and json_object are)",
-                   t->valuestring);
+    int n = 0;
+    if (v) {
+        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+        if (!cJSON_IsString(t))
+            return BAD("response_format", "'response_format' must be an object with a string 'type'");
+        if (!strcmp(t->valuestring, "json_object")) {
+            r->json_object = 1;
+            n++;
+        } else if (!strcmp(t->valuestring, "json_schema")) {
+            const cJSON *js = cJSON_GetObjectItemCaseSensitive(v, "json_schema");
+            const cJSON *sc = cJSON_IsObject(js) ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
+            if (!sc) return BAD("response_format", "response_format json_schema needs 'json_schema': {\"schema\": {...}}");
+            if (set_schema(r, sc, "response_format.json_schema.schema", e)) return -1;
+            n++;
+        } else if (strcmp(t->valuestring, "text") != 0) {
+            return BAD("response_format", "response_format type '%.40s' is not supported (text, json_object and "
+                       "json_schema are)", t->valuestring);
+        }
+    }
+    if ((v = field(root, "json_schema")) && !cJSON_IsNull(v)) {
+        if (n++) return BAD("json_schema", "'json_schema' and 'response_format' both constrain the output; give one");
+        if (set_schema(r, v, "json_schema", e)) return -1;
+    }
+    if ((v = field(root, "grammar")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsString(v)) return BAD("grammar", "'grammar' must be a string (GBNF)");
+        if (n++) return BAD("grammar", "'grammar' and another output constraint both given; give one");
+        if (!(r->grammar = strdup(v->valuestring))) return NOMEM();
+        if (check_grammar(r->grammar, 0, "grammar", e)) return -1;
+    }
     return 0;
 }
 
@@ -427,6 +474,8 @@ void tm_oai_req_free(tm_oai_req *r)
     free(r->model);
     free(r->bias_ids);
     free(r->bias);
+    free(r->json_schema);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -452,6 +501,8 @@ void tm_oai_apply(const tm_oai_req *r, tandem_request *q)
     if (r->set & TM_OAI_SET_STOP) q->stop = r->n_stop ? (const char *const *)r->stop : NULL;
     q->logprobs = r->want_logprobs ? r->top_logprobs : -1; /* the caller sets q->on_logprob */
     q->json_object = r->json_object;
+    q->json_schema = r->json_schema;
+    q->grammar = r->grammar;
     q->logit_bias_ids = r->bias_ids;
     q->logit_bias = r->bias;
     q->n_logit_bias = r->n_bias;

@@ -1,13 +1,10 @@
-/* text/json_gate.c: JSON mode's automaton and vocabulary trie (design block
- * in json_gate.h). */
+/* text/json_gate.c: JSON mode's automaton and its masks (design block in
+ * json_gate.h). */
 #include "text/json_gate.h"
 
-#include <math.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "text/tokenizer.h"
+#include "text/vocab_trie.h"
 
 /* ---- the automaton ---- */
 
@@ -275,194 +272,20 @@ int tm_jsm_feed(tm_jsm *m, unsigned char c)
     return 1;
 }
 
-/* ---- the vocabulary trie ---- */
+/* ---- masks over the vocabulary trie ---- */
 
-typedef struct jnode {
-    int32_t first_child, next;  /* -1: none */
-    int32_t tok_lo, tok_hi;     /* ids ending here: sorted[tok_lo .. tok_hi) */
-    uint8_t byte;
-} jnode;
-
-struct tm_json_vocab {
-    int32_t V;
-    jnode *node;                /* [n_nodes], node 0 the root */
-    int32_t n_nodes;
-    int32_t *sorted;            /* ids in the trie, by their bytes */
-    uint8_t *blob;              /* every id's bytes */
-    uint32_t *off, *len;        /* [V] id's bytes: blob[off .. off + len); len 0: not in the trie */
-    pthread_mutex_t mu;         /* the mask cache */
-    int cached;
-    tm_jsm cache_state;
-    uint8_t *cache_ok;          /* [V] the allowed ids in cache_state */
-};
-
-#define JV_MAX_TOKEN 256        /* longer tokens are left out (none in the usual vocabularies) */
-
-static const tm_json_vocab *sort_jv; /* qsort has no context argument: set under sort_mu */
-static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static int by_bytes(const void *a, const void *b)
+static int jsm_step(void *ctx, void *state, unsigned char c)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = sort_jv->len[x], ly = sort_jv->len[y];
-    int c = memcmp(sort_jv->blob + sort_jv->off[x], sort_jv->blob + sort_jv->off[y], lx < ly ? lx : ly);
-    if (c) return c;
-    if (lx != ly) return lx < ly ? -1 : 1;
-    return x < y ? -1 : x > y;
+    (void)ctx;
+    return tm_jsm_feed((tm_jsm *)state, c);
 }
 
-void tm_json_vocab_free(tm_json_vocab *jv)
+int tm_json_mask(tm_vocab_trie *t, const tm_jsm *m, float *logits)
 {
-    if (!jv) return;
-    pthread_mutex_destroy(&jv->mu);
-    free(jv->node);
-    free(jv->sorted);
-    free(jv->blob);
-    free(jv->off);
-    free(jv->len);
-    free(jv->cache_ok);
-    free(jv);
+    return tm_vocab_mask(t, 0, m, sizeof *m, jsm_step, NULL, logits);
 }
 
-int tm_json_vocab_new(tm_json_vocab **out, const struct tm_tokenizer *t, int32_t V, tm_err *err)
+int tm_json_advance(const tm_vocab_trie *t, tm_jsm *m, int32_t id)
 {
-    *out = NULL;
-    tm_json_vocab *jv = calloc(1, sizeof *jv);
-    if (!jv) return tm_errf(err, TM_E_NOMEM, "JSON mode: out of memory");
-    pthread_mutex_init(&jv->mu, NULL);
-    jv->V = V;
-    size_t cap = 1 << 20, used = 0;
-    jv->blob = malloc(cap);
-    jv->off = calloc((size_t)V, sizeof *jv->off);
-    jv->len = calloc((size_t)V, sizeof *jv->len);
-    jv->sorted = malloc(sizeof(int32_t) * (size_t)V);
-    jv->cache_ok = malloc((size_t)V);
-    int rc = (!jv->blob || !jv->off || !jv->len || !jv->sorted || !jv->cache_ok) ? TM_E_NOMEM : TM_OK;
-    int32_t n = 0;
-    size_t total = 0;
-    for (int32_t id = 0; id < V && !rc; id++) {
-        if (tm_tok_is_special(t, id)) continue;
-        char *b = NULL;
-        size_t bl = 0;
-        if ((rc = tm_tok_token_bytes(t, id, &b, &bl, err))) break;
-        if (bl > 0 && bl <= JV_MAX_TOKEN) {
-            if (used + bl > cap) {
-                uint8_t *nb = realloc(jv->blob, cap * 2);
-                if (!nb) rc = TM_E_NOMEM;
-                else jv->blob = nb, cap *= 2;
-            }
-            if (!rc) {
-                memcpy(jv->blob + used, b, bl);
-                jv->off[id] = (uint32_t)used;
-                jv->len[id] = (uint32_t)bl;
-                used += bl;
-                total += bl;
-                jv->sorted[n++] = id;
-            }
-        }
-        free(b);
-    }
-    if (!rc) {
-        pthread_mutex_lock(&sort_mu);
-        sort_jv = jv;
-        qsort(jv->sorted, (size_t)n, sizeof(int32_t), by_bytes);
-        pthread_mutex_unlock(&sort_mu);
-        /* the trie, built along the sorted list: each token shares the path of its common prefix
-         * with the one before and adds the rest as new last children */
-        jv->node = malloc(sizeof(jnode) * (total + 1));
-        int32_t *last = malloc(sizeof(int32_t) * (total + 1)); /* a node's last child, while building */
-        int32_t path[JV_MAX_TOKEN + 1];
-        if (!jv->node || !last) rc = TM_E_NOMEM;
-        if (!rc) {
-            jv->node[0] = (jnode){-1, -1, 0, 0, 0};
-            last[0] = -1;
-            jv->n_nodes = 1;
-            path[0] = 0;
-            int32_t prev = -1;
-            for (int32_t k = 0; k < n; k++) {
-                int32_t id = jv->sorted[k];
-                const uint8_t *s = jv->blob + jv->off[id];
-                uint32_t l = jv->len[id], lcp = 0;
-                if (prev >= 0) {
-                    const uint8_t *p = jv->blob + jv->off[prev];
-                    uint32_t pl = jv->len[prev];
-                    while (lcp < l && lcp < pl && p[lcp] == s[lcp]) lcp++;
-                }
-                for (uint32_t d = lcp; d < l; d++) {
-                    int32_t parent = path[d], c = jv->n_nodes++;
-                    jv->node[c] = (jnode){-1, -1, k, k, s[d]};
-                    last[c] = -1;
-                    if (last[parent] >= 0) jv->node[last[parent]].next = c;
-                    else jv->node[parent].first_child = c;
-                    last[parent] = c;
-                    path[d + 1] = c;
-                }
-                jnode *e = &jv->node[path[l]];
-                if (e->tok_hi == e->tok_lo) e->tok_lo = k; /* the first id ending at this node */
-                e->tok_hi = k + 1;
-                prev = id;
-            }
-        }
-        free(last);
-    }
-    if (rc) {
-        tm_json_vocab_free(jv);
-        return rc == TM_E_NOMEM ? tm_errf(err, TM_E_NOMEM, "JSON mode: out of memory") : rc;
-    }
-    *out = jv;
-    return TM_OK;
-}
-
-/* ok [V]: 1 for every id the automaton in state m takes whole (depth first over the trie) */
-static void allowed(const tm_json_vocab *jv, const tm_jsm *m, uint8_t *ok)
-{
-    memset(ok, 0, (size_t)jv->V);
-    struct {
-        int32_t child;
-        tm_jsm st;
-    } fr[JV_MAX_TOKEN + 1];
-    int d = 0;
-    fr[0].child = jv->node[0].first_child;
-    fr[0].st = *m;
-    for (;;) {
-        if (fr[d].child < 0) {
-            if (d-- == 0) break;
-            continue;
-        }
-        const jnode *c = &jv->node[fr[d].child];
-        fr[d].child = c->next;
-        tm_jsm s = fr[d].st;
-        if (!tm_jsm_feed(&s, c->byte)) continue;
-        for (int32_t k = c->tok_lo; k < c->tok_hi; k++) ok[jv->sorted[k]] = 1;
-        if (c->first_child >= 0) {
-            d++;
-            fr[d].child = c->first_child;
-            fr[d].st = s;
-        }
-    }
-}
-
-int tm_json_mask(tm_json_vocab *jv, const tm_jsm *m, float *logits)
-{
-    pthread_mutex_lock(&jv->mu);
-    if (!jv->cached || memcmp(&jv->cache_state, m, sizeof *m) != 0) {
-        allowed(jv, m, jv->cache_ok);
-        jv->cache_state = *m;
-        jv->cached = 1;
-    }
-    for (int32_t i = 0; i < jv->V; i++)
-        if (!jv->cache_ok[i]) logits[i] = -INFINITY;
-    pthread_mutex_unlock(&jv->mu);
-    return TM_OK;
-}
-
-int tm_json_advance(const tm_json_vocab *jv, tm_jsm *m, int32_t id)
-{
-    if (id < 0 || id >= jv->V || !jv->len[id]) return 0;
-    tm_jsm t = *m;
-    const uint8_t *s = jv->blob + jv->off[id];
-    for (uint32_t i = 0; i < jv->len[id]; i++)
-        if (!tm_jsm_feed(&t, s[i])) return 0;
-    *m = t;
-    return 1;
+    return tm_vocab_take(t, m, sizeof *m, jsm_step, NULL, id);
 }

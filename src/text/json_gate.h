@@ -2,17 +2,17 @@
  * one JSON object (RFC 8259 text whose top-level value is an object, as
  * OpenAI's response_format {"type": "json_object"} promises).
  *
- *   tm_json_vocab *jv;                          // once per tokenizer
- *   tm_json_vocab_new(&jv, tok, V, &err);
+ *   tm_vocab_trie *t;                           // once per tokenizer (text/vocab_trie.h)
+ *   tm_vocab_trie_new(&t, tok, V, &err);
  *   tm_jsm m;
  *   tm_jsm_init(&m);
  *   for (;;) {
  *       if (tm_jsm_done(&m)) break;             // the object is closed: stop
- *       tm_json_mask(jv, &m, logits);           // -inf for every token that would break it
+ *       tm_json_mask(t, &m, logits);            // -inf for every token that would break it
  *       id = sample(logits);
- *       tm_json_advance(jv, &m, id);            // the automaton takes the token's bytes
+ *       tm_json_advance(t, &m, id);             // the automaton takes the token's bytes
  *   }
- *   tm_json_vocab_free(jv);
+ *   tm_vocab_trie_free(t);
  *
  * Design block
  * ------------
@@ -28,14 +28,10 @@
  * grammar allows), so the model cannot pad forever. It is a small value
  * type: a copy is a checkpoint.
  *
- * The vocabulary (tm_json_vocab) is a byte trie of every token's bytes as
- * they appear mid-text (tm_tok_token_bytes); special tokens and tokens with
- * no bytes are not in it, so JSON mode never draws them. tm_json_mask walks
- * the trie depth first from the automaton's state, copying the state at each
- * edge: a subtree whose prefix the automaton refuses is skipped whole, so a
- * step costs the accepted prefixes, not V x token length. The last mask is
- * kept with its state: a step in the same state (a long string's inside, say)
- * reuses it.
+ * Masks walk the vocabulary trie (text/vocab_trie.h) from the automaton's
+ * state, which is a value: the trie copies it at each edge and keeps the
+ * last masks by its bytes (tag 0), so a step in the same state (a long
+ * string's inside, say) reuses one.
  *
  * Invariants
  *  1. tm_json_mask allows a token only if the automaton accepts every byte
@@ -46,16 +42,13 @@
  *  3. From any accepted state some byte continues it (the automaton never
  *     paints itself into a corner: closing brackets are always reachable,
  *     the depth limit refuses new containers, not closings).
- *  4. The structures are read-only after tm_json_vocab_new, except the mask
- *     cache, which has its own lock. */
+ *  4. The automaton is a plain value: no allocation, no shared state. */
 #ifndef TM_TEXT_JSON_GATE_H
 #define TM_TEXT_JSON_GATE_H
 
 #include <stdint.h>
 
 #include "core/status.h"
-
-struct tm_tokenizer;
 
 #define TM_JSM_MAX_DEPTH 64  /* nested objects and arrays */
 #define TM_JSM_MAX_WS 24     /* whitespace bytes in a row (with at most one line break) */
@@ -78,18 +71,15 @@ int tm_jsm_feed(tm_jsm *m, unsigned char c);
 /* tm_jsm_done: the text so far is one whole JSON object. */
 int tm_jsm_done(const tm_jsm *m);
 
-typedef struct tm_json_vocab tm_json_vocab;
-
-/* tm_json_vocab_new: the trie of tokenizer t's tokens with ids below V (the model's logits). */
-int tm_json_vocab_new(tm_json_vocab **out, const struct tm_tokenizer *t, int32_t V, tm_err *err);
-void tm_json_vocab_free(tm_json_vocab *jv);
+struct tm_vocab_trie;
 
 /* tm_json_mask: logits [V] := -inf for every id the automaton in state m
- * refuses (invariant 1). Returns TM_OK. */
-int tm_json_mask(tm_json_vocab *jv, const tm_jsm *m, float *logits);
+ * refuses (invariant 1), and for ids not in the trie. Returns TM_OK or
+ * TM_E_NOMEM. */
+int tm_json_mask(struct tm_vocab_trie *t, const tm_jsm *m, float *logits);
 
 /* tm_json_advance: m takes token id's bytes; 0 if it refuses one (m then
  * unchanged), 1 if it took them all. */
-int tm_json_advance(const tm_json_vocab *jv, tm_jsm *m, int32_t id);
+int tm_json_advance(const struct tm_vocab_trie *t, tm_jsm *m, int32_t id);
 
 #endif
