@@ -6,16 +6,16 @@
  * The root rule matches the JSON texts the schema allows, narrowed in these documented ways (each
  * picks one order or spelling among texts that mean the same, or bounds whitespace):
  *  - Whitespace: none before or after the top-level value (the root ends when the value closes, so
- *    the matcher can stop there); between tokens inside containers, ws ::= ( " " | "\n" [ \t]{0,20} )?
+ *    the matcher can stop there); between tokens inside containers ws ::= ( " " | "\n" [ \t]{0,20} )?
  *    (nothing, a space, or a line break and an indent of up to 20 tabs or spaces: pretty-printing
- *    works and the model cannot pad forever, as JSON mode's bound, text/json_gate.h).
+ *    works and the model cannot pad forever, the idea of JSON mode's bound, text/json_gate.h).
  *  - Objects: the listed properties ("properties" in the schema's order, then the names "required"
- *    lists that "properties" does not, in that order) each at most once, in that order; extra members
- *    (allowed unless additionalProperties is false; a schema there holds their values) come after
- *    them, and an extra key is never a listed name however it is spelled (\u escapes included), so
- *    no text repeats a listed key. Listed keys are spelled as cJSON_PrintUnformatted spells them.
- *  - integer: written -?(0|[1-9][0-9]*) (JSON Schema also calls 1.0 and 1e2 integers; they are not
- *    spelled so here); -0 is allowed wherever 0 is.
+ *    lists that "properties" does not, in that order) each at most once and in that order; extra
+ *    members (unless additionalProperties is false; a schema there holds their values) after them,
+ *    whose keys are never a listed name however spelled (\u escapes included), so no text repeats a
+ *    listed key. Listed keys are spelled as cJSON_PrintUnformatted spells them.
+ *  - integer: written -?(0|[1-9][0-9]*) (JSON Schema also calls 1.0 and 1e2 integers; not here);
+ *    -0 is allowed wherever 0 is.
  *  - enum / const: each value in one spelling, cJSON_PrintUnformatted's compact text ("é" not
  *    "\u00e9", 1.5 not 1.50, no whitespace inside containers).
  *  - Strings: any character but " \ and U+0000-U+001F, or an escape \" \\ \/ \b \f \n \r \t \uXXXX
@@ -24,41 +24,40 @@
  *    time, date-time and uuid (RFC 3339 / RFC 4122 shapes: day 01-31, 01-30 or 01-29 by month, Feb 29
  *    in any year, seconds up to 60, any fraction, T/Z in either case) are spelled without escapes.
  *  - oneOf is read as anyOf: a text that two of its schemas match is allowed, not refused.
- *  - Bounds are the doubles cJSON reads (past 2^53, the double nearest the number written).
  *
  * Supported: type (a name or a list), enum, const, properties, required, additionalProperties,
- * items, prefixItems (and the older items-array with additionalItems), minItems, maxItems (counts
- * over 1000 are written with chunks of 1000, up to 1,000,999), minLength, maxLength (the same),
- * format (the four above), integer minimum / maximum / exclusiveMinimum / exclusiveMaximum (exact
- * digit-range grammars, draft-4 boolean exclusives too), anyOf, oneOf, allOf (merged: properties
- * and items meet as allOf, required unites, type intersects, bounds tighten, the same value twice is
- * one; other differing values, or an additionalProperties that would reach another part's
- * properties, are refused), $ref to "#" or "#/a/b" (a JSON pointer, ~0 ~1 and %XX decoded), and
- * true / false schemas. A schema without "type" allows every type its keywords leave open, as
- * JSON Schema says ({"properties": ...} alone allows strings too). Keywords this module does not
- * know are annotations to JSON Schema (title, description, default, examples, $schema, $id,
- * $comment, deprecated, readOnly, $defs, ...): ignored.
+ * items, prefixItems (and the older items list with additionalItems), minItems, maxItems and
+ * minLength, maxLength (past 1000, GBNF's repetition bound, written with chunks of 1000, up to
+ * 1,000,999), format (the four above), integer minimum / maximum / exclusiveMinimum /
+ * exclusiveMaximum (exact digit-range grammars; draft 4's boolean exclusives; |bound| <= 2^53, where
+ * doubles are exact), anyOf, oneOf, allOf (merged: properties and items meet as allOf, required
+ * unites, type intersects, bounds tighten, one value twice is one; other differing values, or an
+ * additionalProperties that would reach another part's properties, are refused), $ref to "#" or
+ * "#/a/b" (a JSON pointer, %XX then ~0 ~1 decoded), true and false. A schema without "type" allows
+ * every type its keywords leave open, as JSON Schema says ({"properties": ...} alone allows strings
+ * too). Keywords not in kws[] are annotations (title, description, default, examples, $schema,
+ * $comment, deprecated, readOnly, $defs, ...) or unknown: ignored, as JSON Schema says.
  * Refused (TM_E_UNSUPPORTED, naming the keyword's JSON pointer): not, if/then/else, pattern,
  * patternProperties, propertyNames, min/maxProperties, dependentRequired, dependentSchemas,
- * dependencies, unevaluated*, contains, min/maxContains, uniqueItems true, multipleOf, number (not
- * integer) bounds, other formats, format with lengths, enum/const beside other constraints, anyOf
- * beside oneOf, remote or anchor $refs, a $ref cycle that reads nothing (left recursion), a string
- * with U+0000 in the schema, a schema that allows no value at the root.
+ * dependencies, unevaluated*, contains, min/maxContains, uniqueItems true, multipleOf, bounds on a
+ * number (not an integer), other formats, format with a length, enum/const beside other constraints,
+ * anyOf beside oneOf, remote or anchor $refs, a $ref cycle that reads nothing (left recursion), a
+ * string with U+0000 in the schema, a schema that allows no value at the root.
  *
  * Design block
  * ------------
- * compile_body turns one schema node into alternatives of GBNF, written into the caller's text;
+ * compile_body turns one schema node into alternatives of GBNF written into the caller's text;
  * compile gives a node one name (a primitive such as "string", a $ref's rule, or a new rule "sN").
- * Objects, arrays, pairs and key tries become their own rules, so every repetition repeats one name
- * and no line nests groups deeply. Each $ref target (the document itself is the first, named
- * "root") is compiled once into its own rule "refN-name"; a reference met while its target is
- * still being compiled just names the rule, so recursion in the schema is recursion between rules,
- * never expansion. A reference met before any '{' or '[' since its referrer began is an edge of a
- * graph checked for cycles at the end: a cycle would be left recursion. allOf (and $ref with
- * constraining siblings, and anyOf beside other constraints, distributed over its alternatives)
- * is merged into one new cJSON object that is then compiled. Bounded by JS_MAX_DEPTH schemas being
- * compiled at once, JS_MAX_TEXT bytes and TM_GRAMMAR_MAX_ELEMS elements as grammar.c counts them
- * (each byte at most one, each repetition x{m,n} at most 3 max(m,n) + 3 more). */
+ * Objects, arrays, pairs and key tries get rules of their own, so every repetition repeats one
+ * name and no line nests groups deeply. Each $ref target (the document itself first, named "root")
+ * is compiled once into its rule "refN-name"; a reference met while its target is still being
+ * compiled just names the rule, so recursion in the schema is recursion between rules, never
+ * expansion. A reference met before any '{' or '[' since its referrer began is an edge of a graph
+ * checked for cycles at the end: a cycle there would be left recursion. allOf (and $ref with
+ * constraining siblings, and anyOf beside other constraints, distributed over its alternatives) is
+ * merged into one new cJSON object, then compiled. Bounds: JS_MAX_DEPTH schemas compiled at once,
+ * JS_MAX_TEXT bytes, TM_GRAMMAR_MAX_ELEMS elements as grammar.c counts them (each byte of text is
+ * at most one, each repetition x{m,n} at most 3 max(m,n) + 3 more). */
 #include "text/json_schema.h"
 
 #include <ctype.h>
@@ -89,7 +88,7 @@ typedef struct sb { /* growing text p[0..n), NUL-terminated */
 
 typedef struct ref {
     const cJSON *node;  /* the schema it names (in the document) */
-    const char *ptr;    /* its "#/..." as first written */
+    char ptr[128];      /* its "#/..." as first written (cut short) */
     name_t name;
     int state;          /* R_OPEN while compiled, R_DONE, R_EMPTY (it allows no value) */
     int guard;          /* gen.guard when it was opened */
@@ -120,19 +119,15 @@ typedef struct gen {
 
 static void put_n(sb *b, const char *s, size_t n)
 {
-    if (b->err) return;
-    if (b->n + n + 1 > JS_MAX_TEXT) { b->err = TM_E_LIMIT; return; }
-    if (b->n + n + 1 > b->cap) {
+    if (!b->err && b->n + n + 1 > JS_MAX_TEXT) b->err = TM_E_LIMIT;
+    if (!b->err && b->n + n + 1 > b->cap) {
         size_t c = b->cap ? b->cap : 256;
         while (c < b->n + n + 1) c *= 2;
         char *p = realloc(b->p, c);
-        if (!p) { b->err = TM_E_NOMEM; return; }
-        b->p = p;
-        b->cap = c;
+        if (p) b->p = p, b->cap = c;
+        else b->err = TM_E_NOMEM;
     }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    if (!b->err) memcpy(b->p + b->n, s, n), b->n += n, b->p[b->n] = 0;
 }
 
 static void put(sb *b, const char *s) { put_n(b, s, strlen(s)); }
@@ -147,11 +142,7 @@ static void __attribute__((format(printf, 2, 3))) putf(sb *b, const char *fmt, .
     put_n(b, t, k < 0 ? 0 : (size_t)k < sizeof t ? (size_t)k : sizeof t - 1);
 }
 
-/* alt: start an alternative in b (" |" after the first) */
-static void alt(sb *b, int *nalts)
-{
-    if ((*nalts)++) put(b, " |");
-}
+static void alt(sb *b, int *nalts) { if ((*nalts)++) put(b, " |"); } /* start an alternative */
 
 static int grow(void **v, int *cap, int need, size_t size)
 {
@@ -160,15 +151,18 @@ static int grow(void **v, int *cap, int need, size_t size)
     while (c < need) c *= 2;
     void *p = realloc(*v, (size_t)c * size);
     if (!p) return TM_E_NOMEM;
-    *v = p;
-    *cap = c;
+    *v = p, *cap = c;
     return TM_OK;
 }
 
 /* utf8: the code point at s[0..n) into *c; bytes taken (1-4), 0 if not strict UTF-8 */
 static int utf8(const unsigned char *s, size_t n, uint32_t *c)
 {
-    unsigned b = s[0], k = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    unsigned b = s[0], k = b < 0x80                 ? 1
+                         : b >= 0xC2 && b <= 0xDF ? 2
+                         : b >= 0xE0 && b <= 0xEF ? 3
+                         : b >= 0xF0 && b <= 0xF4 ? 4
+                                                  : 0;
     if (!k || k > n) return 0;
     uint32_t v = k == 1 ? b : b & (0x7F >> k);
     for (unsigned i = 1; i < k; i++) {
@@ -192,12 +186,10 @@ static void put_cp(sb *b, uint32_t c, const char *special)
 static int put_lit(sb *b, const char *t)
 {
     put(b, " \"");
-    for (size_t i = 0, n = strlen(t); i < n;) {
-        uint32_t c;
-        int k = utf8((const unsigned char *)t + i, n - i, &c);
-        if (!k) return TM_E_FORMAT;
+    uint32_t c;
+    for (size_t i = 0, n = strlen(t), k; i < n; i += k) {
+        if (!(k = (size_t)utf8((const unsigned char *)t + i, n - i, &c))) return TM_E_FORMAT;
         put_cp(b, c, "\"\\");
-        i += (size_t)k;
     }
     put(b, "\"");
     return TM_OK;
@@ -205,46 +197,38 @@ static int put_lit(sb *b, const char *t)
 
 /* ---- errors and paths ---- */
 
+/* fail: "json schema: <the JSON pointer>[/key]: <message>" */
 static int __attribute__((format(printf, 4, 5))) fail(gen *g, const char *key, int code, const char *fmt, ...)
 {
     char m[TM_ERR_MSG];
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
+    va_start(ap, fmt), vsnprintf(m, sizeof m, fmt, ap), va_end(ap);
     return tm_errf(g->err, code, "json schema: %s%s%s: %s", g->pn || key ? g->path : "(root)", key ? "/" : "",
                    key ? key : "", m);
 }
 
-/* path_push: append "/seg" (~ and / escaped) to the path; returns the length to restore */
-static size_t path_push(gen *g, const char *seg)
+/* path_push: append "/seg" (~ and / escaped), and "/i" if i >= 0, to the path; returns the length to restore */
+static size_t path_push(gen *g, const char *seg, int i)
 {
     size_t old = g->pn;
     sb t = {0};
     put(&t, "/");
     for (const char *s = seg; *s; s++) put(&t, *s == '~' ? "~0" : *s == '/' ? "~1" : (char[2]){*s, 0});
+    if (i >= 0) putf(&t, "/%d", i);
     if (!t.err && g->pn + t.n < sizeof g->path) memcpy(g->path + g->pn, t.p, t.n + 1), g->pn += t.n;
     free(t.p);
     return old;
 }
 
-static size_t path_push_i(gen *g, const char *key, int i)
-{
-    size_t old = path_push(g, key);
-    char t[16];
-    snprintf(t, sizeof t, "%d", i);
-    path_push(g, t);
-    return old;
-}
-
 static void path_pop(gen *g, size_t old) { g->path[g->pn = old] = 0; }
-
-static int nomem(gen *g) { return fail(g, NULL, TM_E_NOMEM, "out of memory"); }
 
 static int sb_fail(gen *g, int code)
 {
-    return code == TM_E_NOMEM ? nomem(g) : fail(g, NULL, code, "the grammar passes %u bytes", JS_MAX_TEXT);
+    return code == TM_E_NOMEM ? fail(g, NULL, code, "out of memory")
+                              : fail(g, NULL, code, "the grammar passes %u bytes", JS_MAX_TEXT);
 }
+
+static int nomem(gen *g) { return sb_fail(g, TM_E_NOMEM); }
 
 /* ---- primitives ---- */
 
@@ -252,7 +236,6 @@ enum { P_WS, P_VALUE, P_OBJECT, P_MEMBER, P_ARRAY, P_STRING, P_CHAR, P_NUMBER, P
        P_WCHAR, P_DATE, P_TIME, P_DATETIME, P_UUID, P_N };
 
 #define B(p) (1u << (p))
-#define D2 "[0-9] [0-9]"
 static const struct {
     const char *name, *body;
     unsigned deps;
@@ -270,21 +253,19 @@ static const struct {
     [P_INTEGER] = {"integer", "\"-\"? ( \"0\" | [1-9] [0-9]* )", 0},
     [P_BOOLEAN] = {"boolean", "\"true\" | \"false\"", 0},
     [P_NULL] = {"null", "\"null\"", 0},
-    [P_DATE] = {"date", "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+    [P_DATE] = {"date", "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" "
+                        "( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
                         "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
                         "\"02-\" ( \"0\" [1-9] | [12] [0-9] ) )", 0},
-    [P_TIME] = {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]+ )? "
+    [P_TIME] = {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) "
+                        "( \".\" [0-9]+ )? "
                         "( [Zz] | [+\\-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )", 0},
     [P_DATETIME] = {"date-time", "date [Tt] time", B(P_DATE) | B(P_TIME)},
     [P_UUID] = {"uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
                         "[0-9a-fA-F]{12}", 0},
 };
 
-static void prim(gen *g, sb *b, int p)
-{
-    g->prims |= B(p);
-    putf(b, " %s", prims[p].name);
-}
+static void prim(gen *g, sb *b, int p) { g->prims |= B(p), putf(b, " %s", prims[p].name); }
 
 /* ---- digit ranges: exact grammars for integer bounds and \u escapes ---- */
 
@@ -293,13 +274,11 @@ static int dval(char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
 /* put_digits: a class of digits lo..hi of base 10 or 16 (hex letters in both cases) */
 static void put_digits(sb *b, int lo, int hi, int base)
 {
+    int z = hi < 9 ? hi : 9, a = lo > 10 ? lo : 10;
     put(b, " [");
-    if (lo <= 9) putf(b, lo == (hi < 9 ? hi : 9) ? "%d" : "%d-%d", lo, hi < 9 ? hi : 9);
-    if (hi >= 10) {
-        int a = lo > 10 ? lo : 10;
-        if (a == hi) putf(b, "%c%c", 'a' + a - 10, 'A' + a - 10);
-        else putf(b, "%c-%c%c-%c", 'a' + a - 10, 'a' + hi - 10, 'A' + a - 10, 'A' + hi - 10);
-    }
+    if (lo <= 9) putf(b, lo == z ? "%d" : "%d-%d", lo, z);
+    if (hi >= 10 && a == hi) putf(b, "%c%c", 'a' + a - 10, 'A' + a - 10);
+    else if (hi >= 10) putf(b, "%c-%c%c-%c", 'a' + a - 10, 'a' + hi - 10, 'A' + a - 10, 'A' + hi - 10);
     put(b, "]");
 }
 
@@ -354,10 +333,8 @@ static void pos_range(sb *b, const char *lo, const char *hi)
     else {
         if (lb - la >= 2) putf(b, la == lb - 2 ? " | [1-9] [0-9]{%d}" : " | [1-9] [0-9]{%d,%d}", la, lb - 2);
         char t[400];
-        memset(t, '0', (size_t)lb);
-        t[0] = '1';
-        put(b, " |");
-        range_str(b, t, hi, lb, 10);
+        memset(t, '0', (size_t)lb), t[0] = '1', put(b, " |");
+        range_str(b, t, hi, lb, 10); /* lb digits, from 10...0 */
     }
     put(b, " )");
 }
@@ -368,18 +345,13 @@ static void int_range(sb *b, double lo, double hi, int *nalts)
     char s1[400], s2[400];
     if (lo > hi) return;
     if (lo <= 0 && hi >= 0) alt(b, nalts), put(b, " \"-\"? \"0\"");
-    if (hi >= 1) {
+    for (int neg = 0; neg < 2; neg++) { /* the positive ones, then "-" and the magnitudes of the negative ones */
+        double a = neg ? -hi : lo, z = neg ? -lo : hi;
+        if (z < 1) continue;
         alt(b, nalts);
-        snprintf(s1, sizeof s1, "%.0f", lo > 1 ? lo : 1);
-        snprintf(s2, sizeof s2, "%.0f", hi);
-        pos_range(b, s1, isinf(hi) ? NULL : s2);
-    }
-    if (lo <= -1) {
-        alt(b, nalts);
-        put(b, " \"-\"");
-        snprintf(s1, sizeof s1, "%.0f", -hi > 1 ? -hi : 1);
-        snprintf(s2, sizeof s2, "%.0f", -lo);
-        pos_range(b, s1, isinf(lo) ? NULL : s2);
+        if (neg) put(b, " \"-\"");
+        snprintf(s1, sizeof s1, "%.0f", a > 1 ? a : 1), snprintf(s2, sizeof s2, "%.0f", z);
+        pos_range(b, s1, isinf(z) ? NULL : s2);
     }
 }
 
@@ -398,17 +370,13 @@ static size_t meet(const range_t *r, size_t n, const range_t *s, size_t m, range
     return k;
 }
 
-static void esc_u(sb *b, uint32_t lo, uint32_t hi)
+static void esc_u(sb *b, uint32_t lo, uint32_t hi) /* "\u" and four hex digits from lo to hi */
 {
     char a[8], z[8];
-    snprintf(a, sizeof a, "%04x", (unsigned)lo);
-    snprintf(z, sizeof z, "%04x", (unsigned)hi);
-    put(b, " \"\\\\u\"");
-    range_str(b, a, z, 4, 16);
+    snprintf(a, sizeof a, "%04x", (unsigned)lo), snprintf(z, sizeof z, "%04x", (unsigned)hi);
+    put(b, " \"\\\\u\""), range_str(b, a, z, 4, 16);
 }
 
-/* jchar_in: alternatives for every spelling in a JSON string of a code point in r [n] (sorted,
- * disjoint): the character itself, a short escape, \uXXXX (hex in either case) or a surrogate pair */
 static int covers(const range_t *r, size_t n, uint32_t lo, uint32_t hi)
 {
     for (size_t i = 0; i < n; i++)
@@ -416,30 +384,28 @@ static int covers(const range_t *r, size_t n, uint32_t lo, uint32_t hi)
     return 0;
 }
 
-static void prim(gen *g, sb *b, int p);
-
+/* jchar_in: alternatives for every spelling in a JSON string of a code point in r [n] (sorted,
+ * disjoint): the character itself, a short escape, \uXXXX (hex in either case) or a surrogate pair;
+ * with `wide`, a set holding every code point past ASCII names the shared rule wchar for them */
 static int jchar_in(gen *g, sb *b, const range_t *r, size_t n, int *nalts, int wide)
 {
     static const range_t lit[] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, 0x10FFFF}};
-    static const range_t bmp[] = {{0, 0xD7FF}, {0xE000, 0xFFFF}}, astral[] = {{0x10000, 0x10FFFF}}, ascii[] = {{0, 0x7F}};
+    static const range_t bmp[] = {{0, 0xD7FF}, {0xE000, 0xFFFF}}, astral[] = {{0x10000, 0x10FFFF}},
+                         ascii[] = {{0, 0x7F}};
     static const char short_cp[] = "\"\\/\b\f\n\r\t", short_c[] = "\"\\/bfnrt";
-    range_t *t = malloc((n + 4) * sizeof *t), *rr = NULL;
-    if (!t) return TM_E_NOMEM;
-    if (wide && covers(r, n, 0x80, 0xD7FF) && covers(r, n, 0xE000, 0x10FFFF)) { /* all past ASCII: wchar */
-        if (!(rr = malloc((n + 1) * sizeof *rr))) return free(t), TM_E_NOMEM;
+    range_t *t = malloc((n + 4) * sizeof *t), *rr = malloc((n + 1) * sizeof *rr);
+    if (!t || !rr) return free(t), free(rr), nomem(g);
+    if (wide && covers(r, n, 0x80, 0xD7FF) && covers(r, n, 0xE000, 0x10FFFF)) {
         n = meet(r, n, ascii, 1, rr), r = rr;
         alt(b, nalts), prim(g, b, P_WCHAR);
     }
     size_t k = meet(r, n, lit, 4, t);
-    if (k) {
-        alt(b, nalts);
-        put(b, " [");
-        for (size_t i = 0; i < k; i++) {
-            put_cp(b, t[i][0], "\"\\[]^-");
-            if (t[i][1] > t[i][0]) put(b, "-"), put_cp(b, t[i][1], "\"\\[]^-");
-        }
-        put(b, "]");
+    if (k) alt(b, nalts), put(b, " [");
+    for (size_t i = 0; i < k; i++) {
+        put_cp(b, t[i][0], "\"\\[]^-");
+        if (t[i][1] > t[i][0]) put(b, "-"), put_cp(b, t[i][1], "\"\\[]^-");
     }
+    if (k) put(b, "]");
     sb sh = {0};
     for (int i = 0; i < 8; i++) {
         range_t c = {(unsigned char)short_cp[i], (unsigned char)short_cp[i]};
@@ -464,7 +430,10 @@ static int jchar_in(gen *g, sb *b, const range_t *r, size_t n, int *nalts, int w
 
 /* ---- rules ---- */
 
-static void new_name(gen *g, const char *prefix, name_t out) { snprintf(out, sizeof(name_t), "%s%d", prefix, ++g->nrules); }
+static void new_name(gen *g, const char *prefix, name_t out)
+{
+    snprintf(out, sizeof(name_t), "%s%d", prefix, ++g->nrules);
+}
 
 static int emit_rule(gen *g, const char *name, const sb *body)
 {
@@ -517,23 +486,23 @@ enum { K_SCHEMA, K_SCHEMAS, K_SCHEMA_MAP, K_ITEMS, K_COUNT, K_NUMBER, K_NUM_BOOL
        K_ARRAY, K_ANY, K_REFUSED };
 static const struct {
     const char *name;
-    int kind;
-} kws[] = {
+    int kind;           /* K_*: the value it must have, or K_REFUSED */
+} kws[] = {             /* the keywords that constrain; any other is an annotation (or unknown): ignored */
     {"type", K_TYPE}, {"enum", K_ARRAY}, {"const", K_ANY}, {"properties", K_SCHEMA_MAP}, {"required", K_STRINGS},
     {"additionalProperties", K_SCHEMA}, {"items", K_ITEMS}, {"prefixItems", K_SCHEMAS}, {"additionalItems", K_SCHEMA},
-    {"minItems", K_COUNT}, {"maxItems", K_COUNT}, {"minLength", K_COUNT}, {"maxLength", K_COUNT},
-    {"format", K_STRING}, {"minimum", K_NUMBER}, {"maximum", K_NUMBER}, {"exclusiveMinimum", K_NUM_BOOL},
-    {"exclusiveMaximum", K_NUM_BOOL}, {"anyOf", K_SCHEMAS}, {"oneOf", K_SCHEMAS}, {"allOf", K_SCHEMAS},
-    {"$ref", K_STRING}, {"uniqueItems", K_REFUSED}, {"not", K_REFUSED}, {"if", K_REFUSED}, {"then", K_REFUSED},
-    {"else", K_REFUSED}, {"minProperties", K_REFUSED}, {"maxProperties", K_REFUSED},
-    {"patternProperties", K_REFUSED}, {"propertyNames", K_REFUSED}, {"dependentRequired", K_REFUSED},
-    {"dependentSchemas", K_REFUSED}, {"dependencies", K_REFUSED}, {"unevaluatedProperties", K_REFUSED},
-    {"unevaluatedItems", K_REFUSED}, {"contains", K_REFUSED}, {"minContains", K_REFUSED},
-    {"maxContains", K_REFUSED}, {"multipleOf", K_REFUSED}, {"pattern", K_REFUSED}, {"$dynamicRef", K_REFUSED},
-    {"$recursiveRef", K_REFUSED},
+    {"minItems", K_COUNT}, {"maxItems", K_COUNT}, {"minLength", K_COUNT}, {"maxLength", K_COUNT}, {"format", K_STRING},
+    {"minimum", K_NUMBER}, {"maximum", K_NUMBER}, {"exclusiveMinimum", K_NUM_BOOL}, {"exclusiveMaximum", K_NUM_BOOL},
+    {"anyOf", K_SCHEMAS}, {"oneOf", K_SCHEMAS}, {"allOf", K_SCHEMAS}, {"$ref", K_STRING}, {"uniqueItems", K_REFUSED},
+    {"not", K_REFUSED}, {"if", K_REFUSED}, {"then", K_REFUSED}, {"else", K_REFUSED}, {"minProperties", K_REFUSED},
+    {"maxProperties", K_REFUSED}, {"patternProperties", K_REFUSED}, {"propertyNames", K_REFUSED},
+    {"dependentRequired", K_REFUSED}, {"dependentSchemas", K_REFUSED}, {"dependencies", K_REFUSED},
+    {"unevaluatedProperties", K_REFUSED}, {"unevaluatedItems", K_REFUSED}, {"contains", K_REFUSED},
+    {"minContains", K_REFUSED}, {"maxContains", K_REFUSED}, {"multipleOf", K_REFUSED}, {"pattern", K_REFUSED},
+    {"$dynamicRef", K_REFUSED}, {"$recursiveRef", K_REFUSED},
 };
 static const char *const type_names[] = {"object", "array", "string", "number", "integer", "boolean", "null"};
-enum { T_OBJECT = 1, T_ARRAY = 2, T_STRING = 4, T_NUMBER = 8, T_INTEGER = 16, T_BOOLEAN = 32, T_NULL = 64, T_ALL = 127 };
+enum { T_OBJECT = 1, T_ARRAY = 2, T_STRING = 4, T_NUMBER = 8, T_INTEGER = 16, T_BOOLEAN = 32, T_NULL = 64 };
+#define T_ALL 127u
 
 static int kw_kind(const char *key)
 {
@@ -548,17 +517,13 @@ static int is_schema(const cJSON *v) { return cJSON_IsObject(v) || cJSON_IsBool(
 /* type_mask: T_* bits of a "type" value; 0 if it is not one */
 static unsigned type_mask(const cJSON *t)
 {
-    unsigned m = 0;
-    const cJSON *one = t;
-    if (cJSON_IsArray(t)) one = t->child;
-    for (; one; one = cJSON_IsArray(t) ? one->next : NULL) {
-        unsigned bit = 0;
-        for (int i = 0; i < 7 && cJSON_IsString(one); i++)
-            if (!strcmp(one->valuestring, type_names[i])) bit = 1u << i;
-        if (!bit) return 0;
+    unsigned m = 0, bit = 1;
+    for (const cJSON *one = cJSON_IsArray(t) ? t->child : t; one && bit; one = cJSON_IsArray(t) ? one->next : NULL) {
+        bit = 0;
+        for (int i = 0; i < 7 && cJSON_IsString(one); i++) bit |= strcmp(one->valuestring, type_names[i]) ? 0 : 1u << i;
         m |= bit;
     }
-    return m;
+    return bit ? m : 0;
 }
 
 static int each_ok(const cJSON *a, int (*ok)(const cJSON *))
@@ -617,35 +582,32 @@ static int resolve(gen *g, const cJSON *r, const cJSON **out)
 {
     const char *p = r->valuestring;
     if (p[0] != '#' || (p[1] && p[1] != '/'))
-        return fail(g, "$ref", TM_E_UNSUPPORTED, "'%.200s': only references within the document (#/...) are supported", p);
-    char *tok = malloc(strlen(p) + 1);
-    if (!tok) return nomem(g);
+        return fail(g, "$ref", TM_E_UNSUPPORTED, "'%.200s': only references in the document (#/...) are supported", p);
+    char *tok = malloc(strlen(p) + 1), *end;
     const cJSON *cur = g->doc;
-    int rc = TM_OK;
-    for (const char *s = p + 1; *s && cur && !rc; s++) { /* s at a '/' */
+    int bad = 0;
+    if (!tok) return nomem(g);
+    for (const char *s = p + 1; *s == '/' && cur && !bad;) { /* a token: %XX decoded (a URI fragment), then ~0 ~1 */
         size_t n = 0, m = 0;
-        for (s++; *s && *s != '/'; s++) { /* %XX first (a URI fragment), then ~0 ~1 (a JSON pointer) */
-            int c = (unsigned char)*s;
-            if (c == '%' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2]))
-                c = dval(s[1]) * 16 + dval(s[2]), s += 2;
-            rc |= !c;
-            tok[n++] = (char)c;
+        for (s++; *s && *s != '/'; s++, n++) {
+            int pct = s[0] == '%' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2]);
+            tok[n] = pct ? (char)(dval(s[1]) * 16 + dval(s[2])) : *s;
+            s += pct ? 2 : 0;
+            bad |= !tok[n];
         }
-        for (size_t i = 0; i < n; i++) {
-            if (tok[i] == '~' && (i + 1 == n || (tok[i + 1] != '0' && tok[i + 1] != '1'))) rc = TM_E_FORMAT;
-            tok[m++] = tok[i] == '~' ? (tok[++i] == '0' ? '~' : '/') : tok[i];
+        for (size_t i = 0; i < n; i++, m++) {
+            bad |= tok[i] == '~' && (i + 1 == n || (tok[i + 1] != '0' && tok[i + 1] != '1'));
+            tok[m] = tok[i] != '~' || bad ? tok[i] : tok[++i] == '0' ? '~' : '/';
         }
-        n = m;
-        tok[n] = 0;
-        s--;
-        if (cJSON_IsArray(cur)) {
-            char *end;
-            long i = strtol(tok, &end, 10);
-            cur = *tok >= '0' && *tok <= '9' && !*end && (tok[0] != '0' || !tok[1]) ? cJSON_GetArrayItem(cur, (int)(i > 1 << 30 ? -1 : i)) : NULL;
-        } else cur = cJSON_IsObject(cur) ? get(cur, tok) : NULL;
+        tok[m] = 0;
+        long i = strtol(tok, &end, 10);
+        if (!cJSON_IsArray(cur)) cur = cJSON_IsObject(cur) ? get(cur, tok) : NULL;
+        else if (*tok >= '0' && *tok <= '9' && !*end && (*tok != '0' || !tok[1]) && i < 1 << 30)
+            cur = cJSON_GetArrayItem(cur, (int)i);
+        else cur = NULL;
     }
     free(tok);
-    if (rc || !cur) return fail(g, "$ref", TM_E_FORMAT, "'%.200s' names nothing in the document", p);
+    if (bad || !cur) return fail(g, "$ref", TM_E_FORMAT, "'%.200s' names nothing in the document", p);
     if (!is_schema(cur)) return fail(g, "$ref", TM_E_FORMAT, "'%.200s' is not a schema", p);
     *out = cur;
     return TM_OK;
@@ -659,18 +621,15 @@ static int open_ref(gen *g, int i, sb *b, int *nalts)
     char saved[sizeof g->path];
     size_t spn = g->pn;
     memcpy(saved, g->path, sizeof saved);
-    snprintf(g->path, sizeof g->path, "%s", g->refs[i].ptr + 1);
-    g->pn = strlen(g->path);
+    g->pn = (size_t)snprintf(g->path, sizeof g->path, "%s", g->refs[i].ptr + 1);
     int cur = g->cur, n = 0;
-    g->cur = i;
-    g->refs[i].guard = g->guard;
+    g->cur = i, g->refs[i].guard = g->guard;
     sb body = {0};
     int rc = compile_body(g, g->refs[i].node, &body, &n);
     g->cur = cur;
     if (!rc && !n && g->refs[i].called) rc = fail(g, NULL, TM_E_UNSUPPORTED, "a recursive schema that allows no value");
     if (!rc && n) rc = emit_rule(g, g->refs[i].name, &body);
-    memcpy(g->path, saved, sizeof saved);
-    g->pn = spn;
+    memcpy(g->path, saved, sizeof saved), g->pn = spn;
     free(body.p);
     g->refs[i].state = n ? R_DONE : R_EMPTY;
     if (!rc && n && b) alt(b, nalts), putf(b, " %s", g->refs[i].name);
@@ -681,17 +640,12 @@ static int add_ref(gen *g, const cJSON *node, const char *ptr)
 {
     if (grow((void **)&g->refs, &g->caprefs, g->nrefs + 1, sizeof *g->refs)) return -1;
     ref *r = &g->refs[g->nrefs];
-    memset(r, 0, sizeof *r);
-    r->node = node;
-    r->ptr = ptr;
-    if (!g->nrefs) snprintf(r->name, sizeof r->name, "root");
-    else {
-        const char *last = strrchr(ptr, '/');
-        int k = snprintf(r->name, sizeof r->name, "ref%d-", g->nrefs);
-        for (const char *c = last ? last + 1 : ""; *c && k < 40; c++)
-            r->name[k++] = (isalnum((unsigned char)*c) || *c == '_' || *c == '-') ? *c : '-';
-        r->name[k] = 0;
-    }
+    *r = (ref){.node = node};
+    snprintf(r->ptr, sizeof r->ptr, "%s", ptr); /* a copy: a merged schema's "$ref" goes with it */
+    const char *last = strrchr(ptr, '/'); /* named "refN-" and the pointer's last token, or "root" */
+    int k = snprintf(r->name, sizeof r->name, g->nrefs ? "ref%d-" : "root", g->nrefs);
+    for (const char *c = last && g->nrefs ? last + 1 : ""; *c && k < 40; c++)
+        r->name[k++] = strchr(NAME_CHARS, *c) ? *c : '-';
     return g->nrefs++;
 }
 
@@ -702,9 +656,9 @@ static int compile_ref(gen *g, const cJSON *r, sb *b, int *nalts)
     if (rc) return rc;
     while (i < g->nrefs && g->refs[i].node != t) i++;
     int fresh = i == g->nrefs;
-    if (fresh && (i = add_ref(g, t, r->valuestring)) < 0) return TM_E_NOMEM;
+    if (fresh && (i = add_ref(g, t, r->valuestring)) < 0) return nomem(g);
     if (g->guard == g->refs[g->cur].guard) { /* called before any '{' or '[' since cur began */
-        if (grow((void **)&g->edges, &g->capedges, g->nedges + 1, sizeof *g->edges)) return TM_E_NOMEM;
+        if (grow((void **)&g->edges, &g->capedges, g->nedges + 1, sizeof *g->edges)) return nomem(g);
         g->edges[g->nedges][0] = g->cur, g->edges[g->nedges++][1] = i;
     }
     if (fresh) return open_ref(g, i, b, nalts);
@@ -734,29 +688,23 @@ static int compile(gen *g, const cJSON *s, name_t name, int *empty)
 /* ---- allOf: merging parts into one schema ---- */
 
 typedef struct mctx {
-    int fals;                 /* a part allows nothing */
-    const cJSON *addl[16];    /* [naddl] the parts whose additionalProperties is not true */
+    int fals;               /* a part allows nothing */
+    const cJSON *addl[16];  /* [naddl] the parts whose additionalProperties is not true */
     int naddl;
 } mctx;
 
-static int add_dup(gen *g, cJSON *dst, const char *key, const cJSON *v)
+/* add_dup: dst[key] := a copy of v; with nest, dst[key] := {"allOf": [dst[key], v]} */
+static int add_dup(gen *g, cJSON *dst, const char *key, const cJSON *v, int nest)
 {
-    cJSON *c = cJSON_Duplicate(v, 1);
-    if (!c || !cJSON_AddItemToObject(dst, key, c)) return cJSON_Delete(c), nomem(g);
-    return TM_OK;
-}
-
-/* nest_allof: dst[key] := {"allOf": [dst[key], v]} */
-static int nest_allof(gen *g, cJSON *dst, const char *key, const cJSON *v)
-{
-    cJSON *o = cJSON_CreateObject(), *l = cJSON_AddArrayToObject(o, "allOf"), *a = cJSON_Duplicate(get(dst, key), 1),
-          *c = cJSON_Duplicate(v, 1);
-    if (!l || !a || !c || !cJSON_AddItemToArray(l, a) || (a = NULL, !cJSON_AddItemToArray(l, c)) ||
-        (c = NULL, !cJSON_ReplaceItemInObjectCaseSensitive(dst, key, o))) {
-        cJSON_Delete(a), cJSON_Delete(c), cJSON_Delete(o);
-        return nomem(g);
-    }
-    return TM_OK;
+    cJSON *c = cJSON_Duplicate(v, 1), *o = nest ? cJSON_CreateObject() : c;
+    cJSON *l = nest ? cJSON_AddArrayToObject(o, "allOf") : NULL, *a = nest ? cJSON_Duplicate(get(dst, key), 1) : NULL;
+    int ok = c && (!nest || (l && a && cJSON_AddItemToArray(l, a) && (a = NULL, cJSON_AddItemToArray(l, c)) &&
+                             !(c = NULL)));
+    if (ok && (nest ? cJSON_ReplaceItemInObjectCaseSensitive(dst, key, o) : cJSON_AddItemToObject(dst, key, o)))
+        return TM_OK;
+    if (nest) cJSON_Delete(a), cJSON_Delete(o);
+    cJSON_Delete(c);
+    return nomem(g);
 }
 
 static int bound_side(const char *key) /* +1 a lower bound (the larger wins), -1 an upper one, 0 neither */
@@ -768,64 +716,62 @@ static int bound_side(const char *key) /* +1 a lower bound (the larger wins), -1
     return 0;
 }
 
-static int draft4(const cJSON *s) { return cJSON_IsBool(get(s, "exclusiveMinimum")) || cJSON_IsBool(get(s, "exclusiveMaximum")); }
+static int draft4(const cJSON *s) /* draft 4's boolean exclusives, which change what minimum / maximum mean */
+{
+    return cJSON_IsBool(get(s, "exclusiveMinimum")) || cJSON_IsBool(get(s, "exclusiveMaximum"));
+}
 
 /* merge: fold schema src (its $ref and allOf parts inlined; key `skip` left out) into dst */
 static int merge(gen *g, cJSON *dst, const cJSON *src, const char *skip, mctx *mc)
 {
-    if (cJSON_IsBool(src)) { mc->fals |= cJSON_IsFalse(src); return TM_OK; }
+    if (cJSON_IsBool(src)) return mc->fals |= cJSON_IsFalse(src), TM_OK;
     if (!cJSON_IsObject(src)) return fail(g, NULL, TM_E_FORMAT, "a schema must be an object or a boolean");
     if (g->depth >= JS_MAX_DEPTH) return fail(g, NULL, TM_E_LIMIT, "schemas nested deeper than %d", JS_MAX_DEPTH);
     g->depth++;
     int rc = check_keywords(g, src), i = 0;
-    for (const cJSON *k = src->child; k && !rc; k = k->next) {
+    for (const cJSON *k = src->child, *t; k && !rc; k = k->next) {
         const char *key = k->string;
         cJSON *d = cJSON_GetObjectItemCaseSensitive(dst, key);
+        int side = bound_side(key), addl = !strcmp(key, "additionalProperties") && !cJSON_IsTrue(k);
         if (kw_kind(key) < 0 || (skip && !strcmp(key, skip))) continue;
-        if (!strcmp(key, "$ref")) {
-            const cJSON *t;
-            if (!(rc = resolve(g, k, &t))) rc = merge(g, dst, t, NULL, mc);
-        } else if (!strcmp(key, "allOf")) {
+        if (addl && mc->naddl == 16) rc = fail(g, key, TM_E_UNSUPPORTED, "in more than 16 parts of allOf");
+        else if (addl) mc->addl[mc->naddl++] = src;
+        if (rc) break;
+        if (!strcmp(key, "$ref")) rc = resolve(g, k, &t), rc = rc ? rc : merge(g, dst, t, NULL, mc);
+        else if (!strcmp(key, "allOf"))
             for (const cJSON *el = k->child; el && !rc; el = el->next) {
-                size_t old = path_push_i(g, "allOf", i++);
+                size_t old = path_push(g, "allOf", i++);
                 rc = merge(g, dst, el, NULL, mc);
                 path_pop(g, old);
             }
-        } else if (!strcmp(key, "additionalProperties") && !cJSON_IsTrue(k) && mc->naddl == 16) {
-            rc = fail(g, key, TM_E_UNSUPPORTED, "more than 16 parts with additionalProperties");
-        } else {
-            if (!strcmp(key, "additionalProperties") && !cJSON_IsTrue(k)) mc->addl[mc->naddl++] = src;
-            int side = bound_side(key);
-            if (!d) rc = add_dup(g, dst, key, k);
-            else if (!strcmp(key, "properties")) {
-                for (const cJSON *p = k->child; p && !rc; p = p->next) {
-                    const cJSON *dp = get(d, p->string);
-                    rc = !dp ? add_dup(g, d, p->string, p) : cJSON_Compare(dp, p, 1) ? TM_OK : nest_allof(g, d, p->string, p);
-                }
-            } else if (!strcmp(key, "required")) {
-                for (const cJSON *r = k->child; r && !rc; r = r->next) {
-                    const cJSON *x = d->child;
-                    while (x && strcmp(x->valuestring, r->valuestring)) x = x->next;
-                    cJSON *c = x ? NULL : cJSON_CreateString(r->valuestring);
-                    if (!x && (!c || !cJSON_AddItemToArray(d, c))) cJSON_Delete(c), rc = nomem(g);
-                }
-            } else if (!strcmp(key, "type")) {
-                unsigned a = type_mask(d), b = type_mask(k), m = a & b;
-                if (((a & T_NUMBER) && (b & T_INTEGER)) || ((b & T_NUMBER) && (a & T_INTEGER))) m |= T_INTEGER;
-                cJSON *t = cJSON_CreateArray();
-                for (int j = 0; j < 7 && t; j++)
-                    if ((m >> j & 1) && !cJSON_AddItemToArray(t, cJSON_CreateString(type_names[j]))) cJSON_Delete(t), t = NULL;
-                mc->fals |= !m;
-                if (m && (!t || !cJSON_ReplaceItemInObjectCaseSensitive(dst, key, t))) rc = nomem(g);
-                else if (!m) cJSON_Delete(t);
-            } else if (cJSON_Compare(d, k, 1)) {
-            } else if ((!strcmp(key, "items") && is_schema(d) && is_schema(k)) || !strcmp(key, "additionalProperties")) {
-                rc = nest_allof(g, dst, key, k);
-            } else if (side && cJSON_IsNumber(d) && cJSON_IsNumber(k) && !draft4(dst) && !draft4(src)) {
-                if (side > 0 ? k->valuedouble > d->valuedouble : k->valuedouble < d->valuedouble)
-                    cJSON_SetNumberValue(d, k->valuedouble);
-            } else rc = fail(g, key, TM_E_UNSUPPORTED, "two different values that cannot be merged (allOf)");
-        }
+        else if (!d) rc = add_dup(g, dst, key, k, 0);
+        else if (!strcmp(key, "properties"))
+            for (const cJSON *p = k->child, *dp; p && !rc; p = p->next)
+                rc = !(dp = get(d, p->string)) ? add_dup(g, d, p->string, p, 0) : cJSON_Compare(dp, p, 1) ? TM_OK
+                                                                                  : add_dup(g, d, p->string, p, 1);
+        else if (!strcmp(key, "required"))
+            for (const cJSON *r = k->child; r && !rc; r = r->next) {
+                const cJSON *x = d->child;
+                while (x && strcmp(x->valuestring, r->valuestring)) x = x->next;
+                cJSON *c = x ? NULL : cJSON_CreateString(r->valuestring);
+                if (!x && !cJSON_AddItemToArray(d, c)) cJSON_Delete(c), rc = nomem(g);
+            }
+        else if (!strcmp(key, "type")) { /* the types both allow (an integer is a number) */
+            unsigned a = type_mask(d), b = type_mask(k), m = a & b;
+            m |= ((a & T_NUMBER) && (b & T_INTEGER)) || ((b & T_NUMBER) && (a & T_INTEGER)) ? T_INTEGER : 0;
+            cJSON *l = cJSON_CreateArray();
+            for (int j = 0; j < 7 && l; j++)
+                if ((m >> j & 1) && !cJSON_AddItemToArray(l, cJSON_CreateString(type_names[j])))
+                    cJSON_Delete(l), l = NULL;
+            mc->fals |= !m;
+            if (!l || !cJSON_ReplaceItemInObjectCaseSensitive(dst, key, l)) cJSON_Delete(l), rc = nomem(g);
+        } else if (cJSON_Compare(d, k, 1)) {
+        } else if ((!strcmp(key, "items") && is_schema(d) && is_schema(k)) || !strcmp(key, "additionalProperties"))
+            rc = add_dup(g, dst, key, k, 1);
+        else if (side && cJSON_IsNumber(d) && cJSON_IsNumber(k) && !draft4(dst) && !draft4(src)) {
+            if (side > 0 ? k->valuedouble > d->valuedouble : k->valuedouble < d->valuedouble)
+                cJSON_SetNumberValue(d, k->valuedouble);
+        } else rc = fail(g, key, TM_E_UNSUPPORTED, "two different values that cannot be merged (allOf)");
     }
     g->depth--;
     return rc;
@@ -835,23 +781,17 @@ static int merge(gen *g, cJSON *dst, const cJSON *src, const char *skip, mctx *m
 static int flatten(gen *g, const cJSON *s, const char *skip, const cJSON *extra, sb *b, int *nalts)
 {
     cJSON *dst = cJSON_CreateObject();
-    if (!dst) return nomem(g);
     mctx mc = {0};
-    int rc = merge(g, dst, s, skip, &mc);
+    int rc = dst ? merge(g, dst, s, skip, &mc) : nomem(g);
     if (!rc && extra) rc = merge(g, dst, extra, NULL, &mc);
     /* an additionalProperties that is not true holds for every name outside its own part's properties */
-    const cJSON *props = get(dst, "properties"), *req = get(dst, "required");
-    for (int i = 0; i < mc.naddl && !rc; i++) {
-        const cJSON *own = get(mc.addl[i], "properties");
-        for (const cJSON *p = props ? props->child : NULL; p && !rc; p = p->next)
-            if (!own || !get(own, p->string))
-                rc = fail(g, NULL, TM_E_UNSUPPORTED, "merging: additionalProperties of one part would hold for "
-                          "property '%.100s' of another", p->string);
-        for (const cJSON *r = req ? req->child : NULL; r && !rc; r = r->next)
-            if (!own || !get(own, r->valuestring))
-                rc = fail(g, NULL, TM_E_UNSUPPORTED, "merging: additionalProperties of one part would hold for "
-                          "required '%.100s' of another", r->valuestring);
-    }
+    for (int i = 0; i < mc.naddl && !rc; i++)
+        for (int req = 0; req < 2 && !rc; req++)
+            for (const cJSON *n = cJSON_GetArrayItem(get(dst, req ? "required" : "properties"), 0); n && !rc;
+                 n = n->next)
+                if (!get(get(mc.addl[i], "properties"), req ? n->valuestring : n->string))
+                    rc = fail(g, NULL, TM_E_UNSUPPORTED, "merging: additionalProperties of one part would hold for "
+                              "'%.100s' of another", req ? n->valuestring : n->string);
     if (!rc && !mc.fals) rc = compile_body(g, dst, b, nalts);
     cJSON_Delete(dst);
     return rc;
@@ -864,79 +804,63 @@ typedef struct entry {  /* a listed property */
     const cJSON *schema;  /* NULL: any value */
     int req;
     name_t pair;          /* its rule: "key" ws ":" ws value; "" if it may not appear */
+    uint32_t *cp;         /* [ncp] the key's code points (for notkey) */
+    int ncp;
 } entry;
-
-typedef struct cps {    /* a name's code points c [n] */
-    uint32_t *c;
-    int n;
-} cps;
 
 static int by_cps(const void *x, const void *y)
 {
-    const cps *a = x, *b = y;
-    for (int i = 0; i < a->n && i < b->n; i++)
-        if (a->c[i] != b->c[i]) return a->c[i] < b->c[i] ? -1 : 1;
-    return (a->n > b->n) - (a->n < b->n);
+    const entry *a = x, *b = y;
+    for (int i = 0; i < a->ncp && i < b->ncp; i++)
+        if (a->cp[i] != b->cp[i]) return a->cp[i] < b->cp[i] ? -1 : 1;
+    return (a->ncp > b->ncp) - (a->ncp < b->ncp);
 }
 
-/* notkey: out := a rule for the rest of a key after its '"' whose decoded name is none of e [m]'s
- * keys: a trie of the names, each node a rule: the key may end there (if no name does), go on with
- * the character of a child (in any spelling), or with any other character and then anything */
-static int notkey(gen *g, const entry *e, int m, name_t out)
+/* notkey: out := a rule for the rest of a key after its '"' whose decoded name is none of k [m]'s
+ * (sorted by code points): a trie of the names, each node a rule: the key may end there (if no name
+ * does), go on with a child's character (in any spelling), or with any other character and then
+ * anything */
+static int notkey(gen *g, const entry *k, int m, name_t out)
 {
-    struct item { int lo, hi, depth; name_t name; } *q = NULL; /* [nq] nodes to write: names lo..hi share depth code points */
+    struct item { /* a node to write: names k [lo, hi) share their first depth code points */
+        int lo, hi, depth;
+        name_t name;
+    } *q = NULL;  /* [nq] */
     int nq = 0, capq = 0, rc = TM_OK;
-    cps *k = calloc((size_t)m, sizeof *k);
-    range_t *r = malloc(((size_t)m + 1) * sizeof *r);
-    if (!k || !r) rc = nomem(g);
-    for (int i = 0; i < m && !rc; i++) {
-        size_t len = strlen(e[i].key);
-        if (!(k[i].c = malloc((len + 1) * sizeof *k[i].c))) rc = nomem(g);
-        for (size_t j = 0; j < len && !rc;) {
-            int w = utf8((const unsigned char *)e[i].key + j, len - j, &k[i].c[k[i].n++]);
-            if (!w) rc = fail(g, "properties", TM_E_FORMAT, "a name that is not UTF-8");
-            j += (size_t)w;
-        }
-    }
-    if (!rc) qsort(k, (size_t)m, sizeof *k, by_cps);
+    range_t *r = malloc(((size_t)m + 1) * sizeof *r); /* the code points no child takes */
     new_name(g, "key", out);
-    if (!rc && grow((void **)&q, &capq, 1, sizeof *q)) rc = nomem(g);
-    if (!rc) q[nq++] = (struct item){0, m, 0, {0}}, memcpy(q[0].name, out, sizeof(name_t));
+    if (!r || grow((void **)&q, &capq, 1, sizeof *q)) rc = nomem(g);
+    else q[nq++] = (struct item){0, m, 0, {0}}, memcpy(q[0].name, out, sizeof(name_t));
     while (!rc && nq) {
         struct item it = q[--nq];
-        sb nb = {0};
-        int na = 0, i = it.lo;
+        sb nb = {0}, cb = {0};
+        int na = 0, ca = 0, i = it.lo;
         size_t nr = 0;
         uint32_t next = 0;
-        if (k[i].n == it.depth) i++;
+        if (k[i].ncp == it.depth) i++;
         else alt(&nb, &na), put(&nb, " \"\\\"\"");
-        for (int j = i; j < it.hi && !rc;) {
-            uint32_t c = k[j].c[it.depth];
-            int j1 = j, ia = 0;
-            while (j1 < it.hi && k[j1].c[it.depth] == c) j1++;
+        for (int j = i, j1; j < it.hi && !rc; j = j1) {
+            uint32_t c = k[j].cp[it.depth];
+            for (j1 = j; j1 < it.hi && k[j1].cp[it.depth] == c;) j1++;
             if (c > next) r[nr][0] = next, r[nr++][1] = c - 1;
             next = c + 1;
             if (grow((void **)&q, &capq, nq + 1, sizeof *q)) { rc = nomem(g); break; }
             q[nq] = (struct item){j, j1, it.depth + 1, {0}};
             new_name(g, "key", q[nq].name);
-            alt(&nb, &na), put(&nb, " (");
             range_t one = {c, c};
+            int ia = 0;
+            alt(&nb, &na), put(&nb, " (");
             rc = jchar_in(g, &nb, &one, 1, &ia, 1);
             putf(&nb, " ) %s", q[nq++].name);
-            j = j1;
         }
         if (next <= 0x10FFFF) r[nr][0] = next, r[nr++][1] = 0x10FFFF;
-        sb cb = {0};
-        int ca = 0;
         if (!rc) rc = jchar_in(g, &cb, r, nr, &ca, 1);
-        if (ca) alt(&nb, &na), put(&nb, " ("), put_n(&nb, cb.p, cb.n), put(&nb, " )"), prim(g, &nb, P_CHAR),
-            put(&nb, "* \"\\\"\"");
+        if (ca) alt(&nb, &na), put(&nb, " ("), put_n(&nb, cb.p, cb.n), put(&nb, " )"), prim(g, &nb, P_CHAR);
+        if (ca) put(&nb, "* \"\\\"\"");
         if (!rc) rc = cb.err ? sb_fail(g, cb.err) : emit_rule(g, it.name, &nb);
-        free(cb.p);
-        free(nb.p);
+        free(cb.p), free(nb.p);
     }
-    for (int i = 0; k && i < m; i++) free(k[i].c);
-    free(k), free(r), free(q);
+    free(r), free(q);
     return rc;
 }
 
@@ -947,6 +871,20 @@ static int in_strings(const cJSON *a, const char *s)
     return 0;
 }
 
+/* pair: e->pair := a rule "key" ws ":" ws value (value a name) */
+static int pair(gen *g, entry *e, const char *value)
+{
+    sb pb = {0};
+    cJSON *ks = cJSON_CreateString(e->key);
+    char *kt = ks ? cJSON_PrintUnformatted(ks) : NULL;
+    int rc = !kt ? nomem(g) : put_lit(&pb, kt) ? fail(g, "properties", TM_E_FORMAT, "a name that is not UTF-8") : TM_OK;
+    putf(&pb, " ws \":\" ws %s", value);
+    new_name(g, "kv", e->pair);
+    if (!rc) rc = emit_rule(g, e->pair, &pb);
+    free(kt), cJSON_Delete(ks), free(pb.p);
+    return rc;
+}
+
 /* object: one alternative "{" ws members ws "}"; members (M) are the kept listed pairs in order, the
  * required ones present, then extra pairs. M := pair_i T_(i+1) for each i up to the first required
  * one (| X C* if none is required), T_j := seg_j T_(j+1), the last T inline: seg_j ... seg_(n-1) C*,
@@ -954,68 +892,70 @@ static int in_strings(const cJSON *a, const char *s)
 static int object(gen *g, const cJSON *s, sb *b, int *nalts)
 {
     const cJSON *props = get(s, "properties"), *req = get(s, "required"), *add = get(s, "additionalProperties");
-    if (!props && !req && (!add || cJSON_IsTrue(add))) { alt(b, nalts), prim(g, b, P_OBJECT); return TM_OK; }
-    int n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req), m = 0, rc = TM_OK, none = 0, extra = !cJSON_IsFalse(add);
+    if (!props && !req && (!add || cJSON_IsTrue(add))) return alt(b, nalts), prim(g, b, P_OBJECT), TM_OK;
+    int n = cJSON_GetArraySize(props) + cJSON_GetArraySize(req), m = 0, rc = TM_OK, none = 0;
+    int extra = !cJSON_IsFalse(add); /* extra members may come */
+    int *kept = calloc((size_t)n + 1, sizeof *kept), nk = 0, first = -1, listed;
     entry *e = calloc((size_t)n + 1, sizeof *e);
-    int *kept = calloc((size_t)n + 1, sizeof *kept), nk = 0, first = -1;
-    name_t *tails = calloc((size_t)n + 2, sizeof *tails), x = "", c = "", mem = "", xv = "value";
+    name_t *tails = calloc((size_t)n + 2, sizeof *tails), x = "", c = "", mem = "", xv = "value", key = "";
     if (!e || !kept || !tails) rc = nomem(g);
     for (const cJSON *p = props ? props->child : NULL; p && !rc; p = p->next) {
         for (int i = 0; i < m && !rc; i++)
             if (!strcmp(e[i].key, p->string)) rc = fail(g, "properties", TM_E_FORMAT, "'%.100s' twice", p->string);
-        e[m++] = (entry){p->string, p, in_strings(req, p->string), ""};
+        e[m++] = (entry){p->string, p, in_strings(req, p->string), "", NULL, 0};
     }
-    int listed = m;
+    listed = m;
     for (const cJSON *r = req ? req->child : NULL; r && !rc; r = r->next) {
         int i = 0;
         while (i < m && strcmp(e[i].key, r->valuestring)) i++;
-        if (i == m) e[m++] = (entry){r->valuestring, cJSON_IsTrue(add) ? NULL : add, 1, ""};
+        if (i == m) e[m++] = (entry){r->valuestring, cJSON_IsTrue(add) ? NULL : add, 1, "", NULL, 0};
     }
     g->guard++;
     for (int i = 0; i < m && !rc && !none; i++) {
-        size_t old = path_push(g, i < listed ? "properties" : "additionalProperties");
-        if (i < listed) path_push(g, e[i].key);
+        size_t old = path_push(g, i < listed ? "properties" : "additionalProperties", -1);
+        if (i < listed) path_push(g, e[i].key, -1);
         name_t v = "value";
         int emp = 0;
         if (e[i].schema) rc = compile(g, e[i].schema, v, &emp);
         else g->prims |= B(P_VALUE);
         path_pop(g, old);
         none = emp && e[i].req;
-        if (rc || emp) continue;
-        sb pb = {0};
-        cJSON *ks = cJSON_CreateString(e[i].key);
-        char *kt = ks ? cJSON_PrintUnformatted(ks) : NULL;
-        if (!kt) rc = nomem(g);
-        else if (put_lit(&pb, kt)) rc = fail(g, "properties", TM_E_FORMAT, "a name that is not UTF-8");
-        putf(&pb, " ws \":\" ws %s", v);
-        new_name(g, "kv", e[i].pair);
-        if (!rc) rc = emit_rule(g, e[i].pair, &pb);
-        free(kt), cJSON_Delete(ks), free(pb.p);
+        if (rc || emp || (rc = pair(g, &e[i], v))) continue;
         if (first < 0 && e[i].req) first = nk;
         kept[nk++] = i;
     }
     if (!rc && !none && extra && add && !cJSON_IsTrue(add)) {
-        size_t old = path_push(g, "additionalProperties");
+        size_t old = path_push(g, "additionalProperties", -1);
         int emp = 0;
         rc = compile(g, add, xv, &emp);
         path_pop(g, old);
         extra = !emp;
     }
     g->guard--;
-    g->prims |= B(P_WS) | (extra && !strcmp(xv, "value") ? B(P_VALUE) : 0);
-    if (!rc && !none && extra) { /* X and C */
+    g->prims |= B(P_WS) | (extra && !strcmp(xv, "value") ? B(P_VALUE) : 0) | (extra && !m ? B(P_STRING) : 0);
+    if (!rc && !none && extra) { /* X, C and the trie that keeps listed names out of X's key */
         sb xb = {0}, cb = {0};
-        name_t key = "";
-        if (m) rc = notkey(g, e, m, key);
-        if (m) putf(&xb, " \"\\\"\" %s ws \":\" ws %s", key, xv);
-        else prim(g, &xb, P_STRING), putf(&xb, " ws \":\" ws %s", xv);
+        entry *k = m ? calloc((size_t)m, sizeof *k) : NULL; /* e sorted by code points */
+        if (m && !k) rc = nomem(g);
+        for (int i = 0; i < m && !rc; i++) {
+            size_t len = strlen(e[i].key);
+            k[i] = e[i], k[i].ncp = 0;
+            if (!(k[i].cp = malloc((len + 1) * sizeof *k[i].cp))) rc = nomem(g);
+            for (size_t j = 0, w = 1; j < len && !rc; j += w)
+                if (!(w = (size_t)utf8((const unsigned char *)e[i].key + j, len - j, &k[i].cp[k[i].ncp++])))
+                    rc = fail(g, "properties", TM_E_FORMAT, "a name that is not UTF-8");
+        }
+        if (!rc && m) qsort(k, (size_t)m, sizeof *k, by_cps), rc = notkey(g, k, m, key);
+        for (int i = 0; k && i < m; i++) free(k[i].cp);
+        free(k);
+        putf(&xb, m ? " \"\\\"\" %s ws \":\" ws %s" : " string%s ws \":\" ws %s", key, xv);
         new_name(g, "xkv", x), new_name(g, "more", c);
         putf(&cb, " ws \",\" ws %s", x);
         if (!rc) rc = emit_rule(g, x, &xb);
         if (!rc) rc = emit_rule(g, c, &cb);
         free(xb.p), free(cb.p);
     }
-    int k = first < 0 ? nk : first, J = k + 1 < nk ? k + 1 : nk, na = 0;
+    int kf = first < 0 ? nk : first, J = kf + 1 < nk ? kf + 1 : nk, na = 0;
     for (int j = J; j >= 1 && !rc && !none; j--) { /* T_j */
         sb tb = {0};
         for (int i = j; i < (j == J ? nk : j + 1); i++)
@@ -1026,13 +966,12 @@ static int object(gen *g, const cJSON *s, sb *b, int *nalts)
         free(tb.p);
     }
     sb mb = {0};
-    for (int i = 0; i <= k && i < nk; i++) alt(&mb, &na), putf(&mb, " %s %s", e[kept[i]].pair, tails[i + 1]);
-    if (k == nk && extra) alt(&mb, &na), putf(&mb, " %s %s*", x, c);
+    for (int i = 0; i <= kf && i < nk; i++) alt(&mb, &na), putf(&mb, " %s %s", e[kept[i]].pair, tails[i + 1]);
+    if (kf == nk && extra) alt(&mb, &na), putf(&mb, " %s %s*", x, c);
     if (!rc && !none && na) new_name(g, "mem", mem), rc = emit_rule(g, mem, &mb);
-    if (!rc && !none) {
-        alt(b, nalts);
-        put(b, " \"{\" ws");
-        if (na) putf(b, k < nk ? " %s ws" : " ( %s ws )?", mem);
+    if (!rc && !none) { /* "{" ws M ws "}" with a member required, else "{" ws ( M ws )? "}" */
+        alt(b, nalts), put(b, " \"{\" ws");
+        if (na) putf(b, kf < nk ? " %s ws" : " ( %s ws )?", mem);
         put(b, " \"}\"");
     }
     free(mb.p), free(e), free(kept), free(tails);
@@ -1041,7 +980,7 @@ static int object(gen *g, const cJSON *s, sb *b, int *nalts)
 
 /* ---- arrays, strings, numbers ---- */
 
-static int count_limit(gen *g, const cJSON *s, const char *lo_key, const char *hi_key, long *lo, long *hi)
+static int counts(gen *g, const cJSON *s, const char *lo_key, const char *hi_key, long *lo, long *hi)
 {
     *lo = count_of(s, lo_key, 0), *hi = count_of(s, hi_key, -1);
     if (*lo > JS_MAX_COUNT || *hi > JS_MAX_COUNT)
@@ -1049,77 +988,70 @@ static int count_limit(gen *g, const cJSON *s, const char *lo_key, const char *h
     return TM_OK;
 }
 
-/* more: name := ws "," ws item (made once) */
-static int more_rule(gen *g, const char *item, name_t name)
+/* more: name := ws "," ws item (the rule made once), then name{m,n} into b */
+static int more(gen *g, sb *b, const char *item, name_t name, long m, long n)
 {
-    if (name[0]) return TM_OK;
     sb mb = {0};
-    putf(&mb, " ws \",\" ws %s", item);
-    new_name(g, "more", name);
-    int rc = emit_rule(g, name, &mb);
+    int rc = TM_OK;
+    if (!name[0]) putf(&mb, " ws \",\" ws %s", item), new_name(g, "more", name), rc = emit_rule(g, name, &mb);
     free(mb.p);
-    return rc;
+    return rc ? rc : repeat(g, b, name, m, n);
 }
 
 /* array: "[" ws ( elements ws )? "]": the tuple's first items (those up to minItems required, the
  * rest nested optional rules U_j := ws "," ws t_j U_(j+1)?), then the rest items as more{a,b} */
 static int array(gen *g, const cJSON *s, sb *b, int *nalts)
 {
-    const cJSON *items = get(s, "items"), *tuple = get(s, "prefixItems"), *rest = items;
+    const cJSON *items = get(s, "items"), *tuple = get(s, "prefixItems"), *rest = items, *el;
     const char *tuple_key = "prefixItems", *rest_key = "items";
     long mn, mx;
-    int rc = count_limit(g, s, "minItems", "maxItems", &mn, &mx);
+    int rc = counts(g, s, "minItems", "maxItems", &mn, &mx), rest_ok = 1, emp = 0, k;
     if (rc) return rc;
-    if (!items && !tuple && !get(s, "minItems") && !get(s, "maxItems")) { alt(b, nalts), prim(g, b, P_ARRAY); return TM_OK; }
-    if (cJSON_IsArray(items)) {
-        if (tuple) return fail(g, "items", TM_E_FORMAT, "an items list beside prefixItems");
+    if (!items && !tuple && !get(s, "minItems") && !get(s, "maxItems"))
+        return alt(b, nalts), prim(g, b, P_ARRAY), TM_OK;
+    if (cJSON_IsArray(items) && tuple) return fail(g, "items", TM_E_FORMAT, "an items list beside prefixItems");
+    if (cJSON_IsArray(items)) /* the older form */
         tuple = items, tuple_key = "items", rest = get(s, "additionalItems"), rest_key = "additionalItems";
-    }
     if (mx >= 0 && mn > mx) return TM_OK;
-    int k = cJSON_GetArraySize(tuple), rest_ok = 1, emp = 0;
-    if (mx >= 0 && k >= mx) k = (int)mx, rest_ok = 0;
-    name_t *t = calloc((size_t)k + 1, sizeof *t), rn = "value", more = "", next = "";
+    if ((k = cJSON_GetArraySize(tuple)) >= mx && mx >= 0) k = (int)mx, rest_ok = 0;
+    name_t *t = calloc((size_t)k + 1, sizeof *t), rn = "value", mo = "", next = "";
     if (!t) return nomem(g);
     g->guard++;
-    const cJSON *el = tuple ? tuple->child : NULL;
+    el = tuple ? tuple->child : NULL;
     for (int i = 0; i < k && !rc; i++, el = el->next) {
-        size_t old = path_push_i(g, tuple_key, i);
+        size_t old = path_push(g, tuple_key, i);
         rc = compile(g, el, t[i], &emp);
         path_pop(g, old);
         if (emp) k = i, rest_ok = 0;
     }
     if (!rc && rest_ok && rest) {
-        size_t old = path_push(g, rest_key);
+        size_t old = path_push(g, rest_key, -1);
         rc = compile(g, rest, rn, &emp);
         path_pop(g, old);
         rest_ok = !emp;
     }
     g->guard--;
     g->prims |= B(P_WS) | (rest_ok && !rest ? B(P_VALUE) : 0);
-    long top = rest_ok ? mx : mx >= 0 && mx < k ? mx : k, c = mn > 1 ? mn : 1; /* the most items (-1: no bound); the least, once any */
-    if (rc || (top >= 0 && mn > top)) { free(t); return rc; }
+    long top = rest_ok ? mx : mx >= 0 && mx < k ? mx : k; /* the most items (-1: no bound) */
+    long c = mn > 1 ? mn : 1;                             /* the least, once there is one */
+    if (rc || (top >= 0 && mn > top)) return free(t), rc;
     sb e = {0};
-    if (top != 0 && k == 0) {
-        putf(&e, " %s", rn);
-        if (!(rc = more_rule(g, rn, more))) rc = repeat(g, &e, more, c - 1, top < 0 ? -1 : top - 1);
-    } else if (top != 0) {
+    if (top != 0 && k == 0) putf(&e, " %s", rn), rc = more(g, &e, rn, mo, c - 1, top < 0 ? -1 : top - 1);
+    else if (top != 0) {
         putf(&e, " %s", t[0]);
         for (int i = 1; i < c && i < k; i++) putf(&e, " ws \",\" ws %s", t[i]);
         for (int j = k - 1; j >= c && !rc; j--) { /* U_j */
             sb ub = {0};
-            putf(&ub, " ws \",\" ws %s", t[j]);
-            if (j < k - 1) putf(&ub, " %s?", next);
-            else if (rest_ok && (top < 0 || top > k) && !(rc = more_rule(g, rn, more)))
-                rc = repeat(g, &ub, more, 0, top < 0 ? -1 : top - k);
+            putf(&ub, j < k - 1 ? " ws \",\" ws %s %s?" : " ws \",\" ws %s", t[j], next);
+            if (j == k - 1 && rest_ok && (top < 0 || top > k)) rc = more(g, &ub, rn, mo, 0, top < 0 ? -1 : top - k);
             new_name(g, "tup", next);
             if (!rc) rc = emit_rule(g, next, &ub);
             free(ub.p);
         }
         if (c < k) putf(&e, " %s?", next);
-        else if (rest_ok && !(rc = more_rule(g, rn, more))) rc = repeat(g, &e, more, c - k, top < 0 ? -1 : top - k);
+        else if (rest_ok) rc = more(g, &e, rn, mo, c - k, top < 0 ? -1 : top - k);
     }
-    alt(b, nalts);
-    put(b, " \"[\" ws");
+    alt(b, nalts), put(b, " \"[\" ws");
     if (top != 0) put(b, mn ? "" : " ("), put_n(b, e.p ? e.p : "", e.n), put(b, mn ? " ws" : " ws )?");
     put(b, " \"]\"");
     free(e.p), free(t);
@@ -1128,26 +1060,19 @@ static int array(gen *g, const cJSON *s, sb *b, int *nalts)
 
 static int string(gen *g, const cJSON *s, sb *b, int *nalts)
 {
-    static const struct {
-        const char *name;
-        int prim;
-    } formats[] = {{"date", P_DATE}, {"time", P_TIME}, {"date-time", P_DATETIME}, {"uuid", P_UUID}};
+    static const char *const formats[] = {"date", "time", "date-time", "uuid"};
     const cJSON *f = get(s, "format"), *mn = get(s, "minLength"), *mx = get(s, "maxLength");
     long lo, hi;
-    int rc = count_limit(g, s, "minLength", "maxLength", &lo, &hi);
+    int rc = counts(g, s, "minLength", "maxLength", &lo, &hi), i = 0;
+    while (f && i < 4 && strcmp(formats[i], f->valuestring)) i++;
     if (rc) return rc;
-    if (f) {
-        int i = 0;
-        while (i < 4 && strcmp(formats[i].name, f->valuestring)) i++;
-        if (i == 4)
-            return fail(g, "format", TM_E_UNSUPPORTED, "'%.100s' is not supported (date, time, date-time and uuid are)",
-                        f->valuestring);
-        if (mn || mx) return fail(g, mn ? "minLength" : "maxLength", TM_E_UNSUPPORTED, "a length beside format is not supported");
-        alt(b, nalts), put(b, " \"\\\"\""), prim(g, b, formats[i].prim), put(b, " \"\\\"\"");
-    } else if (!mn && !mx) alt(b, nalts), prim(g, b, P_STRING);
+    if (i == 4) return fail(g, "format", TM_E_UNSUPPORTED, "'%.100s': not supported (date, time, date-time, uuid are)",
+                            f->valuestring);
+    if (f && (mn || mx)) return fail(g, mn ? "minLength" : "maxLength", TM_E_UNSUPPORTED, "beside format: unsupported");
+    if (f) alt(b, nalts), put(b, " \"\\\"\""), prim(g, b, P_DATE + i), put(b, " \"\\\"\"");
+    else if (!mn && !mx) alt(b, nalts), prim(g, b, P_STRING);
     else if (hi < 0 || lo <= hi) {
-        alt(b, nalts), put(b, " \"\\\"\"");
-        g->prims |= B(P_CHAR);
+        alt(b, nalts), put(b, " \"\\\"\""), g->prims |= B(P_CHAR);
         rc = repeat(g, b, "char", lo, hi);
         put(b, " \"\\\"\"");
     }
@@ -1161,10 +1086,10 @@ static int number(gen *g, const cJSON *s, sb *b, int *nalts, int integer)
     int any = 0;
     for (int i = 0; i < 4; i++) {
         const cJSON *v = get(s, keys[i]);
-        if (!v || (cJSON_IsBool(v))) continue;
-        if (!integer) return fail(g, keys[i], TM_E_UNSUPPORTED, "bounds on a number (not an integer) are not supported");
+        if (!v || cJSON_IsBool(v)) continue;
+        if (!integer) return fail(g, keys[i], TM_E_UNSUPPORTED, "a bound on a number (not an integer): not supported");
         double x = v->valuedouble;
-        if (!(fabs(x) <= 9007199254740992.0)) return fail(g, keys[i], TM_E_UNSUPPORTED, "a bound past 2^53 is not supported");
+        if (!(fabs(x) <= 9007199254740992.0)) return fail(g, keys[i], TM_E_UNSUPPORTED, "past 2^53: not supported");
         int excl = i % 2 || cJSON_IsTrue(get(s, keys[i + 1])); /* exclusive, or draft 4's boolean says so */
         if (i < 2) lo = fmax(lo, excl ? floor(x) + 1 : ceil(x));
         else hi = fmin(hi, excl ? ceil(x) - 1 : floor(x));
@@ -1183,9 +1108,9 @@ static int types(gen *g, const cJSON *s, sb *b, int *nalts)
     const cJSON *t = get(s, "type");
     unsigned m = t ? type_mask(t) : T_ALL;
     int rc = TM_OK, any = 0;
-    if (m & T_NUMBER) m &= ~(unsigned)T_INTEGER;
+    if (m & T_NUMBER) m &= ~(unsigned)T_INTEGER; /* a number grammar takes integers too */
     for (size_t i = 0; i < sizeof typed / sizeof *typed; i++) any |= get(s, typed[i]) != NULL;
-    if (m == (T_ALL & ~T_INTEGER) && !any) { alt(b, nalts), prim(g, b, P_VALUE); return TM_OK; }
+    if (m == (T_ALL & ~T_INTEGER) && !any) return alt(b, nalts), prim(g, b, P_VALUE), TM_OK;
     if (m & T_OBJECT) rc = object(g, s, b, nalts);
     if (!rc && (m & T_ARRAY)) rc = array(g, s, b, nalts);
     if (!rc && (m & T_STRING)) rc = string(g, s, b, nalts);
@@ -1199,16 +1124,17 @@ static int types(gen *g, const cJSON *s, sb *b, int *nalts)
 
 static int all_finite(const cJSON *v)
 {
-    if (cJSON_IsNumber(v)) return isfinite(v->valuedouble);
-    for (const cJSON *c = v->child; c; c = c->next)
-        if (!all_finite(c)) return 0;
-    return 1;
+    int ok = !cJSON_IsNumber(v) || isfinite(v->valuedouble);
+    for (const cJSON *c = v->child; c && ok; c = c->next) ok = all_finite(c);
+    return ok;
 }
 
+/* enums: each value (of a type "type" allows) as its compact text; const within enum */
 static int enums(gen *g, const cJSON *s, sb *b, int *nalts)
 {
     for (const cJSON *k = s->child; k; k = k->next)
-        if (kw_kind(k->string) >= 0 && strcmp(k->string, "type") && strcmp(k->string, "enum") && strcmp(k->string, "const"))
+        if (kw_kind(k->string) >= 0 && strcmp(k->string, "type") && strcmp(k->string, "enum") &&
+            strcmp(k->string, "const"))
             return fail(g, k->string, TM_E_UNSUPPORTED, "beside enum or const: not supported");
     const cJSON *en = get(s, "enum"), *co = get(s, "const"), *t = get(s, "type");
     const char *key = co ? "const" : "enum";
@@ -1216,15 +1142,12 @@ static int enums(gen *g, const cJSON *s, sb *b, int *nalts)
     int rc = TM_OK, in = !en || !co;
     for (const cJSON *x = en && co ? en->child : NULL; x; x = x->next) in |= cJSON_Compare(x, co, 1);
     for (const cJSON *v = !in ? NULL : co ? co : en->child; v && !rc; v = co ? NULL : v->next) {
-        if (!all_finite(v)) return fail(g, key, TM_E_UNSUPPORTED, "a number too large for a double");
-        char *text = cJSON_PrintUnformatted(v);
-        if (!text) return nomem(g);
+        char *text = all_finite(v) ? cJSON_PrintUnformatted(v) : NULL;
+        if (!text) return all_finite(v) ? nomem(g) : fail(g, key, TM_E_UNSUPPORTED, "a number too large for a double");
         unsigned vt = cJSON_IsObject(v) ? T_OBJECT : cJSON_IsArray(v) ? T_ARRAY : cJSON_IsString(v) ? T_STRING
-                    : cJSON_IsBool(v) ? T_BOOLEAN : cJSON_IsNull(v) ? T_NULL : T_NUMBER | (strpbrk(text, ".eE") ? 0 : T_INTEGER);
-        if (vt & m) {
-            alt(b, nalts);
-            if (put_lit(b, text)) rc = fail(g, key, TM_E_FORMAT, "a string that is not UTF-8");
-        }
+                    : cJSON_IsBool(v) ? T_BOOLEAN : cJSON_IsNull(v) ? T_NULL
+                    : T_NUMBER | (strpbrk(text, ".eE") ? 0 : T_INTEGER); /* an integer if written as one */
+        if (vt & m) alt(b, nalts), rc = put_lit(b, text) ? fail(g, key, TM_E_FORMAT, "a string not UTF-8") : TM_OK;
         free(text);
     }
     return rc;
@@ -1234,30 +1157,26 @@ static int enums(gen *g, const cJSON *s, sb *b, int *nalts)
 
 static int dispatch(gen *g, const cJSON *s, sb *b, int *nalts)
 {
-    const cJSON *r = get(s, "$ref"), *any = get(s, "anyOf"), *one = get(s, "oneOf");
+    const cJSON *r = get(s, "$ref"), *any = get(s, "anyOf") ? get(s, "anyOf") : get(s, "oneOf");
     if (get(s, "allOf") || (r && constraints(s, "$ref"))) return flatten(g, s, NULL, NULL, b, nalts);
     if (r) return compile_ref(g, r, b, nalts);
-    if (any && one) return fail(g, "oneOf", TM_E_UNSUPPORTED, "anyOf and oneOf in one schema are not supported");
-    if (any || one) { /* alternatives; other constraints beside them are merged into each */
-        const char *key = any ? "anyOf" : "oneOf";
-        int sib = constraints(s, key), i = 0, rc = TM_OK;
-        for (const cJSON *el = (any ? any : one)->child; el && !rc; el = el->next) {
-            size_t old = path_push_i(g, key, i++);
-            rc = sib ? flatten(g, s, key, el, b, nalts) : compile_body(g, el, b, nalts);
+    if (any && get(s, "oneOf") && any != get(s, "oneOf"))
+        return fail(g, "oneOf", TM_E_UNSUPPORTED, "anyOf and oneOf in one schema are not supported");
+    if (any) { /* alternatives; other constraints beside them are merged into each */
+        int sib = constraints(s, any->string), i = 0, rc = TM_OK;
+        for (const cJSON *el = any->child; el && !rc; el = el->next) {
+            size_t old = path_push(g, any->string, i++);
+            rc = sib ? flatten(g, s, any->string, el, b, nalts) : compile_body(g, el, b, nalts);
             path_pop(g, old);
         }
         return rc;
     }
-    if (get(s, "enum") || get(s, "const")) return enums(g, s, b, nalts);
-    return types(g, s, b, nalts);
+    return get(s, "enum") || get(s, "const") ? enums(g, s, b, nalts) : types(g, s, b, nalts);
 }
 
 static int compile_body(gen *g, const cJSON *s, sb *b, int *nalts)
 {
-    if (cJSON_IsBool(s)) {
-        if (cJSON_IsTrue(s)) alt(b, nalts), prim(g, b, P_VALUE);
-        return TM_OK;
-    }
+    if (cJSON_IsBool(s)) return cJSON_IsTrue(s) ? (alt(b, nalts), prim(g, b, P_VALUE), TM_OK) : TM_OK;
     if (!cJSON_IsObject(s)) return fail(g, NULL, TM_E_FORMAT, "a schema must be an object or a boolean");
     if (g->depth >= JS_MAX_DEPTH) return fail(g, NULL, TM_E_LIMIT, "schemas nested deeper than %d", JS_MAX_DEPTH);
     g->depth++;
@@ -1271,48 +1190,40 @@ static int compile_body(gen *g, const cJSON *s, sb *b, int *nalts)
 
 static int by_from(const void *x, const void *y) { return (*(const int(*)[2])x)[0] - (*(const int(*)[2])y)[0]; }
 
-/* check_cycles: no ref calls itself through refs called before reading a character (Kahn's order) */
+/* check_cycles: no ref calls itself through refs called before reading a character (Kahn's order:
+ * what is left once every ref nothing calls first is taken away lies on such a cycle) */
 static int check_cycles(gen *g)
 {
     int n = g->nrefs, *deg = calloc((size_t)n, sizeof *deg), *off = calloc((size_t)n + 1, sizeof *off),
-        *stack = malloc((size_t)n * sizeof *stack), ns = 0, rc = TM_OK;
-    if (!deg || !off || !stack) rc = nomem(g);
-    else {
-        if (g->nedges) qsort(g->edges, (size_t)g->nedges, sizeof *g->edges, by_from);
-        for (int e = 0; e < g->nedges; e++) deg[g->edges[e][1]]++, off[g->edges[e][0] + 1]++;
-        for (int i = 0; i < n; i++) off[i + 1] += off[i];
-        for (int i = 0; i < n; i++)
-            if (!deg[i]) stack[ns++] = i;
-        while (ns) {
-            int i = stack[--ns];
-            for (int e = off[i]; e < off[i + 1]; e++)
-                if (!--deg[g->edges[e][1]]) stack[ns++] = g->edges[e][1];
+        *stack = malloc((size_t)n * sizeof *stack), ns = 0, rc = deg && off && stack ? TM_OK : nomem(g);
+    if (!rc && g->nedges) qsort(g->edges, (size_t)g->nedges, sizeof *g->edges, by_from);
+    for (int e = 0; e < g->nedges && !rc; e++) deg[g->edges[e][1]]++, off[g->edges[e][0] + 1]++;
+    for (int i = 0; i < n && !rc; i++) off[i + 1] += off[i];
+    for (int i = 0; i < n && !rc; i++)
+        if (!deg[i]) stack[ns++] = i;
+    while (ns)
+        for (int i = stack[--ns], e = off[i]; e < off[i + 1]; e++)
+            if (!--deg[g->edges[e][1]]) stack[ns++] = g->edges[e][1];
+    for (int i = 0; i < n && !rc; i++)
+        if (deg[i]) {
+            g->pn = (size_t)snprintf(g->path, sizeof g->path, "%s", g->refs[i].ptr + 1);
+            rc = fail(g, NULL, TM_E_UNSUPPORTED, "a $ref cycle that reads nothing (left recursion)");
         }
-        for (int i = 0; i < n && !rc; i++)
-            if (deg[i]) {
-                snprintf(g->path, sizeof g->path, "%s", g->refs[i].ptr + 1);
-                g->pn = strlen(g->path);
-                rc = fail(g, NULL, TM_E_UNSUPPORTED, "a $ref cycle that reads nothing (left recursion)");
-            }
-    }
     free(deg), free(off), free(stack);
     return rc;
 }
 
 static int emit_prims(gen *g)
 {
-    unsigned m = g->prims;
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int p = 0; p < P_N; p++)
-            if ((m & B(p)) && (m | prims[p].deps) != m) m |= prims[p].deps, changed = 1;
-    }
+    static const range_t all = {0, 0x10FFFF}, wide = {0x80, 0x10FFFF};
+    unsigned m = g->prims, m0 = 0;
+    while (m != m0) /* with the rules they use */
+        for (int p = (m0 = m, 0); p < P_N; p++) m |= m & B(p) ? prims[p].deps : 0;
     int rc = TM_OK;
     for (int p = 0; p < P_N && !rc; p++) {
-        if (!(m & B(p))) continue;
         sb body = {0};
         int n = 0;
-        static const range_t all = {0, 0x10FFFF}, wide = {0x80, 0x10FFFF};
+        if (!(m & B(p))) continue;
         if (p == P_CHAR || p == P_WCHAR) rc = jchar_in(g, &body, p == P_CHAR ? &all : &wide, 1, &n, p == P_CHAR);
         else put(&body, " "), put(&body, prims[p].body);
         if (!rc) rc = emit_rule(g, prims[p].name, &body);
@@ -1325,12 +1236,9 @@ static int emit_prims(gen *g)
 static int nul_in_string(const char *s, size_t n)
 {
     for (size_t i = 0, in = 0; i < n; i++) {
-        if (!in) in = s[i] == '"';
-        else if (s[i] == '"' || !s[i]) { if (!s[i]) return 1; in = 0; }
-        else if (s[i] == '\\' && i + 1 < n) {
-            if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return 1;
-            i++;
-        }
+        if (in && (!s[i] || (s[i] == '\\' && i + 5 < n && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)))) return 1;
+        if (in && s[i] == '\\') i++;
+        else if (s[i] == '"') in = !in;
     }
     return 0;
 }
@@ -1339,10 +1247,11 @@ int tm_json_schema_gbnf(const char *schema, size_t len, char **gbnf, tm_err *err
 {
     *gbnf = NULL;
     if (!schema) return tm_errf(err, TM_E_INVALID, "json schema: no text");
-    if (nul_in_string(schema, len)) return tm_errf(err, TM_E_UNSUPPORTED, "json schema: a string with U+0000 is not supported");
+    if (nul_in_string(schema, len))
+        return tm_errf(err, TM_E_UNSUPPORTED, "json schema: a string with U+0000 is not supported");
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
-    if (!doc) return tm_errf(err, TM_E_FORMAT, "json schema: not JSON (at byte %zu)", end ? (size_t)(end - schema) : (size_t)0);
+    if (!doc) return tm_errf(err, TM_E_FORMAT, "json schema: not JSON (at byte %zu)", end ? (size_t)(end - schema) : 0);
     while (end < schema + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
     if (end != schema + len) {
         cJSON_Delete(doc);
