@@ -418,7 +418,12 @@ static int rebuild(tm_gmatch *m)
     return TM_OK;
 }
 
-static int settle(tm_gmatch *m) { return m->n_cfg > m->limit ? rebuild(m) : TM_OK; }
+/* settle: between tokens, the tables rebuilt if they grew past their limits (the memo holds up to
+ * 256 transitions a configuration: bounded too, ~12 bytes each) */
+static int settle(tm_gmatch *m)
+{
+    return m->n_cfg > m->limit || m->n_tr > (size_t)m->limit * 64 ? rebuild(m) : TM_OK;
+}
 
 void tm_gmatch_free(tm_gmatch *m)
 {

@@ -10,6 +10,7 @@
  * r_i ::= x r_i+1 | (empty); x{m,} ends in r ::= x r | (empty). */
 #include "text/grammar-impl.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +46,14 @@ typedef struct gp {
     size_t ht_cap, n_named;
 } gp;
 
-static int fail(gp *p, int code, const char *fmt, const char *arg)
+static int __attribute__((format(printf, 3, 4))) fail(gp *p, int code, const char *fmt, ...)
 {
     if (!p->rc) {
         char m[300];
-        snprintf(m, sizeof m, fmt, arg ? arg : "");
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m, sizeof m, fmt, ap);
+        va_end(ap);
         p->rc = tm_errf(p->err, code, "grammar: line %d: %s", p->line, m);
     }
     return p->rc;
@@ -71,10 +75,10 @@ static int push_el(gp *p, int32_t rule, int type, int32_t arg)
 {
     if (p->rc) return p->rc;
     if (++p->total > TM_GRAMMAR_MAX_ELEMS)
-        return fail(p, TM_E_LIMIT, "the grammar passes %s elements once its repetitions are expanded",
-                    "TM_GRAMMAR_MAX_ELEMS (1,048,576)");
+        return fail(p, TM_E_LIMIT, "the grammar passes %d elements once its repetitions are expanded",
+                    TM_GRAMMAR_MAX_ELEMS);
     evec *b = &p->r[rule].body;
-    if (grow((void **)&b->v, &b->cap, b->n + 1, sizeof *b->v)) return fail(p, TM_E_NOMEM, "out of memory%s", NULL);
+    if (grow((void **)&b->v, &b->cap, b->n + 1, sizeof *b->v)) return fail(p, TM_E_NOMEM, "out of memory");
     b->v[b->n++] = (tm_gelem){(uint8_t)type, arg};
     return TM_OK;
 }
@@ -82,10 +86,10 @@ static int push_el(gp *p, int32_t rule, int type, int32_t arg)
 /* new_rule: a rule named name[0..len) (undefined yet); -1 on failure */
 static int32_t new_rule(gp *p, const char *name, size_t len)
 {
-    if (grow((void **)&p->r, &p->cap_r, p->n_r + 1, sizeof *p->r)) return fail(p, TM_E_NOMEM, "out of memory%s", NULL), -1;
+    if (grow((void **)&p->r, &p->cap_r, p->n_r + 1, sizeof *p->r)) return fail(p, TM_E_NOMEM, "out of memory"), -1;
     prule *r = &p->r[p->n_r];
     memset(r, 0, sizeof *r);
-    if (!(r->name = malloc(len + 1))) return fail(p, TM_E_NOMEM, "out of memory%s", NULL), -1;
+    if (!(r->name = malloc(len + 1))) return fail(p, TM_E_NOMEM, "out of memory"), -1;
     memcpy(r->name, name, len);
     r->name[len] = 0;
     r->line = p->line;
@@ -116,7 +120,7 @@ static int32_t rule_named(gp *p, const char *name, size_t len)
     if (2 * (p->n_named + 1) > p->ht_cap) {
         size_t cap = p->ht_cap ? 2 * p->ht_cap : 64;
         int32_t *ht = malloc(sizeof *ht * cap);
-        if (!ht) return fail(p, TM_E_NOMEM, "out of memory%s", NULL), -1;
+        if (!ht) return fail(p, TM_E_NOMEM, "out of memory"), -1;
         for (size_t i = 0; i < cap; i++) ht[i] = -1;
         for (size_t i = 0; i < p->ht_cap; i++) {
             if (p->ht[i] < 0) continue;
@@ -168,7 +172,7 @@ static int32_t add_set(gp *p, uint32_t *r, int32_t n, int neg)
     int32_t need = p->n_rng + m + 1;
     if (grow((void **)&p->rng, &p->cap_rng, 2 * need, sizeof *p->rng) ||
         grow((void **)&p->set_off, &p->cap_sets, p->n_sets + 2, sizeof *p->set_off))
-        return fail(p, TM_E_NOMEM, "out of memory%s", NULL), -1;
+        return fail(p, TM_E_NOMEM, "out of memory"), -1;
     if (p->n_sets == 0) p->set_off[0] = 0;
     uint32_t *o = p->rng + 2 * p->n_rng;
     int32_t k = 0;
@@ -238,18 +242,18 @@ static int64_t read_char(gp *p, int in_class)
     unsigned char c = (unsigned char)*p->s++;
     if (c == '\n') return fail(p, TM_E_FORMAT, "a line break inside a %s", in_class ? "character class" : "literal"), -1;
     if (c == '\\') {
-        if (p->s >= p->e) return fail(p, TM_E_FORMAT, "an escape at the end of the grammar%s", NULL), -1;
+        if (p->s >= p->e) return fail(p, TM_E_FORMAT, "an escape at the end of the grammar"), -1;
         char x = *p->s++;
         int digits = x == 'x' ? 2 : x == 'u' ? 4 : x == 'U' ? 8 : 0;
         if (digits) {
             uint32_t v = 0;
             for (int i = 0; i < digits; i++) {
                 int h = p->s < p->e ? hexval(*p->s) : -1;
-                if (h < 0) return fail(p, TM_E_FORMAT, "\\%s escape: hex digits expected", digits == 2 ? "x" : "u"), -1;
+                if (h < 0) return fail(p, TM_E_FORMAT, "\\%c escape: hex digits expected", x), -1;
                 v = v * 16 + (uint32_t)h;
                 p->s++;
             }
-            if (v > 0x10FFFF) return fail(p, TM_E_FORMAT, "an escape past U+10FFFF%s", NULL), -1;
+            if (v > 0x10FFFF) return fail(p, TM_E_FORMAT, "an escape past U+10FFFF"), -1;
             return v;
         }
         switch (x) {
@@ -257,10 +261,7 @@ static int64_t read_char(gp *p, int in_class)
         case 'r': return '\r';
         case 't': return '\t';
         case '\\': case '"': case '\'': case '[': case ']': case '/': case '-': case '^': return x;
-        default: {
-            char e[2] = {x, 0};
-            return fail(p, TM_E_FORMAT, "unknown escape \\%s", e), -1;
-        }
+        default: return fail(p, TM_E_FORMAT, "unknown escape \\%c", x), -1;
         }
     }
     if (c < 0x80) return c;
@@ -273,7 +274,7 @@ static int64_t read_char(gp *p, int in_class)
         p->s++;
     }
     if (need < 0 || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (need == 2 && v < 0x800) || (need == 3 && v < 0x10000))
-        return fail(p, TM_E_FORMAT, "invalid UTF-8 in the grammar%s", NULL), -1;
+        return fail(p, TM_E_FORMAT, "invalid UTF-8 in the grammar"), -1;
     return v;
 }
 
@@ -292,10 +293,10 @@ static int parse_class(gp *p, int32_t rule)
         if (lo >= 0 && p->s + 1 < p->e && p->s[0] == '-' && p->s[1] != ']') {
             p->s++;
             hi = read_char(p, 1);
-            if (hi >= 0 && hi < lo) fail(p, TM_E_FORMAT, "a character class range runs backwards%s", NULL);
+            if (hi >= 0 && hi < lo) fail(p, TM_E_FORMAT, "a character class range runs backwards");
         }
         if (p->rc) break;
-        if (grow((void **)&r, &cap, 2 * (n + 1), sizeof *r)) { fail(p, TM_E_NOMEM, "out of memory%s", NULL); break; }
+        if (grow((void **)&r, &cap, 2 * (n + 1), sizeof *r)) { fail(p, TM_E_NOMEM, "out of memory"); break; }
         r[2 * n] = (uint32_t)lo;
         r[2 * n + 1] = (uint32_t)hi;
         n++;
@@ -326,11 +327,11 @@ static int parse_literal(gp *p, int32_t rule)
 static int read_bound(gp *p, int *v)
 {
     skip_space(p, 1);
-    if (p->s >= p->e || *p->s < '0' || *p->s > '9') return fail(p, TM_E_FORMAT, "a number expected in {m,n}%s", NULL);
+    if (p->s >= p->e || *p->s < '0' || *p->s > '9') return fail(p, TM_E_FORMAT, "a number expected in {m,n}");
     long x = 0;
     while (p->s < p->e && *p->s >= '0' && *p->s <= '9') {
         x = x * 10 + (*p->s++ - '0');
-        if (x > TM_GRAMMAR_MAX_REPEAT) return fail(p, TM_E_LIMIT, "a repetition bound over %s", "1000");
+        if (x > TM_GRAMMAR_MAX_REPEAT) return fail(p, TM_E_LIMIT, "a repetition bound over %d", TM_GRAMMAR_MAX_REPEAT);
     }
     *v = (int)x;
     skip_space(p, 1);
@@ -403,7 +404,7 @@ static int parse_sequence(gp *p, int32_t rule, int nested)
             if (p->e - p->s >= 3 && !memcmp(p->s, "::=", 3)) {
                 if (!p->crossed)
                     return fail(p, TM_E_FORMAT, "a rule definition inside another rule (a line break missing before "
-                                "'%s ::=')", NULL);
+                                "'%.*s ::=')", (int)nl, n0);
                 p->s = n0; /* the next rule: this one ends here (its last alternative empty) */
                 p->rule_ahead = 1;
                 break;
@@ -415,18 +416,18 @@ static int parse_sequence(gp *p, int32_t rule, int nested)
             push_el(p, rule, GE_REF, id);
         } else if (c == '(') {
             p->s++;
-            if (++p->nest > TM_GRAMMAR_MAX_NEST) return fail(p, TM_E_LIMIT, "groups nested deeper than %s", "128");
+            if (++p->nest > TM_GRAMMAR_MAX_NEST) return fail(p, TM_E_LIMIT, "groups nested deeper than %d", TM_GRAMMAR_MAX_NEST);
             int32_t sub = gen_rule(p, rule);
             if (sub < 0) break;
             parse_alternates(p, sub, 1);
             skip_space(p, 1);
-            if (!p->rc && (p->s >= p->e || *p->s != ')')) return fail(p, TM_E_FORMAT, "'(' without its ')'%s", NULL);
+            if (!p->rc && (p->s >= p->e || *p->s != ')')) return fail(p, TM_E_FORMAT, "'(' without its ')'");
             p->s++;
             p->nest--;
             last = here;
             push_el(p, rule, GE_REF, sub);
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-            if (last < 0) return fail(p, TM_E_FORMAT, "'%s' repeats nothing", c == '*' ? "*" : c == '+' ? "+" : c == '?' ? "?" : "{");
+            if (last < 0) return fail(p, TM_E_FORMAT, "'%c' repeats nothing", c);
             p->s++;
             int lo = c == '+' ? 1 : 0, hi = c == '?' ? 1 : -1;
             if (c == '{') {
@@ -438,9 +439,9 @@ static int parse_sequence(gp *p, int32_t rule, int nested)
                     hi = -1;
                     if (p->s < p->e && *p->s != '}' && read_bound(p, &hi)) break;
                 }
-                if (p->s >= p->e || *p->s != '}') return fail(p, TM_E_FORMAT, "'{' without its '}'%s", NULL);
+                if (p->s >= p->e || *p->s != '}') return fail(p, TM_E_FORMAT, "'{' without its '}'");
                 p->s++;
-                if (hi >= 0 && hi < lo) return fail(p, TM_E_FORMAT, "a repetition {m,n} with n < m%s", NULL);
+                if (hi >= 0 && hi < lo) return fail(p, TM_E_FORMAT, "a repetition {m,n} with n < m");
             }
             repeat(p, rule, last, lo, hi);
             last = -1; /* x** is refused, as llama.cpp does */
@@ -473,10 +474,10 @@ static int parse_rule(gp *p)
 {
     const char *n0 = p->s;
     while (p->s < p->e && is_name_char(*p->s)) p->s++;
-    if (p->s == n0) return fail(p, TM_E_FORMAT, "a rule name expected%s", NULL);
+    if (p->s == n0) return fail(p, TM_E_FORMAT, "a rule name expected");
     size_t nl = (size_t)(p->s - n0);
     skip_space(p, 0);
-    if (p->e - p->s < 3 || memcmp(p->s, "::=", 3)) return fail(p, TM_E_FORMAT, "'::=' expected after the rule name%s", NULL);
+    if (p->e - p->s < 3 || memcmp(p->s, "::=", 3)) return fail(p, TM_E_FORMAT, "'::=' expected after the rule name");
     p->s += 3;
     int32_t id = rule_named(p, n0, nl);
     if (id < 0) return p->rc;
@@ -492,8 +493,7 @@ static int parse_rule(gp *p)
         return TM_OK;
     }
     if (p->s < p->e && *p->s != '\n') {
-        char c[2] = {*p->s, 0};
-        return fail(p, TM_E_FORMAT, "unexpected '%s'", c);
+        return fail(p, TM_E_FORMAT, "unexpected '%c'", *p->s);
     }
     return TM_OK;
 }
@@ -541,7 +541,7 @@ static int left_recursion(gp *p, const uint8_t *nullable)
     int32_t *stk = malloc(sizeof(int32_t) * (size_t)n), *call = malloc(sizeof(int32_t) * (size_t)n);
     int32_t *next = malloc(sizeof(int32_t) * (size_t)n), *comp = malloc(sizeof(int32_t) * (size_t)n);
     uint8_t *on = calloc((size_t)n, 1);
-    if (!off || !e || !index || !low || !stk || !call || !next || !comp || !on) fail(p, TM_E_NOMEM, "out of memory%s", NULL);
+    if (!off || !e || !index || !low || !stk || !call || !next || !comp || !on) fail(p, TM_E_NOMEM, "out of memory");
     for (int32_t i = 0; i < n && !p->rc; i++) index[i] = -1;
     int32_t counter = 0, sp = 0, ncomp = 0;
     for (int32_t root = 0; root < n && !p->rc; root++) {
@@ -581,10 +581,8 @@ static int left_recursion(gp *p, const uint8_t *nullable)
         for (int32_t k = off[r]; k < off[r + 1]; k++)
             if (!e[k].tail && comp[e[k].to] == comp[r]) {
                 p->line = p->r[r].line;
-                char m[256];
-                snprintf(m, sizeof m, "%.60s -> %.60s, which leads back to %.60s", p->r[r].name, p->r[e[k].to].name,
-                         p->r[r].name);
-                fail(p, TM_E_FORMAT, "left recursion: %s", m);
+                fail(p, TM_E_FORMAT, "left recursion: %.60s -> %.60s, which leads back to %.60s", p->r[r].name,
+                     p->r[e[k].to].name, p->r[r].name);
                 break;
             }
     free(off);
@@ -607,7 +605,7 @@ static int check_rules(gp *p)
             return fail(p, TM_E_FORMAT, "rule '%s' is used but not defined", p->r[i].name);
         }
     uint8_t *nullable = calloc((size_t)p->n_r, 1);
-    if (!nullable) fail(p, TM_E_NOMEM, "out of memory%s", NULL);
+    if (!nullable) fail(p, TM_E_NOMEM, "out of memory");
     for (int changed = 1; changed && !p->rc;) { /* a rule is nullable if one alternative's elements all are */
         changed = 0;
         for (int32_t i = 0; i < p->n_r; i++) {
@@ -638,7 +636,7 @@ static int compile(gp *p, int32_t root, tm_grammar *g)
     g->el = malloc(sizeof *g->el * (size_t)n_el);
     g->alt = malloc(sizeof *g->alt * (size_t)n_alt);
     g->alt_off = malloc(sizeof *g->alt_off * (size_t)(p->n_r + 1));
-    if (!g->el || !g->alt || !g->alt_off) return fail(p, TM_E_NOMEM, "out of memory%s", NULL);
+    if (!g->el || !g->alt || !g->alt_off) return fail(p, TM_E_NOMEM, "out of memory");
     int32_t e = 0, a = 0;
     for (int32_t i = 0; i < p->n_r; i++) {
         g->alt_off[i] = a;
@@ -658,7 +656,7 @@ static int compile(gp *p, int32_t root, tm_grammar *g)
     g->n_sets = p->n_sets;
     p->rng = NULL;
     p->set_off = NULL;
-    if (!g->set_off && !(g->set_off = calloc(1, sizeof *g->set_off))) return fail(p, TM_E_NOMEM, "out of memory%s", NULL);
+    if (!g->set_off && !(g->set_off = calloc(1, sizeof *g->set_off))) return fail(p, TM_E_NOMEM, "out of memory");
     return TM_OK;
 }
 
@@ -685,10 +683,10 @@ int tm_grammar_parse(tm_grammar **out, const char *src, size_t len, tm_err *err)
     int32_t root = -1;
     for (int32_t i = 0; i < p.n_r && root < 0; i++)
         if (!strcmp(p.r[i].name, "root") && p.r[i].defined) root = i;
-    if (!p.rc && root < 0) fail(&p, TM_E_FORMAT, "no rule named 'root'%s", NULL);
+    if (!p.rc && root < 0) fail(&p, TM_E_FORMAT, "no rule named 'root'");
     if (!p.rc) check_rules(&p);
     tm_grammar *g = NULL;
-    if (!p.rc && !(g = calloc(1, sizeof *g))) fail(&p, TM_E_NOMEM, "out of memory%s", NULL);
+    if (!p.rc && !(g = calloc(1, sizeof *g))) fail(&p, TM_E_NOMEM, "out of memory");
     if (!p.rc) compile(&p, root, g);
     for (int32_t i = 0; i < p.n_r; i++) {
         free(p.r[i].name);

@@ -50,8 +50,9 @@
  * match; configurations are interned too, and each (configuration, byte) transition is computed
  * once and kept: the matcher is a DFA built lazily as the text and the masks explore it. So a mask
  * walks the vocabulary trie (text/vocab_trie.h) with one table lookup per edge once the states are
- * known, and the last masks are cached by configuration. When the tables pass their limits they
- * are dropped and rebuilt from the current configuration.
+ * known, and the last masks are cached by configuration. When the tables pass their limits
+ * (TM_GMATCH_MAX_CONFIGS configurations, or 64 transitions a configuration on average) they are
+ * dropped, between tokens, and rebuilt from the current configuration.
  *
  * Invariants
  *  1. tm_gmatch_mask allows a token only if the matcher takes all of its bytes from the current
@@ -75,7 +76,7 @@
 #define TM_GRAMMAR_MAX_NEST 128      /* groups within groups */
 #define TM_GRAMMAR_MAX_DEPTH 512     /* rule calls pending on one stack */
 #define TM_GRAMMAR_MAX_STACKS 1024   /* stacks in one configuration */
-#define TM_GMATCH_MAX_CONFIGS (1 << 18) /* the matcher's tables are rebuilt past this */
+#define TM_GMATCH_MAX_CONFIGS (1 << 16) /* the matcher's tables are rebuilt past this many states */
 
 typedef struct tm_grammar tm_grammar;
 
