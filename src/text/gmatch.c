@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "text/vocab_trie.h"
 
 typedef struct gnode {
@@ -47,20 +48,25 @@ struct tm_gmatch {
     int32_t limit;                  /* configs kept before a rebuild */
     int64_t cut;                    /* paths the bounds cut (invariant 4) */
     gnode *node;                    /* [n_node] */
-    int32_t n_node, cap_node;
+    int32_t n_node;
+    size_t cap_node;
     itab node_t;                    /* nodes by (pos, rest) */
     gcfg *cfg;                      /* [n_cfg] */
-    int32_t n_cfg, cap_cfg;
+    int32_t n_cfg;
+    size_t cap_cfg;
     int32_t *ids;                   /* [n_ids] the configs' stack ids */
-    int64_t n_ids, cap_ids;
+    int64_t n_ids;
+    size_t cap_ids;
     itab cfg_t;                     /* configs by content */
     uint64_t *tr_key;               /* [tr_cap] memo: (config << 8 | byte) + 1, 0 empty */
     int32_t *tr_val;                /* [tr_cap] the next config, -1 refused */
     size_t tr_cap, n_tr;
     int32_t *work;                  /* [2 * n_work] the closure's (pos, rest) pairs to expand */
-    int64_t n_work, cap_work;
+    int64_t n_work;
+    size_t cap_work;
     int32_t *out;                   /* [n_out] the closure's tops */
-    int32_t n_out, cap_out;
+    int32_t n_out;
+    size_t cap_out;
     uint64_t *vis;                  /* [vis_cap] the closure's visited (pos, rest) */
     uint32_t *vis_gen;              /* [vis_cap] the closure that wrote the slot (0: none) */
     uint32_t gen;                   /* the closure running */
@@ -68,26 +74,6 @@ struct tm_gmatch {
 };
 
 static atomic_uint_fast64_t serial = 1; /* tags: 0 is JSON mode's */
-
-static int grow(void **v, int64_t *cap, int64_t need, size_t size)
-{
-    if (need <= *cap) return 0;
-    int64_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *nv = realloc(*v, (size_t)c * size);
-    if (!nv) return -1;
-    *v = nv;
-    *cap = c;
-    return 0;
-}
-
-static int grow32(void **v, int32_t *cap, int32_t need, size_t size)
-{
-    int64_t c = *cap;
-    int r = grow(v, &c, need, size);
-    *cap = (int32_t)c;
-    return r;
-}
 
 static uint64_t mix(uint64_t h)
 {
@@ -147,7 +133,7 @@ static int32_t node_get(tm_gmatch *m, int32_t pos, int32_t rest)
         const gnode *n = &m->node[m->node_t.slot[j] - 1];
         if (n->pos == pos && n->rest == rest) return m->node_t.slot[j] - 1;
     }
-    if (grow32((void **)&m->node, &m->cap_node, m->n_node + 1, sizeof *m->node)) return TM_E_NOMEM;
+    if (tm_grow((void **)&m->node, &m->cap_node, m->n_node + 1, sizeof *m->node)) return TM_E_NOMEM;
     m->node[m->n_node] = (gnode){pos, rest, depth};
     m->node_t.slot[j] = m->n_node + 1;
     m->node_t.n++;
@@ -163,8 +149,8 @@ static int32_t cfg_get(tm_gmatch *m, const gcfg *c, const int32_t *ids)
         if (cfg_equal(m, c, ids, &m->cfg[m->cfg_t.slot[j] - 1])) return m->cfg_t.slot[j] - 1;
     if (m->n_cfg >= 4 * TM_GMATCH_MAX_CONFIGS || m->n_ids + c->n > ((int64_t)1 << 26))
         return TM_E_LIMIT; /* a mask that would need this many is refused (see tm_gmatch_mask) */
-    if (grow32((void **)&m->cfg, &m->cap_cfg, m->n_cfg + 1, sizeof *m->cfg) ||
-        grow((void **)&m->ids, &m->cap_ids, m->n_ids + c->n, sizeof *m->ids))
+    if (tm_grow((void **)&m->cfg, &m->cap_cfg, m->n_cfg + 1, sizeof *m->cfg) ||
+        tm_grow((void **)&m->ids, &m->cap_ids, m->n_ids + c->n, sizeof *m->ids))
         return TM_E_NOMEM;
     gcfg *n = &m->cfg[m->n_cfg];
     *n = *c;
@@ -180,7 +166,7 @@ static int32_t cfg_get(tm_gmatch *m, const gcfg *c, const int32_t *ids)
 
 static int work_push(tm_gmatch *m, int32_t pos, int32_t rest)
 {
-    if (grow((void **)&m->work, &m->cap_work, 2 * (m->n_work + 1), sizeof *m->work)) return TM_E_NOMEM;
+    if (tm_grow((void **)&m->work, &m->cap_work, 2 * (m->n_work + 1), sizeof *m->work)) return TM_E_NOMEM;
     m->work[2 * m->n_work] = pos;
     m->work[2 * m->n_work + 1] = rest;
     m->n_work++;
@@ -253,7 +239,7 @@ static int closure(tm_gmatch *m, int *accept)
             if (id < -1) rc = id;
             else if (id >= 0) {
                 if (m->n_out >= TM_GRAMMAR_MAX_STACKS) rc = TM_E_LIMIT;
-                else if (grow32((void **)&m->out, &m->cap_out, m->n_out + 1, sizeof *m->out)) rc = TM_E_NOMEM;
+                else if (tm_grow((void **)&m->out, &m->cap_out, m->n_out + 1, sizeof *m->out)) rc = TM_E_NOMEM;
                 else m->out[m->n_out++] = id;
             }
         } else if (e->type == GE_REF) {
@@ -314,7 +300,7 @@ static int32_t partial(tm_gmatch *m, int32_t c, uint32_t cp, int need, unsigned 
     if (!any) return -1;
     gcfg next = {.n = from->n, .cp = cp, .need = (uint8_t)need, .lo = (uint8_t)lo, .hi = (uint8_t)hi};
     /* cfg_get may move m->ids: the stack ids go through a copy */
-    if (grow32((void **)&m->out, &m->cap_out, from->n + 1, sizeof *m->out)) return TM_E_NOMEM;
+    if (tm_grow((void **)&m->out, &m->cap_out, from->n + 1, sizeof *m->out)) return TM_E_NOMEM;
     if (from->n) memcpy(m->out, m->ids + from->off, sizeof(int32_t) * (size_t)from->n);
     return cfg_get(m, &next, m->out);
 }
@@ -398,7 +384,7 @@ static int rebuild(tm_gmatch *m)
     clear_tables(m);
     int rc = TM_OK;
     m->n_out = 0;
-    if (grow32((void **)&m->out, &m->cap_out, keep.n + 1, sizeof *m->out)) rc = TM_E_NOMEM;
+    if (tm_grow((void **)&m->out, &m->cap_out, keep.n + 1, sizeof *m->out)) rc = TM_E_NOMEM;
     k = 0;
     for (int32_t i = 0; i < keep.n && !rc; i++) { /* bottom up */
         int32_t rest = -1;

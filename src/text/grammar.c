@@ -15,9 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
+
 typedef struct evec {
     tm_gelem *v;
-    int32_t n, cap;
+    int32_t n;
+    size_t cap;
 } evec;
 
 typedef struct prule {
@@ -33,11 +36,14 @@ typedef struct gp {
     tm_err *err;
     int rc;             /* the first failure */
     prule *r;
-    int32_t n_r, cap_r;
+    int32_t n_r;
+    size_t cap_r;
     uint32_t *rng;      /* [2 * n_rng] */
-    int32_t n_rng, cap_rng;
+    int32_t n_rng;
+    size_t cap_rng;
     int32_t *set_off;   /* [n_sets + 1] */
-    int32_t n_sets, cap_sets;
+    int32_t n_sets;
+    size_t cap_sets;
     size_t total;       /* elements so far */
     int nest;
     int crossed;        /* a line break was passed since the last symbol, '::=' or '|' */
@@ -59,18 +65,6 @@ static int __attribute__((format(printf, 3, 4))) fail(gp *p, int code, const cha
     return p->rc;
 }
 
-static int grow(void **v, int32_t *cap, int32_t need, size_t size)
-{
-    if (need <= *cap) return 0;
-    int32_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *nv = realloc(*v, (size_t)c * size);
-    if (!nv) return -1;
-    *v = nv;
-    *cap = c;
-    return 0;
-}
-
 static int push_el(gp *p, int32_t rule, int type, int32_t arg)
 {
     if (p->rc) return p->rc;
@@ -78,7 +72,7 @@ static int push_el(gp *p, int32_t rule, int type, int32_t arg)
         return fail(p, TM_E_LIMIT, "the grammar passes %d elements once its repetitions are expanded",
                     TM_GRAMMAR_MAX_ELEMS);
     evec *b = &p->r[rule].body;
-    if (grow((void **)&b->v, &b->cap, b->n + 1, sizeof *b->v)) return fail(p, TM_E_NOMEM, "out of memory");
+    if (tm_grow((void **)&b->v, &b->cap, b->n + 1, sizeof *b->v)) return fail(p, TM_E_NOMEM, "out of memory");
     b->v[b->n++] = (tm_gelem){(uint8_t)type, arg};
     return TM_OK;
 }
@@ -86,7 +80,7 @@ static int push_el(gp *p, int32_t rule, int type, int32_t arg)
 /* new_rule: a rule named name[0..len) (undefined yet); -1 on failure */
 static int32_t new_rule(gp *p, const char *name, size_t len)
 {
-    if (grow((void **)&p->r, &p->cap_r, p->n_r + 1, sizeof *p->r)) return fail(p, TM_E_NOMEM, "out of memory"), -1;
+    if (tm_grow((void **)&p->r, &p->cap_r, p->n_r + 1, sizeof *p->r)) return fail(p, TM_E_NOMEM, "out of memory"), -1;
     prule *r = &p->r[p->n_r];
     memset(r, 0, sizeof *r);
     if (!(r->name = malloc(len + 1))) return fail(p, TM_E_NOMEM, "out of memory"), -1;
@@ -170,8 +164,8 @@ static int32_t add_set(gp *p, uint32_t *r, int32_t n, int neg)
         }
     }
     int32_t need = p->n_rng + m + 1;
-    if (grow((void **)&p->rng, &p->cap_rng, 2 * need, sizeof *p->rng) ||
-        grow((void **)&p->set_off, &p->cap_sets, p->n_sets + 2, sizeof *p->set_off))
+    if (tm_grow((void **)&p->rng, &p->cap_rng, 2 * need, sizeof *p->rng) ||
+        tm_grow((void **)&p->set_off, &p->cap_sets, p->n_sets + 2, sizeof *p->set_off))
         return fail(p, TM_E_NOMEM, "out of memory"), -1;
     if (p->n_sets == 0) p->set_off[0] = 0;
     uint32_t *o = p->rng + 2 * p->n_rng;
@@ -287,7 +281,8 @@ static int parse_class(gp *p, int32_t rule)
     int neg = p->s < p->e && *p->s == '^';
     if (neg) p->s++;
     uint32_t *r = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    size_t cap = 0;
     while (!p->rc && (p->s >= p->e || *p->s != ']')) {
         int64_t lo = read_char(p, 1), hi = lo;
         if (lo >= 0 && p->s + 1 < p->e && p->s[0] == '-' && p->s[1] != ']') {
@@ -296,7 +291,7 @@ static int parse_class(gp *p, int32_t rule)
             if (hi >= 0 && hi < lo) fail(p, TM_E_FORMAT, "a character class range runs backwards");
         }
         if (p->rc) break;
-        if (grow((void **)&r, &cap, 2 * (n + 1), sizeof *r)) { fail(p, TM_E_NOMEM, "out of memory"); break; }
+        if (tm_grow((void **)&r, &cap, 2 * (n + 1), sizeof *r)) { fail(p, TM_E_NOMEM, "out of memory"); break; }
         r[2 * n] = (uint32_t)lo;
         r[2 * n + 1] = (uint32_t)hi;
         n++;

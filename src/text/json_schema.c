@@ -70,6 +70,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/grow.h"
 #include "text/grammar.h"
 
 #define JS_MAX_DEPTH 64        /* schemas being compiled at once */
@@ -104,9 +105,11 @@ typedef struct gen {
     unsigned prims;        /* P_* bits: primitive rules used */
     int nrules;            /* fresh names given */
     ref *refs;             /* [nrefs] $ref targets; refs[0] is the document ("root") */
-    int nrefs, caprefs;
+    int nrefs;
+    size_t caprefs;
     int (*edges)[2];       /* [nedges] {from, to}: ref `from` calls `to` before reading a character */
-    int nedges, capedges;
+    int nedges;
+    size_t capedges;
     int cur;               /* the innermost open ref */
     int guard;             /* container values entered (each after a '{' or '[') */
     int depth;             /* schemas being compiled */
@@ -143,17 +146,6 @@ static void __attribute__((format(printf, 2, 3))) putf(sb *b, const char *fmt, .
 }
 
 static void alt(sb *b, int *nalts) { if ((*nalts)++) put(b, " |"); } /* start an alternative */
-
-static int grow(void **v, int *cap, int need, size_t size)
-{
-    if (need <= *cap) return TM_OK;
-    int c = *cap ? 2 * *cap : 16;
-    while (c < need) c *= 2;
-    void *p = realloc(*v, (size_t)c * size);
-    if (!p) return TM_E_NOMEM;
-    *v = p, *cap = c;
-    return TM_OK;
-}
 
 /* utf8: the code point at s[0..n) into *c; bytes taken (1-4), 0 if not strict UTF-8 */
 static int utf8(const unsigned char *s, size_t n, uint32_t *c)
@@ -638,7 +630,7 @@ static int open_ref(gen *g, int i, sb *b, int *nalts)
 
 static int add_ref(gen *g, const cJSON *node, const char *ptr)
 {
-    if (grow((void **)&g->refs, &g->caprefs, g->nrefs + 1, sizeof *g->refs)) return -1;
+    if (tm_grow((void **)&g->refs, &g->caprefs, g->nrefs + 1, sizeof *g->refs)) return -1;
     ref *r = &g->refs[g->nrefs];
     *r = (ref){.node = node};
     snprintf(r->ptr, sizeof r->ptr, "%s", ptr); /* a copy: a merged schema's "$ref" goes with it */
@@ -658,7 +650,7 @@ static int compile_ref(gen *g, const cJSON *r, sb *b, int *nalts)
     int fresh = i == g->nrefs;
     if (fresh && (i = add_ref(g, t, r->valuestring)) < 0) return nomem(g);
     if (g->guard == g->refs[g->cur].guard) { /* called before any '{' or '[' since cur began */
-        if (grow((void **)&g->edges, &g->capedges, g->nedges + 1, sizeof *g->edges)) return nomem(g);
+        if (tm_grow((void **)&g->edges, &g->capedges, g->nedges + 1, sizeof *g->edges)) return nomem(g);
         g->edges[g->nedges][0] = g->cur, g->edges[g->nedges++][1] = i;
     }
     if (fresh) return open_ref(g, i, b, nalts);
@@ -826,10 +818,11 @@ static int notkey(gen *g, const entry *k, int m, name_t out)
         int lo, hi, depth;
         name_t name;
     } *q = NULL;  /* [nq] */
-    int nq = 0, capq = 0, rc = TM_OK;
+    int nq = 0, rc = TM_OK;
+    size_t capq = 0;
     range_t *r = malloc(((size_t)m + 1) * sizeof *r); /* the code points no child takes */
     new_name(g, "key", out);
-    if (!r || grow((void **)&q, &capq, 1, sizeof *q)) rc = nomem(g);
+    if (!r || tm_grow((void **)&q, &capq, 1, sizeof *q)) rc = nomem(g);
     else q[nq++] = (struct item){0, m, 0, {0}}, memcpy(q[0].name, out, sizeof(name_t));
     while (!rc && nq) {
         struct item it = q[--nq];
@@ -844,7 +837,7 @@ static int notkey(gen *g, const entry *k, int m, name_t out)
             for (j1 = j; j1 < it.hi && k[j1].cp[it.depth] == c;) j1++;
             if (c > next) r[nr][0] = next, r[nr++][1] = c - 1;
             next = c + 1;
-            if (grow((void **)&q, &capq, nq + 1, sizeof *q)) { rc = nomem(g); break; }
+            if (tm_grow((void **)&q, &capq, nq + 1, sizeof *q)) { rc = nomem(g); break; }
             q[nq] = (struct item){j, j1, it.depth + 1, {0}};
             new_name(g, "key", q[nq].name);
             range_t one = {c, c};
