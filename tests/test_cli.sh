@@ -19,7 +19,7 @@ one_line() { [ "$(wc -l < "$W/err")" -le 1 ] && [ -s "$W/err" ] && ok || bad "st
 expect 0 $T --help
 expect 0 $T --version
 grep -q "tandem 0" "$W/out" && ok || bad "--version output"
-for c in run chat bench convert inspect logits synth tokenize detokenize template calibrate devices perplexity kld; do
+for c in run chat bench convert inspect logits synth tokenize detokenize template grammar calibrate devices perplexity kld; do
   expect 0 $T $c --help
 done
 expect 2 $T no-such-command
@@ -67,6 +67,19 @@ expect 2 $T run "$W/m.tdm" -p "x" -n 4 --grammar-file "$W/no-such.gbnf"
 grep -q "no-such.gbnf" "$W/err" && ok || bad "missing grammar file: $(cat "$W/err")"
 expect 1 $T run "$W/m.tdm" -p "x" -n 4 --json-schema '{"type":"string","pattern":"a+","format":"hostname"}'
 one_line
+# tandem grammar: a schema's GBNF on stdout; a text checked against a grammar (0 a whole match, 1 not)
+expect 0 $T grammar --json-schema '{"type":"integer","minimum":1,"maximum":12}'
+grep -q '^root ::= ' "$W/out" && ok || bad "grammar --json-schema: $(head -c 200 "$W/out")"
+expect 0 $T grammar --json-schema '{"enum":["sea","ship"]}' --text '"ship"'
+expect 1 $T grammar --json-schema '{"type":"integer","minimum":1,"maximum":12}' --text 13
+grep -q "byte 1 (0x33) is refused" "$W/err" && ok || bad "grammar --text refused: $(cat "$W/err")"
+expect 1 $T grammar --file "$W/yn.gbnf" --text 'yes: so'
+grep -q "a prefix of a match" "$W/err" && ok || bad "grammar --text prefix: $(cat "$W/err")"
+expect 0 $T grammar --file "$W/yn.gbnf" --text 'no: a b.'
+expect 1 $T grammar --file "$W/bad.gbnf"
+grep -q "bad.gbnf: grammar: line 1" "$W/err" && ok || bad "grammar --file bad: $(cat "$W/err")"
+one_line
+expect 2 $T grammar --text x
 # TANDEM_PROFILE=1: each engine's time by part, with the matmuls' rate, on stderr at the end
 TANDEM_PROFILE=1 $T run "$W/m.tdm" -p "Once upon a time" -n 8 --temp 0 --route hybrid > "$W/out" 2> "$W/err"
 for k in prefill decode; do

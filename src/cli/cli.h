@@ -36,6 +36,7 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv); /* and cmd_kld: cli/cmd_quality.c */
 int cmd_kld(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_grammar(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 

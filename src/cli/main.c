@@ -18,6 +18,7 @@ const cli_command cli_commands[] = {
     {"tokenize", cmd_tokenize, "text -> token ids (JSON array) with a model's tokenizer.json"},
     {"detokenize", cmd_detokenize, "token ids -> text with a model's tokenizer.json"},
     {"template", cmd_template, "render a chat template for messages (as apply_chat_template)"},
+    {"grammar", cmd_grammar, "a JSON Schema's GBNF grammar; compile a grammar, check a text against it"},
     {"calibrate", cmd_calibrate, "measure every route here and cache the router's cost model"},
     {"devices", cmd_devices, "CPU features, kernel variants per op, measured GEMV/GEMM peaks"},
     {"perplexity", cmd_perplexity, "perplexity, KL and top-1 vs fp32 per (prefill, decode) encoding pair"},
