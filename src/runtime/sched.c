@@ -224,8 +224,12 @@ static int req_take_token(tm_req *q, float *logits)
     if (q->trie && req_constrain(q, logits)) return 1; /* after the logprobs: those are the model's */
     int32_t tok = tm_sampler_sample(q->smp, logits);
     if (tok < 0) { /* every logit NaN or -inf (or, in JSON mode, every token refused) */
-        tm_errf(&q->err, TM_E_INVALID, "no token can be drawn: every logit is NaN or -inf%s",
-                q->gm ? " or breaks the grammar" : q->trie ? " or breaks the JSON object" : "");
+        const char *why = !q->trie ? ""
+                          : !q->gm ? " or breaks the JSON object"
+                          : tm_gmatch_cut(q->gm) ? " or breaks the grammar (whose bounds cut paths: nesting past 512 "
+                                                   "calls or more than 1,024 stacks a state, text/grammar.h)"
+                                                 : " or breaks the grammar";
+        tm_errf(&q->err, TM_E_INVALID, "no token can be drawn: every logit is NaN or -inf%s", why);
         req_flush(q);
         q->finish = "error";
         return 1;
