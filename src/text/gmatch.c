@@ -147,7 +147,7 @@ static int32_t cfg_get(tm_gmatch *m, const gcfg *c, const int32_t *ids)
     size_t j = cfg_hash(c, ids) & (m->cfg_t.cap - 1);
     for (; m->cfg_t.slot[j]; j = (j + 1) & (m->cfg_t.cap - 1))
         if (cfg_equal(m, c, ids, &m->cfg[m->cfg_t.slot[j] - 1])) return m->cfg_t.slot[j] - 1;
-    if (m->n_cfg >= 4 * TM_GMATCH_MAX_CONFIGS || m->n_ids + c->n > ((int64_t)1 << 26))
+    if (m->n_cfg >= 4 * TM_GMATCH_MAX_CONFIGS || m->n_ids + c->n > ((int64_t)1 << 24))
         return TM_E_LIMIT; /* a mask that would need this many is refused (see tm_gmatch_mask) */
     if (tm_grow((void **)&m->cfg, &m->cap_cfg, m->n_cfg + 1, sizeof *m->cfg) ||
         tm_grow((void **)&m->ids, &m->cap_ids, m->n_ids + c->n, sizeof *m->ids))
@@ -404,11 +404,12 @@ static int rebuild(tm_gmatch *m)
     return TM_OK;
 }
 
-/* settle: between tokens, the tables rebuilt if they grew past their limits (the memo holds up to
- * 256 transitions a configuration: bounded too, ~12 bytes each) */
+/* settle: between tokens, the tables rebuilt if they grew past their limits: configurations, their
+ * stack ids and the memo (up to 256 transitions a configuration, ~12 bytes each) */
 static int settle(tm_gmatch *m)
 {
-    return m->n_cfg > m->limit || m->n_tr > (size_t)m->limit * 64 ? rebuild(m) : TM_OK;
+    int over = m->n_cfg > m->limit || m->n_tr > (size_t)m->limit * 64 || m->n_ids > (int64_t)m->limit * 64;
+    return over ? rebuild(m) : TM_OK;
 }
 
 void tm_gmatch_free(tm_gmatch *m)

@@ -51,8 +51,8 @@
  * once and kept: the matcher is a DFA built lazily as the text and the masks explore it. So a mask
  * walks the vocabulary trie (text/vocab_trie.h) with one table lookup per edge once the states are
  * known, and the last masks are cached by configuration. When the tables pass their limits
- * (TM_GMATCH_MAX_CONFIGS configurations, or 64 transitions a configuration on average) they are
- * dropped, between tokens, and rebuilt from the current configuration.
+ * (TM_GMATCH_MAX_CONFIGS configurations, or 64 transitions or stack ids a configuration on
+ * average) they are dropped, between tokens, and rebuilt from the current configuration.
  *
  * Invariants
  *  1. tm_gmatch_mask allows a token only if the matcher takes all of its bytes from the current
@@ -95,7 +95,8 @@ void tm_gmatch_free(tm_gmatch *m);
 
 /* tm_gmatch_feed: take bytes s[0..n): 1 if the matcher took them all (and advanced), 0 if one is
  * refused (the matcher unchanged, invariant 3), negative on failure: TM_E_NOMEM, TM_E_LIMIT (the
- * tables would pass 4 x TM_GMATCH_MAX_CONFIGS configurations before a rebuild could drop them). */
+ * tables would pass 4 x TM_GMATCH_MAX_CONFIGS configurations or 2^24 stack ids before a rebuild,
+ * between tokens, could drop them). */
 int tm_gmatch_feed(tm_gmatch *m, const void *s, size_t n);
 /* tm_gmatch_would_take: what tm_gmatch_feed would return, the matcher left where it is. */
 int tm_gmatch_would_take(tm_gmatch *m, const void *s, size_t n);
