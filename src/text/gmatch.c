@@ -47,6 +47,8 @@ struct tm_gmatch {
     int32_t cur;                    /* the config after the text so far */
     int32_t limit;                  /* configs kept before a rebuild */
     int64_t cut;                    /* paths the bounds cut (invariant 4) */
+    int broken;                     /* a rebuild failed (out of memory) after dropping the tables:
+                                       every later call fails */
     gnode *node;                    /* [n_node] */
     int32_t n_node;
     size_t cap_node;
@@ -367,40 +369,46 @@ static void clear_tables(tm_gmatch *m)
     m->tag = atomic_fetch_add(&serial, 1);
 }
 
-/* rebuild: drop the tables, keeping only the current config (its stacks re-interned) */
+/* rebuild: drop the tables, keeping only the current config: the nodes its stacks reach are
+ * re-interned once each, in the order of their old ids (a node's rest is older than the node, so
+ * it is mapped first): O(nodes reached), whatever the stacks share. */
 static int rebuild(tm_gmatch *m)
 {
+    int32_t n_old = m->n_node;
+    uint8_t *mark = calloc((size_t)n_old + 1, 1);
+    int32_t *map = malloc(sizeof(int32_t) * ((size_t)n_old + 1));
+    gnode *old = NULL;
+    int32_t n_keep = 0;
+    int rc = !mark || !map ? TM_E_NOMEM : TM_OK;
     const gcfg *c = &m->cfg[m->cur];
-    int64_t total = 0;
-    for (int32_t i = 0; i < c->n; i++) total += m->node[m->ids[c->off + i]].depth;
-    int32_t *chain = malloc(sizeof(int32_t) * (size_t)(total + 1)), *len = malloc(sizeof(int32_t) * (size_t)(c->n + 1));
-    if (!chain || !len) return free(chain), free(len), TM_E_NOMEM;
-    int64_t k = 0;
-    for (int32_t i = 0; i < c->n; i++) { /* each stack's positions, top first */
-        len[i] = 0;
-        for (int32_t id = m->ids[c->off + i]; id >= 0; id = m->node[id].rest) chain[k++] = m->node[id].pos, len[i]++;
-    }
+    for (int32_t i = 0; i < c->n && !rc; i++) /* each stack down to a node already marked */
+        for (int32_t id = m->ids[c->off + i]; id >= 0 && !mark[id]; id = m->node[id].rest) mark[id] = 1, n_keep++;
+    if (!rc && !(old = malloc(sizeof *old * ((size_t)n_keep + 1)))) rc = TM_E_NOMEM;
+    int32_t k = 0;
+    for (int32_t id = 0; id < n_old && !rc; id++)
+        if (mark[id]) map[id] = k, old[k++] = m->node[id]; /* map: old id -> index in old[] for now */
     gcfg keep = *c;
-    clear_tables(m);
-    int rc = TM_OK;
-    m->n_out = 0;
-    if (tm_grow((void **)&m->out, &m->cap_out, keep.n + 1, sizeof *m->out)) rc = TM_E_NOMEM;
-    k = 0;
-    for (int32_t i = 0; i < keep.n && !rc; i++) { /* bottom up */
-        int32_t rest = -1;
-        for (int32_t d = len[i] - 1; d >= 0 && rest >= -1; d--) rest = node_get(m, chain[k + d], rest);
-        if (rest < 0) rc = rest < -1 ? rest : TM_E_LIMIT;
-        else m->out[m->n_out++] = rest;
-        k += len[i];
+    if (!rc && tm_grow((void **)&m->out, &m->cap_out, (size_t)keep.n + 1, sizeof *m->out)) rc = TM_E_NOMEM;
+    for (int32_t i = 0; i < keep.n && !rc; i++) m->out[i] = map[m->ids[keep.off + i]];
+    if (!rc) clear_tables(m), m->broken = 1; /* until the current config exists again */
+    int32_t *fresh = rc ? NULL : malloc(sizeof(int32_t) * ((size_t)n_keep + 1));
+    if (!rc && !fresh) rc = TM_E_NOMEM;
+    for (int32_t j = 0; j < n_keep && !rc; j++) { /* old[j].rest is an old id, mapped to an index < j */
+        int32_t id = node_get(m, old[j].pos, old[j].rest < 0 ? -1 : fresh[map[old[j].rest]]);
+        if (id < 0) rc = id < -1 ? id : TM_E_LIMIT;
+        else fresh[j] = id;
     }
-    free(chain);
-    free(len);
+    for (int32_t i = 0; i < keep.n && !rc; i++) m->out[i] = fresh[m->out[i]];
+    free(mark);
+    free(map);
+    free(old);
+    free(fresh);
     if (rc) return rc;
-    if (m->n_out > 1) qsort(m->out, (size_t)m->n_out, sizeof *m->out, by_id);
-    keep.n = m->n_out;
+    if (keep.n > 1) qsort(m->out, (size_t)keep.n, sizeof *m->out, by_id);
     int32_t id = cfg_get(m, &keep, m->out);
     if (id < 0) return id;
     m->cur = id;
+    m->broken = 0;
     return TM_OK;
 }
 
@@ -456,11 +464,11 @@ int tm_gmatch_new(tm_gmatch **out, const tm_grammar *g, tm_err *err)
 
 void tm_gmatch_set_limit(tm_gmatch *m, int32_t n) { m->limit = n > 0 ? n : 1; }
 
-int tm_gmatch_accepting(const tm_gmatch *m) { return m->cfg[m->cur].accept; }
+int tm_gmatch_accepting(const tm_gmatch *m) { return !m->broken && m->cfg[m->cur].accept; }
 
 int64_t tm_gmatch_cut(const tm_gmatch *m) { return m->cut; }
 
-int tm_gmatch_can_continue(const tm_gmatch *m) { return m->cfg[m->cur].n > 0; }
+int tm_gmatch_can_continue(const tm_gmatch *m) { return !m->broken && m->cfg[m->cur].n > 0; }
 
 /* the trie's step: state is a config id */
 static int step(void *ctx, void *state, unsigned char c)
@@ -476,6 +484,7 @@ static int step(void *ctx, void *state, unsigned char c)
 
 int tm_gmatch_feed(tm_gmatch *m, const void *s, size_t n)
 {
+    if (m->broken) return TM_E_NOMEM;
     int32_t cur = m->cur;
     for (size_t i = 0; i < n; i++) {
         int r = step(m, &cur, ((const unsigned char *)s)[i]);
@@ -488,6 +497,7 @@ int tm_gmatch_feed(tm_gmatch *m, const void *s, size_t n)
 
 int tm_gmatch_would_take(tm_gmatch *m, const void *s, size_t n)
 {
+    if (m->broken) return TM_E_NOMEM;
     int32_t cur = m->cur;
     for (size_t i = 0; i < n; i++) {
         int r = step(m, &cur, ((const unsigned char *)s)[i]);
@@ -498,11 +508,13 @@ int tm_gmatch_would_take(tm_gmatch *m, const void *s, size_t n)
 
 int tm_gmatch_mask(tm_gmatch *m, tm_vocab_trie *t, float *logits)
 {
+    if (m->broken) return TM_E_NOMEM;
     return tm_vocab_mask(t, m->tag, &m->cur, sizeof m->cur, step, m, logits);
 }
 
 int tm_gmatch_advance(tm_gmatch *m, const tm_vocab_trie *t, int32_t id)
 {
+    if (m->broken) return TM_E_NOMEM;
     int r = tm_vocab_take(t, &m->cur, sizeof m->cur, step, m, id);
     if (r <= 0) return r;
     int rc = settle(m);
