@@ -482,14 +482,22 @@ static int step(void *ctx, void *state, unsigned char c)
     return 1;
 }
 
-int tm_gmatch_feed(tm_gmatch *m, const void *s, size_t n)
+/* walk: *cur := the config bytes s[0..n) lead to from *cur; 1, 0 (a byte refused) or a failure */
+static int walk(tm_gmatch *m, int32_t *cur, const void *s, size_t n)
 {
     if (m->broken) return TM_E_NOMEM;
-    int32_t cur = m->cur;
     for (size_t i = 0; i < n; i++) {
-        int r = step(m, &cur, ((const unsigned char *)s)[i]);
+        int r = step(m, cur, ((const unsigned char *)s)[i]);
         if (r <= 0) return r;
     }
+    return 1;
+}
+
+int tm_gmatch_feed(tm_gmatch *m, const void *s, size_t n)
+{
+    int32_t cur = m->cur;
+    int r = walk(m, &cur, s, n);
+    if (r <= 0) return r;
     m->cur = cur;
     int rc = settle(m);
     return rc ? rc : 1;
@@ -497,13 +505,8 @@ int tm_gmatch_feed(tm_gmatch *m, const void *s, size_t n)
 
 int tm_gmatch_would_take(tm_gmatch *m, const void *s, size_t n)
 {
-    if (m->broken) return TM_E_NOMEM;
     int32_t cur = m->cur;
-    for (size_t i = 0; i < n; i++) {
-        int r = step(m, &cur, ((const unsigned char *)s)[i]);
-        if (r <= 0) return r;
-    }
-    return 1;
+    return walk(m, &cur, s, n);
 }
 
 int tm_gmatch_mask(tm_gmatch *m, tm_vocab_trie *t, float *logits)

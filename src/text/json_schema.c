@@ -18,8 +18,8 @@
  *    -0 is allowed wherever 0 is.
  *  - enum / const: each value in one spelling, cJSON_PrintUnformatted's compact text ("é" not
  *    "\u00e9", 1.5 not 1.50, no whitespace inside containers).
- *  - Strings: any character but " \ and U+0000-U+001F, or an escape \" \\ \/ \b \f \n \r \t \uXXXX
- *    (a surrogate only as a high-low pair, as cJSON and JSON mode read them). minLength/maxLength
+ *  - Strings: any character but " \ and U+0000-U+001F, or an escape \" \\ \/ \b \f \n \r \t or \u
+ *    and four hex digits (a surrogate only as a high-low pair, as cJSON and JSON mode read them). minLength/maxLength
  *    count code points of the decoded string: an escape (or an escaped pair) is one. format date,
  *    time, date-time and uuid (RFC 3339 / RFC 4122 shapes: day 01-31, 01-30 or 01-29 by month, Feb 29
  *    in any year, seconds up to 60, any fraction, T/Z in either case) are spelled without escapes.
@@ -377,8 +377,8 @@ static int covers(const range_t *r, size_t n, uint32_t lo, uint32_t hi)
 }
 
 /* jchar_in: alternatives for every spelling in a JSON string of a code point in r [n] (sorted,
- * disjoint): the character itself, a short escape, \uXXXX (hex in either case) or a surrogate pair;
- * with `wide`, a set holding every code point past ASCII names the shared rule wchar for them */
+ * disjoint): the character itself, a short escape, \u and four hex digits (either case) or a
+ * surrogate pair; with `wide`, a set holding every code point past ASCII names the shared rule wchar for them */
 static int jchar_in(gen *g, sb *b, const range_t *r, size_t n, int *nalts, int wide)
 {
     static const range_t lit[] = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, 0x10FFFF}};
