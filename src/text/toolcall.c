@@ -1,0 +1,488 @@
+/* text/toolcall.c: tool-call dialects, their parser, the stream's hold-back and the grammar of a
+ * forced call (text/toolcall.h has the design block). */
+#include "text/toolcall.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/grow.h"
+#include "text/json_schema.h"
+
+/* The dialects, in the order detection tries them (a template showing "[TOOL_CALLS]" may also
+ * mention the others' words; none of the later markers contains an earlier one). */
+static const tm_tool_dialect dialects[] = {
+    {.name = "mistral", .detect = {"[TOOL_CALLS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .list = 1,
+     .bare = 1, .args_key = "arguments", .gen_open = "[TOOL_CALLS][", .gen_close = "", .gen_sep = ", ",
+     .gen_end = "]", .id_len = 9},
+    {.name = "granite", .detect = {"<|tool_call|>", NULL}, .open = "<|tool_call|>", .close = "", .list = 1,
+     .bare = 1, .args_key = "arguments", .gen_open = "<|tool_call|>[", .gen_close = "", .gen_sep = ", ",
+     .gen_end = "]"},
+    {.name = "hermes", .detect = {"<tool_call>", NULL}, .open = "<tool_call>", .close = "</tool_call>",
+     .args_key = "arguments", .gen_open = "<tool_call>\n", .gen_close = "\n</tool_call>",
+     .gen_sep = "\n<tool_call>\n", .gen_end = ""},
+    {.name = "llama3_json", .detect = {"<|python_tag|>", "\"parameters\": dictionary"}, .open = "<|python_tag|>",
+     .close = "", .bare = 1, .semicolons = 1, .args_key = "parameters", .gen_open = "", .gen_close = "",
+     .gen_sep = "; ", .gen_end = ""},
+};
+#define N_DIALECTS (sizeof dialects / sizeof dialects[0])
+
+const tm_tool_dialect *tm_tool_dialect_named(const char *name)
+{
+    for (size_t i = 0; name && i < N_DIALECTS; i++)
+        if (!strcmp(name, dialects[i].name)) return &dialects[i];
+    return NULL;
+}
+
+const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
+{
+    for (size_t i = 0; template_src && i < N_DIALECTS; i++)
+        for (int k = 0; k < 2; k++)
+            if (dialects[i].detect[k] && strstr(template_src, dialects[i].detect[k])) return &dialects[i];
+    return NULL;
+}
+
+const char *tm_tool_dialect_names(void)
+{
+    return "hermes, llama3_json, mistral, granite";
+}
+
+/* ---- the tools array ---------------------------------------------------------------------- */
+
+static int name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > TM_TOOL_MAX_NAME) return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+              *p == '-' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+/* tools[i].function (checked by tm_tool_check) */
+static const cJSON *tool_fn(const cJSON *tool)
+{
+    return cJSON_GetObjectItemCaseSensitive(tool, "function");
+}
+
+static const char *tool_name(const cJSON *tool)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(tool_fn(tool), "name");
+    return cJSON_IsString(n) ? n->valuestring : NULL;
+}
+
+int tm_tool_check(const char *tools_json, tm_err *err)
+{
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    int rc = TM_OK, i = 0;
+    if (!cJSON_IsArray(tools)) {
+        rc = tm_errf(err, TM_E_FORMAT, "tools: must be an array of tools");
+        goto out;
+    }
+    for (const cJSON *t = tools->child; t; t = t->next, i++) {
+        if (i == TM_TOOL_MAX_TOOLS) {
+            rc = tm_errf(err, TM_E_FORMAT, "tools: more than %d tools", TM_TOOL_MAX_TOOLS);
+            goto out;
+        }
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        const cJSON *fn = tool_fn(t);
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0) {
+            rc = tm_errf(err, TM_E_FORMAT, "tools[%d]: must be {\"type\": \"function\", \"function\": {...}}", i);
+            goto out;
+        }
+        if (!cJSON_IsObject(fn)) {
+            rc = tm_errf(err, TM_E_FORMAT, "tools[%d].function: must be an object", i);
+            goto out;
+        }
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsString(name) || !name_ok(name->valuestring)) {
+            rc = tm_errf(err, TM_E_FORMAT,
+                         "tools[%d].function.name: must be 1 to %d letters, digits, '_', '-' or '.'", i,
+                         TM_TOOL_MAX_NAME);
+            goto out;
+        }
+        for (const cJSON *u = tools->child; u != t; u = u->next)
+            if (!strcmp(tool_name(u), name->valuestring)) {
+                rc = tm_errf(err, TM_E_FORMAT, "tools[%d].function.name: '%s' is declared twice", i,
+                             name->valuestring);
+                goto out;
+            }
+        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+        if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc)) {
+            rc = tm_errf(err, TM_E_FORMAT, "tools[%d].function.description: must be a string", i);
+            goto out;
+        }
+        const cJSON *strict = cJSON_GetObjectItemCaseSensitive(fn, "strict");
+        if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict)) {
+            rc = tm_errf(err, TM_E_FORMAT, "tools[%d].function.strict: must be a boolean", i);
+            goto out;
+        }
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (params && !cJSON_IsNull(params)) {
+            const cJSON *pt = cJSON_GetObjectItemCaseSensitive(params, "type");
+            if (!cJSON_IsObject(params) ||
+                (pt && !(cJSON_IsString(pt) && !strcmp(pt->valuestring, "object")))) {
+                rc = tm_errf(err, TM_E_FORMAT, "tools[%d].function.parameters: must be a JSON Schema of an object", i);
+                goto out;
+            }
+        }
+    }
+    if (i == 0) rc = tm_errf(err, TM_E_FORMAT, "tools: is empty");
+out:
+    cJSON_Delete(tools);
+    return rc;
+}
+
+static const cJSON *declared(const cJSON *tools, const char *name)
+{
+    for (const cJSON *t = tools ? tools->child : NULL; t; t = t->next) {
+        const char *n = tool_name(t);
+        if (n && !strcmp(n, name)) return t;
+    }
+    return NULL;
+}
+
+/* ---- parsing ------------------------------------------------------------------------------- */
+
+typedef struct calls {
+    tm_tool_call *v;
+    size_t n, cap;
+} calls;
+
+static void calls_clear(calls *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->v[i].name);
+        free(c->v[i].arguments);
+    }
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+static int is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static size_t skip_ws(const char *s, size_t i, size_t len)
+{
+    while (i < len && is_ws(s[i])) i++;
+    return i;
+}
+
+enum { GOOD = 1, BAD = 2 }; /* beside TM_OK (0) and the negative statuses */
+
+/* o as a call to a declared tool, appended to c: GOOD, BAD (not a call) or TM_E_NOMEM */
+static int add_call(const cJSON *o, const cJSON *tools, calls *c)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    if (!cJSON_IsObject(o) || !cJSON_IsString(name) || !declared(tools, name->valuestring)) return BAD;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
+    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+    cJSON *parsed = NULL;
+    if (cJSON_IsString(args)) /* some models write the arguments as a string holding the object */
+        args = parsed = cJSON_Parse(args->valuestring);
+    char *text = NULL;
+    if (!args || cJSON_IsNull(args)) text = strdup("{}");
+    else if (cJSON_IsObject(args)) text = cJSON_PrintUnformatted(args);
+    else {
+        cJSON_Delete(parsed);
+        return BAD;
+    }
+    cJSON_Delete(parsed);
+    char *nm = strdup(name->valuestring);
+    if (!text || !nm || tm_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v)) {
+        free(text);
+        free(nm);
+        return TM_E_NOMEM;
+    }
+    c->v[c->n++] = (tm_tool_call){nm, text};
+    return GOOD;
+}
+
+/* The JSON value at text[p..len): parsed (*v), its end in *end; NULL if none. */
+static cJSON *json_at(const char *text, size_t len, size_t p, size_t *end)
+{
+    const char *e = NULL;
+    cJSON *v = p < len ? cJSON_ParseWithLengthOpts(text + p, len - p, &e, 0) : NULL;
+    if (v) *end = (size_t)(e - text);
+    return v;
+}
+
+/* The calls of one marker (or of a bare reply) at text[p..len): GOOD with *end past them, BAD, or
+ * TM_E_NOMEM. */
+static int calls_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools, calls *c,
+                    size_t *end)
+{
+    for (;;) {
+        size_t e = 0;
+        cJSON *v = json_at(text, len, p, &e);
+        int rc = BAD;
+        if (d->list && cJSON_IsArray(v) && v->child) {
+            rc = GOOD;
+            for (const cJSON *o = v->child; o && rc == GOOD; o = o->next) rc = add_call(o, tools, c);
+        } else if (!d->list && v) {
+            rc = add_call(v, tools, c);
+        }
+        cJSON_Delete(v);
+        if (rc != GOOD) return rc;
+        *end = e;
+        if (!d->semicolons) return GOOD;
+        size_t q = skip_ws(text, e, len);
+        if (q == len || text[q] != ';') return GOOD;
+        *end = q + 1; /* a ';' after the last call belongs to it */
+        p = skip_ws(text, q + 1, len);
+        if (p == len || text[p] != '{') return GOOD;
+    }
+}
+
+/* Content: sb-like append */
+typedef struct text {
+    char *p;
+    size_t n, cap;
+} text_t;
+
+static int put(text_t *t, const char *s, size_t n)
+{
+    if (tm_grow((void **)&t->p, &t->cap, t->n + n + 1, 1)) return TM_E_NOMEM;
+    memcpy(t->p + t->n, s, n);
+    t->n += n;
+    t->p[t->n] = '\0';
+    return TM_OK;
+}
+
+/* GOOD: every marker opened calls (c, content), BAD: the reply is not calls, or TM_E_NOMEM */
+static int split(const tm_tool_dialect *d, const char *text, size_t len, const cJSON *tools, calls *c, text_t *content)
+{
+    size_t i = skip_ws(text, 0, len), e = 0, olen = strlen(d->open), clen = strlen(d->close), pos = 0;
+    if (d->bare && i < len && text[i] == (d->list ? '[' : '{') &&
+        !(len - i >= olen && !memcmp(text + i, d->open, olen))) {
+        int rc = calls_at(d, text, len, i, tools, c, &e);
+        return rc == GOOD && skip_ws(text, e, len) < len ? BAD : rc;
+    }
+    while (pos < len) {
+        const char *m = memmem(text + pos, len - pos, d->open, olen);
+        size_t at = m ? (size_t)(m - text) : len;
+        if (put(content, text + pos, at - pos)) return TM_E_NOMEM;
+        if (!m) break;
+        int rc = calls_at(d, text, len, skip_ws(text, at + olen, len), tools, c, &e);
+        if (rc != GOOD) return rc;
+        pos = e;
+        if (clen) {
+            size_t q = skip_ws(text, e, len);
+            if (len - q >= clen && !memcmp(text + q, d->close, clen)) pos = q + clen;
+            else if (q < len) return BAD; /* an unclosed call before more text */
+            else pos = len;
+        }
+    }
+    return c->n ? GOOD : BAD;
+}
+
+int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+                  tm_tool_calls *out, tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    calls c = {0};
+    text_t content = {0};
+    int rc = d && tools ? split(d, text, len, tools, &c, &content) : BAD;
+    cJSON_Delete(tools);
+    if (rc == GOOD) {
+        while (content.n && is_ws(content.p[content.n - 1])) content.n--;
+        rc = TM_OK;
+    } else if (rc == BAD) {
+        calls_clear(&c);
+        content.n = 0;
+        rc = put(&content, text, len);
+    }
+    if (rc == TM_OK && !content.p) rc = put(&content, "", 0);
+    if (rc != TM_OK) {
+        calls_clear(&c);
+        free(content.p);
+        return tm_errf(err, TM_E_NOMEM, "out of memory");
+    }
+    content.p[content.n] = '\0';
+    out->v = c.v;
+    out->n = (int)c.n;
+    out->content = content.p;
+    out->content_len = content.n;
+    return TM_OK;
+}
+
+void tm_tool_calls_free(tm_tool_calls *c)
+{
+    calls cc = {c->v, (size_t)c->n, (size_t)c->n};
+    calls_clear(&cc);
+    free(c->content);
+    memset(c, 0, sizeof *c);
+}
+
+size_t tm_tool_safe_prefix(const tm_tool_dialect *d, const char *text, size_t len)
+{
+    if (d->bare) {
+        size_t i = skip_ws(text, 0, len);
+        if (i == len || text[i] == (d->list ? '[' : '{')) return 0;
+    }
+    size_t olen = strlen(d->open);
+    const char *m = memmem(text, len, d->open, olen);
+    if (m) return (size_t)(m - text);
+    for (size_t k = olen - 1 < len ? olen - 1 : len; k > 0; k--)
+        if (!memcmp(text + len - k, d->open, k)) return len - k;
+    return len;
+}
+
+/* ---- the grammar of a forced reply ---------------------------------------------------------- */
+
+static int puts_(text_t *t, const char *s)
+{
+    return put(t, s, strlen(s));
+}
+
+/* s as a GBNF literal */
+static int put_lit(text_t *t, const char *s)
+{
+    int rc = puts_(t, "\"");
+    for (; *s && !rc; s++) {
+        char e[8];
+        if (*s == '"' || *s == '\\') snprintf(e, sizeof e, "\\%c", *s);
+        else if (*s == '\n') snprintf(e, sizeof e, "\\n");
+        else if ((unsigned char)*s < 0x20) snprintf(e, sizeof e, "\\x%02X", (unsigned)(unsigned char)*s);
+        else snprintf(e, sizeof e, "%c", *s);
+        rc = puts_(t, e);
+    }
+    return rc ? rc : puts_(t, "\"");
+}
+
+static int name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* src (GBNF) with every rule name prefixed by pfx: names are read outside literals, classes,
+ * comments and repetition bounds */
+static int put_renamed(text_t *t, const char *src, const char *pfx)
+{
+    int rc = TM_OK;
+    for (const char *p = src; *p && !rc;) {
+        const char *q = p + 1;
+        if (*p == '"' || *p == '[') {
+            char close = *p == '"' ? '"' : ']';
+            while (*q && *q != close) q += q[0] == '\\' && q[1] ? 2 : 1;
+            if (*q) q++;
+        } else if (*p == '#') {
+            while (*q && *q != '\n') q++;
+        } else if (*p == '{') {
+            while (*q && *q != '}') q++;
+            if (*q) q++;
+        } else if (name_char(*p)) {
+            while (name_char(*q)) q++;
+            rc = puts_(t, pfx);
+        }
+        if (!rc) rc = put(t, p, (size_t)(q - p));
+        p = q;
+    }
+    return rc;
+}
+
+/* the rules "tI-..." of tool I's arguments: its parameters schema (an object schema; "type"
+ * added where it has none), or any object where the converter refuses it and the tool is not strict */
+static int put_args(text_t *t, const cJSON *fn, int i, tm_err *err)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    int strict = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
+    cJSON *schema = cJSON_IsObject(params) ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
+    if (schema && !cJSON_GetObjectItemCaseSensitive(schema, "type") && !cJSON_AddStringToObject(schema, "type", "object")) {
+        cJSON_Delete(schema);
+        schema = NULL;
+    }
+    char *js = schema ? cJSON_PrintUnformatted(schema) : NULL;
+    cJSON_Delete(schema);
+    if (!js) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    char *gbnf = NULL;
+    tm_err e2 = {0};
+    int rc = tm_json_schema_gbnf(js, strlen(js), &gbnf, &e2);
+    free(js);
+    if (rc != TM_OK && rc != TM_E_NOMEM && !strict) {
+        static const char any[] = "{\"type\":\"object\"}";
+        rc = tm_json_schema_gbnf(any, sizeof any - 1, &gbnf, &e2);
+    }
+    if (rc != TM_OK) {
+        free(gbnf);
+        return tm_errf(err, rc, "tools[%d].function.parameters: %s", i, e2.msg);
+    }
+    char pfx[24];
+    snprintf(pfx, sizeof pfx, "t%d-", i);
+    rc = put_renamed(t, gbnf, pfx);
+    free(gbnf);
+    return rc ? tm_errf(err, TM_E_NOMEM, "out of memory") : TM_OK;
+}
+
+int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel,
+                    char **gbnf, tm_err *err)
+{
+    *gbnf = NULL;
+    int rc = tm_tool_check(tools_json, err);
+    if (rc != TM_OK) return rc;
+    cJSON *tools = cJSON_Parse(tools_json);
+    if (!tools) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    if (only && !declared(tools, only)) {
+        cJSON_Delete(tools);
+        return tm_errf(err, TM_E_INVALID, "tool_choice: the function '%.64s' is not among the tools", only);
+    }
+    text_t t = {0};
+    /* root ::= call close (sep call close)* end */
+    int bad = puts_(&t, "root ::= tc-call ") || put_lit(&t, d->gen_close);
+    if (parallel && !bad)
+        bad = puts_(&t, " ( ") || put_lit(&t, d->gen_sep) || puts_(&t, " tc-call ") || put_lit(&t, d->gen_close) ||
+              puts_(&t, " )*");
+    bad = bad || puts_(&t, " ") || put_lit(&t, d->gen_end) || puts_(&t, "\ntc-call ::=");
+    int i = 0, first = 1;
+    for (const cJSON *tool = tools->child; tool && !bad; tool = tool->next, i++) {
+        if (only && strcmp(tool_name(tool), only)) continue;
+        char nm[40];
+        snprintf(nm, sizeof nm, "%s tc-%d", first ? "" : " |", i);
+        bad = puts_(&t, nm);
+        first = 0;
+    }
+    bad = bad || puts_(&t, "\ntc-ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n");
+    i = 0;
+    for (const cJSON *tool = tools->child; tool && !bad && rc == TM_OK; tool = tool->next, i++) {
+        if (only && strcmp(tool_name(tool), only)) continue;
+        char key[64], nm[96], rule[32];
+        snprintf(rule, sizeof rule, "tc-%d ::= \"{\" tc-ws ", i);
+        snprintf(key, sizeof key, "\"%s\"", d->args_key);
+        snprintf(nm, sizeof nm, "\"%s\"", tool_name(tool));
+        bad = puts_(&t, rule) || put_lit(&t, "\"name\"") || puts_(&t, " tc-ws \":\" tc-ws ") || put_lit(&t, nm) ||
+              puts_(&t, " tc-ws \",\" tc-ws ") || put_lit(&t, key) || puts_(&t, " tc-ws \":\" tc-ws ");
+        snprintf(rule, sizeof rule, "t%d-root tc-ws \"}\"\n", i);
+        bad = bad || puts_(&t, rule);
+        if (!bad) rc = put_args(&t, tool_fn(tool), i, err);
+    }
+    cJSON_Delete(tools);
+    if (bad || rc != TM_OK) {
+        free(t.p);
+        return bad ? tm_errf(err, TM_E_NOMEM, "out of memory") : rc;
+    }
+    *gbnf = t.p;
+    return TM_OK;
+}
+
+void tm_tool_call_id(const tm_tool_dialect *d, uint64_t seed, char *buf, size_t size)
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    int n = d && d->id_len ? d->id_len : 24;
+    size_t w = d && d->id_len ? 0 : (size_t)snprintf(buf, size, "call_");
+    uint64_t x = seed;
+    for (int i = 0; i < n && w + 1 < size; i++) {
+        x += 0x9E3779B97F4A7C15ull; /* splitmix64 */
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        buf[w++] = al[z % 62];
+    }
+    if (size) buf[w < size ? w : size - 1] = '\0';
+}

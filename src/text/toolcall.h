@@ -1,0 +1,121 @@
+/* text/toolcall.h: OpenAI tool calls in a model's own words.
+ *
+ * A chat model trained to call tools writes each call in its family's dialect:
+ *
+ *   hermes       <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>   (Qwen2.5, Qwen3, Hermes)
+ *   llama3_json  {"name": "f", "parameters": {...}}, alone or after <|python_tag|> (Llama 3.1-3.3)
+ *   mistral      [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]             (Mistral, Nemo)
+ *   granite      <|tool_call|>[{"name": "f", "arguments": {...}}, ...]            (Granite 3)
+ *
+ * The chat template says which: it shows the model its own past calls in the same form, so
+ * tm_tool_dialect_detect finds a dialect by its marker in the template's source.
+ *
+ *   const tm_tool_dialect *d = tm_tool_dialect_detect(template_src);  // NULL: no tool calls known
+ *   // tool_choice "required" or a named function: the reply is held to calls
+ *   char *gbnf;
+ *   tm_tool_grammar(d, tools_json, NULL, 1, &gbnf, &err);   // request.grammar; prompt += d->gen_open
+ *   // streaming: send text[0 .. tm_tool_safe_prefix(d, text, n)) as content, hold the rest
+ *   tm_tool_calls c;
+ *   tm_tool_parse(d, text, n, tools_json, &c, &err);      // c.n calls, c.content the text around them
+ *   tm_tool_calls_free(&c);
+ *
+ * Design block
+ * ------------
+ * A dialect is a row of data (open and close markers, whether the calls are one JSON list,
+ * whether they may stand bare, the argument key a forced call writes), not code: the parser, the
+ * stream's hold-back and the grammar are written once over those fields.
+ *
+ * Parsing is all or nothing: every marker must open a well-formed call (a JSON object with a
+ * "name" among the declared tools and an object of arguments under "arguments" or "parameters",
+ * or a string holding one, as some models write), else the reply holds no calls and is all
+ * content, as the model wrote it. Bare calls (dialects whose marker is a special token, which the
+ * text does not show, or optional) count only when they are the whole reply but whitespace.
+ *
+ * The hold-back is a function of the text so far and is never smaller for a longer text: content
+ * goes out up to where a call may begin (a marker, or the start of a possible one at the end; in a
+ * bare dialect, a reply still blank or opening with the calls' bracket) and the rest waits for the
+ * end, where the parse decides.
+ *
+ * A forced reply (tool_choice "required" or one function) is a grammar (text/grammar.h): the
+ * dialect's form, each call to one declared tool with arguments held to its "parameters" schema
+ * (text/json_schema.h, its rules renamed per tool). A schema the converter does not support is
+ * refused for a tool marked "strict": true and loosened to any JSON object otherwise (OpenAI holds
+ * only strict tools to their schemas). The dialect's gen_open goes at the prompt's end, so the
+ * model sees its real marker token, and the parse reads gen_open + the reply. */
+#ifndef TM_TEXT_TOOLCALL_H
+#define TM_TEXT_TOOLCALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define TM_TOOL_MAX_TOOLS 128 /* tools per request */
+#define TM_TOOL_MAX_NAME 64   /* bytes of a tool's name: letters, digits, '_', '-', '.' */
+
+typedef struct tm_tool_dialect {
+    const char *name;        /* "hermes", "llama3_json", "mistral", "granite" */
+    const char *detect[2];   /* a chat template showing any of these uses this dialect */
+    const char *open;        /* the marker before a call (list: before the list) */
+    const char *close;       /* after each call ("": none); optional at the reply's end */
+    int list;                /* the calls are one JSON array after open */
+    int bare;                /* the calls may stand without open, as the whole reply */
+    int semicolons;          /* calls one after another separated by ';' (Llama 3) */
+    const char *args_key;    /* the key a forced call writes the arguments under */
+    const char *gen_open;    /* a forced reply starts with this (appended to the prompt) */
+    const char *gen_close;   /* ... ends each call with this */
+    const char *gen_sep;     /* ... puts this between two calls */
+    const char *gen_end;     /* ... and this after the last */
+    int id_len;              /* 9: call ids of 9 letters and digits (Mistral's templates insist);
+                                0: "call_" and 24 */
+} tm_tool_dialect;
+
+/* The dialect named name (as above), or NULL. */
+const tm_tool_dialect *tm_tool_dialect_named(const char *name);
+/* The dialect a chat template's source shows, or NULL. */
+const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src);
+/* The names of every dialect, comma-separated (for messages). */
+const char *tm_tool_dialect_names(void);
+
+/* tm_tool_check: tools_json is OpenAI's "tools" array: [{"type": "function", "function": {"name",
+ * "description"?, "parameters"?: an object, "strict"?: a boolean}}], 1 to TM_TOOL_MAX_TOOLS of them,
+ * names as TM_TOOL_MAX_NAME says and distinct. TM_OK, or TM_E_FORMAT with err naming the field
+ * ("tools[2].function.name"). */
+int tm_tool_check(const char *tools_json, tm_err *err);
+
+typedef struct tm_tool_call {
+    char *name;
+    char *arguments;         /* compact JSON text of an object */
+} tm_tool_call;
+
+typedef struct tm_tool_calls {
+    tm_tool_call *v;         /* [n] in the reply's order */
+    int n;
+    char *content;           /* the reply without its calls (NUL-terminated; [content_len] bytes): all of
+                                it when n = 0; else the text around the calls, trailing whitespace trimmed */
+    size_t content_len;
+} tm_tool_calls;
+
+/* tm_tool_parse: the calls in text [len], a reply in dialect d to a request with tools_json (a
+ * name not declared there is not a call). TM_OK (out->n may be 0) or TM_E_NOMEM. */
+int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+                  tm_tool_calls *out, tm_err *err);
+void tm_tool_calls_free(tm_tool_calls *c);
+
+/* tm_tool_safe_prefix: of a reply generated so far, text [len], how many leading bytes are
+ * content whatever follows (never fewer for a longer text of which text is a prefix). */
+size_t tm_tool_safe_prefix(const tm_tool_dialect *d, const char *text, size_t len);
+
+/* tm_tool_grammar: *gbnf (malloc'd) := a grammar whose language is the replies of calls only, in
+ * d's form after d->gen_open: one call (parallel 0) or one or more, each to a tool of tools_json
+ * (only one: the tool named only, which must be declared). TM_E_INVALID: only is not declared;
+ * TM_E_UNSUPPORTED: a strict tool's schema the converter refuses (err names "tools[i]"); TM_E_LIMIT,
+ * TM_E_NOMEM. */
+int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel,
+                    char **gbnf, tm_err *err);
+
+/* tm_tool_call_id: buf := a call id in d's style from seed (distinct seeds, distinct ids). buf
+ * holds at least 32 bytes. */
+void tm_tool_call_id(const tm_tool_dialect *d, uint64_t seed, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,427 @@
+/* tests/test_toolcall.c: tool-call dialects (text/toolcall.h).
+ *
+ * 1. Detection on the conformance chat templates and on each dialect's marker.
+ * 2. The tools array: well-formed ones pass, each malformed field is named.
+ * 3. Parsing, per dialect: calls with content around them, several calls, arguments written as a
+ *    string, undeclared names, broken JSON, unclosed calls (all-or-nothing: a reply that is not
+ *    calls comes back whole as content).
+ * 4. The stream's hold-back on random replies built from markers, pieces of markers, JSON and
+ *    words: never more than the text, never fewer for a longer text, and what went out is where
+ *    the final parse's content begins (up to whitespace the parse trims).
+ * 5. Forced replies: the grammar of each dialect takes the calls the models write, refuses wrong
+ *    names, arguments against the schema, a second call when not parallel; a strict tool with an
+ *    unsupported schema is refused, a loose one takes any object; every text the grammar takes
+ *    parses, after gen_open, into the calls it spells. */
+#include "harness.h"
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "text/grammar.h"
+#include "text/toolcall.h"
+
+static const char *TOOLS =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather in a city\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+    "\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\"],\"additionalProperties\":false}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\",\"properties\":"
+    "{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void test_detect(void)
+{
+    static const struct {
+        const char *file, *want;
+    } cases[] = {
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", "hermes"},
+        {"Qwen-Qwen3-0.6B.jinja", "hermes"},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", "llama3_json"},
+        {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"},
+        {"google-gemma-2-2b-it.jinja", NULL},
+        {"microsoft-Phi-3.5-mini-instruct.jinja", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/conformance/chat_templates/%s", th_shared(), cases[i].file);
+        char *src = slurp(path);
+        CHECKF(src != NULL, "%s", path);
+        if (!src) continue;
+        const tm_tool_dialect *d = tm_tool_dialect_detect(src);
+        CHECKF(cases[i].want ? d && !strcmp(d->name, cases[i].want) : !d, "%s: %s", cases[i].file,
+               d ? d->name : "none");
+        free(src);
+    }
+    CHECK(tm_tool_dialect_detect(NULL) == NULL);
+    CHECK(tm_tool_dialect_detect("{{ messages }}") == NULL);
+    CHECK(!strcmp(tm_tool_dialect_detect("... <|tool_call|>[{{ x }}]")->name, "granite"));
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite"};
+    for (int i = 0; i < 4; i++) {
+        const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
+        CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
+    }
+    CHECK(tm_tool_dialect_named("qwen") == NULL && tm_tool_dialect_named(NULL) == NULL);
+}
+
+static void test_check(void)
+{
+    tm_err e = {0};
+    CHECKF(tm_tool_check(TOOLS, &e) == TM_OK, "%s", e.msg);
+    static const struct {
+        const char *tools, *field;
+    } bad[] = {
+        {"{}", "tools:"},
+        {"[]", "tools: is empty"},
+        {"[1]", "tools[0]:"},
+        {"[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]", "tools[0]:"},
+        {"[{\"type\":\"function\"}]", "tools[0].function:"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]", "tools[0].function.name"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]", "tools[0].function.name"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":7}}]", "tools[0].function.name"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]",
+         "tools[1].function.name: 'f' is declared twice"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":3}}]", "tools[0].function.description"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"strict\":\"yes\"}}]", "tools[0].function.strict"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]", "tools[0].function.parameters"},
+        {"[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"string\"}}}]",
+         "tools[0].function.parameters"},
+        {"not json", "tools:"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = (tm_err){0};
+        int rc = tm_tool_check(bad[i].tools, &e);
+        CHECKF(rc == TM_E_FORMAT && strstr(e.msg, bad[i].field), "%s: %d %s", bad[i].tools, rc, e.msg);
+    }
+    /* the name bound: 64 characters */
+    char many[4096];
+    int n = snprintf(many, sizeof many, "[{\"type\":\"function\",\"function\":{\"name\":\"");
+    for (int i = 0; i < 65; i++) many[n++] = 'x';
+    snprintf(many + n, sizeof many - n, "\"}}]");
+    CHECK(tm_tool_check(many, &e) == TM_E_FORMAT);
+    memmove(many + n - 1, many + n, strlen(many + n) + 1);
+    CHECKF(tm_tool_check(many, &e) == TM_OK, "%s", e.msg);
+}
+
+/* parse text in dialect dn: expect n calls "name args" joined by "|", and content */
+static void parse_with(const char *tools, const char *dn, const char *text, const char *want_calls,
+                       const char *want_content)
+{
+    const tm_tool_dialect *d = tm_tool_dialect_named(dn);
+    tm_tool_calls c;
+    tm_err e = {0};
+    CHECKF(tm_tool_parse(d, text, strlen(text), tools, &c, &e) == TM_OK, "%s", e.msg);
+    char got[2048] = "";
+    for (int i = 0; i < c.n; i++) {
+        size_t k = strlen(got);
+        snprintf(got + k, sizeof got - k, "%s%s %s", i ? "|" : "", c.v[i].name, c.v[i].arguments);
+    }
+    CHECKF(!strcmp(got, want_calls), "%s: %s: calls '%s', expected '%s'", dn, text, got, want_calls);
+    CHECKF(c.content && strlen(c.content) == c.content_len && !strcmp(c.content, want_content),
+           "%s: %s: content '%s', expected '%s'", dn, text, c.content ? c.content : "(null)", want_content);
+    tm_tool_calls_free(&c);
+}
+
+static void parse_case(const char *dn, const char *text, const char *want_calls, const char *want_content)
+{
+    parse_with(TOOLS, dn, text, want_calls, want_content);
+}
+
+static void test_parse(void)
+{
+    /* hermes */
+    parse_case("hermes", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+               "get_weather {\"city\":\"Paris\"}", "");
+    parse_case("hermes",
+               "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
+               "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>",
+               "get_weather {\"city\":\"Oslo\"}|add {\"a\":1,\"b\":2}", "Let me look.");
+    parse_case("hermes", "<tool_call>{\"name\":\"add\",\"arguments\":\"{\\\"a\\\": 5, \\\"b\\\": 6}\"}</tool_call>",
+               "add {\"a\":5,\"b\":6}", "");
+    parse_case("hermes", "<tool_call>\n{\"name\": \"now\"}\n</tool_call>", "now {}", "");
+    parse_case("hermes", "<tool_call>\n{\"name\": \"now\", \"parameters\": {}}", "now {}", ""); /* unclosed at the end */
+    parse_case("hermes", "<tool_call>\n{\"name\": \"now\"} and more", "", "<tool_call>\n{\"name\": \"now\"} and more");
+    parse_case("hermes", "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>", "",
+               "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>");
+    parse_case("hermes", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1,}}\n</tool_call>", "",
+               "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1,}}\n</tool_call>");
+    parse_case("hermes", "<tool_call>\n{\"name\": \"add\", \"arguments\": [1, 2]}\n</tool_call>", "",
+               "<tool_call>\n{\"name\": \"add\", \"arguments\": [1, 2]}\n</tool_call>");
+    parse_case("hermes", "No tools needed: 4.", "", "No tools needed: 4.");
+    parse_case("hermes", "{\"name\": \"now\", \"arguments\": {}}", "", "{\"name\": \"now\", \"arguments\": {}}");
+    parse_case("hermes", "<tool_call>\n{\"name\": \"now\"}\n</tool_call>\nDone, see above.", "now {}",
+               "\nDone, see above.");
+    parse_case("hermes", "", "", "");
+    parse_case("hermes", "<tool_call>", "", "<tool_call>");
+    /* llama3_json */
+    parse_case("llama3_json", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"unit\": \"c\"}}",
+               "get_weather {\"city\":\"Rome\",\"unit\":\"c\"}", "");
+    parse_case("llama3_json", "  <|python_tag|>{\"name\": \"now\", \"parameters\": {}}", "now {}", "");
+    parse_case("llama3_json", "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 2, \"b\": 3}};",
+               "now {}|add {\"a\":2,\"b\":3}", "");
+    parse_case("llama3_json", "{\"name\": \"now\", \"parameters\": {}} is what I would call", "",
+               "{\"name\": \"now\", \"parameters\": {}} is what I would call");
+    parse_case("llama3_json", "{\"city\": \"Rome\"}", "", "{\"city\": \"Rome\"}");
+    parse_case("llama3_json", "The answer is {\"name\": \"now\"}", "", "The answer is {\"name\": \"now\"}");
+    /* mistral */
+    parse_case("mistral", "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 1}}, {\"name\": \"now\", \"arguments\": {}}]",
+               "add {\"a\":1,\"b\":1}|now {}", "");
+    parse_case("mistral", " [{\"name\": \"now\", \"arguments\": {}}]", "now {}", ""); /* the marker a special token */
+    parse_case("mistral", "[TOOL_CALLS][]", "", "[TOOL_CALLS][]");
+    parse_case("mistral", "[1, 2, 3]", "", "[1, 2, 3]");
+    parse_case("mistral", "[{\"name\": \"now\", \"arguments\": {}}, 7]", "", "[{\"name\": \"now\", \"arguments\": {}}, 7]");
+    /* granite */
+    parse_case("granite", "<|tool_call|>[{\"name\": \"now\", \"arguments\": {}}]", "now {}", "");
+    /* no dialect, no tools: the text as it is */
+    tm_tool_calls c;
+    tm_err e = {0};
+    CHECK(tm_tool_parse(NULL, "abc", 3, TOOLS, &c, &e) == TM_OK && c.n == 0 && !strcmp(c.content, "abc"));
+    tm_tool_calls_free(&c);
+    const char *t = "<tool_call>{\"name\":\"now\"}</tool_call>";
+    CHECK(tm_tool_parse(tm_tool_dialect_named("hermes"), t, strlen(t), NULL, &c, &e) == TM_OK && c.n == 0);
+    tm_tool_calls_free(&c);
+    /* a NUL inside the text is read to the end, not as its end (cJSON takes it as whitespace) */
+    const char nul[] = "<tool_call>{\"name\":\0\"now\"}</tool_call>\0!";
+    CHECK(tm_tool_parse(tm_tool_dialect_named("hermes"), nul, sizeof nul - 1, TOOLS, &c, &e) == TM_OK && c.n == 1 &&
+          c.content_len == 2 && !memcmp(c.content, "\0!", 2));
+    tm_tool_calls_free(&c);
+}
+
+/* ---- hold-back ---- */
+
+static uint64_t rng_state = 0x1234567;
+static unsigned rnd(unsigned n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)((rng_state >> 33) % n);
+}
+
+static void test_holdback(void)
+{
+    static const char *pieces[] = {
+        "<tool_call>", "<tool", "<", "</tool_call>", "[TOOL_CALLS]", "[TOOL", "<|python_tag|>", "<|python",
+        "<|tool_call|>", "{\"name\": \"now\", \"arguments\": {}}", "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
+        "[{\"name\": \"now\", \"arguments\": {}}]", "\n", " ", "Hello", "world.", "{", "[", ";", "}", "]",
+    };
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite"};
+    long checked = 0;
+    for (int round = 0; round < 4000; round++) {
+        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 4]);
+        char text[1024];
+        size_t n = 0;
+        int np = 1 + (int)rnd(8);
+        for (int i = 0; i < np; i++) {
+            const char *p = pieces[rnd(sizeof pieces / sizeof pieces[0])];
+            size_t k = strlen(p);
+            if (n + k >= sizeof text) break;
+            memcpy(text + n, p, k);
+            n += k;
+        }
+        text[n] = '\0';
+        tm_tool_calls c;
+        tm_err e = {0};
+        CHECK(tm_tool_parse(d, text, n, TOOLS, &c, &e) == TM_OK);
+        size_t prev = 0;
+        int ok = 1;
+        for (size_t k = 0; k <= n && ok; k++) {
+            size_t s = tm_tool_safe_prefix(d, text, k);
+            ok = s <= k && s >= prev;
+            /* what was sent begins the final content, but for whitespace the parse trimmed */
+            size_t m = s < c.content_len ? s : c.content_len;
+            ok = ok && !memcmp(text, c.content, m);
+            for (size_t j = m; ok && j < s; j++) ok = text[j] == ' ' || text[j] == '\n';
+            prev = s;
+            checked++;
+        }
+        CHECKF(ok, "%s: %s", d->name, text);
+        /* with the calls found, nothing of them went out */
+        if (c.n) CHECKF(tm_tool_safe_prefix(d, text, n) <= c.content_len + 2, "%s: %s", d->name, text);
+        tm_tool_calls_free(&c);
+    }
+    CHECK(checked > 4000);
+    const tm_tool_dialect *h = tm_tool_dialect_named("hermes");
+    CHECK_EQ_INT(tm_tool_safe_prefix(h, "Hi <tool", 8), 3);
+    CHECK_EQ_INT(tm_tool_safe_prefix(h, "Hi <toolbox", 11), 11);
+    CHECK_EQ_INT(tm_tool_safe_prefix(h, "Hi <tool_call>{", 15), 3);
+    CHECK_EQ_INT(tm_tool_safe_prefix(h, "", 0), 0);
+    const tm_tool_dialect *l = tm_tool_dialect_named("llama3_json");
+    CHECK_EQ_INT(tm_tool_safe_prefix(l, "  ", 2), 0);
+    CHECK_EQ_INT(tm_tool_safe_prefix(l, "  {\"na", 6), 0);
+    CHECK_EQ_INT(tm_tool_safe_prefix(l, "Sure {", 6), 6);
+}
+
+/* ---- forced replies ---- */
+
+static int takes(const tm_grammar *g, const char *t)
+{
+    tm_gmatch *m = NULL;
+    tm_err e = {0};
+    if (tm_gmatch_new(&m, g, &e) != TM_OK) return -1;
+    int ok = tm_gmatch_feed(m, t, strlen(t)) == 1 && tm_gmatch_accepting(m);
+    tm_gmatch_free(m);
+    return ok;
+}
+
+static tm_grammar *forced(const char *dn, const char *tools, const char *only, int parallel)
+{
+    char *src = NULL;
+    tm_err e = {0};
+    tm_grammar *g = NULL;
+    int rc = tm_tool_grammar(tm_tool_dialect_named(dn), tools, only, parallel, &src, &e);
+    CHECKF(rc == TM_OK, "%s: %s", dn, e.msg);
+    if (rc == TM_OK) CHECKF(tm_grammar_parse(&g, src, strlen(src), &e) == TM_OK, "%s: %s\n%s", dn, e.msg, src);
+    free(src);
+    return g;
+}
+
+/* g takes text (after the dialect's gen_open), and the parse of gen_open + text gives calls */
+static void forced_yes(const char *tools, const char *dn, const tm_grammar *g, const char *text,
+                       const char *want_calls)
+{
+    CHECKF(takes(g, text) == 1, "%s refuses %s", dn, text);
+    const tm_tool_dialect *d = tm_tool_dialect_named(dn);
+    char full[2048];
+    snprintf(full, sizeof full, "%s%s", d->gen_open, text);
+    parse_with(tools, dn, full, want_calls, "");
+}
+
+static void test_grammar(void)
+{
+    tm_grammar *g = forced("hermes", TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, "hermes", g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+                   "get_weather {\"city\":\"Paris\"}");
+        forced_yes(TOOLS, "hermes", g,
+                   "{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": -2}}\n</tool_call>\n<tool_call>\n"
+                   "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+                   "add {\"a\":1,\"b\":-2}|now {}");
+        forced_yes(TOOLS, "hermes", g, "{\"name\":\"now\",\"arguments\":{\"x\":[1,{\"y\":null}]}}\n</tool_call>",
+                   "now {\"x\":[1,{\"y\":null}]}");
+        CHECK(takes(g, "{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>") == 0);
+        CHECK(takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>") == 0);           /* b required */
+        CHECK(takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 1.5, \"b\": 2}}\n</tool_call>") == 0); /* integers */
+        CHECK(takes(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"X\", \"unit\": \"k\"}}\n</tool_call>") == 0);
+        CHECK(takes(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"X\", \"z\": 1}}\n</tool_call>") == 0);
+        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}") == 0); /* not closed */
+        CHECK(takes(g, "{\"arguments\": {}, \"name\": \"now\"}\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    g = forced("hermes", TOOLS, NULL, 0);
+    if (g) {
+        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 1);
+        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+                       "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    g = forced("hermes", TOOLS, "add", 1);
+    if (g) {
+        CHECK(takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 0, \"b\": 0}}\n</tool_call>") == 1);
+        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    g = forced("llama3_json", TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, "llama3_json", g, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"unit\": \"f\"}}",
+                   "get_weather {\"city\":\"Rome\",\"unit\":\"f\"}");
+        forced_yes(TOOLS, "llama3_json", g, "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"now\", \"parameters\": {}}",
+                   "now {}|now {}");
+        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}") == 0);
+        tm_grammar_free(g);
+    }
+    g = forced("mistral", TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, "mistral", g, "{\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 4}}, {\"name\": \"now\", \"arguments\": {}}]",
+                   "add {\"a\":3,\"b\":4}|now {}");
+        CHECK(takes(g, "]") == 0);
+        tm_grammar_free(g);
+    }
+    g = forced("granite", TOOLS, NULL, 0);
+    if (g) {
+        forced_yes(TOOLS, "granite", g, "{\"name\": \"now\", \"arguments\": {}}]", "now {}");
+        tm_grammar_free(g);
+    }
+    /* schemas with $defs, recursion and rule names the prefix must keep apart in two tools */
+    const char *rec =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"tree\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"root\":{\"$ref\":\"#/$defs/node\"}},\"required\":[\"root\"],\"$defs\":{\"node\":{\"type\":\"object\","
+        "\"properties\":{\"v\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},\"kids\":{\"type\":\"array\","
+        "\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"]}}}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"list\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"root\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"format\":\"date\"},\"maxItems\":2}}}}}]";
+    g = forced("hermes", rec, NULL, 1);
+    if (g) {
+        forced_yes(rec, "hermes", g, "{\"name\": \"tree\", \"arguments\": {\"root\": {\"v\": 1, \"kids\": [{\"v\": 2}, {\"v\": 3, \"kids\": []}]}}}\n</tool_call>",
+                   "tree {\"root\":{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}}");
+        forced_yes(rec, "hermes", g, "{\"name\": \"list\", \"arguments\": {\"root\": [\"2024-02-29\"]}}\n</tool_call>",
+                   "list {\"root\":[\"2024-02-29\"]}");
+        CHECK(takes(g, "{\"name\": \"tree\", \"arguments\": {\"root\": {\"v\": 10}}}\n</tool_call>") == 0);
+        CHECK(takes(g, "{\"name\": \"list\", \"arguments\": {\"root\": [\"a\"]}}\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    /* a schema the converter refuses: loose tools take any object, strict ones are refused */
+    const char *loose = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                        "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}]";
+    g = forced("hermes", loose, NULL, 0);
+    if (g) {
+        CHECK(takes(g, "{\"name\": \"f\", \"arguments\": {\"s\": \"bbb\", \"t\": [true]}}\n</tool_call>") == 1);
+        CHECK(takes(g, "{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    const char *strict = "[{\"type\":\"function\",\"function\":{\"name\":\"ok\"}},{\"type\":\"function\",\"function\":"
+                         "{\"name\":\"f\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":"
+                         "{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}]";
+    char *src = NULL;
+    tm_err e = {0};
+    int rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), strict, NULL, 1, &src, &e);
+    CHECKF(rc == TM_E_UNSUPPORTED && strstr(e.msg, "tools[1].function.parameters") && strstr(e.msg, "pattern") && !src,
+           "%d %s", rc, e.msg);
+    free(src);
+    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), strict, "ok", 1, &src, &e); /* f not asked for */
+    CHECKF(rc == TM_OK && src, "%s", e.msg);
+    free(src);
+    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), TOOLS, "nope", 1, &src, &e);
+    CHECKF(rc == TM_E_INVALID && strstr(e.msg, "nope") && !src, "%d %s", rc, e.msg);
+    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), "[]", NULL, 1, &src, &e);
+    CHECK(rc == TM_E_FORMAT && !src);
+}
+
+static void test_ids(void)
+{
+    char a[40], b[40];
+    tm_tool_call_id(tm_tool_dialect_named("mistral"), 1, a, sizeof a);
+    tm_tool_call_id(tm_tool_dialect_named("mistral"), 2, b, sizeof b);
+    int alnum = 1;
+    for (const char *p = a; *p; p++)
+        alnum &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
+    CHECKF(strlen(a) == 9 && alnum && strcmp(a, b), "%s %s", a, b);
+    tm_tool_call_id(tm_tool_dialect_named("hermes"), 1, a, sizeof a);
+    CHECKF(strlen(a) == 29 && !strncmp(a, "call_", 5), "%s", a);
+    tm_tool_call_id(NULL, 7, b, 8);
+    CHECK(strlen(b) == 7);
+}
+
+int main(void)
+{
+    test_detect();
+    test_check();
+    test_parse();
+    test_holdback();
+    test_grammar();
+    test_ids();
+    return th_done("test_toolcall");
+}
