@@ -129,18 +129,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o += k;
     }
     tm_oai_logprobs lp = {lv, nl, 5};
-    char *js = tm_oai_response_json(&m, text, tl, nl ? &lp : NULL, "stop", &(tm_oai_usage){1, 2, 0});
+    char *js = tm_oai_response_json(&m, text, tl, NULL, nl ? &lp : NULL, "stop", &(tm_oai_usage){1, 2, 0});
     must_parse(js, 0);
     free(js);
-    js = tm_oai_chunk_sse(&m, text, tl, 0, nl ? &lp : NULL, NULL);
+    js = tm_oai_chunk_sse(&m, text, tl, 0, NULL, nl ? &lp : NULL, NULL);
     if (js) js[strlen(js) - 2] = '\0';
     must_parse(js, 6);
     free(js);
-    js = tm_oai_chunk_sse(&m, text, tl, 1, NULL, NULL);
+    js = tm_oai_chunk_sse(&m, text, tl, 1, NULL, NULL, NULL);
     if (js && (strncmp(js, "data: ", 6) || strlen(js) < 8 || strcmp(js + strlen(js) - 2, "\n\n"))) abort();
     if (js) js[strlen(js) - 2] = '\0';
     must_parse(js, 6);
     free(js);
+    /* tool calls whose name and arguments are the fuzzed text: still valid JSON */
+    char *z = malloc(tl + 1);
+    if (z) {
+        memcpy(z, text, tl);
+        z[tl] = '\0';
+        tm_oai_tool_call tv[2] = {{"call_1", z, z}, {NULL, "f", "{}"}};
+        tm_oai_tool_calls tc = {tv, 2};
+        js = tm_oai_response_json(&m, text, tl / 2, &tc, NULL, "tool_calls", &(tm_oai_usage){1, 2, 0});
+        must_parse(js, 0);
+        free(js);
+        js = tm_oai_chunk_sse(&m, "", 0, 0, &tc, NULL, NULL);
+        if (js) js[strlen(js) - 2] = '\0';
+        must_parse(js, 6);
+        free(js);
+        free(z);
+    }
     tm_oai_req_free(&r);
     return 0;
 }

@@ -84,6 +84,8 @@ int tandem_token_bytes(const tandem_model *m, int32_t id, char **bytes, size_t *
  * template's raise_exception gives status TM_E_TEMPLATE with its message. */
 int tandem_chat_render(const tandem_model *m, const char *template_src, const char *messages_json,
                        int add_generation_prompt, const char *kwargs_json, char **text, tandem_status *st);
+/* The model's chat template (Jinja source, owned by m), or NULL if it has none. */
+const char *tandem_model_chat_template(const tandem_model *m);
 
 /* ---- sessions: engines bound, KV cache, scheduler ---- */
 typedef enum tandem_route {

@@ -119,13 +119,13 @@ static void test_check(void)
 }
 
 /* parse text in dialect dn: expect n calls "name args" joined by "|", and content */
-static void parse_with(const char *tools, const char *dn, const char *text, const char *want_calls,
+static void parse_with(const char *tools, int cut, const char *dn, const char *text, const char *want_calls,
                        const char *want_content)
 {
     const tm_tool_dialect *d = tm_tool_dialect_named(dn);
     tm_tool_calls c;
     tm_err e = {0};
-    CHECKF(tm_tool_parse(d, text, strlen(text), tools, &c, &e) == TM_OK, "%s", e.msg);
+    CHECKF(tm_tool_parse(d, text, strlen(text), tools, cut, &c, &e) == TM_OK, "%s", e.msg);
     char got[2048] = "";
     for (int i = 0; i < c.n; i++) {
         size_t k = strlen(got);
@@ -139,7 +139,7 @@ static void parse_with(const char *tools, const char *dn, const char *text, cons
 
 static void parse_case(const char *dn, const char *text, const char *want_calls, const char *want_content)
 {
-    parse_with(TOOLS, dn, text, want_calls, want_content);
+    parse_with(TOOLS, 0, dn, text, want_calls, want_content);
 }
 
 static void test_parse(void)
@@ -187,17 +187,38 @@ static void test_parse(void)
     parse_case("mistral", "[{\"name\": \"now\", \"arguments\": {}}, 7]", "", "[{\"name\": \"now\", \"arguments\": {}}, 7]");
     /* granite */
     parse_case("granite", "<|tool_call|>[{\"name\": \"now\", \"arguments\": {}}]", "now {}", "");
+    /* a reply cut short (max_tokens): the call it ends inside is dropped, the complete ones kept */
+    static const struct {
+        const char *dn, *text, *calls, *content;
+    } cut[] = {
+        {"hermes", "Hm.\n<tool_call>\n{\"name\": \"now\"}\n</tool_call>\n<tool_call>\n{\"name\": \"ad", "now {}", "Hm."},
+        {"hermes", "<tool_call>\n{\"name\": \"now\"}\n</tool_call>\n<tool_call>", "now {}", ""},
+        {"hermes", "<tool_call>\n{\"name\": \"now\"}\n</tool", "now {}", ""},
+        {"hermes", "<tool_call>\n{\"name\": \"no", "", "<tool_call>\n{\"name\": \"no"},
+        {"hermes", "<tool_call>\n{\"name\": \"now\"} trailing", "", "<tool_call>\n{\"name\": \"now\"} trailing"},
+        {"mistral", "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"add\", \"argu", "now {}", ""},
+        {"mistral", "[{\"name\": \"now\", \"arguments\": {}}, ", "now {}", ""},
+        {"mistral", "[{\"name\": \"now\", \"arguments\": {}}", "now {}", ""},
+        {"mistral", "[{\"name\": \"now\", \"arguments\": {}} x", "", "[{\"name\": \"now\", \"arguments\": {}} x"},
+        {"llama3_json", "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"add\", \"param", "now {}", ""},
+        {"llama3_json", "{\"name\": \"now\", \"parameters\": {}};", "now {}", ""},
+    };
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++)
+        parse_with(TOOLS, 1, cut[i].dn, cut[i].text, cut[i].calls, cut[i].content);
+    /* not cut: the same unfinished replies are all text */
+    for (size_t i = 0; i < 2; i++) parse_with(TOOLS, 0, cut[i].dn, cut[i].text, "", cut[i].text);
+
     /* no dialect, no tools: the text as it is */
     tm_tool_calls c;
     tm_err e = {0};
-    CHECK(tm_tool_parse(NULL, "abc", 3, TOOLS, &c, &e) == TM_OK && c.n == 0 && !strcmp(c.content, "abc"));
+    CHECK(tm_tool_parse(NULL, "abc", 3, TOOLS, 0, &c, &e) == TM_OK && c.n == 0 && !strcmp(c.content, "abc"));
     tm_tool_calls_free(&c);
     const char *t = "<tool_call>{\"name\":\"now\"}</tool_call>";
-    CHECK(tm_tool_parse(tm_tool_dialect_named("hermes"), t, strlen(t), NULL, &c, &e) == TM_OK && c.n == 0);
+    CHECK(tm_tool_parse(tm_tool_dialect_named("hermes"), t, strlen(t), NULL, 0, &c, &e) == TM_OK && c.n == 0);
     tm_tool_calls_free(&c);
     /* a NUL inside the text is read to the end, not as its end (cJSON takes it as whitespace) */
     const char nul[] = "<tool_call>{\"name\":\0\"now\"}</tool_call>\0!";
-    CHECK(tm_tool_parse(tm_tool_dialect_named("hermes"), nul, sizeof nul - 1, TOOLS, &c, &e) == TM_OK && c.n == 1 &&
+    CHECK(tm_tool_parse(tm_tool_dialect_named("hermes"), nul, sizeof nul - 1, TOOLS, 0, &c, &e) == TM_OK && c.n == 1 &&
           c.content_len == 2 && !memcmp(c.content, "\0!", 2));
     tm_tool_calls_free(&c);
 }
@@ -235,7 +256,7 @@ static void test_holdback(void)
         text[n] = '\0';
         tm_tool_calls c;
         tm_err e = {0};
-        CHECK(tm_tool_parse(d, text, n, TOOLS, &c, &e) == TM_OK);
+        CHECK(tm_tool_parse(d, text, n, TOOLS, 0, &c, &e) == TM_OK);
         size_t prev = 0;
         int ok = 1;
         for (size_t k = 0; k <= n && ok; k++) {
@@ -297,7 +318,7 @@ static void forced_yes(const char *tools, const char *dn, const tm_grammar *g, c
     const tm_tool_dialect *d = tm_tool_dialect_named(dn);
     char full[2048];
     snprintf(full, sizeof full, "%s%s", d->gen_open, text);
-    parse_with(tools, dn, full, want_calls, "");
+    parse_with(tools, 0, dn, full, want_calls, "");
 }
 
 static void test_grammar(void)

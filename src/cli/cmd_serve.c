@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "serve/serve.h"
+#include "text/toolcall.h"
 #include "tandem.h"
 
 static void serve_usage(FILE *f)
@@ -24,6 +25,9 @@ static void serve_usage(FILE *f)
           "      --port P           TCP port (default 8080; 0: any free port)\n"
           "      --alias NAME       model id in /v1/models and responses (default: MODEL's file name)\n"
           "      --template F.jinja chat template (default: the model's)\n"
+          "      --tool-parser D    how replies to requests with \"tools\" are read for calls: auto (the\n"
+          "                         dialect the chat template shows: default), none, hermes,\n"
+          "                         llama3_json, mistral or granite\n"
           "      --api-key KEY      require \"Authorization: Bearer KEY\" (or set TANDEM_API_KEY)\n"
           "      --max-body BYTES   largest request body (default 2097152)\n"
           "      --max-conns N      simultaneous connections (default 64)\n"
@@ -102,7 +106,7 @@ int cmd_serve(int argc, char **argv)
         if (k < 0) return 2;
         if (k > 0) continue;
         static const char *const with_value[] = {"--host", "--port", "--alias", "--template", "--api-key",
-                                                 "--max-body", "--max-conns", "-n", "--n-predict", NULL};
+                                                 "--max-body", "--max-conns", "-n", "--n-predict", "--tool-parser", NULL};
         for (const char *const *w = with_value; *w; w++)
             if (!strcmp(a, *w) && !v) {
                 fprintf(stderr, "tandem serve: %s needs a value\n", a);
@@ -121,6 +125,7 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--alias")) o.model_name = argv[++i];
         else if (!strcmp(a, "--template")) tpl_path = argv[++i];
         else if (!strcmp(a, "--api-key")) o.api_key = argv[++i];
+        else if (!strcmp(a, "--tool-parser")) o.tool_parser = argv[++i];
         else if (!strcmp(a, "--max-body")) {
             unsigned long long b = strtoull(argv[++i], &end, 10);
             if (*end || b < 64) { fprintf(stderr, "tandem serve: --max-body %s: a byte count >= 64\n", v); return 2; }
@@ -135,6 +140,12 @@ int cmd_serve(int argc, char **argv)
     }
     if (!model) {
         serve_usage(stderr);
+        return 2;
+    }
+    if (o.tool_parser && strcmp(o.tool_parser, "auto") && strcmp(o.tool_parser, "none") &&
+        !tm_tool_dialect_named(o.tool_parser)) {
+        fprintf(stderr, "tandem serve: --tool-parser %s: not one of auto, none, %s\n", o.tool_parser,
+                tm_tool_dialect_names());
         return 2;
     }
     /* SIGINT / SIGTERM are taken by sigwait below: block them before any thread starts */

@@ -155,6 +155,11 @@ int tandem_chat_render(const tandem_model *m, const char *template_src, const ch
     return rc == TM_OK ? ok(st) : fail(st, &e);
 }
 
+const char *tandem_model_chat_template(const tandem_model *m)
+{
+    return m->rm->chat_template;
+}
+
 void tandem_session_opts_default(tandem_session_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -17,7 +17,7 @@
  *
  * Parsing rules (docs/serve.md has the table): unknown fields are ignored;
  * JSON null means "not given"; a known field of the wrong type, out of range,
- * or asking for something tandem does not do (n > 1, echo, tools, json_schema, ...)
+ * or asking for something tandem does not do (n > 1, echo, functions, ...)
  * fails with HTTP 400, the field named in param ("messages[2].role"). Numbers
  * given for integer fields must be integral. The body must be one JSON object
  * (whitespace around it allowed). */
@@ -55,6 +55,14 @@ enum {
     TM_OAI_SET_IGNORE_EOS = 1u << 10,
 };
 
+/* tm_oai_req.tool_choice */
+enum {
+    TM_OAI_TOOLS_NONE = 0,          /* no calls: the reply is text (tools still shown to the template) */
+    TM_OAI_TOOLS_AUTO,              /* the model may call tools: its reply is parsed for calls */
+    TM_OAI_TOOLS_REQUIRED,          /* the reply is calls only (constrained to the dialect's form) */
+    TM_OAI_TOOLS_NAMED,             /* the reply is calls to tool_name only */
+};
+
 typedef struct tm_oai_req {
     tm_oai_kind kind;
     /* completion: a text prompt, or token ids (prompt NULL) */
@@ -62,8 +70,12 @@ typedef struct tm_oai_req {
     int32_t *prompt_ids;            /* [n_prompt_ids], each >= 0 (the vocabulary is checked at submit) */
     size_t n_prompt_ids;
     /* chat: the messages, normalised for tandem_chat_render: a JSON array of
-     * {"role": "system"|"user"|"assistant", "content": string[, "name": string]}
-     * (content parts joined with "\n"; role "developer" becomes "system") */
+     * {"role": "system"|"user"|"assistant"|"tool", "content": string[, "name": string]
+     *  [, "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]]
+     *  [, "tool_call_id": string]}
+     * (content parts joined with "\n"; role "developer" becomes "system"; an assistant's
+     * tool_calls only where it made calls, their "arguments" strings read as the JSON objects they
+     * hold, as chat templates expect (transformers and vLLM do the same)) */
     char *messages_json;
     char *template_kwargs_json;     /* "chat_template_kwargs" object, or NULL */
     unsigned set;                   /* TM_OAI_SET_* */
@@ -83,6 +95,11 @@ typedef struct tm_oai_req {
     char *json_schema;              /* response_format json_schema's "schema" (or llama.cpp's "json_schema"),
                                        compact JSON, or NULL */
     char *grammar;                  /* llama.cpp's "grammar" (GBNF), or NULL */
+    char *tools_json;               /* chat "tools" (OpenAI's array, compact JSON, checked by tm_tool_check),
+                                       or NULL (none, or an empty array); also given to the chat template */
+    int tool_choice;                /* TM_OAI_TOOLS_*: "tool_choice" (default auto with tools, none without) */
+    char *tool_name;                /* tool_choice {"type": "function", "function": {"name"}}: a declared tool */
+    int parallel_tool_calls;        /* "parallel_tool_calls" (default 1) */
     int32_t *bias_ids;              /* [n_bias] "logit_bias" keys (ids checked at submit) */
     float *bias;                    /* [n_bias] their biases, [-100, 100] */
     int n_bias;
@@ -162,18 +179,30 @@ typedef struct tm_oai_usage {
     int prompt, completion, cached;
 } tm_oai_usage;
 
+/* Tool calls of a chat reply: "tool_calls": [{"id", "type": "function", "function": {"name",
+ * "arguments"}}] (a stream's delta numbers them with "index"). */
+typedef struct tm_oai_tool_call {
+    const char *id, *name, *arguments;  /* arguments: JSON text of an object */
+} tm_oai_tool_call;
+
+typedef struct tm_oai_tool_calls {
+    const tm_oai_tool_call *v;
+    int n;
+} tm_oai_tool_calls;
+
 /* The whole (non-streaming) response: "text_completion" / "chat.completion"
- * with choices[0] holding text [len], logprobs (lp; NULL: JSON null) and
- * finish_reason, and the usage block. */
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_logprobs *lp,
-                           const char *finish, const tm_oai_usage *u);
+ * with choices[0] holding text [len] (chat: with tool calls tc, when tc has
+ * some, the message's tool_calls, and content null if len is 0), logprobs (lp;
+ * NULL: JSON null) and finish_reason, and the usage block. */
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_tool_calls *tc,
+                           const tm_oai_logprobs *lp, const char *finish, const tm_oai_usage *u);
 
 /* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] holds text
- * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1),
- * the logprobs of the tokens since the last chunk (lp; NULL: JSON null) and
- * finish_reason (NULL: JSON null). */
-char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_logprobs *lp,
-                       const char *finish);
+ * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1,
+ * and the tool calls tc when it has some), the logprobs of the tokens since
+ * the last chunk (lp; NULL: JSON null) and finish_reason (NULL: JSON null). */
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_tool_calls *tc,
+                       const tm_oai_logprobs *lp, const char *finish);
 
 /* The usage event of a stream ("choices": [] and the usage block). */
 char *tm_oai_usage_sse(const tm_oai_meta *m, const tm_oai_usage *u);

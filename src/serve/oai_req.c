@@ -13,6 +13,7 @@
 #include "serve/oai.h"
 #include "text/grammar.h"
 #include "text/json_schema.h"
+#include "text/toolcall.h"
 
 void tm_oai_error_set(tm_oai_error *e, int http, const char *type, const char *code, const char *param,
                       const char *fmt, ...)
@@ -116,8 +117,6 @@ static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *
     if ((v = field(root, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "echo is not supported");
     if ((v = field(root, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
         return BAD("suffix", "suffix is not supported");
-    if ((v = field(root, "tools")) && !(cJSON_IsArray(v) && !v->child))
-        return BAD("tools", "tools are not supported");
     if ((v = field(root, "functions")) && !(cJSON_IsArray(v) && !v->child))
         return BAD("functions", "functions are not supported");
     (void)kind;
@@ -378,6 +377,131 @@ static char *message_content(const cJSON *c, int allow_null, const char *param, 
     return s;
 }
 
+/* An assistant message's "tool_calls" (absent, null or []: none) into o, each call's arguments
+ * string as the object it holds (a string that holds no JSON object stays a string). */
+static int message_tool_calls(cJSON *o, const cJSON *calls, int i, tm_oai_error *e)
+{
+    char param[96];
+    if (!calls || cJSON_IsNull(calls) || (cJSON_IsArray(calls) && !calls->child)) return 0;
+    snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+    if (!cJSON_IsArray(calls)) return BAD(param, "'%s' must be an array", param);
+    cJSON *arr = cJSON_AddArrayToObject(o, "tool_calls");
+    if (!arr) return NOMEM();
+    int k = 0;
+    for (const cJSON *c = calls->child; c; c = c->next, k++) {
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, k);
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        if (!cJSON_IsObject(c) || !cJSON_IsObject(fn) || !cJSON_IsString(name))
+            return BAD(param, "'%s' must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}",
+                       param);
+        if (args && !cJSON_IsNull(args) && !cJSON_IsString(args) && !cJSON_IsObject(args))
+            return BAD(param, "'%s.function.arguments' must be a string of JSON", param);
+        if (id && !cJSON_IsNull(id) && !cJSON_IsString(id)) return BAD(param, "'%s.id' must be a string", param);
+        cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+        if (parsed && !cJSON_IsObject(parsed)) {
+            cJSON_Delete(parsed);
+            parsed = NULL;
+        }
+        cJSON *call = cJSON_CreateObject(), *f = cJSON_CreateObject();
+        cJSON *a = parsed ? parsed
+                   : cJSON_IsObject(args) ? cJSON_Duplicate(args, 1)
+                   : cJSON_CreateString(cJSON_IsString(args) ? args->valuestring : "{}");
+        int ok = call && f && a;
+        if (ok) cJSON_AddItemToArray(arr, call);
+        ok = ok && (!cJSON_IsString(id) || cJSON_AddStringToObject(call, "id", id->valuestring)) &&
+             cJSON_AddStringToObject(call, "type", "function") && cJSON_AddStringToObject(f, "name", name->valuestring);
+        if (ok) {
+            cJSON_AddItemToObject(f, "arguments", a);
+            cJSON_AddItemToObject(call, "function", f);
+            a = f = NULL;
+        }
+        cJSON_Delete(a);
+        cJSON_Delete(f);
+        if (!ok) return NOMEM();
+    }
+    return 0;
+}
+
+/* A tool message's "tool_call_id" into o. */
+static int message_tool_id(cJSON *o, const cJSON *m, int i, tm_oai_error *e)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+    if (!id || cJSON_IsNull(id)) return 0;
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d].tool_call_id", i);
+    if (!cJSON_IsString(id)) return BAD(param, "'%s' must be a string", param);
+    return cJSON_AddStringToObject(o, "tool_call_id", id->valuestring) ? 0 : NOMEM();
+}
+
+/* "tools", "tool_choice", "parallel_tool_calls"; the tools also go to the chat template (its
+ * "tools" variable, unless chat_template_kwargs gave one). */
+static int parse_tools(tm_oai_req *r, const cJSON *root, tm_oai_kind kind, tm_oai_error *e)
+{
+    const cJSON *tools = field(root, "tools"), *choice = field(root, "tool_choice");
+    if (tools && !cJSON_IsArray(tools)) return BAD("tools", "'tools' must be an array, not %s", type_name(tools));
+    if (tools && !tools->child) tools = NULL;
+    if (tools && kind != TM_OAI_CHAT) return BAD("tools", "tools are for /v1/chat/completions");
+    r->parallel_tool_calls = 1;
+    if (get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e) < 0) return -1;
+    r->tool_choice = tools ? TM_OAI_TOOLS_AUTO : TM_OAI_TOOLS_NONE;
+    if (choice && cJSON_IsString(choice)) {
+        const char *c = choice->valuestring;
+        if (!strcmp(c, "none")) r->tool_choice = TM_OAI_TOOLS_NONE;
+        else if (!strcmp(c, "auto")) r->tool_choice = tools ? TM_OAI_TOOLS_AUTO : TM_OAI_TOOLS_NONE;
+        else if (!strcmp(c, "required")) r->tool_choice = TM_OAI_TOOLS_REQUIRED;
+        else return BAD("tool_choice", "'tool_choice' = '%.40s' is not one of none, auto, required", c);
+    } else if (choice) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(choice, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
+        if (!cJSON_IsObject(choice) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") ||
+            !cJSON_IsString(name))
+            return BAD("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+                       "\"function\": {\"name\": ...}}");
+        if (!(r->tool_name = strdup(name->valuestring))) return NOMEM();
+        r->tool_choice = TM_OAI_TOOLS_NAMED;
+    }
+    if (r->tool_choice >= TM_OAI_TOOLS_REQUIRED && !tools)
+        return BAD("tool_choice", "'tool_choice' asks for a call but no tools are given");
+    if (r->tool_choice >= TM_OAI_TOOLS_REQUIRED && (r->json_object || r->json_schema || r->grammar))
+        return BAD("tool_choice", "'tool_choice' %s and an output constraint (response_format, json_schema, grammar) "
+                   "both given; give one", r->tool_choice == TM_OAI_TOOLS_NAMED ? "naming a function" : "required");
+    if (!tools) return 0;
+    if (!(r->tools_json = cJSON_PrintUnformatted(tools))) return NOMEM();
+    tm_err err = {0};
+    int rc = tm_tool_check(r->tools_json, &err);
+    if (rc == TM_E_NOMEM) return NOMEM();
+    if (rc) return BAD("tools", "%s", err.msg);
+    if (r->tool_name) {
+        int found = 0;
+        for (const cJSON *t = tools->child; t && !found; t = t->next) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+            found = !strcmp(n->valuestring, r->tool_name);
+        }
+        if (!found) return BAD("tool_choice", "'tool_choice' names '%.64s', which is not among the tools", r->tool_name);
+    }
+    /* the template's "tools" */
+    cJSON *kw = r->template_kwargs_json ? cJSON_Parse(r->template_kwargs_json) : cJSON_CreateObject();
+    if (!kw) return NOMEM();
+    rc = 0;
+    if (!cJSON_GetObjectItemCaseSensitive(kw, "tools")) {
+        cJSON *copy = cJSON_Duplicate(tools, 1);
+        char *js = copy && cJSON_AddItemToObject(kw, "tools", copy) ? cJSON_PrintUnformatted(kw) : NULL;
+        if (!js && copy && !cJSON_GetObjectItemCaseSensitive(kw, "tools")) cJSON_Delete(copy);
+        if (js) {
+            free(r->template_kwargs_json);
+            r->template_kwargs_json = js;
+        } else {
+            rc = NOMEM();
+        }
+    }
+    cJSON_Delete(kw);
+    return rc;
+}
+
 /* "messages" -> a normalised JSON array (see oai.h). */
 static int parse_messages(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
 {
@@ -397,21 +521,24 @@ static int parse_messages(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
         if (!cJSON_IsString(role)) { rc = BAD(param, "'%s' must be a string", param); break; }
         const char *rn = role->valuestring;
         if (!strcmp(rn, "developer")) rn = "system";
-        if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant")) {
-            rc = BAD(param, "'%s' = '%.40s' is not supported (system, user, assistant)", param, role->valuestring);
+        if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant") && strcmp(rn, "tool")) {
+            rc = BAD(param, "'%s' = '%.40s' is not supported (system, user, assistant, tool)", param,
+                     role->valuestring);
             break;
         }
+        int assistant = !strcmp(rn, "assistant");
         snprintf(param, sizeof param, "messages[%d].content", i);
-        char *content =
-            message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), !strcmp(rn, "assistant"), param, e);
+        char *content = message_content(cJSON_GetObjectItemCaseSensitive(m, "content"), assistant, param, e);
         if (!content) { rc = -1; break; }
         cJSON *o = cJSON_CreateObject();
         int ok = o && cJSON_AddStringToObject(o, "role", rn) && cJSON_AddStringToObject(o, "content", content);
         free(content);
+        if (o) cJSON_AddItemToArray(out, o);
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
         if (ok && cJSON_IsString(name)) ok = cJSON_AddStringToObject(o, "name", name->valuestring) != NULL;
-        if (o) cJSON_AddItemToArray(out, o);
-        if (!ok) rc = NOMEM();
+        if (!ok) { rc = NOMEM(); break; }
+        if (assistant) rc = message_tool_calls(o, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"), i, e);
+        else if (!strcmp(rn, "tool")) rc = message_tool_id(o, m, i, e);
     }
     if (rc == 0 && !(r->messages_json = cJSON_PrintUnformatted(out))) rc = NOMEM();
     cJSON_Delete(out);
@@ -456,6 +583,7 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     if (rc == 0) rc = parse_logprobs(r, root, kind, e);
     if (rc == 0) rc = parse_format(r, root, e);
     if (rc == 0) rc = parse_bias(r, root, e);
+    if (rc == 0) rc = parse_tools(r, root, kind, e);
     cJSON_Delete(root);
     if (rc != 0) {
         tm_oai_req_free(r);
@@ -476,6 +604,8 @@ void tm_oai_req_free(tm_oai_req *r)
     free(r->bias);
     free(r->json_schema);
     free(r->grammar);
+    free(r->tools_json);
+    free(r->tool_name);
     memset(r, 0, sizeof *r);
 }
 

@@ -260,16 +260,38 @@ static void usage(sb *b, const tm_oai_usage *u)
               u->prompt, u->completion, u->prompt + u->completion, u->cached);
 }
 
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_logprobs *lp,
-                           const char *finish, const tm_oai_usage *u)
+/* ,"tool_calls":[{["index":i,]"id","type":"function","function":{"name","arguments"}}, ...] */
+static void tool_calls(sb *b, const tm_oai_tool_calls *tc, int indexed)
+{
+    sb_puts(b, ",\"tool_calls\":[");
+    for (int i = 0; i < tc->n; i++) {
+        const tm_oai_tool_call *c = &tc->v[i];
+        sb_puts(b, i ? ",{" : "{");
+        if (indexed) sb_printf(b, "\"index\":%d,", i);
+        sb_puts(b, "\"id\":");
+        sb_cstr_or_null(b, c->id);
+        sb_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
+        sb_cstr_or_null(b, c->name);
+        sb_puts(b, ",\"arguments\":");
+        sb_cstr_or_null(b, c->arguments);
+        sb_puts(b, "}}");
+    }
+    sb_puts(b, "]");
+}
+
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_tool_calls *tc,
+                           const tm_oai_logprobs *lp, const char *finish, const tm_oai_usage *u)
 {
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
+    int calls = chat && tc && tc->n > 0;
     head(&b, m, chat ? "chat.completion" : "text_completion");
     sb_puts(&b, ",\"choices\":[{\"index\":0,");
     if (chat) {
         sb_puts(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
-        sb_str(&b, text, len);
+        if (calls && !len) sb_puts(&b, "null");
+        else sb_str(&b, text, len);
+        if (calls) tool_calls(&b, tc, 0);
         sb_puts(&b, "}");
     } else {
         sb_puts(&b, "\"text\":");
@@ -284,8 +306,8 @@ char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, c
     return sb_done(&b);
 }
 
-char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_logprobs *lp,
-                       const char *finish)
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_tool_calls *tc,
+                       const tm_oai_logprobs *lp, const char *finish)
 {
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
@@ -298,6 +320,10 @@ char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int r
         if (len || role) {
             sb_puts(&b, role ? ",\"content\":" : "\"content\":");
             sb_str(&b, text, len);
+        }
+        if (tc && tc->n > 0) {
+            if (!len && !role) sb_puts(&b, "\"content\":null");
+            tool_calls(&b, tc, 1);
         }
         sb_puts(&b, "}");
     } else {

@@ -74,6 +74,7 @@
 
 #include "serve/oai.h"
 #include "serve/serve.h"
+#include "text/toolcall.h"
 
 enum { R_NONE, R_MODELS, R_HEALTH, R_COMPLETIONS, R_CHAT };
 
@@ -104,6 +105,7 @@ struct tm_server {
     int64_t created;
     uint64_t rand_base;
     atomic_uint_fast64_t rand_ctr;
+    const tm_tool_dialect *dialect; /* tool calls in the template's dialect, or NULL (opts.tool_parser) */
     pthread_mutex_t mu;        /* jobs, stopping, counts */
     job *jobs;
     int stopping;
@@ -148,6 +150,13 @@ struct job {
     int phase;                 /* stream: PH_* */
     char *out;                 /* stream: formatted bytes not yet handed to MHD */
     size_t out_len, out_off, out_cap;
+    /* tool calls (a chat request with tools and srv->dialect): the reply is parsed at its end */
+    int tools;
+    char *grammar;             /* tool_choice required / named: the calls' grammar (the request's) */
+    const char *prefix;        /* ... and the dialect's gen_open, put at the prompt's end: the reply's start */
+    char *acc;                 /* stream: prefix + every piece so far */
+    size_t acc_len, acc_cap;
+    size_t sent;               /* stream: bytes of acc sent as content (tm_tool_safe_prefix) */
     job *next;
 };
 
@@ -400,6 +409,8 @@ static void job_free(job *j)
     free(j->text);
     free(j->lps);
     free(j->out);
+    free(j->grammar);
+    free(j->acc);
     free(j);
 }
 
@@ -444,6 +455,99 @@ static void out_add(job *j, char *s)
     free(s);
 }
 
+/* ---- tool calls ---------------------------------------------------------------------------- */
+
+/* The calls in a reply (j->prefix + text [len]): *c (tm_tool_calls_free it), ids in *ids
+ * (free), as the writer's *tc. Returns 0, or -1 when out of memory. */
+static int job_calls(job *j, const char *text, size_t len, tm_tool_calls *c, char **ids, tm_oai_tool_call **tv,
+                     tm_oai_tool_calls *tc)
+{
+    tm_err err = {0};
+    *ids = NULL;
+    *tv = NULL;
+    *tc = (tm_oai_tool_calls){0};
+    const char *f = j->stats.finish_reason;
+    if (tm_tool_parse(j->srv->dialect, text, len, j->req.tools_json, f && !strcmp(f, "length"), c, &err) != TM_OK)
+        return -1;
+    if (!c->n) return 0;
+    *ids = calloc((size_t)c->n, 40);
+    *tv = calloc((size_t)c->n, sizeof **tv);
+    if (!*ids || !*tv) {
+        tm_tool_calls_free(c);
+        free(*ids);
+        free(*tv);
+        *ids = NULL;
+        *tv = NULL;
+        return -1;
+    }
+    for (int i = 0; i < c->n; i++) {
+        char *id = *ids + 40 * i;
+        tm_tool_call_id(j->srv->dialect, next_random(j->srv), id, 40);
+        (*tv)[i] = (tm_oai_tool_call){id, c->v[i].name, c->v[i].arguments};
+    }
+    *tc = (tm_oai_tool_calls){*tv, c->n};
+    return 0;
+}
+
+/* Append s [n] to j->acc; -1 when out of memory. */
+static int acc_add(job *j, const char *s, size_t n)
+{
+    if (j->acc_len + n + 1 > j->acc_cap) {
+        size_t cap = (j->acc_len + n + 1) * 2;
+        char *a = realloc(j->acc, cap);
+        if (!a) return -1;
+        j->acc = a;
+        j->acc_cap = cap;
+    }
+    memcpy(j->acc + j->acc_len, s, n);
+    j->acc_len += n;
+    j->acc[j->acc_len] = '\0';
+    return 0;
+}
+
+/* A stream's text with tools: the new piece is added to the reply and content goes out up to
+ * where a call may begin (*out, *out_len: a view of j->acc). At the end (finished, rc 0) the
+ * reply is parsed: what remains of its content, then its calls in one chunk (*finish:
+ * "tool_calls"), or all that was held back as content when it has none. */
+static void stream_tools(job *j, const char *text, size_t len, int finished, int rc, const tm_oai_logprobs *lp,
+                         const char **finish)
+{
+    if (acc_add(j, text ? text : "", len)) {
+        j->oom = 1;
+        return;
+    }
+    size_t safe = tm_tool_safe_prefix(j->srv->dialect, j->acc, j->acc_len);
+    if (!(finished && rc == 0)) {
+        if (safe > j->sent || lp)
+            out_add(j, tm_oai_chunk_sse(&j->meta, j->acc + j->sent, safe > j->sent ? safe - j->sent : 0, 0, NULL, lp,
+                                        NULL));
+        if (safe > j->sent) j->sent = safe;
+        return;
+    }
+    tm_tool_calls c;
+    char *ids;
+    tm_oai_tool_call *tv;
+    tm_oai_tool_calls tc;
+    if (job_calls(j, j->acc, j->acc_len, &c, &ids, &tv, &tc)) {
+        j->oom = 1;
+        return;
+    }
+    const char *rest = c.content + j->sent;
+    size_t n = c.content_len > j->sent ? c.content_len - j->sent : 0;
+    if (!c.n) { /* no calls: the text as the model wrote it */
+        rest = j->acc + j->sent;
+        n = j->acc_len - j->sent;
+    }
+    if (n || lp) out_add(j, tm_oai_chunk_sse(&j->meta, rest, n, 0, NULL, lp, NULL));
+    if (c.n) {
+        out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, &tc, NULL, NULL));
+        if (strcmp(*finish ? *finish : "", "length")) *finish = "tool_calls";
+    }
+    tm_tool_calls_free(&c);
+    free(ids);
+    free(tv);
+}
+
 /* Wait for text or the end, and format what came as SSE events into j->out.
  * -1: the stream must end now (client gone, shutdown, out of memory). */
 static int job_fill(job *j)
@@ -477,7 +581,7 @@ static int job_fill(job *j)
     }
     j->out_len = j->out_off = 0;
     if (j->phase == PH_START) {
-        if (j->req.kind == TM_OAI_CHAT) out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 1, NULL, NULL));
+        if (j->req.kind == TM_OAI_CHAT) out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 1, NULL, NULL, NULL));
         j->phase = PH_TEXT;
     }
     /* the tokens since the last chunk go with this one's text (a token whose text is held back,
@@ -488,12 +592,14 @@ static int job_fill(job *j)
     if (lv) lp = (tm_oai_logprobs){lv, n_lps, j->lp_off};
     for (size_t i = 0; lv && i < n_lps; i++) j->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
     free(lps);
-    if (len || lv) out_add(j, tm_oai_chunk_sse(&j->meta, text ? text : "", len, 0, lv ? &lp : NULL, NULL));
+    const char *finish = j->stats.finish_reason;
+    if (j->tools) stream_tools(j, text, len, finished, rc, lv ? &lp : NULL, &finish);
+    else if (len || lv) out_add(j, tm_oai_chunk_sse(&j->meta, text ? text : "", len, 0, NULL, lv ? &lp : NULL, NULL));
     lp_free(lv, n_lps);
     free(text);
     if (finished) {
         if (rc == 0) {
-            out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, NULL, j->stats.finish_reason));
+            out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, NULL, NULL, finish));
             tm_oai_usage u = {j->stats.n_prompt, j->stats.n_generated, j->stats.n_cached};
             if (j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, &u));
         } else {
@@ -554,6 +660,43 @@ static enum MHD_Result submit_error(tm_server *srv, struct MHD_Connection *c, jo
     return reply_error(srv, c, &e, NULL);
 }
 
+/* A chat request with tools: its reply is read for calls in the server's dialect; tool_choice
+ * required or naming a function holds it to calls by a grammar, the dialect's gen_open at the
+ * prompt's end. -1 with *e (400) when that cannot be done. */
+static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *e)
+{
+    const tm_oai_req *r = &j->req;
+    if (!r->tools_json || r->tool_choice == TM_OAI_TOOLS_NONE) return 0;
+    if (!srv->dialect) {
+        if (r->tool_choice == TM_OAI_TOOLS_AUTO) return 0; /* the tools are shown; the reply is text */
+        tm_oai_error_set(e, 400, "invalid_request_error", NULL, "tool_choice",
+                         "this server does not know how its chat template writes tool calls (start it with "
+                         "--tool-parser NAME: %s)", tm_tool_dialect_names());
+        return -1;
+    }
+    j->tools = 1;
+    if (acc_add(j, "", 0)) {
+        tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    if (r->tool_choice == TM_OAI_TOOLS_AUTO) return 0;
+    tm_err err = {0};
+    int rc = tm_tool_grammar(srv->dialect, r->tools_json, r->tool_choice == TM_OAI_TOOLS_NAMED ? r->tool_name : NULL,
+                             r->parallel_tool_calls, &j->grammar, &err);
+    if (rc != TM_OK) {
+        tm_oai_error_set(e, rc == TM_E_NOMEM ? 500 : 400, rc == TM_E_NOMEM ? "server_error" : "invalid_request_error",
+                         NULL, "tools", "%s", err.msg);
+        return -1;
+    }
+    j->prefix = srv->dialect->gen_open;
+    q->grammar = j->grammar;
+    if (acc_add(j, j->prefix, strlen(j->prefix))) {
+        tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, http_req *hr, const char *url)
 {
     tm_oai_kind kind = hr->route == R_CHAT ? TM_OAI_CHAT : TM_OAI_COMPLETION;
@@ -575,6 +718,10 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     tm_oai_apply(&j->req, &q);
     tandem_status st;
     char *prompt = NULL;
+    if (kind == TM_OAI_CHAT && tools_setup(srv, j, &q, &e) != 0) {
+        job_free(j);
+        return reply_error(srv, c, &e, NULL);
+    }
     if (kind == TM_OAI_CHAT) {
         if (tandem_chat_render(srv->m, srv->tpl, j->req.messages_json, 1 /* add_generation_prompt */,
                                j->req.template_kwargs_json, &prompt, &st) != 0) {
@@ -583,6 +730,17 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
                              st.code == TANDEM_E_TEMPLATE ? "messages" : NULL, "chat template: %s", st.msg);
             job_free(j);
             return reply_error(srv, c, &e, NULL);
+        }
+        if (j->prefix && *j->prefix) { /* a forced call starts with the dialect's marker */
+            size_t n = strlen(prompt), k = strlen(j->prefix);
+            char *p2 = realloc(prompt, n + k + 1);
+            if (!p2) {
+                free(prompt);
+                job_free(j);
+                return reply_errorf(srv, c, 500, "server_error", NULL, NULL, "out of memory");
+            }
+            memcpy(p2 + n, j->prefix, k + 1);
+            prompt = p2;
         }
         q.prompt = prompt;
         q.prompt_ids = NULL;
@@ -605,10 +763,22 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         enum MHD_Result mr;
         tm_oai_logprob *lv = NULL;
         if (rc == 0 && j->req.want_logprobs && !(lv = lp_convert(srv, j->lps, j->n_lps))) j->oom = 1;
+        tm_tool_calls calls = {0};
+        char *ids = NULL;
+        tm_oai_tool_call *tv = NULL;
+        tm_oai_tool_calls tc = {0};
+        if (rc == 0 && !j->oom && j->tools) {
+            if (acc_add(j, j->text ? j->text : "", j->text_len) ||
+                job_calls(j, j->acc, j->acc_len, &calls, &ids, &tv, &tc))
+                j->oom = 1;
+        }
         if (rc == 0 && !j->oom) {
             tm_oai_logprobs lp = {lv, j->n_lps, 0};
-            char *body = tm_oai_response_json(&j->meta, j->text ? j->text : "", j->text_len,
-                                              j->req.want_logprobs ? &lp : NULL, stats.finish_reason,
+            const char *text = tc.n ? calls.content : j->tools ? j->acc : j->text ? j->text : "";
+            size_t len = tc.n ? calls.content_len : j->tools ? j->acc_len : j->text_len;
+            char *body = tm_oai_response_json(&j->meta, text, len, &tc, j->req.want_logprobs ? &lp : NULL,
+                                              tc.n && strcmp(stats.finish_reason ? stats.finish_reason : "",
+                                                             "length") ? "tool_calls" : stats.finish_reason,
                                               &(tm_oai_usage){stats.n_prompt, stats.n_generated, stats.n_cached});
             mr = reply(srv, c, 200, body, NULL);
             job_log(j, 200);
@@ -625,6 +795,9 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             job_log(j, 500);
         }
         lp_free(lv, j->n_lps);
+        tm_tool_calls_free(&calls);
+        free(ids);
+        free(tv);
         job_free(j);
         return mr;
     }
@@ -851,6 +1024,13 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (!srv->model_name) oom = 1;
     if (o->chat_template && !(srv->tpl = strdup(o->chat_template))) oom = 1;
     if (o->api_key && o->api_key[0] && !(srv->api_key = strdup(o->api_key))) oom = 1;
+    if (!o->tool_parser || !strcmp(o->tool_parser, "auto")) {
+        srv->dialect = tm_tool_dialect_detect(srv->tpl ? srv->tpl : tandem_model_chat_template(m));
+    } else if (strcmp(o->tool_parser, "none") != 0 && !(srv->dialect = tm_tool_dialect_named(o->tool_parser))) {
+        srv_free(srv);
+        return tm_errf(err, TM_E_INVALID, "serve: --tool-parser '%s' is not one of auto, none, %s", o->tool_parser,
+                       tm_tool_dialect_names());
+    }
     uint64_t seed = 0;
     if (getentropy(&seed, sizeof seed) != 0) seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)srv;
     srv->rand_base = seed;

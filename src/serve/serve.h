@@ -44,6 +44,9 @@ typedef struct tm_server_opts {
     const tandem_request *defaults;/* sampling defaults (temperature, top_p, stop, ...); NULL:
                                       tandem_request_default. Copied. */
     int seed_set;                  /* 1: a request without "seed" uses defaults->seed; 0: a fresh random seed */
+    const char *tool_parser;       /* how replies to requests with tools are read for calls: NULL or "auto":
+                                      the dialect the chat template shows (text/toolcall.h); "none": never;
+                                      or a dialect's name (hermes, llama3_json, mistral, granite) */
     tm_server_log_fn log;          /* (optional) default: silent */
     void *log_ud;
 } tm_server_opts;

@@ -173,7 +173,8 @@ static size_t skip_ws(const char *s, size_t i, size_t len)
     return i;
 }
 
-enum { GOOD = 1, BAD = 2 }; /* beside TM_OK (0) and the negative statuses */
+enum { GOOD = 1, BAD = 2, CUT = 3 }; /* beside TM_OK (0) and the negative statuses; CUT: an unfinished call ends
+                                        a reply cut short */
 
 /* o as a call to a declared tool, appended to c: GOOD, BAD (not a call) or TM_E_NOMEM */
 static int add_call(const cJSON *o, const cJSON *tools, calls *c)
@@ -212,29 +213,40 @@ static cJSON *json_at(const char *text, size_t len, size_t p, size_t *end)
     return v;
 }
 
-/* The calls of one marker (or of a bare reply) at text[p..len): GOOD with *end past them, BAD, or
- * TM_E_NOMEM. */
+/* The calls of one marker (or of a bare reply) at text[p..len): GOOD with *end past them, BAD,
+ * CUT (cut: the reply ends inside a call; the complete ones before it are in c) or TM_E_NOMEM. A
+ * list is read element by element, so that a cut one leaves those before it. */
 static int calls_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools, calls *c,
-                    size_t *end)
+                    size_t *end, int cut)
 {
+    if (d->list) {
+        if (p == len) return cut ? CUT : BAD;
+        if (text[p] != '[') return BAD;
+        p = skip_ws(text, p + 1, len);
+    }
     for (;;) {
         size_t e = 0;
         cJSON *v = json_at(text, len, p, &e);
-        int rc = BAD;
-        if (d->list && cJSON_IsArray(v) && v->child) {
-            rc = GOOD;
-            for (const cJSON *o = v->child; o && rc == GOOD; o = o->next) rc = add_call(o, tools, c);
-        } else if (!d->list && v) {
-            rc = add_call(v, tools, c);
-        }
+        if (!v) return cut && (p == len || text[p] == '{') ? CUT : BAD;
+        int rc = add_call(v, tools, c);
         cJSON_Delete(v);
         if (rc != GOOD) return rc;
-        *end = e;
-        if (!d->semicolons) return GOOD;
         size_t q = skip_ws(text, e, len);
-        if (q == len || text[q] != ';') return GOOD;
+        if (d->list) {
+            if (q == len) return cut ? CUT : BAD;
+            if (text[q] == ']') {
+                *end = q + 1;
+                return GOOD;
+            }
+            if (text[q] != ',') return BAD;
+            p = skip_ws(text, q + 1, len);
+            continue;
+        }
+        *end = e;
+        if (!d->semicolons || q == len || text[q] != ';') return GOOD;
         *end = q + 1; /* a ';' after the last call belongs to it */
         p = skip_ws(text, q + 1, len);
+        if (p == len && cut) return CUT;
         if (p == len || text[p] != '{') return GOOD;
     }
 }
@@ -255,12 +267,14 @@ static int put(text_t *t, const char *s, size_t n)
 }
 
 /* GOOD: every marker opened calls (c, content), BAD: the reply is not calls, or TM_E_NOMEM */
-static int split(const tm_tool_dialect *d, const char *text, size_t len, const cJSON *tools, calls *c, text_t *content)
+static int split(const tm_tool_dialect *d, const char *text, size_t len, const cJSON *tools, int cut, calls *c,
+                 text_t *content)
 {
     size_t i = skip_ws(text, 0, len), e = 0, olen = strlen(d->open), clen = strlen(d->close), pos = 0;
     if (d->bare && i < len && text[i] == (d->list ? '[' : '{') &&
         !(len - i >= olen && !memcmp(text + i, d->open, olen))) {
-        int rc = calls_at(d, text, len, i, tools, c, &e);
+        int rc = calls_at(d, text, len, i, tools, c, &e, cut);
+        if (rc == CUT) return c->n ? GOOD : BAD;
         return rc == GOOD && skip_ws(text, e, len) < len ? BAD : rc;
     }
     while (pos < len) {
@@ -268,27 +282,29 @@ static int split(const tm_tool_dialect *d, const char *text, size_t len, const c
         size_t at = m ? (size_t)(m - text) : len;
         if (put(content, text + pos, at - pos)) return TM_E_NOMEM;
         if (!m) break;
-        int rc = calls_at(d, text, len, skip_ws(text, at + olen, len), tools, c, &e);
+        int rc = calls_at(d, text, len, skip_ws(text, at + olen, len), tools, c, &e, cut);
+        if (rc == CUT) break; /* the unfinished call is neither a call nor content */
         if (rc != GOOD) return rc;
         pos = e;
         if (clen) {
             size_t q = skip_ws(text, e, len);
             if (len - q >= clen && !memcmp(text + q, d->close, clen)) pos = q + clen;
-            else if (q < len) return BAD; /* an unclosed call before more text */
+            else if (q < len && !(cut && len - q < clen && !memcmp(text + q, d->close, len - q)))
+                return BAD; /* an unclosed call before more text */
             else pos = len;
         }
     }
     return c->n ? GOOD : BAD;
 }
 
-int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
                   tm_tool_calls *out, tm_err *err)
 {
     memset(out, 0, sizeof *out);
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
     calls c = {0};
     text_t content = {0};
-    int rc = d && tools ? split(d, text, len, tools, &c, &content) : BAD;
+    int rc = d && tools ? split(d, text, len, tools, cut, &c, &content) : BAD;
     cJSON_Delete(tools);
     if (rc == GOOD) {
         while (content.n && is_ws(content.p[content.n - 1])) content.n--;
@@ -362,12 +378,20 @@ static int name_char(char c)
 }
 
 /* src (GBNF) with every rule name prefixed by pfx: names are read outside literals, classes,
- * comments and repetition bounds */
+ * comments and repetition bounds. The converter's whitespace rule "ws" is written as at most one
+ * space: a call's JSON is spaced as json.dumps spaces it, the form chat templates show the model. */
 static int put_renamed(text_t *t, const char *src, const char *pfx)
 {
     int rc = TM_OK;
     for (const char *p = src; *p && !rc;) {
         const char *q = p + 1;
+        if ((p == src || p[-1] == '\n') && !strncmp(p, "ws ::= ", 7)) {
+            rc = puts_(t, pfx);
+            if (!rc) rc = puts_(t, "ws ::= \" \"?");
+            p = strchr(p, '\n');
+            if (!p) break;
+            continue;
+        }
         if (*p == '"' || *p == '[') {
             char close = *p == '"' ? '"' : ']';
             while (*q && *q != close) q += q[0] == '\\' && q[1] ? 2 : 1;
@@ -447,7 +471,7 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
         bad = puts_(&t, nm);
         first = 0;
     }
-    bad = bad || puts_(&t, "\ntc-ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n");
+    bad = bad || puts_(&t, "\ntc-ws ::= \" \"?\n");
     i = 0;
     for (const cJSON *tool = tools->child; tool && !bad && rc == TM_OK; tool = tool->next, i++) {
         if (only && strcmp(tool_name(tool), only)) continue;

@@ -16,7 +16,7 @@
  *   tm_tool_grammar(d, tools_json, NULL, 1, &gbnf, &err);   // request.grammar; prompt += d->gen_open
  *   // streaming: send text[0 .. tm_tool_safe_prefix(d, text, n)) as content, hold the rest
  *   tm_tool_calls c;
- *   tm_tool_parse(d, text, n, tools_json, &c, &err);      // c.n calls, c.content the text around them
+ *   tm_tool_parse(d, text, n, tools_json, 0, &c, &err);   // c.n calls, c.content the text around them
  *   tm_tool_calls_free(&c);
  *
  * Design block
@@ -28,7 +28,8 @@
  * Parsing is all or nothing: every marker must open a well-formed call (a JSON object with a
  * "name" among the declared tools and an object of arguments under "arguments" or "parameters",
  * or a string holding one, as some models write), else the reply holds no calls and is all
- * content, as the model wrote it. Bare calls (dialects whose marker is a special token, which the
+ * content, as the model wrote it; except that in a reply cut short (max_tokens) a call the reply
+ * ends inside is dropped and the complete ones before it kept. Bare calls (dialects whose marker is a special token, which the
  * text does not show, or optional) count only when they are the whole reply but whitespace.
  *
  * The hold-back is a function of the text so far and is never smaller for a longer text: content
@@ -97,8 +98,9 @@ typedef struct tm_tool_calls {
 } tm_tool_calls;
 
 /* tm_tool_parse: the calls in text [len], a reply in dialect d to a request with tools_json (a
- * name not declared there is not a call). TM_OK (out->n may be 0) or TM_E_NOMEM. */
-int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+ * name not declared there is not a call). cut: the reply was cut short (max_tokens), so a call it
+ * ends inside is dropped, the complete ones before it kept. TM_OK (out->n may be 0) or TM_E_NOMEM. */
+int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
                   tm_tool_calls *out, tm_err *err);
 void tm_tool_calls_free(tm_tool_calls *c);
 

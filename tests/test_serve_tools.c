@@ -1,0 +1,430 @@
+/* tests/test_serve_tools.c: tool calling through the server (serve/, text/toolcall.h).
+ *
+ * 1. The request parser: tools, tool_choice, parallel_tool_calls and the messages of a tool
+ *    conversation (an assistant's tool_calls with their arguments read as objects, tool results)
+ *    normalised for the chat template; every malformed field a 400 naming it.
+ * 2. Those messages through the real chat templates of the conformance set (Qwen2.5, Llama 3.1,
+ *    Mistral Nemo): each renders the calls and results in its own words.
+ * 3. The server on the demo model with Qwen2.5's template (the hermes dialect): tool_choice
+ *    required and named give calls whose arguments hold to the tool's schema, as JSON and streamed
+ *    (the same calls); parallel_tool_calls false gives one; auto and none give text, the stream's
+ *    equal to the JSON answer's; a server whose template shows no dialect refuses a forced call
+ *    unless started with --tool-parser. */
+#include "harness.h"
+#include "http_client.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "serve/oai.h"
+#include "serve/serve.h"
+#include "tandem.h"
+
+static const char *TOOLS =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The weather in a city\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Oslo\",\"Rome\"]},"
+    "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\"],"
+    "\"additionalProperties\":false}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"now\",\"parameters\":{\"type\":\"object\",\"properties\":{},"
+    "\"additionalProperties\":false}}}]";
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static char *shared_template(const char *name)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/conformance/chat_templates/%s", th_shared(), name);
+    char *s = slurp(path);
+    CHECKF(s != NULL, "%s", path);
+    return s;
+}
+
+/* ---- 1. the parser ---- */
+
+static void parse_bad(const char *body, const char *param, const char *what)
+{
+    tm_oai_req r;
+    tm_oai_error e;
+    int rc = tm_oai_parse(&r, TM_OAI_CHAT, body, strlen(body), &e);
+    CHECKF(rc == -1 && e.http == 400 && !strcmp(e.param, param), "%s: rc %d, http %d, param '%s' (%s)", what, rc,
+           e.http, e.param, e.msg);
+    if (rc == 0) tm_oai_req_free(&r);
+}
+
+static const char *CONV =
+    "[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"abcDEF123\",\"type\":\"function\","
+    "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"abcDEF123\",\"content\":\"18 C, sunny\"}]";
+
+static void test_parse(void)
+{
+    char body[4096];
+    tm_oai_req r;
+    tm_oai_error e;
+    snprintf(body, sizeof body, "{\"messages\":%s,\"tools\":%s}", CONV, TOOLS);
+    CHECKF(tm_oai_parse(&r, TM_OAI_CHAT, body, strlen(body), &e) == 0, "%s", e.msg);
+    CHECK(r.tool_choice == TM_OAI_TOOLS_AUTO && r.parallel_tool_calls == 1 && r.tools_json && !r.tool_name);
+    cJSON *m = cJSON_Parse(r.messages_json), *kw = cJSON_Parse(r.template_kwargs_json ? r.template_kwargs_json : "");
+    const cJSON *call = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 1), "tool_calls"), 0);
+    const cJSON *args = cJSON_GetObjectItem(cJSON_GetObjectItem(call, "function"), "arguments");
+    CHECK(cJSON_IsObject(args) && !strcmp(cJSON_GetObjectItem(args, "city")->valuestring, "Paris"));
+    CHECK_EQ_STR(cJSON_GetObjectItem(call, "id") ? cJSON_GetObjectItem(call, "id")->valuestring : NULL, "abcDEF123");
+    CHECK_EQ_STR(jstr(m, "1.content"), "");
+    CHECK_EQ_STR(jstr(m, "2.role"), "tool");
+    CHECK_EQ_STR(jstr(m, "2.tool_call_id"), "abcDEF123");
+    CHECK(!cJSON_GetObjectItem(cJSON_GetArrayItem(m, 0), "tool_calls")); /* only where calls were made */
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(kw, "tools")) == 2);
+    cJSON_Delete(m);
+    cJSON_Delete(kw);
+    tm_oai_req_free(&r);
+
+    /* the template's own "tools" in chat_template_kwargs wins; choices */
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":%s,\"chat_template_kwargs\":"
+             "{\"tools\":[],\"x\":1},\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"now\"}},"
+             "\"parallel_tool_calls\":false}", TOOLS);
+    CHECKF(tm_oai_parse(&r, TM_OAI_CHAT, body, strlen(body), &e) == 0, "%s", e.msg);
+    CHECK(r.tool_choice == TM_OAI_TOOLS_NAMED && !strcmp(r.tool_name, "now") && r.parallel_tool_calls == 0);
+    CHECK_EQ_STR(r.template_kwargs_json, "{\"tools\":[],\"x\":1}");
+    tm_oai_req_free(&r);
+    const char *plain = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[],\"tool_choice\":\"auto\"}";
+    CHECK(tm_oai_parse(&r, TM_OAI_CHAT, plain, strlen(plain), &e) == 0 && r.tool_choice == TM_OAI_TOOLS_NONE &&
+          !r.tools_json && !r.template_kwargs_json);
+    tm_oai_req_free(&r);
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":%s,\"tool_choice\":\"none\"}",
+             TOOLS);
+    CHECK(tm_oai_parse(&r, TM_OAI_CHAT, body, strlen(body), &e) == 0 && r.tool_choice == TM_OAI_TOOLS_NONE &&
+          r.tools_json && strstr(r.template_kwargs_json, "get_weather"));
+    tm_oai_req_free(&r);
+
+    /* refusals */
+    const char *U = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    snprintf(body, sizeof body, "{%s,\"tools\":{}}", U);
+    parse_bad(body, "tools", "tools an object");
+    snprintf(body, sizeof body, "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}", U);
+    parse_bad(body, "tools", "a bad name");
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"always\"}", U, TOOLS);
+    parse_bad(body, "tool_choice", "an unknown choice");
+    snprintf(body, sizeof body, "{%s,\"tool_choice\":\"required\"}", U);
+    parse_bad(body, "tool_choice", "required without tools");
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"zz\"}}}",
+             U, TOOLS);
+    parse_bad(body, "tool_choice", "an undeclared function");
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":{\"function\":\"now\"}}", U, TOOLS);
+    parse_bad(body, "tool_choice", "a malformed choice");
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}",
+             U, TOOLS);
+    parse_bad(body, "tool_choice", "required beside JSON mode");
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"parallel_tool_calls\":1}", U, TOOLS);
+    parse_bad(body, "parallel_tool_calls", "parallel_tool_calls a number");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":{}}]}", "messages[0].tool_calls",
+              "tool_calls an object");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}]}",
+              "messages[0].tool_calls[0]", "a call without a name");
+    parse_bad("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":3}}]}]}",
+              "messages[0].tool_calls[0]", "arguments a number");
+    parse_bad("{\"messages\":[{\"role\":\"tool\",\"content\":\"r\",\"tool_call_id\":5}]}", "messages[0].tool_call_id",
+              "a numeric tool_call_id");
+    parse_bad("{\"messages\":[{\"role\":\"tool\"}]}", "messages[0].content", "a tool message without content");
+    parse_bad("{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", "messages[0].role", "the old function role");
+    tm_oai_req r2;
+    snprintf(body, sizeof body, "{\"prompt\":\"x\",\"tools\":%s}", TOOLS);
+    CHECK(tm_oai_parse(&r2, TM_OAI_COMPLETION, body, strlen(body), &e) == -1 && !strcmp(e.param, "tools"));
+}
+
+/* ---- 2. the real templates ---- */
+
+static void render_case(tandem_model *m, const char *file, const char *want1, const char *want2)
+{
+    char *tpl = shared_template(file);
+    if (!tpl) return;
+    char body[4096];
+    snprintf(body, sizeof body, "{\"messages\":%s,\"tools\":%s}", CONV, TOOLS);
+    tm_oai_req r;
+    tm_oai_error e;
+    CHECKF(tm_oai_parse(&r, TM_OAI_CHAT, body, strlen(body), &e) == 0, "%s", e.msg);
+    char *text = NULL;
+    tandem_status st;
+    int rc = tandem_chat_render(m, tpl, r.messages_json, 1, r.template_kwargs_json, &text, &st);
+    CHECKF(rc == 0, "%s: %s", file, st.msg);
+    CHECKF(text && strstr(text, want1), "%s: no %s in\n%s", file, want1, text ? text : "");
+    CHECKF(text && strstr(text, want2), "%s: no %s in\n%s", file, want2, text ? text : "");
+    free(text);
+    tm_oai_req_free(&r);
+    free(tpl);
+}
+
+static void test_render(tandem_model *m)
+{
+    render_case(m, "Qwen-Qwen2.5-7B-Instruct.jinja",
+                "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n18 C, sunny\n</tool_response><|im_end|>",
+                "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"");
+    render_case(m, "meta-llama-Llama-3.1-8B-Instruct.jinja",
+                "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>",
+                "<|start_header_id|>ipython<|end_header_id|>\n\n\"18 C, sunny\"<|eot_id|>");
+    render_case(m, "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+                "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]",
+                "[TOOL_RESULTS]{\"content\": 18 C, sunny, \"call_id\": \"abcDEF123\"}[/TOOL_RESULTS]");
+}
+
+/* ---- 3. the server ---- */
+
+typedef struct reply {
+    int status;
+    char content[4096];
+    int has_content;         /* content not null */
+    char finish[16];
+    int n;                   /* calls */
+    char name[4][72], args[4][512], id[4][48];
+} reply;
+
+static void read_calls(const cJSON *calls, reply *out, int stream)
+{
+    for (const cJSON *c = calls ? calls->child : NULL; c; c = c->next) {
+        int i = stream ? (int)jnum(c, "index") : out->n;
+        if (i < 0 || i >= 4) {
+            CHECKF(0, "call index %d", i);
+            continue;
+        }
+        if (i >= out->n) out->n = i + 1;
+        const char *nm = jstr(c, "function.name"), *a = jstr(c, "function.arguments"), *id = jstr(c, "id");
+        if (nm) snprintf(out->name[i], sizeof out->name[i], "%s", nm);
+        if (id) snprintf(out->id[i], sizeof out->id[i], "%s", id);
+        if (a) strncat(out->args[i], a, sizeof out->args[i] - strlen(out->args[i]) - 1);
+        CHECK(!strcmp(jstr(c, "type") ? jstr(c, "type") : "", "function"));
+    }
+}
+
+static void ask(int port, const char *body, int stream, reply *out)
+{
+    memset(out, 0, sizeof *out);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
+    out->status = hr.status;
+    if (!stream || hr.status != 200) {
+        cJSON *j = cJSON_Parse(hr.body ? hr.body : "");
+        const cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
+        const cJSON *c = cJSON_GetObjectItem(msg, "content");
+        out->has_content = cJSON_IsString(c);
+        if (cJSON_IsString(c)) snprintf(out->content, sizeof out->content, "%s", c->valuestring);
+        const char *f = jstr(j, "choices.0.finish_reason");
+        snprintf(out->finish, sizeof out->finish, "%s", f ? f : "");
+        read_calls(cJSON_GetObjectItem(msg, "tool_calls"), out, 0);
+        cJSON_Delete(j);
+        http_res_free(&hr);
+        return;
+    }
+    for (const char *p = hr.body; p && *p;) {
+        const char *e = strstr(p, "\n\n");
+        if (!e) break;
+        if (!strncmp(p, "data: {", 7)) {
+            char *ev = strndup(p + 6, (size_t)(e - p - 6));
+            cJSON *j = cJSON_Parse(ev);
+            CHECKF(j != NULL, "event %s", ev);
+            const char *t = jstr(j, "choices.0.delta.content"), *f = jstr(j, "choices.0.finish_reason");
+            if (t) {
+                strncat(out->content, t, sizeof out->content - strlen(out->content) - 1);
+                out->has_content |= t[0] != 0;
+            }
+            if (f) snprintf(out->finish, sizeof out->finish, "%s", f);
+            read_calls(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                                                               "delta"),
+                                           "tool_calls"),
+                       out, 1);
+            cJSON_Delete(j);
+            free(ev);
+        }
+        p = e + 2;
+    }
+    http_res_free(&hr);
+}
+
+/* a call's arguments hold to its tool's schema */
+static int args_ok(const char *name, const char *args)
+{
+    cJSON *a = cJSON_Parse(args);
+    int ok = cJSON_IsObject(a);
+    if (ok && !strcmp(name, "get_weather")) {
+        const cJSON *city = cJSON_GetObjectItem(a, "city"), *days = cJSON_GetObjectItem(a, "days");
+        ok = cJSON_IsString(city) && (!strcmp(city->valuestring, "Paris") || !strcmp(city->valuestring, "Oslo") ||
+                                      !strcmp(city->valuestring, "Rome"));
+        ok = ok && (!days || (cJSON_IsNumber(days) && days->valuedouble == (int)days->valuedouble &&
+                              days->valuedouble >= 1 && days->valuedouble <= 7));
+        int n = 0;
+        for (const cJSON *c = a->child; c; c = c->next) n++;
+        ok = ok && n == 1 + (days != NULL);
+    } else if (ok) {
+        ok = !strcmp(name, "now") && !a->child;
+    }
+    cJSON_Delete(a);
+    return ok;
+}
+
+static void test_server(tandem_model *m, tandem_session *s)
+{
+    char *qwen = shared_template("Qwen-Qwen2.5-7B-Instruct.jinja");
+    if (!qwen) return;
+    tm_server_opts o;
+    tm_server_opts_default(&o);
+    o.port = 0;
+    o.chat_template = qwen;
+    tm_server *srv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (!srv) {
+        free(qwen);
+        return;
+    }
+    int port = tm_server_port(srv);
+    char body[4096];
+    const char *U = "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"}],"
+                    "\"temperature\":0,\"max_tokens\":160";
+
+    /* required: calls only, held to the schemas; the stream gives the same calls */
+    reply a, b;
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\"}", U, TOOLS);
+    ask(port, body, 0, &a);
+    CHECK_EQ_INT(a.status, 200);
+    /* (the demo model, greedy, calls again and again: max_tokens cuts the last call, which is dropped) */
+    CHECKF(a.n >= 1 && (!strcmp(a.finish, "tool_calls") || !strcmp(a.finish, "length")) && !a.has_content,
+           "n %d finish %s content %s", a.n, a.finish, a.content);
+    for (int i = 0; i < a.n; i++) {
+        CHECKF(args_ok(a.name[i], a.args[i]), "%s(%s)", a.name[i], a.args[i]);
+        CHECKF(!strncmp(a.id[i], "call_", 5) && strlen(a.id[i]) == 29, "id %s", a.id[i]);
+    }
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"stream\":true}", U, TOOLS);
+    ask(port, body, 1, &b);
+    CHECK_EQ_INT(b.status, 200);
+    CHECKF(b.n == a.n && !strcmp(b.finish, a.finish) && !b.has_content, "stream: n %d finish %s content %s", b.n,
+           b.finish, b.content);
+    for (int i = 0; i < a.n && i < b.n; i++)
+        CHECKF(!strcmp(a.name[i], b.name[i]) && !strcmp(a.args[i], b.args[i]) && strcmp(a.id[i], b.id[i]),
+               "call %d: %s(%s) / %s(%s)", i, a.name[i], a.args[i], b.name[i], b.args[i]);
+
+    /* one named function; parallel_tool_calls false: one call (sampled, three seeds, one streamed) */
+    for (int rep = 0; rep < 3; rep++) {
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":160,\"tools\":%s,"
+                 "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},"
+                 "\"parallel_tool_calls\":false,\"temperature\":1,\"seed\":%d,\"stream\":%s}",
+                 TOOLS, 5 + rep, rep == 1 ? "true" : "false");
+        ask(port, body, rep == 1, &a);
+        CHECKF(a.status == 200 && a.n == 1 && !strcmp(a.name[0], "get_weather") && args_ok(a.name[0], a.args[0]) &&
+                   !strcmp(a.finish, "tool_calls"),
+               "named, seed %d: status %d, %d calls, %s(%s), finish %s", 5 + rep, a.status, a.n, a.name[0], a.args[0],
+               a.finish);
+    }
+    snprintf(body, sizeof body,
+             "{%s,\"tools\":%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"now\"}},"
+             "\"parallel_tool_calls\":false}", U, TOOLS);
+    ask(port, body, 0, &a);
+    CHECKF(a.status == 200 && a.n == 1 && !strcmp(a.name[0], "now") && !strcmp(a.args[0], "{}"), "now: %d %s(%s)", a.n,
+           a.name[0], a.args[0]);
+
+    /* auto (the demo model writes stories, not calls) and none: text, the same streamed */
+    const char *choices[] = {"auto", "none"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"%s\",\"max_tokens\":24}", U, TOOLS, choices[k]);
+        ask(port, body, 0, &a);
+        char sbody[4096];
+        snprintf(sbody, sizeof sbody, "{%s,\"tools\":%s,\"tool_choice\":\"%s\",\"max_tokens\":24,\"stream\":true}", U,
+                 TOOLS, choices[k]);
+        ask(port, sbody, 1, &b);
+        CHECKF(a.status == 200 && a.n == 0 && a.has_content && strlen(a.content) > 0 && strcmp(a.finish, "tool_calls"),
+               "%s: %d calls, finish %s", choices[k], a.n, a.finish);
+        CHECKF(b.status == 200 && b.n == 0 && !strcmp(a.content, b.content) && !strcmp(a.finish, b.finish),
+               "%s: stream '%s' / '%s'", choices[k], b.content, a.content);
+    }
+
+    /* refusals at submit: a strict tool whose schema is not supported */
+    snprintf(body, sizeof body,
+             "{%s,\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+             "\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
+             "\"pattern\":\"^a\"}}}}}]}", U);
+    check_error(port, "POST", "/v1/chat/completions", body, 400, "tools", "strict tool, pattern");
+    snprintf(body, sizeof body, "{\"prompt\":\"x\",\"tools\":%s}", TOOLS);
+    check_error(port, "POST", "/v1/completions", body, 400, "tools", "tools on completions");
+    tm_server_stop(srv);
+
+    /* a template that shows no dialect: forced calls refused, auto is text; --tool-parser hermes */
+    const char *plain = "{%- for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
+    o.chat_template = plain;
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (srv) {
+        port = tm_server_port(srv);
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\"}", U, TOOLS);
+        check_error(port, "POST", "/v1/chat/completions", body, 400, "tool_choice", "no dialect");
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":8}", U, TOOLS);
+        ask(port, body, 0, &a);
+        CHECK(a.status == 200 && a.n == 0 && a.has_content);
+        tm_server_stop(srv);
+    }
+    o.tool_parser = "hermes";
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (srv) {
+        port = tm_server_port(srv);
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", U,
+                 TOOLS);
+        ask(port, body, 0, &a);
+        CHECKF(a.status == 200 && a.n == 1 && args_ok(a.name[0], a.args[0]), "hermes by hand: %d %s(%s)", a.n,
+               a.name[0], a.args[0]);
+        tm_server_stop(srv);
+    }
+    o.tool_parser = "mistral";
+    o.chat_template = qwen; /* the dialect given wins over the template's */
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (srv) {
+        port = tm_server_port(srv);
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", U,
+                 TOOLS);
+        ask(port, body, 0, &a);
+        CHECKF(a.status == 200 && a.n == 1 && args_ok(a.name[0], a.args[0]) && strlen(a.id[0]) == 9,
+               "mistral by hand: %d %s(%s) id %s", a.n, a.name[0], a.args[0], a.id[0]);
+        tm_server_stop(srv);
+    }
+    o.tool_parser = "bogus";
+    srv = NULL;
+    CHECK(tm_server_start(&srv, m, s, &o, &err) == TM_E_INVALID && !srv && strstr(err.msg, "bogus"));
+    free(qwen);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    test_parse();
+    tandem_status st;
+    tandem_model *m = NULL;
+    CHECKF(tandem_model_open(&m, "models/tiny-classics-llama", &st) == 0, "%s", st.msg);
+    if (!m) return th_done("test_serve_tools");
+    test_render(m);
+    tandem_session_opts so;
+    tandem_session_opts_default(&so);
+    so.n_threads = 2;
+    so.max_ctx = 1024;
+    tandem_session *s = NULL;
+    CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
+    if (s) test_server(m, s);
+    tandem_session_free(s);
+    tandem_model_free(m);
+    return th_done("test_serve_tools");
+}
