@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "serve/oai.h"
+#include "text/toolcall.h"
 
 static void must_parse(const char *js, size_t skip)
 {
@@ -42,8 +43,16 @@ static void check_messages(const char *js)
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (!cJSON_IsString(role) || !cJSON_IsString(content)) abort();
         if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-            strcmp(role->valuestring, "assistant"))
+            strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "tool"))
             abort();
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (calls && (strcmp(role->valuestring, "assistant") || !cJSON_IsArray(calls) || !calls->child)) abort();
+        for (const cJSON *c = calls ? calls->child : NULL; c; c = c->next) {
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+            if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name")) ||
+                !cJSON_GetObjectItemCaseSensitive(fn, "arguments"))
+                abort();
+        }
     }
     cJSON_Delete(a);
 }
@@ -90,6 +99,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cJSON_Delete(kw);
         }
     }
+    /* tools: well-formed when kept, given to the template; a forced call has tools to call */
+    tm_err te = {0};
+    if (r.tools_json && (tm_tool_check(r.tools_json, &te) != TM_OK || !r.template_kwargs_json)) abort();
+    if (r.tool_choice >= TM_OAI_TOOLS_REQUIRED && !r.tools_json) abort();
+    if ((r.tool_choice == TM_OAI_TOOLS_NAMED) != !!r.tool_name) abort();
     if (r.n_stop < 0 || r.n_stop > TM_OAI_MAX_STOP || r.stop[r.n_stop]) abort();
     for (int i = 0; i < r.n_stop; i++)
         if (!r.stop[i] || !r.stop[i][0] || strlen(r.stop[i]) > TM_OAI_MAX_STOP_LEN) abort();

@@ -186,6 +186,11 @@ typedef struct tandem_request {
                                      allowed only where the text is a whole match, and the request ends,
                                      finish "stop", where nothing may follow. At most one of json_object,
                                      json_schema and grammar */
+    const char *grammar_trigger;  /* with grammar: NULL (it holds from the start), or a text from whose first
+                                     place in the output on the grammar holds (llama.cpp's lazy grammars:
+                                     the output is free until the model writes it, and the text from its
+                                     start must then be in the grammar's language); an output whose next
+                                     bytes after it the grammar refuses is left free */
     int logprobs;                 /* with on_logprob: each generated token's log-probability and this
                                      many (0..TANDEM_MAX_LOGPROBS) of the most likely tokens at its step */
     struct tandem_logprob_cb {    /* (a struct so that a zeroed request has none) */

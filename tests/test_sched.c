@@ -595,9 +595,47 @@ static void grammar_mode(tm_rt_model *rm)
         CHECKF(!strcmp(st.finish_reason, "stop") && ok, "seed %d: %s: '%s'", seed, st.finish_reason, k.buf);
         cJSON_Delete(j);
     }
+    /* a lazy grammar (grammar_trigger): the output is the free one up to the trigger's first place,
+     * held to the grammar from the trigger's start on; a trigger never written leaves it free */
+    for (int pi = 0; pi < 2; pi++) {
+        tandem_request r = greedy_request(60);
+        r.prompt = prompts[pi];
+        sink ref = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &ref, &st, &err) == TM_OK, "%s", err.msg);
+        CHECK(ref.len > 24);
+        char trig[8], lit[32], lazy[96];
+        memcpy(trig, ref.buf + 12, 4);
+        trig[4] = '\0';
+        size_t w = 0;
+        for (int i = 0; i < 4; i++) {
+            if (trig[i] == '"' || trig[i] == '\\') lit[w++] = '\\';
+            if (trig[i] == '\n') { lit[w++] = '\\'; lit[w++] = 'n'; continue; }
+            lit[w++] = trig[i];
+        }
+        lit[w] = '\0';
+        snprintf(lazy, sizeof lazy, "root ::= \"%s\" [^.]{0,40} \".\"", lit);
+        const char *first = strstr(ref.buf, trig);
+        size_t before = first ? (size_t)(first - ref.buf) : 0;
+        r.grammar = lazy;
+        r.grammar_trigger = trig;
+        sink k = {0};
+        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(first && k.len >= before + 4 && !memcmp(k.buf, ref.buf, before) && !strcmp(st.finish_reason, "stop") &&
+                   matches(lazy, k.buf + before, k.len - before),
+               "lazy, trigger '%s': %s: '%s' (free: '%s')", trig, st.finish_reason, k.buf, ref.buf);
+        r.grammar_trigger = "@@never@@";
+        sink k2 = {0};
+        CHECKF(tm_session_generate(s, &r, on_text, &k2, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(k2.len == ref.len && !memcmp(k2.buf, ref.buf, ref.len), "untriggered: '%s' / '%s'", k2.buf, ref.buf);
+    }
     /* refusals at submit */
     tandem_request r = greedy_request(4);
     r.prompt = prompts[0];
+    r.grammar_trigger = "x";
+    tm_req *q0 = NULL;
+    CHECK(tm_session_submit(s, &r, on_text, NULL, &q0, &err) == TM_E_INVALID && !q0 && strstr(err.msg, "grammar_trigger"));
+    r.grammar_trigger = NULL;
     r.grammar = "root ::= \"a\" undefined-rule";
     tm_req *q;
     CHECK_EQ_INT(tm_session_submit(s, &r, on_text, NULL, &q, &err), TM_E_FORMAT);

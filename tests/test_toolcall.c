@@ -303,7 +303,7 @@ static tm_grammar *forced(const char *dn, const char *tools, const char *only, i
     char *src = NULL;
     tm_err e = {0};
     tm_grammar *g = NULL;
-    int rc = tm_tool_grammar(tm_tool_dialect_named(dn), tools, only, parallel, &src, &e);
+    int rc = tm_tool_grammar(tm_tool_dialect_named(dn), tools, only, parallel, 0, &src, &e);
     CHECKF(rc == TM_OK, "%s: %s", dn, e.msg);
     if (rc == TM_OK) CHECKF(tm_grammar_parse(&g, src, strlen(src), &e) == TM_OK, "%s: %s\n%s", dn, e.msg, src);
     free(src);
@@ -342,6 +342,19 @@ static void test_grammar(void)
         CHECK(takes(g, "{\"arguments\": {}, \"name\": \"now\"}\n</tool_call>") == 0);
         tm_grammar_free(g);
     }
+    /* the lazy form (auto): from the marker on */
+    char *lz = NULL;
+    tm_err le = {0};
+    tm_grammar *lg = NULL;
+    CHECKF(tm_tool_grammar(tm_tool_dialect_named("hermes"), TOOLS, NULL, 1, 1, &lz, &le) == TM_OK &&
+               tm_grammar_parse(&lg, lz, strlen(lz), &le) == TM_OK,
+           "%s", le.msg);
+    if (lg) {
+        CHECK(takes(lg, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 1);
+        CHECK(takes(lg, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 0);
+    }
+    tm_grammar_free(lg);
+    free(lz);
     g = forced("hermes", TOOLS, NULL, 0);
     if (g) {
         CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 1);
@@ -408,16 +421,16 @@ static void test_grammar(void)
                          "{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}]";
     char *src = NULL;
     tm_err e = {0};
-    int rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), strict, NULL, 1, &src, &e);
+    int rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), strict, NULL, 1, 0, &src, &e);
     CHECKF(rc == TM_E_UNSUPPORTED && strstr(e.msg, "tools[1].function.parameters") && strstr(e.msg, "pattern") && !src,
            "%d %s", rc, e.msg);
     free(src);
-    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), strict, "ok", 1, &src, &e); /* f not asked for */
+    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), strict, "ok", 1, 0, &src, &e); /* f not asked for */
     CHECKF(rc == TM_OK && src, "%s", e.msg);
     free(src);
-    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), TOOLS, "nope", 1, &src, &e);
+    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), TOOLS, "nope", 1, 0, &src, &e);
     CHECKF(rc == TM_E_INVALID && strstr(e.msg, "nope") && !src, "%d %s", rc, e.msg);
-    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), "[]", NULL, 1, &src, &e);
+    rc = tm_tool_grammar(tm_tool_dialect_named("hermes"), "[]", NULL, 1, 0, &src, &e);
     CHECK(rc == TM_E_FORMAT && !src);
 }
 

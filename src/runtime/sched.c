@@ -62,6 +62,7 @@
 #include "text/json_schema.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
+#include "text/vocab_trie.h"
 
 _Static_assert(TM_LOGPROBS_MAX == TANDEM_MAX_LOGPROBS, "the sampler reports what the API promises");
 
@@ -86,6 +87,12 @@ struct tm_req {
     tm_jsm jsm;                /* JSON mode (gram NULL): the automaton after the tokens so far */
     tm_grammar *gram;          /* json_schema, grammar: the compiled grammar, or NULL */
     tm_gmatch *gm;             /* its matcher after the tokens so far */
+    char *trig;                /* request.grammar_trigger: the matcher holds only once the output has it */
+    size_t trig_len;
+    char *tail;                /* while waiting for it: the output's last trig_len - 1 bytes and the new ones */
+    size_t tail_len;
+    int waiting;               /* 1: trig not yet written (the output is free); 2: the grammar refused what
+                                  followed it (free for good) */
     int lp_n;                  /* alternatives per token */
     float *lp_raw;             /* [V] the step's logits before the sampler's penalties (on_lp only) */
     int state;
@@ -204,8 +211,39 @@ static int req_constrain(tm_req *q, float *logits)
  * whole match that nothing may extend */
 static int req_closed(const tm_req *q)
 {
+    if (q->waiting) return 0;
     if (q->gm) return tm_gmatch_accepting(q->gm) && !tm_gmatch_can_continue(q->gm);
     return q->trie && tm_jsm_done(&q->jsm);
+}
+
+/* A lazy grammar (request.grammar_trigger) waiting for its trigger takes token tok: where the output
+ * now holds the trigger, the matcher takes the text from the trigger's start and holds from here
+ * (left free for good if it refuses those bytes); else the tail keeps the last trig_len - 1 bytes.
+ * A special token (not in the trie) has no text. Returns TM_OK or TM_E_NOMEM. */
+static int req_trigger(tm_req *q, int32_t tok)
+{
+    uint32_t n = 0;
+    const uint8_t *b = tm_vocab_token(q->trie, tok, &n);
+    char *t = realloc(q->tail, q->tail_len + n + 1);
+    if (!t) return TM_E_NOMEM;
+    q->tail = t;
+    if (n) memcpy(t + q->tail_len, b, n);
+    q->tail_len += n;
+    t[q->tail_len] = '\0';
+    const char *at = memmem(t, q->tail_len, q->trig, q->trig_len);
+    if (at) {
+        size_t k = q->tail_len - (size_t)(at - t);
+        int rc = tm_gmatch_feed(q->gm, at, k);
+        if (rc < 0) return rc;
+        q->waiting = rc == 1 ? 0 : 2;
+        return TM_OK;
+    }
+    size_t keep = q->trig_len - 1;
+    if (q->tail_len > keep) {
+        memmove(t, t + q->tail_len - keep, keep);
+        q->tail_len = keep;
+    }
+    return TM_OK;
 }
 
 /* Sample the next token from logits [V] (modified), stream its text.
@@ -221,7 +259,7 @@ static int req_take_token(tm_req *q, float *logits)
         memcpy(q->lp_raw, logits, sizeof(float) * (size_t)V);
     }
     for (int i = 0; i < q->n_bias; i++) logits[q->bias_ids[i]] += q->bias[i]; /* after the logprobs too */
-    if (q->trie && req_constrain(q, logits)) return 1; /* after the logprobs: those are the model's */
+    if (q->trie && !q->waiting && req_constrain(q, logits)) return 1; /* after the logprobs: those are the model's */
     int32_t tok = tm_sampler_sample(q->smp, logits);
     if (tok < 0) { /* every logit NaN or -inf (or, in JSON mode, every token refused) */
         const char *why = !q->trie ? ""
@@ -234,7 +272,10 @@ static int req_take_token(tm_req *q, float *logits)
         q->finish = "error";
         return 1;
     }
-    if (q->gm && !tm_stop_is_eos(q->stop, tok)) {
+    if (q->waiting == 1 && !tm_stop_is_eos(q->stop, tok)) {
+        int rc = req_trigger(q, tok);
+        if (rc < 0) return req_fail(q, rc, "constrained output: out of memory");
+    } else if (q->gm && !q->waiting && !tm_stop_is_eos(q->stop, tok)) {
         int rc = tm_gmatch_advance(q->gm, q->trie, tok);
         if (rc < 0) return req_fail(q, rc, "constrained output: the grammar's tables ran out of memory");
     } else if (q->trie && !q->gm) {
@@ -706,6 +747,8 @@ static void req_free(tm_req *q)
     free(q->bias);
     tm_gmatch_free(q->gm);
     tm_grammar_free(q->gram);
+    free(q->trig);
+    free(q->tail);
     pthread_cond_destroy(&q->done_cv);
     free(q);
 }
@@ -715,6 +758,8 @@ static void req_free(tm_req *q)
 static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
 {
     int n = !!r->json_object + !!r->json_schema + !!r->grammar;
+    if (r->grammar_trigger && *r->grammar_trigger && !r->grammar && !r->json_schema)
+        return tm_errf(err, TM_E_INVALID, "request: grammar_trigger without a grammar");
     if (n == 0) return TM_OK;
     if (n > 1) return tm_errf(err, TM_E_INVALID, "request: at most one of json_object, json_schema and grammar");
     int rc = TM_OK;
@@ -729,6 +774,11 @@ static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
     if (rc) return tm_err_prefix(err, "request: %s", r->json_schema ? "json_schema" : "grammar");
     if (q->gram && (rc = tm_gmatch_new(&q->gm, q->gram, err)) != TM_OK) return rc;
     if ((rc = tm_rt_model_trie(q->s->rm, &q->trie, err)) != TM_OK) return rc;
+    if (r->grammar_trigger && *r->grammar_trigger) {
+        if (!(q->trig = strdup(r->grammar_trigger))) return tm_errf(err, TM_E_NOMEM, "out of memory");
+        q->trig_len = strlen(q->trig);
+        q->waiting = 1;
+    }
     tm_jsm_init(&q->jsm);
     return TM_OK;
 }

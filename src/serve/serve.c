@@ -662,7 +662,8 @@ static enum MHD_Result submit_error(tm_server *srv, struct MHD_Connection *c, jo
 
 /* A chat request with tools: its reply is read for calls in the server's dialect; tool_choice
  * required or naming a function holds it to calls by a grammar, the dialect's gen_open at the
- * prompt's end. -1 with *e (400) when that cannot be done. */
+ * prompt's end; auto holds the calls to the same grammar from the dialect's marker on, where the
+ * model writes one (a lazy grammar). -1 with *e (400) when that cannot be done. */
 static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *e)
 {
     const tm_oai_req *r = &j->req;
@@ -679,17 +680,24 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
         tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
-    if (r->tool_choice == TM_OAI_TOOLS_AUTO) return 0;
+    /* auto: a lazy grammar, triggered by the dialect's marker where the text shows it (not a bare
+     * dialect's, often a special token) and no other constraint holds the reply */
+    int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO;
+    if (lazy && (srv->dialect->bare || q->grammar || q->json_schema || q->json_object)) return 0;
     tm_err err = {0};
     int rc = tm_tool_grammar(srv->dialect, r->tools_json, r->tool_choice == TM_OAI_TOOLS_NAMED ? r->tool_name : NULL,
-                             r->parallel_tool_calls, &j->grammar, &err);
+                             r->parallel_tool_calls, lazy, &j->grammar, &err);
     if (rc != TM_OK) {
         tm_oai_error_set(e, rc == TM_E_NOMEM ? 500 : 400, rc == TM_E_NOMEM ? "server_error" : "invalid_request_error",
                          NULL, "tools", "%s", err.msg);
         return -1;
     }
-    j->prefix = srv->dialect->gen_open;
     q->grammar = j->grammar;
+    if (lazy) {
+        q->grammar_trigger = srv->dialect->open;
+        return 0;
+    }
+    j->prefix = srv->dialect->gen_open;
     if (acc_add(j, j->prefix, strlen(j->prefix))) {
         tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return -1;

@@ -444,7 +444,7 @@ static int put_args(text_t *t, const cJSON *fn, int i, tm_err *err)
     return rc ? tm_errf(err, TM_E_NOMEM, "out of memory") : TM_OK;
 }
 
-int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel,
+int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel, int with_open,
                     char **gbnf, tm_err *err)
 {
     *gbnf = NULL;
@@ -458,7 +458,8 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
     }
     text_t t = {0};
     /* root ::= call close (sep call close)* end */
-    int bad = puts_(&t, "root ::= tc-call ") || put_lit(&t, d->gen_close);
+    int bad = puts_(&t, "root ::= ") || (with_open && (put_lit(&t, d->gen_open) || puts_(&t, " "))) ||
+              puts_(&t, "tc-call ") || put_lit(&t, d->gen_close);
     if (parallel && !bad)
         bad = puts_(&t, " ( ") || put_lit(&t, d->gen_sep) || puts_(&t, " tc-call ") || put_lit(&t, d->gen_close) ||
               puts_(&t, " )*");

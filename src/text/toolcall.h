@@ -13,7 +13,7 @@
  *   const tm_tool_dialect *d = tm_tool_dialect_detect(template_src);  // NULL: no tool calls known
  *   // tool_choice "required" or a named function: the reply is held to calls
  *   char *gbnf;
- *   tm_tool_grammar(d, tools_json, NULL, 1, &gbnf, &err);   // request.grammar; prompt += d->gen_open
+ *   tm_tool_grammar(d, tools_json, NULL, 1, 0, &gbnf, &err); // request.grammar; prompt += d->gen_open
  *   // streaming: send text[0 .. tm_tool_safe_prefix(d, text, n)) as content, hold the rest
  *   tm_tool_calls c;
  *   tm_tool_parse(d, text, n, tools_json, 0, &c, &err);   // c.n calls, c.content the text around them
@@ -109,11 +109,11 @@ void tm_tool_calls_free(tm_tool_calls *c);
 size_t tm_tool_safe_prefix(const tm_tool_dialect *d, const char *text, size_t len);
 
 /* tm_tool_grammar: *gbnf (malloc'd) := a grammar whose language is the replies of calls only, in
- * d's form after d->gen_open: one call (parallel 0) or one or more, each to a tool of tools_json
- * (only one: the tool named only, which must be declared). TM_E_INVALID: only is not declared;
- * TM_E_UNSUPPORTED: a strict tool's schema the converter refuses (err names "tools[i]"); TM_E_LIMIT,
- * TM_E_NOMEM. */
-int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel,
+ * d's form after d->gen_open (with_open: from d->gen_open on, for a lazy grammar that d->open
+ * triggers): one call (parallel 0) or one or more, each to a tool of tools_json (only one: the
+ * tool named only, which must be declared). TM_E_INVALID: only is not declared; TM_E_UNSUPPORTED:
+ * a strict tool's schema the converter refuses (err names "tools[i]"); TM_E_LIMIT, TM_E_NOMEM. */
+int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel, int with_open,
                     char **gbnf, tm_err *err);
 
 /* tm_tool_call_id: buf := a call id in d's style from seed (distinct seeds, distinct ids). buf

@@ -1,0 +1,70 @@
+/* fuzz/fuzz_toolcall.c: tool calls (text/toolcall.h) on arbitrary bytes.
+ * Input: a first byte choosing the dialect (mod 4), the cut flag (bit 2, also the grammar's
+ * parallel flag) and the lazy grammar's form (bit 3), then a tools array
+ * (JSON), a NUL, then a reply (no NUL: the input is all tools, with a fixed reply). Checked
+ * invariants: tm_tool_check accepts or refuses with a message; the parse never fails but for
+ * memory, and gives content (all the reply when it finds no calls) and calls whose names are
+ * declared and whose arguments are JSON objects; the hold-back never exceeds the text and never
+ * shrinks as the text grows; a grammar is made for well-formed tools or refused with a message,
+ * and a grammar made compiles. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "text/grammar.h"
+#include "text/toolcall.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1) return 0;
+    static const char *names[] = {"hermes", "llama3_json", "mistral", "granite"};
+    const tm_tool_dialect *d = tm_tool_dialect_named(names[data[0] & 3]);
+    int cut = (data[0] >> 2) & 1;
+    data++;
+    size--;
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t tl = nul ? (size_t)(nul - data) : size;
+    char *tools = malloc(tl + 1);
+    if (!tools) return 0;
+    memcpy(tools, data, tl);
+    tools[tl] = '\0';
+    const char *reply = nul ? (const char *)nul + 1 : "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    size_t rl = nul ? size - tl - 1 : strlen(reply);
+
+    tm_err err = {0};
+    int ok = tm_tool_check(tools, &err) == TM_OK;
+    if (!ok && !err.msg[0]) __builtin_trap();
+    tm_tool_calls c;
+    if (tm_tool_parse(d, reply, rl, tools, cut, &c, &err) == TM_OK) {
+        if (!c.content || c.content_len > rl || (c.n == 0 && (c.content_len != rl || memcmp(c.content, reply, rl))))
+            __builtin_trap();
+        for (int i = 0; i < c.n; i++) {
+            cJSON *a = cJSON_Parse(c.v[i].arguments);
+            if (!cJSON_IsObject(a) || !c.v[i].name[0]) __builtin_trap();
+            cJSON_Delete(a);
+        }
+        tm_tool_calls_free(&c);
+    }
+    size_t prev = 0;
+    for (size_t k = 0; k <= rl && k <= 512; k++) {
+        size_t s = tm_tool_safe_prefix(d, reply, k);
+        if (s > k || s < prev) __builtin_trap();
+        prev = s;
+    }
+    char *gbnf = NULL;
+    int rc = tm_tool_grammar(d, tools, NULL, cut, (data[-1] >> 3) & 1, &gbnf, &err);
+    if (rc == TM_OK) {
+        if (!ok || !gbnf) __builtin_trap();
+        tm_grammar *g = NULL;
+        int grc = tm_grammar_parse(&g, gbnf, strlen(gbnf), &err);
+        if (grc != TM_OK && grc != TM_E_LIMIT && grc != TM_E_NOMEM) __builtin_trap();
+        tm_grammar_free(g);
+    } else if (gbnf || !err.msg[0]) {
+        __builtin_trap();
+    }
+    free(gbnf);
+    free(tools);
+    return 0;
+}
