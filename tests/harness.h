@@ -44,6 +44,22 @@ static inline const char *th_shared(void)
     return s && *s ? s : "../shared";
 }
 
+/* th_slurp: a whole file, NUL-terminated (malloc'd), or NULL. */
+static inline char *th_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
 /* th_done: print the summary line and return the exit status. */
 static inline int th_done(const char *name)
 {

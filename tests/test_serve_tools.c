@@ -31,28 +31,11 @@ static const char *TOOLS =
     "{\"type\":\"function\",\"function\":{\"name\":\"now\",\"parameters\":{\"type\":\"object\",\"properties\":{},"
     "\"additionalProperties\":false}}}]";
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 static char *shared_template(const char *name)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/conformance/chat_templates/%s", th_shared(), name);
-    char *s = slurp(path);
+    char *s = th_slurp(path);
     CHECKF(s != NULL, "%s", path);
     return s;
 }
@@ -379,27 +362,23 @@ static void test_server(tandem_model *m, tandem_session *s)
         CHECK(a.status == 200 && a.n == 0 && a.has_content);
         tm_server_stop(srv);
     }
-    o.tool_parser = "hermes";
-    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
-    if (srv) {
+    /* a dialect given by hand: on the plain template, and over the Qwen template's own */
+    static const struct {
+        const char *parser;
+        int qwen;
+        size_t id_len;
+    } by_hand[] = {{"hermes", 0, 29}, {"mistral", 1, 9}};
+    for (int k = 0; k < 2; k++) {
+        o.tool_parser = by_hand[k].parser;
+        o.chat_template = by_hand[k].qwen ? qwen : plain;
+        CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+        if (!srv) continue;
         port = tm_server_port(srv);
         snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", U,
                  TOOLS);
         ask(port, body, 0, &a);
-        CHECKF(a.status == 200 && a.n == 1 && args_ok(a.name[0], a.args[0]), "hermes by hand: %d %s(%s)", a.n,
-               a.name[0], a.args[0]);
-        tm_server_stop(srv);
-    }
-    o.tool_parser = "mistral";
-    o.chat_template = qwen; /* the dialect given wins over the template's */
-    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
-    if (srv) {
-        port = tm_server_port(srv);
-        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", U,
-                 TOOLS);
-        ask(port, body, 0, &a);
-        CHECKF(a.status == 200 && a.n == 1 && args_ok(a.name[0], a.args[0]) && strlen(a.id[0]) == 9,
-               "mistral by hand: %d %s(%s) id %s", a.n, a.name[0], a.args[0], a.id[0]);
+        CHECKF(a.status == 200 && a.n == 1 && args_ok(a.name[0], a.args[0]) && strlen(a.id[0]) == by_hand[k].id_len,
+               "%s by hand: %d %s(%s) id %s", by_hand[k].parser, a.n, a.name[0], a.args[0], a.id[0]);
         tm_server_stop(srv);
     }
     o.tool_parser = "bogus";

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "text/grammar.h"
+#include "text/json_schema.h"
 #include "text/toolcall.h"
 
 static const char *TOOLS =
@@ -27,23 +28,6 @@ static const char *TOOLS =
     "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\",\"properties\":"
     "{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"]}}},"
     "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
 
 static void test_detect(void)
 {
@@ -60,7 +44,7 @@ static void test_detect(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/conformance/chat_templates/%s", th_shared(), cases[i].file);
-        char *src = slurp(path);
+        char *src = th_slurp(path);
         CHECKF(src != NULL, "%s", path);
         if (!src) continue;
         const tm_tool_dialect *d = tm_tool_dialect_detect(src);
@@ -414,7 +398,41 @@ static void test_grammar(void)
     if (g) {
         CHECK(takes(g, "{\"name\": \"f\", \"arguments\": {\"s\": \"bbb\", \"t\": [true]}}\n</tool_call>") == 1);
         CHECK(takes(g, "{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>") == 0);
+        CHECK(takes(g, "{\"name\": \"f\", \"arguments\": {\"s\": 5}}\n</tool_call>") == 0); /* s is a string */
         tm_grammar_free(g);
+    }
+    /* the lenient conversion by itself: what it ignores, what it keeps, what it still refuses */
+    static const struct {
+        const char *schema, *yes, *no; /* no: NULL = the schema is refused even leniently */
+    } len[] = {
+        {"{\"type\":\"string\",\"pattern\":\"^a\"}", "\"b\"", "5"},
+        {"{\"type\":\"number\",\"minimum\":0.5,\"maximum\":1}", "7.25", "\"x\""},
+        {"{\"type\":\"integer\",\"minimum\":1,\"maximum\":3}", "2", "4"},
+        {"{\"type\":\"string\",\"format\":\"email\",\"maxLength\":3}", "\"abc\"", "\"abcd\""},
+        {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-01-31\"", "\"x\""},
+        {"{\"enum\":[\"a\",\"b\"],\"minLength\":3}", "\"a\"", "\"c\""},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"uniqueItems\":true,\"contains\":{}}", "[1,1]", "[\"a\"]"},
+        {"{\"not\":{\"type\":\"string\"},\"type\":\"boolean\"}", "true", "1"},
+        {"{\"$ref\":\"http://x/y\"}", NULL, NULL},
+        {"{\"anyOf\":[{}],\"oneOf\":[{}]}", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) {
+        char *src2 = NULL, *strict_src = NULL;
+        tm_err e2 = {0};
+        int rc2 = tm_json_schema_gbnf_lenient(len[i].schema, strlen(len[i].schema), &src2, &e2);
+        int rcs = tm_json_schema_gbnf(len[i].schema, strlen(len[i].schema), &strict_src, &e2);
+        CHECKF(i == 2 || i == 4 ? rcs == TM_OK : rcs == TM_E_UNSUPPORTED, "strict %s: %d", len[i].schema, rcs);
+        free(strict_src);
+        if (!len[i].yes) {
+            CHECKF(rc2 == TM_E_UNSUPPORTED && !src2, "lenient %s: %d", len[i].schema, rc2);
+            continue;
+        }
+        tm_grammar *lg2 = NULL;
+        CHECKF(rc2 == TM_OK && tm_grammar_parse(&lg2, src2, strlen(src2), &e2) == TM_OK, "lenient %s: %s",
+               len[i].schema, e2.msg);
+        if (lg2) CHECKF(takes(lg2, len[i].yes) == 1 && takes(lg2, len[i].no) == 0, "lenient %s", len[i].schema);
+        tm_grammar_free(lg2);
+        free(src2);
     }
     const char *strict = "[{\"type\":\"function\",\"function\":{\"name\":\"ok\"}},{\"type\":\"function\",\"function\":"
                          "{\"name\":\"f\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":"

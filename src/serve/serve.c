@@ -72,6 +72,7 @@
 
 #include <microhttpd.h>
 
+#include "core/grow.h"
 #include "serve/oai.h"
 #include "serve/serve.h"
 #include "text/toolcall.h"
@@ -492,13 +493,7 @@ static int job_calls(job *j, const char *text, size_t len, tm_tool_calls *c, cha
 /* Append s [n] to j->acc; -1 when out of memory. */
 static int acc_add(job *j, const char *s, size_t n)
 {
-    if (j->acc_len + n + 1 > j->acc_cap) {
-        size_t cap = (j->acc_len + n + 1) * 2;
-        char *a = realloc(j->acc, cap);
-        if (!a) return -1;
-        j->acc = a;
-        j->acc_cap = cap;
-    }
+    if (tm_grow((void **)&j->acc, &j->acc_cap, j->acc_len + n + 1, 1)) return -1;
     memcpy(j->acc + j->acc_len, s, n);
     j->acc_len += n;
     j->acc[j->acc_len] = '\0';

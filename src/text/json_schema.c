@@ -116,6 +116,7 @@ typedef struct gen {
     size_t reps;           /* elements repetitions add (3 max(m,n) + 3 each) */
     char path[256];        /* JSON pointer of the node at hand */
     size_t pn;
+    int lenient;           /* tm_json_schema_gbnf_lenient: keywords not supported are ignored, not refused */
 } gen;
 
 /* ---- text ---- */
@@ -546,7 +547,7 @@ static int check_keywords(gen *g, const cJSON *s)
         case K_STRING: ok = cJSON_IsString(k); break;
         case K_ARRAY: ok = cJSON_IsArray(k); break;
         case K_REFUSED:
-            if (!strcmp(k->string, "uniqueItems") && cJSON_IsFalse(k)) break;
+            if ((!strcmp(k->string, "uniqueItems") && cJSON_IsFalse(k)) || g->lenient) break;
             return fail(g, k->string, TM_E_UNSUPPORTED, "not supported (a keyword that constrains the value)");
         }
         if (!ok) return fail(g, k->string, TM_E_FORMAT, "not a valid value for this keyword");
@@ -1059,8 +1060,10 @@ static int string(gen *g, const cJSON *s, sb *b, int *nalts)
     int rc = counts(g, s, "minLength", "maxLength", &lo, &hi), i = 0;
     while (f && i < 4 && strcmp(formats[i], f->valuestring)) i++;
     if (rc) return rc;
-    if (i == 4) return fail(g, "format", TM_E_UNSUPPORTED, "'%.100s': not supported (date, time, date-time, uuid are)",
-                            f->valuestring);
+    if (g->lenient && (i == 4 || mn || mx)) f = NULL; /* the lengths hold, the format is dropped */
+    if (f && i == 4)
+        return fail(g, "format", TM_E_UNSUPPORTED, "'%.100s': not supported (date, time, date-time, uuid are)",
+                    f->valuestring);
     if (f && (mn || mx)) return fail(g, mn ? "minLength" : "maxLength", TM_E_UNSUPPORTED, "beside format: unsupported");
     if (f) alt(b, nalts), put(b, " \"\\\"\""), prim(g, b, P_DATE + i), put(b, " \"\\\"\"");
     else if (!mn && !mx) alt(b, nalts), prim(g, b, P_STRING);
@@ -1080,8 +1083,9 @@ static int number(gen *g, const cJSON *s, sb *b, int *nalts, int integer)
     for (int i = 0; i < 4; i++) {
         const cJSON *v = get(s, keys[i]);
         if (!v || cJSON_IsBool(v)) continue;
-        if (!integer) return fail(g, keys[i], TM_E_UNSUPPORTED, "a bound on a number (not an integer): not supported");
         double x = v->valuedouble;
+        if (g->lenient && (!integer || !(fabs(x) <= 9007199254740992.0))) continue;
+        if (!integer) return fail(g, keys[i], TM_E_UNSUPPORTED, "a bound on a number (not an integer): not supported");
         if (!(fabs(x) <= 9007199254740992.0)) return fail(g, keys[i], TM_E_UNSUPPORTED, "past 2^53: not supported");
         int excl = i % 2 || cJSON_IsTrue(get(s, keys[i + 1])); /* exclusive, or draft 4's boolean says so */
         if (i < 2) lo = fmax(lo, excl ? floor(x) + 1 : ceil(x));
@@ -1127,7 +1131,7 @@ static int enums(gen *g, const cJSON *s, sb *b, int *nalts)
 {
     for (const cJSON *k = s->child; k; k = k->next)
         if (kw_kind(k->string) >= 0 && strcmp(k->string, "type") && strcmp(k->string, "enum") &&
-            strcmp(k->string, "const"))
+            strcmp(k->string, "const") && !g->lenient)
             return fail(g, k->string, TM_E_UNSUPPORTED, "beside enum or const: not supported");
     const cJSON *en = get(s, "enum"), *co = get(s, "const"), *t = get(s, "type");
     const char *key = co ? "const" : "enum";
@@ -1236,7 +1240,7 @@ static int nul_in_string(const char *s, size_t n)
     return 0;
 }
 
-int tm_json_schema_gbnf(const char *schema, size_t len, char **gbnf, tm_err *err)
+static int to_gbnf(const char *schema, size_t len, int lenient, char **gbnf, tm_err *err)
 {
     *gbnf = NULL;
     if (!schema) return tm_errf(err, TM_E_INVALID, "json schema: no text");
@@ -1250,7 +1254,7 @@ int tm_json_schema_gbnf(const char *schema, size_t len, char **gbnf, tm_err *err
         cJSON_Delete(doc);
         return tm_errf(err, TM_E_FORMAT, "json schema: text after the schema (at byte %zu)", (size_t)(end - schema));
     }
-    gen g = {.doc = doc, .err = err};
+    gen g = {.doc = doc, .err = err, .lenient = lenient};
     int rc = add_ref(&g, doc, "#") < 0 ? nomem(&g) : open_ref(&g, 0, NULL, NULL);
     if (!rc && g.refs[0].state == R_EMPTY) rc = fail(&g, NULL, TM_E_UNSUPPORTED, "the schema allows no value");
     if (!rc) rc = check_cycles(&g);
@@ -1261,4 +1265,14 @@ int tm_json_schema_gbnf(const char *schema, size_t len, char **gbnf, tm_err *err
     free(g.out.p), free(g.refs), free(g.edges);
     cJSON_Delete(doc);
     return rc;
+}
+
+int tm_json_schema_gbnf(const char *schema, size_t len, char **gbnf, tm_err *err)
+{
+    return to_gbnf(schema, len, 0, gbnf, err);
+}
+
+int tm_json_schema_gbnf_lenient(const char *schema, size_t len, char **gbnf, tm_err *err)
+{
+    return to_gbnf(schema, len, 1, gbnf, err);
 }

@@ -24,4 +24,13 @@
  * TM_E_NOMEM. */
 int tm_json_schema_gbnf(const char *schema, size_t len, char **gbnf, tm_err *err);
 
+/* tm_json_schema_gbnf_lenient: the same, but keywords that constrain a value in ways not supported
+ * are ignored rather than refused (the value is then held to the rest of its schema): refused
+ * keywords (pattern, not, multipleOf, ...), bounds on numbers that are not integers or past 2^53,
+ * formats not supported (and any format beside a length: the lengths hold), keywords beside enum
+ * or const. For what the caller does not promise to enforce, as a tool not marked "strict"
+ * (text/toolcall.h). Forms the converter cannot read at all (remote $refs, anyOf beside oneOf, a
+ * cycle that reads nothing, a schema that allows no value) are refused as ever. */
+int tm_json_schema_gbnf_lenient(const char *schema, size_t len, char **gbnf, tm_err *err);
+
 #endif

@@ -412,7 +412,8 @@ static int put_renamed(text_t *t, const char *src, const char *pfx)
 }
 
 /* the rules "tI-..." of tool I's arguments: its parameters schema (an object schema; "type"
- * added where it has none), or any object where the converter refuses it and the tool is not strict */
+ * added where it has none); a tool not strict has it converted leniently (keywords not supported
+ * ignored), and where even that fails, any object */
 static int put_args(text_t *t, const cJSON *fn, int i, tm_err *err)
 {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
@@ -427,7 +428,7 @@ static int put_args(text_t *t, const cJSON *fn, int i, tm_err *err)
     if (!js) return tm_errf(err, TM_E_NOMEM, "out of memory");
     char *gbnf = NULL;
     tm_err e2 = {0};
-    int rc = tm_json_schema_gbnf(js, strlen(js), &gbnf, &e2);
+    int rc = strict ? tm_json_schema_gbnf(js, strlen(js), &gbnf, &e2) : tm_json_schema_gbnf_lenient(js, strlen(js), &gbnf, &e2);
     free(js);
     if (rc != TM_OK && rc != TM_E_NOMEM && !strict) {
         static const char any[] = "{\"type\":\"object\"}";

@@ -40,8 +40,9 @@
  * A forced reply (tool_choice "required" or one function) is a grammar (text/grammar.h): the
  * dialect's form, each call to one declared tool with arguments held to its "parameters" schema
  * (text/json_schema.h, its rules renamed per tool). A schema the converter does not support is
- * refused for a tool marked "strict": true and loosened to any JSON object otherwise (OpenAI holds
- * only strict tools to their schemas). The dialect's gen_open goes at the prompt's end, so the
+ * refused for a tool marked "strict": true; for the others (OpenAI holds only strict tools to
+ * their schemas) the keywords it does not support are ignored (tm_json_schema_gbnf_lenient), and a
+ * schema it cannot read at all allows any JSON object. The dialect's gen_open goes at the prompt's end, so the
  * model sees its real marker token, and the parse reads gen_open + the reply. */
 #ifndef TM_TEXT_TOOLCALL_H
 #define TM_TEXT_TOOLCALL_H
