@@ -162,10 +162,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         z[tl] = '\0';
         tm_oai_tool_call tv[2] = {{"call_1", z, z}, {NULL, "f", "{}"}};
         tm_oai_tool_calls tc = {tv, 2};
-        js = tm_oai_response_json(&m, text, tl / 2, &tc, NULL, "tool_calls", &(tm_oai_usage){1, 2, 0});
+        tm_oai_extra x = {text + tl / 2, tl - tl / 2, &tc}; /* and the rest of the text as reasoning */
+        js = tm_oai_response_json(&m, text, tl / 2, &x, NULL, "tool_calls", &(tm_oai_usage){1, 2, 0});
         must_parse(js, 0);
         free(js);
-        js = tm_oai_chunk_sse(&m, "", 0, 0, &tc, NULL, NULL);
+        js = tm_oai_chunk_sse(&m, "", 0, 0, &x, NULL, NULL);
+        if (js) js[strlen(js) - 2] = '\0';
+        must_parse(js, 6);
+        free(js);
+        x.tc = NULL;
+        js = tm_oai_chunk_sse(&m, "", 0, 0, &x, NULL, NULL);
         if (js) js[strlen(js) - 2] = '\0';
         must_parse(js, 6);
         free(js);

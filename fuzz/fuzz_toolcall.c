@@ -5,7 +5,7 @@
  * invariants: tm_tool_check accepts or refuses with a message; the parse never fails but for
  * memory, and gives content (all the reply when it finds no calls) and calls whose names are
  * declared and whose arguments are JSON objects; the hold-back never exceeds the text and never
- * shrinks as the text grows; a grammar is made for well-formed tools or refused with a message,
+ * shrinks as the text grows; the reasoning split's spans lie in order within every prefix; a grammar is made for well-formed tools or refused with a message,
  * and a grammar made compiles. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "text/grammar.h"
+#include "text/reasoning.h"
 #include "text/toolcall.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -52,6 +53,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t s = tm_tool_safe_prefix(d, reply, k);
         if (s > k || s < prev) __builtin_trap();
         prev = s;
+    }
+    /* the reasoning split of the reply: spans in order and within it, for every prefix */
+    for (size_t k = 0; k <= rl && k <= 512; k++) {
+        tm_think_span sp;
+        tm_think_split(reply, k, cut, k == rl, &sp);
+        if (sp.r0 > sp.r1 || sp.r1 > k || sp.c0 > sp.c1 || sp.c1 > k) __builtin_trap();
     }
     char *gbnf = NULL;
     int rc = tm_tool_grammar(d, tools, NULL, cut, (data[-1] >> 3) & 1, &gbnf, &err);

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "serve/oai.h"
+#include "serve/reply.h"
 #include "serve/serve.h"
 #include "tandem.h"
 
@@ -174,6 +175,8 @@ static void test_render(tandem_model *m)
 
 typedef struct reply {
     int status;
+    char reasoning[4096];
+    int has_reasoning;
     char content[4096];
     int has_content;         /* content not null */
     char finish[16];
@@ -207,8 +210,10 @@ static void ask(int port, const char *body, int stream, reply *out)
     if (!stream || hr.status != 200) {
         cJSON *j = cJSON_Parse(hr.body ? hr.body : "");
         const cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
-        const cJSON *c = cJSON_GetObjectItem(msg, "content");
+        const cJSON *c = cJSON_GetObjectItem(msg, "content"), *rc = cJSON_GetObjectItem(msg, "reasoning_content");
         out->has_content = cJSON_IsString(c);
+        out->has_reasoning = cJSON_IsString(rc);
+        if (cJSON_IsString(rc)) snprintf(out->reasoning, sizeof out->reasoning, "%s", rc->valuestring);
         if (cJSON_IsString(c)) snprintf(out->content, sizeof out->content, "%s", c->valuestring);
         const char *f = jstr(j, "choices.0.finish_reason");
         snprintf(out->finish, sizeof out->finish, "%s", f ? f : "");
@@ -225,6 +230,11 @@ static void ask(int port, const char *body, int stream, reply *out)
             cJSON *j = cJSON_Parse(ev);
             CHECKF(j != NULL, "event %s", ev);
             const char *t = jstr(j, "choices.0.delta.content"), *f = jstr(j, "choices.0.finish_reason");
+            const char *rs = jstr(j, "choices.0.delta.reasoning_content");
+            if (rs) {
+                strncat(out->reasoning, rs, sizeof out->reasoning - strlen(out->reasoning) - 1);
+                out->has_reasoning = 1;
+            }
             if (t) {
                 strncat(out->content, t, sizeof out->content - strlen(out->content) - 1);
                 out->has_content |= t[0] != 0;
@@ -387,6 +397,142 @@ static void test_server(tandem_model *m, tandem_session *s)
     free(qwen);
 }
 
+/* ---- 4. the reply reader and reasoning ---- */
+
+static uint64_t rs_state = 7;
+static unsigned rnd(unsigned n)
+{
+    rs_state = rs_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)((rs_state >> 33) % n);
+}
+
+static size_t rstrip(const char *s, size_t n)
+{
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    return n;
+}
+
+/* what a stream sends (a delta after every byte, then the rest) adds up to the whole reply's parts */
+static void test_reply(void)
+{
+    static const char *pieces[] = {
+        "<think>", "</think>", "\n", "Let me see.", " ", "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+        "<tool_call>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}", "\n</tool_call>", "Done.",
+        "<th", "</tool", "<tool_c",
+    };
+    long calls_seen = 0, thoughts_seen = 0;
+    for (int round = 0; round < 3000; round++) {
+        int think = (int)rnd(2), opened = (int)rnd(2);
+        const tm_tool_dialect *d = rnd(3) ? tm_tool_dialect_named("hermes") : NULL;
+        char text[1024];
+        size_t n = 0;
+        for (int i = 0, np = 1 + (int)rnd(7); i < np; i++) {
+            const char *p = pieces[rnd(sizeof pieces / sizeof pieces[0])];
+            memcpy(text + n, p, strlen(p));
+            n += strlen(p);
+        }
+        text[n] = '\0';
+        tm_reply a, b;
+        tm_reply_init(&a, d, TOOLS, think, opened);
+        tm_reply_init(&b, d, TOOLS, think, opened);
+        char rs[1024], cs[1024];
+        size_t rl = 0, cl = 0;
+        tm_reply_part p;
+        int fed = 1;
+        for (size_t k = 0; k < n; k++) {
+            fed &= tm_reply_add(&a, text + k, 1) == 0;
+            tm_reply_delta(&a, &p);
+            memcpy(rs + rl, p.reasoning, p.reasoning_len), rl += p.reasoning_len;
+            memcpy(cs + cl, p.content, p.content_len), cl += p.content_len;
+            fed &= p.tc.n == 0;
+        }
+        CHECK(fed);
+        CHECK(tm_reply_finish(&a, 0, 1) == 0);
+        tm_reply_rest(&a, &p);
+        memcpy(rs + rl, p.reasoning, p.reasoning_len), rl += p.reasoning_len;
+        memcpy(cs + cl, p.content, p.content_len), cl += p.content_len;
+        int ncalls = p.tc.n;
+        CHECK(tm_reply_add(&b, text, n) == 0 && tm_reply_finish(&b, 0, 1) == 0);
+        tm_reply_part w;
+        tm_reply_whole(&b, &w);
+        int ok = rl == w.reasoning_len && !memcmp(rs, w.reasoning, rl) && ncalls == w.tc.n;
+        ok = ok && (w.tc.n ? rstrip(cs, cl) == rstrip(w.content, w.content_len) && !memcmp(cs, w.content, rstrip(cs, cl))
+                           : cl == w.content_len && !memcmp(cs, w.content, cl));
+        CHECKF(ok, "think %d opened %d calls %d: '%s': streamed '%.*s' / '%.*s', whole '%.*s' / '%.*s' (%d calls)", think,
+               opened, d != NULL, text, (int)rl, rs, (int)cl, cs, (int)w.reasoning_len, w.reasoning, (int)w.content_len,
+               w.content, w.tc.n);
+        calls_seen += w.tc.n > 0;
+        thoughts_seen += w.reasoning_len > 0;
+        tm_reply_free(&a);
+        tm_reply_free(&b);
+    }
+    CHECKF(calls_seen > 200 && thoughts_seen > 200, "%ld replies with calls, %ld with reasoning", calls_seen,
+           thoughts_seen);
+}
+
+/* a template that opens the think block at the prompt's end (DeepSeek-R1's way): the demo model's
+ * reply is all reasoning; "none" leaves it in content; a template without </think> reads none */
+static void test_reasoning_server(tandem_model *m, tandem_session *s)
+{
+    const char *r1 = "{%- for m in messages %}{%- set c = m['content'] %}{%- if '</think>' in c %}"
+                     "{%- set c = c.split('</think>')[-1] %}{%- endif %}{{ m['role'] }}: {{ c }}\n{% endfor %}"
+                     "assistant:<think>\n";
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],\"temperature\":0,"
+                       "\"max_tokens\":16}";
+    const char *sbody = "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],\"temperature\":0,"
+                        "\"max_tokens\":16,\"stream\":true}";
+    const char *formats[] = {NULL, "none"};
+    char thought[4096] = "";
+    for (int k = 0; k < 2; k++) {
+        tm_server_opts o;
+        tm_server_opts_default(&o);
+        o.port = 0;
+        o.chat_template = r1;
+        o.reasoning = formats[k];
+        tm_server *srv = NULL;
+        tm_err err = {0};
+        CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+        if (!srv) continue;
+        reply a, b;
+        ask(tm_server_port(srv), body, 0, &a);
+        ask(tm_server_port(srv), sbody, 1, &b);
+        if (k == 0) {
+            CHECKF(a.status == 200 && a.has_reasoning && strlen(a.reasoning) > 0 && !a.has_content &&
+                       !strcmp(a.finish, "length"),
+                   "auto: reasoning '%s', content %d '%s'", a.reasoning, a.has_content, a.content);
+            CHECKF(b.status == 200 && !strcmp(a.reasoning, b.reasoning) && !b.has_content, "stream: '%s' / '%s'",
+                   b.reasoning, a.reasoning);
+            snprintf(thought, sizeof thought, "%s", a.reasoning);
+        } else {
+            CHECKF(a.status == 200 && !a.has_reasoning && !b.has_reasoning && !strcmp(a.content, b.content) &&
+                       strstr(a.content, thought),
+                   "none: content '%s' / '%s', reasoning before '%s'", a.content, b.content, thought);
+        }
+        tm_server_stop(srv);
+    }
+    tm_server_opts o;
+    tm_server_opts_default(&o);
+    o.reasoning = "sometimes";
+    tm_server *srv = NULL;
+    tm_err err = {0};
+    CHECK(tm_server_start(&srv, m, s, &o, &err) == TM_E_INVALID && !srv && strstr(err.msg, "sometimes"));
+    /* an assistant turn's reasoning_content reaches the template (Qwen3 renders it) */
+    char *qwen3 = shared_template("Qwen-Qwen3-0.6B.jinja");
+    const char *msgs = "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"},{\"role\":\"assistant\","
+                       "\"content\":\"4\",\"reasoning_content\":\"Adding.\"}]}";
+    tm_oai_req r;
+    tm_oai_error e;
+    CHECK(tm_oai_parse(&r, TM_OAI_CHAT, msgs, strlen(msgs), &e) == 0);
+    char *text = NULL;
+    tandem_status st;
+    CHECKF(qwen3 && tandem_chat_render(m, qwen3, r.messages_json, 0, NULL, &text, &st) == 0, "%s", st.msg);
+    CHECKF(text && strstr(text, "<|im_start|>assistant\n<think>\nAdding.\n</think>\n\n4<|im_end|>"), "%s",
+           text ? text : "");
+    free(text);
+    tm_oai_req_free(&r);
+    free(qwen3);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -403,6 +549,8 @@ int main(void)
     tandem_session *s = NULL;
     CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
     if (s) test_server(m, s);
+    test_reply();
+    if (s) test_reasoning_server(m, s);
     tandem_session_free(s);
     tandem_model_free(m);
     return th_done("test_serve_tools");

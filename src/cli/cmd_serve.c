@@ -28,6 +28,9 @@ static void serve_usage(FILE *f)
           "      --tool-parser D    how replies to requests with \"tools\" are read for calls: auto (the\n"
           "                         dialect the chat template shows: default), none, hermes,\n"
           "                         llama3_json, mistral or granite\n"
+          "      --reasoning-format F  where a reply's <think> block goes: auto (to\n"
+          "                         \"reasoning_content\" when the chat template shows </think>:\n"
+          "                         default), deepseek (always there), none (left in content)\n"
           "      --api-key KEY      require \"Authorization: Bearer KEY\" (or set TANDEM_API_KEY)\n"
           "      --max-body BYTES   largest request body (default 2097152)\n"
           "      --max-conns N      simultaneous connections (default 64)\n"
@@ -106,7 +109,7 @@ int cmd_serve(int argc, char **argv)
         if (k < 0) return 2;
         if (k > 0) continue;
         static const char *const with_value[] = {"--host", "--port", "--alias", "--template", "--api-key",
-                                                 "--max-body", "--max-conns", "-n", "--n-predict", "--tool-parser", NULL};
+                                                 "--max-body", "--max-conns", "-n", "--n-predict", "--tool-parser", "--reasoning-format", NULL};
         for (const char *const *w = with_value; *w; w++)
             if (!strcmp(a, *w) && !v) {
                 fprintf(stderr, "tandem serve: %s needs a value\n", a);
@@ -126,6 +129,7 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--template")) tpl_path = argv[++i];
         else if (!strcmp(a, "--api-key")) o.api_key = argv[++i];
         else if (!strcmp(a, "--tool-parser")) o.tool_parser = argv[++i];
+        else if (!strcmp(a, "--reasoning-format")) o.reasoning = argv[++i];
         else if (!strcmp(a, "--max-body")) {
             unsigned long long b = strtoull(argv[++i], &end, 10);
             if (*end || b < 64) { fprintf(stderr, "tandem serve: --max-body %s: a byte count >= 64\n", v); return 2; }
@@ -146,6 +150,10 @@ int cmd_serve(int argc, char **argv)
         !tm_tool_dialect_named(o.tool_parser)) {
         fprintf(stderr, "tandem serve: --tool-parser %s: not one of auto, none, %s\n", o.tool_parser,
                 tm_tool_dialect_names());
+        return 2;
+    }
+    if (o.reasoning && strcmp(o.reasoning, "auto") && strcmp(o.reasoning, "none") && strcmp(o.reasoning, "deepseek")) {
+        fprintf(stderr, "tandem serve: --reasoning-format %s: not one of auto, none, deepseek\n", o.reasoning);
         return 2;
     }
     /* SIGINT / SIGTERM are taken by sigwait below: block them before any thread starts */

@@ -72,7 +72,7 @@ typedef struct tm_oai_req {
     /* chat: the messages, normalised for tandem_chat_render: a JSON array of
      * {"role": "system"|"user"|"assistant"|"tool", "content": string[, "name": string]
      *  [, "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]]
-     *  [, "tool_call_id": string]}
+     *  [, "tool_call_id": string][, "reasoning_content": string]}
      * (content parts joined with "\n"; role "developer" becomes "system"; an assistant's
      * tool_calls only where it made calls, their "arguments" strings read as the JSON objects they
      * hold, as chat templates expect (transformers and vLLM do the same)) */
@@ -190,18 +190,28 @@ typedef struct tm_oai_tool_calls {
     int n;
 } tm_oai_tool_calls;
 
+/* What a chat reply holds besides its content: the model's reasoning ("reasoning_content", as
+ * vLLM and llama.cpp write it; none where reasoning_len is 0) and its tool calls (tc NULL or
+ * empty: none). */
+typedef struct tm_oai_extra {
+    const char *reasoning;
+    size_t reasoning_len;
+    const tm_oai_tool_calls *tc;
+} tm_oai_extra;
+
 /* The whole (non-streaming) response: "text_completion" / "chat.completion"
- * with choices[0] holding text [len] (chat: with tool calls tc, when tc has
- * some, the message's tool_calls, and content null if len is 0), logprobs (lp;
- * NULL: JSON null) and finish_reason, and the usage block. */
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_tool_calls *tc,
+ * with choices[0] holding text [len] (chat: and x's reasoning_content and
+ * tool_calls, content null when it is empty beside calls), logprobs (lp;
+ * NULL: JSON null) and finish_reason, and the usage block. x may be NULL. */
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_extra *x,
                            const tm_oai_logprobs *lp, const char *finish, const tm_oai_usage *u);
 
 /* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] holds text
  * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1,
- * and the tool calls tc when it has some), the logprobs of the tokens since
- * the last chunk (lp; NULL: JSON null) and finish_reason (NULL: JSON null). */
-char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_tool_calls *tc,
+ * and x's reasoning_content and tool calls where it has them), the logprobs of
+ * the tokens since the last chunk (lp; NULL: JSON null) and finish_reason
+ * (NULL: JSON null). x may be NULL. */
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_extra *x,
                        const tm_oai_logprobs *lp, const char *finish);
 
 /* The usage event of a stream ("choices": [] and the usage block). */

@@ -537,6 +537,11 @@ static int parse_messages(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
         if (ok && cJSON_IsString(name)) ok = cJSON_AddStringToObject(o, "name", name->valuestring) != NULL;
         if (!ok) { rc = NOMEM(); break; }
+        const cJSON *rsn = assistant ? cJSON_GetObjectItemCaseSensitive(m, "reasoning_content") : NULL;
+        if (cJSON_IsString(rsn) && !cJSON_AddStringToObject(o, "reasoning_content", rsn->valuestring)) {
+            rc = NOMEM();
+            break;
+        }
         if (assistant) rc = message_tool_calls(o, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"), i, e);
         else if (!strcmp(rn, "tool")) rc = message_tool_id(o, m, i, e);
     }

@@ -279,18 +279,23 @@ static void tool_calls(sb *b, const tm_oai_tool_calls *tc, int indexed)
     sb_puts(b, "]");
 }
 
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_tool_calls *tc,
+char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_extra *x,
                            const tm_oai_logprobs *lp, const char *finish, const tm_oai_usage *u)
 {
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
+    const tm_oai_tool_calls *tc = x ? x->tc : NULL;
     int calls = chat && tc && tc->n > 0;
     head(&b, m, chat ? "chat.completion" : "text_completion");
     sb_puts(&b, ",\"choices\":[{\"index\":0,");
     if (chat) {
         sb_puts(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
-        if (calls && !len) sb_puts(&b, "null");
+        if ((calls || (x && x->reasoning_len)) && !len) sb_puts(&b, "null");
         else sb_str(&b, text, len);
+        if (x && x->reasoning_len) {
+            sb_puts(&b, ",\"reasoning_content\":");
+            sb_str(&b, x->reasoning, x->reasoning_len);
+        }
         if (calls) tool_calls(&b, tc, 0);
         sb_puts(&b, "}");
     } else {
@@ -306,9 +311,11 @@ char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, c
     return sb_done(&b);
 }
 
-char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_tool_calls *tc,
+char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_extra *x,
                        const tm_oai_logprobs *lp, const char *finish)
 {
+    const tm_oai_tool_calls *tc = x ? x->tc : NULL;
+    size_t rl = x && x->reasoning ? x->reasoning_len : 0;
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
     sb_puts(&b, "data: ");
@@ -317,12 +324,19 @@ char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int r
     if (chat) {
         sb_puts(&b, "\"delta\":{");
         if (role) sb_puts(&b, "\"role\":\"assistant\"");
+        int any = role;
         if (len || role) {
             sb_puts(&b, role ? ",\"content\":" : "\"content\":");
             sb_str(&b, text, len);
+            any = 1;
+        }
+        if (rl) {
+            sb_puts(&b, any ? ",\"reasoning_content\":" : "\"reasoning_content\":");
+            sb_str(&b, x->reasoning, rl);
+            any = 1;
         }
         if (tc && tc->n > 0) {
-            if (!len && !role) sb_puts(&b, "\"content\":null");
+            if (!any) sb_puts(&b, "\"content\":null");
             tool_calls(&b, tc, 1);
         }
         sb_puts(&b, "}");

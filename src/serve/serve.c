@@ -74,7 +74,9 @@
 
 #include "core/grow.h"
 #include "serve/oai.h"
+#include "serve/reply.h"
 #include "serve/serve.h"
+#include "text/reasoning.h"
 #include "text/toolcall.h"
 
 enum { R_NONE, R_MODELS, R_HEALTH, R_COMPLETIONS, R_CHAT };
@@ -107,6 +109,7 @@ struct tm_server {
     uint64_t rand_base;
     atomic_uint_fast64_t rand_ctr;
     const tm_tool_dialect *dialect; /* tool calls in the template's dialect, or NULL (opts.tool_parser) */
+    int think;                 /* replies' <think> blocks go to reasoning_content (opts.reasoning) */
     pthread_mutex_t mu;        /* jobs, stopping, counts */
     job *jobs;
     int stopping;
@@ -151,13 +154,12 @@ struct job {
     int phase;                 /* stream: PH_* */
     char *out;                 /* stream: formatted bytes not yet handed to MHD */
     size_t out_len, out_off, out_cap;
-    /* tool calls (a chat request with tools and srv->dialect): the reply is parsed at its end */
-    int tools;
-    char *grammar;             /* tool_choice required / named: the calls' grammar (the request's) */
-    const char *prefix;        /* ... and the dialect's gen_open, put at the prompt's end: the reply's start */
-    char *acc;                 /* stream: prefix + every piece so far */
-    size_t acc_len, acc_cap;
-    size_t sent;               /* stream: bytes of acc sent as content (tm_tool_safe_prefix) */
+    /* a chat reply read into parts (serve/reply.h): tool calls, reasoning */
+    const tm_tool_dialect *calls; /* tool calls read in this dialect (a request with tools), or NULL */
+    char *grammar;             /* tool_choice required / named / auto: the calls' grammar (the request's) */
+    const char *prefix;        /* required / named: the dialect's gen_open, at the prompt's end: the reply's start */
+    int reads;                 /* reply is in use: calls or reasoning are read */
+    tm_reply reply;
     job *next;
 };
 
@@ -411,7 +413,7 @@ static void job_free(job *j)
     free(j->lps);
     free(j->out);
     free(j->grammar);
-    free(j->acc);
+    tm_reply_free(&j->reply);
     free(j);
 }
 
@@ -456,91 +458,48 @@ static void out_add(job *j, char *s)
     free(s);
 }
 
-/* ---- tool calls ---------------------------------------------------------------------------- */
+/* ---- the reply's parts (serve/reply.h) ------------------------------------------------------ */
 
-/* The calls in a reply (j->prefix + text [len]): *c (tm_tool_calls_free it), ids in *ids
- * (free), as the writer's *tc. Returns 0, or -1 when out of memory. */
-static int job_calls(job *j, const char *text, size_t len, tm_tool_calls *c, char **ids, tm_oai_tool_call **tv,
-                     tm_oai_tool_calls *tc)
+/* The reply parsed at its end (a cut by max_tokens drops an unfinished call); -1: out of memory */
+static int job_finish_reply(job *j)
 {
-    tm_err err = {0};
-    *ids = NULL;
-    *tv = NULL;
-    *tc = (tm_oai_tool_calls){0};
     const char *f = j->stats.finish_reason;
-    if (tm_tool_parse(j->srv->dialect, text, len, j->req.tools_json, f && !strcmp(f, "length"), c, &err) != TM_OK)
-        return -1;
-    if (!c->n) return 0;
-    *ids = calloc((size_t)c->n, 40);
-    *tv = calloc((size_t)c->n, sizeof **tv);
-    if (!*ids || !*tv) {
-        tm_tool_calls_free(c);
-        free(*ids);
-        free(*tv);
-        *ids = NULL;
-        *tv = NULL;
-        return -1;
-    }
-    for (int i = 0; i < c->n; i++) {
-        char *id = *ids + 40 * i;
-        tm_tool_call_id(j->srv->dialect, next_random(j->srv), id, 40);
-        (*tv)[i] = (tm_oai_tool_call){id, c->v[i].name, c->v[i].arguments};
-    }
-    *tc = (tm_oai_tool_calls){*tv, c->n};
-    return 0;
+    return tm_reply_finish(&j->reply, f && !strcmp(f, "length"), next_random(j->srv));
 }
 
-/* Append s [n] to j->acc; -1 when out of memory. */
-static int acc_add(job *j, const char *s, size_t n)
+/* The finish reason a reply with calls gets: "tool_calls", unless max_tokens cut it */
+static const char *calls_finish(const tm_reply_part *p, const char *finish)
 {
-    if (tm_grow((void **)&j->acc, &j->acc_cap, j->acc_len + n + 1, 1)) return -1;
-    memcpy(j->acc + j->acc_len, s, n);
-    j->acc_len += n;
-    j->acc[j->acc_len] = '\0';
-    return 0;
+    return p->tc.n && strcmp(finish ? finish : "", "length") ? "tool_calls" : finish;
 }
 
-/* A stream's text with tools: the new piece is added to the reply and content goes out up to
- * where a call may begin (*out, *out_len: a view of j->acc). At the end (finished, rc 0) the
- * reply is parsed: what remains of its content, then its calls in one chunk (*finish:
- * "tool_calls"), or all that was held back as content when it has none. */
-static void stream_tools(job *j, const char *text, size_t len, int finished, int rc, const tm_oai_logprobs *lp,
+/* A stream's piece through the reply reader: what may go out now, as reasoning and content;
+ * at the end (finished, rc 0) what is left, then the calls in a chunk of their own. */
+static void stream_reply(job *j, const char *text, size_t len, int finished, int rc, const tm_oai_logprobs *lp,
                          const char **finish)
 {
-    if (acc_add(j, text ? text : "", len)) {
+    if (tm_reply_add(&j->reply, text ? text : "", len)) {
         j->oom = 1;
         return;
     }
-    size_t safe = tm_tool_safe_prefix(j->srv->dialect, j->acc, j->acc_len);
-    if (!(finished && rc == 0)) {
-        if (safe > j->sent || lp)
-            out_add(j, tm_oai_chunk_sse(&j->meta, j->acc + j->sent, safe > j->sent ? safe - j->sent : 0, 0, NULL, lp,
-                                        NULL));
-        if (safe > j->sent) j->sent = safe;
-        return;
+    tm_reply_part p;
+    if (finished && rc == 0) {
+        if (job_finish_reply(j)) {
+            j->oom = 1;
+            return;
+        }
+        tm_reply_rest(&j->reply, &p);
+    } else {
+        tm_reply_delta(&j->reply, &p);
     }
-    tm_tool_calls c;
-    char *ids;
-    tm_oai_tool_call *tv;
-    tm_oai_tool_calls tc;
-    if (job_calls(j, j->acc, j->acc_len, &c, &ids, &tv, &tc)) {
-        j->oom = 1;
-        return;
+    tm_oai_extra x = {p.reasoning, p.reasoning_len, NULL};
+    if (p.content_len || p.reasoning_len || lp)
+        out_add(j, tm_oai_chunk_sse(&j->meta, p.content, p.content_len, 0, &x, lp, NULL));
+    if (p.tc.n) {
+        x = (tm_oai_extra){NULL, 0, &p.tc};
+        out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, &x, NULL, NULL));
+        *finish = calls_finish(&p, *finish);
     }
-    const char *rest = c.content + j->sent;
-    size_t n = c.content_len > j->sent ? c.content_len - j->sent : 0;
-    if (!c.n) { /* no calls: the text as the model wrote it */
-        rest = j->acc + j->sent;
-        n = j->acc_len - j->sent;
-    }
-    if (n || lp) out_add(j, tm_oai_chunk_sse(&j->meta, rest, n, 0, NULL, lp, NULL));
-    if (c.n) {
-        out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, &tc, NULL, NULL));
-        if (strcmp(*finish ? *finish : "", "length")) *finish = "tool_calls";
-    }
-    tm_tool_calls_free(&c);
-    free(ids);
-    free(tv);
 }
 
 /* Wait for text or the end, and format what came as SSE events into j->out.
@@ -588,7 +547,7 @@ static int job_fill(job *j)
     for (size_t i = 0; lv && i < n_lps; i++) j->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
     free(lps);
     const char *finish = j->stats.finish_reason;
-    if (j->tools) stream_tools(j, text, len, finished, rc, lv ? &lp : NULL, &finish);
+    if (j->reads) stream_reply(j, text, len, finished, rc, lv ? &lp : NULL, &finish);
     else if (len || lv) out_add(j, tm_oai_chunk_sse(&j->meta, text ? text : "", len, 0, NULL, lv ? &lp : NULL, NULL));
     lp_free(lv, n_lps);
     free(text);
@@ -670,11 +629,7 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
                          "--tool-parser NAME: %s)", tm_tool_dialect_names());
         return -1;
     }
-    j->tools = 1;
-    if (acc_add(j, "", 0)) {
-        tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
+    j->calls = srv->dialect;
     /* auto: a lazy grammar, triggered by the dialect's marker where the text shows it (not a bare
      * dialect's, often a special token) and no other constraint holds the reply */
     int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO;
@@ -693,10 +648,6 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
         return 0;
     }
     j->prefix = srv->dialect->gen_open;
-    if (acc_add(j, j->prefix, strlen(j->prefix))) {
-        tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
     return 0;
 }
 
@@ -745,6 +696,18 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             memcpy(p2 + n, j->prefix, k + 1);
             prompt = p2;
         }
+        /* the reply read into parts: calls (a dialect for this request), reasoning (a template
+         * that shows it, unless a forced call starts the reply) */
+        int think = srv->think && !j->prefix;
+        if (j->calls || think) {
+            j->reads = 1;
+            tm_reply_init(&j->reply, j->calls, j->req.tools_json, think, think && tm_think_opened(prompt, strlen(prompt)));
+            if (j->prefix && tm_reply_add(&j->reply, j->prefix, strlen(j->prefix))) {
+                free(prompt);
+                job_free(j);
+                return reply_errorf(srv, c, 500, "server_error", NULL, NULL, "out of memory");
+            }
+        }
         q.prompt = prompt;
         q.prompt_ids = NULL;
         q.no_special = 1; /* the rendered template holds the special tokens */
@@ -766,22 +729,16 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         enum MHD_Result mr;
         tm_oai_logprob *lv = NULL;
         if (rc == 0 && j->req.want_logprobs && !(lv = lp_convert(srv, j->lps, j->n_lps))) j->oom = 1;
-        tm_tool_calls calls = {0};
-        char *ids = NULL;
-        tm_oai_tool_call *tv = NULL;
-        tm_oai_tool_calls tc = {0};
-        if (rc == 0 && !j->oom && j->tools) {
-            if (acc_add(j, j->text ? j->text : "", j->text_len) ||
-                job_calls(j, j->acc, j->acc_len, &calls, &ids, &tv, &tc))
-                j->oom = 1;
+        tm_reply_part part = {.content = j->text ? j->text : "", .content_len = j->text_len};
+        if (rc == 0 && !j->oom && j->reads) {
+            if (tm_reply_add(&j->reply, j->text ? j->text : "", j->text_len) || job_finish_reply(j)) j->oom = 1;
+            else tm_reply_whole(&j->reply, &part);
         }
         if (rc == 0 && !j->oom) {
             tm_oai_logprobs lp = {lv, j->n_lps, 0};
-            const char *text = tc.n ? calls.content : j->tools ? j->acc : j->text ? j->text : "";
-            size_t len = tc.n ? calls.content_len : j->tools ? j->acc_len : j->text_len;
-            char *body = tm_oai_response_json(&j->meta, text, len, &tc, j->req.want_logprobs ? &lp : NULL,
-                                              tc.n && strcmp(stats.finish_reason ? stats.finish_reason : "",
-                                                             "length") ? "tool_calls" : stats.finish_reason,
+            tm_oai_extra x = {part.reasoning, part.reasoning_len, &part.tc};
+            char *body = tm_oai_response_json(&j->meta, part.content, part.content_len, &x,
+                                              j->req.want_logprobs ? &lp : NULL, calls_finish(&part, stats.finish_reason),
                                               &(tm_oai_usage){stats.n_prompt, stats.n_generated, stats.n_cached});
             mr = reply(srv, c, 200, body, NULL);
             job_log(j, 200);
@@ -798,9 +755,6 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             job_log(j, 500);
         }
         lp_free(lv, j->n_lps);
-        tm_tool_calls_free(&calls);
-        free(ids);
-        free(tv);
         job_free(j);
         return mr;
     }
@@ -1027,8 +981,18 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (!srv->model_name) oom = 1;
     if (o->chat_template && !(srv->tpl = strdup(o->chat_template))) oom = 1;
     if (o->api_key && o->api_key[0] && !(srv->api_key = strdup(o->api_key))) oom = 1;
+    const char *tpl_src = srv->tpl ? srv->tpl : tandem_model_chat_template(m);
+    if (!o->reasoning || !strcmp(o->reasoning, "auto")) {
+        srv->think = tm_think_detect(tpl_src);
+    } else if (!strcmp(o->reasoning, "deepseek") || !strcmp(o->reasoning, "none")) {
+        srv->think = !strcmp(o->reasoning, "deepseek");
+    } else {
+        srv_free(srv);
+        return tm_errf(err, TM_E_INVALID, "serve: --reasoning-format '%s' is not one of auto, none, deepseek",
+                       o->reasoning);
+    }
     if (!o->tool_parser || !strcmp(o->tool_parser, "auto")) {
-        srv->dialect = tm_tool_dialect_detect(srv->tpl ? srv->tpl : tandem_model_chat_template(m));
+        srv->dialect = tm_tool_dialect_detect(tpl_src);
     } else if (strcmp(o->tool_parser, "none") != 0 && !(srv->dialect = tm_tool_dialect_named(o->tool_parser))) {
         srv_free(srv);
         return tm_errf(err, TM_E_INVALID, "serve: --tool-parser '%s' is not one of auto, none, %s", o->tool_parser,

@@ -47,6 +47,9 @@ typedef struct tm_server_opts {
     const char *tool_parser;       /* how replies to requests with tools are read for calls: NULL or "auto":
                                       the dialect the chat template shows (text/toolcall.h); "none": never;
                                       or a dialect's name (hermes, llama3_json, mistral, granite) */
+    const char *reasoning;         /* where a reply's <think> block goes: NULL or "auto": to the message's
+                                      "reasoning_content" when the chat template shows </think>
+                                      (text/reasoning.h); "deepseek": always so; "none": left in content */
     tm_server_log_fn log;          /* (optional) default: silent */
     void *log_ud;
 } tm_server_opts;
