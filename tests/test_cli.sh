@@ -160,6 +160,14 @@ for c in run chat serve; do
   expect 0 $T $c --help
   grep -q -- "--kv-dtype" "$W/out" && ok || bad "$c --help does not list --kv-dtype"
 done
+# serve's tool-call and reasoning options: an unknown value is a one-line error before the model loads
+expect 2 $T serve "$W/m.tdm" --tool-parser qwen
+one_line
+grep -q -- "--tool-parser qwen: not one of auto, none, hermes" "$W/err" && ok || bad "--tool-parser qwen: $(cat "$W/err")"
+expect 2 $T serve "$W/m.tdm" --reasoning-format think
+one_line
+expect 0 $T serve --help
+grep -q -- "--tool-parser" "$W/out" && grep -q -- "--reasoning-format" "$W/out" && ok || bad "serve --help: tool / reasoning options"
 expect 2 $T run "$W/m.tdm" -p hi --kv-dtype fp8
 one_line
 grep -q -- "--kv-dtype: unknown KV cache dtype 'fp8'" "$W/err" && ok || bad "--kv-dtype fp8: $(cat "$W/err")"
