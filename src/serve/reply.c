@@ -35,6 +35,7 @@ static void spans(const tm_reply *r, int final, tm_think_span *s)
 void tm_reply_delta(tm_reply *r, tm_reply_part *p)
 {
     memset(p, 0, sizeof *p);
+    p->content = p->reasoning = "";
     tm_think_span s;
     spans(r, 0, &s);
     size_t cend = s.c1;

@@ -61,7 +61,7 @@ typedef struct tm_reply_part {
 
 void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, int think, int opened);
 int tm_reply_add(tm_reply *r, const char *s, size_t n);          /* -1 when out of memory */
-void tm_reply_delta(tm_reply *r, tm_reply_part *p);              /* marks it sent */
+void tm_reply_delta(tm_reply *r, tm_reply_part *p);              /* marks it sent; "" for an empty part */
 int tm_reply_finish(tm_reply *r, int cut, uint64_t seed);         /* -1 when out of memory */
 void tm_reply_rest(tm_reply *r, tm_reply_part *p);
 void tm_reply_whole(const tm_reply *r, tm_reply_part *p);
