@@ -459,6 +459,62 @@ static void sse_logprobs(const char *body, int chat, lp_list *l)
     }
 }
 
+/* POST /tokenize and /detokenize: vLLM's and llama.cpp's fields, ids as tandem_tokenize gives them */
+static void test_tokenize(int port, tandem_model *m, const char *chat_prompt)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    tandem_status st;
+    CHECK(tandem_tokenize(m, P0, strlen(P0), 1, &ids, &n, &st) == 0 && n > 3);
+    char body[1024];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\"}", P0);
+    int status;
+    cJSON *j = http_json(port, "POST", "/tokenize", body, NULL, &status);
+    const cJSON *t = cJSON_GetObjectItem(j, "tokens");
+    int same = status == 200 && cJSON_GetArraySize(t) == (int)n && jnum(j, "count") == (double)n &&
+               jnum(j, "max_model_len") == 512;
+    for (size_t i = 0; same && i < n; i++) same = cJSON_GetArrayItem(t, (int)i)->valuedouble == ids[i];
+    CHECKF(same, "tokenize: status %d", status);
+    cJSON_Delete(j);
+    /* llama.cpp's: "content", no special tokens by default, pieces */
+    snprintf(body, sizeof body, "{\"content\":\"%s\",\"with_pieces\":true}", P0);
+    j = http_json(port, "POST", "/tokenize", body, NULL, &status);
+    t = cJSON_GetObjectItem(j, "tokens");
+    CHECKF(status == 200 && cJSON_GetArraySize(t) == (int)n - 1 && jnum(t, "0.id") == ids[1] && jstr(t, "0.piece") &&
+               !strncmp(P0, jstr(t, "0.piece"), strlen(jstr(t, "0.piece"))),
+           "tokenize content: status %d", status);
+    cJSON_Delete(j);
+    /* chat messages: the template's text, tokenized as the chat endpoint does */
+    int32_t *cids = NULL;
+    size_t cn = 0;
+    CHECK(tandem_tokenize(m, chat_prompt, strlen(chat_prompt), 0, &cids, &cn, &st) == 0);
+    j = http_json(port, "POST", "/v1/tokenize",
+                  "{\"messages\":[{\"role\":\"system\",\"content\":\"You tell stories.\"},"
+                  "{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]}", NULL, &status);
+    CHECKF(status == 200 && jnum(j, "count") == (double)cn && jnum(j, "tokens.0") == cids[0], "tokenize messages: %d",
+           status);
+    cJSON_Delete(j);
+    /* detokenize gives the text back (the ids without BOS) */
+    char *b = body;
+    b += sprintf(b, "{\"tokens\":[");
+    for (size_t i = 1; i < n; i++) b += sprintf(b, i > 1 ? ",%d" : "%d", (int)ids[i]);
+    sprintf(b, "]}");
+    j = http_json(port, "POST", "/detokenize", body, NULL, &status);
+    CHECKF(status == 200 && jstr(j, "prompt") && !strcmp(jstr(j, "prompt"), P0) && !strcmp(jstr(j, "content"), P0),
+           "detokenize: %d %s", status, jstr(j, "prompt") ? jstr(j, "prompt") : "");
+    cJSON_Delete(j);
+    check_error(port, "POST", "/detokenize", "{\"tokens\":[1,99999999]}", 400, "tokens[1]", "detokenize id");
+    check_error(port, "POST", "/detokenize", "{\"tokens\":[1.5]}", 400, "tokens[0]", "detokenize fraction");
+    check_error(port, "POST", "/detokenize", "[1]", 400, "tokens", "detokenize array body");
+    check_error(port, "POST", "/tokenize", "{\"prompt\":5}", 400, "prompt", "tokenize number");
+    check_error(port, "POST", "/tokenize", "{\"prompt\":\"a\",\"add_special_tokens\":1}", 400, "add_special_tokens",
+                "tokenize add_special_tokens");
+    check_error(port, "POST", "/tokenize", "not json", 400, NULL, "tokenize garbage");
+    check_error(port, "GET", "/tokenize", NULL, 405, NULL, "tokenize GET");
+    free(ids);
+    free(cids);
+}
+
 static void test_logprobs(int port, tandem_session *s, tandem_model *m, const char *chat_prompt)
 {
     lp_list want, got;
@@ -713,6 +769,7 @@ int main(void)
     http_res_free(&hr);
 
     test_logprobs(port, s, m, chat_prompt);
+    test_tokenize(port, m, chat_prompt);
     free(chat_prompt);
 
     /* two requests at once: both complete, each with its own text */

@@ -75,11 +75,12 @@
 #include "core/grow.h"
 #include "serve/oai.h"
 #include "serve/reply.h"
+#include "serve/serve-impl.h"
 #include "serve/serve.h"
 #include "text/reasoning.h"
 #include "text/toolcall.h"
 
-enum { R_NONE, R_MODELS, R_HEALTH, R_COMPLETIONS, R_CHAT };
+enum { R_NONE, R_MODELS, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
 
 static const struct {
     const char *path;
@@ -89,6 +90,8 @@ static const struct {
     {"/health", R_HEALTH},              {"/v1/health", R_HEALTH},
     {"/v1/completions", R_COMPLETIONS}, {"/completions", R_COMPLETIONS},
     {"/v1/chat/completions", R_CHAT},   {"/chat/completions", R_CHAT},
+    {"/tokenize", R_TOKENIZE},          {"/v1/tokenize", R_TOKENIZE},
+    {"/detokenize", R_DETOKENIZE},      {"/v1/detokenize", R_DETOKENIZE},
 };
 
 typedef struct job job;
@@ -823,7 +826,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     int is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
-    int wants_post = hr->route == R_COMPLETIONS || hr->route == R_CHAT;
+    int wants_post = hr->route == R_COMPLETIONS || hr->route == R_CHAT || hr->route == R_TOKENIZE ||
+                     hr->route == R_DETOKENIZE;
     if (*upload_size) { /* a piece of the body: keep it if it may be used (invariant 5) */
         if (wants_post && is_post && !hr->too_large) {
             if (hr->len + *upload_size > srv->max_body) {
@@ -875,6 +879,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply(srv, c, 200, strdup("{\"status\":\"ok\"}"), NULL);
     case R_MODELS:
         return reply(srv, c, 200, tm_oai_models_json(srv->model_name, srv->created, srv->ctx), NULL);
+    case R_TOKENIZE:
+    case R_DETOKENIZE: {
+        tm_serve_tok t = {srv->m, srv->tpl, srv->ctx};
+        tm_oai_error e;
+        char *js = hr->route == R_TOKENIZE ? tm_serve_tokenize(&t, hr->body, hr->len, &e)
+                                           : tm_serve_detokenize(&t, hr->body, hr->len, &e);
+        srv_log(srv, "POST %s %d", hr->canon, js ? 200 : e.http);
+        return js ? reply(srv, c, 200, js, NULL) : reply_error(srv, c, &e, NULL);
+    }
     default:
         return serve_generate(srv, c, hr, hr->canon);
     }
