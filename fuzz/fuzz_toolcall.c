@@ -1,11 +1,14 @@
 /* fuzz/fuzz_toolcall.c: tool calls (text/toolcall.h) on arbitrary bytes.
  * Input: a first byte choosing the dialect (mod 4), the cut flag (bit 2, also the grammar's
- * parallel flag) and the lazy grammar's form (bit 3), then a tools array
+ * parallel flag), the lazy grammar's form (bit 3), thinking and an opened block for the reply
+ * reader (bits 4, 5), then a tools array
  * (JSON), a NUL, then a reply (no NUL: the input is all tools, with a fixed reply). Checked
  * invariants: tm_tool_check accepts or refuses with a message; the parse never fails but for
  * memory, and gives content (all the reply when it finds no calls) and calls whose names are
  * declared and whose arguments are JSON objects; the hold-back never exceeds the text and never
- * shrinks as the text grows; the reasoning split's spans lie in order within every prefix; a grammar is made for well-formed tools or refused with a message,
+ * shrinks as the text grows; the reasoning split's spans lie in order within every prefix; the
+ * server's reply reader streamed byte by byte adds up to the whole reply (up to trimmed whitespace);
+ * a grammar is made for well-formed tools or refused with a message,
  * and a grammar made compiles. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "serve/reply.h"
 #include "text/grammar.h"
 #include "text/reasoning.h"
 #include "text/toolcall.h"
@@ -59,6 +63,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tm_think_span sp;
         tm_think_split(reply, k, cut, k == rl, &sp);
         if (sp.r0 > sp.r1 || sp.r1 > k || sp.c0 > sp.c1 || sp.c1 > k) __builtin_trap();
+    }
+    /* the server's reply reader: streamed byte by byte, its parts add up to the whole reply's */
+    if (rl <= 512) {
+        int think = (data[-1] >> 4) & 1, opened = (data[-1] >> 5) & 1;
+        tm_reply a, b;
+        tm_reply_init(&a, d, tools, think, opened);
+        tm_reply_init(&b, d, tools, think, opened);
+        char *rs = malloc(rl + 1), *cs = malloc(rl + 1);
+        size_t rn = 0, cn = 0;
+        int ok2 = rs && cs;
+        tm_reply_part p;
+        for (size_t k = 0; k < rl && ok2; k++) {
+            ok2 = tm_reply_add(&a, reply + k, 1) == 0;
+            tm_reply_delta(&a, &p);
+            if (rn + p.reasoning_len > rl || cn + p.content_len > rl) __builtin_trap();
+            memcpy(rs + rn, p.reasoning, p.reasoning_len), rn += p.reasoning_len;
+            memcpy(cs + cn, p.content, p.content_len), cn += p.content_len;
+        }
+        if (ok2 && tm_reply_finish(&a, cut, 1) == 0 && tm_reply_add(&b, reply, rl) == 0 && tm_reply_finish(&b, cut, 1) == 0) {
+            tm_reply_rest(&a, &p);
+            if (rn + p.reasoning_len > rl || cn + p.content_len > rl) __builtin_trap();
+            memcpy(rs + rn, p.reasoning, p.reasoning_len), rn += p.reasoning_len;
+            memcpy(cs + cn, p.content, p.content_len), cn += p.content_len;
+            tm_reply_part w;
+            tm_reply_whole(&b, &w);
+            if (rn != w.reasoning_len || memcmp(rs, w.reasoning, rn) || p.tc.n != w.tc.n) __builtin_trap();
+            size_t m = cn < w.content_len ? cn : w.content_len;
+            if (memcmp(cs, w.content, m)) __builtin_trap();
+            for (size_t i = m; i < cn; i++) /* past the whole answer: only whitespace the parser trimmed */
+                if (!(cs[i] == ' ' || cs[i] == '\n' || cs[i] == '\t' || cs[i] == '\r')) __builtin_trap();
+            if (cn < w.content_len) __builtin_trap();
+        }
+        free(rs);
+        free(cs);
+        tm_reply_free(&a);
+        tm_reply_free(&b);
     }
     char *gbnf = NULL;
     int rc = tm_tool_grammar(d, tools, NULL, cut, (data[-1] >> 3) & 1, &gbnf, &err);

@@ -596,13 +596,17 @@ static void grammar_mode(tm_rt_model *rm)
         cJSON_Delete(j);
     }
     /* a lazy grammar (grammar_trigger): the output is the free one up to the trigger's first place,
-     * held to the grammar from the trigger's start on; a trigger never written leaves it free */
-    for (int pi = 0; pi < 2; pi++) {
+     * held to the grammar from the trigger's start on; a trigger never written leaves it free (one
+     * route for every run: the router's choice could change the numerics between them) */
+    tandem_session_opts lo = two_thread_opts();
+    lo.route = TANDEM_ROUTE_HYBRID;
+    tm_session *ls = open_session(rm, lo);
+    for (int pi = 0; pi < 2 && ls; pi++) {
         tandem_request r = greedy_request(60);
         r.prompt = prompts[pi];
         sink ref = {0};
         tandem_stats st;
-        CHECKF(tm_session_generate(s, &r, on_text, &ref, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(tm_session_generate(ls, &r, on_text, &ref, &st, &err) == TM_OK, "%s", err.msg);
         CHECK(ref.len > 24);
         char trig[8], lit[32], lazy[96];
         memcpy(trig, ref.buf + 12, 4);
@@ -620,15 +624,16 @@ static void grammar_mode(tm_rt_model *rm)
         r.grammar = lazy;
         r.grammar_trigger = trig;
         sink k = {0};
-        CHECKF(tm_session_generate(s, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(tm_session_generate(ls, &r, on_text, &k, &st, &err) == TM_OK, "%s", err.msg);
         CHECKF(first && k.len >= before + 4 && !memcmp(k.buf, ref.buf, before) && !strcmp(st.finish_reason, "stop") &&
                    matches(lazy, k.buf + before, k.len - before),
                "lazy, trigger '%s': %s: '%s' (free: '%s')", trig, st.finish_reason, k.buf, ref.buf);
         r.grammar_trigger = "@@never@@";
         sink k2 = {0};
-        CHECKF(tm_session_generate(s, &r, on_text, &k2, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(tm_session_generate(ls, &r, on_text, &k2, &st, &err) == TM_OK, "%s", err.msg);
         CHECKF(k2.len == ref.len && !memcmp(k2.buf, ref.buf, ref.len), "untriggered: '%s' / '%s'", k2.buf, ref.buf);
     }
+    tm_session_free(ls);
     /* refusals at submit */
     tandem_request r = greedy_request(4);
     r.prompt = prompts[0];

@@ -546,6 +546,7 @@ int main(void)
     tandem_session_opts_default(&so);
     so.n_threads = 2;
     so.max_ctx = 1024;
+    so.route = TANDEM_ROUTE_HYBRID; /* one route: answers compared across requests come from the same numerics */
     tandem_session *s = NULL;
     CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
     if (s) test_server(m, s);

@@ -634,9 +634,10 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
     }
     j->calls = srv->dialect;
     /* auto: a lazy grammar, triggered by the dialect's marker where the text shows it (not a bare
-     * dialect's, often a special token) and no other constraint holds the reply */
+     * dialect's, often a special token), no other constraint holds the reply, and the model does
+     * not think first (its thinking may name the marker) */
     int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO;
-    if (lazy && (srv->dialect->bare || q->grammar || q->json_schema || q->json_object)) return 0;
+    if (lazy && (srv->dialect->bare || srv->think || q->grammar || q->json_schema || q->json_object)) return 0;
     tm_err err = {0};
     int rc = tm_tool_grammar(srv->dialect, r->tools_json, r->tool_choice == TM_OAI_TOOLS_NAMED ? r->tool_name : NULL,
                              r->parallel_tool_calls, lazy, &j->grammar, &err);
