@@ -497,6 +497,15 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
         ask(tm_server_port(srv), body, 0, &a);
         ask(tm_server_port(srv), sbody, 1, &b);
         if (k == 0) {
+            /* a reply held to a constraint from its start is no thinking, even after an opened block */
+            reply jm;
+            ask(tm_server_port(srv),
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":0,\"max_tokens\":40,"
+                "\"json_schema\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":1,"
+                "\"maximum\":9}},\"required\":[\"n\"],\"additionalProperties\":false}}",
+                0, &jm);
+            CHECKF(jm.status == 200 && !jm.has_reasoning && jm.has_content && strstr(jm.content, "\"n\""),
+                   "constrained: reasoning %d '%s', content '%s'", jm.has_reasoning, jm.reasoning, jm.content);
             CHECKF(a.status == 200 && a.has_reasoning && strlen(a.reasoning) > 0 && !a.has_content &&
                        !strcmp(a.finish, "length"),
                    "auto: reasoning '%s', content %d '%s'", a.reasoning, a.has_content, a.content);

@@ -701,8 +701,9 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             prompt = p2;
         }
         /* the reply read into parts: calls (a dialect for this request), reasoning (a template
-         * that shows it, unless a forced call starts the reply) */
-        int think = srv->think && !j->prefix;
+         * that shows it, unless a constraint holds the reply from its start: a forced call, a
+         * grammar, a schema, JSON mode) */
+        int think = srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
         if (j->calls || think) {
             j->reads = 1;
             tm_reply_init(&j->reply, j->calls, j->req.tools_json, think, think && tm_think_opened(prompt, strlen(prompt)));
