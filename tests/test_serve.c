@@ -714,6 +714,13 @@ int main(void)
     CHECK_EQ_INT(status, 200);
     CHECK_EQ_STR(jstr(j, "status"), "ok");
     cJSON_Delete(j);
+    j = http_json(port, "GET", "/v1/models/test-model", NULL, NULL, &status);
+    CHECKF(status == 200 && jstr(j, "id") && !strcmp(jstr(j, "id"), "test-model") && !strcmp(jstr(j, "object"), "model") &&
+               jnum(j, "max_model_len") == 512,
+           "GET /v1/models/test-model: %d", status);
+    cJSON_Delete(j);
+    check_error(port, "GET", "/v1/models/other", NULL, 404, NULL, "an unknown model");
+    check_error(port, "POST", "/v1/models/test-model", "{}", 405, NULL, "POST a model");
 
     /* a greedy completion is exactly tandem_generate's text */
     char body[4096];

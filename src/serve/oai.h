@@ -219,6 +219,8 @@ char *tm_oai_usage_sse(const tm_oai_meta *m, const tm_oai_usage *u);
 
 /* GET /v1/models: {"object":"list","data":[{"id": model, "object":"model", ...}]} */
 char *tm_oai_models_json(const char *model, int64_t created, int max_ctx);
+/* GET /v1/models/{model}: that one object */
+char *tm_oai_model_json(const char *model, int64_t created, int max_ctx);
 
 /* tm_oai_json_string: append s [len] as a JSON string literal (quotes
  * included) to *buf (malloc'd, *n bytes used, *cap allocated). Control

@@ -362,13 +362,28 @@ char *tm_oai_usage_sse(const tm_oai_meta *m, const tm_oai_usage *u)
     return sb_done(&b);
 }
 
+/* {"id", "object": "model", "created", "owned_by", "max_model_len"} */
+static void model_obj(sb *b, const char *model, int64_t created, int max_ctx)
+{
+    sb_puts(b, "{\"id\":");
+    sb_cstr_or_null(b, model);
+    sb_printf(b, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"tandem\"", created);
+    if (max_ctx > 0) sb_printf(b, ",\"max_model_len\":%d", max_ctx);
+    sb_puts(b, "}");
+}
+
 char *tm_oai_models_json(const char *model, int64_t created, int max_ctx)
 {
     sb b = {0};
-    sb_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    sb_cstr_or_null(&b, model);
-    sb_printf(&b, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"tandem\"", created);
-    if (max_ctx > 0) sb_printf(&b, ",\"max_model_len\":%d", max_ctx);
-    sb_puts(&b, "}]}");
+    sb_puts(&b, "{\"object\":\"list\",\"data\":[");
+    model_obj(&b, model, created, max_ctx);
+    sb_puts(&b, "]}");
+    return sb_done(&b);
+}
+
+char *tm_oai_model_json(const char *model, int64_t created, int max_ctx)
+{
+    sb b = {0};
+    model_obj(&b, model, created, max_ctx);
     return sb_done(&b);
 }

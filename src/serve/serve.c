@@ -80,7 +80,7 @@
 #include "text/reasoning.h"
 #include "text/toolcall.h"
 
-enum { R_NONE, R_MODELS, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
+enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
 
 static const struct {
     const char *path;
@@ -796,6 +796,10 @@ static int route_of(const char *url, const char **canon)
             *canon = routes[i].path;
             return routes[i].route;
         }
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) { /* GET /v1/models/{id} */
+        *canon = "/v1/models/";
+        return R_MODEL;
+    }
     *canon = NULL;
     return R_NONE;
 }
@@ -881,6 +885,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply(srv, c, 200, strdup("{\"status\":\"ok\"}"), NULL);
     case R_MODELS:
         return reply(srv, c, 200, tm_oai_models_json(srv->model_name, srv->created, srv->ctx), NULL);
+    case R_MODEL: /* this server's one model, by its id */
+        if (strcmp(url + 11, srv->model_name))
+            return reply_errorf(srv, c, 404, "invalid_request_error", "model_not_found", NULL,
+                                "The model '%.200s' does not exist (this server has '%s')", url + 11, srv->model_name);
+        return reply(srv, c, 200, tm_oai_model_json(srv->model_name, srv->created, srv->ctx), NULL);
     case R_TOKENIZE:
     case R_DETOKENIZE: {
         tm_serve_tok t = {srv->m, srv->tpl, srv->ctx};
