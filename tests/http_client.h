@@ -140,11 +140,11 @@ static inline cJSON *http_json(int port, const char *method, const char *path, c
 
 static inline const char *jstr(const cJSON *j, const char *path)
 {
-    /* path: "a.b.0.c" */
+    /* path: "a.b.0.c" (strtok_r: client threads call this at once) */
     char buf[128];
     snprintf(buf, sizeof buf, "%s", path);
     const cJSON *v = j;
-    for (char *t = strtok(buf, "."); t && v; t = strtok(NULL, "."))
+    for (char *sv = NULL, *t = strtok_r(buf, ".", &sv); t && v; t = strtok_r(NULL, ".", &sv))
         v = (*t >= '0' && *t <= '9') ? cJSON_GetArrayItem(v, atoi(t)) : cJSON_GetObjectItemCaseSensitive(v, t);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
@@ -154,7 +154,7 @@ static inline double jnum(const cJSON *j, const char *path)
     char buf[128];
     snprintf(buf, sizeof buf, "%s", path);
     const cJSON *v = j;
-    for (char *t = strtok(buf, "."); t && v; t = strtok(NULL, "."))
+    for (char *sv = NULL, *t = strtok_r(buf, ".", &sv); t && v; t = strtok_r(NULL, ".", &sv))
         v = (*t >= '0' && *t <= '9') ? cJSON_GetArrayItem(v, atoi(t)) : cJSON_GetObjectItemCaseSensitive(v, t);
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
