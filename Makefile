@@ -3,7 +3,7 @@
 #   make test        every test: unit + conformance, then the ASan+UBSan build of the unit tests
 #   make test-quick  unit + conformance tests, no sanitizer build
 #   make fuzz        libFuzzer targets (clang) into build/fuzz/, see docs/fuzzing.md
-# Switches: CUDA=1 (not yet used), O=0 for a debug build.
+# Switches: CUDA=1 adds the CUDA prefill engine (nvcc, cuBLAS; CUDA_HOME), O=0 for a debug build.
 
 CC      ?= gcc
 O       ?= 2
@@ -32,7 +32,22 @@ CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# The CUDA engine (src/engine/cuda: host C + .cu kernels) only with CUDA=1; without it the registry
+# has no "cuda" entry. sm_90 machine code (the H200) plus compute_90 PTX for later GPUs.
+CUDA      ?= 0
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CU_ARCH   ?= -gencode arch=compute_90,code=[sm_90,compute_90]
+ifeq ($(CUDA),1)
+CU_SRC   := $(sort $(wildcard src/engine/cuda/*.cu))
+CPPFLAGS += -DTM_CUDA -I$(CUDA_HOME)/include
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+else
+LIB_SRC  := $(filter-out src/engine/cuda/%,$(LIB_SRC))
+CU_SRC   :=
+endif
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -44,6 +59,10 @@ all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS) $(BUILD)/kbench
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) $(call isa,$<) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -Iinclude -Isrc $(CU_ARCH) -Xcompiler -Wall,-Wextra -MMD -MP -c $< -o $@
 
 $(BUILD)/gen/build_id.h: FORCE
 	@mkdir -p $(dir $@)

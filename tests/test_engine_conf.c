@@ -61,46 +61,76 @@ typedef struct conf_run {
     double min_top1, max_mean_kl;
     tandem_kv_dtype kv;        /* the decode KV cache (0: bf16) */
     tm_dtype head_enc;         /* --head-enc (0: the default, int6g64 behind int4 and int6, int8 behind int8) */
+    const char *decode_engine; /* NULL: engine does both; else the decode engine beside a prefill-only one */
+    int stateful;              /* the hybrid hand-off: prefill writes the decode pages (0: the bridge's stateless one) */
 } conf_run;
 
 static const conf_run runs[] = {
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0},
-    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
+    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
     /* the AMX path over emulated tiles (amx_emu.h): wherever AVX-512 runs */
-    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0},
+    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
     /* int8 per channel: ~0.9% relative weight error (docs/encodings.md);
      * measured: 97.2% top-1, mean KL 6.3e-6 */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
     /* int8 in both stages (the default prefill encoding), every route: W8A8
      * prefill GEMMs (per-token activation scales) and the prefill-only route
      * decoding with them */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
-    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
-    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
+    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
     /* int4 group 64: ~9.5% relative weight error; these random models have
      * top-1/top-2 margins down to 5e-4 and nearly flat logits, so argmax flips
      * while KL stays small (measured with an int8 head: 76.9% top-1, mean KL
      * 5.2e-4) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0},
     /* the default package: int8 prefill, int4g64 decode, its head in int6
      * (measured: 76.6%, 4.3e-4) */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0},
-    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0},
     /* int6 group 64 (~2.4% relative weight error): the decode stage and its
      * head in int6, on both ISAs' int6 GEMV (measured: 94.8% top-1, mean KL
      * 3.9e-5); and an int8 head behind the int4g64 decode stage */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0},
-    {"cpu-avx2", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0},
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0},
     /* int8 KV (bf16 weights), on the 300-token case (200 prefilled in two
      * chunks, then 100 decode steps over int8 pages; gemma2's 32-token
      * window): about 0.8% relative error per K/V element, through scores
      * that are O(0.1) here, so KL moves little while argmax still flips on
      * the flat logits (measured: top-1 ~99%, mean KL ~1e-6, 3-4x bf16 KV's;
      * docs/quality.md) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0},
-    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0},
+    /* the CUDA prefill engine (make CUDA=1, a GPU) beside the AVX-512 decode engine: the same bf16 bounds,
+       through the bridge's stateless hand-off and the stateful one; the default package's int8 prefill
+       weights (dequantized to bf16 on the GPU) before an int4 decode stage; and int8 KV pages written by
+       the GPU. Mixture-of-experts models are skipped for it (bind refuses them, by name). */
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 0},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 1},
+    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, "cpu-avx512", 0},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cpu-avx512", 1},
 };
+
+/* the run's engines probe here (else SKIP printed, 0); *split: the prefill engine has no decode role */
+static int run_engines(const conf_run *r, int *split)
+{
+    const char *only = getenv("TM_CONF_ENGINE"); /* a device run's shortcut: only the runs of this prefill engine */
+    if (only && *only && strcmp(only, r->engine)) return 0;
+    const char *names[2] = {r->engine, r->decode_engine};
+    for (int i = 0; i < 2; i++) {
+        tm_engine_caps caps;
+        tm_err pe = {0};
+        if (!names[i]) continue;
+        const tm_engine_vt *vt = tm_engine_find(names[i]);
+        if (!vt || vt->probe(&caps, &pe) != TM_OK) {
+            printf("SKIP %s: %s\n", names[i], vt ? pe.msg : "not in this build (make CUDA=1 for cuda)");
+            return 0;
+        }
+        if (i == 0) *split = !(caps.roles & TM_ROLE_DECODE);
+    }
+    return 1;
+}
 
 static void conformance_models(void)
 {
@@ -109,15 +139,12 @@ static void conformance_models(void)
     for (size_t e = 0; e < sizeof runs / sizeof runs[0]; e++) {
         const char *engines[1] = {runs[e].engine};
         const size_t ei = 0;
-        int n_routes = runs[e].decode_enc == runs[e].prefill_enc ? 3 : 2; /* prefill-only: scored where both match */
-        tm_engine_caps caps;
-        tm_err pe = {0};
-        const tm_engine_vt *vt = tm_engine_find(engines[ei]);
-        if (!vt || vt->probe(&caps, &pe) != TM_OK) {
-            printf("SKIP %s: %s\n", engines[ei], pe.msg);
-            continue;
-        }
-        int rows = 0, agree = 0;
+        int split = 0;
+        if (!run_engines(&runs[e], &split)) continue;
+        /* prefill-only: scored where both encodings match; a prefill engine without a decode role (cuda): the
+           hybrid route alone (decode-only would run the other engine only) */
+        int n_routes = split ? 1 : runs[e].decode_enc == runs[e].prefill_enc ? 3 : 2;
+        int rows = 0, agree = 0, n_models = 0;
         double kl_sum = 0, kl_max = 0;
         for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
             tm_err err = {0};
@@ -135,6 +162,11 @@ static void conformance_models(void)
             CHECKF(tm_rt_model_open(&rm, pkg, &err) == TM_OK, "%s: %s", models[mi], err.msg);
             unlink(pkg);
             if (!rm) continue;
+            if (split && rm->prefill->n_experts > 0) {
+                printf("SKIP %s %s: mixture-of-experts layers (the engine refuses them)\n", runs[e].engine, models[mi]);
+                tm_rt_model_free(rm);
+                continue;
+            }
             snprintf(path, sizeof path, "%s/conformance/models/%s/manifest.json", sh, models[mi]);
             char *text = NULL;
             size_t len;
@@ -159,9 +191,10 @@ static void conformance_models(void)
             tandem_session_opts o;
             memset(&o, 0, sizeof o);
             o.prefill_engine = o.decode_engine = engines[ei];
+            if (runs[e].decode_engine) o.decode_engine = runs[e].decode_engine;
             o.n_threads = 2;
             o.max_ctx = want_len == 300 ? 320 : 128;
-            o.stateless = 1;
+            o.stateless = !runs[e].stateful;
             o.kv_dtype = runs[e].kv;
             tm_session *s = NULL;
             CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s %s: %s", engines[ei], models[mi], err.msg);
@@ -184,6 +217,7 @@ static void conformance_models(void)
                     if (kl > kl_max) kl_max = kl;
                 }
             }
+            n_models++;
             printf("  %-10s top-1 %5.1f%%, mean KL %.2e\n", models[mi], m_rows ? 100.0 * m_agree / m_rows : 0,
                    m_rows ? m_kl / m_rows : 0);
             CHECKF(m_rows > 0 && m_kl / m_rows <= runs[e].max_mean_kl, "%s %s/%s %s: mean KL %.3e", engines[ei],
@@ -195,11 +229,12 @@ static void conformance_models(void)
             tm_rt_model_free(rm);
         }
         double mean_kl = rows ? kl_sum / rows : 1;
-        printf("%s, prefill %s, decode %s (head %s), %s KV: %d positions over %zu architectures x %d routes: top-1 %.2f%%, "
-               "mean KL %.2e, max KL %.2e\n", engines[ei], tm_dtype_name(runs[e].prefill_enc), tm_dtype_name(runs[e].decode_enc),
+        printf("%s%s%s, prefill %s, decode %s (head %s), %s KV: %d positions over %d architectures x %d routes: top-1 %.2f%%, "
+               "mean KL %.2e, max KL %.2e\n", engines[ei], runs[e].decode_engine ? " + " : "",
+               runs[e].decode_engine ? runs[e].decode_engine : "", tm_dtype_name(runs[e].prefill_enc), tm_dtype_name(runs[e].decode_enc),
                tm_dtype_name(tm_convert_head_enc(&(tm_convert_opts){.decode_enc = runs[e].decode_enc,
                                                                     .head_enc = runs[e].head_enc})),
-               runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", rows, sizeof models / sizeof models[0], n_routes,
+               runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", rows, n_models, n_routes,
                rows ? 100.0 * agree / rows : 0, mean_kl, kl_max);
         CHECKF(rows > 0 && agree >= runs[e].min_top1 * rows, "%s %s/%s: top-1 %d/%d", engines[ei],
                tm_dtype_name(runs[e].prefill_enc), tm_dtype_name(runs[e].decode_enc), agree, rows);
@@ -258,33 +293,37 @@ static void ref_fixture(const char *dir, const char *name)
     CHECK(tm_pool_init(&pool, NULL, 2, 0, &err) == TM_OK);
     for (size_t e = 0; ref && e < sizeof runs / sizeof runs[0]; e++) {
         if (runs[e].decode_enc != TM_DT_BF16) continue;
-        tm_engine_caps caps;
-        tm_err pe = {0};
+        int split = 0;
+        if (!run_engines(&runs[e], &split)) continue;
         const tm_engine_vt *vt = tm_engine_find(runs[e].engine);
-        if (!vt || vt->probe(&caps, &pe) != TM_OK) {
-            printf("SKIP %s: %s\n", runs[e].engine, pe.msg);
+        /* a prefill-only engine (cuda): its prefill, then the run's decode engine over the pages it wrote */
+        const tm_engine_vt *dvt = runs[e].decode_engine ? tm_engine_find(runs[e].decode_engine) : vt;
+        if (split && m->n_experts > 0) {
+            printf("SKIP %s %s fixture: mixture-of-experts layers (the engine refuses them)\n", runs[e].engine, name);
             continue;
         }
         tm_engine_opts o = {.weight_enc = TM_DT_BF16, .pool = pool, .max_ctx = 512};
-        void *ctx = NULL;
+        void *ctx = NULL, *dctx = NULL;
         tm_kv_cache *kv = NULL;
         tm_kv_seq seq = {0};
         tm_kv_cache_opts ko = {.n_layers = m->L, .n_kv_heads = m->Hk, .head_dim = m->Dh, .page_size = 16,
                                .n_pages = (N + 15) / 16,
                                .dtype = runs[e].kv == TANDEM_KV_INT8 ? TM_DT_Q8PC : TM_DT_BF16};
         CHECKF(vt->bind(&ctx, m, &o, &err) == TM_OK, "%s: %s", runs[e].engine, err.msg);
+        if (dvt != vt) CHECKF(dvt->bind(&dctx, m, &o, &err) == TM_OK, "%s: %s", runs[e].decode_engine, err.msg);
+        else dctx = ctx;
         CHECKF(tm_kv_cache_init(&kv, &ko, &err) == TM_OK && tm_kv_seq_reserve(kv, &seq, N, &err) == TM_OK, "%s",
                err.msg);
         int rows = 0, agree = 0;
         double kl_sum = 0, maxd = 0, maxs = 0;
         tm_prefill_args pa = {.tokens = ids, .T = R0 + 1, .n_valid = R0 + 1, .kv = kv, .seq = &seq, .logits = got};
-        int rc = ctx && kv ? vt->prefill(ctx, &pa, &err) : TM_E_INVALID;
+        int rc = ctx && dctx && kv ? vt->prefill(ctx, &pa, &err) : TM_E_INVALID;
         CHECKF(rc == TM_OK, "%s prefill: %s", runs[e].engine, err.msg);
         for (int p = R0; rc == TM_OK && p < N; p++) {
             if (p > R0) {
                 tm_kv_seq *sp = &seq;
                 tm_decode_args da = {.B = 1, .tokens = &ids[p], .pos = &p, .kv = kv, .seqs = &sp, .logits = got};
-                rc = vt->decode(ctx, &da, &err);
+                rc = dvt->decode(dctx, &da, &err);
                 CHECKF(rc == TM_OK, "%s decode at %d: %s", runs[e].engine, p, err.msg);
             }
             int a;
@@ -297,8 +336,8 @@ static void ref_fixture(const char *dir, const char *name)
             agree += a;
             rows++;
         }
-        printf("%s, %s KV, %s fixture: %d positions: top-1 %.2f%%, mean KL %.2e, max |logit diff| %.2e of %.2e\n",
-               runs[e].engine, runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", name, rows,
+        printf("%s%s%s, %s KV, %s fixture: %d positions: top-1 %.2f%%, mean KL %.2e, max |logit diff| %.2e of %.2e\n",
+               runs[e].engine, dvt != vt ? " + " : "", dvt != vt ? runs[e].decode_engine : "", runs[e].kv == TANDEM_KV_INT8 ? "int8" : "bf16", name, rows,
                rows ? 100.0 * agree / rows : 0, rows ? kl_sum / rows : 0, maxd, maxs);
         CHECKF(rows == N - R0, "%s %s: %d positions scored", runs[e].engine, name, rows);
         int int8kv = runs[e].kv == TANDEM_KV_INT8;
@@ -313,6 +352,7 @@ static void ref_fixture(const char *dir, const char *name)
         tm_kv_seq_release(kv, &seq);
         tm_kv_cache_free(kv);
         if (ctx) vt->unbind(ctx);
+        if (dctx && dctx != ctx) dvt->unbind(dctx);
     }
     tm_pool_free(pool);
     free(got);

@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/kmeasure.h"
+#include "engine/engine.h"
 
 static void devices_usage(FILE *f)
 {
@@ -58,6 +59,35 @@ static void list_variants(const tm_cpu *c)
         printf("  %s\n", tm_kernels_op_source(&best, op));
     }
     (void)c;
+}
+
+/* the engines compiled in (best first), each with what it can do here or why it cannot run */
+static void list_engines(void)
+{
+    int n;
+    const tm_engine_vt *const *e = tm_engines(&n);
+    printf("engines (best first; --prefill / --decode take these names):\n");
+    for (int i = 0; i < n; i++) {
+        tm_engine_caps c;
+        tm_err err = {0};
+        if (e[i]->probe(&c, &err) != TM_OK) {
+            printf("  %-11s not here: %s\n", e[i]->name, err.msg);
+            continue;
+        }
+        printf("  %-11s %-7s %-15s weights", c.name, c.device,
+               (c.roles & TM_ROLE_PREFILL) && (c.roles & TM_ROLE_DECODE) ? "prefill, decode"
+               : c.roles & TM_ROLE_PREFILL                               ? "prefill"
+                                                                         : "decode");
+        for (int k = 0; k < c.n_encodings; k++) printf("%s%s", k ? "/" : " ", tm_dtype_name(c.encodings[k]));
+        printf(", KV");
+        for (int k = 0; k < c.n_kv_dtypes; k++)
+            printf("%s%s", k ? "/" : " ", c.kv_dtypes[k] == TM_DT_Q8PC ? "int8" : tm_dtype_name(c.kv_dtypes[k]));
+        if (c.n_chunks) {
+            printf(", chunks");
+            for (int k = 0; k < c.n_chunks; k++) printf("%s%d", k ? "/" : " ", c.chunk_sizes[k]);
+        }
+        printf("\n");
+    }
 }
 
 /* a mark when other processes took the CPU during a measurement */
@@ -218,6 +248,7 @@ int cmd_devices(int argc, char **argv)
     printf("features: %s\n", tm_cpu_features_str(c, feat, sizeof feat));
     printf("amx: %s\n", c->amx_note);
     list_variants(c);
+    list_engines();
     tm_kernels k;
     if (o.variant) {
         tm_err err = {0};

@@ -1,5 +1,5 @@
 /* engine/registry.c: every engine compiled in, best first. A build without
- * an engine (e.g. no CUDA) simply has no entry here: the stub is link-time. */
+ * an engine (e.g. no CUDA: make CUDA=1 adds it) simply has no entry here. */
 #include <string.h>
 
 #include "engine/engine.h"
@@ -7,11 +7,21 @@
 extern const tm_engine_vt tm_engine_cpu_amx, tm_engine_cpu_avx512, tm_engine_cpu_avx2, tm_engine_cpu_scalar,
     tm_engine_cpu_amx_emu;
 
+#ifdef TM_CUDA
+extern const tm_engine_vt tm_engine_cuda; /* make CUDA=1: the GPU's tensor cores for the prefill role */
+#endif
+
+/* The CUDA engine comes last although it prefills fastest: a session picks engines by role in this
+ * order, and with it as the default prefill engine the prefill-only route would be gone (it has no
+ * decode role); --prefill cuda asks for it (docs/status.md). */
 static const tm_engine_vt *const engines[] = {
     &tm_engine_cpu_amx,
     &tm_engine_cpu_avx512,
     &tm_engine_cpu_avx2,
     &tm_engine_cpu_scalar,
+#ifdef TM_CUDA
+    &tm_engine_cuda,
+#endif
 };
 
 const tm_engine_vt *const *tm_engines(int *n)

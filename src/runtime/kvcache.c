@@ -30,6 +30,7 @@ struct tm_kv_cache {
     int32_t *prev, *next;/* [n_pages] the idle list, oldest at head */
     int32_t head, tail;
     int n_idle;
+    uint64_t epoch;      /* page releases so far (tm_kv_cache_epoch) */
     pthread_mutex_t lock;
     int lock_ok;         /* initialised (tm_kv_cache_free after a failed init) */
 };
@@ -256,6 +257,8 @@ int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err
     return TM_OK;
 }
 
+uint64_t tm_kv_cache_epoch(const tm_kv_cache *kv) { return __atomic_load_n(&kv->epoch, __ATOMIC_RELAXED); }
+
 void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq)
 {
     if (seq->n_pages) {
@@ -263,6 +266,7 @@ void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq)
         for (int i = 0; i < seq->n_pages; i++) {
             int32_t p = seq->pages[i];
             if (--kv->ref[p] > 0) continue;
+            __atomic_add_fetch(&kv->epoch, 1, __ATOMIC_RELAXED);
             if (kv->published[p]) idle_push(kv, p);
             else kv->free_list[kv->n_free++] = p;
         }

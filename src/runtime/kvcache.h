@@ -122,6 +122,12 @@ size_t tm_kv_block_bytes(tm_dtype dt, int page_size, int head_dim);
 int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err);
 void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq);
 
+/* tm_kv_cache_epoch: how many times a page has been let go by its last holder (freed, or gone idle)
+ * in this cache's life. While it stays the same, every page a sequence holds still holds what was
+ * written into it under the owner rule (invariant 2), so an engine that keeps a copy of a sequence's
+ * KV elsewhere (the CUDA engine's device mirror) may trust the copy across calls. */
+uint64_t tm_kv_cache_epoch(const tm_kv_cache *kv);
+
 /* Shared pages (design block). tm_kv_page_key: the key of a page whose
  * tokens [page_size] follow the page keyed parent (0 for a sequence's first
  * page). tm_kv_publish: publish page (held by the caller's sequence, full)

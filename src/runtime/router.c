@@ -741,7 +741,7 @@ int tm_router_read(const char *path, const tm_router_key *k, tm_router_costs *c,
 /* ---- the session side ------------------------------------------------------------------- */
 
 /* Routes the session's engines can run at all. */
-static unsigned routes_available(const tm_session *s)
+unsigned tm_router_routes(const tm_session *s)
 {
     unsigned m = 0;
     if (s->pre.vt && s->pre.vt->prefill && s->dec.vt && s->dec.vt->decode) m |= 1u << TANDEM_ROUTE_HYBRID;
@@ -761,7 +761,7 @@ void tm_router_session_init(tm_session *s)
     if (rc == TM_OK) rc = tm_router_cache_path(path, sizeof path, NULL, &k, &e);
     if (rc == TM_OK) rc = tm_router_read(path, &k, &rs->c, &e);
     if (rc == TM_OK) {
-        rs->c.routes &= routes_available(s);
+        rs->c.routes &= tm_router_routes(s);
         rs->calibrated = rs->c.routes != 0;
         snprintf(rs->note, sizeof rs->note, "calibration %.140s", path);
     } else if (rc == TM_E_NOTFOUND) {
@@ -793,11 +793,13 @@ tandem_route tm_router_pick(const tm_session *s, int n_prompt, int n_out, const 
         p->pick = tm_router_rule(s->pre.caps.chunk_sizes, s->pre.caps.n_chunks, n_prompt);
         /* the stall bound without a cost model: no decode-only prefill while streams run */
         if (p->pick == TANDEM_ROUTE_DECODE_ONLY && ld.n_decoding > 0 && ld.max_stall > 0 &&
-            (routes_available(s) & (1u << TANDEM_ROUTE_HYBRID)))
+            (tm_router_routes(s) & (1u << TANDEM_ROUTE_HYBRID)))
             p->pick = TANDEM_ROUTE_HYBRID;
         snprintf(p->note, sizeof p->note, "%s", s->router.note);
     }
-    if (s->o.route != TANDEM_ROUTE_AUTO) {
+    /* a forced route the engines cannot run (tm_session_new refuses one; this guards a route set on a
+       live session) leaves the pick to the router */
+    if (s->o.route != TANDEM_ROUTE_AUTO && (tm_router_routes(s) & (1u << s->o.route))) {
         p->forced = 1;
         p->pick = s->o.route;
     }
@@ -1229,7 +1231,7 @@ int tm_router_calibrate(tm_session *s, const tm_router_cal_opts *o, tm_router_co
         if (lens[i] != lens[k - 1]) lens[k++] = lens[i];
     nl = k;
 
-    unsigned avail = routes_available(s);
+    unsigned avail = tm_router_routes(s);
     tm_router_costs c;
     memset(&c, 0, sizeof c);
     for (int i = 0; i < 3; i++) {

@@ -209,6 +209,11 @@ typedef struct tm_router_state {
  * a usable cache the rule decides; under opts.explain the reason is logged). */
 void tm_router_session_init(struct tm_session *s);
 
+/* tm_router_routes: the routes the session's engines can run at all, bits 1 << tandem_route (hybrid:
+ * a prefill and a decode engine; prefill-only: a prefill engine with a decode role too, which the
+ * CUDA engine has not; decode-only: a decode engine that also prefills) */
+unsigned tm_router_routes(const struct tm_session *s);
+
 /* The route for a request (the forced one, the cost model's, or the rule's),
  * with the prediction behind it in *p (may be NULL). load NULL: idle. */
 tandem_route tm_router_pick(const struct tm_session *s, int n_prompt, int n_out, const tm_router_load *load,

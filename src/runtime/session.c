@@ -179,6 +179,13 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     s->logits = malloc(sizeof(float) * (size_t)m->V);
     if (!s->logits) { rc = tm_errf(err, TM_E_NOMEM, "session: out of memory"); goto fail; }
     tm_router_session_init(s);
+    if (o->route != TANDEM_ROUTE_AUTO && !(tm_router_routes(s) & (1u << o->route))) {
+        rc = tm_errf(err, TM_E_UNSUPPORTED, "session: route %s needs a %s engine with both roles; %s has only %s",
+                     tm_route_name(o->route), o->route == TANDEM_ROUTE_PREFILL_ONLY ? "prefill" : "decode",
+                     o->route == TANDEM_ROUTE_PREFILL_ONLY ? s->pre.caps.name : s->dec.caps.name,
+                     o->route == TANDEM_ROUTE_PREFILL_ONLY ? "prefill" : "decode");
+        goto fail;
+    }
     s->dec_borrows = tm_sched_lend_policy(s);
     if ((rc = tm_sched_new(&s->sched, s, err)) != TM_OK) goto fail;
     *out = s;
@@ -309,6 +316,9 @@ int tm_session_score(tm_session *s, const int32_t *ids, int n, int n_prefill, ta
     if (n_prefill < 1 || n_prefill > n) return tm_errf(err, TM_E_INVALID, "score: prefill %d of %d tokens", n_prefill, n);
     if (n + 1 > s->max_ctx) return tm_errf(err, TM_E_LIMIT, "score: %d tokens exceed the context of %d", n, s->max_ctx);
     if (route == TANDEM_ROUTE_AUTO) route = tm_route_pick(s, n_prefill, n - n_prefill + 1, NULL, NULL);
+    if (!(tm_router_routes(s) & (1u << route)))
+        return tm_errf(err, TM_E_UNSUPPORTED, "score: route %s is not available on engines %s + %s", tm_route_name(route),
+                       s->pre.caps.name, s->dec.caps.name);
     tm_kv_seq seq = {0}, sseq = {0};
     double tp, th;
     int rc = tm_prefill_route(s, route, ids, n_prefill, &seq, &sseq, s->pool_all_pre, logits, &tp, &th, NULL, err);

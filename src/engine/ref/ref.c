@@ -19,8 +19,24 @@ static void plain_to_f32(float *dst, const uint8_t *src, tm_dtype dt, size_t n)
     }
 }
 
+/* rows [row0, row0 + n) of tensor t [N][K] (K = 1 for vectors) as f32 into dst [n][K] */
+int tm_ref_rows_f32(const tm_tensor *t, int64_t row0, int64_t n, int64_t N, int64_t K, float *dst, tm_err *err)
+{
+    if (!t->data) return tm_errf(err, TM_E_INVALID, "reference engine: tensor '%s' is not bound", t->name ? t->name : "?");
+    if (t->dtype == TM_DT_F32 || t->dtype == TM_DT_F16 || t->dtype == TM_DT_BF16) {
+        plain_to_f32(dst, (const uint8_t *)t->data + (size_t)(row0 * K) * tm_dtype_size(t->dtype), t->dtype,
+                     (size_t)(n * K));
+    } else if (tm_quant_is_quantized(t->dtype) && tm_quant_check_shape(t->dtype, N, K, err) == TM_OK) {
+        for (int64_t r = 0; r < n; r++) tm_quant_dequant_row(t->dtype, t->data, t->scales, K, row0 + r, dst + r * K);
+    } else {
+        return tm_errf(err, TM_E_UNSUPPORTED, "reference engine: tensor '%s': dtype %s not supported", t->name,
+                       tm_dtype_name(t->dtype));
+    }
+    return TM_OK;
+}
+
 /* tensor t, numel N*K (K = 1 for vectors), into a fresh f32 array */
-static float *to_f32(const tm_tensor *t, int64_t N, int64_t K, tm_err *err)
+float *tm_ref_to_f32(const tm_tensor *t, int64_t N, int64_t K, tm_err *err)
 {
     if (!t->data) {
         tm_errf(err, TM_E_INVALID, "reference engine: tensor '%s' is not bound", t->name ? t->name : "?");
@@ -31,14 +47,8 @@ static float *to_f32(const tm_tensor *t, int64_t N, int64_t K, tm_err *err)
         tm_errf(err, TM_E_NOMEM, "reference engine: out of memory for tensor '%s'", t->name);
         return NULL;
     }
-    if (t->dtype == TM_DT_F32 || t->dtype == TM_DT_F16 || t->dtype == TM_DT_BF16) {
-        plain_to_f32(dst, t->data, t->dtype, (size_t)(N * K));
-    } else if (tm_quant_is_quantized(t->dtype) && tm_quant_check_shape(t->dtype, N, K, err) == TM_OK) {
-        for (int64_t n = 0; n < N; n++) tm_quant_dequant_row(t->dtype, t->data, t->scales, K, n, dst + n * K);
-    } else {
+    if (tm_ref_rows_f32(t, 0, N, N, K, dst, err) != TM_OK) {
         free(dst);
-        tm_errf(err, TM_E_UNSUPPORTED, "reference engine: tensor '%s': dtype %s not supported", t->name,
-                tm_dtype_name(t->dtype));
         return NULL;
     }
     return dst;
@@ -47,7 +57,7 @@ static float *to_f32(const tm_tensor *t, int64_t N, int64_t K, tm_err *err)
 /* rows [row0, row0 + N) of dst [.][K] from tensor t [N][K] */
 static int fill_rows(float *dst, int64_t row0, const tm_tensor *t, int64_t N, int64_t K, tm_err *err)
 {
-    float *tmp = to_f32(t, N, K, err);
+    float *tmp = tm_ref_to_f32(t, N, K, err);
     if (!tmp) return err->code;
     memcpy(dst + row0 * K, tmp, (size_t)(N * K) * sizeof(float));
     free(tmp);
@@ -55,9 +65,9 @@ static int fill_rows(float *dst, int64_t row0, const tm_tensor *t, int64_t N, in
 }
 
 /* a norm weight, made effective (1 + w for Gemma) */
-static float *norm_w(const tm_tensor *t, int n, int add_one, tm_err *err)
+float *tm_ref_norm_w(const tm_tensor *t, int n, int add_one, tm_err *err)
 {
-    float *w = to_f32(t, n, 1, err);
+    float *w = tm_ref_to_f32(t, n, 1, err);
     if (w && add_one)
         for (int i = 0; i < n; i++) w[i] = 1.0f + w[i];
     return w;
@@ -66,7 +76,7 @@ static float *norm_w(const tm_tensor *t, int n, int add_one, tm_err *err)
 static float *opt_vec(const tm_tensor *t, int n, tm_err *err, int *rc)
 {
     if (!t->data) return NULL;
-    float *v = to_f32(t, n, 1, err);
+    float *v = tm_ref_to_f32(t, n, 1, err);
     if (!v) *rc = err->code;
     return v;
 }
@@ -86,35 +96,34 @@ static int deinterleave(const tm_model *m, float *w, int64_t K, tm_err *err)
     return TM_OK;
 }
 
-static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
+int tm_ref_layer_load(ref_layer *o, const tm_model *m, int l, tm_err *err)
 {
     const tm_layer_weights *w = &m->w[l];
-    ref_layer *o = &r->w[l];
     int64_t D = m->D, q = (int64_t)m->H * m->Dh, kv = (int64_t)m->Hk * m->Dh;
     int rc = 0, irc = 0;
-    if (m->pre_norms && !(o->attn_norm = norm_w(&w->attn_norm, m->D, m->norm_add_one, err))) return err->code;
-    if (m->pre_norms && !(o->ffn_norm = norm_w(&w->ffn_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->pre_norms && !(o->attn_norm = tm_ref_norm_w(&w->attn_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->pre_norms && !(o->ffn_norm = tm_ref_norm_w(&w->ffn_norm, m->D, m->norm_add_one, err))) return err->code;
     o->attn_norm_b = opt_vec(&w->attn_norm_b, m->D, err, &irc);
     if (!irc) o->ffn_norm_b = opt_vec(&w->ffn_norm_b, m->D, err, &irc);
     if (irc) return irc;
-    if (m->post_attn_norm && !(o->attn_out_norm = norm_w(&w->attn_out_norm, m->D, m->norm_add_one, err))) return err->code;
-    if (m->post_ffn_norm && !(o->ffn_out_norm = norm_w(&w->ffn_out_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->post_attn_norm && !(o->attn_out_norm = tm_ref_norm_w(&w->attn_out_norm, m->D, m->norm_add_one, err))) return err->code;
+    if (m->post_ffn_norm && !(o->ffn_out_norm = tm_ref_norm_w(&w->ffn_out_norm, m->D, m->norm_add_one, err))) return err->code;
     if (m->qk_norm) {
         /* over the whole projection (OLMo 2), or per head with one weight row, or with a row per head */
         int whole = m->qk_norm == 2 || m->qk_norm_heads;
-        if (!(o->q_norm = norm_w(&w->q_norm, whole ? (int)q : m->Dh, m->norm_add_one, err))) return err->code;
-        if (!(o->k_norm = norm_w(&w->k_norm, whole ? (int)kv : m->Dh, m->norm_add_one, err))) return err->code;
+        if (!(o->q_norm = tm_ref_norm_w(&w->q_norm, whole ? (int)q : m->Dh, m->norm_add_one, err))) return err->code;
+        if (!(o->k_norm = tm_ref_norm_w(&w->k_norm, whole ? (int)kv : m->Dh, m->norm_add_one, err))) return err->code;
         o->q_norm_b = opt_vec(&w->q_norm_b, m->Dh, err, &irc);
         if (!irc) o->k_norm_b = opt_vec(&w->k_norm_b, m->Dh, err, &irc);
         if (irc) return irc;
     }
     if (m->mla) { /* q_a, q_b (or q_proj), kv_a, kv_b: ref_forward's mla_qkv */
         int64_t ql = m->q_lora, kvr = (int64_t)m->kv_lora + m->qk_rope;
-        if ((ql && (!(o->q_a = to_f32(&w->q_a, ql, D, err)) || !(o->q_a_norm = norm_w(&w->q_a_norm, (int)ql, 0, err)))) ||
-            !(o->wq = to_f32(&w->wq, (int64_t)m->H * (m->qk_nope + m->qk_rope), ql ? ql : D, err)) ||
-            !(o->kv_a = to_f32(&w->kv_a, kvr, D, err)) ||
-            !(o->kv_a_norm = norm_w(&w->kv_a_norm, m->kv_lora, 0, err)) ||
-            !(o->kv_b = to_f32(&w->kv_b, (int64_t)m->H * (m->qk_nope + m->v_dim), m->kv_lora, err)))
+        if ((ql && (!(o->q_a = tm_ref_to_f32(&w->q_a, ql, D, err)) || !(o->q_a_norm = tm_ref_norm_w(&w->q_a_norm, (int)ql, 0, err)))) ||
+            !(o->wq = tm_ref_to_f32(&w->wq, (int64_t)m->H * (m->qk_nope + m->qk_rope), ql ? ql : D, err)) ||
+            !(o->kv_a = tm_ref_to_f32(&w->kv_a, kvr, D, err)) ||
+            !(o->kv_a_norm = tm_ref_norm_w(&w->kv_a_norm, m->kv_lora, 0, err)) ||
+            !(o->kv_b = tm_ref_to_f32(&w->kv_b, (int64_t)m->H * (m->qk_nope + m->v_dim), m->kv_lora, err)))
             return err->code;
         int64_t H = m->H, nope = m->qk_nope, kvl = m->kv_lora, nv = nope + m->v_dim;
         if (!(o->uk_t = malloc(sizeof(float) * (size_t)(H * kvl * nope))))
@@ -137,7 +146,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     }
     if (rc) return rc;
     if (m->qkv_bias && m->fused_qkv) { /* GPT-NeoX, Falcon, GPT-2: one bias, in the weight's row order */
-        if (!(o->bqkv = to_f32(&w->bqkv, q + 2 * kv, 1, err))) return err->code;
+        if (!(o->bqkv = tm_ref_to_f32(&w->bqkv, q + 2 * kv, 1, err))) return err->code;
         if (m->qkv_interleaved && (rc = deinterleave(m, o->bqkv, 1, err))) return rc;
     } else if (m->qkv_bias && !m->mla) {
         o->bqkv = malloc((size_t)(q + 2 * kv) * sizeof(float));
@@ -147,7 +156,7 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
         if (!rc) rc = fill_rows(o->bqkv, q + kv, &w->bv, kv, 1, err);
         if (rc) return rc;
     }
-    if (!(o->wo = to_f32(&w->wo, D, m->mla ? (int64_t)m->H * m->v_dim : q, err))) return err->code;
+    if (!(o->wo = tm_ref_to_f32(&w->wo, D, m->mla ? (int64_t)m->H * m->v_dim : q, err))) return err->code;
     o->bo = opt_vec(&w->bo, m->D, err, &irc);
     if (!irc) o->sinks = opt_vec(&w->sinks, m->H, err, &irc);
     if (irc) return irc;
@@ -169,18 +178,18 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
             if (!rc) rc = fill_rows(o->bgu, g, &w->b_up, F, 1, err);
             if (rc) return rc;
         }
-        if (!(o->wd = to_f32(&w->w_down, D, F, err))) return err->code;
+        if (!(o->wd = tm_ref_to_f32(&w->w_down, D, F, err))) return err->code;
         o->bd = opt_vec(&w->b_down, m->D, err, &irc);
         return irc;
     }
     int64_t E = m->n_experts, Fe = m->F_expert;
-    if (!(o->router = to_f32(&w->router, E, D, err))) return err->code;
-    if (m->router_sigmoid && !(o->router_corr = to_f32(&w->router_corr, E, 1, err))) return err->code;
+    if (!(o->router = tm_ref_to_f32(&w->router, E, D, err))) return err->code;
+    if (m->router_sigmoid && !(o->router_corr = tm_ref_to_f32(&w->router_corr, E, 1, err))) return err->code;
     o->e_gu = malloc((size_t)(E * 2 * Fe * D) * sizeof(float));
     o->e_d = malloc((size_t)(E * D * Fe) * sizeof(float));
     if (!o->e_gu || !o->e_d) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
     if (m->expert_bias) {
-        if (!(o->router_b = to_f32(&w->router_b, E, 1, err))) return err->code;
+        if (!(o->router_b = tm_ref_to_f32(&w->router_b, E, 1, err))) return err->code;
         o->e_gub = malloc((size_t)(E * 2 * Fe) * sizeof(float));
         o->e_db = malloc((size_t)(E * D) * sizeof(float));
         if (!o->e_gub || !o->e_db) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
@@ -201,24 +210,27 @@ static int load_layer(tm_ref *r, const tm_model *m, int l, tm_err *err)
     if (!o->s_gu) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
     if ((rc = fill_rows(o->s_gu, 0, &w->s_gate, Fs, D, err)) || (rc = fill_rows(o->s_gu, Fs, &w->s_up, Fs, D, err)))
         return rc;
-    if (!(o->s_d = to_f32(&w->s_down, D, Fs, err)) || (m->shared_gate && !(o->s_router = to_f32(&w->s_router, 1, D, err))))
+    if (!(o->s_d = tm_ref_to_f32(&w->s_down, D, Fs, err)) || (m->shared_gate && !(o->s_router = tm_ref_to_f32(&w->s_router, 1, D, err))))
         return err->code;
     return TM_OK;
+}
+
+void tm_ref_layer_free(ref_layer *o)
+{
+    float *ps[] = {o->attn_norm, o->attn_norm_b, o->ffn_norm_b, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->q_norm_b,
+                   o->k_norm_b, o->wo, o->bo, o->attn_out_norm,
+                   o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
+                   o->s_gu, o->s_d, o->s_router, o->sinks, o->router_b, o->e_gub, o->e_db, o->q_a, o->q_a_b,
+                   o->q_a_norm, o->wq, o->kv_a, o->kv_a_b, o->kv_a_norm, o->kv_b, o->uk_t, o->router_corr};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    memset(o, 0, sizeof *o);
 }
 
 void tm_ref_free(tm_ref *r)
 {
     if (!r) return;
     if (r->w)
-        for (int l = 0; l < r->L; l++) {
-            ref_layer *o = &r->w[l];
-            float *ps[] = {o->attn_norm, o->attn_norm_b, o->ffn_norm_b, o->wqkv, o->bqkv, o->q_norm, o->k_norm, o->q_norm_b,
-                           o->k_norm_b, o->wo, o->bo, o->attn_out_norm,
-                           o->ffn_norm, o->ffn_out_norm, o->wgu, o->bgu, o->wd, o->bd, o->router, o->e_gu, o->e_d,
-                           o->s_gu, o->s_d, o->s_router, o->sinks, o->router_b, o->e_gub, o->e_db, o->q_a, o->q_a_b,
-                           o->q_a_norm, o->wq, o->kv_a, o->kv_a_b, o->kv_a_norm, o->kv_b, o->uk_t, o->router_corr};
-            for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
-        }
+        for (int l = 0; l < r->L; l++) tm_ref_layer_free(&r->w[l]);
     free(r->w);
     if (r->lm_head != r->embed) free(r->lm_head);
     free(r->embed);
@@ -289,16 +301,16 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     memcpy(r->layer, m->layer, (size_t)m->L * sizeof *r->layer);
     for (int i = 0; i < m->n_rope && rc == TM_OK; i++) rc = copy_rope(&r->rope[i], &m->rope[i], err);
     if (rc) goto fail;
-    if (!(r->embed = to_f32(&m->embed, m->V, m->D, err))) goto fail_code;
+    if (!(r->embed = tm_ref_to_f32(&m->embed, m->V, m->D, err))) goto fail_code;
     r->max_pos = m->max_pos, r->pos_offset = m->pos_offset;
-    if (m->pos_embed.data && !(r->pos_embed = to_f32(&m->pos_embed, (int64_t)m->max_pos + m->pos_offset, m->D, err)))
+    if (m->pos_embed.data && !(r->pos_embed = tm_ref_to_f32(&m->pos_embed, (int64_t)m->max_pos + m->pos_offset, m->D, err)))
         goto fail_code;
     /* tied: the embedding, unless the binder found a separate copy (a package's
      * decode stage keeps one in its own encoding) */
     if (m->tied && m->lm_head.data == m->embed.data) r->lm_head = r->embed;
-    else if (!(r->lm_head = to_f32(&m->lm_head, m->V, m->D, err))) goto fail_code;
-    if (!(r->final_norm = norm_w(&m->final_norm, m->D, m->norm_add_one, err))) goto fail_code;
-    if (m->embed_norm.data && !(r->embed_norm = norm_w(&m->embed_norm, m->D, 0, err))) goto fail_code;
+    else if (!(r->lm_head = tm_ref_to_f32(&m->lm_head, m->V, m->D, err))) goto fail_code;
+    if (!(r->final_norm = tm_ref_norm_w(&m->final_norm, m->D, m->norm_add_one, err))) goto fail_code;
+    if (m->embed_norm.data && !(r->embed_norm = tm_ref_norm_w(&m->embed_norm, m->D, 0, err))) goto fail_code;
     if (m->alibi) {
         if (!(r->alibi = malloc(sizeof(float) * (size_t)m->H))) goto fail_nomem;
         memcpy(r->alibi, m->alibi, sizeof(float) * (size_t)m->H);
@@ -308,7 +320,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     if (!rc) r->lm_head_b = opt_vec(&m->lm_head_b, m->V, err, &rc);
     if (rc) goto fail;
     for (int l = 0; l < m->L; l++)
-        if ((rc = load_layer(r, m, l, err))) goto fail;
+        if ((rc = tm_ref_layer_load(&r->w[l], m, l, err))) goto fail;
     *out = r;
     return TM_OK;
 fail_code:

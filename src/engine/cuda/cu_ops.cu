@@ -1,0 +1,167 @@
+/* engine/cuda/cu_ops.cu: the CUDA engine's row-wise passes (embedding, norms, residual adds, the gated
+ * activation, the logits' last steps). One block of 256 threads per row where a row needs a reduction;
+ * sums in f32 over a block-wide tree (the reference sums in double; over D <= 16K elements of O(1) the
+ * difference is far below the bf16 rounding of the GEMMs' inputs). Formulas: model.h's op sequence. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "engine/cuda/cuda-impl.h"
+#include "model/model.h"
+
+#define NT 256
+
+static __device__ __forceinline__ float bf(uint16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
+static __device__ __forceinline__ uint16_t tobf(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+
+/* the sum of v over the block (NT threads); every thread gets it */
+static __device__ float block_sum(float v)
+{
+    __shared__ float part[NT / 32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads(); /* part[] may still be read by a previous call */
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0;
+    for (int i = 0; i < NT / 32; i++) s += part[i];
+    return s;
+}
+
+__global__ void k_embed(float *x, const uint16_t *embed, const int32_t *tok, int D, float scale, const float *pe,
+                        int pos0, int off)
+{
+    int t = blockIdx.x;
+    const uint16_t *e = embed + (size_t)tok[t] * D;
+    const float *p = pe ? pe + (size_t)(pos0 + t + off) * D : NULL;
+    for (int d = threadIdx.x; d < D; d += NT) x[(size_t)t * D + d] = bf(e[d]) * scale + (p ? p[d] : 0.f);
+}
+
+extern "C" void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int32_t *tok, int T, int D, float scale,
+                         const float *pos_embed, int pos0, int pos_off)
+{
+    k_embed<<<T, NT, 0, s>>>(x, embed, tok, D, scale, pos_embed, pos0, pos_off);
+}
+
+__global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w, const float *b, float eps, float *y32,
+                       uint16_t *y16, int ldy)
+{
+    const float *xr = x + (size_t)blockIdx.x * ldx;
+    float mean = 0;
+    if (kind == 1) {
+        float s = 0;
+        for (int i = threadIdx.x; i < n; i += NT) s += xr[i];
+        mean = block_sum(s) / n;
+    }
+    float ss = 0;
+    for (int i = threadIdx.x; i < n; i += NT) {
+        float d = xr[i] - mean;
+        ss += d * d;
+    }
+    float r = (float)(1.0 / sqrt((double)(block_sum(ss) / n + eps)));
+    for (int i = threadIdx.x; i < n; i += NT) {
+        float v = ((xr[i] - mean) * r) * (w ? w[i] : 1.f) + (b ? b[i] : 0.f);
+        if (y32) y32[(size_t)blockIdx.x * ldy + i] = v;
+        else y16[(size_t)blockIdx.x * ldy + i] = tobf(v);
+    }
+}
+
+extern "C" void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const float *w, const float *b,
+                        float eps, float *y32, uint16_t *y16, int ldy)
+{
+    k_norm<<<R, NT, 0, s>>>(kind, n, x, ldx, w, b, eps, y32, y16, ldy);
+}
+
+__global__ void k_to_bf16(uint16_t *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)NT + threadIdx.x; i < n; i += (size_t)gridDim.x * NT) y[i] = tobf(x[i]);
+}
+
+extern "C" void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n)
+{
+    size_t blocks = (n + NT - 1) / NT;
+    k_to_bf16<<<blocks < 4096 ? (unsigned)blocks : 4096u, NT, 0, s>>>(y16, x, n);
+}
+
+__global__ void k_residual(float *x, const float *a, const float *bias, const float *pw, float eps, float scale, int D)
+{
+    float *xr = x + (size_t)blockIdx.x * D;
+    const float *ar = a + (size_t)blockIdx.x * D;
+    float r = 1.f;
+    if (pw) {
+        float ss = 0;
+        for (int i = threadIdx.x; i < D; i += NT) {
+            float v = ar[i] + (bias ? bias[i] : 0.f);
+            ss += v * v;
+        }
+        r = (float)(1.0 / sqrt((double)(block_sum(ss) / D + eps)));
+    }
+    for (int i = threadIdx.x; i < D; i += NT) {
+        float v = ar[i] + (bias ? bias[i] : 0.f);
+        if (pw) v = (v * r) * pw[i];
+        xr[i] = xr[i] + v * scale;
+    }
+}
+
+extern "C" void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps,
+                            float scale, int T, int D)
+{
+    k_residual<<<T, NT, 0, s>>>(x, a, bias, post_w, eps, scale, D);
+}
+
+static __device__ float act_f(int a, float x)
+{
+    double v = x;
+    switch (a) {
+    case TM_ACT_SILU: return (float)(v / (1.0 + exp(-v)));
+    case TM_ACT_GELU: return (float)(0.5 * v * erfc(-v * 0.70710678118654752));
+    case TM_ACT_RELU: return x > 0 ? x : 0.f;
+    case TM_ACT_RELU2: return x > 0 ? x * x : 0.f;
+    default: return (float)(0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))); /* GELU-tanh */
+    }
+}
+
+static __device__ float glu_f(int a, float g, float u)
+{
+    if (a != TM_ACT_SWIGLU_OAI) return act_f(a, g) * u;
+    double gc = g < TM_SWIGLU_OAI_LIMIT ? g : TM_SWIGLU_OAI_LIMIT;
+    double uc = u < -TM_SWIGLU_OAI_LIMIT ? -TM_SWIGLU_OAI_LIMIT : u > TM_SWIGLU_OAI_LIMIT ? TM_SWIGLU_OAI_LIMIT : u;
+    return (float)(gc / (1.0 + exp(-(double)TM_SWIGLU_OAI_ALPHA * gc)) * (uc + 1.0));
+}
+
+/* the activations in float math on doubles, as the reference: the pass is memory-bound (T F elements
+ * read twice, written once), so the H200's double rate costs nothing that shows */
+__global__ void k_glu(uint16_t *g, const float *gu, const float *b, int F, int gated, int act)
+{
+    int t = blockIdx.y, nr = gated ? 2 * F : F;
+    const float *row = gu + (size_t)t * nr;
+    for (int f = blockIdx.x * NT + threadIdx.x; f < F; f += gridDim.x * NT) {
+        float v;
+        if (gated) v = glu_f(act, row[f] + (b ? b[f] : 0.f), row[F + f] + (b ? b[F + f] : 0.f));
+        else v = act_f(act, row[f] + (b ? b[f] : 0.f));
+        g[(size_t)t * F + f] = tobf(v);
+    }
+}
+
+extern "C" void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, int T, int F, int gated, int act)
+{
+    int bx = (F + NT - 1) / NT;
+    dim3 grid(bx < 64 ? bx : 64, T);
+    k_glu<<<grid, NT, 0, s>>>(g, gu, b, F, gated, act);
+}
+
+__global__ void k_logits(float *l, const float *b, int V, float div, float mul, float cap)
+{
+    for (int v = blockIdx.x * NT + threadIdx.x; v < V; v += gridDim.x * NT) {
+        float x = l[v] + (b ? b[v] : 0.f);
+        if (div != 1.f) x /= div;
+        if (mul != 1.f) x *= mul;
+        if (cap != 0.f) x = (float)tanh((double)(x / cap)) * cap;
+        l[v] = x;
+    }
+}
+
+extern "C" void cu_logits_finish(cu_stream s, float *logits, const float *b, int V, float div, float mul, float cap)
+{
+    int bx = (V + NT - 1) / NT;
+    k_logits<<<bx < 1024 ? bx : 1024, NT, 0, s>>>(logits, b, V, div, mul, cap);
+}

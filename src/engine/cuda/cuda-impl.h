@@ -1,0 +1,108 @@
+/* engine/cuda/cuda-impl.h: the CUDA engine's kernels as the host code calls them (private to
+ * engine/cuda). Each cu_* function launches one kernel on stream s and returns at once; the
+ * kernels live in cu_ops.cu (row-wise passes), cu_kv.cu (q/k/v after their GEMM, the KV mirror
+ * and its export) and cu_attn.cu (attention). Pointers are device memory; bf16 is stored as
+ * uint16_t on this side. A launch error surfaces at the next synchronisation (cuda_engine.c checks
+ * cudaGetLastError after each layer and the chunk's final cudaStreamSynchronize).
+ *
+ * Shapes: T chunk rows, D hidden, H / Hk query / kv heads, Dh head dim, F ffn width, V vocab,
+ * nqkv = (H + 2 Hk) Dh, cap the mirror's positions per (layer, kv head). */
+#ifndef TM_ENGINE_CUDA_CUDA_IMPL_H
+#define TM_ENGINE_CUDA_CUDA_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *cu_stream;
+
+#define CU_MAX_DH 256 /* attention and the q/k pass keep a head's dims in registers / shared memory */
+
+/* ---- cu_ops.cu ---- */
+
+/* x[T][D] = bf16 embed[tok[t]][D] * scale (+ pos_embed[pos0 + t + pos_off][D] where pos_embed) */
+void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int32_t *tok, int T, int D, float scale,
+              const float *pos_embed, int pos0, int pos_off);
+
+/* Row norm of rows [R] of n elements: x row r at x + r * ldx (f32); kind 0 RMS, 1 LayerNorm (b may be
+ * NULL); w NULL: weight 1. Output row r to y32 + r * ldy (f32, may be x) or, where y32 is NULL, to
+ * y16 + r * ldy (bf16). */
+void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const float *w, const float *b, float eps,
+             float *y32, uint16_t *y16, int ldy);
+
+/* y16[R][n] = bf16(x[R][n]) */
+void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n);
+
+/* x[T][D] += post(a[T][D] + bias[D]) * scale, post = RMSNorm by post_w (NULL: none); bias may be NULL */
+void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps, float scale,
+                 int T, int D);
+
+/* g[T][F] = bf16(gated ? glu(act, gu[t][f] + b[f], gu[t][F + f] + b[F + f]) : act(gu[t][f] + b[f])),
+ * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas) */
+void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, int T, int F, int gated, int act);
+
+/* logits[V] = softcap((logits + b) / div * mul), b may be NULL, cap 0: none */
+void cu_logits_finish(cu_stream s, float *logits, const float *b, int V, float div, float mul, float cap);
+
+/* ---- cu_kv.cu ---- */
+
+/* q/k/v of a chunk after their GEMM, in place in qkv[T][nqkv] (rows Q, K, V): + bias (NULL: none), clamped to
+ * [-clip, clip] (clip 0: no), each q / k head normed over Dh (qn / kn NULL: not; per_head: a weight row per
+ * head; qnb / knb LayerNorm biases or NULL; kind as cu_norm), RoPE rotate-half on the first rot_dim dims
+ * (inv NULL: none; cos / sin of f32(pos * inv[i]) in double, times rope_scale). Keys and values of rows
+ * t < T go to the mirror kc / vc [Hk][cap][Dh] (bf16, this layer's) at positions pos0 + t; rows t < n_valid
+ * also to exp_rows [2][Hk][T] rows of the export dtype (0 bf16, 1 f16, 2 f32, 3 int8 with exp_scale
+ * [2][Hk][T]: kvcache.h's int8 rule), exp_rows NULL: no export. Queries stay f32 in qkv. */
+typedef struct cu_qkv_args {
+    float *qkv;
+    int T, n_valid, pos0, H, Hk, Dh;
+    const float *bias;
+    float clip;
+    const float *qn, *kn, *qnb, *knb;
+    int per_head, norm_kind;
+    float eps;
+    const float *inv;
+    int rot_dim;
+    float rope_scale;
+    uint16_t *kc, *vc;
+    int cap;
+    void *exp_rows;
+    float *exp_scale;
+    int exp_dtype;
+} cu_qkv_args;
+void cu_qkv_post(cu_stream s, const cu_qkv_args *a);
+
+/* the mirror's positions [0, n) of every layer and kv head from host KV blocks uploaded as
+ * blk[L][np][2][Hk] blocks of blk_bytes (a page's layer region as kvcache.h lays it out: K blocks, then
+ * V), page_size ps positions each, of dtype dt (0 bf16, 1 f16, 2 f32, 3 int8: scales then rows);
+ * mirror k / v [L][Hk][cap][Dh] bf16 */
+void cu_kv_ingest(cu_stream s, uint16_t *kc, uint16_t *vc, const uint8_t *blk, size_t blk_bytes, int L, int np, int ps,
+                  int Hk, int Dh, int cap, int n, int dt);
+
+/* ---- cu_attn.cu ---- */
+
+/* Causal attention of the chunk's queries over the mirror: row t (position pos0 + t, t < n_valid; the
+ * padding rows get zeros) of head h attends keys j in [max(0, i - window + 1) if window > 0, i] of kv
+ * head h / (H / Hk); score (q·k) * scale, softcap (0: none), + alibi[h] * (j - i) (NULL: none), a sink
+ * logit sinks[h] in the softmax's sum (NULL: none). q: qkv rows (f32, ld nqkv); out bf16 [T][H * Dh].
+ * Tensor cores where Dh % 16 == 0 (cu_attn.cu), else CUDA cores. */
+typedef struct cu_attn_args {
+    const float *qkv;
+    int nqkv, T, n_valid, pos0, H, Hk, Dh;
+    const uint16_t *kc, *vc;
+    int cap, window;
+    float scale, softcap;
+    const float *alibi, *sinks;
+    uint16_t *out;
+    int cores;                 /* 1: the CUDA-core kernel even where the tensor-core one applies (tests) */
+} cu_attn_args;
+void cu_attention(cu_stream s, const cu_attn_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

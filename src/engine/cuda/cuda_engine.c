@@ -1,0 +1,654 @@
+/* engine/cuda/cuda_engine.c: the CUDA prefill engine ("cuda"): an NVIDIA GPU's tensor cores fill the
+ * KV cache that a CPU decode engine then reads, the "matrix unit prefill + bandwidth unit decode"
+ * split with the GPU as the matrix unit (engine.h).
+ *
+ * Design block
+ * ------------
+ * Weights: at bind, every layer is read through the reference engine's loader (engine/ref: one place
+ * knows the checkpoints' layouts: fused q|k|v in Q, K, V row order, gate rows then up rows, effective
+ * norm weights), whatever the stage's encoding (bf16 as is; int8 and the others dequantized), and
+ * uploaded: matrices as bf16 [N][K], vectors f32. The embedding and a separate lm_head go up by row
+ * blocks. GEMMs are cuBLAS's (bf16 inputs, f32 accumulation and output, tensor cores):
+ * y[T][N] = x[T][K] · W[N][K]ᵀ as the column-major product W(op T) · x.
+ *
+ * One chunk (T rows, n_valid real; model.h's op sequence), all on one stream:
+ *   tokens -> x [T][D] f32 (embedding)
+ *   per layer: h = norm(x) bf16; qkv = h · wqkvᵀ f32; cu_qkv_post (bias, clamp, q/k norms, RoPE,
+ *              k and v into the mirror and the export rows); attention over the mirror -> att bf16;
+ *              a = att · woᵀ; x += post(a + bo); h = norm(x or the layer's input); gu = h · wguᵀ;
+ *              g = act(gate) ⊙ up bf16; a = g · wdᵀ; x += post(a + bd)
+ *   logits: the last real row's final norm, · lm_headᵀ, the logit scalings; copied to the host.
+ *
+ * KV. The engine keeps a device mirror of one sequence's KV, bf16 [L][Hk][cap][Dh], which its
+ * attention reads. The paged cache (runtime/kvcache.h, host memory) stays the truth every engine
+ * shares: each layer's new rows leave the GPU as export rows in the cache's dtype (bf16, f16, f32, or
+ * int8 with its row scales: the conversion happens on the GPU), are copied to pinned memory
+ * (cudaMemcpyAsync) and scattered into the sequence's pages by the host, and then the layer is
+ * reported (on_layer), so the bridge's stateless hand-off overlaps later layers as it does on the
+ * CPU engines. The host scatters layer l - 1 while the GPU computes layer l (two pinned slots).
+ * A chunk whose earlier positions [0, pos0) the mirror does not hold (another sequence ran in
+ * between, a reused prefix, pages let go: tm_kv_cache_epoch moved) first uploads them from the
+ * pages: each (page, layer) region is one memcpy into pinned memory, then one copy up and a kernel
+ * that widens them into the mirror (cu_kv_ingest). The mirror is trusted when: the same cache and
+ * sequence, pos0 == where the last chunk ended, the same page ids, and no page of the cache let go
+ * since (kvcache.h: while the epoch stands, held pages hold what their owner wrote).
+ *
+ * Not here (docs/status.md): the decode role (the mirror holds one sequence; a CUDA decode engine
+ * wants a paged KV on the device), multi-head latent attention and mixture-of-experts layers (bind
+ * refuses them), head dims over 256, CUDA graphs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "engine/cuda/cuda-impl.h"
+#include "engine/engine.h"
+#include "engine/ref/ref-impl.h"
+#include "model/model.h"
+
+#define CU_MAX_T 512 /* rows per chunk (the runtime's largest) */
+
+typedef struct cu_layer {
+    uint16_t *wqkv, *wo, *wgu, *wd;   /* bf16 [(H+2Hk)Dh][D], [D][H Dh], [2F or F][D], [D][F] */
+    float *attn_norm, *attn_norm_b, *ffn_norm, *ffn_norm_b, *attn_out_norm, *ffn_out_norm; /* [D] or NULL */
+    float *bqkv, *bo, *bgu, *bd;      /* biases or NULL */
+    float *q_norm, *k_norm, *q_norm_b, *k_norm_b; /* [Dh] ([H][Dh] / [Hk][Dh] per head; whole: [H Dh]) */
+    float *sinks;                     /* [H] or NULL */
+} cu_layer;
+
+typedef struct cu_rope {
+    float *inv, *inv_long;            /* device [rot_dim / 2] */
+    int rot_dim;
+    float scale;
+    int64_t long_from;                /* a call reaching past this many positions uses inv_long */
+} cu_rope;
+
+/* TANDEM_CUDA_PROFILE=1 (a measurement switch): CUDA events around every GEMM and attention launch
+ * and the q/k/v pass, summed per chunk after its synchronisation; unbind prints the totals (stderr) */
+#define PROF_EV 1024
+enum { PROF_GEMM, PROF_ATTN, PROF_QKV, PROF_NCAT };
+typedef struct cu_prof {
+    int on, n;                        /* events recorded in this chunk */
+    cudaEvent_t ev[PROF_EV], t0, t1;  /* pairs; the chunk's first and last */
+    int cat[PROF_EV / 2];
+    double ms[PROF_NCAT], total_ms, host_wait_s, gemm_flop;
+    long chunks, rows;
+} cu_prof;
+
+typedef struct cu_eng {
+    int V, D, L, H, Hk, Dh, F, gated, parallel, qk_whole, qk_heads, norm_kind, act, cap;
+    float eps, embed_scale, attn_scale, attn_softcap, final_softcap, residual_scale, logits_div, logits_mul, clip;
+    int pos_off, max_pos;
+    tm_layer_desc *layer;             /* [L] host */
+    cu_rope rope[2];
+    cublasHandle_t blas;
+    cudaStream_t st;
+    cudaEvent_t ev[2];                /* export copy of layer l done: ev[l % 2] */
+    uint16_t *embed, *lm_head;        /* bf16 [V][D] (lm_head == embed when tied) */
+    float *final_norm, *final_norm_b, *lm_head_b, *pos_embed, *embed_norm, *embed_norm_b, *alibi;
+    cu_layer *w;                      /* [L] */
+    uint16_t *kc, *vc;                /* the mirror [L][Hk][cap][Dh] bf16 */
+    /* scratch for CU_MAX_T rows */
+    int32_t *tok;
+    float *x, *x0, *qkv, *a, *gu, *logits;
+    uint16_t *h16, *att16, *g16;
+    void *exp_dev;                    /* export rows [2][Hk][T][Dh] of the cache dtype (<= 4 bytes), then scales */
+    uint8_t *exp_host[2];             /* pinned copies of it, by layer parity */
+    size_t exp_bytes;
+    uint8_t *in_host, *in_dev;        /* ingest: pinned and device blocks, in_cap bytes each */
+    size_t in_cap;
+    /* what the mirror holds: positions [0, m_n) of sequence m_seq of cache m_kv (pages m_pages) */
+    const tm_kv_cache *m_kv;
+    const tm_kv_seq *m_seq;
+    int32_t *m_pages;
+    int m_n, m_np, m_pcap;
+    uint64_t m_epoch;
+    cu_prof *prof;                    /* NULL unless TANDEM_CUDA_PROFILE=1 */
+    int attn_cores;                   /* TANDEM_CUDA_ATTN=cores: the CUDA-core attention everywhere (tests) */
+} cu_eng;
+
+static void prof_mark(cu_eng *e, int cat, int end)
+{
+    cu_prof *p = e->prof;
+    if (!p || p->n >= PROF_EV) return;
+    if (end) p->cat[p->n / 2] = cat;
+    cudaEventRecord(p->ev[p->n++], e->st);
+}
+
+/* after the chunk's synchronisation: its events into the totals */
+static void prof_chunk(cu_eng *e, int rows)
+{
+    cu_prof *p = e->prof;
+    if (!p) return;
+    float ms;
+    for (int i = 0; i + 1 < p->n; i += 2)
+        if (cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]) == cudaSuccess) p->ms[p->cat[i / 2]] += ms;
+    if (cudaEventElapsedTime(&ms, p->t0, p->t1) == cudaSuccess) p->total_ms += ms;
+    p->n = 0, p->chunks++, p->rows += rows;
+}
+
+static void prof_free(cu_eng *e)
+{
+    cu_prof *p = e->prof;
+    if (!p) return;
+    if (p->chunks)
+        fprintf(stderr,
+                "cuda profile: %ld chunks, %ld rows: GPU %.2f ms: GEMMs %.2f ms (%.1f TFLOP/s), attention %.2f ms, "
+                "q/k/v pass %.2f ms, the rest %.2f ms; host waiting on the KV export %.2f ms\n",
+                p->chunks, p->rows, p->total_ms, p->ms[PROF_GEMM],
+                p->ms[PROF_GEMM] > 0 ? p->gemm_flop / (p->ms[PROF_GEMM] * 1e-3) / 1e12 : 0, p->ms[PROF_ATTN],
+                p->ms[PROF_QKV], p->total_ms - p->ms[PROF_GEMM] - p->ms[PROF_ATTN] - p->ms[PROF_QKV],
+                p->host_wait_s * 1e3);
+    for (int i = 0; i < PROF_EV; i++) cudaEventDestroy(p->ev[i]);
+    cudaEventDestroy(p->t0);
+    cudaEventDestroy(p->t1);
+    free(p);
+    e->prof = NULL;
+}
+
+static void prof_init(cu_eng *e)
+{
+    const char *v = getenv("TANDEM_CUDA_PROFILE");
+    if (!v || strcmp(v, "1")) return;
+    cu_prof *p = calloc(1, sizeof *p);
+    if (!p) return;
+    for (int i = 0; i < PROF_EV; i++) cudaEventCreate(&p->ev[i]);
+    cudaEventCreate(&p->t0);
+    cudaEventCreate(&p->t1);
+    e->prof = p;
+}
+
+static int cuerr(tm_err *err, cudaError_t e, const char *what)
+{
+    return tm_errf(err, e == cudaErrorMemoryAllocation ? TM_E_NOMEM : TM_E_IO, "cuda engine: %s: %s", what,
+                   cudaGetErrorString(e));
+}
+#define CK(call, what)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return cuerr(err, e_, what);                                                            \
+    } while (0)
+
+static int cu_probe(tm_engine_caps *c, tm_err *err)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n < 1)
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda: no CUDA device (%s)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    memset(c, 0, sizeof *c);
+    c->name = "cuda";
+    c->device = "cuda:0";
+    c->roles = TM_ROLE_PREFILL;
+    tm_dtype enc[] = {TM_DT_BF16, TM_DT_F16, TM_DT_F32, TM_DT_Q8PC};
+    memcpy(c->encodings, enc, sizeof enc);
+    c->n_encodings = 4;
+    int chunks[] = {64, 128, 256, 512};
+    memcpy(c->chunk_sizes, chunks, sizeof chunks);
+    c->n_chunks = 4;
+    tm_dtype kvd[] = {TM_DT_BF16, TM_DT_F16, TM_DT_Q8PC, TM_DT_F32};
+    memcpy(c->kv_dtypes, kvd, sizeof kvd);
+    c->n_kv_dtypes = 4;
+    c->max_batch = 0;
+    return TM_OK;
+}
+
+/* ---- bind: weights up ------------------------------------------------------------------------ */
+
+/* *d = a device copy of the f32 vector h [n] (h NULL: *d = NULL) */
+static int up_f32(float **d, const float *h, size_t n, tm_err *err)
+{
+    *d = NULL;
+    if (!h) return TM_OK;
+    CK(cudaMalloc((void **)d, n * sizeof(float)), "cudaMalloc");
+    CK(cudaMemcpy(*d, h, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    return TM_OK;
+}
+
+/* dst[n] bf16 (device) from h [n] f32 (host), through the f32 staging tmp of tmp_n floats */
+static int up_bf16_into(cu_eng *e, uint16_t *dst, const float *h, size_t n, float *tmp, size_t tmp_n, tm_err *err)
+{
+    for (size_t i = 0; i < n; i += tmp_n) {
+        size_t k = n - i < tmp_n ? n - i : tmp_n;
+        CK(cudaMemcpy(tmp, h + i, k * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+        cu_to_bf16(e->st, dst + i, tmp, k);
+        CK(cudaStreamSynchronize(e->st), "converting weights to bf16");
+    }
+    return TM_OK;
+}
+
+static int up_bf16(cu_eng *e, uint16_t **d, const float *h, size_t n, float *tmp, size_t tmp_n, tm_err *err)
+{
+    *d = NULL;
+    if (!h) return TM_OK;
+    CK(cudaMalloc((void **)d, n * sizeof(uint16_t)), "cudaMalloc");
+    return up_bf16_into(e, *d, h, n, tmp, tmp_n, err);
+}
+
+#define STAGE_FLOATS ((size_t)16 << 20) /* 64 MB of f32 per copy up */
+
+/* a [rows][K] tensor (any encoding tm_ref_rows_f32 reads) as bf16 on the device, by row blocks */
+static int up_rows(cu_eng *e, uint16_t **d, const tm_tensor *t, int64_t rows, int64_t K, float *tmp, tm_err *err)
+{
+    CK(cudaMalloc((void **)d, (size_t)(rows * K) * sizeof(uint16_t)), "cudaMalloc");
+    int64_t blk = (int64_t)(STAGE_FLOATS / (size_t)K) > 0 ? (int64_t)(STAGE_FLOATS / (size_t)K) : 1;
+    float *h = malloc((size_t)(blk * K) * sizeof(float));
+    if (!h) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+    int rc = TM_OK;
+    for (int64_t r = 0; r < rows && rc == TM_OK; r += blk) {
+        int64_t n = rows - r < blk ? rows - r : blk;
+        rc = tm_ref_rows_f32(t, r, n, rows, K, h, err);
+        if (rc == TM_OK) rc = up_bf16_into(e, *d + r * K, h, (size_t)(n * K), tmp, STAGE_FLOATS, err);
+    }
+    free(h);
+    return rc;
+}
+
+static int up_layer(cu_eng *e, const tm_model *m, int l, float *tmp, tm_err *err)
+{
+    ref_layer o;
+    memset(&o, 0, sizeof o);
+    int rc = tm_ref_layer_load(&o, m, l, err);
+    cu_layer *w = &e->w[l];
+    size_t D = (size_t)e->D, q = (size_t)e->H * e->Dh, kv = (size_t)e->Hk * e->Dh, F = (size_t)e->F;
+    size_t nr = e->gated ? 2 * F : F, qn = e->qk_whole || e->qk_heads ? q : (size_t)e->Dh;
+    size_t kn = e->qk_whole || e->qk_heads ? kv : (size_t)e->Dh;
+    if (rc == TM_OK) rc = up_bf16(e, &w->wqkv, o.wqkv, (q + 2 * kv) * D, tmp, STAGE_FLOATS, err);
+    if (rc == TM_OK) rc = up_bf16(e, &w->wo, o.wo, D * q, tmp, STAGE_FLOATS, err);
+    if (rc == TM_OK) rc = up_bf16(e, &w->wgu, o.wgu, nr * D, tmp, STAGE_FLOATS, err);
+    if (rc == TM_OK) rc = up_bf16(e, &w->wd, o.wd, D * F, tmp, STAGE_FLOATS, err);
+    struct { float **d; const float *h; size_t n; } v[] = {
+        {&w->attn_norm, o.attn_norm, D}, {&w->attn_norm_b, o.attn_norm_b, D}, {&w->ffn_norm, o.ffn_norm, D},
+        {&w->ffn_norm_b, o.ffn_norm_b, D}, {&w->attn_out_norm, o.attn_out_norm, D},
+        {&w->ffn_out_norm, o.ffn_out_norm, D}, {&w->bqkv, o.bqkv, q + 2 * kv}, {&w->bo, o.bo, D},
+        {&w->bgu, o.bgu, nr}, {&w->bd, o.bd, D}, {&w->q_norm, o.q_norm, qn}, {&w->k_norm, o.k_norm, kn},
+        {&w->q_norm_b, o.q_norm_b, (size_t)e->Dh}, {&w->k_norm_b, o.k_norm_b, (size_t)e->Dh},
+        {&w->sinks, o.sinks, (size_t)e->H},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0] && rc == TM_OK; i++) rc = up_f32(v[i].d, v[i].h, v[i].n, err);
+    tm_ref_layer_free(&o);
+    return rc;
+}
+
+static void cu_unbind(void *vctx)
+{
+    cu_eng *e = vctx;
+    if (!e) return;
+    prof_free(e);
+    if (e->w)
+        for (int l = 0; l < e->L; l++) {
+            cu_layer *w = &e->w[l];
+            void *p[] = {w->wqkv, w->wo, w->wgu, w->wd, w->attn_norm, w->attn_norm_b, w->ffn_norm, w->ffn_norm_b,
+                         w->attn_out_norm, w->ffn_out_norm, w->bqkv, w->bo, w->bgu, w->bd, w->q_norm, w->k_norm,
+                         w->q_norm_b, w->k_norm_b, w->sinks};
+            for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
+        }
+    free(e->w);
+    if (e->lm_head != e->embed) cudaFree(e->lm_head);
+    void *p[] = {e->embed, e->final_norm, e->final_norm_b, e->lm_head_b, e->pos_embed, e->embed_norm, e->embed_norm_b,
+                 e->alibi, e->kc, e->vc, e->tok, e->x, e->x0, e->qkv, e->a, e->gu, e->logits, e->h16, e->att16,
+                 e->g16, e->exp_dev, e->in_dev, e->rope[0].inv, e->rope[0].inv_long, e->rope[1].inv,
+                 e->rope[1].inv_long};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
+    cudaFreeHost(e->exp_host[0]);
+    cudaFreeHost(e->exp_host[1]);
+    cudaFreeHost(e->in_host);
+    for (int i = 0; i < 2; i++)
+        if (e->ev[i]) cudaEventDestroy(e->ev[i]);
+    if (e->blas) cublasDestroy(e->blas);
+    if (e->st) cudaStreamDestroy(e->st);
+    free(e->layer);
+    free(e->m_pages);
+    free(e);
+}
+
+/* what the engine cannot run, named */
+static int cu_check_model(const tm_model *m, tm_err *err)
+{
+    if (!m || !m->bound) return tm_errf(err, TM_E_INVALID, "cuda engine: the model has no weights bound");
+    if (m->mla) return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: multi-head latent attention is not supported", m->arch_name);
+    for (int l = 0; l < m->L; l++)
+        if (m->layer[l].moe)
+            return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: mixture-of-experts layers are not supported",
+                           m->arch_name);
+    if (m->Dh > CU_MAX_DH || m->Dh < 1)
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: head_dim %d (at most %d)", m->Dh, CU_MAX_DH);
+    if (m->Hk < 1 || m->H % m->Hk)
+        return tm_errf(err, TM_E_INVALID, "cuda engine: %d heads over %d kv heads", m->H, m->Hk);
+    return TM_OK;
+}
+
+static int cu_alloc(void **p, size_t bytes, tm_err *err)
+{
+    CK(cudaMalloc(p, bytes), "cudaMalloc (scratch)");
+    return TM_OK;
+}
+
+static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm_err *err)
+{
+    *out = NULL;
+    int rc = cu_check_model(m, err);
+    if (rc) return rc;
+    if (opts->max_ctx < 1) return tm_errf(err, TM_E_INVALID, "cuda engine: max_ctx %d", opts->max_ctx);
+    cu_eng *e = calloc(1, sizeof *e);
+    if (!e) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+    e->V = m->V, e->D = m->D, e->L = m->L, e->H = m->H, e->Hk = m->Hk, e->Dh = m->Dh, e->F = m->F;
+    e->gated = m->gated, e->parallel = m->parallel, e->qk_whole = m->qk_norm == 2, e->qk_heads = m->qk_norm_heads;
+    e->norm_kind = m->norm == TM_NORM_LAYER, e->act = m->act, e->cap = opts->max_ctx;
+    e->eps = m->eps, e->embed_scale = m->embed_scale, e->attn_scale = m->attn_scale, e->attn_softcap = m->attn_softcap;
+    e->final_softcap = m->final_softcap, e->residual_scale = m->residual_scale, e->logits_div = m->logits_div;
+    e->logits_mul = m->logits_mul, e->clip = m->clip_qkv, e->pos_off = m->pos_offset, e->max_pos = m->max_pos;
+    float *tmp = NULL;
+    if (!(e->layer = malloc(sizeof *e->layer * (size_t)m->L)) || !(e->w = calloc((size_t)m->L, sizeof *e->w))) {
+        rc = tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+        goto fail;
+    }
+    memcpy(e->layer, m->layer, sizeof *e->layer * (size_t)m->L);
+    cudaError_t ce;
+    if ((ce = cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking)) != cudaSuccess ||
+        (ce = cudaEventCreateWithFlags(&e->ev[0], cudaEventDisableTiming)) != cudaSuccess ||
+        (ce = cudaEventCreateWithFlags(&e->ev[1], cudaEventDisableTiming)) != cudaSuccess ||
+        (ce = cudaMalloc((void **)&tmp, STAGE_FLOATS * sizeof(float))) != cudaSuccess) {
+        rc = cuerr(err, ce, "setting up the device");
+        goto fail;
+    }
+    if (cublasCreate(&e->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(e->blas, e->st) != CUBLAS_STATUS_SUCCESS) {
+        rc = tm_errf(err, TM_E_IO, "cuda engine: cuBLAS could not start");
+        goto fail;
+    }
+    size_t D = (size_t)m->D;
+    if ((rc = up_rows(e, &e->embed, &m->embed, m->V, m->D, tmp, err))) goto fail;
+    if (m->tied && m->lm_head.data == m->embed.data) e->lm_head = e->embed;
+    else if ((rc = up_rows(e, &e->lm_head, &m->lm_head, m->V, m->D, tmp, err))) goto fail;
+    float *fn = tm_ref_norm_w(&m->final_norm, m->D, m->norm_add_one, err);
+    if (!fn) { rc = err->code ? err->code : TM_E_INVALID; goto fail; }
+    rc = up_f32(&e->final_norm, fn, D, err);
+    free(fn);
+    if (rc) goto fail;
+    struct { float **d; const tm_tensor *t; int64_t n; } vec[] = {
+        {&e->final_norm_b, &m->final_norm_b, m->D}, {&e->lm_head_b, &m->lm_head_b, m->V},
+        {&e->embed_norm, &m->embed_norm, m->D}, {&e->embed_norm_b, &m->embed_norm_b, m->D},
+        {&e->pos_embed, &m->pos_embed, (int64_t)(m->max_pos + m->pos_offset) * m->D},
+    };
+    for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
+        if (!vec[i].t->data) continue;
+        float *h = tm_ref_to_f32(vec[i].t, vec[i].n, 1, err);
+        if (!h) { rc = err->code ? err->code : TM_E_INVALID; goto fail; }
+        rc = up_f32(vec[i].d, h, (size_t)vec[i].n, err);
+        free(h);
+        if (rc) goto fail;
+    }
+    if ((rc = up_f32(&e->alibi, m->alibi, (size_t)m->H, err))) goto fail;
+    for (int i = 0; i < m->n_rope && i < 2; i++) {
+        const tm_rope *r = &m->rope[i];
+        cu_rope *c = &e->rope[i];
+        c->rot_dim = r->rot_dim, c->scale = r->attn_scaling;
+        c->long_from = r->inv_freq_long ? r->original_max_pos : INT64_MAX;
+        if ((rc = up_f32(&c->inv, r->inv_freq, (size_t)r->rot_dim / 2, err)) ||
+            (rc = up_f32(&c->inv_long, r->inv_freq_long, (size_t)r->rot_dim / 2, err)))
+            goto fail;
+    }
+    for (int l = 0; l < m->L; l++)
+        if ((rc = up_layer(e, m, l, tmp, err))) goto fail;
+    size_t T = CU_MAX_T, nq = (size_t)(m->H + 2 * m->Hk) * m->Dh, F = (size_t)m->F;
+    size_t mir = (size_t)m->L * m->Hk * (size_t)e->cap * m->Dh * sizeof(uint16_t);
+    e->exp_bytes = 2 * (size_t)m->Hk * T * m->Dh * 4 + 2 * (size_t)m->Hk * T * sizeof(float);
+    if ((rc = cu_alloc((void **)&e->kc, mir, err)) || (rc = cu_alloc((void **)&e->vc, mir, err)) ||
+        (rc = cu_alloc((void **)&e->tok, T * sizeof(int32_t), err)) ||
+        (rc = cu_alloc((void **)&e->x, T * D * sizeof(float), err)) ||
+        (m->parallel && (rc = cu_alloc((void **)&e->x0, T * D * sizeof(float), err))) ||
+        (rc = cu_alloc((void **)&e->qkv, T * nq * sizeof(float), err)) ||
+        (rc = cu_alloc((void **)&e->a, T * D * sizeof(float), err)) ||
+        (rc = cu_alloc((void **)&e->gu, T * 2 * F * sizeof(float), err)) ||
+        (rc = cu_alloc((void **)&e->logits, (size_t)m->V * sizeof(float), err)) ||
+        (rc = cu_alloc((void **)&e->h16, T * D * sizeof(uint16_t), err)) ||
+        (rc = cu_alloc((void **)&e->att16, T * (size_t)m->H * m->Dh * sizeof(uint16_t), err)) ||
+        (rc = cu_alloc((void **)&e->g16, T * F * sizeof(uint16_t), err)) ||
+        (rc = cu_alloc(&e->exp_dev, e->exp_bytes, err)))
+        goto fail;
+    for (int i = 0; i < 2; i++)
+        if ((ce = cudaMallocHost((void **)&e->exp_host[i], e->exp_bytes)) != cudaSuccess) {
+            rc = cuerr(err, ce, "cudaMallocHost");
+            goto fail;
+        }
+    cudaFree(tmp);
+    prof_init(e);
+    e->attn_cores = getenv("TANDEM_CUDA_ATTN") && !strcmp(getenv("TANDEM_CUDA_ATTN"), "cores");
+    *out = e;
+    return TM_OK;
+fail:
+    cudaFree(tmp);
+    cu_unbind(e);
+    return rc;
+}
+
+/* ---- prefill ----------------------------------------------------------------------------------- */
+
+static int kv_code(tm_dtype dt) { return dt == TM_DT_BF16 ? 0 : dt == TM_DT_F16 ? 1 : dt == TM_DT_F32 ? 2 : 3; }
+static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8PC ? 1 : 2; }
+
+static int gemm(cu_eng *e, float *y, const uint16_t *x, const uint16_t *w, int T, int N, int K, tm_err *err)
+{
+    const float one = 1.f, zero = 0.f;
+    if (e->prof) e->prof->gemm_flop += 2.0 * T * N * K;
+    prof_mark(e, PROF_GEMM, 0);
+    cublasStatus_t s = cublasGemmEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, CUDA_R_16BF, K, x, CUDA_R_16BF, K,
+                                    &zero, y, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    prof_mark(e, PROF_GEMM, 1);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return tm_errf(err, TM_E_IO, "cuda engine: cublasGemmEx %d x %d x %d failed (status %d)", T, N, K, (int)s);
+    return TM_OK;
+}
+
+/* does the mirror hold positions [0, pos0) of a->seq? (design block) */
+static int mirror_valid(const cu_eng *e, const tm_prefill_args *a)
+{
+    if (a->pos0 == 0) return 1;
+    int ps = tm_kv_cache_info(a->kv)->page_size, np = (a->pos0 + ps - 1) / ps;
+    return e->m_kv == a->kv && e->m_seq == a->seq && e->m_n == a->pos0 && e->m_epoch == tm_kv_cache_epoch(a->kv) &&
+           e->m_np >= np && memcmp(e->m_pages, a->seq->pages, sizeof(int32_t) * (size_t)np) == 0;
+}
+
+/* the mirror's [0, pos0) from the pages (design block) */
+static int ingest(cu_eng *e, const tm_prefill_args *a, tm_err *err)
+{
+    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
+    int ps = o->page_size, np = (a->pos0 + ps - 1) / ps;
+    size_t blk = tm_kv_block_bytes(o->dtype, ps, o->head_dim), region = 2 * (size_t)e->Hk * blk;
+    size_t need = (size_t)e->L * np * region;
+    if (need > e->in_cap) {
+        cudaFreeHost(e->in_host);
+        cudaFree(e->in_dev);
+        e->in_host = NULL, e->in_dev = NULL, e->in_cap = 0;
+        CK(cudaMallocHost((void **)&e->in_host, need), "cudaMallocHost (KV upload)");
+        CK(cudaMalloc((void **)&e->in_dev, need), "cudaMalloc (KV upload)");
+        e->in_cap = need;
+    }
+    for (int l = 0; l < e->L; l++)
+        for (int i = 0; i < np; i++) /* a page's layer region: K blocks [Hk], then V blocks [Hk] */
+            memcpy(e->in_host + ((size_t)l * np + i) * region, tm_kv_page_k(a->kv, a->seq->pages[i], l, 0), region);
+    CK(cudaMemcpyAsync(e->in_dev, e->in_host, need, cudaMemcpyHostToDevice, e->st), "KV upload");
+    cu_kv_ingest(e->st, e->kc, e->vc, e->in_dev, blk, e->L, np, ps, e->Hk, e->Dh, e->cap, a->pos0, kv_code(o->dtype));
+    return TM_OK;
+}
+
+/* layer l's export rows (pinned slot) into the pages, then the layer is reported */
+static void scatter(const cu_eng *e, const tm_prefill_args *a, int l)
+{
+    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
+    int T = a->T, Dh = e->Dh, ps = o->page_size, q8 = o->dtype == TM_DT_Q8PC;
+    size_t rb = (size_t)Dh * kv_esz(o->dtype);
+    const uint8_t *rows = e->exp_host[l & 1];
+    const float *scales = (const float *)(rows + 2 * (size_t)e->Hk * T * rb);
+    for (int kv = 0; kv < 2; kv++)
+        for (int g = 0; g < e->Hk; g++)
+            for (int t = 0; t < a->n_valid; t++) {
+                int pos = a->pos0 + t, slot = pos % ps;
+                int32_t pg = a->seq->pages[pos / ps];
+                uint8_t *b = kv ? tm_kv_page_v(a->kv, pg, l, g) : tm_kv_page_k(a->kv, pg, l, g);
+                size_t r = ((size_t)kv * e->Hk + g) * T + t;
+                if (q8) {
+                    memcpy(b + 4 * (size_t)slot, &scales[r], 4);
+                    memcpy(b + 4 * (size_t)ps + (size_t)slot * Dh, rows + r * rb, rb);
+                } else {
+                    memcpy(b + (size_t)slot * rb, rows + r * rb, rb);
+                }
+            }
+    if (a->on_layer) a->on_layer(a->ud, l);
+}
+
+static int layer_fwd(cu_eng *e, const tm_prefill_args *a, int l, int T, tm_err *err)
+{
+    const cu_layer *w = &e->w[l];
+    const tm_layer_desc *ld = &e->layer[l];
+    int D = e->D, Dh = e->Dh, H = e->H, Hk = e->Hk, nq = (H + 2 * Hk) * Dh, F = e->F, rc;
+    size_t lay = (size_t)l * Hk * e->cap * Dh;
+    if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
+    else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
+    if ((rc = gemm(e, e->qkv, e->h16, w->wqkv, T, nq, D, err))) return rc;
+    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
+    size_t rb = (size_t)Dh * kv_esz(o->dtype);
+    cu_qkv_args q = {.qkv = e->qkv, .T = T, .n_valid = a->n_valid, .pos0 = a->pos0, .H = H, .Hk = Hk, .Dh = Dh,
+                     .bias = w->bqkv, .clip = e->clip, .qn = w->q_norm, .kn = w->k_norm, .qnb = w->q_norm_b,
+                     .knb = w->k_norm_b, .per_head = e->qk_heads, .norm_kind = e->norm_kind, .eps = e->eps,
+                     .kc = e->kc + lay, .vc = e->vc + lay, .cap = e->cap, .exp_rows = e->exp_dev,
+                     .exp_scale = (float *)((uint8_t *)e->exp_dev + 2 * (size_t)Hk * T * rb),
+                     .exp_dtype = kv_code(o->dtype)};
+    if (ld->rope >= 0) {
+        const cu_rope *r = &e->rope[ld->rope];
+        q.inv = (int64_t)a->pos0 + T > r->long_from ? r->inv_long : r->inv;
+        q.rot_dim = r->rot_dim, q.rope_scale = r->scale;
+    }
+    if (e->qk_whole) { /* OLMo 2: bias and clamp, one norm over all of q and all of k, then the rest */
+        cu_qkv_args p = q;
+        p.qn = p.kn = NULL, p.inv = NULL, p.kc = p.vc = NULL, p.exp_rows = NULL;
+        p.Hk = 0, p.H = H + 2 * Hk; /* every head a "query": bias and clamp in place, nothing else */
+        cu_qkv_post(e->st, &p);
+        cu_norm(e->st, e->norm_kind, T, H * Dh, e->qkv, nq, w->q_norm, NULL, e->eps, e->qkv, NULL, nq);
+        cu_norm(e->st, e->norm_kind, T, Hk * Dh, e->qkv + (size_t)H * Dh, nq, w->k_norm, NULL, e->eps,
+                e->qkv + (size_t)H * Dh, NULL, nq);
+        q.bias = NULL, q.clip = 0, q.qn = q.kn = NULL;
+    }
+    prof_mark(e, PROF_QKV, 0);
+    cu_qkv_post(e->st, &q);
+    prof_mark(e, PROF_QKV, 1);
+    /* the rows leave for the pages while the attention and the FFN run */
+    CK(cudaMemcpyAsync(e->exp_host[l & 1], e->exp_dev, 2 * (size_t)Hk * T * (rb + sizeof(float)), cudaMemcpyDeviceToHost,
+                       e->st), "KV export");
+    CK(cudaEventRecord(e->ev[l & 1], e->st), "cudaEventRecord");
+    cu_attn_args at = {.qkv = e->qkv, .nqkv = nq, .T = T, .n_valid = a->n_valid, .pos0 = a->pos0, .H = H, .Hk = Hk,
+                       .Dh = Dh, .kc = e->kc + lay, .vc = e->vc + lay, .cap = e->cap,
+                       .window = ld->sliding ? ld->window : 0, .scale = e->attn_scale, .softcap = e->attn_softcap,
+                       .alibi = e->alibi, .sinks = w->sinks, .out = e->att16, .cores = e->attn_cores};
+    prof_mark(e, PROF_ATTN, 0);
+    cu_attention(e->st, &at);
+    prof_mark(e, PROF_ATTN, 1);
+    if ((rc = gemm(e, e->a, e->att16, w->wo, T, D, H * Dh, err))) return rc;
+    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
+    const float *fin = e->parallel ? e->x0 : e->x;
+    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
+    else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
+    if ((rc = gemm(e, e->gu, e->h16, w->wgu, T, e->gated ? 2 * F : F, D, err))) return rc;
+    cu_glu(e->st, e->g16, e->gu, w->bgu, T, F, e->gated, e->act);
+    if ((rc = gemm(e, e->a, e->g16, w->wd, T, D, F, err))) return rc;
+    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
+    CK(cudaGetLastError(), "a kernel launch");
+    return TM_OK;
+}
+
+/* wait for a layer's export copy (slot = its parity) */
+static int export_wait(cu_eng *e, int slot, tm_err *err)
+{
+    struct timespec t0, t1;
+    if (e->prof) clock_gettime(CLOCK_MONOTONIC, &t0);
+    CK(cudaEventSynchronize(e->ev[slot]), "KV export");
+    if (e->prof) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        e->prof->host_wait_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
+    return TM_OK;
+}
+
+static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
+{
+    cu_eng *e = vctx;
+    int T = a->T, rc;
+    if (T < 1 || T > CU_MAX_T || a->n_valid < 1 || a->n_valid > T || a->pos0 < 0)
+        return tm_errf(err, TM_E_INVALID, "cuda prefill: chunk %d with %d valid tokens at %d", T, a->n_valid, a->pos0);
+    if ((int64_t)a->pos0 + T > e->cap)
+        return tm_errf(err, TM_E_LIMIT, "cuda prefill: positions up to %lld exceed the engine's context %d",
+                       (long long)a->pos0 + T, e->cap);
+    if (e->pos_embed && (int64_t)a->pos0 + T > e->max_pos)
+        return tm_errf(err, TM_E_LIMIT, "cuda prefill: positions up to %lld exceed the model's %d learned positions",
+                       (long long)a->pos0 + T, e->max_pos);
+    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
+    if (o->n_layers != e->L || o->n_kv_heads != e->Hk || o->head_dim != e->Dh)
+        return tm_errf(err, TM_E_INVALID, "cuda prefill: the KV cache is %d layers x %d heads x %d, the model %d x %d x %d",
+                       o->n_layers, o->n_kv_heads, o->head_dim, e->L, e->Hk, e->Dh);
+    if (o->dtype != TM_DT_BF16 && o->dtype != TM_DT_F16 && o->dtype != TM_DT_F32 && o->dtype != TM_DT_Q8PC)
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda prefill: KV cache dtype %s", tm_dtype_name(o->dtype));
+    if (a->seq->n_pages * o->page_size < a->pos0 + a->n_valid)
+        return tm_errf(err, TM_E_INVALID, "cuda prefill: KV pages cover %d positions, the chunk needs %d",
+                       a->seq->n_pages * o->page_size, a->pos0 + a->n_valid);
+    for (int t = 0; t < T; t++)
+        if (a->tokens[t] < 0 || a->tokens[t] >= e->V)
+            return tm_errf(err, TM_E_INVALID, "cuda prefill: token %d at index %d is outside the vocabulary [0, %d)",
+                           (int)a->tokens[t], t, e->V);
+    if (!mirror_valid(e, a) && (rc = ingest(e, a, err))) return rc;
+    e->m_kv = NULL; /* until this chunk is done */
+    if (e->prof) cudaEventRecord(e->prof->t0, e->st);
+    CK(cudaMemcpyAsync(e->tok, a->tokens, sizeof(int32_t) * (size_t)T, cudaMemcpyHostToDevice, e->st), "token upload");
+    cu_embed(e->st, e->x, e->embed, e->tok, T, e->D, e->embed_scale, e->pos_embed, a->pos0, e->pos_off);
+    if (e->embed_norm)
+        cu_norm(e->st, e->norm_kind, T, e->D, e->x, e->D, e->embed_norm, e->embed_norm_b, e->eps, e->x, NULL, e->D);
+    for (int l = 0; l < e->L; l++) {
+        if ((rc = layer_fwd(e, a, l, T, err))) break;
+        if (l > 0) { /* layer l - 1's rows are up: into the pages while the GPU runs layer l */
+            if ((rc = export_wait(e, (l - 1) & 1, err))) break;
+            scatter(e, a, l - 1);
+        }
+    }
+    if (rc) {
+        cudaStreamSynchronize(e->st);
+        return rc;
+    }
+    if ((rc = export_wait(e, (e->L - 1) & 1, err))) return rc;
+    scatter(e, a, e->L - 1);
+    if (a->logits) {
+        int last = a->n_valid - 1;
+        cu_norm(e->st, e->norm_kind, 1, e->D, e->x + (size_t)last * e->D, e->D, e->final_norm, e->final_norm_b, e->eps,
+                NULL, e->h16, e->D);
+        if ((rc = gemm(e, e->logits, e->h16, e->lm_head, 1, e->V, e->D, err))) return rc;
+        cu_logits_finish(e->st, e->logits, e->lm_head_b, e->V, e->logits_div, e->logits_mul, e->final_softcap);
+        CK(cudaMemcpyAsync(a->logits, e->logits, sizeof(float) * (size_t)e->V, cudaMemcpyDeviceToHost, e->st), "logits");
+    }
+    if (e->prof) cudaEventRecord(e->prof->t1, e->st);
+    CK(cudaStreamSynchronize(e->st), "prefill");
+    prof_chunk(e, T);
+    /* the mirror now holds [0, pos0 + n_valid) of this sequence */
+    int ps = o->page_size, np = (a->pos0 + a->n_valid + ps - 1) / ps;
+    if (np > e->m_pcap) {
+        int32_t *p = realloc(e->m_pages, sizeof(int32_t) * (size_t)np);
+        if (!p) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+        e->m_pages = p, e->m_pcap = np;
+    }
+    memcpy(e->m_pages, a->seq->pages, sizeof(int32_t) * (size_t)np);
+    e->m_np = np, e->m_kv = a->kv, e->m_seq = a->seq, e->m_n = a->pos0 + a->n_valid;
+    e->m_epoch = tm_kv_cache_epoch(a->kv);
+    if (a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
+    return TM_OK;
+}
+
+const tm_engine_vt tm_engine_cuda = {
+    .version = TM_ENGINE_VERSION,
+    .name = "cuda",
+    .probe = cu_probe,
+    .bind = cu_bind,
+    .prefill = cu_prefill,
+    .decode = NULL,
+    .unbind = cu_unbind,
+};

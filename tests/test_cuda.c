@@ -1,0 +1,279 @@
+/* tests/test_cuda.c: the CUDA prefill engine (engine/cuda) through the engine interface, on the
+ * conformance Llama (../shared/conformance/models/llama3, its f32 checkpoint) against the float32
+ * reference engine and the AVX-512 engine:
+ *   - one chunk's last-row logits against the reference's (KL, top-1, max difference);
+ *   - the KV rows it writes into bf16 pages against the AVX-512 engine's for the same chunk;
+ *   - a prompt in two chunks gives the one-chunk logits; with another sequence prefilled in between
+ *     (the device mirror no longer holds the first chunk: it is read back from the pages) the same;
+ *     with int8 pages, within int8's bound; on_layer reports every layer once, in order;
+ *   - refusals: a token outside the vocabulary, positions past the engine's context, a cache of
+ *     another geometry, a mixture-of-experts model (tests/data/refs/mixtral), the prefill-only route
+ *     in a session (the engine has no decode role).
+ * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
+ * runs the engine beside the CPU decode engine on every conformance architecture. */
+#include "harness.h"
+
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/threadpool.h"
+#include "engine/engine.h"
+#include "engine/ref/ref.h"
+#include "hf/hf_model.h"
+#include "model/model.h"
+#include "pkg/convert.h"
+#include "runtime/rt_model.h"
+#include "runtime/session.h"
+
+enum { NTOK = 37, SPLIT = 20 };
+
+static double kl_of(const float *ref, const float *got, int V, int *agree)
+{
+    int ar = 0, ag = 0;
+    for (int v = 1; v < V; v++) {
+        if (ref[v] > ref[ar]) ar = v;
+        if (got[v] > got[ag]) ag = v;
+    }
+    *agree = ar == ag;
+    double zr = 0, zg = 0, kl = 0;
+    for (int v = 0; v < V; v++) zr += exp((double)ref[v] - ref[ar]), zg += exp((double)got[v] - got[ag]);
+    for (int v = 0; v < V; v++) {
+        double lr = ref[v] - ref[ar] - log(zr), lg = got[v] - got[ag] - log(zg);
+        kl += exp(lr) * (lr - lg);
+    }
+    return kl;
+}
+
+static double max_diff(const float *a, const float *b, int n)
+{
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+static int layers_seen[256], n_seen;
+static void on_layer(void *ud, int l)
+{
+    (void)ud;
+    if (n_seen < 256) layers_seen[n_seen++] = l;
+}
+
+/* prefill tokens[pos0, pos0 + n) as one chunk of T rows into (kv, seq); logits of the last row */
+static int chunk(const tm_engine_vt *vt, void *ctx, tm_kv_cache *kv, tm_kv_seq *seq, const int32_t *ids, int pos0, int n,
+                 int T, float *logits, tm_err *err)
+{
+    int32_t buf[512];
+    for (int i = 0; i < T; i++) buf[i] = ids[pos0 + (i < n ? i : n - 1)];
+    if (tm_kv_seq_reserve(kv, seq, pos0 + T, err) != TM_OK) return err->code;
+    tm_prefill_args a = {.tokens = buf, .T = T, .n_valid = n, .pos0 = pos0, .kv = kv, .seq = seq, .logits = logits,
+                         .on_layer = on_layer};
+    return vt->prefill(ctx, &a, err);
+}
+
+static tm_kv_cache *cache_of(const tm_model *m, tm_dtype dt)
+{
+    tm_kv_cache *kv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, 16, 64, dt, 0}, &err) == TM_OK, "%s", err.msg);
+    return kv;
+}
+
+static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32_t *ids)
+{
+    tm_err err = {0};
+    int V = m->V;
+    float *ref = malloc(sizeof(float) * (size_t)V), *one = malloc(sizeof(float) * (size_t)V);
+    float *two = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
+    tm_ref *r = NULL;
+    CHECK(tm_ref_init(&r, m, 128, 2, &err) == TM_OK);
+    CHECK(r && tm_ref_forward(r, ids, NTOK, 0, ref, 0, &err) == TM_OK);
+    tm_ref_free(r);
+    void *ctx = NULL;
+    tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = 256};
+    CHECKF(vt->bind(&ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
+    if (!ctx) goto done;
+
+    /* one chunk (64 rows, 37 real) against the reference */
+    tm_kv_cache *kv = cache_of(m, TM_DT_BF16);
+    tm_kv_seq s1 = {0}, s2 = {0};
+    n_seen = 0;
+    CHECKF(chunk(vt, ctx, kv, &s1, ids, 0, NTOK, 64, one, &err) == TM_OK, "%s", err.msg);
+    int ok = n_seen == m->L;
+    for (int l = 0; l < n_seen; l++) ok &= layers_seen[l] == l;
+    CHECKF(ok, "on_layer: %d calls for %d layers, in order", n_seen, m->L);
+    int agree;
+    double kl = kl_of(ref, one, V, &agree), md = max_diff(ref, one, V), mx = 0;
+    for (int v = 0; v < V; v++) mx = fmax(mx, fabs(ref[v]));
+    printf("one chunk vs the f32 reference: KL %.2e, top-1 %s, max |diff| %.3e of %.3e\n", kl, agree ? "agrees" : "DIFFERS",
+           md, mx);
+    CHECKF(kl < 1e-3 && agree && md < 0.05 * mx, "KL %.3e, max diff %.3e", kl, md);
+
+    /* its KV rows against the AVX-512 engine's for the same chunk */
+    const tm_engine_vt *cpu = tm_engine_find("cpu-avx512");
+    tm_engine_caps cc;
+    tm_err pe = {0};
+    if (cpu && cpu->probe(&cc, &pe) == TM_OK) {
+        void *cctx = NULL;
+        tm_kv_cache *kv2 = cache_of(m, TM_DT_BF16);
+        tm_kv_seq sc = {0};
+        CHECK(cpu->bind(&cctx, m, &o, &err) == TM_OK);
+        CHECK(cctx && chunk(cpu, cctx, kv2, &sc, ids, 0, NTOK, 64, got, &err) == TM_OK);
+        double dmax = 0, amax = 0;
+        for (int l = 0; l < m->L; l++)
+            for (int g = 0; g < m->Hk; g++)
+                for (int p = 0; p < NTOK; p++)
+                    for (int kvp = 0; kvp < 2; kvp++) {
+                        const uint16_t *a = (const uint16_t *)(kvp ? tm_kv_page_v(kv, s1.pages[p / 16], l, g)
+                                                                    : tm_kv_page_k(kv, s1.pages[p / 16], l, g)) + (p % 16) * m->Dh;
+                        const uint16_t *b = (const uint16_t *)(kvp ? tm_kv_page_v(kv2, sc.pages[p / 16], l, g)
+                                                                    : tm_kv_page_k(kv2, sc.pages[p / 16], l, g)) + (p % 16) * m->Dh;
+                        for (int d = 0; d < m->Dh; d++) {
+                            dmax = fmax(dmax, fabs(tm_bf16_to_f32(a[d]) - tm_bf16_to_f32(b[d])));
+                            amax = fmax(amax, fabs(tm_bf16_to_f32(b[d])));
+                        }
+                    }
+        printf("KV pages vs cpu-avx512's: max |diff| %.3e of %.3e\n", dmax, amax);
+        CHECKF(amax > 0 && dmax <= 0.03 * amax, "KV rows differ by %.3e of %.3e", dmax, amax);
+        tm_kv_seq_release(kv2, &sc);
+        tm_kv_cache_free(kv2);
+        if (cctx) cpu->unbind(cctx);
+    }
+    tm_kv_seq_release(kv, &s1);
+
+    /* two chunks: the same logits; then with another sequence in between (the mirror re-read from the pages) */
+    CHECK(chunk(vt, ctx, kv, &s1, ids, 0, SPLIT, 64, NULL, &err) == TM_OK);
+    CHECK(chunk(vt, ctx, kv, &s1, ids, SPLIT, NTOK - SPLIT, 64, two, &err) == TM_OK);
+    double d2 = max_diff(one, two, V);
+    printf("two chunks vs one: max |diff| %.3e\n", d2);
+    CHECKF(d2 < 0.01 * mx, "two chunks differ from one by %.3e", d2);
+    tm_kv_seq_release(kv, &s1);
+    CHECK(chunk(vt, ctx, kv, &s1, ids, 0, SPLIT, 64, NULL, &err) == TM_OK);
+    int32_t other[64];
+    for (int i = 0; i < 64; i++) other[i] = (ids[i % NTOK] * 7 + 3) % V;
+    CHECK(chunk(vt, ctx, kv, &s2, other, 0, 30, 64, NULL, &err) == TM_OK);
+    CHECK(chunk(vt, ctx, kv, &s1, ids, SPLIT, NTOK - SPLIT, 64, got, &err) == TM_OK);
+    double d3 = max_diff(two, got, V);
+    printf("resumed after another sequence (mirror from the pages) vs two chunks: max |diff| %.3e\n", d3);
+    CHECKF(d3 < 1e-3 * mx, "resumed chunk differs by %.3e", d3);
+    tm_kv_seq_release(kv, &s1);
+    tm_kv_seq_release(kv, &s2);
+
+    /* int8 pages, the same interleaving */
+    tm_kv_cache *kq = cache_of(m, TM_DT_Q8PC);
+    CHECK(chunk(vt, ctx, kq, &s1, ids, 0, SPLIT, 64, NULL, &err) == TM_OK);
+    CHECK(chunk(vt, ctx, kq, &s2, other, 0, 30, 64, NULL, &err) == TM_OK);
+    CHECK(chunk(vt, ctx, kq, &s1, ids, SPLIT, NTOK - SPLIT, 64, got, &err) == TM_OK);
+    kl = kl_of(ref, got, V, &agree);
+    printf("int8 pages, resumed: KL %.2e against the reference, top-1 %s\n", kl, agree ? "agrees" : "DIFFERS");
+    CHECKF(kl < 1e-3 && agree, "int8 KV: KL %.3e", kl);
+    {   /* an int8 row as the cache's rule writes it: scale = max|x| / 127, |q| <= 127, reached by the largest */
+        const uint8_t *b = tm_kv_page_k(kq, s1.pages[0], 0, 0);
+        float sc;
+        memcpy(&sc, b, 4);
+        const int8_t *q = (const int8_t *)(b + 4 * 16);
+        int qmax = 0;
+        for (int d = 0; d < m->Dh; d++) qmax = abs(q[d]) > qmax ? abs(q[d]) : qmax;
+        CHECKF(sc > 0 && qmax == 127, "int8 row 0: scale %g, max |q| %d", sc, qmax);
+    }
+    tm_kv_seq_release(kq, &s1);
+    tm_kv_seq_release(kq, &s2);
+    tm_kv_cache_free(kq);
+
+    /* the CUDA-core attention (the kernel for head dims that are not a multiple of 16) on the same chunk */
+    {
+        void *c2 = NULL;
+        setenv("TANDEM_CUDA_ATTN", "cores", 1);
+        CHECK(vt->bind(&c2, m, &o, &err) == TM_OK);
+        unsetenv("TANDEM_CUDA_ATTN");
+        tm_kv_seq s3 = {0};
+        CHECK(c2 && chunk(vt, c2, kv, &s3, ids, 0, NTOK, 64, got, &err) == TM_OK);
+        double d4 = max_diff(one, got, V);
+        printf("CUDA-core attention vs tensor-core: max |diff| %.3e\n", d4);
+        CHECKF(d4 < 0.01 * mx, "the two attention kernels differ by %.3e", d4);
+        tm_kv_seq_release(kv, &s3);
+        if (c2) vt->unbind(c2);
+    }
+
+    /* refusals */
+    int32_t bad[64];
+    memcpy(bad, ids, sizeof(int32_t) * NTOK);
+    bad[5] = V;
+    tm_prefill_args a = {.tokens = bad, .T = 64, .n_valid = NTOK, .kv = kv, .seq = &s1};
+    CHECK(tm_kv_seq_reserve(kv, &s1, 64, &err) == TM_OK);
+    CHECK(vt->prefill(ctx, &a, &err) == TM_E_INVALID && strstr(err.msg, "vocabulary"));
+    a.tokens = ids, a.T = 64, a.pos0 = 256 - 32;
+    CHECK(vt->prefill(ctx, &a, &err) == TM_E_LIMIT);
+    tm_kv_cache *kx = NULL;
+    tm_kv_seq sx = {0};
+    CHECK(tm_kv_cache_init(&kx, &(tm_kv_cache_opts){m->L + 1, m->Hk, m->Dh, 16, 8, TM_DT_BF16, 0}, &err) == TM_OK);
+    CHECK(kx && tm_kv_seq_reserve(kx, &sx, 64, &err) == TM_OK);
+    tm_prefill_args ax = {.tokens = ids, .T = 64, .n_valid = NTOK, .kv = kx, .seq = &sx};
+    CHECK(kx && vt->prefill(ctx, &ax, &err) == TM_E_INVALID && strstr(err.msg, "layers"));
+    tm_kv_seq_release(kx, &sx);
+    tm_kv_cache_free(kx);
+    tm_kv_seq_release(kv, &s1);
+    tm_kv_cache_free(kv);
+    vt->unbind(ctx);
+done:
+    free(ref);
+    free(one);
+    free(two);
+    free(got);
+}
+
+int main(void)
+{
+    const tm_engine_vt *vt = tm_engine_find("cuda");
+    tm_engine_caps caps;
+    tm_err err = {0};
+    if (!vt) {
+        printf("SKIP cuda: not in this build (make CUDA=1)\n");
+        return th_done("test_cuda");
+    }
+    if (vt->probe(&caps, &err) != TM_OK) {
+        printf("SKIP cuda: %s\n", err.msg);
+        return th_done("test_cuda");
+    }
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/conformance/models/llama3/hf", th_shared());
+    tm_model *m = NULL;
+    CHECKF(tm_hf_model_open(&m, dir, NULL, &err) == TM_OK, "%s: %s", dir, err.msg);
+    int32_t ids[64];
+    for (int i = 0; m && i < 64; i++) ids[i] = (int32_t)((i * 2654435761u + 17) % (unsigned)m->V);
+    if (m) engine_checks(vt, m, ids);
+    tm_model_free(m);
+
+    /* a mixture-of-experts model: refused at bind, by name */
+    tm_model *moe = NULL;
+    CHECK(tm_hf_model_open(&moe, "tests/data/refs/mixtral/hf", NULL, &err) == TM_OK);
+    void *ctx = NULL;
+    tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = 64};
+    CHECK(moe && vt->bind(&ctx, moe, &o, &err) == TM_E_UNSUPPORTED && strstr(err.msg, "mixture-of-experts") && !ctx);
+    tm_model_free(moe);
+
+    /* a session forced onto the prefill-only route: the engine has no decode role */
+    tm_convert_opts co;
+    tm_convert_opts_default(&co);
+    co.prefill_enc = co.decode_enc = TM_DT_BF16;
+    tm_convert_stats cs;
+    const char *pkg = "build/test_cuda.tdm";
+    CHECKF(tm_convert(dir, pkg, &co, &cs, &err) == TM_OK, "%s", err.msg);
+    tm_rt_model *rm = NULL;
+    CHECK(tm_rt_model_open(&rm, pkg, &err) == TM_OK);
+    unlink(pkg);
+    tandem_session_opts so;
+    memset(&so, 0, sizeof so);
+    so.prefill_engine = "cuda";
+    so.decode_engine = "cpu-avx512";
+    so.n_threads = 2;
+    so.max_ctx = 128;
+    so.route = TANDEM_ROUTE_PREFILL_ONLY;
+    tm_session *s = NULL;
+    CHECK(rm && tm_session_new(&s, rm, &so, &err) == TM_E_UNSUPPORTED && strstr(err.msg, "prefill-only") && !s);
+    so.route = TANDEM_ROUTE_HYBRID;
+    CHECKF(rm && tm_session_new(&s, rm, &so, &err) == TM_OK, "%s", err.msg);
+    tm_session_free(s);
+    tm_rt_model_free(rm);
+    return th_done("test_cuda");
+}
