@@ -180,19 +180,56 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
     tm_kv_seq_release(kq, &s2);
     tm_kv_cache_free(kq);
 
-    /* the CUDA-core attention (the kernel for head dims that are not a multiple of 16) on the same chunk */
-    {
+    /* the attention with its keys split in 3 segments and merged (long contexts; here two of them
+       empty) on the same chunk */
+    const char *envs[1][2] = {{"TANDEM_CUDA_SPLIT", "3"}};
+    for (int v = 0; v < 1; v++) {
         void *c2 = NULL;
-        setenv("TANDEM_CUDA_ATTN", "cores", 1);
+        setenv(envs[v][0], envs[v][1], 1);
         CHECK(vt->bind(&c2, m, &o, &err) == TM_OK);
-        unsetenv("TANDEM_CUDA_ATTN");
+        unsetenv(envs[v][0]);
         tm_kv_seq s3 = {0};
         CHECK(c2 && chunk(vt, c2, kv, &s3, ids, 0, NTOK, 64, got, &err) == TM_OK);
         double d4 = max_diff(one, got, V);
-        printf("CUDA-core attention vs tensor-core: max |diff| %.3e\n", d4);
-        CHECKF(d4 < 0.01 * mx, "the two attention kernels differ by %.3e", d4);
+        printf("%s=%s vs the default attention: max |diff| %.3e\n", envs[v][0], envs[v][1], d4);
+        CHECKF(d4 < 0.01 * mx, "%s=%s: the attention differs by %.3e", envs[v][0], envs[v][1], d4);
         tm_kv_seq_release(kv, &s3);
         if (c2) vt->unbind(c2);
+    }
+
+    /* a longer prompt (200 tokens in chunks of 128 + 72) attends over more key tiles: split in 3 against
+       whole, and whole against the reference */
+    {
+        enum { NL = 200 };
+        int32_t lids[NL];
+        for (int i = 0; i < NL; i++) lids[i] = (int32_t)((i * 2246822519u + 5) % (unsigned)V);
+        float *lref = malloc(sizeof(float) * (size_t)V);
+        tm_ref *r2 = NULL;
+        CHECK(tm_ref_init(&r2, m, 256, 2, &err) == TM_OK);
+        CHECK(r2 && tm_ref_forward(r2, lids, NL, 0, lref, 0, &err) == TM_OK);
+        tm_ref_free(r2);
+        float *lg[2] = {malloc(sizeof(float) * (size_t)V), malloc(sizeof(float) * (size_t)V)};
+        for (int v = 0; v < 2; v++) {
+            void *c2 = NULL;
+            if (v) setenv("TANDEM_CUDA_SPLIT", "3", 1);
+            CHECK(vt->bind(&c2, m, &o, &err) == TM_OK);
+            unsetenv("TANDEM_CUDA_SPLIT");
+            tm_kv_seq s3 = {0};
+            CHECK(c2 && chunk(vt, c2, kv, &s3, lids, 0, 128, 128, NULL, &err) == TM_OK);
+            CHECK(c2 && chunk(vt, c2, kv, &s3, lids, 128, NL - 128, 128, lg[v], &err) == TM_OK);
+            tm_kv_seq_release(kv, &s3);
+            if (c2) vt->unbind(c2);
+        }
+        double ds = max_diff(lg[0], lg[1], V), lm = 0;
+        for (int v = 0; v < V; v++) lm = fmax(lm, fabs(lref[v]));
+        kl = kl_of(lref, lg[0], V, &agree);
+        printf("200 tokens: KL %.2e against the reference, top-1 %s; split in 3 vs whole: max |diff| %.3e\n", kl,
+               agree ? "agrees" : "DIFFERS", ds);
+        CHECKF(kl < 1e-3 && agree, "200 tokens: KL %.3e", kl);
+        CHECKF(ds < 0.01 * lm, "200 tokens, split: %.3e", ds);
+        free(lref);
+        free(lg[0]);
+        free(lg[1]);
     }
 
     /* refusals */

@@ -19,7 +19,7 @@ extern "C" {
 
 typedef struct CUstream_st *cu_stream;
 
-#define CU_MAX_DH 256 /* attention and the q/k pass keep a head's dims in registers / shared memory */
+#define CU_MAX_DH 256 /* the q/k pass keeps a head row in shared memory; the attention wants Dh % 16 == 0 */
 
 /* ---- cu_ops.cu ---- */
 
@@ -88,7 +88,10 @@ void cu_kv_ingest(cu_stream s, uint16_t *kc, uint16_t *vc, const uint8_t *blk, s
  * padding rows get zeros) of head h attends keys j in [max(0, i - window + 1) if window > 0, i] of kv
  * head h / (H / Hk); score (q·k) * scale, softcap (0: none), + alibi[h] * (j - i) (NULL: none), a sink
  * logit sinks[h] in the softmax's sum (NULL: none). q: qkv rows (f32, ld nqkv); out bf16 [T][H * Dh].
- * Tensor cores where Dh % 16 == 0 (cu_attn.cu), else CUDA cores. */
+ * Tensor cores (Dh % 16 == 0). S > 1 (with scratch of cu_attention_scratch bytes): the keys in S
+ * segments, merged by a second kernel. cu_attention_setup (once, before the first call): the kernel's
+ * shared memory for head dim Dh; 0 if the device cannot give it. */
+int cu_attention_setup(int Dh);
 typedef struct cu_attn_args {
     const float *qkv;
     int nqkv, T, n_valid, pos0, H, Hk, Dh;
@@ -97,9 +100,12 @@ typedef struct cu_attn_args {
     float scale, softcap;
     const float *alibi, *sinks;
     uint16_t *out;
-    int cores;                 /* 1: the CUDA-core kernel even where the tensor-core one applies (tests) */
 } cu_attn_args;
-void cu_attention(cu_stream s, const cu_attn_args *a);
+void cu_attention(cu_stream s, const cu_attn_args *a, float *scratch, int S);
+
+/* bytes of scratch cu_attention needs to split the keys of T rows x H heads into S segments (S > 1:
+ * each segment's O [T][H][Dh], max and sum [T][H], f32) */
+size_t cu_attention_scratch(int T, int H, int Dh, int S);
 
 #ifdef __cplusplus
 }

@@ -107,7 +107,9 @@ typedef struct cu_eng {
     int m_n, m_np, m_pcap;
     uint64_t m_epoch;
     cu_prof *prof;                    /* NULL unless TANDEM_CUDA_PROFILE=1 */
-    int attn_cores;                   /* TANDEM_CUDA_ATTN=cores: the CUDA-core attention everywhere (tests) */
+    float *attn_part;                 /* the attention's key segments (cu_attention_scratch), attn_smax of them */
+    int attn_smax;
+    int attn_split;                   /* TANDEM_CUDA_SPLIT=N: N segments whatever the context (tests); 0: by context */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -198,13 +200,19 @@ static int cu_probe(tm_engine_caps *c, tm_err *err)
 
 /* ---- bind: weights up ------------------------------------------------------------------------ */
 
+/* Every copy up goes on the engine's stream and is waited for before its host buffer is reused or
+ * freed: a plain cudaMemcpy from pageable memory may return before its DMA lands, and the stream is
+ * non-blocking, so a kernel on it could read the destination first (a bind that raced so gave wrong
+ * weights now and then, session 42). */
+
 /* *d = a device copy of the f32 vector h [n] (h NULL: *d = NULL) */
-static int up_f32(float **d, const float *h, size_t n, tm_err *err)
+static int up_f32(cu_eng *e, float **d, const float *h, size_t n, tm_err *err)
 {
     *d = NULL;
     if (!h) return TM_OK;
     CK(cudaMalloc((void **)d, n * sizeof(float)), "cudaMalloc");
-    CK(cudaMemcpy(*d, h, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    CK(cudaMemcpyAsync(*d, h, n * sizeof(float), cudaMemcpyHostToDevice, e->st), "cudaMemcpyAsync");
+    CK(cudaStreamSynchronize(e->st), "copying weights up");
     return TM_OK;
 }
 
@@ -213,7 +221,7 @@ static int up_bf16_into(cu_eng *e, uint16_t *dst, const float *h, size_t n, floa
 {
     for (size_t i = 0; i < n; i += tmp_n) {
         size_t k = n - i < tmp_n ? n - i : tmp_n;
-        CK(cudaMemcpy(tmp, h + i, k * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+        CK(cudaMemcpyAsync(tmp, h + i, k * sizeof(float), cudaMemcpyHostToDevice, e->st), "cudaMemcpyAsync");
         cu_to_bf16(e->st, dst + i, tmp, k);
         CK(cudaStreamSynchronize(e->st), "converting weights to bf16");
     }
@@ -268,7 +276,7 @@ static int up_layer(cu_eng *e, const tm_model *m, int l, float *tmp, tm_err *err
         {&w->q_norm_b, o.q_norm_b, (size_t)e->Dh}, {&w->k_norm_b, o.k_norm_b, (size_t)e->Dh},
         {&w->sinks, o.sinks, (size_t)e->H},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0] && rc == TM_OK; i++) rc = up_f32(v[i].d, v[i].h, v[i].n, err);
+    for (size_t i = 0; i < sizeof v / sizeof v[0] && rc == TM_OK; i++) rc = up_f32(e, v[i].d, v[i].h, v[i].n, err);
     tm_ref_layer_free(&o);
     return rc;
 }
@@ -290,7 +298,7 @@ static void cu_unbind(void *vctx)
     if (e->lm_head != e->embed) cudaFree(e->lm_head);
     void *p[] = {e->embed, e->final_norm, e->final_norm_b, e->lm_head_b, e->pos_embed, e->embed_norm, e->embed_norm_b,
                  e->alibi, e->kc, e->vc, e->tok, e->x, e->x0, e->qkv, e->a, e->gu, e->logits, e->h16, e->att16,
-                 e->g16, e->exp_dev, e->in_dev, e->rope[0].inv, e->rope[0].inv_long, e->rope[1].inv,
+                 e->g16, e->exp_dev, e->in_dev, e->attn_part, e->rope[0].inv, e->rope[0].inv_long, e->rope[1].inv,
                  e->rope[1].inv_long};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
     cudaFreeHost(e->exp_host[0]);
@@ -314,8 +322,9 @@ static int cu_check_model(const tm_model *m, tm_err *err)
         if (m->layer[l].moe)
             return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: mixture-of-experts layers are not supported",
                            m->arch_name);
-    if (m->Dh > CU_MAX_DH || m->Dh < 1)
-        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: head_dim %d (at most %d)", m->Dh, CU_MAX_DH);
+    if (m->Dh > CU_MAX_DH || m->Dh < 16 || m->Dh % 16)
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: head_dim %d (a multiple of 16, at most %d: the tensor-core "
+                       "attention's tiles)", m->Dh, CU_MAX_DH);
     if (m->Hk < 1 || m->H % m->Hk)
         return tm_errf(err, TM_E_INVALID, "cuda engine: %d heads over %d kv heads", m->H, m->Hk);
     return TM_OK;
@@ -365,7 +374,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     else if ((rc = up_rows(e, &e->lm_head, &m->lm_head, m->V, m->D, tmp, err))) goto fail;
     float *fn = tm_ref_norm_w(&m->final_norm, m->D, m->norm_add_one, err);
     if (!fn) { rc = err->code ? err->code : TM_E_INVALID; goto fail; }
-    rc = up_f32(&e->final_norm, fn, D, err);
+    rc = up_f32(e, &e->final_norm, fn, D, err);
     free(fn);
     if (rc) goto fail;
     struct { float **d; const tm_tensor *t; int64_t n; } vec[] = {
@@ -377,18 +386,18 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         if (!vec[i].t->data) continue;
         float *h = tm_ref_to_f32(vec[i].t, vec[i].n, 1, err);
         if (!h) { rc = err->code ? err->code : TM_E_INVALID; goto fail; }
-        rc = up_f32(vec[i].d, h, (size_t)vec[i].n, err);
+        rc = up_f32(e, vec[i].d, h, (size_t)vec[i].n, err);
         free(h);
         if (rc) goto fail;
     }
-    if ((rc = up_f32(&e->alibi, m->alibi, (size_t)m->H, err))) goto fail;
+    if ((rc = up_f32(e, &e->alibi, m->alibi, (size_t)m->H, err))) goto fail;
     for (int i = 0; i < m->n_rope && i < 2; i++) {
         const tm_rope *r = &m->rope[i];
         cu_rope *c = &e->rope[i];
         c->rot_dim = r->rot_dim, c->scale = r->attn_scaling;
         c->long_from = r->inv_freq_long ? r->original_max_pos : INT64_MAX;
-        if ((rc = up_f32(&c->inv, r->inv_freq, (size_t)r->rot_dim / 2, err)) ||
-            (rc = up_f32(&c->inv_long, r->inv_freq_long, (size_t)r->rot_dim / 2, err)))
+        if ((rc = up_f32(e, &c->inv, r->inv_freq, (size_t)r->rot_dim / 2, err)) ||
+            (rc = up_f32(e, &c->inv_long, r->inv_freq_long, (size_t)r->rot_dim / 2, err)))
             goto fail;
     }
     for (int l = 0; l < m->L; l++)
@@ -409,6 +418,13 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         (rc = cu_alloc((void **)&e->g16, T * F * sizeof(uint16_t), err)) ||
         (rc = cu_alloc(&e->exp_dev, e->exp_bytes, err)))
         goto fail;
+    /* up to 16 key segments, within 256 MB of scratch */
+    e->attn_smax = 16;
+    while (e->attn_smax > 1 && cu_attention_scratch(CU_MAX_T, m->H, m->Dh, e->attn_smax) > ((size_t)256 << 20))
+        e->attn_smax--;
+    if (e->attn_smax > 1 &&
+        (rc = cu_alloc((void **)&e->attn_part, cu_attention_scratch(CU_MAX_T, m->H, m->Dh, e->attn_smax), err)))
+        goto fail;
     for (int i = 0; i < 2; i++)
         if ((ce = cudaMallocHost((void **)&e->exp_host[i], e->exp_bytes)) != cudaSuccess) {
             rc = cuerr(err, ce, "cudaMallocHost");
@@ -416,7 +432,11 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         }
     cudaFree(tmp);
     prof_init(e);
-    e->attn_cores = getenv("TANDEM_CUDA_ATTN") && !strcmp(getenv("TANDEM_CUDA_ATTN"), "cores");
+    if (!cu_attention_setup(m->Dh)) {
+        rc = tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: the attention's shared memory for head_dim %d", m->Dh);
+        goto fail;
+    }
+    e->attn_split = getenv("TANDEM_CUDA_SPLIT") ? atoi(getenv("TANDEM_CUDA_SPLIT")) : 0;
     *out = e;
     return TM_OK;
 fail:
@@ -543,9 +563,12 @@ static int layer_fwd(cu_eng *e, const tm_prefill_args *a, int l, int T, tm_err *
     cu_attn_args at = {.qkv = e->qkv, .nqkv = nq, .T = T, .n_valid = a->n_valid, .pos0 = a->pos0, .H = H, .Hk = Hk,
                        .Dh = Dh, .kc = e->kc + lay, .vc = e->vc + lay, .cap = e->cap,
                        .window = ld->sliding ? ld->window : 0, .scale = e->attn_scale, .softcap = e->attn_softcap,
-                       .alibi = e->alibi, .sinks = w->sinks, .out = e->att16, .cores = e->attn_cores};
+                       .alibi = e->alibi, .sinks = w->sinks, .out = e->att16};
     prof_mark(e, PROF_ATTN, 0);
-    cu_attention(e->st, &at);
+    /* keys in segments of ~1024 per block (cu_attn.cu): enough blocks for the GPU at long contexts */
+    int S = e->attn_split > 0 ? e->attn_split : (a->pos0 + T) / 1024;
+    S = S < 1 ? 1 : S > e->attn_smax ? e->attn_smax : S;
+    cu_attention(e->st, &at, e->attn_part, S);
     prof_mark(e, PROF_ATTN, 1);
     if ((rc = gemm(e, e->a, e->att16, w->wo, T, D, H * Dh, err))) return rc;
     cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
