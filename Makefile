@@ -53,7 +53,7 @@ TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 isa = $(if $(findstring _emu.c,$1),$(ISA_avx512),$(if $(findstring _amx.c,$1),$(ISA_amx),$(if $(findstring _gfni.c,$1),$(ISA_gfni),$(if $(findstring _avx512.c,$1),$(ISA_avx512),$(if $(findstring _avx2.c,$1),$(ISA_avx2))))))
 
-.PHONY: all test test-quick test-san demo fuzz clean deps FORCE kbench-ab
+.PHONY: all test test-quick test-san demo fuzz clean deps FORCE kbench-ab cuda-check
 all: $(BUILD)/tandem $(BUILD)/libtandem.a $(TESTS) $(BUILD)/kbench
 
 $(BUILD)/obj/%.o: %.c
@@ -104,7 +104,20 @@ test-san:
 	  build-san/libtandem.a $(TESTS:$(BUILD)/%=build-san/%)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TM_SANITIZER=1 sh tests/run.sh build-san/tests
 
+# The CUDA engine's sources compile warning-free wherever nvcc is (no GPU needed; make test runs this
+# when it finds $(NVCC), else says so): its tests need a GPU and print SKIP without one.
+cuda-check:
+	@mkdir -p $(BUILD)/cuda-check
+	@for f in $(sort $(wildcard src/engine/cuda/*.cu)); do \
+	  $(NVCC) -O3 -std=c++17 -Iinclude -Isrc $(CU_ARCH) -Xcompiler -Wall,-Wextra,-Werror \
+	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .cu).o || exit 1; done
+	@$(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) \
+	  -c src/engine/cuda/cuda_engine.c -o $(BUILD)/cuda-check/cuda_engine.o
+	@echo "cuda-check: the CUDA engine's 4 sources compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
+
 test: all kbench-ab
+	@if [ -x $(NVCC) ]; then $(MAKE) --no-print-directory cuda-check || exit 1; \
+	 else echo "cuda-check: no $(NVCC) here, the CUDA engine's sources not compiled"; fi
 	@echo "== tier 1: unit and conformance tests =="
 	@sh tests/run.sh $(BUILD)/tests > $(BUILD)/test-quick.log 2>&1; rc=$$?; cat $(BUILD)/test-quick.log; \
 	 echo "== tier 2: ASan+UBSan =="; \
