@@ -47,6 +47,14 @@ else
   [ "$(grep -c '^{"token":[0-9]*,"text":.*"logprob":-[0-9.e-]*,"top":\[\[' "$W/err")" = 5 ] && ok || bad "--logprobs lines (no python3)"
 fi
 expect 2 $T run "$W/m.tdm" -p "x" --logprobs 21
+# the engines: tandem devices lists every one compiled in (best first); the CUDA engine, asked for where
+# the build has none or the machine no GPU, is a one-line error naming it
+expect 0 $T devices --no-measure
+grep -q '^engines (best first' "$W/out" && grep -q '^  cpu-scalar  cpu' "$W/out" && ok || bad "devices: no engines section"
+if nvidia-smi -L > /dev/null 2>&1; then :; else
+  expect 1 $T run "$W/m.tdm" -p "x" -n 2 --prefill cuda
+  one_line; grep -q 'cuda' "$W/err" && ok || bad "--prefill cuda: $(cat "$W/err")"
+fi
 one_line
 # --json-mode: after the prompt, whitespace and then the object's "{" (the demo model pads with whitespace, up to
 # JSON mode's limit; tests/test_json_gate.c and test_sched.c check the mode itself)

@@ -63,56 +63,58 @@ typedef struct conf_run {
     tm_dtype head_enc;         /* --head-enc (0: the default, int6g64 behind int4 and int6, int8 behind int8) */
     const char *decode_engine; /* NULL: engine does both; else the decode engine beside a prefill-only one */
     int stateful;              /* the hybrid hand-off: prefill writes the decode pages (0: the bridge's stateless one) */
+    int no_moe;                /* the engine refuses mixture-of-experts models (by name, at bind): skipped for it */
 } conf_run;
 
 static const conf_run runs[] = {
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
-    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0},
+    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0},
     /* the AMX path over emulated tiles (amx_emu.h): wherever AVX-512 runs */
-    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
+    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0},
     /* int8 per channel: ~0.9% relative weight error (docs/encodings.md);
      * measured: 97.2% top-1, mean KL 6.3e-6 */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
     /* int8 in both stages (the default prefill encoding), every route: W8A8
      * prefill GEMMs (per-token activation scales) and the prefill-only route
      * decoding with them */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
-    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
-    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
+    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
+    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
     /* int4 group 64: ~9.5% relative weight error; these random models have
      * top-1/top-2 margins down to 5e-4 and nearly flat logits, so argmax flips
      * while KL stays small (measured with an int8 head: 76.9% top-1, mean KL
      * 5.2e-4) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0, 0},
     /* the default package: int8 prefill, int4g64 decode, its head in int6
      * (measured: 76.6%, 4.3e-4) */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0},
-    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0, 0},
+    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0, 0},
     /* int6 group 64 (~2.4% relative weight error): the decode stage and its
      * head in int6, on both ISAs' int6 GEMV (measured: 94.8% top-1, mean KL
      * 3.9e-5); and an int8 head behind the int4g64 decode stage */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0},
-    {"cpu-avx2", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0},
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0, 0},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0, 0},
     /* int8 KV (bf16 weights), on the 300-token case (200 prefilled in two
      * chunks, then 100 decode steps over int8 pages; gemma2's 32-token
      * window): about 0.8% relative error per K/V element, through scores
      * that are O(0.1) here, so KL moves little while argmax still flips on
      * the flat logits (measured: top-1 ~99%, mean KL ~1e-6, 3-4x bf16 KV's;
      * docs/quality.md) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0},
-    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0, 0},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0, 0},
     /* the CUDA prefill engine (make CUDA=1, a GPU) beside the AVX-512 decode engine: the same bf16 bounds,
        through the bridge's stateless hand-off and the stateful one; the default package's int8 prefill
        weights (dequantized to bf16 on the GPU) before an int4 decode stage; and int8 KV pages written by
        the GPU. Mixture-of-experts models are skipped for it (bind refuses them, by name). */
-    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 0},
-    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 1},
-    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, "cpu-avx512", 0},
-    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cpu-avx512", 1},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 0, 1},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 1, 1},
+    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, "cpu-avx512", 0, 1},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cpu-avx512", 1, 1},
 };
 
-/* the run's engines probe here (else SKIP printed, 0); *split: the prefill engine has no decode role */
+/* the run's engines probe here (else SKIP printed, 0); *split: a separate decode engine beside a
+ * prefill-only one (the hybrid route alone is scored) */
 static int run_engines(const conf_run *r, int *split)
 {
     const char *only = getenv("TM_CONF_ENGINE"); /* a device run's shortcut: only the runs of this prefill engine */
@@ -127,8 +129,8 @@ static int run_engines(const conf_run *r, int *split)
             printf("SKIP %s: %s\n", names[i], vt ? pe.msg : "not in this build (make CUDA=1 for cuda)");
             return 0;
         }
-        if (i == 0) *split = !(caps.roles & TM_ROLE_DECODE);
     }
+    *split = r->decode_engine != NULL;
     return 1;
 }
 
@@ -162,7 +164,7 @@ static void conformance_models(void)
             CHECKF(tm_rt_model_open(&rm, pkg, &err) == TM_OK, "%s: %s", models[mi], err.msg);
             unlink(pkg);
             if (!rm) continue;
-            if (split && rm->prefill->n_experts > 0) {
+            if (runs[e].no_moe && rm->prefill->n_experts > 0) {
                 printf("SKIP %s %s: mixture-of-experts layers (the engine refuses them)\n", runs[e].engine, models[mi]);
                 tm_rt_model_free(rm);
                 continue;
@@ -298,7 +300,7 @@ static void ref_fixture(const char *dir, const char *name)
         const tm_engine_vt *vt = tm_engine_find(runs[e].engine);
         /* a prefill-only engine (cuda): its prefill, then the run's decode engine over the pages it wrote */
         const tm_engine_vt *dvt = runs[e].decode_engine ? tm_engine_find(runs[e].decode_engine) : vt;
-        if (split && m->n_experts > 0) {
+        if (runs[e].no_moe && m->n_experts > 0) {
             printf("SKIP %s %s fixture: mixture-of-experts layers (the engine refuses them)\n", runs[e].engine, name);
             continue;
         }
