@@ -40,7 +40,7 @@ struct tm_pool;
 enum { TM_ROLE_PREFILL = 1, TM_ROLE_DECODE = 2 };
 
 typedef struct tm_engine_caps {
-    const char *name;          /* "cpu-amx", "cpu-avx512", "cpu-avx2", "cpu-scalar" */
+    const char *name;          /* "cpu-amx", "cpu-avx512", "cpu-avx2", "cpu-scalar", "cuda" */
     const char *device;        /* "cpu", "cuda:0" */
     unsigned roles;            /* TM_ROLE_* bits */
     tm_dtype encodings[8];     /* weight encodings bind accepts, preferred first */
@@ -107,7 +107,8 @@ typedef struct tm_engine_vt {
     void (*unbind)(void *ctx);
 } tm_engine_vt;
 
-/* The registry: every engine compiled in, best first. */
+/* The registry: every engine compiled in, best first, except the CUDA engine, listed last so that a
+ * session takes it only when named (registry.c says why). */
 const tm_engine_vt *const *tm_engines(int *n);
 const tm_engine_vt *tm_engine_find(const char *name); /* "cpu-amx" or "amx"; NULL if unknown */
 

@@ -216,11 +216,6 @@ static void skip_space(gp *p, int newline_ok)
     }
 }
 
-static int is_name_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
-
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -390,9 +385,9 @@ static int parse_sequence(gp *p, int32_t rule, int nested)
             uint32_t r[2] = {0, 0x10FFFF};
             int32_t s = add_set(p, r, 1, 0);
             if (s >= 0) push_el(p, rule, GE_SET, s);
-        } else if (is_name_char(c)) {
+        } else if (tm_gbnf_name_char(c)) {
             const char *n0 = p->s;
-            while (p->s < p->e && is_name_char(*p->s)) p->s++;
+            while (p->s < p->e && tm_gbnf_name_char(*p->s)) p->s++;
             size_t nl = (size_t)(p->s - n0);
             const char *after = p->s;
             skip_space(p, 0);
@@ -468,7 +463,7 @@ static int parse_alternates(gp *p, int32_t rule, int nested)
 static int parse_rule(gp *p)
 {
     const char *n0 = p->s;
-    while (p->s < p->e && is_name_char(*p->s)) p->s++;
+    while (p->s < p->e && tm_gbnf_name_char(*p->s)) p->s++;
     if (p->s == n0) return fail(p, TM_E_FORMAT, "a rule name expected");
     size_t nl = (size_t)(p->s - n0);
     skip_space(p, 0);

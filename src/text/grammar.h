@@ -80,6 +80,13 @@
 
 typedef struct tm_grammar tm_grammar;
 
+/* tm_gbnf_name_char: c may appear in a GBNF rule name (letters, digits, '-', '_'); the parser's rule and
+ * text/toolcall.c's renaming of rules both read names by it. */
+static inline int tm_gbnf_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
 /* tm_grammar_parse: compile GBNF src[0..len) (not NUL-terminated necessarily). Errors name the
  * line: TM_E_FORMAT for the syntax, undefined rules, a missing root and left recursion,
  * TM_E_LIMIT for the bounds above. */

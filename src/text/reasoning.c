@@ -40,14 +40,6 @@ static size_t partial_end(const char *text, size_t len, const char *m)
     return 0;
 }
 
-static const char *find(const char *s, size_t len, const char *m)
-{
-    size_t ml = strlen(m);
-    for (size_t i = 0; i + ml <= len; i++)
-        if (!memcmp(s + i, m, ml)) return s + i;
-    return NULL;
-}
-
 void tm_think_split(const char *text, size_t len, int opened, int final, tm_think_span *s)
 {
     const size_t ol = strlen(TM_THINK_OPEN), cl = strlen(TM_THINK_CLOSE);
@@ -64,7 +56,7 @@ void tm_think_split(const char *text, size_t len, int opened, int final, tm_thin
     }
     size_t r0 = starts ? p + ol : 0;
     while (r0 < len && text[r0] == '\n') r0++;
-    const char *close = find(text + r0, len - r0, TM_THINK_CLOSE);
+    const char *close = memmem(text + r0, len - r0, TM_THINK_CLOSE, strlen(TM_THINK_CLOSE));
     size_t r1 = close ? (size_t)(close - text) : len - (final ? 0 : partial_end(text + r0, len - r0, TM_THINK_CLOSE));
     size_t r1_trim = r1;
     while (r1_trim > r0 && text[r1_trim - 1] == '\n') r1_trim--;

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/grow.h"
+#include "text/grammar.h"
 #include "text/json_schema.h"
 
 /* The dialects, in the order detection tries them (a template showing "[TOOL_CALLS]" may also
@@ -372,11 +373,6 @@ static int put_lit(text_t *t, const char *s)
     return rc ? rc : puts_(t, "\"");
 }
 
-static int name_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
-
 /* src (GBNF) with every rule name prefixed by pfx: names are read outside literals, classes,
  * comments and repetition bounds. The converter's whitespace rule "ws" is written as at most one
  * space: a call's JSON is spaced as json.dumps spaces it, the form chat templates show the model. */
@@ -401,8 +397,8 @@ static int put_renamed(text_t *t, const char *src, const char *pfx)
         } else if (*p == '{') {
             while (*q && *q != '}') q++;
             if (*q) q++;
-        } else if (name_char(*p)) {
-            while (name_char(*q)) q++;
+        } else if (tm_gbnf_name_char(*p)) {
+            while (tm_gbnf_name_char(*q)) q++;
             rc = puts_(t, pfx);
         }
         if (!rc) rc = put(t, p, (size_t)(q - p));
