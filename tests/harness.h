@@ -60,6 +60,28 @@ static inline char *th_slurp(const char *path)
     return s;
 }
 
+/* th_kl_row: KL(softmax(ref) || softmax(got)) of two logit rows [V], and (*agree) whether their argmax
+ * agree: how the engine tests score a row against a reference. */
+static inline double th_kl_row(const float *ref, const float *got, int V, int *agree)
+{
+    int ar = 0, ag = 0;
+    for (int v = 1; v < V; v++) {
+        if (ref[v] > ref[ar]) ar = v;
+        if (got[v] > got[ag]) ag = v;
+    }
+    *agree = ar == ag;
+    double zr = 0, zg = 0, kl = 0;
+    for (int v = 0; v < V; v++) {
+        zr += exp((double)ref[v] - ref[ar]);
+        zg += exp((double)got[v] - got[ag]);
+    }
+    for (int v = 0; v < V; v++) {
+        double lr = ref[v] - ref[ar] - log(zr), lg = got[v] - got[ag] - log(zg);
+        kl += exp(lr) * (lr - lg);
+    }
+    return kl;
+}
+
 /* th_done: print the summary line and return the exit status. */
 static inline int th_done(const char *name)
 {

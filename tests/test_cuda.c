@@ -28,23 +28,6 @@
 
 enum { NTOK = 37, SPLIT = 20 };
 
-static double kl_of(const float *ref, const float *got, int V, int *agree)
-{
-    int ar = 0, ag = 0;
-    for (int v = 1; v < V; v++) {
-        if (ref[v] > ref[ar]) ar = v;
-        if (got[v] > got[ag]) ag = v;
-    }
-    *agree = ar == ag;
-    double zr = 0, zg = 0, kl = 0;
-    for (int v = 0; v < V; v++) zr += exp((double)ref[v] - ref[ar]), zg += exp((double)got[v] - got[ag]);
-    for (int v = 0; v < V; v++) {
-        double lr = ref[v] - ref[ar] - log(zr), lg = got[v] - got[ag] - log(zg);
-        kl += exp(lr) * (lr - lg);
-    }
-    return kl;
-}
-
 static double max_diff(const float *a, const float *b, int n)
 {
     double d = 0;
@@ -103,7 +86,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
     for (int l = 0; l < n_seen; l++) ok &= layers_seen[l] == l;
     CHECKF(ok, "on_layer: %d calls for %d layers, in order", n_seen, m->L);
     int agree;
-    double kl = kl_of(ref, one, V, &agree), md = max_diff(ref, one, V), mx = 0;
+    double kl = th_kl_row(ref, one, V, &agree), md = max_diff(ref, one, V), mx = 0;
     for (int v = 0; v < V; v++) mx = fmax(mx, fabs(ref[v]));
     printf("one chunk vs the f32 reference: KL %.2e, top-1 %s, max |diff| %.3e of %.3e\n", kl, agree ? "agrees" : "DIFFERS",
            md, mx);
@@ -164,7 +147,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
     CHECK(chunk(vt, ctx, kq, &s1, ids, 0, SPLIT, 64, NULL, &err) == TM_OK);
     CHECK(chunk(vt, ctx, kq, &s2, other, 0, 30, 64, NULL, &err) == TM_OK);
     CHECK(chunk(vt, ctx, kq, &s1, ids, SPLIT, NTOK - SPLIT, 64, got, &err) == TM_OK);
-    kl = kl_of(ref, got, V, &agree);
+    kl = th_kl_row(ref, got, V, &agree);
     printf("int8 pages, resumed: KL %.2e against the reference, top-1 %s\n", kl, agree ? "agrees" : "DIFFERS");
     CHECKF(kl < 1e-3 && agree, "int8 KV: KL %.3e", kl);
     {   /* an int8 row as the cache's rule writes it: scale = max|x| / 127, |q| <= 127, reached by the largest */
@@ -222,7 +205,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
         }
         double ds = max_diff(lg[0], lg[1], V), lm = 0;
         for (int v = 0; v < V; v++) lm = fmax(lm, fabs(lref[v]));
-        kl = kl_of(lref, lg[0], V, &agree);
+        kl = th_kl_row(lref, lg[0], V, &agree);
         printf("200 tokens: KL %.2e against the reference, top-1 %s; split in 3 vs whole: max |diff| %.3e\n", kl,
                agree ? "agrees" : "DIFFERS", ds);
         CHECKF(kl < 1e-3 && agree, "200 tokens: KL %.3e", kl);

@@ -384,21 +384,6 @@ static void test_hybrid_quantized(void)
     tm_rt_model_free(rm);
 }
 
-/* KL(softmax(ref) || softmax(got)) of one logit row, and argmax agreement */
-static double kl_row(const float *got, const float *ref, int V, int *agree)
-{
-    int aa, ab;
-    max_abs_diff(got, ref, V, &aa, &ab);
-    *agree = aa == ab;
-    double ma = got[aa], mb = ref[ab], za = 0, zb = 0, kl = 0;
-    for (int v = 0; v < V; v++) { za += exp(got[v] - ma); zb += exp(ref[v] - mb); }
-    for (int v = 0; v < V; v++) {
-        double pb = exp(ref[v] - mb) / zb, la = got[v] - ma - log(za), lb = ref[v] - mb - log(zb);
-        kl += pb * (lb - la);
-    }
-    return kl;
-}
-
 /* int8 KV end to end: prefill -> hand-off -> decode on a bf16 package (so
  * the KV dtype is the only change), every engine, the hybrid route both
  * stateless (bf16 staging; the bridge quantizes each row into the int8 decode
@@ -451,7 +436,7 @@ static void test_kv_int8(void)
                 double kl = 0;
                 for (int i = 0; i < rows; i++) {
                     int a;
-                    kl += kl_row(got + (size_t)i * V, want + (size_t)(np - 1 + i) * V, V, &a);
+                    kl += th_kl_row(want + (size_t)(np - 1 + i) * V, got + (size_t)i * V, V, &a);
                     agree += a;
                 }
                 kl /= rows;

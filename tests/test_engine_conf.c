@@ -30,28 +30,6 @@
 
 static const char *models[] = {"llama3", "qwen2", "qwen3", "mistral", "gemma2", "phi3", "qwen3_moe"};
 
-/* KL(p_ref || p_got) of two logit rows, and whether their argmax agree */
-static double kl_row(const float *ref, const float *got, int V, int *agree)
-{
-    int ar = 0, ag = 0;
-    for (int v = 1; v < V; v++) {
-        if (ref[v] > ref[ar]) ar = v;
-        if (got[v] > got[ag]) ag = v;
-    }
-    *agree = ar == ag;
-    double zr = 0, zg = 0;
-    for (int v = 0; v < V; v++) {
-        zr += exp((double)ref[v] - ref[ar]);
-        zg += exp((double)got[v] - got[ag]);
-    }
-    double kl = 0;
-    for (int v = 0; v < V; v++) {
-        double lr = ref[v] - ref[ar] - log(zr), lg = got[v] - got[ag] - log(zg);
-        kl += exp(lr) * (lr - lg);
-    }
-    return kl;
-}
-
 /* One run: an engine and a decode encoding (prefill is bf16), with the
  * bounds its results must meet over all positions. Quantized decode
  * encodings are scored on the routes that use them (hybrid, decode-only). */
@@ -63,7 +41,8 @@ typedef struct conf_run {
     tm_dtype head_enc;         /* --head-enc (0: the default, int6g64 behind int4 and int6, int8 behind int8) */
     const char *decode_engine; /* NULL: engine does both; else the decode engine beside a prefill-only one */
     int stateful;              /* the hybrid hand-off: prefill writes the decode pages (0: the bridge's stateless one) */
-    int no_moe;                /* the engine refuses mixture-of-experts models (by name, at bind): skipped for it */
+    int no_moe;                /* the engine refuses mixture-of-experts and latent-attention models (by name, at
+                                  bind): their refusal is checked instead of their logits */
 } conf_run;
 
 static const conf_run runs[] = {
@@ -164,8 +143,20 @@ static void conformance_models(void)
             CHECKF(tm_rt_model_open(&rm, pkg, &err) == TM_OK, "%s: %s", models[mi], err.msg);
             unlink(pkg);
             if (!rm) continue;
-            if (runs[e].no_moe && rm->prefill->n_experts > 0) {
-                printf("SKIP %s %s: mixture-of-experts layers (the engine refuses them)\n", runs[e].engine, models[mi]);
+            if (runs[e].no_moe && (rm->prefill->n_experts > 0 || rm->prefill->mla)) { /* refused by name */
+                tandem_session_opts ro;
+                memset(&ro, 0, sizeof ro);
+                ro.prefill_engine = runs[e].engine;
+                ro.decode_engine = runs[e].decode_engine;
+                ro.n_threads = 2;
+                ro.max_ctx = 128;
+                tm_session *rs = NULL;
+                int rc = tm_session_new(&rs, rm, &ro, &err);
+                CHECKF(rc == TM_E_UNSUPPORTED && (strstr(err.msg, "mixture-of-experts") || strstr(err.msg, "latent")) && !rs,
+                       "%s %s: rc %d, %s",
+                       runs[e].engine, models[mi], rc, err.msg);
+                printf("  %-10s refused: %s\n", models[mi], err.msg);
+                tm_session_free(rs);
                 tm_rt_model_free(rm);
                 continue;
             }
@@ -209,7 +200,7 @@ static void conformance_models(void)
                 if (rc) continue;
                 for (int p = np - 1; p < n; p++) {
                     int a;
-                    double kl = kl_row(ref + (size_t)p * V, got + (size_t)(p - np + 1) * V, V, &a);
+                    double kl = th_kl_row(ref + (size_t)p * V, got + (size_t)(p - np + 1) * V, V, &a);
                     rows++;
                     agree += a;
                     kl_sum += kl;
@@ -300,8 +291,14 @@ static void ref_fixture(const char *dir, const char *name)
         const tm_engine_vt *vt = tm_engine_find(runs[e].engine);
         /* a prefill-only engine (cuda): its prefill, then the run's decode engine over the pages it wrote */
         const tm_engine_vt *dvt = runs[e].decode_engine ? tm_engine_find(runs[e].decode_engine) : vt;
-        if (runs[e].no_moe && m->n_experts > 0) {
-            printf("SKIP %s %s fixture: mixture-of-experts layers (the engine refuses them)\n", runs[e].engine, name);
+        if (runs[e].no_moe && (m->n_experts > 0 || m->mla)) { /* refused at bind, by name, as documented */
+            void *rctx = NULL;
+            tm_engine_opts ro = {.weight_enc = TM_DT_BF16, .pool = pool, .max_ctx = 512};
+            int rc = vt->bind(&rctx, m, &ro, &err);
+            CHECKF(rc == TM_E_UNSUPPORTED && (strstr(err.msg, "mixture-of-experts") || strstr(err.msg, "latent")) && !rctx,
+                   "%s %s fixture: rc %d, %s",
+                   runs[e].engine, name, rc, err.msg);
+            if (rctx) vt->unbind(rctx);
             continue;
         }
         tm_engine_opts o = {.weight_enc = TM_DT_BF16, .pool = pool, .max_ctx = 512};
@@ -329,7 +326,7 @@ static void ref_fixture(const char *dir, const char *name)
                 CHECKF(rc == TM_OK, "%s decode at %d: %s", runs[e].engine, p, err.msg);
             }
             int a;
-            kl_sum += kl_row(ref + (size_t)(p - R0) * V, got, V, &a);
+            kl_sum += th_kl_row(ref + (size_t)(p - R0) * V, got, V, &a);
             for (int v = 0; v < V; v++) {
                 double d = fabs((double)got[v] - ref[(size_t)(p - R0) * V + v]), s = fabs(ref[(size_t)(p - R0) * V + v]);
                 if (d > maxd) maxd = d;
