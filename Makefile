@@ -113,7 +113,7 @@ cuda-check:
 	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .cu).o || exit 1; done
 	@$(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) \
 	  -c src/engine/cuda/cuda_engine.c -o $(BUILD)/cuda-check/cuda_engine.o
-	@echo "cuda-check: the CUDA engine's 4 sources compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
+	@echo "cuda-check: the CUDA engine's $$(ls src/engine/cuda/*.cu src/engine/cuda/*.c | wc -l) sources compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
 
 test: all kbench-ab
 	@if [ -x $(NVCC) ]; then $(MAKE) --no-print-directory cuda-check || exit 1; \

@@ -1,4 +1,4 @@
-/* tests/test_cuda.c: the CUDA prefill engine (engine/cuda) through the engine interface, on the
+/* tests/test_cuda.c: the CUDA engine's prefill role (engine/cuda) through the engine interface, on the
  * conformance Llama (../shared/conformance/models/llama3, its f32 checkpoint) against the float32
  * reference engine and the AVX-512 engine:
  *   - one chunk's last-row logits against the reference's (KL, top-1, max difference);
@@ -7,10 +7,11 @@
  *     (the device mirror no longer holds the first chunk: it is read back from the pages) the same;
  *     with int8 pages, within int8's bound; on_layer reports every layer once, in order;
  *   - refusals: a token outside the vocabulary, positions past the engine's context, a cache of
- *     another geometry, a mixture-of-experts model (tests/data/refs/mixtral), the prefill-only route
- *     in a session (the engine has no decode role).
- * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
- * runs the engine beside the CPU decode engine on every conformance architecture. */
+ *     another geometry, a mixture-of-experts model (tests/data/refs/mixtral);
+ *   - a session with the GPU prefilling and the CPU decoding: the prefill-only route (the GPU does
+ *     both) scores what the hybrid route does.
+ * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_cuda_decode tests
+ * the decode role; test_engine_conf runs both roles on every conformance architecture. */
 #include "harness.h"
 
 #include <math.h>
@@ -272,7 +273,7 @@ int main(void)
     CHECK(moe && vt->bind(&ctx, moe, &o, &err) == TM_E_UNSUPPORTED && strstr(err.msg, "mixture-of-experts") && !ctx);
     tm_model_free(moe);
 
-    /* a session forced onto the prefill-only route: the engine has no decode role */
+    /* a session: the prefill-only route (the GPU decodes too) against the hybrid one (the CPU decodes) */
     tm_convert_opts co;
     tm_convert_opts_default(&co);
     co.prefill_enc = co.decode_enc = TM_DT_BF16;
@@ -288,11 +289,30 @@ int main(void)
     so.decode_engine = "cpu-avx512";
     so.n_threads = 2;
     so.max_ctx = 128;
-    so.route = TANDEM_ROUTE_PREFILL_ONLY;
     tm_session *s = NULL;
-    CHECK(rm && tm_session_new(&s, rm, &so, &err) == TM_E_UNSUPPORTED && strstr(err.msg, "prefill-only") && !s);
-    so.route = TANDEM_ROUTE_HYBRID;
     CHECKF(rm && tm_session_new(&s, rm, &so, &err) == TM_OK, "%s", err.msg);
+    if (s) {
+        enum { N = 40, NPF = 24 };
+        int V = rm->decode->V;
+        int32_t sid[N];
+        for (int i = 0; i < N; i++) sid[i] = (int32_t)((i * 2246822519u + 3) % (unsigned)V);
+        float *lh = malloc(sizeof(float) * (size_t)(N - NPF + 1) * V), *lp = malloc(sizeof(float) * (size_t)(N - NPF + 1) * V);
+        CHECKF(tm_session_score(s, sid, N, NPF, TANDEM_ROUTE_HYBRID, lh, &err) == TM_OK, "%s", err.msg);
+        CHECKF(tm_session_score(s, sid, N, NPF, TANDEM_ROUTE_PREFILL_ONLY, lp, &err) == TM_OK, "%s", err.msg);
+        double kl_max = 0;
+        int flips = 0;
+        for (int r = 0; r <= N - NPF; r++) {
+            int agree;
+            double kl = th_kl_row(lh + (size_t)r * V, lp + (size_t)r * V, V, &agree);
+            kl_max = fmax(kl_max, kl);
+            flips += !agree;
+        }
+        printf("session: prefill-only route (GPU decode) vs hybrid (CPU decode), %d positions: max KL %.2e, %d flips\n",
+               N - NPF + 1, kl_max, flips);
+        CHECKF(kl_max < 1e-3 && flips <= 1, "prefill-only vs hybrid: max KL %.3e, %d flips", kl_max, flips);
+        free(lh);
+        free(lp);
+    }
     tm_session_free(s);
     tm_rt_model_free(rm);
     return th_done("test_cuda");

@@ -82,22 +82,29 @@ static const conf_run runs[] = {
      * docs/quality.md) */
     {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0, 0},
     {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0, 0},
-    /* the CUDA prefill engine (make CUDA=1, a GPU) beside the AVX-512 decode engine: the same bf16 bounds,
-       through the bridge's stateless hand-off and the stateful one; the default package's int8 prefill
-       weights (dequantized to bf16 on the GPU) before an int4 decode stage; and int8 KV pages written by
-       the GPU. Mixture-of-experts models are skipped for it (bind refuses them, by name). */
+    /* the CUDA engine (make CUDA=1, a GPU) as the prefill engine beside the AVX-512 decode engine: the
+       same bf16 bounds, through the bridge's stateless hand-off and the stateful one; the default
+       package's int8 prefill weights (dequantized to bf16 on the GPU) before an int4 decode stage; and
+       int8 KV pages written by the GPU. Then its decode role: the GPU alone on every route (bf16, and the
+       default package with its int4 decode stage dequantized to bf16), and the GPU decoding behind the
+       AVX-512 prefill (stateful; int8 KV stateless). Mixture-of-experts and latent-attention models: their
+       refusal by name is checked instead. */
     {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 0, 1},
     {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 1, 1},
     {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, "cpu-avx512", 0, 1},
     {"cuda", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cpu-avx512", 1, 1},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 1},
+    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0, 1},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cuda", 1, 1},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cuda", 0, 1},
 };
 
-/* the run's engines probe here (else SKIP printed, 0); *split: a separate decode engine beside a
- * prefill-only one (the hybrid route alone is scored) */
+/* the run's engines probe here (else SKIP printed, 0); *split: a separate decode engine (the hybrid route
+ * alone is scored) */
 static int run_engines(const conf_run *r, int *split)
 {
     const char *only = getenv("TM_CONF_ENGINE"); /* a device run's shortcut: only the runs of this prefill engine */
-    if (only && *only && strcmp(only, r->engine)) return 0;
+    if (only && *only && strcmp(only, r->engine) && (!r->decode_engine || strcmp(only, r->decode_engine))) return 0;
     const char *names[2] = {r->engine, r->decode_engine};
     for (int i = 0; i < 2; i++) {
         tm_engine_caps caps;
@@ -122,8 +129,8 @@ static void conformance_models(void)
         const size_t ei = 0;
         int split = 0;
         if (!run_engines(&runs[e], &split)) continue;
-        /* prefill-only: scored where both encodings match; a prefill engine without a decode role (cuda): the
-           hybrid route alone (decode-only would run the other engine only) */
+        /* prefill-only: scored where both encodings match; a separate decode engine: the hybrid route alone
+           (the other routes run one engine, scored in its own runs) */
         int n_routes = split ? 1 : runs[e].decode_enc == runs[e].prefill_enc ? 3 : 2;
         int rows = 0, agree = 0, n_models = 0;
         double kl_sum = 0, kl_max = 0;
@@ -289,12 +296,18 @@ static void ref_fixture(const char *dir, const char *name)
         int split = 0;
         if (!run_engines(&runs[e], &split)) continue;
         const tm_engine_vt *vt = tm_engine_find(runs[e].engine);
-        /* a prefill-only engine (cuda): its prefill, then the run's decode engine over the pages it wrote */
+        /* a separate decode engine: the prefill engine's prefill, then its decode over the pages written */
         const tm_engine_vt *dvt = runs[e].decode_engine ? tm_engine_find(runs[e].decode_engine) : vt;
         if (runs[e].no_moe && (m->n_experts > 0 || m->mla)) { /* refused at bind, by name, as documented */
             void *rctx = NULL;
             tm_engine_opts ro = {.weight_enc = TM_DT_BF16, .pool = pool, .max_ctx = 512};
             int rc = vt->bind(&rctx, m, &ro, &err);
+            if (rc == TM_OK && dvt != vt) { /* the decode engine is the one that refuses */
+                vt->unbind(rctx);
+                rctx = NULL;
+                rc = dvt->bind(&rctx, m, &ro, &err);
+                if (rc == TM_OK) dvt->unbind(rctx), rctx = NULL;
+            }
             CHECKF(rc == TM_E_UNSUPPORTED && (strstr(err.msg, "mixture-of-experts") || strstr(err.msg, "latent")) && !rctx,
                    "%s %s fixture: rc %d, %s",
                    runs[e].engine, name, rc, err.msg);

@@ -1,12 +1,13 @@
 #!/bin/sh
-# tools/device-cuda.sh: the CUDA prefill engine on the lent GPU machine (device tool, kind nvidia-h200):
-# its tests on the GPU, then tandem bench with the GPU prefilling and the CPU decoding, beside the
-# CPU engines alone. Run from the repository root there with tmp/cuda.tar.xz carried, made here by
-#   make CUDA=1 BUILD=build-cuda build-cuda/tandem build-cuda/tests/test_cuda \
-#        build-cuda/tests/test_engine_conf build-cuda/tests/test_engine build-cuda/tests/test_sched
-#   and a tar of: bin/ (those, stripped), lib/ (tools/devdeps.sh's libraries), shared/conformance/models
+# tools/device-cuda.sh: the CUDA engine on the lent GPU machine (device tool, kind nvidia-h200): its
+# tests on the GPU (STAGE=tests), then tandem bench (STAGE=bench): the GPU prefilling and decoding,
+# the GPU prefilling beside the CPU decoding, the CPU engines alone. Run from the repository root
+# there with tmp/cuda.tar.xz carried, made here by
+#   make CUDA=1 BUILD=build-cuda, then a tar of: bin/ (tandem and tests test_cuda, test_cuda_decode,
+#   test_engine_conf, test_engine, test_sched, stripped), lib/ (tools/devdeps.sh's libraries),
+#   shared/conformance/models
 # (the tree is ~48 MiB of the 64 MiB a call carries, so the binaries travel built and compressed).
-# Writes $OUT/cuda.txt (the log) and $OUT/*.json (tandem bench).
+# Writes $OUT/cuda.txt (the log) and $OUT/*.json, *.md (tandem bench).
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build; A=$OUT/cuda.txt
 P=/tmp/pk; mkdir -p $P && tar -C $P -xJf tmp/cuda.tar.xz
 export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512
@@ -14,29 +15,29 @@ B=$P/bin
 st() { echo "== $1 at $(date +%s)" >> "$A"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total,driver_version --format=csv >> "$A" 2>&1
 lscpu | grep -iE "model name|^CPU\(s\)" >> "$A"
-"$B/tandem" devices --no-measure 2>&1 | grep -A6 '^engines' >> "$A"
+case "${STAGE:-tests,bench}" in *tests*)
 st tests
-( cd "$R" && timeout 150 "$B/test_cuda" ) >> "$A" 2>&1
-for i in 1 2; do ( cd "$R" && TM_CONF_ENGINE=cuda timeout 200 "$B/test_engine_conf" ) 2>&1 | grep -v ' fixture: ' >> "$A"; done
-# the attention with its keys split (long contexts) over every architecture
-for v in TANDEM_CUDA_SPLIT=3; do
-  echo "-- $v" >> "$A"
-  ( cd "$R" && env $v TM_CONF_ENGINE=cuda timeout 200 "$B/test_engine_conf" ) 2>&1 | grep -E 'CHECK|top-1 [0-9.]+% of|passed' >> "$A"
-done
-for t in test_engine test_sched; do ( cd "$R" && timeout 150 "$B/$t" ) 2>&1 | grep -E 'CHECK failed|passed|SKIP' >> "$A"; done
+( cd "$R" && timeout 120 "$B/test_cuda_decode" ) >> "$A" 2>&1
+( cd "$R" && timeout 120 "$B/test_cuda" ) 2>&1 | grep -E 'CHECK|passed|session|SKIP' >> "$A"
+( cd "$R" && TM_CONF_ENGINE=cuda timeout 300 "$B/test_engine_conf" ) 2>&1 | grep -v ' fixture: ' >> "$A"
+;; esac
+case "${STAGE:-tests,bench}" in *bench*)
 st packages
 mkdir -p /tmp/tb
-for m in llama-3.2-1b:l qwen2.5-0.5b:q; do
-  "$B/tandem" synth --like "${m%%:*}" -o "/tmp/tb/${m##*:}" > /dev/null 2>> "$A"
-  "$B/tandem" convert "/tmp/tb/${m##*:}" -o "/tmp/tb/${m##*:}.tdm" --threads 16 > /dev/null 2>> "$A"
+for m in ${BENCH_MODELS:-l q}; do
+  case $m in l) like=llama-3.2-1b;; q) like=qwen2.5-0.5b;; esac
+  "$B/tandem" synth --like $like -o "/tmp/tb/$m" > /dev/null 2>> "$A"
+  "$B/tandem" convert "/tmp/tb/$m" -o "/tmp/tb/$m.tdm" --threads 16 > /dev/null 2>> "$A"
 done
 st bench
 for m in ${BENCH_MODELS:-l q}; do
-  TANDEM_CUDA_PROFILE=1 timeout 150 "$B/tandem" bench /tmp/tb/$m.tdm -t 2 --tests pp512,pp2048,pp8192,pp16384,tg128 --reps 3 \
-    --prefill cuda --decode cpu-avx512 --handoff 512,2048,8192,16384 --md "$OUT/$m-cuda.md" > "$OUT/$m-cuda.json" 2>> "$A"
-  grep -E '^\| ' "$OUT/$m-cuda.md" >> "$A"
-  timeout 120 "$B/tandem" bench /tmp/tb/$m.tdm -t 2 --tests pp512,tg128 --reps 3 --ceilings --md "$OUT/$m-cpu.md" \
-    > "$OUT/$m-cpu.json" 2>> "$A"
-  grep -E '^\| ' "$OUT/$m-cpu.md" >> "$A"
+  for d in cuda cpu-avx512; do
+    TANDEM_CUDA_PROFILE=1 timeout 200 "$B/tandem" bench /tmp/tb/$m.tdm -t 2 --tests ${BENCH_TESTS:-pp512,tg128} --reps 3 \
+      --prefill cuda --decode $d --concurrency ${BENCH_CONC:-1,4,8} --conc 448+64 --md "$OUT/$m-$d.md" \
+      > "$OUT/$m-$d.json" 2>> "$A"
+    echo "-- $m: prefill cuda, decode $d" >> "$A"
+    grep -E '^\| ' "$OUT/$m-$d.md" >> "$A"
+  done
 done
+;; esac
 st done

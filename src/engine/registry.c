@@ -8,12 +8,13 @@ extern const tm_engine_vt tm_engine_cpu_amx, tm_engine_cpu_avx512, tm_engine_cpu
     tm_engine_cpu_amx_emu;
 
 #ifdef TM_CUDA
-extern const tm_engine_vt tm_engine_cuda; /* make CUDA=1: the GPU's tensor cores for the prefill role */
+extern const tm_engine_vt tm_engine_cuda; /* make CUDA=1: an NVIDIA GPU, both roles */
 #endif
 
 /* The CUDA engine comes last although it prefills fastest: a session picks engines by role in this
- * order, and with it as the default prefill engine the prefill-only route would be gone (it has no
- * decode role); --prefill cuda asks for it (docs/status.md). */
+ * order, and the GPU is taken only when asked for (--prefill cuda, --decode cuda): its weights go up
+ * as bf16 whatever the package's encodings (docs/status.md), and a CPU-only session stays the
+ * default on a machine that happens to have a GPU. */
 static const tm_engine_vt *const engines[] = {
     &tm_engine_cpu_amx,
     &tm_engine_cpu_avx512,

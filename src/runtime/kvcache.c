@@ -31,6 +31,8 @@ struct tm_kv_cache {
     int32_t head, tail;
     int n_idle;
     uint64_t epoch;      /* page releases so far (tm_kv_cache_epoch) */
+    uint64_t uid;        /* tm_kv_cache_uid */
+    uint64_t seq_uids;   /* tm_kv_seq.uid handed out so far (under lock) */
     pthread_mutex_t lock;
     int lock_ok;         /* initialised (tm_kv_cache_free after a failed init) */
 };
@@ -87,6 +89,8 @@ int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err)
     tm_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return tm_errf(err, TM_E_NOMEM, "kv cache: out of memory");
     kv->o = *o;
+    static uint64_t uids;
+    kv->uid = __atomic_add_fetch(&uids, 1, __ATOMIC_RELAXED);
     kv->block_bytes = tm_kv_block_bytes(o->dtype, o->page_size, o->head_dim);
     kv->layer_bytes = 2 * (size_t)o->n_kv_heads * kv->block_bytes;
     kv->page_bytes = (size_t)o->n_layers * kv->layer_bytes;
@@ -253,11 +257,13 @@ int tm_kv_seq_reserve(tm_kv_cache *kv, tm_kv_seq *seq, int n_tokens, tm_err *err
         kv->ref[p] = 1;
         seq->pages[seq->n_pages++] = p;
     }
+    if (!seq->uid) seq->uid = ++kv->seq_uids;
     pthread_mutex_unlock(&kv->lock);
     return TM_OK;
 }
 
 uint64_t tm_kv_cache_epoch(const tm_kv_cache *kv) { return __atomic_load_n(&kv->epoch, __ATOMIC_RELAXED); }
+uint64_t tm_kv_cache_uid(const tm_kv_cache *kv) { return kv->uid; }
 
 void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq)
 {
@@ -318,6 +324,7 @@ int tm_kv_seq_take_published(tm_kv_cache *kv, tm_kv_seq *seq, uint64_t parent, u
     if (p >= 0) {
         if (kv->ref[p]++ == 0) idle_unlink(kv, p);
         seq->pages[seq->n_pages++] = p;
+        if (!seq->uid) seq->uid = ++kv->seq_uids;
     }
     pthread_mutex_unlock(&kv->lock);
     return p >= 0;

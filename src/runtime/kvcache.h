@@ -104,6 +104,10 @@ typedef struct tm_kv_seq {
     int cap;         /* capacity of pages[] */
     int n_tokens;    /* valid positions [0, n_tokens) */
     int owner;       /* TM_KV_OWNER_* */
+    uint64_t uid;    /* its identity in its cache: set when it first takes a page (never 0 then, never
+                        reused by that cache), 0 again after tm_kv_seq_release. An engine that keeps a
+                        copy of a sequence's KV elsewhere (the CUDA engine's device pages) keys it by
+                        (tm_kv_cache_uid, uid): a struct reused for a new request is a new sequence */
 } tm_kv_seq;
 
 int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err);
@@ -127,6 +131,9 @@ void tm_kv_seq_release(tm_kv_cache *kv, tm_kv_seq *seq);
  * written into it under the owner rule (invariant 2), so an engine that keeps a copy of a sequence's
  * KV elsewhere (the CUDA engine's device mirror) may trust the copy across calls. */
 uint64_t tm_kv_cache_epoch(const tm_kv_cache *kv);
+/* tm_kv_cache_uid: this cache's identity, unique in the process (a cache freed and another made at the
+ * same address differ) */
+uint64_t tm_kv_cache_uid(const tm_kv_cache *kv);
 
 /* Shared pages (design block). tm_kv_page_key: the key of a page whose
  * tokens [page_size] follow the page keyed parent (0 for a sequence's first

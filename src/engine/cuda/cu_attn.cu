@@ -227,8 +227,12 @@ extern "C" void cu_attention(cu_stream s, const cu_attn_args *a, float *scratch,
     dim3 grid((unsigned)((a->T + RW * WB - 1) / (RW * WB)), (unsigned)a->H, (unsigned)S);
     float *po = scratch, *pm = po + (size_t)S * a->T * a->H * a->Dh, *pl = pm + (size_t)S * a->T * a->H;
     k_attn_tc<<<grid, 32 * WB, tc_layout(a->Dh).total, s>>>(*a, S, po, pm, pl);
-    if (S > 1) {
-        long items = (long)a->T * a->H;
-        k_attn_combine<<<(unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s>>>(*a, S, po, pm, pl);
-    }
+    if (S > 1) cu_attention_combine(s, a, S, scratch);
+}
+
+extern "C" void cu_attention_combine(cu_stream s, const cu_attn_args *a, int S, float *scratch)
+{
+    float *po = scratch, *pm = po + (size_t)S * a->T * a->H * a->Dh, *pl = pm + (size_t)S * a->T * a->H;
+    long items = (long)a->T * a->H;
+    k_attn_combine<<<(unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s>>>(*a, S, po, pm, pl);
 }

@@ -96,7 +96,7 @@ __global__ void k_qkv_post(cu_qkv_args a)
         const float *w = part == 0 ? a.qn : a.kn;
         if (w) row_norm(buf, Dh, a.norm_kind, w + (a.per_head ? (size_t)head * Dh : 0), part == 0 ? a.qnb : a.knb, a.eps, lane);
         if (a.inv) {
-            int half = a.rot_dim / 2, p = a.pos0 + t;
+            int half = a.rot_dim / 2, p = a.pos ? a.pos[t] : a.pos0 + t;
             for (int i = lane; i < half; i += 32) {
                 float ang = (float)p * a.inv[i];
                 double sd, cd;
@@ -113,8 +113,10 @@ __global__ void k_qkv_post(cu_qkv_args a)
         for (int d = lane; d < Dh; d += 32) x[d] = buf[d];
         return;
     }
-    uint16_t *m = (part == 1 ? a.kc : a.vc) + ((size_t)head * a.cap + a.pos0 + t) * Dh;
-    for (int d = lane; d < Dh; d += 32) m[d] = tobf(buf[d]);
+    if (a.kc) {
+        uint16_t *m = (part == 1 ? a.kc : a.vc) + ((size_t)head * a.cap + a.pos0 + t) * Dh;
+        for (int d = lane; d < Dh; d += 32) m[d] = tobf(buf[d]);
+    }
     if (a.exp_rows && t < a.n_valid) export_row(a, buf, part - 1, head, t, lane);
 }
 

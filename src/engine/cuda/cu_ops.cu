@@ -28,18 +28,18 @@ static __device__ float block_sum(float v)
 }
 
 __global__ void k_embed(float *x, const uint16_t *embed, const int32_t *tok, int D, float scale, const float *pe,
-                        int pos0, int off)
+                        int pos0, const int *pos, int off)
 {
     int t = blockIdx.x;
     const uint16_t *e = embed + (size_t)tok[t] * D;
-    const float *p = pe ? pe + (size_t)(pos0 + t + off) * D : NULL;
+    const float *p = pe ? pe + (size_t)((pos ? pos[t] : pos0 + t) + off) * D : NULL;
     for (int d = threadIdx.x; d < D; d += NT) x[(size_t)t * D + d] = bf(e[d]) * scale + (p ? p[d] : 0.f);
 }
 
 extern "C" void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int32_t *tok, int T, int D, float scale,
-                         const float *pos_embed, int pos0, int pos_off)
+                         const float *pos_embed, int pos0, const int *pos, int pos_off)
 {
-    k_embed<<<T, NT, 0, s>>>(x, embed, tok, D, scale, pos_embed, pos0, pos_off);
+    k_embed<<<T, NT, 0, s>>>(x, embed, tok, D, scale, pos_embed, pos0, pos, pos_off);
 }
 
 __global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w, const float *b, float eps, float *y32,
@@ -149,10 +149,10 @@ extern "C" void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b
     k_glu<<<grid, NT, 0, s>>>(g, gu, b, F, gated, act);
 }
 
-__global__ void k_logits(float *l, const float *b, int V, float div, float mul, float cap)
+__global__ void k_logits(float *l, const float *b, size_t n, int V, float div, float mul, float cap)
 {
-    for (int v = blockIdx.x * NT + threadIdx.x; v < V; v += gridDim.x * NT) {
-        float x = l[v] + (b ? b[v] : 0.f);
+    for (size_t v = (size_t)blockIdx.x * NT + threadIdx.x; v < n; v += (size_t)gridDim.x * NT) {
+        float x = l[v] + (b ? b[v % V] : 0.f);
         if (div != 1.f) x /= div;
         if (mul != 1.f) x *= mul;
         if (cap != 0.f) x = (float)tanh((double)(x / cap)) * cap;
@@ -160,8 +160,8 @@ __global__ void k_logits(float *l, const float *b, int V, float div, float mul, 
     }
 }
 
-extern "C" void cu_logits_finish(cu_stream s, float *logits, const float *b, int V, float div, float mul, float cap)
+extern "C" void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, float div, float mul, float cap)
 {
-    int bx = (V + NT - 1) / NT;
-    k_logits<<<bx < 1024 ? bx : 1024, NT, 0, s>>>(logits, b, V, div, mul, cap);
+    size_t n = (size_t)R * V, bx = (n + NT - 1) / NT;
+    k_logits<<<bx < 1024 ? (unsigned)bx : 1024u, NT, 0, s>>>(logits, b, n, V, div, mul, cap);
 }

@@ -23,9 +23,10 @@ typedef struct CUstream_st *cu_stream;
 
 /* ---- cu_ops.cu ---- */
 
-/* x[T][D] = bf16 embed[tok[t]][D] * scale (+ pos_embed[pos0 + t + pos_off][D] where pos_embed) */
+/* x[T][D] = bf16 embed[tok[t]][D] * scale (+ pos_embed[p + pos_off][D] where pos_embed; p = pos[t] where pos
+ * (device [T]: a decode step), else pos0 + t) */
 void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int32_t *tok, int T, int D, float scale,
-              const float *pos_embed, int pos0, int pos_off);
+              const float *pos_embed, int pos0, const int *pos, int pos_off);
 
 /* Row norm of rows [R] of n elements: x row r at x + r * ldx (f32); kind 0 RMS, 1 LayerNorm (b may be
  * NULL); w NULL: weight 1. Output row r to y32 + r * ldy (f32, may be x) or, where y32 is NULL, to
@@ -44,8 +45,8 @@ void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const
  * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas) */
 void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, int T, int F, int gated, int act);
 
-/* logits[V] = softcap((logits + b) / div * mul), b may be NULL, cap 0: none */
-void cu_logits_finish(cu_stream s, float *logits, const float *b, int V, float div, float mul, float cap);
+/* logits[R][V] = softcap((logits + b) / div * mul), b [V] may be NULL, cap 0: none */
+void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, float div, float mul, float cap);
 
 /* ---- cu_kv.cu ---- */
 
@@ -53,12 +54,13 @@ void cu_logits_finish(cu_stream s, float *logits, const float *b, int V, float d
  * [-clip, clip] (clip 0: no), each q / k head normed over Dh (qn / kn NULL: not; per_head: a weight row per
  * head; qnb / knb LayerNorm biases or NULL; kind as cu_norm), RoPE rotate-half on the first rot_dim dims
  * (inv NULL: none; cos / sin of f32(pos * inv[i]) in double, times rope_scale). Keys and values of rows
- * t < T go to the mirror kc / vc [Hk][cap][Dh] (bf16, this layer's) at positions pos0 + t; rows t < n_valid
+ * t < T go to the mirror kc / vc [Hk][cap][Dh] (bf16, this layer's; NULL: no mirror) at positions pos0 + t; rows t < n_valid
  * also to exp_rows [2][Hk][T] rows of the export dtype (0 bf16, 1 f16, 2 f32, 3 int8 with exp_scale
  * [2][Hk][T]: kvcache.h's int8 rule), exp_rows NULL: no export. Queries stay f32 in qkv. */
 typedef struct cu_qkv_args {
     float *qkv;
     int T, n_valid, pos0, H, Hk, Dh;
+    const int *pos;   /* (decode) row t's position pos[t] (device [T]) instead of pos0 + t; NULL: pos0 + t */
     const float *bias;
     float clip;
     const float *qn, *kn, *qnb, *knb;
@@ -103,9 +105,44 @@ typedef struct cu_attn_args {
 } cu_attn_args;
 void cu_attention(cu_stream s, const cu_attn_args *a, float *scratch, int S);
 
+/* the merge of S key segments' partial (O, max, sum) [S][T][H](Dh) in scratch (cu_attention_scratch's
+ * layout) into out; a's T, n_valid, H, Dh, sinks and out are read */
+void cu_attention_combine(cu_stream s, const cu_attn_args *a, int S, float *scratch);
+
 /* bytes of scratch cu_attention needs to split the keys of T rows x H heads into S segments (S > 1:
  * each segment's O [T][H][Dh], max and sum [T][H], f32) */
 size_t cu_attention_scratch(int T, int H, int Dh, int S);
+
+/* ---- cu_dec.cu: decode over the device copy of the paged arena ---- */
+
+/* One decode step's view of the device arena (runtime/kvcache.h's byte layout): block (page p, layer,
+ * K or V, head g) at arena + p * page_bytes + layer_off + (kv * Hk + g) * blk_bytes; sequence b's page
+ * table pt + b * ptw (device), its query position pos[b] (device). dt: 0 bf16, 1 f16, 2 f32, 3 int8. */
+typedef struct cu_dec_attn_args {
+    const float *qkv;      /* [B][nqkv] f32, queries after RoPE */
+    int nqkv, B, H, Hk, Dh;
+    const uint8_t *arena;
+    size_t page_bytes, layer_off, blk_bytes;
+    int ps, dt;
+    const int32_t *pt;
+    int ptw;
+    const int *pos;
+    int window;
+    float scale, softcap;
+    const float *alibi, *sinks;
+    uint16_t *out;         /* bf16 [B][H * Dh] */
+} cu_dec_attn_args;
+
+/* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages, the
+ * keys in S segments of seglen (S * seglen >= the longest span; S > 1 merged through scratch of
+ * cu_attention_scratch(B, H, Dh, S) bytes); shared memory per block cu_attn_decode_smem(Dh, seglen)
+ * (the engine keeps it under 48 KB) */
+void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
+size_t cu_attn_decode_smem(int Dh, int seglen);
+
+/* the step's new K/V rows (export rows [2][Hk][B] of rb bytes in the cache's dtype, int8 scales [2][Hk][B])
+ * into their pages at pos[b] of the arena in a (layer_off: this layer's) */
+void cu_kv_put(cu_stream s, const cu_dec_attn_args *a, const void *rows, const float *scales, size_t rb);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
-/* engine/cuda/cuda_engine.c: the CUDA prefill engine ("cuda"): an NVIDIA GPU's tensor cores fill the
- * KV cache that a CPU decode engine then reads, the "matrix unit prefill + bandwidth unit decode"
- * split with the GPU as the matrix unit (engine.h).
+/* engine/cuda/cuda_engine.c: the CUDA engine ("cuda"), both roles. As the prefill engine an NVIDIA
+ * GPU's tensor cores fill the KV cache that a CPU decode engine then reads, the "matrix unit prefill +
+ * bandwidth unit decode" split with the GPU as the matrix unit (engine.h); as the decode engine the
+ * GPU's memory bandwidth generates from a cache that any prefill engine filled.
  *
  * Design block
  * ------------
@@ -33,9 +34,26 @@
  * sequence, pos0 == where the last chunk ended, the same page ids, and no page of the cache let go
  * since (kvcache.h: while the epoch stands, held pages hold what their owner wrote).
  *
- * Not here (docs/status.md): the decode role (the mirror holds one sequence; a CUDA decode engine
- * wants a paged KV on the device), multi-head latent attention and mixture-of-experts layers (bind
- * refuses them), head dims over 256, CUDA graphs. */
+ * Decode. One step runs B sequences' rows through the same layer code (T = B rows, row b at its own
+ * position pos[b]). Its KV lives in a device copy of the paged cache's arena, page for page and byte
+ * for byte in the cache's dtype (cu_dec.cu), allocated at the first step on a cache (the whole arena,
+ * tm_kv_cache_bytes) and dropped when a step comes with another cache (tm_kv_cache_uid). What the
+ * copy holds is tracked per sequence (cu_dseq, keyed by tm_kv_seq.uid: a struct reused for a new
+ * request is a new sequence): positions [0, n) of these page ids. A step needs [0, pos[b]): what is
+ * missing (the prompt a CPU prefill engine wrote, positions another engine appended) comes up as
+ * whole pages (staged in pinned memory; a page's bytes are one copy: the host-to-device half of the
+ * KV bridge, paid once per prompt). Each layer's new K/V rows (export rows in the cache's dtype, as
+ * the prefill makes them) go into the device pages (cu_kv_put) before the attention reads them, and
+ * after the step all layers' rows come back with the logits and are scattered into the host pages,
+ * which stay the truth every engine shares. The rule the tracking rests on: a position of a held
+ * page, once written, is not rewritten by another writer while the sequence lives (sequences only
+ * grow; kvcache.h's owner rule). GEMMs are the prefill's (cuBLAS, bf16 weights: 2 bytes a weight
+ * whatever the package's decode encoding, dequantized at bind); the attention reads the pages
+ * directly (no tensor cores: one query row per head).
+ *
+ * Not here (docs/status.md): quantized weights on the GPU (an int4 / int8 GEMV reading the package's
+ * decode encoding), multi-head latent attention and mixture-of-experts layers (bind refuses them), head
+ * dims over 256, CUDA graphs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +68,18 @@
 #include "model/model.h"
 
 #define CU_MAX_T 512 /* rows per chunk (the runtime's largest) */
+#define CU_MAX_B 64  /* sequences per decode step */
+#define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
+#define CU_SEG 256   /* decode attention: keys per segment, about */
+
+/* what the device arena holds of one sequence (design block "Decode") */
+typedef struct cu_dseq {
+    uint64_t uid;                     /* tm_kv_seq.uid; 0: a free slot */
+    int n;                            /* positions [0, n) are on the device */
+    int np, pcap;                     /* pages[np]: the ids covering [0, n) */
+    int32_t *pages;
+    uint64_t used;                    /* last step (LRU) */
+} cu_dseq;
 
 typedef struct cu_layer {
     uint16_t *wqkv, *wo, *wgu, *wd;   /* bf16 [(H+2Hk)Dh][D], [D][H Dh], [2F or F][D], [D][F] */
@@ -100,9 +130,10 @@ typedef struct cu_eng {
     size_t exp_bytes;
     uint8_t *in_host, *in_dev;        /* ingest: pinned and device blocks, in_cap bytes each */
     size_t in_cap;
-    /* what the mirror holds: positions [0, m_n) of sequence m_seq of cache m_kv (pages m_pages) */
+    /* what the mirror holds: positions [0, m_n) of sequence m_seq (uid m_suid) of cache m_kv (m_kuid; pages m_pages) */
     const tm_kv_cache *m_kv;
     const tm_kv_seq *m_seq;
+    uint64_t m_kuid, m_suid;
     int32_t *m_pages;
     int m_n, m_np, m_pcap;
     uint64_t m_epoch;
@@ -110,6 +141,22 @@ typedef struct cu_eng {
     float *attn_part;                 /* the attention's key segments (cu_attention_scratch), attn_smax of them */
     int attn_smax;
     int attn_split;                   /* TANDEM_CUDA_SPLIT=N: N segments whatever the context (tests); 0: by context */
+    /* decode (design block "Decode") */
+    uint8_t *arena;                   /* the device copy of cache a_uid's arena, a_bytes */
+    uint64_t a_uid;
+    size_t a_bytes;
+    cu_dseq ds[CU_DSEQ];
+    uint64_t clock;                   /* steps so far */
+    uint8_t *up_host;                 /* pinned staging of page uploads, up_cap bytes */
+    size_t up_cap;
+    int32_t *meta_host, *meta_dev;    /* tokens [B], pos [B], page tables [B][ptw]: meta_cap int32s */
+    size_t meta_cap;
+    uint8_t *dexp_dev, *dexp_host;    /* a step's export rows, every layer: [L] regions of dexp_stride (CU_MAX_B rows
+                                         of 4 bytes at most), made at the first step */
+    float *dlogits;                   /* [CU_MAX_B][V] */
+    float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
+    size_t dpart_cap;
+    double t_upload;                  /* seconds spent bringing pages up (the profile prints it) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -144,6 +191,7 @@ static void prof_free(cu_eng *e)
                 p->ms[PROF_GEMM] > 0 ? p->gemm_flop / (p->ms[PROF_GEMM] * 1e-3) / 1e12 : 0, p->ms[PROF_ATTN],
                 p->ms[PROF_QKV], p->total_ms - p->ms[PROF_GEMM] - p->ms[PROF_ATTN] - p->ms[PROF_QKV],
                 p->host_wait_s * 1e3);
+    if (e->t_upload > 0) fprintf(stderr, "cuda profile: decode KV pages brought up in %.2f ms\n", e->t_upload * 1e3);
     for (int i = 0; i < PROF_EV; i++) cudaEventDestroy(p->ev[i]);
     cudaEventDestroy(p->t0);
     cudaEventDestroy(p->t1);
@@ -184,17 +232,18 @@ static int cu_probe(tm_engine_caps *c, tm_err *err)
     memset(c, 0, sizeof *c);
     c->name = "cuda";
     c->device = "cuda:0";
-    c->roles = TM_ROLE_PREFILL;
-    tm_dtype enc[] = {TM_DT_BF16, TM_DT_F16, TM_DT_F32, TM_DT_Q8PC};
+    c->roles = TM_ROLE_PREFILL | TM_ROLE_DECODE;
+    /* every encoding goes up as bf16 (design block) */
+    tm_dtype enc[] = {TM_DT_BF16, TM_DT_F16, TM_DT_F32, TM_DT_Q8PC, TM_DT_Q4G64, TM_DT_Q4G32, TM_DT_Q4PC, TM_DT_Q6G64};
     memcpy(c->encodings, enc, sizeof enc);
-    c->n_encodings = 4;
+    c->n_encodings = 8;
     int chunks[] = {64, 128, 256, 512};
     memcpy(c->chunk_sizes, chunks, sizeof chunks);
     c->n_chunks = 4;
     tm_dtype kvd[] = {TM_DT_BF16, TM_DT_F16, TM_DT_Q8PC, TM_DT_F32};
     memcpy(c->kv_dtypes, kvd, sizeof kvd);
     c->n_kv_dtypes = 4;
-    c->max_batch = 0;
+    c->max_batch = CU_MAX_B;
     return TM_OK;
 }
 
@@ -304,6 +353,12 @@ static void cu_unbind(void *vctx)
     cudaFreeHost(e->exp_host[0]);
     cudaFreeHost(e->exp_host[1]);
     cudaFreeHost(e->in_host);
+    cudaFreeHost(e->up_host);
+    cudaFreeHost(e->meta_host);
+    cudaFreeHost(e->dexp_host);
+    void *dp[] = {e->arena, e->meta_dev, e->dexp_dev, e->dlogits, e->dpart};
+    for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
+    for (int i = 0; i < CU_DSEQ; i++) free(e->ds[i].pages);
     for (int i = 0; i < 2; i++)
         if (e->ev[i]) cudaEventDestroy(e->ev[i]);
     if (e->blas) cublasDestroy(e->blas);
@@ -334,6 +389,14 @@ static int cu_alloc(void **p, size_t bytes, tm_err *err)
 {
     CK(cudaMalloc(p, bytes), "cudaMalloc (scratch)");
     return TM_OK;
+}
+
+/* bytes of one layer's export region in a decode step of B rows of esz-byte elements: rows [2][Hk][B][Dh],
+ * then scales [2][Hk][B] f32 (cu_qkv_post's layout), rounded up to 256 */
+static size_t dexp_stride(const cu_eng *e, int B, size_t esz)
+{
+    size_t n = 2 * (size_t)e->Hk * B * ((size_t)e->Dh * esz + sizeof(float));
+    return (n + 255) & ~(size_t)255;
 }
 
 static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm_err *err)
@@ -445,7 +508,7 @@ fail:
     return rc;
 }
 
-/* ---- prefill ----------------------------------------------------------------------------------- */
+/* ---- one forward call: a prefill chunk or a decode step ---------------------------------------- */
 
 static int kv_code(tm_dtype dt) { return dt == TM_DT_BF16 ? 0 : dt == TM_DT_F16 ? 1 : dt == TM_DT_F32 ? 2 : 3; }
 static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8PC ? 1 : 2; }
@@ -463,13 +526,188 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const uint16_t *w, int T
     return TM_OK;
 }
 
+/* the cache geometry and dtype a call may use */
+static int check_cache(const cu_eng *e, const tm_kv_cache_opts *o, const char *who, tm_err *err)
+{
+    if (o->n_layers != e->L || o->n_kv_heads != e->Hk || o->head_dim != e->Dh)
+        return tm_errf(err, TM_E_INVALID, "%s: the KV cache is %d layers x %d heads x %d, the model %d x %d x %d", who,
+                       o->n_layers, o->n_kv_heads, o->head_dim, e->L, e->Hk, e->Dh);
+    if (o->dtype != TM_DT_BF16 && o->dtype != TM_DT_F16 && o->dtype != TM_DT_F32 && o->dtype != TM_DT_Q8PC)
+        return tm_errf(err, TM_E_UNSUPPORTED, "%s: KV cache dtype %s", who, tm_dtype_name(o->dtype));
+    return TM_OK;
+}
+
+/* A call's shape for layer_fwd: a prefill chunk (row t at pos0 + t; K/V into the mirror, out through the
+ * export slots a layer at a time) or a decode step (row b at dpos[b]; K/V into the device arena, out
+ * with the step's end) */
+typedef struct cu_call {
+    int T, n_valid, pos0;
+    int64_t span;                     /* the call's last position + 1: which RoPE frequencies */
+    tm_dtype kv_dt;                   /* the cache's */
+    int decode;
+    const int *dpos;                  /* decode: device [B] positions */
+    cu_dec_attn_args da;              /* decode: the arena's view, layer_off set per layer */
+    size_t layer_bytes;               /* decode: the arena's (page, layer) region */
+    int nkeys;                        /* decode: the batch's longest key span, before any window */
+    size_t dstride;                   /* decode: export bytes per layer */
+} cu_call;
+
+/* decode attention scratch for S key segments of B rows */
+static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
+{
+    size_t need = cu_attention_scratch(B, e->H, e->Dh, S);
+    if (need <= e->dpart_cap) return TM_OK;
+    cudaFree(e->dpart); /* waits for the kernels that used it */
+    e->dpart = NULL, e->dpart_cap = 0;
+    CK(cudaMalloc((void **)&e->dpart, need), "cudaMalloc (decode attention)");
+    e->dpart_cap = need;
+    return TM_OK;
+}
+
+/* the decode attention of layer l's step (the export rows exp into the pages first) */
+static int dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb,
+                         tm_err *err)
+{
+    cu_dec_attn_args da = c->da;
+    da.layer_off = (size_t)l * c->layer_bytes;
+    da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
+    da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
+    cu_kv_put(e->st, &da, exp, (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), rb);
+    int n = window > 0 && window < c->nkeys ? window : c->nkeys;
+    int S = (n + CU_SEG - 1) / CU_SEG;
+    S = S < 1 ? 1 : S > 1024 ? 1024 : S;
+    int seglen = (n + S - 1) / S, rc;
+    if (cu_attn_decode_smem(e->Dh, seglen) > 48 * 1024)
+        return tm_errf(err, TM_E_LIMIT, "cuda decode: %d keys in one step's attention (at most %d)", n, 1024 * 8192);
+    if (S > 1 && (rc = dpart_need(e, c->T, S, err))) return rc;
+    prof_mark(e, PROF_ATTN, 0);
+    cu_attn_decode(e->st, &da, S, seglen, e->dpart);
+    prof_mark(e, PROF_ATTN, 1);
+    return TM_OK;
+}
+
+static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
+{
+    const cu_layer *w = &e->w[l];
+    const tm_layer_desc *ld = &e->layer[l];
+    int D = e->D, Dh = e->Dh, H = e->H, Hk = e->Hk, nq = (H + 2 * Hk) * Dh, F = e->F, T = c->T, rc;
+    size_t lay = (size_t)l * Hk * e->cap * Dh;
+    if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
+    else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
+    if ((rc = gemm(e, e->qkv, e->h16, w->wqkv, T, nq, D, err))) return rc;
+    size_t rb = (size_t)Dh * kv_esz(c->kv_dt);
+    uint8_t *exp = c->decode ? e->dexp_dev + (size_t)l * c->dstride : (uint8_t *)e->exp_dev;
+    cu_qkv_args q = {.qkv = e->qkv, .T = T, .n_valid = c->n_valid, .pos0 = c->pos0, .pos = c->dpos, .H = H, .Hk = Hk,
+                     .Dh = Dh, .bias = w->bqkv, .clip = e->clip, .qn = w->q_norm, .kn = w->k_norm, .qnb = w->q_norm_b,
+                     .knb = w->k_norm_b, .per_head = e->qk_heads, .norm_kind = e->norm_kind, .eps = e->eps,
+                     .kc = c->decode ? NULL : e->kc + lay, .vc = c->decode ? NULL : e->vc + lay, .cap = e->cap,
+                     .exp_rows = exp, .exp_scale = (float *)(exp + 2 * (size_t)Hk * T * rb),
+                     .exp_dtype = kv_code(c->kv_dt)};
+    if (ld->rope >= 0) {
+        const cu_rope *r = &e->rope[ld->rope];
+        q.inv = c->span > r->long_from ? r->inv_long : r->inv;
+        q.rot_dim = r->rot_dim, q.rope_scale = r->scale;
+    }
+    if (e->qk_whole) { /* OLMo 2: bias and clamp, one norm over all of q and all of k, then the rest */
+        cu_qkv_args p = q;
+        p.qn = p.kn = NULL, p.inv = NULL, p.kc = p.vc = NULL, p.exp_rows = NULL;
+        p.Hk = 0, p.H = H + 2 * Hk; /* every head a "query": bias and clamp in place, nothing else */
+        cu_qkv_post(e->st, &p);
+        cu_norm(e->st, e->norm_kind, T, H * Dh, e->qkv, nq, w->q_norm, NULL, e->eps, e->qkv, NULL, nq);
+        cu_norm(e->st, e->norm_kind, T, Hk * Dh, e->qkv + (size_t)H * Dh, nq, w->k_norm, NULL, e->eps,
+                e->qkv + (size_t)H * Dh, NULL, nq);
+        q.bias = NULL, q.clip = 0, q.qn = q.kn = NULL;
+    }
+    prof_mark(e, PROF_QKV, 0);
+    cu_qkv_post(e->st, &q);
+    prof_mark(e, PROF_QKV, 1);
+    int window = ld->sliding ? ld->window : 0;
+    if (c->decode) {
+        if ((rc = dec_attention(e, c, l, window, w->sinks, exp, rb, err))) return rc;
+    } else {
+        /* the rows leave for the pages while the attention and the FFN run */
+        CK(cudaMemcpyAsync(e->exp_host[l & 1], e->exp_dev, 2 * (size_t)Hk * T * (rb + sizeof(float)),
+                           cudaMemcpyDeviceToHost, e->st), "KV export");
+        CK(cudaEventRecord(e->ev[l & 1], e->st), "cudaEventRecord");
+        cu_attn_args at = {.qkv = e->qkv, .nqkv = nq, .T = T, .n_valid = c->n_valid, .pos0 = c->pos0, .H = H,
+                           .Hk = Hk, .Dh = Dh, .kc = e->kc + lay, .vc = e->vc + lay, .cap = e->cap, .window = window,
+                           .scale = e->attn_scale, .softcap = e->attn_softcap, .alibi = e->alibi, .sinks = w->sinks,
+                           .out = e->att16};
+        prof_mark(e, PROF_ATTN, 0);
+        /* keys in segments of ~1024 per block (cu_attn.cu): enough blocks for the GPU at long contexts */
+        int S = e->attn_split > 0 ? e->attn_split : (c->pos0 + T) / 1024;
+        S = S < 1 ? 1 : S > e->attn_smax ? e->attn_smax : S;
+        cu_attention(e->st, &at, e->attn_part, S);
+        prof_mark(e, PROF_ATTN, 1);
+    }
+    if ((rc = gemm(e, e->a, e->att16, w->wo, T, D, H * Dh, err))) return rc;
+    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
+    const float *fin = e->parallel ? e->x0 : e->x;
+    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
+    else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
+    if ((rc = gemm(e, e->gu, e->h16, w->wgu, T, e->gated ? 2 * F : F, D, err))) return rc;
+    cu_glu(e->st, e->g16, e->gu, w->bgu, T, F, e->gated, e->act);
+    if ((rc = gemm(e, e->a, e->g16, w->wd, T, D, F, err))) return rc;
+    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
+    CK(cudaGetLastError(), "a kernel launch");
+    return TM_OK;
+}
+
+/* the embedding of the call's T tokens (already up in e->tok) into x */
+static void embed(cu_eng *e, int T, int pos0, const int *dpos)
+{
+    cu_embed(e->st, e->x, e->embed, e->tok, T, e->D, e->embed_scale, e->pos_embed, pos0, dpos, e->pos_off);
+    if (e->embed_norm)
+        cu_norm(e->st, e->norm_kind, T, e->D, e->x, e->D, e->embed_norm, e->embed_norm_b, e->eps, e->x, NULL, e->D);
+}
+
+/* logits [R][V] into dev of the rows x + rows[r] * D (consecutive from row0 when R rows follow) */
+static int logits_rows(cu_eng *e, float *dev, int row0, int R, tm_err *err)
+{
+    cu_norm(e->st, e->norm_kind, R, e->D, e->x + (size_t)row0 * e->D, e->D, e->final_norm, e->final_norm_b, e->eps, NULL,
+            e->h16, e->D);
+    int rc = gemm(e, dev, e->h16, e->lm_head, R, e->V, e->D, err);
+    if (rc) return rc;
+    cu_logits_finish(e->st, dev, e->lm_head_b, R, e->V, e->logits_div, e->logits_mul, e->final_softcap);
+    return TM_OK;
+}
+
+/* Export rows of layer l (layout [2][Hk][T] rows of the cache's dtype, then their scales) into the host
+ * pages: row t < n at position pos ? pos[t] : pos0 + t of sequence seqs ? seqs[t] : seq */
+static void scatter_rows(const cu_eng *e, tm_kv_cache *kv, int l, const uint8_t *rows, int T, int n, int pos0,
+                         const int *pos, const tm_kv_seq *seq, tm_kv_seq *const *seqs)
+{
+    const tm_kv_cache_opts *o = tm_kv_cache_info(kv);
+    int Dh = e->Dh, ps = o->page_size, q8 = o->dtype == TM_DT_Q8PC;
+    size_t rb = (size_t)Dh * kv_esz(o->dtype);
+    const float *scales = (const float *)(rows + 2 * (size_t)e->Hk * T * rb);
+    for (int kvi = 0; kvi < 2; kvi++)
+        for (int g = 0; g < e->Hk; g++)
+            for (int t = 0; t < n; t++) {
+                int p = pos ? pos[t] : pos0 + t, slot = p % ps;
+                int32_t pg = (seqs ? seqs[t] : seq)->pages[p / ps];
+                uint8_t *b = kvi ? tm_kv_page_v(kv, pg, l, g) : tm_kv_page_k(kv, pg, l, g);
+                size_t r = ((size_t)kvi * e->Hk + g) * T + t;
+                if (q8) {
+                    memcpy(b + 4 * (size_t)slot, &scales[r], 4);
+                    memcpy(b + 4 * (size_t)ps + (size_t)slot * Dh, rows + r * rb, rb);
+                } else {
+                    memcpy(b + (size_t)slot * rb, rows + r * rb, rb);
+                }
+            }
+}
+
+/* ---- prefill ----------------------------------------------------------------------------------- */
+
 /* does the mirror hold positions [0, pos0) of a->seq? (design block) */
 static int mirror_valid(const cu_eng *e, const tm_prefill_args *a)
 {
     if (a->pos0 == 0) return 1;
     int ps = tm_kv_cache_info(a->kv)->page_size, np = (a->pos0 + ps - 1) / ps;
-    return e->m_kv == a->kv && e->m_seq == a->seq && e->m_n == a->pos0 && e->m_epoch == tm_kv_cache_epoch(a->kv) &&
-           e->m_np >= np && memcmp(e->m_pages, a->seq->pages, sizeof(int32_t) * (size_t)np) == 0;
+    return e->m_kv == a->kv && e->m_kuid == tm_kv_cache_uid(a->kv) && e->m_seq == a->seq && e->m_suid == a->seq->uid &&
+           e->m_n == a->pos0 && e->m_epoch == tm_kv_cache_epoch(a->kv) && e->m_np >= np &&
+           memcmp(e->m_pages, a->seq->pages, sizeof(int32_t) * (size_t)np) == 0;
 }
 
 /* the mirror's [0, pos0) from the pages (design block) */
@@ -492,94 +730,6 @@ static int ingest(cu_eng *e, const tm_prefill_args *a, tm_err *err)
             memcpy(e->in_host + ((size_t)l * np + i) * region, tm_kv_page_k(a->kv, a->seq->pages[i], l, 0), region);
     CK(cudaMemcpyAsync(e->in_dev, e->in_host, need, cudaMemcpyHostToDevice, e->st), "KV upload");
     cu_kv_ingest(e->st, e->kc, e->vc, e->in_dev, blk, e->L, np, ps, e->Hk, e->Dh, e->cap, a->pos0, kv_code(o->dtype));
-    return TM_OK;
-}
-
-/* layer l's export rows (pinned slot) into the pages, then the layer is reported */
-static void scatter(const cu_eng *e, const tm_prefill_args *a, int l)
-{
-    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
-    int T = a->T, Dh = e->Dh, ps = o->page_size, q8 = o->dtype == TM_DT_Q8PC;
-    size_t rb = (size_t)Dh * kv_esz(o->dtype);
-    const uint8_t *rows = e->exp_host[l & 1];
-    const float *scales = (const float *)(rows + 2 * (size_t)e->Hk * T * rb);
-    for (int kv = 0; kv < 2; kv++)
-        for (int g = 0; g < e->Hk; g++)
-            for (int t = 0; t < a->n_valid; t++) {
-                int pos = a->pos0 + t, slot = pos % ps;
-                int32_t pg = a->seq->pages[pos / ps];
-                uint8_t *b = kv ? tm_kv_page_v(a->kv, pg, l, g) : tm_kv_page_k(a->kv, pg, l, g);
-                size_t r = ((size_t)kv * e->Hk + g) * T + t;
-                if (q8) {
-                    memcpy(b + 4 * (size_t)slot, &scales[r], 4);
-                    memcpy(b + 4 * (size_t)ps + (size_t)slot * Dh, rows + r * rb, rb);
-                } else {
-                    memcpy(b + (size_t)slot * rb, rows + r * rb, rb);
-                }
-            }
-    if (a->on_layer) a->on_layer(a->ud, l);
-}
-
-static int layer_fwd(cu_eng *e, const tm_prefill_args *a, int l, int T, tm_err *err)
-{
-    const cu_layer *w = &e->w[l];
-    const tm_layer_desc *ld = &e->layer[l];
-    int D = e->D, Dh = e->Dh, H = e->H, Hk = e->Hk, nq = (H + 2 * Hk) * Dh, F = e->F, rc;
-    size_t lay = (size_t)l * Hk * e->cap * Dh;
-    if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
-    if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
-    if ((rc = gemm(e, e->qkv, e->h16, w->wqkv, T, nq, D, err))) return rc;
-    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
-    size_t rb = (size_t)Dh * kv_esz(o->dtype);
-    cu_qkv_args q = {.qkv = e->qkv, .T = T, .n_valid = a->n_valid, .pos0 = a->pos0, .H = H, .Hk = Hk, .Dh = Dh,
-                     .bias = w->bqkv, .clip = e->clip, .qn = w->q_norm, .kn = w->k_norm, .qnb = w->q_norm_b,
-                     .knb = w->k_norm_b, .per_head = e->qk_heads, .norm_kind = e->norm_kind, .eps = e->eps,
-                     .kc = e->kc + lay, .vc = e->vc + lay, .cap = e->cap, .exp_rows = e->exp_dev,
-                     .exp_scale = (float *)((uint8_t *)e->exp_dev + 2 * (size_t)Hk * T * rb),
-                     .exp_dtype = kv_code(o->dtype)};
-    if (ld->rope >= 0) {
-        const cu_rope *r = &e->rope[ld->rope];
-        q.inv = (int64_t)a->pos0 + T > r->long_from ? r->inv_long : r->inv;
-        q.rot_dim = r->rot_dim, q.rope_scale = r->scale;
-    }
-    if (e->qk_whole) { /* OLMo 2: bias and clamp, one norm over all of q and all of k, then the rest */
-        cu_qkv_args p = q;
-        p.qn = p.kn = NULL, p.inv = NULL, p.kc = p.vc = NULL, p.exp_rows = NULL;
-        p.Hk = 0, p.H = H + 2 * Hk; /* every head a "query": bias and clamp in place, nothing else */
-        cu_qkv_post(e->st, &p);
-        cu_norm(e->st, e->norm_kind, T, H * Dh, e->qkv, nq, w->q_norm, NULL, e->eps, e->qkv, NULL, nq);
-        cu_norm(e->st, e->norm_kind, T, Hk * Dh, e->qkv + (size_t)H * Dh, nq, w->k_norm, NULL, e->eps,
-                e->qkv + (size_t)H * Dh, NULL, nq);
-        q.bias = NULL, q.clip = 0, q.qn = q.kn = NULL;
-    }
-    prof_mark(e, PROF_QKV, 0);
-    cu_qkv_post(e->st, &q);
-    prof_mark(e, PROF_QKV, 1);
-    /* the rows leave for the pages while the attention and the FFN run */
-    CK(cudaMemcpyAsync(e->exp_host[l & 1], e->exp_dev, 2 * (size_t)Hk * T * (rb + sizeof(float)), cudaMemcpyDeviceToHost,
-                       e->st), "KV export");
-    CK(cudaEventRecord(e->ev[l & 1], e->st), "cudaEventRecord");
-    cu_attn_args at = {.qkv = e->qkv, .nqkv = nq, .T = T, .n_valid = a->n_valid, .pos0 = a->pos0, .H = H, .Hk = Hk,
-                       .Dh = Dh, .kc = e->kc + lay, .vc = e->vc + lay, .cap = e->cap,
-                       .window = ld->sliding ? ld->window : 0, .scale = e->attn_scale, .softcap = e->attn_softcap,
-                       .alibi = e->alibi, .sinks = w->sinks, .out = e->att16};
-    prof_mark(e, PROF_ATTN, 0);
-    /* keys in segments of ~1024 per block (cu_attn.cu): enough blocks for the GPU at long contexts */
-    int S = e->attn_split > 0 ? e->attn_split : (a->pos0 + T) / 1024;
-    S = S < 1 ? 1 : S > e->attn_smax ? e->attn_smax : S;
-    cu_attention(e->st, &at, e->attn_part, S);
-    prof_mark(e, PROF_ATTN, 1);
-    if ((rc = gemm(e, e->a, e->att16, w->wo, T, D, H * Dh, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
-    const float *fin = e->parallel ? e->x0 : e->x;
-    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
-    if ((rc = gemm(e, e->gu, e->h16, w->wgu, T, e->gated ? 2 * F : F, D, err))) return rc;
-    cu_glu(e->st, e->g16, e->gu, w->bgu, T, F, e->gated, e->act);
-    if ((rc = gemm(e, e->a, e->g16, w->wd, T, D, F, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
-    CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
 }
 
@@ -609,11 +759,7 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
         return tm_errf(err, TM_E_LIMIT, "cuda prefill: positions up to %lld exceed the model's %d learned positions",
                        (long long)a->pos0 + T, e->max_pos);
     const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
-    if (o->n_layers != e->L || o->n_kv_heads != e->Hk || o->head_dim != e->Dh)
-        return tm_errf(err, TM_E_INVALID, "cuda prefill: the KV cache is %d layers x %d heads x %d, the model %d x %d x %d",
-                       o->n_layers, o->n_kv_heads, o->head_dim, e->L, e->Hk, e->Dh);
-    if (o->dtype != TM_DT_BF16 && o->dtype != TM_DT_F16 && o->dtype != TM_DT_F32 && o->dtype != TM_DT_Q8PC)
-        return tm_errf(err, TM_E_UNSUPPORTED, "cuda prefill: KV cache dtype %s", tm_dtype_name(o->dtype));
+    if ((rc = check_cache(e, o, "cuda prefill", err))) return rc;
     if (a->seq->n_pages * o->page_size < a->pos0 + a->n_valid)
         return tm_errf(err, TM_E_INVALID, "cuda prefill: KV pages cover %d positions, the chunk needs %d",
                        a->seq->n_pages * o->page_size, a->pos0 + a->n_valid);
@@ -625,14 +771,14 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
     e->m_kv = NULL; /* until this chunk is done */
     if (e->prof) cudaEventRecord(e->prof->t0, e->st);
     CK(cudaMemcpyAsync(e->tok, a->tokens, sizeof(int32_t) * (size_t)T, cudaMemcpyHostToDevice, e->st), "token upload");
-    cu_embed(e->st, e->x, e->embed, e->tok, T, e->D, e->embed_scale, e->pos_embed, a->pos0, e->pos_off);
-    if (e->embed_norm)
-        cu_norm(e->st, e->norm_kind, T, e->D, e->x, e->D, e->embed_norm, e->embed_norm_b, e->eps, e->x, NULL, e->D);
+    embed(e, T, a->pos0, NULL);
+    cu_call c = {.T = T, .n_valid = a->n_valid, .pos0 = a->pos0, .span = (int64_t)a->pos0 + T, .kv_dt = o->dtype};
     for (int l = 0; l < e->L; l++) {
-        if ((rc = layer_fwd(e, a, l, T, err))) break;
+        if ((rc = layer_fwd(e, &c, l, err))) break;
         if (l > 0) { /* layer l - 1's rows are up: into the pages while the GPU runs layer l */
             if ((rc = export_wait(e, (l - 1) & 1, err))) break;
-            scatter(e, a, l - 1);
+            scatter_rows(e, a->kv, l - 1, e->exp_host[(l - 1) & 1], T, a->n_valid, a->pos0, NULL, a->seq, NULL);
+            if (a->on_layer) a->on_layer(a->ud, l - 1);
         }
     }
     if (rc) {
@@ -640,13 +786,10 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
         return rc;
     }
     if ((rc = export_wait(e, (e->L - 1) & 1, err))) return rc;
-    scatter(e, a, e->L - 1);
+    scatter_rows(e, a->kv, e->L - 1, e->exp_host[(e->L - 1) & 1], T, a->n_valid, a->pos0, NULL, a->seq, NULL);
+    if (a->on_layer) a->on_layer(a->ud, e->L - 1);
     if (a->logits) {
-        int last = a->n_valid - 1;
-        cu_norm(e->st, e->norm_kind, 1, e->D, e->x + (size_t)last * e->D, e->D, e->final_norm, e->final_norm_b, e->eps,
-                NULL, e->h16, e->D);
-        if ((rc = gemm(e, e->logits, e->h16, e->lm_head, 1, e->V, e->D, err))) return rc;
-        cu_logits_finish(e->st, e->logits, e->lm_head_b, e->V, e->logits_div, e->logits_mul, e->final_softcap);
+        if ((rc = logits_rows(e, e->logits, a->n_valid - 1, 1, err))) return rc;
         CK(cudaMemcpyAsync(a->logits, e->logits, sizeof(float) * (size_t)e->V, cudaMemcpyDeviceToHost, e->st), "logits");
     }
     if (e->prof) cudaEventRecord(e->prof->t1, e->st);
@@ -661,8 +804,197 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
     }
     memcpy(e->m_pages, a->seq->pages, sizeof(int32_t) * (size_t)np);
     e->m_np = np, e->m_kv = a->kv, e->m_seq = a->seq, e->m_n = a->pos0 + a->n_valid;
+    e->m_kuid = tm_kv_cache_uid(a->kv), e->m_suid = a->seq->uid;
     e->m_epoch = tm_kv_cache_epoch(a->kv);
     if (a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
+    return TM_OK;
+}
+
+/* ---- decode (design block "Decode") ------------------------------------------------------------ */
+
+/* the device arena for cache kv: made at its first step; another cache's step drops it, and with it
+ * what the engine tracked */
+static int arena_for(cu_eng *e, const tm_kv_cache *kv, tm_err *err)
+{
+    uint64_t uid = tm_kv_cache_uid(kv);
+    if (e->arena && e->a_uid == uid) return TM_OK;
+    cudaFree(e->arena);
+    e->arena = NULL, e->a_uid = 0, e->a_bytes = 0;
+    for (int i = 0; i < CU_DSEQ; i++) e->ds[i].uid = 0, e->ds[i].used = 0;
+    size_t bytes = tm_kv_cache_bytes(kv);
+    cudaError_t ce = cudaMalloc((void **)&e->arena, bytes);
+    if (ce != cudaSuccess)
+        return tm_errf(err, ce == cudaErrorMemoryAllocation ? TM_E_NOMEM : TM_E_IO,
+                       "cuda decode: a device copy of the %zu MB KV cache: %s", bytes >> 20, cudaGetErrorString(ce));
+    e->a_uid = uid, e->a_bytes = bytes;
+    return TM_OK;
+}
+
+/* the tracking slot of sequence uid (a new one: the least recently used slot, emptied); NULL for uid 0 */
+static cu_dseq *dseq_slot(cu_eng *e, uint64_t uid)
+{
+    if (!uid) return NULL;
+    cu_dseq *lru = &e->ds[0];
+    for (int i = 0; i < CU_DSEQ; i++) {
+        if (e->ds[i].uid == uid) return &e->ds[i];
+        if (e->ds[i].used < lru->used) lru = &e->ds[i];
+    }
+    lru->uid = uid, lru->n = 0, lru->np = 0;
+    return lru;
+}
+
+/* the staged pages [n] (ids) up into the arena, and the staging free again */
+static int up_flush(cu_eng *e, const int32_t *ids, int n, size_t pb, tm_err *err)
+{
+    for (int i = 0; i < n; i++)
+        CK(cudaMemcpyAsync(e->arena + (size_t)ids[i] * pb, e->up_host + (size_t)i * pb, pb, cudaMemcpyHostToDevice,
+                           e->st), "KV page upload");
+    CK(cudaStreamSynchronize(e->st), "KV page upload");
+    return TM_OK;
+}
+
+#define UP_STAGE ((size_t)64 << 20) /* bytes of pinned staging, or one page if larger */
+
+/* what the device lacks of each sequence's [0, pos[b]) comes up as whole pages; st[b] its slot */
+static int dec_sync(cu_eng *e, const tm_decode_args *a, size_t pb, cu_dseq **st, tm_err *err)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int ps = tm_kv_cache_info(a->kv)->page_size, from[CU_MAX_B], total = 0;
+    for (int b = 0; b < a->B; b++) {
+        const tm_kv_seq *q = a->seqs[b];
+        int need = a->pos[b], have = 0;
+        if ((st[b] = dseq_slot(e, q->uid))) {
+            st[b]->used = e->clock;
+            have = st[b]->n < need ? st[b]->n : need;
+            int np = (have + ps - 1) / ps;
+            if (np > st[b]->np || memcmp(st[b]->pages, q->pages, sizeof(int32_t) * (size_t)np)) have = 0;
+        }
+        from[b] = have / ps;
+        total += need > 0 ? (need - 1) / ps + 1 - from[b] : 0;
+    }
+    if (total == 0) return TM_OK;
+    size_t want = (size_t)total * pb < UP_STAGE ? (size_t)total * pb : UP_STAGE;
+    if (want < pb) want = pb;
+    if (e->up_cap < want) {
+        cudaFreeHost(e->up_host);
+        e->up_host = NULL, e->up_cap = 0;
+        CK(cudaMallocHost((void **)&e->up_host, want), "cudaMallocHost (KV page upload)");
+        e->up_cap = want;
+    }
+    int cap = (int)(e->up_cap / pb), n = 0, rc = TM_OK;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!ids) return tm_errf(err, TM_E_NOMEM, "cuda decode: out of memory");
+    for (int b = 0; b < a->B && rc == TM_OK; b++)
+        for (int i = from[b]; a->pos[b] > 0 && i <= (a->pos[b] - 1) / ps && rc == TM_OK; i++) {
+            ids[n] = a->seqs[b]->pages[i];
+            memcpy(e->up_host + (size_t)n * pb, tm_kv_page_k(a->kv, ids[n], 0, 0), pb);
+            if (++n == cap) rc = up_flush(e, ids, n, pb, err), n = 0;
+        }
+    if (rc == TM_OK && n) rc = up_flush(e, ids, n, pb, err);
+    free(ids);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    e->t_upload += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return rc;
+}
+
+/* tokens [B], positions [B] and the page tables [B][ptw] up (meta_dev) */
+static int dec_meta(cu_eng *e, const tm_decode_args *a, int ptw, tm_err *err)
+{
+    int B = a->B;
+    size_t n = (size_t)B * (2 + (size_t)ptw);
+    if (n > e->meta_cap) {
+        cudaFreeHost(e->meta_host);
+        cudaFree(e->meta_dev);
+        e->meta_host = NULL, e->meta_dev = NULL, e->meta_cap = 0;
+        CK(cudaMallocHost((void **)&e->meta_host, n * sizeof(int32_t)), "cudaMallocHost");
+        CK(cudaMalloc((void **)&e->meta_dev, n * sizeof(int32_t)), "cudaMalloc");
+        e->meta_cap = n;
+    }
+    int32_t *m = e->meta_host;
+    for (int b = 0; b < B; b++) {
+        m[b] = a->tokens[b], m[B + b] = a->pos[b];
+        int32_t *pt = m + 2 * B + (size_t)b * ptw;
+        int have = a->seqs[b]->n_pages < ptw ? a->seqs[b]->n_pages : ptw;
+        memcpy(pt, a->seqs[b]->pages, sizeof(int32_t) * (size_t)have);
+        for (int i = have; i < ptw; i++) pt[i] = 0; /* past this sequence's keys: never read */
+    }
+    CK(cudaMemcpyAsync(e->meta_dev, m, n * sizeof(int32_t), cudaMemcpyHostToDevice, e->st), "decode upload");
+    return TM_OK;
+}
+
+static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
+{
+    cu_eng *e = vctx;
+    int B = a->B, rc;
+    if (B < 1 || B > CU_MAX_B) return tm_errf(err, TM_E_INVALID, "cuda decode: batch %d (1..%d)", B, CU_MAX_B);
+    /* the first step (whatever roles bind was told): export rows of every layer, logits */
+    size_t xcap = (size_t)e->L * dexp_stride(e, CU_MAX_B, 4);
+    if (!e->dexp_dev) CK(cudaMalloc((void **)&e->dexp_dev, xcap), "cudaMalloc (decode)");
+    if (!e->dlogits) CK(cudaMalloc((void **)&e->dlogits, (size_t)CU_MAX_B * e->V * sizeof(float)), "cudaMalloc (decode)");
+    if (!e->dexp_host) CK(cudaMallocHost((void **)&e->dexp_host, xcap), "cudaMallocHost (decode)");
+    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
+    if ((rc = check_cache(e, o, "cuda decode", err))) return rc;
+    int ps = o->page_size, ptw = 1, span = 0;
+    for (int b = 0; b < B; b++) {
+        int p = a->pos[b];
+        if (a->tokens[b] < 0 || a->tokens[b] >= e->V)
+            return tm_errf(err, TM_E_INVALID, "cuda decode: token %d of sequence %d is outside the vocabulary [0, %d)",
+                           (int)a->tokens[b], b, e->V);
+        if (p < 0 || p >= e->cap)
+            return tm_errf(err, p < 0 ? TM_E_INVALID : TM_E_LIMIT, "cuda decode: position %d of sequence %d (the "
+                           "engine's context is %d)", p, b, e->cap);
+        if (e->pos_embed && p >= e->max_pos)
+            return tm_errf(err, TM_E_LIMIT, "cuda decode: position %d exceeds the model's %d learned positions", p,
+                           e->max_pos);
+        if (a->seqs[b]->n_pages * ps < p + 1)
+            return tm_errf(err, TM_E_INVALID, "cuda decode: KV pages of sequence %d cover %d positions, the step needs %d",
+                           b, a->seqs[b]->n_pages * ps, p + 1);
+        ptw = p / ps + 1 > ptw ? p / ps + 1 : ptw;
+        span = p + 1 > span ? p + 1 : span;
+    }
+    size_t blk = tm_kv_block_bytes(o->dtype, ps, o->head_dim), lb = 2 * (size_t)e->Hk * blk, pb = (size_t)e->L * lb;
+    if ((rc = arena_for(e, a->kv, err))) return rc;
+    e->clock++;
+    cu_dseq *st[CU_MAX_B];
+    if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, ptw, err))) return rc;
+    cu_prof *prof = e->prof; /* the profile is the prefill's */
+    e->prof = NULL;
+    const int *dpos = e->meta_dev + B;
+    cu_call c = {.T = B, .n_valid = B, .span = span, .kv_dt = o->dtype, .decode = 1, .dpos = dpos, .layer_bytes = lb,
+                 .nkeys = span, .dstride = dexp_stride(e, B, kv_esz(o->dtype))};
+    c.da = (cu_dec_attn_args){.B = B, .H = e->H, .Hk = e->Hk, .Dh = e->Dh, .arena = e->arena, .page_bytes = pb,
+                              .blk_bytes = blk, .ps = ps, .dt = kv_code(o->dtype), .pt = e->meta_dev + 2 * B,
+                              .ptw = ptw, .pos = dpos};
+    CK(cudaMemcpyAsync(e->tok, e->meta_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToDevice, e->st), "tokens");
+    embed(e, B, 0, dpos);
+    for (int l = 0; l < e->L && rc == TM_OK; l++) rc = layer_fwd(e, &c, l, err);
+    if (rc == TM_OK) rc = logits_rows(e, e->dlogits, 0, B, err);
+    e->prof = prof;
+    if (rc) {
+        cudaStreamSynchronize(e->st);
+        return rc;
+    }
+    CK(cudaMemcpyAsync(a->logits, e->dlogits, sizeof(float) * (size_t)B * e->V, cudaMemcpyDeviceToHost, e->st), "logits");
+    CK(cudaMemcpyAsync(e->dexp_host, e->dexp_dev, (size_t)e->L * c.dstride, cudaMemcpyDeviceToHost, e->st), "KV export");
+    CK(cudaStreamSynchronize(e->st), "decode");
+    /* the host pages get the step's rows; the device now holds [0, pos[b] + 1) of each sequence */
+    for (int l = 0; l < e->L; l++)
+        scatter_rows(e, a->kv, l, e->dexp_host + (size_t)l * c.dstride, B, B, 0, a->pos, NULL, a->seqs);
+    for (int b = 0; b < B; b++) {
+        tm_kv_seq *q = a->seqs[b];
+        if (q->n_tokens < a->pos[b] + 1) q->n_tokens = a->pos[b] + 1;
+        cu_dseq *d = st[b];
+        if (!d) continue;
+        int np = a->pos[b] / ps + 1;
+        if (np > d->pcap) {
+            int32_t *p = realloc(d->pages, sizeof(int32_t) * (size_t)np);
+            if (!p) { d->uid = 0; continue; } /* untracked: its next step brings it all up again */
+            d->pages = p, d->pcap = np;
+        }
+        memcpy(d->pages, q->pages, sizeof(int32_t) * (size_t)np);
+        d->np = np, d->n = a->pos[b] + 1;
+    }
     return TM_OK;
 }
 
@@ -672,6 +1004,6 @@ const tm_engine_vt tm_engine_cuda = {
     .probe = cu_probe,
     .bind = cu_bind,
     .prefill = cu_prefill,
-    .decode = NULL,
+    .decode = cu_decode,
     .unbind = cu_unbind,
 };

@@ -1,0 +1,317 @@
+/* tests/test_cuda_decode.c: the CUDA engine's decode role (engine/cuda: cu_dec.cu and the decode path
+ * of cuda_engine.c) through the engine interface, on the conformance Llama
+ * (../shared/conformance/models/llama3, its f32 checkpoint, bf16 weights), against the AVX-512 decode
+ * engine over the same pages and the float32 reference:
+ *   - a prompt prefilled by cpu-avx512, then 12 steps on each engine: every step's logits, the last
+ *     against the reference's, and the K/V rows the GPU wrote back into the host pages;
+ *   - the same sequence continued by 3 CPU steps (rows the device does not have: part of a page
+ *     comes up again) and 3 more GPU steps, against the CPU alone;
+ *   - a batch of three sequences of 37, 20 and 600 positions (the long one's keys in 3 segments,
+ *     merged), batched against the CPU's batch and against each sequence alone on the GPU;
+ *   - a sequence released and another reserved in the same struct, on the same page ids, with
+ *     another prompt (the device's copy of those pages is stale: it must come up again);
+ *   - int8 pages;
+ *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
+ *     engine's context, pages that do not cover the step, a cache of another geometry.
+ * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
+ * runs the decode role on every conformance architecture and fixture, through the routes. */
+#include "harness.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/ref/ref.h"
+#include "hf/hf_model.h"
+#include "model/model.h"
+
+enum { NP = 37, STEPS = 12, NLONG = 600, CTX = 1024 };
+
+typedef struct eng {
+    const tm_engine_vt *vt;
+    void *ctx;
+} eng;
+
+static double max_abs(const float *a, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+static double max_diff(const float *a, const float *b, int n)
+{
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+static tm_kv_cache *cache_of(const tm_model *m, tm_dtype dt, int pages)
+{
+    tm_kv_cache *kv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, 16, pages, dt, 0}, &err) == TM_OK, "%s", err.msg);
+    return kv;
+}
+
+/* ids[0, n) prefilled by e (exact chunks of at most 512) into (kv, seq), with room for `more` positions */
+static int prefill(eng e, tm_kv_cache *kv, tm_kv_seq *seq, const int32_t *ids, int n, int more)
+{
+    tm_err err = {0};
+    if (tm_kv_seq_reserve(kv, seq, n + more, &err) != TM_OK) return err.code;
+    for (int p = 0; p < n; p += 512) {
+        int T = n - p < 512 ? n - p : 512;
+        tm_prefill_args a = {.tokens = ids + p, .T = T, .n_valid = T, .pos0 = p, .kv = kv, .seq = seq};
+        int rc = e.vt->prefill(e.ctx, &a, &err);
+        CHECKF(rc == TM_OK, "%s prefill: %s", e.vt->name, err.msg);
+        if (rc) return rc;
+    }
+    return TM_OK;
+}
+
+/* one decode step of B sequences */
+static int step(eng e, tm_kv_cache *kv, tm_kv_seq **seqs, const int32_t *tok, const int *pos, int B, float *logits)
+{
+    tm_err err = {0};
+    tm_decode_args a = {.B = B, .tokens = tok, .pos = pos, .kv = kv, .seqs = seqs, .logits = logits};
+    int rc = e.vt->decode(e.ctx, &a, &err);
+    CHECKF(rc == TM_OK, "%s decode: %s", e.vt->name, err.msg);
+    return rc;
+}
+
+/* the GPU's logits row against the CPU's: KL, top-1 and the largest difference */
+static void close_rows(const char *what, const float *cpu, const float *gpu, int V, double *kl_max, int *flips,
+                       double *d_max)
+{
+    int agree;
+    double kl = th_kl_row(cpu, gpu, V, &agree), d = max_diff(cpu, gpu, V) / max_abs(cpu, V);
+    if (kl > *kl_max) *kl_max = kl;
+    if (d > *d_max) *d_max = d;
+    *flips += !agree;
+    CHECKF(kl < 1e-3 && agree && d < 0.05, "%s: KL %.3e, top-1 %s, max diff %.3e of the row's max", what, kl,
+           agree ? "agrees" : "differs", d);
+}
+
+/* the K/V rows of positions [p0, p1) of sequence a in kv against b's in kv2 (bf16 pages) */
+static double rows_diff(const tm_model *m, tm_kv_cache *kv, const tm_kv_seq *a, tm_kv_cache *kv2, const tm_kv_seq *b,
+                        int p0, int p1, double *amax)
+{
+    double dmax = 0;
+    *amax = 0;
+    for (int l = 0; l < m->L; l++)
+        for (int g = 0; g < m->Hk; g++)
+            for (int p = p0; p < p1; p++)
+                for (int v = 0; v < 2; v++) {
+                    const uint16_t *x = (const uint16_t *)(v ? tm_kv_page_v(kv, a->pages[p / 16], l, g)
+                                                             : tm_kv_page_k(kv, a->pages[p / 16], l, g)) + (p % 16) * m->Dh;
+                    const uint16_t *y = (const uint16_t *)(v ? tm_kv_page_v(kv2, b->pages[p / 16], l, g)
+                                                             : tm_kv_page_k(kv2, b->pages[p / 16], l, g)) + (p % 16) * m->Dh;
+                    for (int d = 0; d < m->Dh; d++) {
+                        dmax = fmax(dmax, fabs(tm_bf16_to_f32(x[d]) - tm_bf16_to_f32(y[d])));
+                        *amax = fmax(*amax, fabs(tm_bf16_to_f32(y[d])));
+                    }
+                }
+    return dmax;
+}
+
+/* one sequence: CPU prefill, then the GPU and the CPU decode side by side; then the CPU takes some
+ * steps of the GPU's sequence and the GPU the rest */
+static void one_sequence(eng gpu, eng cpu, const tm_model *m, const int32_t *ids, tm_dtype dt)
+{
+    int V = m->V, n = NP + STEPS + 6;
+    float *lg = malloc(sizeof(float) * V), *lc = malloc(sizeof(float) * V), *ref = malloc(sizeof(float) * V);
+    tm_kv_cache *kg = cache_of(m, dt, 64), *kc = cache_of(m, dt, 64);
+    tm_kv_seq sg = {0}, sc = {0};
+    tm_kv_seq *pg = &sg, *pc = &sc;
+    CHECK(prefill(cpu, kg, &sg, ids, NP, 64) == TM_OK && prefill(cpu, kc, &sc, ids, NP, 64) == TM_OK);
+    double kl_max = 0, d_max = 0;
+    int flips = 0;
+    char what[96];
+    for (int i = 0; i < STEPS; i++) {
+        int pos = NP + i;
+        if (step(gpu, kg, &pg, &ids[pos], &pos, 1, lg) || step(cpu, kc, &pc, &ids[pos], &pos, 1, lc)) break;
+        snprintf(what, sizeof what, "%s KV, step %d", dt == TM_DT_Q8PC ? "int8" : "bf16", i);
+        close_rows(what, lc, lg, V, &kl_max, &flips, &d_max);
+    }
+    printf("%s KV: %d GPU steps vs cpu-avx512's: max KL %.2e, max diff %.2e of the row's max, %d top-1 flips\n",
+           dt == TM_DT_Q8PC ? "int8" : "bf16", STEPS, kl_max, d_max, flips);
+    CHECKF(sg.n_tokens == NP + STEPS, "n_tokens %d after the GPU's steps", sg.n_tokens);
+    if (dt == TM_DT_BF16) {
+        /* against the f32 reference (the whole sequence at once) */
+        tm_ref *r = NULL;
+        tm_err err = {0};
+        CHECK(tm_ref_init(&r, m, 128, 2, &err) == TM_OK);
+        CHECK(r && tm_ref_forward(r, ids, NP + STEPS, 0, ref, 0, &err) == TM_OK);
+        tm_ref_free(r);
+        int agree;
+        double kl = th_kl_row(ref, lg, V, &agree);
+        printf("the GPU's last step vs the f32 reference: KL %.2e, top-1 %s\n", kl, agree ? "agrees" : "DIFFERS");
+        CHECKF(kl < 1e-3 && agree, "last step vs the reference: KL %.3e", kl);
+        /* the rows the GPU wrote back into the host pages, against the CPU's */
+        double amax, dk = rows_diff(m, kg, &sg, kc, &sc, NP, NP + STEPS, &amax);
+        printf("K/V rows written back by the GPU vs cpu-avx512's: max |diff| %.3e of %.3e\n", dk, amax);
+        CHECKF(amax > 0 && dk <= 0.03 * amax, "written-back rows differ by %.3e of %.3e", dk, amax);
+    }
+    /* the CPU takes 3 steps of the GPU's sequence, then the GPU 3 more: against the CPU alone */
+    kl_max = d_max = 0, flips = 0;
+    for (int pos = NP + STEPS; pos < n; pos++) {
+        eng who = pos < NP + STEPS + 3 ? cpu : gpu;
+        if (step(who, kg, &pg, &ids[pos], &pos, 1, lg) || step(cpu, kc, &pc, &ids[pos], &pos, 1, lc)) break;
+        snprintf(what, sizeof what, "mixed, position %d (%s)", pos, who.vt->name);
+        close_rows(what, lc, lg, V, &kl_max, &flips, &d_max);
+    }
+    printf("3 CPU steps on the GPU's sequence, then 3 GPU steps (part of a page up again): max KL %.2e vs the CPU "
+           "alone\n", kl_max);
+    tm_kv_seq_release(kg, &sg);
+    tm_kv_seq_release(kc, &sc);
+    tm_kv_cache_free(kg);
+    tm_kv_cache_free(kc);
+    free(lg);
+    free(lc);
+    free(ref);
+}
+
+/* three sequences batched: against the CPU's batch and each alone on the GPU; then a sequence struct
+ * reused on the same page ids */
+static void batch(eng gpu, eng cpu, const tm_model *m, const int32_t *ids)
+{
+    enum { B = 3, BSTEPS = 4 };
+    int V = m->V, len[B] = {NP, 20, NLONG};
+    int32_t *p[B];
+    for (int b = 0; b < B; b++) {
+        p[b] = malloc(sizeof(int32_t) * (NLONG + BSTEPS));
+        for (int i = 0; i < NLONG + BSTEPS; i++) p[b][i] = b == 0 ? ids[i % 64] : (int32_t)((i * 40503u + 977u * b) % (unsigned)V);
+    }
+    float *lg = malloc(sizeof(float) * B * V), *lc = malloc(sizeof(float) * B * V), *l1 = malloc(sizeof(float) * V);
+    tm_kv_cache *kg = cache_of(m, TM_DT_BF16, 128), *kc = cache_of(m, TM_DT_BF16, 128), *k1 = cache_of(m, TM_DT_BF16, 64);
+    tm_kv_seq sg[B], sc[B], s1[B];
+    tm_kv_seq *pg[B], *pc[B];
+    memset(sg, 0, sizeof sg), memset(sc, 0, sizeof sc), memset(s1, 0, sizeof s1);
+    for (int b = 0; b < B; b++) {
+        pg[b] = &sg[b], pc[b] = &sc[b];
+        CHECK(prefill(cpu, kg, &sg[b], p[b], len[b], BSTEPS) == TM_OK && prefill(cpu, kc, &sc[b], p[b], len[b], BSTEPS) == TM_OK);
+    }
+    double kl_max = 0, d_max = 0, d_alone = 0;
+    int flips = 0;
+    char what[96];
+    for (int i = 0; i < BSTEPS; i++) {
+        int32_t tok[B];
+        int pos[B];
+        for (int b = 0; b < B; b++) pos[b] = len[b] + i, tok[b] = p[b][pos[b]];
+        if (step(gpu, kg, pg, tok, pos, B, lg) || step(cpu, kc, pc, tok, pos, B, lc)) break;
+        for (int b = 0; b < B; b++) {
+            snprintf(what, sizeof what, "batch row %d (%d positions), step %d", b, pos[b] + 1, i);
+            close_rows(what, lc + (size_t)b * V, lg + (size_t)b * V, V, &kl_max, &flips, &d_max);
+        }
+    }
+    printf("a batch of 3 (37, 20 and %d positions) vs cpu-avx512's batch: max KL %.2e, max diff %.2e of the row's max\n",
+           NLONG, kl_max, d_max);
+    /* each sequence alone on the GPU, from its own cache: the batch's last step's rows */
+    for (int b = 0; b < B; b++) {
+        tm_kv_seq *q = &s1[b];
+        int last = len[b] + BSTEPS - 1;
+        CHECK(prefill(cpu, k1, q, p[b], last, 1) == TM_OK && step(gpu, k1, &q, &p[b][last], &last, 1, l1) == TM_OK);
+        d_alone = fmax(d_alone, max_diff(l1, lg + (size_t)b * V, V) / max_abs(l1, V));
+        tm_kv_seq_release(k1, q);
+    }
+    printf("batched vs alone on the GPU: max diff %.2e of the row's max\n", d_alone);
+    CHECKF(d_alone < 1e-2, "a batch row differs from the sequence alone by %.3e", d_alone);
+
+    /* sequence 1's struct released and reserved again, on the same page ids, with sequence 0's prompt: the
+       device's copy of those pages holds sequence 1's old keys and must come up again */
+    int32_t old[8], n_old = sg[1].n_pages < 8 ? sg[1].n_pages : 8, reused = 0;
+    memcpy(old, sg[1].pages, sizeof(int32_t) * (size_t)n_old);
+    tm_kv_seq_release(kg, &sg[1]);
+    tm_kv_seq_release(kc, &sc[1]);
+    CHECK(prefill(cpu, kg, &sg[1], p[0], NP, 4) == TM_OK && prefill(cpu, kc, &sc[1], p[0], NP, 4) == TM_OK);
+    for (int i = 0; i < sg[1].n_pages; i++)
+        for (int j = 0; j < n_old; j++) reused += sg[1].pages[i] == old[j];
+    CHECKF(reused > 0, "the new sequence got none of the old one's pages (the stale-page case is not exercised)");
+    int pos = NP;
+    tm_kv_seq *q = &sg[1], *qc = &sc[1];
+    kl_max = d_max = 0, flips = 0;
+    if (step(gpu, kg, &q, &p[0][pos], &pos, 1, lg) == TM_OK && step(cpu, kc, &qc, &p[0][pos], &pos, 1, lc) == TM_OK)
+        close_rows("a reused sequence struct on the same pages", lc, lg, V, &kl_max, &flips, &d_max);
+    printf("a sequence reused on the same page ids with another prompt: KL %.2e vs the CPU\n", kl_max);
+    for (int b = 0; b < B; b++) {
+        tm_kv_seq_release(kg, &sg[b]);
+        tm_kv_seq_release(kc, &sc[b]);
+        free(p[b]);
+    }
+    tm_kv_cache_free(kg);
+    tm_kv_cache_free(kc);
+    tm_kv_cache_free(k1);
+    free(lg);
+    free(lc);
+    free(l1);
+}
+
+static void refusals(eng gpu, const tm_model *m, const int32_t *ids)
+{
+    tm_err err = {0};
+    float *lg = malloc(sizeof(float) * m->V);
+    tm_kv_cache *kv = cache_of(m, TM_DT_BF16, 8), *kx = NULL;
+    tm_kv_seq s = {0}, sx = {0};
+    tm_kv_seq *ps = &s, *px = &sx;
+    CHECK(tm_kv_seq_reserve(kv, &s, 64, &err) == TM_OK);
+    int pos = 10;
+    int32_t tok = m->V;
+    tm_decode_args a = {.B = 1, .tokens = &tok, .pos = &pos, .kv = kv, .seqs = &ps, .logits = lg};
+    CHECK(gpu.vt->decode(gpu.ctx, &a, &err) == TM_E_INVALID && strstr(err.msg, "vocabulary"));
+    tok = ids[0];
+    a.B = 0;
+    CHECK(gpu.vt->decode(gpu.ctx, &a, &err) == TM_E_INVALID && strstr(err.msg, "batch"));
+    a.B = 65;
+    CHECK(gpu.vt->decode(gpu.ctx, &a, &err) == TM_E_INVALID && strstr(err.msg, "batch"));
+    a.B = 1, pos = CTX;
+    CHECK(gpu.vt->decode(gpu.ctx, &a, &err) == TM_E_LIMIT && strstr(err.msg, "context"));
+    pos = 64; /* the pages cover [0, 64) */
+    CHECK(gpu.vt->decode(gpu.ctx, &a, &err) == TM_E_INVALID && strstr(err.msg, "pages"));
+    CHECK(tm_kv_cache_init(&kx, &(tm_kv_cache_opts){m->L, m->Hk + 1, m->Dh, 16, 8, TM_DT_BF16, 0}, &err) == TM_OK);
+    CHECK(kx && tm_kv_seq_reserve(kx, &sx, 64, &err) == TM_OK);
+    pos = 3;
+    tm_decode_args ax = {.B = 1, .tokens = &tok, .pos = &pos, .kv = kx, .seqs = &px, .logits = lg};
+    CHECK(kx && gpu.vt->decode(gpu.ctx, &ax, &err) == TM_E_INVALID && strstr(err.msg, "heads"));
+    tm_kv_seq_release(kx, &sx);
+    tm_kv_cache_free(kx);
+    tm_kv_seq_release(kv, &s);
+    tm_kv_cache_free(kv);
+    free(lg);
+}
+
+int main(void)
+{
+    const tm_engine_vt *vt = tm_engine_find("cuda"), *cvt = tm_engine_find("cpu-avx512");
+    tm_engine_caps caps;
+    tm_err err = {0};
+    if (!vt) {
+        printf("SKIP cuda decode: not in this build (make CUDA=1)\n");
+        return th_done("test_cuda_decode");
+    }
+    if (vt->probe(&caps, &err) != TM_OK) {
+        printf("SKIP cuda decode: %s\n", err.msg);
+        return th_done("test_cuda_decode");
+    }
+    CHECK(caps.roles & TM_ROLE_DECODE && caps.max_batch >= 8);
+    CHECKF(cvt && cvt->probe(&caps, &err) == TM_OK, "cpu-avx512: %s", err.msg);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/conformance/models/llama3/hf", th_shared());
+    tm_model *m = NULL;
+    CHECKF(tm_hf_model_open(&m, dir, NULL, &err) == TM_OK, "%s: %s", dir, err.msg);
+    eng gpu = {vt, NULL}, cpu = {cvt, NULL};
+    tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
+    if (m) CHECKF(vt->bind(&gpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
+    if (m) CHECKF(cvt->bind(&cpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
+    if (gpu.ctx && cpu.ctx) {
+        int32_t ids[1024];
+        for (int i = 0; i < 1024; i++) ids[i] = (int32_t)((i * 2654435761u + 17) % (unsigned)m->V);
+        one_sequence(gpu, cpu, m, ids, TM_DT_BF16);
+        one_sequence(gpu, cpu, m, ids, TM_DT_Q8PC);
+        batch(gpu, cpu, m, ids);
+        refusals(gpu, m, ids);
+    }
+    if (gpu.ctx) vt->unbind(gpu.ctx);
+    if (cpu.ctx) cvt->unbind(cpu.ctx);
+    tm_model_free(m);
+    return th_done("test_cuda_decode");
+}
