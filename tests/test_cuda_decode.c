@@ -11,6 +11,7 @@
  *   - a sequence released and another reserved in the same struct, on the same page ids, with
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
+ *   - all of it with the steps captured as CUDA graphs (the default) and launched one by one;
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
  *     engine's context, pages that do not cover the step, a cache of another geometry.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
@@ -298,19 +299,25 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/conformance/models/llama3/hf", th_shared());
     tm_model *m = NULL;
     CHECKF(tm_hf_model_open(&m, dir, NULL, &err) == TM_OK, "%s: %s", dir, err.msg);
-    eng gpu = {vt, NULL}, cpu = {cvt, NULL};
+    eng cpu = {cvt, NULL};
     tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
-    if (m) CHECKF(vt->bind(&gpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
     if (m) CHECKF(cvt->bind(&cpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
-    if (gpu.ctx && cpu.ctx) {
+    /* the steps captured as CUDA graphs and replayed (the default), then launched one by one */
+    for (int g = 0; m && cpu.ctx && g < 2; g++) {
+        eng gpu = {vt, NULL};
+        if (g) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
+        CHECKF(vt->bind(&gpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
+        unsetenv("TANDEM_CUDA_GRAPHS");
+        if (!gpu.ctx) continue;
+        printf("-- %s\n", g ? "TANDEM_CUDA_GRAPHS=0: launched one by one" : "CUDA graphs");
         int32_t ids[1024];
         for (int i = 0; i < 1024; i++) ids[i] = (int32_t)((i * 2654435761u + 17) % (unsigned)m->V);
         one_sequence(gpu, cpu, m, ids, TM_DT_BF16);
         one_sequence(gpu, cpu, m, ids, TM_DT_Q8PC);
         batch(gpu, cpu, m, ids);
         refusals(gpu, m, ids);
+        vt->unbind(gpu.ctx);
     }
-    if (gpu.ctx) vt->unbind(gpu.ctx);
     if (cpu.ctx) cvt->unbind(cpu.ctx);
     tm_model_free(m);
     return th_done("test_cuda_decode");

@@ -71,6 +71,7 @@
 #define CU_MAX_B 64  /* sequences per decode step */
 #define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
 #define CU_SEG 256   /* decode attention: keys per segment, about */
+#define BLAS_WS ((size_t)32 << 20)
 
 /* what the device arena holds of one sequence (design block "Decode") */
 typedef struct cu_dseq {
@@ -115,6 +116,7 @@ typedef struct cu_eng {
     tm_layer_desc *layer;             /* [L] host */
     cu_rope rope[2];
     cublasHandle_t blas;
+    void *blas_ws;                    /* its workspace, BLAS_WS bytes */
     cudaStream_t st;
     cudaEvent_t ev[2];                /* export copy of layer l done: ev[l % 2] */
     uint16_t *embed, *lm_head;        /* bf16 [V][D] (lm_head == embed when tied) */
@@ -149,14 +151,19 @@ typedef struct cu_eng {
     uint64_t clock;                   /* steps so far */
     uint8_t *up_host;                 /* pinned staging of page uploads, up_cap bytes */
     size_t up_cap;
-    int32_t *meta_host, *meta_dev;    /* tokens [B], pos [B], page tables [B][ptw]: meta_cap int32s */
-    size_t meta_cap;
+    int32_t *meta_host, *meta_dev;    /* tokens [B], pos [B], page tables [B][ptw]: CU_MAX_B rows' room */
     uint8_t *dexp_dev, *dexp_host;    /* a step's export rows, every layer: [L] regions of dexp_stride (CU_MAX_B rows
                                          of 4 bytes at most), made at the first step */
     float *dlogits;                   /* [CU_MAX_B][V] */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
     size_t dpart_cap;
     double t_upload;                  /* seconds spent bringing pages up (the profile prints it) */
+    int dseg_n, dseg_len;             /* the decode attention's key segments: fixed by the context (a captured
+                                         step's launches do not change with it; empty segments return at once) */
+    int ptw;                          /* page table entries per sequence: the context's pages */
+    cudaGraphExec_t graph[CU_MAX_B + 1][2]; /* decode steps captured, by batch and RoPE long factors (or not) */
+    int g_dt;                         /* the cache dtype code they were captured for */
+    int use_graphs;                   /* TANDEM_CUDA_GRAPHS=0: none (a measurement switch) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -209,6 +216,14 @@ static void prof_init(cu_eng *e)
     cudaEventCreate(&p->t0);
     cudaEventCreate(&p->t1);
     e->prof = p;
+}
+
+/* the captured decode steps, all of them (a pointer they hold moved, or the cache's dtype) */
+static void graphs_drop(cu_eng *e)
+{
+    for (int b = 0; b <= CU_MAX_B; b++)
+        for (int f = 0; f < 2; f++)
+            if (e->graph[b][f]) cudaGraphExecDestroy(e->graph[b][f]), e->graph[b][f] = NULL;
 }
 
 static int cuerr(tm_err *err, cudaError_t e, const char *what)
@@ -356,12 +371,14 @@ static void cu_unbind(void *vctx)
     cudaFreeHost(e->up_host);
     cudaFreeHost(e->meta_host);
     cudaFreeHost(e->dexp_host);
+    graphs_drop(e);
     void *dp[] = {e->arena, e->meta_dev, e->dexp_dev, e->dlogits, e->dpart};
     for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
     for (int i = 0; i < CU_DSEQ; i++) free(e->ds[i].pages);
     for (int i = 0; i < 2; i++)
         if (e->ev[i]) cudaEventDestroy(e->ev[i]);
     if (e->blas) cublasDestroy(e->blas);
+    cudaFree(e->blas_ws);
     if (e->st) cudaStreamDestroy(e->st);
     free(e->layer);
     free(e->m_pages);
@@ -427,7 +444,13 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         rc = cuerr(err, ce, "setting up the device");
         goto fail;
     }
-    if (cublasCreate(&e->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(e->blas, e->st) != CUBLAS_STATUS_SUCCESS) {
+    /* cuBLAS's workspace is ours, so that a captured decode step allocates nothing */
+    if ((ce = cudaMalloc(&e->blas_ws, BLAS_WS)) != cudaSuccess) {
+        rc = cuerr(err, ce, "cudaMalloc (cuBLAS workspace)");
+        goto fail;
+    }
+    if (cublasCreate(&e->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(e->blas, e->st) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(e->blas, e->blas_ws, BLAS_WS) != CUBLAS_STATUS_SUCCESS) {
         rc = tm_errf(err, TM_E_IO, "cuda engine: cuBLAS could not start");
         goto fail;
     }
@@ -500,6 +523,16 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         goto fail;
     }
     e->attn_split = getenv("TANDEM_CUDA_SPLIT") ? atoi(getenv("TANDEM_CUDA_SPLIT")) : 0;
+    e->dseg_n = (e->cap + CU_SEG - 1) / CU_SEG;
+    e->dseg_n = e->dseg_n > 1024 ? 1024 : e->dseg_n;
+    e->dseg_len = (e->cap + e->dseg_n - 1) / e->dseg_n;
+    if (cu_attn_decode_smem(m->Dh, e->dseg_len) > 48 * 1024) {
+        rc = tm_errf(err, TM_E_LIMIT, "cuda engine: a context of %d is past the decode attention's %d positions",
+                     e->cap, 1024 * 8192);
+        goto fail;
+    }
+    e->g_dt = -1;
+    e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
     *out = e;
     return TM_OK;
 fail:
@@ -548,7 +581,6 @@ typedef struct cu_call {
     const int *dpos;                  /* decode: device [B] positions */
     cu_dec_attn_args da;              /* decode: the arena's view, layer_off set per layer */
     size_t layer_bytes;               /* decode: the arena's (page, layer) region */
-    int nkeys;                        /* decode: the batch's longest key span, before any window */
     size_t dstride;                   /* decode: export bytes per layer */
 } cu_call;
 
@@ -557,6 +589,7 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
 {
     size_t need = cu_attention_scratch(B, e->H, e->Dh, S);
     if (need <= e->dpart_cap) return TM_OK;
+    graphs_drop(e); /* they hold the old pointer */
     cudaFree(e->dpart); /* waits for the kernels that used it */
     e->dpart = NULL, e->dpart_cap = 0;
     CK(cudaMalloc((void **)&e->dpart, need), "cudaMalloc (decode attention)");
@@ -573,15 +606,9 @@ static int dec_attention(cu_eng *e, const cu_call *c, int l, int window, const f
     da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
     cu_kv_put(e->st, &da, exp, (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), rb);
-    int n = window > 0 && window < c->nkeys ? window : c->nkeys;
-    int S = (n + CU_SEG - 1) / CU_SEG;
-    S = S < 1 ? 1 : S > 1024 ? 1024 : S;
-    int seglen = (n + S - 1) / S, rc;
-    if (cu_attn_decode_smem(e->Dh, seglen) > 48 * 1024)
-        return tm_errf(err, TM_E_LIMIT, "cuda decode: %d keys in one step's attention (at most %d)", n, 1024 * 8192);
-    if (S > 1 && (rc = dpart_need(e, c->T, S, err))) return rc;
+    (void)err;
     prof_mark(e, PROF_ATTN, 0);
-    cu_attn_decode(e->st, &da, S, seglen, e->dpart);
+    cu_attn_decode(e->st, &da, e->dseg_n, e->dseg_len, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
     return TM_OK;
 }
@@ -812,20 +839,45 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
 
 /* ---- decode (design block "Decode") ------------------------------------------------------------ */
 
+/* one step's launches (c: its shape): tokens, layers, logits into dlogits. The profile is the prefill's. */
+static int dec_forward(cu_eng *e, const cu_call *c, tm_err *err)
+{
+    cu_prof *prof = e->prof;
+    e->prof = NULL;
+    int B = c->T, rc = TM_OK;
+    cudaError_t ce = cudaMemcpyAsync(e->tok, e->meta_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToDevice, e->st);
+    if (ce != cudaSuccess) rc = cuerr(err, ce, "tokens");
+    if (rc == TM_OK) embed(e, B, 0, c->dpos);
+    for (int l = 0; l < e->L && rc == TM_OK; l++) rc = layer_fwd(e, c, l, err);
+    if (rc == TM_OK) rc = logits_rows(e, e->dlogits, 0, B, err);
+    e->prof = prof;
+    return rc;
+}
+
 /* the device arena for cache kv: made at its first step; another cache's step drops it, and with it
  * what the engine tracked */
 static int arena_for(cu_eng *e, const tm_kv_cache *kv, tm_err *err)
 {
     uint64_t uid = tm_kv_cache_uid(kv);
     if (e->arena && e->a_uid == uid) return TM_OK;
+    graphs_drop(e);
     cudaFree(e->arena);
-    e->arena = NULL, e->a_uid = 0, e->a_bytes = 0;
+    cudaFree(e->meta_dev);
+    cudaFreeHost(e->meta_host);
+    e->arena = NULL, e->a_uid = 0, e->a_bytes = 0, e->meta_dev = NULL, e->meta_host = NULL;
     for (int i = 0; i < CU_DSEQ; i++) e->ds[i].uid = 0, e->ds[i].used = 0;
     size_t bytes = tm_kv_cache_bytes(kv);
     cudaError_t ce = cudaMalloc((void **)&e->arena, bytes);
     if (ce != cudaSuccess)
         return tm_errf(err, ce == cudaErrorMemoryAllocation ? TM_E_NOMEM : TM_E_IO,
                        "cuda decode: a device copy of the %zu MB KV cache: %s", bytes >> 20, cudaGetErrorString(ce));
+    /* tokens [B], positions [B], page tables [B][ptw] of the context's pages: one buffer whatever the batch,
+       so a captured step's pointers hold */
+    int ps = tm_kv_cache_info(kv)->page_size;
+    e->ptw = (e->cap + ps - 1) / ps;
+    size_t n = (size_t)CU_MAX_B * (2 + (size_t)e->ptw) * sizeof(int32_t);
+    CK(cudaMalloc((void **)&e->meta_dev, n), "cudaMalloc (decode)");
+    CK(cudaMallocHost((void **)&e->meta_host, n), "cudaMallocHost (decode)");
     e->a_uid = uid, e->a_bytes = bytes;
     return TM_OK;
 }
@@ -899,18 +951,10 @@ static int dec_sync(cu_eng *e, const tm_decode_args *a, size_t pb, cu_dseq **st,
 }
 
 /* tokens [B], positions [B] and the page tables [B][ptw] up (meta_dev) */
-static int dec_meta(cu_eng *e, const tm_decode_args *a, int ptw, tm_err *err)
+static int dec_meta(cu_eng *e, const tm_decode_args *a, tm_err *err)
 {
-    int B = a->B;
+    int B = a->B, ptw = e->ptw;
     size_t n = (size_t)B * (2 + (size_t)ptw);
-    if (n > e->meta_cap) {
-        cudaFreeHost(e->meta_host);
-        cudaFree(e->meta_dev);
-        e->meta_host = NULL, e->meta_dev = NULL, e->meta_cap = 0;
-        CK(cudaMallocHost((void **)&e->meta_host, n * sizeof(int32_t)), "cudaMallocHost");
-        CK(cudaMalloc((void **)&e->meta_dev, n * sizeof(int32_t)), "cudaMalloc");
-        e->meta_cap = n;
-    }
     int32_t *m = e->meta_host;
     for (int b = 0; b < B; b++) {
         m[b] = a->tokens[b], m[B + b] = a->pos[b];
@@ -935,7 +979,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     if (!e->dexp_host) CK(cudaMallocHost((void **)&e->dexp_host, xcap), "cudaMallocHost (decode)");
     const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
     if ((rc = check_cache(e, o, "cuda decode", err))) return rc;
-    int ps = o->page_size, ptw = 1, span = 0;
+    int ps = o->page_size, span = 0;
     for (int b = 0; b < B; b++) {
         int p = a->pos[b];
         if (a->tokens[b] < 0 || a->tokens[b] >= e->V)
@@ -950,27 +994,46 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
         if (a->seqs[b]->n_pages * ps < p + 1)
             return tm_errf(err, TM_E_INVALID, "cuda decode: KV pages of sequence %d cover %d positions, the step needs %d",
                            b, a->seqs[b]->n_pages * ps, p + 1);
-        ptw = p / ps + 1 > ptw ? p / ps + 1 : ptw;
         span = p + 1 > span ? p + 1 : span;
     }
     size_t blk = tm_kv_block_bytes(o->dtype, ps, o->head_dim), lb = 2 * (size_t)e->Hk * blk, pb = (size_t)e->L * lb;
     if ((rc = arena_for(e, a->kv, err))) return rc;
     e->clock++;
     cu_dseq *st[CU_MAX_B];
-    if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, ptw, err))) return rc;
-    cu_prof *prof = e->prof; /* the profile is the prefill's */
-    e->prof = NULL;
+    if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, err))) return rc;
+    if (e->dseg_n > 1 && (rc = dpart_need(e, B, e->dseg_n, err))) return rc;
     const int *dpos = e->meta_dev + B;
     cu_call c = {.T = B, .n_valid = B, .span = span, .kv_dt = o->dtype, .decode = 1, .dpos = dpos, .layer_bytes = lb,
-                 .nkeys = span, .dstride = dexp_stride(e, B, kv_esz(o->dtype))};
+                 .dstride = dexp_stride(e, B, kv_esz(o->dtype))};
     c.da = (cu_dec_attn_args){.B = B, .H = e->H, .Hk = e->Hk, .Dh = e->Dh, .arena = e->arena, .page_bytes = pb,
                               .blk_bytes = blk, .ps = ps, .dt = kv_code(o->dtype), .pt = e->meta_dev + 2 * B,
-                              .ptw = ptw, .pos = dpos};
-    CK(cudaMemcpyAsync(e->tok, e->meta_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToDevice, e->st), "tokens");
-    embed(e, B, 0, dpos);
-    for (int l = 0; l < e->L && rc == TM_OK; l++) rc = layer_fwd(e, &c, l, err);
-    if (rc == TM_OK) rc = logits_rows(e, e->dlogits, 0, B, err);
-    e->prof = prof;
+                              .ptw = e->ptw, .pos = dpos};
+    /* the step's launches: captured once per (batch, RoPE frequencies) and replayed after (its inputs
+       are in meta_dev); TANDEM_CUDA_GRAPHS=0 or a capture that fails: launched one by one */
+    int lf = 0;
+    for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
+    if (e->g_dt != kv_code(o->dtype)) graphs_drop(e), e->g_dt = kv_code(o->dtype);
+    cudaGraphExec_t *gx = e->use_graphs ? &e->graph[B][lf] : NULL;
+    if (gx && *gx) {
+        CK(cudaGraphLaunch(*gx, e->st), "cudaGraphLaunch");
+    } else {
+        cudaGraph_t g = NULL;
+        if (gx && cudaStreamBeginCapture(e->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) gx = NULL;
+        rc = dec_forward(e, &c, err);
+        if (gx) {
+            cudaError_t ce = cudaStreamEndCapture(e->st, &g);
+            if (rc == TM_OK && ce == cudaSuccess && cudaGraphInstantiate(gx, g, 0) == cudaSuccess) {
+                ce = cudaGraphLaunch(*gx, e->st);
+            } else { /* not capturable here: one by one from now on (an error of the step's own shows again) */
+                *gx = NULL, e->use_graphs = 0;
+                cudaGetLastError();
+                rc = dec_forward(e, &c, err);
+                ce = cudaSuccess;
+            }
+            if (g) cudaGraphDestroy(g);
+            if (rc == TM_OK && ce != cudaSuccess) rc = cuerr(err, ce, "cudaGraphLaunch");
+        }
+    }
     if (rc) {
         cudaStreamSynchronize(e->st);
         return rc;
