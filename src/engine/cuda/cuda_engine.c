@@ -107,6 +107,9 @@ typedef struct cu_prof {
     int cat[PROF_EV / 2];
     double ms[PROF_NCAT], total_ms, host_wait_s, gemm_flop;
     long chunks, rows;
+    cudaEvent_t d0, d1;               /* a decode step's launches on the GPU */
+    double dec_gpu_ms, dec_host_s;    /* decode steps: their GPU time, the calls' wall time */
+    long steps, step_rows;
 } cu_prof;
 
 typedef struct cu_eng {
@@ -198,7 +201,12 @@ static void prof_free(cu_eng *e)
                 p->ms[PROF_GEMM] > 0 ? p->gemm_flop / (p->ms[PROF_GEMM] * 1e-3) / 1e12 : 0, p->ms[PROF_ATTN],
                 p->ms[PROF_QKV], p->total_ms - p->ms[PROF_GEMM] - p->ms[PROF_ATTN] - p->ms[PROF_QKV],
                 p->host_wait_s * 1e3);
-    if (e->t_upload > 0) fprintf(stderr, "cuda profile: decode KV pages brought up in %.2f ms\n", e->t_upload * 1e3);
+    if (p->steps)
+        fprintf(stderr, "cuda profile: %ld decode steps (%.2f sequences each): GPU %.3f ms a step, the call %.3f ms; KV "
+                "pages brought up in %.2f ms in all\n", p->steps, (double)p->step_rows / p->steps,
+                p->dec_gpu_ms / p->steps, p->dec_host_s * 1e3 / p->steps, e->t_upload * 1e3);
+    cudaEventDestroy(p->d0);
+    cudaEventDestroy(p->d1);
     for (int i = 0; i < PROF_EV; i++) cudaEventDestroy(p->ev[i]);
     cudaEventDestroy(p->t0);
     cudaEventDestroy(p->t1);
@@ -215,6 +223,8 @@ static void prof_init(cu_eng *e)
     for (int i = 0; i < PROF_EV; i++) cudaEventCreate(&p->ev[i]);
     cudaEventCreate(&p->t0);
     cudaEventCreate(&p->t1);
+    cudaEventCreate(&p->d0);
+    cudaEventCreate(&p->d1);
     e->prof = p;
 }
 
@@ -971,6 +981,8 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
 {
     cu_eng *e = vctx;
     int B = a->B, rc;
+    struct timespec t_in;
+    clock_gettime(CLOCK_MONOTONIC, &t_in);
     if (B < 1 || B > CU_MAX_B) return tm_errf(err, TM_E_INVALID, "cuda decode: batch %d (1..%d)", B, CU_MAX_B);
     /* the first step (whatever roles bind was told): export rows of every layer, logits */
     size_t xcap = (size_t)e->L * dexp_stride(e, CU_MAX_B, 4);
@@ -1014,6 +1026,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
     if (e->g_dt != kv_code(o->dtype)) graphs_drop(e), e->g_dt = kv_code(o->dtype);
     cudaGraphExec_t *gx = e->use_graphs ? &e->graph[B][lf] : NULL;
+    if (e->prof) cudaEventRecord(e->prof->d0, e->st);
     if (gx && *gx) {
         CK(cudaGraphLaunch(*gx, e->st), "cudaGraphLaunch");
     } else {
@@ -1038,6 +1051,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
         cudaStreamSynchronize(e->st);
         return rc;
     }
+    if (e->prof) cudaEventRecord(e->prof->d1, e->st);
     CK(cudaMemcpyAsync(a->logits, e->dlogits, sizeof(float) * (size_t)B * e->V, cudaMemcpyDeviceToHost, e->st), "logits");
     CK(cudaMemcpyAsync(e->dexp_host, e->dexp_dev, (size_t)e->L * c.dstride, cudaMemcpyDeviceToHost, e->st), "KV export");
     CK(cudaStreamSynchronize(e->st), "decode");
@@ -1057,6 +1071,14 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
         }
         memcpy(d->pages, q->pages, sizeof(int32_t) * (size_t)np);
         d->np = np, d->n = a->pos[b] + 1;
+    }
+    if (e->prof) {
+        float ms;
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (cudaEventElapsedTime(&ms, e->prof->d0, e->prof->d1) == cudaSuccess) e->prof->dec_gpu_ms += ms;
+        e->prof->dec_host_s += (double)(t1.tv_sec - t_in.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t_in.tv_nsec);
+        e->prof->steps++, e->prof->step_rows += B;
     }
     return TM_OK;
 }
