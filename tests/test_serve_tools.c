@@ -377,8 +377,8 @@ static void test_server(tandem_model *m, tandem_session *s)
         const char *parser;
         int qwen;
         size_t id_len;
-    } by_hand[] = {{"hermes", 0, 29}, {"mistral", 1, 9}};
-    for (int k = 0; k < 2; k++) {
+    } by_hand[] = {{"hermes", 0, 29}, {"mistral", 1, 9}, {"mistral_args", 0, 9}};
+    for (int k = 0; k < 3; k++) {
         o.tool_parser = by_hand[k].parser;
         o.chat_template = by_hand[k].qwen ? qwen : plain;
         CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);

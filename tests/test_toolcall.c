@@ -3,8 +3,8 @@
  * 1. Detection on the conformance chat templates and on each dialect's marker.
  * 2. The tools array: well-formed ones pass, each malformed field is named.
  * 3. Parsing, per dialect: calls with content around them, several calls, arguments written as a
- *    string, undeclared names, broken JSON, unclosed calls (all-or-nothing: a reply that is not
- *    calls comes back whole as content).
+ *    string, undeclared names, broken JSON, unclosed calls, mistral_args with and without its
+ *    special-token markers (all-or-nothing: a reply that is not calls comes back whole as content).
  * 4. The stream's hold-back on random replies built from markers, pieces of markers, JSON and
  *    words: never more than the text, never fewer for a longer text, and what went out is where
  *    the final parse's content begins (up to whitespace the parse trims).
@@ -55,8 +55,11 @@ static void test_detect(void)
     CHECK(tm_tool_dialect_detect(NULL) == NULL);
     CHECK(tm_tool_dialect_detect("{{ messages }}") == NULL);
     CHECK(!strcmp(tm_tool_dialect_detect("... <|tool_call|>[{{ x }}]")->name, "granite"));
-    const char *names[] = {"hermes", "llama3_json", "mistral", "granite"};
-    for (int i = 0; i < 4; i++) {
+    /* a v11+ Mistral template: the calls as name [ARGS] arguments (it shows [TOOL_CALLS] too) */
+    CHECK(!strcmp(tm_tool_dialect_detect("{{- '[TOOL_CALLS]' + tc['function']['name'] + '[ARGS]' + args }}")->name,
+                  "mistral_args"));
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args"};
+    for (int i = 0; i < 5; i++) {
         const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
         CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
     }
@@ -171,6 +174,21 @@ static void test_parse(void)
     parse_case("mistral", "[{\"name\": \"now\", \"arguments\": {}}, 7]", "", "[{\"name\": \"now\", \"arguments\": {}}, 7]");
     /* granite */
     parse_case("granite", "<|tool_call|>[{\"name\": \"now\", \"arguments\": {}}]", "now {}", "");
+    /* mistral_args: with the markers, with an id, without them (special tokens the text skips) */
+    parse_case("mistral_args", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", "get_weather {\"city\":\"Paris\"}", "");
+    parse_case("mistral_args", "[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}[TOOL_CALLS]now[ARGS]{}", "add {\"a\":1,\"b\":2}|now {}",
+               "");
+    parse_case("mistral_args", "[TOOL_CALLS]now[CALL_ID]a1B2c3D4e[ARGS]{}", "now {}", "");
+    parse_case("mistral_args", "get_weather{\"city\": \"Oslo\"}now{}", "get_weather {\"city\":\"Oslo\"}|now {}", "");
+    parse_case("mistral_args", " now[ARGS]{}\n", "now {}", "");
+    parse_case("mistral_args", "Let me check.[TOOL_CALLS]now[ARGS]{}", "now {}", "Let me check.");
+    parse_case("mistral_args", "[TOOL_CALLS]now[ARGS]{} and done", "now {}", " and done");
+    parse_case("mistral_args", "now {}", "", "now {}");                 /* a space: prose */
+    parse_case("mistral_args", "Hello world", "", "Hello world");
+    parse_case("mistral_args", "now{} and more", "", "now{} and more"); /* bare calls are the whole reply */
+    parse_case("mistral_args", "rm[ARGS]{}", "", "rm[ARGS]{}");         /* not declared */
+    parse_case("mistral_args", "now[ARGS][1]", "", "now[ARGS][1]");     /* arguments not an object */
+    parse_case("mistral_args", "[TOOL_CALLS]now[ARGS]{\"x\": }", "", "[TOOL_CALLS]now[ARGS]{\"x\": }");
     /* a reply cut short (max_tokens): the call it ends inside is dropped, the complete ones kept */
     static const struct {
         const char *dn, *text, *calls, *content;
@@ -186,6 +204,9 @@ static void test_parse(void)
         {"mistral", "[{\"name\": \"now\", \"arguments\": {}} x", "", "[{\"name\": \"now\", \"arguments\": {}} x"},
         {"llama3_json", "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"add\", \"param", "now {}", ""},
         {"llama3_json", "{\"name\": \"now\", \"parameters\": {}};", "now {}", ""},
+        {"mistral_args", "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]add[AR", "now {}", ""},
+        {"mistral_args", "now{}add{\"a\": 1", "now {}", ""},
+        {"mistral_args", "now[CALL", "", "now[CALL"},
     };
     for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++)
         parse_with(TOOLS, 1, cut[i].dn, cut[i].text, cut[i].calls, cut[i].content);
@@ -222,11 +243,12 @@ static void test_holdback(void)
         "<tool_call>", "<tool", "<", "</tool_call>", "[TOOL_CALLS]", "[TOOL", "<|python_tag|>", "<|python",
         "<|tool_call|>", "{\"name\": \"now\", \"arguments\": {}}", "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
         "[{\"name\": \"now\", \"arguments\": {}}]", "\n", " ", "Hello", "world.", "{", "[", ";", "}", "]",
+        "[ARGS]", "[AR", "now", "now{}", "add[ARGS]{\"a\": 1, \"b\": 2}", "[CALL_ID]x9", "get_weather",
     };
-    const char *names[] = {"hermes", "llama3_json", "mistral", "granite"};
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args"};
     long checked = 0;
     for (int round = 0; round < 4000; round++) {
-        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 4]);
+        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 5]);
         char text[1024];
         size_t n = 0;
         int np = 1 + (int)rnd(8);
@@ -268,6 +290,11 @@ static void test_holdback(void)
     CHECK_EQ_INT(tm_tool_safe_prefix(l, "  ", 2), 0);
     CHECK_EQ_INT(tm_tool_safe_prefix(l, "  {\"na", 6), 0);
     CHECK_EQ_INT(tm_tool_safe_prefix(l, "Sure {", 6), 6);
+    const tm_tool_dialect *ma = tm_tool_dialect_named("mistral_args");
+    CHECK_EQ_INT(tm_tool_safe_prefix(ma, "get_weather", 11), 0);
+    CHECK_EQ_INT(tm_tool_safe_prefix(ma, "get_weather{", 12), 0);
+    CHECK_EQ_INT(tm_tool_safe_prefix(ma, "get weather", 11), 11);
+    CHECK_EQ_INT(tm_tool_safe_prefix(ma, "Sure [TOOL", 10), 5);
 }
 
 /* ---- forced replies ---- */
@@ -368,6 +395,21 @@ static void test_grammar(void)
         CHECK(takes(g, "]") == 0);
         tm_grammar_free(g);
     }
+    g = forced("mistral_args", TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, "mistral_args", g, "add{\"a\": 3, \"b\": 4}now{}", "add {\"a\":3,\"b\":4}|now {}");
+        forced_yes(TOOLS, "mistral_args", g, "get_weather{\"city\": \"Lima\"}", "get_weather {\"city\":\"Lima\"}");
+        CHECK(takes(g, "now {}") == 0);
+        CHECK(takes(g, "rm{}") == 0);
+        CHECK(takes(g, "add{\"a\": 3}") == 0); /* b required */
+        tm_grammar_free(g);
+    }
+    g = forced("mistral_args", TOOLS, "now", 0);
+    if (g) {
+        CHECK(takes(g, "now{}") == 1);
+        CHECK(takes(g, "now{}now{}") == 0);
+        tm_grammar_free(g);
+    }
     g = forced("granite", TOOLS, NULL, 0);
     if (g) {
         forced_yes(TOOLS, "granite", g, "{\"name\": \"now\", \"arguments\": {}}]", "now {}");
@@ -461,6 +503,8 @@ static void test_ids(void)
     for (const char *p = a; *p; p++)
         alnum &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
     CHECKF(strlen(a) == 9 && alnum && strcmp(a, b), "%s %s", a, b);
+    tm_tool_call_id(tm_tool_dialect_named("mistral_args"), 3, b, sizeof b);
+    CHECKF(strlen(b) == 9, "%s", b);
     tm_tool_call_id(tm_tool_dialect_named("hermes"), 1, a, sizeof a);
     CHECKF(strlen(a) == 29 && !strncmp(a, "call_", 5), "%s", a);
     tm_tool_call_id(NULL, 7, b, 8);

@@ -27,7 +27,7 @@ static void serve_usage(FILE *f)
           "      --template F.jinja chat template (default: the model's)\n"
           "      --tool-parser D    how replies to requests with \"tools\" are read for calls: auto (the\n"
           "                         dialect the chat template shows: default), none, hermes,\n"
-          "                         llama3_json, mistral or granite\n"
+          "                         llama3_json, mistral, mistral_args or granite\n"
           "      --reasoning-format F  where a reply's <think> block goes: auto (to\n"
           "                         \"reasoning_content\" when the chat template shows </think>:\n"
           "                         default), deepseek (always there), none (left in content)\n"

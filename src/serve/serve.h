@@ -46,7 +46,7 @@ typedef struct tm_server_opts {
     int seed_set;                  /* 1: a request without "seed" uses defaults->seed; 0: a fresh random seed */
     const char *tool_parser;       /* how replies to requests with tools are read for calls: NULL or "auto":
                                       the dialect the chat template shows (text/toolcall.h); "none": never;
-                                      or a dialect's name (hermes, llama3_json, mistral, granite) */
+                                      or a dialect's name (hermes, llama3_json, mistral, mistral_args, granite) */
     const char *reasoning;         /* where a reply's <think> block goes: NULL or "auto": to the message's
                                       "reasoning_content" when the chat template shows </think>
                                       (text/reasoning.h); "deepseek": always so; "none": left in content */

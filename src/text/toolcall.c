@@ -15,6 +15,9 @@
 /* The dialects, in the order detection tries them (a template showing "[TOOL_CALLS]" may also
  * mention the others' words; none of the later markers contains an earlier one). */
 static const tm_tool_dialect dialects[] = {
+    {.name = "mistral_args", .detect = {"[ARGS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .bare = 1,
+     .args_key = "arguments", .gen_open = "[TOOL_CALLS]", .gen_close = "", .gen_sep = "", .gen_end = "", .id_len = 9,
+     .args_marker = "[ARGS]", .id_marker = "[CALL_ID]"},
     {.name = "mistral", .detect = {"[TOOL_CALLS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .list = 1,
      .bare = 1, .args_key = "arguments", .gen_open = "[TOOL_CALLS][", .gen_close = "", .gen_sep = ", ",
      .gen_end = "]", .id_len = 9},
@@ -47,19 +50,22 @@ const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
 
 const char *tm_tool_dialect_names(void)
 {
-    return "hermes, llama3_json, mistral, granite";
+    return "hermes, llama3_json, mistral, mistral_args, granite";
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
+
+static int name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+}
 
 static int name_ok(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n > TM_TOOL_MAX_NAME) return 0;
     for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-              *p == '-' || *p == '.'))
-            return 0;
+        if (!name_char(*p)) return 0;
     return 1;
 }
 
@@ -214,12 +220,76 @@ static cJSON *json_at(const char *text, size_t len, size_t p, size_t *end)
     return v;
 }
 
+/* does text[p..len) start with marker m (*whole = 1), or is it a proper prefix of m (*whole = 0)? */
+static int marker_at(const char *m, const char *text, size_t len, size_t p, int *whole)
+{
+    size_t k = m ? strlen(m) : 0;
+    if (!k || p >= len) return 0;
+    *whole = len - p >= k;
+    return !memcmp(text + p, m, *whole ? k : len - p);
+}
+
+/* One call of a named dialect at text[p..len): name, [id_marker id], [args_marker], object, no space
+ * between. GOOD (*end past the object), BAD, CUT, or TM_E_NOMEM. */
+static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools,
+                         calls *c, size_t *end, int cut)
+{
+    size_t q = p;
+    while (q < len && name_char(text[q])) q++;
+    if (q == len) return cut ? CUT : BAD;
+    if (q == p || q - p > TM_TOOL_MAX_NAME) return BAD;
+    size_t nend = q;
+    int whole;
+    if (marker_at(d->id_marker, text, len, q, &whole)) {
+        if (!whole) return cut ? CUT : BAD;
+        q += strlen(d->id_marker);
+        while (q < len && name_char(text[q])) q++;
+        if (q == len) return cut ? CUT : BAD;
+    }
+    if (marker_at(d->args_marker, text, len, q, &whole)) {
+        if (!whole) return cut ? CUT : BAD;
+        q += strlen(d->args_marker);
+    }
+    if (q == len) return cut ? CUT : BAD;
+    if (text[q] != '{') return BAD; /* the object right after (cJSON would skip a space) */
+    size_t e = 0;
+    cJSON *args = json_at(text, len, q, &e);
+    if (!args) return cut ? CUT : BAD;
+    cJSON *o = cJSON_CreateObject();
+    char nm[TM_TOOL_MAX_NAME + 1];
+    memcpy(nm, text + p, nend - p);
+    nm[nend - p] = '\0';
+    if (!o || !cJSON_AddStringToObject(o, "name", nm) || !cJSON_AddItemToObject(o, "arguments", args)) {
+        if (!o || !cJSON_GetObjectItemCaseSensitive(o, "arguments")) cJSON_Delete(args);
+        cJSON_Delete(o);
+        return TM_E_NOMEM;
+    }
+    int rc = add_call(o, tools, c);
+    cJSON_Delete(o);
+    if (rc == GOOD) *end = e;
+    return rc;
+}
+
 /* The calls of one marker (or of a bare reply) at text[p..len): GOOD with *end past them, BAD,
  * CUT (cut: the reply ends inside a call; the complete ones before it are in c) or TM_E_NOMEM. A
  * list is read element by element, so that a cut one leaves those before it. */
 static int calls_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools, calls *c,
                     size_t *end, int cut)
 {
+    if (d->args_marker) { /* named calls, one after another (their markers are special tokens the text may skip) */
+        int rc = named_call_at(d, text, len, p, tools, c, end, cut);
+        while (rc == GOOD) {
+            size_t q = skip_ws(text, *end, len);
+            if (q == len || !name_char(text[q])) break;
+            size_t e = 0;
+            int r2 = named_call_at(d, text, len, q, tools, c, &e, cut);
+            if (r2 == GOOD) *end = e;
+            else if (r2 == CUT) return CUT;
+            else if (r2 != BAD) return r2;
+            else break; /* not a call: text after the calls */
+        }
+        return rc;
+    }
     if (d->list) {
         if (p == len) return cut ? CUT : BAD;
         if (text[p] != '[') return BAD;
@@ -272,8 +342,10 @@ static int split(const tm_tool_dialect *d, const char *text, size_t len, const c
                  text_t *content)
 {
     size_t i = skip_ws(text, 0, len), e = 0, olen = strlen(d->open), clen = strlen(d->close), pos = 0;
-    if (d->bare && i < len && text[i] == (d->list ? '[' : '{') &&
-        !(len - i >= olen && !memcmp(text + i, d->open, olen))) {
+    /* a bare reply: the calls' bracket first, or (named) a name, and no marker anywhere */
+    int bare_start = i < len && (d->args_marker ? name_char(text[i]) && !memmem(text, len, d->open, olen)
+                                                : text[i] == (d->list ? '[' : '{'));
+    if (d->bare && bare_start && !(len - i >= olen && !memcmp(text + i, d->open, olen))) {
         int rc = calls_at(d, text, len, i, tools, c, &e, cut);
         if (rc == CUT) return c->n ? GOOD : BAD;
         return rc == GOOD && skip_ws(text, e, len) < len ? BAD : rc;
@@ -341,7 +413,12 @@ size_t tm_tool_safe_prefix(const tm_tool_dialect *d, const char *text, size_t le
 {
     if (d->bare) {
         size_t i = skip_ws(text, 0, len);
-        if (i == len || text[i] == (d->list ? '[' : '{')) return 0;
+        if (i == len || (!d->args_marker && text[i] == (d->list ? '[' : '{'))) return 0;
+        if (d->args_marker) { /* a name run to the end, or one followed by a marker or the object: maybe calls */
+            size_t j = i;
+            while (j < len && name_char(text[j])) j++;
+            if (j > i && (j == len || text[j] == '{' || text[j] == '[')) return 0;
+        }
     }
     size_t olen = strlen(d->open);
     const char *m = memmem(text, len, d->open, olen);
@@ -474,6 +551,14 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
     for (const cJSON *tool = tools->child; tool && !bad && rc == TM_OK; tool = tool->next, i++) {
         if (only && strcmp(tool_name(tool), only)) continue;
         char key[64], nm[96], rule[32];
+        if (d->args_marker) { /* the bare form: the name, then the object */
+            snprintf(rule, sizeof rule, "tc-%d ::= ", i);
+            bad = puts_(&t, rule) || put_lit(&t, tool_name(tool));
+            snprintf(rule, sizeof rule, " t%d-root\n", i);
+            bad = bad || puts_(&t, rule);
+            if (!bad) rc = put_args(&t, tool_fn(tool), i, err);
+            continue;
+        }
         snprintf(rule, sizeof rule, "tc-%d ::= \"{\" tc-ws ", i);
         snprintf(key, sizeof key, "\"%s\"", d->args_key);
         snprintf(nm, sizeof nm, "\"%s\"", tool_name(tool));

@@ -5,6 +5,8 @@
  *   hermes       <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>   (Qwen2.5, Qwen3, Hermes)
  *   llama3_json  {"name": "f", "parameters": {...}}, alone or after <|python_tag|> (Llama 3.1-3.3)
  *   mistral      [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]             (Mistral, Nemo)
+ *   mistral_args [TOOL_CALLS]f[ARGS]{...}[TOOL_CALLS]g[ARGS]{...}              (Mistral Small 3.1+, Devstral,
+ *                ([CALL_ID]id before [ARGS] in some)                             Magistral: v11+ templates)
  *   granite      <|tool_call|>[{"name": "f", "arguments": {...}}, ...]            (Granite 3)
  *
  * The chat template says which: it shows the model its own past calls in the same form, so
@@ -24,6 +26,13 @@
  * A dialect is a row of data (open and close markers, whether the calls are one JSON list,
  * whether they may stand bare, the argument key a forced call writes), not code: the parser, the
  * stream's hold-back and the grammar are written once over those fields.
+ *
+ * A named dialect (mistral_args) writes each call as its name, then the arguments' object, with
+ * special tokens between ([ARGS], and [CALL_ID] and an id in some templates) and before ([TOOL_CALLS]).
+ * The generated text skips special tokens, and a constrained reply cannot produce them (the
+ * vocabulary trie leaves them out), so the parser takes a call with or without each marker: name,
+ * optional markers, object, no space between; as a bare reply, "f{...}g{...}" is the whole text. A
+ * forced reply's grammar writes the bare form after gen_open.
  *
  * Parsing is all or nothing: every marker must open a well-formed call (a JSON object with a
  * "name" among the declared tools and an object of arguments under "arguments" or "parameters",
@@ -56,7 +65,7 @@
 #define TM_TOOL_MAX_NAME 64   /* bytes of a tool's name: letters, digits, '_', '-', '.' */
 
 typedef struct tm_tool_dialect {
-    const char *name;        /* "hermes", "llama3_json", "mistral", "granite" */
+    const char *name;        /* "hermes", "llama3_json", "mistral", "mistral_args", "granite" */
     const char *detect[2];   /* a chat template showing any of these uses this dialect */
     const char *open;        /* the marker before a call (list: before the list) */
     const char *close;       /* after each call ("": none); optional at the reply's end */
@@ -70,6 +79,9 @@ typedef struct tm_tool_dialect {
     const char *gen_end;     /* ... and this after the last */
     int id_len;              /* 9: call ids of 9 letters and digits (Mistral's templates insist);
                                 0: "call_" and 24 */
+    const char *args_marker; /* a named dialect: between a call's name and its arguments (optional in the
+                                text); NULL: calls are JSON objects with "name" */
+    const char *id_marker;   /* ... and, optional, an id after this before args_marker */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
