@@ -202,9 +202,10 @@ static void prof_free(cu_eng *e)
                 p->ms[PROF_QKV], p->total_ms - p->ms[PROF_GEMM] - p->ms[PROF_ATTN] - p->ms[PROF_QKV],
                 p->host_wait_s * 1e3);
     if (p->steps)
-        fprintf(stderr, "cuda profile: %ld decode steps (%.2f sequences each): GPU %.3f ms a step, the call %.3f ms; KV "
-                "pages brought up in %.2f ms in all\n", p->steps, (double)p->step_rows / p->steps,
-                p->dec_gpu_ms / p->steps, p->dec_host_s * 1e3 / p->steps, e->t_upload * 1e3);
+        fprintf(stderr, "cuda profile: %ld decode steps (%.2f sequences each, %s): GPU %.3f ms a step, the call %.3f ms; "
+                "KV pages brought up in %.2f ms in all\n", p->steps, (double)p->step_rows / p->steps,
+                e->use_graphs ? "CUDA graphs" : "launched one by one", p->dec_gpu_ms / p->steps,
+                p->dec_host_s * 1e3 / p->steps, e->t_upload * 1e3);
     cudaEventDestroy(p->d0);
     cudaEventDestroy(p->d1);
     for (int i = 0; i < PROF_EV; i++) cudaEventDestroy(p->ev[i]);
