@@ -129,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the writer on whatever text the body held (the prompt, or the messages) */
     const char *text = r.prompt ? r.prompt : r.messages_json ? r.messages_json : "";
     size_t tl = strlen(text);
-    tm_oai_meta m = {kind, "id-\"x", r.model, 1};
+    tm_oai_meta m = {kind, "id-\"x", r.model, 1, (int)(tl % 8)};
     /* logprobs over the same bytes cut into tokens of 1-4 bytes (characters split among them), the
      * alternatives the request asked for (or 3), a -inf among the values */
     static tm_oai_logprob lv[64];
@@ -143,7 +143,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o += k;
     }
     tm_oai_logprobs lp = {lv, nl, 5};
-    char *js = tm_oai_response_json(&m, text, tl, NULL, nl ? &lp : NULL, "stop", &(tm_oai_usage){1, 2, 0});
+    tm_oai_choice ch[2] = {{text, tl, NULL, nl ? &lp : NULL, "stop"}, {text, tl / 2, NULL, NULL, "length"}};
+    char *js = tm_oai_response_json(&m, ch, 1 + (int)(tl & 1), &(tm_oai_usage){1, 2, 0});
     must_parse(js, 0);
     free(js);
     js = tm_oai_chunk_sse(&m, text, tl, 0, NULL, nl ? &lp : NULL, NULL);
@@ -163,7 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tm_oai_tool_call tv[2] = {{"call_1", z, z}, {NULL, "f", "{}"}};
         tm_oai_tool_calls tc = {tv, 2};
         tm_oai_extra x = {text + tl / 2, tl - tl / 2, &tc}; /* and the rest of the text as reasoning */
-        js = tm_oai_response_json(&m, text, tl / 2, &x, NULL, "tool_calls", &(tm_oai_usage){1, 2, 0});
+        tm_oai_choice cc = {text, tl / 2, &x, NULL, "tool_calls"};
+        js = tm_oai_response_json(&m, &cc, 1, &(tm_oai_usage){1, 2, 0});
         must_parse(js, 0);
         free(js);
         js = tm_oai_chunk_sse(&m, "", 0, 0, &x, NULL, NULL);

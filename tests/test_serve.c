@@ -227,7 +227,8 @@ static void test_oai(void)
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"repetition_penalty\":0}", "repetition_penalty"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"stop\":[1]}", "stop[0]"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"stream\":1}", "stream"},
-        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":3}", "n"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":9}", "n"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":0}", "n"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":2.5}", "logprobs"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":-1}", "logprobs"},
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":\"yes\"}", "logprobs"},
@@ -266,8 +267,9 @@ static void test_oai(void)
 
     /* the writer: control characters, quotes, NUL and invalid UTF-8 give valid JSON */
     const char text[] = "a\"b\\c\n\x01\xff\xc3\xa9\0z";
-    tm_oai_meta m = {TM_OAI_COMPLETION, "cmpl-1", "m\"x", 7};
-    char *js = tm_oai_response_json(&m, text, sizeof text - 1, NULL, NULL, "stop", &(tm_oai_usage){3, 4, 1});
+    tm_oai_meta m = {TM_OAI_COMPLETION, "cmpl-1", "m\"x", 7, 0};
+    tm_oai_choice ch = {text, sizeof text - 1, NULL, NULL, "stop"};
+    char *js = tm_oai_response_json(&m, &ch, 1, &(tm_oai_usage){3, 4, 1});
     cJSON *j = cJSON_Parse(js);
     CHECKF(j != NULL, "%s", js);
     CHECK_EQ_STR(jstr(j, "model"), "m\"x");
@@ -460,6 +462,96 @@ static void sse_logprobs(const char *body, int chat, lp_list *l)
 }
 
 /* POST /tokenize and /detokenize: vLLM's and llama.cpp's fields, ids as tandem_tokenize gives them */
+/* ---- n choices ---- */
+
+/* "n": 3 sampled choices; choice i is what the same request alone gives with seed + i; the usage sums the
+ * completions. Streamed (chat, n = 2): each choice's chunks under its index add up to the JSON answer's
+ * choice, one finish chunk per choice, the usage after them, [DONE] last. */
+static void test_choices(int port)
+{
+    enum { N = 3 };
+    char body[512], single[N][2048];
+    int status = 0, singles = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":12,\"temperature\":1.2,\"seed\":%d}", P2, 40 + i);
+        cJSON *j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+        CHECK_EQ_INT(status, 200);
+        snprintf(single[i], sizeof single[i], "%s", jstr(j, "choices.0.text") ? jstr(j, "choices.0.text") : "?");
+        singles += (int)jnum(j, "usage.completion_tokens");
+        cJSON_Delete(j);
+    }
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":12,\"temperature\":1.2,\"seed\":40,\"n\":%d}", P2, N);
+    cJSON *j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    const cJSON *chs = cJSON_GetObjectItemCaseSensitive(j, "choices");
+    CHECKF(cJSON_GetArraySize(chs) == N, "%d choices", cJSON_GetArraySize(chs));
+    int i = 0, distinct = 0;
+    for (const cJSON *c = chs ? chs->child : NULL; c; c = c->next, i++) {
+        const char *t = jstr(c, "text");
+        CHECKF(jnum(c, "index") == i && t && !strcmp(t, single[i < N ? i : 0]), "choice %d: '%s', alone '%s'", i,
+               t ? t : "(none)", single[i < N ? i : 0]);
+        CHECK(jstr(c, "finish_reason") != NULL);
+        distinct += i > 0 && strcmp(single[i], single[0]);
+    }
+    CHECKF(distinct > 0, "the sampled choices are all the same text: '%s'", single[0]);
+    CHECK_EQ_INT((int)jnum(j, "usage.completion_tokens"), singles);
+    cJSON_Delete(j);
+
+    /* streamed, chat */
+    const char *msgs = "\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],\"max_tokens\":10,"
+                       "\"temperature\":1.2,\"seed\":7,\"n\":2";
+    snprintf(body, sizeof body, "{%s}", msgs);
+    j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    char want[2][2048];
+    for (int k = 0; k < 2; k++) {
+        char path[32];
+        snprintf(path, sizeof path, "choices.%d.message.content", k);
+        snprintf(want[k], sizeof want[k], "%s", jstr(j, path) ? jstr(j, path) : "?");
+    }
+    int want_usage = (int)jnum(j, "usage.completion_tokens");
+    cJSON_Delete(j);
+    snprintf(body, sizeof body, "{%s,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", msgs);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
+    char got[2][2048] = {"", ""};
+    int finishes[2] = {0, 0}, roles[2] = {0, 0}, usage = -1, done_last = 0, bad = 0, after_usage = 0;
+    for (const char *p = hr.body ? hr.body : ""; *p;) {
+        const char *e = strstr(p, "\n\n");
+        if (!e || strncmp(p, "data: ", 6)) {
+            bad++;
+            break;
+        }
+        char *ev = strndup(p + 6, (size_t)(e - p - 6));
+        done_last = !strcmp(ev, "[DONE]");
+        cJSON *c = done_last ? NULL : cJSON_Parse(ev);
+        if (!done_last && !c) bad++;
+        const cJSON *ch0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "choices"), 0);
+        if (ch0) {
+            int k = (int)jnum(ch0, "index");
+            if (k < 0 || k > 1 || usage >= 0) bad++, after_usage += usage >= 0;
+            else {
+                const char *t = jstr(ch0, "delta.content");
+                if (t) strncat(got[k], t, sizeof got[k] - strlen(got[k]) - 1);
+                roles[k] += jstr(ch0, "delta.role") != NULL;
+                finishes[k] += jstr(ch0, "finish_reason") != NULL;
+            }
+        } else if (c && cJSON_GetObjectItemCaseSensitive(c, "usage")) {
+            usage = (int)jnum(c, "usage.completion_tokens");
+        }
+        cJSON_Delete(c);
+        free(ev);
+        p = e + 2;
+    }
+    http_res_free(&hr);
+    for (int k = 0; k < 2; k++) {
+        CHECKF(!strcmp(got[k], want[k]), "streamed choice %d: '%s', JSON '%s'", k, got[k], want[k]);
+        CHECKF(roles[k] == 1 && finishes[k] == 1, "choice %d: %d role chunks, %d finish chunks", k, roles[k], finishes[k]);
+    }
+    CHECKF(!bad && done_last && usage == want_usage, "stream of 2 choices: %d bad events (%d after the usage), [DONE] "
+           "last %d, usage %d (JSON %d)", bad, after_usage, done_last, usage, want_usage);
+}
+
 static void test_tokenize(int port, tandem_model *m, const char *chat_prompt)
 {
     int32_t *ids = NULL;
@@ -778,6 +870,7 @@ int main(void)
     test_logprobs(port, s, m, chat_prompt);
     test_tokenize(port, m, chat_prompt);
     free(chat_prompt);
+    test_choices(port);
 
     /* two requests at once: both complete, each with its own text */
     char b1[512], b2[512];
@@ -798,7 +891,7 @@ int main(void)
     check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"many\"}", 400, "max_tokens",
                 "bad type");
     check_error(port, "POST", "/v1/chat/completions", "{\"messages\":\"hi\"}", 400, "messages", "bad messages");
-    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"n\":2}", 400, "n", "n = 2");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"n\":9}", 400, "n", "n = 9");
     check_error(port, "POST", "/v1/completions", "{\"prompt\":[999999]}", 400, NULL, "token id out of the vocabulary");
     check_error(port, "POST", "/v1/nope", "{}", 404, NULL, "unknown route");
     check_error(port, "GET", "/v1/completions", NULL, 405, NULL, "GET on a POST route");

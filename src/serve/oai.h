@@ -30,6 +30,7 @@
 #include "tandem.h"
 
 #define TM_OAI_MAX_STOP 16          /* stop strings per request */
+#define TM_OAI_MAX_N 8              /* choices per request ("n") */
 #define TM_OAI_MAX_STOP_LEN 1024    /* bytes per stop string (text/sampler.h TM_STOP_MAX_LEN) */
 #define TM_OAI_MAX_TOKENS (1 << 30) /* largest max_tokens accepted (the context clips it) */
 #define TM_OAI_MAX_BIAS 1024        /* logit_bias entries */
@@ -80,6 +81,7 @@ typedef struct tm_oai_req {
     char *template_kwargs_json;     /* "chat_template_kwargs" object, or NULL */
     unsigned set;                   /* TM_OAI_SET_* */
     int max_tokens;                 /* max_completion_tokens, else max_tokens; [1, TM_OAI_MAX_TOKENS] */
+    int n;                          /* "n": choices to generate, 1..TM_OAI_MAX_N (default 1) */
     float temperature;              /* [0, inf) */
     float top_p;                    /* (0, 1] */
     int top_k;                      /* 0 = off (-1 and 0 in the body both mean off) */
@@ -139,6 +141,7 @@ typedef struct tm_oai_meta {
     const char *id;
     const char *model;
     int64_t created;                /* Unix seconds */
+    int index;                      /* a stream chunk: the choice it belongs to */
 } tm_oai_meta;
 
 /* Log-probabilities of generated tokens, for a response or one stream chunk (serve.c turns the
@@ -199,14 +202,21 @@ typedef struct tm_oai_extra {
     const tm_oai_tool_calls *tc;
 } tm_oai_extra;
 
-/* The whole (non-streaming) response: "text_completion" / "chat.completion"
- * with choices[0] holding text [len] (chat: and x's reasoning_content and
- * tool_calls, content null when it is empty beside calls), logprobs (lp;
- * NULL: JSON null) and finish_reason, and the usage block. x may be NULL. */
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_extra *x,
-                           const tm_oai_logprobs *lp, const char *finish, const tm_oai_usage *u);
+/* One choice of a response: text [len] (chat: and x's reasoning_content and tool_calls, content
+ * null when it is empty beside calls; x may be NULL), logprobs (lp; NULL: JSON null), finish_reason. */
+typedef struct tm_oai_choice {
+    const char *text;
+    size_t len;
+    const tm_oai_extra *x;
+    const tm_oai_logprobs *lp;
+    const char *finish;
+} tm_oai_choice;
 
-/* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] holds text
+/* The whole (non-streaming) response: "text_completion" / "chat.completion" with choices[i] = c[i]
+ * ("index": i, i < n), and the usage block. */
+char *tm_oai_response_json(const tm_oai_meta *m, const tm_oai_choice *c, int n, const tm_oai_usage *u);
+
+/* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] (its "index" m->index) holds text
  * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1,
  * and x's reasoning_content and tool calls where it has them), the logprobs of
  * the tokens since the last chunk (lp; NULL: JSON null) and finish_reason

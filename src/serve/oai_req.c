@@ -109,8 +109,6 @@ static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *
 {
     double x;
     int rc;
-    if ((rc = get_int(root, "n", -1e18, 1e18, &x, e)) < 0) return -1;
-    if (rc && x != 1) return BAD("n", "only n = 1 is supported (one choice per request), not %.0f", x);
     if ((rc = get_int(root, "best_of", -1e18, 1e18, &x, e)) < 0) return -1;
     if (rc && x != 1) return BAD("best_of", "only best_of = 1 is supported");
     const cJSON *v;
@@ -131,6 +129,8 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
     if ((rc = get_int(root, "max_completion_tokens", 1, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
     if (!rc && (rc = get_int(root, "max_tokens", 1, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
     if (rc) { r->max_tokens = (int)x; r->set |= TM_OAI_SET_MAX_TOKENS; }
+    if ((rc = get_int(root, "n", 1, TM_OAI_MAX_N, &x, e)) < 0) return -1;
+    r->n = rc ? (int)x : 1;
 #define NUM(name, lo, lo_open, hi, hi_open, dst, bit) \
     if ((rc = get_number(root, name, lo, lo_open, hi, hi_open, &x, e)) < 0) return -1; \
     if (rc) { r->dst = (float)x; r->set |= bit; }

@@ -279,33 +279,39 @@ static void tool_calls(sb *b, const tm_oai_tool_calls *tc, int indexed)
     sb_puts(b, "]");
 }
 
-char *tm_oai_response_json(const tm_oai_meta *m, const char *text, size_t len, const tm_oai_extra *x,
-                           const tm_oai_logprobs *lp, const char *finish, const tm_oai_usage *u)
+char *tm_oai_response_json(const tm_oai_meta *m, const tm_oai_choice *c, int n, const tm_oai_usage *u)
 {
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
-    const tm_oai_tool_calls *tc = x ? x->tc : NULL;
-    int calls = chat && tc && tc->n > 0;
     head(&b, m, chat ? "chat.completion" : "text_completion");
-    sb_puts(&b, ",\"choices\":[{\"index\":0,");
-    if (chat) {
-        sb_puts(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
-        if ((calls || (x && x->reasoning_len)) && !len) sb_puts(&b, "null");
-        else sb_str(&b, text, len);
-        if (x && x->reasoning_len) {
-            sb_puts(&b, ",\"reasoning_content\":");
-            sb_str(&b, x->reasoning, x->reasoning_len);
+    sb_puts(&b, ",\"choices\":[");
+    for (int i = 0; i < n; i++) {
+        const tm_oai_extra *x = c[i].x;
+        const tm_oai_tool_calls *tc = x ? x->tc : NULL;
+        int calls = chat && tc && tc->n > 0;
+        char ix[32];
+        snprintf(ix, sizeof ix, "%s{\"index\":%d,", i ? "," : "", i);
+        sb_puts(&b, ix);
+        if (chat) {
+            sb_puts(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            if ((calls || (x && x->reasoning_len)) && !c[i].len) sb_puts(&b, "null");
+            else sb_str(&b, c[i].text, c[i].len);
+            if (x && x->reasoning_len) {
+                sb_puts(&b, ",\"reasoning_content\":");
+                sb_str(&b, x->reasoning, x->reasoning_len);
+            }
+            if (calls) tool_calls(&b, tc, 0);
+            sb_puts(&b, "}");
+        } else {
+            sb_puts(&b, "\"text\":");
+            sb_str(&b, c[i].text, c[i].len);
         }
-        if (calls) tool_calls(&b, tc, 0);
+        logprobs(&b, chat, c[i].lp);
+        sb_puts(&b, ",\"finish_reason\":");
+        sb_cstr_or_null(&b, c[i].finish);
         sb_puts(&b, "}");
-    } else {
-        sb_puts(&b, "\"text\":");
-        sb_str(&b, text, len);
     }
-    logprobs(&b, chat, lp);
-    sb_puts(&b, ",\"finish_reason\":");
-    sb_cstr_or_null(&b, finish);
-    sb_puts(&b, "}],");
+    sb_puts(&b, "],");
     usage(&b, u);
     sb_puts(&b, "}");
     return sb_done(&b);
@@ -320,7 +326,9 @@ char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int r
     int chat = m->kind == TM_OAI_CHAT;
     sb_puts(&b, "data: ");
     head(&b, m, chat ? "chat.completion.chunk" : "text_completion");
-    sb_puts(&b, ",\"choices\":[{\"index\":0,");
+    char ix[32];
+    snprintf(ix, sizeof ix, ",\"choices\":[{\"index\":%d,", m->index);
+    sb_puts(&b, ix);
     if (chat) {
         sb_puts(&b, "\"delta\":{");
         if (role) sb_puts(&b, "\"role\":\"assistant\"");

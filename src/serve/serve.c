@@ -4,14 +4,21 @@
  * ------------
  * Threads: libmicrohttpd runs one thread per connection; the session's
  * scheduler runs its prefill and decode workers; a streamed generation has
- * one more thread, its waiter, blocked in tandem_wait.
+ * one more thread per choice, its waiter, blocked in tandem_wait.
+ *
+ * Choices ("n"): a job submits one library request per choice (the same
+ * prompt; seeds seed, seed + 1, ...), each with its own text, tokens and
+ * reply reader (struct choice); they run side by side in the scheduler's
+ * batch. A JSON response waits for each and lists them; a stream sends each
+ * choice's chunks under its "index" as its text comes, its finish chunk when
+ * it ends, and the usage (completion tokens summed) and [DONE] after the last.
  *
  *   connection thread                  scheduler workers          waiter (stream only)
  *   headers; body (<= max_body)
  *   parse (oai.h); chat template
  *   tandem_submit -------------------> prefill, decode
  *   JSON:   tandem_wait                job_on_text: append to
- *           build the body               job->text (job_on_logprob: to job->lps)
+ *           build the body               the choice's text (job_on_logprob: its lps)
  *   stream: queue a callback response  job_on_text: append,  ---> job_read wakes
  *           job_read: wait for text,     signal                   tandem_wait returns:
  *           one "data:" chunk per wake                            finished = 1, signal
@@ -43,8 +50,9 @@
  *  2. Every submitted request is waited for exactly once: by the connection
  *     thread (JSON) or the waiter (stream). A streamed job is freed only
  *     after its waiter is joined, so job_on_text never sees a freed job.
- *  3. job->text, job->lps, job->finished and the result are guarded by job->mu;
- *     job->cancel is atomic. Lock order: srv->mu before job->mu.
+ *  3. Each choice's text, lps, finished and result are guarded by job->mu;
+ *     job->cancel is atomic and stops every choice. Lock order: srv->mu
+ *     before job->mu.
  *  4. srv->jobs holds every job from before submit until it is freed, so
  *     tm_server_stop can cancel them all; after stopping is set no job is
  *     added (new generations get 503).
@@ -131,6 +139,25 @@ typedef struct http_req {
 
 enum { PH_START, PH_TEXT, PH_END };
 
+/* One choice of a job: its library request, what it has produced, its reply reader. */
+typedef struct choice {
+    job *j;
+    int index;
+    tandem_handle *h;
+    char *text;                /* JSON: all text; stream: text not yet sent */
+    size_t text_len, text_cap;
+    tandem_logprob *lps;       /* JSON: every token's; stream: those not yet sent (req.want_logprobs) */
+    size_t n_lps, cap_lps;
+    size_t lp_off;             /* stream: the text_offset of the next chunk's first token (completions) */
+    int finished, rc;          /* tandem_wait returned, with rc */
+    tandem_stats stats;
+    tandem_status st;
+    pthread_t waiter;
+    int has_waiter;
+    int ended;                 /* stream: its finish chunk went out */
+    tm_reply reply;            /* a chat reply read into parts (serve/reply.h): tool calls, reasoning */
+} choice;
+
 struct job {
     tm_server *srv;
     tm_oai_req req;
@@ -139,21 +166,12 @@ struct job {
     const char *url;           /* for the log line (a route table string) */
     double t0;
     int fd;                    /* the client's socket, for disconnect checks */
-    tandem_handle *h;
     atomic_int cancel;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    char *text;                /* JSON: all text; stream: text not yet sent */
-    size_t text_len, text_cap;
-    tandem_logprob *lps;       /* JSON: every token's; stream: those not yet sent (req.want_logprobs) */
-    size_t n_lps, cap_lps;
-    size_t lp_off;             /* stream: the text_offset of the next chunk's first token (completions) */
     int oom;
-    int finished, rc;          /* tandem_wait returned, with rc */
-    tandem_stats stats;
-    tandem_status st;
-    pthread_t waiter;
-    int has_waiter;
+    int n;                     /* choices (req.n) */
+    choice ch[TM_OAI_MAX_N];
     int phase;                 /* stream: PH_* */
     char *out;                 /* stream: formatted bytes not yet handed to MHD */
     size_t out_len, out_off, out_cap;
@@ -161,8 +179,7 @@ struct job {
     const tm_tool_dialect *calls; /* tool calls read in this dialect (a request with tools), or NULL */
     char *grammar;             /* tool_choice required / named / auto: the calls' grammar (the request's) */
     const char *prefix;        /* required / named: the dialect's gen_open, at the prompt's end: the reply's start */
-    int reads;                 /* reply is in use: calls or reasoning are read */
-    tm_reply reply;
+    int reads;                 /* the choices' replies are in use: calls or reasoning are read */
     job *next;
 };
 
@@ -270,21 +287,22 @@ static enum MHD_Result reply_errorf(tm_server *srv, struct MHD_Connection *c, in
 static int job_on_text(void *ud, const char *piece, size_t len, int32_t token)
 {
     (void)token;
-    job *j = ud;
+    choice *ch = ud;
+    job *j = ch->j;
     pthread_mutex_lock(&j->mu);
-    if (j->text_len + len + 1 > j->text_cap) {
-        size_t cap = (j->text_len + len + 1) * 2;
-        char *t = realloc(j->text, cap);
+    if (ch->text_len + len + 1 > ch->text_cap) {
+        size_t cap = (ch->text_len + len + 1) * 2;
+        char *t = realloc(ch->text, cap);
         if (t) {
-            j->text = t;
-            j->text_cap = cap;
+            ch->text = t;
+            ch->text_cap = cap;
         } else {
             j->oom = 1;
         }
     }
     if (!j->oom) {
-        memcpy(j->text + j->text_len, piece, len);
-        j->text_len += len;
+        memcpy(ch->text + ch->text_len, piece, len);
+        ch->text_len += len;
     }
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
@@ -294,19 +312,20 @@ static int job_on_text(void *ud, const char *piece, size_t len, int32_t token)
 
 static int job_on_logprob(void *ud, const tandem_logprob *lp)
 {
-    job *j = ud;
+    choice *ch = ud;
+    job *j = ch->j;
     pthread_mutex_lock(&j->mu);
-    if (j->n_lps == j->cap_lps) {
-        size_t cap = j->cap_lps ? 2 * j->cap_lps : 64;
-        tandem_logprob *v = realloc(j->lps, cap * sizeof *v);
+    if (ch->n_lps == ch->cap_lps) {
+        size_t cap = ch->cap_lps ? 2 * ch->cap_lps : 64;
+        tandem_logprob *v = realloc(ch->lps, cap * sizeof *v);
         if (v) {
-            j->lps = v;
-            j->cap_lps = cap;
+            ch->lps = v;
+            ch->cap_lps = cap;
         } else {
             j->oom = 1;
         }
     }
-    if (!j->oom) j->lps[j->n_lps++] = *lp;
+    if (!j->oom) ch->lps[ch->n_lps++] = *lp;
     pthread_mutex_unlock(&j->mu);
     if (j->oom) atomic_store(&j->cancel, 1);
     return atomic_load(&j->cancel);
@@ -367,6 +386,8 @@ static job *job_new(tm_server *srv, struct MHD_Connection *c, tm_oai_req *req, c
     j->meta = (tm_oai_meta){.kind = j->req.kind, .id = j->id, .model = srv->model_name, .created = (int64_t)time(NULL)};
     j->url = url;
     j->t0 = t0;
+    j->n = j->req.n >= 1 && j->req.n <= TM_OAI_MAX_N ? j->req.n : 1;
+    for (int i = 0; i < TM_OAI_MAX_N; i++) j->ch[i].j = j, j->ch[i].index = i;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     return j;
@@ -388,12 +409,24 @@ static int job_register(job *j)
     return ok ? 0 : -1;
 }
 
+/* the usage of a job's choices: the prompt once, the completions summed */
+static tm_oai_usage job_usage(const job *j)
+{
+    tm_oai_usage u = {j->ch[0].stats.n_prompt, 0, j->ch[0].stats.n_cached};
+    for (int i = 0; i < j->n; i++) u.completion += j->ch[i].stats.n_generated;
+    return u;
+}
+
 static void job_log(job *j, int status)
 {
     tm_server *srv = j->srv;
-    srv_log(srv, "POST %s %d%s: prompt %d, completion %d tokens, finish %s, %.3f s", j->url, status,
-            j->req.stream ? " (stream)" : "", j->stats.n_prompt, j->stats.n_generated,
-            j->finished ? (j->stats.finish_reason ? j->stats.finish_reason : "error") : "-", now_s() - j->t0);
+    tm_oai_usage u = job_usage(j);
+    const choice *c = &j->ch[0];
+    char n[32] = "";
+    if (j->n > 1) snprintf(n, sizeof n, " (%d choices)", j->n);
+    srv_log(srv, "POST %s %d%s: prompt %d, completion %d tokens%s, finish %s, %.3f s", j->url, status,
+            j->req.stream ? " (stream)" : "", u.prompt, u.completion, n,
+            c->finished ? (c->stats.finish_reason ? c->stats.finish_reason : "error") : "-", now_s() - j->t0);
 }
 
 static void job_free(job *j)
@@ -405,34 +438,37 @@ static void job_free(job *j)
         if (*p == j) {
             *p = j->next;
             srv->counts.active--;
-            if (j->finished && j->rc == TANDEM_E_CANCELLED) srv->counts.cancelled++;
+            if (j->ch[0].finished && j->ch[0].rc == TANDEM_E_CANCELLED) srv->counts.cancelled++;
             break;
         }
     pthread_mutex_unlock(&srv->mu);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     tm_oai_req_free(&j->req);
-    free(j->text);
-    free(j->lps);
+    for (int i = 0; i < TM_OAI_MAX_N; i++) {
+        free(j->ch[i].text);
+        free(j->ch[i].lps);
+        tm_reply_free(&j->ch[i].reply);
+    }
     free(j->out);
     free(j->grammar);
-    tm_reply_free(&j->reply);
     free(j);
 }
 
-/* The streamed job's waiter thread. */
+/* A streamed choice's waiter thread. */
 static void *job_waiter(void *arg)
 {
-    job *j = arg;
+    choice *ch = arg;
+    job *j = ch->j;
     tandem_stats stats;
     tandem_status st;
-    int rc = tandem_wait(j->h, &stats, &st);
+    int rc = tandem_wait(ch->h, &stats, &st);
     pthread_mutex_lock(&j->mu);
-    j->h = NULL;
-    j->rc = rc;
-    j->stats = stats;
-    j->st = st;
-    j->finished = 1;
+    ch->h = NULL;
+    ch->rc = rc;
+    ch->stats = stats;
+    ch->st = st;
+    ch->finished = 1;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     return NULL;
@@ -463,11 +499,11 @@ static void out_add(job *j, char *s)
 
 /* ---- the reply's parts (serve/reply.h) ------------------------------------------------------ */
 
-/* The reply parsed at its end (a cut by max_tokens drops an unfinished call); -1: out of memory */
-static int job_finish_reply(job *j)
+/* A choice's reply parsed at its end (a cut by max_tokens drops an unfinished call); -1: out of memory */
+static int job_finish_reply(job *j, choice *ch)
 {
-    const char *f = j->stats.finish_reason;
-    return tm_reply_finish(&j->reply, f && !strcmp(f, "length"), next_random(j->srv));
+    const char *f = ch->stats.finish_reason;
+    return tm_reply_finish(&ch->reply, f && !strcmp(f, "length"), next_random(j->srv));
 }
 
 /* The finish reason a reply with calls gets: "tool_calls", unless max_tokens cut it */
@@ -476,41 +512,95 @@ static const char *calls_finish(const tm_reply_part *p, const char *finish)
     return p->tc.n && strcmp(finish ? finish : "", "length") ? "tool_calls" : finish;
 }
 
-/* A stream's piece through the reply reader: what may go out now, as reasoning and content;
- * at the end (finished, rc 0) what is left, then the calls in a chunk of their own. */
-static void stream_reply(job *j, const char *text, size_t len, int finished, int rc, const tm_oai_logprobs *lp,
-                         const char **finish)
+/* A stream's piece of choice ch through its reply reader: what may go out now, as reasoning and
+ * content; at the end (finished, rc 0) what is left, then the calls in a chunk of their own. */
+static void stream_reply(job *j, choice *ch, const tm_oai_meta *m, const char *text, size_t len, int finished, int rc,
+                         const tm_oai_logprobs *lp, const char **finish)
 {
-    if (tm_reply_add(&j->reply, text ? text : "", len)) {
+    if (tm_reply_add(&ch->reply, text ? text : "", len)) {
         j->oom = 1;
         return;
     }
     tm_reply_part p;
     if (finished && rc == 0) {
-        if (job_finish_reply(j)) {
+        if (job_finish_reply(j, ch)) {
             j->oom = 1;
             return;
         }
-        tm_reply_rest(&j->reply, &p);
+        tm_reply_rest(&ch->reply, &p);
     } else {
-        tm_reply_delta(&j->reply, &p);
+        tm_reply_delta(&ch->reply, &p);
     }
     tm_oai_extra x = {p.reasoning, p.reasoning_len, NULL};
-    if (p.content_len || p.reasoning_len || lp)
-        out_add(j, tm_oai_chunk_sse(&j->meta, p.content, p.content_len, 0, &x, lp, NULL));
+    if (p.content_len || p.reasoning_len || lp) out_add(j, tm_oai_chunk_sse(m, p.content, p.content_len, 0, &x, lp, NULL));
     if (p.tc.n) {
         x = (tm_oai_extra){NULL, 0, &p.tc};
-        out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, &x, NULL, NULL));
+        out_add(j, tm_oai_chunk_sse(m, "", 0, 0, &x, NULL, NULL));
         *finish = calls_finish(&p, *finish);
     }
 }
 
-/* Wait for text or the end, and format what came as SSE events into j->out.
+/* What a choice has produced since the last wake (taken under j->mu) */
+typedef struct taken {
+    char *text;
+    size_t len;
+    tandem_logprob *lps;
+    size_t n_lps;
+    int finished, rc;
+} taken;
+
+/* something of a choice to send: text, tokens, or an end not yet reported (j->mu held) */
+static int job_pending(const job *j)
+{
+    for (int i = 0; i < j->n; i++) {
+        const choice *c = &j->ch[i];
+        if (c->text_len || c->n_lps || (c->finished && !c->ended)) return 1;
+    }
+    return 0;
+}
+
+/* One choice's share of a wake as SSE events: its text (through the reply reader where replies are
+ * read), its tokens' logprobs, and at its end its finish chunk. 1: it failed (an error event went
+ * out); 0 otherwise. */
+static int fill_choice(job *j, choice *ch, taken *t)
+{
+    tm_oai_meta m = j->meta;
+    m.index = ch->index;
+    /* the tokens since the last chunk go with this one's text (a token whose text is held back, an
+     * incomplete character or a possible stop string, goes with the chunk that has it) */
+    tm_oai_logprob *lv = NULL;
+    tm_oai_logprobs lp = {0};
+    if (t->n_lps && !(lv = lp_convert(j->srv, t->lps, t->n_lps))) j->oom = 1;
+    if (lv) lp = (tm_oai_logprobs){lv, t->n_lps, ch->lp_off};
+    for (size_t i = 0; lv && i < t->n_lps; i++) ch->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
+    const char *finish = ch->stats.finish_reason;
+    if (j->reads) stream_reply(j, ch, &m, t->text, t->len, t->finished, t->rc, lv ? &lp : NULL, &finish);
+    else if (t->len || lv) out_add(j, tm_oai_chunk_sse(&m, t->text ? t->text : "", t->len, 0, NULL, lv ? &lp : NULL, NULL));
+    lp_free(lv, t->n_lps);
+    if (!t->finished || ch->ended) return 0;
+    ch->ended = 1;
+    if (t->rc == 0) {
+        out_add(j, tm_oai_chunk_sse(&m, "", 0, 0, NULL, NULL, finish));
+        return 0;
+    }
+    tm_oai_error e;
+    tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", ch->st.msg);
+    char *js = tm_oai_error_json(&e);
+    size_t n = js ? strlen(js) + 16 : 0;
+    char *ev = js ? malloc(n) : NULL;
+    if (ev) snprintf(ev, n, "data: %s\n\n", js);
+    free(js);
+    out_add(j, ev);
+    return 1;
+}
+
+/* Wait for text or an end, and format what came as SSE events into j->out.
  * -1: the stream must end now (client gone, shutdown, out of memory). */
 static int job_fill(job *j)
 {
+    taken t[TM_OAI_MAX_N];
     pthread_mutex_lock(&j->mu);
-    while (!j->text_len && !j->finished && !atomic_load(&j->cancel)) {
+    while (!job_pending(j) && !atomic_load(&j->cancel)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 100 * 1000 * 1000;
@@ -519,56 +609,40 @@ static int job_fill(job *j)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (!j->text_len && !j->finished && peer_gone(j->fd)) atomic_store(&j->cancel, 1);
+        if (!job_pending(j) && peer_gone(j->fd)) atomic_store(&j->cancel, 1);
     }
-    char *text = j->text;
-    size_t len = j->text_len;
-    tandem_logprob *lps = j->lps;
-    size_t n_lps = j->n_lps;
-    j->text = NULL;
-    j->text_len = j->text_cap = 0;
-    j->lps = NULL;
-    j->n_lps = j->cap_lps = 0;
-    int finished = j->finished, rc = j->rc;
+    int cancelled = atomic_load(&j->cancel);
+    for (int i = 0; i < j->n; i++) {
+        choice *c = &j->ch[i];
+        t[i] = (taken){c->text, c->text_len, c->lps, c->n_lps, c->finished, c->rc};
+        c->text = NULL;
+        c->text_len = c->text_cap = 0;
+        c->lps = NULL;
+        c->n_lps = c->cap_lps = 0;
+        cancelled |= c->finished && c->rc == TANDEM_E_CANCELLED;
+    }
     pthread_mutex_unlock(&j->mu);
-    if (atomic_load(&j->cancel) || (finished && rc == TANDEM_E_CANCELLED)) {
-        free(text);
-        free(lps);
-        return -1;
-    }
     j->out_len = j->out_off = 0;
-    if (j->phase == PH_START) {
-        if (j->req.kind == TM_OAI_CHAT) out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 1, NULL, NULL, NULL));
+    int failed = 0, ended = 0;
+    if (!cancelled && j->phase == PH_START) {
+        for (int i = 0; i < j->n && j->req.kind == TM_OAI_CHAT; i++) {
+            tm_oai_meta m = j->meta;
+            m.index = i;
+            out_add(j, tm_oai_chunk_sse(&m, "", 0, 1, NULL, NULL, NULL));
+        }
         j->phase = PH_TEXT;
     }
-    /* the tokens since the last chunk go with this one's text (a token whose text is held back,
-     * an incomplete character or a possible stop string, goes with the chunk that has it) */
-    tm_oai_logprob *lv = NULL;
-    tm_oai_logprobs lp = {0};
-    if (n_lps && !(lv = lp_convert(j->srv, lps, n_lps))) j->oom = 1;
-    if (lv) lp = (tm_oai_logprobs){lv, n_lps, j->lp_off};
-    for (size_t i = 0; lv && i < n_lps; i++) j->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
-    free(lps);
-    const char *finish = j->stats.finish_reason;
-    if (j->reads) stream_reply(j, text, len, finished, rc, lv ? &lp : NULL, &finish);
-    else if (len || lv) out_add(j, tm_oai_chunk_sse(&j->meta, text ? text : "", len, 0, NULL, lv ? &lp : NULL, NULL));
-    lp_free(lv, n_lps);
-    free(text);
-    if (finished) {
-        if (rc == 0) {
-            out_add(j, tm_oai_chunk_sse(&j->meta, "", 0, 0, NULL, NULL, finish));
-            tm_oai_usage u = {j->stats.n_prompt, j->stats.n_generated, j->stats.n_cached};
-            if (j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, &u));
-        } else {
-            tm_oai_error e;
-            tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->st.msg);
-            char *js = tm_oai_error_json(&e);
-            size_t n = js ? strlen(js) + 16 : 0;
-            char *ev = js ? malloc(n) : NULL;
-            if (ev) snprintf(ev, n, "data: %s\n\n", js);
-            free(js);
-            out_add(j, ev);
-        }
+    for (int i = 0; i < j->n; i++) {
+        if (!cancelled && !failed) failed = fill_choice(j, &j->ch[i], &t[i]);
+        ended += j->ch[i].ended;
+        free(t[i].text);
+        free(t[i].lps);
+    }
+    if (cancelled) return -1;
+    if (failed) atomic_store(&j->cancel, 1); /* the others stop at their next piece */
+    if (failed || ended == j->n) {
+        tm_oai_usage u = job_usage(j);
+        if (!failed && j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, &u));
         out_add(j, strdup("data: [DONE]\n\n"));
         j->phase = PH_END;
     }
@@ -596,7 +670,8 @@ static void job_release(void *cls)
 {
     job *j = cls;
     atomic_store(&j->cancel, 1);
-    if (j->has_waiter) pthread_join(j->waiter, NULL);
+    for (int i = 0; i < j->n; i++)
+        if (j->ch[i].has_waiter) pthread_join(j->ch[i].waiter, NULL);
     job_log(j, 200);
     job_free(j);
 }
@@ -706,8 +781,12 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         int think = srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
         if (j->calls || think) {
             j->reads = 1;
-            tm_reply_init(&j->reply, j->calls, j->req.tools_json, think, think && tm_think_opened(prompt, strlen(prompt)));
-            if (j->prefix && tm_reply_add(&j->reply, j->prefix, strlen(j->prefix))) {
+            int opened = think && tm_think_opened(prompt, strlen(prompt)), bad = 0;
+            for (int i = 0; i < j->n; i++) {
+                tm_reply_init(&j->ch[i].reply, j->calls, j->req.tools_json, think, opened);
+                bad |= j->prefix && tm_reply_add(&j->ch[i].reply, j->prefix, strlen(j->prefix));
+            }
+            if (bad) {
                 free(prompt);
                 job_free(j);
                 return reply_errorf(srv, c, 500, "server_error", NULL, NULL, "out of memory");
@@ -718,34 +797,66 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         q.no_special = 1; /* the rendered template holds the special tokens */
     }
     if (j->req.want_logprobs) q.on_logprob.fn = job_on_logprob;
-    int rc = tandem_submit(srv->s, &q, job_on_text, j, &j->h, &st);
+    int rc = 0, n_sub = 0;
+    for (; n_sub < j->n && rc == 0; n_sub++) { /* one request per choice: seeds seed, seed + 1, ... */
+        tandem_request qi = q;
+        qi.seed = q.seed + (uint64_t)n_sub;
+        rc = tandem_submit(srv->s, &qi, job_on_text, &j->ch[n_sub], &j->ch[n_sub].h, &st);
+    }
     free(prompt); /* submit tokenized it */
-    if (rc != 0) return submit_error(srv, c, j, &st);
+    if (rc != 0) { /* the choices before the one refused: cancelled (nobody else waits on them) */
+        for (int i = 0; i < n_sub - 1; i++) {
+            tandem_stats stats;
+            tandem_status s2;
+            tandem_cancel(j->ch[i].h);
+            tandem_wait(j->ch[i].h, &stats, &s2);
+            j->ch[i].h = NULL;
+        }
+        return submit_error(srv, c, j, &st);
+    }
 
     if (!j->req.stream) {
-        tandem_stats stats;
-        rc = tandem_wait(j->h, &stats, &st);
-        pthread_mutex_lock(&j->mu);
-        j->h = NULL;
-        j->finished = 1;
-        j->rc = rc;
-        j->stats = stats;
-        pthread_mutex_unlock(&j->mu);
+        int bad = -1; /* the first choice that failed */
+        for (int i = 0; i < j->n; i++) {
+            choice *ch = &j->ch[i];
+            tandem_stats stats;
+            tandem_status s2;
+            int r = tandem_wait(ch->h, &stats, &s2);
+            pthread_mutex_lock(&j->mu);
+            ch->h = NULL;
+            ch->finished = 1;
+            ch->rc = r;
+            ch->stats = stats;
+            ch->st = s2;
+            pthread_mutex_unlock(&j->mu);
+            if (r != 0 && bad < 0) {
+                bad = i;
+                atomic_store(&j->cancel, 1); /* the others stop at their next piece */
+            }
+        }
+        rc = bad < 0 ? 0 : j->ch[bad].rc;
         enum MHD_Result mr;
-        tm_oai_logprob *lv = NULL;
-        if (rc == 0 && j->req.want_logprobs && !(lv = lp_convert(srv, j->lps, j->n_lps))) j->oom = 1;
-        tm_reply_part part = {.content = j->text ? j->text : "", .content_len = j->text_len};
-        if (rc == 0 && !j->oom && j->reads) {
-            if (tm_reply_add(&j->reply, j->text ? j->text : "", j->text_len) || job_finish_reply(j)) j->oom = 1;
-            else tm_reply_whole(&j->reply, &part);
+        tm_oai_logprob *lv[TM_OAI_MAX_N] = {0};
+        tm_oai_logprobs lp[TM_OAI_MAX_N];
+        tm_reply_part part[TM_OAI_MAX_N];
+        tm_oai_extra x[TM_OAI_MAX_N];
+        tm_oai_choice cv[TM_OAI_MAX_N];
+        for (int i = 0; rc == 0 && i < j->n && !j->oom; i++) {
+            choice *ch = &j->ch[i];
+            if (j->req.want_logprobs && !(lv[i] = lp_convert(srv, ch->lps, ch->n_lps))) j->oom = 1;
+            part[i] = (tm_reply_part){.content = ch->text ? ch->text : "", .content_len = ch->text_len};
+            if (!j->oom && j->reads) {
+                if (tm_reply_add(&ch->reply, ch->text ? ch->text : "", ch->text_len) || job_finish_reply(j, ch)) j->oom = 1;
+                else tm_reply_whole(&ch->reply, &part[i]);
+            }
+            lp[i] = (tm_oai_logprobs){lv[i], ch->n_lps, 0};
+            x[i] = (tm_oai_extra){part[i].reasoning, part[i].reasoning_len, &part[i].tc};
+            cv[i] = (tm_oai_choice){part[i].content, part[i].content_len, &x[i], j->req.want_logprobs ? &lp[i] : NULL,
+                                    calls_finish(&part[i], ch->stats.finish_reason)};
         }
         if (rc == 0 && !j->oom) {
-            tm_oai_logprobs lp = {lv, j->n_lps, 0};
-            tm_oai_extra x = {part.reasoning, part.reasoning_len, &part.tc};
-            char *body = tm_oai_response_json(&j->meta, part.content, part.content_len, &x,
-                                              j->req.want_logprobs ? &lp : NULL, calls_finish(&part, stats.finish_reason),
-                                              &(tm_oai_usage){stats.n_prompt, stats.n_generated, stats.n_cached});
-            mr = reply(srv, c, 200, body, NULL);
+            tm_oai_usage u = job_usage(j);
+            mr = reply(srv, c, 200, tm_oai_response_json(&j->meta, cv, j->n, &u), NULL);
             job_log(j, 200);
         } else if (rc == TANDEM_E_CANCELLED) {
             int stopping;
@@ -756,23 +867,32 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             mr = stopping ? reply_errorf(srv, c, 503, "server_error", NULL, NULL, "the server is shutting down")
                           : MHD_NO; /* the client is gone */
         } else {
-            mr = reply_errorf(srv, c, 500, "server_error", NULL, NULL, "%s", j->oom ? "out of memory" : st.msg);
+            mr = reply_errorf(srv, c, 500, "server_error", NULL, NULL, "%s",
+                              j->oom ? "out of memory" : j->ch[bad].st.msg);
             job_log(j, 500);
         }
-        lp_free(lv, j->n_lps);
+        for (int i = 0; i < j->n; i++) lp_free(lv[i], j->ch[i].n_lps);
         job_free(j);
         return mr;
     }
 
-    /* stream: a waiter thread ends the job; MHD pulls the events through job_read */
-    if (pthread_create(&j->waiter, NULL, job_waiter, j) != 0) {
-        tandem_cancel(j->h); /* nobody else waits on it: safe here */
-        tandem_stats stats;
-        tandem_wait(j->h, &stats, &st);
+    /* stream: a waiter thread per choice ends it; MHD pulls the events through job_read */
+    for (int i = 0; i < j->n; i++) {
+        if (pthread_create(&j->ch[i].waiter, NULL, job_waiter, &j->ch[i]) == 0) {
+            j->ch[i].has_waiter = 1;
+            continue;
+        }
+        atomic_store(&j->cancel, 1); /* the choices with waiters stop at their next piece */
+        for (int k = i; k < j->n; k++) { /* nobody else waits on these: safe here */
+            tandem_stats stats;
+            tandem_cancel(j->ch[k].h);
+            tandem_wait(j->ch[k].h, &stats, &st);
+            j->ch[k].h = NULL;
+        }
+        for (int k = 0; k < i; k++) pthread_join(j->ch[k].waiter, NULL);
         job_free(j);
         return reply_errorf(srv, c, 500, "server_error", NULL, NULL, "cannot start a thread");
     }
-    j->has_waiter = 1;
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, job_read, j, job_release);
     if (!r) {
         job_release(j);
