@@ -930,7 +930,7 @@ static int rows_per_task(const tm_kweight *w, int M, int is_q8)
 static size_t longk_budget(void)
 {
     static _Atomic size_t l2;
-    if (AMX_LONGK_BYTES) return AMX_LONGK_BYTES;
+    if (AMX_LONGK_BYTES != 0) return AMX_LONGK_BYTES;
     size_t b = l2;
     if (!b) {
         long r = sysconf(_SC_LEVEL2_CACHE_SIZE);
