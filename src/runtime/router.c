@@ -25,7 +25,6 @@
 #include "core/cpu.h"
 #include "core/fileio.h"
 #include "core/threadpool.h"
-#include "engine/cpu/kernels.h"
 #include "model/model.h"
 #include "core/tunecache.h"
 #include "pkg/checksum.h"
@@ -1001,10 +1000,10 @@ static int time_steps(cal *c, tm_bound_engine *e, struct tm_pool *pool, int B, i
                       double *t_step, tm_err *err)
 {
     tm_session *s = c->s;
-    tm_kv_seq seqs[TM_KGEMV_MAX_B];
-    tm_kv_seq *sp[TM_KGEMV_MAX_B];
-    int32_t toks[TM_KGEMV_MAX_B];
-    int pos[TM_KGEMV_MAX_B];
+    tm_kv_seq seqs[TM_MAX_BATCH];
+    tm_kv_seq *sp[TM_MAX_BATCH];
+    int32_t toks[TM_MAX_BATCH];
+    int pos[TM_MAX_BATCH];
     double t[64];
     memset(seqs, 0, sizeof seqs);
     int rc = TM_OK;
@@ -1136,7 +1135,7 @@ static void *step_main(void *arg)
     tm_session *s = c->s;
     tm_err *err = &j->err;
     int rc = TM_OK, steps = j->quick ? 4 : 8;
-    float *logits = malloc(sizeof(float) * TM_KGEMV_MAX_B * (size_t)s->rm->decode->V);
+    float *logits = malloc(sizeof(float) * (size_t)tm_session_max_batch(s) * (size_t)s->rm->decode->V);
     if (!logits) {
         j->rc = tm_errf(err, TM_E_NOMEM, "calibrate: out of memory");
         return NULL;
@@ -1145,9 +1144,7 @@ static void *step_main(void *arg)
     int ctxs[2] = {ctx_hi < 64 ? ctx_hi : 64, ctx_hi}, n_ctx = ctx_hi > 64 ? 2 : 1;
     if (j->avail & (1u << TANDEM_ROUTE_HYBRID | 1u << TANDEM_ROUTE_DECODE_ONLY)) {
         tm_pool_pin_caller(s->pool_all_dec, NULL);
-        int maxb = TM_KGEMV_MAX_B;
-        if (s->dec.caps.max_batch > 0 && s->dec.caps.max_batch < maxb) maxb = s->dec.caps.max_batch;
-        if (maxb > s->max_seqs) maxb = s->max_seqs;
+        int maxb = tm_session_max_batch(s);
         for (int ci = 0; ci < n_ctx && rc == TM_OK; ci++)
             for (int B = 1; B <= maxb && rc == TM_OK; B *= 2) {
                 double t = 0;

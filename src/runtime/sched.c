@@ -54,7 +54,6 @@
 #include <time.h>
 
 #include "core/threadpool.h"
-#include "engine/cpu/kernels.h"
 #include "model/model.h"
 #include "runtime/session-impl.h"
 #include "text/grammar.h"
@@ -572,7 +571,7 @@ static void *decode_main(void *arg)
     tm_session *s = sc->s;
     pin_to(s->plan.dec_cpus[0]);
     int V = s->rm->decode->V;
-    int maxb = s->dec.caps.max_batch > 0 && s->dec.caps.max_batch < TM_KGEMV_MAX_B ? s->dec.caps.max_batch : TM_KGEMV_MAX_B;
+    int maxb = tm_session_max_batch(s);
     tm_req *active[64];
     int n_active = 0, rr = 0;
     for (;;) {
@@ -626,10 +625,10 @@ static void *decode_main(void *arg)
         if (n_active == 0) continue;
         /* one step for up to maxb sequences, round-robin when more are active */
         int B = n_active < maxb ? n_active : maxb;
-        tm_req *batch[TM_KGEMV_MAX_B];
-        int32_t toks[TM_KGEMV_MAX_B];
-        int pos[TM_KGEMV_MAX_B];
-        tm_kv_seq *seqs[TM_KGEMV_MAX_B];
+        tm_req *batch[TM_MAX_BATCH];
+        int32_t toks[TM_MAX_BATCH];
+        int pos[TM_MAX_BATCH];
+        tm_kv_seq *seqs[TM_MAX_BATCH];
         int ok = 1;
         for (int b = 0; b < B; b++) {
             tm_req *q = active[(rr + b) % n_active];
@@ -688,7 +687,7 @@ int tm_sched_new(tm_sched **out, tm_session *s, tm_err *err)
     pthread_cond_init(&sc->work_cv, NULL);
     pthread_cond_init(&sc->join_cv, NULL);
     pthread_cond_init(&sc->room_cv, NULL);
-    sc->batch_logits = malloc(sizeof(float) * (size_t)TM_KGEMV_MAX_B * (size_t)s->rm->decode->V);
+    sc->batch_logits = malloc(sizeof(float) * (size_t)tm_session_max_batch(s) * (size_t)s->rm->decode->V);
     if (!sc->batch_logits) {
         tm_sched_free(sc);
         return tm_errf(err, TM_E_NOMEM, "scheduler: out of memory");

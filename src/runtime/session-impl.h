@@ -51,6 +51,13 @@ struct tm_session {
     int dec_borrows;           /* the decode side may borrow the idle prefill cores (tm_sched_lend_policy) */
 };
 
+/* The most sequences one decode step takes: the decode engine's caps.max_batch (TM_DEFAULT_BATCH where it
+ * gives none), at most TM_MAX_BATCH and the session's max_seqs. The CPU engines take 8 (their GEMV
+ * kernels' batch), the CUDA engine 64. */
+#define TM_MAX_BATCH 64
+#define TM_DEFAULT_BATCH 8
+int tm_session_max_batch(const tm_session *s);
+
 /* The route name for reports: "hybrid", "prefill-only", "decode-only". */
 const char *tm_route_name(tandem_route r);
 

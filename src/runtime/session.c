@@ -196,6 +196,13 @@ fail:
 }
 
 const char *tm_session_prefill_engine(const tm_session *s) { return s->pre.caps.name; }
+
+int tm_session_max_batch(const tm_session *s)
+{
+    int b = s->dec.caps.max_batch > 0 ? s->dec.caps.max_batch : TM_DEFAULT_BATCH;
+    b = b < TM_MAX_BATCH ? b : TM_MAX_BATCH;
+    return b < s->max_seqs ? b : s->max_seqs;
+}
 const char *tm_session_decode_engine(const tm_session *s) { return s->dec.caps.name; }
 
 /* ---- routing and chunking ------------------------------------------------------ */
