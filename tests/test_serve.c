@@ -229,6 +229,10 @@ static void test_oai(void)
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"stream\":1}", "stream"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":9}", "n"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":0}", "n"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"n\":3,\"best_of\":2}", "best_of"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"best_of\":9}", "best_of"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"best_of\":2,\"stream\":true}", "best_of"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"best_of\":2}", "best_of"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":2.5}", "logprobs"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":-1}", "logprobs"},
         {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":\"yes\"}", "logprobs"},
@@ -550,6 +554,47 @@ static void test_choices(int port)
     }
     CHECKF(!bad && done_last && usage == want_usage, "stream of 2 choices: %d bad events (%d after the usage), [DONE] "
            "last %d, usage %d (JSON %d)", bad, after_usage, done_last, usage, want_usage);
+
+    /* best_of 4, n 2: the two of the four candidates (each what a request alone with seed + i gives)
+       with the highest mean log-probability per token, best first; the usage counts all four */
+    enum { BO = 4 };
+    char cand[BO][2048];
+    double mean[BO];
+    int all = 0;
+    for (int k = 0; k < BO; k++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":12,\"temperature\":1.2,\"seed\":%d,\"logprobs\":0}",
+                 P1, 60 + k);
+        j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+        CHECK_EQ_INT(status, 200);
+        snprintf(cand[k], sizeof cand[k], "%s", jstr(j, "choices.0.text") ? jstr(j, "choices.0.text") : "?");
+        const cJSON *tl = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0), "logprobs"),
+            "token_logprobs");
+        double sum = 0;
+        int nt = 0;
+        for (const cJSON *t = tl ? tl->child : NULL; t; t = t->next) sum += t->valuedouble, nt++;
+        mean[k] = nt ? sum / nt : -INFINITY;
+        all += (int)jnum(j, "usage.completion_tokens");
+        cJSON_Delete(j);
+    }
+    int best = 0, second = -1;
+    for (int k = 1; k < BO; k++)
+        if (mean[k] > mean[best]) best = k;
+    for (int k = 0; k < BO; k++)
+        if (k != best && (second < 0 || mean[k] > mean[second])) second = k;
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":12,\"temperature\":1.2,\"seed\":60,\"n\":2,\"best_of\":%d}",
+             P1, BO);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    const char *t0 = jstr(j, "choices.0.text"), *t1 = jstr(j, "choices.1.text");
+    CHECKF(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "choices")) == 2 && t0 && t1 && !strcmp(t0, cand[best]) &&
+               !strcmp(t1, cand[second]),
+           "best_of: '%s', '%s'; expected '%s' (%.3f), '%s' (%.3f)", t0 ? t0 : "?", t1 ? t1 : "?", cand[best], mean[best],
+           cand[second], mean[second]);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),
+                                                        "logprobs")));
+    CHECK_EQ_INT((int)jnum(j, "usage.completion_tokens"), all);
+    cJSON_Delete(j);
 }
 
 static void test_tokenize(int port, tandem_model *m, const char *chat_prompt)

@@ -81,7 +81,9 @@ typedef struct tm_oai_req {
     char *template_kwargs_json;     /* "chat_template_kwargs" object, or NULL */
     unsigned set;                   /* TM_OAI_SET_* */
     int max_tokens;                 /* max_completion_tokens, else max_tokens; [1, TM_OAI_MAX_TOKENS] */
-    int n;                          /* "n": choices to generate, 1..TM_OAI_MAX_N (default 1) */
+    int n;                          /* "n": choices to return, 1..TM_OAI_MAX_N (default 1) */
+    int best_of;                    /* completions "best_of": candidates generated, n..TM_OAI_MAX_N (default n);
+                                       the n with the highest mean log-probability per token are returned */
     float temperature;              /* [0, inf) */
     float top_p;                    /* (0, 1] */
     int top_k;                      /* 0 = off (-1 and 0 in the body both mean off) */

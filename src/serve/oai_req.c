@@ -107,10 +107,6 @@ static int get_bool(const cJSON *obj, const char *name, int *out, tm_oai_error *
 /* Fields tandem does not implement: accepted only at their "off" value. */
 static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *e)
 {
-    double x;
-    int rc;
-    if ((rc = get_int(root, "best_of", -1e18, 1e18, &x, e)) < 0) return -1;
-    if (rc && x != 1) return BAD("best_of", "only best_of = 1 is supported");
     const cJSON *v;
     if ((v = field(root, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "echo is not supported");
     if ((v = field(root, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
@@ -131,6 +127,9 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
     if (rc) { r->max_tokens = (int)x; r->set |= TM_OAI_SET_MAX_TOKENS; }
     if ((rc = get_int(root, "n", 1, TM_OAI_MAX_N, &x, e)) < 0) return -1;
     r->n = rc ? (int)x : 1;
+    if ((rc = get_int(root, "best_of", 1, TM_OAI_MAX_N, &x, e)) < 0) return -1;
+    r->best_of = rc ? (int)x : r->n;
+    if (r->best_of < r->n) return BAD("best_of", "'best_of' = %d is less than 'n' = %d", r->best_of, r->n);
 #define NUM(name, lo, lo_open, hi, hi_open, dst, bit) \
     if ((rc = get_number(root, name, lo, lo_open, hi, hi_open, &x, e)) < 0) return -1; \
     if (rc) { r->dst = (float)x; r->set |= bit; }
@@ -585,6 +584,8 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     if (rc == 0) rc = check_unsupported(root, kind, e);
     if (rc == 0) rc = parse_sampling(r, root, e);
     if (rc == 0) rc = parse_stream(r, root, e);
+    if (rc == 0 && r->best_of > r->n && (kind == TM_OAI_CHAT || r->stream))
+        rc = BAD("best_of", kind == TM_OAI_CHAT ? "'best_of' is a completions field" : "'best_of' > 'n' cannot be streamed");
     if (rc == 0) rc = parse_logprobs(r, root, kind, e);
     if (rc == 0) rc = parse_format(r, root, e);
     if (rc == 0) rc = parse_bias(r, root, e);

@@ -65,6 +65,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -170,7 +171,8 @@ struct job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int oom;
-    int n;                     /* choices (req.n) */
+    int n;                     /* choices generated (req.best_of, which is req.n unless asked for) */
+    int n_ret;                 /* choices returned (req.n): all of them, or the best_of's best */
     choice ch[TM_OAI_MAX_N];
     int phase;                 /* stream: PH_* */
     char *out;                 /* stream: formatted bytes not yet handed to MHD */
@@ -386,7 +388,8 @@ static job *job_new(tm_server *srv, struct MHD_Connection *c, tm_oai_req *req, c
     j->meta = (tm_oai_meta){.kind = j->req.kind, .id = j->id, .model = srv->model_name, .created = (int64_t)time(NULL)};
     j->url = url;
     j->t0 = t0;
-    j->n = j->req.n >= 1 && j->req.n <= TM_OAI_MAX_N ? j->req.n : 1;
+    j->n = j->req.best_of >= 1 && j->req.best_of <= TM_OAI_MAX_N ? j->req.best_of : 1;
+    j->n_ret = j->req.n >= 1 && j->req.n <= j->n ? j->req.n : j->n;
     for (int i = 0; i < TM_OAI_MAX_N; i++) j->ch[i].j = j, j->ch[i].index = i;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
@@ -678,6 +681,26 @@ static void job_release(void *cls)
 
 /* ---- generation --------------------------------------------------------------------------- */
 
+/* The order the choices are returned in: as generated, or (best_of > n) by their mean log-probability
+ * per token, highest first (a choice without tokens last; ties keep the generated order). */
+static void rank_choices(const job *j, int *order)
+{
+    double score[TM_OAI_MAX_N];
+    for (int i = 0; i < j->n; i++) {
+        const choice *c = &j->ch[i];
+        double sum = 0;
+        for (size_t k = 0; k < c->n_lps; k++) sum += c->lps[k].logprob;
+        score[i] = j->n > j->n_ret ? (c->n_lps ? sum / (double)c->n_lps : -INFINITY) : 0;
+        order[i] = i;
+    }
+    for (int i = 1; i < j->n; i++) /* insertion sort: stable, n <= 8 */
+        for (int k = i; k > 0 && score[order[k]] > score[order[k - 1]]; k--) {
+            int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+}
+
 static enum MHD_Result submit_error(tm_server *srv, struct MHD_Connection *c, job *j, const tandem_status *st)
 {
     const char *param = j->req.kind == TM_OAI_CHAT ? "messages" : "prompt";
@@ -796,7 +819,8 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         q.prompt_ids = NULL;
         q.no_special = 1; /* the rendered template holds the special tokens */
     }
-    if (j->req.want_logprobs) q.on_logprob.fn = job_on_logprob;
+    if (j->req.want_logprobs || j->n > j->n_ret) q.on_logprob.fn = job_on_logprob;
+    if (!j->req.want_logprobs && j->n > j->n_ret) q.logprobs = 0; /* best_of ranks by the tokens' logprobs */
     int rc = 0, n_sub = 0;
     for (; n_sub < j->n && rc == 0; n_sub++) { /* one request per choice: seeds seed, seed + 1, ... */
         tandem_request qi = q;
@@ -841,8 +865,10 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         tm_reply_part part[TM_OAI_MAX_N];
         tm_oai_extra x[TM_OAI_MAX_N];
         tm_oai_choice cv[TM_OAI_MAX_N];
-        for (int i = 0; rc == 0 && i < j->n && !j->oom; i++) {
-            choice *ch = &j->ch[i];
+        int order[TM_OAI_MAX_N];
+        rank_choices(j, order);
+        for (int i = 0; rc == 0 && i < j->n_ret && !j->oom; i++) {
+            choice *ch = &j->ch[order[i]];
             if (j->req.want_logprobs && !(lv[i] = lp_convert(srv, ch->lps, ch->n_lps))) j->oom = 1;
             part[i] = (tm_reply_part){.content = ch->text ? ch->text : "", .content_len = ch->text_len};
             if (!j->oom && j->reads) {
@@ -856,7 +882,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         }
         if (rc == 0 && !j->oom) {
             tm_oai_usage u = job_usage(j);
-            mr = reply(srv, c, 200, tm_oai_response_json(&j->meta, cv, j->n, &u), NULL);
+            mr = reply(srv, c, 200, tm_oai_response_json(&j->meta, cv, j->n_ret, &u), NULL);
             job_log(j, 200);
         } else if (rc == TANDEM_E_CANCELLED) {
             int stopping;
@@ -871,7 +897,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
                               j->oom ? "out of memory" : j->ch[bad].st.msg);
             job_log(j, 500);
         }
-        for (int i = 0; i < j->n; i++) lp_free(lv[i], j->ch[i].n_lps);
+        for (int i = 0; i < j->n_ret; i++) lp_free(lv[i], j->ch[order[i]].n_lps);
         job_free(j);
         return mr;
     }
