@@ -60,6 +60,14 @@ static inline char *th_slurp(const char *path)
     return s;
 }
 
+/* th_max_diff: the largest |a[i] - b[i]| of two rows [n] */
+static inline double th_max_diff(const float *a, const float *b, int n)
+{
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
 /* th_kl_row: KL(softmax(ref) || softmax(got)) of two logit rows [V], and (*agree) whether their argmax
  * agree: how the engine tests score a row against a reference. */
 static inline double th_kl_row(const float *ref, const float *got, int V, int *agree)

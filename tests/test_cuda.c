@@ -29,13 +29,6 @@
 
 enum { NTOK = 37, SPLIT = 20 };
 
-static double max_diff(const float *a, const float *b, int n)
-{
-    double d = 0;
-    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
-    return d;
-}
-
 static int layers_seen[256], n_seen;
 static void on_layer(void *ud, int l)
 {
@@ -87,7 +80,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
     for (int l = 0; l < n_seen; l++) ok &= layers_seen[l] == l;
     CHECKF(ok, "on_layer: %d calls for %d layers, in order", n_seen, m->L);
     int agree;
-    double kl = th_kl_row(ref, one, V, &agree), md = max_diff(ref, one, V), mx = 0;
+    double kl = th_kl_row(ref, one, V, &agree), md = th_max_diff(ref, one, V), mx = 0;
     for (int v = 0; v < V; v++) mx = fmax(mx, fabs(ref[v]));
     printf("one chunk vs the f32 reference: KL %.2e, top-1 %s, max |diff| %.3e of %.3e\n", kl, agree ? "agrees" : "DIFFERS",
            md, mx);
@@ -128,7 +121,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
     /* two chunks: the same logits; then with another sequence in between (the mirror re-read from the pages) */
     CHECK(chunk(vt, ctx, kv, &s1, ids, 0, SPLIT, 64, NULL, &err) == TM_OK);
     CHECK(chunk(vt, ctx, kv, &s1, ids, SPLIT, NTOK - SPLIT, 64, two, &err) == TM_OK);
-    double d2 = max_diff(one, two, V);
+    double d2 = th_max_diff(one, two, V);
     printf("two chunks vs one: max |diff| %.3e\n", d2);
     CHECKF(d2 < 0.01 * mx, "two chunks differ from one by %.3e", d2);
     tm_kv_seq_release(kv, &s1);
@@ -137,7 +130,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
     for (int i = 0; i < 64; i++) other[i] = (ids[i % NTOK] * 7 + 3) % V;
     CHECK(chunk(vt, ctx, kv, &s2, other, 0, 30, 64, NULL, &err) == TM_OK);
     CHECK(chunk(vt, ctx, kv, &s1, ids, SPLIT, NTOK - SPLIT, 64, got, &err) == TM_OK);
-    double d3 = max_diff(two, got, V);
+    double d3 = th_max_diff(two, got, V);
     printf("resumed after another sequence (mirror from the pages) vs two chunks: max |diff| %.3e\n", d3);
     CHECKF(d3 < 1e-3 * mx, "resumed chunk differs by %.3e", d3);
     tm_kv_seq_release(kv, &s1);
@@ -174,7 +167,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
         unsetenv(envs[v][0]);
         tm_kv_seq s3 = {0};
         CHECK(c2 && chunk(vt, c2, kv, &s3, ids, 0, NTOK, 64, got, &err) == TM_OK);
-        double d4 = max_diff(one, got, V);
+        double d4 = th_max_diff(one, got, V);
         printf("%s=%s vs the default attention: max |diff| %.3e\n", envs[v][0], envs[v][1], d4);
         CHECKF(d4 < 0.01 * mx, "%s=%s: the attention differs by %.3e", envs[v][0], envs[v][1], d4);
         tm_kv_seq_release(kv, &s3);
@@ -204,7 +197,7 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
             tm_kv_seq_release(kv, &s3);
             if (c2) vt->unbind(c2);
         }
-        double ds = max_diff(lg[0], lg[1], V), lm = 0;
+        double ds = th_max_diff(lg[0], lg[1], V), lm = 0;
         for (int v = 0; v < V; v++) lm = fmax(lm, fabs(lref[v]));
         kl = th_kl_row(lref, lg[0], V, &agree);
         printf("200 tokens: KL %.2e against the reference, top-1 %s; split in 3 vs whole: max |diff| %.3e\n", kl,

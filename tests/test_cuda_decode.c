@@ -40,13 +40,6 @@ static double max_abs(const float *a, int n)
     return m;
 }
 
-static double max_diff(const float *a, const float *b, int n)
-{
-    double d = 0;
-    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
-    return d;
-}
-
 static tm_kv_cache *cache_of(const tm_model *m, tm_dtype dt, int pages)
 {
     tm_kv_cache *kv = NULL;
@@ -85,7 +78,7 @@ static void close_rows(const char *what, const float *cpu, const float *gpu, int
                        double *d_max)
 {
     int agree;
-    double kl = th_kl_row(cpu, gpu, V, &agree), d = max_diff(cpu, gpu, V) / max_abs(cpu, V);
+    double kl = th_kl_row(cpu, gpu, V, &agree), d = th_max_diff(cpu, gpu, V) / max_abs(cpu, V);
     if (kl > *kl_max) *kl_max = kl;
     if (d > *d_max) *d_max = d;
     *flips += !agree;
@@ -212,7 +205,7 @@ static void batch(eng gpu, eng cpu, const tm_model *m, const int32_t *ids)
         tm_kv_seq *q = &s1[b];
         int last = len[b] + BSTEPS - 1;
         CHECK(prefill(cpu, k1, q, p[b], last, 1) == TM_OK && step(gpu, k1, &q, &p[b][last], &last, 1, l1) == TM_OK);
-        d_alone = fmax(d_alone, max_diff(l1, lg + (size_t)b * V, V) / max_abs(l1, V));
+        d_alone = fmax(d_alone, th_max_diff(l1, lg + (size_t)b * V, V) / max_abs(l1, V));
         tm_kv_seq_release(k1, q);
     }
     printf("batched vs alone on the GPU: max diff %.2e of the row's max\n", d_alone);

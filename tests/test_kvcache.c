@@ -335,8 +335,47 @@ static void test_shared_pages(void)
     tm_kv_cache_free(c);
 }
 
+/* identities: a cache's uid is unique in the process (one freed and another made, likely at the same
+ * address, differ); a sequence's uid is set by its first page (reserved or taken), distinct from its
+ * cache's other sequences', kept while it grows, 0 after release, and new when the struct is reused */
+static void test_uids(void)
+{
+    tm_err err = {0};
+    tm_kv_cache *c = NULL, *c2 = NULL;
+    tm_kv_cache_opts o = {1, 1, 8, 4, 8, TM_DT_BF16, 0};
+    CHECK_EQ_INT(tm_kv_cache_init(&c, &o, &err), TM_OK);
+    if (!c) return;
+    uint64_t cu = tm_kv_cache_uid(c);
+    CHECK(cu != 0);
+    tm_kv_seq a = {0}, b = {0}, d = {0};
+    CHECK(a.uid == 0);
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 4, &err), TM_OK);
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &b, 4, &err), TM_OK);
+    uint64_t ua = a.uid;
+    CHECK(ua != 0 && b.uid != 0 && ua != b.uid);
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 12, &err), TM_OK); /* grows: the same sequence */
+    CHECK(a.uid == ua);
+    int32_t ids[4] = {1, 2, 3, 4};
+    uint64_t k = tm_kv_page_key(0, ids, 4);
+    CHECK_EQ_INT(tm_kv_publish(c, a.pages[0], 0, k, ids), 1);
+    CHECK_EQ_INT(tm_kv_seq_take_published(c, &d, 0, k, ids, &err), 1); /* a first page taken */
+    CHECK(d.uid != 0 && d.uid != ua && d.uid != b.uid);
+    tm_kv_seq_release(c, &a);
+    CHECK(a.uid == 0);
+    CHECK_EQ_INT(tm_kv_seq_reserve(c, &a, 4, &err), TM_OK); /* the struct reused: a new sequence */
+    CHECK(a.uid != 0 && a.uid != ua && a.uid != b.uid && a.uid != d.uid);
+    tm_kv_seq_release(c, &a);
+    tm_kv_seq_release(c, &b);
+    tm_kv_seq_release(c, &d);
+    tm_kv_cache_free(c);
+    CHECK_EQ_INT(tm_kv_cache_init(&c2, &o, &err), TM_OK);
+    CHECK(c2 && tm_kv_cache_uid(c2) != 0 && tm_kv_cache_uid(c2) != cu);
+    tm_kv_cache_free(c2);
+}
+
 int main(void)
 {
+    test_uids();
     test_prefault();
     test_shared_pages();
     test_quant_row();

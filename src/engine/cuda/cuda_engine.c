@@ -147,9 +147,8 @@ typedef struct cu_eng {
     int attn_smax;
     int attn_split;                   /* TANDEM_CUDA_SPLIT=N: N segments whatever the context (tests); 0: by context */
     /* decode (design block "Decode") */
-    uint8_t *arena;                   /* the device copy of cache a_uid's arena, a_bytes */
+    uint8_t *arena;                   /* the device copy of cache a_uid's arena (tm_kv_cache_bytes) */
     uint64_t a_uid;
-    size_t a_bytes;
     cu_dseq ds[CU_DSEQ];
     uint64_t clock;                   /* steps so far */
     uint8_t *up_host;                 /* pinned staging of page uploads, up_cap bytes */
@@ -609,19 +608,16 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
 }
 
 /* the decode attention of layer l's step (the export rows exp into the pages first) */
-static int dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb,
-                         tm_err *err)
+static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb)
 {
     cu_dec_attn_args da = c->da;
     da.layer_off = (size_t)l * c->layer_bytes;
     da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
     cu_kv_put(e->st, &da, exp, (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), rb);
-    (void)err;
     prof_mark(e, PROF_ATTN, 0);
     cu_attn_decode(e->st, &da, e->dseg_n, e->dseg_len, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
-    return TM_OK;
 }
 
 static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
@@ -662,7 +658,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     prof_mark(e, PROF_QKV, 1);
     int window = ld->sliding ? ld->window : 0;
     if (c->decode) {
-        if ((rc = dec_attention(e, c, l, window, w->sinks, exp, rb, err))) return rc;
+        dec_attention(e, c, l, window, w->sinks, exp, rb);
     } else {
         /* the rows leave for the pages while the attention and the FFN run */
         CK(cudaMemcpyAsync(e->exp_host[l & 1], e->exp_dev, 2 * (size_t)Hk * T * (rb + sizeof(float)),
@@ -875,7 +871,7 @@ static int arena_for(cu_eng *e, const tm_kv_cache *kv, tm_err *err)
     cudaFree(e->arena);
     cudaFree(e->meta_dev);
     cudaFreeHost(e->meta_host);
-    e->arena = NULL, e->a_uid = 0, e->a_bytes = 0, e->meta_dev = NULL, e->meta_host = NULL;
+    e->arena = NULL, e->a_uid = 0, e->meta_dev = NULL, e->meta_host = NULL;
     for (int i = 0; i < CU_DSEQ; i++) e->ds[i].uid = 0, e->ds[i].used = 0;
     size_t bytes = tm_kv_cache_bytes(kv);
     cudaError_t ce = cudaMalloc((void **)&e->arena, bytes);
@@ -889,7 +885,7 @@ static int arena_for(cu_eng *e, const tm_kv_cache *kv, tm_err *err)
     size_t n = (size_t)CU_MAX_B * (2 + (size_t)e->ptw) * sizeof(int32_t);
     CK(cudaMalloc((void **)&e->meta_dev, n), "cudaMalloc (decode)");
     CK(cudaMallocHost((void **)&e->meta_host, n), "cudaMallocHost (decode)");
-    e->a_uid = uid, e->a_bytes = bytes;
+    e->a_uid = uid;
     return TM_OK;
 }
 
@@ -921,8 +917,6 @@ static int up_flush(cu_eng *e, const int32_t *ids, int n, size_t pb, tm_err *err
 /* what the device lacks of each sequence's [0, pos[b]) comes up as whole pages; st[b] its slot */
 static int dec_sync(cu_eng *e, const tm_decode_args *a, size_t pb, cu_dseq **st, tm_err *err)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     int ps = tm_kv_cache_info(a->kv)->page_size, from[CU_MAX_B], total = 0;
     for (int b = 0; b < a->B; b++) {
         const tm_kv_seq *q = a->seqs[b];
@@ -936,7 +930,9 @@ static int dec_sync(cu_eng *e, const tm_decode_args *a, size_t pb, cu_dseq **st,
         from[b] = have / ps;
         total += need > 0 ? (need - 1) / ps + 1 - from[b] : 0;
     }
-    if (total == 0) return TM_OK;
+    if (total == 0) return TM_OK; /* the usual step */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t want = (size_t)total * pb < UP_STAGE ? (size_t)total * pb : UP_STAGE;
     if (want < pb) want = pb;
     if (e->up_cap < want) {
