@@ -111,8 +111,9 @@ cuda-check:
 	@for f in $(sort $(wildcard src/engine/cuda/*.cu)); do \
 	  $(NVCC) -O3 -std=c++17 -Iinclude -Isrc $(CU_ARCH) -Xcompiler -Wall,-Wextra,-Werror \
 	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .cu).o || exit 1; done
-	@$(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) \
-	  -c src/engine/cuda/cuda_engine.c -o $(BUILD)/cuda-check/cuda_engine.o
+	@for f in $(sort $(wildcard src/engine/cuda/*.c)); do \
+	  $(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) \
+	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .c).o || exit 1; done
 	@echo "cuda-check: the CUDA engine's $$(ls src/engine/cuda/*.cu src/engine/cuda/*.c | wc -l) sources compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
 
 test: all kbench-ab

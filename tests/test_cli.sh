@@ -299,7 +299,7 @@ else python3 -c 'import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])'
 for p in tests sweep concurrency stall; do
   grep -q "<g id=\"panel-$p\">" "$W/b.svg" && ok || bad "bench SVG has no panel-$p"
 done
-for a in "--reps 0" "--sweep 16,x" "--sweep 16:0" "--concurrency 1,9" "--conc 448" "--gap -1" "--stall 8" \
+for a in "--reps 0" "--sweep 16,x" "--sweep 16:0" "--concurrency 1,65" "--conc 448" "--gap -1" "--stall 8" \
          "--suite nope" "--routes hybrid,sideways" "--tests e64+" "--max-stall 0" "--max-stall x" "--parallel 0"; do
   expect 2 $T bench "$W/m.tdm" $a
   one_line

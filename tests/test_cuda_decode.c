@@ -12,6 +12,11 @@
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
  *   - all of it with the steps captured as CUDA graphs (the default) and launched one by one;
+ *   - packed weights (cu_mat.h): the decode stage of a converted package (int4 g64 layers, int6 g64
+ *     head) bound for decode stays packed and runs the GEMV: its steps against the same weights as
+ *     bf16 (TANDEM_CUDA_PACKED=0) and dequantized per product (TANDEM_CUDA_GEMV_MAX=0), the last
+ *     against the f32 reference over those int4 weights, and a batch of 10 (GEMV groups of 8 and 2)
+ *     against each sequence alone;
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
  *     engine's context, pages that do not cover the step, a cache of another geometry.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
@@ -25,6 +30,7 @@
 #include "engine/ref/ref.h"
 #include "hf/hf_model.h"
 #include "model/model.h"
+#include "runtime/rt_model.h"
 
 enum { NP = 37, STEPS = 12, NLONG = 600, CTX = 1024 };
 
@@ -273,6 +279,102 @@ static void refusals(eng gpu, const tm_model *m, const int32_t *ids)
     free(lg);
 }
 
+/* the decode stage's weights packed on the GPU (design block above) */
+static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
+{
+    tm_rt_model *rm = NULL;
+    tm_err err = {0};
+    CHECKF(tm_rt_model_open(&rm, dir, &err) == TM_OK, "%s: %s", dir, err.msg);
+    if (!rm) return;
+    const tm_model *m = rm->decode;
+    CHECKF(m->w[0].wq.dtype == TM_DT_Q4G64 && m->w[0].w_down.dtype == TM_DT_Q4G64 && m->lm_head.dtype == TM_DT_Q6G64,
+           "the decode stage's encodings: %s, %s, head %s", tm_dtype_name(m->w[0].wq.dtype),
+           tm_dtype_name(m->w[0].w_down.dtype), tm_dtype_name(m->lm_head.dtype));
+    int V = m->V;
+    const char *env[3][2] = {{NULL, NULL}, {"TANDEM_CUDA_PACKED", "0"}, {"TANDEM_CUDA_GEMV_MAX", "0"}};
+    const char *name[3] = {"packed (GEMV)", "bf16 copy", "dequantized per product"};
+    eng g[3];
+    float *lg[3], *ref = malloc(sizeof(float) * V);
+    tm_engine_opts o = {.weight_enc = rm->decode_enc, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
+    for (int i = 0; i < 3; i++) {
+        g[i] = (eng){vt, NULL};
+        lg[i] = malloc(sizeof(float) * V);
+        if (env[i][0]) setenv(env[i][0], env[i][1], 1);
+        CHECKF(vt->bind(&g[i].ctx, m, &o, &err) == TM_OK, "bind (%s): %s", name[i], err.msg);
+        if (env[i][0]) unsetenv(env[i][0]);
+    }
+    tm_kv_cache *kv[3];
+    tm_kv_seq sq[3], *ps[3];
+    memset(sq, 0, sizeof sq);
+    double kl_max = 0, d_max = 0;
+    int flips = 0, ok = g[0].ctx && g[1].ctx && g[2].ctx;
+    for (int i = 0; i < 3; i++) {
+        kv[i] = cache_of(m, TM_DT_BF16, 64), ps[i] = &sq[i];
+        /* the prompt (37 rows: more than the GEMV takes, so dequantized + cuBLAS on the packed engine) */
+        if (ok) ok = prefill(g[i], kv[i], &sq[i], ids, NP, 64) == TM_OK;
+    }
+    char what[96];
+    for (int s = 0; s < STEPS && ok; s++) {
+        int pos = NP + s;
+        for (int i = 0; i < 3 && ok; i++) ok = step(g[i], kv[i], &ps[i], &ids[pos], &pos, 1, lg[i]) == TM_OK;
+        for (int i = 1; i < 3 && ok; i++) {
+            snprintf(what, sizeof what, "packed vs %s, step %d", name[i], s);
+            close_rows(what, lg[i], lg[0], V, &kl_max, &flips, &d_max);
+        }
+    }
+    printf("packed int4 / int6 weights: %d steps vs the bf16 copy and the dequantized products: max KL %.2e, max diff "
+           "%.2e of the row's max, %d top-1 flips\n", STEPS, kl_max, d_max, flips);
+    if (ok) {
+        tm_ref *r = NULL;
+        CHECK(tm_ref_init(&r, m, 128, 2, &err) == TM_OK);
+        CHECK(r && tm_ref_forward(r, ids, NP + STEPS, 0, ref, 0, &err) == TM_OK);
+        tm_ref_free(r);
+        for (int i = 0; i < 3; i++) {
+            int agree;
+            double kl = th_kl_row(ref, lg[i], V, &agree), d = th_max_diff(ref, lg[i], V) / max_abs(ref, V);
+            printf("%s: last step vs the f32 reference over the same weights: KL %.2e, max diff %.2e of the row's max, "
+                   "top-1 %s\n", name[i], kl, d, agree ? "agrees" : "DIFFERS");
+            CHECKF(kl < 1e-3 && agree && d < 0.05, "%s vs the reference: KL %.3e, max diff %.3e", name[i], kl, d);
+        }
+    }
+    /* a batch of 10 (GEMV groups of 8 and 2): sequences over prompts of 5..14 tokens, against each alone */
+    enum { NB = 10 };
+    tm_kv_cache *kb = cache_of(m, TM_DT_BF16, 64), *k1 = cache_of(m, TM_DT_BF16, 64);
+    tm_kv_seq sb[NB], s1;
+    tm_kv_seq *pb[NB], *p1 = &s1;
+    memset(sb, 0, sizeof sb);
+    int32_t tok[NB];
+    int pos[NB];
+    float *lb = malloc(sizeof(float) * NB * V);
+    for (int b = 0; b < NB && ok; b++) {
+        pb[b] = &sb[b], pos[b] = 5 + b, tok[b] = ids[100 + b];
+        ok = prefill(g[0], kb, &sb[b], ids + 3 * b, pos[b], 1) == TM_OK;
+    }
+    if (ok) ok = step(g[0], kb, pb, tok, pos, NB, lb) == TM_OK;
+    double dworst = 0;
+    for (int b = 0; b < NB && ok; b++) {
+        memset(&s1, 0, sizeof s1);
+        ok = prefill(g[0], k1, &s1, ids + 3 * b, pos[b], 1) == TM_OK && step(g[0], k1, &p1, &tok[b], &pos[b], 1, lg[0]) == TM_OK;
+        double d = ok ? th_max_diff(lg[0], lb + (size_t)b * V, V) / max_abs(lg[0], V) : 1;
+        dworst = d > dworst ? d : dworst;
+        tm_kv_seq_release(k1, &s1);
+    }
+    printf("packed: a batch of %d vs each sequence alone: max diff %.2e of the row's max\n", NB, dworst);
+    CHECKF(ok && dworst < 1e-5, "packed batch of %d vs alone: %.3e", NB, dworst);
+    for (int b = 0; b < NB; b++) tm_kv_seq_release(kb, &sb[b]);
+    tm_kv_cache_free(kb);
+    tm_kv_cache_free(k1);
+    free(lb);
+    for (int i = 0; i < 3; i++) {
+        tm_kv_seq_release(kv[i], &sq[i]);
+        tm_kv_cache_free(kv[i]);
+        if (g[i].ctx) vt->unbind(g[i].ctx);
+        free(lg[i]);
+    }
+    free(ref);
+    tm_rt_model_free(rm);
+}
+
 int main(void)
 {
     const tm_engine_vt *vt = tm_engine_find("cuda"), *cvt = tm_engine_find("cpu-avx512");
@@ -310,6 +412,7 @@ int main(void)
         batch(gpu, cpu, m, ids);
         refusals(gpu, m, ids);
         vt->unbind(gpu.ctx);
+        if (!g) packed(vt, dir, ids);
     }
     if (cpu.ctx) cvt->unbind(cpu.ctx);
     tm_model_free(m);

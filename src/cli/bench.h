@@ -15,7 +15,7 @@
 
 #define BENCH_MAX_REPS 32    /* --reps, --sweep-reps and per-point sweep reps */
 #define BENCH_MAX_POINTS 32  /* entries of --sweep and --handoff */
-#define BENCH_MAX_CLIENTS 8  /* entries and values of --concurrency */
+#define BENCH_MAX_CLIENTS 64 /* entries and values of --concurrency (a session runs at most 64 sequences) */
 #define BENCH_MAX_STREAMS 7  /* --stall */
 
 /* One test on one route: medians over its reps (cmd_bench.c). */

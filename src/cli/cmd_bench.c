@@ -82,7 +82,7 @@ static const char bench_usage[] =
     "                      an entry LEN:R runs R reps at that length\n"
     "  --sweep-gen N       tokens generated per sweep point (default 16)\n"
     "  --sweep-reps N      reps per sweep point without :R (default --reps)\n"
-    "  --concurrency LIST  client counts, 1..8 (e.g. 1,2,4,8); --conc P+G (default 448+64), --gap S (default 1.0)\n"
+    "  --concurrency LIST  client counts, 1..64 (e.g. 1,2,4,8); --conc P+G (default 448+64), --gap S (default 1.0)\n"
     "  --stall N           N running streams (1..7), then a --stall-prompt P (default 448) token prompt arrives\n"
     "                      (--reps runs; with --peer, llama.cpp too: llstall beside --peer-bin, tools/llstall.sh)\n"
     "  --stall-retries N   redo a stall run disturbed by other processes up to N times (default 3)\n"

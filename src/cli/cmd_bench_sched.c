@@ -239,7 +239,7 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const int 
         }
         for (int j = 0; j < n; j++) pthread_join(th[j], NULL);
         double wall = bc_now_s() - t0;
-        double ttft[64], p50[64], p99[64];
+        double ttft[2 * BENCH_MAX_CLIENTS], p50[2 * BENCH_MAX_CLIENTS], p99[2 * BENCH_MAX_CLIENTS];
         int nr = 0, gen = 0;
         for (int j = 0; j < n; j++) {
             for (int q = 0; q < c[j].done; q++, nr++) {

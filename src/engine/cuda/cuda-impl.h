@@ -1,7 +1,8 @@
 /* engine/cuda/cuda-impl.h: the CUDA engine's kernels as the host code calls them (private to
  * engine/cuda). Each cu_* function launches one kernel on stream s and returns at once; the
  * kernels live in cu_ops.cu (row-wise passes), cu_kv.cu (q/k/v after their GEMM, the KV mirror
- * and its export) and cu_attn.cu (attention). Pointers are device memory; bf16 is stored as
+ * and its export), cu_attn.cu (attention), cu_dec.cu (decode attention over the pages) and cu_gemv.cu
+ * (products with quantized weights). Pointers are device memory; bf16 is stored as
  * uint16_t on this side. A launch error surfaces at the next synchronisation (cuda_engine.c checks
  * cudaGetLastError after each layer and the chunk's final cudaStreamSynchronize).
  *
@@ -37,9 +38,11 @@ void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const
 /* y16[R][n] = bf16(x[R][n]) */
 void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n);
 
-/* x[T][D] += post(a[T][D] + bias[D]) * scale, post = RMSNorm by post_w (NULL: none); bias may be NULL */
+/* x[T][D] += post(a[T][D] + bias[D]) * scale, post = RMSNorm by post_w (NULL: none); bias may be NULL.
+ * Then, where nw is not NULL, the next norm fused: y16[T][D] = bf16(norm(x)) by nw, nb (kind nkind, as
+ * cu_norm; the same eps) */
 void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps, float scale,
-                 int T, int D);
+                 int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16);
 
 /* g[T][F] = bf16(gated ? glu(act, gu[t][f] + b[f], gu[t][F + f] + b[F + f]) : act(gu[t][f] + b[f])),
  * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas) */
@@ -131,18 +134,45 @@ typedef struct cu_dec_attn_args {
     float scale, softcap;
     const float *alibi, *sinks;
     uint16_t *out;         /* bf16 [B][H * Dh] */
+    const uint8_t *rows;   /* the step's export rows [2][Hk][B] of Dh elements in the cache's dtype */
+    const float *rscales;  /* int8: their scales [2][Hk][B] */
 } cu_dec_attn_args;
 
-/* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages, the
+/* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages (key
+ * pos from the export rows, which the launch also writes into their pages at pos), the
  * keys in S segments of seglen (S * seglen >= the longest span; S > 1 merged through scratch of
  * cu_attention_scratch(B, H, Dh, S) bytes); shared memory per block cu_attn_decode_smem(Dh, seglen)
  * (the engine keeps it under 48 KB) */
 void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
 size_t cu_attn_decode_smem(int Dh, int seglen);
 
-/* the step's new K/V rows (export rows [2][Hk][B] of rb bytes in the cache's dtype, int8 scales [2][Hk][B])
- * into their pages at pos[b] of the arena in a (layer_off: this layer's) */
-void cu_kv_put(cu_stream s, const cu_dec_attn_args *a, const void *rows, const float *scales, size_t rb);
+/* ---- cu_gemv.cu: quantized weights ---- */
+
+/* A weight [N][K] kept packed on the device (cu_gemv.cu's design block has the layouts): enc 4: int4,
+ * q uint8 [N][K/2] in blocks of 32, s f16 [N][K/G], G 32, 64 or K; enc 8: int8 [N][K], s f32 [N][K/G],
+ * G 64 or K (K % 16 == 0). w = d q. */
+typedef struct cu_qmat {
+    int enc, N, K, G;
+    const uint8_t *q;
+    const void *s;
+} cu_qmat;
+
+/* y[b][n] (row stride ldy, f32) = sum_k x[b][k] w[n][k] for b < B (any B >= 1; in groups of 8), x bf16
+ * (row stride ldx, a multiple of 4; x 8-byte aligned) */
+void cu_gemv_q(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, float *y, int ldy);
+
+/* The FFN's activation after the product (cu_gemv_act): gated (w stacked gate rows [F], then up rows
+ * [F]): g[b][f] = bf16(glu(act, y[b][f] + b[f], y[b][F + f] + b[F + f])); not gated (w [F] rows):
+ * g[b][f] = bf16(act(y[b][f] + b[f])). b may be NULL; act a tm_act (model.h); g row stride ldg. */
+typedef struct cu_gemv_epi {
+    int gated, act, F, ldg;
+    const float *b;
+    uint16_t *g;
+} cu_gemv_epi;
+void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);
+
+/* out[N][K] bf16 = w (rounded to nearest even) */
+void cu_dequant_q(cu_stream s, const cu_qmat *w, uint16_t *out);
 
 #ifdef __cplusplus
 }

@@ -7,10 +7,14 @@
  * ------------
  * Weights: at bind, every layer is read through the reference engine's loader (engine/ref: one place
  * knows the checkpoints' layouts: fused q|k|v in Q, K, V row order, gate rows then up rows, effective
- * norm weights), whatever the stage's encoding (bf16 as is; int8 and the others dequantized), and
- * uploaded: matrices as bf16 [N][K], vectors f32. The embedding and a separate lm_head go up by row
- * blocks. GEMMs are cuBLAS's (bf16 inputs, f32 accumulation and output, tensor cores):
- * y[T][N] = x[T][K] · W[N][K]ᵀ as the column-major product W(op T) · x.
+ * norm weights), whatever the stage's encoding, and uploaded: vectors f32, matrices (cu_mat.h) as bf16
+ * [N][K] (any encoding dequantized: the prefill's form) or, when bound for decode and the stage's
+ * encoding is int4 / int8 / int6, packed: the package's own bytes, stacked in the same row order
+ * (tm_qkv_row for fused q|k|v), which the GEMV reads (cu_gemv.cu). The embedding stays bf16 (a step
+ * gathers B rows of it); a separate lm_head goes up by row blocks or packed. Products over bf16 are
+ * cuBLAS's (bf16 inputs, f32 accumulation and output, tensor cores): y[T][N] = x[T][K] · W[N][K]ᵀ as
+ * the column-major product W(op T) · x; over packed weights the GEMV up to CU_GEMV_MAX rows (the head
+ * always), else the weight dequantized to bf16 scratch and cuBLAS.
  *
  * One chunk (T rows, n_valid real; model.h's op sequence), all on one stream:
  *   tokens -> x [T][D] f32 (embedding)
@@ -43,17 +47,16 @@
  * missing (the prompt a CPU prefill engine wrote, positions another engine appended) comes up as
  * whole pages (staged in pinned memory; a page's bytes are one copy: the host-to-device half of the
  * KV bridge, paid once per prompt). Each layer's new K/V rows (export rows in the cache's dtype, as
- * the prefill makes them) go into the device pages (cu_kv_put) before the attention reads them, and
+ * the prefill makes them) go into the device pages in the attention's launch (cu_dec.cu), and
  * after the step all layers' rows come back with the logits and are scattered into the host pages,
  * which stay the truth every engine shares. The rule the tracking rests on: a position of a held
  * page, once written, is not rewritten by another writer while the sequence lives (sequences only
- * grow; kvcache.h's owner rule). GEMMs are the prefill's (cuBLAS, bf16 weights: 2 bytes a weight
- * whatever the package's decode encoding, dequantized at bind); the attention reads the pages
- * directly (no tensor cores: one query row per head).
+ * grow; kvcache.h's owner rule). The products are the GEMV over packed weights (the package's decode
+ * encoding: 4.25 bits a weight for int4 g64) or, for a bf16 stage, cuBLAS's; the attention reads the
+ * pages directly (no tensor cores: one query row per head).
  *
- * Not here (docs/status.md): quantized weights on the GPU (an int4 / int8 GEMV reading the package's
- * decode encoding), multi-head latent attention and mixture-of-experts layers (bind refuses them), head
- * dims over 256, CUDA graphs. */
+ * Not here (docs/status.md): multi-head latent attention and mixture-of-experts layers (bind refuses
+ * them), head dims over 256, int8 tensor-core GEMMs for an int8 prefill stage (dequantized to bf16). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +65,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "engine/cuda/cu_mat.h"
 #include "engine/cuda/cuda-impl.h"
 #include "engine/engine.h"
 #include "engine/ref/ref-impl.h"
@@ -71,6 +75,7 @@
 #define CU_MAX_B 64  /* sequences per decode step */
 #define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
 #define CU_SEG 256   /* decode attention: keys per segment, about */
+#define CU_GEMV_MAX 16 /* rows up to which a packed weight runs the GEMV (more: dequantized, cuBLAS) */
 #define BLAS_WS ((size_t)32 << 20)
 
 /* what the device arena holds of one sequence (design block "Decode") */
@@ -83,7 +88,7 @@ typedef struct cu_dseq {
 } cu_dseq;
 
 typedef struct cu_layer {
-    uint16_t *wqkv, *wo, *wgu, *wd;   /* bf16 [(H+2Hk)Dh][D], [D][H Dh], [2F or F][D], [D][F] */
+    cu_mat wqkv, wo, wgu, wd;         /* [(H+2Hk)Dh][D], [D][H Dh], [2F or F][D], [D][F] (cu_mat.h: bf16 or packed) */
     float *attn_norm, *attn_norm_b, *ffn_norm, *ffn_norm_b, *attn_out_norm, *ffn_out_norm; /* [D] or NULL */
     float *bqkv, *bo, *bgu, *bd;      /* biases or NULL */
     float *q_norm, *k_norm, *q_norm_b, *k_norm_b; /* [Dh] ([H][Dh] / [Hk][Dh] per head; whole: [H Dh]) */
@@ -110,6 +115,8 @@ typedef struct cu_prof {
     cudaEvent_t d0, d1;               /* a decode step's launches on the GPU */
     double dec_gpu_ms, dec_host_s;    /* decode steps: their GPU time, the calls' wall time */
     long steps, step_rows;
+    double dms[PROF_NCAT];            /* decode steps launched one by one: the categories' GPU time */
+    long dsteps;                      /* and how many such steps */
 } cu_prof;
 
 typedef struct cu_eng {
@@ -122,7 +129,9 @@ typedef struct cu_eng {
     void *blas_ws;                    /* its workspace, BLAS_WS bytes */
     cudaStream_t st;
     cudaEvent_t ev[2];                /* export copy of layer l done: ev[l % 2] */
-    uint16_t *embed, *lm_head;        /* bf16 [V][D] (lm_head == embed when tied) */
+    uint16_t *embed;                  /* bf16 [V][D] */
+    cu_mat lm_head;                   /* [V][D] (bf16: lm_head.bf == embed when tied and not packed) */
+    cu_mm mm;                         /* the products' handles and scratch (cu_mat.h) */
     float *final_norm, *final_norm_b, *lm_head_b, *pos_embed, *embed_norm, *embed_norm_b, *alibi;
     cu_layer *w;                      /* [L] */
     uint16_t *kc, *vc;                /* the mirror [L][Hk][cap][Dh] bf16 */
@@ -166,6 +175,9 @@ typedef struct cu_eng {
     cudaGraphExec_t graph[CU_MAX_B + 1][2]; /* decode steps captured, by batch and RoPE long factors (or not) */
     int g_dt;                         /* the cache dtype code they were captured for */
     int use_graphs;                   /* TANDEM_CUDA_GRAPHS=0: none (a measurement switch) */
+    int h_fused;                      /* a forward call: h16 holds the next layer's attention norm of x already */
+    int packed;                       /* quantized stage weights stay packed (bound for decode; TANDEM_CUDA_PACKED=0:
+                                         bf16, a measurement switch) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -205,6 +217,10 @@ static void prof_free(cu_eng *e)
                 "KV pages brought up in %.2f ms in all\n", p->steps, (double)p->step_rows / p->steps,
                 e->use_graphs ? "CUDA graphs" : "launched one by one", p->dec_gpu_ms / p->steps,
                 p->dec_host_s * 1e3 / p->steps, e->t_upload * 1e3);
+    if (p->dsteps)
+        fprintf(stderr, "cuda profile: %ld decode steps launched one by one: GEMMs %.3f ms, attention %.3f ms, q/k/v pass "
+                "%.3f ms a step\n", p->dsteps, p->dms[PROF_GEMM] / p->dsteps, p->dms[PROF_ATTN] / p->dsteps,
+                p->dms[PROF_QKV] / p->dsteps);
     cudaEventDestroy(p->d0);
     cudaEventDestroy(p->d1);
     for (int i = 0; i < PROF_EV; i++) cudaEventDestroy(p->ev[i]);
@@ -236,17 +252,6 @@ static void graphs_drop(cu_eng *e)
             if (e->graph[b][f]) cudaGraphExecDestroy(e->graph[b][f]), e->graph[b][f] = NULL;
 }
 
-static int cuerr(tm_err *err, cudaError_t e, const char *what)
-{
-    return tm_errf(err, e == cudaErrorMemoryAllocation ? TM_E_NOMEM : TM_E_IO, "cuda engine: %s: %s", what,
-                   cudaGetErrorString(e));
-}
-#define CK(call, what)                                                                                                 \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) return cuerr(err, e_, what);                                                            \
-    } while (0)
-
 static int cu_probe(tm_engine_caps *c, tm_err *err)
 {
     int n = 0;
@@ -258,7 +263,7 @@ static int cu_probe(tm_engine_caps *c, tm_err *err)
     c->name = "cuda";
     c->device = "cuda:0";
     c->roles = TM_ROLE_PREFILL | TM_ROLE_DECODE;
-    /* every encoding goes up as bf16 (design block) */
+    /* every encoding: as bf16, or packed for decode (design block) */
     tm_dtype enc[] = {TM_DT_BF16, TM_DT_F16, TM_DT_F32, TM_DT_Q8PC, TM_DT_Q4G64, TM_DT_Q4G32, TM_DT_Q4PC, TM_DT_Q6G64};
     memcpy(c->encodings, enc, sizeof enc);
     c->n_encodings = 8;
@@ -274,10 +279,7 @@ static int cu_probe(tm_engine_caps *c, tm_err *err)
 
 /* ---- bind: weights up ------------------------------------------------------------------------ */
 
-/* Every copy up goes on the engine's stream and is waited for before its host buffer is reused or
- * freed: a plain cudaMemcpy from pageable memory may return before its DMA lands, and the stream is
- * non-blocking, so a kernel on it could read the destination first (a bind that raced so gave wrong
- * weights now and then, session 42). */
+/* Copies up wait for their stream before the host buffer goes (cu_mat.c says why). */
 
 /* *d = a device copy of the f32 vector h [n] (h NULL: *d = NULL) */
 static int up_f32(cu_eng *e, float **d, const float *h, size_t n, tm_err *err)
@@ -288,26 +290,6 @@ static int up_f32(cu_eng *e, float **d, const float *h, size_t n, tm_err *err)
     CK(cudaMemcpyAsync(*d, h, n * sizeof(float), cudaMemcpyHostToDevice, e->st), "cudaMemcpyAsync");
     CK(cudaStreamSynchronize(e->st), "copying weights up");
     return TM_OK;
-}
-
-/* dst[n] bf16 (device) from h [n] f32 (host), through the f32 staging tmp of tmp_n floats */
-static int up_bf16_into(cu_eng *e, uint16_t *dst, const float *h, size_t n, float *tmp, size_t tmp_n, tm_err *err)
-{
-    for (size_t i = 0; i < n; i += tmp_n) {
-        size_t k = n - i < tmp_n ? n - i : tmp_n;
-        CK(cudaMemcpyAsync(tmp, h + i, k * sizeof(float), cudaMemcpyHostToDevice, e->st), "cudaMemcpyAsync");
-        cu_to_bf16(e->st, dst + i, tmp, k);
-        CK(cudaStreamSynchronize(e->st), "converting weights to bf16");
-    }
-    return TM_OK;
-}
-
-static int up_bf16(cu_eng *e, uint16_t **d, const float *h, size_t n, float *tmp, size_t tmp_n, tm_err *err)
-{
-    *d = NULL;
-    if (!h) return TM_OK;
-    CK(cudaMalloc((void **)d, n * sizeof(uint16_t)), "cudaMalloc");
-    return up_bf16_into(e, *d, h, n, tmp, tmp_n, err);
 }
 
 #define STAGE_FLOATS ((size_t)16 << 20) /* 64 MB of f32 per copy up */
@@ -323,10 +305,20 @@ static int up_rows(cu_eng *e, uint16_t **d, const tm_tensor *t, int64_t rows, in
     for (int64_t r = 0; r < rows && rc == TM_OK; r += blk) {
         int64_t n = rows - r < blk ? rows - r : blk;
         rc = tm_ref_rows_f32(t, r, n, rows, K, h, err);
-        if (rc == TM_OK) rc = up_bf16_into(e, *d + r * K, h, (size_t)(n * K), tmp, STAGE_FLOATS, err);
+        if (rc == TM_OK) rc = cu_up_bf16_into(e->st, *d + r * K, h, (size_t)(n * K), tmp, STAGE_FLOATS, err);
     }
     free(h);
     return rc;
+}
+
+/* matrix m of the parts' rows stacked: packed where the engine decodes and their encoding allows
+ * (cu_mat.h), else w (the same rows in f32, as the reference's loader put them) as bf16 */
+static int up_mat(cu_eng *e, cu_mat *m, const cu_part *p, int np, int64_t K, const float *w, float *tmp, tm_err *err)
+{
+    int64_t N = 0;
+    for (int i = 0; i < np; i++) N += p[i].n;
+    int rc = e->packed ? cu_mat_up_packed(m, e->st, p, np, K, err) : 1;
+    return rc == 1 ? cu_mat_up_f32(m, e->st, w, (int)N, (int)K, tmp, STAGE_FLOATS, err) : rc;
 }
 
 static int up_layer(cu_eng *e, const tm_model *m, int l, float *tmp, tm_err *err)
@@ -335,13 +327,33 @@ static int up_layer(cu_eng *e, const tm_model *m, int l, float *tmp, tm_err *err
     memset(&o, 0, sizeof o);
     int rc = tm_ref_layer_load(&o, m, l, err);
     cu_layer *w = &e->w[l];
-    size_t D = (size_t)e->D, q = (size_t)e->H * e->Dh, kv = (size_t)e->Hk * e->Dh, F = (size_t)e->F;
-    size_t nr = e->gated ? 2 * F : F, qn = e->qk_whole || e->qk_heads ? q : (size_t)e->Dh;
-    size_t kn = e->qk_whole || e->qk_heads ? kv : (size_t)e->Dh;
-    if (rc == TM_OK) rc = up_bf16(e, &w->wqkv, o.wqkv, (q + 2 * kv) * D, tmp, STAGE_FLOATS, err);
-    if (rc == TM_OK) rc = up_bf16(e, &w->wo, o.wo, D * q, tmp, STAGE_FLOATS, err);
-    if (rc == TM_OK) rc = up_bf16(e, &w->wgu, o.wgu, nr * D, tmp, STAGE_FLOATS, err);
-    if (rc == TM_OK) rc = up_bf16(e, &w->wd, o.wd, D * F, tmp, STAGE_FLOATS, err);
+    const tm_layer_weights *lw = &m->w[l];
+    int64_t D = e->D, q = (int64_t)e->H * e->Dh, kv = (int64_t)e->Hk * e->Dh, F = e->F;
+    size_t nr = e->gated ? 2 * (size_t)F : (size_t)F, qn = e->qk_whole || e->qk_heads ? (size_t)q : (size_t)e->Dh;
+    size_t kn = e->qk_whole || e->qk_heads ? (size_t)kv : (size_t)e->Dh;
+    /* the parts in the reference's row order (ref-impl.h: Q, K, V rows; gate rows, then up rows) */
+    int nh = e->H + 2 * e->Hk, nqkv = 3;
+    cu_part *qkv = malloc(sizeof *qkv * (size_t)nh);
+    if (!qkv) rc = rc ? rc : tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+    else if (m->fused_qkv && m->qkv_interleaved) { /* a part per head, from where tm_qkv_row puts it */
+        for (int pt = 0, i = 0; pt < 3; pt++)
+            for (int h = 0; h < (pt ? e->Hk : e->H); h++, i++)
+                qkv[i] = (cu_part){&lw->wqkv, tm_qkv_row(m, pt, h, 0), e->Dh};
+        nqkv = nh;
+    } else if (m->fused_qkv) {
+        qkv[0] = (cu_part){&lw->wqkv, 0, q + 2 * kv}, nqkv = 1;
+    } else {
+        qkv[0] = (cu_part){&lw->wq, 0, q}, qkv[1] = (cu_part){&lw->wk, 0, kv}, qkv[2] = (cu_part){&lw->wv, 0, kv};
+    }
+    cu_part gu[2] = {{&lw->w_gate, 0, F}, {&lw->w_up, 0, F}}, wo = {&lw->wo, 0, D}, wd = {&lw->w_down, 0, D};
+    int ngu = e->gated ? 2 : 1;
+    if (m->fused_gate_up) gu[0] = (cu_part){&lw->w_gate_up, 0, 2 * F}, ngu = 1;
+    else if (!e->gated) gu[0] = gu[1];
+    if (rc == TM_OK) rc = up_mat(e, &w->wqkv, qkv, nqkv, D, o.wqkv, tmp, err);
+    if (rc == TM_OK) rc = up_mat(e, &w->wo, &wo, 1, q, o.wo, tmp, err);
+    if (rc == TM_OK) rc = up_mat(e, &w->wgu, gu, ngu, D, o.wgu, tmp, err);
+    if (rc == TM_OK) rc = up_mat(e, &w->wd, &wd, 1, F, o.wd, tmp, err);
+    free(qkv);
     struct { float **d; const float *h; size_t n; } v[] = {
         {&w->attn_norm, o.attn_norm, D}, {&w->attn_norm_b, o.attn_norm_b, D}, {&w->ffn_norm, o.ffn_norm, D},
         {&w->ffn_norm_b, o.ffn_norm_b, D}, {&w->attn_out_norm, o.attn_out_norm, D},
@@ -363,13 +375,15 @@ static void cu_unbind(void *vctx)
     if (e->w)
         for (int l = 0; l < e->L; l++) {
             cu_layer *w = &e->w[l];
-            void *p[] = {w->wqkv, w->wo, w->wgu, w->wd, w->attn_norm, w->attn_norm_b, w->ffn_norm, w->ffn_norm_b,
-                         w->attn_out_norm, w->ffn_out_norm, w->bqkv, w->bo, w->bgu, w->bd, w->q_norm, w->k_norm,
-                         w->q_norm_b, w->k_norm_b, w->sinks};
+            cu_mat *mats[] = {&w->wqkv, &w->wo, &w->wgu, &w->wd};
+            for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) cu_mat_free(mats[i]);
+            void *p[] = {w->attn_norm, w->attn_norm_b, w->ffn_norm, w->ffn_norm_b, w->attn_out_norm, w->ffn_out_norm,
+                         w->bqkv, w->bo, w->bgu, w->bd, w->q_norm, w->k_norm, w->q_norm_b, w->k_norm_b, w->sinks};
             for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
         }
     free(e->w);
-    if (e->lm_head != e->embed) cudaFree(e->lm_head);
+    if (e->lm_head.bf != e->embed) cu_mat_free(&e->lm_head);
+    cudaFree(e->mm.dq);
     void *p[] = {e->embed, e->final_norm, e->final_norm_b, e->lm_head_b, e->pos_embed, e->embed_norm, e->embed_norm_b,
                  e->alibi, e->kc, e->vc, e->tok, e->x, e->x0, e->qkv, e->a, e->gu, e->logits, e->h16, e->att16,
                  e->g16, e->exp_dev, e->in_dev, e->attn_part, e->rope[0].inv, e->rope[0].inv_long, e->rope[1].inv,
@@ -435,6 +449,8 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     cu_eng *e = calloc(1, sizeof *e);
     if (!e) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
     e->V = m->V, e->D = m->D, e->L = m->L, e->H = m->H, e->Hk = m->Hk, e->Dh = m->Dh, e->F = m->F;
+    const char *pk = getenv("TANDEM_CUDA_PACKED");
+    e->packed = (!opts->roles || (opts->roles & TM_ROLE_DECODE)) && !(pk && !strcmp(pk, "0"));
     e->gated = m->gated, e->parallel = m->parallel, e->qk_whole = m->qk_norm == 2, e->qk_heads = m->qk_norm_heads;
     e->norm_kind = m->norm == TM_NORM_LAYER, e->act = m->act, e->cap = opts->max_ctx;
     e->eps = m->eps, e->embed_scale = m->embed_scale, e->attn_scale = m->attn_scale, e->attn_softcap = m->attn_softcap;
@@ -451,12 +467,12 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         (ce = cudaEventCreateWithFlags(&e->ev[0], cudaEventDisableTiming)) != cudaSuccess ||
         (ce = cudaEventCreateWithFlags(&e->ev[1], cudaEventDisableTiming)) != cudaSuccess ||
         (ce = cudaMalloc((void **)&tmp, STAGE_FLOATS * sizeof(float))) != cudaSuccess) {
-        rc = cuerr(err, ce, "setting up the device");
+        rc = cu_err(err, ce, "setting up the device");
         goto fail;
     }
     /* cuBLAS's workspace is ours, so that a captured decode step allocates nothing */
     if ((ce = cudaMalloc(&e->blas_ws, BLAS_WS)) != cudaSuccess) {
-        rc = cuerr(err, ce, "cudaMalloc (cuBLAS workspace)");
+        rc = cu_err(err, ce, "cudaMalloc (cuBLAS workspace)");
         goto fail;
     }
     if (cublasCreate(&e->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(e->blas, e->st) != CUBLAS_STATUS_SUCCESS ||
@@ -466,8 +482,16 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     }
     size_t D = (size_t)m->D;
     if ((rc = up_rows(e, &e->embed, &m->embed, m->V, m->D, tmp, err))) goto fail;
-    if (m->tied && m->lm_head.data == m->embed.data) e->lm_head = e->embed;
-    else if ((rc = up_rows(e, &e->lm_head, &m->lm_head, m->V, m->D, tmp, err))) goto fail;
+    e->lm_head = (cu_mat){.N = m->V, .K = m->D, .bf = e->embed};
+    if (!m->tied || m->lm_head.data != m->embed.data) {
+        cu_part hp = {&m->lm_head, 0, m->V};
+        rc = e->packed ? cu_mat_up_packed(&e->lm_head, e->st, &hp, 1, m->D, err) : 1;
+        if (rc == 1) {
+            e->lm_head = (cu_mat){.N = m->V, .K = m->D};
+            rc = up_rows(e, &e->lm_head.bf, &m->lm_head, m->V, m->D, tmp, err);
+        }
+        if (rc) goto fail;
+    }
     float *fn = tm_ref_norm_w(&m->final_norm, m->D, m->norm_add_one, err);
     if (!fn) { rc = err->code ? err->code : TM_E_INVALID; goto fail; }
     rc = up_f32(e, &e->final_norm, fn, D, err);
@@ -498,6 +522,17 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     }
     for (int l = 0; l < m->L; l++)
         if ((rc = up_layer(e, m, l, tmp, err))) goto fail;
+    /* the products: a packed matrix over more rows than the GEMV takes is dequantized into mm.dq (not the
+       head: its rows are a step's, at most CU_MAX_B, and it always runs the GEMV, so that no scratch of
+       V x D bf16 is needed) */
+    size_t dq = 0;
+    for (int l = 0; l < m->L; l++) {
+        const cu_mat *mats[] = {&e->w[l].wqkv, &e->w[l].wo, &e->w[l].wgu, &e->w[l].wd};
+        for (int i = 0; i < 4; i++) dq = cu_mat_dq_bytes(mats[i]) > dq ? cu_mat_dq_bytes(mats[i]) : dq;
+    }
+    const char *gm = getenv("TANDEM_CUDA_GEMV_MAX");
+    e->mm = (cu_mm){.blas = e->blas, .st = e->st, .gemv_max = gm ? atoi(gm) : CU_GEMV_MAX};
+    if (dq && (rc = cu_alloc((void **)&e->mm.dq, dq, err))) goto fail;
     size_t T = CU_MAX_T, nq = (size_t)(m->H + 2 * m->Hk) * m->Dh, F = (size_t)m->F;
     size_t mir = (size_t)m->L * m->Hk * (size_t)e->cap * m->Dh * sizeof(uint16_t);
     e->exp_bytes = 2 * (size_t)m->Hk * T * m->Dh * 4 + 2 * (size_t)m->Hk * T * sizeof(float);
@@ -523,7 +558,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         goto fail;
     for (int i = 0; i < 2; i++)
         if ((ce = cudaMallocHost((void **)&e->exp_host[i], e->exp_bytes)) != cudaSuccess) {
-            rc = cuerr(err, ce, "cudaMallocHost");
+            rc = cu_err(err, ce, "cudaMallocHost");
             goto fail;
         }
     cudaFree(tmp);
@@ -556,17 +591,16 @@ fail:
 static int kv_code(tm_dtype dt) { return dt == TM_DT_BF16 ? 0 : dt == TM_DT_F16 ? 1 : dt == TM_DT_F32 ? 2 : 3; }
 static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8PC ? 1 : 2; }
 
-static int gemm(cu_eng *e, float *y, const uint16_t *x, const uint16_t *w, int T, int N, int K, tm_err *err)
+/* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T, if packed) */
+static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, int gemv, tm_err *err)
 {
-    const float one = 1.f, zero = 0.f;
-    if (e->prof) e->prof->gemm_flop += 2.0 * T * N * K;
+    if (e->prof) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
     prof_mark(e, PROF_GEMM, 0);
-    cublasStatus_t s = cublasGemmEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, CUDA_R_16BF, K, x, CUDA_R_16BF, K,
-                                    &zero, y, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cu_mm mm = e->mm;
+    if (gemv) mm.gemv_max = CU_MAX_B;
+    int rc = cu_mat_mul(&mm, y, x, w, T, err);
     prof_mark(e, PROF_GEMM, 1);
-    if (s != CUBLAS_STATUS_SUCCESS)
-        return tm_errf(err, TM_E_IO, "cuda engine: cublasGemmEx %d x %d x %d failed (status %d)", T, N, K, (int)s);
-    return TM_OK;
+    return rc;
 }
 
 /* the cache geometry and dtype a call may use */
@@ -607,14 +641,14 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
     return TM_OK;
 }
 
-/* the decode attention of layer l's step (the export rows exp into the pages first) */
+/* the decode attention of layer l's step (which also puts the export rows exp into the pages) */
 static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb)
 {
     cu_dec_attn_args da = c->da;
     da.layer_off = (size_t)l * c->layer_bytes;
     da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
-    cu_kv_put(e->st, &da, exp, (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), rb);
+    da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb);
     prof_mark(e, PROF_ATTN, 0);
     cu_attn_decode(e->st, &da, e->dseg_n, e->dseg_len, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
@@ -626,10 +660,12 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     const tm_layer_desc *ld = &e->layer[l];
     int D = e->D, Dh = e->Dh, H = e->H, Hk = e->Hk, nq = (H + 2 * Hk) * Dh, F = e->F, T = c->T, rc;
     size_t lay = (size_t)l * Hk * e->cap * Dh;
-    if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    if (!e->h_fused) { /* else the last layer's residual pass left norm(x) in h16 */
+        if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
+        else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    }
     if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
-    if ((rc = gemm(e, e->qkv, e->h16, w->wqkv, T, nq, D, err))) return rc;
+    if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, 0, err))) return rc;
     size_t rb = (size_t)Dh * kv_esz(c->kv_dt);
     uint8_t *exp = c->decode ? e->dexp_dev + (size_t)l * c->dstride : (uint8_t *)e->exp_dev;
     cu_qkv_args q = {.qkv = e->qkv, .T = T, .n_valid = c->n_valid, .pos0 = c->pos0, .pos = c->dpos, .H = H, .Hk = Hk,
@@ -675,15 +711,25 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         cu_attention(e->st, &at, e->attn_part, S);
         prof_mark(e, PROF_ATTN, 1);
     }
-    if ((rc = gemm(e, e->a, e->att16, w->wo, T, D, H * Dh, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
+    if ((rc = gemm(e, e->a, e->att16, &w->wo, T, 0, err))) return rc;
+    int ff = !e->parallel && w->ffn_norm; /* the FFN's norm fused into the residual pass */
+    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                ff ? w->ffn_norm : NULL, w->ffn_norm_b, e->h16);
     const float *fin = e->parallel ? e->x0 : e->x;
-    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
-    if ((rc = gemm(e, e->gu, e->h16, w->wgu, T, e->gated ? 2 * F : F, D, err))) return rc;
-    cu_glu(e->st, e->g16, e->gu, w->bgu, T, F, e->gated, e->act);
-    if ((rc = gemm(e, e->a, e->g16, w->wd, T, D, F, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
+    if (!ff && w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
+    else if (!ff) cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
+    /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
+    cu_gemv_epi ep = {.gated = e->gated, .act = e->act, .F = F, .ldg = F, .b = w->bgu, .g = e->g16};
+    if (e->prof) e->prof->gemm_flop += 2.0 * T * w->wgu.N * w->wgu.K;
+    prof_mark(e, PROF_GEMM, 0);
+    rc = cu_mat_mul_act(&e->mm, &ep, e->h16, &w->wgu, T, e->gu, err);
+    prof_mark(e, PROF_GEMM, 1);
+    if (rc) return rc;
+    if ((rc = gemm(e, e->a, e->g16, &w->wd, T, 0, err))) return rc;
+    const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL; /* and the next layer's attention norm */
+    e->h_fused = nx && nx->attn_norm;
+    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
 }
@@ -691,6 +737,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
 /* the embedding of the call's T tokens (already up in e->tok) into x */
 static void embed(cu_eng *e, int T, int pos0, const int *dpos)
 {
+    e->h_fused = 0;
     cu_embed(e->st, e->x, e->embed, e->tok, T, e->D, e->embed_scale, e->pos_embed, pos0, dpos, e->pos_off);
     if (e->embed_norm)
         cu_norm(e->st, e->norm_kind, T, e->D, e->x, e->D, e->embed_norm, e->embed_norm_b, e->eps, e->x, NULL, e->D);
@@ -701,7 +748,7 @@ static int logits_rows(cu_eng *e, float *dev, int row0, int R, tm_err *err)
 {
     cu_norm(e->st, e->norm_kind, R, e->D, e->x + (size_t)row0 * e->D, e->D, e->final_norm, e->final_norm_b, e->eps, NULL,
             e->h16, e->D);
-    int rc = gemm(e, dev, e->h16, e->lm_head, R, e->V, e->D, err);
+    int rc = gemm(e, dev, e->h16, &e->lm_head, R, 1, err);
     if (rc) return rc;
     cu_logits_finish(e->st, dev, e->lm_head_b, R, e->V, e->logits_div, e->logits_mul, e->final_softcap);
     return TM_OK;
@@ -846,14 +893,15 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
 
 /* ---- decode (design block "Decode") ------------------------------------------------------------ */
 
-/* one step's launches (c: its shape): tokens, layers, logits into dlogits. The profile is the prefill's. */
-static int dec_forward(cu_eng *e, const cu_call *c, tm_err *err)
+/* one step's launches (c: its shape): tokens, layers, logits into dlogits. marks: the profile's events
+ * around the launches (not while a graph is captured; cu_decode sums them) */
+static int dec_forward(cu_eng *e, const cu_call *c, int marks, tm_err *err)
 {
     cu_prof *prof = e->prof;
-    e->prof = NULL;
+    if (!marks) e->prof = NULL;
     int B = c->T, rc = TM_OK;
     cudaError_t ce = cudaMemcpyAsync(e->tok, e->meta_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToDevice, e->st);
-    if (ce != cudaSuccess) rc = cuerr(err, ce, "tokens");
+    if (ce != cudaSuccess) rc = cu_err(err, ce, "tokens");
     if (rc == TM_OK) embed(e, B, 0, c->dpos);
     for (int l = 0; l < e->L && rc == TM_OK; l++) rc = layer_fwd(e, c, l, err);
     if (rc == TM_OK) rc = logits_rows(e, e->dlogits, 0, B, err);
@@ -1029,7 +1077,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     } else {
         cudaGraph_t g = NULL;
         if (gx && cudaStreamBeginCapture(e->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) gx = NULL;
-        rc = dec_forward(e, &c, err);
+        rc = dec_forward(e, &c, !gx, err);
         if (gx) {
             cudaError_t ce = cudaStreamEndCapture(e->st, &g);
             if (rc == TM_OK && ce == cudaSuccess && cudaGraphInstantiate(gx, g, 0) == cudaSuccess) {
@@ -1037,15 +1085,16 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
             } else { /* not capturable here: one by one from now on (an error of the step's own shows again) */
                 *gx = NULL, e->use_graphs = 0;
                 cudaGetLastError();
-                rc = dec_forward(e, &c, err);
+                rc = dec_forward(e, &c, 0, err);
                 ce = cudaSuccess;
             }
             if (g) cudaGraphDestroy(g);
-            if (rc == TM_OK && ce != cudaSuccess) rc = cuerr(err, ce, "cudaGraphLaunch");
+            if (rc == TM_OK && ce != cudaSuccess) rc = cu_err(err, ce, "cudaGraphLaunch");
         }
     }
     if (rc) {
         cudaStreamSynchronize(e->st);
+        if (e->prof) e->prof->n = 0;
         return rc;
     }
     if (e->prof) cudaEventRecord(e->prof->d1, e->st);
@@ -1074,6 +1123,12 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
         struct timespec t1;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (cudaEventElapsedTime(&ms, e->prof->d0, e->prof->d1) == cudaSuccess) e->prof->dec_gpu_ms += ms;
+        cu_prof *p = e->prof;
+        if (p->n) { /* launched one by one, with the events (dec_forward) */
+            for (int i = 0; i + 1 < p->n; i += 2)
+                if (cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]) == cudaSuccess) p->dms[p->cat[i / 2]] += ms;
+            p->n = 0, p->dsteps++;
+        }
         e->prof->dec_host_s += (double)(t1.tv_sec - t_in.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t_in.tv_nsec);
         e->prof->steps++, e->prof->step_rows += B;
     }
