@@ -12,9 +12,9 @@
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
  *   - all of it with the steps captured as CUDA graphs (the default) and launched one by one;
- *   - packed weights (cu_mat.h): the decode stage of a converted package (int4 g64 layers, int6 g64
- *     head) bound for decode stays packed and runs the GEMV: its steps against the same weights as
- *     bf16 (TANDEM_CUDA_PACKED=0) and dequantized per product (TANDEM_CUDA_GEMV_MAX=0), the last
+ *   - packed weights (cu_mat.h; TANDEM_CUDA_PACKED=1): the decode stage of a converted package (int4
+ *     g64 layers, int6 g64 head) bound for decode stays packed and runs the GEMV: its steps against
+ *     the same weights as bf16 (the default) and dequantized per product (TANDEM_CUDA_GEMV_MAX=0), the last
  *     against the f32 reference over those int4 weights, and a batch of 10 (GEMV groups of 8 and 2)
  *     against each sequence alone;
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
@@ -291,7 +291,7 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
            "the decode stage's encodings: %s, %s, head %s", tm_dtype_name(m->w[0].wq.dtype),
            tm_dtype_name(m->w[0].w_down.dtype), tm_dtype_name(m->lm_head.dtype));
     int V = m->V;
-    const char *env[3][2] = {{NULL, NULL}, {"TANDEM_CUDA_PACKED", "0"}, {"TANDEM_CUDA_GEMV_MAX", "0"}};
+    const char *env[3][2] = {{"TANDEM_CUDA_PACKED", "1"}, {"TANDEM_CUDA_PACKED", "0"}, {"TANDEM_CUDA_GEMV_MAX", "0"}};
     const char *name[3] = {"packed (GEMV)", "bf16 copy", "dequantized per product"};
     eng g[3];
     float *lg[3], *ref = malloc(sizeof(float) * V);
@@ -299,9 +299,11 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
     for (int i = 0; i < 3; i++) {
         g[i] = (eng){vt, NULL};
         lg[i] = malloc(sizeof(float) * V);
-        if (env[i][0]) setenv(env[i][0], env[i][1], 1);
+        setenv(env[i][0], env[i][1], 1);
+        if (i == 2) setenv("TANDEM_CUDA_PACKED", "1", 1);
         CHECKF(vt->bind(&g[i].ctx, m, &o, &err) == TM_OK, "bind (%s): %s", name[i], err.msg);
-        if (env[i][0]) unsetenv(env[i][0]);
+        unsetenv(env[i][0]);
+        unsetenv("TANDEM_CUDA_PACKED");
     }
     tm_kv_cache *kv[3];
     tm_kv_seq sq[3], *ps[3];
