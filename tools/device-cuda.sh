@@ -4,7 +4,7 @@
 # the GPU prefilling beside the CPU decoding, the CPU engines alone. Run from the repository root
 # there with tmp/cuda.tar.xz carried, made here by
 #   make CUDA=1 BUILD=build-cuda, then a tar of: bin/ (tandem and tests test_cuda, test_cuda_decode,
-#   test_engine_conf, test_engine, test_sched, stripped), lib/ (tools/devdeps.sh's libraries),
+#   test_cuda_gemv, test_engine_conf, test_engine, test_sched, stripped), lib/ (tools/devdeps.sh's libraries),
 #   shared/conformance/models
 # (the tree is ~48 MiB of the 64 MiB a call carries, so the binaries travel built and compressed).
 # Writes $OUT/cuda.txt (the log) and $OUT/*.json, *.md (tandem bench).
@@ -17,6 +17,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total,driver_version --format=c
 lscpu | grep -iE "model name|^CPU\(s\)" >> "$A"
 case "${STAGE:-tests,bench}" in *tests*)
 st tests
+( cd "$R" && timeout 60 "$B/test_cuda_gemv" ) 2>&1 | grep -E "CHECK|passed|SKIP" >> "$A"
 ( cd "$R" && timeout 120 "$B/test_cuda_decode" ) >> "$A" 2>&1
 ( cd "$R" && timeout 120 "$B/test_cuda" ) 2>&1 | grep -E 'CHECK|passed|session|SKIP' >> "$A"
 ( cd "$R" && TM_CONF_ENGINE=cuda timeout 300 "$B/test_engine_conf" ) 2>&1 | grep -v ' fixture: ' >> "$A"
