@@ -145,6 +145,7 @@ int tandem_session_lending(const tandem_session *s);
 
 /* One generated token's log-probability (tandem_request.logprobs, docs/sampling.md). */
 #define TANDEM_MAX_LOGPROBS 20
+#define TANDEM_MAX_TOKENS_NONE (-1) /* tandem_request.max_tokens: generate nothing */
 typedef struct tandem_logprob {
     int32_t token;                          /* the token drawn */
     float logprob;                          /* its log-probability: the log-softmax of the logits the
@@ -160,7 +161,8 @@ typedef struct tandem_request {
     const char *prompt;           /* text, tokenized with special tokens; or: */
     const int32_t *prompt_ids;    /* token ids (used if prompt is NULL) */
     size_t n_prompt_ids;
-    int max_tokens;               /* new tokens, default 128 */
+    int max_tokens;               /* new tokens (0: the default, 128; TANDEM_MAX_TOKENS_NONE: none, the prompt is
+                                     only prefilled (and scored: prompt_logprobs), finish "length") */
     float temperature;            /* default: the model's generation_config, else 1 */
     int top_k;                    /* 0 = off */
     float top_p, min_p;           /* 1 / 0 = off */
@@ -199,6 +201,18 @@ typedef struct tandem_request {
                                      token but an end-of-sequence one that ends the request; nonzero
                                      cancels the request, as from on_text */
     } on_logprob;
+    int prompt_logprobs;          /* with on_prompt_logprob: each prompt token's log-probability given the
+                                     tokens before it (from the second on; OpenAI's echo, vLLM's
+                                     prompt_logprobs) and this many (0..TANDEM_MAX_LOGPROBS) of the most likely
+                                     tokens at its place. The prompt is then prefilled whole (no prefix cache)
+                                     by an engine that gives every row's logits (the CPU engines; a request
+                                     routed to one that does not goes to the other side's, else fails) */
+    struct tandem_prompt_logprob_cb {
+        int (*fn)(void *ud, int index, const struct tandem_logprob *lp); /* NULL: none. Called with on_text's
+                                     ud for index 0 .. n_prompt - 1 in order (lp->token is prompt token index;
+                                     index 0, which nothing predicts, has logprob NaN and n_top 0), once the
+                                     prompt is prefilled, before any generated token; nonzero cancels */
+    } on_prompt_logprob;
 } tandem_request;
 void tandem_request_default(tandem_request *r);
 

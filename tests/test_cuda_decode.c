@@ -14,9 +14,10 @@
  *   - all of it with the steps captured as CUDA graphs (the default) and launched one by one;
  *   - packed weights (cu_mat.h; TANDEM_CUDA_PACKED=1): the decode stage of a converted package (int4
  *     g64 layers, int6 g64 head) bound for decode stays packed and runs the GEMV: its steps against
- *     the same weights as bf16 (the default) and dequantized per product (TANDEM_CUDA_GEMV_MAX=0), the last
- *     against the f32 reference over those int4 weights, and a batch of 10 (GEMV groups of 8 and 2)
- *     against each sequence alone;
+ *     the same weights as bf16 (the default) and with its 37-token prompt through the GEMV rather than
+ *     dequantized for cuBLAS (TANDEM_CUDA_GEMV_MAX=64), the last against the f32 reference over those
+ *     int4 weights, and a batch of 10 (GEMV groups of 8 and 2) against each sequence alone; with graphs
+ *     and bf16 pages, then launched one by one on int8 pages;
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
  *     engine's context, pages that do not cover the step, a cache of another geometry.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
@@ -280,7 +281,7 @@ static void refusals(eng gpu, const tm_model *m, const int32_t *ids)
 }
 
 /* the decode stage's weights packed on the GPU (design block above) */
-static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
+static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids, int graphs, tm_dtype kv_dt)
 {
     tm_rt_model *rm = NULL;
     tm_err err = {0};
@@ -291,8 +292,8 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
            "the decode stage's encodings: %s, %s, head %s", tm_dtype_name(m->w[0].wq.dtype),
            tm_dtype_name(m->w[0].w_down.dtype), tm_dtype_name(m->lm_head.dtype));
     int V = m->V;
-    const char *env[3][2] = {{"TANDEM_CUDA_PACKED", "1"}, {"TANDEM_CUDA_PACKED", "0"}, {"TANDEM_CUDA_GEMV_MAX", "0"}};
-    const char *name[3] = {"packed (GEMV)", "bf16 copy", "dequantized per product"};
+    const char *env[3][2] = {{"TANDEM_CUDA_PACKED", "1"}, {"TANDEM_CUDA_PACKED", "0"}, {"TANDEM_CUDA_GEMV_MAX", "64"}};
+    const char *name[3] = {"packed", "bf16 copy", "packed, prompt by the GEMV"};
     eng g[3];
     float *lg[3], *ref = malloc(sizeof(float) * V);
     tm_engine_opts o = {.weight_enc = rm->decode_enc, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
@@ -301,9 +302,11 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
         lg[i] = malloc(sizeof(float) * V);
         setenv(env[i][0], env[i][1], 1);
         if (i == 2) setenv("TANDEM_CUDA_PACKED", "1", 1);
+        if (!graphs) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
         CHECKF(vt->bind(&g[i].ctx, m, &o, &err) == TM_OK, "bind (%s): %s", name[i], err.msg);
         unsetenv(env[i][0]);
         unsetenv("TANDEM_CUDA_PACKED");
+        unsetenv("TANDEM_CUDA_GRAPHS");
     }
     tm_kv_cache *kv[3];
     tm_kv_seq sq[3], *ps[3];
@@ -311,8 +314,8 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
     double kl_max = 0, d_max = 0;
     int flips = 0, ok = g[0].ctx && g[1].ctx && g[2].ctx;
     for (int i = 0; i < 3; i++) {
-        kv[i] = cache_of(m, TM_DT_BF16, 64), ps[i] = &sq[i];
-        /* the prompt (37 rows: more than the GEMV takes, so dequantized + cuBLAS on the packed engine) */
+        kv[i] = cache_of(m, kv_dt, 64), ps[i] = &sq[i];
+        /* the prompt (37 rows: dequantized + cuBLAS on the packed engine, by the GEMV on the third) */
         if (ok) ok = prefill(g[i], kv[i], &sq[i], ids, NP, 64) == TM_OK;
     }
     char what[96];
@@ -324,7 +327,8 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
             close_rows(what, lg[i], lg[0], V, &kl_max, &flips, &d_max);
         }
     }
-    printf("packed int4 / int6 weights: %d steps vs the bf16 copy and the dequantized products: max KL %.2e, max diff "
+    printf("%s KV, %s: ", kv_dt == TM_DT_Q8PC ? "int8" : "bf16", graphs ? "CUDA graphs" : "launched one by one");
+    printf("packed int4 / int6 weights: %d steps vs the bf16 copy and the prompt by the GEMV: max KL %.2e, max diff "
            "%.2e of the row's max, %d top-1 flips\n", STEPS, kl_max, d_max, flips);
     if (ok) {
         tm_ref *r = NULL;
@@ -341,7 +345,7 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids)
     }
     /* a batch of 10 (GEMV groups of 8 and 2): sequences over prompts of 5..14 tokens, against each alone */
     enum { NB = 10 };
-    tm_kv_cache *kb = cache_of(m, TM_DT_BF16, 64), *k1 = cache_of(m, TM_DT_BF16, 64);
+    tm_kv_cache *kb = cache_of(m, kv_dt, 64), *k1 = cache_of(m, kv_dt, 64);
     tm_kv_seq sb[NB], s1;
     tm_kv_seq *pb[NB], *p1 = &s1;
     memset(sb, 0, sizeof sb);
@@ -414,7 +418,7 @@ int main(void)
         batch(gpu, cpu, m, ids);
         refusals(gpu, m, ids);
         vt->unbind(gpu.ctx);
-        if (!g) packed(vt, dir, ids);
+        packed(vt, dir, ids, !g, g ? TM_DT_Q8PC : TM_DT_BF16);
     }
     if (cpu.ctx) cvt->unbind(cpu.ctx);
     tm_model_free(m);

@@ -116,7 +116,7 @@ static void one_case(const cu_mm *mm, tm_dtype enc, int N, int K, int B)
 }
 
 /* g [B][F] = act of x · wᵀ through cu_mat_mul_act (gated: w [2F][K] gate rows then up rows, with biases) */
-static void act_case(const cu_mm *mm, tm_dtype enc, int F, int K, int B, int gated, tm_act act)
+static void act_case(const cu_mm *mm, tm_dtype enc, int F, int K, int B, int gated, tm_act act, int with_bias)
 {
     int N = gated ? 2 * F : F;
     void *d, *sc;
@@ -126,7 +126,8 @@ static void act_case(const cu_mm *mm, tm_dtype enc, int F, int K, int B, int gat
     tm_err err = {0};
     CHECK(cu_mat_up_packed(&m, mm->st, &part, 1, K, &err) == TM_OK);
     float *w = malloc(sizeof(float) * (size_t)N * K), *bias = malloc(sizeof(float) * N);
-    for (int n = 0; n < N; n++) tm_quant_dequant_row(enc, t.data, t.scales, K, n, w + (size_t)n * K), bias[n] = (float)(urand() - 0.5);
+    for (int n = 0; n < N; n++)
+        tm_quant_dequant_row(enc, t.data, t.scales, K, n, w + (size_t)n * K), bias[n] = with_bias ? (float)(urand() - 0.5) : 0.f;
     uint16_t *x = malloc(sizeof(uint16_t) * (size_t)B * K), *g = malloc(sizeof(uint16_t) * (size_t)B * F), *dx, *dg;
     for (size_t i = 0; i < (size_t)B * K; i++) x[i] = tm_f32_to_bf16((float)(urand() * 4 - 2));
     float *db, *gu;
@@ -139,7 +140,7 @@ static void act_case(const cu_mm *mm, tm_dtype enc, int F, int K, int B, int gat
     for (int path = 0; path < 2; path++) { /* the GEMV's epilogue, then the product and the pass */
         cu_mm c = *mm;
         c.gemv_max = path ? 0 : 64;
-        cu_gemv_epi ep = {.gated = gated, .act = act, .F = F, .ldg = F, .b = db, .g = dg};
+        cu_gemv_epi ep = {.gated = gated, .act = act, .F = F, .ldg = F, .b = with_bias ? db : NULL, .g = dg};
         cudaMemset(dg, 0xff, sizeof(uint16_t) * (size_t)B * F);
         CHECKF(cu_mat_mul_act(&c, &ep, dx, &m, B, gu, &err) == TM_OK, "%s", err.msg);
         CHECK(cudaStreamSynchronize(c.st) == cudaSuccess);
@@ -194,8 +195,25 @@ int main(void)
     /* the FFN's activation fused */
     int acts[][3] = {{37, 128, 1}, {300, 320, 3}, {129, 64, 9}};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
-        act_case(&mm, TM_DT_Q4G64, acts[i][0], acts[i][1], acts[i][2], 1, TM_ACT_SILU);
-        act_case(&mm, TM_DT_Q8PC, acts[i][0], acts[i][1], acts[i][2], 0, TM_ACT_GELU_TANH);
+        act_case(&mm, TM_DT_Q4G64, acts[i][0], acts[i][1], acts[i][2], 1, TM_ACT_SILU, 1);
+        act_case(&mm, TM_DT_Q8PC, acts[i][0], acts[i][1], acts[i][2], 0, TM_ACT_GELU_TANH, 1);
+    }
+    /* no biases; GPT-OSS's clamped gated unit, squared ReLU, exact GELU */
+    act_case(&mm, TM_DT_Q4G32, 96, 128, 5, 1, TM_ACT_SWIGLU_OAI, 0);
+    act_case(&mm, TM_DT_Q6G64, 70, 192, 2, 0, TM_ACT_RELU2, 0);
+    act_case(&mm, TM_DT_Q4PC, 33, 96, 8, 1, TM_ACT_GELU, 1);
+    /* an FFN weight of the wrong row count is refused */
+    {
+        void *d, *sc;
+        tm_tensor t = qtensor(TM_DT_Q4G64, 10, 64, &d, &sc);
+        cu_part part = {&t, 0, 10};
+        cu_mat m;
+        tm_err err = {0};
+        CHECK(cu_mat_up_packed(&m, mm.st, &part, 1, 64, &err) == TM_OK);
+        cu_gemv_epi ep = {.gated = 1, .act = TM_ACT_SILU, .F = 6, .ldg = 6};
+        CHECK(cu_mat_mul_act(&mm, &ep, NULL, &m, 1, NULL, &err) == TM_E_INVALID && strstr(err.msg, "10 rows"));
+        cu_mat_free(&m);
+        free(d), free(sc);
     }
     /* int4 rows of 32 (one chunk, no group of 64): g32 and per channel */
     one_case(&mm, TM_DT_Q4G32, 45, 32, 4);

@@ -317,6 +317,130 @@ static void logprobs(tm_rt_model *rm)
     tm_session_free(s);
 }
 
+/* The prompt's scores (request.prompt_logprobs, on_prompt_logprob): every prompt token from the second
+ * on, in order, before any generated token, each the log-softmax of the route's own engine at that
+ * row: against the same session scoring the prompt's prefix up to that token (tm_session_score, the
+ * last row's logits) at a few places; the generated text unchanged; max_tokens "none" (scored only);
+ * a cancel from the callback; the prefix cache passed by (a scored prompt is prefilled whole); the
+ * range check. */
+typedef struct plp_log {
+    tandem_logprob v[128];
+    int idx[128], n, cancel_at;
+} plp_log;
+
+static int on_plp(void *ud, int index, const tandem_logprob *lp)
+{
+    plp_log *g = ud;
+    if (g->n < 128) g->idx[g->n] = index, g->v[g->n++] = *lp;
+    return g->cancel_at && index >= g->cancel_at;
+}
+
+typedef struct plp_ud {
+    sink text;
+    plp_log lp;
+} plp_ud;
+
+static int plp_text(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    return on_text(&((plp_ud *)ud)->text, piece, len, tok);
+}
+
+static int plp_cb(void *ud, int index, const tandem_logprob *lp)
+{
+    plp_ud *u = ud;
+    CHECKF(u->text.len == 0, "prompt score %d after generated text", index);
+    return on_plp(&u->lp, index, lp);
+}
+
+static void prompt_scores(tm_rt_model *rm)
+{
+    static const tandem_route routes[] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_DECODE_ONLY, TANDEM_ROUTE_PREFILL_ONLY};
+    int V = rm->decode->V;
+    tm_err err = {0};
+    int32_t *ids = NULL;
+    size_t np = 0;
+    CHECK(tm_tok_encode(rm->tok, prompts[2], strlen(prompts[2]), 1, &ids, &np, &err) == TM_OK && np > 12 && np < 128);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    for (int ri = 0; ri < 3 && ids; ri++) {
+        tandem_session_opts o = two_thread_opts();
+        o.route = routes[ri];
+        tm_session *s = open_session(rm, o);
+        if (!s) break;
+        int free0 = tm_kv_cache_free_pages(s->kv);
+        tandem_request r = greedy_request(12);
+        r.prompt = prompts[2];
+        sink plain = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &plain, &st, &err) == TM_OK, "%s", err.msg);
+        r.prompt_logprobs = 4;
+        r.on_prompt_logprob.fn = plp_cb;
+        plp_ud u;
+        memset(&u, 0, sizeof u);
+        CHECKF(tm_session_generate(s, &r, plp_text, &u, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(!strcmp(u.text.buf, plain.buf), "%s: the text changed with the prompt's scores:\n%s\n%s",
+               tm_route_name(routes[ri]), u.text.buf, plain.buf);
+        CHECK_EQ_INT(u.lp.n, (int)np);
+        CHECK(!strcmp(st.route, tm_route_name(routes[ri])));
+        CHECK(u.lp.idx[0] == 0 && u.lp.v[0].token == ids[0] && isnan(u.lp.v[0].logprob) && u.lp.v[0].n_top == 0);
+        double worst = 0;
+        for (int i = 1; i < u.lp.n; i++) {
+            const tandem_logprob *e = &u.lp.v[i];
+            CHECK(u.lp.idx[i] == i && e->token == ids[i] && e->n_top == 4 && e->logprob <= 0);
+            for (int j = 1; j < e->n_top; j++) CHECK(e->top_logprob[j] <= e->top_logprob[j - 1]);
+            CHECK(e->logprob <= e->top_logprob[0] + 1e-6f);
+        }
+        int at[] = {1, 5, (int)np / 2, (int)np - 2};
+        for (int k = 0; k < 4; k++) { /* token at[k] + 1 given the prefix [0, at[k]] */
+            int t = at[k];
+            CHECKF(tm_session_score(s, ids, t + 1, t + 1, routes[ri], lg, &err) == TM_OK, "%s", err.msg);
+            double m = -INFINITY, sum = 0;
+            for (int i = 0; i < V; i++) m = lg[i] > m ? lg[i] : m;
+            for (int i = 0; i < V; i++) sum += exp((double)lg[i] - m);
+            double want = (double)lg[ids[t + 1]] - m - log(sum), d = fabs(want - u.lp.v[t + 1].logprob);
+            worst = d > worst ? d : worst;
+        }
+        CHECKF(worst < 2e-3, "%s: prompt scores off the prefix's own last row by %g", tm_route_name(routes[ri]), worst);
+        /* scored only: nothing generated */
+        memset(&u, 0, sizeof u);
+        r.max_tokens = TANDEM_MAX_TOKENS_NONE;
+        CHECKF(tm_session_generate(s, &r, plp_text, &u, &st, &err) == TM_OK, "%s", err.msg);
+        CHECK(st.n_generated == 0 && u.text.len == 0 && u.lp.n == (int)np && !strcmp(st.finish_reason, "length"));
+        /* cancelled from the callback */
+        memset(&u, 0, sizeof u);
+        u.lp.cancel_at = 3;
+        r.max_tokens = 12;
+        CHECK_EQ_INT(tm_session_generate(s, &r, plp_text, &u, &st, &err), TM_E_CANCELLED);
+        CHECK(u.lp.n == 4 && u.text.len == 0);
+        CHECK_EQ_INT(tm_kv_cache_free_pages(s->kv), free0);
+        r.prompt_logprobs = TANDEM_MAX_LOGPROBS + 1;
+        tm_req *q = NULL;
+        CHECK_EQ_INT(tm_session_submit(s, &r, plp_text, &u, &q, &err), TM_E_INVALID);
+        CHECK(strstr(err.msg, "prompt_logprobs") != NULL);
+        tm_session_free(s);
+    }
+    /* with the prefix cache on: a scored prompt takes no cached pages */
+    tandem_session_opts o = two_thread_opts();
+    o.prefix_cache = 1;
+    tm_session *s = open_session(rm, o);
+    if (s && ids) {
+        tandem_request r = greedy_request(4);
+        r.prompt = prompts[2];
+        sink t = {0};
+        tandem_stats st;
+        CHECKF(tm_session_generate(s, &r, on_text, &t, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(tm_session_generate(s, &r, on_text, &t, &st, &err) == TM_OK && st.n_cached > 0, "cached %d", st.n_cached);
+        r.prompt_logprobs = 0;
+        r.on_prompt_logprob.fn = plp_cb;
+        plp_ud u;
+        memset(&u, 0, sizeof u);
+        CHECKF(tm_session_generate(s, &r, plp_text, &u, &st, &err) == TM_OK, "%s", err.msg);
+        CHECK(st.n_cached == 0 && u.lp.n == (int)np && u.lp.v[1].n_top == 0);
+    }
+    tm_session_free(s);
+    free(lg);
+    free(ids);
+}
+
 /* The prefix cache with requests at once (sched.c, kvcache.h's shared pages): requests whose
  * prompts start with a finished one's take its pages, shared among them while they decode
  * together, and give the same text as without the cache on the decode-only route (whose KV is
@@ -822,6 +946,7 @@ int main(void)
     prefix_cache(rm);
     prefix_shared(rm);
     logprobs(rm);
+    prompt_scores(rm);
     json_mode(rm);
     grammar_mode(rm);
     logit_bias(rm);

@@ -218,7 +218,8 @@ static void test_oai(void)
         {TM_OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt"},
         {TM_OAI_COMPLETION, "{\"prompt\":[1,-2]}", "prompt"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":1.5}", "max_tokens"},
-        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":0}", "max_tokens"},
+        {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":-1}", "max_tokens"},
+        {TM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", "max_tokens"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"temperature\":\"hot\"}", "temperature"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"temperature\":1e39}", "temperature"}, /* past a float */
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"repetition_penalty\":1e300}", "repetition_penalty"},
@@ -775,6 +776,166 @@ static void test_logprobs(int port, tandem_session *s, tandem_model *m, const ch
                 "top_logprobs", "top_logprobs 21");
 }
 
+/* ---- echo: the prompt scored ---- */
+
+typedef struct plp_ref {
+    int32_t tok[256];
+    float lp[256], top_lp[256][TANDEM_MAX_LOGPROBS];
+    int32_t top[256][TANDEM_MAX_LOGPROBS];
+    int n_top[256], n;
+} plp_ref;
+
+static int plp_take(void *ud, int index, const tandem_logprob *lp)
+{
+    plp_ref *r = ud;
+    if (index != r->n || r->n >= 256) return 1;
+    r->tok[r->n] = lp->token, r->lp[r->n] = lp->logprob, r->n_top[r->n] = lp->n_top;
+    memcpy(r->top[r->n], lp->top_token, sizeof lp->top_token);
+    memcpy(r->top_lp[r->n], lp->top_logprob, sizeof lp->top_logprob);
+    r->n++;
+    return 0;
+}
+
+static int no_text(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)ud, (void)piece, (void)len, (void)tok;
+    return 0;
+}
+
+/* a token's bytes as text (the demo model's prompt tokens are ASCII) */
+static void tok_text(tandem_model *m, int32_t id, char *out, size_t cap)
+{
+    char *b = NULL;
+    size_t n = 0;
+    tandem_status st;
+    CHECK(tandem_token_bytes(m, id, &b, &n, &st) == 0 && n < cap);
+    snprintf(out, cap, "%.*s", (int)n, b ? b : "");
+    free(b);
+}
+
+/* completions "echo": the prompt's tokens' text, then the completion's; with "logprobs" the prompt's
+ * tokens first (the first's value and alternatives null), each exactly what the library's
+ * on_prompt_logprob gave, text_offset counting through the prompt; "max_tokens": 0 scores only;
+ * JSON and streamed; an id prompt; echo on chat and max_tokens 0 on chat refused */
+static void test_echo(int port, tandem_session *s, tandem_model *m)
+{
+    plp_ref want = {0};
+    tandem_request q;
+    tandem_request_default(&q);
+    q.prompt = P0;
+    q.max_tokens = TANDEM_MAX_TOKENS_NONE;
+    q.prompt_logprobs = 2;
+    q.on_prompt_logprob.fn = plp_take;
+    tandem_status st;
+    tandem_stats stats;
+    CHECKF(tandem_generate(s, &q, no_text, &want, &stats, &st) == 0, "%s", st.msg);
+    CHECK(want.n == stats.n_prompt && want.n > 3 && stats.n_generated == 0 && isnan(want.lp[0]));
+    char echo[4096] = "", piece[64];
+    long off[256];
+    for (int i = 0; i < want.n; i++) {
+        off[i] = (long)strlen(echo);
+        tok_text(m, want.tok[i], piece, sizeof piece);
+        strncat(echo, piece, sizeof echo - strlen(echo) - 1);
+    }
+    lp_list gen;
+    ref_logprobs(s, m, P0, 0, 6, 2, &gen); /* the completion's own, greedy */
+    char body[1024];
+    for (int variant = 0; variant < 3; variant++) { /* max_tokens 0; 6 tokens; 6 tokens streamed */
+        int n_gen = variant ? 6 : 0, stream = variant == 2;
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,\"echo\":true,\"logprobs\":2%s}",
+                 P0, n_gen, stream ? ",\"stream\":true" : "");
+        cJSON *lp_all = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(lp_all, "tokens"),
+              *lps = cJSON_AddArrayToObject(lp_all, "token_logprobs"), *tops = cJSON_AddArrayToObject(lp_all, "top_logprobs"),
+              *offs = cJSON_AddArrayToObject(lp_all, "text_offset");
+        char text[8192] = "", finish[16] = "";
+        http_res hr;
+        CHECK(http(port, "POST", "/v1/completions", body, NULL, &hr) == 0);
+        CHECK_EQ_INT(hr.status, 200);
+        /* the events (or the one JSON body): text and logprobs arrays appended in order */
+        const char *p = hr.body ? hr.body : "";
+        for (;;) {
+            const char *e = stream ? strstr(p, "\n\n") : p + strlen(p);
+            if (!e || e == p) break;
+            const char *js = stream ? (strncmp(p, "data: {", 7) ? NULL : p + 6) : p;
+            cJSON *j = js ? cJSON_ParseWithLength(js, (size_t)(e - js)) : NULL;
+            const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+            const char *t = jstr(j, "choices.0.text"), *f = jstr(j, "choices.0.finish_reason");
+            if (t) strncat(text, t, sizeof text - strlen(text) - 1);
+            if (f) snprintf(finish, sizeof finish, "%s", f);
+            const cJSON *lp = cJSON_GetObjectItemCaseSensitive(c0, "logprobs");
+            const char *names[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+            cJSON *dst[] = {toks, lps, tops, offs};
+            for (int k = 0; k < 4 && lp && !cJSON_IsNull(lp); k++)
+                for (const cJSON *x = cJSON_GetObjectItemCaseSensitive(lp, names[k])->child; x; x = x->next)
+                    cJSON_AddItemToArray(dst[k], cJSON_Duplicate(x, 1));
+            cJSON_Delete(j);
+            if (!stream) break;
+            p = e + 2;
+        }
+        http_res_free(&hr);
+        char want_text[8192];
+        snprintf(want_text, sizeof want_text, "%s%s", echo, n_gen ? gen.text : "");
+        CHECKF(!strcmp(text, want_text), "echo variant %d: '%s', want '%s'", variant, text, want_text);
+        CHECK_EQ_STR(finish, "length");
+        int n = cJSON_GetArraySize(toks);
+        CHECKF(n == want.n + n_gen && cJSON_GetArraySize(lps) == n && cJSON_GetArraySize(tops) == n &&
+                   cJSON_GetArraySize(offs) == n, "echo variant %d: %d tokens, want %d", variant, n, want.n + n_gen);
+        long gen_off = (long)strlen(echo);
+        for (int i = 0; i < n && i < want.n + n_gen; i++) {
+            const cJSON *tk = cJSON_GetArrayItem(toks, i), *v = cJSON_GetArrayItem(lps, i), *tp = cJSON_GetArrayItem(tops, i),
+                        *o = cJSON_GetArrayItem(offs, i);
+            long want_off = i < want.n ? off[i] : gen_off;
+            if (i >= want.n) gen_off += (long)gen.v[i - want.n].tok_len; /* ASCII here: characters are bytes */
+            CHECKF(cJSON_IsNumber(o) && (long)o->valuedouble == want_off, "echo variant %d token %d: offset", variant, i);
+            if (i >= want.n) { /* the completion's: as without echo */
+                CHECK(cJSON_IsString(tk) && !strcmp(tk->valuestring, gen.v[i - want.n].tok) && cJSON_IsNumber(v) &&
+                      (float)v->valuedouble == gen.v[i - want.n].lp);
+                continue;
+            }
+            tok_text(m, want.tok[i], piece, sizeof piece);
+            CHECK(cJSON_IsString(tk) && !strcmp(tk->valuestring, piece));
+            if (i == 0) {
+                CHECK(cJSON_IsNull(v) && cJSON_IsNull(tp));
+                continue;
+            }
+            CHECKF(cJSON_IsNumber(v) && (float)v->valuedouble == want.lp[i] && cJSON_IsObject(tp) &&
+                       cJSON_GetArraySize(tp) >= 1 && cJSON_GetArraySize(tp) <= 2,
+                   "echo variant %d prompt token %d", variant, i);
+            for (int k = 0; k < want.n_top[i]; k++) { /* each alternative there, with its value */
+                tok_text(m, want.top[i][k], piece, sizeof piece);
+                const cJSON *a = cJSON_GetObjectItemCaseSensitive(tp, piece);
+                CHECK(cJSON_IsNumber(a) && (float)a->valuedouble >= want.top_lp[i][k]);
+            }
+        }
+        cJSON_Delete(lp_all);
+    }
+    /* echo without logprobs: the same text, nothing scored; an id prompt echoes its ids' text */
+    int status;
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":6,\"temperature\":0,\"echo\":true}", P0);
+    cJSON *j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    char want_text[8192];
+    snprintf(want_text, sizeof want_text, "%s%s", echo, gen.text);
+    CHECKF(status == 200 && jstr(j, "choices.0.text") && !strcmp(jstr(j, "choices.0.text"), want_text) &&
+               cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),
+                                                             "logprobs")),
+           "echo alone: %d '%s'", status, jstr(j, "choices.0.text") ? jstr(j, "choices.0.text") : "(none)");
+    cJSON_Delete(j);
+    char ids[512] = "";
+    for (int i = 0; i < want.n; i++) snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", want.tok[i]);
+    snprintf(body, sizeof body, "{\"prompt\":[%s],\"max_tokens\":0,\"echo\":true,\"logprobs\":0}", ids);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECKF(status == 200 && jstr(j, "choices.0.text") && !strcmp(jstr(j, "choices.0.text"), echo) &&
+               jnum(j, "usage.completion_tokens") == 0 && jnum(j, "usage.prompt_tokens") == want.n,
+           "echo of ids: %d", status);
+    cJSON_Delete(j);
+    check_error(port, "POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}",
+                400, "echo", "echo on chat");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"echo\":1}", 400, "echo", "echo 1");
+    check_error(port, "POST", "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400, "max_tokens",
+                "max_tokens 0 on chat");
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 
@@ -913,6 +1074,7 @@ int main(void)
     http_res_free(&hr);
 
     test_logprobs(port, s, m, chat_prompt);
+    test_echo(port, s, m);
     test_tokenize(port, m, chat_prompt);
     free(chat_prompt);
     test_choices(port);

@@ -32,7 +32,8 @@
 #include "core/tensor.h"
 #include "runtime/kvcache.h"
 
-#define TM_ENGINE_VERSION 3 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm */
+#define TM_ENGINE_VERSION 4 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
+                                   (caps.row_logits, tm_prefill_args.on_row_logits) */
 
 struct tm_model;
 struct tm_pool;
@@ -51,6 +52,7 @@ typedef struct tm_engine_caps {
                                   (TM_DT_Q8PC: int8 rows + row scales, runtime/kvcache.h) */
     int n_kv_dtypes;
     int max_batch;             /* decode: most sequences per step */
+    int row_logits;            /* prefill gives every valid row's logits (tm_prefill_args.on_row_logits) */
 } tm_engine_caps;
 
 typedef struct tm_engine_opts {
@@ -79,6 +81,12 @@ typedef struct tm_prefill_args {
      * multiply-add) of this call's matmuls that ran on its matrix unit's GEMM
      * kernels (not GEMVs): the measure of issue 5's share of the unit's peak */
     double *gemm;
+    /* (optional; engines with caps.row_logits, others refuse it) every valid row's logits: called
+     * for t = 0 .. n_valid - 1 in order, on the calling thread, with row t's logits [V] (the
+     * distribution of the token after tokens[t]; the pointer holds during the call only). The
+     * prompt's scores (request.prompt_logprobs) rest on it. */
+    void (*on_row_logits)(void *ud, int t, const float *logits);
+    void *row_ud;
 } tm_prefill_args;
 
 typedef struct tm_decode_args {

@@ -208,6 +208,7 @@ void tandem_request_default(tandem_request *r)
     r->top_p = 1.0f;
     r->repetition_penalty = 1.0f;
     r->logprobs = -1;
+    r->prompt_logprobs = -1;
 }
 
 int tandem_generate(tandem_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud,

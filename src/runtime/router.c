@@ -1041,7 +1041,7 @@ static int time_prefill(cal *c, struct tm_pool *pool, int n, int reps, double *o
     for (int r = 0; r < reps && rc == TM_OK; r++) {
         tm_kv_seq seq = {0}, sseq = {0};
         double tp = 0, th = 0;
-        rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, c->ids, n, &seq, &sseq, pool, s->logits, &tp, &th, NULL, err);
+        rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, c->ids, n, &seq, &sseq, pool, s->logits, NULL, &tp, &th, NULL, err);
         tm_kv_seq_release(s->kv, &seq);
         tm_kv_seq_release(s->stage, &sseq);
         t[r] = tp;
@@ -1073,8 +1073,8 @@ static void *busy_main(void *arg)
         tm_kv_seq seq = {0}, sseq = {0};
         double tp = 0, th = 0;
         atomic_store(&b->started, 1);
-        b->rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, b->ids, b->n, &seq, &sseq, s->pool_pre, b->logits, &tp, &th,
-                                 NULL, &b->err);
+        b->rc = tm_prefill_route(s, TANDEM_ROUTE_HYBRID, b->ids, b->n, &seq, &sseq, s->pool_pre, b->logits, NULL, &tp,
+                                 &th, NULL, &b->err);
         tm_kv_seq_release(s->kv, &seq);
         tm_kv_seq_release(s->stage, &sseq);
     }

@@ -94,6 +94,9 @@ struct tm_req {
                                   followed it (free for good) */
     int lp_n;                  /* alternatives per token */
     float *lp_raw;             /* [V] the step's logits before the sampler's penalties (on_lp only) */
+    struct tandem_prompt_logprob_cb on_plp; /* request.on_prompt_logprob: NULL or called per prompt token */
+    int plp_n;                 /* its alternatives per token */
+    tandem_logprob *plp;       /* [n_prompt - 1]: prompt token i + 1's, from the prefill's row i (plp_row) */
     int state;
     atomic_int cancel;
     tm_kv_seq seq, sseq;       /* decode pages, staging pages */
@@ -243,6 +246,32 @@ static int req_trigger(tm_req *q, int32_t tok)
         q->tail_len = keep;
     }
     return TM_OK;
+}
+
+/* The prompt's scores (request.prompt_logprobs): row pos's logits [V] (the prefill's, tm_row_sink) as
+ * prompt token pos + 1's log-probability and the most likely tokens there; the last row's is the first
+ * generated token's */
+static void plp_row(void *ud, int pos, const float *logits)
+{
+    tm_req *q = ud;
+    if (pos < 0 || pos + 1 >= q->n_prompt) return;
+    tandem_logprob *lp = &q->plp[pos];
+    double lse = 0;
+    lp->n_top = tm_logprobs(logits, q->s->rm->decode->V, q->plp_n, lp->top_token, lp->top_logprob, &lse);
+    lp->token = q->ids[pos + 1];
+    lp->logprob = (float)tm_logprob_value(logits[lp->token], lse);
+}
+
+/* The prefill is done: the prompt's scores to on_prompt_logprob in order, the first token's without
+ * one (a nonzero return cancels).
+ * Returns 1 when the request ends here (cancelled, or no token to generate: max_tokens "none"). */
+static int req_prefilled(tm_req *q)
+{
+    tandem_logprob first = {.token = q->ids[0], .logprob = NAN}; /* nothing predicts it */
+    if (q->on_plp.fn && q->on_plp.fn(q->ud, 0, &first)) atomic_store(&q->cancel, 1);
+    for (int i = 1; q->on_plp.fn && i < q->n_prompt && !atomic_load(&q->cancel); i++)
+        if (q->on_plp.fn(q->ud, i, &q->plp[i - 1])) atomic_store(&q->cancel, 1);
+    return atomic_load(&q->cancel) || q->max_new == 0;
 }
 
 /* Sample the next token from logits [V] (modified), stream its text.
@@ -492,6 +521,21 @@ static void run_prefill_only(tm_sched *sc, tm_req *q)
     req_finish(sc, q, REQ_FAILED);
 }
 
+/* A request scoring its prompt goes where the prefilling engine gives every row's logits: the route
+ * picked if its engine does, else the other side's; TM_E_UNSUPPORTED (q->err) where neither does */
+static int plp_route(tm_session *s, tm_req *q)
+{
+    unsigned ok = tm_router_routes(s);
+    int pre = s->pre.caps.row_logits, dec = s->dec.caps.row_logits && (s->dec.caps.roles & TM_ROLE_PREFILL);
+    if (q->route == TANDEM_ROUTE_DECODE_ONLY ? dec : pre) return TM_OK;
+    if (pre && (ok & (1u << TANDEM_ROUTE_HYBRID))) q->route = TANDEM_ROUTE_HYBRID;
+    else if (dec && (ok & (1u << TANDEM_ROUTE_DECODE_ONLY))) q->route = TANDEM_ROUTE_DECODE_ONLY;
+    else
+        return tm_errf(&q->err, TM_E_UNSUPPORTED, "request: prompt_logprobs: neither %s nor %s gives every prompt row's "
+                       "logits", s->pre.caps.name, s->dec.caps.name);
+    return TM_OK;
+}
+
 static void prefill_one(tm_sched *sc, tm_req *q)
 {
     tm_session *s = sc->s;
@@ -501,8 +545,9 @@ static void prefill_one(tm_sched *sc, tm_req *q)
     for (tm_req *w = sc->q_head; w; w = w->next) load.n_queued++;
     pthread_mutex_unlock(&sc->mu);
     if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
-    pc_take(sc, q);
+    if (!q->plp) pc_take(sc, q); /* the prompt's scores need every row prefilled */
     q->route = tm_route_pick(s, q->n_prompt - q->n_cached, q->max_new, &load, &q->pred);
+    if (q->plp && plp_route(s, q) != TM_OK) { req_finish(sc, q, REQ_FAILED); return; }
     q->state = REQ_ROUTED;
     if (s->o.explain) tm_router_explain_pick(stderr, &q->pred);
     if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
@@ -514,8 +559,9 @@ static void prefill_one(tm_sched *sc, tm_req *q)
         return;
     }
     q->state = REQ_PREFILLING;
-    if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pre_pool(sc), s->logits, &q->t_prefill,
-                         &q->t_handoff, q->gemm, &q->err) != TM_OK) {
+    tm_row_sink rows = {plp_row, q};
+    if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pre_pool(sc), s->logits,
+                         q->plp ? &rows : NULL, &q->t_prefill, &q->t_handoff, q->gemm, &q->err) != TM_OK) {
         req_finish(sc, q, REQ_FAILED);
         return;
     }
@@ -523,7 +569,7 @@ static void prefill_one(tm_sched *sc, tm_req *q)
     if (pc_on(s)) pc_publish(s, q, q->n_prompt);
     q->state = REQ_HANDOFF;
     q->pos = q->n_prompt;
-    if (req_take_token(q, s->logits)) {
+    if (req_prefilled(q) || req_take_token(q, s->logits)) {
         req_finish(sc, q, req_end_state(q));
         return;
     }
@@ -596,8 +642,9 @@ static void *decode_main(void *arg)
                     if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
                     else pool = s->pool_all_dec;
                 }
-                int prc = tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool,
-                                           sc->batch_logits, &q->t_prefill, &q->t_handoff, q->gemm, &q->err);
+                tm_row_sink rows = {plp_row, q};
+                int prc = tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool, sc->batch_logits,
+                                           q->plp ? &rows : NULL, &q->t_prefill, &q->t_handoff, q->gemm, &q->err);
                 atomic_store(&s->dec_using_all, 0);
                 if (prc != TM_OK) {
                     req_finish(sc, q, REQ_FAILED);
@@ -606,7 +653,7 @@ static void *decode_main(void *arg)
                 }
                 q->pos = q->n_prompt;
                 q->state = REQ_DECODING;
-                if (req_take_token(q, sc->batch_logits)) {
+                if (req_prefilled(q) || req_take_token(q, sc->batch_logits)) {
                     req_finish(sc, q, req_end_state(q));
                     decoding_done(sc);
                     continue;
@@ -742,6 +789,7 @@ static void req_free(tm_req *q)
     free(q->fed);
     free(q->itl);
     free(q->lp_raw);
+    free(q->plp);
     free(q->bias_ids);
     free(q->bias);
     tm_gmatch_free(q->gm);
@@ -805,6 +853,15 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
         q->lp_n = r->logprobs;
         if (!(q->lp_raw = malloc(sizeof(float) * (size_t)V))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
     }
+    if (r->on_prompt_logprob.fn && r->prompt_logprobs >= 0) {
+        if (r->prompt_logprobs > TANDEM_MAX_LOGPROBS) {
+            rc = tm_errf(err, TM_E_INVALID, "request: prompt_logprobs = %d is out of range [0, %d]", r->prompt_logprobs,
+                         TANDEM_MAX_LOGPROBS);
+            goto fail;
+        }
+        q->on_plp = r->on_prompt_logprob;
+        q->plp_n = r->prompt_logprobs;
+    }
     if (r->n_logit_bias > 0) {
         if (!r->logit_bias_ids || !r->logit_bias) {
             rc = tm_errf(err, TM_E_INVALID, "request: n_logit_bias = %d without the arrays", r->n_logit_bias);
@@ -846,7 +903,8 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
         goto fail;
     }
     q->n_prompt = (int)n;
-    q->max_new = r->max_tokens > 0 ? r->max_tokens : 128;
+    if (q->on_plp.fn && !(q->plp = calloc(n, sizeof *q->plp))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+    q->max_new = r->max_tokens > 0 ? r->max_tokens : r->max_tokens == TANDEM_MAX_TOKENS_NONE ? 0 : 128;
     if (q->n_prompt + q->max_new > s->max_ctx) q->max_new = s->max_ctx - q->n_prompt;
     tm_sampler_params sp;
     tm_sampler_params_default(&sp);
@@ -867,8 +925,8 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
         goto fail;
     }
     q->ds = tm_detok_stream_new(rm->tok, 1);
-    q->itl = malloc(sizeof(double) * (size_t)q->max_new);
-    if (pc_on(s)) q->fed = malloc(sizeof(int32_t) * (size_t)q->max_new);
+    q->itl = malloc(sizeof(double) * (size_t)(q->max_new + 1));
+    if (pc_on(s)) q->fed = malloc(sizeof(int32_t) * (size_t)(q->max_new + 1));
     if (!q->ds || !q->itl || (pc_on(s) && !q->fed)) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
     q->finish = "length";
     tm_sched *sc = s->sched;

@@ -266,9 +266,21 @@ void tm_route_chunk_caps(const tm_session *s, tandem_route r, tm_engine_caps *ou
     if (r == TANDEM_ROUTE_DECODE_ONLY) out->n_chunks = 0;
 }
 
+/* a chunk's row t as the prompt's position pos0 + t (tm_prefill_route's rows) */
+typedef struct row_at {
+    const tm_row_sink *sink;
+    int pos0;
+} row_at;
+
+static void row_to_sink(void *ud, int t, const float *logits)
+{
+    const row_at *r = ud;
+    r->sink->fn(r->sink->ud, r->pos0 + t, logits);
+}
+
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
-                     struct tm_pool *pool, float *logits, double *t_prefill, double *t_handoff, double *gemm,
-                     tm_err *err)
+                     struct tm_pool *pool, float *logits, const tm_row_sink *rows, double *t_prefill, double *t_handoff,
+                     double *gemm, tm_err *err)
 {
     int hybrid = route == TANDEM_ROUTE_HYBRID;
     tm_bound_engine *e = route == TANDEM_ROUTE_DECODE_ONLY ? &s->dec : &s->pre;
@@ -294,6 +306,8 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
         int last = pos + nv == n;
         tm_prefill_args a = {.tokens = buf, .T = T, .n_valid = nv, .pos0 = pos, .kv = kv, .seq = kseq,
                              .logits = last ? logits : NULL, .pool = pool, .gemm = gemm};
+        row_at at = {rows, pos};
+        if (rows) a.on_row_logits = row_to_sink, a.row_ud = &at;
         if (last && stateless) {
             /* the last chunk: each layer's whole prompt KV goes to the bridge as soon as it completes */
             tm_bridge_begin(s->bridge, s->stage, sseq, s->kv, seq, 0, n);
@@ -328,7 +342,7 @@ int tm_session_score(tm_session *s, const int32_t *ids, int n, int n_prefill, ta
                        s->pre.caps.name, s->dec.caps.name);
     tm_kv_seq seq = {0}, sseq = {0};
     double tp, th;
-    int rc = tm_prefill_route(s, route, ids, n_prefill, &seq, &sseq, s->pool_all_pre, logits, &tp, &th, NULL, err);
+    int rc = tm_prefill_route(s, route, ids, n_prefill, &seq, &sseq, s->pool_all_pre, logits, NULL, &tp, &th, NULL, err);
     tm_bound_engine *e = route == TANDEM_ROUTE_PREFILL_ONLY ? &s->pre : &s->dec;
     for (int p = n_prefill; rc == TM_OK && p < n; p++) {
         if ((rc = tm_kv_seq_reserve(s->kv, &seq, p + 1, err)) != TM_OK) break;

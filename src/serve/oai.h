@@ -95,6 +95,8 @@ typedef struct tm_oai_req {
     char *stop[TM_OAI_MAX_STOP + 1];/* NULL-terminated; empty strings are dropped */
     int n_stop;
     int want_logprobs;              /* chat "logprobs": true; completions "logprobs": N */
+    int echo;                       /* completions "echo": the prompt's text before the completion's and, with
+                                       "logprobs", its tokens' scores first (the first token's null) */
     int json_object;                /* "response_format": {"type": "json_object"} (JSON mode) */
     char *json_schema;              /* response_format json_schema's "schema" (or llama.cpp's "json_schema"),
                                        compact JSON, or NULL */

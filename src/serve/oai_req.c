@@ -108,7 +108,8 @@ static int get_bool(const cJSON *obj, const char *name, int *out, tm_oai_error *
 static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *e)
 {
     const cJSON *v;
-    if ((v = field(root, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "echo is not supported");
+    if (kind == TM_OAI_CHAT && (v = field(root, "echo")) && !cJSON_IsFalse(v))
+        return BAD("echo", "'echo' is a completions field");
     if ((v = field(root, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
         return BAD("suffix", "suffix is not supported");
     if ((v = field(root, "functions")) && !(cJSON_IsArray(v) && !v->child))
@@ -117,13 +118,13 @@ static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *
     return 0;
 }
 
-static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
+static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_kind kind, tm_oai_error *e)
 {
     double x;
-    int rc;
+    int rc, lo = kind == TM_OAI_CHAT ? 1 : 0; /* completions: 0 generates nothing (with echo: the prompt scored) */
     /* max_completion_tokens (the current name) wins over max_tokens */
-    if ((rc = get_int(root, "max_completion_tokens", 1, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
-    if (!rc && (rc = get_int(root, "max_tokens", 1, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
+    if ((rc = get_int(root, "max_completion_tokens", lo, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
+    if (!rc && (rc = get_int(root, "max_tokens", lo, TM_OAI_MAX_TOKENS, &x, e)) < 0) return -1;
     if (rc) { r->max_tokens = (int)x; r->set |= TM_OAI_SET_MAX_TOKENS; }
     if ((rc = get_int(root, "n", 1, TM_OAI_MAX_N, &x, e)) < 0) return -1;
     r->n = rc ? (int)x : 1;
@@ -582,7 +583,8 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     }
     if (rc == 0) rc = kind == TM_OAI_CHAT ? parse_messages(r, root, e) : parse_prompt(r, root, e);
     if (rc == 0) rc = check_unsupported(root, kind, e);
-    if (rc == 0) rc = parse_sampling(r, root, e);
+    if (rc == 0) rc = parse_sampling(r, root, kind, e);
+    if (rc == 0 && kind == TM_OAI_COMPLETION && get_bool(root, "echo", &r->echo, e) < 0) rc = -1;
     if (rc == 0) rc = parse_stream(r, root, e);
     if (rc == 0 && r->best_of > r->n && (kind == TM_OAI_CHAT || r->stream))
         rc = BAD("best_of", kind == TM_OAI_CHAT ? "'best_of' is a completions field" : "'best_of' > 'n' cannot be streamed");
@@ -624,7 +626,7 @@ void tm_oai_apply(const tm_oai_req *r, tandem_request *q)
         q->prompt_ids = r->prompt_ids;
         q->n_prompt_ids = r->n_prompt_ids;
     }
-    if (r->set & TM_OAI_SET_MAX_TOKENS) q->max_tokens = r->max_tokens;
+    if (r->set & TM_OAI_SET_MAX_TOKENS) q->max_tokens = r->max_tokens ? r->max_tokens : TANDEM_MAX_TOKENS_NONE;
     if (r->set & TM_OAI_SET_TEMPERATURE) q->temperature = r->temperature;
     if (r->set & TM_OAI_SET_TOP_P) q->top_p = r->top_p;
     if (r->set & TM_OAI_SET_TOP_K) q->top_k = r->top_k;

@@ -2,6 +2,7 @@
  * small string builder rather than cJSON: text pieces are length-delimited
  * (they may hold NUL) and a stream chunk is built per token. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,7 +164,8 @@ size_t tm_oai_lp_chars(const char *bytes, size_t len)
 
 static void lp_num(sb *b, float x)
 {
-    sb_printf(b, "%.9g", x > -9999.0f ? (double)x : -9999.0);
+    if (isnan(x)) sb_puts(b, "null"); /* an echoed prompt's first token: nothing predicts it */
+    else sb_printf(b, "%.9g", x > -9999.0f ? (double)x : -9999.0);
 }
 
 /* {"token", "logprob", "bytes"} (chat) */
@@ -213,7 +215,12 @@ static void logprobs_completion(sb *b, const tm_oai_logprobs *lp)
     sb_puts(b, "],\"top_logprobs\":[");
     for (size_t i = 0; i < lp->n; i++) {
         const tm_oai_logprob *e = &lp->v[i];
-        sb_puts(b, i ? ",{" : "{");
+        if (i) sb_puts(b, ",");
+        if (isnan(e->tok.logprob)) {
+            sb_puts(b, "null");
+            continue;
+        }
+        sb_puts(b, "{");
         for (int k = 0, first = 1; k < e->n_top; k++) {
             int dup = 0;
             for (int j = 0; j < k && !dup; j++)

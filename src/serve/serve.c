@@ -150,6 +150,7 @@ typedef struct choice {
     tandem_logprob *lps;       /* JSON: every token's; stream: those not yet sent (req.want_logprobs) */
     size_t n_lps, cap_lps;
     size_t lp_off;             /* stream: the text_offset of the next chunk's first token (completions) */
+    size_t n_echo;             /* lps: the echoed prompt's come first (completions echo + logprobs), unranked */
     int finished, rc;          /* tandem_wait returned, with rc */
     tandem_stats stats;
     tandem_status st;
@@ -331,6 +332,43 @@ static int job_on_logprob(void *ud, const tandem_logprob *lp)
     pthread_mutex_unlock(&j->mu);
     if (j->oom) atomic_store(&j->cancel, 1);
     return atomic_load(&j->cancel);
+}
+
+/* completions "echo": the prompt as the model read it, its tokens' text (an added BOS token shows),
+ * before the completion's; so "text_offset" counts through both. One token's bytes into the choice. */
+static int job_echo_token(choice *ch, int32_t id)
+{
+    char *b = NULL;
+    size_t n = 0;
+    tandem_status st;
+    int rc = tandem_token_bytes(ch->j->srv->m, id, &b, &n, &st) == 0 ? job_on_text(ch, b, n, -1) : 1;
+    free(b);
+    return rc;
+}
+
+/* echo + logprobs: each prompt token's text and score (request.on_prompt_logprob), in order */
+static int job_on_prompt_logprob(void *ud, int index, const tandem_logprob *lp)
+{
+    (void)index;
+    choice *ch = ud;
+    if (job_echo_token(ch, lp->token)) return 1;
+    ch->n_echo++; /* read once the choice is finished */
+    return job_on_logprob(ch, lp);
+}
+
+/* echo without logprobs: the prompt's tokens' text into every choice now (no scores to wait for) */
+static int job_echo(job *j)
+{
+    const tm_oai_req *r = &j->req;
+    int32_t *ids = r->prompt_ids;
+    size_t n = r->n_prompt_ids;
+    tandem_status st;
+    if (r->prompt && tandem_tokenize(j->srv->m, r->prompt, strlen(r->prompt), 1, &ids, &n, &st) != 0) return 1;
+    int rc = 0;
+    for (int c = 0; c < j->n; c++)
+        for (size_t i = 0; i < n && !rc; i++) rc = job_echo_token(&j->ch[c], ids[i]);
+    if (r->prompt) free(ids);
+    return rc;
 }
 
 /* The library's log-probabilities as the writer's: each token's bytes from the tokenizer.
@@ -689,8 +727,9 @@ static void rank_choices(const job *j, int *order)
     for (int i = 0; i < j->n; i++) {
         const choice *c = &j->ch[i];
         double sum = 0;
-        for (size_t k = 0; k < c->n_lps; k++) sum += c->lps[k].logprob;
-        score[i] = j->n > j->n_ret ? (c->n_lps ? sum / (double)c->n_lps : -INFINITY) : 0;
+        size_t n = c->n_lps - c->n_echo; /* the completion's tokens, not the echoed prompt's */
+        for (size_t k = c->n_echo; k < c->n_lps; k++) sum += c->lps[k].logprob;
+        score[i] = j->n > j->n_ret ? (n ? sum / (double)n : -INFINITY) : 0;
         order[i] = i;
     }
     for (int i = 1; i < j->n; i++) /* insertion sort: stable, n <= 8 */
@@ -821,6 +860,12 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     }
     if (j->req.want_logprobs || j->n > j->n_ret) q.on_logprob.fn = job_on_logprob;
     if (!j->req.want_logprobs && j->n > j->n_ret) q.logprobs = 0; /* best_of ranks by the tokens' logprobs */
+    if (j->req.echo && j->req.want_logprobs) { /* the prompt's text comes with its scores */
+        q.prompt_logprobs = j->req.top_logprobs;
+        q.on_prompt_logprob.fn = job_on_prompt_logprob;
+    } else if (j->req.echo && job_echo(j)) {
+        j->oom = 1;
+    }
     int rc = 0, n_sub = 0;
     for (; n_sub < j->n && rc == 0; n_sub++) { /* one request per choice: seeds seed, seed + 1, ... */
         tandem_request qi = q;

@@ -561,9 +561,12 @@ typedef struct cpu_rows {
     tm_kv_seq *const *seq;     /* [M] the sequence of each row */
     tm_kv_cache *kv;
     int flash_prefill;         /* rows are one chunk of one sequence in a bf16/f16/f32 cache */
-    float *logits;             /* [n_logit_rows][V] */
+    float *logits;             /* [n_logit_rows][V], or (on_row) [TM_KGEMV_MAX_B][V] reused per block of rows */
     const int *logit_rows;     /* [n_logit_rows] which rows need logits */
     int n_logit_rows;
+    void (*on_row)(void *ud, int row, const float *logits); /* (optional) each row's logits as its block is done */
+    void *row_ud;
+    float *last;               /* (on_row, optional) [V]: a copy of the last logit row's */
     void (*on_layer)(void *ud, int layer);
     void *ud;
     struct tm_pool *pool;      /* threads for this call */
@@ -1300,22 +1303,26 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         const float *x = c->x + (size_t)r->logit_rows[j] * D;
         norm_rows(c, c->h + (size_t)j * D, x, c->final_norm, c->final_norm_b, 1, D);
     }
-    if (r->n_logit_rows > 0) {
-        for (int j0 = 0; j0 < r->n_logit_rows; j0 += TM_KGEMV_MAX_B) {
-            int nb = r->n_logit_rows - j0 < TM_KGEMV_MAX_B ? r->n_logit_rows - j0 : TM_KGEMV_MAX_B;
-            if ((rc = matmul(c, r, c->lm_head, c->h + (size_t)j0 * D, nb, r->logits + (size_t)j0 * m->V, err)))
-                return rc;
-        }
-        for (int j = 0; c->lm_head_b && j < r->n_logit_rows; j++) /* Phi's, GPT-J's head bias */
-            for (int v = 0; v < m->V; v++) r->logits[(size_t)j * m->V + v] += c->lm_head_b[v];
+    /* by blocks of rows (the head's GEMV takes at most TM_KGEMV_MAX_B); on_row: each block into the
+       same buffer, handed over row by row */
+    for (int j0 = 0; j0 < r->n_logit_rows; j0 += TM_KGEMV_MAX_B) {
+        int nb = r->n_logit_rows - j0 < TM_KGEMV_MAX_B ? r->n_logit_rows - j0 : TM_KGEMV_MAX_B;
+        float *y = r->on_row ? r->logits : r->logits + (size_t)j0 * m->V;
+        size_t n = (size_t)nb * m->V;
+        if ((rc = matmul(c, r, c->lm_head, c->h + (size_t)j0 * D, nb, y, err))) return rc;
+        for (int j = 0; c->lm_head_b && j < nb; j++) /* Phi's, GPT-J's head bias */
+            for (int v = 0; v < m->V; v++) y[(size_t)j * m->V + v] += c->lm_head_b[v];
         if (m->logits_div != 1.0f)
-            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] /= m->logits_div;
+            for (size_t i = 0; i < n; i++) y[i] /= m->logits_div;
         if (m->logits_mul != 1.0f)
-            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] *= m->logits_mul;
+            for (size_t i = 0; i < n; i++) y[i] *= m->logits_mul;
         if (m->final_softcap > 0) {
             float cap = m->final_softcap;
-            for (size_t i = 0; i < (size_t)r->n_logit_rows * m->V; i++) r->logits[i] = tanhf(r->logits[i] / cap) * cap;
+            for (size_t i = 0; i < n; i++) y[i] = tanhf(y[i] / cap) * cap;
         }
+        for (int j = 0; r->on_row && j < nb; j++) r->on_row(r->row_ud, r->logit_rows[j0 + j], y + (size_t)j * m->V);
+        if (r->on_row && r->last && j0 + nb == r->n_logit_rows)
+            memcpy(r->last, y + (size_t)(nb - 1) * m->V, sizeof(float) * (size_t)m->V);
     }
     return TM_OK;
 }
@@ -1361,14 +1368,23 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
         pos[i] = a->pos0 + i;
         seqs[i] = a->seq;
     }
-    int last = a->n_valid - 1;
+    int last = a->n_valid - 1, rows[CPU_MAX_ROWS];
     cpu_rows r = {
         .M = T, .tokens = a->tokens, .pos = pos, .seq = seqs, .kv = a->kv,
         .flash_prefill = o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F16 || o->dtype == TM_DT_F32,
         .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
         .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool, .gemm = a->gemm,
     };
+    float *buf = NULL;
+    if (a->on_row_logits) { /* every valid row, through a block's buffer */
+        if (!(buf = malloc(sizeof(float) * (size_t)TM_KGEMV_MAX_B * (size_t)c->m->V)))
+            return tm_errf(err, TM_E_NOMEM, "prefill: out of memory (row logits)");
+        for (int i = 0; i < a->n_valid; i++) rows[i] = i;
+        r.logits = buf, r.logit_rows = rows, r.n_logit_rows = a->n_valid;
+        r.on_row = a->on_row_logits, r.row_ud = a->row_ud, r.last = a->logits;
+    }
     int rc = forward(c, &r, 0, err);
+    free(buf);
     if (rc == TM_OK && a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
     return rc;
 }
@@ -1429,6 +1445,7 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
     caps->kv_dtypes[2] = TM_DT_Q8PC;
     caps->n_kv_dtypes = 3;
     caps->max_batch = TM_KGEMV_MAX_B;
+    caps->row_logits = (v->roles & TM_ROLE_PREFILL) != 0;
     return TM_OK;
 }
 

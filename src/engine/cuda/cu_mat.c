@@ -143,6 +143,9 @@ int cu_mat_mul(const cu_mm *c, float *y, const uint16_t *x, const cu_mat *m, int
 
 int cu_mat_mul_act(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, const cu_mat *m, int T, float *gu, tm_err *err)
 {
+    if (m->N != (ep->gated ? 2 * ep->F : ep->F))
+        return tm_errf(err, TM_E_INVALID, "cuda engine: an FFN weight of %d rows for %d units%s", m->N, ep->F,
+                       ep->gated ? " (gated)" : "");
     if (!m->bf && T <= c->gemv_max) {
         cu_gemv_act(c->st, &m->q, x, m->K, T, ep);
         return TM_OK;

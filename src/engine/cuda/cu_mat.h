@@ -7,8 +7,9 @@
  *         int8 g64), for the decode engine: a step streams every weight, and reading 4.25 bits a weight
  *         instead of 16 is the decode's speed (cu_gemv.cu).
  * cu_mat_mul runs y[T][N] = x[T][K] · Wᵀ by the form and T: bf16 through cuBLAS; packed by the GEMV for
- * T <= gemv_max rows, else dequantized into the scratch (bf16 [N][K]) and through cuBLAS (a prefill chunk
- * on the decode engine: the dequantization is a pass over the weight per chunk, cheap beside the product).
+ * T <= gemv_max rows (the engine passes its batch limit for a decode step), else dequantized into the
+ * scratch (bf16 [N][K]) and through cuBLAS (a prefill chunk on the decode engine: a pass over the weight
+ * per chunk, 4.5 bytes a weight moved against T x 2 flops a weight).
  * Every call is on the given stream and may be captured into a CUDA graph (no allocation). */
 #ifndef TM_ENGINE_CUDA_CU_MAT_H
 #define TM_ENGINE_CUDA_CU_MAT_H

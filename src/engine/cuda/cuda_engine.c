@@ -78,7 +78,7 @@
 #define CU_MAX_B 64  /* sequences per decode step */
 #define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
 #define CU_SEG 256   /* decode attention: keys per segment, about */
-#define CU_GEMV_MAX 16 /* rows up to which a packed weight runs the GEMV (more: dequantized, cuBLAS) */
+#define CU_GEMV_MAX 16 /* prefill rows up to which a packed weight runs the GEMV (more: dequantized, cuBLAS) */
 #define BLAS_WS ((size_t)32 << 20)
 
 /* what the device arena holds of one sequence (design block "Decode") */
@@ -119,6 +119,7 @@ typedef struct cu_prof {
     double dec_gpu_ms, dec_host_s;    /* decode steps: their GPU time, the calls' wall time */
     long steps, step_rows;
     double dms[PROF_NCAT];            /* decode steps launched one by one: the categories' GPU time */
+    int decoding;                     /* such a step's launches are being made (its GEMMs' flops are not the prefill's) */
     long dsteps;                      /* and how many such steps */
 } cu_prof;
 
@@ -533,7 +534,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         for (int i = 0; i < 4; i++) dq = cu_mat_dq_bytes(mats[i]) > dq ? cu_mat_dq_bytes(mats[i]) : dq;
     }
     const char *gm = getenv("TANDEM_CUDA_GEMV_MAX");
-    e->mm = (cu_mm){.blas = e->blas, .st = e->st, .gemv_max = gm ? atoi(gm) : CU_GEMV_MAX};
+    e->mm = (cu_mm){.blas = e->blas, .st = e->st, .gemv_max = gm && atoi(gm) >= 0 ? atoi(gm) : CU_GEMV_MAX};
     if (dq && (rc = cu_alloc((void **)&e->mm.dq, dq, err))) goto fail;
     size_t T = CU_MAX_T, nq = (size_t)(m->H + 2 * m->Hk) * m->Dh, F = (size_t)m->F;
     size_t mir = (size_t)m->L * m->Hk * (size_t)e->cap * m->Dh * sizeof(uint16_t);
@@ -593,10 +594,13 @@ fail:
 static int kv_code(tm_dtype dt) { return dt == TM_DT_BF16 ? 0 : dt == TM_DT_F16 ? 1 : dt == TM_DT_F32 ? 2 : 3; }
 static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8PC ? 1 : 2; }
 
-/* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T, if packed) */
+/* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T, if packed: a
+ * decode step's products and the head, whose rows are at most CU_MAX_B; the GEMV in groups of 8 reads a
+ * packed weight ceil(B / 8) times, the later ones mostly from L2, against 4.5 bytes a weight for the
+ * dequantized copy and cuBLAS, which a prefill chunk of more than CU_GEMV_MAX rows takes) */
 static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, int gemv, tm_err *err)
 {
-    if (e->prof) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
+    if (e->prof && !e->prof->decoding) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
     prof_mark(e, PROF_GEMM, 0);
     cu_mm mm = e->mm;
     if (gemv) mm.gemv_max = CU_MAX_B;
@@ -665,7 +669,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
     else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
     if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
-    if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, 0, err))) return rc;
+    if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, c->decode, err))) return rc;
     size_t rb = (size_t)Dh * kv_esz(c->kv_dt);
     uint8_t *exp = c->decode ? e->dexp_dev + (size_t)l * c->dstride : (uint8_t *)e->exp_dev;
     cu_qkv_args q = {.qkv = e->qkv, .T = T, .n_valid = c->n_valid, .pos0 = c->pos0, .pos = c->dpos, .H = H, .Hk = Hk,
@@ -711,19 +715,21 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         cu_attention(e->st, &at, e->attn_part, S);
         prof_mark(e, PROF_ATTN, 1);
     }
-    if ((rc = gemm(e, e->a, e->att16, &w->wo, T, 0, err))) return rc;
+    if ((rc = gemm(e, e->a, e->att16, &w->wo, T, c->decode, err))) return rc;
     cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
     const float *fin = e->parallel ? e->x0 : e->x;
     if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
     else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
     /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
     cu_gemv_epi ep = {.gated = e->gated, .act = e->act, .F = F, .ldg = F, .b = w->bgu, .g = e->g16};
-    if (e->prof) e->prof->gemm_flop += 2.0 * T * w->wgu.N * w->wgu.K;
+    if (e->prof && !e->prof->decoding) e->prof->gemm_flop += 2.0 * T * w->wgu.N * w->wgu.K;
     prof_mark(e, PROF_GEMM, 0);
-    rc = cu_mat_mul_act(&e->mm, &ep, e->h16, &w->wgu, T, e->gu, err);
+    cu_mm mm = e->mm;
+    if (c->decode) mm.gemv_max = CU_MAX_B;
+    rc = cu_mat_mul_act(&mm, &ep, e->h16, &w->wgu, T, e->gu, err);
     prof_mark(e, PROF_GEMM, 1);
     if (rc) return rc;
-    if ((rc = gemm(e, e->a, e->g16, &w->wd, T, 0, err))) return rc;
+    if ((rc = gemm(e, e->a, e->g16, &w->wd, T, c->decode, err))) return rc;
     cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
@@ -833,6 +839,8 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
     if (e->pos_embed && (int64_t)a->pos0 + T > e->max_pos)
         return tm_errf(err, TM_E_LIMIT, "cuda prefill: positions up to %lld exceed the model's %d learned positions",
                        (long long)a->pos0 + T, e->max_pos);
+    if (a->on_row_logits) /* caps.row_logits 0: not yet (the prompt's scores run on a CPU engine) */
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda prefill: every row's logits are not supported yet");
     const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
     if ((rc = check_cache(e, o, "cuda prefill", err))) return rc;
     if (a->seq->n_pages * o->page_size < a->pos0 + a->n_valid)
@@ -893,12 +901,14 @@ static int dec_forward(cu_eng *e, const cu_call *c, int marks, tm_err *err)
 {
     cu_prof *prof = e->prof;
     if (!marks) e->prof = NULL;
+    else if (prof) prof->n = 0, prof->decoding = 1; /* a failed step may have left events */
     int B = c->T, rc = TM_OK;
     cudaError_t ce = cudaMemcpyAsync(e->tok, e->meta_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToDevice, e->st);
     if (ce != cudaSuccess) rc = cu_err(err, ce, "tokens");
     if (rc == TM_OK) embed(e, B, 0, c->dpos);
     for (int l = 0; l < e->L && rc == TM_OK; l++) rc = layer_fwd(e, c, l, err);
     if (rc == TM_OK) rc = logits_rows(e, e->dlogits, 0, B, err);
+    if (prof) prof->decoding = 0;
     e->prof = prof;
     return rc;
 }
