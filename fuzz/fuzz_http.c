@@ -107,7 +107,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r.n_stop < 0 || r.n_stop > TM_OAI_MAX_STOP || r.stop[r.n_stop]) abort();
     for (int i = 0; i < r.n_stop; i++)
         if (!r.stop[i] || !r.stop[i][0] || strlen(r.stop[i]) > TM_OAI_MAX_STOP_LEN) abort();
-    if ((r.set & TM_OAI_SET_MAX_TOKENS) && (r.max_tokens < 1 || r.max_tokens > TM_OAI_MAX_TOKENS)) abort();
+    /* completions may ask for nothing generated (max_tokens 0: the prompt scored with echo); echo is theirs */
+    if ((r.set & TM_OAI_SET_MAX_TOKENS) && (r.max_tokens < (kind == TM_OAI_CHAT) || r.max_tokens > TM_OAI_MAX_TOKENS))
+        abort();
+    if (r.echo && kind == TM_OAI_CHAT) abort();
     if ((r.set & TM_OAI_SET_TEMPERATURE) && !(r.temperature >= 0 && isfinite(r.temperature))) abort();
     if ((r.set & TM_OAI_SET_TOP_P) && !(r.top_p > 0 && r.top_p <= 1)) abort();
     if ((r.set & TM_OAI_SET_MIN_P) && !(r.min_p >= 0 && r.min_p <= 1)) abort();
@@ -119,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tandem_request_default(&q);
     tm_oai_apply(&r, &q);
     if ((r.set & TM_OAI_SET_TEMPERATURE) && q.temperature != r.temperature) abort();
-    if ((r.set & TM_OAI_SET_MAX_TOKENS) && q.max_tokens != r.max_tokens) abort();
+    if ((r.set & TM_OAI_SET_MAX_TOKENS) && q.max_tokens != (r.max_tokens ? r.max_tokens : TANDEM_MAX_TOKENS_NONE)) abort();
     if (r.prompt && q.prompt != r.prompt) abort();
     if (r.n_stop && (!q.stop || strcmp(q.stop[r.n_stop - 1], r.stop[r.n_stop - 1]))) abort();
     if (r.top_logprobs < 0 || r.top_logprobs > TANDEM_MAX_LOGPROBS || (!r.want_logprobs && r.top_logprobs > 0))
@@ -137,8 +140,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t o = 0; o < tl && nl < 64; nl++) {
         size_t k = 1 + (o * 7 + nl) % 4;
         if (k > tl - o) k = tl - o;
-        lv[nl].tok = (tm_oai_lp_tok){text + o, k, nl % 5 == 3 ? -INFINITY : -(float)nl / 3};
-        lv[nl].n_top = r.want_logprobs ? r.top_logprobs : 3;
+        /* an echoed prompt's first token has no value (NaN: null) */
+        float v = nl == 0 && r.echo ? NAN : nl % 5 == 3 ? -INFINITY : -(float)nl / 3;
+        lv[nl].tok = (tm_oai_lp_tok){text + o, k, v};
+        lv[nl].n_top = isnan(v) ? 0 : r.want_logprobs ? r.top_logprobs : 3;
         for (int t = 0; t < lv[nl].n_top; t++) lv[nl].top[t] = (tm_oai_lp_tok){text + (o + (size_t)t) % tl, 1, -(float)t};
         o += k;
     }

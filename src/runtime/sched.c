@@ -830,6 +830,13 @@ static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
     return TM_OK;
 }
 
+/* a request's count of alternatives (logprobs, prompt_logprobs) named field: TM_OK or TM_E_INVALID */
+static int lp_range(int n, const char *field, tm_err *err)
+{
+    if (n <= TANDEM_MAX_LOGPROBS) return TM_OK;
+    return tm_errf(err, TM_E_INVALID, "request: %s = %d is out of range [0, %d]", field, n, TANDEM_MAX_LOGPROBS);
+}
+
 int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_text, void *ud, tm_req **out,
                       tm_err *err)
 {
@@ -844,21 +851,13 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     q->on_text = on_text;
     q->ud = ud;
     if (r->on_logprob.fn && r->logprobs >= 0) {
-        if (r->logprobs > TANDEM_MAX_LOGPROBS) {
-            rc = tm_errf(err, TM_E_INVALID, "request: logprobs = %d is out of range [0, %d]", r->logprobs,
-                         TANDEM_MAX_LOGPROBS);
-            goto fail;
-        }
+        if ((rc = lp_range(r->logprobs, "logprobs", err)) != TM_OK) goto fail;
         q->on_lp = r->on_logprob;
         q->lp_n = r->logprobs;
         if (!(q->lp_raw = malloc(sizeof(float) * (size_t)V))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
     }
     if (r->on_prompt_logprob.fn && r->prompt_logprobs >= 0) {
-        if (r->prompt_logprobs > TANDEM_MAX_LOGPROBS) {
-            rc = tm_errf(err, TM_E_INVALID, "request: prompt_logprobs = %d is out of range [0, %d]", r->prompt_logprobs,
-                         TANDEM_MAX_LOGPROBS);
-            goto fail;
-        }
+        if ((rc = lp_range(r->prompt_logprobs, "prompt_logprobs", err)) != TM_OK) goto fail;
         q->on_plp = r->on_prompt_logprob;
         q->plp_n = r->prompt_logprobs;
     }
