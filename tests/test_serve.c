@@ -1211,8 +1211,48 @@ int main(void)
         o.port = port;
         CHECK_EQ_INT(tm_server_start(&srv2, m, s, &o, &err), TM_E_IO);
         CHECKF(strstr(err.msg, "cannot listen") != NULL, "%s", err.msg);
+        /* no CORS by default: no header, and OPTIONS is a method the paths do not take */
+        http_res cr;
+        CHECK(http(port, "GET", "/health", NULL, NULL, &cr) == 0 && cr.status == 200 && cr.head &&
+              !strcasestr(cr.head, "Access-Control-Allow-Origin"));
+        http_res_free(&cr);
+        CHECK(http(port, "OPTIONS", "/v1/models", NULL, NULL, &cr) == 0 && cr.status == 405);
+        http_res_free(&cr);
         tm_server_stop(srv);
     }
+
+    /* CORS (--cors ORIGIN): every response carries the origin (errors too, so a page can read them),
+     * preflights are answered without the API key, an unknown path is still 404 */
+    o.port = 0;
+    o.cors_origin = "https://app.example";
+    srv = NULL;
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (srv) {
+        port = tm_server_port(srv);
+        http_res cr;
+        CHECK(http(port, "OPTIONS", "/v1/chat/completions", NULL, "Origin: https://app.example\r\n"
+                   "Access-Control-Request-Method: POST\r\n", &cr) == 0);
+        CHECKF(cr.status == 204 && cr.head && strcasestr(cr.head, "Access-Control-Allow-Origin: https://app.example") &&
+                   strcasestr(cr.head, "Access-Control-Allow-Methods: POST, OPTIONS") &&
+                   strcasestr(cr.head, "Access-Control-Allow-Headers: Authorization, Content-Type") &&
+                   strcasestr(cr.head, "Vary: Origin"),
+               "preflight: %d\n%s", cr.status, cr.head ? cr.head : "");
+        http_res_free(&cr);
+        CHECK(http(port, "OPTIONS", "/v1/models", NULL, NULL, &cr) == 0 && cr.status == 204 && cr.head &&
+              strcasestr(cr.head, "Access-Control-Allow-Methods: GET, HEAD, OPTIONS"));
+        http_res_free(&cr);
+        CHECK(http(port, "OPTIONS", "/v1/nowhere", NULL, NULL, &cr) == 0 && cr.status == 404);
+        http_res_free(&cr);
+        CHECK(http(port, "GET", "/v1/models", NULL, NULL, &cr) == 0 && cr.status == 401 && cr.head &&
+              strcasestr(cr.head, "Access-Control-Allow-Origin: https://app.example"));
+        http_res_free(&cr);
+        CHECK(http(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":2,\"stream\":true}",
+                   "Authorization: Bearer sekrit\r\n", &cr) == 0 && cr.status == 200 && cr.head &&
+              strcasestr(cr.head, "Access-Control-Allow-Origin: https://app.example") && strstr(cr.body, "[DONE]"));
+        http_res_free(&cr);
+        tm_server_stop(srv);
+    }
+    o.cors_origin = NULL;
 
     /* a session with the prefix cache (tandem serve's default): a chat's second turn reports the
      * prompt tokens it took from the first (whole pages), in usage and in the stream's usage */

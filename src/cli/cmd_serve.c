@@ -32,6 +32,8 @@ static void serve_usage(FILE *f)
           "                         \"reasoning_content\" when the chat template shows </think>:\n"
           "                         default), deepseek (always there), none (left in content)\n"
           "      --api-key KEY      require \"Authorization: Bearer KEY\" (or set TANDEM_API_KEY)\n"
+          "      --cors ORIGIN      let browser pages of ORIGIN (\"*\": any) call the server: its responses\n"
+          "                         carry Access-Control-Allow-Origin and preflights are answered\n"
           "      --max-body BYTES   largest request body (default 2097152)\n"
           "      --max-conns N      simultaneous connections (default 64)\n"
           "      --parallel N       requests decoding at once (default 8; more wait in the queue). With 1 a\n"
@@ -108,7 +110,7 @@ int cmd_serve(int argc, char **argv)
         int k = cli_gen_parse(&g, "serve", argc, argv, &i);
         if (k < 0) return 2;
         if (k > 0) continue;
-        static const char *const with_value[] = {"--host", "--port", "--alias", "--template", "--api-key",
+        static const char *const with_value[] = {"--host", "--port", "--alias", "--template", "--api-key", "--cors",
                                                  "--max-body", "--max-conns", "-n", "--n-predict", "--tool-parser", "--reasoning-format", NULL};
         for (const char *const *w = with_value; *w; w++)
             if (!strcmp(a, *w) && !v) {
@@ -128,6 +130,7 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--alias")) o.model_name = argv[++i];
         else if (!strcmp(a, "--template")) tpl_path = argv[++i];
         else if (!strcmp(a, "--api-key")) o.api_key = argv[++i];
+        else if (!strcmp(a, "--cors")) o.cors_origin = argv[++i];
         else if (!strcmp(a, "--tool-parser")) o.tool_parser = argv[++i];
         else if (!strcmp(a, "--reasoning-format")) o.reasoning = argv[++i];
         else if (!strcmp(a, "--max-body")) {

@@ -109,7 +109,7 @@ struct tm_server {
     struct MHD_Daemon *d;
     tandem_model *m;
     tandem_session *s;
-    char *model_name, *tpl, *api_key;
+    char *model_name, *tpl, *api_key, *cors;
     size_t max_body;
     int n_predict, seed_set, ctx;
     tandem_request defaults;
@@ -247,6 +247,30 @@ static void count_request(tm_server *srv)
     pthread_mutex_unlock(&srv->mu);
 }
 
+/* Cross-origin access (tm_server_opts.cors_origin) on a response being made */
+static void cors_headers(const tm_server *srv, struct MHD_Response *r)
+{
+    if (!srv->cors) return;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, srv->cors);
+    if (strcmp(srv->cors, "*")) MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+}
+
+/* A browser's preflight (OPTIONS on a known path, CORS on): 204, the methods the path takes and the
+ * headers a client sends */
+static enum MHD_Result reply_preflight(tm_server *srv, struct MHD_Connection *c, const char *methods)
+{
+    count_request(srv);
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    cors_headers(srv, r);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", methods);
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
 /* Queue body (malloc'd; taken) with status. */
 static enum MHD_Result reply(tm_server *srv, struct MHD_Connection *c, int status, char *body, const char *allow)
 {
@@ -260,6 +284,7 @@ static enum MHD_Result reply(tm_server *srv, struct MHD_Connection *c, int statu
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    cors_headers(srv, r);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return rc;
@@ -972,6 +997,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    cors_headers(srv, r);
     count_request(srv);
     enum MHD_Result mr = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r); /* job_release runs when MHD is done with it */
@@ -1055,6 +1081,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             url);
     }
     int is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    if (srv->cors && !strcmp(method, MHD_HTTP_METHOD_OPTIONS)) {
+        srv_log(srv, "%s %s 204", method, url);
+        return reply_preflight(srv, c, wants_post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+    }
     if (wants_post ? !is_post : !is_get) {
         srv_log(srv, "%s %s 405", method, url);
         return reply_errorf(srv, c, 405, "invalid_request_error", "method_not_allowed",
@@ -1161,6 +1191,7 @@ static void srv_free(tm_server *srv)
     free(srv->model_name);
     free(srv->tpl);
     free(srv->api_key);
+    free(srv->cors);
     for (int i = 0; srv->def_stop[i]; i++) free(srv->def_stop[i]);
     pthread_mutex_destroy(&srv->mu);
     free(srv);
@@ -1196,6 +1227,7 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (!srv->model_name) oom = 1;
     if (o->chat_template && !(srv->tpl = strdup(o->chat_template))) oom = 1;
     if (o->api_key && o->api_key[0] && !(srv->api_key = strdup(o->api_key))) oom = 1;
+    if (o->cors_origin && o->cors_origin[0] && !(srv->cors = strdup(o->cors_origin))) oom = 1;
     const char *tpl_src = srv->tpl ? srv->tpl : tandem_model_chat_template(m);
     if (!o->reasoning || !strcmp(o->reasoning, "auto")) {
         srv->think = tm_think_detect(tpl_src);

@@ -37,6 +37,9 @@ typedef struct tm_server_opts {
     const char *model_name;        /* the id /v1/models lists and responses carry; NULL: "tandem" */
     const char *chat_template;     /* Jinja source overriding the model's template; NULL: the model's */
     const char *api_key;           /* NULL or "": no authentication; else "Authorization: Bearer KEY" */
+    const char *cors_origin;       /* NULL or "": no CORS; else the Access-Control-Allow-Origin every response
+                                      carries ("*", or one origin), and browsers' preflight requests
+                                      (OPTIONS on a known path, no API key) answered 204 */
     size_t max_body;               /* largest request body in bytes (413 above); 0: the default */
     int n_predict;                 /* max_tokens when a request gives none; 0: OpenAI's defaults
                                       (16 for completions, the rest of the context for chat) */
