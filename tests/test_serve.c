@@ -1218,6 +1218,8 @@ int main(void)
         http_res_free(&cr);
         CHECK(http(port, "OPTIONS", "/v1/models", NULL, NULL, &cr) == 0 && cr.status == 405);
         http_res_free(&cr);
+        CHECK(http(port, "GET", "/metrics", NULL, "Authorization: Bearer sekrit\r\n", &cr) == 0 && cr.status == 404);
+        http_res_free(&cr);
         tm_server_stop(srv);
     }
 
@@ -1225,6 +1227,7 @@ int main(void)
      * preflights are answered without the API key, an unknown path is still 404 */
     o.port = 0;
     o.cors_origin = "https://app.example";
+    o.metrics = 1;
     srv = NULL;
     CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
     if (srv) {
@@ -1250,9 +1253,44 @@ int main(void)
                    "Authorization: Bearer sekrit\r\n", &cr) == 0 && cr.status == 200 && cr.head &&
               strcasestr(cr.head, "Access-Control-Allow-Origin: https://app.example") && strstr(cr.body, "[DONE]"));
         http_res_free(&cr);
+        /* --metrics: GET /metrics (behind the key) in Prometheus' text; a completion moves the
+           counts by its usage */
+        double before[3], after[3];
+        const char *names[3] = {"tandem_generations_total", "tandem_prompt_tokens_total", "tandem_generated_tokens_total"};
+        for (int pass = 0, polls = 0; pass < 2; pass++) {
+            CHECK(http(port, "GET", "/metrics", NULL, "Authorization: Bearer sekrit\r\n", &cr) == 0 && cr.status == 200 &&
+                  cr.head && strcasestr(cr.head, "Content-Type: text/plain; version=0.0.4"));
+            /* the stream above is counted once its response is let go, just after its last byte: wait */
+            if (!pass && cr.body && !strstr(cr.body, "\ntandem_generations_running{model=\"test-model\"} 0\n") &&
+                polls++ < 200) {
+                http_res_free(&cr);
+                usleep(10000);
+                pass--;
+                continue;
+            }
+            for (int k = 0; k < 3; k++) {
+                char key[96];
+                snprintf(key, sizeof key, "\n%s{model=\"test-model\"} ", names[k]);
+                const char *at = cr.body ? strstr(cr.body, key) : NULL;
+                CHECKF(at != NULL, "/metrics has no %s", names[k]);
+                (pass ? after : before)[k] = at ? atof(at + strlen(key)) : -1;
+            }
+            http_res_free(&cr);
+            if (pass) break;
+            j = http_json(port, "POST", "/v1/completions", "{\"prompt\":\"The sea\",\"max_tokens\":3,\"temperature\":0}",
+                          "Authorization: Bearer sekrit\r\n", &status);
+            CHECK_EQ_INT(status, 200);
+            after[1] = jnum(j, "usage.prompt_tokens"), after[2] = jnum(j, "usage.completion_tokens");
+            cJSON_Delete(j);
+            before[1] += after[1], before[2] += after[2], before[0] += 1; /* what the counts should be now */
+        }
+        for (int k = 0; k < 3; k++) CHECKF(after[k] == before[k], "%s: %g, want %g", names[k], after[k], before[k]);
+        CHECK(http(port, "GET", "/metrics", NULL, NULL, &cr) == 0 && cr.status == 401);
+        http_res_free(&cr);
         tm_server_stop(srv);
     }
     o.cors_origin = NULL;
+    o.metrics = 0;
 
     /* a session with the prefix cache (tandem serve's default): a chat's second turn reports the
      * prompt tokens it took from the first (whole pages), in usage and in the stream's usage */

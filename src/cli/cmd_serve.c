@@ -32,6 +32,7 @@ static void serve_usage(FILE *f)
           "                         \"reasoning_content\" when the chat template shows </think>:\n"
           "                         default), deepseek (always there), none (left in content)\n"
           "      --api-key KEY      require \"Authorization: Bearer KEY\" (or set TANDEM_API_KEY)\n"
+          "      --metrics          answer GET /metrics (Prometheus text: requests, tokens, time to first token)\n"
           "      --cors ORIGIN      let browser pages of ORIGIN (\"*\": any) call the server: its responses\n"
           "                         carry Access-Control-Allow-Origin and preflights are answered\n"
           "      --max-body BYTES   largest request body (default 2097152)\n"
@@ -119,6 +120,7 @@ int cmd_serve(int argc, char **argv)
             }
         char *end = NULL;
         if (!strcmp(a, "--no-prefix-cache")) g.so.prefix_cache = 0;
+        else if (!strcmp(a, "--metrics")) o.metrics = 1;
         else if (!strcmp(a, "--host")) o.host = argv[++i];
         else if (!strcmp(a, "--port")) {
             long p = strtol(argv[++i], &end, 10);

@@ -89,7 +89,7 @@
 #include "text/reasoning.h"
 #include "text/toolcall.h"
 
-enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
+enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS };
 
 static const struct {
     const char *path;
@@ -101,6 +101,7 @@ static const struct {
     {"/v1/chat/completions", R_CHAT},   {"/chat/completions", R_CHAT},
     {"/tokenize", R_TOKENIZE},          {"/v1/tokenize", R_TOKENIZE},
     {"/detokenize", R_DETOKENIZE},      {"/v1/detokenize", R_DETOKENIZE},
+    {"/metrics", R_METRICS},
 };
 
 typedef struct job job;
@@ -110,6 +111,7 @@ struct tm_server {
     tandem_model *m;
     tandem_session *s;
     char *model_name, *tpl, *api_key, *cors;
+    int metrics;               /* GET /metrics answered (tm_server_opts.metrics) */
     size_t max_body;
     int n_predict, seed_set, ctx;
     tandem_request defaults;
@@ -271,8 +273,9 @@ static enum MHD_Result reply_preflight(tm_server *srv, struct MHD_Connection *c,
     return rc;
 }
 
-/* Queue body (malloc'd; taken) with status. */
-static enum MHD_Result reply(tm_server *srv, struct MHD_Connection *c, int status, char *body, const char *allow)
+/* Queue body (malloc'd; taken) of content type ctype with status. */
+static enum MHD_Result reply_as(tm_server *srv, struct MHD_Connection *c, int status, char *body, const char *ctype,
+                                const char *allow)
 {
     count_request(srv);
     if (!body) return MHD_NO;
@@ -281,13 +284,19 @@ static enum MHD_Result reply(tm_server *srv, struct MHD_Connection *c, int statu
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     cors_headers(srv, r);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return rc;
+}
+
+/* ... of JSON */
+static enum MHD_Result reply(tm_server *srv, struct MHD_Connection *c, int status, char *body, const char *allow)
+{
+    return reply_as(srv, c, status, body, "application/json", allow);
 }
 
 static enum MHD_Result reply_error(tm_server *srv, struct MHD_Connection *c, const tm_oai_error *e, const char *allow)
@@ -505,6 +514,13 @@ static void job_free(job *j)
             *p = j->next;
             srv->counts.active--;
             if (j->ch[0].finished && j->ch[0].rc == TANDEM_E_CANCELLED) srv->counts.cancelled++;
+            for (int i = 0; i < j->n; i++) { /* the finished choices' tokens (/metrics) */
+                const choice *ch = &j->ch[i];
+                if (!ch->finished || ch->rc != 0) continue;
+                if (i == 0) srv->counts.prompt_tokens += ch->stats.n_prompt;
+                srv->counts.generated_tokens += ch->stats.n_generated;
+                if (i == 0 && ch->stats.n_generated > 0) srv->counts.ttft_sum += ch->stats.ttft, srv->counts.ttft_count++;
+            }
             break;
         }
     pthread_mutex_unlock(&srv->mu);
@@ -1044,6 +1060,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!hr) { /* headers are in: set up, read the body in the next calls */
         if (!(hr = calloc(1, sizeof *hr))) return MHD_NO;
         hr->route = route_of(url, &hr->canon);
+        if (hr->route == R_METRICS && !srv->metrics) hr->route = R_NONE, hr->canon = NULL;
         hr->t0 = now_s();
         *con_cls = hr;
         return MHD_YES;
@@ -1104,6 +1121,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     switch (hr->route) {
     case R_HEALTH:
         return reply(srv, c, 200, strdup("{\"status\":\"ok\"}"), NULL);
+    case R_METRICS: {
+        tm_server_counts k;
+        tm_server_get_counts(srv, &k);
+        return reply_as(srv, c, 200, tm_serve_metrics(&k, srv->model_name), "text/plain; version=0.0.4", NULL);
+    }
     case R_MODELS:
         return reply(srv, c, 200, tm_oai_models_json(srv->model_name, srv->created, srv->ctx), NULL);
     case R_MODEL: /* this server's one model, by its id */
@@ -1228,6 +1250,7 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (o->chat_template && !(srv->tpl = strdup(o->chat_template))) oom = 1;
     if (o->api_key && o->api_key[0] && !(srv->api_key = strdup(o->api_key))) oom = 1;
     if (o->cors_origin && o->cors_origin[0] && !(srv->cors = strdup(o->cors_origin))) oom = 1;
+    srv->metrics = o->metrics;
     const char *tpl_src = srv->tpl ? srv->tpl : tandem_model_chat_template(m);
     if (!o->reasoning || !strcmp(o->reasoning, "auto")) {
         srv->think = tm_think_detect(tpl_src);

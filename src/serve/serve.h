@@ -37,6 +37,8 @@ typedef struct tm_server_opts {
     const char *model_name;        /* the id /v1/models lists and responses carry; NULL: "tandem" */
     const char *chat_template;     /* Jinja source overriding the model's template; NULL: the model's */
     const char *api_key;           /* NULL or "": no authentication; else "Authorization: Bearer KEY" */
+    int metrics;                   /* 1: GET /metrics answers the counts in Prometheus' text format (behind the
+                                      API key, as the /v1 routes); 0: 404 */
     const char *cors_origin;       /* NULL or "": no CORS; else the Access-Control-Allow-Origin every response
                                       carries ("*", or one origin), and browsers' preflight requests
                                       (OPTIONS on a known path, no API key) answered 204 */
@@ -71,6 +73,10 @@ typedef struct tm_server_counts {
     long generations;              /* completions and chat completions submitted */
     long active;                   /* generations not yet finished */
     long cancelled;                /* generations ended by a disconnect or the shutdown */
+    long long prompt_tokens;       /* finished generations' prompt tokens (once per request) */
+    long long generated_tokens;    /* ... and their choices' generated tokens */
+    double ttft_sum;               /* ... the seconds to their first token, summed, */
+    long ttft_count;               /* over this many (those that generated one) */
 } tm_server_counts;
 void tm_server_get_counts(tm_server *srv, tm_server_counts *c);
 
