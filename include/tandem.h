@@ -155,6 +155,8 @@ typedef struct tandem_logprob {
                                                tokens have a finite logit */
     int32_t top_token[TANDEM_MAX_LOGPROBS]; /* the most likely tokens of that step, most likely first */
     float top_logprob[TANDEM_MAX_LOGPROBS];
+    int32_t rank;                           /* the token's rank by logit in the vocabulary (1: the most likely;
+                                               tied tokens share one); 0 for a prompt's first token */
 } tandem_logprob;
 
 typedef struct tandem_request {

@@ -279,7 +279,10 @@ static void logprobs(tm_rt_model *rm)
                             }
                         }
                 }
-                if (greedy) CHECK(e->token == e->top_token[0] && e->logprob == e->top_logprob[0]);
+                if (greedy) CHECK(e->token == e->top_token[0] && e->logprob == e->top_logprob[0] && e->rank == 1);
+                int lo = 1, hi = 1; /* 1 + the ids above it, within the recomputation's difference */
+                for (int i = 0; i < V; i++) lo += x[i] > x[e->token] + 2e-4f, hi += x[i] > x[e->token] - 2e-4f;
+                CHECKF(e->rank >= lo && e->rank <= hi, "route %d step %d: rank %d, want %d..%d", ri, k, e->rank, lo, hi);
                 if (k < g.n_toks) CHECK_EQ_INT(g.toks[k], e->token); /* the same tokens as on_text saw */
             }
             CHECKF(worst < 2e-4, "route %d greedy %d: logprobs off the route's logits by %g", ri, greedy, worst);
@@ -385,7 +388,8 @@ static void prompt_scores(tm_rt_model *rm)
         double worst = 0;
         for (int i = 1; i < u.lp.n; i++) {
             const tandem_logprob *e = &u.lp.v[i];
-            CHECK(u.lp.idx[i] == i && e->token == ids[i] && e->n_top == 4 && e->logprob <= 0);
+            CHECK(u.lp.idx[i] == i && e->token == ids[i] && e->n_top == 4 && e->logprob <= 0 && e->rank >= 1);
+            CHECK((e->rank == 1) == (e->logprob == e->top_logprob[0]) || e->top_logprob[0] == e->top_logprob[1]);
             for (int j = 1; j < e->n_top; j++) CHECK(e->top_logprob[j] <= e->top_logprob[j - 1]);
             CHECK(e->logprob <= e->top_logprob[0] + 1e-6f);
         }
@@ -398,6 +402,12 @@ static void prompt_scores(tm_rt_model *rm)
             for (int i = 0; i < V; i++) sum += exp((double)lg[i] - m);
             double want = (double)lg[ids[t + 1]] - m - log(sum), d = fabs(want - u.lp.v[t + 1].logprob);
             worst = d > worst ? d : worst;
+            /* its rank: 1 + the ids above it, within the logits' own difference */
+            int lo = 1, hi = 1;
+            float x = lg[ids[t + 1]];
+            for (int i = 0; i < V; i++) lo += lg[i] > x + 2e-3f, hi += lg[i] > x - 2e-3f;
+            CHECKF(u.lp.v[t + 1].rank >= lo && u.lp.v[t + 1].rank <= hi, "%s: prompt token %d rank %d, want %d..%d",
+                   tm_route_name(routes[ri]), t + 1, u.lp.v[t + 1].rank, lo, hi);
         }
         CHECKF(worst < 2e-3, "%s: prompt scores off the prefix's own last row by %g", tm_route_name(routes[ri]), worst);
         /* scored only: nothing generated */

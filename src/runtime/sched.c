@@ -248,6 +248,14 @@ static int req_trigger(tm_req *q, int32_t tok)
     return TM_OK;
 }
 
+/* a token's rank by its logit in logits [V]: 1 + the ids whose logit is strictly greater */
+static int32_t lp_rank(const float *logits, int V, int32_t tok)
+{
+    int32_t r = 1;
+    for (int i = 0; i < V; i++) r += logits[i] > logits[tok];
+    return r;
+}
+
 /* The prompt's scores (request.prompt_logprobs): row pos's logits [V] (the prefill's, tm_row_sink) as
  * prompt token pos + 1's log-probability and the most likely tokens there; the last row's is the first
  * generated token's */
@@ -260,6 +268,7 @@ static void plp_row(void *ud, int pos, const float *logits)
     lp->n_top = tm_logprobs(logits, q->s->rm->decode->V, q->plp_n, lp->top_token, lp->top_logprob, &lse);
     lp->token = q->ids[pos + 1];
     lp->logprob = (float)tm_logprob_value(logits[lp->token], lse);
+    lp->rank = lp_rank(logits, q->s->rm->decode->V, lp->token);
 }
 
 /* The prefill is done: the prompt's scores to on_prompt_logprob in order, the first token's without
@@ -313,6 +322,7 @@ static int req_take_token(tm_req *q, float *logits)
     if (q->on_lp.fn && !tm_stop_is_eos(q->stop, tok)) {
         lp.token = tok;
         lp.logprob = tok >= 0 ? (float)tm_logprob_value(q->lp_raw[tok], lse) : -INFINITY;
+        lp.rank = tok >= 0 ? lp_rank(q->lp_raw, q->s->rm->decode->V, tok) : 0;
         if (q->on_lp.fn(q->ud, &lp)) atomic_store(&q->cancel, 1);
     }
     if (q->n_gen == 0) q->t_first = t;
