@@ -19,6 +19,7 @@
  *   | ROUTED -> PREFILLING    | prefill worker (decode worker for decode-only) | tm_prefill_route |
  *   | PREFILLING -> HANDOFF   | bridge thread, layer by layer  | tm_bridge_layer_done |
  *   | HANDOFF -> DECODING     | prefill worker: first token, push to join | req_take_token, join_push |
+ *   | HANDOFF -> DONE         | prefill worker (decode worker for decode-only): the prompt's scores given, nothing to generate (max_tokens none) | req_prefilled |
  *   | DECODING -> DONE        | decode worker: EOS, stop, length | req_take_token   |
  *   | any -> CANCELLED        | the worker that holds it sees req->cancel | req_finish |
  *   | any -> FAILED           | an engine error                 | req_finish        |
