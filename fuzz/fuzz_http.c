@@ -90,6 +90,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < r.n_prompt_ids; i++)
             if (r.prompt_ids[i] < 0) abort();
         if (r.prompt_ids && r.n_prompt_ids == 0) abort();
+        /* a batch: 1..TM_OAI_MAX_PROMPTS prompts, each a text or ids, within the choices' bound */
+        if (r.n_prompts < 1 || r.n_prompts > TM_OAI_MAX_PROMPTS || r.n_prompts * r.best_of > TM_OAI_MAX_CHOICES) abort();
+        for (int p = 1; p < r.n_prompts; p++) {
+            tm_oai_prompt q = tm_oai_prompt_at(&r, p);
+            if (!!q.text == !!q.ids || (q.ids && q.n_ids == 0)) abort();
+        }
     } else {
         if (r.prompt || r.prompt_ids || !r.messages_json) abort();
         check_messages(r.messages_json);

@@ -215,7 +215,11 @@ static void test_oai(void)
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\"} x", ""},
         {TM_OAI_COMPLETION, "[1]", ""},
         {TM_OAI_COMPLETION, "{}", "prompt"},
-        {TM_OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt"},
+        {TM_OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\","
+                            "\"p\",\"q\"]}", "prompt"},
+        {TM_OAI_COMPLETION, "{\"prompt\":[\"a\",5]}", "prompt[1]"},
+        {TM_OAI_COMPLETION, "{\"prompt\":[\"a\",[]]}", "prompt[1]"},
+        {TM_OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"],\"n\":8}", "prompt"},
         {TM_OAI_COMPLETION, "{\"prompt\":[1,-2]}", "prompt"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":1.5}", "max_tokens"},
         {TM_OAI_COMPLETION, "{\"prompt\":\"a\",\"max_tokens\":-1}", "max_tokens"},
@@ -936,6 +940,71 @@ static void test_echo(int port, tandem_session *s, tandem_model *m)
                 "max_tokens 0 on chat");
 }
 
+/* ---- a batch of prompts (completions "prompt": [...]) ---- */
+
+/* choices prompt by prompt ("index" p * n + k), each what the prompt alone gives (greedy); the usage
+ * counts each prompt once; streamed by index; best_of within each prompt; echo of each prompt; an id
+ * prompt beside a text one */
+static void test_batch(int port, tandem_session *s)
+{
+    ref a, b;
+    reference(s, P1, 0, 10, &a);
+    reference(s, P2, 0, 10, &b);
+    char body[1024];
+    int status;
+    snprintf(body, sizeof body, "{\"prompt\":[\"%s\",\"%s\"],\"max_tokens\":10,\"temperature\":0,\"n\":2}", P1, P2);
+    cJSON *j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
+    CHECK_EQ_INT(cJSON_GetArraySize(ch), 4);
+    for (int i = 0; i < 4; i++) {
+        const cJSON *c = cJSON_GetArrayItem(ch, i);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text"), *ix = cJSON_GetObjectItemCaseSensitive(c, "index");
+        CHECKF(cJSON_IsNumber(ix) && (int)ix->valuedouble == i && cJSON_IsString(t) &&
+                   !strcmp(t->valuestring, i < 2 ? a.text : b.text),
+               "batch choice %d: '%s'", i, cJSON_IsString(t) ? t->valuestring : "(none)");
+    }
+    CHECK(jnum(j, "usage.prompt_tokens") == a.st.n_prompt + b.st.n_prompt &&
+          jnum(j, "usage.completion_tokens") == 2 * (a.st.n_generated + b.st.n_generated));
+    cJSON_Delete(j);
+    /* streamed: each prompt's chunks under its index */
+    snprintf(body, sizeof body, "{\"prompt\":[\"%s\",\"%s\"],\"max_tokens\":10,\"temperature\":0,\"stream\":true}",
+             P1, P2);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/completions", body, NULL, &hr) == 0 && hr.status == 200);
+    char text[2][4096] = {"", ""};
+    int finishes = 0;
+    for (const char *p = hr.body ? hr.body : "", *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        if (strncmp(p, "data: {", 7)) continue;
+        cJSON *ev = cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
+        const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ev, "choices"), 0);
+        const cJSON *ix = cJSON_GetObjectItemCaseSensitive(c0, "index"), *t = cJSON_GetObjectItemCaseSensitive(c0, "text");
+        int k = cJSON_IsNumber(ix) ? (int)ix->valuedouble : -1;
+        CHECK(k == 0 || k == 1);
+        if ((k == 0 || k == 1) && cJSON_IsString(t)) strncat(text[k], t->valuestring, sizeof text[k] - strlen(text[k]) - 1);
+        finishes += cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c0, "finish_reason"));
+        cJSON_Delete(ev);
+    }
+    CHECK(!strcmp(text[0], a.text) && !strcmp(text[1], b.text) && finishes == 2 && strstr(hr.body, "[DONE]"));
+    http_res_free(&hr);
+    /* best_of within each prompt: one choice per prompt, its own */
+    snprintf(body, sizeof body, "{\"prompt\":[\"%s\",\"%s\"],\"max_tokens\":10,\"temperature\":0,\"best_of\":2}", P1,
+             P2);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    CHECK(status == 200 && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "choices")) == 2 &&
+          jstr(j, "choices.0.text") && !strcmp(jstr(j, "choices.0.text"), a.text) && jstr(j, "choices.1.text") &&
+          !strcmp(jstr(j, "choices.1.text"), b.text) && jnum(j, "usage.completion_tokens") == 2 * (a.st.n_generated + b.st.n_generated));
+    cJSON_Delete(j);
+    /* echo of each, one prompt as ids: the ids' text first */
+    snprintf(body, sizeof body, "{\"prompt\":[\"%s\",[1,2,3]],\"max_tokens\":0,\"echo\":true}", P2);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    const char *e0 = jstr(j, "choices.0.text"), *e1 = jstr(j, "choices.1.text");
+    CHECKF(status == 200 && e0 && strstr(e0, P2) && e1 && strlen(e1) > 0 && !strstr(e1, P2) &&
+               jnum(j, "usage.completion_tokens") == 0,
+           "batch echo: %d '%s' '%s'", status, e0 ? e0 : "", e1 ? e1 : "");
+    cJSON_Delete(j);
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 
@@ -1075,6 +1144,7 @@ int main(void)
 
     test_logprobs(port, s, m, chat_prompt);
     test_echo(port, s, m);
+    test_batch(port, s);
     test_tokenize(port, m, chat_prompt);
     free(chat_prompt);
     test_choices(port);

@@ -31,6 +31,8 @@
 
 #define TM_OAI_MAX_STOP 16          /* stop strings per request */
 #define TM_OAI_MAX_N 8              /* choices per request ("n") */
+#define TM_OAI_MAX_PROMPTS 16       /* completions: prompts per request (an array of them) */
+#define TM_OAI_MAX_CHOICES 64       /* choices generated per request: prompts x best_of (a session's batch) */
 #define TM_OAI_MAX_STOP_LEN 1024    /* bytes per stop string (text/sampler.h TM_STOP_MAX_LEN) */
 #define TM_OAI_MAX_TOKENS (1 << 30) /* largest max_tokens accepted (the context clips it) */
 #define TM_OAI_MAX_BIAS 1024        /* logit_bias entries */
@@ -64,12 +66,22 @@ enum {
     TM_OAI_TOOLS_NAMED,             /* the reply is calls to tool_name only */
 };
 
+/* One prompt of a completions request: a text, or token ids (text NULL). */
+typedef struct tm_oai_prompt {
+    char *text;
+    int32_t *ids;                   /* [n_ids], each >= 0 (the vocabulary is checked at submit) */
+    size_t n_ids;
+} tm_oai_prompt;
+
 typedef struct tm_oai_req {
     tm_oai_kind kind;
-    /* completion: a text prompt, or token ids (prompt NULL) */
+    /* completion: a text prompt, or token ids (prompt NULL): the first prompt; an array of several
+     * ("prompt": ["a", "b"], OpenAI's batch) puts the others in more[n_prompts - 1] */
     char *prompt;
     int32_t *prompt_ids;            /* [n_prompt_ids], each >= 0 (the vocabulary is checked at submit) */
     size_t n_prompt_ids;
+    int n_prompts;                  /* completions: 1..TM_OAI_MAX_PROMPTS; chat: 0 */
+    tm_oai_prompt more[TM_OAI_MAX_PROMPTS - 1];
     /* chat: the messages, normalised for tandem_chat_render: a JSON array of
      * {"role": "system"|"user"|"assistant"|"tool", "content": string[, "name": string]
      *  [, "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]]
@@ -128,6 +140,9 @@ typedef struct tm_oai_error {
  * tm_oai_req_free on success. */
 int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, tm_oai_error *e);
 void tm_oai_req_free(tm_oai_req *r);
+
+/* prompt p (0 .. n_prompts - 1) of a completions request, as a view into r */
+tm_oai_prompt tm_oai_prompt_at(const tm_oai_req *r, int p);
 
 /* tm_oai_apply: overlay the fields r gave onto q (the defaults). q->prompt,
  * q->prompt_ids and q->stop then point into r: keep r alive while q is used. */

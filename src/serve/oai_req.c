@@ -297,37 +297,60 @@ static int parse_stream(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
     return 0;
 }
 
-/* A token id array [int, ...] -> r->prompt_ids. */
-static int take_ids(tm_oai_req *r, const cJSON *arr, const char *param, tm_oai_error *e)
+/* A token id array [int, ...] -> *ids [*n]. */
+static int take_ids(int32_t **ids, size_t *nids, const cJSON *arr, const char *param, tm_oai_error *e)
 {
     int n = cJSON_GetArraySize(arr);
     if (n == 0) return BAD(param, "'%s' is empty", param);
-    if (!(r->prompt_ids = malloc(sizeof(int32_t) * (size_t)n))) return NOMEM();
+    if (!(*ids = malloc(sizeof(int32_t) * (size_t)n))) return NOMEM();
     int i = 0;
     for (const cJSON *t = arr->child; t; t = t->next, i++) {
         if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0 && t->valuedouble <= 2147483647.0) ||
             floor(t->valuedouble) != t->valuedouble)
             return BAD(param, "'%s[%d]' must be a token id (an integer >= 0)", param, i);
-        r->prompt_ids[i] = (int32_t)t->valuedouble;
+        (*ids)[i] = (int32_t)t->valuedouble;
     }
-    r->n_prompt_ids = (size_t)n;
+    *nids = (size_t)n;
     return 0;
 }
 
-/* "prompt": a string, [string], [int, ...] or [[int, ...]] (one prompt only). */
+/* "prompt": a string, [int, ...], or an array of prompts, each a string or [int, ...] (OpenAI's batch,
+ * up to TM_OAI_MAX_PROMPTS). */
 static int parse_prompt(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
 {
     const cJSON *p = field(root, "prompt");
     if (!p) return BAD("prompt", "'prompt' is required");
+    r->n_prompts = 1;
     if (cJSON_IsString(p)) return (r->prompt = strdup(p->valuestring)) ? 0 : NOMEM();
     if (!cJSON_IsArray(p)) return BAD("prompt", "'prompt' must be a string or an array, not %s", type_name(p));
     const cJSON *first = p->child;
     if (!first) return BAD("prompt", "'prompt' is empty");
-    if (cJSON_IsNumber(first)) return take_ids(r, p, "prompt", e);
-    if (first->next) return BAD("prompt", "only one prompt per request is supported");
-    if (cJSON_IsString(first)) return (r->prompt = strdup(first->valuestring)) ? 0 : NOMEM();
-    if (cJSON_IsArray(first)) return take_ids(r, first, "prompt[0]", e);
-    return BAD("prompt[0]", "'prompt[0]' must be a string or an array of token ids, not %s", type_name(first));
+    if (cJSON_IsNumber(first)) return take_ids(&r->prompt_ids, &r->n_prompt_ids, p, "prompt", e);
+    int n = cJSON_GetArraySize(p), i = 0;
+    if (n > TM_OAI_MAX_PROMPTS) return BAD("prompt", "%d prompts in one request (at most %d)", n, TM_OAI_MAX_PROMPTS);
+    r->n_prompts = 0;
+    for (const cJSON *x = first; x; x = x->next, i++) {
+        char param[24];
+        snprintf(param, sizeof param, "prompt[%d]", i);
+        char **text = i ? &r->more[i - 1].text : &r->prompt;
+        int32_t **ids = i ? &r->more[i - 1].ids : &r->prompt_ids;
+        size_t *nids = i ? &r->more[i - 1].n_ids : &r->n_prompt_ids;
+        r->n_prompts = i + 1; /* owned from here, freed by tm_oai_req_free */
+        if (cJSON_IsString(x)) {
+            if (!(*text = strdup(x->valuestring))) return NOMEM();
+        } else if (cJSON_IsArray(x)) {
+            if (take_ids(ids, nids, x, param, e)) return -1;
+        } else {
+            return BAD(param, "'%s' must be a string or an array of token ids, not %s", param, type_name(x));
+        }
+    }
+    return 0;
+}
+
+tm_oai_prompt tm_oai_prompt_at(const tm_oai_req *r, int p)
+{
+    if (p <= 0) return (tm_oai_prompt){r->prompt, r->prompt_ids, r->n_prompt_ids};
+    return r->more[p - 1];
 }
 
 /* One message's "content": a string, or an array of {"type":"text","text"}
@@ -586,6 +609,9 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     if (rc == 0) rc = parse_sampling(r, root, kind, e);
     if (rc == 0 && kind == TM_OAI_COMPLETION && get_bool(root, "echo", &r->echo, e) < 0) rc = -1;
     if (rc == 0) rc = parse_stream(r, root, e);
+    if (rc == 0 && r->n_prompts * r->best_of > TM_OAI_MAX_CHOICES)
+        rc = BAD("prompt", "%d prompts x %d choices: at most %d choices a request", r->n_prompts, r->best_of,
+                 TM_OAI_MAX_CHOICES);
     if (rc == 0 && r->best_of > r->n && (kind == TM_OAI_CHAT || r->stream))
         rc = BAD("best_of", kind == TM_OAI_CHAT ? "'best_of' is a completions field" : "'best_of' > 'n' cannot be streamed");
     if (rc == 0) rc = parse_logprobs(r, root, kind, e);
@@ -604,6 +630,10 @@ void tm_oai_req_free(tm_oai_req *r)
 {
     free(r->prompt);
     free(r->prompt_ids);
+    for (int i = 0; i + 1 < r->n_prompts; i++) {
+        free(r->more[i].text);
+        free(r->more[i].ids);
+    }
     free(r->messages_json);
     free(r->template_kwargs_json);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);

@@ -174,9 +174,11 @@ struct job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int oom;
-    int n;                     /* choices generated (req.best_of, which is req.n unless asked for) */
-    int n_ret;                 /* choices returned (req.n): all of them, or the best_of's best */
-    choice ch[TM_OAI_MAX_N];
+    int np;                    /* prompts (completions may give several: OpenAI's batch); choice i is prompt i / per's */
+    int per, ret;              /* choices generated per prompt (req.best_of, which is req.n unless asked for) and
+                                  returned per prompt (req.n): all of them, or the best_of's best */
+    int n, n_ret;              /* np x per, np x ret */
+    choice *ch;                /* [n] */
     int phase;                 /* stream: PH_* */
     char *out;                 /* stream: formatted bytes not yet handed to MHD */
     size_t out_len, out_off, out_cap;
@@ -393,15 +395,17 @@ static int job_on_prompt_logprob(void *ud, int index, const tandem_logprob *lp)
 /* echo without logprobs: the prompt's tokens' text into every choice now (no scores to wait for) */
 static int job_echo(job *j)
 {
-    const tm_oai_req *r = &j->req;
-    int32_t *ids = r->prompt_ids;
-    size_t n = r->n_prompt_ids;
-    tandem_status st;
-    if (r->prompt && tandem_tokenize(j->srv->m, r->prompt, strlen(r->prompt), 1, &ids, &n, &st) != 0) return 1;
     int rc = 0;
-    for (int c = 0; c < j->n; c++)
-        for (size_t i = 0; i < n && !rc; i++) rc = job_echo_token(&j->ch[c], ids[i]);
-    if (r->prompt) free(ids);
+    for (int p = 0; p < j->np && !rc; p++) {
+        tm_oai_prompt pr = tm_oai_prompt_at(&j->req, p);
+        int32_t *ids = pr.ids;
+        size_t n = pr.n_ids;
+        tandem_status st;
+        if (pr.text && tandem_tokenize(j->srv->m, pr.text, strlen(pr.text), 1, &ids, &n, &st) != 0) return 1;
+        for (int c = p * j->per; c < (p + 1) * j->per; c++) /* the prompt's choices */
+            for (size_t i = 0; i < n && !rc; i++) rc = job_echo_token(&j->ch[c], ids[i]);
+        if (pr.text) free(ids);
+    }
     return rc;
 }
 
@@ -442,6 +446,8 @@ static tm_oai_logprob *lp_convert(tm_server *srv, const tandem_logprob *in, size
     return v;
 }
 
+static void job_free(job *j);
+
 static job *job_new(tm_server *srv, struct MHD_Connection *c, tm_oai_req *req, const char *url, double t0)
 {
     job *j = calloc(1, sizeof *j);
@@ -460,9 +466,15 @@ static job *job_new(tm_server *srv, struct MHD_Connection *c, tm_oai_req *req, c
     j->meta = (tm_oai_meta){.kind = j->req.kind, .id = j->id, .model = srv->model_name, .created = (int64_t)time(NULL)};
     j->url = url;
     j->t0 = t0;
-    j->n = j->req.best_of >= 1 && j->req.best_of <= TM_OAI_MAX_N ? j->req.best_of : 1;
-    j->n_ret = j->req.n >= 1 && j->req.n <= j->n ? j->req.n : j->n;
-    for (int i = 0; i < TM_OAI_MAX_N; i++) j->ch[i].j = j, j->ch[i].index = i;
+    j->np = j->req.n_prompts > 1 ? j->req.n_prompts : 1;
+    j->per = j->req.best_of >= 1 && j->req.best_of <= TM_OAI_MAX_N ? j->req.best_of : 1;
+    j->ret = j->req.n >= 1 && j->req.n <= j->per ? j->req.n : j->per;
+    j->n = j->np * j->per, j->n_ret = j->np * j->ret;
+    if (!(j->ch = calloc((size_t)j->n, sizeof *j->ch))) {
+        job_free(j);
+        return NULL;
+    }
+    for (int i = 0; i < j->n; i++) j->ch[i].j = j, j->ch[i].index = i;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     return j;
@@ -484,11 +496,14 @@ static int job_register(job *j)
     return ok ? 0 : -1;
 }
 
-/* the usage of a job's choices: the prompt once, the completions summed */
+/* the usage of a job's choices: each prompt once, the completions summed */
 static tm_oai_usage job_usage(const job *j)
 {
-    tm_oai_usage u = {j->ch[0].stats.n_prompt, 0, j->ch[0].stats.n_cached};
-    for (int i = 0; i < j->n; i++) u.completion += j->ch[i].stats.n_generated;
+    tm_oai_usage u = {0, 0, 0};
+    for (int i = 0; i < j->n; i++) {
+        if (i % j->per == 0) u.prompt += j->ch[i].stats.n_prompt, u.cached += j->ch[i].stats.n_cached;
+        u.completion += j->ch[i].stats.n_generated;
+    }
     return u;
 }
 
@@ -514,12 +529,13 @@ static void job_free(job *j)
             *p = j->next;
             srv->counts.active--;
             if (j->ch[0].finished && j->ch[0].rc == TANDEM_E_CANCELLED) srv->counts.cancelled++;
-            for (int i = 0; i < j->n; i++) { /* the finished choices' tokens (/metrics) */
+            for (int i = 0; j->ch && i < j->n; i++) { /* the finished choices' tokens (/metrics): each prompt once */
                 const choice *ch = &j->ch[i];
                 if (!ch->finished || ch->rc != 0) continue;
-                if (i == 0) srv->counts.prompt_tokens += ch->stats.n_prompt;
+                int first = i % j->per == 0;
+                if (first) srv->counts.prompt_tokens += ch->stats.n_prompt;
                 srv->counts.generated_tokens += ch->stats.n_generated;
-                if (i == 0 && ch->stats.n_generated > 0) srv->counts.ttft_sum += ch->stats.ttft, srv->counts.ttft_count++;
+                if (first && ch->stats.n_generated > 0) srv->counts.ttft_sum += ch->stats.ttft, srv->counts.ttft_count++;
             }
             break;
         }
@@ -527,11 +543,12 @@ static void job_free(job *j)
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     tm_oai_req_free(&j->req);
-    for (int i = 0; i < TM_OAI_MAX_N; i++) {
+    for (int i = 0; j->ch && i < j->n; i++) {
         free(j->ch[i].text);
         free(j->ch[i].lps);
         tm_reply_free(&j->ch[i].reply);
     }
+    free(j->ch);
     free(j->out);
     free(j->grammar);
     free(j);
@@ -680,7 +697,7 @@ static int fill_choice(job *j, choice *ch, taken *t)
  * -1: the stream must end now (client gone, shutdown, out of memory). */
 static int job_fill(job *j)
 {
-    taken t[TM_OAI_MAX_N];
+    taken t[TM_OAI_MAX_CHOICES];
     pthread_mutex_lock(&j->mu);
     while (!job_pending(j) && !atomic_load(&j->cancel)) {
         struct timespec ts;
@@ -760,25 +777,30 @@ static void job_release(void *cls)
 
 /* ---- generation --------------------------------------------------------------------------- */
 
-/* The order the choices are returned in: as generated, or (best_of > n) by their mean log-probability
- * per token, highest first (a choice without tokens last; ties keep the generated order). */
+/* The choices returned, in order (order[n_ret]): prompt by prompt, its candidates as generated, or
+ * (best_of > n) by their mean log-probability per token, highest first (a choice without tokens last;
+ * ties keep the generated order), the first ret of them */
 static void rank_choices(const job *j, int *order)
 {
-    double score[TM_OAI_MAX_N];
-    for (int i = 0; i < j->n; i++) {
-        const choice *c = &j->ch[i];
-        double sum = 0;
-        size_t n = c->n_lps - c->n_echo; /* the completion's tokens, not the echoed prompt's */
-        for (size_t k = c->n_echo; k < c->n_lps; k++) sum += c->lps[k].logprob;
-        score[i] = j->n > j->n_ret ? (n ? sum / (double)n : -INFINITY) : 0;
-        order[i] = i;
-    }
-    for (int i = 1; i < j->n; i++) /* insertion sort: stable, n <= 8 */
-        for (int k = i; k > 0 && score[order[k]] > score[order[k - 1]]; k--) {
-            int t = order[k];
-            order[k] = order[k - 1];
-            order[k - 1] = t;
+    for (int p = 0; p < j->np; p++) {
+        double score[TM_OAI_MAX_N];
+        int o[TM_OAI_MAX_N];
+        for (int k = 0; k < j->per; k++) {
+            const choice *c = &j->ch[p * j->per + k];
+            double sum = 0;
+            size_t n = c->n_lps - c->n_echo; /* the completion's tokens, not the echoed prompt's */
+            for (size_t q = c->n_echo; q < c->n_lps; q++) sum += c->lps[q].logprob;
+            score[k] = j->per > j->ret ? (n ? sum / (double)n : -INFINITY) : 0;
+            o[k] = k;
         }
+        for (int i = 1; i < j->per; i++) /* insertion sort: stable, per <= 8 */
+            for (int k = i; k > 0 && score[o[k]] > score[o[k - 1]]; k--) {
+                int t = o[k];
+                o[k] = o[k - 1];
+                o[k - 1] = t;
+            }
+        for (int k = 0; k < j->ret; k++) order[p * j->ret + k] = p * j->per + o[k];
+    }
 }
 
 static enum MHD_Result submit_error(tm_server *srv, struct MHD_Connection *c, job *j, const tandem_status *st)
@@ -899,8 +921,8 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         q.prompt_ids = NULL;
         q.no_special = 1; /* the rendered template holds the special tokens */
     }
-    if (j->req.want_logprobs || j->n > j->n_ret) q.on_logprob.fn = job_on_logprob;
-    if (!j->req.want_logprobs && j->n > j->n_ret) q.logprobs = 0; /* best_of ranks by the tokens' logprobs */
+    if (j->req.want_logprobs || j->per > j->ret) q.on_logprob.fn = job_on_logprob;
+    if (!j->req.want_logprobs && j->per > j->ret) q.logprobs = 0; /* best_of ranks by the tokens' logprobs */
     if (j->req.echo && j->req.want_logprobs) { /* the prompt's text comes with its scores */
         q.prompt_logprobs = j->req.top_logprobs;
         q.on_prompt_logprob.fn = job_on_prompt_logprob;
@@ -908,9 +930,13 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         j->oom = 1;
     }
     int rc = 0, n_sub = 0;
-    for (; n_sub < j->n && rc == 0; n_sub++) { /* one request per choice: seeds seed, seed + 1, ... */
+    for (; n_sub < j->n && rc == 0; n_sub++) { /* one request per choice: a prompt's at seeds seed, seed + 1, ... */
         tandem_request qi = q;
-        qi.seed = q.seed + (uint64_t)n_sub;
+        qi.seed = q.seed + (uint64_t)(n_sub % j->per);
+        if (j->np > 1) { /* OpenAI's batch: this choice's prompt */
+            tm_oai_prompt pr = tm_oai_prompt_at(&j->req, n_sub / j->per);
+            qi.prompt = pr.text, qi.prompt_ids = pr.ids, qi.n_prompt_ids = pr.n_ids;
+        }
         rc = tandem_submit(srv->s, &qi, job_on_text, &j->ch[n_sub], &j->ch[n_sub].h, &st);
     }
     free(prompt); /* submit tokenized it */
@@ -946,12 +972,12 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         }
         rc = bad < 0 ? 0 : j->ch[bad].rc;
         enum MHD_Result mr;
-        tm_oai_logprob *lv[TM_OAI_MAX_N] = {0};
-        tm_oai_logprobs lp[TM_OAI_MAX_N];
-        tm_reply_part part[TM_OAI_MAX_N];
-        tm_oai_extra x[TM_OAI_MAX_N];
-        tm_oai_choice cv[TM_OAI_MAX_N];
-        int order[TM_OAI_MAX_N];
+        tm_oai_logprob *lv[TM_OAI_MAX_CHOICES] = {0};
+        tm_oai_logprobs lp[TM_OAI_MAX_CHOICES];
+        tm_reply_part part[TM_OAI_MAX_CHOICES];
+        tm_oai_extra x[TM_OAI_MAX_CHOICES];
+        tm_oai_choice cv[TM_OAI_MAX_CHOICES];
+        int order[TM_OAI_MAX_CHOICES];
         rank_choices(j, order);
         for (int i = 0; rc == 0 && i < j->n_ret && !j->oom; i++) {
             choice *ch = &j->ch[order[i]];
