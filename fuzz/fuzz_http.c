@@ -117,6 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((r.set & TM_OAI_SET_MAX_TOKENS) && (r.max_tokens < (kind == TM_OAI_CHAT) || r.max_tokens > TM_OAI_MAX_TOKENS))
         abort();
     if (r.echo && kind == TM_OAI_CHAT) abort();
+    if (r.prompt_logprobs < -1 || r.prompt_logprobs > TANDEM_MAX_LOGPROBS || (r.prompt_logprobs >= 0 && r.stream)) abort();
     if ((r.set & TM_OAI_SET_TEMPERATURE) && !(r.temperature >= 0 && isfinite(r.temperature))) abort();
     if ((r.set & TM_OAI_SET_TOP_P) && !(r.top_p > 0 && r.top_p <= 1)) abort();
     if ((r.set & TM_OAI_SET_MIN_P) && !(r.min_p >= 0 && r.min_p <= 1)) abort();
@@ -154,7 +155,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o += k;
     }
     tm_oai_logprobs lp = {lv, nl, 5};
-    tm_oai_choice ch[2] = {{text, tl, NULL, nl ? &lp : NULL, "stop"}, {text, tl / 2, NULL, NULL, "length"}};
+    /* vLLM's prompt_logprobs over the same tokens (ids and ranks made up; the first null) */
+    static tm_oai_plp pv[64];
+    for (size_t i = 0; i < nl; i++) {
+        pv[i].tok = (tm_oai_plp_tok){(int32_t)i, lv[i].tok, (int32_t)i + 1};
+        pv[i].n_top = lv[i].n_top;
+        for (int t = 0; t < lv[i].n_top; t++) pv[i].top[t] = (tm_oai_plp_tok){(int32_t)(i + (size_t)t) % 5, lv[i].top[t], t + 1};
+    }
+    if (nl) pv[0].tok.t.logprob = NAN;
+    tm_oai_plps pl = {pv, nl};
+    tm_oai_choice ch[2] = {{text, tl, NULL, nl ? &lp : NULL, "stop", nl ? &pl : NULL}, {text, tl / 2, NULL, NULL, "length", NULL}};
     char *js = tm_oai_response_json(&m, ch, 1 + (int)(tl & 1), &(tm_oai_usage){1, 2, 0});
     must_parse(js, 0);
     free(js);
@@ -175,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tm_oai_tool_call tv[2] = {{"call_1", z, z}, {NULL, "f", "{}"}};
         tm_oai_tool_calls tc = {tv, 2};
         tm_oai_extra x = {text + tl / 2, tl - tl / 2, &tc}; /* and the rest of the text as reasoning */
-        tm_oai_choice cc = {text, tl / 2, &x, NULL, "tool_calls"};
+        tm_oai_choice cc = {text, tl / 2, &x, NULL, "tool_calls", NULL};
         js = tm_oai_response_json(&m, &cc, 1, &(tm_oai_usage){1, 2, 0});
         must_parse(js, 0);
         free(js);

@@ -277,7 +277,7 @@ static void test_oai(void)
     /* the writer: control characters, quotes, NUL and invalid UTF-8 give valid JSON */
     const char text[] = "a\"b\\c\n\x01\xff\xc3\xa9\0z";
     tm_oai_meta m = {TM_OAI_COMPLETION, "cmpl-1", "m\"x", 7, 0};
-    tm_oai_choice ch = {text, sizeof text - 1, NULL, NULL, "stop"};
+    tm_oai_choice ch = {text, sizeof text - 1, NULL, NULL, "stop", NULL};
     char *js = tm_oai_response_json(&m, &ch, 1, &(tm_oai_usage){3, 4, 1});
     cJSON *j = cJSON_Parse(js);
     CHECKF(j != NULL, "%s", js);
@@ -785,7 +785,7 @@ static void test_logprobs(int port, tandem_session *s, tandem_model *m, const ch
 typedef struct plp_ref {
     int32_t tok[256];
     float lp[256], top_lp[256][TANDEM_MAX_LOGPROBS];
-    int32_t top[256][TANDEM_MAX_LOGPROBS];
+    int32_t top[256][TANDEM_MAX_LOGPROBS], rank[256];
     int n_top[256], n;
 } plp_ref;
 
@@ -793,7 +793,7 @@ static int plp_take(void *ud, int index, const tandem_logprob *lp)
 {
     plp_ref *r = ud;
     if (index != r->n || r->n >= 256) return 1;
-    r->tok[r->n] = lp->token, r->lp[r->n] = lp->logprob, r->n_top[r->n] = lp->n_top;
+    r->tok[r->n] = lp->token, r->lp[r->n] = lp->logprob, r->n_top[r->n] = lp->n_top, r->rank[r->n] = lp->rank;
     memcpy(r->top[r->n], lp->top_token, sizeof lp->top_token);
     memcpy(r->top_lp[r->n], lp->top_logprob, sizeof lp->top_logprob);
     r->n++;
@@ -934,6 +934,37 @@ static void test_echo(int port, tandem_session *s, tandem_model *m)
     cJSON_Delete(j);
     check_error(port, "POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}",
                 400, "echo", "echo on chat");
+    /* vLLM's prompt_logprobs: in the choice, per prompt token {id: {logprob, rank, decoded_token}}, the
+       token's own first, then its step's alternatives; the first null; the library's values */
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":2,\"temperature\":0,\"prompt_logprobs\":2}", P0);
+    j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),
+                                                       "prompt_logprobs");
+    CHECKF(status == 200 && cJSON_GetArraySize(pl) == want.n && cJSON_IsNull(cJSON_GetArrayItem(pl, 0)),
+           "prompt_logprobs: %d, %d entries", status, cJSON_GetArraySize(pl));
+    for (int i = 1; i < want.n && i < cJSON_GetArraySize(pl); i++) {
+        const cJSON *e = cJSON_GetArrayItem(pl, i);
+        char key[16];
+        snprintf(key, sizeof key, "%d", want.tok[i]);
+        const cJSON *me = e ? e->child : NULL; /* the token's own entry first */
+        tok_text(m, want.tok[i], piece, sizeof piece);
+        CHECKF(me && !strcmp(me->string, key) && (float)jnum(me, "logprob") == want.lp[i] &&
+                   (int)jnum(me, "rank") == want.rank[i] && jstr(me, "decoded_token") &&
+                   !strcmp(jstr(me, "decoded_token"), piece),
+               "prompt_logprobs[%d]", i);
+        for (int k = 0; k < want.n_top[i]; k++) {
+            snprintf(key, sizeof key, "%d", want.top[i][k]);
+            const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, key);
+            CHECKF(a && (float)jnum(a, "logprob") == want.top_lp[i][k] &&
+                       (want.top[i][k] == want.tok[i] || (int)jnum(a, "rank") == k + 1),
+                   "prompt_logprobs[%d] alternative %d", i, k);
+        }
+    }
+    cJSON_Delete(j);
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"prompt_logprobs\":1,\"stream\":true}", 400,
+                "prompt_logprobs", "prompt_logprobs streamed");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"prompt_logprobs\":21}", 400, "prompt_logprobs",
+                "prompt_logprobs 21");
     check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"echo\":1}", 400, "echo", "echo 1");
     check_error(port, "POST", "/v1/chat/completions",
                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400, "max_tokens",

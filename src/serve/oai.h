@@ -107,6 +107,8 @@ typedef struct tm_oai_req {
     char *stop[TM_OAI_MAX_STOP + 1];/* NULL-terminated; empty strings are dropped */
     int n_stop;
     int want_logprobs;              /* chat "logprobs": true; completions "logprobs": N */
+    int prompt_logprobs;            /* vLLM's "prompt_logprobs": the prompt's tokens scored with this many
+                                       alternatives (0..20); -1: none (absent or null) */
     int echo;                       /* completions "echo": the prompt's text before the completion's and, with
                                        "logprobs", its tokens' scores first (the first token's null) */
     int json_object;                /* "response_format": {"type": "json_object"} (JSON mode) */
@@ -223,12 +225,34 @@ typedef struct tm_oai_extra {
 
 /* One choice of a response: text [len] (chat: and x's reasoning_content and tool_calls, content
  * null when it is empty beside calls; x may be NULL), logprobs (lp; NULL: JSON null), finish_reason. */
+/* vLLM's "prompt_logprobs": per prompt token a map of token id to {"logprob", "rank",
+ * "decoded_token"}: the token itself, then its step's most likely ones; the first token's is null
+ * (tok.t.logprob NaN) */
+typedef struct tm_oai_plp_tok {
+    int32_t id;
+    tm_oai_lp_tok t;
+    int32_t rank;
+} tm_oai_plp_tok;
+
+typedef struct tm_oai_plp {
+    tm_oai_plp_tok tok;
+    int n_top;
+    tm_oai_plp_tok top[TANDEM_MAX_LOGPROBS];
+} tm_oai_plp;
+
+typedef struct tm_oai_plps {
+    const tm_oai_plp *v;
+    size_t n;
+} tm_oai_plps;
+
 typedef struct tm_oai_choice {
     const char *text;
     size_t len;
     const tm_oai_extra *x;
     const tm_oai_logprobs *lp;
     const char *finish;
+    const tm_oai_plps *plp;         /* its prompt's "prompt_logprobs" (completions: in the choice; chat: the
+                                       first choice's, at the response's top level), or NULL */
 } tm_oai_choice;
 
 /* The whole (non-streaming) response: "text_completion" / "chat.completion" with choices[i] = c[i]

@@ -608,7 +608,17 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     if (rc == 0) rc = check_unsupported(root, kind, e);
     if (rc == 0) rc = parse_sampling(r, root, kind, e);
     if (rc == 0 && kind == TM_OAI_COMPLETION && get_bool(root, "echo", &r->echo, e) < 0) rc = -1;
+    r->prompt_logprobs = -1;
+    if (rc == 0) {
+        const cJSON *v = field(root, "prompt_logprobs");
+        double x;
+        int got = v && !cJSON_IsNull(v) ? get_int(root, "prompt_logprobs", 0, TANDEM_MAX_LOGPROBS, &x, e) : 0;
+        if (got < 0) rc = -1;
+        else if (got) r->prompt_logprobs = (int)x;
+    }
     if (rc == 0) rc = parse_stream(r, root, e);
+    if (rc == 0 && r->prompt_logprobs >= 0 && r->stream)
+        rc = BAD("prompt_logprobs", "'prompt_logprobs' cannot be streamed");
     if (rc == 0 && r->n_prompts * r->best_of > TM_OAI_MAX_CHOICES)
         rc = BAD("prompt", "%d prompts x %d choices: at most %d choices a request", r->n_prompts, r->best_of,
                  TM_OAI_MAX_CHOICES);

@@ -286,6 +286,39 @@ static void tool_calls(sb *b, const tm_oai_tool_calls *tc, int indexed)
     sb_puts(b, "]");
 }
 
+/* "id":{"logprob","rank","decoded_token"} */
+static void plp_tok(sb *b, const tm_oai_plp_tok *t)
+{
+    sb_printf(b, "\"%d\":{\"logprob\":", (int)t->id);
+    lp_num(b, t->t.logprob);
+    sb_printf(b, ",\"rank\":%d,\"decoded_token\":", (int)t->rank);
+    sb_str(b, t->t.bytes, t->t.len);
+    sb_puts(b, "}");
+}
+
+/* ,"prompt_logprobs":[null, {the token, then the alternatives not the token}, ...] */
+static void prompt_logprobs(sb *b, const tm_oai_plps *p)
+{
+    sb_puts(b, ",\"prompt_logprobs\":[");
+    for (size_t i = 0; i < p->n; i++) {
+        const tm_oai_plp *e = &p->v[i];
+        if (i) sb_puts(b, ",");
+        if (isnan(e->tok.t.logprob)) {
+            sb_puts(b, "null");
+            continue;
+        }
+        sb_puts(b, "{");
+        plp_tok(b, &e->tok);
+        for (int k = 0; k < e->n_top; k++)
+            if (e->top[k].id != e->tok.id) {
+                sb_puts(b, ",");
+                plp_tok(b, &e->top[k]);
+            }
+        sb_puts(b, "}");
+    }
+    sb_puts(b, "]");
+}
+
 char *tm_oai_response_json(const tm_oai_meta *m, const tm_oai_choice *c, int n, const tm_oai_usage *u)
 {
     sb b = {0};
@@ -314,11 +347,14 @@ char *tm_oai_response_json(const tm_oai_meta *m, const tm_oai_choice *c, int n, 
             sb_str(&b, c[i].text, c[i].len);
         }
         logprobs(&b, chat, c[i].lp);
+        if (!chat && c[i].plp) prompt_logprobs(&b, c[i].plp);
         sb_puts(&b, ",\"finish_reason\":");
         sb_cstr_or_null(&b, c[i].finish);
         sb_puts(&b, "}");
     }
-    sb_puts(&b, "],");
+    sb_puts(&b, "]");
+    if (chat && n > 0 && c[0].plp) prompt_logprobs(&b, c[0].plp);
+    sb_puts(&b, ",");
     usage(&b, u);
     sb_puts(&b, "}");
     return sb_done(&b);

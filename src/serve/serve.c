@@ -153,6 +153,8 @@ typedef struct choice {
     size_t n_lps, cap_lps;
     size_t lp_off;             /* stream: the text_offset of the next chunk's first token (completions) */
     size_t n_echo;             /* lps: the echoed prompt's come first (completions echo + logprobs), unranked */
+    tandem_logprob *plps;      /* vLLM's prompt_logprobs: the prompt's tokens' scores [n_plps] */
+    size_t n_plps, cap_plps;
     int finished, rc;          /* tandem_wait returned, with rc */
     tandem_stats stats;
     tandem_status st;
@@ -387,9 +389,22 @@ static int job_on_prompt_logprob(void *ud, int index, const tandem_logprob *lp)
 {
     (void)index;
     choice *ch = ud;
+    job *j = ch->j;
+    tandem_logprob e = *lp;
+    if (j->req.prompt_logprobs >= 0) { /* vLLM's: kept for the response (read once the choice is finished) */
+        if (tm_grow((void **)&ch->plps, &ch->cap_plps, ch->n_plps + 1, sizeof *ch->plps)) {
+            j->oom = 1;
+            return 1;
+        }
+        if (e.n_top > j->req.prompt_logprobs) e.n_top = j->req.prompt_logprobs;
+        ch->plps[ch->n_plps++] = e;
+    }
+    if (!j->req.echo || !j->req.want_logprobs) return atomic_load(&j->cancel);
     if (job_echo_token(ch, lp->token)) return 1;
     ch->n_echo++; /* read once the choice is finished */
-    return job_on_logprob(ch, lp);
+    e = *lp;
+    if (e.n_top > j->req.top_logprobs) e.n_top = j->req.top_logprobs;
+    return job_on_logprob(ch, &e);
 }
 
 /* echo without logprobs: the prompt's tokens' text into every choice now (no scores to wait for) */
@@ -444,6 +459,19 @@ static tm_oai_logprob *lp_convert(tm_server *srv, const tandem_logprob *in, size
         return NULL;
     }
     return v;
+}
+
+/* vLLM's prompt_logprobs of a choice (in [n]) over lv, lp_convert's of the same: ids, ranks (the
+ * alternatives' their order), bytes; NULL when out of memory */
+static tm_oai_plp *plp_convert(const tandem_logprob *in, const tm_oai_logprob *lv, size_t n)
+{
+    tm_oai_plp *p = calloc(n ? n : 1, sizeof *p);
+    for (size_t i = 0; p && i < n; i++) {
+        p[i].tok = (tm_oai_plp_tok){in[i].token, lv[i].tok, in[i].rank};
+        p[i].n_top = lv[i].n_top;
+        for (int k = 0; k < lv[i].n_top; k++) p[i].top[k] = (tm_oai_plp_tok){in[i].top_token[k], lv[i].top[k], k + 1};
+    }
+    return p;
 }
 
 static void job_free(job *j);
@@ -546,6 +574,7 @@ static void job_free(job *j)
     for (int i = 0; j->ch && i < j->n; i++) {
         free(j->ch[i].text);
         free(j->ch[i].lps);
+        free(j->ch[i].plps);
         tm_reply_free(&j->ch[i].reply);
     }
     free(j->ch);
@@ -923,12 +952,14 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     }
     if (j->req.want_logprobs || j->per > j->ret) q.on_logprob.fn = job_on_logprob;
     if (!j->req.want_logprobs && j->per > j->ret) q.logprobs = 0; /* best_of ranks by the tokens' logprobs */
-    if (j->req.echo && j->req.want_logprobs) { /* the prompt's text comes with its scores */
-        q.prompt_logprobs = j->req.top_logprobs;
+    /* the prompt's scores: echo + logprobs (its text comes with them), vLLM's prompt_logprobs */
+    int k_echo = j->req.echo && j->req.want_logprobs ? j->req.top_logprobs : -1;
+    int k_plp = k_echo > j->req.prompt_logprobs ? k_echo : j->req.prompt_logprobs;
+    if (k_plp >= 0) {
+        q.prompt_logprobs = k_plp;
         q.on_prompt_logprob.fn = job_on_prompt_logprob;
-    } else if (j->req.echo && job_echo(j)) {
-        j->oom = 1;
     }
+    if (j->req.echo && !j->req.want_logprobs && job_echo(j)) j->oom = 1;
     int rc = 0, n_sub = 0;
     for (; n_sub < j->n && rc == 0; n_sub++) { /* one request per choice: a prompt's at seeds seed, seed + 1, ... */
         tandem_request qi = q;
@@ -972,7 +1003,9 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         }
         rc = bad < 0 ? 0 : j->ch[bad].rc;
         enum MHD_Result mr;
-        tm_oai_logprob *lv[TM_OAI_MAX_CHOICES] = {0};
+        tm_oai_logprob *lv[TM_OAI_MAX_CHOICES] = {0}, *pv[TM_OAI_MAX_CHOICES] = {0};
+        tm_oai_plp *pp[TM_OAI_MAX_CHOICES] = {0};
+        tm_oai_plps plps[TM_OAI_MAX_CHOICES];
         tm_oai_logprobs lp[TM_OAI_MAX_CHOICES];
         tm_reply_part part[TM_OAI_MAX_CHOICES];
         tm_oai_extra x[TM_OAI_MAX_CHOICES];
@@ -990,7 +1023,13 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             lp[i] = (tm_oai_logprobs){lv[i], ch->n_lps, 0};
             x[i] = (tm_oai_extra){part[i].reasoning, part[i].reasoning_len, &part[i].tc};
             cv[i] = (tm_oai_choice){part[i].content, part[i].content_len, &x[i], j->req.want_logprobs ? &lp[i] : NULL,
-                                    calls_finish(&part[i], ch->stats.finish_reason)};
+                                    calls_finish(&part[i], ch->stats.finish_reason), NULL};
+            if (j->req.prompt_logprobs >= 0 && !j->oom) { /* vLLM's */
+                if (!(pv[i] = lp_convert(srv, ch->plps, ch->n_plps)) || !(pp[i] = plp_convert(ch->plps, pv[i], ch->n_plps)))
+                    j->oom = 1;
+                plps[i] = (tm_oai_plps){pp[i], ch->n_plps};
+                cv[i].plp = &plps[i];
+            }
         }
         if (rc == 0 && !j->oom) {
             tm_oai_usage u = job_usage(j);
@@ -1009,7 +1048,11 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
                               j->oom ? "out of memory" : j->ch[bad].st.msg);
             job_log(j, 500);
         }
-        for (int i = 0; i < j->n_ret; i++) lp_free(lv[i], j->ch[order[i]].n_lps);
+        for (int i = 0; i < j->n_ret; i++) {
+            lp_free(lv[i], j->ch[order[i]].n_lps);
+            lp_free(pv[i], j->ch[order[i]].n_plps);
+            free(pp[i]);
+        }
         job_free(j);
         return mr;
     }
