@@ -1,6 +1,8 @@
 /* fuzz/fuzz_http.c: the server's request-body parser and JSON writer
  * (serve/oai.h) on arbitrary input. Byte 0 picks the endpoint (even:
- * /v1/completions, odd: /v1/chat/completions); the rest is the body.
+ * /v1/completions, odd: /v1/chat/completions, 3 mod 4: Anthropic's /v1/messages, whose body is
+ * translated into a chat one first: refused with 400 naming the field, or a chat body the rest
+ * checks; its writers make valid JSON events); the rest is the body.
  * Checked invariants:
  *  - tm_oai_parse returns 0, or -1 with HTTP 400 (500 only for out of
  *    memory), a message, and an empty request;
@@ -22,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "serve/oai.h"
+#include "serve/serve-impl.h"
 #include "text/toolcall.h"
 
 static void must_parse(const char *js, size_t skip)
@@ -76,6 +79,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     tm_oai_req r;
     tm_oai_error e;
+    static char *anth; /* the last input's translated body (reachable, freed by the next input) */
+    free(anth);
+    anth = NULL;
+    if ((data[0] & 3) == 3) { /* /v1/messages */
+        if (tm_anth_request(body, len, &anth, &e) != 0) {
+            if (!(e.http == 400 || e.http == 500) || !e.msg[0] || anth) abort();
+            return 0;
+        }
+        if (!anth) abort();
+        body = anth, len = strlen(anth);
+        char *ev[4] = {tm_anth_message_json("msg_1", "m\"x", body, len, "length", 1, 2),
+                       tm_anth_stream_start("msg_1", "m", 3), tm_anth_stream_text(body, len), tm_anth_stream_end("stop", 4)};
+        for (int i = 0; i < 4; i++) { /* the message, and each event's first data line, are JSON objects */
+            const char *d = i ? (ev[i] ? strstr(ev[i], "data: ") : NULL) : ev[i];
+            cJSON *o = d ? cJSON_ParseWithOpts(i ? d + 6 : d, NULL, 0) : NULL;
+            if (ev[i] && !cJSON_IsObject(o)) abort();
+            cJSON_Delete(o);
+            free(ev[i]);
+        }
+    }
     int rc = tm_oai_parse(&r, kind, body, len, &e);
     if (rc != 0) {
         if (rc != -1 || !(e.http == 400 || e.http == 500) || !e.msg[0] || !e.type) abort();

@@ -1036,6 +1036,71 @@ static void test_batch(int port, tandem_session *s)
     cJSON_Delete(j);
 }
 
+/* ---- Anthropic's Messages API ---- */
+
+/* POST /v1/messages: the same greedy answer as the chat endpoint's over the same messages (system
+ * apart, content as a string or text blocks), in Anthropic's message shape and stream events; the
+ * refusals by field */
+static void test_messages(int port, const ref *rc)
+{
+    const char *sys = "\"system\":\"You tell stories.\",\"max_tokens\":16,\"temperature\":0";
+    char body[1024];
+    int status;
+    for (int blocks = 0; blocks < 2; blocks++) {
+        snprintf(body, sizeof body, "{\"model\":\"m\",%s,\"messages\":[{\"role\":\"user\",\"content\":%s}]}", sys,
+                 blocks ? "[{\"type\":\"text\",\"text\":\"Tell me about the sea.\"}]" : "\"Tell me about the sea.\"");
+        cJSON *j = http_json(port, "POST", "/v1/messages", body, NULL, &status);
+        CHECKF(status == 200 && jstr(j, "type") && !strcmp(jstr(j, "type"), "message") && jstr(j, "role") &&
+                   !strcmp(jstr(j, "role"), "assistant") && jstr(j, "id") && !strncmp(jstr(j, "id"), "msg_", 4) &&
+                   jstr(j, "content.0.type") && !strcmp(jstr(j, "content.0.type"), "text") && jstr(j, "content.0.text") &&
+                   !strcmp(jstr(j, "content.0.text"), rc->text) &&
+                   jnum(j, "usage.input_tokens") == rc->st.n_prompt && jnum(j, "usage.output_tokens") == rc->st.n_generated &&
+                   jstr(j, "stop_reason") &&
+                   !strcmp(jstr(j, "stop_reason"), strcmp(rc->st.finish_reason, "length") ? "end_turn" : "max_tokens"),
+               "messages (%s): %d '%s'", blocks ? "blocks" : "string", status,
+               jstr(j, "content.0.text") ? jstr(j, "content.0.text") : "(none)");
+        cJSON_Delete(j);
+    }
+    /* streamed: message_start (the prompt's tokens), content_block_start, text deltas, content_block_stop,
+       message_delta (stop reason, output tokens), message_stop; no [DONE] */
+    snprintf(body, sizeof body, "{%s,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]}",
+             sys);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0 && hr.status == 200);
+    char text[4096] = "", seq[512] = "";
+    for (const char *p = hr.body ? hr.body : "", *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        const char *d = strstr(p, "\ndata: ");
+        if (strncmp(p, "event: ", 7) || !d || d > e) continue;
+        snprintf(seq + strlen(seq), sizeof seq - strlen(seq), "%.*s,", (int)(d - p - 7), p + 7);
+        cJSON *ev = cJSON_ParseWithLength(d + 7, (size_t)(e - d - 7));
+        const char *t = jstr(ev, "delta.text");
+        if (t) strncat(text, t, sizeof text - strlen(text) - 1);
+        if (jstr(ev, "type") && !strcmp(jstr(ev, "type"), "message_start"))
+            CHECK(jnum(ev, "message.usage.input_tokens") == rc->st.n_prompt);
+        if (jstr(ev, "type") && !strcmp(jstr(ev, "type"), "message_delta"))
+            CHECK(jnum(ev, "usage.output_tokens") == rc->st.n_generated && jstr(ev, "delta.stop_reason"));
+        cJSON_Delete(ev);
+    }
+    CHECKF(!strncmp(seq, "message_start,content_block_start,content_block_delta,", 54) &&
+               strstr(seq, ",content_block_stop,message_delta,message_stop,") && !strstr(hr.body, "[DONE]"),
+           "messages stream events: %s", seq);
+    CHECK_EQ_STR(text, rc->text);
+    http_res_free(&hr);
+    check_error(port, "POST", "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "max_tokens",
+                "messages without max_tokens");
+    check_error(port, "POST", "/v1/messages",
+                "{\"max_tokens\":4,\"tools\":[],\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "tools",
+                "messages with tools");
+    check_error(port, "POST", "/v1/messages",
+                "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 400,
+                "messages[0]", "an image block");
+    check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
+                400, "messages[0]", "a system role in messages");
+    check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[]}", 400, "messages", "no messages");
+    check_error(port, "POST", "/v1/messages", "[1]", 400, NULL, "not an object");
+    check_error(port, "GET", "/v1/messages", NULL, 405, NULL, "GET messages");
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 
@@ -1176,6 +1241,7 @@ int main(void)
     test_logprobs(port, s, m, chat_prompt);
     test_echo(port, s, m);
     test_batch(port, s);
+    test_messages(port, &rc);
     test_tokenize(port, m, chat_prompt);
     free(chat_prompt);
     test_choices(port);
@@ -1303,6 +1369,12 @@ int main(void)
         cJSON_Delete(j);
         j = http_json(port, "GET", "/v1/models", NULL, "Authorization: Bearer sekrit\r\n", &status);
         CHECK_EQ_INT(status, 200);
+        cJSON_Delete(j);
+        j = http_json(port, "GET", "/v1/models", NULL, "x-api-key: sekrit\r\n", &status); /* Anthropic's header */
+        CHECK_EQ_INT(status, 200);
+        cJSON_Delete(j);
+        j = http_json(port, "GET", "/v1/models", NULL, "x-api-key: wrong\r\n", &status);
+        CHECK_EQ_INT(status, 401);
         cJSON_Delete(j);
         j = http_json(port, "GET", "/health", NULL, NULL, &status);
         CHECK_EQ_INT(status, 200);

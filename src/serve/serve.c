@@ -89,7 +89,7 @@
 #include "text/reasoning.h"
 #include "text/toolcall.h"
 
-enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS };
+enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_MESSAGES };
 
 static const struct {
     const char *path;
@@ -102,6 +102,7 @@ static const struct {
     {"/tokenize", R_TOKENIZE},          {"/v1/tokenize", R_TOKENIZE},
     {"/detokenize", R_DETOKENIZE},      {"/v1/detokenize", R_DETOKENIZE},
     {"/metrics", R_METRICS},
+    {"/v1/messages", R_MESSAGES},       /* Anthropic's Messages API (serve/anthropic.c) */
 };
 
 typedef struct job job;
@@ -189,6 +190,8 @@ struct job {
     char *grammar;             /* tool_choice required / named / auto: the calls' grammar (the request's) */
     const char *prefix;        /* required / named: the dialect's gen_open, at the prompt's end: the reply's start */
     int reads;                 /* the choices' replies are in use: calls or reasoning are read */
+    int anth;                  /* /v1/messages: Anthropic's shapes (one choice, text only) */
+    int anth_in;               /* its prompt's tokens (a stream's message_start tells them) */
     job *next;
 };
 
@@ -702,6 +705,14 @@ static int fill_choice(job *j, choice *ch, taken *t)
     if (lv) lp = (tm_oai_logprobs){lv, t->n_lps, ch->lp_off};
     for (size_t i = 0; lv && i < t->n_lps; i++) ch->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
     const char *finish = ch->stats.finish_reason;
+    if (j->anth) { /* Anthropic's events (one choice, text only) */
+        lp_free(lv, t->n_lps);
+        if (t->len) out_add(j, tm_anth_stream_text(t->text, t->len));
+        if (!t->finished || ch->ended) return 0;
+        ch->ended = 1;
+        out_add(j, t->rc == 0 ? tm_anth_stream_end(finish, ch->stats.n_generated) : tm_anth_stream_error(ch->st.msg));
+        return t->rc != 0;
+    }
     if (j->reads) stream_reply(j, ch, &m, t->text, t->len, t->finished, t->rc, lv ? &lp : NULL, &finish);
     else if (t->len || lv) out_add(j, tm_oai_chunk_sse(&m, t->text ? t->text : "", t->len, 0, NULL, lv ? &lp : NULL, NULL));
     lp_free(lv, t->n_lps);
@@ -752,7 +763,10 @@ static int job_fill(job *j)
     pthread_mutex_unlock(&j->mu);
     j->out_len = j->out_off = 0;
     int failed = 0, ended = 0;
-    if (!cancelled && j->phase == PH_START) {
+    if (!cancelled && j->phase == PH_START && j->anth) {
+        out_add(j, tm_anth_stream_start(j->id, j->srv->model_name, j->anth_in));
+        j->phase = PH_TEXT;
+    } else if (!cancelled && j->phase == PH_START) {
         for (int i = 0; i < j->n && j->req.kind == TM_OAI_CHAT; i++) {
             tm_oai_meta m = j->meta;
             m.index = i;
@@ -771,7 +785,7 @@ static int job_fill(job *j)
     if (failed || ended == j->n) {
         tm_oai_usage u = job_usage(j);
         if (!failed && j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, &u));
-        out_add(j, strdup("data: [DONE]\n\n"));
+        if (!j->anth) out_add(j, strdup("data: [DONE]\n\n")); /* Anthropic's stream ends with message_stop */
         j->phase = PH_END;
     }
     return j->oom ? -1 : 0;
@@ -886,15 +900,22 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
 
 static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, http_req *hr, const char *url)
 {
-    tm_oai_kind kind = hr->route == R_CHAT ? TM_OAI_CHAT : TM_OAI_COMPLETION;
+    int anth = hr->route == R_MESSAGES;
+    tm_oai_kind kind = hr->route == R_CHAT || anth ? TM_OAI_CHAT : TM_OAI_COMPLETION;
     tm_oai_req req;
     tm_oai_error e;
-    if (tm_oai_parse(&req, kind, hr->body, hr->len, &e) != 0) return reply_error(srv, c, &e, NULL);
+    char *anth_body = NULL; /* /v1/messages: the body as a chat request */
+    if (anth && tm_anth_request(hr->body ? hr->body : "", hr->len, &anth_body, &e) != 0) return reply_error(srv, c, &e, NULL);
+    int prc = tm_oai_parse(&req, kind, anth ? anth_body : hr->body, anth ? strlen(anth_body) : hr->len, &e);
+    free(anth_body);
+    if (prc != 0) return reply_error(srv, c, &e, NULL);
     job *j = job_new(srv, c, &req, url, hr->t0);
     if (!j) {
         tm_oai_req_free(&req);
         return MHD_NO;
     }
+    j->anth = anth;
+    if (anth) snprintf(j->id, sizeof j->id, "msg_%016" PRIx64, next_random(srv));
     if (job_register(j) != 0) {
         job_free(j);
         return reply_errorf(srv, c, 503, "server_error", NULL, NULL, "the server is shutting down");
@@ -932,7 +953,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         /* the reply read into parts: calls (a dialect for this request), reasoning (a template
          * that shows it, unless a constraint holds the reply from its start: a forced call, a
          * grammar, a schema, JSON mode) */
-        int think = srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
+        int think = srv->think && !j->anth && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
         if (j->calls || think) {
             j->reads = 1;
             int opened = think && tm_think_opened(prompt, strlen(prompt)), bad = 0;
@@ -949,6 +970,12 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         q.prompt = prompt;
         q.prompt_ids = NULL;
         q.no_special = 1; /* the rendered template holds the special tokens */
+        if (j->anth) { /* a stream's first event tells the prompt's tokens */
+            int32_t *ids = NULL;
+            size_t n = 0;
+            if (tandem_tokenize(srv->m, prompt, strlen(prompt), 0, &ids, &n, &st) == 0) j->anth_in = (int)n;
+            free(ids);
+        }
     }
     if (j->req.want_logprobs || j->per > j->ret) q.on_logprob.fn = job_on_logprob;
     if (!j->req.want_logprobs && j->per > j->ret) q.logprobs = 0; /* best_of ranks by the tokens' logprobs */
@@ -1033,7 +1060,11 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         }
         if (rc == 0 && !j->oom) {
             tm_oai_usage u = job_usage(j);
-            mr = reply(srv, c, 200, tm_oai_response_json(&j->meta, cv, j->n_ret, &u), NULL);
+            mr = reply(srv, c, 200,
+                       j->anth ? tm_anth_message_json(j->id, srv->model_name, cv[0].text, cv[0].len, j->ch[0].stats.finish_reason,
+                                                      u.prompt, u.completion)
+                               : tm_oai_response_json(&j->meta, cv, j->n_ret, &u),
+                       NULL);
             job_log(j, 200);
         } else if (rc == TANDEM_E_CANCELLED) {
             int stopping;
@@ -1106,13 +1137,16 @@ static int route_of(const char *url, const char **canon)
     return R_NONE;
 }
 
-/* Constant-time check of "Authorization: Bearer KEY". */
+/* Constant-time check of "Authorization: Bearer KEY", or Anthropic's "x-api-key: KEY". */
 static int authorized(const tm_server *srv, struct MHD_Connection *c)
 {
     if (!srv->api_key) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
-    h += 7;
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+        h += 7;
+    } else if (!(h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"))) {
+        return 0;
+    }
     while (*h == ' ') h++;
     size_t n = strlen(h), k = strlen(srv->api_key);
     unsigned diff = n != k;
@@ -1136,7 +1170,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     int is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
     int wants_post = hr->route == R_COMPLETIONS || hr->route == R_CHAT || hr->route == R_TOKENIZE ||
-                     hr->route == R_DETOKENIZE;
+                     hr->route == R_DETOKENIZE || hr->route == R_MESSAGES;
     if (*upload_size) { /* a piece of the body: keep it if it may be used (invariant 5) */
         if (wants_post && is_post && !hr->too_large) {
             if (hr->len + *upload_size > srv->max_body) {
