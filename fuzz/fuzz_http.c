@@ -179,14 +179,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     tm_oai_logprobs lp = {lv, nl, 5};
     /* vLLM's prompt_logprobs over the same tokens (ids and ranks made up; the first null) */
-    static tm_oai_plp pv[64];
+    static tandem_logprob ids[64];
     for (size_t i = 0; i < nl; i++) {
-        pv[i].tok = (tm_oai_plp_tok){(int32_t)i, lv[i].tok, (int32_t)i + 1};
-        pv[i].n_top = lv[i].n_top;
-        for (int t = 0; t < lv[i].n_top; t++) pv[i].top[t] = (tm_oai_plp_tok){(int32_t)(i + (size_t)t) % 5, lv[i].top[t], t + 1};
+        ids[i] = (tandem_logprob){.token = (int32_t)i, .rank = (int32_t)i + 1};
+        for (int t = 0; t < lv[i].n_top; t++) ids[i].top_token[t] = (int32_t)(i + (size_t)t) % 5;
     }
-    if (nl) pv[0].tok.t.logprob = NAN;
-    tm_oai_plps pl = {pv, nl};
+    if (nl) lv[0].tok.logprob = NAN, lv[0].n_top = 0; /* as an echoed prompt's first */
+    tm_oai_plps pl = {lv, ids, nl};
     tm_oai_choice ch[2] = {{text, tl, NULL, nl ? &lp : NULL, "stop", nl ? &pl : NULL}, {text, tl / 2, NULL, NULL, "length", NULL}};
     char *js = tm_oai_response_json(&m, ch, 1 + (int)(tl & 1), &(tm_oai_usage){1, 2, 0});
     must_parse(js, 0);

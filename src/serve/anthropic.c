@@ -137,22 +137,26 @@ char *tm_anth_message_json(const char *id, const char *model, const char *text, 
     return print_del(message(id, model, text ? text : "", len, finish, in_tok, out_tok));
 }
 
-/* "event: NAME\ndata: JSON\n\n" of o (taken), appended to *acc (malloc'd; NULL on failure) */
-static char *event(char *acc, const char *name, cJSON *o)
+/* the events "event: NAME\ndata: JSON\n\n" of objs [n] (taken, freed) in one string; NULL when any
+ * object is missing or out of memory */
+static char *events(int n, const char *const *names, cJSON **objs)
 {
-    char *js = print_del(o);
-    if (!js) {
-        free(acc);
-        return NULL;
+    char *acc = NULL;
+    size_t len = 0;
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        char *js = ok ? print_del(objs[i]) : (cJSON_Delete(objs[i]), NULL);
+        size_t k = js ? strlen(names[i]) + strlen(js) + 20 : 0;
+        char *r = js ? realloc(acc, len + k) : NULL;
+        if (r) acc = r, len += (size_t)snprintf(acc + len, k, "event: %s\ndata: %s\n\n", names[i], js);
+        ok = ok && r;
+        free(js);
     }
-    size_t a = acc ? strlen(acc) : 0, n = a + strlen(name) + strlen(js) + 20;
-    char *r = realloc(acc, n);
-    if (r) snprintf(r + a, n - a, "event: %s\ndata: %s\n\n", name, js);
-    else free(acc);
-    free(js);
-    return r;
+    if (!ok) free(acc);
+    return ok ? acc : NULL;
 }
 
+/* {"type": type} */
 static cJSON *typed(const char *type)
 {
     cJSON *o = cJSON_CreateObject();
@@ -163,74 +167,53 @@ static cJSON *typed(const char *type)
     return o;
 }
 
+/* child (taken) under key in o; 0 (child freed) when either is missing or out of memory */
+static int attach(cJSON *o, const char *key, cJSON *child)
+{
+    if (o && child && cJSON_AddItemToObject(o, key, child)) return 1;
+    cJSON_Delete(child);
+    return 0;
+}
+
 char *tm_anth_stream_start(const char *id, const char *model, int in_tok)
 {
     cJSON *s = typed("message_start"), *b = typed("content_block_start"), *blk = typed("text");
-    cJSON *m = message(id, model, NULL, 0, NULL, in_tok, 0);
-    int ok = s && b && blk && m && cJSON_AddItemToObject(s, "message", m) && cJSON_AddNumberToObject(b, "index", 0) &&
-             cJSON_AddStringToObject(blk, "text", "") && cJSON_AddItemToObject(b, "content_block", blk);
-    if (!ok) { /* what was not handed over */
-        if (!s || !cJSON_GetObjectItemCaseSensitive(s, "message")) cJSON_Delete(m);
-        if (!b || !cJSON_GetObjectItemCaseSensitive(b, "content_block")) cJSON_Delete(blk);
-        cJSON_Delete(s);
-        cJSON_Delete(b);
-        return NULL;
-    }
-    char *a = event(NULL, "message_start", s);
-    if (!a) {
-        cJSON_Delete(b);
-        return NULL;
-    }
-    return event(a, "content_block_start", b);
+    int ok = attach(s, "message", message(id, model, NULL, 0, NULL, in_tok, 0)) & !!cJSON_AddStringToObject(blk, "text", "");
+    ok &= attach(b, "content_block", blk) && cJSON_AddNumberToObject(b, "index", 0);
+    static const char *const names[] = {"message_start", "content_block_start"};
+    cJSON *objs[] = {ok ? s : (cJSON_Delete(s), NULL), b};
+    return events(2, names, objs);
 }
 
 char *tm_anth_stream_text(const char *text, size_t len)
 {
     cJSON *ev = typed("content_block_delta"), *d = typed("text_delta");
     char *t = strndup(text, len);
-    int ok = ev && d && t && cJSON_AddNumberToObject(ev, "index", 0) && cJSON_AddStringToObject(d, "text", t) &&
-             cJSON_AddItemToObject(ev, "delta", d);
+    int ok = t && cJSON_AddStringToObject(d, "text", t) && cJSON_AddNumberToObject(ev, "index", 0);
     free(t);
-    if (!ok) {
-        if (!ev || !cJSON_GetObjectItemCaseSensitive(ev, "delta")) cJSON_Delete(d);
-        cJSON_Delete(ev);
-        return NULL;
-    }
-    return event(NULL, "content_block_delta", ev);
+    ok &= attach(ev, "delta", d);
+    cJSON *objs[] = {ok ? ev : (cJSON_Delete(ev), NULL)};
+    return events(1, (const char *const[]){"content_block_delta"}, objs);
 }
 
 char *tm_anth_stream_end(const char *finish, int out_tok)
 {
     cJSON *stop = typed("content_block_stop"), *md = typed("message_delta"), *d = cJSON_CreateObject(),
           *u = cJSON_CreateObject();
-    int ok = stop && md && d && u && cJSON_AddNumberToObject(stop, "index", 0) &&
-             cJSON_AddStringToObject(d, "stop_reason", stop_reason(finish)) && cJSON_AddNullToObject(d, "stop_sequence") &&
-             cJSON_AddItemToObject(md, "delta", d) && cJSON_AddNumberToObject(u, "output_tokens", out_tok) &&
-             cJSON_AddItemToObject(md, "usage", u);
-    if (!ok) {
-        if (!md || !cJSON_GetObjectItemCaseSensitive(md, "delta")) cJSON_Delete(d);
-        if (!md || !cJSON_GetObjectItemCaseSensitive(md, "usage")) cJSON_Delete(u);
-        cJSON_Delete(stop);
-        cJSON_Delete(md);
-        return NULL;
-    }
-    char *a = event(NULL, "content_block_stop", stop);
-    if (!a) {
-        cJSON_Delete(md);
-        return NULL;
-    }
-    a = event(a, "message_delta", md);
-    return a ? event(a, "message_stop", typed("message_stop")) : NULL;
+    int ok = cJSON_AddNumberToObject(stop, "index", 0) && cJSON_AddStringToObject(d, "stop_reason", stop_reason(finish)) &&
+             cJSON_AddNullToObject(d, "stop_sequence") && cJSON_AddNumberToObject(u, "output_tokens", out_tok);
+    ok &= attach(md, "delta", d);
+    ok &= attach(md, "usage", u);
+    static const char *const names[] = {"content_block_stop", "message_delta", "message_stop"};
+    cJSON *objs[] = {stop, ok ? md : (cJSON_Delete(md), NULL), typed("message_stop")};
+    return events(3, names, objs);
 }
 
 char *tm_anth_stream_error(const char *msg)
 {
     cJSON *ev = typed("error"), *er = typed("api_error");
-    int ok = ev && er && cJSON_AddStringToObject(er, "message", msg) && cJSON_AddItemToObject(ev, "error", er);
-    if (!ok) {
-        if (!ev || !cJSON_GetObjectItemCaseSensitive(ev, "error")) cJSON_Delete(er);
-        cJSON_Delete(ev);
-        return NULL;
-    }
-    return event(NULL, "error", ev);
+    int ok = cJSON_AddStringToObject(er, "message", msg) != NULL;
+    ok &= attach(ev, "error", er);
+    cJSON *objs[] = {ok ? ev : (cJSON_Delete(ev), NULL)};
+    return events(1, (const char *const[]){"error"}, objs);
 }

@@ -226,22 +226,12 @@ typedef struct tm_oai_extra {
 /* One choice of a response: text [len] (chat: and x's reasoning_content and tool_calls, content
  * null when it is empty beside calls; x may be NULL), logprobs (lp; NULL: JSON null), finish_reason. */
 /* vLLM's "prompt_logprobs": per prompt token a map of token id to {"logprob", "rank",
- * "decoded_token"}: the token itself, then its step's most likely ones; the first token's is null
- * (tok.t.logprob NaN) */
-typedef struct tm_oai_plp_tok {
-    int32_t id;
-    tm_oai_lp_tok t;
-    int32_t rank;
-} tm_oai_plp_tok;
-
-typedef struct tm_oai_plp {
-    tm_oai_plp_tok tok;
-    int n_top;
-    tm_oai_plp_tok top[TANDEM_MAX_LOGPROBS];
-} tm_oai_plp;
-
+ * "decoded_token"}: the token itself, then its step's most likely ones (ranks 1, 2, ...); the first
+ * token's is null (its logprob NaN). v: the tokens' strings and values (as for "logprobs"); ids: the
+ * same entries as the library gave them (token, top_token, rank). */
 typedef struct tm_oai_plps {
-    const tm_oai_plp *v;
+    const tm_oai_logprob *v;
+    const tandem_logprob *ids;
     size_t n;
 } tm_oai_plps;
 

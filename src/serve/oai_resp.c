@@ -287,12 +287,12 @@ static void tool_calls(sb *b, const tm_oai_tool_calls *tc, int indexed)
 }
 
 /* "id":{"logprob","rank","decoded_token"} */
-static void plp_tok(sb *b, const tm_oai_plp_tok *t)
+static void plp_tok(sb *b, int32_t id, const tm_oai_lp_tok *t, int32_t rank)
 {
-    sb_printf(b, "\"%d\":{\"logprob\":", (int)t->id);
-    lp_num(b, t->t.logprob);
-    sb_printf(b, ",\"rank\":%d,\"decoded_token\":", (int)t->rank);
-    sb_str(b, t->t.bytes, t->t.len);
+    sb_printf(b, "\"%d\":{\"logprob\":", (int)id);
+    lp_num(b, t->logprob);
+    sb_printf(b, ",\"rank\":%d,\"decoded_token\":", (int)rank);
+    sb_str(b, t->bytes, t->len);
     sb_puts(b, "}");
 }
 
@@ -301,18 +301,19 @@ static void prompt_logprobs(sb *b, const tm_oai_plps *p)
 {
     sb_puts(b, ",\"prompt_logprobs\":[");
     for (size_t i = 0; i < p->n; i++) {
-        const tm_oai_plp *e = &p->v[i];
+        const tm_oai_logprob *e = &p->v[i];
+        const tandem_logprob *id = &p->ids[i];
         if (i) sb_puts(b, ",");
-        if (isnan(e->tok.t.logprob)) {
+        if (isnan(e->tok.logprob)) {
             sb_puts(b, "null");
             continue;
         }
         sb_puts(b, "{");
-        plp_tok(b, &e->tok);
+        plp_tok(b, id->token, &e->tok, id->rank);
         for (int k = 0; k < e->n_top; k++)
-            if (e->top[k].id != e->tok.id) {
+            if (id->top_token[k] != id->token) {
                 sb_puts(b, ",");
-                plp_tok(b, &e->top[k]);
+                plp_tok(b, id->top_token[k], &e->top[k], k + 1);
             }
         sb_puts(b, "}");
     }

@@ -464,19 +464,6 @@ static tm_oai_logprob *lp_convert(tm_server *srv, const tandem_logprob *in, size
     return v;
 }
 
-/* vLLM's prompt_logprobs of a choice (in [n]) over lv, lp_convert's of the same: ids, ranks (the
- * alternatives' their order), bytes; NULL when out of memory */
-static tm_oai_plp *plp_convert(const tandem_logprob *in, const tm_oai_logprob *lv, size_t n)
-{
-    tm_oai_plp *p = calloc(n ? n : 1, sizeof *p);
-    for (size_t i = 0; p && i < n; i++) {
-        p[i].tok = (tm_oai_plp_tok){in[i].token, lv[i].tok, in[i].rank};
-        p[i].n_top = lv[i].n_top;
-        for (int k = 0; k < lv[i].n_top; k++) p[i].top[k] = (tm_oai_plp_tok){in[i].top_token[k], lv[i].top[k], k + 1};
-    }
-    return p;
-}
-
 static void job_free(job *j);
 
 static job *job_new(tm_server *srv, struct MHD_Connection *c, tm_oai_req *req, const char *url, double t0)
@@ -970,7 +957,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         q.prompt = prompt;
         q.prompt_ids = NULL;
         q.no_special = 1; /* the rendered template holds the special tokens */
-        if (j->anth) { /* a stream's first event tells the prompt's tokens */
+        if (j->anth && j->req.stream) { /* a stream's first event tells the prompt's tokens (JSON: the stats) */
             int32_t *ids = NULL;
             size_t n = 0;
             if (tandem_tokenize(srv->m, prompt, strlen(prompt), 0, &ids, &n, &st) == 0) j->anth_in = (int)n;
@@ -1031,7 +1018,6 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         rc = bad < 0 ? 0 : j->ch[bad].rc;
         enum MHD_Result mr;
         tm_oai_logprob *lv[TM_OAI_MAX_CHOICES] = {0}, *pv[TM_OAI_MAX_CHOICES] = {0};
-        tm_oai_plp *pp[TM_OAI_MAX_CHOICES] = {0};
         tm_oai_plps plps[TM_OAI_MAX_CHOICES];
         tm_oai_logprobs lp[TM_OAI_MAX_CHOICES];
         tm_reply_part part[TM_OAI_MAX_CHOICES];
@@ -1052,9 +1038,8 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             cv[i] = (tm_oai_choice){part[i].content, part[i].content_len, &x[i], j->req.want_logprobs ? &lp[i] : NULL,
                                     calls_finish(&part[i], ch->stats.finish_reason), NULL};
             if (j->req.prompt_logprobs >= 0 && !j->oom) { /* vLLM's */
-                if (!(pv[i] = lp_convert(srv, ch->plps, ch->n_plps)) || !(pp[i] = plp_convert(ch->plps, pv[i], ch->n_plps)))
-                    j->oom = 1;
-                plps[i] = (tm_oai_plps){pp[i], ch->n_plps};
+                if (!(pv[i] = lp_convert(srv, ch->plps, ch->n_plps))) j->oom = 1;
+                plps[i] = (tm_oai_plps){pv[i], ch->plps, ch->n_plps};
                 cv[i].plp = &plps[i];
             }
         }
@@ -1082,7 +1067,6 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         for (int i = 0; i < j->n_ret; i++) {
             lp_free(lv[i], j->ch[order[i]].n_lps);
             lp_free(pv[i], j->ch[order[i]].n_plps);
-            free(pp[i]);
         }
         job_free(j);
         return mr;

@@ -16,8 +16,9 @@
  * every stage goes up as bf16 by default. The embedding stays bf16 (a step
  * gathers B rows of it); a separate lm_head goes up by row blocks or packed. Products over bf16 are
  * cuBLAS's (bf16 inputs, f32 accumulation and output, tensor cores): y[T][N] = x[T][K] · W[N][K]ᵀ as
- * the column-major product W(op T) · x; over packed weights the GEMV up to CU_GEMV_MAX rows (the head
- * always), else the weight dequantized to bf16 scratch and cuBLAS.
+ * the column-major product W(op T) · x; over packed weights the GEMV (a decode step's products and the
+ * head at any batch; a prefill chunk up to CU_GEMV_MAX rows), else the weight dequantized to bf16
+ * scratch and cuBLAS.
  *
  * One chunk (T rows, n_valid real; model.h's op sequence), all on one stream:
  *   tokens -> x [T][D] f32 (embedding)
@@ -597,14 +598,16 @@ static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8P
 /* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T, if packed: a
  * decode step's products and the head, whose rows are at most CU_MAX_B; the GEMV in groups of 8 reads a
  * packed weight ceil(B / 8) times, the later ones mostly from L2, against 4.5 bytes a weight for the
- * dequantized copy and cuBLAS, which a prefill chunk of more than CU_GEMV_MAX rows takes) */
-static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, int gemv, tm_err *err)
+ * dequantized copy and cuBLAS, which a prefill chunk of more than CU_GEMV_MAX rows takes). ep (the FFN's
+ * first product): the activation after it into ep->g (cu_mat_mul_act; y is then its f32 scratch) */
+static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, int gemv, const cu_gemv_epi *ep,
+                tm_err *err)
 {
     if (e->prof && !e->prof->decoding) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
     prof_mark(e, PROF_GEMM, 0);
     cu_mm mm = e->mm;
     if (gemv) mm.gemv_max = CU_MAX_B;
-    int rc = cu_mat_mul(&mm, y, x, w, T, err);
+    int rc = ep ? cu_mat_mul_act(&mm, ep, x, w, T, y, err) : cu_mat_mul(&mm, y, x, w, T, err);
     prof_mark(e, PROF_GEMM, 1);
     return rc;
 }
@@ -669,7 +672,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
     else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
     if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
-    if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, c->decode, err))) return rc;
+    if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, c->decode, NULL, err))) return rc;
     size_t rb = (size_t)Dh * kv_esz(c->kv_dt);
     uint8_t *exp = c->decode ? e->dexp_dev + (size_t)l * c->dstride : (uint8_t *)e->exp_dev;
     cu_qkv_args q = {.qkv = e->qkv, .T = T, .n_valid = c->n_valid, .pos0 = c->pos0, .pos = c->dpos, .H = H, .Hk = Hk,
@@ -715,21 +718,15 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         cu_attention(e->st, &at, e->attn_part, S);
         prof_mark(e, PROF_ATTN, 1);
     }
-    if ((rc = gemm(e, e->a, e->att16, &w->wo, T, c->decode, err))) return rc;
+    if ((rc = gemm(e, e->a, e->att16, &w->wo, T, c->decode, NULL, err))) return rc;
     cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
     const float *fin = e->parallel ? e->x0 : e->x;
     if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
     else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
     /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
     cu_gemv_epi ep = {.gated = e->gated, .act = e->act, .F = F, .ldg = F, .b = w->bgu, .g = e->g16};
-    if (e->prof && !e->prof->decoding) e->prof->gemm_flop += 2.0 * T * w->wgu.N * w->wgu.K;
-    prof_mark(e, PROF_GEMM, 0);
-    cu_mm mm = e->mm;
-    if (c->decode) mm.gemv_max = CU_MAX_B;
-    rc = cu_mat_mul_act(&mm, &ep, e->h16, &w->wgu, T, e->gu, err);
-    prof_mark(e, PROF_GEMM, 1);
-    if (rc) return rc;
-    if ((rc = gemm(e, e->a, e->g16, &w->wd, T, c->decode, err))) return rc;
+    if ((rc = gemm(e, e->gu, e->h16, &w->wgu, T, c->decode, &ep, err))) return rc;
+    if ((rc = gemm(e, e->a, e->g16, &w->wd, T, c->decode, NULL, err))) return rc;
     cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
@@ -748,7 +745,7 @@ static int logits_rows(cu_eng *e, float *dev, int row0, int R, tm_err *err)
 {
     cu_norm(e->st, e->norm_kind, R, e->D, e->x + (size_t)row0 * e->D, e->D, e->final_norm, e->final_norm_b, e->eps, NULL,
             e->h16, e->D);
-    int rc = gemm(e, dev, e->h16, &e->lm_head, R, 1, err);
+    int rc = gemm(e, dev, e->h16, &e->lm_head, R, 1, NULL, err);
     if (rc) return rc;
     cu_logits_finish(e->st, dev, e->lm_head_b, R, e->V, e->logits_div, e->logits_mul, e->final_softcap);
     return TM_OK;
