@@ -232,6 +232,8 @@ typedef struct tandem_stats {
                                                 matrix unit: AMX tiles, AVX-512): the dense matmuls of the
                                                 chunks (an MoE model's experts not counted) */
     double prefill_gemm_ops;                 /* their operations (2 per multiply-add) */
+    int stop_index;                          /* finish "stop" by one of tandem_request.stop: its index; else -1
+                                                (an end-of-sequence token, a closed constraint, "length") */
 } tandem_stats;
 
 /* on_text receives each new piece of valid UTF-8 (never a partial character);

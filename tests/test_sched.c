@@ -103,6 +103,38 @@ static tm_session *open_session(tm_rt_model *rm, tandem_session_opts o)
 /* The core plan comes from the cpus this thread may use (taskset, a
  * cpuset): run on only the last of them, both sides share it, whatever
  * n_threads asks. */
+/* stop strings end to end: a greedy text cut at the first place any of the stops occurs (the stop
+ * dropped), finish "stop" and the index of the stop that matched; a stop that never occurs leaves
+ * the text whole, -1 */
+static void stop_strings(tm_session *s)
+{
+    tm_err err = {0};
+    tandem_request r = greedy_request(40);
+    r.prompt = prompts[1];
+    sink whole = {0};
+    tandem_stats st;
+    CHECKF(tm_session_generate(s, &r, on_text, &whole, &st, &err) == TM_OK, "%s", err.msg);
+    CHECK(!strcmp(st.finish_reason, "length") && st.stop_index == -1 && whole.len > 24);
+    /* a stop taken from the middle of the text, a few bytes long (it may span tokens) */
+    char mid[8];
+    snprintf(mid, sizeof mid, "%.5s", whole.buf + whole.len / 2);
+    const char *first = strstr(whole.buf, mid);
+    for (int order = 0; order < 2; order++) {
+        const char *stops[] = {order ? mid : "\x01never", order ? "\x01never" : mid, NULL};
+        r.stop = stops;
+        sink cut = {0};
+        CHECKF(tm_session_generate(s, &r, on_text, &cut, &st, &err) == TM_OK, "%s", err.msg);
+        CHECKF(!strcmp(st.finish_reason, "stop") && st.stop_index == (order ? 0 : 1) &&
+                   cut.len == (size_t)(first - whole.buf) && !memcmp(cut.buf, whole.buf, cut.len),
+               "stop '%s': finish %s index %d, '%s' of '%s'", mid, st.finish_reason, st.stop_index, cut.buf, whole.buf);
+    }
+    const char *never[] = {"\x01never", NULL};
+    r.stop = never;
+    sink all = {0};
+    CHECKF(tm_session_generate(s, &r, on_text, &all, &st, &err) == TM_OK, "%s", err.msg);
+    CHECK(!strcmp(st.finish_reason, "length") && st.stop_index == -1 && !strcmp(all.buf, whole.buf));
+}
+
 static void core_plan(tm_rt_model *rm)
 {
     tm_err err = {0};
@@ -922,6 +954,7 @@ int main(void)
     }
     s->o.route = TANDEM_ROUTE_AUTO;
     CHECK_EQ_INT(tm_kv_cache_free_pages(s->kv), free0);
+    stop_strings(s);
 
     /* cancellation: by the callback mid-decode, and before it starts (queued) */
     sink c1 = {.cancel_after = 3}, c2 = {0}, c3 = {0};

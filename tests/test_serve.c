@@ -1086,14 +1086,38 @@ static void test_messages(int port, const ref *rc)
            "messages stream events: %s", seq);
     CHECK_EQ_STR(text, rc->text);
     http_res_free(&hr);
+    /* a stop sequence: the text up to it, stop_reason stop_sequence naming it (a second one never met) */
+    size_t tl = strlen(rc->text);
+    char stop[8];
+    snprintf(stop, sizeof stop, "%.4s", rc->text + tl / 2);
+    for (int stream = 0; stream < 2 && tl >= 8; stream++) {
+        snprintf(body, sizeof body,
+                 "{%s,\"stream\":%s,\"stop_sequences\":[\"\\u0001\",\"%s\"],\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"Tell me about the sea.\"}]}",
+                 sys, stream ? "true" : "false", stop);
+        CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0 && hr.status == 200);
+        const char *js = hr.body ? hr.body : "";
+        if (stream) js = strstr(js, "event: message_delta\ndata: ") ? strstr(js, "event: message_delta\ndata: ") + 27 : "";
+        cJSON *j = cJSON_Parse(js);
+        const char *sr = jstr(j, stream ? "delta.stop_reason" : "stop_reason");
+        const char *ss = jstr(j, stream ? "delta.stop_sequence" : "stop_sequence");
+        size_t at = (size_t)(strstr(rc->text, stop) - rc->text);
+        CHECKF(sr && !strcmp(sr, "stop_sequence") && ss && !strcmp(ss, stop) &&
+                   (stream || (at == 0 && !jstr(j, "content.0.text")) ||
+                    (jstr(j, "content.0.text") && strlen(jstr(j, "content.0.text")) == at &&
+                     !strncmp(jstr(j, "content.0.text"), rc->text, at))),
+               "stop sequence '%s'%s: %s", stop, stream ? " (streamed)" : "", hr.body);
+        cJSON_Delete(j);
+        http_res_free(&hr);
+    }
     check_error(port, "POST", "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "max_tokens",
                 "messages without max_tokens");
     check_error(port, "POST", "/v1/messages",
-                "{\"max_tokens\":4,\"tools\":[],\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "tools",
-                "messages with tools");
+                "{\"max_tokens\":4,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"web_search\"}],"
+                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "tools[0]", "messages with a server tool");
     check_error(port, "POST", "/v1/messages",
                 "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 400,
-                "messages[0]", "an image block");
+                "messages[0][0]", "an image block");
     check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
                 400, "messages[0]", "a system role in messages");
     check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[]}", 400, "messages", "no messages");

@@ -9,7 +9,12 @@
  *    required and named give calls whose arguments hold to the tool's schema, as JSON and streamed
  *    (the same calls); parallel_tool_calls false gives one; auto and none give text, the stream's
  *    equal to the JSON answer's; a server whose template shows no dialect refuses a forced call
- *    unless started with --tool-parser. */
+ *    unless started with --tool-parser.
+ * 4. Anthropic's Messages API over the same machinery: a tool conversation translated block by block
+ *    into the chat request (exactly), tool_choice any / tool giving tool_use blocks with the calls
+ *    the chat endpoint gives, streamed as content blocks (start, input_json_delta, stop) in order,
+ *    a conversation with tool_use and tool_result answered as the chat endpoint answers its OpenAI
+ *    twin, thinking blocks from a reasoning template; malformed blocks and server tools refused. */
 #include "harness.h"
 #include "http_client.h"
 
@@ -21,6 +26,7 @@
 
 #include "serve/oai.h"
 #include "serve/reply.h"
+#include "serve/serve-impl.h"
 #include "serve/serve.h"
 #include "tandem.h"
 
@@ -273,6 +279,8 @@ static int args_ok(const char *name, const char *args)
     return ok;
 }
 
+static void test_anth_server(int port); /* section 4, on this server */
+
 static void test_server(tandem_model *m, tandem_session *s)
 {
     char *qwen = shared_template("Qwen-Qwen2.5-7B-Instruct.jinja");
@@ -313,6 +321,25 @@ static void test_server(tandem_model *m, tandem_session *s)
     for (int i = 0; i < a.n && i < b.n; i++)
         CHECKF(!strcmp(a.name[i], b.name[i]) && !strcmp(a.args[i], b.args[i]) && strcmp(a.id[i], b.id[i]),
                "call %d: %s(%s) / %s(%s)", i, a.name[i], a.args[i], b.name[i], b.args[i]);
+
+    /* two choices streamed: each one's calls go out once, in one chunk (a choice that ended says nothing
+     * more while the other runs on) */
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"n\":2,\"temperature\":1,\"seed\":3,"
+             "\"stream\":true}", U, TOOLS);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0 && hr.status == 200);
+    int calls_chunks[2] = {0, 0};
+    for (const char *p = hr.body ? hr.body : "", *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        cJSON *ev = strncmp(p, "data: {", 7) ? NULL : cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6));
+        int idx = (int)jnum(ev, "choices.0.index");
+        if (idx >= 0 && idx < 2 && cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ev,
+                                                                              "choices"), 0), "delta"), "tool_calls"))
+            calls_chunks[idx]++;
+        cJSON_Delete(ev);
+    }
+    CHECKF(calls_chunks[0] == 1 && calls_chunks[1] == 1, "n 2 streamed: chunks with calls %d, %d", calls_chunks[0],
+           calls_chunks[1]);
+    http_res_free(&hr);
 
     /* one named function; parallel_tool_calls false: one call (sampled, three seeds, one streamed) */
     for (int rep = 0; rep < 3; rep++) {
@@ -357,6 +384,7 @@ static void test_server(tandem_model *m, tandem_session *s)
     check_error(port, "POST", "/v1/chat/completions", body, 400, "tools", "strict tool, pattern");
     snprintf(body, sizeof body, "{\"prompt\":\"x\",\"tools\":%s}", TOOLS);
     check_error(port, "POST", "/v1/completions", body, 400, "tools", "tools on completions");
+    test_anth_server(port);
     tm_server_stop(srv);
 
     /* a template that shows no dialect: forced calls refused, auto is text; --tool-parser hermes */
@@ -397,7 +425,235 @@ static void test_server(tandem_model *m, tandem_session *s)
     free(qwen);
 }
 
-/* ---- 4. the reply reader and reasoning ---- */
+/* ---- 4. Anthropic's Messages API ---- */
+
+static const char *ANTH_TOOLS =
+    "[{\"name\":\"get_weather\",\"description\":\"The weather in a city\",\"input_schema\":{\"type\":\"object\","
+    "\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Oslo\",\"Rome\"]},\"days\":{\"type\":\"integer\",\"minimum\":1,"
+    "\"maximum\":7}},\"required\":[\"city\"],\"additionalProperties\":false}},"
+    "{\"name\":\"now\",\"input_schema\":{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}}]";
+
+/* a tool conversation, block by block, into exactly the chat request it stands for */
+static void test_anth_translate(void)
+{
+    const char *in =
+        "{\"model\":\"m\",\"max_tokens\":9,\"system\":[{\"type\":\"text\",\"text\":\"S\"}],\"stop_sequences\":[\"x\"],"
+        "\"tools\":[{\"name\":\"f\",\"description\":\"d\",\"input_schema\":{\"type\":\"object\"}},"
+        "{\"type\":\"custom\",\"name\":\"g\",\"input_schema\":{}}],"
+        "\"tool_choice\":{\"type\":\"tool\",\"name\":\"g\",\"disable_parallel_tool_use\":true},"
+        "\"thinking\":{\"type\":\"disabled\"},\"metadata\":{\"user_id\":\"u\"},"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hm\",\"signature\":\"s\"},"
+        "{\"type\":\"redacted_thinking\",\"data\":\"z\"},{\"type\":\"text\",\"text\":\"Let me see.\"},"
+        "{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"f\",\"input\":{\"a\":1}},"
+        "{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"g\",\"input\":{}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\",\"content\":\"r1\"},"
+        "{\"type\":\"tool_result\",\"tool_use_id\":\"t2\",\"content\":[{\"type\":\"text\",\"text\":\"r2\"}],"
+        "\"is_error\":true},{\"type\":\"text\",\"text\":\"ok?\",\"cache_control\":{\"type\":\"ephemeral\"}}]}]}";
+    const char *want =
+        "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"S\"}]},"
+        "{\"role\":\"user\",\"content\":\"q\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Let me see.\"}],\"tool_calls\":["
+        "{\"id\":\"t1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}},"
+        "{\"id\":\"t2\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":{}}}],"
+        "\"reasoning_content\":\"hm\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"t1\",\"content\":\"r1\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"t2\",\"content\":[{\"type\":\"text\",\"text\":\"r2\"}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ok?\"}]}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\",\"parameters\":"
+        "{\"type\":\"object\"}}},{\"type\":\"function\",\"function\":{\"name\":\"g\",\"parameters\":{}}}],"
+        "\"parallel_tool_calls\":false,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},"
+        "\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_tokens\":9,\"stop\":[\"x\"],\"model\":\"m\"}";
+    char *out = NULL;
+    tm_oai_error e;
+    CHECKF(tm_anth_request(in, strlen(in), &out, &e) == 0, "%s", e.msg);
+    CHECK_EQ_STR(out ? out : "", want);
+    tm_oai_req r;
+    CHECKF(out && tm_oai_parse(&r, TM_OAI_CHAT, out, strlen(out), &e) == 0, "%s", e.msg);
+    if (out) tm_oai_req_free(&r);
+    free(out);
+    /* refusals, by field */
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", "messages[0][0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\"}]}]}",
+         "messages[0][0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":"
+         "\"a\",\"content\":[{\"type\":\"image\"}]}]}]}", "messages[0][0].content[0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":"
+         "[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\",\"input\":[]}]}]}", "messages[1][0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\"}]}]}",
+         "messages[0][0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_result\"}]}]}",
+         "messages[0][0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":"
+         "\"web_search_20250305\",\"name\":\"web_search\"}]}", "tools[0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"name\":\"f\"}]}",
+         "tools[0]"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":{}}", "tools"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tool_choice\":{\"type\":\"tool\"}}",
+         "tool_choice"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tool_choice\":\"auto\"}",
+         "tool_choice"},
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"thinking\":{\"type\":\"on\"}}",
+         "thinking"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = NULL;
+        int rc = tm_anth_request(bad[i].body, strlen(bad[i].body), &out, &e);
+        CHECKF(rc == -1 && e.http == 400 && !strcmp(e.param, bad[i].param) && !out, "bad %zu: rc %d param '%s' (%s)", i,
+               rc, e.param, e.msg);
+        free(out);
+    }
+}
+
+/* An Anthropic answer, as JSON or as stream events: its blocks (type, tool name and id, and the text,
+ * thinking or input JSON each holds) and stop reason; a stream's events checked for their order */
+typedef struct anth {
+    int status, n;
+    char type[6][16], name[6][72], id[6][48], body[6][2048];
+    char stop[16];
+} anth;
+
+static void anth_block(anth *a, const cJSON *b)
+{
+    int i = a->n++;
+    const char *t = jstr(b, "type"), *nm = jstr(b, "name"), *id = jstr(b, "id");
+    snprintf(a->type[i], sizeof a->type[i], "%s", t ? t : "");
+    snprintf(a->name[i], sizeof a->name[i], "%s", nm ? nm : "");
+    snprintf(a->id[i], sizeof a->id[i], "%s", id ? id : "");
+    const char *v = jstr(b, "text") ? jstr(b, "text") : jstr(b, "thinking");
+    char *in = cJSON_GetObjectItem(b, "input") ? cJSON_PrintUnformatted(cJSON_GetObjectItem(b, "input")) : NULL;
+    snprintf(a->body[i], sizeof a->body[i], "%s", v ? v : in ? in : "");
+    free(in);
+}
+
+static void ask_anth(int port, const char *body, int stream, anth *a)
+{
+    memset(a, 0, sizeof *a);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0);
+    a->status = hr.status;
+    if (!stream || hr.status != 200) {
+        cJSON *j = cJSON_Parse(hr.body ? hr.body : "");
+        for (const cJSON *b = cJSON_GetObjectItem(j, "content") ? cJSON_GetObjectItem(j, "content")->child : NULL;
+             b && a->n < 6; b = b->next)
+            anth_block(a, b);
+        snprintf(a->stop, sizeof a->stop, "%s", jstr(j, "stop_reason") ? jstr(j, "stop_reason") : "");
+        cJSON_Delete(j);
+        http_res_free(&hr);
+        return;
+    }
+    int open = -1, ends = 0, bad = 0; /* the block open; message_stop seen; events out of order */
+    for (const char *p = hr.body ? hr.body : "", *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        const char *d = strstr(p, "\ndata: ");
+        if (strncmp(p, "event: ", 7) || !d || d > e) continue;
+        cJSON *ev = cJSON_ParseWithLength(d + 7, (size_t)(e - d - 7));
+        const char *t = jstr(ev, "type") ? jstr(ev, "type") : "";
+        int idx = (int)jnum(ev, "index");
+        bad += strncmp(p + 7, t, strlen(t)) != 0 || ends; /* the event's name is its type; nothing after the stop */
+        if (!strcmp(t, "content_block_start")) {
+            bad += open != -1 || idx != a->n || a->n >= 6;
+            if (a->n < 6) anth_block(a, cJSON_GetObjectItem(ev, "content_block"));
+            open = idx;
+        } else if (!strcmp(t, "content_block_delta")) {
+            bad += open < 0 || idx != open;
+            const char *v = jstr(ev, "delta.text") ? jstr(ev, "delta.text")
+                            : jstr(ev, "delta.thinking") ? jstr(ev, "delta.thinking") : jstr(ev, "delta.partial_json");
+            if (open >= 0 && open < 6 && v) {
+                if (!strcmp(a->type[open], "tool_use") && !strcmp(a->body[open], "{}")) a->body[open][0] = 0;
+                strncat(a->body[open], v, sizeof a->body[open] - strlen(a->body[open]) - 1);
+            }
+        } else if (!strcmp(t, "content_block_stop")) {
+            bad += idx != open;
+            open = -1;
+        } else if (!strcmp(t, "message_delta")) {
+            bad += open != -1;
+            snprintf(a->stop, sizeof a->stop, "%s", jstr(ev, "delta.stop_reason") ? jstr(ev, "delta.stop_reason") : "");
+        } else if (!strcmp(t, "message_stop")) {
+            ends = 1;
+        }
+        cJSON_Delete(ev);
+    }
+    CHECKF(!bad && ends, "stream events out of order (%d) or no message_stop: %s", bad, hr.body);
+    http_res_free(&hr);
+}
+
+/* the same JSON object, whatever its spelling */
+static int same_json(const char *a, const char *b)
+{
+    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
+    int same = x && y && cJSON_Compare(x, y, 1);
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    return same;
+}
+
+/* an Anthropic answer's tool_use blocks are the chat answer's calls */
+static void same_calls(const anth *a, const reply *r, const char *what)
+{
+    CHECKF(a->status == 200 && a->n == r->n, "%s: status %d, %d blocks, %d calls", what, a->status, a->n, r->n);
+    for (int i = 0; i < a->n && i < r->n; i++)
+        CHECKF(!strcmp(a->type[i], "tool_use") && !strcmp(a->name[i], r->name[i]) && same_json(a->body[i], r->args[i]) &&
+                   strlen(a->id[i]) == strlen(r->id[i]),
+               "%s: block %d %s %s(%s), call %s(%s)", what, i, a->type[i], a->name[i], a->body[i], r->name[i], r->args[i]);
+    CHECKF(!strcmp(a->stop, !strcmp(r->finish, "length") ? "max_tokens" : "tool_use"), "%s: stop %s, finish %s", what,
+           a->stop, r->finish);
+}
+
+static void test_anth_server(int port)
+{
+    char body[4096], obody[4096];
+    const char *U = "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"}],"
+                    "\"temperature\":0,\"max_tokens\":160";
+    /* any: the calls the chat endpoint makes for required, as JSON and streamed */
+    reply r;
+    snprintf(obody, sizeof obody, "{%s,\"tools\":%s,\"tool_choice\":\"required\"}", U, TOOLS);
+    ask(port, obody, 0, &r);
+    anth a, b;
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":{\"type\":\"any\"},\"stream\":%s}", U, ANTH_TOOLS,
+                 stream ? "true" : "false");
+        ask_anth(port, body, stream, stream ? &b : &a);
+        same_calls(stream ? &b : &a, &r, stream ? "any, streamed" : "any");
+    }
+    /* one named tool, no parallel calls */
+    snprintf(body, sizeof body,
+             "{%s,\"tools\":%s,\"tool_choice\":{\"type\":\"tool\",\"name\":\"now\",\"disable_parallel_tool_use\":true}}",
+             U, ANTH_TOOLS);
+    ask_anth(port, body, 0, &a);
+    CHECKF(a.status == 200 && a.n == 1 && !strcmp(a.type[0], "tool_use") && !strcmp(a.name[0], "now") &&
+               !strcmp(a.body[0], "{}") && !strcmp(a.stop, "tool_use"),
+           "tool now: %d %d blocks, %s %s(%s) %s", a.status, a.n, a.type[0], a.name[0], a.body[0], a.stop);
+    /* a conversation with a call and its result: the answer the chat endpoint gives its OpenAI twin */
+    const char *conv =
+        "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Let me look.\"},{\"type\":\"tool_use\","
+        "\"id\":\"call_1\",\"name\":\"get_weather\",\"input\":{\"city\":\"Oslo\"}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"call_1\",\"content\":\"Sunny, 21 C\"}]}]";
+    const char *oconv =
+        "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Let me look.\",\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","
+        "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"Sunny, 21 C\"}]";
+    snprintf(obody, sizeof obody, "{%s,\"tools\":%s,\"tool_choice\":\"none\",\"temperature\":0,\"max_tokens\":24}", oconv,
+             TOOLS);
+    ask(port, obody, 0, &r);
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body,
+                 "{%s,\"tools\":%s,\"tool_choice\":{\"type\":\"none\"},\"temperature\":0,\"max_tokens\":24,\"stream\":%s}",
+                 conv, ANTH_TOOLS, stream ? "true" : "false");
+        ask_anth(port, body, stream, &a);
+        CHECKF(r.status == 200 && a.status == 200 && a.n == 1 && !strcmp(a.type[0], "text") &&
+                   !strcmp(a.body[0], r.content) && !strcmp(a.stop, !strcmp(r.finish, "length") ? "max_tokens" : "end_turn"),
+               "tool result%s: %d blocks, '%s' / '%s' (%s)", stream ? ", streamed" : "", a.n, a.body[0], r.content, a.stop);
+    }
+    snprintf(body, sizeof body, "{%s,\"tools\":[{\"type\":\"bash_20250124\",\"name\":\"bash\"}]}", U);
+    check_error(port, "POST", "/v1/messages", body, 400, "tools[0]", "a server tool");
+}
+
+/* ---- 5. the reply reader and reasoning ---- */
 
 static uint64_t rs_state = 7;
 static unsigned rnd(unsigned n)
@@ -512,6 +768,17 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
             CHECKF(b.status == 200 && !strcmp(a.reasoning, b.reasoning) && !b.has_content, "stream: '%s' / '%s'",
                    b.reasoning, a.reasoning);
             snprintf(thought, sizeof thought, "%s", a.reasoning);
+            /* Anthropic's: a thinking block, as JSON and streamed */
+            for (int stream = 0; stream < 2; stream++) {
+                char ab[512];
+                snprintf(ab, sizeof ab, "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],"
+                         "\"temperature\":0,\"max_tokens\":16,\"stream\":%s}", stream ? "true" : "false");
+                anth t;
+                ask_anth(tm_server_port(srv), ab, stream, &t);
+                CHECKF(t.status == 200 && t.n == 1 && !strcmp(t.type[0], "thinking") && !strcmp(t.body[0], a.reasoning) &&
+                           !strcmp(t.stop, "max_tokens"),
+                       "thinking block%s: %d blocks, %s '%s'", stream ? " (streamed)" : "", t.n, t.type[0], t.body[0]);
+            }
         } else {
             CHECKF(a.status == 200 && !a.has_reasoning && !b.has_reasoning && !strcmp(a.content, b.content) &&
                        strstr(a.content, thought),
@@ -546,6 +813,7 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     test_parse();
+    test_anth_translate();
     tandem_status st;
     tandem_model *m = NULL;
     CHECKF(tandem_model_open(&m, "models/tiny-classics-llama", &st) == 0, "%s", st.msg);

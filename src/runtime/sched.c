@@ -984,6 +984,7 @@ int tm_req_wait(tm_req *q, tandem_stats *st, tm_err *err)
     st->prefill_engine = q->route == TANDEM_ROUTE_DECODE_ONLY ? q->s->dec.caps.name : q->s->pre.caps.name;
     st->decode_engine = q->route == TANDEM_ROUTE_PREFILL_ONLY ? q->s->pre.caps.name : q->s->dec.caps.name;
     st->finish_reason = q->finish;
+    st->stop_index = q->stop && q->finish && !strcmp(q->finish, "stop") ? tm_stop_matched(q->stop) : -1;
     if (q->n_itl) {
         qsort(q->itl, (size_t)q->n_itl, sizeof(double), cmp_double);
         st->tpot_p50 = q->itl[q->n_itl / 2];

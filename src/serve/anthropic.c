@@ -1,8 +1,26 @@
 /* serve/anthropic.c: Anthropic's Messages API (POST /v1/messages) over the chat machinery. A request
  * is translated into an OpenAI chat request (tm_oai_parse then checks it as any chat request), and
- * the reply is written in Anthropic's shapes: a "message" object, or the stream's events
- * (message_start, content_block_start, content_block_delta ..., content_block_stop, message_delta,
- * message_stop). Text content only: tools, images and documents are refused by name (400). */
+ * the reply is written in Anthropic's shapes: a "message" object, or the stream's events.
+ *
+ * Translation, Anthropic -> OpenAI:
+ *   system (string | text blocks)           -> a system message
+ *   user: text blocks                        -> a user message (after the tool results)
+ *   user: tool_result {tool_use_id, content} -> a tool message each {tool_call_id, content}
+ *   assistant: text blocks                   -> its content
+ *   assistant: tool_use {id, name, input}    -> its tool_calls [{id, function {name, arguments: input}}]
+ *   assistant: thinking {thinking}           -> its reasoning_content (redacted_thinking dropped)
+ *   tools [{name, description, input_schema}]-> [{type function, function {name, description, parameters}}]
+ *   tool_choice auto | any | tool {name} | none, disable_parallel_tool_use
+ *                                            -> auto | required | {function {name}} | none, parallel_tool_calls
+ *   thinking {type enabled | disabled}       -> chat_template_kwargs.enable_thinking (its budget not kept)
+ *   stop_sequences, max_tokens, temperature, top_p, top_k, stream, model: as they are
+ * Images, documents and Anthropic's server tools (web search, code execution, ...) are refused by
+ * field (400).
+ *
+ * Reply: content blocks in order: thinking (the reasoning the reply reader split off), text, one
+ * tool_use per call. Streamed, each block opens when its first piece comes (content_block_start),
+ * takes its deltas (thinking_delta, text_delta; a tool_use's input in one input_json_delta) and
+ * closes before the next opens (content_block_stop); blocks are numbered from 0 in that order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,25 +35,194 @@ static int bad(tm_oai_error *e, const char *param, const char *fmt, const char *
     return -1;
 }
 
-/* a content (string, or an array of {"type": "text", "text"} blocks) as an OpenAI one, added to o */
-static int content_of(const cJSON *c, const char *param, cJSON *o, tm_oai_error *e)
+static int is_type(const cJSON *b, const char *type)
 {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "type");
+    return cJSON_IsString(t) && !strcmp(t->valuestring, type);
+}
+
+/* {"type": "text", "text"} appended to parts (an OpenAI content parts array) */
+static int add_text_part(cJSON *parts, const cJSON *b, const char *param, tm_oai_error *e)
+{
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(b, "text");
+    if (!cJSON_IsString(text)) return bad(e, param, "'%s': a text block needs a string \"text\"", param);
+    cJSON *p = cJSON_CreateObject();
+    if (!p || !cJSON_AddItemToArray(parts, p) || !cJSON_AddStringToObject(p, "type", "text") ||
+        !cJSON_AddStringToObject(p, "text", text->valuestring))
+        return -2;
+    return 0;
+}
+
+/* a content that may only hold text (a string, or text blocks) as o's "content" */
+static int text_content(const cJSON *c, const char *param, cJSON *o, tm_oai_error *e)
+{
+    if (!c || cJSON_IsNull(c)) return cJSON_AddStringToObject(o, "content", "") ? 0 : -2;
     if (cJSON_IsString(c)) return cJSON_AddStringToObject(o, "content", c->valuestring) ? 0 : -2;
     if (!cJSON_IsArray(c)) return bad(e, param, "'%s' must be a string or an array of content blocks", param);
     cJSON *parts = cJSON_AddArrayToObject(o, "content");
     if (!parts) return -2;
-    for (const cJSON *b = c->child; b; b = b->next) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type"), *text = cJSON_GetObjectItemCaseSensitive(b, "text");
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
-            return bad(e, param, "'%s': only text blocks are supported (not images, documents, tool_use or tool_result)",
-                       param);
-        if (!cJSON_IsString(text)) return bad(e, param, "'%s': a text block needs a string \"text\"", param);
-        cJSON *p = cJSON_CreateObject();
-        if (!p || !cJSON_AddItemToArray(parts, p) || !cJSON_AddStringToObject(p, "type", "text") ||
-            !cJSON_AddStringToObject(p, "text", text->valuestring))
+    int k = 0, rc = 0;
+    for (const cJSON *b = c->child; b && rc == 0; b = b->next, k++) {
+        char pp[64];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k);
+        rc = is_type(b, "text") ? add_text_part(parts, b, pp, e)
+                                : bad(e, pp, "'%s': only text blocks are supported here (not images or documents)", pp);
+    }
+    return rc;
+}
+
+/* a new message {"role"} appended to msgs, or NULL */
+static cJSON *new_message(cJSON *msgs, const char *role)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (!m) return NULL;
+    if (!cJSON_AddItemToArray(msgs, m)) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    return cJSON_AddStringToObject(m, "role", role) ? m : NULL;
+}
+
+/* a user message's blocks: each tool_result as a tool message, then the text blocks as one user message */
+static int user_message(const cJSON *c, const char *param, cJSON *msgs, tm_oai_error *e)
+{
+    if (!cJSON_IsArray(c)) {
+        cJSON *m = new_message(msgs, "user");
+        return m ? text_content(c, param, m, e) : -2;
+    }
+    cJSON *parts = cJSON_CreateArray();
+    if (!parts) return -2;
+    int k = 0, rc = 0;
+    for (const cJSON *b = c->child; b && rc == 0; b = b->next, k++) {
+        char pp[64];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k);
+        if (is_type(b, "text")) {
+            rc = add_text_part(parts, b, pp, e);
+        } else if (is_type(b, "tool_result")) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "tool_use_id");
+            char cp[80];
+            snprintf(cp, sizeof cp, "%s.content", pp);
+            cJSON *m = NULL;
+            if (!cJSON_IsString(id)) rc = bad(e, pp, "'%s': a tool_result block needs a string \"tool_use_id\"", pp);
+            else if (!(m = new_message(msgs, "tool")) || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) rc = -2;
+            else rc = text_content(cJSON_GetObjectItemCaseSensitive(b, "content"), cp, m, e);
+        } else {
+            rc = bad(e, pp, "'%s': a user message's blocks may be text or tool_result (not images or documents)", pp);
+        }
+    }
+    if (rc == 0 && parts->child) { /* the text after the results (Anthropic puts the results first) */
+        cJSON *m = new_message(msgs, "user");
+        if (!m || !cJSON_AddItemToObject(m, "content", parts)) rc = -2;
+        else parts = NULL;
+    }
+    cJSON_Delete(parts);
+    return rc;
+}
+
+/* an assistant message's blocks: text as its content, tool_use as its tool_calls, thinking as its
+ * reasoning_content (redacted thinking dropped: nothing can read it) */
+static int assistant_message(const cJSON *c, const char *param, cJSON *msgs, tm_oai_error *e)
+{
+    cJSON *m = new_message(msgs, "assistant");
+    if (!m) return -2;
+    if (!cJSON_IsArray(c)) return text_content(c, param, m, e);
+    cJSON *parts = cJSON_AddArrayToObject(m, "content"), *calls = NULL;
+    char *thought = NULL;
+    size_t tlen = 0;
+    int k = 0, rc = parts ? 0 : -2;
+    for (const cJSON *b = c ? c->child : NULL; b && rc == 0; b = b->next, k++) {
+        char pp[64];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k);
+        if (is_type(b, "text")) {
+            rc = add_text_part(parts, b, pp, e);
+        } else if (is_type(b, "tool_use")) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id"), *name = cJSON_GetObjectItemCaseSensitive(b, "name");
+            const cJSON *input = cJSON_GetObjectItemCaseSensitive(b, "input");
+            cJSON *call = NULL, *fn = NULL;
+            if (!cJSON_IsString(id) || !cJSON_IsString(name) || (input && !cJSON_IsObject(input)))
+                rc = bad(e, pp, "'%s': a tool_use block needs a string \"id\" and \"name\" and an object \"input\"", pp);
+            else if ((!calls && !(calls = cJSON_AddArrayToObject(m, "tool_calls"))) || !(call = cJSON_CreateObject()) ||
+                     !cJSON_AddItemToArray(calls, call) || !cJSON_AddStringToObject(call, "id", id->valuestring) ||
+                     !cJSON_AddStringToObject(call, "type", "function") || !(fn = cJSON_AddObjectToObject(call, "function")) ||
+                     !cJSON_AddStringToObject(fn, "name", name->valuestring) ||
+                     !cJSON_AddItemToObject(fn, "arguments", input ? cJSON_Duplicate(input, 1) : cJSON_CreateObject()))
+                rc = -2;
+        } else if (is_type(b, "thinking")) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "thinking");
+            size_t n = cJSON_IsString(t) ? strlen(t->valuestring) : 0;
+            char *r = n ? realloc(thought, tlen + n + 1) : thought;
+            if (!cJSON_IsString(t)) rc = bad(e, pp, "'%s': a thinking block needs a string \"thinking\"", pp);
+            else if (!r && n) rc = -2;
+            else if (n) memcpy(r + tlen, t->valuestring, n + 1), thought = r, tlen += n;
+        } else if (!is_type(b, "redacted_thinking")) {
+            rc = bad(e, pp, "'%s': an assistant message's blocks may be text, tool_use or thinking", pp);
+        }
+    }
+    if (rc == 0 && thought && !cJSON_AddStringToObject(m, "reasoning_content", thought)) rc = -2;
+    free(thought);
+    return rc;
+}
+
+/* tools: Anthropic's custom tools as OpenAI's functions */
+static int tools_of(const cJSON *tools, cJSON *out, tm_oai_error *e)
+{
+    if (!cJSON_IsArray(tools)) return bad(e, "tools", "%s", "'tools' must be an array");
+    cJSON *arr = cJSON_AddArrayToObject(out, "tools");
+    if (!arr) return -2;
+    int k = 0;
+    for (const cJSON *t = tools->child; t; t = t->next, k++) {
+        char pp[32];
+        snprintf(pp, sizeof pp, "tools[%d]", k);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type"), *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(t, "description");
+        const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t, "input_schema");
+        if (type && !cJSON_IsNull(type) && !is_type(t, "custom"))
+            return bad(e, pp, "'%s': only custom tools ({\"name\", \"description\", \"input_schema\"}) are supported, not "
+                       "Anthropic's server tools", pp);
+        if (!cJSON_IsObject(t) || !cJSON_IsString(name) || !cJSON_IsObject(schema) || (desc && !cJSON_IsString(desc)))
+            return bad(e, pp, "'%s' must be {\"name\": string, \"description\"?: string, \"input_schema\": object}", pp);
+        cJSON *f = cJSON_CreateObject(), *fn;
+        if (!f || !cJSON_AddItemToArray(arr, f)) {
+            cJSON_Delete(f);
+            return -2;
+        }
+        if (!cJSON_AddStringToObject(f, "type", "function") || !(fn = cJSON_AddObjectToObject(f, "function")) ||
+            !cJSON_AddStringToObject(fn, "name", name->valuestring) ||
+            (desc && !cJSON_AddStringToObject(fn, "description", desc->valuestring)) ||
+            !cJSON_AddItemToObject(fn, "parameters", cJSON_Duplicate(schema, 1)))
             return -2;
     }
     return 0;
+}
+
+/* tool_choice {"type": "auto" | "any" | "tool" (+ "name") | "none", "disable_parallel_tool_use"?} */
+static int choice_of(const cJSON *c, cJSON *out, tm_oai_error *e)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(c, "disable_parallel_tool_use");
+    const char *const msg = "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"none\"} or {\"type\": \"tool\", "
+                            "\"name\"}";
+    if (!cJSON_IsObject(c) || (dp && !cJSON_IsBool(dp))) return bad(e, "tool_choice", "%s", msg);
+    if (cJSON_IsTrue(dp) && !cJSON_AddFalseToObject(out, "parallel_tool_calls")) return -2;
+    static const char *const simple[][2] = {{"auto", "auto"}, {"any", "required"}, {"none", "none"}};
+    for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
+        if (is_type(c, simple[i][0])) return cJSON_AddStringToObject(out, "tool_choice", simple[i][1]) ? 0 : -2;
+    if (!is_type(c, "tool") || !cJSON_IsString(name)) return bad(e, "tool_choice", "%s", msg);
+    cJSON *o = cJSON_AddObjectToObject(out, "tool_choice"), *fn;
+    return o && cJSON_AddStringToObject(o, "type", "function") && (fn = cJSON_AddObjectToObject(o, "function")) &&
+                   cJSON_AddStringToObject(fn, "name", name->valuestring)
+               ? 0
+               : -2;
+}
+
+/* thinking {"type": "enabled" | "disabled", "budget_tokens"?}: the templates' enable_thinking */
+static int thinking_of(const cJSON *t, cJSON *out, tm_oai_error *e)
+{
+    int on = is_type(t, "enabled");
+    if (!on && !is_type(t, "disabled"))
+        return bad(e, "thinking", "%s", "'thinking' must be {\"type\": \"enabled\" | \"disabled\"}");
+    cJSON *kw = cJSON_AddObjectToObject(out, "chat_template_kwargs");
+    return kw && cJSON_AddBoolToObject(kw, "enable_thinking", on) ? 0 : -2;
 }
 
 int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error *e)
@@ -45,17 +232,12 @@ int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error
     int rc = 0;
     if (!in || !cJSON_IsObject(in)) rc = bad(e, NULL, "%s", "the request body must be a JSON object");
     else if (!out || !(msgs = cJSON_AddArrayToObject(out, "messages"))) rc = -2;
-    static const char *const refused[] = {"tools", "tool_choice", NULL};
-    for (int i = 0; rc == 0 && refused[i]; i++)
-        if (cJSON_GetObjectItemCaseSensitive(in, refused[i]))
-            rc = bad(e, refused[i], "'%s' is not supported on /v1/messages (use /v1/chat/completions)", refused[i]);
     const cJSON *mt = rc ? NULL : cJSON_GetObjectItemCaseSensitive(in, "max_tokens");
     if (rc == 0 && !mt) rc = bad(e, "max_tokens", "%s", "'max_tokens' is required");
     const cJSON *sys = rc ? NULL : cJSON_GetObjectItemCaseSensitive(in, "system");
     if (rc == 0 && sys) {
-        cJSON *m = cJSON_CreateObject();
-        if (!m || !cJSON_AddItemToArray(msgs, m) || !cJSON_AddStringToObject(m, "role", "system")) rc = -2;
-        else rc = content_of(sys, "system", m, e);
+        cJSON *m = new_message(msgs, "system");
+        rc = m ? text_content(sys, "system", m, e) : -2;
     }
     const cJSON *ms = rc ? NULL : cJSON_GetObjectItemCaseSensitive(in, "messages");
     if (rc == 0 && (!cJSON_IsArray(ms) || !ms->child)) rc = bad(e, "messages", "%s", "'messages' must be a non-empty array");
@@ -63,15 +245,15 @@ int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error
     for (const cJSON *x = ms ? ms->child : NULL; rc == 0 && x; x = x->next, i++) {
         char param[32];
         snprintf(param, sizeof param, "messages[%d]", i);
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(x, "role");
-        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") && strcmp(role->valuestring, "assistant"))) {
-            rc = bad(e, param, "'%s.role' must be \"user\" or \"assistant\"", param);
-            break;
-        }
-        cJSON *m = cJSON_CreateObject();
-        if (!m || !cJSON_AddItemToArray(msgs, m) || !cJSON_AddStringToObject(m, "role", role->valuestring)) rc = -2;
-        else rc = content_of(cJSON_GetObjectItemCaseSensitive(x, "content"), param, m, e);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(x, "role"), *c = cJSON_GetObjectItemCaseSensitive(x, "content");
+        if (cJSON_IsString(role) && !strcmp(role->valuestring, "user")) rc = user_message(c, param, msgs, e);
+        else if (cJSON_IsString(role) && !strcmp(role->valuestring, "assistant")) rc = assistant_message(c, param, msgs, e);
+        else rc = bad(e, param, "'%s.role' must be \"user\" or \"assistant\"", param);
     }
+    const cJSON *f;
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(f)) rc = tools_of(f, out, e);
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(f)) rc = choice_of(f, out, e);
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "thinking")) && !cJSON_IsNull(f)) rc = thinking_of(f, out, e);
     /* the sampling fields, as the chat parser will check them */
     static const char *const same[][2] = {{"max_tokens", "max_tokens"}, {"temperature", "temperature"},
                                           {"top_p", "top_p"},           {"top_k", "top_k"},
@@ -88,11 +270,14 @@ int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error
     return rc ? -1 : 0;
 }
 
-/* OpenAI's finish reason as Anthropic's stop_reason (a stop string is not told apart from the end of
- * the turn: the library reports both as "stop") */
-static const char *stop_reason(const char *finish)
+/* ---- the reply ---- */
+
+/* Anthropic's stop_reason of a choice's finish ("tool_calls" where it made calls) */
+static const char *stop_reason(const tm_anth_end *r)
 {
-    return finish && !strcmp(finish, "length") ? "max_tokens" : "end_turn";
+    if (r->finish && !strcmp(r->finish, "length")) return "max_tokens";
+    if (r->finish && !strcmp(r->finish, "tool_calls")) return "tool_use";
+    return r->stop_seq ? "stop_sequence" : "end_turn";
 }
 
 static char *print_del(cJSON *o)
@@ -102,58 +287,13 @@ static char *print_del(cJSON *o)
     return s;
 }
 
-/* {"id","type":"message","role":"assistant","model","content":[...],"stop_reason","stop_sequence",
- * "usage"}: content the text block (none when the text is empty), or [] for a stream's start */
-static cJSON *message(const char *id, const char *model, const char *text, size_t len, const char *finish, int in_tok,
-                      int out_tok)
+/* o[key] := the string s [n] (which need not end in NUL) */
+static int add_strn(cJSON *o, const char *key, const char *s, size_t n)
 {
-    cJSON *m = cJSON_CreateObject(), *content, *u;
-    if (!m || !cJSON_AddStringToObject(m, "id", id) || !cJSON_AddStringToObject(m, "type", "message") ||
-        !cJSON_AddStringToObject(m, "role", "assistant") || !cJSON_AddStringToObject(m, "model", model) ||
-        !(content = cJSON_AddArrayToObject(m, "content"))) {
-        cJSON_Delete(m);
-        return NULL;
-    }
-    char *t = text ? strndup(text, len) : NULL;
-    cJSON *blk = t && len ? cJSON_CreateObject() : NULL;
-    int ok = !text || t;
-    if (blk) ok = cJSON_AddItemToArray(content, blk) && cJSON_AddStringToObject(blk, "type", "text") &&
-                  cJSON_AddStringToObject(blk, "text", t);
+    char *t = strndup(s ? s : "", n);
+    int ok = t && cJSON_AddStringToObject(o, key, t);
     free(t);
-    ok = ok && (finish ? cJSON_AddStringToObject(m, "stop_reason", stop_reason(finish)) != NULL
-                       : cJSON_AddNullToObject(m, "stop_reason") != NULL) &&
-         cJSON_AddNullToObject(m, "stop_sequence") && (u = cJSON_AddObjectToObject(m, "usage")) &&
-         cJSON_AddNumberToObject(u, "input_tokens", in_tok) && cJSON_AddNumberToObject(u, "output_tokens", out_tok);
-    if (!ok) {
-        cJSON_Delete(m);
-        return NULL;
-    }
-    return m;
-}
-
-char *tm_anth_message_json(const char *id, const char *model, const char *text, size_t len, const char *finish,
-                           int in_tok, int out_tok)
-{
-    return print_del(message(id, model, text ? text : "", len, finish, in_tok, out_tok));
-}
-
-/* the events "event: NAME\ndata: JSON\n\n" of objs [n] (taken, freed) in one string; NULL when any
- * object is missing or out of memory */
-static char *events(int n, const char *const *names, cJSON **objs)
-{
-    char *acc = NULL;
-    size_t len = 0;
-    int ok = 1;
-    for (int i = 0; i < n; i++) {
-        char *js = ok ? print_del(objs[i]) : (cJSON_Delete(objs[i]), NULL);
-        size_t k = js ? strlen(names[i]) + strlen(js) + 20 : 0;
-        char *r = js ? realloc(acc, len + k) : NULL;
-        if (r) acc = r, len += (size_t)snprintf(acc + len, k, "event: %s\ndata: %s\n\n", names[i], js);
-        ok = ok && r;
-        free(js);
-    }
-    if (!ok) free(acc);
-    return ok ? acc : NULL;
+    return ok;
 }
 
 /* {"type": type} */
@@ -175,38 +315,175 @@ static int attach(cJSON *o, const char *key, cJSON *child)
     return 0;
 }
 
-char *tm_anth_stream_start(const char *id, const char *model, int in_tok)
+/* a thinking or text block holding s [n]; signature "" (nothing here signs thoughts) */
+static cJSON *text_block(int thinking, const char *s, size_t n)
 {
-    cJSON *s = typed("message_start"), *b = typed("content_block_start"), *blk = typed("text");
-    int ok = attach(s, "message", message(id, model, NULL, 0, NULL, in_tok, 0)) & !!cJSON_AddStringToObject(blk, "text", "");
-    ok &= attach(b, "content_block", blk) && cJSON_AddNumberToObject(b, "index", 0);
-    static const char *const names[] = {"message_start", "content_block_start"};
-    cJSON *objs[] = {ok ? s : (cJSON_Delete(s), NULL), b};
-    return events(2, names, objs);
+    cJSON *b = typed(thinking ? "thinking" : "text");
+    if (b && add_strn(b, thinking ? "thinking" : "text", s, n) && (!thinking || cJSON_AddStringToObject(b, "signature", "")))
+        return b;
+    cJSON_Delete(b);
+    return NULL;
 }
 
-char *tm_anth_stream_text(const char *text, size_t len)
+/* {"type": "tool_use", "id", "name", "input"}; input {} where whole (a stream sends it as deltas) */
+static cJSON *tool_block(const tm_oai_tool_call *c, int whole)
 {
-    cJSON *ev = typed("content_block_delta"), *d = typed("text_delta");
-    char *t = strndup(text, len);
-    int ok = t && cJSON_AddStringToObject(d, "text", t) && cJSON_AddNumberToObject(ev, "index", 0);
-    free(t);
-    ok &= attach(ev, "delta", d);
-    cJSON *objs[] = {ok ? ev : (cJSON_Delete(ev), NULL)};
-    return events(1, (const char *const[]){"content_block_delta"}, objs);
+    cJSON *b = typed("tool_use"), *in = whole ? cJSON_Parse(c->arguments) : cJSON_CreateObject();
+    if (in && !cJSON_IsObject(in)) { /* the reply reader gives objects; a guard all the same */
+        cJSON_Delete(in);
+        in = cJSON_CreateObject();
+    }
+    if (b && cJSON_AddStringToObject(b, "id", c->id) && cJSON_AddStringToObject(b, "name", c->name) && attach(b, "input", in))
+        return b;
+    cJSON_Delete(b);
+    return NULL;
 }
 
-char *tm_anth_stream_end(const char *finish, int out_tok)
+/* the stop fields and usage, into o ("stop_reason" null while running) */
+static int add_end(cJSON *o, const tm_anth_end *r, int in_tok, int out_tok)
 {
-    cJSON *stop = typed("content_block_stop"), *md = typed("message_delta"), *d = cJSON_CreateObject(),
-          *u = cJSON_CreateObject();
-    int ok = cJSON_AddNumberToObject(stop, "index", 0) && cJSON_AddStringToObject(d, "stop_reason", stop_reason(finish)) &&
-             cJSON_AddNullToObject(d, "stop_sequence") && cJSON_AddNumberToObject(u, "output_tokens", out_tok);
-    ok &= attach(md, "delta", d);
-    ok &= attach(md, "usage", u);
-    static const char *const names[] = {"content_block_stop", "message_delta", "message_stop"};
-    cJSON *objs[] = {stop, ok ? md : (cJSON_Delete(md), NULL), typed("message_stop")};
-    return events(3, names, objs);
+    cJSON *u;
+    return (r ? cJSON_AddStringToObject(o, "stop_reason", stop_reason(r)) != NULL
+              : cJSON_AddNullToObject(o, "stop_reason") != NULL) &&
+           (r && r->stop_seq ? cJSON_AddStringToObject(o, "stop_sequence", r->stop_seq) != NULL
+                             : cJSON_AddNullToObject(o, "stop_sequence") != NULL) &&
+           (u = cJSON_AddObjectToObject(o, "usage")) && (in_tok < 0 || cJSON_AddNumberToObject(u, "input_tokens", in_tok)) &&
+           cJSON_AddNumberToObject(u, "output_tokens", out_tok);
+}
+
+/* {"id","type":"message","role":"assistant","model","content":[...],"stop_reason","stop_sequence","usage"};
+ * content [] and stop_reason null for a stream's start (r NULL) */
+static cJSON *message(const char *id, const char *model, const tm_anth_reply *r, int in_tok, int out_tok)
+{
+    cJSON *m = cJSON_CreateObject(), *content = NULL;
+    int ok = m && cJSON_AddStringToObject(m, "id", id) && cJSON_AddStringToObject(m, "type", "message") &&
+             cJSON_AddStringToObject(m, "role", "assistant") && cJSON_AddStringToObject(m, "model", model) &&
+             (content = cJSON_AddArrayToObject(m, "content"));
+    if (ok && r && r->reasoning_len) ok = cJSON_AddItemToArray(content, text_block(1, r->reasoning, r->reasoning_len));
+    if (ok && r && r->len) ok = cJSON_AddItemToArray(content, text_block(0, r->text, r->len));
+    for (int i = 0; ok && r && r->end.tc && i < r->end.tc->n; i++)
+        ok = cJSON_AddItemToArray(content, tool_block(&r->end.tc->v[i], 1));
+    ok = ok && add_end(m, r ? &r->end : NULL, in_tok, out_tok);
+    if (!ok) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    return m;
+}
+
+char *tm_anth_message_json(const char *id, const char *model, const tm_anth_reply *r, int in_tok, int out_tok)
+{
+    return print_del(message(id, model, r, in_tok, out_tok));
+}
+
+/* ---- the stream's events ---- */
+
+/* the events "event: TYPE\ndata: JSON\n\n" of objs [n] (taken, freed; each named by its "type") in
+ * one string; NULL when any object is missing or out of memory */
+static char *events(int n, cJSON **objs)
+{
+    char *acc = NULL;
+    size_t len = 0;
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        const cJSON *t = objs[i] ? cJSON_GetObjectItemCaseSensitive(objs[i], "type") : NULL;
+        const char *name = cJSON_IsString(t) ? t->valuestring : "";
+        char *js = ok && objs[i] ? cJSON_PrintUnformatted(objs[i]) : NULL;
+        size_t k = js ? strlen(name) + strlen(js) + 20 : 0;
+        char *r = js ? realloc(acc, len + k) : NULL;
+        if (r) acc = r, len += (size_t)snprintf(acc + len, k, "event: %s\ndata: %s\n\n", name, js);
+        ok = ok && r;
+        free(js);
+        cJSON_Delete(objs[i]);
+    }
+    if (!ok) free(acc);
+    return ok ? acc : NULL;
+}
+
+/* {"type": type, "index": i} */
+static cJSON *indexed(const char *type, int i)
+{
+    cJSON *o = typed(type);
+    if (o && cJSON_AddNumberToObject(o, "index", i)) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* content_block_start of block (taken) as the stream's next, opened as kind */
+static cJSON *block_start(tm_anth_stream *s, cJSON *block, int kind)
+{
+    cJSON *ev = indexed("content_block_start", s->next);
+    s->open = kind;
+    s->next++;
+    return attach(ev, "content_block", block) ? ev : (cJSON_Delete(ev), NULL);
+}
+
+/* content_block_delta {"type": type, key: s [n]} of the open block */
+static cJSON *block_delta(const tm_anth_stream *s, const char *type, const char *key, const char *v, size_t n)
+{
+    cJSON *ev = indexed("content_block_delta", s->next - 1), *d = typed(type);
+    int ok = d && add_strn(d, key, v, n);
+    return attach(ev, "delta", ok ? d : (cJSON_Delete(d), NULL)) ? ev : (cJSON_Delete(ev), NULL);
+}
+
+enum { OPEN_NONE, OPEN_THINKING, OPEN_TEXT };
+
+char *tm_anth_stream_start(const char *id, const char *model, int in_tok, tm_anth_stream *s)
+{
+    *s = (tm_anth_stream){0, OPEN_NONE};
+    cJSON *ev = typed("message_start");
+    return events(1, (cJSON *[]){attach(ev, "message", message(id, model, NULL, in_tok, 0)) ? ev : NULL});
+}
+
+/* the events that close the open block (0 or 1 of them) into objs */
+static int close_open(tm_anth_stream *s, cJSON **objs)
+{
+    if (s->open == OPEN_NONE) return 0;
+    s->open = OPEN_NONE;
+    objs[0] = indexed("content_block_stop", s->next - 1);
+    return 1;
+}
+
+char *tm_anth_stream_part(tm_anth_stream *s, const char *reasoning, size_t rlen, const char *text, size_t len)
+{
+    cJSON *objs[6];
+    int n = 0;
+    for (int kind = OPEN_THINKING; kind <= OPEN_TEXT; kind++) {
+        const char *v = kind == OPEN_THINKING ? reasoning : text;
+        size_t vn = kind == OPEN_THINKING ? rlen : len;
+        if (!vn) continue;
+        if (s->open != kind) {
+            n += close_open(s, objs + n);
+            objs[n++] = block_start(s, text_block(kind == OPEN_THINKING, "", 0), kind);
+        }
+        objs[n++] = kind == OPEN_THINKING ? block_delta(s, "thinking_delta", "thinking", v, vn)
+                                          : block_delta(s, "text_delta", "text", v, vn);
+    }
+    return n ? events(n, objs) : strdup("");
+}
+
+char *tm_anth_stream_end(tm_anth_stream *s, const tm_anth_end *r, int out_tok)
+{
+    int nc = r->tc ? r->tc->n : 0, n = 0;
+    cJSON **objs = calloc((size_t)(3 * nc + 3), sizeof *objs);
+    if (!objs) return NULL;
+    n += close_open(s, objs);
+    for (int i = 0; i < nc; i++) { /* each call: its block, its input whole in one delta, its stop */
+        const tm_oai_tool_call *c = &r->tc->v[i];
+        objs[n++] = block_start(s, tool_block(c, 0), OPEN_NONE);
+        objs[n++] = block_delta(s, "input_json_delta", "partial_json", c->arguments, strlen(c->arguments));
+        objs[n++] = indexed("content_block_stop", s->next - 1);
+    }
+    cJSON *md = typed("message_delta"), *d = cJSON_CreateObject();
+    int ok = d && add_end(d, r, -1, out_tok);
+    /* add_end put usage inside the delta: Anthropic has it beside it */
+    cJSON *u = ok ? cJSON_DetachItemFromObjectCaseSensitive(d, "usage") : NULL;
+    ok = attach(md, "delta", ok ? d : (cJSON_Delete(d), NULL)) & attach(md, "usage", u);
+    objs[n++] = ok ? md : (cJSON_Delete(md), NULL);
+    objs[n++] = typed("message_stop");
+    char *out = events(n, objs);
+    free(objs);
+    return out;
 }
 
 char *tm_anth_stream_error(const char *msg)
@@ -214,6 +491,5 @@ char *tm_anth_stream_error(const char *msg)
     cJSON *ev = typed("error"), *er = typed("api_error");
     int ok = cJSON_AddStringToObject(er, "message", msg) != NULL;
     ok &= attach(ev, "error", er);
-    cJSON *objs[] = {ok ? ev : (cJSON_Delete(ev), NULL)};
-    return events(1, (const char *const[]){"error"}, objs);
+    return events(1, (cJSON *[]){ok ? ev : (cJSON_Delete(ev), NULL)});
 }

@@ -21,17 +21,35 @@ char *tm_serve_tokenize(const tm_serve_tok *t, const char *body, size_t len, tm_
 char *tm_serve_detokenize(const tm_serve_tok *t, const char *body, size_t len, tm_oai_error *e);
 
 /* Anthropic's Messages API (serve/anthropic.c). tm_anth_request: a /v1/messages body as an OpenAI chat
- * body (*chat_json malloc'd; tm_oai_parse checks the rest), or -1 with *e set (400 naming the field;
- * tools, images, documents and tool blocks refused). The reply: the "message" object; a stream's
- * first events (message_start, content_block_start), a text delta, the last events (content_block_stop,
- * message_delta with the stop reason and output tokens, message_stop), an error event. finish is the
- * library's ("length": max_tokens; else end_turn). Each malloc'd, NULL when out of memory. */
+ * body (*chat_json malloc'd; tm_oai_parse checks the rest), or -1 with *e set (400 naming the field:
+ * images, documents, server tools). The reply: the "message" object; a stream's events: its start
+ * (message_start), a piece of reasoning and text (blocks opened and closed as the kind changes), its
+ * end (the open block closed, a tool_use block per call, message_delta with the stop reason and
+ * output tokens, message_stop), an error event. Each malloc'd, NULL when out of memory. */
+typedef struct tm_anth_end {
+    const tm_oai_tool_calls *tc; /* the reply's calls, or NULL */
+    const char *finish;          /* the choice's finish reason ("stop", "length", "tool_calls") */
+    const char *stop_seq;        /* the stop sequence that ended it, or NULL */
+} tm_anth_end;
+
+typedef struct tm_anth_reply {
+    const char *reasoning;       /* [reasoning_len]: a thinking block where not empty */
+    size_t reasoning_len;
+    const char *text;            /* [len]: a text block where not empty */
+    size_t len;
+    tm_anth_end end;
+} tm_anth_reply;
+
+typedef struct tm_anth_stream {
+    int next;                    /* blocks started */
+    int open;                    /* the kind of the open one (block next - 1), or none */
+} tm_anth_stream;
+
 int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error *e);
-char *tm_anth_message_json(const char *id, const char *model, const char *text, size_t len, const char *finish,
-                           int in_tok, int out_tok);
-char *tm_anth_stream_start(const char *id, const char *model, int in_tok);
-char *tm_anth_stream_text(const char *text, size_t len);
-char *tm_anth_stream_end(const char *finish, int out_tok);
+char *tm_anth_message_json(const char *id, const char *model, const tm_anth_reply *r, int in_tok, int out_tok);
+char *tm_anth_stream_start(const char *id, const char *model, int in_tok, tm_anth_stream *s);
+char *tm_anth_stream_part(tm_anth_stream *s, const char *reasoning, size_t rlen, const char *text, size_t len);
+char *tm_anth_stream_end(tm_anth_stream *s, const tm_anth_end *r, int out_tok);
 char *tm_anth_stream_error(const char *msg);
 
 /* GET /metrics: the counts in Prometheus' text exposition format (0.0.4), each series labelled

@@ -190,8 +190,9 @@ struct job {
     char *grammar;             /* tool_choice required / named / auto: the calls' grammar (the request's) */
     const char *prefix;        /* required / named: the dialect's gen_open, at the prompt's end: the reply's start */
     int reads;                 /* the choices' replies are in use: calls or reasoning are read */
-    int anth;                  /* /v1/messages: Anthropic's shapes (one choice, text only) */
+    int anth;                  /* /v1/messages: Anthropic's shapes (one choice) */
     int anth_in;               /* its prompt's tokens (a stream's message_start tells them) */
+    tm_anth_stream as;         /* its stream's content blocks */
     job *next;
 };
 
@@ -630,24 +631,28 @@ static const char *calls_finish(const tm_reply_part *p, const char *finish)
     return p->tc.n && strcmp(finish ? finish : "", "length") ? "tool_calls" : finish;
 }
 
-/* A stream's piece of choice ch through its reply reader: what may go out now, as reasoning and
- * content; at the end (finished, rc 0) what is left, then the calls in a chunk of their own. */
+/* A stream's piece of choice ch through its reply reader into *p: what may go out now, as reasoning
+ * and content; at the end (finished, rc 0) what is left, and the calls. -1: out of memory. */
+static int reply_step(job *j, choice *ch, const char *text, size_t len, int finished, int rc, tm_reply_part *p)
+{
+    if (tm_reply_add(&ch->reply, text ? text : "", len)) return -1;
+    if (finished && rc == 0) {
+        if (job_finish_reply(j, ch)) return -1;
+        tm_reply_rest(&ch->reply, p);
+    } else {
+        tm_reply_delta(&ch->reply, p);
+    }
+    return 0;
+}
+
+/* That step as OpenAI's chunks: reasoning and content, then the calls in a chunk of their own. */
 static void stream_reply(job *j, choice *ch, const tm_oai_meta *m, const char *text, size_t len, int finished, int rc,
                          const tm_oai_logprobs *lp, const char **finish)
 {
-    if (tm_reply_add(&ch->reply, text ? text : "", len)) {
+    tm_reply_part p;
+    if (reply_step(j, ch, text, len, finished, rc, &p)) {
         j->oom = 1;
         return;
-    }
-    tm_reply_part p;
-    if (finished && rc == 0) {
-        if (job_finish_reply(j, ch)) {
-            j->oom = 1;
-            return;
-        }
-        tm_reply_rest(&ch->reply, &p);
-    } else {
-        tm_reply_delta(&ch->reply, &p);
     }
     tm_oai_extra x = {p.reasoning, p.reasoning_len, NULL};
     if (p.content_len || p.reasoning_len || lp) out_add(j, tm_oai_chunk_sse(m, p.content, p.content_len, 0, &x, lp, NULL));
@@ -656,6 +661,14 @@ static void stream_reply(job *j, choice *ch, const tm_oai_meta *m, const char *t
         out_add(j, tm_oai_chunk_sse(m, "", 0, 0, &x, NULL, NULL));
         *finish = calls_finish(&p, *finish);
     }
+}
+
+/* How an Anthropic reply (choice ch, its parts p) ended: its calls, and the stop sequence that ended it */
+static tm_anth_end anth_end(const job *j, const choice *ch, const tm_reply_part *p)
+{
+    int k = ch->stats.stop_index;
+    return (tm_anth_end){&p->tc, calls_finish(p, ch->stats.finish_reason),
+                         k >= 0 && k < j->req.n_stop ? j->req.stop[k] : NULL};
 }
 
 /* What a choice has produced since the last wake (taken under j->mu) */
@@ -682,6 +695,7 @@ static int job_pending(const job *j)
  * out); 0 otherwise. */
 static int fill_choice(job *j, choice *ch, taken *t)
 {
+    if (ch->ended) return 0; /* it said all it had (others of the job still run) */
     tm_oai_meta m = j->meta;
     m.index = ch->index;
     /* the tokens since the last chunk go with this one's text (a token whose text is held back, an
@@ -692,18 +706,25 @@ static int fill_choice(job *j, choice *ch, taken *t)
     if (lv) lp = (tm_oai_logprobs){lv, t->n_lps, ch->lp_off};
     for (size_t i = 0; lv && i < t->n_lps; i++) ch->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
     const char *finish = ch->stats.finish_reason;
-    if (j->anth) { /* Anthropic's events (one choice, text only) */
+    if (j->anth) { /* Anthropic's events (one choice) */
         lp_free(lv, t->n_lps);
-        if (t->len) out_add(j, tm_anth_stream_text(t->text, t->len));
-        if (!t->finished || ch->ended) return 0;
+        tm_reply_part p = {.content = t->text, .content_len = t->len};
+        if (j->reads && reply_step(j, ch, t->text, t->len, t->finished, t->rc, &p)) {
+            j->oom = 1;
+            return 0;
+        }
+        if (p.content_len || p.reasoning_len)
+            out_add(j, tm_anth_stream_part(&j->as, p.reasoning, p.reasoning_len, p.content, p.content_len));
+        if (!t->finished) return 0;
         ch->ended = 1;
-        out_add(j, t->rc == 0 ? tm_anth_stream_end(finish, ch->stats.n_generated) : tm_anth_stream_error(ch->st.msg));
+        tm_anth_end end = anth_end(j, ch, &p);
+        out_add(j, t->rc == 0 ? tm_anth_stream_end(&j->as, &end, ch->stats.n_generated) : tm_anth_stream_error(ch->st.msg));
         return t->rc != 0;
     }
     if (j->reads) stream_reply(j, ch, &m, t->text, t->len, t->finished, t->rc, lv ? &lp : NULL, &finish);
     else if (t->len || lv) out_add(j, tm_oai_chunk_sse(&m, t->text ? t->text : "", t->len, 0, NULL, lv ? &lp : NULL, NULL));
     lp_free(lv, t->n_lps);
-    if (!t->finished || ch->ended) return 0;
+    if (!t->finished) return 0;
     ch->ended = 1;
     if (t->rc == 0) {
         out_add(j, tm_oai_chunk_sse(&m, "", 0, 0, NULL, NULL, finish));
@@ -751,7 +772,7 @@ static int job_fill(job *j)
     j->out_len = j->out_off = 0;
     int failed = 0, ended = 0;
     if (!cancelled && j->phase == PH_START && j->anth) {
-        out_add(j, tm_anth_stream_start(j->id, j->srv->model_name, j->anth_in));
+        out_add(j, tm_anth_stream_start(j->id, j->srv->model_name, j->anth_in, &j->as));
         j->phase = PH_TEXT;
     } else if (!cancelled && j->phase == PH_START) {
         for (int i = 0; i < j->n && j->req.kind == TM_OAI_CHAT; i++) {
@@ -940,7 +961,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         /* the reply read into parts: calls (a dialect for this request), reasoning (a template
          * that shows it, unless a constraint holds the reply from its start: a forced call, a
          * grammar, a schema, JSON mode) */
-        int think = srv->think && !j->anth && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
+        int think = srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
         if (j->calls || think) {
             j->reads = 1;
             int opened = think && tm_think_opened(prompt, strlen(prompt)), bad = 0;
@@ -1045,9 +1066,10 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         }
         if (rc == 0 && !j->oom) {
             tm_oai_usage u = job_usage(j);
+            tm_anth_reply ar = {part[0].reasoning, part[0].reasoning_len, cv[0].text, cv[0].len,
+                                anth_end(j, &j->ch[0], &part[0])};
             mr = reply(srv, c, 200,
-                       j->anth ? tm_anth_message_json(j->id, srv->model_name, cv[0].text, cv[0].len, j->ch[0].stats.finish_reason,
-                                                      u.prompt, u.completion)
+                       j->anth ? tm_anth_message_json(j->id, srv->model_name, &ar, u.prompt, u.completion)
                                : tm_oai_response_json(&j->meta, cv, j->n_ret, &u),
                        NULL);
             job_log(j, 200);
