@@ -89,15 +89,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (!anth) abort();
         body = anth, len = strlen(anth);
-        char *ev[4] = {tm_anth_message_json("msg_1", "m\"x", body, len, "length", 1, 2),
-                       tm_anth_stream_start("msg_1", "m", 3), tm_anth_stream_text(body, len), tm_anth_stream_end("stop", 4)};
-        for (int i = 0; i < 4; i++) { /* the message, and each event's first data line, are JSON objects */
-            const char *d = i ? (ev[i] ? strstr(ev[i], "data: ") : NULL) : ev[i];
-            cJSON *o = d ? cJSON_ParseWithOpts(i ? d + 6 : d, NULL, 0) : NULL;
-            if (ev[i] && !cJSON_IsObject(o)) abort();
-            cJSON_Delete(o);
-            free(ev[i]);
-        }
+        /* the writers over the translated body's bytes: reasoning, text and two calls cut from it */
+        size_t h = len / 2;
+        char *nm = strndup(body, h < 40 ? h : 40), *args = strndup(body + h, len - h);
+        tm_oai_tool_call calls[2] = {{"toolu_1", nm, args}, {"toolu_\"2", "f", "{\"a\":[1,{}]}"}};
+        tm_oai_tool_calls tc = {calls, nm && args ? 2 : 0};
+        static const char *const fins[] = {"stop", "length", "tool_calls"};
+        tm_anth_reply ar = {body, h, body + h, len - h, {&tc, fins[len % 3], (len & 4) ? body + h : NULL}};
+        tm_anth_stream st;
+        char *ev[5] = {tm_anth_message_json("msg_1", "m\"x", &ar, 1, 2), tm_anth_stream_start("msg_1", "m", 3, &st), NULL,
+                       NULL, NULL};
+        ev[2] = tm_anth_stream_part(&st, body, h, body + h, len - h);
+        ev[3] = tm_anth_stream_part(&st, "", 0, body, h);
+        ev[4] = tm_anth_stream_end(&st, &ar.end, 4);
+        if (ev[0]) must_parse(ev[0], 0);
+        for (int i = 1; i < 5; i++) /* each event's data line is a JSON object */
+            for (const char *d = ev[i]; d && (d = strstr(d, "\ndata: ")); d += 7) {
+                const char *nl = strchr(d + 7, '\n');
+                cJSON *o = cJSON_ParseWithLength(d + 7, nl ? (size_t)(nl - d - 7) : strlen(d + 7));
+                if (!cJSON_IsObject(o)) abort();
+                cJSON_Delete(o);
+            }
+        for (int i = 0; i < 5; i++) free(ev[i]);
+        free(nm);
+        free(args);
     }
     int rc = tm_oai_parse(&r, kind, body, len, &e);
     if (rc != 0) {
