@@ -50,6 +50,9 @@ typedef struct tandem_session tandem_session;
 int tandem_model_open(tandem_model **out, const char *path, tandem_status *st);
 void tandem_model_free(tandem_model *m);
 
+/* How an embedding pools the prompt's final hidden states (tandem_request.embed_pooling) */
+enum { TANDEM_POOL_DEFAULT = 0, TANDEM_POOL_LAST = 1, TANDEM_POOL_MEAN = 2, TANDEM_POOL_CLS = 3 /* the first token's */ };
+
 typedef struct tandem_model_info {
     const char *architecture;   /* "LlamaForCausalLM" */
     int vocab, hidden, layers, heads, kv_heads, head_dim, ffn, max_ctx;
@@ -66,6 +69,11 @@ typedef struct tandem_model_info {
      * experts), the useful work of a prefill GEMM (attention not counted). */
     int64_t decode_bytes_per_token;
     double prefill_ops_per_token;
+    int pooling;                /* TANDEM_POOL_*: the embedding's pooling by default: a sentence-transformers
+                                   model's (its Pooling module), else TANDEM_POOL_LAST */
+    int embed_normalize;        /* the model's modules end with Normalize (its embeddings are unit vectors) */
+    const char *embed_unsupported; /* a module the embedding would need that tandem lacks (a Dense
+                                   projection, an unknown pooling), or NULL */
 } tandem_model_info;
 void tandem_model_get_info(const tandem_model *m, tandem_model_info *info);
 
@@ -215,6 +223,15 @@ typedef struct tandem_request {
                                      index 0, which nothing predicts, has logprob NaN and n_top 0), once the
                                      prompt is prefilled, before any generated token; nonzero cancels */
     } on_prompt_logprob;
+    float *embedding;             /* (optional) [tandem_model_info.hidden]: the prompt's embedding, written
+                                     once the prompt is prefilled: its tokens' final hidden states (the final
+                                     norm's output, which the output head reads) pooled by embed_pooling, and
+                                     with embed_normalize scaled to unit length. max_tokens
+                                     TANDEM_MAX_TOKENS_NONE: nothing generated. The prompt is then prefilled
+                                     whole (no prefix cache) by an engine that gives every row's hidden state
+                                     (the CPU engines; routed as for prompt_logprobs) */
+    int embed_pooling;            /* TANDEM_POOL_*; 0: the model's (tandem_model_info.pooling) */
+    int embed_normalize;          /* 1: the embedding scaled to unit L2 norm */
 } tandem_request;
 void tandem_request_default(tandem_request *r);
 

@@ -99,7 +99,27 @@ typedef struct rows_seen {
     double worst;
     int bad_order, bad_argmax;
     double tol;
+    /* every row's hidden state (on_row_hidden) against the reference's final norm output [n][D] */
+    const float *want_h;
+    int D, next_h;
+    double min_cos, worst_h;   /* the least cosine similarity; the largest |diff| over the row's largest |h| */
 } rows_seen;
+
+static void hidden_check(void *ud, int pos, const float *h)
+{
+    rows_seen *r = ud;
+    r->bad_order += pos != r->next_h++ || r->next > 0; /* in order, before any row's logits */
+    const float *w = r->want_h + (size_t)pos * r->D;
+    double dot = 0, nh = 0, nw = 0, dmax = 0, wmax = 0;
+    for (int d = 0; d < r->D; d++) {
+        dot += (double)h[d] * w[d], nh += (double)h[d] * h[d], nw += (double)w[d] * w[d];
+        dmax = fmax(dmax, fabs((double)h[d] - w[d]));
+        wmax = fmax(wmax, fabs((double)w[d]));
+    }
+    double cos = dot / sqrt(nh * nw + 1e-30);
+    r->min_cos = cos < r->min_cos ? cos : r->min_cos;
+    r->worst_h = fmax(r->worst_h, dmax / (wmax + 1e-30));
+}
 
 static void row_check(void *ud, int pos, const float *logits)
 {
@@ -120,8 +140,12 @@ static void routes_exact(tm_rt_model *rm, const int32_t *ids, int n, int np, dou
     tm_ref *ref;
     CHECKF(tm_ref_init(&ref, rm->decode, 256, 1, &err) == TM_OK, "%s", err.msg);
     float *want = malloc(sizeof(float) * (size_t)n * V);
+    int L = rm->decode->L, D = rm->decode->D;
+    float *trace = malloc(sizeof(float) * (size_t)(L + 2) * n * D); /* the residual stream; slot L + 1: the final norm's */
+    tm_ref_trace(ref, trace);
     CHECKF(tm_ref_forward(ref, ids, n, 0, want, 1, &err) == TM_OK, "%s", err.msg);
     tm_ref_free(ref);
+    const float *want_h = trace + (size_t)(L + 1) * n * D;
 
     const tandem_route routes[] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_PREFILL_ONLY, TANDEM_ROUTE_DECODE_ONLY};
     float *got = malloc(sizeof(float) * (size_t)(n - np + 1) * V);
@@ -147,8 +171,8 @@ static void routes_exact(tm_rt_model *rm, const int32_t *ids, int n, int np, dou
                    the positions it checks) */
                 if (routes[r] != TANDEM_ROUTE_PREFILL_ONLY && rm->decode->n_experts == 0) {
                     tm_kv_seq seq = {0}, sseq = {0};
-                    rows_seen rs = {.want = want, .V = V, .tol = tol};
-                    tm_row_sink sink = {row_check, &rs};
+                    rows_seen rs = {.want = want, .V = V, .tol = tol, .want_h = want_h, .D = D, .min_cos = 1};
+                    tm_row_sink sink = {row_check, &rs, hidden_check};
                     double tp, th;
                     CHECKF(tm_prefill_route(s, routes[r], ids, n, &seq, &sseq, s->pool_all_pre, NULL, &sink, &tp, &th, NULL,
                                             &err) == TM_OK, "%s", err.msg);
@@ -157,6 +181,13 @@ static void routes_exact(tm_rt_model *rm, const int32_t *ids, int n, int np, dou
                     CHECKF(rs.next == n && !rs.bad_order && !rs.bad_argmax && rs.worst < tol,
                            "%s route %zu stateless %d: %d of %d rows, %d out of order, %d argmax, max |diff| %.4f", engines[e],
                            r, stateless, rs.next, n, rs.bad_order, rs.bad_argmax, rs.worst);
+                    /* the hidden states (embeddings rest on them): bf16 activations, so a few of their ulps */
+                    CHECKF(rs.next_h == n && rs.min_cos > 0.9995 && rs.worst_h < 0.03,
+                           "%s route %zu stateless %d: %d of %d hidden rows, least cosine %.6f, max |diff| / max |h| %.4f",
+                           engines[e], r, stateless, rs.next_h, n, rs.min_cos, rs.worst_h);
+                    if (getenv("HIDDEN_SHOW"))
+                        printf("%s route %zu: hidden least cosine %.7f, max |diff| / max |h| %.5f\n", engines[e], r,
+                               rs.min_cos, rs.worst_h);
                     worst = rs.worst > worst ? rs.worst : worst;
                 }
                 for (int p = np - 1; p < n; p++) {
@@ -178,6 +209,7 @@ static void routes_exact(tm_rt_model *rm, const int32_t *ids, int n, int np, dou
     }
     free(got);
     free(want);
+    free(trace);
 }
 
 static void test_routes_exact(void)

@@ -877,7 +877,7 @@ static void test_echo(int port, tandem_session *s, tandem_model *m)
             p = e + 2;
         }
         http_res_free(&hr);
-        char want_text[8192];
+        char want_text[4096 + 8192];
         snprintf(want_text, sizeof want_text, "%s%s", echo, n_gen ? gen.text : "");
         CHECKF(!strcmp(text, want_text), "echo variant %d: '%s', want '%s'", variant, text, want_text);
         CHECK_EQ_STR(finish, "length");
@@ -917,7 +917,7 @@ static void test_echo(int port, tandem_session *s, tandem_model *m)
     int status;
     snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":6,\"temperature\":0,\"echo\":true}", P0);
     cJSON *j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
-    char want_text[8192];
+    char want_text[4096 + 8192];
     snprintf(want_text, sizeof want_text, "%s%s", echo, gen.text);
     CHECKF(status == 200 && jstr(j, "choices.0.text") && !strcmp(jstr(j, "choices.0.text"), want_text) &&
                cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),

@@ -32,8 +32,9 @@
 #include "core/tensor.h"
 #include "runtime/kvcache.h"
 
-#define TM_ENGINE_VERSION 4 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
-                                   (caps.row_logits, tm_prefill_args.on_row_logits) */
+#define TM_ENGINE_VERSION 5 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
+                                   (caps.row_logits, tm_prefill_args.on_row_logits); 5: every row's hidden
+                                   state (caps.row_hidden, tm_prefill_args.on_row_hidden) */
 
 struct tm_model;
 struct tm_pool;
@@ -53,6 +54,7 @@ typedef struct tm_engine_caps {
     int n_kv_dtypes;
     int max_batch;             /* decode: most sequences per step */
     int row_logits;            /* prefill gives every valid row's logits (tm_prefill_args.on_row_logits) */
+    int row_hidden;            /* prefill gives every valid row's hidden state (tm_prefill_args.on_row_hidden) */
 } tm_engine_caps;
 
 typedef struct tm_engine_opts {
@@ -86,7 +88,12 @@ typedef struct tm_prefill_args {
      * distribution of the token after tokens[t]; the pointer holds during the call only). The
      * prompt's scores (request.prompt_logprobs) rest on it. */
     void (*on_row_logits)(void *ud, int t, const float *logits);
-    void *row_ud;
+    /* (optional; engines with caps.row_hidden, others refuse it) every valid row's final hidden
+     * state: called for t = 0 .. n_valid - 1 in order, on the calling thread, with row t's output of
+     * the final norm [D] (what the head reads; the pointer holds during the call only), before any
+     * on_row_logits. Embeddings rest on it. */
+    void (*on_row_hidden)(void *ud, int t, const float *hidden);
+    void *row_ud;              /* ud of on_row_logits and on_row_hidden */
 } tm_prefill_args;
 
 typedef struct tm_decode_args {

@@ -242,6 +242,37 @@ static int add_file_doc(conv *c, const char *dir, const char *file, int required
     return rc;
 }
 
+/* A sentence-transformers model: modules.json as it is, and its Pooling module's config.json (the
+ * folder modules.json names, e.g. 1_Pooling/) as pooling_config.json; the runtime reads both
+ * (rt_model.c). A modules.json that names no Pooling module, or names one without a config, is kept
+ * alone; one that is not JSON is kept too and refused where the model is opened, naming it. */
+static int add_st_modules(conv *c, const char *dir, tm_err *err)
+{
+    char path[4096];
+    int rc = add_file_doc(c, dir, TM_PKG_DOC_MODULES, 0, err);
+    if (rc != TM_OK || tm_path_join(path, sizeof path, dir, TM_PKG_DOC_MODULES) || !tm_file_exists(path)) return rc;
+    char *text;
+    size_t n;
+    if ((rc = tm_read_file(path, &text, &n, DOC_MAX_BYTES, err)) != TM_OK) return rc;
+    cJSON *mods = cJSON_ParseWithLength(text, n);
+    free(text);
+    const char *sub = NULL;
+    for (const cJSON *m = cJSON_IsArray(mods) ? mods->child : NULL; m && !sub; m = m->next) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type"), *p = cJSON_GetObjectItemCaseSensitive(m, "path");
+        size_t tl = cJSON_IsString(type) ? strlen(type->valuestring) : 0;
+        if (tl >= 8 && !strcmp(type->valuestring + tl - 8, ".Pooling") && cJSON_IsString(p) && !strstr(p->valuestring, ".."))
+            sub = p->valuestring;
+    }
+    char cfg[4096];
+    if (sub && !tm_path_join(path, sizeof path, dir, sub) && !tm_path_join(cfg, sizeof cfg, path, "config.json") &&
+        tm_file_exists(cfg) && (rc = tm_read_file(cfg, &text, &n, DOC_MAX_BYTES, err)) == TM_OK) {
+        rc = tm_pkg_writer_add_doc(c->w, TM_PKG_DOC_POOLING, text, n, err);
+        free(text);
+    }
+    cJSON_Delete(mods);
+    return rc;
+}
+
 /* the chat template: chat_template.jinja, chat_template.json, or tokenizer_config.json's
  * "chat_template" (a string, or a list of {name, template}: "default", else the first) */
 static int add_chat_template(conv *c, const char *dir, tm_err *err)
@@ -441,6 +472,7 @@ int tm_convert(const char *hf_dir, const char *out_path, const tm_convert_opts *
     if (rc == TM_OK) rc = add_file_doc(&c, hf_dir, TM_PKG_DOC_GENERATION_CONFIG, 0, err);
     if (rc == TM_OK) rc = add_file_doc(&c, hf_dir, TM_PKG_DOC_SPECIAL_TOKENS, 0, err);
     if (rc == TM_OK) rc = add_chat_template(&c, hf_dir, err);
+    if (rc == TM_OK) rc = add_st_modules(&c, hf_dir, err);
 
     tm_convert_progress pr = {0, m->n_spec, 0, 0, 0, NULL};
     for (int i = 0; i < m->n_spec; i++) pr.bytes_total += m->spec[i].slot->nbytes;

@@ -50,6 +50,8 @@ enum {
 #define TM_PKG_DOC_GENERATION_CONFIG "generation_config.json"
 #define TM_PKG_DOC_SPECIAL_TOKENS "special_tokens_map.json"
 #define TM_PKG_DOC_CHAT_TEMPLATE "chat_template.jinja"
+#define TM_PKG_DOC_MODULES "modules.json"             /* sentence-transformers' module list */
+#define TM_PKG_DOC_POOLING "pooling_config.json"      /* its Pooling module's config.json */
 
 /* ---- functions table ---------------------------------------------------- */
 

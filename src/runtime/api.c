@@ -104,6 +104,9 @@ void tandem_model_get_info(const tandem_model *m, tandem_model_info *info)
     info->n_params = n;
     info->decode_bytes_per_token = (int64_t)(bytes + (double)stored_bytes(&d->lm_head) + d->final_norm.nbytes);
     info->prefill_ops_per_token = ops;
+    info->pooling = m->rm->pooling;
+    info->embed_normalize = m->rm->embed_normalize;
+    info->embed_unsupported = m->rm->embed_unsupported[0] ? m->rm->embed_unsupported : NULL;
     info->prefill_encoding = tm_dtype_name(m->rm->prefill_enc);
     info->decode_encoding = tm_dtype_name(m->rm->decode_enc);
     info->is_package = m->rm->pkg != NULL;

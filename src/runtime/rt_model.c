@@ -1,6 +1,8 @@
 /* runtime/rt_model.c: open a package or a HF directory for the runtime. */
 #include "runtime/rt_model.h"
 
+#include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "text/vocab_trie.h"
 #include "text/tokconfig.h"
 #include "text/tokenizer.h"
+#include "tandem.h"
 
 void tm_rt_model_free(tm_rt_model *rm)
 {
@@ -96,6 +99,65 @@ static int take_text_config(tm_rt_model *rm, tm_err *err)
     }
     tm_tokconfig_free(tc);
     return TM_OK;
+}
+
+/* The embedding's modules (sentence-transformers: modules.json, the Pooling module's config): the
+ * pooling (cls, mean or last token; last where none is given), Normalize; any other module (Dense,
+ * LayerNorm, ...) or pooling mode (max, weighted mean, ...) is named in embed_unsupported, and
+ * embeddings are then refused. A document that is not the JSON it should be: TM_E_FORMAT naming it. */
+static int take_embedding_config(tm_rt_model *rm, tm_err *err)
+{
+    rm->pooling = TANDEM_POOL_LAST;
+    size_t n = 0;
+    const char *mt = tm_pkg_doc(rm->pkg, TM_PKG_DOC_MODULES, &n);
+    if (!mt) return TM_OK;
+    cJSON *mods = cJSON_ParseWithLength(mt, n), *pc = NULL;
+    int rc = TM_OK, pooled = 0;
+    if (!cJSON_IsArray(mods)) rc = tm_errf(err, TM_E_FORMAT, "%s: modules.json: not a JSON array of modules", rm->path);
+    for (const cJSON *m = rc ? NULL : mods->child; m && rc == TM_OK; m = m->next) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
+        if (!cJSON_IsString(type)) {
+            rc = tm_errf(err, TM_E_FORMAT, "%s: modules.json: a module without a string \"type\"", rm->path);
+            break;
+        }
+        const char *t = strrchr(type->valuestring, '.') ? strrchr(type->valuestring, '.') + 1 : type->valuestring;
+        if (!strcmp(t, "Transformer")) continue;
+        if (!strcmp(t, "Normalize")) {
+            rm->embed_normalize = 1;
+            continue;
+        }
+        if (strcmp(t, "Pooling") || pooled++) {
+            if (!rm->embed_unsupported[0])
+                snprintf(rm->embed_unsupported, sizeof rm->embed_unsupported, "the module %.100s", type->valuestring);
+            continue;
+        }
+        const char *pt = tm_pkg_doc(rm->pkg, TM_PKG_DOC_POOLING, &n);
+        if (!pt) {
+            snprintf(rm->embed_unsupported, sizeof rm->embed_unsupported, "a Pooling module without its config.json");
+            continue;
+        }
+        if (!cJSON_IsObject(pc = cJSON_ParseWithLength(pt, n))) {
+            rc = tm_errf(err, TM_E_FORMAT, "%s: the Pooling module's config.json: not a JSON object", rm->path);
+            break;
+        }
+        static const struct {
+            const char *key;
+            int pool;
+        } modes[] = {{"pooling_mode_cls_token", TANDEM_POOL_CLS}, {"pooling_mode_mean_tokens", TANDEM_POOL_MEAN},
+                     {"pooling_mode_lasttoken", TANDEM_POOL_LAST}, {"pooling_mode_max_tokens", 0},
+                     {"pooling_mode_mean_sqrt_len_tokens", 0}, {"pooling_mode_weightedmean_tokens", 0}};
+        int on = 0, pool = 0;
+        const char *what = NULL;
+        for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++)
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pc, modes[k].key))) on++, pool = modes[k].pool, what = modes[k].key;
+        if (on == 1 && pool) rm->pooling = pool;
+        else if (!rm->embed_unsupported[0])
+            snprintf(rm->embed_unsupported, sizeof rm->embed_unsupported, "the pooling %s",
+                     on == 1 ? what : on ? "of several modes at once" : "of no mode");
+    }
+    cJSON_Delete(pc);
+    cJSON_Delete(mods);
+    return rc;
 }
 
 /* A tied model's prefill stage reads the embedding as its output head: in
@@ -186,7 +248,7 @@ int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err)
         tm_rt_model_free(rm);
         return rc;
     }
-    if ((rc = take_text_config(rm, err)) != TM_OK) {
+    if ((rc = take_text_config(rm, err)) != TM_OK || (rc = take_embedding_config(rm, err)) != TM_OK) {
         tm_rt_model_free(rm);
         return rc;
     }

@@ -38,6 +38,9 @@ typedef struct tm_rt_model {
     float temperature, top_p, min_p, repetition_penalty; /* generation_config defaults */
     int top_k;
     int has_sampling_defaults;
+    int pooling;                     /* TANDEM_POOL_*: the embedding's default (sentence-transformers' Pooling) */
+    int embed_normalize;             /* the modules end in Normalize */
+    char embed_unsupported[160];     /* a module tandem lacks ("" where none) */
     pthread_mutex_t trie_mu;         /* trie, built by the first constrained request */
     struct tm_vocab_trie *trie;
 } tm_rt_model;

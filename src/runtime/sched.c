@@ -98,6 +98,9 @@ struct tm_req {
     struct tandem_prompt_logprob_cb on_plp; /* request.on_prompt_logprob: NULL or called per prompt token */
     int plp_n;                 /* its alternatives per token */
     tandem_logprob *plp;       /* [n_prompt - 1]: prompt token i + 1's, from the prefill's row i (plp_row) */
+    float *emb;                /* request.embedding [D], written once prefilled (emb_done), or NULL */
+    double *emb_acc;           /* [D] the rows pooled so far (emb_row): their sum (mean), or the row picked */
+    int emb_pool, emb_norm;    /* TANDEM_POOL_* (not DEFAULT), request.embed_normalize */
     int state;
     atomic_int cancel;
     tm_kv_seq seq, sseq;       /* decode pages, staging pages */
@@ -272,11 +275,35 @@ static void plp_row(void *ud, int pos, const float *logits)
     lp->rank = lp_rank(logits, q->s->rm->decode->V, lp->token);
 }
 
-/* The prefill is done: the prompt's scores to on_prompt_logprob in order, the first token's without
- * one (a nonzero return cancels).
+/* The embedding (request.embedding): prompt position pos's final hidden state h [D] (the prefill's,
+ * tm_row_sink) pooled: summed for the mean, kept where it is the row the pooling picks */
+static void emb_row(void *ud, int pos, const float *h)
+{
+    tm_req *q = ud;
+    int D = q->s->rm->decode->D;
+    if (q->emb_pool == TANDEM_POOL_MEAN)
+        for (int d = 0; d < D; d++) q->emb_acc[d] += h[d];
+    else if (pos == (q->emb_pool == TANDEM_POOL_CLS ? 0 : q->n_prompt - 1))
+        for (int d = 0; d < D; d++) q->emb_acc[d] = h[d];
+}
+
+/* the pooled rows into the caller's request.embedding: the mean divided out, scaled to unit length
+ * where asked (a zero vector stays zero) */
+static void emb_done(tm_req *q)
+{
+    int D = q->s->rm->decode->D;
+    double k = q->emb_pool == TANDEM_POOL_MEAN ? 1.0 / q->n_prompt : 1.0, ss = 0;
+    for (int d = 0; d < D; d++) ss += q->emb_acc[d] * k * (q->emb_acc[d] * k);
+    if (q->emb_norm && ss > 0) k /= sqrt(ss);
+    for (int d = 0; d < D; d++) q->emb[d] = (float)(q->emb_acc[d] * k);
+}
+
+/* The prefill is done: the embedding written, the prompt's scores to on_prompt_logprob in order, the
+ * first token's without one (a nonzero return cancels).
  * Returns 1 when the request ends here (cancelled, or no token to generate: max_tokens "none"). */
 static int req_prefilled(tm_req *q)
 {
+    if (q->emb) emb_done(q);
     tandem_logprob first = {.token = q->ids[0], .logprob = NAN}; /* nothing predicts it */
     if (q->on_plp.fn && q->on_plp.fn(q->ud, 0, &first)) atomic_store(&q->cancel, 1);
     for (int i = 1; q->on_plp.fn && i < q->n_prompt && !atomic_load(&q->cancel); i++)
@@ -532,19 +559,35 @@ static void run_prefill_only(tm_sched *sc, tm_req *q)
     req_finish(sc, q, REQ_FAILED);
 }
 
-/* A request scoring its prompt goes where the prefilling engine gives every row's logits: the route
- * picked if its engine does, else the other side's; TM_E_UNSUPPORTED (q->err) where neither does */
-static int plp_route(tm_session *s, tm_req *q)
+/* does engine e give every row what q needs (the logits for its prompt's scores, the hidden states for
+ * its embedding)? */
+static int rows_ok(const tm_engine_caps *e, const tm_req *q)
+{
+    return (!q->plp || e->row_logits) && (!q->emb || e->row_hidden);
+}
+
+/* A request that needs every prompt row (its scores, its embedding) goes where the prefilling engine
+ * gives them: the route picked if its engine does, else the other side's; TM_E_UNSUPPORTED (q->err)
+ * where neither does */
+static int rows_route(tm_session *s, tm_req *q)
 {
     unsigned ok = tm_router_routes(s);
-    int pre = s->pre.caps.row_logits, dec = s->dec.caps.row_logits && (s->dec.caps.roles & TM_ROLE_PREFILL);
+    int pre = rows_ok(&s->pre.caps, q), dec = rows_ok(&s->dec.caps, q) && (s->dec.caps.roles & TM_ROLE_PREFILL);
     if (q->route == TANDEM_ROUTE_DECODE_ONLY ? dec : pre) return TM_OK;
     if (pre && (ok & (1u << TANDEM_ROUTE_HYBRID))) q->route = TANDEM_ROUTE_HYBRID;
     else if (dec && (ok & (1u << TANDEM_ROUTE_DECODE_ONLY))) q->route = TANDEM_ROUTE_DECODE_ONLY;
     else
-        return tm_errf(&q->err, TM_E_UNSUPPORTED, "request: prompt_logprobs: neither %s nor %s gives every prompt row's "
-                       "logits", s->pre.caps.name, s->dec.caps.name);
+        return tm_errf(&q->err, TM_E_UNSUPPORTED, "request: %s: neither %s nor %s gives every prompt row's %s",
+                       q->emb ? "embedding" : "prompt_logprobs", s->pre.caps.name, s->dec.caps.name,
+                       q->emb ? "hidden state" : "logits");
     return TM_OK;
+}
+
+/* what a request's prefill hands its rows to (NULL: only the last row's logits are wanted) */
+static const tm_row_sink *req_rows(tm_req *q, tm_row_sink *rows)
+{
+    *rows = (tm_row_sink){q->plp ? plp_row : NULL, q, q->emb ? emb_row : NULL};
+    return q->plp || q->emb ? rows : NULL;
 }
 
 static void prefill_one(tm_sched *sc, tm_req *q)
@@ -556,9 +599,9 @@ static void prefill_one(tm_sched *sc, tm_req *q)
     for (tm_req *w = sc->q_head; w; w = w->next) load.n_queued++;
     pthread_mutex_unlock(&sc->mu);
     if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
-    if (!q->plp) pc_take(sc, q); /* the prompt's scores need every row prefilled */
+    if (!q->plp && !q->emb) pc_take(sc, q); /* the prompt's scores and embedding need every row prefilled */
     q->route = tm_route_pick(s, q->n_prompt - q->n_cached, q->max_new, &load, &q->pred);
-    if (q->plp && plp_route(s, q) != TM_OK) { req_finish(sc, q, REQ_FAILED); return; }
+    if ((q->plp || q->emb) && rows_route(s, q) != TM_OK) { req_finish(sc, q, REQ_FAILED); return; }
     q->state = REQ_ROUTED;
     if (s->o.explain) tm_router_explain_pick(stderr, &q->pred);
     if (atomic_load(&q->cancel)) { req_finish(sc, q, REQ_CANCELLED); return; }
@@ -570,9 +613,9 @@ static void prefill_one(tm_sched *sc, tm_req *q)
         return;
     }
     q->state = REQ_PREFILLING;
-    tm_row_sink rows = {plp_row, q};
+    tm_row_sink rows;
     if (tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pre_pool(sc), s->logits,
-                         q->plp ? &rows : NULL, &q->t_prefill, &q->t_handoff, q->gemm, &q->err) != TM_OK) {
+                         req_rows(q, &rows), &q->t_prefill, &q->t_handoff, q->gemm, &q->err) != TM_OK) {
         req_finish(sc, q, REQ_FAILED);
         return;
     }
@@ -653,9 +696,9 @@ static void *decode_main(void *arg)
                     if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
                     else pool = s->pool_all_dec;
                 }
-                tm_row_sink rows = {plp_row, q};
+                tm_row_sink rows;
                 int prc = tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool, sc->batch_logits,
-                                           q->plp ? &rows : NULL, &q->t_prefill, &q->t_handoff, q->gemm, &q->err);
+                                           req_rows(q, &rows), &q->t_prefill, &q->t_handoff, q->gemm, &q->err);
                 atomic_store(&s->dec_using_all, 0);
                 if (prc != TM_OK) {
                     req_finish(sc, q, REQ_FAILED);
@@ -801,6 +844,7 @@ static void req_free(tm_req *q)
     free(q->itl);
     free(q->lp_raw);
     free(q->plp);
+    free(q->emb_acc);
     free(q->bias_ids);
     free(q->bias);
     tm_gmatch_free(q->gm);
@@ -838,6 +882,24 @@ static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
         q->waiting = 1;
     }
     tm_jsm_init(&q->jsm);
+    return TM_OK;
+}
+
+/* request.embedding: its pooling (the model's where not given) and accumulator; TM_E_INVALID for a
+ * pooling out of range, TM_E_UNSUPPORTED where the model's embedding needs a module tandem lacks */
+static int req_embedding(tm_req *q, const tandem_request *r, tm_err *err)
+{
+    const tm_rt_model *rm = q->s->rm;
+    if (r->embed_pooling < TANDEM_POOL_DEFAULT || r->embed_pooling > TANDEM_POOL_CLS)
+        return tm_errf(err, TM_E_INVALID, "request: embed_pooling = %d is not one of TANDEM_POOL_*", r->embed_pooling);
+    if (rm->embed_unsupported[0])
+        return tm_errf(err, TM_E_UNSUPPORTED, "request: embedding: %s's embedding needs %s, which tandem does not have",
+                       rm->path, rm->embed_unsupported);
+    q->emb = r->embedding;
+    q->emb_pool = r->embed_pooling ? r->embed_pooling : rm->pooling;
+    q->emb_norm = r->embed_normalize != 0;
+    if (!(q->emb_acc = calloc((size_t)rm->decode->D, sizeof *q->emb_acc)))
+        return tm_errf(err, TM_E_NOMEM, "request: out of memory");
     return TM_OK;
 }
 
@@ -914,6 +976,7 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     }
     q->n_prompt = (int)n;
     if (q->on_plp.fn && !(q->plp = calloc(n, sizeof *q->plp))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+    if (r->embedding && (rc = req_embedding(q, r, err)) != TM_OK) goto fail;
     q->max_new = r->max_tokens > 0 ? r->max_tokens : r->max_tokens == TANDEM_MAX_TOKENS_NONE ? 0 : 128;
     if (q->n_prompt + q->max_new > s->max_ctx) q->max_new = s->max_ctx - q->n_prompt;
     tm_sampler_params sp;

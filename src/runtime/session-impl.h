@@ -93,10 +93,12 @@ void tm_route_chunk_caps(const tm_session *s, tandem_route r, tm_engine_caps *ou
  * seq->n_tokens) (a reused prefix, n_tokens < n), only the rest is
  * prefilled, statefully: the prefix's KV is in the decode pages. rows (may be
  * NULL): every prefilled position's logits, fn(ud, pos, logits [V]) in order
- * (the route's prefilling engine must have caps.row_logits). */
+ * (the route's prefilling engine must have caps.row_logits), and its final
+ * hidden state, hidden(ud, pos, h [D]) (caps.row_hidden); either may be NULL. */
 typedef struct tm_row_sink {
     void (*fn)(void *ud, int pos, const float *logits);
     void *ud;
+    void (*hidden)(void *ud, int pos, const float *h);
 } tm_row_sink;
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
                      struct tm_pool *pool, float *logits, const tm_row_sink *rows, double *t_prefill, double *t_handoff,

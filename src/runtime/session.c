@@ -278,6 +278,12 @@ static void row_to_sink(void *ud, int t, const float *logits)
     r->sink->fn(r->sink->ud, r->pos0 + t, logits);
 }
 
+static void hidden_to_sink(void *ud, int t, const float *h)
+{
+    const row_at *r = ud;
+    r->sink->hidden(r->sink->ud, r->pos0 + t, h);
+}
+
 int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int n, tm_kv_seq *seq, tm_kv_seq *sseq,
                      struct tm_pool *pool, float *logits, const tm_row_sink *rows, double *t_prefill, double *t_handoff,
                      double *gemm, tm_err *err)
@@ -307,7 +313,9 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
         tm_prefill_args a = {.tokens = buf, .T = T, .n_valid = nv, .pos0 = pos, .kv = kv, .seq = kseq,
                              .logits = last ? logits : NULL, .pool = pool, .gemm = gemm};
         row_at at = {rows, pos};
-        if (rows) a.on_row_logits = row_to_sink, a.row_ud = &at;
+        if (rows) a.row_ud = &at;
+        if (rows && rows->fn) a.on_row_logits = row_to_sink;
+        if (rows && rows->hidden) a.on_row_hidden = hidden_to_sink;
         if (last && stateless) {
             /* the last chunk: each layer's whole prompt KV goes to the bridge as soon as it completes */
             tm_bridge_begin(s->bridge, s->stage, sseq, s->kv, seq, 0, n);

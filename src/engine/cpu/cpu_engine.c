@@ -567,6 +567,8 @@ typedef struct cpu_rows {
     void (*on_row)(void *ud, int row, const float *logits); /* (optional) each row's logits as its block is done */
     void *row_ud;
     float *last;               /* (on_row, optional) [V]: a copy of the last logit row's */
+    void (*on_hidden)(void *ud, int row, const float *h); /* (optional) rows 0 .. n_hidden - 1's final norm [D] */
+    int n_hidden;
     void (*on_layer)(void *ud, int layer);
     void *ud;
     struct tm_pool *pool;      /* threads for this call */
@@ -1298,6 +1300,11 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
         par_add(c, r, c->x, c->f, f16, M, D);
         if (r->on_layer) r->on_layer(r->ud, l);
     }
+    /* each row's final hidden state, through one row of scratch (c->h holds M rows) */
+    for (int j = 0; j < r->n_hidden; j++) {
+        norm_rows(c, c->h, c->x + (size_t)j * D, c->final_norm, c->final_norm_b, 1, D);
+        r->on_hidden(r->row_ud, j, c->h);
+    }
     /* logits for the requested rows only */
     for (int j = 0; j < r->n_logit_rows; j++) {
         const float *x = c->x + (size_t)r->logit_rows[j] * D;
@@ -1383,6 +1390,7 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
         r.logits = buf, r.logit_rows = rows, r.n_logit_rows = a->n_valid;
         r.on_row = a->on_row_logits, r.row_ud = a->row_ud, r.last = a->logits;
     }
+    if (a->on_row_hidden) r.on_hidden = a->on_row_hidden, r.n_hidden = a->n_valid, r.row_ud = a->row_ud;
     int rc = forward(c, &r, 0, err);
     free(buf);
     if (rc == TM_OK && a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
@@ -1445,7 +1453,7 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
     caps->kv_dtypes[2] = TM_DT_Q8PC;
     caps->n_kv_dtypes = 3;
     caps->max_batch = TM_KGEMV_MAX_B;
-    caps->row_logits = (v->roles & TM_ROLE_PREFILL) != 0;
+    caps->row_logits = caps->row_hidden = (v->roles & TM_ROLE_PREFILL) != 0;
     return TM_OK;
 }
 

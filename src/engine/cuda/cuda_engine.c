@@ -836,8 +836,10 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
     if (e->pos_embed && (int64_t)a->pos0 + T > e->max_pos)
         return tm_errf(err, TM_E_LIMIT, "cuda prefill: positions up to %lld exceed the model's %d learned positions",
                        (long long)a->pos0 + T, e->max_pos);
-    if (a->on_row_logits) /* caps.row_logits 0: not yet (the prompt's scores run on a CPU engine) */
-        return tm_errf(err, TM_E_UNSUPPORTED, "cuda prefill: every row's logits are not supported yet");
+    if (a->on_row_logits || a->on_row_hidden) /* caps.row_logits, row_hidden 0: not yet (scores and embeddings
+                                                    run on a CPU engine) */
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda prefill: every row's %s not supported yet",
+                       a->on_row_logits ? "logits are" : "hidden state is");
     const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
     if ((rc = check_cache(e, o, "cuda prefill", err))) return rc;
     if (a->seq->n_pages * o->page_size < a->pos0 + a->n_valid)
