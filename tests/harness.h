@@ -60,6 +60,15 @@ static inline char *th_slurp(const char *path)
     return s;
 }
 
+/* th_write_file: path := data [n] (created or truncated); 0, or -1 */
+static inline int th_write_file(const char *path, const char *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 /* th_max_diff: the largest |a[i] - b[i]| of two rows [n] */
 static inline double th_max_diff(const float *a, const float *b, int n)
 {

@@ -567,12 +567,21 @@ static int rows_ok(const tm_engine_caps *e, const tm_req *q)
 }
 
 /* A request that needs every prompt row (its scores, its embedding) goes where the prefilling engine
- * gives them: the route picked if its engine does, else the other side's; TM_E_UNSUPPORTED (q->err)
- * where neither does */
+ * gives them. Routed by the router (no route forced), it goes to the prefill side whatever the load,
+ * so that the same prompt gets the same numbers every time (the two sides' weights differ: int8 and
+ * int4 by default, embeddings at cosine 0.99 apart): prefill-only where nothing is generated (no
+ * hand-off), else hybrid. A forced route is kept if its engine gives the rows, else the other side's
+ * is taken; TM_E_UNSUPPORTED (q->err) where neither does. */
 static int rows_route(tm_session *s, tm_req *q)
 {
     unsigned ok = tm_router_routes(s);
     int pre = rows_ok(&s->pre.caps, q), dec = rows_ok(&s->dec.caps, q) && (s->dec.caps.roles & TM_ROLE_PREFILL);
+    if (s->o.route == TANDEM_ROUTE_AUTO && pre) {
+        tandem_route want = q->max_new == 0 ? TANDEM_ROUTE_PREFILL_ONLY : TANDEM_ROUTE_HYBRID;
+        tandem_route other = want == TANDEM_ROUTE_HYBRID ? TANDEM_ROUTE_PREFILL_ONLY : TANDEM_ROUTE_HYBRID;
+        if (ok & (1u << want)) q->route = want;
+        else if (ok & (1u << other)) q->route = other;
+    }
     if (q->route == TANDEM_ROUTE_DECODE_ONLY ? dec : pre) return TM_OK;
     if (pre && (ok & (1u << TANDEM_ROUTE_HYBRID))) q->route = TANDEM_ROUTE_HYBRID;
     else if (dec && (ok & (1u << TANDEM_ROUTE_DECODE_ONLY))) q->route = TANDEM_ROUTE_DECODE_ONLY;

@@ -1,0 +1,336 @@
+/* tests/test_embed.c: embeddings through the library (tandem_request.embedding) on the demo model.
+ *
+ * 1. The pooling's arithmetic on every route: a causal model's row i is the last row of the prompt's
+ *    first i + 1 tokens, so the mean of a prompt's rows is the mean of its prefixes' last-token
+ *    embeddings, and its first token's (cls) the one-token prefix's; unit length where asked; the
+ *    routes (int8 prefill weights, int4 decode weights) agree.
+ * 2. An embedding beside generation: the same text as without it, the same vector as alone, and
+ *    several at once each equal to itself alone.
+ * 3. The model's modules (sentence-transformers' modules.json and Pooling config): the default
+ *    pooling and Normalize taken from them; a module tandem lacks refused by name; a malformed
+ *    modules.json refused where the model opens, naming it.
+ * (Every row's hidden state against the fp32 reference: test_engine.) */
+#include "harness.h"
+
+#include <limits.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tandem.h"
+
+static const char *DEMO = "models/tiny-classics-llama";
+static const char *PROMPT = "The old man looked at the sea and said that";
+
+typedef struct text {
+    char buf[2048];
+    size_t len;
+} text;
+
+static int on_text(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)tok;
+    text *t = ud;
+    if (t && t->len + len < sizeof t->buf) {
+        memcpy(t->buf + t->len, piece, len);
+        t->len += len;
+        t->buf[t->len] = 0;
+    }
+    return 0;
+}
+
+static tandem_request embed_request(float *out, int pooling, int normalize)
+{
+    tandem_request r;
+    tandem_request_default(&r);
+    r.max_tokens = TANDEM_MAX_TOKENS_NONE;
+    r.embedding = out;
+    r.embed_pooling = pooling;
+    r.embed_normalize = normalize;
+    return r;
+}
+
+/* the embedding of ids [n] (or of prompt where ids is NULL); 0 on success */
+static int embed(tandem_session *s, const char *prompt, const int32_t *ids, size_t n, int pooling, int normalize,
+                 float *out)
+{
+    tandem_request r = embed_request(out, pooling, normalize);
+    r.prompt = prompt;
+    r.prompt_ids = ids;
+    r.n_prompt_ids = n;
+    tandem_stats st;
+    tandem_status ts;
+    int rc = tandem_generate(s, &r, on_text, NULL, &st, &ts);
+    CHECKF(rc == 0, "embed: %s", ts.msg);
+    CHECKF(rc || (st.n_generated == 0 && !strcmp(st.finish_reason, "length")), "embed generated %d", st.n_generated);
+    return rc;
+}
+
+static double dot(const float *a, const float *b, int D)
+{
+    double s = 0;
+    for (int d = 0; d < D; d++) s += (double)a[d] * b[d];
+    return s;
+}
+
+static double cosine(const float *a, const float *b, int D)
+{
+    return dot(a, b, D) / sqrt(dot(a, a, D) * dot(b, b, D) + 1e-30);
+}
+
+/* max |a - b| over max |b| */
+static double rel_diff(const float *a, const float *b, int D)
+{
+    double m = 0, w = 0;
+    for (int d = 0; d < D; d++) {
+        m = fmax(m, fabs((double)a[d] - b[d]));
+        w = fmax(w, fabs((double)b[d]));
+    }
+    return m / (w + 1e-30);
+}
+
+static tandem_session *open_session(tandem_model *m, tandem_route route)
+{
+    tandem_session_opts o;
+    tandem_session_opts_default(&o);
+    o.n_threads = 2;
+    o.max_ctx = 256;
+    o.route = route;
+    tandem_session *s = NULL;
+    tandem_status st;
+    CHECKF(tandem_session_new(&s, m, &o, &st) == 0, "%s", st.msg);
+    return s;
+}
+
+/* ---- 1. the pooling, route by route ---- */
+
+static void test_pooling(tandem_model *m, int D)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    tandem_status st;
+    CHECKF(tandem_tokenize(m, PROMPT, strlen(PROMPT), 1, &ids, &n, &st) == 0 && n >= 6, "%s", st.msg);
+    if (n < 6) return;
+    float *last = calloc((size_t)D * 3, sizeof(float)), *mean = calloc((size_t)D, sizeof(float)),
+          *cls = calloc((size_t)D, sizeof(float)), *pre = calloc((size_t)D, sizeof(float)),
+          *avg = calloc((size_t)D, sizeof(float)), *unit = calloc((size_t)D, sizeof(float));
+    static const tandem_route routes[] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_PREFILL_ONLY, TANDEM_ROUTE_DECODE_ONLY};
+    for (int ri = 0; ri < 3; ri++) {
+        tandem_session *s = open_session(m, routes[ri]);
+        if (!s) continue;
+        float *lr = last + (size_t)ri * D;
+        /* the default pooling of a model without modules is the last token's */
+        CHECK(embed(s, NULL, ids, n, TANDEM_POOL_DEFAULT, 0, lr) == 0);
+        CHECK(embed(s, NULL, ids, n, TANDEM_POOL_LAST, 0, pre) == 0 && !memcmp(pre, lr, sizeof(float) * (size_t)D));
+        CHECK(embed(s, NULL, ids, n, TANDEM_POOL_MEAN, 0, mean) == 0);
+        CHECK(embed(s, NULL, ids, n, TANDEM_POOL_CLS, 0, cls) == 0);
+        /* the mean of the prefixes' last rows */
+        memset(avg, 0, sizeof(float) * (size_t)D);
+        for (size_t i = 1; i <= n; i++) {
+            CHECK(embed(s, NULL, ids, i, TANDEM_POOL_LAST, 0, pre) == 0);
+            for (int d = 0; d < D; d++) avg[d] += pre[d] / (float)n;
+            if (i == 1)
+                CHECKF(cosine(cls, pre, D) > 0.99999 && rel_diff(cls, pre, D) < 2e-3,
+                       "route %d: cls against the first token alone: cosine %.7f, rel diff %.5f", ri, cosine(cls, pre, D),
+                       rel_diff(cls, pre, D));
+        }
+        CHECKF(cosine(mean, avg, D) > 0.99999 && rel_diff(mean, avg, D) < 2e-3,
+               "route %d: mean against the prefixes' mean: cosine %.7f, rel diff %.5f", ri, cosine(mean, avg, D),
+               rel_diff(mean, avg, D));
+        CHECKF(cosine(mean, lr, D) < 0.9999, "route %d: the mean is not the last row (cosine %.7f)", ri, cosine(mean, lr, D));
+        /* unit length: the same direction */
+        CHECK(embed(s, NULL, ids, n, TANDEM_POOL_MEAN, 1, unit) == 0);
+        double len = sqrt(dot(unit, unit, D)), k = 1.0 / sqrt(dot(mean, mean, D));
+        for (int d = 0; d < D; d++) avg[d] = (float)(mean[d] * k);
+        CHECKF(fabs(len - 1) < 1e-5 && rel_diff(unit, avg, D) < 1e-5, "route %d: normalized: length %.7f, rel diff %.2g", ri,
+               len, rel_diff(unit, avg, D));
+        /* text in, the same as its ids (tokenized with the special tokens) */
+        CHECK(embed(s, PROMPT, NULL, 0, TANDEM_POOL_LAST, 0, pre) == 0 && !memcmp(pre, lr, sizeof(float) * (size_t)D));
+        /* a pooling out of range */
+        tandem_request r = embed_request(pre, 9, 0);
+        r.prompt = PROMPT;
+        tandem_stats stt;
+        CHECK(tandem_generate(s, &r, on_text, NULL, &stt, &st) == TANDEM_E_INVALID && strstr(st.msg, "embed_pooling"));
+        tandem_session_free(s);
+    }
+    /* the routes agree: int8 prefill (hybrid, prefill-only) and int4 decode weights (decode-only) */
+    CHECKF(!memcmp(last, last + D, sizeof(float) * (size_t)D), "hybrid and prefill-only prefill on the same engine");
+    CHECKF(cosine(last, last + 2 * (size_t)D, D) > 0.99, "hybrid against decode-only: cosine %.5f",
+           cosine(last, last + 2 * (size_t)D, D));
+    free(ids);
+    free(last);
+    free(mean);
+    free(cls);
+    free(pre);
+    free(avg);
+    free(unit);
+}
+
+/* ---- 2. beside generation ---- */
+
+/* route: HYBRID (forced, so a generation's text can be compared with and without an embedding) or
+ * AUTO (the router's: embeddings then always go to the prefill side, so they are the same bits
+ * whatever else runs) */
+static void test_beside_generation(tandem_model *m, int D, tandem_route route)
+{
+    tandem_session *s = open_session(m, route);
+    if (!s) return;
+    int exact = route == TANDEM_ROUTE_AUTO;
+    float *alone = calloc((size_t)D * 5, sizeof(float)), *with = calloc((size_t)D, sizeof(float));
+    const char *prompts[4] = {PROMPT, "Once upon a time", "She opened the door and", "It was a dark and stormy night"};
+    for (int i = 0; i < 4; i++) CHECK(embed(s, prompts[i], NULL, 0, TANDEM_POOL_MEAN, 1, alone + (size_t)i * D) == 0);
+    /* one request embeds and generates: its text as without the embedding, its vector as alone */
+    tandem_request r;
+    tandem_request_default(&r);
+    r.prompt = PROMPT;
+    r.max_tokens = 16;
+    r.temperature = 0;
+    r.ignore_eos = 1;
+    text plain = {0}, both = {0};
+    tandem_stats st;
+    tandem_status ts;
+    CHECKF(tandem_generate(s, &r, on_text, &plain, &st, &ts) == 0, "%s", ts.msg);
+    r.embedding = with;
+    r.embed_pooling = TANDEM_POOL_MEAN;
+    r.embed_normalize = 1;
+    CHECKF(tandem_generate(s, &r, on_text, &both, &st, &ts) == 0, "%s", ts.msg);
+    CHECKF(plain.len > 0 && (exact || !strcmp(plain.buf, both.buf)) && st.n_generated == 16,
+           "text '%s' / with an embedding '%s'", plain.buf, both.buf);
+    CHECKF(cosine(with, alone, D) > 0.99999, "embedded while generating: cosine %.7f", cosine(with, alone, D));
+    /* four embeddings and a generation at once */
+    tandem_handle *h[5];
+    text gen = {0};
+    float *got = calloc((size_t)D * 4, sizeof(float));
+    for (int i = 0; i < 5; i++) {
+        tandem_request q = embed_request(got + (size_t)i * D, TANDEM_POOL_MEAN, 1);
+        q.prompt = i < 4 ? prompts[i] : PROMPT;
+        if (i == 4) q = r, q.embedding = NULL;
+        CHECKF(tandem_submit(s, &q, on_text, i == 4 ? &gen : NULL, &h[i], &ts) == 0, "%s", ts.msg);
+    }
+    for (int i = 0; i < 5; i++) CHECKF(tandem_wait(h[i], &st, &ts) == 0, "%s", ts.msg);
+    for (int i = 0; i < 4; i++)
+        CHECKF(exact ? !memcmp(got + (size_t)i * D, alone + (size_t)i * D, sizeof(float) * (size_t)D)
+                     : cosine(got + (size_t)i * D, alone + (size_t)i * D, D) > 0.99999,
+               "route %d, at once, prompt %d: cosine %.7f", route, i, cosine(got + (size_t)i * D, alone + (size_t)i * D, D));
+    CHECKF(exact || !strcmp(gen.buf, both.buf), "generated beside embeddings: '%s' / '%s'", gen.buf, both.buf);
+    free(got);
+    free(alone);
+    free(with);
+    tandem_session_free(s);
+}
+
+/* ---- 3. the model's modules ---- */
+
+/* dir := the demo model's files (linked) plus modules.json and 1_Pooling/config.json as given (NULL: none) */
+static void st_dir(const char *dir, const char *modules, const char *pooling)
+{
+    static const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                  "special_tokens_map.json", "generation_config.json"};
+    char path[PATH_MAX], target[2 * PATH_MAX], cwd[PATH_MAX];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    mkdir(dir, 0755);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        snprintf(target, sizeof target, "%s/%s/%s", cwd, DEMO, files[i]);
+        unlink(path);
+        CHECKF(symlink(target, path) == 0, "%s", path);
+    }
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    CHECK(th_write_file(path, modules, strlen(modules)) == 0);
+    snprintf(path, sizeof path, "%s/1_Pooling", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    unlink(path);
+    if (pooling) CHECK(th_write_file(path, pooling, strlen(pooling)) == 0);
+}
+
+static const char *MODS =
+    "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
+    "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"}%s]";
+
+static void test_modules(int D)
+{
+    const char *dir = "build/test_embed_st";
+    char mods[1024];
+    tandem_status st;
+    /* mean pooling, then Normalize: the defaults */
+    snprintf(mods, sizeof mods, MODS, ",{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\","
+                                      "\"type\":\"sentence_transformers.models.Normalize\"}");
+    st_dir(dir, mods, "{\"word_embedding_dimension\":64,\"pooling_mode_cls_token\":false,"
+                      "\"pooling_mode_mean_tokens\":true,\"pooling_mode_max_tokens\":false,\"include_prompt\":true}");
+    tandem_model *m = NULL;
+    CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
+    if (m) {
+        tandem_model_info info;
+        tandem_model_get_info(m, &info);
+        CHECKF(info.pooling == TANDEM_POOL_MEAN && info.embed_normalize == 1 && !info.embed_unsupported,
+               "pooling %d normalize %d unsupported %s", info.pooling, info.embed_normalize,
+               info.embed_unsupported ? info.embed_unsupported : "-");
+        tandem_session *s = open_session(m, TANDEM_ROUTE_HYBRID);
+        float *a = calloc((size_t)D, sizeof(float)), *b = calloc((size_t)D, sizeof(float));
+        if (s) {
+            CHECK(embed(s, PROMPT, NULL, 0, TANDEM_POOL_DEFAULT, 1, a) == 0);
+            CHECK(embed(s, PROMPT, NULL, 0, TANDEM_POOL_MEAN, 1, b) == 0 && !memcmp(a, b, sizeof(float) * (size_t)D));
+        }
+        free(a);
+        free(b);
+        tandem_session_free(s);
+        tandem_model_free(m);
+    }
+    /* modules tandem lacks: a Dense projection, a max pooling; embeddings refused naming them */
+    static const struct {
+        const char *extra, *pooling, *named;
+    } lacks[] = {
+        {",{\"idx\":2,\"name\":\"2\",\"path\":\"2_Dense\",\"type\":\"sentence_transformers.models.Dense\"}",
+         "{\"pooling_mode_lasttoken\":true}", "sentence_transformers.models.Dense"},
+        {"", "{\"pooling_mode_max_tokens\":true}", "pooling_mode_max_tokens"},
+        {"", NULL, "Pooling module without its config.json"},
+    };
+    for (size_t k = 0; k < sizeof lacks / sizeof lacks[0]; k++) {
+        snprintf(mods, sizeof mods, MODS, lacks[k].extra);
+        st_dir(dir, mods, lacks[k].pooling);
+        m = NULL;
+        CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
+        if (!m) continue;
+        tandem_model_info info;
+        tandem_model_get_info(m, &info);
+        CHECKF(info.embed_unsupported && strstr(info.embed_unsupported, lacks[k].named), "lacks %zu: %s", k,
+               info.embed_unsupported ? info.embed_unsupported : "(none)");
+        tandem_session *s = open_session(m, TANDEM_ROUTE_HYBRID);
+        float *v = calloc((size_t)D, sizeof(float));
+        tandem_request r = embed_request(v, 0, 1);
+        r.prompt = PROMPT;
+        tandem_stats stt;
+        CHECKF(s && tandem_generate(s, &r, on_text, NULL, &stt, &st) == TANDEM_E_UNSUPPORTED && strstr(st.msg, lacks[k].named),
+               "lacks %zu: %s", k, st.msg);
+        /* generation is not touched */
+        r.embedding = NULL;
+        r.max_tokens = 4;
+        CHECKF(s && tandem_generate(s, &r, on_text, NULL, &stt, &st) == 0 && stt.n_generated == 4, "%s", st.msg);
+        free(v);
+        tandem_session_free(s);
+        tandem_model_free(m);
+    }
+    /* a modules.json that is not JSON: the open fails, naming it */
+    st_dir(dir, "[{\"type\": ", NULL);
+    m = NULL;
+    CHECKF(tandem_model_open(&m, dir, &st) != 0 && !m && strstr(st.msg, "modules.json"), "%s", st.msg);
+    tandem_model_free(m);
+}
+
+int main(void)
+{
+    tandem_model *m = NULL;
+    tandem_status st;
+    CHECKF(tandem_model_open(&m, DEMO, &st) == 0, "%s", st.msg);
+    if (!m) return th_done("test_embed");
+    tandem_model_info info;
+    tandem_model_get_info(m, &info);
+    CHECK(info.pooling == TANDEM_POOL_LAST && info.embed_normalize == 0 && !info.embed_unsupported);
+    test_pooling(m, info.hidden);
+    test_beside_generation(m, info.hidden, TANDEM_ROUTE_HYBRID);
+    test_beside_generation(m, info.hidden, TANDEM_ROUTE_AUTO);
+    tandem_model_free(m);
+    test_modules(info.hidden);
+    return th_done("test_embed");
+}
