@@ -9,14 +9,20 @@
  * 3. The model's modules (sentence-transformers' modules.json and Pooling config): the default
  *    pooling and Normalize taken from them; a module tandem lacks refused by name; a malformed
  *    modules.json refused where the model opens, naming it.
+ * 4. POST /v1/embeddings: each vector the library's (unit length, cut to "dimensions" and scaled
+ *    again), as floats and as base64, a batch of texts and token ids each as alone, usage; every
+ *    malformed field a 400 naming it, a prompt past the context context_length_exceeded.
  * (Every row's hidden state against the fp32 reference: test_engine.) */
 #include "harness.h"
+#include "http_client.h"
 
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "serve/serve.h"
 #include "tandem.h"
 
 static const char *DEMO = "models/tiny-classics-llama";
@@ -318,8 +324,160 @@ static void test_modules(int D)
     tandem_model_free(m);
 }
 
+/* ---- 4. POST /v1/embeddings ---- */
+
+/* base64 (standard alphabet, padded) into out; the bytes written, or -1 */
+static int unbase64(const char *s, unsigned char *out, int cap)
+{
+    static const char *A = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    int n = 0, bits = 0;
+    unsigned acc = 0;
+    for (; *s && *s != '='; s++) {
+        const char *p = strchr(A, *s);
+        if (!p) return -1;
+        acc = acc << 6 | (unsigned)(p - A);
+        if ((bits += 6) >= 8) {
+            bits -= 8;
+            if (n >= cap) return -1;
+            out[n++] = (unsigned char)(acc >> bits);
+        }
+    }
+    return n;
+}
+
+/* data[i].embedding of an answer into v [dim] (floats or base64); its length, or -1 */
+static int vec_of(const cJSON *j, int i, float *v, int dim)
+{
+    const cJSON *e = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), i), "embedding");
+    if (cJSON_IsString(e)) {
+        int n = unbase64(e->valuestring, (unsigned char *)v, dim * 4);
+        return n < 0 || n % 4 ? -1 : n / 4;
+    }
+    int n = 0;
+    for (const cJSON *x = cJSON_IsArray(e) ? e->child : NULL; x && n < dim; x = x->next) v[n++] = (float)x->valuedouble;
+    return cJSON_IsArray(e) && cJSON_GetArraySize(e) == n ? n : -1;
+}
+
+static void test_server(tandem_model *m, int D)
+{
+    tandem_session *s = open_session(m, TANDEM_ROUTE_AUTO);
+    if (!s) return;
+    tm_server_opts o;
+    tm_server_opts_default(&o);
+    o.port = 0;
+    o.model_name = "emb";
+    tm_server *srv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (!srv) {
+        tandem_session_free(s);
+        return;
+    }
+    int port = tm_server_port(srv), status;
+    float *want = calloc((size_t)D, sizeof(float)), *got = calloc((size_t)D, sizeof(float)),
+          *raw = calloc((size_t)D, sizeof(float)), *b64 = calloc((size_t)D, sizeof(float));
+    int32_t *ids = NULL;
+    size_t n = 0;
+    tandem_status st;
+    CHECK(tandem_tokenize(m, PROMPT, strlen(PROMPT), 1, &ids, &n, &st) == 0);
+    /* one text: the library's vector (the model's pooling, unit length), as floats and as base64 */
+    CHECK(embed(s, PROMPT, NULL, 0, TANDEM_POOL_DEFAULT, 1, want) == 0);
+    char body[2048];
+    snprintf(body, sizeof body, "{\"model\":\"emb\",\"input\":\"%s\"}", PROMPT);
+    cJSON *j = http_json(port, "POST", "/v1/embeddings", body, NULL, &status);
+    CHECKF(status == 200 && vec_of(j, 0, got, D) == D && !memcmp(got, want, sizeof(float) * (size_t)D) &&
+               !strcmp(jstr(j, "object") ? jstr(j, "object") : "", "list") &&
+               !strcmp(jstr(j, "data.0.object") ? jstr(j, "data.0.object") : "", "embedding") && jnum(j, "data.0.index") == 0 &&
+               !strcmp(jstr(j, "model") ? jstr(j, "model") : "", "emb") && jnum(j, "usage.prompt_tokens") == (double)n &&
+               jnum(j, "usage.total_tokens") == (double)n,
+           "one text: status %d, cosine %.7f", status, cosine(got, want, D));
+    cJSON_Delete(j);
+    snprintf(body, sizeof body, "{\"input\":\"%s\",\"encoding_format\":\"base64\"}", PROMPT);
+    j = http_json(port, "POST", "/embeddings", body, NULL, &status);
+    CHECKF(status == 200 && vec_of(j, 0, b64, D) == D && !memcmp(b64, want, sizeof(float) * (size_t)D), "base64: %d",
+           status);
+    cJSON_Delete(j);
+    /* a batch: texts and token ids, each as alone, in order */
+    char idl[1024] = "";
+    for (size_t i = 0; i < n; i++) snprintf(idl + strlen(idl), sizeof idl - strlen(idl), "%s%d", i ? "," : "", ids[i]);
+    snprintf(body, sizeof body, "{\"input\":[\"Once upon a time\",[%s],\"%s\"]}", idl, PROMPT);
+    j = http_json(port, "POST", "/v1/embeddings", body, NULL, &status);
+    CHECK(embed(s, "Once upon a time", NULL, 0, TANDEM_POOL_DEFAULT, 1, raw) == 0);
+    int32_t *ids2 = NULL;
+    size_t n2 = 0;
+    CHECK(tandem_tokenize(m, "Once upon a time", 16, 1, &ids2, &n2, &st) == 0);
+    CHECKF(status == 200 && cJSON_GetArraySize(cJSON_GetObjectItem(j, "data")) == 3 && jnum(j, "data.2.index") == 2 &&
+               jnum(j, "usage.prompt_tokens") == (double)(2 * n + n2),
+           "batch: %d", status);
+    for (int i = 0; i < 3; i++)
+        CHECKF(vec_of(j, i, got, D) == D && !memcmp(got, i ? want : raw, sizeof(float) * (size_t)D), "batch %d", i);
+    cJSON_Delete(j);
+    free(ids2);
+    /* dimensions: the first k of the raw vector, scaled to unit length again; mean pooling, no scaling */
+    CHECK(embed(s, PROMPT, NULL, 0, TANDEM_POOL_DEFAULT, 0, raw) == 0);
+    snprintf(body, sizeof body, "{\"input\":\"%s\",\"dimensions\":8}", PROMPT);
+    j = http_json(port, "POST", "/v1/embeddings", body, NULL, &status);
+    double ss = 0;
+    for (int d = 0; d < 8; d++) ss += (double)raw[d] * raw[d];
+    int k = vec_of(j, 0, got, D), close = k == 8;
+    for (int d = 0; close && d < 8; d++) close = fabs(got[d] - raw[d] / sqrt(ss)) < 1e-6;
+    CHECKF(status == 200 && close, "dimensions 8: %d, %d numbers", status, k);
+    cJSON_Delete(j);
+    CHECK(embed(s, PROMPT, NULL, 0, TANDEM_POOL_MEAN, 0, raw) == 0);
+    snprintf(body, sizeof body, "{\"input\":\"%s\",\"pooling\":\"mean\",\"normalize\":false}", PROMPT);
+    j = http_json(port, "POST", "/v1/embeddings", body, NULL, &status);
+    CHECKF(status == 200 && vec_of(j, 0, got, D) == D && !memcmp(got, raw, sizeof(float) * (size_t)D), "mean, raw: %d",
+           status);
+    cJSON_Delete(j);
+    /* refusals, by field */
+    char big[4096];
+    snprintf(big, sizeof big, "{\"input\":[");
+    for (int i = 0; i <= 256; i++) snprintf(big + strlen(big), sizeof big - strlen(big), "%s\"a\"", i ? "," : "");
+    snprintf(big + strlen(big), sizeof big - strlen(big), "]}");
+    char dim_over[96];
+    snprintf(dim_over, sizeof dim_over, "{\"input\":\"a\",\"dimensions\":%d}", D + 1);
+    static const char *const bad[][2] = {
+        {"{\"input\":[]}", "input"},
+        {"{}", "input"},
+        {"{\"input\":7}", "input"},
+        {"{\"input\":[\"a\",5]}", "input[1]"},
+        {"{\"input\":[\"a\",\"\"]}", "input[1]"},
+        {"{\"input\":[[1,2],[-1]]}", "input[1]"},
+        {"{\"input\":[[1,2.5]]}", "input[0]"},
+        {"{\"input\":\"a\",\"encoding_format\":\"hex\"}", "encoding_format"},
+        {"{\"input\":\"a\",\"dimensions\":0}", "dimensions"},
+        {"{\"input\":\"a\",\"pooling\":\"max\"}", "pooling"},
+        {"{\"input\":\"a\",\"normalize\":1}", "normalize"},
+        {"[1]", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) check_error(port, "POST", "/v1/embeddings", bad[i][0], 400, bad[i][1], bad[i][0]);
+    check_error(port, "POST", "/v1/embeddings", big, 400, "input", "257 inputs");
+    check_error(port, "POST", "/v1/embeddings", dim_over, 400, "dimensions", "dimensions past the hidden size");
+    check_error(port, "GET", "/v1/embeddings", NULL, 405, NULL, "GET");
+    /* a prompt past the context (256): context_length_exceeded, naming the input */
+    size_t lb = 64 + 300 * 8;
+    char *longb = malloc(lb);
+    snprintf(longb, lb, "{\"input\":[\"a\",[");
+    for (int i = 0; i < 300; i++) snprintf(longb + strlen(longb), lb - strlen(longb), "%s%d", i ? "," : "", ids[i % n]);
+    snprintf(longb + strlen(longb), lb - strlen(longb), "]]}");
+    j = http_json(port, "POST", "/v1/embeddings", longb, NULL, &status);
+    CHECKF(status == 400 && jstr(j, "error.code") && !strcmp(jstr(j, "error.code"), "context_length_exceeded") &&
+               jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "input[1]"),
+           "too long: %d %s", status, jstr(j, "error.message") ? jstr(j, "error.message") : "");
+    cJSON_Delete(j);
+    free(longb);
+    free(ids);
+    free(want);
+    free(got);
+    free(raw);
+    free(b64);
+    tm_server_stop(srv);
+    tandem_session_free(s);
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN);
     tandem_model *m = NULL;
     tandem_status st;
     CHECKF(tandem_model_open(&m, DEMO, &st) == 0, "%s", st.msg);
@@ -330,6 +488,7 @@ int main(void)
     test_pooling(m, info.hidden);
     test_beside_generation(m, info.hidden, TANDEM_ROUTE_HYBRID);
     test_beside_generation(m, info.hidden, TANDEM_ROUTE_AUTO);
+    test_server(m, info.hidden);
     tandem_model_free(m);
     test_modules(info.hidden);
     return th_done("test_embed");

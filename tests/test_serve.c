@@ -1036,95 +1036,6 @@ static void test_batch(int port, tandem_session *s)
     cJSON_Delete(j);
 }
 
-/* ---- Anthropic's Messages API ---- */
-
-/* POST /v1/messages: the same greedy answer as the chat endpoint's over the same messages (system
- * apart, content as a string or text blocks), in Anthropic's message shape and stream events; the
- * refusals by field */
-static void test_messages(int port, const ref *rc)
-{
-    const char *sys = "\"system\":\"You tell stories.\",\"max_tokens\":16,\"temperature\":0";
-    char body[1024];
-    int status;
-    for (int blocks = 0; blocks < 2; blocks++) {
-        snprintf(body, sizeof body, "{\"model\":\"m\",%s,\"messages\":[{\"role\":\"user\",\"content\":%s}]}", sys,
-                 blocks ? "[{\"type\":\"text\",\"text\":\"Tell me about the sea.\"}]" : "\"Tell me about the sea.\"");
-        cJSON *j = http_json(port, "POST", "/v1/messages", body, NULL, &status);
-        CHECKF(status == 200 && jstr(j, "type") && !strcmp(jstr(j, "type"), "message") && jstr(j, "role") &&
-                   !strcmp(jstr(j, "role"), "assistant") && jstr(j, "id") && !strncmp(jstr(j, "id"), "msg_", 4) &&
-                   jstr(j, "content.0.type") && !strcmp(jstr(j, "content.0.type"), "text") && jstr(j, "content.0.text") &&
-                   !strcmp(jstr(j, "content.0.text"), rc->text) &&
-                   jnum(j, "usage.input_tokens") == rc->st.n_prompt && jnum(j, "usage.output_tokens") == rc->st.n_generated &&
-                   jstr(j, "stop_reason") &&
-                   !strcmp(jstr(j, "stop_reason"), strcmp(rc->st.finish_reason, "length") ? "end_turn" : "max_tokens"),
-               "messages (%s): %d '%s'", blocks ? "blocks" : "string", status,
-               jstr(j, "content.0.text") ? jstr(j, "content.0.text") : "(none)");
-        cJSON_Delete(j);
-    }
-    /* streamed: message_start (the prompt's tokens), content_block_start, text deltas, content_block_stop,
-       message_delta (stop reason, output tokens), message_stop; no [DONE] */
-    snprintf(body, sizeof body, "{%s,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]}",
-             sys);
-    http_res hr;
-    CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0 && hr.status == 200);
-    char text[4096] = "", seq[512] = "";
-    for (const char *p = hr.body ? hr.body : "", *e; (e = strstr(p, "\n\n")); p = e + 2) {
-        const char *d = strstr(p, "\ndata: ");
-        if (strncmp(p, "event: ", 7) || !d || d > e) continue;
-        snprintf(seq + strlen(seq), sizeof seq - strlen(seq), "%.*s,", (int)(d - p - 7), p + 7);
-        cJSON *ev = cJSON_ParseWithLength(d + 7, (size_t)(e - d - 7));
-        const char *t = jstr(ev, "delta.text");
-        if (t) strncat(text, t, sizeof text - strlen(text) - 1);
-        if (jstr(ev, "type") && !strcmp(jstr(ev, "type"), "message_start"))
-            CHECK(jnum(ev, "message.usage.input_tokens") == rc->st.n_prompt);
-        if (jstr(ev, "type") && !strcmp(jstr(ev, "type"), "message_delta"))
-            CHECK(jnum(ev, "usage.output_tokens") == rc->st.n_generated && jstr(ev, "delta.stop_reason"));
-        cJSON_Delete(ev);
-    }
-    CHECKF(!strncmp(seq, "message_start,content_block_start,content_block_delta,", 54) &&
-               strstr(seq, ",content_block_stop,message_delta,message_stop,") && !strstr(hr.body, "[DONE]"),
-           "messages stream events: %s", seq);
-    CHECK_EQ_STR(text, rc->text);
-    http_res_free(&hr);
-    /* a stop sequence: the text up to it, stop_reason stop_sequence naming it (a second one never met) */
-    size_t tl = strlen(rc->text);
-    char stop[8];
-    snprintf(stop, sizeof stop, "%.4s", rc->text + tl / 2);
-    for (int stream = 0; stream < 2 && tl >= 8; stream++) {
-        snprintf(body, sizeof body,
-                 "{%s,\"stream\":%s,\"stop_sequences\":[\"\\u0001\",\"%s\"],\"messages\":[{\"role\":\"user\","
-                 "\"content\":\"Tell me about the sea.\"}]}",
-                 sys, stream ? "true" : "false", stop);
-        CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0 && hr.status == 200);
-        const char *js = hr.body ? hr.body : "";
-        if (stream) js = strstr(js, "event: message_delta\ndata: ") ? strstr(js, "event: message_delta\ndata: ") + 27 : "";
-        cJSON *j = cJSON_Parse(js);
-        const char *sr = jstr(j, stream ? "delta.stop_reason" : "stop_reason");
-        const char *ss = jstr(j, stream ? "delta.stop_sequence" : "stop_sequence");
-        size_t at = (size_t)(strstr(rc->text, stop) - rc->text);
-        CHECKF(sr && !strcmp(sr, "stop_sequence") && ss && !strcmp(ss, stop) &&
-                   (stream || (at == 0 && !jstr(j, "content.0.text")) ||
-                    (jstr(j, "content.0.text") && strlen(jstr(j, "content.0.text")) == at &&
-                     !strncmp(jstr(j, "content.0.text"), rc->text, at))),
-               "stop sequence '%s'%s: %s", stop, stream ? " (streamed)" : "", hr.body);
-        cJSON_Delete(j);
-        http_res_free(&hr);
-    }
-    check_error(port, "POST", "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "max_tokens",
-                "messages without max_tokens");
-    check_error(port, "POST", "/v1/messages",
-                "{\"max_tokens\":4,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"web_search\"}],"
-                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "tools[0]", "messages with a server tool");
-    check_error(port, "POST", "/v1/messages",
-                "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 400,
-                "messages[0][0]", "an image block");
-    check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
-                400, "messages[0]", "a system role in messages");
-    check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[]}", 400, "messages", "no messages");
-    check_error(port, "POST", "/v1/messages", "[1]", 400, NULL, "not an object");
-    check_error(port, "GET", "/v1/messages", NULL, 405, NULL, "GET messages");
-}
-
 /* ---- main ------------------------------------------------------------------------------------ */
 
 
@@ -1265,7 +1176,6 @@ int main(void)
     test_logprobs(port, s, m, chat_prompt);
     test_echo(port, s, m);
     test_batch(port, s);
-    test_messages(port, &rc);
     test_tokenize(port, m, chat_prompt);
     free(chat_prompt);
     test_choices(port);

@@ -10,7 +10,9 @@
  *    (the same calls); parallel_tool_calls false gives one; auto and none give text, the stream's
  *    equal to the JSON answer's; a server whose template shows no dialect refuses a forced call
  *    unless started with --tool-parser.
- * 4. Anthropic's Messages API over the same machinery: a tool conversation translated block by block
+ * 4. Anthropic's Messages API over the same machinery: on the model's own template, the chat
+ *    endpoint's greedy answer (system apart, content a string or text blocks) as a message and as its
+ *    stream events, stop sequences, refusals by field; a tool conversation translated block by block
  *    into the chat request (exactly), tool_choice any / tool giving tool_use blocks with the calls
  *    the chat endpoint gives, streamed as content blocks (start, input_json_delta, stop) in order,
  *    a conversation with tool_use and tool_result answered as the chat endpoint answers its OpenAI
@@ -653,6 +655,143 @@ static void test_anth_server(int port)
     check_error(port, "POST", "/v1/messages", body, 400, "tools[0]", "a server tool");
 }
 
+/* the chat endpoint's greedy answer over the default template, from the library (test_messages' reference) */
+typedef struct anth_ref {
+    char text[4096];
+    tandem_stats st;
+} anth_ref;
+
+static int anth_collect(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)tok;
+    anth_ref *r = ud;
+    size_t n = strlen(r->text);
+    if (n + len < sizeof r->text) {
+        memcpy(r->text + n, piece, len);
+        r->text[n + len] = '\0';
+    }
+    return 0;
+}
+
+/* POST /v1/messages: the same greedy answer as the chat endpoint's over the same messages (system
+ * apart, content as a string or text blocks), in Anthropic's message shape and stream events; the
+ * refusals by field */
+static void test_messages(int port, const anth_ref *rc)
+{
+    const char *sys = "\"system\":\"You tell stories.\",\"max_tokens\":16,\"temperature\":0";
+    char body[1024];
+    int status;
+    for (int blocks = 0; blocks < 2; blocks++) {
+        snprintf(body, sizeof body, "{\"model\":\"m\",%s,\"messages\":[{\"role\":\"user\",\"content\":%s}]}", sys,
+                 blocks ? "[{\"type\":\"text\",\"text\":\"Tell me about the sea.\"}]" : "\"Tell me about the sea.\"");
+        cJSON *j = http_json(port, "POST", "/v1/messages", body, NULL, &status);
+        CHECKF(status == 200 && jstr(j, "type") && !strcmp(jstr(j, "type"), "message") && jstr(j, "role") &&
+                   !strcmp(jstr(j, "role"), "assistant") && jstr(j, "id") && !strncmp(jstr(j, "id"), "msg_", 4) &&
+                   jstr(j, "content.0.type") && !strcmp(jstr(j, "content.0.type"), "text") && jstr(j, "content.0.text") &&
+                   !strcmp(jstr(j, "content.0.text"), rc->text) &&
+                   jnum(j, "usage.input_tokens") == rc->st.n_prompt && jnum(j, "usage.output_tokens") == rc->st.n_generated &&
+                   jstr(j, "stop_reason") &&
+                   !strcmp(jstr(j, "stop_reason"), strcmp(rc->st.finish_reason, "length") ? "end_turn" : "max_tokens"),
+               "messages (%s): %d '%s'", blocks ? "blocks" : "string", status,
+               jstr(j, "content.0.text") ? jstr(j, "content.0.text") : "(none)");
+        cJSON_Delete(j);
+    }
+    /* streamed: message_start (the prompt's tokens), content_block_start, text deltas, content_block_stop,
+       message_delta (stop reason, output tokens), message_stop; no [DONE] */
+    snprintf(body, sizeof body, "{%s,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]}",
+             sys);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0 && hr.status == 200);
+    char text[4096] = "", seq[512] = "";
+    for (const char *p = hr.body ? hr.body : "", *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        const char *d = strstr(p, "\ndata: ");
+        if (strncmp(p, "event: ", 7) || !d || d > e) continue;
+        snprintf(seq + strlen(seq), sizeof seq - strlen(seq), "%.*s,", (int)(d - p - 7), p + 7);
+        cJSON *ev = cJSON_ParseWithLength(d + 7, (size_t)(e - d - 7));
+        const char *t = jstr(ev, "delta.text");
+        if (t) strncat(text, t, sizeof text - strlen(text) - 1);
+        if (jstr(ev, "type") && !strcmp(jstr(ev, "type"), "message_start"))
+            CHECK(jnum(ev, "message.usage.input_tokens") == rc->st.n_prompt);
+        if (jstr(ev, "type") && !strcmp(jstr(ev, "type"), "message_delta"))
+            CHECK(jnum(ev, "usage.output_tokens") == rc->st.n_generated && jstr(ev, "delta.stop_reason"));
+        cJSON_Delete(ev);
+    }
+    CHECKF(!strncmp(seq, "message_start,content_block_start,content_block_delta,", 54) &&
+               strstr(seq, ",content_block_stop,message_delta,message_stop,") && !strstr(hr.body, "[DONE]"),
+           "messages stream events: %s", seq);
+    CHECK_EQ_STR(text, rc->text);
+    http_res_free(&hr);
+    /* a stop sequence: the text up to it, stop_reason stop_sequence naming it (a second one never met) */
+    size_t tl = strlen(rc->text);
+    char stop[8];
+    snprintf(stop, sizeof stop, "%.4s", rc->text + tl / 2);
+    for (int stream = 0; stream < 2 && tl >= 8; stream++) {
+        snprintf(body, sizeof body,
+                 "{%s,\"stream\":%s,\"stop_sequences\":[\"\\u0001\",\"%s\"],\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"Tell me about the sea.\"}]}",
+                 sys, stream ? "true" : "false", stop);
+        CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0 && hr.status == 200);
+        const char *js = hr.body ? hr.body : "";
+        if (stream) js = strstr(js, "event: message_delta\ndata: ") ? strstr(js, "event: message_delta\ndata: ") + 27 : "";
+        cJSON *j = cJSON_Parse(js);
+        const char *sr = jstr(j, stream ? "delta.stop_reason" : "stop_reason");
+        const char *ss = jstr(j, stream ? "delta.stop_sequence" : "stop_sequence");
+        size_t at = (size_t)(strstr(rc->text, stop) - rc->text);
+        CHECKF(sr && !strcmp(sr, "stop_sequence") && ss && !strcmp(ss, stop) &&
+                   (stream || (at == 0 && !jstr(j, "content.0.text")) ||
+                    (jstr(j, "content.0.text") && strlen(jstr(j, "content.0.text")) == at &&
+                     !strncmp(jstr(j, "content.0.text"), rc->text, at))),
+               "stop sequence '%s'%s: %s", stop, stream ? " (streamed)" : "", hr.body);
+        cJSON_Delete(j);
+        http_res_free(&hr);
+    }
+    check_error(port, "POST", "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "max_tokens",
+                "messages without max_tokens");
+    check_error(port, "POST", "/v1/messages",
+                "{\"max_tokens\":4,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"web_search\"}],"
+                "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "tools[0]", "messages with a server tool");
+    check_error(port, "POST", "/v1/messages",
+                "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 400,
+                "messages[0][0]", "an image block");
+    check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
+                400, "messages[0]", "a system role in messages");
+    check_error(port, "POST", "/v1/messages", "{\"max_tokens\":4,\"messages\":[]}", 400, "messages", "no messages");
+    check_error(port, "POST", "/v1/messages", "[1]", 400, NULL, "not an object");
+    check_error(port, "GET", "/v1/messages", NULL, 405, NULL, "GET messages");
+}
+
+/* the server on a plain template: /v1/messages as the chat endpoint answers */
+static void test_messages_server(tandem_model *m, tandem_session *s)
+{
+    const char *tpl = "{%- for m in messages %}{{ m['role'] | capitalize }}: {{ m['content'] }}\n{% endfor %}"
+                      "{%- if add_generation_prompt %}Assistant:{% endif %}";
+    const char *msgs = "[{\"role\":\"system\",\"content\":\"You tell stories.\"},"
+                       "{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]";
+    char *prompt = NULL;
+    tandem_status st;
+    CHECKF(tandem_chat_render(m, tpl, msgs, 1, NULL, &prompt, &st) == 0, "%s", st.msg);
+    anth_ref rc;
+    memset(&rc, 0, sizeof rc);
+    tandem_request q;
+    tandem_request_default(&q);
+    q.prompt = prompt;
+    q.no_special = 1;
+    q.max_tokens = 16;
+    q.temperature = 0;
+    CHECKF(prompt && tandem_generate(s, &q, anth_collect, &rc, &rc.st, &st) == 0, "%s", st.msg);
+    free(prompt);
+    tm_server_opts o;
+    tm_server_opts_default(&o);
+    o.port = 0;
+    o.chat_template = tpl;
+    tm_server *srv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (!srv) return;
+    test_messages(tm_server_port(srv), &rc);
+    tm_server_stop(srv);
+}
+
 /* ---- 5. the reply reader and reasoning ---- */
 
 static uint64_t rs_state = 7;
@@ -829,6 +968,7 @@ int main(void)
     if (s) test_server(m, s);
     test_reply();
     if (s) test_reasoning_server(m, s);
+    if (s) test_messages_server(m, s);
     tandem_session_free(s);
     tandem_model_free(m);
     return th_done("test_serve_tools");

@@ -5,6 +5,7 @@
 #define TM_SERVE_SERVE_IMPL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "serve/oai.h"
 #include "serve/serve.h"
@@ -51,6 +52,36 @@ char *tm_anth_stream_start(const char *id, const char *model, int in_tok, tm_ant
 char *tm_anth_stream_part(tm_anth_stream *s, const char *reasoning, size_t rlen, const char *text, size_t len);
 char *tm_anth_stream_end(tm_anth_stream *s, const tm_anth_end *r, int out_tok);
 char *tm_anth_stream_error(const char *msg);
+
+/* POST /v1/embeddings (serve/embed.c). tm_embed_parse: the body, checked (input ids against vocab,
+ * dimensions against dim), or -1 with *e set (400 naming the field). tm_embed_response_json: the
+ * answer for n vectors v [n][dim] (malloc'd; NULL when out of memory). tm_serve_embeddings: parse,
+ * run each input through the session (TM_EMBED_WAVE at a time), answer; NULL with *e set. */
+#define TM_EMBED_MAX_INPUTS 256
+#define TM_EMBED_WAVE 16
+
+typedef struct tm_embed_req {
+    int n;                       /* inputs */
+    char **text;                 /* [n]: input i's text, or NULL where it is token ids */
+    int32_t **ids;               /* [n]: its ids [n_ids[i]], or NULL */
+    size_t *n_ids;
+    int base64;                  /* "encoding_format": "base64" */
+    int dimensions;              /* the vector's first this many (0: all) */
+    int pooling;                 /* TANDEM_POOL_* (0: the model's) */
+    int normalize, add_special;  /* unit length; the tokenizer's special tokens (both default 1) */
+    char *model;
+} tm_embed_req;
+
+typedef struct tm_serve_embed {
+    tandem_model *m;
+    tandem_session *s;
+    const char *model_name;      /* "model" in the answer */
+} tm_serve_embed;
+
+int tm_embed_parse(tm_embed_req *r, const char *body, size_t len, int vocab, int dim, tm_oai_error *e);
+void tm_embed_req_free(tm_embed_req *r);
+char *tm_embed_response_json(const char *model, const float *v, int n, int dim, int base64, int prompt_tokens);
+char *tm_serve_embeddings(const tm_serve_embed *se, const char *body, size_t len, tm_oai_error *e);
 
 /* GET /metrics: the counts in Prometheus' text exposition format (0.0.4), each series labelled
  * model="..."; malloc'd, NULL when out of memory */

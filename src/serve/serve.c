@@ -89,7 +89,8 @@
 #include "text/reasoning.h"
 #include "text/toolcall.h"
 
-enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_MESSAGES };
+enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_MESSAGES,
+       R_EMBEDDINGS };
 
 static const struct {
     const char *path;
@@ -103,6 +104,7 @@ static const struct {
     {"/detokenize", R_DETOKENIZE},      {"/v1/detokenize", R_DETOKENIZE},
     {"/metrics", R_METRICS},
     {"/v1/messages", R_MESSAGES},       /* Anthropic's Messages API (serve/anthropic.c) */
+    {"/v1/embeddings", R_EMBEDDINGS},   {"/embeddings", R_EMBEDDINGS}, /* serve/embed.c */
 };
 
 typedef struct job job;
@@ -1176,7 +1178,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     int is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
     int wants_post = hr->route == R_COMPLETIONS || hr->route == R_CHAT || hr->route == R_TOKENIZE ||
-                     hr->route == R_DETOKENIZE || hr->route == R_MESSAGES;
+                     hr->route == R_DETOKENIZE || hr->route == R_MESSAGES || hr->route == R_EMBEDDINGS;
     if (*upload_size) { /* a piece of the body: keep it if it may be used (invariant 5) */
         if (wants_post && is_post && !hr->too_large) {
             if (hr->len + *upload_size > srv->max_body) {
@@ -1248,6 +1250,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         tm_oai_error e;
         char *js = hr->route == R_TOKENIZE ? tm_serve_tokenize(&t, hr->body, hr->len, &e)
                                            : tm_serve_detokenize(&t, hr->body, hr->len, &e);
+        srv_log(srv, "POST %s %d", hr->canon, js ? 200 : e.http);
+        return js ? reply(srv, c, 200, js, NULL) : reply_error(srv, c, &e, NULL);
+    }
+    case R_EMBEDDINGS: {
+        tm_serve_embed se = {srv->m, srv->s, srv->model_name};
+        tm_oai_error e;
+        char *js = tm_serve_embeddings(&se, hr->body, hr->len, &e);
         srv_log(srv, "POST %s %d", hr->canon, js ? 200 : e.http);
         return js ? reply(srv, c, 200, js, NULL) : reply_error(srv, c, &e, NULL);
     }
