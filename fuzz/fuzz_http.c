@@ -2,7 +2,8 @@
  * (serve/oai.h) on arbitrary input. Byte 0 picks the endpoint (even:
  * /v1/completions, odd: /v1/chat/completions, 3 mod 4: Anthropic's /v1/messages, whose body is
  * translated into a chat one first: refused with 400 naming the field, or a chat body the rest
- * checks; its writers make valid JSON events); the rest is the body.
+ * checks; its writers make valid JSON events; 6 mod 8: /v1/embeddings, its parser's request within
+ * its bounds and its writer's answer valid JSON whatever the floats); the rest is the body.
  * Checked invariants:
  *  - tm_oai_parse returns 0, or -1 with HTTP 400 (500 only for out of
  *    memory), a message, and an empty request;
@@ -77,6 +78,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(buf);
 
+    if ((data[0] & 7) == 6) { /* /v1/embeddings: the parser, then the writer over floats of the body's bytes */
+        tm_embed_req er;
+        tm_oai_error e;
+        if (tm_embed_parse(&er, body, len, 1000, 16, &e) != 0) {
+            if (!(e.http == 400 || e.http == 500) || !e.msg[0] || er.n || er.text || er.ids || er.model) abort();
+            return 0;
+        }
+        if (er.n < 1 || er.n > TM_EMBED_MAX_INPUTS || er.dimensions < 0 || er.dimensions > 16 || er.pooling < 0 ||
+            er.pooling > TANDEM_POOL_CLS)
+            abort();
+        for (int i = 0; i < er.n; i++) {
+            if (!er.text[i] == !er.ids[i] || (er.text[i] && !er.text[i][0]) || (er.ids[i] && !er.n_ids[i])) abort();
+            for (size_t k = 0; er.ids[i] && k < er.n_ids[i]; k++)
+                if (er.ids[i][k] < 0 || er.ids[i][k] >= 1000) abort();
+        }
+        int nv = er.n < 4 ? er.n : 4, dim = er.dimensions ? er.dimensions : 16;
+        float v[4 * 16] = {0};
+        memcpy(v, body, len < sizeof v ? len : sizeof v); /* any bits: NaN and inf included */
+        char *js = tm_embed_response_json(er.model, v, nv, dim, er.base64, (int)len);
+        must_parse(js, 0);
+        free(js);
+        tm_embed_req_free(&er);
+        return 0;
+    }
     tm_oai_req r;
     tm_oai_error e;
     static char *anth; /* the last input's translated body (reachable, freed by the next input) */

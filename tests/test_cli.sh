@@ -19,7 +19,7 @@ one_line() { [ "$(wc -l < "$W/err")" -le 1 ] && [ -s "$W/err" ] && ok || bad "st
 expect 0 $T --help
 expect 0 $T --version
 grep -q "tandem 0" "$W/out" && ok || bad "--version output"
-for c in run chat bench convert inspect logits synth tokenize detokenize template grammar calibrate devices perplexity kld; do
+for c in run chat bench convert inspect logits synth tokenize detokenize template grammar calibrate devices perplexity kld embed; do
   expect 0 $T $c --help
 done
 expect 2 $T no-such-command
@@ -225,6 +225,27 @@ grep -q "num_attention_heads" "$W/err" && ok || bad "config error: $(cat "$W/err
 sed 's/LlamaForCausalLM/NoSuchForCausalLM/' $M/config.json > "$W/badcfg/config.json"
 expect 1 $T convert "$W/badcfg" -o "$W/bad.tdm"
 grep -q "NoSuchForCausalLM" "$W/err" && ok || bad "unknown architecture: $(cat "$W/err")"
+# embed: OpenAI's embeddings answer, one unit vector per text (-p, or -f's lines); errors one line
+printf 'Once upon a time\n\nThe sea\n' > "$W/texts.txt"
+expect 0 $T embed "$W/m.tdm" -p "Hello there" -f "$W/texts.txt" --dimensions 16
+if command -v python3 > /dev/null; then
+  python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["object"] == "list" and [d["index"] for d in a["data"]] == [0, 1, 2], a
+for d in a["data"]:
+    v = d["embedding"]
+    assert len(v) == 16 and abs(sum(x * x for x in v) - 1) < 1e-5
+assert a["usage"]["prompt_tokens"] > 3
+' "$W/out" && ok || bad "embed answer: $(head -c 300 "$W/out")"
+else
+  grep -q '"index":2,"embedding":\[' "$W/out" && ok || bad "embed answer (no python3)"
+fi
+expect 2 $T embed "$W/m.tdm"
+expect 1 $T embed "$W/m.tdm" -p x --pooling max
+one_line; grep -q "pooling" "$W/err" && ok || bad "embed --pooling max: $(cat "$W/err")"
+expect 1 $T embed "$W/m.tdm" -f "$W/no-such-file"
+one_line
 expect 1 $T logits $M --tokens 1,2,99999 --out "$W/l.bin"
 [ ! -e "$W/l.bin" ] && ok || bad "a failed logits left its output"
 expect 1 $T run $M -p "Once upon a time, there was a little girl who" -c 8

@@ -39,6 +39,7 @@ int cmd_template(int argc, char **argv);
 int cmd_grammar(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 
 /* cli_parse_route: "auto", "hybrid", "prefill-only", "decode-only" -> tandem_route; -1 if unknown. */
 int cli_parse_route(const char *s, int *route);

@@ -13,6 +13,7 @@ const cli_command cli_commands[] = {
     {"bench", cmd_bench, "measure speed (JSON, markdown, SVG), side by side with llama.cpp"},
     {"convert", cmd_convert, "convert a Hugging Face model directory into a package (.tdm)"},
     {"inspect", cmd_inspect, "describe a package (.tdm); --verify checks every checksum"},
+    {"embed", cmd_embed, "embeddings of texts (the pooled final hidden states), as /v1/embeddings answers"},
     {"logits", cmd_logits, "reference float32 logits of token ids (for testing engines)"},
     {"synth", cmd_synth, "write a synthetic HF model with a real architecture's shapes"},
     {"tokenize", cmd_tokenize, "text -> token ids (JSON array) with a model's tokenizer.json"},
