@@ -74,6 +74,8 @@ typedef struct tandem_model_info {
     int embed_normalize;        /* the model's modules end with Normalize (its embeddings are unit vectors) */
     const char *embed_unsupported; /* a module the embedding would need that tandem lacks (a Dense
                                    projection, an unknown pooling), or NULL */
+    int headless;               /* no output head (a base model's checkpoint, as an embedding model's): it
+                                   embeds but does not generate */
 } tandem_model_info;
 void tandem_model_get_info(const tandem_model *m, tandem_model_info *info);
 

@@ -8,7 +8,9 @@
  *    several at once each equal to itself alone.
  * 3. The model's modules (sentence-transformers' modules.json and Pooling config): the default
  *    pooling and Normalize taken from them; a module tandem lacks refused by name; a malformed
- *    modules.json refused where the model opens, naming it.
+ *    modules.json refused where the model opens, naming it. A base model's checkpoint (an embedding
+ *    model's, as Qwen3-Embedding's: no "model." prefix, no lm_head though untied): the same vectors
+ *    as the model it was cut from, from the directory and from its package; generation refused.
  * 4. POST /v1/embeddings: each vector the library's (unit length, cut to "dimensions" and scaled
  *    again), as floats and as base64, a batch of texts and token ids each as alone, usage; every
  *    malformed field a 400 naming it, a prompt past the context context_length_exceeded.
@@ -22,6 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
+#include "core/status.h"
+#include "pkg/convert.h"
 #include "serve/serve.h"
 #include "tandem.h"
 
@@ -324,6 +330,101 @@ static void test_modules(int D)
     tandem_model_free(m);
 }
 
+/* dir := the demo model as a base model's checkpoint: every "model." name without it (the embedding
+ * model's way), no head, and config.json's tie_word_embeddings false */
+static int base_dir(const char *dir)
+{
+    char path[PATH_MAX], src[PATH_MAX];
+    mkdir(dir, 0755);
+    snprintf(src, sizeof src, "%s/model.safetensors", DEMO);
+    FILE *f = fopen(src, "rb");
+    uint64_t hl = 0;
+    int ok = f && fread(&hl, 8, 1, f) == 1 && hl < (1u << 24);
+    char *hdr = ok ? calloc(1, hl + 1) : NULL;
+    ok = ok && hdr && fread(hdr, 1, hl, f) == hl;
+    cJSON *h = ok ? cJSON_Parse(hdr) : NULL, *out = cJSON_CreateObject();
+    for (cJSON *e = h ? h->child : NULL; e && ok; e = e->next)
+        ok = cJSON_AddItemToObject(out, strncmp(e->string, "model.", 6) ? e->string : e->string + 6,
+                                   cJSON_Duplicate(e, 1));
+    char *nh = ok ? cJSON_PrintUnformatted(out) : NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *g = nh ? fopen(path, "wb") : NULL;
+    uint64_t nl = nh ? (strlen(nh) + 7) / 8 * 8 : 0; /* the data stays 8-aligned: the header padded with spaces */
+    ok = g && fwrite(&nl, 8, 1, g) == 1 && fwrite(nh, 1, strlen(nh), g) == strlen(nh);
+    for (size_t k = nh ? strlen(nh) : 0; ok && k < nl; k++) ok = fputc(' ', g) != EOF;
+    char buf[1 << 16];
+    for (size_t n; ok && (n = fread(buf, 1, sizeof buf, f)) > 0;) ok = fwrite(buf, 1, n, g) == n;
+    ok = (g && fclose(g) == 0) && ok;
+    if (f) fclose(f);
+    free(hdr);
+    free(nh);
+    cJSON_Delete(h);
+    cJSON_Delete(out);
+    /* the config, untied; the tokenizer's files linked */
+    snprintf(src, sizeof src, "%s/config.json", DEMO);
+    char *cfg = th_slurp(src);
+    cJSON *c = cfg ? cJSON_Parse(cfg) : NULL;
+    if (c) cJSON_ReplaceItemInObject(c, "tie_word_embeddings", cJSON_CreateFalse());
+    char *cs = c ? cJSON_Print(c) : NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ok = ok && cs && th_write_file(path, cs, strlen(cs)) == 0;
+    free(cfg);
+    free(cs);
+    cJSON_Delete(c);
+    static const char *files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+    char cwd[PATH_MAX], target[2 * PATH_MAX];
+    ok = ok && getcwd(cwd, sizeof cwd) != NULL;
+    for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        snprintf(target, sizeof target, "%s/%s/%s", cwd, DEMO, files[i]);
+        unlink(path);
+        ok = symlink(target, path) == 0;
+    }
+    return ok ? 0 : -1;
+}
+
+static void test_base_checkpoint(tandem_model *demo, int D)
+{
+    const char *dir = "build/test_embed_base", *pkg = "build/test_embed_base.tdm";
+    CHECK(base_dir(dir) == 0);
+    float *want = calloc((size_t)D, sizeof(float)), *got = calloc((size_t)D, sizeof(float));
+    tandem_session *s = open_session(demo, TANDEM_ROUTE_AUTO);
+    CHECK(s && embed(s, PROMPT, NULL, 0, TANDEM_POOL_MEAN, 1, want) == 0);
+    tandem_session_free(s);
+    tm_convert_opts co;
+    tm_convert_opts_default(&co);
+    tm_convert_stats cst;
+    tm_err err = {0};
+    CHECKF(tm_convert(dir, pkg, &co, &cst, &err) == TM_OK, "%s", err.msg);
+    const char *paths[] = {dir, pkg};
+    for (int k = 0; k < 2; k++) {
+        tandem_model *m = NULL;
+        tandem_status st;
+        CHECKF(tandem_model_open(&m, paths[k], &st) == 0, "%s: %s", paths[k], st.msg);
+        if (!m) continue;
+        tandem_model_info info;
+        tandem_model_get_info(m, &info);
+        CHECKF(info.headless == 1, "%s: headless %d", paths[k], info.headless);
+        s = open_session(m, TANDEM_ROUTE_AUTO);
+        CHECKF(s && embed(s, PROMPT, NULL, 0, TANDEM_POOL_MEAN, 1, got) == 0 &&
+                   !memcmp(got, want, sizeof(float) * (size_t)D),
+               "%s: cosine %.7f against the model it was cut from", paths[k], cosine(got, want, D));
+        tandem_request r;
+        tandem_request_default(&r);
+        r.prompt = PROMPT;
+        r.max_tokens = 4;
+        tandem_stats stt;
+        CHECKF(s && tandem_generate(s, &r, on_text, NULL, &stt, &st) == TANDEM_E_UNSUPPORTED &&
+                   strstr(st.msg, "no output head"),
+               "%s: generation: %s", paths[k], st.msg);
+        tandem_session_free(s);
+        tandem_model_free(m);
+    }
+    unlink(pkg);
+    free(want);
+    free(got);
+}
+
 /* ---- 4. POST /v1/embeddings ---- */
 
 /* base64 (standard alphabet, padded) into out; the bytes written, or -1 */
@@ -489,6 +590,7 @@ int main(void)
     test_beside_generation(m, info.hidden, TANDEM_ROUTE_HYBRID);
     test_beside_generation(m, info.hidden, TANDEM_ROUTE_AUTO);
     test_server(m, info.hidden);
+    test_base_checkpoint(m, info.hidden);
     tandem_model_free(m);
     test_modules(info.hidden);
     return th_done("test_embed");

@@ -156,13 +156,17 @@ static int codegen_qkv_into(tm_model *m, const tm_tensor_spec *s, tm_tensor *t, 
 }
 
 /* the decoder's name prefix when checkpoints differ: Gemma 3's multimodal ones name it either way
-   round, GPT-2's on the Hub have none ("wte.weight") where transformers writes "transformer." */
+   round, GPT-2's on the Hub have none ("wte.weight") where transformers writes "transformer.", and a
+   base model saved alone (an embedding model's checkpoint: Qwen3-Embedding's "layers.0...") has none
+   where its causal LM has "model." */
 static int probe_prefix(tm_model *m, const tm_tensor_source *src, tm_err *err)
 {
     static const char *gemma3[] = {"language_model.model.", "model.language_model.", NULL};
     static const char *gpt2[] = {"transformer.", "", NULL};
+    static const char *base[] = {"model.", "", NULL};
     const char **cands = m->arch == TM_ARCH_GEMMA3 && strcmp(m->prefix, "model.") != 0 ? gemma3
-                         : m->arch == TM_ARCH_GPT2                                     ? gpt2 : NULL;
+                         : m->arch == TM_ARCH_GPT2                                     ? gpt2
+                         : !strcmp(m->prefix, "model.")                                ? base : NULL;
     const arch_info *ai = tm_arch_info_of(m);
     for (int i = 0; cands && cands[i]; i++) {
         char name[160];
@@ -393,11 +397,16 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
             }
             if (rc) rc = TM_E_NOTFOUND; /* neither form: the spec's name is the one to report */
         }
-        if (rc) {
-            if (rc == TM_E_NOTFOUND && s->slot == &m->lm_head)
-                tm_err_prefix(err, "%s is untied (tie_word_embeddings false)", m->arch_name);
-            return rc;
+        if (rc == TM_E_NOTFOUND && s->slot == &m->lm_head) {
+            /* no output head: a base model's checkpoint. Bound as tied (the engines need a head); the
+               runtime refuses to generate with it (rt_model.h: headless) */
+            m->headless = m->tied = 1;
+            memmove(&m->spec[i], &m->spec[i + 1], sizeof m->spec[0] * (size_t)(m->n_spec - i - 1));
+            m->n_spec--;
+            i--;
+            continue;
         }
+        if (rc) return rc;
         if (s->hf_rope_pairs && !src->canonical) { /* rotary pairs interleaved: checked, then reordered */
             if ((rc = check_tensor(m, s, &t, err)) || (rc = rope_pairs_into(m, s, &t, err))) return rc;
         } else if (s->hf_mla && !src->canonical) {

@@ -308,6 +308,9 @@ typedef struct tm_model {
     int qk_norm_bias;            /* q_norm_b, k_norm_b [Dh] (Phi's qk_layernorm, Persimmon) */
     int fused_qkv, fused_gate_up;
     int tied;                    /* lm_head is the embedding */
+    int headless;                /* the checkpoint holds no output head though untied (a base model's, as an
+                                    embedding model's: Qwen3-Embedding-4B/8B): bound as tied, for the engines'
+                                    sake; the runtime embeds with it but refuses to generate */
     int post_attn_norm, post_ffn_norm; /* Gemma's sandwich norms, OLMo 2's only ones */
     int pre_norms;               /* 1: the attention and the FFN take RMSNorm(x) (all but OLMo 2); 0: x itself */
     tm_act act;

@@ -106,6 +106,7 @@ void tandem_model_get_info(const tandem_model *m, tandem_model_info *info)
     info->prefill_ops_per_token = ops;
     info->pooling = m->rm->pooling;
     info->embed_normalize = m->rm->embed_normalize;
+    info->headless = m->rm->prefill->headless || d->headless;
     info->embed_unsupported = m->rm->embed_unsupported[0] ? m->rm->embed_unsupported : NULL;
     info->prefill_encoding = tm_dtype_name(m->rm->prefill_enc);
     info->decode_encoding = tm_dtype_name(m->rm->decode_enc);

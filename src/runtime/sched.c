@@ -987,6 +987,12 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     if (q->on_plp.fn && !(q->plp = calloc(n, sizeof *q->plp))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
     if (r->embedding && (rc = req_embedding(q, r, err)) != TM_OK) goto fail;
     q->max_new = r->max_tokens > 0 ? r->max_tokens : r->max_tokens == TANDEM_MAX_TOKENS_NONE ? 0 : 128;
+    if (rm->prefill->headless && (q->max_new > 0 || q->on_plp.fn)) {
+        rc = tm_errf(err, TM_E_UNSUPPORTED, "request: %s has no output head (its checkpoint holds no lm_head though "
+                     "tie_word_embeddings is false: a base model's, as an embedding model's); it embeds "
+                     "(max_tokens none, an embedding) but cannot generate or score", rm->path);
+        goto fail;
+    }
     if (q->n_prompt + q->max_new > s->max_ctx) q->max_new = s->max_ctx - q->n_prompt;
     tm_sampler_params sp;
     tm_sampler_params_default(&sp);

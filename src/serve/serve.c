@@ -862,7 +862,7 @@ static enum MHD_Result submit_error(tm_server *srv, struct MHD_Connection *c, jo
     tm_oai_error e;
     if (st->code == TANDEM_E_LIMIT)
         tm_oai_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", param, "%s", st->msg);
-    else if (st->code == TANDEM_E_INVALID)
+    else if (st->code == TANDEM_E_INVALID || st->code == TANDEM_E_UNSUPPORTED) /* the request, or this model, can't */
         tm_oai_error_set(&e, 400, "invalid_request_error", NULL, NULL, "%s", st->msg);
     else
         tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", st->msg);
