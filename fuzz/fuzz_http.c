@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(anth);
     anth = NULL;
     if ((data[0] & 3) == 3) { /* /v1/messages */
-        if (tm_anth_request(body, len, &anth, &e) != 0) {
+        if (tm_anth_request(body, len, (data[0] & 4) != 0, &anth, &e) != 0) {
             if (!(e.http == 400 || e.http == 500) || !e.msg[0] || anth) abort();
             return 0;
         }

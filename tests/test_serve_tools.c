@@ -468,7 +468,7 @@ static void test_anth_translate(void)
         "\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_tokens\":9,\"stop\":[\"x\"],\"model\":\"m\"}";
     char *out = NULL;
     tm_oai_error e;
-    CHECKF(tm_anth_request(in, strlen(in), &out, &e) == 0, "%s", e.msg);
+    CHECKF(tm_anth_request(in, strlen(in), 0, &out, &e) == 0, "%s", e.msg);
     CHECK_EQ_STR(out ? out : "", want);
     tm_oai_req r;
     CHECKF(out && tm_oai_parse(&r, TM_OAI_CHAT, out, strlen(out), &e) == 0, "%s", e.msg);
@@ -503,7 +503,7 @@ static void test_anth_translate(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         out = NULL;
-        int rc = tm_anth_request(bad[i].body, strlen(bad[i].body), &out, &e);
+        int rc = tm_anth_request(bad[i].body, strlen(bad[i].body), 0, &out, &e);
         CHECKF(rc == -1 && e.http == 400 && !strcmp(e.param, bad[i].param) && !out, "bad %zu: rc %d param '%s' (%s)", i,
                rc, e.param, e.msg);
         free(out);
@@ -620,6 +620,16 @@ static void test_anth_server(int port)
         ask_anth(port, body, stream, stream ? &b : &a);
         same_calls(stream ? &b : &a, &r, stream ? "any, streamed" : "any");
     }
+    /* count_tokens with the tools shown: the message's input tokens */
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":{\"type\":\"any\"}}", U, ANTH_TOOLS);
+    int status;
+    cJSON *cj = http_json(port, "POST", "/v1/messages", body, NULL, &status), *cc;
+    double in_tok = jnum(cj, "usage.input_tokens");
+    cJSON_Delete(cj);
+    cc = http_json(port, "POST", "/v1/messages/count_tokens", body, NULL, &status);
+    CHECKF(status == 200 && in_tok > 100 && jnum(cc, "input_tokens") == in_tok, "count_tokens with tools: %g / %g",
+           jnum(cc, "input_tokens"), in_tok);
+    cJSON_Delete(cc);
     /* one named tool, no parallel calls */
     snprintf(body, sizeof body,
              "{%s,\"tools\":%s,\"tool_choice\":{\"type\":\"tool\",\"name\":\"now\",\"disable_parallel_tool_use\":true}}",
@@ -696,6 +706,16 @@ static void test_messages(int port, const anth_ref *rc)
                jstr(j, "content.0.text") ? jstr(j, "content.0.text") : "(none)");
         cJSON_Delete(j);
     }
+    /* count_tokens: the prompt's tokens as the message's usage gives them (max_tokens not needed) */
+    cJSON *j = http_json(port, "POST", "/v1/messages/count_tokens",
+                  "{\"system\":\"You tell stories.\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]}",
+                  NULL, &status);
+    CHECKF(status == 200 && jnum(j, "input_tokens") == rc->st.n_prompt, "count_tokens: %d, %g (want %d)", status,
+           jnum(j, "input_tokens"), rc->st.n_prompt);
+    cJSON_Delete(j);
+    check_error(port, "POST", "/v1/messages/count_tokens", "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}",
+                400, "messages[0]", "count_tokens, a bad role");
+    check_error(port, "GET", "/v1/messages/count_tokens", NULL, 405, NULL, "GET count_tokens");
     /* streamed: message_start (the prompt's tokens), content_block_start, text deltas, content_block_stop,
        message_delta (stop reason, output tokens), message_stop; no [DONE] */
     snprintf(body, sizeof body, "{%s,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}]}",
@@ -733,16 +753,16 @@ static void test_messages(int port, const anth_ref *rc)
         CHECK(http(port, "POST", "/v1/messages", body, NULL, &hr) == 0 && hr.status == 200);
         const char *js = hr.body ? hr.body : "";
         if (stream) js = strstr(js, "event: message_delta\ndata: ") ? strstr(js, "event: message_delta\ndata: ") + 27 : "";
-        cJSON *j = cJSON_Parse(js);
-        const char *sr = jstr(j, stream ? "delta.stop_reason" : "stop_reason");
-        const char *ss = jstr(j, stream ? "delta.stop_sequence" : "stop_sequence");
+        cJSON *sj = cJSON_Parse(js);
+        const char *sr = jstr(sj, stream ? "delta.stop_reason" : "stop_reason");
+        const char *ss = jstr(sj, stream ? "delta.stop_sequence" : "stop_sequence");
         size_t at = (size_t)(strstr(rc->text, stop) - rc->text);
         CHECKF(sr && !strcmp(sr, "stop_sequence") && ss && !strcmp(ss, stop) &&
-                   (stream || (at == 0 && !jstr(j, "content.0.text")) ||
-                    (jstr(j, "content.0.text") && strlen(jstr(j, "content.0.text")) == at &&
-                     !strncmp(jstr(j, "content.0.text"), rc->text, at))),
+                   (stream || (at == 0 && !jstr(sj, "content.0.text")) ||
+                    (jstr(sj, "content.0.text") && strlen(jstr(sj, "content.0.text")) == at &&
+                     !strncmp(jstr(sj, "content.0.text"), rc->text, at))),
                "stop sequence '%s'%s: %s", stop, stream ? " (streamed)" : "", hr.body);
-        cJSON_Delete(j);
+        cJSON_Delete(sj);
         http_res_free(&hr);
     }
     check_error(port, "POST", "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "max_tokens",

@@ -17,6 +17,9 @@
  * Images, documents and Anthropic's server tools (web search, code execution, ...) are refused by
  * field (400).
  *
+ * POST /v1/messages/count_tokens: the same request (max_tokens not needed) rendered and tokenized as
+ * the reply's prompt would be: {"input_tokens"}.
+ *
  * Reply: content blocks in order: thinking (the reasoning the reply reader split off), text, one
  * tool_use per call. Streamed, each block opens when its first piece comes (content_block_start),
  * takes its deltas (thinking_delta, text_delta; a tool_use's input in one input_json_delta) and
@@ -225,7 +228,7 @@ static int thinking_of(const cJSON *t, cJSON *out, tm_oai_error *e)
     return kw && cJSON_AddBoolToObject(kw, "enable_thinking", on) ? 0 : -2;
 }
 
-int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error *e)
+int tm_anth_request(const char *body, size_t len, int counting, char **chat_json, tm_oai_error *e)
 {
     *chat_json = NULL;
     cJSON *in = cJSON_ParseWithLength(body, len), *out = cJSON_CreateObject(), *msgs = NULL;
@@ -233,7 +236,7 @@ int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error
     if (!in || !cJSON_IsObject(in)) rc = bad(e, NULL, "%s", "the request body must be a JSON object");
     else if (!out || !(msgs = cJSON_AddArrayToObject(out, "messages"))) rc = -2;
     const cJSON *mt = rc ? NULL : cJSON_GetObjectItemCaseSensitive(in, "max_tokens");
-    if (rc == 0 && !mt) rc = bad(e, "max_tokens", "%s", "'max_tokens' is required");
+    if (rc == 0 && !mt && !counting) rc = bad(e, "max_tokens", "%s", "'max_tokens' is required");
     const cJSON *sys = rc ? NULL : cJSON_GetObjectItemCaseSensitive(in, "system");
     if (rc == 0 && sys) {
         cJSON *m = new_message(msgs, "system");

@@ -23,7 +23,8 @@ char *tm_serve_detokenize(const tm_serve_tok *t, const char *body, size_t len, t
 
 /* Anthropic's Messages API (serve/anthropic.c). tm_anth_request: a /v1/messages body as an OpenAI chat
  * body (*chat_json malloc'd; tm_oai_parse checks the rest), or -1 with *e set (400 naming the field:
- * images, documents, server tools). The reply: the "message" object; a stream's events: its start
+ * images, documents, server tools; counting, for /v1/messages/count_tokens: max_tokens may be left
+ * out). The reply: the "message" object; a stream's events: its start
  * (message_start), a piece of reasoning and text (blocks opened and closed as the kind changes), its
  * end (the open block closed, a tool_use block per call, message_delta with the stop reason and
  * output tokens, message_stop), an error event. Each malloc'd, NULL when out of memory. */
@@ -46,7 +47,7 @@ typedef struct tm_anth_stream {
     int open;                    /* the kind of the open one (block next - 1), or none */
 } tm_anth_stream;
 
-int tm_anth_request(const char *body, size_t len, char **chat_json, tm_oai_error *e);
+int tm_anth_request(const char *body, size_t len, int counting, char **chat_json, tm_oai_error *e);
 char *tm_anth_message_json(const char *id, const char *model, const tm_anth_reply *r, int in_tok, int out_tok);
 char *tm_anth_stream_start(const char *id, const char *model, int in_tok, tm_anth_stream *s);
 char *tm_anth_stream_part(tm_anth_stream *s, const char *reasoning, size_t rlen, const char *text, size_t len);

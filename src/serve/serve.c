@@ -90,7 +90,7 @@
 #include "text/toolcall.h"
 
 enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_MESSAGES,
-       R_EMBEDDINGS };
+       R_EMBEDDINGS, R_COUNT_TOKENS };
 
 static const struct {
     const char *path;
@@ -104,6 +104,7 @@ static const struct {
     {"/detokenize", R_DETOKENIZE},      {"/v1/detokenize", R_DETOKENIZE},
     {"/metrics", R_METRICS},
     {"/v1/messages", R_MESSAGES},       /* Anthropic's Messages API (serve/anthropic.c) */
+    {"/v1/messages/count_tokens", R_COUNT_TOKENS}, /* its prompt counted */
     {"/v1/embeddings", R_EMBEDDINGS},   {"/embeddings", R_EMBEDDINGS}, /* serve/embed.c */
 };
 
@@ -908,6 +909,59 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
     return 0;
 }
 
+/* A chat request's prompt (malloc'd): its messages through the template, with the generation prompt,
+ * then prefix (a forced call starts with the dialect's marker; NULL: none). NULL with *e set. */
+static char *chat_prompt(tm_server *srv, const tm_oai_req *r, const char *prefix, tm_oai_error *e)
+{
+    char *prompt = NULL;
+    tandem_status st;
+    if (tandem_chat_render(srv->m, srv->tpl, r->messages_json, 1, r->template_kwargs_json, &prompt, &st) != 0) {
+        int oom = st.code == TANDEM_E_NOMEM;
+        tm_oai_error_set(e, oom ? 500 : 400, oom ? "server_error" : "invalid_request_error", NULL,
+                         st.code == TANDEM_E_TEMPLATE ? "messages" : NULL, "chat template: %s", st.msg);
+        return NULL;
+    }
+    size_t n = strlen(prompt), k = prefix ? strlen(prefix) : 0;
+    char *p2 = k ? realloc(prompt, n + k + 1) : prompt;
+    if (!p2) {
+        free(prompt);
+        tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return NULL;
+    }
+    if (k) memcpy(p2 + n, prefix, k + 1);
+    return p2;
+}
+
+/* POST /v1/messages/count_tokens: the prompt /v1/messages would feed the model for this body (the
+ * template, the tools, a forced call's opening), counted: {"input_tokens"} */
+static enum MHD_Result serve_count_tokens(tm_server *srv, struct MHD_Connection *c, const http_req *hr)
+{
+    char *chat = NULL, *prompt = NULL, *js = NULL;
+    tm_oai_error e;
+    tm_oai_req req;
+    if (tm_anth_request(hr->body ? hr->body : "", hr->len, 1, &chat, &e)) return reply_error(srv, c, &e, NULL);
+    int rc = tm_oai_parse(&req, TM_OAI_CHAT, chat, strlen(chat), &e);
+    free(chat);
+    if (rc) return reply_error(srv, c, &e, NULL);
+    const char *open = srv->dialect && req.tool_choice >= TM_OAI_TOOLS_REQUIRED ? srv->dialect->gen_open : NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    tandem_status st;
+    if ((prompt = chat_prompt(srv, &req, open, &e))) {
+        if (tandem_tokenize(srv->m, prompt, strlen(prompt), 0, &ids, &n, &st) != 0)
+            tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", st.msg);
+        else if ((js = malloc(48)))
+            snprintf(js, 48, "{\"input_tokens\":%zu}", n);
+        else
+            tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    free(ids);
+    free(prompt);
+    tm_oai_req_free(&req);
+    srv_log(srv, "POST %s %d", hr->canon, js ? 200 : e.http);
+    return js ? reply(srv, c, 200, js, NULL) : reply_error(srv, c, &e, NULL);
+}
+
 static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, http_req *hr, const char *url)
 {
     int anth = hr->route == R_MESSAGES;
@@ -915,7 +969,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     tm_oai_req req;
     tm_oai_error e;
     char *anth_body = NULL; /* /v1/messages: the body as a chat request */
-    if (anth && tm_anth_request(hr->body ? hr->body : "", hr->len, &anth_body, &e) != 0) return reply_error(srv, c, &e, NULL);
+    if (anth && tm_anth_request(hr->body ? hr->body : "", hr->len, 0, &anth_body, &e) != 0) return reply_error(srv, c, &e, NULL);
     int prc = tm_oai_parse(&req, kind, anth ? anth_body : hr->body, anth ? strlen(anth_body) : hr->len, &e);
     free(anth_body);
     if (prc != 0) return reply_error(srv, c, &e, NULL);
@@ -941,24 +995,9 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         return reply_error(srv, c, &e, NULL);
     }
     if (kind == TM_OAI_CHAT) {
-        if (tandem_chat_render(srv->m, srv->tpl, j->req.messages_json, 1 /* add_generation_prompt */,
-                               j->req.template_kwargs_json, &prompt, &st) != 0) {
-            tm_oai_error_set(&e, st.code == TANDEM_E_NOMEM ? 500 : 400,
-                             st.code == TANDEM_E_NOMEM ? "server_error" : "invalid_request_error", NULL,
-                             st.code == TANDEM_E_TEMPLATE ? "messages" : NULL, "chat template: %s", st.msg);
+        if (!(prompt = chat_prompt(srv, &j->req, j->prefix, &e))) {
             job_free(j);
             return reply_error(srv, c, &e, NULL);
-        }
-        if (j->prefix && *j->prefix) { /* a forced call starts with the dialect's marker */
-            size_t n = strlen(prompt), k = strlen(j->prefix);
-            char *p2 = realloc(prompt, n + k + 1);
-            if (!p2) {
-                free(prompt);
-                job_free(j);
-                return reply_errorf(srv, c, 500, "server_error", NULL, NULL, "out of memory");
-            }
-            memcpy(p2 + n, j->prefix, k + 1);
-            prompt = p2;
         }
         /* the reply read into parts: calls (a dialect for this request), reasoning (a template
          * that shows it, unless a constraint holds the reply from its start: a forced call, a
@@ -1178,7 +1217,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     int is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
     int wants_post = hr->route == R_COMPLETIONS || hr->route == R_CHAT || hr->route == R_TOKENIZE ||
-                     hr->route == R_DETOKENIZE || hr->route == R_MESSAGES || hr->route == R_EMBEDDINGS;
+                     hr->route == R_DETOKENIZE || hr->route == R_MESSAGES || hr->route == R_EMBEDDINGS ||
+                     hr->route == R_COUNT_TOKENS;
     if (*upload_size) { /* a piece of the body: keep it if it may be used (invariant 5) */
         if (wants_post && is_post && !hr->too_large) {
             if (hr->len + *upload_size > srv->max_body) {
@@ -1244,6 +1284,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return reply_errorf(srv, c, 404, "invalid_request_error", "model_not_found", NULL,
                                 "The model '%.200s' does not exist (this server has '%s')", url + 11, srv->model_name);
         return reply(srv, c, 200, tm_oai_model_json(srv->model_name, srv->created, srv->ctx), NULL);
+    case R_COUNT_TOKENS:
+        return serve_count_tokens(srv, c, hr);
     case R_TOKENIZE:
     case R_DETOKENIZE: {
         tm_serve_tok t = {srv->m, srv->tpl, srv->ctx};
