@@ -466,9 +466,9 @@ static void test_anth_translate(void)
         "{\"type\":\"object\"}}},{\"type\":\"function\",\"function\":{\"name\":\"g\",\"parameters\":{}}}],"
         "\"parallel_tool_calls\":false,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},"
         "\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_tokens\":9,\"stop\":[\"x\"],\"model\":\"m\"}";
-    char *out = NULL;
+    char *out = NULL, *echo = NULL;
     tm_oai_error e;
-    CHECKF(tm_anth_request(in, strlen(in), 0, &out, &e) == 0, "%s", e.msg);
+    CHECKF(tm_api_anthropic.request(in, strlen(in), 0, &out, &echo, &e) == 0 && !echo, "%s", e.msg);
     CHECK_EQ_STR(out ? out : "", want);
     tm_oai_req r;
     CHECKF(out && tm_oai_parse(&r, TM_OAI_CHAT, out, strlen(out), &e) == 0, "%s", e.msg);
@@ -503,7 +503,7 @@ static void test_anth_translate(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         out = NULL;
-        int rc = tm_anth_request(bad[i].body, strlen(bad[i].body), 0, &out, &e);
+        int rc = tm_api_anthropic.request(bad[i].body, strlen(bad[i].body), 0, &out, &echo, &e);
         CHECKF(rc == -1 && e.http == 400 && !strcmp(e.param, bad[i].param) && !out, "bad %zu: rc %d param '%s' (%s)", i,
                rc, e.param, e.msg);
         free(out);

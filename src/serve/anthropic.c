@@ -228,9 +228,9 @@ static int thinking_of(const cJSON *t, cJSON *out, tm_oai_error *e)
     return kw && cJSON_AddBoolToObject(kw, "enable_thinking", on) ? 0 : -2;
 }
 
-int tm_anth_request(const char *body, size_t len, int counting, char **chat_json, tm_oai_error *e)
+static int anth_request(const char *body, size_t len, int counting, char **chat_json, char **echo, tm_oai_error *e)
 {
-    *chat_json = NULL;
+    *chat_json = *echo = NULL;
     cJSON *in = cJSON_ParseWithLength(body, len), *out = cJSON_CreateObject(), *msgs = NULL;
     int rc = 0;
     if (!in || !cJSON_IsObject(in)) rc = bad(e, NULL, "%s", "the request body must be a JSON object");
@@ -276,53 +276,18 @@ int tm_anth_request(const char *body, size_t len, int counting, char **chat_json
 /* ---- the reply ---- */
 
 /* Anthropic's stop_reason of a choice's finish ("tool_calls" where it made calls) */
-static const char *stop_reason(const tm_anth_end *r)
+static const char *stop_reason(const tm_api_reply *r)
 {
     if (r->finish && !strcmp(r->finish, "length")) return "max_tokens";
     if (r->finish && !strcmp(r->finish, "tool_calls")) return "tool_use";
     return r->stop_seq ? "stop_sequence" : "end_turn";
 }
 
-static char *print_del(cJSON *o)
-{
-    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
-    return s;
-}
-
-/* o[key] := the string s [n] (which need not end in NUL) */
-static int add_strn(cJSON *o, const char *key, const char *s, size_t n)
-{
-    char *t = strndup(s ? s : "", n);
-    int ok = t && cJSON_AddStringToObject(o, key, t);
-    free(t);
-    return ok;
-}
-
-/* {"type": type} */
-static cJSON *typed(const char *type)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (o && !cJSON_AddStringToObject(o, "type", type)) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* child (taken) under key in o; 0 (child freed) when either is missing or out of memory */
-static int attach(cJSON *o, const char *key, cJSON *child)
-{
-    if (o && child && cJSON_AddItemToObject(o, key, child)) return 1;
-    cJSON_Delete(child);
-    return 0;
-}
-
 /* a thinking or text block holding s [n]; signature "" (nothing here signs thoughts) */
 static cJSON *text_block(int thinking, const char *s, size_t n)
 {
-    cJSON *b = typed(thinking ? "thinking" : "text");
-    if (b && add_strn(b, thinking ? "thinking" : "text", s, n) && (!thinking || cJSON_AddStringToObject(b, "signature", "")))
+    cJSON *b = tm_api_typed(thinking ? "thinking" : "text");
+    if (b && tm_api_add_strn(b, thinking ? "thinking" : "text", s, n) && (!thinking || cJSON_AddStringToObject(b, "signature", "")))
         return b;
     cJSON_Delete(b);
     return NULL;
@@ -331,19 +296,19 @@ static cJSON *text_block(int thinking, const char *s, size_t n)
 /* {"type": "tool_use", "id", "name", "input"}; input {} where whole (a stream sends it as deltas) */
 static cJSON *tool_block(const tm_oai_tool_call *c, int whole)
 {
-    cJSON *b = typed("tool_use"), *in = whole ? cJSON_Parse(c->arguments) : cJSON_CreateObject();
+    cJSON *b = tm_api_typed("tool_use"), *in = whole ? cJSON_Parse(c->arguments) : cJSON_CreateObject();
     if (in && !cJSON_IsObject(in)) { /* the reply reader gives objects; a guard all the same */
         cJSON_Delete(in);
         in = cJSON_CreateObject();
     }
-    if (b && cJSON_AddStringToObject(b, "id", c->id) && cJSON_AddStringToObject(b, "name", c->name) && attach(b, "input", in))
+    if (b && cJSON_AddStringToObject(b, "id", c->id) && cJSON_AddStringToObject(b, "name", c->name) && tm_api_attach(b, "input", in))
         return b;
     cJSON_Delete(b);
     return NULL;
 }
 
 /* the stop fields and usage, into o ("stop_reason" null while running) */
-static int add_end(cJSON *o, const tm_anth_end *r, int in_tok, int out_tok)
+static int add_end(cJSON *o, const tm_api_reply *r, int in_tok, int out_tok)
 {
     cJSON *u;
     return (r ? cJSON_AddStringToObject(o, "stop_reason", stop_reason(r)) != NULL
@@ -356,17 +321,16 @@ static int add_end(cJSON *o, const tm_anth_end *r, int in_tok, int out_tok)
 
 /* {"id","type":"message","role":"assistant","model","content":[...],"stop_reason","stop_sequence","usage"};
  * content [] and stop_reason null for a stream's start (r NULL) */
-static cJSON *message(const char *id, const char *model, const tm_anth_reply *r, int in_tok, int out_tok)
+static cJSON *message(const tm_api_meta *mt, const tm_api_reply *r, int in_tok, int out_tok)
 {
     cJSON *m = cJSON_CreateObject(), *content = NULL;
-    int ok = m && cJSON_AddStringToObject(m, "id", id) && cJSON_AddStringToObject(m, "type", "message") &&
-             cJSON_AddStringToObject(m, "role", "assistant") && cJSON_AddStringToObject(m, "model", model) &&
+    int ok = m && cJSON_AddStringToObject(m, "id", mt->id) && cJSON_AddStringToObject(m, "type", "message") &&
+             cJSON_AddStringToObject(m, "role", "assistant") && cJSON_AddStringToObject(m, "model", mt->model) &&
              (content = cJSON_AddArrayToObject(m, "content"));
     if (ok && r && r->reasoning_len) ok = cJSON_AddItemToArray(content, text_block(1, r->reasoning, r->reasoning_len));
     if (ok && r && r->len) ok = cJSON_AddItemToArray(content, text_block(0, r->text, r->len));
-    for (int i = 0; ok && r && r->end.tc && i < r->end.tc->n; i++)
-        ok = cJSON_AddItemToArray(content, tool_block(&r->end.tc->v[i], 1));
-    ok = ok && add_end(m, r ? &r->end : NULL, in_tok, out_tok);
+    for (int i = 0; ok && r && r->tc && i < r->tc->n; i++) ok = cJSON_AddItemToArray(content, tool_block(&r->tc->v[i], 1));
+    ok = ok && add_end(m, r, in_tok, out_tok);
     if (!ok) {
         cJSON_Delete(m);
         return NULL;
@@ -374,72 +338,50 @@ static cJSON *message(const char *id, const char *model, const tm_anth_reply *r,
     return m;
 }
 
-char *tm_anth_message_json(const char *id, const char *model, const tm_anth_reply *r, int in_tok, int out_tok)
+static char *anth_json(const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u)
 {
-    return print_del(message(id, model, r, in_tok, out_tok));
+    return tm_api_print_del(message(m, r, u->prompt, u->completion));
 }
 
 /* ---- the stream's events ---- */
 
-/* the events "event: TYPE\ndata: JSON\n\n" of objs [n] (taken, freed; each named by its "type") in
- * one string; NULL when any object is missing or out of memory */
-static char *events(int n, cJSON **objs)
-{
-    char *acc = NULL;
-    size_t len = 0;
-    int ok = 1;
-    for (int i = 0; i < n; i++) {
-        const cJSON *t = objs[i] ? cJSON_GetObjectItemCaseSensitive(objs[i], "type") : NULL;
-        const char *name = cJSON_IsString(t) ? t->valuestring : "";
-        char *js = ok && objs[i] ? cJSON_PrintUnformatted(objs[i]) : NULL;
-        size_t k = js ? strlen(name) + strlen(js) + 20 : 0;
-        char *r = js ? realloc(acc, len + k) : NULL;
-        if (r) acc = r, len += (size_t)snprintf(acc + len, k, "event: %s\ndata: %s\n\n", name, js);
-        ok = ok && r;
-        free(js);
-        cJSON_Delete(objs[i]);
-    }
-    if (!ok) free(acc);
-    return ok ? acc : NULL;
-}
-
 /* {"type": type, "index": i} */
 static cJSON *indexed(const char *type, int i)
 {
-    cJSON *o = typed(type);
+    cJSON *o = tm_api_typed(type);
     if (o && cJSON_AddNumberToObject(o, "index", i)) return o;
     cJSON_Delete(o);
     return NULL;
 }
 
 /* content_block_start of block (taken) as the stream's next, opened as kind */
-static cJSON *block_start(tm_anth_stream *s, cJSON *block, int kind)
+static cJSON *block_start(tm_api_stream *s, cJSON *block, int kind)
 {
     cJSON *ev = indexed("content_block_start", s->next);
     s->open = kind;
     s->next++;
-    return attach(ev, "content_block", block) ? ev : (cJSON_Delete(ev), NULL);
+    return tm_api_attach(ev, "content_block", block) ? ev : (cJSON_Delete(ev), NULL);
 }
 
 /* content_block_delta {"type": type, key: s [n]} of the open block */
-static cJSON *block_delta(const tm_anth_stream *s, const char *type, const char *key, const char *v, size_t n)
+static cJSON *block_delta(const tm_api_stream *s, const char *type, const char *key, const char *v, size_t n)
 {
-    cJSON *ev = indexed("content_block_delta", s->next - 1), *d = typed(type);
-    int ok = d && add_strn(d, key, v, n);
-    return attach(ev, "delta", ok ? d : (cJSON_Delete(d), NULL)) ? ev : (cJSON_Delete(ev), NULL);
+    cJSON *ev = indexed("content_block_delta", s->next - 1), *d = tm_api_typed(type);
+    int ok = d && tm_api_add_strn(d, key, v, n);
+    return tm_api_attach(ev, "delta", ok ? d : (cJSON_Delete(d), NULL)) ? ev : (cJSON_Delete(ev), NULL);
 }
 
 enum { OPEN_NONE, OPEN_THINKING, OPEN_TEXT };
 
-char *tm_anth_stream_start(const char *id, const char *model, int in_tok, tm_anth_stream *s)
+static char *anth_stream_start(tm_api_stream *s, const tm_api_meta *m, const tm_oai_usage *u)
 {
-    *s = (tm_anth_stream){0, OPEN_NONE};
-    cJSON *ev = typed("message_start");
-    return events(1, (cJSON *[]){attach(ev, "message", message(id, model, NULL, in_tok, 0)) ? ev : NULL});
+    *s = (tm_api_stream){0};
+    cJSON *ev = tm_api_typed("message_start");
+    return tm_api_events(1, (cJSON *[]){tm_api_attach(ev, "message", message(m, NULL, u->prompt, 0)) ? ev : NULL});
 }
 
 /* the events that close the open block (0 or 1 of them) into objs */
-static int close_open(tm_anth_stream *s, cJSON **objs)
+static int close_open(tm_api_stream *s, cJSON **objs)
 {
     if (s->open == OPEN_NONE) return 0;
     s->open = OPEN_NONE;
@@ -447,8 +389,10 @@ static int close_open(tm_anth_stream *s, cJSON **objs)
     return 1;
 }
 
-char *tm_anth_stream_part(tm_anth_stream *s, const char *reasoning, size_t rlen, const char *text, size_t len)
+static char *anth_stream_part(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
+                              const char *text, size_t len)
 {
+    (void)m;
     cJSON *objs[6];
     int n = 0;
     for (int kind = OPEN_THINKING; kind <= OPEN_TEXT; kind++) {
@@ -462,11 +406,13 @@ char *tm_anth_stream_part(tm_anth_stream *s, const char *reasoning, size_t rlen,
         objs[n++] = kind == OPEN_THINKING ? block_delta(s, "thinking_delta", "thinking", v, vn)
                                           : block_delta(s, "text_delta", "text", v, vn);
     }
-    return n ? events(n, objs) : strdup("");
+    return n ? tm_api_events(n, objs) : strdup("");
 }
 
-char *tm_anth_stream_end(tm_anth_stream *s, const tm_anth_end *r, int out_tok)
+static char *anth_stream_end(tm_api_stream *s, const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u)
 {
+    (void)m;
+    int out_tok = u->completion;
     int nc = r->tc ? r->tc->n : 0, n = 0;
     cJSON **objs = calloc((size_t)(3 * nc + 3), sizeof *objs);
     if (!objs) return NULL;
@@ -477,22 +423,28 @@ char *tm_anth_stream_end(tm_anth_stream *s, const tm_anth_end *r, int out_tok)
         objs[n++] = block_delta(s, "input_json_delta", "partial_json", c->arguments, strlen(c->arguments));
         objs[n++] = indexed("content_block_stop", s->next - 1);
     }
-    cJSON *md = typed("message_delta"), *d = cJSON_CreateObject();
+    cJSON *md = tm_api_typed("message_delta"), *d = cJSON_CreateObject();
     int ok = d && add_end(d, r, -1, out_tok);
     /* add_end put usage inside the delta: Anthropic has it beside it */
-    cJSON *u = ok ? cJSON_DetachItemFromObjectCaseSensitive(d, "usage") : NULL;
-    ok = attach(md, "delta", ok ? d : (cJSON_Delete(d), NULL)) & attach(md, "usage", u);
+    cJSON *use = ok ? cJSON_DetachItemFromObjectCaseSensitive(d, "usage") : NULL;
+    ok = tm_api_attach(md, "delta", ok ? d : (cJSON_Delete(d), NULL)) & tm_api_attach(md, "usage", use);
     objs[n++] = ok ? md : (cJSON_Delete(md), NULL);
-    objs[n++] = typed("message_stop");
-    char *out = events(n, objs);
+    objs[n++] = tm_api_typed("message_stop");
+    char *out = tm_api_events(n, objs);
     free(objs);
     return out;
 }
 
-char *tm_anth_stream_error(const char *msg)
+static char *anth_stream_error(tm_api_stream *s, const char *msg)
 {
-    cJSON *ev = typed("error"), *er = typed("api_error");
+    (void)s;
+    cJSON *ev = tm_api_typed("error"), *er = tm_api_typed("api_error");
     int ok = cJSON_AddStringToObject(er, "message", msg) != NULL;
-    ok &= attach(ev, "error", er);
-    return events(1, (cJSON *[]){ok ? ev : (cJSON_Delete(ev), NULL)});
+    ok &= tm_api_attach(ev, "error", er);
+    return tm_api_events(1, (cJSON *[]){ok ? ev : (cJSON_Delete(ev), NULL)});
 }
+
+static void anth_stream_free(tm_api_stream *s) { (void)s; }
+
+const tm_api_fmt tm_api_anthropic = {"anthropic", "msg_", anth_request, anth_json, anth_stream_start,
+                                     anth_stream_part, anth_stream_end, anth_stream_error, anth_stream_free};

@@ -17,42 +17,76 @@ typedef struct tm_serve_tok {
     int ctx;             /* the session's context: "max_model_len" */
 } tm_serve_tok;
 
-/* The JSON answer (malloc'd), or NULL with *e set (400 naming the field, 500). */
+/* The JSON answer (malloc'd), or NULL with *e set (400 naming the field, 500). tm_serve_count_tokens:
+ * Anthropic's POST /v1/messages/count_tokens, {"input_tokens"}: the prompt /v1/messages would feed
+ * for the body (the template, the tools, and gen_open where the request forces a call). */
 char *tm_serve_tokenize(const tm_serve_tok *t, const char *body, size_t len, tm_oai_error *e);
 char *tm_serve_detokenize(const tm_serve_tok *t, const char *body, size_t len, tm_oai_error *e);
+char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const char *body, size_t len, tm_oai_error *e);
 
-/* Anthropic's Messages API (serve/anthropic.c). tm_anth_request: a /v1/messages body as an OpenAI chat
- * body (*chat_json malloc'd; tm_oai_parse checks the rest), or -1 with *e set (400 naming the field:
- * images, documents, server tools; counting, for /v1/messages/count_tokens: max_tokens may be left
- * out). The reply: the "message" object; a stream's events: its start
- * (message_start), a piece of reasoning and text (blocks opened and closed as the kind changes), its
- * end (the open block closed, a tool_use block per call, message_delta with the stop reason and
- * output tokens, message_stop), an error event. Each malloc'd, NULL when out of memory. */
-typedef struct tm_anth_end {
+/* A chat request's prompt (malloc'd): its messages through the template (add_gen: with the generation
+ * prompt), then prefix (a forced call's opening; NULL: none). NULL with *e set (400 "messages"). */
+char *tm_serve_chat_prompt(const tm_serve_tok *t, const tm_oai_req *r, int add_gen, const char *prefix, tm_oai_error *e);
+
+/* Other vendors' APIs over the chat machinery (a small vtable per API, as the engines have): the
+ * request translated into an OpenAI chat body (tm_oai_parse then checks it as any chat request), the
+ * reply written in the API's own shapes. serve.c runs the chat request and hands the writer the
+ * reply's parts; every function returns malloc'd text, NULL when out of memory.
+ *   Anthropic's Messages API (serve/anthropic.c: tm_api_anthropic, POST /v1/messages)
+ *   OpenAI's Responses API (serve/responses.c: tm_api_responses, POST /v1/responses) */
+typedef struct tm_api_reply {
+    const char *reasoning;       /* [reasoning_len]: the reasoning the reply reader split off */
+    size_t reasoning_len;
+    const char *text;            /* [len]: the answer, its calls taken out */
+    size_t len;
     const tm_oai_tool_calls *tc; /* the reply's calls, or NULL */
     const char *finish;          /* the choice's finish reason ("stop", "length", "tool_calls") */
     const char *stop_seq;        /* the stop sequence that ended it, or NULL */
-} tm_anth_end;
+} tm_api_reply;
 
-typedef struct tm_anth_reply {
-    const char *reasoning;       /* [reasoning_len]: a thinking block where not empty */
-    size_t reasoning_len;
-    const char *text;            /* [len]: a text block where not empty */
-    size_t len;
-    tm_anth_end end;
-} tm_anth_reply;
+typedef struct tm_api_meta {
+    const char *id;              /* the answer's id ("msg_...", "resp_...") */
+    const char *model;
+    int64_t created;             /* Unix seconds */
+    const char *echo;            /* (Responses) the request's fields the answer repeats, a JSON object, or NULL */
+} tm_api_meta;
 
-typedef struct tm_anth_stream {
-    int next;                    /* blocks started */
-    int open;                    /* the kind of the open one (block next - 1), or none */
-} tm_anth_stream;
+typedef struct tm_api_stream {   /* a stream's writer state (zeroed by start; stream_free frees what it holds) */
+    int next;                    /* output blocks / items started */
+    int open;                    /* the kind of the open one (block next - 1), or 0 */
+    int seq;                     /* (Responses) the events' sequence_number */
+    void *priv;                  /* (Responses) the items' text so far, for their .done events */
+} tm_api_stream;
 
-int tm_anth_request(const char *body, size_t len, int counting, char **chat_json, tm_oai_error *e);
-char *tm_anth_message_json(const char *id, const char *model, const tm_anth_reply *r, int in_tok, int out_tok);
-char *tm_anth_stream_start(const char *id, const char *model, int in_tok, tm_anth_stream *s);
-char *tm_anth_stream_part(tm_anth_stream *s, const char *reasoning, size_t rlen, const char *text, size_t len);
-char *tm_anth_stream_end(tm_anth_stream *s, const tm_anth_end *r, int out_tok);
-char *tm_anth_stream_error(const char *msg);
+typedef struct tm_api_fmt {
+    const char *name;            /* "anthropic", "responses" */
+    const char *id_prefix;       /* the answer's id: this and 16 hex digits */
+    /* body -> *chat_json (and *echo, a JSON object of fields to repeat, or NULL); -1 with *e set (400
+       naming the field). counting: a token count's body (Anthropic's count_tokens: no max_tokens) */
+    int (*request)(const char *body, size_t len, int counting, char **chat_json, char **echo, tm_oai_error *e);
+    char *(*json)(const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u);
+    char *(*stream_start)(tm_api_stream *s, const tm_api_meta *m, const tm_oai_usage *u); /* u: prompt tokens */
+    char *(*stream_part)(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
+                         const char *text, size_t len);
+    /* r: the whole reply (its text, reasoning and calls), u: the final counts */
+    char *(*stream_end)(tm_api_stream *s, const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u);
+    char *(*stream_error)(tm_api_stream *s, const char *msg);
+    void (*stream_free)(tm_api_stream *s);
+} tm_api_fmt;
+
+extern const tm_api_fmt tm_api_anthropic, tm_api_responses;
+
+/* The writers' cJSON helpers (serve/api_util.c). tm_api_events: the events "event: TYPE\ndata:
+ * JSON\n\n" of objs [n] (taken, freed; each named by its "type" member) in one string, NULL when any
+ * object is missing or out of memory; tm_api_typed: {"type": type}; tm_api_attach: child (taken) as
+ * o[key], 0 (child freed) when either is missing or out of memory; tm_api_add_strn: o[key] := s [n]
+ * (not NUL-terminated); tm_api_print_del: o printed, then freed. */
+struct cJSON;
+char *tm_api_events(int n, struct cJSON **objs);
+struct cJSON *tm_api_typed(const char *type);
+int tm_api_attach(struct cJSON *o, const char *key, struct cJSON *child);
+int tm_api_add_strn(struct cJSON *o, const char *key, const char *s, size_t n);
+char *tm_api_print_del(struct cJSON *o);
 
 /* POST /v1/embeddings (serve/embed.c). tm_embed_parse: the body, checked (input ids against vocab,
  * dimensions against dim), or -1 with *e set (400 naming the field). tm_embed_response_json: the

@@ -90,22 +90,23 @@
 #include "text/toolcall.h"
 
 enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_MESSAGES,
-       R_EMBEDDINGS, R_COUNT_TOKENS };
+       R_EMBEDDINGS, R_COUNT_TOKENS, R_RESPONSES };
 
 static const struct {
     const char *path;
-    int route;
+    int route, post;           /* post: the route takes POST (else GET / HEAD) */
 } routes[] = {
-    {"/v1/models", R_MODELS},           {"/models", R_MODELS},
-    {"/health", R_HEALTH},              {"/v1/health", R_HEALTH},
-    {"/v1/completions", R_COMPLETIONS}, {"/completions", R_COMPLETIONS},
-    {"/v1/chat/completions", R_CHAT},   {"/chat/completions", R_CHAT},
-    {"/tokenize", R_TOKENIZE},          {"/v1/tokenize", R_TOKENIZE},
-    {"/detokenize", R_DETOKENIZE},      {"/v1/detokenize", R_DETOKENIZE},
-    {"/metrics", R_METRICS},
-    {"/v1/messages", R_MESSAGES},       /* Anthropic's Messages API (serve/anthropic.c) */
-    {"/v1/messages/count_tokens", R_COUNT_TOKENS}, /* its prompt counted */
-    {"/v1/embeddings", R_EMBEDDINGS},   {"/embeddings", R_EMBEDDINGS}, /* serve/embed.c */
+    {"/v1/models", R_MODELS, 0},           {"/models", R_MODELS, 0},
+    {"/health", R_HEALTH, 0},              {"/v1/health", R_HEALTH, 0},
+    {"/v1/completions", R_COMPLETIONS, 1}, {"/completions", R_COMPLETIONS, 1},
+    {"/v1/chat/completions", R_CHAT, 1},   {"/chat/completions", R_CHAT, 1},
+    {"/tokenize", R_TOKENIZE, 1},          {"/v1/tokenize", R_TOKENIZE, 1},
+    {"/detokenize", R_DETOKENIZE, 1},      {"/v1/detokenize", R_DETOKENIZE, 1},
+    {"/metrics", R_METRICS, 0},
+    {"/v1/messages", R_MESSAGES, 1},       /* Anthropic's Messages API (serve/anthropic.c) */
+    {"/v1/messages/count_tokens", R_COUNT_TOKENS, 1}, /* its prompt counted */
+    {"/v1/responses", R_RESPONSES, 1},     /* OpenAI's Responses API (serve/responses.c) */
+    {"/v1/embeddings", R_EMBEDDINGS, 1},   {"/embeddings", R_EMBEDDINGS, 1}, /* serve/embed.c */
 };
 
 typedef struct job job;
@@ -136,7 +137,7 @@ struct tm_server {
 
 /* One HTTP request (MHD's per-request pointer). */
 typedef struct http_req {
-    int route;
+    int route, post;           /* the route table's route, and whether it takes POST */
     const char *canon;         /* the route table's spelling of the path */
     char *body;
     size_t len, cap;
@@ -193,9 +194,10 @@ struct job {
     char *grammar;             /* tool_choice required / named / auto: the calls' grammar (the request's) */
     const char *prefix;        /* required / named: the dialect's gen_open, at the prompt's end: the reply's start */
     int reads;                 /* the choices' replies are in use: calls or reasoning are read */
-    int anth;                  /* /v1/messages: Anthropic's shapes (one choice) */
-    int anth_in;               /* its prompt's tokens (a stream's message_start tells them) */
-    tm_anth_stream as;         /* its stream's content blocks */
+    const tm_api_fmt *fmt;     /* another API's shapes (serve-impl.h: Anthropic's, Responses; one choice), or NULL */
+    char *fmt_echo;            /* its request's fields the answer repeats, or NULL */
+    int fmt_in;                /* its prompt's tokens (a stream's first event tells them) */
+    tm_api_stream fs;          /* its stream's writer state */
     job *next;
 };
 
@@ -572,6 +574,8 @@ static void job_free(job *j)
         tm_reply_free(&j->ch[i].reply);
     }
     free(j->ch);
+    free(j->fmt_echo);
+    if (j->fmt) j->fmt->stream_free(&j->fs);
     free(j->out);
     free(j->grammar);
     free(j);
@@ -666,12 +670,18 @@ static void stream_reply(job *j, choice *ch, const tm_oai_meta *m, const char *t
     }
 }
 
-/* How an Anthropic reply (choice ch, its parts p) ended: its calls, and the stop sequence that ended it */
-static tm_anth_end anth_end(const job *j, const choice *ch, const tm_reply_part *p)
+/* Another API's view of choice ch's reply, its parts p: text, reasoning, calls, how it ended (the stop
+ * sequence that ended it) */
+static tm_api_reply api_reply(const job *j, const choice *ch, const tm_reply_part *p)
 {
     int k = ch->stats.stop_index;
-    return (tm_anth_end){&p->tc, calls_finish(p, ch->stats.finish_reason),
-                         k >= 0 && k < j->req.n_stop ? j->req.stop[k] : NULL};
+    return (tm_api_reply){p->reasoning, p->reasoning_len, p->content, p->content_len, &p->tc,
+                          calls_finish(p, ch->stats.finish_reason), k >= 0 && k < j->req.n_stop ? j->req.stop[k] : NULL};
+}
+
+static tm_api_meta api_meta(const job *j)
+{
+    return (tm_api_meta){j->id, j->srv->model_name, j->meta.created, j->fmt_echo};
 }
 
 /* What a choice has produced since the last wake (taken under j->mu) */
@@ -709,20 +719,27 @@ static int fill_choice(job *j, choice *ch, taken *t)
     if (lv) lp = (tm_oai_logprobs){lv, t->n_lps, ch->lp_off};
     for (size_t i = 0; lv && i < t->n_lps; i++) ch->lp_off += tm_oai_lp_chars(lv[i].tok.bytes, lv[i].tok.len);
     const char *finish = ch->stats.finish_reason;
-    if (j->anth) { /* Anthropic's events (one choice) */
+    if (j->fmt) { /* another API's events (one choice, its reply read into parts) */
         lp_free(lv, t->n_lps);
-        tm_reply_part p = {.content = t->text, .content_len = t->len};
-        if (j->reads && reply_step(j, ch, t->text, t->len, t->finished, t->rc, &p)) {
+        tm_reply_part p;
+        if (reply_step(j, ch, t->text, t->len, t->finished, t->rc, &p)) {
             j->oom = 1;
             return 0;
         }
+        tm_api_meta am = api_meta(j);
         if (p.content_len || p.reasoning_len)
-            out_add(j, tm_anth_stream_part(&j->as, p.reasoning, p.reasoning_len, p.content, p.content_len));
+            out_add(j, j->fmt->stream_part(&j->fs, &am, p.reasoning, p.reasoning_len, p.content, p.content_len));
         if (!t->finished) return 0;
         ch->ended = 1;
-        tm_anth_end end = anth_end(j, ch, &p);
-        out_add(j, t->rc == 0 ? tm_anth_stream_end(&j->as, &end, ch->stats.n_generated) : tm_anth_stream_error(ch->st.msg));
-        return t->rc != 0;
+        if (t->rc) {
+            out_add(j, j->fmt->stream_error(&j->fs, ch->st.msg));
+            return 1;
+        }
+        tm_reply_whole(&ch->reply, &p);
+        tm_api_reply whole = api_reply(j, ch, &p);
+        tm_oai_usage u = job_usage(j);
+        out_add(j, j->fmt->stream_end(&j->fs, &am, &whole, &u));
+        return 0;
     }
     if (j->reads) stream_reply(j, ch, &m, t->text, t->len, t->finished, t->rc, lv ? &lp : NULL, &finish);
     else if (t->len || lv) out_add(j, tm_oai_chunk_sse(&m, t->text ? t->text : "", t->len, 0, NULL, lv ? &lp : NULL, NULL));
@@ -774,8 +791,10 @@ static int job_fill(job *j)
     pthread_mutex_unlock(&j->mu);
     j->out_len = j->out_off = 0;
     int failed = 0, ended = 0;
-    if (!cancelled && j->phase == PH_START && j->anth) {
-        out_add(j, tm_anth_stream_start(j->id, j->srv->model_name, j->anth_in, &j->as));
+    if (!cancelled && j->phase == PH_START && j->fmt) {
+        tm_api_meta am = api_meta(j);
+        tm_oai_usage u = {j->fmt_in, 0, 0};
+        out_add(j, j->fmt->stream_start(&j->fs, &am, &u));
         j->phase = PH_TEXT;
     } else if (!cancelled && j->phase == PH_START) {
         for (int i = 0; i < j->n && j->req.kind == TM_OAI_CHAT; i++) {
@@ -796,7 +815,7 @@ static int job_fill(job *j)
     if (failed || ended == j->n) {
         tm_oai_usage u = job_usage(j);
         if (!failed && j->req.include_usage) out_add(j, tm_oai_usage_sse(&j->meta, &u));
-        if (!j->anth) out_add(j, strdup("data: [DONE]\n\n")); /* Anthropic's stream ends with message_stop */
+        if (!j->fmt) out_add(j, strdup("data: [DONE]\n\n")); /* the others' streams end with their own events */
         j->phase = PH_END;
     }
     return j->oom ? -1 : 0;
@@ -909,77 +928,29 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
     return 0;
 }
 
-/* A chat request's prompt (malloc'd): its messages through the template, with the generation prompt,
- * then prefix (a forced call starts with the dialect's marker; NULL: none). NULL with *e set. */
-static char *chat_prompt(tm_server *srv, const tm_oai_req *r, const char *prefix, tm_oai_error *e)
-{
-    char *prompt = NULL;
-    tandem_status st;
-    if (tandem_chat_render(srv->m, srv->tpl, r->messages_json, 1, r->template_kwargs_json, &prompt, &st) != 0) {
-        int oom = st.code == TANDEM_E_NOMEM;
-        tm_oai_error_set(e, oom ? 500 : 400, oom ? "server_error" : "invalid_request_error", NULL,
-                         st.code == TANDEM_E_TEMPLATE ? "messages" : NULL, "chat template: %s", st.msg);
-        return NULL;
-    }
-    size_t n = strlen(prompt), k = prefix ? strlen(prefix) : 0;
-    char *p2 = k ? realloc(prompt, n + k + 1) : prompt;
-    if (!p2) {
-        free(prompt);
-        tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        return NULL;
-    }
-    if (k) memcpy(p2 + n, prefix, k + 1);
-    return p2;
-}
-
-/* POST /v1/messages/count_tokens: the prompt /v1/messages would feed the model for this body (the
- * template, the tools, a forced call's opening), counted: {"input_tokens"} */
-static enum MHD_Result serve_count_tokens(tm_server *srv, struct MHD_Connection *c, const http_req *hr)
-{
-    char *chat = NULL, *prompt = NULL, *js = NULL;
-    tm_oai_error e;
-    tm_oai_req req;
-    if (tm_anth_request(hr->body ? hr->body : "", hr->len, 1, &chat, &e)) return reply_error(srv, c, &e, NULL);
-    int rc = tm_oai_parse(&req, TM_OAI_CHAT, chat, strlen(chat), &e);
-    free(chat);
-    if (rc) return reply_error(srv, c, &e, NULL);
-    const char *open = srv->dialect && req.tool_choice >= TM_OAI_TOOLS_REQUIRED ? srv->dialect->gen_open : NULL;
-    int32_t *ids = NULL;
-    size_t n = 0;
-    tandem_status st;
-    if ((prompt = chat_prompt(srv, &req, open, &e))) {
-        if (tandem_tokenize(srv->m, prompt, strlen(prompt), 0, &ids, &n, &st) != 0)
-            tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", st.msg);
-        else if ((js = malloc(48)))
-            snprintf(js, 48, "{\"input_tokens\":%zu}", n);
-        else
-            tm_oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-    }
-    free(ids);
-    free(prompt);
-    tm_oai_req_free(&req);
-    srv_log(srv, "POST %s %d", hr->canon, js ? 200 : e.http);
-    return js ? reply(srv, c, 200, js, NULL) : reply_error(srv, c, &e, NULL);
-}
-
 static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, http_req *hr, const char *url)
 {
-    int anth = hr->route == R_MESSAGES;
-    tm_oai_kind kind = hr->route == R_CHAT || anth ? TM_OAI_CHAT : TM_OAI_COMPLETION;
+    const tm_api_fmt *fmt = hr->route == R_MESSAGES ? &tm_api_anthropic : hr->route == R_RESPONSES ? &tm_api_responses : NULL;
+    tm_oai_kind kind = hr->route == R_CHAT || fmt ? TM_OAI_CHAT : TM_OAI_COMPLETION;
     tm_oai_req req;
     tm_oai_error e;
-    char *anth_body = NULL; /* /v1/messages: the body as a chat request */
-    if (anth && tm_anth_request(hr->body ? hr->body : "", hr->len, 0, &anth_body, &e) != 0) return reply_error(srv, c, &e, NULL);
-    int prc = tm_oai_parse(&req, kind, anth ? anth_body : hr->body, anth ? strlen(anth_body) : hr->len, &e);
-    free(anth_body);
-    if (prc != 0) return reply_error(srv, c, &e, NULL);
+    char *fbody = NULL, *echo = NULL; /* another API's: the body as a chat request, the fields to repeat */
+    if (fmt && fmt->request(hr->body ? hr->body : "", hr->len, 0, &fbody, &echo, &e) != 0) return reply_error(srv, c, &e, NULL);
+    int prc = tm_oai_parse(&req, kind, fmt ? fbody : hr->body, fmt ? strlen(fbody) : hr->len, &e);
+    free(fbody);
+    if (prc != 0) {
+        free(echo);
+        return reply_error(srv, c, &e, NULL);
+    }
     job *j = job_new(srv, c, &req, url, hr->t0);
     if (!j) {
         tm_oai_req_free(&req);
+        free(echo);
         return MHD_NO;
     }
-    j->anth = anth;
-    if (anth) snprintf(j->id, sizeof j->id, "msg_%016" PRIx64, next_random(srv));
+    j->fmt = fmt;
+    j->fmt_echo = echo;
+    if (fmt) snprintf(j->id, sizeof j->id, "%s%016" PRIx64, fmt->id_prefix, next_random(srv));
     if (job_register(j) != 0) {
         job_free(j);
         return reply_errorf(srv, c, 503, "server_error", NULL, NULL, "the server is shutting down");
@@ -995,7 +966,8 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         return reply_error(srv, c, &e, NULL);
     }
     if (kind == TM_OAI_CHAT) {
-        if (!(prompt = chat_prompt(srv, &j->req, j->prefix, &e))) {
+        tm_serve_tok t = {srv->m, srv->tpl, srv->ctx};
+        if (!(prompt = tm_serve_chat_prompt(&t, &j->req, 1, j->prefix, &e))) {
             job_free(j);
             return reply_error(srv, c, &e, NULL);
         }
@@ -1003,7 +975,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
          * that shows it, unless a constraint holds the reply from its start: a forced call, a
          * grammar, a schema, JSON mode) */
         int think = srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
-        if (j->calls || think) {
+        if (j->calls || think || j->fmt) { /* (another API's writer takes the reply in parts) */
             j->reads = 1;
             int opened = think && tm_think_opened(prompt, strlen(prompt)), bad = 0;
             for (int i = 0; i < j->n; i++) {
@@ -1019,10 +991,10 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         q.prompt = prompt;
         q.prompt_ids = NULL;
         q.no_special = 1; /* the rendered template holds the special tokens */
-        if (j->anth && j->req.stream) { /* a stream's first event tells the prompt's tokens (JSON: the stats) */
+        if (j->fmt && j->req.stream) { /* a stream's first event tells the prompt's tokens (JSON: the stats) */
             int32_t *ids = NULL;
             size_t n = 0;
-            if (tandem_tokenize(srv->m, prompt, strlen(prompt), 0, &ids, &n, &st) == 0) j->anth_in = (int)n;
+            if (tandem_tokenize(srv->m, prompt, strlen(prompt), 0, &ids, &n, &st) == 0) j->fmt_in = (int)n;
             free(ids);
         }
     }
@@ -1107,11 +1079,9 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         }
         if (rc == 0 && !j->oom) {
             tm_oai_usage u = job_usage(j);
-            tm_anth_reply ar = {part[0].reasoning, part[0].reasoning_len, cv[0].text, cv[0].len,
-                                anth_end(j, &j->ch[0], &part[0])};
-            mr = reply(srv, c, 200,
-                       j->anth ? tm_anth_message_json(j->id, srv->model_name, &ar, u.prompt, u.completion)
-                               : tm_oai_response_json(&j->meta, cv, j->n_ret, &u),
+            tm_api_reply ar = api_reply(j, &j->ch[order[0]], &part[0]);
+            tm_api_meta am = api_meta(j);
+            mr = reply(srv, c, 200, j->fmt ? j->fmt->json(&am, &ar, &u) : tm_oai_response_json(&j->meta, cv, j->n_ret, &u),
                        NULL);
             job_log(j, 200);
         } else if (rc == TANDEM_E_CANCELLED) {
@@ -1169,11 +1139,13 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
 
 /* ---- the request handler ------------------------------------------------------------------- */
 
-static int route_of(const char *url, const char **canon)
+static int route_of(const char *url, const char **canon, int *post)
 {
+    *post = 0;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path)) {
             *canon = routes[i].path;
+            *post = routes[i].post;
             return routes[i].route;
         }
     if (!strncmp(url, "/v1/models/", 11) && url[11]) { /* GET /v1/models/{id} */
@@ -1209,16 +1181,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     http_req *hr = *con_cls;
     if (!hr) { /* headers are in: set up, read the body in the next calls */
         if (!(hr = calloc(1, sizeof *hr))) return MHD_NO;
-        hr->route = route_of(url, &hr->canon);
+        hr->route = route_of(url, &hr->canon, &hr->post);
         if (hr->route == R_METRICS && !srv->metrics) hr->route = R_NONE, hr->canon = NULL;
         hr->t0 = now_s();
         *con_cls = hr;
         return MHD_YES;
     }
     int is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
-    int wants_post = hr->route == R_COMPLETIONS || hr->route == R_CHAT || hr->route == R_TOKENIZE ||
-                     hr->route == R_DETOKENIZE || hr->route == R_MESSAGES || hr->route == R_EMBEDDINGS ||
-                     hr->route == R_COUNT_TOKENS;
+    int wants_post = hr->post;
     if (*upload_size) { /* a piece of the body: keep it if it may be used (invariant 5) */
         if (wants_post && is_post && !hr->too_large) {
             if (hr->len + *upload_size > srv->max_body) {
@@ -1284,14 +1254,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return reply_errorf(srv, c, 404, "invalid_request_error", "model_not_found", NULL,
                                 "The model '%.200s' does not exist (this server has '%s')", url + 11, srv->model_name);
         return reply(srv, c, 200, tm_oai_model_json(srv->model_name, srv->created, srv->ctx), NULL);
-    case R_COUNT_TOKENS:
-        return serve_count_tokens(srv, c, hr);
     case R_TOKENIZE:
-    case R_DETOKENIZE: {
+    case R_DETOKENIZE:
+    case R_COUNT_TOKENS: {
         tm_serve_tok t = {srv->m, srv->tpl, srv->ctx};
         tm_oai_error e;
-        char *js = hr->route == R_TOKENIZE ? tm_serve_tokenize(&t, hr->body, hr->len, &e)
-                                           : tm_serve_detokenize(&t, hr->body, hr->len, &e);
+        char *js = hr->route == R_TOKENIZE     ? tm_serve_tokenize(&t, hr->body, hr->len, &e)
+                   : hr->route == R_DETOKENIZE ? tm_serve_detokenize(&t, hr->body, hr->len, &e)
+                                               : tm_serve_count_tokens(&t, srv->dialect ? srv->dialect->gen_open : NULL,
+                                                                       hr->body, hr->len, &e);
         srv_log(srv, "POST %s %d", hr->canon, js ? 200 : e.http);
         return js ? reply(srv, c, 200, js, NULL) : reply_error(srv, c, &e, NULL);
     }

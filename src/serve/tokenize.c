@@ -54,21 +54,64 @@ static int source(const tm_serve_tok *t, const cJSON *root, char **text, int *ad
         free(body);
         if (rc) return -1;
         const cJSON *gen = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
-        tandem_status st;
-        rc = tandem_chat_render(t->m, t->tpl, r.messages_json, !cJSON_IsFalse(gen), r.template_kwargs_json, text, &st);
+        *text = tm_serve_chat_prompt(t, &r, !cJSON_IsFalse(gen), NULL, e);
         tm_oai_req_free(&r);
-        if (rc) {
-            tm_oai_error_set(e, st.code == TANDEM_E_NOMEM ? 500 : 400, "invalid_request_error", NULL, "messages",
-                             "chat template: %s", st.msg);
-            return -1;
-        }
         *add_special = cJSON_IsTrue(add); /* the template holds the special tokens */
-        return 0;
+        return *text ? 0 : -1;
     }
     const cJSON *s = prompt ? prompt : content;
     if (!cJSON_IsString(s)) return bad(e, prompt ? "prompt" : "content", "'prompt' (or 'content', or 'messages') must be a string"), -1;
     *add_special = add ? cJSON_IsTrue(add) : prompt != NULL;
     return (*text = strdup(s->valuestring)) ? 0 : (nomem(e), -1);
+}
+
+char *tm_serve_chat_prompt(const tm_serve_tok *t, const tm_oai_req *r, int add_gen, const char *prefix, tm_oai_error *e)
+{
+    char *prompt = NULL;
+    tandem_status st;
+    if (tandem_chat_render(t->m, t->tpl, r->messages_json, add_gen, r->template_kwargs_json, &prompt, &st) != 0) {
+        int oom = st.code == TANDEM_E_NOMEM;
+        tm_oai_error_set(e, oom ? 500 : 400, oom ? "server_error" : "invalid_request_error", NULL,
+                         st.code == TANDEM_E_TEMPLATE || !oom ? "messages" : NULL, "chat template: %s", st.msg);
+        return NULL;
+    }
+    size_t n = strlen(prompt), k = prefix ? strlen(prefix) : 0;
+    char *p2 = k ? realloc(prompt, n + k + 1) : prompt;
+    if (!p2) {
+        free(prompt);
+        nomem(e);
+        return NULL;
+    }
+    if (k) memcpy(p2 + n, prefix, k + 1);
+    return p2;
+}
+
+char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const char *body, size_t len, tm_oai_error *e)
+{
+    char *chat = NULL, *echo = NULL, *prompt = NULL, *js = NULL;
+    tm_oai_req r;
+    if (tm_api_anthropic.request(body ? body : "", len, 1, &chat, &echo, e)) return NULL;
+    int rc = tm_oai_parse(&r, TM_OAI_CHAT, chat, strlen(chat), e);
+    free(chat);
+    free(echo);
+    if (rc) return NULL;
+    /* a forced call (tool_choice any / tool) starts with the dialect's marker, fed as prompt */
+    const char *open = gen_open && r.tool_choice >= TM_OAI_TOOLS_REQUIRED ? gen_open : NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    tandem_status st;
+    if ((prompt = tm_serve_chat_prompt(t, &r, 1, open, e))) {
+        if (tandem_tokenize(t->m, prompt, strlen(prompt), 0, &ids, &n, &st) != 0)
+            tm_oai_error_set(e, 500, "server_error", NULL, NULL, "%s", st.msg);
+        else if (!(js = malloc(48)))
+            nomem(e);
+        else
+            snprintf(js, 48, "{\"input_tokens\":%zu}", n);
+    }
+    free(ids);
+    free(prompt);
+    tm_oai_req_free(&r);
+    return js;
 }
 
 char *tm_serve_tokenize(const tm_serve_tok *t, const char *body, size_t len, tm_oai_error *e)

@@ -1,0 +1,575 @@
+/* serve/responses.c: OpenAI's Responses API (POST /v1/responses) over the chat machinery
+ * (serve-impl.h: tm_api_fmt). Stateless: nothing is stored, so previous_response_id and item
+ * references are refused.
+ *
+ * Translation, Responses -> chat:
+ *   instructions                                -> a system message, first
+ *   input: a string                             -> a user message
+ *   input items: message {role, content: a string | input_text / output_text / refusal parts}
+ *                                               -> a message (developer as system)
+ *                function_call {call_id, name, arguments}
+ *                                               -> the assistant message's tool_calls (the one just
+ *                                                  before, or a new one)
+ *                function_call_output {call_id, output}  -> a tool message
+ *                reasoning {content / summary texts}     -> the next assistant message's reasoning_content
+ *   tools [{type function, name, description, parameters, strict}] -> chat tools
+ *   tool_choice auto | none | required | {type function, name}, parallel_tool_calls -> the same
+ *   text.format text | json_object | json_schema {name, schema, strict} -> response_format
+ *   reasoning.effort                            -> chat_template_kwargs.reasoning_effort
+ *   max_output_tokens, temperature, top_p, stream, model -> max_tokens, ...
+ * Images, files, audio, built-in tools (web search, file search, ...): 400 naming the field.
+ *
+ * The answer: {"id": "resp_...", "object": "response", "status": "completed" | "incomplete", "output":
+ * [reasoning item, message item (one output_text part), function_call items], "usage", and the
+ * request's fields echoed}. Streamed: response.created, response.in_progress, then each item in turn
+ * (output_item.added, content_part.added, its deltas, the .done events with the whole text, ...;
+ * a call's arguments in one function_call_arguments.delta), then response.completed (or
+ * response.incomplete) with the whole response; every event has its sequence_number. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/grow.h"
+#include "serve/serve-impl.h"
+
+#define BAD(param, ...) (tm_oai_error_set(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__), -1)
+
+static int is_type(const cJSON *o, const char *type)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
+    return cJSON_IsString(t) && !strcmp(t->valuestring, type);
+}
+
+/* ---- the request ---- */
+
+typedef struct conv {
+    cJSON *msgs;      /* the chat messages so far */
+    char *thought;    /* reasoning items' text waiting for the next assistant message */
+    size_t tlen;
+} conv;
+
+/* a new message {"role"} appended, or NULL */
+static cJSON *new_message(conv *cv, const char *role)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddItemToArray(cv->msgs, m)) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    if (!cJSON_AddStringToObject(m, "role", role)) return NULL;
+    if (!strcmp(role, "assistant") && cv->thought) { /* the reasoning items before it */
+        if (!cJSON_AddStringToObject(m, "reasoning_content", cv->thought)) return NULL;
+        free(cv->thought);
+        cv->thought = NULL;
+        cv->tlen = 0;
+    }
+    return m;
+}
+
+/* content: a string, or text parts (input_text, output_text, refusal) as chat text parts */
+static int content_of(const cJSON *c, const char *param, cJSON *m, tm_oai_error *e)
+{
+    if (!c || cJSON_IsNull(c)) return cJSON_AddStringToObject(m, "content", "") ? 0 : -2;
+    if (cJSON_IsString(c)) return cJSON_AddStringToObject(m, "content", c->valuestring) ? 0 : -2;
+    if (!cJSON_IsArray(c)) return BAD(param, "'%s' must be a string or an array of content parts", param);
+    cJSON *parts = cJSON_AddArrayToObject(m, "content");
+    if (!parts) return -2;
+    int k = 0;
+    for (const cJSON *p = c->child; p; p = p->next, k++) {
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, is_type(p, "refusal") ? "refusal" : "text");
+        if (!is_type(p, "input_text") && !is_type(p, "output_text") && !is_type(p, "refusal"))
+            return BAD(param, "'%s[%d]': only text parts are supported (input_text, output_text), not images, files "
+                       "or audio", param, k);
+        if (!cJSON_IsString(text)) return BAD(param, "'%s[%d]': a text part needs a string \"text\"", param, k);
+        cJSON *q = cJSON_CreateObject();
+        if (!q || !cJSON_AddItemToArray(parts, q) || !cJSON_AddStringToObject(q, "type", "text") ||
+            !cJSON_AddStringToObject(q, "text", text->valuestring))
+            return -2;
+    }
+    return 0;
+}
+
+/* the texts of a reasoning item (its content, else its summary) kept for the next assistant message */
+static int reasoning_item(conv *cv, const cJSON *it)
+{
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(it, "content");
+    if (!cJSON_IsArray(parts) || !parts->child) parts = cJSON_GetObjectItemCaseSensitive(it, "summary");
+    for (const cJSON *p = cJSON_IsArray(parts) ? parts->child : NULL; p; p = p->next) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text");
+        size_t n = cJSON_IsString(t) ? strlen(t->valuestring) : 0;
+        if (!n) continue;
+        char *r = realloc(cv->thought, cv->tlen + n + 1);
+        if (!r) return -2;
+        memcpy(r + cv->tlen, t->valuestring, n + 1);
+        cv->thought = r, cv->tlen += n;
+    }
+    return 0;
+}
+
+/* a function_call item: a call of the assistant message just before (or of a new one) */
+static int call_item(conv *cv, const cJSON *it, const char *param, tm_oai_error *e)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "call_id"), *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "arguments");
+    if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsString(args))
+        return BAD(param, "'%s': a function_call needs strings \"call_id\", \"name\" and \"arguments\"", param);
+    cJSON *last = cJSON_GetArrayItem(cv->msgs, cJSON_GetArraySize(cv->msgs) - 1), *calls, *call, *fn;
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(last, "role");
+    if (!last || cv->thought || !cJSON_IsString(role) || strcmp(role->valuestring, "assistant"))
+        if (!(last = new_message(cv, "assistant")) || !cJSON_AddStringToObject(last, "content", "")) return -2;
+    if (!(calls = cJSON_GetObjectItemCaseSensitive(last, "tool_calls")) && !(calls = cJSON_AddArrayToObject(last, "tool_calls")))
+        return -2;
+    return (call = cJSON_CreateObject()) && cJSON_AddItemToArray(calls, call) &&
+                   cJSON_AddStringToObject(call, "id", id->valuestring) && cJSON_AddStringToObject(call, "type", "function") &&
+                   (fn = cJSON_AddObjectToObject(call, "function")) && cJSON_AddStringToObject(fn, "name", name->valuestring) &&
+                   cJSON_AddStringToObject(fn, "arguments", args->valuestring)
+               ? 0
+               : -2;
+}
+
+static int input_of(conv *cv, const cJSON *in, tm_oai_error *e)
+{
+    if (cJSON_IsString(in)) {
+        cJSON *m = new_message(cv, "user");
+        return m && cJSON_AddStringToObject(m, "content", in->valuestring) ? 0 : -2;
+    }
+    if (!cJSON_IsArray(in) || !in->child) return BAD("input", "'input' must be a string or a non-empty array of items");
+    int k = 0, rc = 0;
+    for (const cJSON *it = in->child; it && rc == 0; it = it->next, k++) {
+        char param[32];
+        snprintf(param, sizeof param, "input[%d]", k);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type"), *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+        if (!cJSON_IsObject(it)) {
+            rc = BAD(param, "'%s' must be an object", param);
+        } else if (!type || is_type(it, "message")) {
+            static const char *const roles[][2] = {
+                {"user", "user"}, {"assistant", "assistant"}, {"system", "system"}, {"developer", "system"}};
+            const char *r = NULL;
+            for (int i = 0; i < 4 && cJSON_IsString(role); i++)
+                if (!strcmp(role->valuestring, roles[i][0])) r = roles[i][1];
+            cJSON *m = NULL;
+            char cp[48];
+            snprintf(cp, sizeof cp, "%s.content", param);
+            if (!r) rc = BAD(param, "'%s.role' must be user, assistant, system or developer", param);
+            else rc = (m = new_message(cv, r)) ? content_of(cJSON_GetObjectItemCaseSensitive(it, "content"), cp, m, e) : -2;
+        } else if (is_type(it, "function_call")) {
+            rc = call_item(cv, it, param, e);
+        } else if (is_type(it, "function_call_output")) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "call_id"), *out = cJSON_GetObjectItemCaseSensitive(it, "output");
+            cJSON *m = NULL;
+            char op[48];
+            snprintf(op, sizeof op, "%s.output", param);
+            if (!cJSON_IsString(id)) rc = BAD(param, "'%s': a function_call_output needs a string \"call_id\"", param);
+            else if (!(m = new_message(cv, "tool")) || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) rc = -2;
+            else rc = content_of(out, op, m, e);
+        } else if (is_type(it, "reasoning")) {
+            rc = reasoning_item(cv, it);
+        } else if (is_type(it, "item_reference")) {
+            rc = BAD(param, "'%s': item references need stored responses, which this server does not keep", param);
+        } else {
+            rc = BAD(param, "'%s': items may be message, function_call, function_call_output or reasoning (not "
+                     "built-in tools' calls)", param);
+        }
+    }
+    return rc;
+}
+
+/* tools: function tools as chat tools */
+static int tools_of(const cJSON *tools, cJSON *out, tm_oai_error *e)
+{
+    if (!cJSON_IsArray(tools)) return BAD("tools", "'tools' must be an array");
+    cJSON *arr = cJSON_AddArrayToObject(out, "tools");
+    if (!arr) return -2;
+    int k = 0;
+    for (const cJSON *t = tools->child; t; t = t->next, k++) {
+        char pp[32];
+        snprintf(pp, sizeof pp, "tools[%d]", k);
+        if (!is_type(t, "function"))
+            return BAD(pp, "'%s': only function tools are supported, not built-in ones (web search, file search, ...)", pp);
+        cJSON *f = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        if (!f || !cJSON_AddItemToArray(arr, f) || !cJSON_AddStringToObject(f, "type", "function") ||
+            !cJSON_AddItemToObject(f, "function", fn)) {
+            cJSON_Delete(fn);
+            return -2;
+        }
+        static const char *const keys[] = {"name", "description", "parameters", "strict"};
+        for (int i = 0; i < 4; i++) { /* tm_oai_parse checks them as any chat tool's */
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, keys[i]);
+            if (v && !cJSON_IsNull(v) && !cJSON_AddItemToObject(fn, keys[i], cJSON_Duplicate(v, 1))) return -2;
+        }
+    }
+    return 0;
+}
+
+/* text.format: the chat's response_format */
+static int format_of(const cJSON *text, cJSON *out, tm_oai_error *e)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(text, "format");
+    if (!f || cJSON_IsNull(f) || is_type(f, "text")) return 0;
+    cJSON *rf = cJSON_AddObjectToObject(out, "response_format"), *js;
+    if (!rf) return -2;
+    if (is_type(f, "json_object")) return cJSON_AddStringToObject(rf, "type", "json_object") ? 0 : -2;
+    if (!is_type(f, "json_schema")) return BAD("text.format", "'text.format' must be text, json_object or json_schema");
+    if (!cJSON_AddStringToObject(rf, "type", "json_schema") || !(js = cJSON_AddObjectToObject(rf, "json_schema"))) return -2;
+    static const char *const keys[] = {"name", "schema", "strict", "description"};
+    for (int i = 0; i < 4; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(f, keys[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_AddItemToObject(js, keys[i], cJSON_Duplicate(v, 1))) return -2;
+    }
+    return 0;
+}
+
+/* the fields the answer repeats: as given, else their defaults */
+static char *echo_of(const cJSON *in)
+{
+    cJSON *o = cJSON_CreateObject();
+    static const char *const keys[] = {"instructions", "max_output_tokens", "metadata", "parallel_tool_calls",
+                                       "reasoning", "temperature", "text", "tool_choice", "tools", "top_p", "user"};
+    static const char *const defaults[] = {"null", "null", "{}", "true", "{\"effort\":null,\"summary\":null}", "null",
+                                           "{\"format\":{\"type\":\"text\"}}", "\"auto\"", "[]", "null", "null"};
+    for (int i = 0; o && i < 11; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, keys[i]);
+        cJSON *x = v && !cJSON_IsNull(v) ? cJSON_Duplicate(v, 1) : cJSON_Parse(defaults[i]);
+        if (!cJSON_AddItemToObject(o, keys[i], x)) {
+            cJSON_Delete(x);
+            cJSON_Delete(o);
+            o = NULL;
+        }
+    }
+    int ok = o && cJSON_AddNullToObject(o, "previous_response_id") && cJSON_AddFalseToObject(o, "store") &&
+             cJSON_AddStringToObject(o, "truncation", "disabled");
+    if (!ok) cJSON_Delete(o);
+    return ok ? tm_api_print_del(o) : NULL;
+}
+
+static int resp_request(const char *body, size_t len, int counting, char **chat_json, char **echo, tm_oai_error *e)
+{
+    (void)counting;
+    *chat_json = *echo = NULL;
+    cJSON *in = cJSON_ParseWithLength(body, len), *out = cJSON_CreateObject();
+    conv cv = {out ? cJSON_AddArrayToObject(out, "messages") : NULL, NULL, 0};
+    int rc = 0;
+    const cJSON *f;
+    if (!cJSON_IsObject(in)) rc = BAD(NULL, "the request body must be a JSON object");
+    else if (!cv.msgs) rc = -2;
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "previous_response_id")) && !cJSON_IsNull(f))
+        rc = BAD("previous_response_id", "responses are not stored here: send the whole conversation in 'input'");
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "instructions")) && !cJSON_IsNull(f)) {
+        cJSON *m = NULL;
+        if (!cJSON_IsString(f)) rc = BAD("instructions", "'instructions' must be a string");
+        else rc = (m = new_message(&cv, "system")) && cJSON_AddStringToObject(m, "content", f->valuestring) ? 0 : -2;
+    }
+    if (rc == 0) rc = input_of(&cv, cJSON_GetObjectItemCaseSensitive(in, "input"), e);
+    if (rc == 0 && cv.thought) { /* reasoning last: an assistant turn to carry it */
+        cJSON *m = new_message(&cv, "assistant");
+        rc = m && cJSON_AddStringToObject(m, "content", "") ? 0 : -2;
+    }
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "tools")) && !cJSON_IsNull(f)) rc = tools_of(f, out, e);
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "tool_choice")) && !cJSON_IsNull(f)) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        cJSON *o, *fn;
+        if (cJSON_IsString(f)) rc = cJSON_AddItemToObject(out, "tool_choice", cJSON_Duplicate(f, 1)) ? 0 : -2;
+        else if (!is_type(f, "function") || !cJSON_IsString(name))
+            rc = BAD("tool_choice", "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
+        else
+            rc = (o = cJSON_AddObjectToObject(out, "tool_choice")) && cJSON_AddStringToObject(o, "type", "function") &&
+                         (fn = cJSON_AddObjectToObject(o, "function")) && cJSON_AddStringToObject(fn, "name", name->valuestring)
+                     ? 0
+                     : -2;
+    }
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "text")) && !cJSON_IsNull(f)) {
+        if (!cJSON_IsObject(f)) rc = BAD("text", "'text' must be an object");
+        else rc = format_of(f, out, e);
+    }
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(in, "reasoning"), "effort")) &&
+        cJSON_IsString(f)) {
+        cJSON *kw = cJSON_AddObjectToObject(out, "chat_template_kwargs");
+        rc = kw && cJSON_AddStringToObject(kw, "reasoning_effort", f->valuestring) ? 0 : -2;
+    }
+    static const char *const same[][2] = {{"max_output_tokens", "max_tokens"}, {"temperature", "temperature"},
+                                          {"top_p", "top_p"}, {"stream", "stream"}, {"model", "model"},
+                                          {"parallel_tool_calls", "parallel_tool_calls"}};
+    for (size_t k = 0; rc == 0 && k < sizeof same / sizeof same[0]; k++)
+        if ((f = cJSON_GetObjectItemCaseSensitive(in, same[k][0])) && !cJSON_IsNull(f) &&
+            !cJSON_AddItemToObject(out, same[k][1], cJSON_Duplicate(f, 1)))
+            rc = -2;
+    if (rc == 0 && (!(*chat_json = cJSON_PrintUnformatted(out)) || !(*echo = echo_of(in)))) rc = -2;
+    if (rc == -2) tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (rc) {
+        free(*chat_json);
+        free(*echo);
+        *chat_json = *echo = NULL;
+    }
+    free(cv.thought);
+    cJSON_Delete(in);
+    cJSON_Delete(out);
+    return rc ? -1 : 0;
+}
+
+/* ---- the answer ---- */
+
+enum { ITEM_REASONING = 1, ITEM_MESSAGE = 2, ITEM_CALL = 3 };
+
+/* an item's id: its kind's prefix, the response's digits, its index */
+static void item_id(const tm_api_meta *m, int kind, int index, char *buf, size_t n)
+{
+    const char *digits = strchr(m->id, '_') ? strchr(m->id, '_') + 1 : m->id;
+    snprintf(buf, n, "%s_%s%02d", kind == ITEM_REASONING ? "rs" : kind == ITEM_MESSAGE ? "msg" : "fc", digits, index);
+}
+
+/* a reasoning or message item holding text [n] (done: completed, its text whole; else in progress, empty) */
+static cJSON *text_item(const tm_api_meta *m, int kind, int index, const char *text, size_t n, int done)
+{
+    char id[64];
+    item_id(m, kind, index, id, sizeof id);
+    cJSON *it = tm_api_typed(kind == ITEM_REASONING ? "reasoning" : "message"), *parts = NULL, *p = NULL;
+    int ok = it && cJSON_AddStringToObject(it, "id", id);
+    if (ok && kind == ITEM_REASONING) ok = cJSON_AddArrayToObject(it, "summary") != NULL;
+    if (ok && kind == ITEM_MESSAGE)
+        ok = cJSON_AddStringToObject(it, "status", done ? "completed" : "in_progress") &&
+             cJSON_AddStringToObject(it, "role", "assistant");
+    ok = ok && (parts = cJSON_AddArrayToObject(it, "content"));
+    if (ok && done) {
+        p = tm_api_typed(kind == ITEM_REASONING ? "reasoning_text" : "output_text");
+        if (!p || !cJSON_AddItemToArray(parts, p)) {
+            cJSON_Delete(p);
+            ok = 0;
+        } else {
+            ok = tm_api_add_strn(p, "text", text, n) && (kind == ITEM_REASONING || cJSON_AddArrayToObject(p, "annotations"));
+        }
+    }
+    if (ok) return it;
+    cJSON_Delete(it);
+    return NULL;
+}
+
+static cJSON *call_item_json(const tm_api_meta *m, int index, const tm_oai_tool_call *c, int done)
+{
+    char id[64];
+    item_id(m, ITEM_CALL, index, id, sizeof id);
+    cJSON *it = tm_api_typed("function_call");
+    if (it && cJSON_AddStringToObject(it, "id", id) && cJSON_AddStringToObject(it, "call_id", c->id) &&
+        cJSON_AddStringToObject(it, "name", c->name) && cJSON_AddStringToObject(it, "arguments", done ? c->arguments : "") &&
+        cJSON_AddStringToObject(it, "status", done ? "completed" : "in_progress"))
+        return it;
+    cJSON_Delete(it);
+    return NULL;
+}
+
+/* the response object: status in_progress (r NULL: a stream's start, no output, usage null), else
+ * completed or incomplete, with the output items of texts rt [2] (reasoning, answer; [n]) and r's calls */
+static cJSON *response(const tm_api_meta *m, const tm_api_reply *r, const char *const rt[2], const size_t rn[2],
+                       const tm_oai_usage *u)
+{
+    cJSON *o = cJSON_CreateObject(), *echo = m->echo ? cJSON_Parse(m->echo) : NULL, *out = NULL, *us, *d;
+    int cut = r && r->finish && !strcmp(r->finish, "length");
+    int ok = o && cJSON_AddStringToObject(o, "id", m->id) && cJSON_AddStringToObject(o, "object", "response") &&
+             cJSON_AddNumberToObject(o, "created_at", (double)m->created) &&
+             cJSON_AddStringToObject(o, "status", !r ? "in_progress" : cut ? "incomplete" : "completed") &&
+             cJSON_AddNullToObject(o, "error") && cJSON_AddStringToObject(o, "model", m->model);
+    cJSON *inc = cut ? cJSON_CreateObject() : cJSON_CreateNull();
+    int iok = inc && (!cut || cJSON_AddStringToObject(inc, "reason", "max_output_tokens"));
+    ok = tm_api_attach(o, "incomplete_details", inc) && ok && iok;
+    for (cJSON *x = echo ? echo->child : NULL; ok && x; x = x->next) /* the request's fields */
+        ok = cJSON_AddItemToObject(o, x->string, cJSON_Duplicate(x, 1));
+    ok = ok && (out = cJSON_AddArrayToObject(o, "output"));
+    int idx = 0;
+    for (int k = 0; ok && r && k < 2; k++)
+        if (rn[k]) ok = cJSON_AddItemToArray(out, text_item(m, k ? ITEM_MESSAGE : ITEM_REASONING, idx++, rt[k], rn[k], 1));
+    for (int i = 0; ok && r && r->tc && i < r->tc->n; i++) ok = cJSON_AddItemToArray(out, call_item_json(m, idx++, &r->tc->v[i], 1));
+    if (ok && !r) {
+        ok = cJSON_AddNullToObject(o, "usage") != NULL;
+    } else if (ok) {
+        ok = (us = cJSON_AddObjectToObject(o, "usage")) && cJSON_AddNumberToObject(us, "input_tokens", u->prompt) &&
+             (d = cJSON_AddObjectToObject(us, "input_tokens_details")) && cJSON_AddNumberToObject(d, "cached_tokens", u->cached) &&
+             cJSON_AddNumberToObject(us, "output_tokens", u->completion) &&
+             (d = cJSON_AddObjectToObject(us, "output_tokens_details")) && cJSON_AddNumberToObject(d, "reasoning_tokens", 0) &&
+             cJSON_AddNumberToObject(us, "total_tokens", u->prompt + u->completion);
+    }
+    cJSON_Delete(echo);
+    if (ok) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+static char *resp_json(const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u)
+{
+    const char *rt[2] = {r->reasoning, r->text};
+    size_t rn[2] = {r->reasoning_len, r->len};
+    return tm_api_print_del(response(m, r, rt, rn, u));
+}
+
+/* ---- the stream ---- */
+
+typedef struct resp_stream {
+    char *text[2];     /* the reasoning and the answer as streamed [len] */
+    size_t len[2], cap[2];
+    int index[2];      /* their items' output index, or -1 */
+} resp_stream;
+
+/* ev, numbered, into objs [*n] */
+static void push(tm_api_stream *s, cJSON **objs, int *n, cJSON *ev)
+{
+    if (ev && !cJSON_AddNumberToObject(ev, "sequence_number", s->seq)) {
+        cJSON_Delete(ev);
+        ev = NULL;
+    }
+    s->seq++;
+    objs[(*n)++] = ev;
+}
+
+/* {"type", "item_id", "output_index", "content_index": 0} of item kind at index */
+static cJSON *part_event(const tm_api_meta *m, const char *type, int kind, int index)
+{
+    char id[64];
+    item_id(m, kind, index, id, sizeof id);
+    cJSON *ev = tm_api_typed(type);
+    if (ev && cJSON_AddStringToObject(ev, "item_id", id) && cJSON_AddNumberToObject(ev, "output_index", index) &&
+        cJSON_AddNumberToObject(ev, "content_index", 0))
+        return ev;
+    cJSON_Delete(ev);
+    return NULL;
+}
+
+/* {"type", "output_index", "item"} */
+static cJSON *item_event(const char *type, int index, cJSON *item)
+{
+    cJSON *ev = tm_api_typed(type);
+    if (ev && cJSON_AddNumberToObject(ev, "output_index", index)) {
+        if (tm_api_attach(ev, "item", item)) return ev;
+    } else {
+        cJSON_Delete(item);
+    }
+    cJSON_Delete(ev);
+    return NULL;
+}
+
+/* part_event + key: s [n] (the part's text delta or whole) */
+static cJSON *text_event(const tm_api_meta *m, const char *type, int kind, int index, const char *key, const char *v,
+                         size_t n)
+{
+    cJSON *ev = part_event(m, type, kind, index);
+    if (ev && tm_api_add_strn(ev, key, v, n)) return ev;
+    cJSON_Delete(ev);
+    return NULL;
+}
+
+/* the open item's closing events (its text whole) into objs */
+static void close_item(tm_api_stream *s, const tm_api_meta *m, cJSON **objs, int *n)
+{
+    resp_stream *rs = s->priv;
+    if (!s->open) return;
+    int kind = s->open, k = kind == ITEM_MESSAGE, idx = rs->index[k];
+    const char *t = rs->text[k] ? rs->text[k] : "";
+    push(s, objs, n, text_event(m, k ? "response.output_text.done" : "response.reasoning_text.done", kind, idx, "text", t,
+                                rs->len[k]));
+    cJSON *part = tm_api_typed(k ? "output_text" : "reasoning_text"), *ev = part_event(m, "response.content_part.done", kind, idx);
+    int ok = part && tm_api_add_strn(part, "text", t, rs->len[k]) && (!k || cJSON_AddArrayToObject(part, "annotations"));
+    push(s, objs, n, tm_api_attach(ev, "part", ok ? part : (cJSON_Delete(part), NULL)) ? ev : (cJSON_Delete(ev), NULL));
+    push(s, objs, n, item_event("response.output_item.done", idx, text_item(m, kind, idx, t, rs->len[k], 1)));
+    s->open = 0;
+}
+
+static char *resp_stream_start(tm_api_stream *s, const tm_api_meta *m, const tm_oai_usage *u)
+{
+    (void)u;
+    *s = (tm_api_stream){0};
+    resp_stream *rs = calloc(1, sizeof *rs);
+    if (!rs) return NULL;
+    rs->index[0] = rs->index[1] = -1;
+    s->priv = rs;
+    cJSON *objs[2];
+    int n = 0;
+    static const char *const names[] = {"response.created", "response.in_progress"};
+    for (int i = 0; i < 2; i++) {
+        cJSON *ev = tm_api_typed(names[i]);
+        push(s, objs, &n, tm_api_attach(ev, "response", response(m, NULL, NULL, NULL, NULL)) ? ev : (cJSON_Delete(ev), NULL));
+    }
+    return tm_api_events(n, objs);
+}
+
+static char *resp_stream_part(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
+                              const char *text, size_t len)
+{
+    resp_stream *rs = s->priv;
+    if (!rs) return NULL;
+    cJSON *objs[10];
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        int kind = k ? ITEM_MESSAGE : ITEM_REASONING;
+        const char *v = k ? text : reasoning;
+        size_t vn = k ? len : rlen;
+        if (!vn) continue;
+        if (s->open != kind) { /* a new item: the open one closed, this one added with its (empty) part */
+            close_item(s, m, objs, &n);
+            int idx = rs->index[k] = s->next++;
+            s->open = kind;
+            push(s, objs, &n, item_event("response.output_item.added", idx, text_item(m, kind, idx, "", 0, 0)));
+            cJSON *part = tm_api_typed(k ? "output_text" : "reasoning_text"), *ev = part_event(m, "response.content_part.added", kind, idx);
+            int ok = part && cJSON_AddStringToObject(part, "text", "") && (!k || cJSON_AddArrayToObject(part, "annotations"));
+            push(s, objs, &n, tm_api_attach(ev, "part", ok ? part : (cJSON_Delete(part), NULL)) ? ev : (cJSON_Delete(ev), NULL));
+        }
+        if (tm_grow((void **)&rs->text[k], &rs->cap[k], rs->len[k] + vn + 1, 1)) {
+            for (int i = 0; i < n; i++) cJSON_Delete(objs[i]);
+            return NULL;
+        }
+        memcpy(rs->text[k] + rs->len[k], v, vn);
+        rs->len[k] += vn;
+        push(s, objs, &n, text_event(m, k ? "response.output_text.delta" : "response.reasoning_text.delta", kind,
+                                     rs->index[k], "delta", v, vn));
+    }
+    return tm_api_events(n, objs);
+}
+
+static char *resp_stream_end(tm_api_stream *s, const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u)
+{
+    resp_stream *rs = s->priv;
+    int nc = r->tc ? r->tc->n : 0, n = 0;
+    cJSON **objs = rs ? calloc((size_t)(4 * nc + 4), sizeof *objs) : NULL;
+    if (!objs) return NULL;
+    close_item(s, m, objs, &n);
+    /* the whole response as streamed: its items' texts as their deltas said, then the calls */
+    const char *rt[2] = {rs->text[0], rs->text[1]};
+    size_t rn[2] = {rs->len[0], rs->len[1]};
+    for (int i = 0; i < nc; i++) { /* each call: added, its arguments whole in one delta, done */
+        const tm_oai_tool_call *c = &r->tc->v[i];
+        int idx = s->next++;
+        push(s, objs, &n, item_event("response.output_item.added", idx, call_item_json(m, idx, c, 0)));
+        cJSON *ev = part_event(m, "response.function_call_arguments.delta", ITEM_CALL, idx);
+        if (ev) cJSON_DeleteItemFromObjectCaseSensitive(ev, "content_index");
+        push(s, objs, &n, ev && cJSON_AddStringToObject(ev, "delta", c->arguments) ? ev : (cJSON_Delete(ev), NULL));
+        ev = part_event(m, "response.function_call_arguments.done", ITEM_CALL, idx);
+        if (ev) cJSON_DeleteItemFromObjectCaseSensitive(ev, "content_index");
+        push(s, objs, &n, ev && cJSON_AddStringToObject(ev, "arguments", c->arguments) ? ev : (cJSON_Delete(ev), NULL));
+        push(s, objs, &n, item_event("response.output_item.done", idx, call_item_json(m, idx, c, 1)));
+    }
+    int cut = r->finish && !strcmp(r->finish, "length");
+    cJSON *ev = tm_api_typed(cut ? "response.incomplete" : "response.completed");
+    push(s, objs, &n, tm_api_attach(ev, "response", response(m, r, rt, rn, u)) ? ev : (cJSON_Delete(ev), NULL));
+    char *out = tm_api_events(n, objs);
+    free(objs);
+    return out;
+}
+
+static char *resp_stream_error(tm_api_stream *s, const char *msg)
+{
+    cJSON *ev = tm_api_typed("error"), *objs[1];
+    int n = 0;
+    int ok = ev && cJSON_AddStringToObject(ev, "code", "server_error") && cJSON_AddStringToObject(ev, "message", msg) &&
+             cJSON_AddNullToObject(ev, "param");
+    push(s, objs, &n, ok ? ev : (cJSON_Delete(ev), NULL));
+    return tm_api_events(n, objs);
+}
+
+static void resp_stream_free(tm_api_stream *s)
+{
+    resp_stream *rs = s->priv;
+    if (rs) free(rs->text[0]), free(rs->text[1]);
+    free(rs);
+    s->priv = NULL;
+}
+
+const tm_api_fmt tm_api_responses = {"responses", "resp_", resp_request, resp_json, resp_stream_start,
+                                     resp_stream_part, resp_stream_end, resp_stream_error, resp_stream_free};
