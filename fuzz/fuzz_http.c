@@ -2,7 +2,8 @@
  * (serve/oai.h) on arbitrary input. Byte 0 picks the endpoint (even:
  * /v1/completions, odd: /v1/chat/completions, 3 mod 4: Anthropic's /v1/messages, whose body is
  * translated into a chat one first: refused with 400 naming the field, or a chat body the rest
- * checks; its writers make valid JSON events; 6 mod 8: /v1/embeddings, its parser's request within
+ * checks; its writers make valid JSON events; 13 mod 16: OpenAI's /v1/responses, the same way;
+ * 6 mod 8: /v1/embeddings, its parser's request within
  * its bounds and its writer's answer valid JSON whatever the floats); the rest is the body.
  * Checked invariants:
  *  - tm_oai_parse returns 0, or -1 with HTTP 400 (500 only for out of
@@ -104,40 +105,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     tm_oai_req r;
     tm_oai_error e;
-    static char *anth; /* the last input's translated body (reachable, freed by the next input) */
-    free(anth);
-    anth = NULL;
-    if ((data[0] & 3) == 3) { /* /v1/messages */
-        if (tm_anth_request(body, len, (data[0] & 4) != 0, &anth, &e) != 0) {
-            if (!(e.http == 400 || e.http == 500) || !e.msg[0] || anth) abort();
+    static char *fbody; /* the last input's translated body (reachable, freed by the next input) */
+    free(fbody);
+    fbody = NULL;
+    const tm_api_fmt *fmt = (data[0] & 3) == 3 ? &tm_api_anthropic : (data[0] & 15) == 13 ? &tm_api_responses : NULL;
+    if (fmt) { /* another API: the body translated into a chat one, or refused */
+        char *echo = NULL;
+        if (fmt->request(body, len, (data[0] & 4) != 0, &fbody, &echo, &e) != 0) {
+            if (!(e.http == 400 || e.http == 500) || !e.msg[0] || fbody || echo) abort();
             return 0;
         }
-        if (!anth) abort();
-        body = anth, len = strlen(anth);
-        /* the writers over the translated body's bytes: reasoning, text and two calls cut from it */
+        if (!fbody) abort();
+        if (echo) must_parse(echo, 0);
+        body = fbody, len = strlen(fbody);
+        /* the writers over the translated body's bytes: reasoning, text and two calls cut from it, every
+           finish, a stop sequence; each answer a JSON object, each event's data line one */
         size_t h = len / 2;
         char *nm = strndup(body, h < 40 ? h : 40), *args = strndup(body + h, len - h);
         tm_oai_tool_call calls[2] = {{"toolu_1", nm, args}, {"toolu_\"2", "f", "{\"a\":[1,{}]}"}};
         tm_oai_tool_calls tc = {calls, nm && args ? 2 : 0};
         static const char *const fins[] = {"stop", "length", "tool_calls"};
-        tm_anth_reply ar = {body, h, body + h, len - h, {&tc, fins[len % 3], (len & 4) ? body + h : NULL}};
-        tm_anth_stream st;
-        char *ev[5] = {tm_anth_message_json("msg_1", "m\"x", &ar, 1, 2), tm_anth_stream_start("msg_1", "m", 3, &st), NULL,
-                       NULL, NULL};
-        ev[2] = tm_anth_stream_part(&st, body, h, body + h, len - h);
-        ev[3] = tm_anth_stream_part(&st, "", 0, body, h);
-        ev[4] = tm_anth_stream_end(&st, &ar.end, 4);
+        tm_api_reply ar = {body, h, body + h, len - h, &tc, fins[len % 3], (len & 4) ? body + h : NULL};
+        tm_api_meta am = {fmt == &tm_api_anthropic ? "msg_1" : "resp_\"1", "m\"x", 7, echo};
+        tm_oai_usage u = {3, 4, 1};
+        tm_api_stream st;
+        char *ev[6] = {fmt->json(&am, &ar, &u), fmt->stream_start(&st, &am, &u), NULL, NULL, NULL, NULL};
+        ev[2] = fmt->stream_part(&st, &am, body, h, body + h, len - h);
+        ev[3] = fmt->stream_part(&st, &am, "", 0, body, h);
+        ev[4] = (len & 8) ? fmt->stream_error(&st, body) : fmt->stream_end(&st, &am, &ar, &u);
+        fmt->stream_free(&st);
         if (ev[0]) must_parse(ev[0], 0);
-        for (int i = 1; i < 5; i++) /* each event's data line is a JSON object */
+        for (int i = 1; i < 6; i++)
             for (const char *d = ev[i]; d && (d = strstr(d, "\ndata: ")); d += 7) {
                 const char *nl = strchr(d + 7, '\n');
                 cJSON *o = cJSON_ParseWithLength(d + 7, nl ? (size_t)(nl - d - 7) : strlen(d + 7));
                 if (!cJSON_IsObject(o)) abort();
                 cJSON_Delete(o);
             }
-        for (int i = 0; i < 5; i++) free(ev[i]);
+        for (int i = 0; i < 6; i++) free(ev[i]);
         free(nm);
         free(args);
+        free(echo);
     }
     int rc = tm_oai_parse(&r, kind, body, len, &e);
     if (rc != 0) {

@@ -16,7 +16,10 @@
  *    into the chat request (exactly), tool_choice any / tool giving tool_use blocks with the calls
  *    the chat endpoint gives, streamed as content blocks (start, input_json_delta, stop) in order,
  *    a conversation with tool_use and tool_result answered as the chat endpoint answers its OpenAI
- *    twin, thinking blocks from a reasoning template; malformed blocks and server tools refused. */
+ *    twin, thinking blocks from a reasoning template; malformed blocks and server tools refused.
+ *    OpenAI's Responses API likewise: its input items translated exactly, function_call items with the
+ *    chat endpoint's calls, a call's output answered as the chat twin, reasoning items, text.format,
+ *    the stream's events numbered, in order and agreeing with the final response; refusals by field. */
 #include "harness.h"
 #include "http_client.h"
 
@@ -281,7 +284,8 @@ static int args_ok(const char *name, const char *args)
     return ok;
 }
 
-static void test_anth_server(int port); /* section 4, on this server */
+static void test_anth_server(int port); /* sections 4 and 4b, on this server */
+static void test_resp_server(int port);
 
 static void test_server(tandem_model *m, tandem_session *s)
 {
@@ -387,6 +391,7 @@ static void test_server(tandem_model *m, tandem_session *s)
     snprintf(body, sizeof body, "{\"prompt\":\"x\",\"tools\":%s}", TOOLS);
     check_error(port, "POST", "/v1/completions", body, 400, "tools", "tools on completions");
     test_anth_server(port);
+    test_resp_server(port);
     tm_server_stop(srv);
 
     /* a template that shows no dialect: forced calls refused, auto is text; --tool-parser hermes */
@@ -812,6 +817,240 @@ static void test_messages_server(tandem_model *m, tandem_session *s)
     tm_server_stop(srv);
 }
 
+/* ---- 4b. OpenAI's Responses API ---- */
+
+/* input items, instructions, tools, tool_choice, text.format and reasoning into exactly the chat request
+ * they stand for, the fields to echo; refusals by field */
+static void test_resp_translate(void)
+{
+    const char *in =
+        "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"max_output_tokens\":9,\"temperature\":0.5,"
+        "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"description\":\"d\",\"parameters\":{\"type\":\"object\"},"
+        "\"strict\":false}],\"tool_choice\":\"auto\",\"parallel_tool_calls\":false,"
+        "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"s\",\"schema\":{\"type\":\"object\"},\"strict\":true}},"
+        "\"reasoning\":{\"effort\":\"low\"},\"store\":true,\"metadata\":{\"k\":\"v\"},"
+        "\"input\":[{\"role\":\"developer\",\"content\":\"Dev.\"},{\"type\":\"message\",\"role\":\"user\",\"content\":"
+        "[{\"type\":\"input_text\",\"text\":\"q\"}]},{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[],"
+        "\"content\":[{\"type\":\"reasoning_text\",\"text\":\"hm\"}]},"
+        "{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Let me see.\","
+        "\"annotations\":[]}]},{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"},"
+        "{\"type\":\"function_call\",\"call_id\":\"c2\",\"name\":\"f\",\"arguments\":\"{}\"},"
+        "{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"r1\"},"
+        "{\"type\":\"function_call_output\",\"call_id\":\"c2\",\"output\":[{\"type\":\"input_text\",\"text\":\"r2\"}]},"
+        "{\"role\":\"user\",\"content\":\"ok?\"}]}";
+    const char *want =
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"system\",\"content\":\"Dev.\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"q\"}]},"
+        "{\"role\":\"assistant\",\"reasoning_content\":\"hm\",\"content\":[{\"type\":\"text\",\"text\":\"Let me see.\"}],"
+        "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}},"
+        "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"r1\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":[{\"type\":\"text\",\"text\":\"r2\"}]},"
+        "{\"role\":\"user\",\"content\":\"ok?\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\",\"parameters\":"
+        "{\"type\":\"object\"},\"strict\":false}}],\"tool_choice\":\"auto\","
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":\"object\"},"
+        "\"strict\":true}},\"chat_template_kwargs\":{\"reasoning_effort\":\"low\"},\"max_tokens\":9,\"temperature\":0.5,"
+        "\"model\":\"m\",\"parallel_tool_calls\":false}";
+    char *out = NULL, *echo = NULL;
+    tm_oai_error e;
+    CHECKF(tm_api_responses.request(in, strlen(in), 0, &out, &echo, &e) == 0, "%s", e.msg);
+    CHECK_EQ_STR(out ? out : "", want);
+    cJSON *ej = cJSON_Parse(echo ? echo : "");
+    CHECKF(jstr(ej, "instructions") && !strcmp(jstr(ej, "instructions"), "Be brief.") && jnum(ej, "max_output_tokens") == 9 &&
+               jstr(ej, "metadata.k") && jstr(ej, "tools.0.name") && jstr(ej, "text.format.type") &&
+               !strcmp(jstr(ej, "text.format.type"), "json_schema") && cJSON_IsFalse(cJSON_GetObjectItem(ej, "store")) &&
+               cJSON_IsFalse(cJSON_GetObjectItem(ej, "parallel_tool_calls")),
+           "echo: %s", echo ? echo : "(none)");
+    cJSON_Delete(ej);
+    tm_oai_req r;
+    CHECKF(out && tm_oai_parse(&r, TM_OAI_CHAT, out, strlen(out), &e) == 0, "%s", e.msg);
+    if (out) tm_oai_req_free(&r);
+    free(out);
+    free(echo);
+    const char *named = "{\"input\":\"x\",\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"}}";
+    out = echo = NULL;
+    CHECK(tm_api_responses.request(named, strlen(named), 0, &out, &echo, &e) == 0 && out &&
+          strstr(out, "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"));
+    free(out);
+    free(echo);
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"input\":[]}", "input"},
+        {"{}", "input"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"x\"}]}]}", "input[0].content"},
+        {"{\"input\":[{\"role\":\"robot\",\"content\":\"x\"}]}", "input[0]"},
+        {"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}", "input[0]"},
+        {"{\"input\":[{\"type\":\"function_call_output\",\"output\":\"x\"}]}", "input[0]"},
+        {"{\"input\":[{\"type\":\"item_reference\",\"id\":\"msg_1\"}]}", "input[0]"},
+        {"{\"input\":[{\"type\":\"web_search_call\"}]}", "input[0]"},
+        {"{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]"},
+        {"{\"input\":\"x\",\"tool_choice\":{\"type\":\"file_search\"}}", "tool_choice"},
+        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"xml\"}}}", "text.format"},
+        {"{\"input\":\"x\",\"instructions\":5}", "instructions"},
+        {"[1]", ""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = echo = NULL;
+        int rc = tm_api_responses.request(bad[i].body, strlen(bad[i].body), 0, &out, &echo, &e);
+        CHECKF(rc == -1 && e.http == 400 && !strcmp(e.param, bad[i].param) && !out && !echo, "bad %zu: rc %d param '%s' (%s)",
+               i, rc, e.param, e.msg);
+        free(out);
+        free(echo);
+    }
+}
+
+/* A Responses answer, as JSON or as stream events: its output items (type, function name and call id;
+ * the text, reasoning or arguments each holds) and status; a stream's events checked for their order,
+ * numbering and agreement with the final response */
+typedef struct resp {
+    int status, n;
+    char type[6][16], name[6][72], call_id[6][48], body[6][2048];
+    char state[16];
+} resp;
+
+static void resp_item(resp *a, const cJSON *it)
+{
+    int i = a->n++;
+    const char *t = jstr(it, "type"), *nm = jstr(it, "name"), *id = jstr(it, "call_id");
+    snprintf(a->type[i], sizeof a->type[i], "%s", t ? t : "");
+    snprintf(a->name[i], sizeof a->name[i], "%s", nm ? nm : "");
+    snprintf(a->call_id[i], sizeof a->call_id[i], "%s", id ? id : "");
+    const char *v = jstr(it, "arguments") ? jstr(it, "arguments") : jstr(it, "content.0.text");
+    snprintf(a->body[i], sizeof a->body[i], "%s", v ? v : "");
+}
+
+static void resp_of(resp *a, const cJSON *r)
+{
+    const cJSON *out = cJSON_GetObjectItem(r, "output");
+    for (const cJSON *it = cJSON_IsArray(out) ? out->child : NULL; it && a->n < 6; it = it->next) resp_item(a, it);
+    snprintf(a->state, sizeof a->state, "%s", jstr(r, "status") ? jstr(r, "status") : "");
+}
+
+static void ask_resp(int port, const char *body, int stream, resp *a)
+{
+    memset(a, 0, sizeof *a);
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/responses", body, NULL, &hr) == 0);
+    a->status = hr.status;
+    if (!stream || hr.status != 200) {
+        cJSON *j = cJSON_Parse(hr.body ? hr.body : "");
+        CHECKF(hr.status != 200 || (jstr(j, "object") && !strcmp(jstr(j, "object"), "response") && jstr(j, "id") &&
+                                    !strncmp(jstr(j, "id"), "resp_", 5) && cJSON_GetObjectItem(j, "usage")),
+               "response object: %s", hr.body);
+        resp_of(a, j);
+        cJSON_Delete(j);
+        http_res_free(&hr);
+        return;
+    }
+    int bad = 0, seq = 0, open = -1, ended = 0;
+    resp fin = {0};
+    for (const char *p = hr.body ? hr.body : "", *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        const char *d = strstr(p, "\ndata: ");
+        if (strncmp(p, "event: ", 7) || !d || d > e) continue;
+        cJSON *ev = cJSON_ParseWithLength(d + 7, (size_t)(e - d - 7));
+        const char *t = jstr(ev, "type") ? jstr(ev, "type") : "";
+        int idx = (int)jnum(ev, "output_index");
+        bad += strncmp(p + 7, t, strlen(t)) != 0 || jnum(ev, "sequence_number") != seq++ || ended;
+        if (!strcmp(t, "response.output_item.added")) {
+            bad += open != -1 || idx != a->n || a->n >= 6;
+            if (a->n < 6) resp_item(a, cJSON_GetObjectItem(ev, "item"));
+            open = idx;
+        } else if (strstr(t, ".delta")) {
+            bad += idx != open || open < 0;
+            const char *v = jstr(ev, "delta");
+            if (open >= 0 && open < 6 && v) strncat(a->body[open], v, sizeof a->body[open] - strlen(a->body[open]) - 1);
+        } else if (!strcmp(t, "response.output_text.done") || !strcmp(t, "response.reasoning_text.done")) {
+            bad += idx != open || !jstr(ev, "text") || strcmp(jstr(ev, "text"), a->body[open]);
+        } else if (!strcmp(t, "response.function_call_arguments.done")) {
+            bad += idx != open || !jstr(ev, "arguments") || strcmp(jstr(ev, "arguments"), a->body[open]);
+        } else if (!strcmp(t, "response.output_item.done")) {
+            resp one = {0};
+            resp_item(&one, cJSON_GetObjectItem(ev, "item"));
+            bad += idx != open || strcmp(one.body[0], a->body[open]);
+            open = -1;
+        } else if (!strcmp(t, "response.completed") || !strcmp(t, "response.incomplete")) {
+            resp_of(&fin, cJSON_GetObjectItem(ev, "response"));
+            bad += open != -1 || strcmp(fin.state, !strcmp(t, "response.completed") ? "completed" : "incomplete");
+            ended = 1;
+        }
+        cJSON_Delete(ev);
+    }
+    bad += fin.n != a->n;
+    for (int i = 0; i < a->n && i < fin.n; i++) bad += strcmp(fin.body[i], a->body[i]) || strcmp(fin.type[i], a->type[i]);
+    snprintf(a->state, sizeof a->state, "%s", fin.state);
+    CHECKF(!bad && ended, "responses stream: %d out of order or disagreeing: %s", bad, hr.body);
+    http_res_free(&hr);
+}
+
+static void test_resp_server(int port)
+{
+    char body[4096], obody[4096];
+    const char *U = "\"input\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"}],\"temperature\":0,"
+                    "\"max_output_tokens\":160";
+    const char *OU = "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"}],\"temperature\":0,"
+                     "\"max_tokens\":160";
+    const char *RTOOLS =
+        "[{\"type\":\"function\",\"name\":\"get_weather\",\"description\":\"The weather in a city\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Oslo\",\"Rome\"]},\"days\":{\"type\":"
+        "\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\"],\"additionalProperties\":false}},"
+        "{\"type\":\"function\",\"name\":\"now\",\"parameters\":{\"type\":\"object\",\"properties\":{},"
+        "\"additionalProperties\":false}}]";
+    /* required: the chat endpoint's calls, as function_call items; streamed the same */
+    reply r;
+    snprintf(obody, sizeof obody, "{%s,\"tools\":%s,\"tool_choice\":\"required\"}", OU, TOOLS);
+    ask(port, obody, 0, &r);
+    resp a;
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"stream\":%s}", U, RTOOLS,
+                 stream ? "true" : "false");
+        ask_resp(port, body, stream, &a);
+        CHECKF(a.status == 200 && a.n == r.n && !strcmp(a.state, !strcmp(r.finish, "length") ? "incomplete" : "completed"),
+               "required%s: %d items / %d calls, %s", stream ? " (streamed)" : "", a.n, r.n, a.state);
+        for (int i = 0; i < a.n && i < r.n; i++)
+            CHECKF(!strcmp(a.type[i], "function_call") && !strcmp(a.name[i], r.name[i]) && same_json(a.body[i], r.args[i]) &&
+                       strlen(a.call_id[i]) == strlen(r.id[i]),
+                   "required%s, item %d: %s %s(%s)", stream ? " (streamed)" : "", i, a.type[i], a.name[i], a.body[i]);
+    }
+    /* a conversation with a call and its output: the chat endpoint's answer to its twin, as a message item */
+    const char *conv =
+        "\"input\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Let me look.\"}]},"
+        "{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"},"
+        "{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"Sunny, 21 C\"}]";
+    const char *oconv =
+        "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Let me look.\",\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","
+        "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"Sunny, 21 C\"}]";
+    snprintf(obody, sizeof obody, "{%s,\"tools\":%s,\"tool_choice\":\"none\",\"temperature\":0,\"max_tokens\":24}", oconv, TOOLS);
+    ask(port, obody, 0, &r);
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"none\",\"temperature\":0,\"max_output_tokens\":24,"
+                 "\"stream\":%s}", conv, RTOOLS, stream ? "true" : "false");
+        ask_resp(port, body, stream, &a);
+        CHECKF(r.status == 200 && a.status == 200 && a.n == 1 && !strcmp(a.type[0], "message") && !strcmp(a.body[0], r.content) &&
+                   !strcmp(a.state, !strcmp(r.finish, "length") ? "incomplete" : "completed"),
+               "call output%s: %d items, '%s' / '%s' (%s)", stream ? " (streamed)" : "", a.n, a.body[0], r.content, a.state);
+    }
+    /* text.format json_schema: the answer one object the schema allows */
+    snprintf(body, sizeof body,
+             "{\"input\":\"Pick a number.\",\"temperature\":0,\"max_output_tokens\":40,\"text\":{\"format\":{\"type\":"
+             "\"json_schema\",\"name\":\"n\",\"schema\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\","
+             "\"minimum\":1,\"maximum\":9}},\"required\":[\"n\"],\"additionalProperties\":false}}}}");
+    ask_resp(port, body, 0, &a);
+    cJSON *o = cJSON_Parse(a.body[0]);
+    double nv = jnum(o, "n");
+    CHECKF(a.status == 200 && a.n == 1 && cJSON_IsObject(o) && nv >= 1 && nv <= 9 && nv == (int)nv, "json_schema: '%s'", a.body[0]);
+    cJSON_Delete(o);
+    check_error(port, "POST", "/v1/responses", "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search_preview\"}]}", 400,
+                "tools[0]", "a built-in tool");
+    check_error(port, "POST", "/v1/responses", "{\"input\":\"x\",\"previous_response_id\":\"resp_0\"}", 400,
+                "previous_response_id", "previous_response_id");
+}
+
 /* ---- 5. the reply reader and reasoning ---- */
 
 static uint64_t rs_state = 7;
@@ -937,6 +1176,14 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
                 CHECKF(t.status == 200 && t.n == 1 && !strcmp(t.type[0], "thinking") && !strcmp(t.body[0], a.reasoning) &&
                            !strcmp(t.stop, "max_tokens"),
                        "thinking block%s: %d blocks, %s '%s'", stream ? " (streamed)" : "", t.n, t.type[0], t.body[0]);
+                /* the Responses API's: a reasoning item */
+                snprintf(ab, sizeof ab, "{\"input\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],"
+                         "\"temperature\":0,\"max_output_tokens\":16,\"stream\":%s}", stream ? "true" : "false");
+                resp rr;
+                ask_resp(tm_server_port(srv), ab, stream, &rr);
+                CHECKF(rr.status == 200 && rr.n == 1 && !strcmp(rr.type[0], "reasoning") && !strcmp(rr.body[0], a.reasoning) &&
+                           !strcmp(rr.state, "incomplete"),
+                       "reasoning item%s: %d items, %s '%s'", stream ? " (streamed)" : "", rr.n, rr.type[0], rr.body[0]);
             }
         } else {
             CHECKF(a.status == 200 && !a.has_reasoning && !b.has_reasoning && !strcmp(a.content, b.content) &&
@@ -973,6 +1220,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     test_parse();
     test_anth_translate();
+    test_resp_translate();
     tandem_status st;
     tandem_model *m = NULL;
     CHECKF(tandem_model_open(&m, "models/tiny-classics-llama", &st) == 0, "%s", st.msg);
