@@ -60,6 +60,21 @@ static inline char *th_slurp(const char *path)
     return s;
 }
 
+/* th_collect (a tandem_text_fn): the piece appended to the NUL-terminated text at ud, a buffer of
+ * TH_TEXT_CAP bytes (what does not fit is dropped; ud NULL: nothing kept) */
+#define TH_TEXT_CAP 8192
+static inline int th_collect(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)tok;
+    char *t = ud;
+    size_t n = t ? strlen(t) : 0;
+    if (t && n + len < TH_TEXT_CAP) {
+        memcpy(t + n, piece, len);
+        t[n + len] = '\0';
+    }
+    return 0;
+}
+
 /* th_write_file: path := data [n] (created or truncated); 0, or -1 */
 static inline int th_write_file(const char *path, const char *data, size_t n)
 {

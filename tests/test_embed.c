@@ -34,23 +34,6 @@
 static const char *DEMO = "models/tiny-classics-llama";
 static const char *PROMPT = "The old man looked at the sea and said that";
 
-typedef struct text {
-    char buf[2048];
-    size_t len;
-} text;
-
-static int on_text(void *ud, const char *piece, size_t len, int32_t tok)
-{
-    (void)tok;
-    text *t = ud;
-    if (t && t->len + len < sizeof t->buf) {
-        memcpy(t->buf + t->len, piece, len);
-        t->len += len;
-        t->buf[t->len] = 0;
-    }
-    return 0;
-}
-
 static tandem_request embed_request(float *out, int pooling, int normalize)
 {
     tandem_request r;
@@ -72,7 +55,7 @@ static int embed(tandem_session *s, const char *prompt, const int32_t *ids, size
     r.n_prompt_ids = n;
     tandem_stats st;
     tandem_status ts;
-    int rc = tandem_generate(s, &r, on_text, NULL, &st, &ts);
+    int rc = tandem_generate(s, &r, th_collect, NULL, &st, &ts);
     CHECKF(rc == 0, "embed: %s", ts.msg);
     CHECKF(rc || (st.n_generated == 0 && !strcmp(st.finish_reason, "length")), "embed generated %d", st.n_generated);
     return rc;
@@ -162,7 +145,7 @@ static void test_pooling(tandem_model *m, int D)
         tandem_request r = embed_request(pre, 9, 0);
         r.prompt = PROMPT;
         tandem_stats stt;
-        CHECK(tandem_generate(s, &r, on_text, NULL, &stt, &st) == TANDEM_E_INVALID && strstr(st.msg, "embed_pooling"));
+        CHECK(tandem_generate(s, &r, th_collect, NULL, &stt, &st) == TANDEM_E_INVALID && strstr(st.msg, "embed_pooling"));
         tandem_session_free(s);
     }
     /* the routes agree: int8 prefill (hybrid, prefill-only) and int4 decode weights (decode-only) */
@@ -198,33 +181,33 @@ static void test_beside_generation(tandem_model *m, int D, tandem_route route)
     r.max_tokens = 16;
     r.temperature = 0;
     r.ignore_eos = 1;
-    text plain = {0}, both = {0};
+    char plain[TH_TEXT_CAP] = "", both[TH_TEXT_CAP] = "";
     tandem_stats st;
     tandem_status ts;
-    CHECKF(tandem_generate(s, &r, on_text, &plain, &st, &ts) == 0, "%s", ts.msg);
+    CHECKF(tandem_generate(s, &r, th_collect, plain, &st, &ts) == 0, "%s", ts.msg);
     r.embedding = with;
     r.embed_pooling = TANDEM_POOL_MEAN;
     r.embed_normalize = 1;
-    CHECKF(tandem_generate(s, &r, on_text, &both, &st, &ts) == 0, "%s", ts.msg);
-    CHECKF(plain.len > 0 && (exact || !strcmp(plain.buf, both.buf)) && st.n_generated == 16,
-           "text '%s' / with an embedding '%s'", plain.buf, both.buf);
+    CHECKF(tandem_generate(s, &r, th_collect, both, &st, &ts) == 0, "%s", ts.msg);
+    CHECKF(plain[0] && (exact || !strcmp(plain, both)) && st.n_generated == 16,
+           "text '%s' / with an embedding '%s'", plain, both);
     CHECKF(cosine(with, alone, D) > 0.99999, "embedded while generating: cosine %.7f", cosine(with, alone, D));
     /* four embeddings and a generation at once */
     tandem_handle *h[5];
-    text gen = {0};
+    char gen[TH_TEXT_CAP] = "";
     float *got = calloc((size_t)D * 4, sizeof(float));
     for (int i = 0; i < 5; i++) {
         tandem_request q = embed_request(got + (size_t)i * D, TANDEM_POOL_MEAN, 1);
         q.prompt = i < 4 ? prompts[i] : PROMPT;
         if (i == 4) q = r, q.embedding = NULL;
-        CHECKF(tandem_submit(s, &q, on_text, i == 4 ? &gen : NULL, &h[i], &ts) == 0, "%s", ts.msg);
+        CHECKF(tandem_submit(s, &q, th_collect, i == 4 ? gen : NULL, &h[i], &ts) == 0, "%s", ts.msg);
     }
     for (int i = 0; i < 5; i++) CHECKF(tandem_wait(h[i], &st, &ts) == 0, "%s", ts.msg);
     for (int i = 0; i < 4; i++)
         CHECKF(exact ? !memcmp(got + (size_t)i * D, alone + (size_t)i * D, sizeof(float) * (size_t)D)
                      : cosine(got + (size_t)i * D, alone + (size_t)i * D, D) > 0.99999,
                "route %d, at once, prompt %d: cosine %.7f", route, i, cosine(got + (size_t)i * D, alone + (size_t)i * D, D));
-    CHECKF(exact || !strcmp(gen.buf, both.buf), "generated beside embeddings: '%s' / '%s'", gen.buf, both.buf);
+    CHECKF(exact || !strcmp(gen, both), "generated beside embeddings: '%s' / '%s'", gen, both);
     free(got);
     free(alone);
     free(with);
@@ -313,12 +296,12 @@ static void test_modules(int D)
         tandem_request r = embed_request(v, 0, 1);
         r.prompt = PROMPT;
         tandem_stats stt;
-        CHECKF(s && tandem_generate(s, &r, on_text, NULL, &stt, &st) == TANDEM_E_UNSUPPORTED && strstr(st.msg, lacks[k].named),
+        CHECKF(s && tandem_generate(s, &r, th_collect, NULL, &stt, &st) == TANDEM_E_UNSUPPORTED && strstr(st.msg, lacks[k].named),
                "lacks %zu: %s", k, st.msg);
         /* generation is not touched */
         r.embedding = NULL;
         r.max_tokens = 4;
-        CHECKF(s && tandem_generate(s, &r, on_text, NULL, &stt, &st) == 0 && stt.n_generated == 4, "%s", st.msg);
+        CHECKF(s && tandem_generate(s, &r, th_collect, NULL, &stt, &st) == 0 && stt.n_generated == 4, "%s", st.msg);
         free(v);
         tandem_session_free(s);
         tandem_model_free(m);
@@ -414,7 +397,7 @@ static void test_base_checkpoint(tandem_model *demo, int D)
         r.prompt = PROMPT;
         r.max_tokens = 4;
         tandem_stats stt;
-        CHECKF(s && tandem_generate(s, &r, on_text, NULL, &stt, &st) == TANDEM_E_UNSUPPORTED &&
+        CHECKF(s && tandem_generate(s, &r, th_collect, NULL, &stt, &st) == TANDEM_E_UNSUPPORTED &&
                    strstr(st.msg, "no output head"),
                "%s: generation: %s", paths[k], st.msg);
         tandem_session_free(s);

@@ -27,21 +27,9 @@
 /* ---- references from the library ----------------------------------------------------------- */
 
 typedef struct ref {
-    char text[8192];
+    char text[TH_TEXT_CAP];
     tandem_stats st;
 } ref;
-
-static int collect(void *ud, const char *piece, size_t len, int32_t tok)
-{
-    (void)tok;
-    ref *r = ud;
-    size_t n = strlen(r->text);
-    if (n + len < sizeof r->text) {
-        memcpy(r->text + n, piece, len);
-        r->text[n + len] = '\0';
-    }
-    return 0;
-}
 
 /* a greedy request for n tokens */
 static tandem_request greedy(const char *prompt, int no_special, int n)
@@ -60,7 +48,7 @@ static void reference(tandem_session *s, const char *prompt, int no_special, int
     memset(out, 0, sizeof *out);
     tandem_request q = greedy(prompt, no_special, max_tokens);
     tandem_status st;
-    CHECKF(tandem_generate(s, &q, collect, out, &out->st, &st) == 0, "%s", st.msg);
+    CHECKF(tandem_generate(s, &q, th_collect, out->text, &out->st, &st) == 0, "%s", st.msg);
 }
 
 /* ---- concurrent clients ---------------------------------------------------------------------- */

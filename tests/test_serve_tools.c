@@ -517,11 +517,12 @@ static void test_anth_translate(void)
 
 /* An Anthropic answer, as JSON or as stream events: its blocks (type, tool name and id, and the text,
  * thinking or input JSON each holds) and stop reason; a stream's events checked for their order */
-typedef struct anth {
+typedef struct api_out {
     int status, n;
     char type[6][16], name[6][72], id[6][48], body[6][2048];
-    char stop[16];
-} anth;
+    char end[16];            /* Anthropic's stop_reason, the Responses API's status */
+} api_out;
+typedef api_out anth;
 
 static void anth_block(anth *a, const cJSON *b)
 {
@@ -547,7 +548,7 @@ static void ask_anth(int port, const char *body, int stream, anth *a)
         for (const cJSON *b = cJSON_GetObjectItem(j, "content") ? cJSON_GetObjectItem(j, "content")->child : NULL;
              b && a->n < 6; b = b->next)
             anth_block(a, b);
-        snprintf(a->stop, sizeof a->stop, "%s", jstr(j, "stop_reason") ? jstr(j, "stop_reason") : "");
+        snprintf(a->end, sizeof a->end, "%s", jstr(j, "stop_reason") ? jstr(j, "stop_reason") : "");
         cJSON_Delete(j);
         http_res_free(&hr);
         return;
@@ -577,7 +578,7 @@ static void ask_anth(int port, const char *body, int stream, anth *a)
             open = -1;
         } else if (!strcmp(t, "message_delta")) {
             bad += open != -1;
-            snprintf(a->stop, sizeof a->stop, "%s", jstr(ev, "delta.stop_reason") ? jstr(ev, "delta.stop_reason") : "");
+            snprintf(a->end, sizeof a->end, "%s", jstr(ev, "delta.stop_reason") ? jstr(ev, "delta.stop_reason") : "");
         } else if (!strcmp(t, "message_stop")) {
             ends = 1;
         }
@@ -605,8 +606,8 @@ static void same_calls(const anth *a, const reply *r, const char *what)
         CHECKF(!strcmp(a->type[i], "tool_use") && !strcmp(a->name[i], r->name[i]) && same_json(a->body[i], r->args[i]) &&
                    strlen(a->id[i]) == strlen(r->id[i]),
                "%s: block %d %s %s(%s), call %s(%s)", what, i, a->type[i], a->name[i], a->body[i], r->name[i], r->args[i]);
-    CHECKF(!strcmp(a->stop, !strcmp(r->finish, "length") ? "max_tokens" : "tool_use"), "%s: stop %s, finish %s", what,
-           a->stop, r->finish);
+    CHECKF(!strcmp(a->end, !strcmp(r->finish, "length") ? "max_tokens" : "tool_use"), "%s: stop %s, finish %s", what,
+           a->end, r->finish);
 }
 
 static void test_anth_server(int port)
@@ -641,8 +642,8 @@ static void test_anth_server(int port)
              U, ANTH_TOOLS);
     ask_anth(port, body, 0, &a);
     CHECKF(a.status == 200 && a.n == 1 && !strcmp(a.type[0], "tool_use") && !strcmp(a.name[0], "now") &&
-               !strcmp(a.body[0], "{}") && !strcmp(a.stop, "tool_use"),
-           "tool now: %d %d blocks, %s %s(%s) %s", a.status, a.n, a.type[0], a.name[0], a.body[0], a.stop);
+               !strcmp(a.body[0], "{}") && !strcmp(a.end, "tool_use"),
+           "tool now: %d %d blocks, %s %s(%s) %s", a.status, a.n, a.type[0], a.name[0], a.body[0], a.end);
     /* a conversation with a call and its result: the answer the chat endpoint gives its OpenAI twin */
     const char *conv =
         "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"},"
@@ -663,8 +664,8 @@ static void test_anth_server(int port)
                  conv, ANTH_TOOLS, stream ? "true" : "false");
         ask_anth(port, body, stream, &a);
         CHECKF(r.status == 200 && a.status == 200 && a.n == 1 && !strcmp(a.type[0], "text") &&
-                   !strcmp(a.body[0], r.content) && !strcmp(a.stop, !strcmp(r.finish, "length") ? "max_tokens" : "end_turn"),
-               "tool result%s: %d blocks, '%s' / '%s' (%s)", stream ? ", streamed" : "", a.n, a.body[0], r.content, a.stop);
+                   !strcmp(a.body[0], r.content) && !strcmp(a.end, !strcmp(r.finish, "length") ? "max_tokens" : "end_turn"),
+               "tool result%s: %d blocks, '%s' / '%s' (%s)", stream ? ", streamed" : "", a.n, a.body[0], r.content, a.end);
     }
     snprintf(body, sizeof body, "{%s,\"tools\":[{\"type\":\"bash_20250124\",\"name\":\"bash\"}]}", U);
     check_error(port, "POST", "/v1/messages", body, 400, "tools[0]", "a server tool");
@@ -672,21 +673,9 @@ static void test_anth_server(int port)
 
 /* the chat endpoint's greedy answer over the default template, from the library (test_messages' reference) */
 typedef struct anth_ref {
-    char text[4096];
+    char text[TH_TEXT_CAP];
     tandem_stats st;
 } anth_ref;
-
-static int anth_collect(void *ud, const char *piece, size_t len, int32_t tok)
-{
-    (void)tok;
-    anth_ref *r = ud;
-    size_t n = strlen(r->text);
-    if (n + len < sizeof r->text) {
-        memcpy(r->text + n, piece, len);
-        r->text[n + len] = '\0';
-    }
-    return 0;
-}
 
 /* POST /v1/messages: the same greedy answer as the chat endpoint's over the same messages (system
  * apart, content as a string or text blocks), in Anthropic's message shape and stream events; the
@@ -803,7 +792,7 @@ static void test_messages_server(tandem_model *m, tandem_session *s)
     q.no_special = 1;
     q.max_tokens = 16;
     q.temperature = 0;
-    CHECKF(prompt && tandem_generate(s, &q, anth_collect, &rc, &rc.st, &st) == 0, "%s", st.msg);
+    CHECKF(prompt && tandem_generate(s, &q, th_collect, rc.text, &rc.st, &st) == 0, "%s", st.msg);
     free(prompt);
     tm_server_opts o;
     tm_server_opts_default(&o);
@@ -905,11 +894,7 @@ static void test_resp_translate(void)
 /* A Responses answer, as JSON or as stream events: its output items (type, function name and call id;
  * the text, reasoning or arguments each holds) and status; a stream's events checked for their order,
  * numbering and agreement with the final response */
-typedef struct resp {
-    int status, n;
-    char type[6][16], name[6][72], call_id[6][48], body[6][2048];
-    char state[16];
-} resp;
+typedef api_out resp;
 
 static void resp_item(resp *a, const cJSON *it)
 {
@@ -917,7 +902,7 @@ static void resp_item(resp *a, const cJSON *it)
     const char *t = jstr(it, "type"), *nm = jstr(it, "name"), *id = jstr(it, "call_id");
     snprintf(a->type[i], sizeof a->type[i], "%s", t ? t : "");
     snprintf(a->name[i], sizeof a->name[i], "%s", nm ? nm : "");
-    snprintf(a->call_id[i], sizeof a->call_id[i], "%s", id ? id : "");
+    snprintf(a->id[i], sizeof a->id[i], "%s", id ? id : "");
     const char *v = jstr(it, "arguments") ? jstr(it, "arguments") : jstr(it, "content.0.text");
     snprintf(a->body[i], sizeof a->body[i], "%s", v ? v : "");
 }
@@ -926,7 +911,7 @@ static void resp_of(resp *a, const cJSON *r)
 {
     const cJSON *out = cJSON_GetObjectItem(r, "output");
     for (const cJSON *it = cJSON_IsArray(out) ? out->child : NULL; it && a->n < 6; it = it->next) resp_item(a, it);
-    snprintf(a->state, sizeof a->state, "%s", jstr(r, "status") ? jstr(r, "status") : "");
+    snprintf(a->end, sizeof a->end, "%s", jstr(r, "status") ? jstr(r, "status") : "");
 }
 
 static void ask_resp(int port, const char *body, int stream, resp *a)
@@ -973,14 +958,14 @@ static void ask_resp(int port, const char *body, int stream, resp *a)
             open = -1;
         } else if (!strcmp(t, "response.completed") || !strcmp(t, "response.incomplete")) {
             resp_of(&fin, cJSON_GetObjectItem(ev, "response"));
-            bad += open != -1 || strcmp(fin.state, !strcmp(t, "response.completed") ? "completed" : "incomplete");
+            bad += open != -1 || strcmp(fin.end, !strcmp(t, "response.completed") ? "completed" : "incomplete");
             ended = 1;
         }
         cJSON_Delete(ev);
     }
     bad += fin.n != a->n;
     for (int i = 0; i < a->n && i < fin.n; i++) bad += strcmp(fin.body[i], a->body[i]) || strcmp(fin.type[i], a->type[i]);
-    snprintf(a->state, sizeof a->state, "%s", fin.state);
+    snprintf(a->end, sizeof a->end, "%s", fin.end);
     CHECKF(!bad && ended, "responses stream: %d out of order or disagreeing: %s", bad, hr.body);
     http_res_free(&hr);
 }
@@ -1007,11 +992,11 @@ static void test_resp_server(int port)
         snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"stream\":%s}", U, RTOOLS,
                  stream ? "true" : "false");
         ask_resp(port, body, stream, &a);
-        CHECKF(a.status == 200 && a.n == r.n && !strcmp(a.state, !strcmp(r.finish, "length") ? "incomplete" : "completed"),
-               "required%s: %d items / %d calls, %s", stream ? " (streamed)" : "", a.n, r.n, a.state);
+        CHECKF(a.status == 200 && a.n == r.n && !strcmp(a.end, !strcmp(r.finish, "length") ? "incomplete" : "completed"),
+               "required%s: %d items / %d calls, %s", stream ? " (streamed)" : "", a.n, r.n, a.end);
         for (int i = 0; i < a.n && i < r.n; i++)
             CHECKF(!strcmp(a.type[i], "function_call") && !strcmp(a.name[i], r.name[i]) && same_json(a.body[i], r.args[i]) &&
-                       strlen(a.call_id[i]) == strlen(r.id[i]),
+                       strlen(a.id[i]) == strlen(r.id[i]),
                    "required%s, item %d: %s %s(%s)", stream ? " (streamed)" : "", i, a.type[i], a.name[i], a.body[i]);
     }
     /* a conversation with a call and its output: the chat endpoint's answer to its twin, as a message item */
@@ -1032,8 +1017,8 @@ static void test_resp_server(int port)
                  "\"stream\":%s}", conv, RTOOLS, stream ? "true" : "false");
         ask_resp(port, body, stream, &a);
         CHECKF(r.status == 200 && a.status == 200 && a.n == 1 && !strcmp(a.type[0], "message") && !strcmp(a.body[0], r.content) &&
-                   !strcmp(a.state, !strcmp(r.finish, "length") ? "incomplete" : "completed"),
-               "call output%s: %d items, '%s' / '%s' (%s)", stream ? " (streamed)" : "", a.n, a.body[0], r.content, a.state);
+                   !strcmp(a.end, !strcmp(r.finish, "length") ? "incomplete" : "completed"),
+               "call output%s: %d items, '%s' / '%s' (%s)", stream ? " (streamed)" : "", a.n, a.body[0], r.content, a.end);
     }
     /* text.format json_schema: the answer one object the schema allows */
     snprintf(body, sizeof body,
@@ -1174,7 +1159,7 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
                 anth t;
                 ask_anth(tm_server_port(srv), ab, stream, &t);
                 CHECKF(t.status == 200 && t.n == 1 && !strcmp(t.type[0], "thinking") && !strcmp(t.body[0], a.reasoning) &&
-                           !strcmp(t.stop, "max_tokens"),
+                           !strcmp(t.end, "max_tokens"),
                        "thinking block%s: %d blocks, %s '%s'", stream ? " (streamed)" : "", t.n, t.type[0], t.body[0]);
                 /* the Responses API's: a reasoning item */
                 snprintf(ab, sizeof ab, "{\"input\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],"
@@ -1182,7 +1167,7 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
                 resp rr;
                 ask_resp(tm_server_port(srv), ab, stream, &rr);
                 CHECKF(rr.status == 200 && rr.n == 1 && !strcmp(rr.type[0], "reasoning") && !strcmp(rr.body[0], a.reasoning) &&
-                           !strcmp(rr.state, "incomplete"),
+                           !strcmp(rr.end, "incomplete"),
                        "reasoning item%s: %d items, %s '%s'", stream ? " (streamed)" : "", rr.n, rr.type[0], rr.body[0]);
             }
         } else {
