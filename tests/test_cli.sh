@@ -321,7 +321,8 @@ for p in tests sweep concurrency stall; do
   grep -q "<g id=\"panel-$p\">" "$W/b.svg" && ok || bad "bench SVG has no panel-$p"
 done
 for a in "--reps 0" "--sweep 16,x" "--sweep 16:0" "--concurrency 1,65" "--conc 448" "--gap -1" "--stall 8" \
-         "--suite nope" "--routes hybrid,sideways" "--tests e64+" "--max-stall 0" "--max-stall x" "--parallel 0"; do
+         "--suite nope" "--routes hybrid,sideways" "--tests e64+" "--tests emb0" "--max-stall 0" "--max-stall x" \
+         "--parallel 0"; do
   expect 2 $T bench "$W/m.tdm" $a
   one_line
 done
@@ -383,6 +384,10 @@ expect 0 $T bench "$W/m.tdm" --tests tg8 --reps 1 --ceilings --peer llama.cpp --
 grep -q "\"peer_tokens_per_s\": $(nproc)\.0000" "$W/out" && ok || bad "bench --ceilings: the peer lost cpus: $(grep -o '"peer_tokens_per_s": [0-9.]*' "$W/out")"
 # bench --handoff: the copy at each context against that many tokens' prefill: the run's ppN where
 # N is the context (measured), else from the nearest shorter ppN's rate, or the shortest (estimated)
+# embN: an N-token embedding's tokens/s (the prefill side, nothing generated), beside ppN
+expect 0 $T bench "$W/m.tdm" --tests pp32,emb32 --routes auto --reps 1 --json "$W/e.json"
+grep -q '"test": "emb32", "route": "auto", "prefill_engine": "cpu-[a-z0-9]*", .*"tokens_per_s": [0-9]' "$W/e.json" && ok ||
+  bad "bench emb32: $(head -c 400 "$W/e.json")"
 expect 0 $T bench "$W/m.tdm" --tests pp64,pp16 --reps 1 --handoff 64,128,8 --md "$W/h.md"
 if command -v python3 > /dev/null; then
   python3 - "$W/out" > "$W/py" 2>&1 <<'PY' && ok || bad "bench --handoff JSON: $(head -c 600 "$W/py")"

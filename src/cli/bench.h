@@ -21,7 +21,7 @@
 /* One test on one route: medians over its reps (cmd_bench.c). */
 typedef struct bench_row {
     char name[32];               /* "pp512", "tg128", "e448+64" */
-    int kind;                    /* 'p' ppN, 'g' tgN, 'e' eP+G */
+    int kind;                    /* 'p' ppN, 'g' tgN, 'e' eP+G, 'm' embN (an N-token embedding) */
     int P, G;                    /* prompt and generated tokens (pp: G = 0, tg: P = 0) */
     int route;                   /* tandem_route */
     int reps;
@@ -152,6 +152,9 @@ double bench_median(const double *v, int n);
 /* One greedy generation of G tokens from prompt ids[P] (EOS ignored): its
  * wall time in seconds, or -1 with *st filled. */
 double bench_generate(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats, tandem_status *st);
+/* bench_embed: ids [P] embedded (the model's pooling, nothing generated) into emb [hidden]; the seconds
+ * the request took, or -1 with *st set */
+double bench_embed(tandem_session *s, const int32_t *ids, int P, float *emb, tandem_stats *stats, tandem_status *st);
 
 /* Issue 6's acceptance points judged from r's figures: the JSON member
  * "acceptance": {...}, (json), a markdown section (md), one line per point

@@ -38,7 +38,7 @@
 
 typedef struct bench_test {
     char name[32];
-    int kind;          /* 'p' pp, 'g' tg, 'e' e2e */
+    int kind;          /* 'p' pp, 'g' tg, 'e' e2e, 'm' emb (an embedding's prefill) */
     int P, G;
     int route;         /* tandem_route */
     int peer_beside;   /* llama.cpp runs interleaved with this one (the test's first route) */
@@ -60,7 +60,8 @@ typedef struct bench_test {
 
 static const char bench_usage[] =
     "usage: tandem bench MODEL [options]\n\n"
-    "  --tests LIST        comma-separated: ppN, tgN, eP+G (default pp512,tg128,e448+64,e64+448; '' for none)\n"
+    "  --tests LIST        comma-separated: ppN, tgN, eP+G, embN (an N-token embedding, tokens/s;\n"
+          "                      default pp512,tg128,e448+64,e64+448; '' for none)\n"
     "  --routes LIST       hybrid,prefill-only,decode-only,auto (default hybrid)\n"
     "  --reps N            timed repetitions per test and stall (default 3, at most 32)\n"
     "  -t, --threads N, --prefill ENGINE, --decode ENGINE, --stateful, --exact-tail,\n"
@@ -242,6 +243,7 @@ static int parse_test(const char *s, bench_test *t)
     char tail;
     if (sscanf(s, "pp%d%c", &t->P, &tail) == 1 && t->P > 0) t->kind = 'p';
     else if (sscanf(s, "tg%d%c", &t->G, &tail) == 1 && t->G > 0) t->kind = 'g';
+    else if (sscanf(s, "emb%d%c", &t->P, &tail) == 1 && t->P > 0) t->kind = 'm';
     else if ((sscanf(s, "e%d+%d%c", &t->P, &t->G, &tail) == 2 || sscanf(s, "e2e%d+%d%c", &t->P, &t->G, &tail) == 2) &&
              t->P > 0 && t->G > 0)
         t->kind = 'e';
@@ -270,11 +272,12 @@ static int make_tests(const bench_opts *o, bench_test *ts, int *nt)
                 return -1;
             }
             if (parse_test(tk, &ts[*nt])) {
-                fprintf(stderr, "tandem bench: --tests: bad test '%s' (ppN, tgN or eP+G)\n", tk);
+                fprintf(stderr, "tandem bench: --tests: bad test '%s' (ppN, tgN, eP+G or embN)\n", tk);
                 return -1;
             }
             ts[*nt].route = route;
-            ts[(*nt)++].peer_beside = first;
+            ts[*nt].peer_beside = first && ts[*nt].kind != 'm'; /* llbench has no embedding test */
+            (*nt)++;
         }
     }
     return 0;
@@ -328,22 +331,29 @@ static double peak_mb(void)
 /* ---- the tests ---------------------------------------------------------------------- */
 
 /* One run of test t; returns 0 on success. */
-static int run_once(tandem_session *s, int V, bench_test *t, int rep, unsigned *seed, tandem_status *st)
+static int run_once(tandem_session *s, const tandem_model_info *info, bench_test *t, int rep, unsigned *seed,
+                    tandem_status *st)
 {
     int P = t->kind == 'g' ? 1 : t->P;
     int G = t->kind == 'p' ? 1 : t->kind == 'g' ? t->G + 1 : t->G;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)P);
-    if (!ids) return -1;
-    for (int i = 0; i < P; i++) ids[i] = (int32_t)(rand_r(seed) % (unsigned)V);
+    float *emb = t->kind == 'm' ? malloc(sizeof(float) * (size_t)info->hidden) : NULL;
+    if (!ids || (t->kind == 'm' && !emb)) {
+        free(ids);
+        return -1;
+    }
+    for (int i = 0; i < P; i++) ids[i] = (int32_t)(rand_r(seed) % (unsigned)info->vocab);
     tandem_stats stats;
-    double total = bench_generate(s, ids, P, G, &stats, st);
+    double total = emb ? bench_embed(s, ids, P, emb, &stats, st) : bench_generate(s, ids, P, G, &stats, st);
     free(ids);
+    free(emb);
     if (total < 0) return -1;
     t->engines[0] = stats.prefill_engine;
     t->engines[1] = stats.decode_engine;
     t->last_gemm = stats.t_prefill_gemm > 0 ? stats.prefill_gemm_ops / stats.t_prefill_gemm / 1e9 : 0;
     if (rep < 0) return 0;
     if (t->kind == 'p') t->tps[rep] = P / stats.t_prefill;
+    else if (t->kind == 'm') t->tps[rep] = P / total; /* the request's whole time: prefill, rows, pooling */
     else if (t->kind == 'g') t->tps[rep] = (stats.n_generated - 1) / stats.t_decode;
     else t->tps[rep] = total;
     t->ttft[rep] = stats.ttft;
@@ -439,7 +449,7 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
         }
         peak_reset();
         fprintf(stderr, "bench %s %s: warm-up\n", t->name, bench_route_name(t->route));
-        rc = run_once(ss[t->route], info.vocab, t, -1, &seed, &st);
+        rc = run_once(ss[t->route], &info, t, -1, &seed, &st);
         t->peak_mb = peak_mb();
     }
     for (int i = 0; i < nt && rc == 0; i++) { /* phase 2: every route's session */
@@ -467,7 +477,7 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
             double pk0 = paired ? bench_peak_now(ceil_threads, t->engines[0], info.prefill_encoding, PAIRED_PEAK_S) : 0;
             /* --ceilings, tg: the read bandwidth right before and after the rep, the weight stream's share */
             double bw0 = o->ceilings && t->kind == 'g' ? bench_read_now(ceil_threads, PAIRED_READ_S) : 0;
-            if ((rc = run_once(ss[t->route], info.vocab, t, k, &seed, &st))) break;
+            if ((rc = run_once(ss[t->route], &info, t, k, &seed, &st))) break;
             double pk1 = pk0 > 0 ? bench_peak_now(ceil_threads, t->engines[0], info.prefill_encoding, PAIRED_PEAK_S) : 0;
             double bw1 = bw0 > 0 ? bench_read_now(ceil_threads, PAIRED_READ_S) : 0;
             fprintf(stderr, "bench rep %d: %s %s: tandem %.2f", k + 1, t->name, bench_route_name(t->route), t->tps[k]);
@@ -597,7 +607,7 @@ static void write_rows_md(FILE *f, const bench_row *rows, int n)
             snprintf(ours, sizeof ours, "%.1f t/s", r->value);
             snprintf(tps, sizeof tps, "%.1f", r->value);
         }
-        if (r->kind != 'p') snprintf(tpot, sizeof tpot, "%.1f / %.1f ms", 1e3 * r->tpot_p50, 1e3 * r->tpot_p99);
+        if (r->kind != 'p' && r->kind != 'm') snprintf(tpot, sizeof tpot, "%.1f / %.1f ms", 1e3 * r->tpot_p50, 1e3 * r->tpot_p99);
         if (r->peer_reps) {
             if (r->kind == 'e')
                 snprintf(pr, sizeof pr, "%.2f s (TTFT %.2f s), %.0f MiB", r->peer_value, r->peer_ttft, r->peer_peak_mb);

@@ -101,6 +101,19 @@ double bench_generate(tandem_session *s, const int32_t *ids, int P, int G, tande
     return bc_now_s() - t0;
 }
 
+double bench_embed(tandem_session *s, const int32_t *ids, int P, float *emb, tandem_stats *stats, tandem_status *st)
+{
+    tandem_request r;
+    tandem_request_default(&r);
+    r.prompt_ids = ids;
+    r.n_prompt_ids = (size_t)P;
+    r.max_tokens = TANDEM_MAX_TOKENS_NONE;
+    r.embedding = emb;
+    double t0 = bc_now_s();
+    if (tandem_generate(s, &r, NULL, NULL, stats, st) != 0) return -1;
+    return bc_now_s() - t0;
+}
+
 static double e2e_once(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats)
 {
     tandem_status st;
