@@ -101,43 +101,36 @@ static int take_text_config(tm_rt_model *rm, tm_err *err)
     return TM_OK;
 }
 
-/* The embedding's modules (sentence-transformers: modules.json, the Pooling module's config): the
- * pooling (cls, mean or last token; last where none is given), Normalize; any other module (Dense,
- * LayerNorm, ...) or pooling mode (max, weighted mean, ...) is named in embed_unsupported, and
- * embeddings are then refused. A document that is not the JSON it should be: TM_E_FORMAT naming it. */
-static int take_embedding_config(tm_rt_model *rm, tm_err *err)
+int tm_embed_cfg_parse(tm_embed_cfg *c, const char *modules, size_t n, const char *pooling, size_t pn, tm_err *err)
 {
-    rm->pooling = TANDEM_POOL_LAST;
-    size_t n = 0;
-    const char *mt = tm_pkg_doc(rm->pkg, TM_PKG_DOC_MODULES, &n);
-    if (!mt) return TM_OK;
-    cJSON *mods = cJSON_ParseWithLength(mt, n), *pc = NULL;
+    memset(c, 0, sizeof *c);
+    c->pooling = TANDEM_POOL_LAST;
+    if (!modules) return TM_OK;
+    cJSON *mods = cJSON_ParseWithLength(modules, n), *pc = NULL;
     int rc = TM_OK, pooled = 0;
-    if (!cJSON_IsArray(mods)) rc = tm_errf(err, TM_E_FORMAT, "%s: modules.json: not a JSON array of modules", rm->path);
+    if (!cJSON_IsArray(mods)) rc = tm_errf(err, TM_E_FORMAT, "modules.json: not a JSON array of modules");
     for (const cJSON *m = rc ? NULL : mods->child; m && rc == TM_OK; m = m->next) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
         if (!cJSON_IsString(type)) {
-            rc = tm_errf(err, TM_E_FORMAT, "%s: modules.json: a module without a string \"type\"", rm->path);
+            rc = tm_errf(err, TM_E_FORMAT, "modules.json: a module without a string \"type\"");
             break;
         }
         const char *t = strrchr(type->valuestring, '.') ? strrchr(type->valuestring, '.') + 1 : type->valuestring;
         if (!strcmp(t, "Transformer")) continue;
         if (!strcmp(t, "Normalize")) {
-            rm->embed_normalize = 1;
+            c->normalize = 1;
             continue;
         }
-        if (strcmp(t, "Pooling") || pooled++) {
-            if (!rm->embed_unsupported[0])
-                snprintf(rm->embed_unsupported, sizeof rm->embed_unsupported, "the module %.100s", type->valuestring);
+        if (strcmp(t, "Pooling") || pooled++ || !pooling) {
+            if (!c->unsupported[0])
+                snprintf(c->unsupported, sizeof c->unsupported, "%s%.100s", strcmp(t, "Pooling") ? "the module " : "",
+                         strcmp(t, "Pooling") ? type->valuestring
+                         : pooled > 1         ? "a second Pooling module"
+                                              : "a Pooling module without its config.json");
             continue;
         }
-        const char *pt = tm_pkg_doc(rm->pkg, TM_PKG_DOC_POOLING, &n);
-        if (!pt) {
-            snprintf(rm->embed_unsupported, sizeof rm->embed_unsupported, "a Pooling module without its config.json");
-            continue;
-        }
-        if (!cJSON_IsObject(pc = cJSON_ParseWithLength(pt, n))) {
-            rc = tm_errf(err, TM_E_FORMAT, "%s: the Pooling module's config.json: not a JSON object", rm->path);
+        if (!cJSON_IsObject(pc = cJSON_ParseWithLength(pooling, pn))) {
+            rc = tm_errf(err, TM_E_FORMAT, "the Pooling module's config.json: not a JSON object");
             break;
         }
         static const struct {
@@ -150,14 +143,28 @@ static int take_embedding_config(tm_rt_model *rm, tm_err *err)
         const char *what = NULL;
         for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++)
             if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pc, modes[k].key))) on++, pool = modes[k].pool, what = modes[k].key;
-        if (on == 1 && pool) rm->pooling = pool;
-        else if (!rm->embed_unsupported[0])
-            snprintf(rm->embed_unsupported, sizeof rm->embed_unsupported, "the pooling %s",
+        if (on == 1 && pool) c->pooling = pool;
+        else if (!c->unsupported[0])
+            snprintf(c->unsupported, sizeof c->unsupported, "the pooling %s",
                      on == 1 ? what : on ? "of several modes at once" : "of no mode");
     }
     cJSON_Delete(pc);
     cJSON_Delete(mods);
     return rc;
+}
+
+/* The embedding's modules from the package's documents (tm_embed_cfg_parse); errors name the package */
+static int take_embedding_config(tm_rt_model *rm, tm_err *err)
+{
+    size_t n = 0, pn = 0;
+    const char *mt = tm_pkg_doc(rm->pkg, TM_PKG_DOC_MODULES, &n), *pt = tm_pkg_doc(rm->pkg, TM_PKG_DOC_POOLING, &pn);
+    tm_embed_cfg c;
+    int rc = tm_embed_cfg_parse(&c, mt, n, pt, pn, err);
+    if (rc != TM_OK) return tm_err_prefix(err, "%s", rm->path);
+    rm->pooling = c.pooling;
+    rm->embed_normalize = c.normalize;
+    snprintf(rm->embed_unsupported, sizeof rm->embed_unsupported, "%s", c.unsupported);
+    return TM_OK;
 }
 
 /* A tied model's prefill stage reads the embedding as its output head: in

@@ -46,6 +46,18 @@ typedef struct tm_rt_model {
 } tm_rt_model;
 
 int tm_rt_model_open(tm_rt_model **out, const char *path, tm_err *err);
+
+/* The embedding's modules: sentence-transformers' modules.json [n] and its Pooling module's
+ * config.json [pn] (either may be NULL): the pooling (cls, mean or last token; last where none is
+ * given), Normalize; any other module (Dense, LayerNorm, ...) or pooling mode (max, weighted mean,
+ * ...) named in unsupported (embeddings are then refused). TM_E_FORMAT naming the document that is
+ * not the JSON it should be. Pure (fuzz/fuzz_config.c). */
+typedef struct tm_embed_cfg {
+    int pooling;                     /* TANDEM_POOL_* */
+    int normalize;
+    char unsupported[160];           /* "" where none */
+} tm_embed_cfg;
+int tm_embed_cfg_parse(tm_embed_cfg *c, const char *modules, size_t n, const char *pooling, size_t pn, tm_err *err);
 void tm_rt_model_free(tm_rt_model *rm);
 
 /* The vocabulary trie of constrained output (text/vocab_trie.h: JSON mode, grammars) over the
