@@ -188,6 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((r.set & TM_OAI_SET_MAX_TOKENS) && (r.max_tokens < (kind == TM_OAI_CHAT) || r.max_tokens > TM_OAI_MAX_TOKENS))
         abort();
     if (r.echo && kind == TM_OAI_CHAT) abort();
+    if (r.suffix && (kind != TM_OAI_COMPLETION || !r.prompt || r.n_prompts > 1 || !r.suffix[0])) abort();
     if (r.prompt_logprobs < -1 || r.prompt_logprobs > TANDEM_MAX_LOGPROBS || (r.prompt_logprobs >= 0 && r.stream)) abort();
     if ((r.set & TM_OAI_SET_TEMPERATURE) && !(r.temperature >= 0 && isfinite(r.temperature))) abort();
     if ((r.set & TM_OAI_SET_TOP_P) && !(r.top_p > 0 && r.top_p <= 1)) abort();

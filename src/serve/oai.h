@@ -81,6 +81,8 @@ typedef struct tm_oai_req {
     int32_t *prompt_ids;            /* [n_prompt_ids], each >= 0 (the vocabulary is checked at submit) */
     size_t n_prompt_ids;
     int n_prompts;                  /* completions: 1..TM_OAI_MAX_PROMPTS; chat: 0 */
+    char *suffix;                   /* completions "suffix" (fill in the middle: the text after the completion;
+                                       one text prompt only), or NULL */
     tm_oai_prompt more[TM_OAI_MAX_PROMPTS - 1];
     /* chat: the messages, normalised for tandem_chat_render: a JSON array of
      * {"role": "system"|"user"|"assistant"|"tool", "content": string[, "name": string]

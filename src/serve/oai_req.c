@@ -110,8 +110,6 @@ static int check_unsupported(const cJSON *root, tm_oai_kind kind, tm_oai_error *
     const cJSON *v;
     if (kind == TM_OAI_CHAT && (v = field(root, "echo")) && !cJSON_IsFalse(v))
         return BAD("echo", "'echo' is a completions field");
-    if ((v = field(root, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
-        return BAD("suffix", "suffix is not supported");
     if ((v = field(root, "functions")) && !(cJSON_IsArray(v) && !v->child))
         return BAD("functions", "functions are not supported");
     (void)kind;
@@ -345,6 +343,18 @@ static int parse_prompt(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
         }
     }
     return 0;
+}
+
+/* completions' "suffix": fill in the middle of one text prompt (null or "": none) */
+static int parse_suffix(tm_oai_req *r, const cJSON *root, tm_oai_kind kind, tm_oai_error *e)
+{
+    const cJSON *v = field(root, "suffix");
+    if (!v || cJSON_IsNull(v) || (cJSON_IsString(v) && !v->valuestring[0])) return 0;
+    if (!cJSON_IsString(v)) return BAD("suffix", "'suffix' must be a string, not %s", type_name(v));
+    if (kind != TM_OAI_COMPLETION) return BAD("suffix", "'suffix' is a completions field");
+    if (!r->prompt || r->n_prompts > 1)
+        return BAD("suffix", "'suffix' needs one text prompt (the text before the completion)");
+    return (r->suffix = strdup(v->valuestring)) ? 0 : NOMEM();
 }
 
 tm_oai_prompt tm_oai_prompt_at(const tm_oai_req *r, int p)
@@ -606,6 +616,7 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
     }
     if (rc == 0) rc = kind == TM_OAI_CHAT ? parse_messages(r, root, e) : parse_prompt(r, root, e);
     if (rc == 0) rc = check_unsupported(root, kind, e);
+    if (rc == 0) rc = parse_suffix(r, root, kind, e);
     if (rc == 0) rc = parse_sampling(r, root, kind, e);
     if (rc == 0 && kind == TM_OAI_COMPLETION && get_bool(root, "echo", &r->echo, e) < 0) rc = -1;
     r->prompt_logprobs = -1;
@@ -639,6 +650,7 @@ int tm_oai_parse(tm_oai_req *r, tm_oai_kind kind, const char *body, size_t len, 
 void tm_oai_req_free(tm_oai_req *r)
 {
     free(r->prompt);
+    free(r->suffix);
     free(r->prompt_ids);
     for (int i = 0; i + 1 < r->n_prompts; i++) {
         free(r->more[i].text);

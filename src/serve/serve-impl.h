@@ -24,6 +24,11 @@ char *tm_serve_tokenize(const tm_serve_tok *t, const char *body, size_t len, tm_
 char *tm_serve_detokenize(const tm_serve_tok *t, const char *body, size_t len, tm_oai_error *e);
 char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const char *body, size_t len, tm_oai_error *e);
 
+/* The model's fill-in-the-middle tokens (prefix, suffix, middle), as the texts its tokenizer takes as
+ * one token each, for the families that have them (Qwen2.5-Coder's <|fim_prefix|>, StarCoder's
+ * <fim_prefix>, DeepSeek-Coder's, Code Llama's <PRE>); NULL where none is found. */
+const char *const *tm_serve_fim(const tandem_model *m);
+
 /* A chat request's prompt (malloc'd): its messages through the template (add_gen: with the generation
  * prompt), then prefix (a forced call's opening; NULL: none). NULL with *e set (400 "messages"). */
 char *tm_serve_chat_prompt(const tm_serve_tok *t, const tm_oai_req *r, int add_gen, const char *prefix, tm_oai_error *e);

@@ -129,6 +129,7 @@ struct tm_server {
     atomic_uint_fast64_t rand_ctr;
     const tm_tool_dialect *dialect; /* tool calls in the template's dialect, or NULL (opts.tool_parser) */
     int think;                 /* replies' <think> blocks go to reasoning_content (opts.reasoning) */
+    const char *const *fim;    /* the tokenizer's fill-in-the-middle tokens (prefix, suffix, middle), or NULL */
     pthread_mutex_t mu;        /* jobs, stopping, counts */
     job *jobs;
     int stopping;
@@ -998,6 +999,19 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             free(ids);
         }
     }
+    if (j->req.suffix) { /* fill in the middle: the model's prefix, suffix and middle tokens around the texts */
+        const char *const *f = srv->fim;
+        size_t n = f ? strlen(f[0]) + strlen(j->req.prompt) + strlen(f[1]) + strlen(j->req.suffix) + strlen(f[2]) + 1 : 0;
+        if (!f || !(prompt = malloc(n))) {
+            job_free(j);
+            if (!f)
+                return reply_errorf(srv, c, 400, "invalid_request_error", NULL, NULL, "'suffix': this model's tokenizer has "
+                                    "no fill-in-the-middle tokens (<|fim_prefix|>, <fim_prefix>, ...)");
+            return reply_errorf(srv, c, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        snprintf(prompt, n, "%s%s%s%s%s", f[0], j->req.prompt, f[1], j->req.suffix, f[2]);
+        q.prompt = prompt;
+    }
     if (j->req.want_logprobs || j->per > j->ret) q.on_logprob.fn = job_on_logprob;
     if (!j->req.want_logprobs && j->per > j->ret) q.logprobs = 0; /* best_of ranks by the tokens' logprobs */
     /* the prompt's scores: echo + logprobs (its text comes with them), vLLM's prompt_logprobs */
@@ -1383,6 +1397,7 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (o->cors_origin && o->cors_origin[0] && !(srv->cors = strdup(o->cors_origin))) oom = 1;
     srv->metrics = o->metrics;
     const char *tpl_src = srv->tpl ? srv->tpl : tandem_model_chat_template(m);
+    srv->fim = tm_serve_fim(m);
     if (!o->reasoning || !strcmp(o->reasoning, "auto")) {
         srv->think = tm_think_detect(tpl_src);
     } else if (!strcmp(o->reasoning, "deepseek") || !strcmp(o->reasoning, "none")) {

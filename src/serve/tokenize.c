@@ -114,6 +114,30 @@ char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const c
     return js;
 }
 
+const char *const *tm_serve_fim(const tandem_model *m)
+{
+    /* prefix, suffix, middle, in the order the prompt takes them (prefix-suffix-middle) */
+    static const char *const known[][3] = {
+        {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"},                /* Qwen2.5-Coder, Qwen3-Coder */
+        {"<fim_prefix>", "<fim_suffix>", "<fim_middle>"},                      /* StarCoder, Granite code */
+        {"<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
+         "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>"},                  /* DeepSeek-Coder */
+        {"\xe2\x96\x81<PRE>", "\xe2\x96\x81<SUF>", "\xe2\x96\x81<MID>"},                  /* Code Llama */
+    };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        int found = 1;
+        for (int i = 0; i < 3 && found; i++) { /* each one token of its own: a special token of the vocabulary */
+            int32_t *ids = NULL;
+            size_t n = 0;
+            tandem_status st;
+            found = tandem_tokenize(m, known[k][i], strlen(known[k][i]), 0, &ids, &n, &st) == 0 && n == 1;
+            free(ids);
+        }
+        if (found) return known[k];
+    }
+    return NULL;
+}
+
 char *tm_serve_tokenize(const tm_serve_tok *t, const char *body, size_t len, tm_oai_error *e)
 {
     memset(e, 0, sizeof *e);
