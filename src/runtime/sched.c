@@ -19,7 +19,7 @@
  *   | ROUTED -> PREFILLING    | prefill worker (decode worker for decode-only) | tm_prefill_route |
  *   | PREFILLING -> HANDOFF   | bridge thread, layer by layer  | tm_bridge_layer_done |
  *   | HANDOFF -> DECODING     | prefill worker: first token, push to join | req_take_token, join_push |
- *   | HANDOFF -> DONE         | prefill worker (decode worker for decode-only): the prompt's scores given, nothing to generate (max_tokens none) | req_prefilled |
+ *   | HANDOFF -> DONE         | prefill worker (decode worker for decode-only): the prompt's scores and embedding given, nothing to generate (max_tokens none) | req_prefilled |
  *   | DECODING -> DONE        | decode worker: EOS, stop, length | req_take_token   |
  *   | any -> CANCELLED        | the worker that holds it sees req->cancel | req_finish |
  *   | any -> FAILED           | an engine error                 | req_finish        |
@@ -46,6 +46,10 @@
  *     on its own cores beside a running prefill, is small enough), or where
  *     no prompt can arrive while it decodes (max_seqs 1: run, chat, bench's
  *     one-request tests).
+ *  6. A request that needs every prompt row (its scores: on_row_logits; its
+ *     embedding: on_row_hidden) takes nothing from the prefix cache and, where
+ *     the router picks, runs on the prefill side (rows_route), so one prompt
+ *     gives the same numbers whatever the load.
  */
 #include <math.h>
 #include <sched.h>
