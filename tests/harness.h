@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int th_pass, th_fail;
 
@@ -82,6 +83,21 @@ static inline int th_write_file(const char *path, const char *data, size_t n)
     if (!f) return -1;
     int ok = fwrite(data, 1, n, f) == n;
     return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* th_link_files: dir/NAME -> src_dir/NAME (absolute) for each of files [n] (an old link replaced); 0, or -1 */
+static inline int th_link_files(const char *dir, const char *src_dir, const char *const *files, size_t n)
+{
+    char cwd[4096], path[4096], target[8192];
+    if (!getcwd(cwd, sizeof cwd)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        snprintf(target, sizeof target, "%s%s%s/%s", src_dir[0] == '/' ? "" : cwd, src_dir[0] == '/' ? "" : "/", src_dir,
+                 files[i]);
+        unlink(path);
+        if (symlink(target, path) != 0) return -1;
+    }
+    return 0;
 }
 
 /* th_max_diff: the largest |a[i] - b[i]| of two rows [n] */

@@ -221,15 +221,9 @@ static void st_dir(const char *dir, const char *modules, const char *pooling)
 {
     static const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                                   "special_tokens_map.json", "generation_config.json"};
-    char path[PATH_MAX], target[2 * PATH_MAX], cwd[PATH_MAX];
-    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    char path[PATH_MAX];
     mkdir(dir, 0755);
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        snprintf(target, sizeof target, "%s/%s/%s", cwd, DEMO, files[i]);
-        unlink(path);
-        CHECKF(symlink(target, path) == 0, "%s", path);
-    }
+    CHECKF(th_link_files(dir, DEMO, files, sizeof files / sizeof files[0]) == 0, "%s", dir);
     snprintf(path, sizeof path, "%s/modules.json", dir);
     CHECK(th_write_file(path, modules, strlen(modules)) == 0);
     snprintf(path, sizeof path, "%s/1_Pooling", dir);
@@ -355,15 +349,7 @@ static int base_dir(const char *dir)
     free(cs);
     cJSON_Delete(c);
     static const char *files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
-    char cwd[PATH_MAX], target[2 * PATH_MAX];
-    ok = ok && getcwd(cwd, sizeof cwd) != NULL;
-    for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        snprintf(target, sizeof target, "%s/%s/%s", cwd, DEMO, files[i]);
-        unlink(path);
-        ok = symlink(target, path) == 0;
-    }
-    return ok ? 0 : -1;
+    return ok && th_link_files(dir, DEMO, files, sizeof files / sizeof files[0]) == 0 ? 0 : -1;
 }
 
 static void test_base_checkpoint(tandem_model *demo, int D)

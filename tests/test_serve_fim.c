@@ -24,7 +24,7 @@ static const char *FIM[3] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>
 /* dir := the demo model with three vocabulary entries (ids V-3 .. V-1) renamed to FIM tokens */
 static int fim_dir(const char *dir)
 {
-    char path[PATH_MAX], src[PATH_MAX], cwd[PATH_MAX], target[2 * PATH_MAX];
+    char path[PATH_MAX], src[PATH_MAX];
     mkdir(dir, 0755);
     snprintf(src, sizeof src, "%s/tokenizer.json", DEMO);
     char *text = th_slurp(src);
@@ -62,14 +62,7 @@ static int fim_dir(const char *dir)
     free(text);
     cJSON_Delete(t);
     static const char *files[] = {"config.json", "model.safetensors", "tokenizer_config.json", "special_tokens_map.json"};
-    ok = ok && getcwd(cwd, sizeof cwd) != NULL;
-    for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        snprintf(target, sizeof target, "%s/%s/%s", cwd, DEMO, files[i]);
-        unlink(path);
-        ok = symlink(target, path) == 0;
-    }
-    return ok ? 0 : -1;
+    return ok && th_link_files(dir, DEMO, files, sizeof files / sizeof files[0]) == 0 ? 0 : -1;
 }
 
 static tm_server *start(tandem_model *m, tandem_session **s)

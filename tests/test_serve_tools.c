@@ -524,17 +524,29 @@ typedef struct api_out {
 } api_out;
 typedef api_out anth;
 
-static void anth_block(anth *a, const cJSON *b)
+/* one block / item of an answer into a: its type, name, id (the member id_key), and the first of keys
+ * it holds (a string, or an object printed as JSON) */
+static void api_item(api_out *a, const cJSON *b, const char *id_key, const char *const keys[3])
 {
     int i = a->n++;
-    const char *t = jstr(b, "type"), *nm = jstr(b, "name"), *id = jstr(b, "id");
+    const char *t = jstr(b, "type"), *nm = jstr(b, "name"), *id = jstr(b, id_key);
     snprintf(a->type[i], sizeof a->type[i], "%s", t ? t : "");
     snprintf(a->name[i], sizeof a->name[i], "%s", nm ? nm : "");
     snprintf(a->id[i], sizeof a->id[i], "%s", id ? id : "");
-    const char *v = jstr(b, "text") ? jstr(b, "text") : jstr(b, "thinking");
-    char *in = cJSON_GetObjectItem(b, "input") ? cJSON_PrintUnformatted(cJSON_GetObjectItem(b, "input")) : NULL;
-    snprintf(a->body[i], sizeof a->body[i], "%s", v ? v : in ? in : "");
-    free(in);
+    a->body[i][0] = 0;
+    for (int k = 0; k < 3 && keys[k] && !a->body[i][0]; k++) {
+        const cJSON *o = cJSON_GetObjectItem(b, keys[k]);
+        char *js = cJSON_IsObject(o) ? cJSON_PrintUnformatted(o) : NULL;
+        const char *v = js ? js : jstr(b, keys[k]);
+        if (v) snprintf(a->body[i], sizeof a->body[i], "%s", v);
+        free(js);
+    }
+}
+
+static void anth_block(anth *a, const cJSON *b)
+{
+    static const char *const keys[3] = {"text", "thinking", "input"};
+    api_item(a, b, "id", keys);
 }
 
 static void ask_anth(int port, const char *body, int stream, anth *a)
@@ -898,13 +910,8 @@ typedef api_out resp;
 
 static void resp_item(resp *a, const cJSON *it)
 {
-    int i = a->n++;
-    const char *t = jstr(it, "type"), *nm = jstr(it, "name"), *id = jstr(it, "call_id");
-    snprintf(a->type[i], sizeof a->type[i], "%s", t ? t : "");
-    snprintf(a->name[i], sizeof a->name[i], "%s", nm ? nm : "");
-    snprintf(a->id[i], sizeof a->id[i], "%s", id ? id : "");
-    const char *v = jstr(it, "arguments") ? jstr(it, "arguments") : jstr(it, "content.0.text");
-    snprintf(a->body[i], sizeof a->body[i], "%s", v ? v : "");
+    static const char *const keys[3] = {"arguments", "content.0.text", NULL};
+    api_item(a, it, "call_id", keys);
 }
 
 static void resp_of(resp *a, const cJSON *r)
