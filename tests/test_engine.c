@@ -220,6 +220,11 @@ static void test_routes_exact(void)
     int32_t ids[] = {0, 7793, 537, 260, 594, 13, 477, 310, 260, 536, 952, 479, 373, 260, 536, 952};
     /* bf16 weights and bf16-rounded activations: |logit| ~ 10, bf16 eps 2^-8 */
     routes_exact(rm, ids, 16, 12, 0.25);
+    /* a prompt over several chunks: every row's logits and hidden state where the chunks meet, each
+       row handed over as its own position */
+    int32_t longp[200];
+    prompt_ids(longp, 200, 7919, 13, rm->decode->V);
+    routes_exact(rm, longp, 200, 196, 0.25);
     tm_rt_model_free(rm);
 }
 
