@@ -246,6 +246,31 @@ expect 1 $T embed "$W/m.tdm" -p x --pooling max
 one_line; grep -q "pooling" "$W/err" && ok || bad "embed --pooling max: $(cat "$W/err")"
 expect 1 $T embed "$W/m.tdm" -f "$W/no-such-file"
 one_line
+# a base model's checkpoint (no "model." prefix, no head though untied: an embedding model's): it embeds;
+# run and chat refuse it in one line
+if command -v python3 > /dev/null; then
+  mkdir -p "$W/base" && python3 - "$M" "$W/base" <<'PY'
+import json, struct, sys, shutil
+src, dst = sys.argv[1], sys.argv[2]
+b = open(src + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h = {(k[6:] if k.startswith("model.") else k): v for k, v in h.items()}
+hs = json.dumps(h).encode()
+hs += b" " * (-len(hs) % 8)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(hs)) + hs + b[8 + n:])
+c = json.load(open(src + "/config.json"))
+c["tie_word_embeddings"] = False
+json.dump(c, open(dst + "/config.json", "w"))
+for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+    shutil.copy(src + "/" + f, dst + "/" + f)
+PY
+  expect 0 $T embed "$W/base" -p "Hello there" --dimensions 4
+  grep -q '"embedding":\[' "$W/out" && ok || bad "embed of a base checkpoint: $(head -c 200 "$W/out")"
+  expect 1 $T run "$W/base" -p "Hello" -n 4
+  one_line; grep -q "no output head" "$W/err" && ok || bad "run of a base checkpoint: $(cat "$W/err")"
+  [ ! -s "$W/out" ] && ok || bad "run of a base checkpoint printed: $(head -c 100 "$W/out")"
+fi
 expect 1 $T logits $M --tokens 1,2,99999 --out "$W/l.bin"
 [ ! -e "$W/l.bin" ] && ok || bad "a failed logits left its output"
 expect 1 $T run $M -p "Once upon a time, there was a little girl who" -c 8

@@ -60,6 +60,9 @@ void cli_gen_init(cli_gen *g);
  * value, advancing *i) and return 1; 0 if it is not one; -2 on a usage error
  * (message printed). */
 int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i);
+/* cli_can_generate: 1 if the model has an output head; else 0, with a one-line error from cmd naming
+ * path (a base model's checkpoint, as an embedding model's: `tandem embed` takes it). */
+int cli_can_generate(const char *cmd, const tandem_model *m, const char *path);
 /* Sampling defaults from the model's generation_config, where not given. */
 void cli_gen_model_defaults(cli_gen *g, const tandem_model *m);
 

@@ -173,3 +173,13 @@ void cli_gen_model_defaults(cli_gen *g, const tandem_model *m)
     if (!g->top_p_set && info.top_p > 0) g->req.top_p = info.top_p;
     if (!g->top_k_set && info.top_k > 0) g->req.top_k = info.top_k;
 }
+
+int cli_can_generate(const char *cmd, const tandem_model *m, const char *path)
+{
+    tandem_model_info info;
+    tandem_model_get_info(m, &info);
+    if (!info.headless) return 1;
+    fprintf(stderr, "tandem %s: %s has no output head (a base model's checkpoint, as an embedding model's): it "
+            "cannot generate; tandem embed takes it\n", cmd, path);
+    return 0;
+}

@@ -122,6 +122,11 @@ int cmd_chat(int argc, char **argv)
         free(tpl);
         return 1;
     }
+    if (!cli_can_generate("chat", m, model)) {
+        tandem_model_free(m);
+        free(tpl);
+        return 1;
+    }
     cli_gen_model_defaults(&g, m);
     tandem_session *s;
     g.so.max_seqs = 1; /* one turn at a time: nothing can arrive while it decodes, so both sides lend */

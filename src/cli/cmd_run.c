@@ -143,6 +143,11 @@ int cmd_run(int argc, char **argv)
         free(fbuf);
         return 1;
     }
+    if (!cli_can_generate("run", m, model)) {
+        tandem_model_free(m);
+        free(fbuf);
+        return 1;
+    }
     cli_gen_model_defaults(&g, m);
     r.temperature = g.req.temperature;
     r.top_p = g.req.top_p;
