@@ -495,7 +495,7 @@ static char *resp_stream_part(tm_api_stream *s, const tm_api_meta *m, const char
 {
     resp_stream *rs = s->priv;
     if (!rs) return NULL;
-    cJSON *objs[10];
+    cJSON *objs[12]; /* per kind at most: the open item's 3 closing events, 2 opening ones, a delta */
     int n = 0;
     for (int k = 0; k < 2; k++) {
         int kind = k ? ITEM_MESSAGE : ITEM_REASONING;
