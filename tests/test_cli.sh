@@ -241,6 +241,8 @@ assert a["usage"]["prompt_tokens"] > 3
 else
   grep -q '"index":2,"embedding":\[' "$W/out" && ok || bad "embed answer (no python3)"
 fi
+printf 'The sea\n' | $T embed "$W/m.tdm" -f - > "$W/out" 2> "$W/err" && grep -q '"index":0,"embedding":\[' "$W/out" &&
+  ! grep -q '"index":1' "$W/out" && ok || bad "embed -f -: $(head -c 200 "$W/out") $(cat "$W/err")"
 expect 2 $T embed "$W/m.tdm"
 expect 1 $T embed "$W/m.tdm" -p x --pooling max
 one_line; grep -q "pooling" "$W/err" && ok || bad "embed --pooling max: $(cat "$W/err")"

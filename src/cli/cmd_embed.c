@@ -21,7 +21,7 @@ static void embed_usage(FILE *f)
           "The prompts prefill on the prefill engine; nothing is generated.\n"
           "\n"
           "  -p, --prompt TEXT      a text to embed (repeatable, up to 256)\n"
-          "  -f, --file F           one text per line of F (empty lines skipped)\n"
+          "  -f, --file F           one text per line of F (empty lines skipped; - for standard input)\n"
           "      --pooling P        last | mean | cls (default: the model's)\n"
           "      --no-normalize     leave the vectors at their length\n"
           "      --dimensions K     the first K numbers of each vector (a Matryoshka model's), rescaled\n"
@@ -93,7 +93,16 @@ int cmd_embed(int argc, char **argv)
     char *text = NULL;
     size_t n = 0;
     tm_err err = {0};
-    if (rc == 0 && file && tm_read_file(file, &text, &n, (size_t)1 << 30, &err) != TM_OK) {
+    if (rc == 0 && file && !strcmp(file, "-")) { /* standard input */
+        size_t cap = 0, k;
+        char buf[1 << 16];
+        while (rc == 0 && (k = fread(buf, 1, sizeof buf, stdin)) > 0) {
+            char *r = n + k + 1 > cap ? realloc(text, cap = 2 * (n + k + 1)) : text;
+            if (!r) rc = 1;
+            else memcpy((text = r) + n, buf, k), n += k, text[n] = 0;
+        }
+        if (rc) fprintf(stderr, "tandem embed: out of memory reading standard input\n");
+    } else if (rc == 0 && file && tm_read_file(file, &text, &n, (size_t)1 << 30, &err) != TM_OK) {
         fprintf(stderr, "tandem embed: %s\n", err.msg);
         rc = 1;
     }
