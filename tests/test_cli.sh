@@ -269,6 +269,40 @@ for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
 PY
   expect 0 $T embed "$W/base" -p "Hello there" --dimensions 4
   grep -q '"embedding":\[' "$W/out" && ok || bad "embed of a base checkpoint: $(head -c 200 "$W/out")"
+  # fill in the middle: the demo model given Qwen2.5-Coder's FIM tokens (three vocabulary entries renamed);
+  # run --suffix generates what the explicit FIM prompt does, printed between the two texts
+  mkdir -p "$W/fim" && python3 - "$M" "$W/fim" <<'PY'
+import json, sys, shutil
+src, dst = sys.argv[1], sys.argv[2]
+t = json.load(open(src + "/tokenizer.json"))
+v, merges = t["model"]["vocab"], t["model"]["merges"]
+inv = {i: k for k, i in v.items()}
+for k, name in enumerate(("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")):
+    i = len(v) - 3 + k
+    old = inv[i]
+    del v[old]
+    v[name] = i
+    merges[:] = [m for m in merges if old not in (m[0], m[1], m[0] + m[1])]
+    t["added_tokens"].append({"id": i, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": True})
+json.dump(t, open(dst + "/tokenizer.json", "w"))
+for f in ("config.json", "model.safetensors", "tokenizer_config.json", "special_tokens_map.json"):
+    shutil.copy(src + "/" + f, dst + "/" + f)
+PY
+  expect 0 $T run "$W/fim" -p "Once upon a time" --suffix " ever after." -n 8 --temp 0
+  cp "$W/out" "$W/fim1.txt"
+  expect 0 $T run "$W/fim" -p "<|fim_prefix|>Once upon a time<|fim_suffix|> ever after.<|fim_middle|>" -n 8 --temp 0
+  python3 -c '
+import sys
+a = open(sys.argv[1]).read().rstrip("\n")
+b = open(sys.argv[2]).read().rstrip("\n")
+pre, mid = "Once upon a time", " ever after."
+fp = "<|fim_prefix|>" + pre + "<|fim_suffix|>" + mid + "<|fim_middle|>"
+assert a.startswith(pre) and a.endswith(mid) and b.startswith(fp), (a, b)
+assert a[len(pre):len(a) - len(mid)] == b[len(fp):] and len(b) > len(fp), (a, b)
+' "$W/fim1.txt" "$W/out" && ok || bad "run --suffix: $(cat "$W/fim1.txt") / $(cat "$W/out")"
+  expect 1 $T run "$M" -p "x" --suffix "y" -n 2
+  one_line; grep -q "fill-in-the-middle" "$W/err" && ok || bad "run --suffix without FIM tokens: $(cat "$W/err")"
   expect 1 $T run "$W/base" -p "Hello" -n 4
   one_line; grep -q "no output head" "$W/err" && ok || bad "run of a base checkpoint: $(cat "$W/err")"
   [ ! -s "$W/out" ] && ok || bad "run of a base checkpoint printed: $(head -c 100 "$W/out")"

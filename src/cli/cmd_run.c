@@ -7,6 +7,7 @@
 #include <utf8proc.h>
 
 #include "cli/cli.h"
+#include "serve/serve-impl.h"
 #include "tandem.h"
 
 static void run_usage(FILE *f)
@@ -18,6 +19,8 @@ static void run_usage(FILE *f)
           "\n"
           "  -p, --prompt TEXT      the prompt (encoded with the model's special tokens)\n"
           "  -f, --file F           read the prompt from a file\n"
+          "      --suffix TEXT      fill in the middle: generate what goes between the prompt and TEXT, in\n"
+          "                         the model's FIM form (Qwen2.5-Coder's <|fim_prefix|>, StarCoder's, ...)\n"
           "  -n, --n-predict N      new tokens to generate (default 128)\n"
           "      --logprobs N       each generated token's log-probability and its N (0-20) most likely\n"
           "                         alternatives, one JSON line a token on stderr\n", f);
@@ -85,7 +88,7 @@ int cmd_run(int argc, char **argv)
         run_usage(stdout);
         return 0;
     }
-    const char *model = NULL, *prompt = NULL, *file = NULL;
+    const char *model = NULL, *prompt = NULL, *file = NULL, *suffix = NULL;
     cli_gen g;
     cli_gen_init(&g);
     for (int i = 1; i < argc; i++) {
@@ -97,6 +100,7 @@ int cmd_run(int argc, char **argv)
 #define NEEDV() do { if (!v) { fprintf(stderr, "tandem run: %s needs a value\n", a); return 2; } i++; } while (0)
         if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEEDV(); prompt = v; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { NEEDV(); file = v; }
+        else if (!strcmp(a, "--suffix")) { NEEDV(); suffix = v; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { NEEDV(); g.req.max_tokens = atoi(v); }
         else if (!strcmp(a, "--logprobs")) {
             NEEDV();
@@ -143,9 +147,25 @@ int cmd_run(int argc, char **argv)
         free(fbuf);
         return 1;
     }
-    if (!cli_can_generate("run", m, model)) {
+    char *fim = NULL; /* --suffix: the prompt in the model's fill-in-the-middle form */
+    const char *const *f = suffix ? tm_serve_fim(m) : NULL;
+    if (suffix && !f) {
+        fprintf(stderr, "tandem run: --suffix: %s's tokenizer has no fill-in-the-middle tokens (<|fim_prefix|>, "
+                "<fim_prefix>, ...)\n", model);
         tandem_model_free(m);
         free(fbuf);
+        return 1;
+    }
+    if (f) {
+        size_t n = strlen(f[0]) + strlen(prompt) + strlen(f[1]) + strlen(suffix) + strlen(f[2]) + 1;
+        if ((fim = malloc(n))) snprintf(fim, n, "%s%s%s%s%s", f[0], prompt, f[1], suffix, f[2]);
+        r.prompt = fim;
+    }
+    if (!cli_can_generate("run", m, model) || (suffix && !fim)) {
+        if (suffix && !fim) fprintf(stderr, "tandem run: out of memory\n");
+        tandem_model_free(m);
+        free(fbuf);
+        free(fim);
         return 1;
     }
     cli_gen_model_defaults(&g, m);
@@ -158,12 +178,14 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "tandem run: %s\n", st.msg);
         tandem_model_free(m);
         free(fbuf);
+        free(fim);
         return 1;
     }
     fputs(prompt, stdout);
     fflush(stdout);
     tandem_stats stats;
     int rc = tandem_generate(s, &r, on_text, m, &stats, &st); /* m: on_logprob's */
+    if (suffix) fputs(suffix, stdout); /* the middle between the two */
     fputc('\n', stdout);
     if (rc != 0) fprintf(stderr, "tandem run: %s\n", st.msg);
     else
@@ -177,5 +199,6 @@ int cmd_run(int argc, char **argv)
     tandem_session_free(s);
     tandem_model_free(m);
     free(fbuf);
+    free(fim);
     return rc != 0;
 }
