@@ -446,5 +446,5 @@ static char *anth_stream_error(tm_api_stream *s, const char *msg)
 
 static void anth_stream_free(tm_api_stream *s) { (void)s; }
 
-const tm_api_fmt tm_api_anthropic = {"anthropic", "msg_", anth_request, anth_json, anth_stream_start,
+const tm_api_fmt tm_api_anthropic = {"msg_", anth_request, anth_json, anth_stream_start,
                                      anth_stream_part, anth_stream_end, anth_stream_error, anth_stream_free};

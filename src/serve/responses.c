@@ -571,5 +571,5 @@ static void resp_stream_free(tm_api_stream *s)
     s->priv = NULL;
 }
 
-const tm_api_fmt tm_api_responses = {"responses", "resp_", resp_request, resp_json, resp_stream_start,
+const tm_api_fmt tm_api_responses = {"resp_", resp_request, resp_json, resp_stream_start,
                                      resp_stream_part, resp_stream_end, resp_stream_error, resp_stream_free};

@@ -64,7 +64,6 @@ typedef struct tm_api_stream {   /* a stream's writer state (zeroed by start; st
 } tm_api_stream;
 
 typedef struct tm_api_fmt {
-    const char *name;            /* "anthropic", "responses" */
     const char *id_prefix;       /* the answer's id: this and 16 hex digits */
     /* body -> *chat_json (and *echo, a JSON object of fields to repeat, or NULL); -1 with *e set (400
        naming the field). counting: a token count's body (Anthropic's count_tokens: no max_tokens) */
