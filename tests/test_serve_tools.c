@@ -9,7 +9,8 @@
  *    required and named give calls whose arguments hold to the tool's schema, as JSON and streamed
  *    (the same calls); parallel_tool_calls false gives one; auto and none give text, the stream's
  *    equal to the JSON answer's; a server whose template shows no dialect refuses a forced call
- *    unless started with --tool-parser.
+ *    unless started with --tool-parser; every dialect given by hand (the XML ones too) gives forced
+ *    calls held to the schemas, the same streamed.
  * 4. Anthropic's Messages API over the same machinery: on the model's own template, the chat
  *    endpoint's greedy answer (system apart, content a string or text blocks) as a message and as its
  *    stream events, stop sequences, refusals by field; a tool conversation translated block by block
@@ -412,8 +413,8 @@ static void test_server(tandem_model *m, tandem_session *s)
         const char *parser;
         int qwen;
         size_t id_len;
-    } by_hand[] = {{"hermes", 0, 29}, {"mistral", 1, 9}, {"mistral_args", 0, 9}};
-    for (int k = 0; k < 3; k++) {
+    } by_hand[] = {{"hermes", 0, 29}, {"mistral", 1, 9}, {"mistral_args", 0, 9}, {"qwen3_coder", 0, 29}, {"glm", 1, 29}};
+    for (size_t k = 0; k < sizeof by_hand / sizeof by_hand[0]; k++) {
         o.tool_parser = by_hand[k].parser;
         o.chat_template = by_hand[k].qwen ? qwen : plain;
         CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
@@ -424,6 +425,15 @@ static void test_server(tandem_model *m, tandem_session *s)
         ask(port, body, 0, &a);
         CHECKF(a.status == 200 && a.n == 1 && args_ok(a.name[0], a.args[0]) && strlen(a.id[0]) == by_hand[k].id_len,
                "%s by hand: %d %s(%s) id %s", by_hand[k].parser, a.n, a.name[0], a.args[0], a.id[0]);
+        /* streamed: the same call as the JSON answer */
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"tool_choice\":\"required\",\"parallel_tool_calls\":false,"
+                 "\"stream\":true}", U, TOOLS);
+        ask(port, body, 1, &b);
+        CHECKF(a.status == 200 && b.status == 200 && a.n >= 1 && a.n == b.n && !strcmp(a.finish, b.finish),
+               "%s: %d calls (%s), streamed %d (%s)", by_hand[k].parser, a.n, a.finish, b.n, b.finish);
+        for (int i = 0; i < a.n && i < b.n; i++)
+            CHECKF(args_ok(a.name[i], a.args[i]) && !strcmp(a.name[i], b.name[i]) && !strcmp(a.args[i], b.args[i]),
+                   "%s call %d: %s(%s) / %s(%s)", by_hand[k].parser, i, a.name[i], a.args[i], b.name[i], b.args[i]);
         tm_server_stop(srv);
     }
     o.tool_parser = "bogus";

@@ -11,13 +11,19 @@
  * 5. Forced replies: the grammar of each dialect takes the calls the models write, refuses wrong
  *    names, arguments against the schema, a second call when not parallel; a strict tool with an
  *    unsupported schema is refused, a loose one takes any object; every text the grammar takes
- *    parses, after gen_open, into the calls it spells. */
+ *    parses, after gen_open, into the calls it spells.
+ * 6. XML dialects (qwen3_coder, glm): parsing (values typed by the schema: strings raw, the rest JSON
+ *    or Python's str(); several calls, cut replies, malformed tags), the calls the real templates
+ *    render (Qwen3-Coder, Qwen3.5, GLM-4.6: tests/data/templates) parsed back, and the forced grammar
+ *    (required and declared arguments in the schema's order, enums, integers, no closing tag inside a
+ *    string; a strict tool's string pattern refused). */
 #include "harness.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
 #include "text/grammar.h"
+#include "text/jinja.h"
 #include "text/json_schema.h"
 #include "text/toolcall.h"
 
@@ -40,10 +46,14 @@ static void test_detect(void)
         {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"},
         {"google-gemma-2-2b-it.jinja", NULL},
         {"microsoft-Phi-3.5-mini-instruct.jinja", NULL},
+        {"tests/data/templates/Qwen3-Coder.jinja", "qwen3_coder"},
+        {"tests/data/templates/Qwen3.5-4B.jinja", "qwen3_coder"},
+        {"tests/data/templates/GLM-4.6.jinja", "glm"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/conformance/chat_templates/%s", th_shared(), cases[i].file);
+        if (!strncmp(cases[i].file, "tests/", 6)) snprintf(path, sizeof path, "%s", cases[i].file);
+        else snprintf(path, sizeof path, "%s/conformance/chat_templates/%s", th_shared(), cases[i].file);
         char *src = th_slurp(path);
         CHECKF(src != NULL, "%s", path);
         if (!src) continue;
@@ -58,8 +68,8 @@ static void test_detect(void)
     /* a v11+ Mistral template: the calls as name [ARGS] arguments (it shows [TOOL_CALLS] too) */
     CHECK(!strcmp(tm_tool_dialect_detect("{{- '[TOOL_CALLS]' + tc['function']['name'] + '[ARGS]' + args }}")->name,
                   "mistral_args"));
-    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args"};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm"};
+    for (int i = 0; i < 7; i++) {
         const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
         CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
     }
@@ -244,11 +254,13 @@ static void test_holdback(void)
         "<|tool_call|>", "{\"name\": \"now\", \"arguments\": {}}", "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
         "[{\"name\": \"now\", \"arguments\": {}}]", "\n", " ", "Hello", "world.", "{", "[", ";", "}", "]",
         "[ARGS]", "[AR", "now", "now{}", "add[ARGS]{\"a\": 1, \"b\": 2}", "[CALL_ID]x9", "get_weather",
+        "<function=now>", "<function=", "</function>", "<parameter=a>", "\n1\n", "</parameter>", "<arg_key>",
+        "b</arg_key>", "<arg_value>", "2</arg_value>", "</par",
     };
-    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args"};
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm"};
     long checked = 0;
     for (int round = 0; round < 4000; round++) {
-        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 5]);
+        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 7]);
         char text[1024];
         size_t n = 0;
         int np = 1 + (int)rnd(8);
@@ -511,6 +523,202 @@ static void test_ids(void)
     CHECK(strlen(b) == 7);
 }
 
+/* ---- 6. XML dialects ---- */
+
+static const char *TOOLS_X =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"set\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"flag\":{\"type\":\"boolean\"},\"opts\":{\"type\":\"object\"},\"n\":{\"type\":[\"integer\",\"null\"]},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"note\":{\"type\":\"string\"},\"any\":{},"
+    "\"level\":{\"enum\":[1,2,3]}}}}}]";
+
+static void test_xml_parse(void)
+{
+    const char *W = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>";
+    parse_case("qwen3_coder", W, "get_weather {\"city\":\"Paris\"}", "");
+    parse_case("qwen3_coder",
+               "Let me look.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+               "<parameter=unit>\nc\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=add>\n"
+               "<parameter=a>\n1\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>",
+               "get_weather {\"city\":\"Oslo\",\"unit\":\"c\"}|add {\"a\":1,\"b\":2}", "Let me look.");
+    /* a string value is raw text: tags, quotes, newlines and a partial closing tag inside it */
+    parse_case("qwen3_coder",
+               "<tool_call>\n<function=get_weather>\n<parameter=city>\n<b>Rio</b> \"de\"\n</para Janeiro\n\n</parameter>\n"
+               "</function>\n</tool_call>",
+               "get_weather {\"city\":\"<b>Rio</b> \\\"de\\\"\\n</para Janeiro\\n\"}", "");
+    parse_case("qwen3_coder", "<tool_call>\n<function=now>\n</function>\n</tool_call>", "now {}", "");
+    parse_case("qwen3_coder", "<tool_call>\n<function=now>\n</function>\n<function=now>\n</function>\n</tool_call>",
+               "now {}|now {}", "");
+    parse_case("qwen3_coder", "<tool_call>\n<function=now>\n</function>", "now {}", ""); /* unclosed at the end */
+    parse_case("qwen3_coder", "<tool_call>\n<function=add>\n<parameter=a>\nx\n</parameter>\n</function>\n</tool_call>",
+               "add {\"a\":\"x\"}", ""); /* not JSON: the text (the schema is the tool's to enforce) */
+    parse_case("qwen3_coder",
+               "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=a>\n2\n</parameter>\n</function>\n"
+               "</tool_call>", "add {\"a\":2}", ""); /* the last of a repeated key */
+    static const char *bad[] = {
+        "<tool_call>\n<function=rm>\n</function>\n</tool_call>",                                /* undeclared */
+        "<tool_call>\n<function=now>\n</tool_call>",                                             /* no </function> */
+        "<tool_call>\n<function=add>\n<parameter=a>\n1\n</function>\n</tool_call>",              /* no </parameter> */
+        "<tool_call>\n<function=add>\n<parameter=a\nb>\n1\n</parameter>\n</function>\n</tool_call>", /* a key over lines */
+        "<tool_call>\n<function=now>\n</function> and more",                                     /* text after */
+        "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",                       /* hermes' form */
+        "<tool_call>\n<function=now>\nhello\n</function>\n</tool_call>",                          /* not an argument */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) parse_case("qwen3_coder", bad[i], "", bad[i]);
+    /* values typed by their schemas */
+    parse_with(TOOLS_X, 0, "qwen3_coder",
+               "<tool_call>\n<function=set>\n<parameter=flag>\nTrue\n</parameter>\n<parameter=opts>\n{\"k\": [1, 2]}\n"
+               "</parameter>\n<parameter=n>\nNone\n</parameter>\n<parameter=tags>\n[\"a\", \"b\"]\n</parameter>\n"
+               "<parameter=note>\n42\n</parameter>\n<parameter=any>\n7\n</parameter>\n<parameter=level>\n2\n</parameter>\n"
+               "</function>\n</tool_call>",
+               "set {\"flag\":true,\"opts\":{\"k\":[1,2]},\"n\":null,\"tags\":[\"a\",\"b\"],\"note\":\"42\",\"any\":\"7\","
+               "\"level\":2}", "");
+    parse_with(TOOLS_X, 0, "qwen3_coder",
+               "<tool_call>\n<function=set>\n<parameter=flag>\nfalse\n</parameter>\n<parameter=n>\n12 apples\n</parameter>\n"
+               "<parameter=opts>\n{\"k\": 1} {}\n</parameter>\n</function>\n</tool_call>",
+               "set {\"flag\":false,\"n\":\"12 apples\",\"opts\":\"{\\\"k\\\": 1} {}\"}", "");
+    /* glm */
+    parse_case("glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+               "get_weather {\"city\":\"Paris\"}", "");
+    parse_case("glm",
+               "Sure.\n<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n"
+               "<arg_value>2</arg_value>\n</tool_call>\n<tool_call>now\n</tool_call>",
+               "add {\"a\":1,\"b\":2}|now {}", "Sure.");
+    parse_case("glm", "<tool_call>now</tool_call>", "now {}", "");
+    parse_case("glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\nParis</arg_value>\n</tool_call>", "",
+               "<tool_call>get_weather\n<arg_key>city</arg_key>\nParis</arg_value>\n</tool_call>");
+    /* cut short */
+    static const struct {
+        const char *dn, *text, *calls;
+    } cut[] = {
+        {"qwen3_coder", "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n<function=add>\n<parameter=a>\n1", "now {}"},
+        {"qwen3_coder", "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n<function=ad", "now {}"},
+        {"qwen3_coder", "<tool_call>\n<function=now>\n</func", "now {}"},
+        {"glm", "<tool_call>now</tool_call><tool_call>add\n<arg_key>a</arg_key>\n<arg_val", "now {}"},
+    };
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) parse_with(TOOLS, 1, cut[i].dn, cut[i].text, cut[i].calls, "");
+    parse_with(TOOLS, 1, "qwen3_coder", "<tool_call>\n<function=ad", "", "<tool_call>\n<function=ad");
+}
+
+/* the calls a real template renders, parsed back: an assistant turn with two calls, rendered with the
+ * tools, the text from its first call to the turn's end read in the dialect the template shows */
+static void test_xml_roundtrip(void)
+{
+    static const struct {
+        const char *file, *turn_end;
+    } tpl[] = {{"tests/data/templates/Qwen3-Coder.jinja", "<|im_end|>"},
+               {"tests/data/templates/Qwen3.5-4B.jinja", "<|im_end|>"},
+               {"tests/data/templates/GLM-4.6.jinja", "<|observation|>"}};
+    const char *msgs =
+        "[{\"role\":\"user\",\"content\":\"Weather in Paris, and 1 + 2?\"},"
+        "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":["
+        "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris <FR>\",\"unit\":\"c\"}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":-2}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"now\",\"arguments\":{}}}]},"
+        "{\"role\":\"tool\",\"content\":\"18 C\"}]";
+    cJSON *m = cJSON_Parse(msgs), *kw = cJSON_CreateObject();
+    cJSON_AddItemToObject(kw, "tools", cJSON_Parse(TOOLS));
+    for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
+        char *src = th_slurp(tpl[i].file), *out = NULL;
+        CHECKF(src, "%s", tpl[i].file);
+        if (!src) continue;
+        tm_err e = {0};
+        const tm_tool_dialect *d = tm_tool_dialect_detect(src);
+        CHECKF(d && d->xml, "%s: %s", tpl[i].file, d ? d->name : "none");
+        CHECKF(tm_chat_render(src, m, 0, kw, NULL, NULL, NULL, &out, &e) == TM_OK, "%s: %s", tpl[i].file, e.msg);
+        const char *at = out ? strstr(out, "Weather in Paris") : NULL;
+        const char *from = at ? strstr(at, d ? d->open : "<tool_call>") : NULL;
+        const char *to = from ? strstr(from, tpl[i].turn_end) : NULL;
+        CHECKF(from && to, "%s: no calls in\n%s", tpl[i].file, out ? out : "");
+        if (d && from && to) {
+            tm_tool_calls c;
+            CHECK(tm_tool_parse(d, from, (size_t)(to - from), TOOLS, 0, &c, &e) == TM_OK);
+            char got[1024] = "";
+            for (int k = 0; k < c.n; k++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", k ? "|" : "", c.v[k].name, c.v[k].arguments);
+            CHECKF(!strcmp(got, "get_weather {\"city\":\"Paris <FR>\",\"unit\":\"c\"}|add {\"a\":1,\"b\":-2}|now {}"),
+                   "%s: %s from\n%.*s", tpl[i].file, got, (int)(to - from), from);
+            tm_tool_calls_free(&c);
+        }
+        free(out);
+        free(src);
+    }
+    cJSON_Delete(m);
+    cJSON_Delete(kw);
+}
+
+static void test_xml_grammar(void)
+{
+    tm_grammar *g = forced("qwen3_coder", TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, "qwen3_coder", g,
+                   "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+                   "get_weather {\"city\":\"Paris\"}");
+        forced_yes(TOOLS, "qwen3_coder", g,
+                   "<function=get_weather>\n<parameter=city>\nSão <i>Paulo</i>\n</paramete\n</parameter>\n<parameter=unit>\n"
+                   "f\n</parameter>\n</function>\n</tool_call>",
+                   "get_weather {\"city\":\"São <i>Paulo</i>\\n</paramete\",\"unit\":\"f\"}");
+        forced_yes(TOOLS, "qwen3_coder", g,
+                   "<function=add>\n<parameter=a>\n3\n</parameter>\n<parameter=b>\n-4\n</parameter>\n</function>\n</tool_call>"
+                   "\n<tool_call>\n<function=now>\n</function>\n</tool_call>",
+                   "add {\"a\":3,\"b\":-4}|now {}");
+        static const char *no[] = {
+            "<function=get_weather>\n<parameter=city>\nX\n</parameter>\n<parameter=unit>\nk\n</parameter>\n</function>\n</tool_call>",
+            "<function=add>\n<parameter=a>\n1.5\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>",
+            "<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",                   /* b required */
+            "<function=add>\n<parameter=b>\n1\n</parameter>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+            "<function=get_weather>\n<parameter=city>\nX\n</parameter>\n<parameter=z>\n1\n</parameter>\n</function>\n</tool_call>",
+            "<function=get_weather>\n<parameter=city>\nA\n</parameter>\nB\n</parameter>\n</function>\n</tool_call>",
+            "<function=rm>\n</function>\n</tool_call>",
+            "<function=now>\n</function>",                                                               /* not closed */
+        };
+        for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) CHECKF(takes(g, no[i]) == 0, "takes %s", no[i]);
+        tm_grammar_free(g);
+    }
+    /* lazy: from the marker on */
+    char *src = NULL;
+    tm_err e = {0};
+    CHECK(tm_tool_grammar(tm_tool_dialect_named("qwen3_coder"), TOOLS, NULL, 1, 1, &src, &e) == TM_OK);
+    g = NULL;
+    if (src && tm_grammar_parse(&g, src, strlen(src), &e) == TM_OK) {
+        CHECK(takes(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>") == 1);
+        CHECK(takes(g, "<function=now>\n</function>\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    free(src);
+    g = forced("glm", TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, "glm", g, "get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+                   "get_weather {\"city\":\"Paris\"}");
+        forced_yes(TOOLS, "glm", g,
+                   "add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>2</arg_value>\n"
+                   "</tool_call>\n<tool_call>now\n</tool_call>",
+                   "add {\"a\":1,\"b\":2}|now {}");
+        CHECK(takes(g, "get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>B</arg_value>\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    g = forced("qwen3_coder", TOOLS_X, NULL, 0);
+    if (g) {
+        forced_yes(TOOLS_X, "qwen3_coder", g,
+                   "<function=set>\n<parameter=flag>\ntrue\n</parameter>\n<parameter=tags>\n[\"x\"]\n</parameter>\n"
+                   "<parameter=level>\n3\n</parameter>\n</function>\n</tool_call>",
+                   "set {\"flag\":true,\"tags\":[\"x\"],\"level\":3}");
+        CHECK(takes(g, "<function=set>\n<parameter=level>\n4\n</parameter>\n</function>\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    /* a strict tool's string bound the raw form cannot hold: refused, naming it; not strict: ignored */
+    const char *strict = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"strict\":true,\"parameters\":{\"type\":"
+                         "\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}]";
+    src = NULL;
+    CHECK(tm_tool_grammar(tm_tool_dialect_named("qwen3_coder"), strict, NULL, 1, 0, &src, &e) == TM_E_UNSUPPORTED &&
+          strstr(e.msg, "properties.s") && strstr(e.msg, "pattern"));
+    free(src);
+    src = NULL;
+    const char *loose = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                        "\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}]";
+    CHECK(tm_tool_grammar(tm_tool_dialect_named("qwen3_coder"), loose, NULL, 1, 0, &src, &e) == TM_OK);
+    free(src);
+}
+
 int main(void)
 {
     test_detect();
@@ -519,5 +727,8 @@ int main(void)
     test_holdback();
     test_grammar();
     test_ids();
+    test_xml_parse();
+    test_xml_roundtrip();
+    test_xml_grammar();
     return th_done("test_toolcall");
 }

@@ -12,6 +12,12 @@
 #include "text/grammar.h"
 #include "text/json_schema.h"
 
+static const tm_tool_xml qwen3_xml = {.fn_open = "<function=", .fn_close = ">", .fn_end = "</function>",
+                                      .key_open = "<parameter=", .key_close = ">", .val_open = "",
+                                      .val_close = "</parameter>", .trim_nl = 1};
+static const tm_tool_xml glm_xml = {.fn_open = "", .fn_close = "", .fn_end = "", .key_open = "<arg_key>",
+                                    .key_close = "</arg_key>", .val_open = "<arg_value>", .val_close = "</arg_value>"};
+
 /* The dialects, in the order detection tries them (a template showing "[TOOL_CALLS]" may also
  * mention the others' words; none of the later markers contains an earlier one). */
 static const tm_tool_dialect dialects[] = {
@@ -24,6 +30,11 @@ static const tm_tool_dialect dialects[] = {
     {.name = "granite", .detect = {"<|tool_call|>", NULL}, .open = "<|tool_call|>", .close = "", .list = 1,
      .bare = 1, .args_key = "arguments", .gen_open = "<|tool_call|>[", .gen_close = "", .gen_sep = ", ",
      .gen_end = "]"},
+    {.name = "qwen3_coder", .detect = {"<parameter=", NULL}, .open = "<tool_call>", .close = "</tool_call>",
+     .args_key = "arguments", .gen_open = "<tool_call>\n", .gen_close = "\n</tool_call>", .gen_sep = "\n<tool_call>\n",
+     .gen_end = "", .xml = &qwen3_xml},
+    {.name = "glm", .detect = {"<arg_key>", NULL}, .open = "<tool_call>", .close = "</tool_call>", .args_key = "arguments",
+     .gen_open = "<tool_call>", .gen_close = "</tool_call>", .gen_sep = "\n<tool_call>", .gen_end = "", .xml = &glm_xml},
     {.name = "hermes", .detect = {"<tool_call>", NULL}, .open = "<tool_call>", .close = "</tool_call>",
      .args_key = "arguments", .gen_open = "<tool_call>\n", .gen_close = "\n</tool_call>",
      .gen_sep = "\n<tool_call>\n", .gen_end = ""},
@@ -50,7 +61,7 @@ const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
 
 const char *tm_tool_dialect_names(void)
 {
-    return "hermes, llama3_json, mistral, mistral_args, granite";
+    return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm";
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
@@ -270,12 +281,183 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     return rc;
 }
 
+/* ---- XML dialects ---- */
+
+/* does text[p..len) start with tag t? 1 yes, 0 no, -1 the text ends inside it; t "" is never there */
+static int tag_at(const char *t, const char *text, size_t len, size_t p)
+{
+    int whole;
+    if (!marker_at(t, text, len, p, &whole)) return 0;
+    return whole ? 1 : -1;
+}
+
+/* the schema of tool's parameter key (NULL: none declared) */
+static const cJSON *param_schema(const cJSON *tool, const char *key)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(tool_fn(tool), "parameters");
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(params, "properties"), key);
+}
+
+/* is schema's value a string (written raw between the tags)? Its "type" says so (or lists "string");
+ * without a type, an enum or const of strings only, or nothing that says otherwise (no schema) */
+static int string_typed(const cJSON *schema)
+{
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(schema, "type"), *e;
+    if (cJSON_IsString(ty)) return !strcmp(ty->valuestring, "string");
+    if (cJSON_IsArray(ty)) {
+        cJSON_ArrayForEach(e, ty) if (cJSON_IsString(e) && !strcmp(e->valuestring, "string")) return 1;
+        return 0;
+    }
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum");
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(schema, "const");
+    if (co) return cJSON_IsString(co);
+    for (e = cJSON_IsArray(en) ? en->child : NULL; e; e = e->next)
+        if (!cJSON_IsString(e)) return 0;
+    return 1;
+}
+
+/* an XML argument's value, raw text v [n], typed by its schema: a string where the schema says so (or
+ * says nothing), else the text as JSON, or as Python's str() of a boolean or None (the form the
+ * templates print non-string values in), else the text. NULL: out of memory */
+static cJSON *xml_value(const cJSON *schema, const char *v, size_t n)
+{
+    if (!string_typed(schema)) {
+        const char *e = NULL;
+        cJSON *j = n ? cJSON_ParseWithLengthOpts(v, n, &e, 0) : NULL;
+        if (j && skip_ws(v, (size_t)(e - v), n) == n) return j; /* the whole text, not a value and more */
+        cJSON_Delete(j);
+        static const struct {
+            const char *py;
+            int kind;
+        } py[] = {{"True", cJSON_True}, {"False", cJSON_False}, {"None", cJSON_NULL}};
+        for (size_t i = 0; i < sizeof py / sizeof py[0]; i++)
+            if (n == strlen(py[i].py) && !memcmp(v, py[i].py, n))
+                return py[i].kind == cJSON_True ? cJSON_CreateTrue()
+                       : py[i].kind == cJSON_False ? cJSON_CreateFalse() : cJSON_CreateNull();
+    }
+    char *str = malloc(n + 1);
+    if (!str) return NULL;
+    memcpy(str, v, n);
+    str[n] = '\0';
+    cJSON *j = cJSON_CreateString(str);
+    free(str);
+    return j;
+}
+
+/* One call of an XML dialect at text[p..len): GOOD (*end past it), BAD, CUT or TM_E_NOMEM. A tag the
+ * text ends inside, or a value without its closing tag, is CUT in a reply cut short. */
+static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools,
+                       calls *c, size_t *end, int cut)
+{
+    const tm_tool_xml *x = d->xml;
+    const int more = cut ? CUT : BAD; /* the text ends where the call goes on */
+    size_t q = p;
+    int t = tag_at(x->fn_open, text, len, q);
+    if (t < 0 || (*x->fn_open && q == len)) return more;
+    if (*x->fn_open && !t) return BAD;
+    q += strlen(x->fn_open);
+    size_t n0 = q;
+    while (q < len && name_char(text[q])) q++;
+    if (q == len) return more;
+    if (q == n0 || q - n0 > TM_TOOL_MAX_NAME) return BAD;
+    char nm[TM_TOOL_MAX_NAME + 1];
+    memcpy(nm, text + n0, q - n0);
+    nm[q - n0] = '\0';
+    if ((t = tag_at(x->fn_close, text, len, q)) < 0) return more;
+    if (*x->fn_close && !t) return BAD;
+    q += strlen(x->fn_close);
+    const cJSON *tool = declared(tools, nm);
+    if (!tool) return BAD;
+    cJSON *o = cJSON_CreateObject(), *args = cJSON_CreateObject();
+    if (!o || !args || !cJSON_AddStringToObject(o, "name", nm) || !cJSON_AddItemToObject(o, "arguments", args)) {
+        if (!cJSON_GetObjectItemCaseSensitive(o, "arguments")) cJSON_Delete(args);
+        cJSON_Delete(o);
+        return TM_E_NOMEM;
+    }
+    int rc = GOOD;
+    size_t kl = strlen(x->key_close), vl = strlen(x->val_close);
+    for (;;) {
+        q = skip_ws(text, q, len);
+        if ((t = tag_at(x->key_open, text, len, q)) < 0 || (q == len && (cut || *x->fn_end))) {
+            rc = more;
+            break;
+        }
+        if (!t) { /* no more arguments: the call's end tag, where it has one (a reply cut inside it: complete) */
+            if (*x->fn_end && (t = tag_at(x->fn_end, text, len, q)) != 1) {
+                if (t < 0 && cut) q = len;
+                else rc = t < 0 ? more : BAD;
+            } else {
+                q += strlen(x->fn_end);
+            }
+            break;
+        }
+        q += strlen(x->key_open);
+        const char *kc = memmem(text + q, len - q, x->key_close, kl);
+        size_t k1 = kc ? (size_t)(kc - text) : len;
+        if (!kc && len - q < 256) {
+            rc = more;
+            break;
+        }
+        if (k1 == q || k1 - q > 256 || memchr(text + q, '\n', k1 - q) || memchr(text + q, '<', k1 - q)) {
+            rc = BAD; /* not a key */
+            break;
+        }
+        char key[257];
+        memcpy(key, text + q, k1 - q);
+        key[k1 - q] = '\0';
+        q = k1 + kl;
+        if (*x->val_open) {
+            q = skip_ws(text, q, len);
+            if ((t = tag_at(x->val_open, text, len, q)) != 1 || q == len) {
+                rc = t < 0 || q == len ? more : BAD;
+                break;
+            }
+            q += strlen(x->val_open);
+        }
+        const char *vc = memmem(text + q, len - q, x->val_close, vl);
+        if (!vc) {
+            rc = more;
+            break;
+        }
+        size_t v0 = q, v1 = (size_t)(vc - text);
+        if (x->trim_nl && v0 < v1 && text[v0] == '\n') v0++;
+        if (x->trim_nl && v1 > v0 && text[v1 - 1] == '\n') v1--;
+        q = (size_t)(vc - text) + vl;
+        cJSON *val = xml_value(param_schema(tool, key), text + v0, v1 - v0);
+        if (!val) {
+            rc = TM_E_NOMEM;
+            break;
+        }
+        if (cJSON_GetObjectItemCaseSensitive(args, key)) cJSON_ReplaceItemInObjectCaseSensitive(args, key, val);
+        else if (!cJSON_AddItemToObject(args, key, val)) {
+            cJSON_Delete(val);
+            rc = TM_E_NOMEM;
+            break;
+        }
+    }
+    if (rc == GOOD) rc = add_call(o, tools, c);
+    cJSON_Delete(o);
+    if (rc == GOOD) *end = q;
+    return rc;
+}
+
 /* The calls of one marker (or of a bare reply) at text[p..len): GOOD with *end past them, BAD,
  * CUT (cut: the reply ends inside a call; the complete ones before it are in c) or TM_E_NOMEM. A
  * list is read element by element, so that a cut one leaves those before it. */
 static int calls_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools, calls *c,
                     size_t *end, int cut)
 {
+    if (d->xml) { /* one call a marker; a second function tag in the same block is a second call */
+        int rc = xml_call_at(d, text, len, p, tools, c, end, cut);
+        while (rc == GOOD && *d->xml->fn_open) {
+            size_t q = skip_ws(text, *end, len), e = 0;
+            if (tag_at(d->xml->fn_open, text, len, q) != 1) break;
+            int r2 = xml_call_at(d, text, len, q, tools, c, &e, cut);
+            if (r2 != GOOD) return r2;
+            *end = e;
+        }
+        return rc;
+    }
     if (d->args_marker) { /* named calls, one after another (their markers are special tokens the text may skip) */
         int rc = named_call_at(d, text, len, p, tools, c, end, cut);
         while (rc == GOOD) {
@@ -484,15 +666,15 @@ static int put_renamed(text_t *t, const char *src, const char *pfx)
     return rc;
 }
 
-/* the rules "tI-..." of tool I's arguments: its parameters schema (an object schema; "type"
- * added where it has none); a tool not strict has it converted leniently (keywords not supported
- * ignored), and where even that fails, any object */
-static int put_args(text_t *t, const cJSON *fn, int i, tm_err *err)
+/* the rules "PFX..." of schema (root PFXroot), converted strictly or, for a tool not strict,
+ * leniently (keywords not supported ignored), and where even that fails, any value (any object where
+ * obj); obj: the schema of an object ("type" added where it has none). field names it in errors. */
+static int put_schema(text_t *t, const cJSON *schema_in, int strict, int obj, const char *pfx, const char *field,
+                      tm_err *err)
 {
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-    int strict = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
-    cJSON *schema = cJSON_IsObject(params) ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
-    if (schema && !cJSON_GetObjectItemCaseSensitive(schema, "type") && !cJSON_AddStringToObject(schema, "type", "object")) {
+    cJSON *schema = cJSON_IsObject(schema_in) ? cJSON_Duplicate(schema_in, 1) : cJSON_CreateObject();
+    if (schema && obj && !cJSON_GetObjectItemCaseSensitive(schema, "type") &&
+        !cJSON_AddStringToObject(schema, "type", "object")) {
         cJSON_Delete(schema);
         schema = NULL;
     }
@@ -504,18 +686,133 @@ static int put_args(text_t *t, const cJSON *fn, int i, tm_err *err)
     int rc = strict ? tm_json_schema_gbnf(js, strlen(js), &gbnf, &e2) : tm_json_schema_gbnf_lenient(js, strlen(js), &gbnf, &e2);
     free(js);
     if (rc != TM_OK && rc != TM_E_NOMEM && !strict) {
-        static const char any[] = "{\"type\":\"object\"}";
-        rc = tm_json_schema_gbnf(any, sizeof any - 1, &gbnf, &e2);
+        const char *any = obj ? "{\"type\":\"object\"}" : "{}";
+        rc = tm_json_schema_gbnf(any, strlen(any), &gbnf, &e2);
     }
     if (rc != TM_OK) {
         free(gbnf);
-        return tm_errf(err, rc, "tools[%d].function.parameters: %s", i, e2.msg);
+        return tm_errf(err, rc, "%s: %s", field, e2.msg);
     }
-    char pfx[24];
-    snprintf(pfx, sizeof pfx, "t%d-", i);
     rc = put_renamed(t, gbnf, pfx);
     free(gbnf);
     return rc ? tm_errf(err, TM_E_NOMEM, "out of memory") : TM_OK;
+}
+
+/* the rules "tI-..." of tool I's arguments: its parameters schema (an object schema) */
+static int put_args(text_t *t, const cJSON *fn, int i, tm_err *err)
+{
+    char pfx[24], field[48];
+    snprintf(pfx, sizeof pfx, "t%d-", i);
+    snprintf(field, sizeof field, "tools[%d].function.parameters", i);
+    return put_schema(t, cJSON_GetObjectItemCaseSensitive(fn, "parameters"),
+                      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict")), 1, pfx, field, err);
+}
+
+/* s as a GBNF character class's members */
+static int put_class_chars(text_t *t, const char *s)
+{
+    int rc = TM_OK;
+    for (; *s && !rc; s++) {
+        char e[8];
+        if (*s == '\n') snprintf(e, sizeof e, "\\n");
+        else if (strchr("\\]^-[", *s)) snprintf(e, sizeof e, "\\%c", *s);
+        else snprintf(e, sizeof e, "%c", *s);
+        rc = puts_(t, e);
+    }
+    return rc;
+}
+
+/* rules tc-s0 .. tc-s{m-1}: the texts that do not contain stop (m ASCII bytes, its first byte nowhere
+ * else in it: so it has no border, and a value then stop holds stop only at its end). They are stop's
+ * prefix automaton: tc-sI has read a text whose longest end that begins stop is I bytes long; on a
+ * byte that does not go on with stop, that is 1 if the byte is stop's first, else 0. */
+static int put_avoid(text_t *t, const char *stop)
+{
+    size_t m = strlen(stop);
+    char seen[128] = "";
+    size_t ns = 0;
+    for (size_t k = 0; k < m; k++)
+        if (!memchr(seen, stop[k], ns)) seen[ns++] = stop[k];
+    seen[ns] = '\0';
+    int rc = TM_OK;
+    for (size_t i = 0; i < m && !rc; i++) {
+        char head[48];
+        snprintf(head, sizeof head, "tc-s%zu ::= [^", i);
+        rc = puts_(t, head) || put_class_chars(t, seen) || puts_(t, "] tc-s0");
+        for (size_t k = 0; k < ns && !rc; k++) {
+            size_t j = stop[i] == seen[k] ? i + 1 : stop[0] == seen[k] ? 1 : 0;
+            if (j == m) continue; /* stop itself: not in a value */
+            char ch[2] = {seen[k], '\0'}, nx[32];
+            snprintf(nx, sizeof nx, " tc-s%zu", j);
+            rc = puts_(t, " | ") || put_lit(t, ch) || puts_(t, nx);
+        }
+        rc = rc || puts_(t, " |\n");
+    }
+    return rc;
+}
+
+/* a string value's element, raw text: its enum's or const's strings, else any text without the closing
+ * tag (tc-s0). What else would bound a string (lengths, pattern, format) is not enforced: refused for a
+ * strict tool (TM_E_UNSUPPORTED naming the field), ignored for the others. */
+static int put_str_value(text_t *t, const cJSON *schema, int strict, const char *field, tm_err *err)
+{
+    static const char *bounds[] = {"minLength", "maxLength", "pattern", "format"};
+    for (size_t b = 0; strict && b < sizeof bounds / sizeof bounds[0]; b++)
+        if (cJSON_GetObjectItemCaseSensitive(schema, bounds[b]))
+            return tm_errf(err, TM_E_UNSUPPORTED, "%s: '%s' is not supported for a string argument of this tool-call dialect",
+                           field, bounds[b]);
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum"), *e;
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(schema, "const");
+    int bad = 0, first = 1;
+    if (cJSON_IsString(co)) return puts_(t, " ") || put_lit(t, co->valuestring) ? tm_errf(err, TM_E_NOMEM, "out of memory") : TM_OK;
+    for (e = cJSON_IsArray(en) ? en->child : NULL; e && !bad; e = e->next, first = 0)
+        bad = puts_(t, first ? " ( " : " | ") || put_lit(t, e->valuestring);
+    if (!first) bad = bad || puts_(t, " )");
+    else bad = puts_(t, " tc-s0");
+    return bad ? tm_errf(err, TM_E_NOMEM, "out of memory") : TM_OK;
+}
+
+/* tool I's call in XML dialect x: tc-I ::= fn_open NAME fn_close "\n" arguments fn_end, each declared
+ * property in the schema's order (the required ones present), key_open KEY key_close "\n" val_open
+ * VALUE ["\n"] val_close "\n"; a string's VALUE tc-s0 (no closing tag in it), another its schema */
+static int put_xml_call(text_t *t, const tm_tool_xml *x, const cJSON *tool, int i, tm_err *err)
+{
+    const cJSON *fn = tool_fn(tool), *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
+    int strict = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
+    char rule[64];
+    snprintf(rule, sizeof rule, "tc-%d ::= ", i);
+    int bad = puts_(t, rule) || put_lit(t, x->fn_open) || puts_(t, " ") || put_lit(t, tool_name(tool)) ||
+              puts_(t, " ") || put_lit(t, x->fn_close) || puts_(t, " \"\\n\"");
+    const cJSON *first = cJSON_IsObject(props) ? props->child : NULL, *p;
+    int k = 0;
+    for (p = first; p; p = p->next) {
+        int required = 0;
+        for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next)
+            required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
+        snprintf(rule, sizeof rule, " t%d-a%d%s", i, k++, required ? "" : "?");
+        bad = bad || puts_(t, rule);
+    }
+    bad = bad || puts_(t, " ") || put_lit(t, x->fn_end) || puts_(t, "\n");
+    k = 0;
+    int rc = TM_OK;
+    for (p = first; p && !bad && !rc; p = p->next) {
+        char pfx[32], field[96];
+        snprintf(rule, sizeof rule, "t%d-a%d ::= ", i, k);
+        bad = puts_(t, rule) || put_lit(t, x->key_open) || puts_(t, " ") || put_lit(t, p->string) || puts_(t, " ") ||
+              put_lit(t, x->key_close) || puts_(t, " \"\\n\" ") || put_lit(t, x->val_open);
+        snprintf(pfx, sizeof pfx, "t%d-v%d-", i, k);
+        snprintf(field, sizeof field, "tools[%d].function.parameters.properties.%.40s", i, p->string);
+        if (!bad && string_typed(p)) rc = put_str_value(t, p, strict, field, err);
+        else bad = bad || puts_(t, " ") || puts_(t, pfx) || puts_(t, "root");
+        bad = bad || puts_(t, " ") || (x->trim_nl && puts_(t, "\"\\n\" ")) || put_lit(t, x->val_close) ||
+              puts_(t, " \"\\n\"\n");
+        if (!bad && !rc && !string_typed(p)) rc = put_schema(t, p, strict, 0, pfx, field, err);
+        k++;
+    }
+    if (bad) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    return rc;
 }
 
 int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel, int with_open,
@@ -547,10 +844,19 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
         first = 0;
     }
     bad = bad || puts_(&t, "\ntc-ws ::= \" \"?\n");
+    if (d->xml && !bad) { /* a string value: any text without the closing tag (with the form's newline) */
+        char stop[64];
+        snprintf(stop, sizeof stop, "%s%s", d->xml->trim_nl ? "\n" : "", d->xml->val_close);
+        bad = put_avoid(&t, stop);
+    }
     i = 0;
     for (const cJSON *tool = tools->child; tool && !bad && rc == TM_OK; tool = tool->next, i++) {
         if (only && strcmp(tool_name(tool), only)) continue;
         char key[64], nm[96], rule[32];
+        if (d->xml) {
+            rc = put_xml_call(&t, d->xml, tool, i, err);
+            continue;
+        }
         if (d->args_marker) { /* the bare form: the name, then the object */
             snprintf(rule, sizeof rule, "tc-%d ::= ", i);
             bad = puts_(&t, rule) || put_lit(&t, tool_name(tool));

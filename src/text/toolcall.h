@@ -8,6 +8,9 @@
  *   mistral_args [TOOL_CALLS]f[ARGS]{...}[TOOL_CALLS]g[ARGS]{...}              (Mistral Small 3.1+, Devstral,
  *                ([CALL_ID]id before [ARGS] in some)                             Magistral: v11+ templates)
  *   granite      <|tool_call|>[{"name": "f", "arguments": {...}}, ...]            (Granite 3)
+ *   qwen3_coder  <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n</function>\n</tool_call>
+ *                                                          (Qwen3-Coder, Qwen3.5, Nemotron 3 Nano, Step 3.5)
+ *   glm          <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>  (GLM-4.5 to 4.7)
  *
  * The chat template says which: it shows the model its own past calls in the same form, so
  * tm_tool_dialect_detect finds a dialect by its marker in the template's source.
@@ -46,6 +49,15 @@
  * bare dialect, a reply still blank or opening with the calls' bracket) and the rest waits for the
  * end, where the parse decides.
  *
+ * An XML dialect (qwen3_coder, glm; tm_tool_xml) writes a call as tags: the name, then each argument
+ * as a key and its value as raw text up to the value's closing tag (a string as it is; other
+ * values as the template printed them: JSON, or Python's str() of a number or a boolean). The
+ * parser gives each value its type from the tool's schema: a property of type "string" (or of no
+ * declared type) keeps the text, any other reads it as JSON (also True / False / None), falling
+ * back to the text where it is not. Its forced grammar writes the declared properties in the
+ * schema's order, the required ones present, a string value any text that does not contain the
+ * closing tag, others held to their schema as JSON.
+ *
  * A forced reply (tool_choice "required" or one function) is a grammar (text/grammar.h): the
  * dialect's form, each call to one declared tool with arguments held to its "parameters" schema
  * (text/json_schema.h, its rules renamed per tool). A schema the converter does not support is
@@ -64,8 +76,20 @@
 #define TM_TOOL_MAX_TOOLS 128 /* tools per request */
 #define TM_TOOL_MAX_NAME 64   /* bytes of a tool's name: letters, digits, '_', '-', '.' */
 
+/* the tags of an XML dialect's call: fn_open NAME fn_close, then per argument key_open KEY key_close
+ * val_open VALUE val_close, then fn_end; with trim_nl a newline after key_close and one before
+ * val_close belong to the form, not the value */
+typedef struct tm_tool_xml {
+    const char *fn_open;     /* "<function="; "": the name stands bare, to a newline or '<' */
+    const char *fn_close;    /* ">"; "" */
+    const char *fn_end;      /* "</function>"; "" (the dialect's close ends the call) */
+    const char *key_open, *key_close; /* "<parameter=" ">"; "<arg_key>" "</arg_key>" */
+    const char *val_open, *val_close; /* "" "</parameter>"; "<arg_value>" "</arg_value>" */
+    int trim_nl;
+} tm_tool_xml;
+
 typedef struct tm_tool_dialect {
-    const char *name;        /* "hermes", "llama3_json", "mistral", "mistral_args", "granite" */
+    const char *name;        /* "hermes", "llama3_json", "mistral", "mistral_args", "granite", "qwen3_coder", "glm" */
     const char *detect[2];   /* a chat template showing any of these uses this dialect */
     const char *open;        /* the marker before a call (list: before the list) */
     const char *close;       /* after each call ("": none); optional at the reply's end */
@@ -82,6 +106,7 @@ typedef struct tm_tool_dialect {
     const char *args_marker; /* a named dialect: between a call's name and its arguments (optional in the
                                 text); NULL: calls are JSON objects with "name" */
     const char *id_marker;   /* ... and, optional, an id after this before args_marker */
+    const tm_tool_xml *xml;  /* an XML dialect's tags (NULL: the calls are JSON) */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
