@@ -717,6 +717,21 @@ static void test_xml_grammar(void)
                         "\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}]";
     CHECK(tm_tool_grammar(tm_tool_dialect_named("qwen3_coder"), loose, NULL, 1, 0, &src, &e) == TM_OK);
     free(src);
+    /* a property name or an enum value the tags cannot hold (a tag's character, bytes that are not UTF-8) */
+    static const char *unwritable[] = {
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":{\"a>b\":{}}}}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":{\"a\xde\":{}}}}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":{\"a\":"
+        "{\"enum\":[\"x\\n</parameter>\"]}}}}}]",
+    };
+    for (size_t i = 0; i < sizeof unwritable / sizeof unwritable[0]; i++) {
+        src = NULL;
+        e = (tm_err){0};
+        CHECKF(tm_tool_grammar(tm_tool_dialect_named("qwen3_coder"), unwritable[i], NULL, 1, 0, &src, &e) ==
+                   TM_E_UNSUPPORTED && strstr(e.msg, "cannot write") && !src,
+               "%zu: %s", i, e.msg);
+        free(src);
+    }
 }
 
 int main(void)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <utf8proc.h>
 
 #include "core/grow.h"
 #include "text/grammar.h"
@@ -751,10 +752,31 @@ static int put_avoid(text_t *t, const char *stop)
     return rc;
 }
 
+/* stop := what ends a string value in the grammar: the form's newline, then the closing tag */
+static void xml_stop(const tm_tool_xml *x, char *stop, size_t size)
+{
+    snprintf(stop, size, "%s%s", x->trim_nl ? "\n" : "", x->val_close);
+}
+
+/* can the grammar write s between an XML dialect's tags? Valid UTF-8 (a literal holds code points), and,
+ * for a key (key: 1), 1 to 256 bytes without '<', '>' or a newline, which would end it early */
+static int xml_writable(const char *s, int key)
+{
+    size_t n = strlen(s);
+    if (key && (n == 0 || n > 256 || strpbrk(s, "<>\n"))) return 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) return 0;
+        i += (size_t)k;
+    }
+    return 1;
+}
+
 /* a string value's element, raw text: its enum's or const's strings, else any text without the closing
  * tag (tc-s0). What else would bound a string (lengths, pattern, format) is not enforced: refused for a
  * strict tool (TM_E_UNSUPPORTED naming the field), ignored for the others. */
-static int put_str_value(text_t *t, const cJSON *schema, int strict, const char *field, tm_err *err)
+static int put_str_value(text_t *t, const cJSON *schema, int strict, const char *stop, const char *field, tm_err *err)
 {
     static const char *bounds[] = {"minLength", "maxLength", "pattern", "format"};
     for (size_t b = 0; strict && b < sizeof bounds / sizeof bounds[0]; b++)
@@ -764,6 +786,10 @@ static int put_str_value(text_t *t, const cJSON *schema, int strict, const char 
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(schema, "enum"), *e;
     const cJSON *co = cJSON_GetObjectItemCaseSensitive(schema, "const");
     int bad = 0, first = 1;
+    int writable = !cJSON_IsString(co) || (xml_writable(co->valuestring, 0) && !strstr(co->valuestring, stop));
+    for (e = cJSON_IsArray(en) ? en->child : NULL; e && writable; e = e->next)
+        writable = !cJSON_IsString(e) || (xml_writable(e->valuestring, 0) && !strstr(e->valuestring, stop));
+    if (!writable) return tm_errf(err, TM_E_UNSUPPORTED, "%s: a value this tool-call dialect cannot write", field);
     if (cJSON_IsString(co)) return puts_(t, " ") || put_lit(t, co->valuestring) ? tm_errf(err, TM_E_NOMEM, "out of memory") : TM_OK;
     for (e = cJSON_IsArray(en) ? en->child : NULL; e && !bad; e = e->next, first = 0)
         bad = puts_(t, first ? " ( " : " | ") || put_lit(t, e->valuestring);
@@ -777,6 +803,8 @@ static int put_str_value(text_t *t, const cJSON *schema, int strict, const char 
  * VALUE ["\n"] val_close "\n"; a string's VALUE tc-s0 (no closing tag in it), another its schema */
 static int put_xml_call(text_t *t, const tm_tool_xml *x, const cJSON *tool, int i, tm_err *err)
 {
+    char stop[64];
+    xml_stop(x, stop, sizeof stop);
     const cJSON *fn = tool_fn(tool), *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
@@ -804,7 +832,11 @@ static int put_xml_call(text_t *t, const tm_tool_xml *x, const cJSON *tool, int 
               put_lit(t, x->key_close) || puts_(t, " \"\\n\" ") || put_lit(t, x->val_open);
         snprintf(pfx, sizeof pfx, "t%d-v%d-", i, k);
         snprintf(field, sizeof field, "tools[%d].function.parameters.properties.%.40s", i, p->string);
-        if (!bad && string_typed(p)) rc = put_str_value(t, p, strict, field, err);
+        if (!xml_writable(p->string, 1)) {
+            rc = tm_errf(err, TM_E_UNSUPPORTED, "%s: a name this tool-call dialect cannot write", field);
+            break;
+        }
+        if (!bad && string_typed(p)) rc = put_str_value(t, p, strict, stop, field, err);
         else bad = bad || puts_(t, " ") || puts_(t, pfx) || puts_(t, "root");
         bad = bad || puts_(t, " ") || (x->trim_nl && puts_(t, "\"\\n\" ")) || put_lit(t, x->val_close) ||
               puts_(t, " \"\\n\"\n");
@@ -846,7 +878,7 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
     bad = bad || puts_(&t, "\ntc-ws ::= \" \"?\n");
     if (d->xml && !bad) { /* a string value: any text without the closing tag (with the form's newline) */
         char stop[64];
-        snprintf(stop, sizeof stop, "%s%s", d->xml->trim_nl ? "\n" : "", d->xml->val_close);
+        xml_stop(d->xml, stop, sizeof stop);
         bad = put_avoid(&t, stop);
     }
     i = 0;
