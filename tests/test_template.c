@@ -154,9 +154,9 @@ static void test_conformance(void)
     snprintf(dir, sizeof dir, "%s/conformance/chat_templates", th_shared());
     conformance_dir(dir, 6, 39);
     /* feature-dense templates rendered by transformers itself (tools/gen_template_refs.py) */
-    conformance_dir("tests/data/templates", 6, 42);
+    conformance_dir("tests/data/templates", 6, 48);
     /* real models' published templates, rendered by transformers with the same cases */
-    conformance_dir("tests/data/chat_templates", 18, 126);
+    conformance_dir("tests/data/chat_templates", 18, 144);
 }
 
 /* ------------------------------------------------------------------ 2. constructs */

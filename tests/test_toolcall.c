@@ -14,7 +14,7 @@
  *    parses, after gen_open, into the calls it spells.
  * 6. XML dialects (qwen3_coder, glm): parsing (values typed by the schema: strings raw, the rest JSON
  *    or Python's str(); several calls, cut replies, malformed tags), the calls the real templates
- *    render (Qwen3-Coder, Qwen3.5, GLM-4.6: tests/data/templates) parsed back, and the forced grammar
+ *    render (Qwen3-Coder, Qwen3.5, GLM-4.6: tests/data/chat_templates) parsed back, and the forced grammar
  *    (required and declared arguments in the schema's order, enums, integers, no closing tag inside a
  *    string; a strict tool's string pattern refused). */
 #include "harness.h"
@@ -46,9 +46,9 @@ static void test_detect(void)
         {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"},
         {"google-gemma-2-2b-it.jinja", NULL},
         {"microsoft-Phi-3.5-mini-instruct.jinja", NULL},
-        {"tests/data/templates/Qwen3-Coder.jinja", "qwen3_coder"},
-        {"tests/data/templates/Qwen3.5-4B.jinja", "qwen3_coder"},
-        {"tests/data/templates/GLM-4.6.jinja", "glm"},
+        {"tests/data/chat_templates/Qwen3-Coder.jinja", "qwen3_coder"},
+        {"tests/data/chat_templates/Qwen3.5-4B.jinja", "qwen3_coder"},
+        {"tests/data/chat_templates/GLM-4.6.jinja", "glm"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
@@ -605,9 +605,9 @@ static void test_xml_roundtrip(void)
 {
     static const struct {
         const char *file, *turn_end;
-    } tpl[] = {{"tests/data/templates/Qwen3-Coder.jinja", "<|im_end|>"},
-               {"tests/data/templates/Qwen3.5-4B.jinja", "<|im_end|>"},
-               {"tests/data/templates/GLM-4.6.jinja", "<|observation|>"}};
+    } tpl[] = {{"tests/data/chat_templates/Qwen3-Coder.jinja", "<|im_end|>"},
+               {"tests/data/chat_templates/Qwen3.5-4B.jinja", "<|im_end|>"},
+               {"tests/data/chat_templates/GLM-4.6.jinja", "<|observation|>"}};
     const char *msgs =
         "[{\"role\":\"user\",\"content\":\"Weather in Paris, and 1 + 2?\"},"
         "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":["
