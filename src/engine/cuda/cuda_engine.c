@@ -10,10 +10,7 @@
  * norm weights), whatever the stage's encoding, and uploaded: vectors f32, matrices (cu_mat.h) as bf16
  * [N][K] (any encoding dequantized: the prefill's form) or, when bound for decode and the stage's
  * encoding is int4 / int8 / int6, packed: the package's own bytes, stacked in the same row order
- * (tm_qkv_row for fused q|k|v), which the GEMV reads (cu_gemv.cu). Packed is opt-in for now
- * (TANDEM_CUDA_PACKED=1): written in session 44, a first form measured on the H200, and its tests
- * (test_cuda_gemv, test_cuda_decode's packed section) not yet run on a GPU; until they pass there,
- * every stage goes up as bf16 by default. The embedding stays bf16 (a step
+ * (tm_qkv_row for fused q|k|v), which the GEMV reads (cu_gemv.cu). The embedding stays bf16 (a step
  * gathers B rows of it); a separate lm_head goes up by row blocks or packed. Products over bf16 are
  * cuBLAS's (bf16 inputs, f32 accumulation and output, tensor cores): y[T][N] = x[T][K] · W[N][K]ᵀ as
  * the column-major product W(op T) · x; over packed weights the GEMV (a decode step's products and the
@@ -51,12 +48,12 @@
  * missing (the prompt a CPU prefill engine wrote, positions another engine appended) comes up as
  * whole pages (staged in pinned memory; a page's bytes are one copy: the host-to-device half of the
  * KV bridge, paid once per prompt). Each layer's new K/V rows (export rows in the cache's dtype, as
- * the prefill makes them) go into the device pages (cu_kv_put) before the attention reads them, and
+ * the prefill makes them) go into the device pages in the attention's launch (cu_dec.cu), and
  * after the step all layers' rows come back with the logits and are scattered into the host pages,
  * which stay the truth every engine shares. The rule the tracking rests on: a position of a held
  * page, once written, is not rewritten by another writer while the sequence lives (sequences only
- * grow; kvcache.h's owner rule). The products are cuBLAS's over bf16 weights, or (TANDEM_CUDA_PACKED=1)
- * the GEMV over the package's decode encoding (4.25 bits a weight for int4 g64); the attention reads the
+ * grow; kvcache.h's owner rule). The products are the GEMV over packed weights (the package's decode
+ * encoding: 4.25 bits a weight for int4 g64) or, for a bf16 stage, cuBLAS's; the attention reads the
  * pages directly (no tensor cores: one query row per head).
  *
  * Not here (docs/status.md): multi-head latent attention and mixture-of-experts layers (bind refuses
@@ -180,8 +177,9 @@ typedef struct cu_eng {
     cudaGraphExec_t graph[CU_MAX_B + 1][2]; /* decode steps captured, by batch and RoPE long factors (or not) */
     int g_dt;                         /* the cache dtype code they were captured for */
     int use_graphs;                   /* TANDEM_CUDA_GRAPHS=0: none (a measurement switch) */
-    int packed;                       /* quantized stage weights stay packed (bound for decode, TANDEM_CUDA_PACKED=1:
-                                         opt-in until the packed path has passed its tests on a GPU, design block) */
+    int h_fused;                      /* a forward call: h16 holds the next layer's attention norm of x already */
+    int packed;                       /* quantized stage weights stay packed (bound for decode; TANDEM_CUDA_PACKED=0:
+                                         bf16, a measurement switch) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -454,7 +452,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     if (!e) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
     e->V = m->V, e->D = m->D, e->L = m->L, e->H = m->H, e->Hk = m->Hk, e->Dh = m->Dh, e->F = m->F;
     const char *pk = getenv("TANDEM_CUDA_PACKED");
-    e->packed = (!opts->roles || (opts->roles & TM_ROLE_DECODE)) && pk && !strcmp(pk, "1");
+    e->packed = (!opts->roles || (opts->roles & TM_ROLE_DECODE)) && !(pk && !strcmp(pk, "0"));
     e->gated = m->gated, e->parallel = m->parallel, e->qk_whole = m->qk_norm == 2, e->qk_heads = m->qk_norm_heads;
     e->norm_kind = m->norm == TM_NORM_LAYER, e->act = m->act, e->cap = opts->max_ctx;
     e->eps = m->eps, e->embed_scale = m->embed_scale, e->attn_scale = m->attn_scale, e->attn_softcap = m->attn_softcap;
@@ -650,14 +648,14 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
     return TM_OK;
 }
 
-/* the decode attention of layer l's step (the export rows exp into the pages first) */
+/* the decode attention of layer l's step (which also puts the export rows exp into the pages) */
 static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb)
 {
     cu_dec_attn_args da = c->da;
     da.layer_off = (size_t)l * c->layer_bytes;
     da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
-    cu_kv_put(e->st, &da, exp, (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), rb);
+    da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb);
     prof_mark(e, PROF_ATTN, 0);
     cu_attn_decode(e->st, &da, e->dseg_n, e->dseg_len, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
@@ -669,8 +667,10 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     const tm_layer_desc *ld = &e->layer[l];
     int D = e->D, Dh = e->Dh, H = e->H, Hk = e->Hk, nq = (H + 2 * Hk) * Dh, F = e->F, T = c->T, rc;
     size_t lay = (size_t)l * Hk * e->cap * Dh;
-    if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    if (!e->h_fused) { /* else the last layer's residual pass left norm(x) in h16 */
+        if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
+        else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    }
     if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
     if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, c->decode, NULL, err))) return rc;
     size_t rb = (size_t)Dh * kv_esz(c->kv_dt);
@@ -719,15 +719,20 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         prof_mark(e, PROF_ATTN, 1);
     }
     if ((rc = gemm(e, e->a, e->att16, &w->wo, T, c->decode, NULL, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
+    int ff = !e->parallel && w->ffn_norm; /* the FFN's norm fused into the residual pass */
+    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                ff ? w->ffn_norm : NULL, w->ffn_norm_b, e->h16);
     const float *fin = e->parallel ? e->x0 : e->x;
-    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
+    if (!ff && w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
+    else if (!ff) cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
     /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
     cu_gemv_epi ep = {.gated = e->gated, .act = e->act, .F = F, .ldg = F, .b = w->bgu, .g = e->g16};
     if ((rc = gemm(e, e->gu, e->h16, &w->wgu, T, c->decode, &ep, err))) return rc;
     if ((rc = gemm(e, e->a, e->g16, &w->wd, T, c->decode, NULL, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
+    const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL; /* and the next layer's attention norm */
+    e->h_fused = nx && nx->attn_norm;
+    cu_residual(e->st, e->x, e->a, w->bo, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
 }
@@ -735,6 +740,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
 /* the embedding of the call's T tokens (already up in e->tok) into x */
 static void embed(cu_eng *e, int T, int pos0, const int *dpos)
 {
+    e->h_fused = 0;
     cu_embed(e->st, e->x, e->embed, e->tok, T, e->D, e->embed_scale, e->pos_embed, pos0, dpos, e->pos_off);
     if (e->embed_norm)
         cu_norm(e->st, e->norm_kind, T, e->D, e->x, e->D, e->embed_norm, e->embed_norm_b, e->eps, e->x, NULL, e->D);
