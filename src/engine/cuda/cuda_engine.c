@@ -731,7 +731,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     if ((rc = gemm(e, e->a, e->g16, &w->wd, T, c->decode, NULL, err))) return rc;
     const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL; /* and the next layer's attention norm */
     e->h_fused = nx && nx->attn_norm;
-    cu_residual(e->st, e->x, e->a, w->bo, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
                 e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
