@@ -10,7 +10,9 @@
  * norm weights), whatever the stage's encoding, and uploaded: vectors f32, matrices (cu_mat.h) as bf16
  * [N][K] (any encoding dequantized: the prefill's form) or, when bound for decode and the stage's
  * encoding is int4 / int8 / int6, packed: the package's own bytes, stacked in the same row order
- * (tm_qkv_row for fused q|k|v), which the GEMV reads (cu_gemv.cu). The embedding stays bf16 (a step
+ * (tm_qkv_row for fused q|k|v), which the GEMV reads (cu_gemv.cu), with the bf16 copy kept beside it
+ * where both fit (dual: half the free memory or less; a step of more than CU_GEMV_DUAL rows then runs
+ * cuBLAS over the copy, since the GEMV reads a weight once per 8 rows). The embedding stays bf16 (a step
  * gathers B rows of it); a separate lm_head goes up by row blocks or packed. Products over bf16 are
  * cuBLAS's (bf16 inputs, f32 accumulation and output, tensor cores): y[T][N] = x[T][K] · W[N][K]ᵀ as
  * the column-major product W(op T) · x; over packed weights the GEMV (a decode step's products and the
@@ -77,6 +79,7 @@
 #define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
 #define CU_SEG 256   /* decode attention: keys per segment, about */
 #define CU_GEMV_MAX 16 /* prefill rows up to which a packed weight runs the GEMV (more: dequantized, cuBLAS) */
+#define CU_GEMV_DUAL 16 /* decode rows up to which a packed weight with a bf16 copy runs the GEMV (more: cuBLAS) */
 #define BLAS_WS ((size_t)32 << 20)
 
 /* what the device arena holds of one sequence (design block "Decode") */
@@ -180,6 +183,8 @@ typedef struct cu_eng {
     int h_fused;                      /* a forward call: h16 holds the next layer's attention norm of x already */
     int packed;                       /* quantized stage weights stay packed (bound for decode; TANDEM_CUDA_PACKED=0:
                                          bf16, a measurement switch) */
+    int dual;                         /* packed layer matrices keep their bf16 copy too, for steps of more than
+                                         CU_GEMV_DUAL rows (where the weights fit twice; TANDEM_CUDA_BF16_COPY=0|1) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -313,6 +318,18 @@ static int up_rows(cu_eng *e, uint16_t **d, const tm_tensor *t, int64_t rows, in
     return rc;
 }
 
+/* do the layer matrices fit twice, packed and as bf16? Where their bf16 bytes are under half the free
+ * device memory (TANDEM_CUDA_BF16_COPY=0 or 1 decides instead) */
+static int dual_fits(const tm_model *m)
+{
+    const char *v = getenv("TANDEM_CUDA_BF16_COPY");
+    if (v && (!strcmp(v, "0") || !strcmp(v, "1"))) return v[0] == '1';
+    double q = (double)m->H * m->Dh, kv = (double)m->Hk * m->Dh, nr = m->gated ? 2.0 * m->F : m->F;
+    double bytes = 2.0 * m->L * ((q + 2 * kv) * m->D + q * m->D + nr * m->D + (double)m->F * m->D);
+    size_t free_b = 0, total = 0;
+    return cudaMemGetInfo(&free_b, &total) == cudaSuccess && bytes < 0.5 * (double)free_b;
+}
+
 /* matrix m of the parts' rows stacked: packed where the engine decodes and their encoding allows
  * (cu_mat.h), else w (the same rows in f32, as the reference's loader put them) as bf16 */
 static int up_mat(cu_eng *e, cu_mat *m, const cu_part *p, int np, int64_t K, const float *w, float *tmp, tm_err *err)
@@ -320,6 +337,7 @@ static int up_mat(cu_eng *e, cu_mat *m, const cu_part *p, int np, int64_t K, con
     int64_t N = 0;
     for (int i = 0; i < np; i++) N += p[i].n;
     int rc = e->packed ? cu_mat_up_packed(m, e->st, p, np, K, err) : 1;
+    if (rc == TM_OK && e->dual) rc = cu_mat_add_bf16(m, e->st, w, tmp, STAGE_FLOATS, err);
     return rc == 1 ? cu_mat_up_f32(m, e->st, w, (int)N, (int)K, tmp, STAGE_FLOATS, err) : rc;
 }
 
@@ -453,6 +471,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     e->V = m->V, e->D = m->D, e->L = m->L, e->H = m->H, e->Hk = m->Hk, e->Dh = m->Dh, e->F = m->F;
     const char *pk = getenv("TANDEM_CUDA_PACKED");
     e->packed = (!opts->roles || (opts->roles & TM_ROLE_DECODE)) && !(pk && !strcmp(pk, "0"));
+    e->dual = e->packed && dual_fits(m);
     e->gated = m->gated, e->parallel = m->parallel, e->qk_whole = m->qk_norm == 2, e->qk_heads = m->qk_norm_heads;
     e->norm_kind = m->norm == TM_NORM_LAYER, e->act = m->act, e->cap = opts->max_ctx;
     e->eps = m->eps, e->embed_scale = m->embed_scale, e->attn_scale = m->attn_scale, e->attn_softcap = m->attn_softcap;
@@ -593,7 +612,8 @@ fail:
 static int kv_code(tm_dtype dt) { return dt == TM_DT_BF16 ? 0 : dt == TM_DT_F16 ? 1 : dt == TM_DT_F32 ? 2 : 3; }
 static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8PC ? 1 : 2; }
 
-/* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T, if packed: a
+/* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T if packed only, up
+ * to CU_GEMV_DUAL rows where w keeps its bf16 copy: a
  * decode step's products and the head, whose rows are at most CU_MAX_B; the GEMV in groups of 8 reads a
  * packed weight ceil(B / 8) times, the later ones mostly from L2, against 4.5 bytes a weight for the
  * dequantized copy and cuBLAS, which a prefill chunk of more than CU_GEMV_MAX rows takes). ep (the FFN's
@@ -604,7 +624,7 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, 
     if (e->prof && !e->prof->decoding) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
     prof_mark(e, PROF_GEMM, 0);
     cu_mm mm = e->mm;
-    if (gemv) mm.gemv_max = CU_MAX_B;
+    if (gemv) mm.gemv_max = w->bf ? CU_GEMV_DUAL : CU_MAX_B;
     int rc = ep ? cu_mat_mul_act(&mm, ep, x, w, T, y, err) : cu_mat_mul(&mm, y, x, w, T, err);
     prof_mark(e, PROF_GEMM, 1);
     return rc;
