@@ -17,7 +17,8 @@
  *     the same weights as bf16 (the default) and with its 37-token prompt through the GEMV rather than
  *     dequantized for cuBLAS (TANDEM_CUDA_GEMV_MAX=64), the last against the f32 reference over those
  *     int4 weights, and a batch of 10 (GEMV groups of 8 and 2) against each sequence alone; with graphs
- *     and bf16 pages, then launched one by one on int8 pages;
+ *     and bf16 pages, then launched one by one on int8 pages; with the bf16 copy kept beside the packed form
+ *     (TANDEM_CUDA_BF16_COPY=1), a batch of 20 (cuBLAS over the copy) against each sequence alone (the GEMV);
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
  *     engine's context, pages that do not cover the step, a cache of another geometry.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
@@ -301,10 +302,12 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids, 
         g[i] = (eng){vt, NULL};
         lg[i] = malloc(sizeof(float) * V);
         setenv(env[i][0], env[i][1], 1);
+        setenv("TANDEM_CUDA_BF16_COPY", "0", 1); /* packed only: the prompt dequantized (the copy: below) */
         if (i == 2) setenv("TANDEM_CUDA_PACKED", "1", 1);
         if (!graphs) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
         CHECKF(vt->bind(&g[i].ctx, m, &o, &err) == TM_OK, "bind (%s): %s", name[i], err.msg);
         unsetenv(env[i][0]);
+        unsetenv("TANDEM_CUDA_BF16_COPY");
         unsetenv("TANDEM_CUDA_PACKED");
         unsetenv("TANDEM_CUDA_GRAPHS");
     }
@@ -368,6 +371,41 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids, 
     printf("packed: a batch of %d vs each sequence alone: max diff %.2e of the row's max\n", NB, dworst);
     CHECKF(ok && dworst < 1e-5, "packed batch of %d vs alone: %.3e", NB, dworst);
     for (int b = 0; b < NB; b++) tm_kv_seq_release(kb, &sb[b]);
+    /* packed with the bf16 copy beside it: a batch of 20 (past CU_GEMV_DUAL: cuBLAS over the copy)
+       against each sequence alone (one row: the GEMV over the packed form) */
+    enum { ND = 20 };
+    eng gd = {vt, NULL};
+    setenv("TANDEM_CUDA_BF16_COPY", "1", 1);
+    if (!graphs) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
+    CHECKF(vt->bind(&gd.ctx, m, &o, &err) == TM_OK, "bind (packed + bf16 copy): %s", err.msg);
+    unsetenv("TANDEM_CUDA_BF16_COPY");
+    unsetenv("TANDEM_CUDA_GRAPHS");
+    tm_kv_seq sd[ND], *pd[ND];
+    int32_t tokd[ND];
+    int posd[ND];
+    memset(sd, 0, sizeof sd);
+    float *ld = malloc(sizeof(float) * ND * V);
+    ok = ok && gd.ctx && ld;
+    for (int b = 0; b < ND && ok; b++) {
+        pd[b] = &sd[b], posd[b] = 5 + b, tokd[b] = ids[200 + b];
+        ok = prefill(gd, kb, &sd[b], ids + 2 * b, posd[b], 1) == TM_OK;
+    }
+    if (ok) ok = step(gd, kb, pd, tokd, posd, ND, ld) == TM_OK;
+    double dkl = 0, dd = 0;
+    int dflips = 0;
+    for (int b = 0; b < ND && ok; b++) {
+        memset(&s1, 0, sizeof s1);
+        ok = prefill(gd, k1, &s1, ids + 2 * b, posd[b], 1) == TM_OK && step(gd, k1, &p1, &tokd[b], &posd[b], 1, lg[0]) == TM_OK;
+        snprintf(what, sizeof what, "packed + bf16 copy, batch of %d, row %d", ND, b);
+        if (ok) close_rows(what, lg[0], ld + (size_t)b * V, V, &dkl, &dflips, &dd);
+        tm_kv_seq_release(k1, &s1);
+    }
+    CHECKF(ok, "packed + bf16 copy: the batch of %d did not run", ND);
+    printf("packed + bf16 copy: a batch of %d (cuBLAS over the copy) vs each alone (the GEMV): max KL %.2e, max diff "
+           "%.2e of the row's max, %d top-1 flips\n", ND, dkl, dd, dflips);
+    for (int b = 0; b < ND; b++) tm_kv_seq_release(kb, &sd[b]);
+    if (gd.ctx) vt->unbind(gd.ctx);
+    free(ld);
     tm_kv_cache_free(kb);
     tm_kv_cache_free(k1);
     free(lb);

@@ -1,9 +1,12 @@
 /* engine/cuda/cu_dec.cu: the decode step's KV on the device. The engine keeps a device copy of the
  * paged cache's arena, page for page and byte for byte (runtime/kvcache.h's layout and dtype:
  * bf16, f16, f32, or int8 rows with f32 row scales), so a page comes up with one copy and a key's
- * address is the host's. cu_kv_put writes a step's new K/V rows (the export rows cu_qkv_post made,
- * already in the cache's dtype) into their pages; cu_attn_decode is the decode attention over the
- * pages.
+ * address is the host's. cu_attn_decode is the decode attention over the pages; it also writes the
+ * step's new K/V rows (the export rows cu_qkv_post made, already in the cache's dtype) into their
+ * pages: in each sequence's last key segment, the first query head of each kv group's block copies
+ * that group's K and V rows, and every block reads position i (the step's own) from the export rows,
+ * so no block of the launch reads a slot another is writing (one launch fewer per layer than a
+ * separate copy).
  *
  * k_attn_dec: one block per (sequence b, query head h, key segment). The query row (f32) sits in
  * shared memory. Keys: a thread per key computes q·k over Dh (8 elements a load), then the block's
@@ -20,12 +23,12 @@
 
 #define NT 128 /* threads per block */
 
-/* 8 elements d .. d + 7 (d % 8 == 0) of row `slot` of a (page, layer, head) block of dtype DT
- * (0 bf16, 1 f16, 2 f32, 3 int8: the raw q, the caller applies the row's scale) */
-template <int DT> static __device__ __forceinline__ void load8(const uint8_t *blk, int ps, int Dh, int slot, int d, float *o)
+/* 8 elements d .. d + 7 (d % 8 == 0) of a K or V row of dtype DT starting at row (0 bf16, 1 f16, 2 f32,
+ * 3 int8: the raw q, the caller applies the row's scale) */
+template <int DT> static __device__ __forceinline__ void load8(const uint8_t *row, int d, float *o)
 {
     if (DT == 0 || DT == 1) {
-        uint4 u = *(const uint4 *)(blk + ((size_t)slot * Dh + d) * 2);
+        uint4 u = *(const uint4 *)(row + (size_t)d * 2);
         const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -35,16 +38,38 @@ template <int DT> static __device__ __forceinline__ void load8(const uint8_t *bl
             o[2 * i] = f.x, o[2 * i + 1] = f.y;
         }
     } else if (DT == 2) {
-        const float4 *p = (const float4 *)(blk + ((size_t)slot * Dh + d) * 4);
+        const float4 *p = (const float4 *)(row + (size_t)d * 4);
         float4 a = p[0], b = p[1];
         o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
-    } else { /* the rows follow the scales [ps]: 4-byte aligned for any page size */
-        const uint32_t *p = (const uint32_t *)(blk + 4 * (size_t)ps + (size_t)slot * Dh + d);
+    } else {
+        const uint32_t *p = (const uint32_t *)(row + d);
         uint32_t w[2] = {p[0], p[1]};
         const int8_t *q = (const int8_t *)w;
 #pragma unroll
         for (int i = 0; i < 8; i++) o[i] = (float)q[i];
     }
+}
+
+/* Key (kv 0) or value (kv 1) row j of sequence b, kv head g, in the pages (layer a.layer_off): its
+ * first byte, and (int8) its scale in *sc. The step's own position i is still in the export rows (its
+ * page slot is written by this kernel, k_attn_dec's design note), so j == i reads from there. A page
+ * block is (int8: scales [ps] f32, then) rows [ps] of Dh elements of esz bytes. */
+template <int DT>
+static __device__ __forceinline__ const uint8_t *kv_row(const cu_dec_attn_args &a, const int32_t *pt, int b, int g, int kv,
+                                                        int i, int j, float *sc)
+{
+    const size_t esz = DT == 2 ? 4 : DT == 3 ? 1 : 2, kg = (size_t)kv * a.Hk + g;
+    if (j == i) {
+        if (DT == 3) *sc = a.rscales[kg * a.B + b];
+        return a.rows + (kg * a.B + b) * a.Dh * esz;
+    }
+    const int psh = __ffs(a.ps) - 1, slot = j & (a.ps - 1); /* ps is a power of two */
+    const uint8_t *blk = a.arena + (size_t)pt[j >> psh] * a.page_bytes + a.layer_off + kg * a.blk_bytes;
+    if (DT == 3) {
+        *sc = ((const float *)blk)[slot];
+        return blk + 4 * (size_t)a.ps + (size_t)slot * a.Dh;
+    }
+    return blk + (size_t)slot * a.Dh * esz;
 }
 
 /* the block's max (op 0) or sum (op 1) of v; red: NT / 32 floats of shared memory */
@@ -83,21 +108,28 @@ template <int DT> __global__ void k_attn_dec(cu_dec_attn_args a, int S, int segl
         return;
     }
     for (int d = tid; d < Dh; d += NT) qs[d] = a.qkv[(size_t)b * a.nqkv + (size_t)h * Dh + d];
-    __syncthreads();
     const int32_t *pt = a.pt + (size_t)b * a.ptw;
-    const int psm = a.ps - 1, psh = __ffs(a.ps) - 1; /* ps is a power of two */
-    const size_t kofs = a.layer_off + (size_t)g * a.blk_bytes, vofs = kofs + (size_t)a.Hk * a.blk_bytes;
+    if (jb == i + 1 && h % (a.H / a.Hk) == 0 && tid < 64) { /* the step's K and V rows of head g into their page */
+        const int kv = tid >> 5, lane = tid & 31, esz = DT == 2 ? 4 : DT == 3 ? 1 : 2;
+        const size_t kg = (size_t)kv * a.Hk + g, rb = (size_t)Dh * esz;
+        uint8_t *blk = (uint8_t *)a.arena + (size_t)pt[i / a.ps] * a.page_bytes + a.layer_off + kg * a.blk_bytes;
+        const int slot = i % a.ps;
+        const uint32_t *src = (const uint32_t *)(a.rows + (kg * a.B + b) * rb);
+        uint32_t *dst = (uint32_t *)(DT == 3 ? blk + 4 * (size_t)a.ps + slot * rb : blk + slot * rb);
+        for (size_t w = lane; w < rb / 4; w += 32) dst[w] = src[w];
+        if (DT == 3 && lane == 0) ((float *)blk)[slot] = a.rscales[kg * a.B + b];
+    }
+    __syncthreads();
     float mx = -INFINITY;
     for (int j = ja + tid; j < jb; j += NT) {
-        const uint8_t *blk = a.arena + (size_t)pt[j >> psh] * a.page_bytes + kofs;
-        const int slot = j & psm;
-        float s = 0.f, v[8];
+        float ks = 1.f, s = 0.f, v[8];
+        const uint8_t *kr = kv_row<DT>(a, pt, b, g, 0, i, j, &ks);
         for (int d = 0; d < Dh; d += 8) {
-            load8<DT>(blk, a.ps, Dh, slot, d, v);
+            load8<DT>(kr, d, v);
 #pragma unroll
             for (int k = 0; k < 8; k++) s += qs[d + k] * v[k];
         }
-        if (DT == 3) s *= ((const float *)blk)[slot];
+        if (DT == 3) s *= ks;
         s *= a.scale;
         if (a.softcap != 0.f) s = tanhf(s / a.softcap) * a.softcap;
         if (a.alibi) s += a.alibi[h] * (float)(j - i);
@@ -109,8 +141,11 @@ template <int DT> __global__ void k_attn_dec(cu_dec_attn_args a, int S, int segl
     for (int j = ja + tid; j < jb; j += NT) {
         float p = expf(sc[j - ja] - m);
         sum += p;
-        if (DT == 3) /* the value row's scale goes with its weight */
-            p *= ((const float *)(a.arena + (size_t)pt[j >> psh] * a.page_bytes + vofs))[j & psm];
+        if (DT == 3) { /* the value row's scale goes with its weight */
+            float vs = 1.f;
+            kv_row<DT>(a, pt, b, g, 1, i, j, &vs);
+            p *= vs;
+        }
         sc[j - ja] = p;
     }
     const float l = block_reduce(sum, 1, red); /* its barrier also publishes sc */
@@ -118,8 +153,8 @@ template <int DT> __global__ void k_attn_dec(cu_dec_attn_args a, int S, int segl
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (gr < ngr)
         for (int j = ja + gr; j < jb; j += ngr) {
-            float v[8], p = sc[j - ja];
-            load8<DT>(a.arena + (size_t)pt[j >> psh] * a.page_bytes + vofs, a.ps, Dh, j & psm, cg * 8, v);
+            float v[8], p = sc[j - ja], vs;
+            load8<DT>(kv_row<DT>(a, pt, b, g, 1, i, j, &vs), cg * 8, v);
 #pragma unroll
             for (int k = 0; k < 8; k++) acc[k] += p * v[k];
         }
@@ -160,26 +195,4 @@ extern "C" void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, in
         c.T = a->B, c.n_valid = a->B, c.H = a->H, c.Dh = a->Dh, c.sinks = a->sinks, c.out = a->out;
         cu_attention_combine(s, &c, S, scratch);
     }
-}
-
-/* one warp per (b, kv, g): the export row and (int8) its scale into the page block */
-__global__ void k_kv_put(cu_dec_attn_args a, const uint8_t *rows, const float *scales, size_t rb)
-{
-    int lane = threadIdx.x & 31;
-    long item = (long)blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
-    if (item >= (long)a.B * 2 * a.Hk) return;
-    int b = (int)(item % a.B), kg = (int)(item / a.B); /* kg = kv * Hk + g: the export rows' order */
-    int pos = a.pos[b], slot = pos % a.ps;
-    uint8_t *blk = (uint8_t *)a.arena + (size_t)a.pt[(size_t)b * a.ptw + pos / a.ps] * a.page_bytes + a.layer_off +
-                   (size_t)kg * a.blk_bytes;
-    const uint32_t *src = (const uint32_t *)(rows + ((size_t)kg * a.B + b) * rb);
-    uint32_t *dst = (uint32_t *)(a.dt == 3 ? blk + 4 * (size_t)a.ps + (size_t)slot * rb : blk + (size_t)slot * rb);
-    for (size_t w = lane; w < rb / 4; w += 32) dst[w] = src[w];
-    if (a.dt == 3 && lane == 0) ((float *)blk)[slot] = scales[(size_t)kg * a.B + b];
-}
-
-extern "C" void cu_kv_put(cu_stream s, const cu_dec_attn_args *a, const void *rows, const float *scales, size_t rb)
-{
-    long items = (long)a->B * 2 * a->Hk;
-    k_kv_put<<<(unsigned)((items + NT / 32 - 1) / (NT / 32)), NT, 0, s>>>(*a, (const uint8_t *)rows, scales, rb);
 }

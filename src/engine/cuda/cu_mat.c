@@ -38,6 +38,12 @@ int cu_mat_up_f32(cu_mat *m, cudaStream_t st, const float *w, int N, int K, floa
     return cu_up_bf16_into(st, m->bf, w, (size_t)N * K, tmp, tmp_n, err);
 }
 
+int cu_mat_add_bf16(cu_mat *m, cudaStream_t st, const float *w, float *tmp, size_t tmp_n, tm_err *err)
+{
+    CK(cudaMalloc((void **)&m->bf, (size_t)m->N * m->K * sizeof(uint16_t)), "cudaMalloc (weights' bf16 copy)");
+    return cu_up_bf16_into(st, m->bf, w, (size_t)m->N * m->K, tmp, tmp_n, err);
+}
+
 /* the packed form of encoding dt over rows of K: enc 4 or 8 and group G; 0 if none */
 static int packed_form(tm_dtype dt, int64_t K, int *G)
 {
@@ -124,7 +130,7 @@ size_t cu_mat_dq_bytes(const cu_mat *m) { return m->bf || !m->q.q ? 0 : (size_t)
 
 int cu_mat_mul(const cu_mm *c, float *y, const uint16_t *x, const cu_mat *m, int T, tm_err *err)
 {
-    if (!m->bf && T <= c->gemv_max) {
+    if (m->q.q && T <= c->gemv_max) {
         cu_gemv_q(c->st, &m->q, x, m->K, T, y, m->N);
         return TM_OK;
     }
@@ -146,7 +152,7 @@ int cu_mat_mul_act(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, con
     if (m->N != (ep->gated ? 2 * ep->F : ep->F))
         return tm_errf(err, TM_E_INVALID, "cuda engine: an FFN weight of %d rows for %d units%s", m->N, ep->F,
                        ep->gated ? " (gated)" : "");
-    if (!m->bf && T <= c->gemv_max) {
+    if (m->q.q && T <= c->gemv_max) {
         cu_gemv_act(c->st, &m->q, x, m->K, T, ep);
         return TM_OK;
     }

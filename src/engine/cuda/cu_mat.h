@@ -6,9 +6,11 @@
  *   packed, the package's own bytes (int4 g32 / g64 / per channel, int8 per channel; int6 g64 widened to
  *         int8 g64), for the decode engine: a step streams every weight, and reading 4.25 bits a weight
  *         instead of 16 is the decode's speed (cu_gemv.cu).
- * cu_mat_mul runs y[T][N] = x[T][K] · Wᵀ by the form and T: bf16 through cuBLAS; packed by the GEMV for
- * T <= gemv_max rows (the engine passes its batch limit for a decode step), else dequantized into the
- * scratch (bf16 [N][K]) and through cuBLAS (a prefill chunk on the decode engine: a pass over the weight
+ * A packed matrix may keep its bf16 copy too (the engine's choice where memory allows): the GEMV reads a
+ * weight once per 8 rows, so past ~16 rows a step reads more bytes than cuBLAS over bf16 does.
+ * cu_mat_mul runs y[T][N] = x[T][K] · Wᵀ by the forms and T: packed by the GEMV for T <= gemv_max rows
+ * (the engine passes its limit for the call), else bf16 through cuBLAS, the copy kept or the packed form
+ * dequantized into the scratch (bf16 [N][K]; a prefill chunk on the decode engine: a pass over the weight
  * per chunk, 4.5 bytes a weight moved against T x 2 flops a weight).
  * Every call is on the given stream and may be captured into a CUDA graph (no allocation). */
 #ifndef TM_ENGINE_CUDA_CU_MAT_H
@@ -23,8 +25,8 @@
 
 typedef struct cu_mat {
     int N, K;
-    uint16_t *bf;                     /* bf16 [N][K], or NULL when packed */
-    cu_qmat q;                        /* packed (q.q, q.s device memory the matrix owns) when bf is NULL */
+    uint16_t *bf;                     /* bf16 [N][K], or NULL (packed only) */
+    cu_qmat q;                        /* packed (q.q, q.s device memory the matrix owns), or q.q NULL (bf16 only) */
 } cu_mat;
 
 /* rows [row, row + n) of tensor t ([Nt][K], any encoding), one part of a matrix stacked from parts
@@ -55,11 +57,14 @@ int cu_up_bf16_into(cudaStream_t st, uint16_t *dst, const float *h, size_t n, fl
 /* m = w [N][K] (host f32; NULL: an empty matrix) as bf16 */
 int cu_mat_up_f32(cu_mat *m, cudaStream_t st, const float *w, int N, int K, float *tmp, size_t tmp_n, tm_err *err);
 
+/* a packed m's bf16 copy beside it, from w [m->N][m->K] (host f32: the same weights dequantized) */
+int cu_mat_add_bf16(cu_mat *m, cudaStream_t st, const float *w, float *tmp, size_t tmp_n, tm_err *err);
+
 /* m = the parts stacked, packed: TM_OK; 1 (no error set) where they cannot stay packed (a plain
  * encoding, parts of different encodings, int8 rows of K % 16 != 0): the caller uploads bf16 */
 int cu_mat_up_packed(cu_mat *m, cudaStream_t st, const cu_part *p, int n_parts, int64_t K, tm_err *err);
 
-/* bytes of scratch (cu_mm.dq) a product over m may need: N K bf16 if packed, else 0 */
+/* bytes of scratch (cu_mm.dq) a product over m may need: N K bf16 if packed only, else 0 */
 size_t cu_mat_dq_bytes(const cu_mat *m);
 
 /* y[T][N] f32 = x[T][K] bf16 · mᵀ */

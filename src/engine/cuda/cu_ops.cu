@@ -42,10 +42,10 @@ extern "C" void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int
     k_embed<<<T, NT, 0, s>>>(x, embed, tok, D, scale, pos_embed, pos0, pos, pos_off);
 }
 
-__global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w, const float *b, float eps, float *y32,
-                       uint16_t *y16, int ldy)
+/* one row's norm (the block's): y32 (f32) or, where NULL, y16 (bf16) = norm(xr [n]) by w, b */
+static __device__ void row_norm(int kind, int n, const float *xr, const float *w, const float *b, float eps, float *y32,
+                                uint16_t *y16)
 {
-    const float *xr = x + (size_t)blockIdx.x * ldx;
     float mean = 0;
     if (kind == 1) {
         float s = 0;
@@ -60,9 +60,16 @@ __global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w,
     float r = (float)(1.0 / sqrt((double)(block_sum(ss) / n + eps)));
     for (int i = threadIdx.x; i < n; i += NT) {
         float v = ((xr[i] - mean) * r) * (w ? w[i] : 1.f) + (b ? b[i] : 0.f);
-        if (y32) y32[(size_t)blockIdx.x * ldy + i] = v;
-        else y16[(size_t)blockIdx.x * ldy + i] = tobf(v);
+        if (y32) y32[i] = v;
+        else y16[i] = tobf(v);
     }
+}
+
+__global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w, const float *b, float eps, float *y32,
+                       uint16_t *y16, int ldy)
+{
+    size_t r = blockIdx.x;
+    row_norm(kind, n, x + r * ldx, w, b, eps, y32 ? y32 + r * ldy : NULL, y32 ? NULL : y16 + r * ldy);
 }
 
 extern "C" void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const float *w, const float *b,
@@ -82,7 +89,8 @@ extern "C" void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n)
     k_to_bf16<<<blocks < 4096 ? (unsigned)blocks : 4096u, NT, 0, s>>>(y16, x, n);
 }
 
-__global__ void k_residual(float *x, const float *a, const float *bias, const float *pw, float eps, float scale, int D)
+__global__ void k_residual(float *x, const float *a, const float *bias, const float *pw, float eps, float scale, int D,
+                           int nkind, const float *nw, const float *nb, uint16_t *y16)
 {
     float *xr = x + (size_t)blockIdx.x * D;
     const float *ar = a + (size_t)blockIdx.x * D;
@@ -100,12 +108,13 @@ __global__ void k_residual(float *x, const float *a, const float *bias, const fl
         if (pw) v = (v * r) * pw[i];
         xr[i] = xr[i] + v * scale;
     }
+    if (nw) row_norm(nkind, D, xr, nw, nb, eps, NULL, y16 + (size_t)blockIdx.x * D); /* each thread reads back its own */
 }
 
 extern "C" void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps,
-                            float scale, int T, int D)
+                            float scale, int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16)
 {
-    k_residual<<<T, NT, 0, s>>>(x, a, bias, post_w, eps, scale, D);
+    k_residual<<<T, NT, 0, s>>>(x, a, bias, post_w, eps, scale, D, nkind, nw, nb, y16);
 }
 
 /* the activations in float math on doubles, as the reference: the pass is memory-bound (T F elements

@@ -38,9 +38,11 @@ void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const
 /* y16[R][n] = bf16(x[R][n]) */
 void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n);
 
-/* x[T][D] += post(a[T][D] + bias[D]) * scale, post = RMSNorm by post_w (NULL: none); bias may be NULL */
+/* x[T][D] += post(a[T][D] + bias[D]) * scale, post = RMSNorm by post_w (NULL: none); bias may be NULL.
+ * Then, where nw is not NULL, the next norm fused: y16[T][D] = bf16(norm(x)) by nw, nb (kind nkind, as
+ * cu_norm; the same eps) */
 void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps, float scale,
-                 int T, int D);
+                 int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16);
 
 /* g[T][F] = bf16(gated ? glu(act, gu[t][f] + b[f], gu[t][F + f] + b[F + f]) : act(gu[t][f] + b[f])),
  * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas) */
@@ -132,18 +134,17 @@ typedef struct cu_dec_attn_args {
     float scale, softcap;
     const float *alibi, *sinks;
     uint16_t *out;         /* bf16 [B][H * Dh] */
+    const uint8_t *rows;   /* the step's export rows [2][Hk][B] of Dh elements in the cache's dtype */
+    const float *rscales;  /* int8: their scales [2][Hk][B] */
 } cu_dec_attn_args;
 
-/* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages, the
+/* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages (key
+ * pos from the export rows, which the launch also writes into their pages at pos), the
  * keys in S segments of seglen (S * seglen >= the longest span; S > 1 merged through scratch of
  * cu_attention_scratch(B, H, Dh, S) bytes); shared memory per block cu_attn_decode_smem(Dh, seglen)
  * (the engine keeps it under 48 KB) */
 void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
 size_t cu_attn_decode_smem(int Dh, int seglen);
-
-/* the step's new K/V rows (export rows [2][Hk][B] of rb bytes in the cache's dtype, int8 scales [2][Hk][B])
- * into their pages at pos[b] of the arena in a (layer_off: this layer's) */
-void cu_kv_put(cu_stream s, const cu_dec_attn_args *a, const void *rows, const float *scales, size_t rb);
 
 /* ---- cu_gemv.cu: quantized weights ---- */
 

@@ -10,10 +10,9 @@
  * norm weights), whatever the stage's encoding, and uploaded: vectors f32, matrices (cu_mat.h) as bf16
  * [N][K] (any encoding dequantized: the prefill's form) or, when bound for decode and the stage's
  * encoding is int4 / int8 / int6, packed: the package's own bytes, stacked in the same row order
- * (tm_qkv_row for fused q|k|v), which the GEMV reads (cu_gemv.cu). Packed is opt-in for now
- * (TANDEM_CUDA_PACKED=1): written in session 44, a first form measured on the H200, and its tests
- * (test_cuda_gemv, test_cuda_decode's packed section) not yet run on a GPU; until they pass there,
- * every stage goes up as bf16 by default. The embedding stays bf16 (a step
+ * (tm_qkv_row for fused q|k|v), which the GEMV reads (cu_gemv.cu), with the bf16 copy kept beside it
+ * where both fit (dual: half the free memory or less; a step of more than CU_GEMV_DUAL rows then runs
+ * cuBLAS over the copy, since the GEMV reads a weight once per 8 rows). The embedding stays bf16 (a step
  * gathers B rows of it); a separate lm_head goes up by row blocks or packed. Products over bf16 are
  * cuBLAS's (bf16 inputs, f32 accumulation and output, tensor cores): y[T][N] = x[T][K] · W[N][K]ᵀ as
  * the column-major product W(op T) · x; over packed weights the GEMV (a decode step's products and the
@@ -51,12 +50,12 @@
  * missing (the prompt a CPU prefill engine wrote, positions another engine appended) comes up as
  * whole pages (staged in pinned memory; a page's bytes are one copy: the host-to-device half of the
  * KV bridge, paid once per prompt). Each layer's new K/V rows (export rows in the cache's dtype, as
- * the prefill makes them) go into the device pages (cu_kv_put) before the attention reads them, and
+ * the prefill makes them) go into the device pages in the attention's launch (cu_dec.cu), and
  * after the step all layers' rows come back with the logits and are scattered into the host pages,
  * which stay the truth every engine shares. The rule the tracking rests on: a position of a held
  * page, once written, is not rewritten by another writer while the sequence lives (sequences only
- * grow; kvcache.h's owner rule). The products are cuBLAS's over bf16 weights, or (TANDEM_CUDA_PACKED=1)
- * the GEMV over the package's decode encoding (4.25 bits a weight for int4 g64); the attention reads the
+ * grow; kvcache.h's owner rule). The products are the GEMV over packed weights (the package's decode
+ * encoding: 4.25 bits a weight for int4 g64) or, for a bf16 stage, cuBLAS's; the attention reads the
  * pages directly (no tensor cores: one query row per head).
  *
  * Not here (docs/status.md): multi-head latent attention and mixture-of-experts layers (bind refuses
@@ -80,6 +79,7 @@
 #define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
 #define CU_SEG 256   /* decode attention: keys per segment, about */
 #define CU_GEMV_MAX 16 /* prefill rows up to which a packed weight runs the GEMV (more: dequantized, cuBLAS) */
+#define CU_GEMV_DUAL 16 /* decode rows up to which a packed weight with a bf16 copy runs the GEMV (more: cuBLAS) */
 #define BLAS_WS ((size_t)32 << 20)
 
 /* what the device arena holds of one sequence (design block "Decode") */
@@ -180,8 +180,11 @@ typedef struct cu_eng {
     cudaGraphExec_t graph[CU_MAX_B + 1][2]; /* decode steps captured, by batch and RoPE long factors (or not) */
     int g_dt;                         /* the cache dtype code they were captured for */
     int use_graphs;                   /* TANDEM_CUDA_GRAPHS=0: none (a measurement switch) */
-    int packed;                       /* quantized stage weights stay packed (bound for decode, TANDEM_CUDA_PACKED=1:
-                                         opt-in until the packed path has passed its tests on a GPU, design block) */
+    int h_fused;                      /* a forward call: h16 holds the next layer's attention norm of x already */
+    int packed;                       /* quantized stage weights stay packed (bound for decode; TANDEM_CUDA_PACKED=0:
+                                         bf16, a measurement switch) */
+    int dual;                         /* packed layer matrices keep their bf16 copy too, for steps of more than
+                                         CU_GEMV_DUAL rows (where the weights fit twice; TANDEM_CUDA_BF16_COPY=0|1) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -315,6 +318,18 @@ static int up_rows(cu_eng *e, uint16_t **d, const tm_tensor *t, int64_t rows, in
     return rc;
 }
 
+/* do the layer matrices fit twice, packed and as bf16? Where their bf16 bytes are under half the free
+ * device memory (TANDEM_CUDA_BF16_COPY=0 or 1 decides instead) */
+static int dual_fits(const tm_model *m)
+{
+    const char *v = getenv("TANDEM_CUDA_BF16_COPY");
+    if (v && (!strcmp(v, "0") || !strcmp(v, "1"))) return v[0] == '1';
+    double q = (double)m->H * m->Dh, kv = (double)m->Hk * m->Dh, nr = m->gated ? 2.0 * m->F : m->F;
+    double bytes = 2.0 * m->L * ((q + 2 * kv) * m->D + q * m->D + nr * m->D + (double)m->F * m->D);
+    size_t free_b = 0, total = 0;
+    return cudaMemGetInfo(&free_b, &total) == cudaSuccess && bytes < 0.5 * (double)free_b;
+}
+
 /* matrix m of the parts' rows stacked: packed where the engine decodes and their encoding allows
  * (cu_mat.h), else w (the same rows in f32, as the reference's loader put them) as bf16 */
 static int up_mat(cu_eng *e, cu_mat *m, const cu_part *p, int np, int64_t K, const float *w, float *tmp, tm_err *err)
@@ -322,6 +337,7 @@ static int up_mat(cu_eng *e, cu_mat *m, const cu_part *p, int np, int64_t K, con
     int64_t N = 0;
     for (int i = 0; i < np; i++) N += p[i].n;
     int rc = e->packed ? cu_mat_up_packed(m, e->st, p, np, K, err) : 1;
+    if (rc == TM_OK && e->dual) rc = cu_mat_add_bf16(m, e->st, w, tmp, STAGE_FLOATS, err);
     return rc == 1 ? cu_mat_up_f32(m, e->st, w, (int)N, (int)K, tmp, STAGE_FLOATS, err) : rc;
 }
 
@@ -454,7 +470,8 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     if (!e) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
     e->V = m->V, e->D = m->D, e->L = m->L, e->H = m->H, e->Hk = m->Hk, e->Dh = m->Dh, e->F = m->F;
     const char *pk = getenv("TANDEM_CUDA_PACKED");
-    e->packed = (!opts->roles || (opts->roles & TM_ROLE_DECODE)) && pk && !strcmp(pk, "1");
+    e->packed = (!opts->roles || (opts->roles & TM_ROLE_DECODE)) && !(pk && !strcmp(pk, "0"));
+    e->dual = e->packed && dual_fits(m);
     e->gated = m->gated, e->parallel = m->parallel, e->qk_whole = m->qk_norm == 2, e->qk_heads = m->qk_norm_heads;
     e->norm_kind = m->norm == TM_NORM_LAYER, e->act = m->act, e->cap = opts->max_ctx;
     e->eps = m->eps, e->embed_scale = m->embed_scale, e->attn_scale = m->attn_scale, e->attn_softcap = m->attn_softcap;
@@ -595,7 +612,8 @@ fail:
 static int kv_code(tm_dtype dt) { return dt == TM_DT_BF16 ? 0 : dt == TM_DT_F16 ? 1 : dt == TM_DT_F32 ? 2 : 3; }
 static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8PC ? 1 : 2; }
 
-/* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T, if packed: a
+/* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T if packed only, up
+ * to CU_GEMV_DUAL rows where w keeps its bf16 copy: a
  * decode step's products and the head, whose rows are at most CU_MAX_B; the GEMV in groups of 8 reads a
  * packed weight ceil(B / 8) times, the later ones mostly from L2, against 4.5 bytes a weight for the
  * dequantized copy and cuBLAS, which a prefill chunk of more than CU_GEMV_MAX rows takes). ep (the FFN's
@@ -606,7 +624,7 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, 
     if (e->prof && !e->prof->decoding) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
     prof_mark(e, PROF_GEMM, 0);
     cu_mm mm = e->mm;
-    if (gemv) mm.gemv_max = CU_MAX_B;
+    if (gemv) mm.gemv_max = w->bf ? CU_GEMV_DUAL : CU_MAX_B;
     int rc = ep ? cu_mat_mul_act(&mm, ep, x, w, T, y, err) : cu_mat_mul(&mm, y, x, w, T, err);
     prof_mark(e, PROF_GEMM, 1);
     return rc;
@@ -650,14 +668,14 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
     return TM_OK;
 }
 
-/* the decode attention of layer l's step (the export rows exp into the pages first) */
+/* the decode attention of layer l's step (which also puts the export rows exp into the pages) */
 static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb)
 {
     cu_dec_attn_args da = c->da;
     da.layer_off = (size_t)l * c->layer_bytes;
     da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
-    cu_kv_put(e->st, &da, exp, (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), rb);
+    da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb);
     prof_mark(e, PROF_ATTN, 0);
     cu_attn_decode(e->st, &da, e->dseg_n, e->dseg_len, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
@@ -669,8 +687,10 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     const tm_layer_desc *ld = &e->layer[l];
     int D = e->D, Dh = e->Dh, H = e->H, Hk = e->Hk, nq = (H + 2 * Hk) * Dh, F = e->F, T = c->T, rc;
     size_t lay = (size_t)l * Hk * e->cap * Dh;
-    if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    if (!e->h_fused) { /* else the last layer's residual pass left norm(x) in h16 */
+        if (w->attn_norm) cu_norm(e->st, e->norm_kind, T, D, e->x, D, w->attn_norm, w->attn_norm_b, e->eps, NULL, e->h16, D);
+        else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
+    }
     if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
     if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, c->decode, NULL, err))) return rc;
     size_t rb = (size_t)Dh * kv_esz(c->kv_dt);
@@ -719,15 +739,20 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         prof_mark(e, PROF_ATTN, 1);
     }
     if ((rc = gemm(e, e->a, e->att16, &w->wo, T, c->decode, NULL, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D);
+    int ff = !e->parallel && w->ffn_norm; /* the FFN's norm fused into the residual pass */
+    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                ff ? w->ffn_norm : NULL, w->ffn_norm_b, e->h16);
     const float *fin = e->parallel ? e->x0 : e->x;
-    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
-    else cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
+    if (!ff && w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
+    else if (!ff) cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
     /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
     cu_gemv_epi ep = {.gated = e->gated, .act = e->act, .F = F, .ldg = F, .b = w->bgu, .g = e->g16};
     if ((rc = gemm(e, e->gu, e->h16, &w->wgu, T, c->decode, &ep, err))) return rc;
     if ((rc = gemm(e, e->a, e->g16, &w->wd, T, c->decode, NULL, err))) return rc;
-    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D);
+    const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL; /* and the next layer's attention norm */
+    e->h_fused = nx && nx->attn_norm;
+    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
 }
@@ -735,6 +760,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
 /* the embedding of the call's T tokens (already up in e->tok) into x */
 static void embed(cu_eng *e, int T, int pos0, const int *dpos)
 {
+    e->h_fused = 0;
     cu_embed(e->st, e->x, e->embed, e->tok, T, e->D, e->embed_scale, e->pos_embed, pos0, dpos, e->pos_off);
     if (e->embed_norm)
         cu_norm(e->st, e->norm_kind, T, e->D, e->x, e->D, e->embed_norm, e->embed_norm_b, e->eps, e->x, NULL, e->D);
