@@ -6,7 +6,8 @@
  *    routes (int8 prefill weights, int4 decode weights) agree.
  * 2. An embedding beside generation: the same text as without it, the same vector as alone, and
  *    several at once each equal to itself alone.
- * 3. The model's modules (sentence-transformers' modules.json and Pooling config): the default
+ * 3. The model's modules (sentence-transformers' modules.json and Pooling config, the older per-mode
+ *    flags and version 6's one "pooling_mode"): the default
  *    pooling and Normalize taken from them; a module tandem lacks refused by name; a malformed
  *    modules.json refused where the model opens, naming it. A base model's checkpoint (an embedding
  *    model's, as Qwen3-Embedding's: no "model." prefix, no lm_head though untied): the same vectors
@@ -14,6 +15,12 @@
  * 4. POST /v1/embeddings: each vector the library's (unit length, cut to "dimensions" and scaled
  *    again), as floats and as base64, a batch of texts and token ids each as alone, usage; every
  *    malformed field a 400 naming it, a prompt past the context context_length_exceeded.
+ * 5. sentence-transformers' own vectors (tests/data/embed_refs.json, tools/gen_embed_refs.py: the
+ *    library run on the conformance models, tiny checkpoints of real architectures, each saved as a
+ *    sentence-transformers model with a pooling mode and Normalize or not): the directory rebuilt
+ *    from the configuration files it wrote, tandem's token ids equal to its, the default pooling and
+ *    normalization taken from its files, and the vectors within bounds, on bf16 prefill weights (the
+ *    checkpoint's own values) and on the default int8 ones.
  * (Every row's hidden state against the fp32 reference: test_engine.) */
 #include "harness.h"
 #include "http_client.h"
@@ -28,6 +35,7 @@
 
 #include "core/status.h"
 #include "pkg/convert.h"
+#include "runtime/rt_model.h"
 #include "serve/serve.h"
 #include "tandem.h"
 
@@ -300,6 +308,28 @@ static void test_modules(int D)
         tandem_session_free(s);
         tandem_model_free(m);
     }
+    /* sentence-transformers 6's Pooling config: one "pooling_mode" name (or a list of them) */
+    static const struct {
+        const char *pooling;
+        int rc, pool;
+        const char *unsupported;
+    } st6[] = {
+        {"{\"embedding_dimension\":64,\"pooling_mode\":\"mean\",\"include_prompt\":true}", TM_OK, TANDEM_POOL_MEAN, ""},
+        {"{\"pooling_mode\":\"lasttoken\"}", TM_OK, TANDEM_POOL_LAST, ""},
+        {"{\"pooling_mode\":[\"cls\"]}", TM_OK, TANDEM_POOL_CLS, ""},
+        {"{\"pooling_mode\":\"max\"}", TM_OK, TANDEM_POOL_LAST, "the pooling max"},
+        {"{\"pooling_mode\":[\"mean\",\"max\"]}", TM_OK, TANDEM_POOL_LAST, "the pooling of several modes at once"},
+        {"{\"pooling_mode\":7}", TM_E_FORMAT, 0, NULL},
+    };
+    snprintf(mods, sizeof mods, MODS, "");
+    for (size_t k = 0; k < sizeof st6 / sizeof st6[0]; k++) {
+        tm_embed_cfg c;
+        tm_err e = {0};
+        int rc = tm_embed_cfg_parse(&c, mods, strlen(mods), st6[k].pooling, strlen(st6[k].pooling), &e);
+        CHECKF(rc == st6[k].rc && (rc || (c.pooling == st6[k].pool && !strcmp(c.unsupported, st6[k].unsupported))) &&
+                   (!rc || strstr(e.msg, "pooling_mode")),
+               "%s: rc %d pooling %d unsupported '%s' %s", st6[k].pooling, rc, c.pooling, c.unsupported, e.msg);
+    }
     /* a modules.json that is not JSON: the open fails, naming it */
     st_dir(dir, "[{\"type\": ", NULL);
     m = NULL;
@@ -545,6 +575,111 @@ static void test_server(tandem_model *m, int D)
     tandem_session_free(s);
 }
 
+/* ---- 5. against sentence-transformers ---- */
+
+/* the bounds, set from what the engines reach with margin (docs/serve.md "Embeddings"): with bf16
+ * weights (the checkpoint's values exactly; activations rounded to bf16 for the products) and with
+ * the default int8 ones */
+static const double ST_COS_BF16 = 0.9995, ST_COS_INT8 = 0.995;
+
+/* one model of the references: its directory rebuilt beside the conformance checkpoint, converted
+ * with prefill_enc, every text embedded with the model's defaults against the reference */
+static void st_model(const char *name, const cJSON *ref, const cJSON *texts, tm_dtype prefill_enc, double bound)
+{
+    char dir[256], hf[1024], path[PATH_MAX], pkg[256];
+    static const char *files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                  "generation_config.json"};
+    snprintf(hf, sizeof hf, "%s/conformance/models/%s/hf", th_shared(), name);
+    snprintf(dir, sizeof dir, "build/test_embed_st_%s", name);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/1_Pooling", dir);
+    mkdir(path, 0755);
+    CHECKF(th_link_files(dir, hf, files, sizeof files / sizeof files[0]) == 0, "%s", dir);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(ref, "files"))
+    {
+        snprintf(path, sizeof path, "%s/%s", dir, f->string);
+        CHECKF(cJSON_IsString(f) && th_write_file(path, f->valuestring, strlen(f->valuestring)) == 0, "%s", path);
+    }
+    snprintf(pkg, sizeof pkg, "build/test_embed_st_%s.tdm", name);
+    tm_convert_opts co;
+    tm_convert_opts_default(&co);
+    co.prefill_enc = prefill_enc;
+    tm_convert_stats cst;
+    tm_err err = {0};
+    CHECKF(tm_convert(dir, pkg, &co, &cst, &err) == TM_OK, "%s: %s", name, err.msg);
+    tandem_model *m = NULL;
+    tandem_status st;
+    CHECKF(tandem_model_open(&m, pkg, &st) == 0, "%s: %s", name, st.msg);
+    if (!m) return;
+    tandem_model_info info;
+    tandem_model_get_info(m, &info);
+    const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ref, "pooling"));
+    int want = !mode ? -1 : !strcmp(mode, "mean") ? TANDEM_POOL_MEAN : !strcmp(mode, "lasttoken") ? TANDEM_POOL_LAST
+                          : !strcmp(mode, "cls") ? TANDEM_POOL_CLS : -1;
+    int norm = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "normalize"));
+    CHECKF(info.pooling == want && info.embed_normalize == norm && !info.embed_unsupported,
+           "%s: pooling %d (want %s), normalize %d (want %d), unsupported %s", name, info.pooling, mode ? mode : "?",
+           info.embed_normalize, norm, info.embed_unsupported ? info.embed_unsupported : "-");
+    tandem_session_opts o;
+    tandem_session_opts_default(&o);
+    o.n_threads = 2;
+    o.max_ctx = 1024;
+    tandem_session *s = NULL;
+    CHECKF(tandem_session_new(&s, m, &o, &st) == 0, "%s: %s", name, st.msg);
+    int D = info.hidden, i = 0;
+    float *got = calloc((size_t)D, sizeof(float)), *exp = calloc((size_t)D, sizeof(float));
+    const cJSON *t;
+    double worst = 1;
+    cJSON_ArrayForEach(t, texts)
+    {
+        const cJSON *rid = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ref, "ids"), i);
+        const cJSON *rv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ref, "vectors"), i++);
+        CHECKF(cJSON_GetArraySize(rv) == D, "%s: reference of %d values, hidden %d", name, cJSON_GetArraySize(rv), D);
+        if (!s || cJSON_GetArraySize(rv) != D) continue;
+        /* the ids: sentence-transformers' tokenizer call (special tokens added as the tokenizer says) */
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECKF(tandem_tokenize(m, t->valuestring, strlen(t->valuestring), 1, &ids, &n, &st) == 0, "%s", st.msg);
+        int same = ids && (int)n == cJSON_GetArraySize(rid);
+        for (size_t k = 0; same && k < n; k++) same = ids[k] == cJSON_GetArrayItem(rid, (int)k)->valueint;
+        CHECKF(same, "%s text %d: %zu ids, sentence-transformers %d", name, i - 1, n, cJSON_GetArraySize(rid));
+        free(ids);
+        for (int d = 0; d < D; d++) exp[d] = (float)cJSON_GetArrayItem(rv, d)->valuedouble;
+        if (embed(s, t->valuestring, NULL, 0, TANDEM_POOL_DEFAULT, info.embed_normalize, got)) continue; /* as the server asks */
+        double c = cosine(got, exp, D);
+        worst = fmin(worst, c);
+        CHECKF(c >= bound, "%s text %d (%s): cosine %.6f < %.4f", name, i - 1, tm_dtype_name(prefill_enc), c, bound);
+        if (norm) CHECK_NEAR(sqrt(dot(got, got, D)), 1.0, 1e-5);
+        else CHECKF(rel_diff(got, exp, D) < 4 * sqrt(2 * (1 - c)) + 1e-3, "%s text %d: rel diff %.4g", name, i - 1,
+                    rel_diff(got, exp, D));
+    }
+    printf("  %-8s %-9s %s%s: least cosine %.6f over %d texts\n", name, tm_dtype_name(prefill_enc), mode ? mode : "?",
+           norm ? " + normalize" : "", worst, i);
+    free(got);
+    free(exp);
+    tandem_session_free(s);
+    tandem_model_free(m);
+    unlink(pkg);
+}
+
+static void test_sentence_transformers(void)
+{
+    char *js = th_slurp("tests/data/embed_refs.json");
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    CHECKF(root, "tests/data/embed_refs.json: %s", js ? "not JSON" : "missing");
+    free(js);
+    const cJSON *mods = cJSON_GetObjectItemCaseSensitive(root, "models"), *mo;
+    const cJSON *texts = cJSON_GetObjectItemCaseSensitive(root, "texts");
+    CHECKF(cJSON_GetArraySize(mods) >= 5, "%d models in the references", cJSON_GetArraySize(mods));
+    cJSON_ArrayForEach(mo, mods)
+    {
+        st_model(mo->string, mo, texts, TM_DT_BF16, ST_COS_BF16);
+        st_model(mo->string, mo, texts, TM_DT_Q8PC, ST_COS_INT8);
+    }
+    cJSON_Delete(root);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -562,5 +697,6 @@ int main(void)
     test_base_checkpoint(m, info.hidden);
     tandem_model_free(m);
     test_modules(info.hidden);
+    test_sentence_transformers();
     return th_done("test_embed");
 }

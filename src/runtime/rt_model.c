@@ -143,9 +143,22 @@ int tm_embed_cfg_parse(tm_embed_cfg *c, const char *modules, size_t n, const cha
         const char *what = NULL;
         for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++)
             if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pc, modes[k].key))) on++, pool = modes[k].pool, what = modes[k].key;
+        /* sentence-transformers 6 writes one "pooling_mode" ("mean", "lasttoken", ...; a list: several) */
+        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(pc, "pooling_mode"), *e;
+        for (e = cJSON_IsArray(pm) ? pm->child : pm; e; e = cJSON_IsArray(pm) ? e->next : NULL) {
+            if (!cJSON_IsString(e)) {
+                rc = tm_errf(err, TM_E_FORMAT, "the Pooling module's config.json: \"pooling_mode\" is not a name or a list of names");
+                break;
+            }
+            static const char *names[] = {"cls", "mean", "lasttoken"}; /* as modes[0..2] */
+            on++, pool = 0, what = e->valuestring;
+            for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+                if (!strcmp(e->valuestring, names[k])) pool = modes[k].pool;
+        }
+        if (rc) break;
         if (on == 1 && pool) c->pooling = pool;
         else if (!c->unsupported[0])
-            snprintf(c->unsupported, sizeof c->unsupported, "the pooling %s",
+            snprintf(c->unsupported, sizeof c->unsupported, "the pooling %.100s",
                      on == 1 ? what : on ? "of several modes at once" : "of no mode");
     }
     cJSON_Delete(pc);
