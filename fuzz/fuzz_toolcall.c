@@ -1,6 +1,6 @@
 /* fuzz/fuzz_toolcall.c: tool calls (text/toolcall.h) on arbitrary bytes.
- * Input: a first byte choosing the dialect (mod 4; bits 6 and 7 both set: mistral_args, bit 6 alone qwen3_coder,
- * bit 7 alone glm), the cut flag (bit 2, also the grammar's
+ * Input: a first byte choosing the dialect (mod 4; bits 6 and 7 both set: mistral_args, bit 6 alone qwen3_coder
+ * or with bit 0 seed_oss, bit 7 alone glm or with bit 0 minimax), the cut flag (bit 2, also the grammar's
  * parallel flag), the lazy grammar's form (bit 3), thinking and an opened block for the reply
  * reader (bits 4, 5), then a tools array
  * (JSON), a NUL, then a reply (no NUL: the input is all tools, with a fixed reply). Checked
@@ -25,9 +25,11 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    static const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm"};
-    int hi = data[0] & 0xC0;
-    const tm_tool_dialect *d = tm_tool_dialect_named(names[hi == 0xC0 ? 4 : hi == 0x40 ? 5 : hi == 0x80 ? 6 : data[0] & 3]);
+    static const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args",
+                                  "qwen3_coder", "seed_oss", "glm", "minimax"};
+    int hi = data[0] & 0xC0, lo = data[0] & 1;
+    const tm_tool_dialect *d =
+        tm_tool_dialect_named(names[hi == 0xC0 ? 4 : hi == 0x40 ? 5 + lo : hi == 0x80 ? 7 + lo : data[0] & 3]);
     int cut = (data[0] >> 2) & 1;
     data++;
     size--;

@@ -12,9 +12,10 @@
  *    names, arguments against the schema, a second call when not parallel; a strict tool with an
  *    unsupported schema is refused, a loose one takes any object; every text the grammar takes
  *    parses, after gen_open, into the calls it spells.
- * 6. XML dialects (qwen3_coder, glm): parsing (values typed by the schema: strings raw, the rest JSON
+ * 6. XML dialects (qwen3_coder, glm, seed_oss, minimax): parsing (values typed by the schema: strings raw, the rest JSON
  *    or Python's str(); several calls, cut replies, malformed tags), the calls the real templates
- *    render (Qwen3-Coder, Qwen3.5, GLM-4.6: tests/data/chat_templates) parsed back, and the forced grammar
+ *    render (Qwen3-Coder, Qwen3.5, GLM-4.6, Seed-OSS, MiniMax-M2, Nemotron 3 Nano, Step 3.5:
+ *    tests/data/chat_templates) parsed back, and the forced grammar
  *    (required and declared arguments in the schema's order, enums, integers, no closing tag inside a
  *    string; a strict tool's string pattern refused). */
 #include "harness.h"
@@ -49,6 +50,12 @@ static void test_detect(void)
         {"tests/data/chat_templates/Qwen3-Coder.jinja", "qwen3_coder"},
         {"tests/data/chat_templates/Qwen3.5-4B.jinja", "qwen3_coder"},
         {"tests/data/chat_templates/GLM-4.6.jinja", "glm"},
+        {"tests/data/chat_templates/GLM-4.7-Flash.jinja", "glm"},
+        {"tests/data/chat_templates/ByteDance-Seed-OSS.jinja", "seed_oss"},
+        {"tests/data/chat_templates/MiniMax-M2.jinja", "minimax"},
+        {"tests/data/chat_templates/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "qwen3_coder"},
+        {"tests/data/chat_templates/StepFun3.5-Flash.jinja", "qwen3_coder"},
+        {"tests/data/chat_templates/HuggingFaceTB-SmolLM3-3B.jinja", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
@@ -68,8 +75,9 @@ static void test_detect(void)
     /* a v11+ Mistral template: the calls as name [ARGS] arguments (it shows [TOOL_CALLS] too) */
     CHECK(!strcmp(tm_tool_dialect_detect("{{- '[TOOL_CALLS]' + tc['function']['name'] + '[ARGS]' + args }}")->name,
                   "mistral_args"));
-    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm"};
-    for (int i = 0; i < 7; i++) {
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm",
+                           "seed_oss", "minimax"};
+    for (int i = 0; i < 9; i++) {
         const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
         CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
     }
@@ -586,6 +594,18 @@ static void test_xml_parse(void)
     parse_case("glm", "<tool_call>now</tool_call>", "now {}", "");
     parse_case("glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\nParis</arg_value>\n</tool_call>", "",
                "<tool_call>get_weather\n<arg_key>city</arg_key>\nParis</arg_value>\n</tool_call>");
+    /* seed_oss: no newline of the form around a value (it is the value's) */
+    parse_case("seed_oss",
+               "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=unit>\nc</parameter>\n"
+               "</function>\n</seed:tool_call>",
+               "get_weather {\"city\":\"Paris\",\"unit\":\"\\nc\"}", "");
+    /* minimax: one block, several invokes */
+    parse_case("minimax",
+               "Sure.\n<minimax:tool_call>\n<invoke name=\"add\"><parameter name=\"a\">1</parameter>\n"
+               "<parameter name=\"b\">2</parameter>\n</invoke>\n<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>",
+               "add {\"a\":1,\"b\":2}|now {}", "Sure.");
+    parse_case("minimax", "<minimax:tool_call>\n<invoke name=\"now\"></minimax:tool_call>", "",
+               "<minimax:tool_call>\n<invoke name=\"now\"></minimax:tool_call>");
     /* cut short */
     static const struct {
         const char *dn, *text, *calls;
@@ -603,11 +623,8 @@ static void test_xml_parse(void)
  * tools, the text from its first call to the turn's end read in the dialect the template shows */
 static void test_xml_roundtrip(void)
 {
-    static const struct {
-        const char *file, *turn_end;
-    } tpl[] = {{"tests/data/chat_templates/Qwen3-Coder.jinja", "<|im_end|>"},
-               {"tests/data/chat_templates/Qwen3.5-4B.jinja", "<|im_end|>"},
-               {"tests/data/chat_templates/GLM-4.6.jinja", "<|observation|>"}};
+    static const char *tpl[] = {"Qwen3-Coder", "Qwen3.5-4B", "GLM-4.6", "ByteDance-Seed-OSS", "MiniMax-M2",
+                                "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "StepFun3.5-Flash"};
     const char *msgs =
         "[{\"role\":\"user\",\"content\":\"Weather in Paris, and 1 + 2?\"},"
         "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":["
@@ -616,19 +633,26 @@ static void test_xml_roundtrip(void)
         "{\"type\":\"function\",\"function\":{\"name\":\"now\",\"arguments\":{}}}]},"
         "{\"role\":\"tool\",\"content\":\"18 C\"}]";
     cJSON *m = cJSON_Parse(msgs), *kw = cJSON_CreateObject();
-    cJSON_AddItemToObject(kw, "tools", cJSON_Parse(TOOLS));
+    /* the tools as the templates show them (Seed-OSS's reads every tool's "parameters") */
+    cJSON *shown = cJSON_Parse(TOOLS);
+    cJSON_AddItemToObject(cJSON_GetObjectItem(cJSON_GetArrayItem(shown, 2), "function"), "parameters",
+                          cJSON_Parse("{\"type\":\"object\",\"properties\":{}}"));
+    cJSON_AddItemToObject(kw, "tools", shown);
     for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
-        char *src = th_slurp(tpl[i].file), *out = NULL;
-        CHECKF(src, "%s", tpl[i].file);
+        char file[128];
+        snprintf(file, sizeof file, "tests/data/chat_templates/%s.jinja", tpl[i]);
+        char *src = th_slurp(file), *out = NULL;
+        CHECKF(src, "%s", file);
         if (!src) continue;
         tm_err e = {0};
         const tm_tool_dialect *d = tm_tool_dialect_detect(src);
-        CHECKF(d && d->xml, "%s: %s", tpl[i].file, d ? d->name : "none");
-        CHECKF(tm_chat_render(src, m, 0, kw, NULL, NULL, NULL, &out, &e) == TM_OK, "%s: %s", tpl[i].file, e.msg);
+        CHECKF(d && d->xml, "%s: %s", file, d ? d->name : "none");
+        CHECKF(tm_chat_render(src, m, 0, kw, NULL, NULL, NULL, &out, &e) == TM_OK, "%s: %s", file, e.msg);
+        /* from the turn's first call marker to the end of its last close */
         const char *at = out ? strstr(out, "Weather in Paris") : NULL;
-        const char *from = at ? strstr(at, d ? d->open : "<tool_call>") : NULL;
-        const char *to = from ? strstr(from, tpl[i].turn_end) : NULL;
-        CHECKF(from && to, "%s: no calls in\n%s", tpl[i].file, out ? out : "");
+        const char *from = at && d ? strstr(at, d->open) : NULL, *to = NULL;
+        for (const char *q = from; q && (q = strstr(q, d->close)); q += strlen(d->close)) to = q + strlen(d->close);
+        CHECKF(from && to, "%s: no calls in\n%s", file, out ? out : "");
         if (d && from && to) {
             tm_tool_calls c;
             CHECK(tm_tool_parse(d, from, (size_t)(to - from), TOOLS, 0, &c, &e) == TM_OK);
@@ -636,7 +660,7 @@ static void test_xml_roundtrip(void)
             for (int k = 0; k < c.n; k++)
                 snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", k ? "|" : "", c.v[k].name, c.v[k].arguments);
             CHECKF(!strcmp(got, "get_weather {\"city\":\"Paris <FR>\",\"unit\":\"c\"}|add {\"a\":1,\"b\":-2}|now {}"),
-                   "%s: %s from\n%.*s", tpl[i].file, got, (int)(to - from), from);
+                   "%s: %s from\n%.*s", file, got, (int)(to - from), from);
             tm_tool_calls_free(&c);
         }
         free(out);
@@ -694,6 +718,19 @@ static void test_xml_grammar(void)
                    "</tool_call>\n<tool_call>now\n</tool_call>",
                    "add {\"a\":1,\"b\":2}|now {}");
         CHECK(takes(g, "get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>B</arg_value>\n</tool_call>") == 0);
+        tm_grammar_free(g);
+    }
+    static const struct {
+        const char *dn, *text, *calls;
+    } more[] = {
+        {"seed_oss", "<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function></seed:tool_call>",
+         "get_weather {\"city\":\"Oslo\"}"},
+        {"minimax", "<invoke name=\"add\">\n<parameter name=\"a\">1</parameter>\n<parameter name=\"b\">-2</parameter>\n"
+         "</invoke></minimax:tool_call>", "add {\"a\":1,\"b\":-2}"},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        g = forced(more[i].dn, TOOLS, NULL, 1);
+        if (g) forced_yes(TOOLS, more[i].dn, g, more[i].text, more[i].calls);
         tm_grammar_free(g);
     }
     g = forced("qwen3_coder", TOOLS_X, NULL, 0);

@@ -16,6 +16,12 @@
 static const tm_tool_xml qwen3_xml = {.fn_open = "<function=", .fn_close = ">", .fn_end = "</function>",
                                       .key_open = "<parameter=", .key_close = ">", .val_open = "",
                                       .val_close = "</parameter>", .trim_nl = 1};
+static const tm_tool_xml seed_xml = {.fn_open = "<function=", .fn_close = ">", .fn_end = "</function>",
+                                     .key_open = "<parameter=", .key_close = ">", .val_open = "",
+                                     .val_close = "</parameter>"};
+static const tm_tool_xml minimax_xml = {.fn_open = "<invoke name=\"", .fn_close = "\">", .fn_end = "</invoke>",
+                                        .key_open = "<parameter name=\"", .key_close = "\">", .val_open = "",
+                                        .val_close = "</parameter>"};
 static const tm_tool_xml glm_xml = {.fn_open = "", .fn_close = "", .fn_end = "", .key_open = "<arg_key>",
                                     .key_close = "</arg_key>", .val_open = "<arg_value>", .val_close = "</arg_value>"};
 
@@ -31,6 +37,12 @@ static const tm_tool_dialect dialects[] = {
     {.name = "granite", .detect = {"<|tool_call|>", NULL}, .open = "<|tool_call|>", .close = "", .list = 1,
      .bare = 1, .args_key = "arguments", .gen_open = "<|tool_call|>[", .gen_close = "", .gen_sep = ", ",
      .gen_end = "]"},
+    {.name = "seed_oss", .detect = {"<seed:tool_call>", NULL}, .open = "<seed:tool_call>", .close = "</seed:tool_call>",
+     .args_key = "arguments", .gen_open = "<seed:tool_call>\n", .gen_close = "</seed:tool_call>",
+     .gen_sep = "\n<seed:tool_call>\n", .gen_end = "", .xml = &seed_xml},
+    {.name = "minimax", .detect = {"<minimax:tool_call>", NULL}, .open = "<minimax:tool_call>",
+     .close = "</minimax:tool_call>", .args_key = "arguments", .gen_open = "<minimax:tool_call>\n",
+     .gen_close = "</minimax:tool_call>", .gen_sep = "\n<minimax:tool_call>\n", .gen_end = "", .xml = &minimax_xml},
     {.name = "qwen3_coder", .detect = {"<parameter=", NULL}, .open = "<tool_call>", .close = "</tool_call>",
      .args_key = "arguments", .gen_open = "<tool_call>\n", .gen_close = "\n</tool_call>", .gen_sep = "\n<tool_call>\n",
      .gen_end = "", .xml = &qwen3_xml},
@@ -62,7 +74,7 @@ const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
 
 const char *tm_tool_dialect_names(void)
 {
-    return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm";
+    return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax";
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
@@ -829,7 +841,8 @@ static int put_xml_call(text_t *t, const tm_tool_xml *x, const cJSON *tool, int 
         char pfx[32], field[96];
         snprintf(rule, sizeof rule, "t%d-a%d ::= ", i, k);
         bad = puts_(t, rule) || put_lit(t, x->key_open) || puts_(t, " ") || put_lit(t, p->string) || puts_(t, " ") ||
-              put_lit(t, x->key_close) || puts_(t, " \"\\n\" ") || put_lit(t, x->val_open);
+              put_lit(t, x->key_close) || puts_(t, x->trim_nl || *x->val_open ? " \"\\n\" " : " ") ||
+              put_lit(t, x->val_open);
         snprintf(pfx, sizeof pfx, "t%d-v%d-", i, k);
         snprintf(field, sizeof field, "tools[%d].function.parameters.properties.%.40s", i, p->string);
         if (!xml_writable(p->string, 1)) {

@@ -11,6 +11,8 @@
  *   qwen3_coder  <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n</function>\n</tool_call>
  *                                                          (Qwen3-Coder, Qwen3.5, Nemotron 3 Nano, Step 3.5)
  *   glm          <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>  (GLM-4.5 to 4.7)
+ *   seed_oss     <seed:tool_call>\n<function=f>\n<parameter=k>v</parameter>\n</function>\n</seed:tool_call>
+ *   minimax      <minimax:tool_call>\n<invoke name="f"><parameter name="k">v</parameter></invoke>\n...</minimax:tool_call>
  *
  * The chat template says which: it shows the model its own past calls in the same form, so
  * tm_tool_dialect_detect finds a dialect by its marker in the template's source.
@@ -49,7 +51,7 @@
  * bare dialect, a reply still blank or opening with the calls' bracket) and the rest waits for the
  * end, where the parse decides.
  *
- * An XML dialect (qwen3_coder, glm; tm_tool_xml) writes a call as tags: the name, then each argument
+ * An XML dialect (qwen3_coder, glm, seed_oss, minimax; tm_tool_xml) writes a call as tags: the name, then each argument
  * as a key and its value as raw text up to the value's closing tag (a string as it is; other
  * values as the template printed them: JSON, or Python's str() of a number or a boolean). The
  * parser gives each value its type from the tool's schema: a property of type "string" (or of no
@@ -89,7 +91,7 @@ typedef struct tm_tool_xml {
 } tm_tool_xml;
 
 typedef struct tm_tool_dialect {
-    const char *name;        /* "hermes", "llama3_json", "mistral", "mistral_args", "granite", "qwen3_coder", "glm" */
+    const char *name;        /* "hermes", ..., "glm": tm_tool_dialect_names() lists them */
     const char *detect[2];   /* a chat template showing any of these uses this dialect */
     const char *open;        /* the marker before a call (list: before the list) */
     const char *close;       /* after each call ("": none); optional at the reply's end */
