@@ -352,6 +352,23 @@ static void forced_yes(const char *tools, const char *dn, const tm_grammar *g, c
     parse_with(tools, 0, dn, full, want_calls, "");
 }
 
+/* dialect dn's lazy grammar (from its marker on) takes with_marker and not without */
+static void lazy_case(const char *dn, const char *with_marker, const char *without)
+{
+    char *src = NULL;
+    tm_err e = {0};
+    tm_grammar *g = NULL;
+    CHECKF(tm_tool_grammar(tm_tool_dialect_named(dn), TOOLS, NULL, 1, 1, &src, &e) == TM_OK &&
+               tm_grammar_parse(&g, src, strlen(src), &e) == TM_OK,
+           "%s: %s", dn, e.msg);
+    if (g) {
+        CHECKF(takes(g, with_marker) == 1, "%s lazy: refuses %s", dn, with_marker);
+        CHECKF(takes(g, without) == 0, "%s lazy: takes %s", dn, without);
+    }
+    tm_grammar_free(g);
+    free(src);
+}
+
 static void test_grammar(void)
 {
     tm_grammar *g = forced("hermes", TOOLS, NULL, 1);
@@ -374,18 +391,8 @@ static void test_grammar(void)
         tm_grammar_free(g);
     }
     /* the lazy form (auto): from the marker on */
-    char *lz = NULL;
-    tm_err le = {0};
-    tm_grammar *lg = NULL;
-    CHECKF(tm_tool_grammar(tm_tool_dialect_named("hermes"), TOOLS, NULL, 1, 1, &lz, &le) == TM_OK &&
-               tm_grammar_parse(&lg, lz, strlen(lz), &le) == TM_OK,
-           "%s", le.msg);
-    if (lg) {
-        CHECK(takes(lg, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 1);
-        CHECK(takes(lg, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 0);
-    }
-    tm_grammar_free(lg);
-    free(lz);
+    lazy_case("hermes", "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+              "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>");
     g = forced("hermes", TOOLS, NULL, 0);
     if (g) {
         CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 1);
@@ -698,17 +705,10 @@ static void test_xml_grammar(void)
         for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) CHECKF(takes(g, no[i]) == 0, "takes %s", no[i]);
         tm_grammar_free(g);
     }
-    /* lazy: from the marker on */
+    lazy_case("qwen3_coder", "<tool_call>\n<function=now>\n</function>\n</tool_call>",
+              "<function=now>\n</function>\n</tool_call>");
     char *src = NULL;
     tm_err e = {0};
-    CHECK(tm_tool_grammar(tm_tool_dialect_named("qwen3_coder"), TOOLS, NULL, 1, 1, &src, &e) == TM_OK);
-    g = NULL;
-    if (src && tm_grammar_parse(&g, src, strlen(src), &e) == TM_OK) {
-        CHECK(takes(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>") == 1);
-        CHECK(takes(g, "<function=now>\n</function>\n</tool_call>") == 0);
-        tm_grammar_free(g);
-    }
-    free(src);
     g = forced("glm", TOOLS, NULL, 1);
     if (g) {
         forced_yes(TOOLS, "glm", g, "get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
