@@ -441,8 +441,8 @@ static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, s
             rc = TM_E_NOMEM;
             break;
         }
-        if (cJSON_GetObjectItemCaseSensitive(args, key)) cJSON_ReplaceItemInObjectCaseSensitive(args, key, val);
-        else if (!cJSON_AddItemToObject(args, key, val)) {
+        if (cJSON_GetObjectItemCaseSensitive(args, key) ? !cJSON_ReplaceItemInObjectCaseSensitive(args, key, val)
+                                                       : !cJSON_AddItemToObject(args, key, val)) {
             cJSON_Delete(val);
             rc = TM_E_NOMEM;
             break;
