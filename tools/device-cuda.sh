@@ -4,9 +4,10 @@
 # the GPU prefilling beside the CPU decoding, the CPU engines alone. Run from the repository root
 # there with tmp/cuda.tar.xz carried, made here by
 #   make CUDA=1 BUILD=build-cuda, then a tar of: bin/ (tandem and tests test_cuda, test_cuda_decode,
-#   test_cuda_gemv, test_engine_conf, test_engine, test_sched, stripped), lib/ (tools/devdeps.sh's libraries),
-#   shared/conformance/models
-# (the tree is ~48 MiB of the 64 MiB a call carries, so the binaries travel built and compressed).
+#   test_cuda_gemv, test_engine_conf, stripped), lib/ (tools/devdeps.sh's libraries),
+#   shared/conformance/models (without qwen3_moe if the carry is too big: its 16 checks then fail)
+# (the tree is ~49 MiB of the 64 MiB a call carries, so the binaries travel built and compressed;
+# session 46's calls: docs/bench/scripts-s46/).
 # Writes $OUT/cuda.txt (the log) and $OUT/*.json, *.md (tandem bench).
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build; A=$OUT/cuda.txt
 P=/tmp/pk; mkdir -p $P && tar -C $P -xJf tmp/cuda.tar.xz
@@ -31,13 +32,16 @@ for m in ${BENCH_MODELS:-l q}; do
   "$B/tandem" convert "/tmp/tb/$m" -o "/tmp/tb/$m.tdm" --threads 16 > /dev/null 2>> "$A"
 done
 st bench
+# the GPU decoding with its default weights (packed int4 + the bf16 copy), with bf16 weights
+# (TANDEM_CUDA_PACKED=0), and the host's two cores decoding
 for m in ${BENCH_MODELS:-l q}; do
-  for d in cuda cpu-avx512; do
-    TANDEM_CUDA_PROFILE=1 timeout 200 "$B/tandem" bench /tmp/tb/$m.tdm -t 2 --tests ${BENCH_TESTS:-pp512,tg128} --reps 3 \
-      --prefill cuda --decode $d --concurrency ${BENCH_CONC:-1,4,8} --conc 448+64 --md "$OUT/$m-$d.md" \
-      > "$OUT/$m-$d.json" 2>> "$A"
-    echo "-- $m: prefill cuda, decode $d" >> "$A"
-    grep -E '^\| ' "$OUT/$m-$d.md" >> "$A"
+  for v in cuda:1 cuda:0 cpu-avx512:1; do
+    d=${v%:*} pk=${v#*:}
+    TANDEM_CUDA_PACKED=$pk TANDEM_CUDA_PROFILE=1 timeout 200 "$B/tandem" bench /tmp/tb/$m.tdm -t 2 \
+      --tests ${BENCH_TESTS:-pp512,tg128} --reps 3 --prefill cuda --decode $d --concurrency ${BENCH_CONC:-1,16,64} \
+      --conc 448+64 --md "$OUT/$m-$d-$pk.md" > "$OUT/$m-$d-$pk.json" 2>> "$A"
+    echo "-- $m: prefill cuda, decode $d (packed $pk)" >> "$A"
+    grep -E '^\| ' "$OUT/$m-$d-$pk.md" >> "$A"
   done
 done
 ;; esac
