@@ -8,7 +8,8 @@
 #   shared/conformance/models (without qwen3_moe if the carry is too big: its 16 checks then fail)
 # (the tree is ~49 MiB of the 64 MiB a call carries, so the binaries travel built and compressed;
 # session 46's calls: docs/bench/scripts-s46/).
-# Writes $OUT/cuda.txt (the log) and $OUT/*.json, *.md (tandem bench).
+# Writes $OUT/cuda.txt (the log) and $OUT/bench.tgz (tandem bench's JSON and markdown: a call brings
+# back at most 8 files).
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build; A=$OUT/cuda.txt
 P=/tmp/pk; mkdir -p $P && tar -C $P -xJf tmp/cuda.tar.xz
 export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512
@@ -32,6 +33,7 @@ for m in ${BENCH_MODELS:-l q}; do
   "$B/tandem" convert "/tmp/tb/$m" -o "/tmp/tb/$m.tdm" --threads 16 > /dev/null 2>> "$A"
 done
 st bench
+mkdir -p /tmp/bw
 # the GPU decoding with its default weights (packed int4 + the bf16 copy), with bf16 weights
 # (TANDEM_CUDA_PACKED=0), and the host's two cores decoding
 for m in ${BENCH_MODELS:-l q}; do
@@ -39,10 +41,11 @@ for m in ${BENCH_MODELS:-l q}; do
     d=${v%:*} pk=${v#*:}
     TANDEM_CUDA_PACKED=$pk TANDEM_CUDA_PROFILE=1 timeout 200 "$B/tandem" bench /tmp/tb/$m.tdm -t 2 \
       --tests ${BENCH_TESTS:-pp512,tg128} --reps 3 --prefill cuda --decode $d --concurrency ${BENCH_CONC:-1,16,64} \
-      --conc 448+64 --md "$OUT/$m-$d-$pk.md" > "$OUT/$m-$d-$pk.json" 2>> "$A"
+      --conc 448+64 --md "/tmp/bw/$m-$d-$pk.md" > "/tmp/bw/$m-$d-$pk.json" 2>> "$A"
     echo "-- $m: prefill cuda, decode $d (packed $pk)" >> "$A"
-    grep -E '^\| ' "$OUT/$m-$d-$pk.md" >> "$A"
+    grep -E '^\| ' "/tmp/bw/$m-$d-$pk.md" >> "$A"
   done
 done
+tar -C /tmp/bw -czf "$OUT/bench.tgz" .
 ;; esac
 st done
