@@ -2,7 +2,9 @@
  * (serve/oai.h) on arbitrary input. Byte 0 picks the endpoint (even:
  * /v1/completions, odd: /v1/chat/completions, 3 mod 4: Anthropic's /v1/messages, whose body is
  * translated into a chat one first: refused with 400 naming the field, or a chat body the rest
- * checks; its writers make valid JSON events; 13 mod 16: OpenAI's /v1/responses, the same way;
+ * checks; its writers make valid JSON events; 13 mod 16: OpenAI's /v1/responses, the same way,
+ * against a small store holding "resp_0" (previous_response_id), the answer kept there where its
+ * echo asks and read back and deleted as JSON;
  * 6 mod 8: /v1/embeddings, its parser's request within
  * its bounds and its writer's answer valid JSON whatever the floats); the rest is the body.
  * Checked invariants:
@@ -109,9 +111,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(fbody);
     fbody = NULL;
     const tm_api_fmt *fmt = (data[0] & 3) == 3 ? &tm_api_anthropic : (data[0] & 15) == 13 ? &tm_api_responses : NULL;
+    static tm_resp_store *store; /* the Responses API's: one conversation stored ("resp_0"), small bounds */
+    if (!store && tm_resp_store_new(&store, 8, 1 << 16) == 0)
+        tm_resp_store_put(store, "resp_0", strdup("[{\"role\":\"user\",\"content\":\"hi\"}]"), strdup("{}"));
     if (fmt) { /* another API: the body translated into a chat one, or refused */
         char *echo = NULL;
-        if (fmt->request(body, len, (data[0] & 4) != 0, &fbody, &echo, &e) != 0) {
+        if (fmt->request(body, len, (data[0] & 4) != 0, store, &fbody, &echo, &e) != 0) {
             if (!(e.http == 400 || e.http == 500) || !e.msg[0] || fbody || echo) abort();
             return 0;
         }
@@ -134,6 +139,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ev[3] = fmt->stream_part(&st, &am, "", 0, body, h);
         ev[4] = (len & 8) ? fmt->stream_error(&st, body) : fmt->stream_end(&st, &am, &ar, &u);
         fmt->stream_free(&st);
+        if (fmt->keep && store) { /* kept where the echo asks, then read back and deleted: JSON */
+            fmt->keep(store, &am, "[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[{\"function\":{\"arguments\":{}}}]}]",
+                      &ar, &u);
+            for (int del = 0; del < 2; del++) {
+                int status = 0;
+                char *js = NULL;
+                if (tm_resp_lookup(store, del, am.id, &status, &js) == 0) {
+                    if (!(status == 200 || status == 404)) abort();
+                    must_parse(js, 0);
+                }
+                free(js);
+            }
+        }
         if (ev[0]) must_parse(ev[0], 0);
         for (int i = 1; i < 6; i++)
             for (const char *d = ev[i]; d && (d = strstr(d, "\ndata: ")); d += 7) {

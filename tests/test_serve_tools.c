@@ -20,7 +20,9 @@
  *    twin, thinking blocks from a reasoning template; malformed blocks and server tools refused.
  *    OpenAI's Responses API likewise: its input items translated exactly, function_call items with the
  *    chat endpoint's calls, a call's output answered as the chat twin, reasoning items, text.format,
- *    the stream's events numbered, in order and agreeing with the final response; refusals by field. */
+ *    the stream's events numbered, in order and agreeing with the final response; refusals by field;
+ *    stored responses: GET as answered, previous_response_id answering as the same conversation sent
+ *    whole (a call's output by its call_id too), store false, DELETE, the store's LRU bounds. */
 #include "harness.h"
 #include "http_client.h"
 
@@ -484,7 +486,7 @@ static void test_anth_translate(void)
         "\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_tokens\":9,\"stop\":[\"x\"],\"model\":\"m\"}";
     char *out = NULL, *echo = NULL;
     tm_oai_error e;
-    CHECKF(tm_api_anthropic.request(in, strlen(in), 0, &out, &echo, &e) == 0 && !echo, "%s", e.msg);
+    CHECKF(tm_api_anthropic.request(in, strlen(in), 0, NULL, &out, &echo, &e) == 0 && !echo, "%s", e.msg);
     CHECK_EQ_STR(out ? out : "", want);
     tm_oai_req r;
     CHECKF(out && tm_oai_parse(&r, TM_OAI_CHAT, out, strlen(out), &e) == 0, "%s", e.msg);
@@ -519,7 +521,7 @@ static void test_anth_translate(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         out = NULL;
-        int rc = tm_api_anthropic.request(bad[i].body, strlen(bad[i].body), 0, &out, &echo, &e);
+        int rc = tm_api_anthropic.request(bad[i].body, strlen(bad[i].body), 0, NULL, &out, &echo, &e);
         CHECKF(rc == -1 && e.http == 400 && !strcmp(e.param, bad[i].param) && !out, "bad %zu: rc %d param '%s' (%s)", i,
                rc, e.param, e.msg);
         free(out);
@@ -532,6 +534,7 @@ typedef struct api_out {
     int status, n;
     char type[6][16], name[6][72], id[6][48], body[6][2048];
     char end[16];            /* Anthropic's stop_reason, the Responses API's status */
+    char rid[48];            /* the Responses API's response id */
 } api_out;
 typedef api_out anth;
 
@@ -866,12 +869,12 @@ static void test_resp_translate(void)
         "\"model\":\"m\",\"parallel_tool_calls\":false}";
     char *out = NULL, *echo = NULL;
     tm_oai_error e;
-    CHECKF(tm_api_responses.request(in, strlen(in), 0, &out, &echo, &e) == 0, "%s", e.msg);
+    CHECKF(tm_api_responses.request(in, strlen(in), 0, NULL, &out, &echo, &e) == 0, "%s", e.msg);
     CHECK_EQ_STR(out ? out : "", want);
     cJSON *ej = cJSON_Parse(echo ? echo : "");
     CHECKF(jstr(ej, "instructions") && !strcmp(jstr(ej, "instructions"), "Be brief.") && jnum(ej, "max_output_tokens") == 9 &&
                jstr(ej, "metadata.k") && jstr(ej, "tools.0.name") && jstr(ej, "text.format.type") &&
-               !strcmp(jstr(ej, "text.format.type"), "json_schema") && cJSON_IsFalse(cJSON_GetObjectItem(ej, "store")) &&
+               !strcmp(jstr(ej, "text.format.type"), "json_schema") && cJSON_IsTrue(cJSON_GetObjectItem(ej, "store")) &&
                cJSON_IsFalse(cJSON_GetObjectItem(ej, "parallel_tool_calls")),
            "echo: %s", echo ? echo : "(none)");
     cJSON_Delete(ej);
@@ -882,7 +885,7 @@ static void test_resp_translate(void)
     free(echo);
     const char *named = "{\"input\":\"x\",\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"}}";
     out = echo = NULL;
-    CHECK(tm_api_responses.request(named, strlen(named), 0, &out, &echo, &e) == 0 && out &&
+    CHECK(tm_api_responses.request(named, strlen(named), 0, NULL, &out, &echo, &e) == 0 && out &&
           strstr(out, "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"));
     free(out);
     free(echo);
@@ -906,7 +909,7 @@ static void test_resp_translate(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         out = echo = NULL;
-        int rc = tm_api_responses.request(bad[i].body, strlen(bad[i].body), 0, &out, &echo, &e);
+        int rc = tm_api_responses.request(bad[i].body, strlen(bad[i].body), 0, NULL, &out, &echo, &e);
         CHECKF(rc == -1 && e.http == 400 && !strcmp(e.param, bad[i].param) && !out && !echo, "bad %zu: rc %d param '%s' (%s)",
                i, rc, e.param, e.msg);
         free(out);
@@ -928,6 +931,7 @@ static void resp_item(resp *a, const cJSON *it)
 static void resp_of(resp *a, const cJSON *r)
 {
     const cJSON *out = cJSON_GetObjectItem(r, "output");
+    snprintf(a->rid, sizeof a->rid, "%s", jstr(r, "id") ? jstr(r, "id") : "");
     for (const cJSON *it = cJSON_IsArray(out) ? out->child : NULL; it && a->n < 6; it = it->next) resp_item(a, it);
     snprintf(a->end, sizeof a->end, "%s", jstr(r, "status") ? jstr(r, "status") : "");
 }
@@ -986,6 +990,133 @@ static void ask_resp(int port, const char *body, int stream, resp *a)
     snprintf(a->end, sizeof a->end, "%s", fin.end);
     CHECKF(!bad && ended, "responses stream: %d out of order or disagreeing: %s", bad, hr.body);
     http_res_free(&hr);
+}
+
+/* the store's bounds: entries and bytes, the least recently used out first */
+static void test_resp_store(void)
+{
+    tm_resp_store *s = NULL;
+    CHECK(tm_resp_store_new(&s, 3, 40) == 0 && s);
+    if (!s) return;
+    static const char *ids[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 3; i++) CHECK(tm_resp_store_put(s, ids[i], strdup("[1]"), strdup("{}")) == 0);
+    char *conv = NULL, *rsp = NULL;
+    CHECK(tm_resp_store_get(s, "a", &conv, &rsp) == 0 && !strcmp(conv, "[1]") && !strcmp(rsp, "{}"));
+    free(conv);
+    free(rsp);
+    CHECK(tm_resp_store_put(s, "d", strdup("[2]"), strdup("{}")) == 0); /* full: b, the least recently used, goes */
+    CHECK(tm_resp_store_get(s, "b", NULL, NULL) == -1 && tm_resp_store_get(s, "a", NULL, NULL) == 0 &&
+          tm_resp_store_get(s, "c", NULL, NULL) == 0 && tm_resp_store_get(s, "d", NULL, NULL) == 0);
+    /* bytes: 3 entries of 5 bytes stored (a, c, d, in the order last used); one of 30 evicts the least
+       recently used until 40 hold it: a alone */
+    char big[32];
+    memset(big, 'x', 29);
+    big[29] = '\0';
+    CHECK(tm_resp_store_put(s, "e", strdup(big), strdup("y")) == 0);
+    CHECK(tm_resp_store_get(s, "e", NULL, NULL) == 0 && tm_resp_store_get(s, "a", NULL, NULL) == -1 &&
+          tm_resp_store_get(s, "c", NULL, NULL) == 0 && tm_resp_store_get(s, "d", NULL, NULL) == 0);
+    CHECK(tm_resp_store_put(s, "f", strdup(big), strdup(big)) == -1); /* larger than the store: not kept */
+    CHECK(tm_resp_store_put(s, "e", strdup("[3]"), strdup("{}")) == 0 && tm_resp_store_get(s, "e", &conv, NULL) == 0 &&
+          !strcmp(conv, "[3]")); /* the same id again: replaced */
+    free(conv);
+    CHECK(tm_resp_store_del(s, "e") == 0 && tm_resp_store_del(s, "e") == -1 && tm_resp_store_get(s, "e", NULL, NULL) == -1);
+    tm_resp_store_free(s);
+}
+
+/* GET (del 0) or DELETE /v1/responses/{id}: the status, and the body into out [n] */
+static int resp_by_id(int port, const char *id, int del, char *out, size_t n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/responses/%s", id);
+    http_res hr;
+    int st = http(port, del ? "DELETE" : "GET", path, NULL, NULL, &hr) == 0 ? hr.status : -1;
+    snprintf(out, n, "%s", hr.body ? hr.body : "");
+    if (st >= 0) http_res_free(&hr);
+    return st;
+}
+
+/* stored responses: GET returns the answer, previous_response_id continues its conversation as the
+ * same conversation sent whole does (greedy), calls' ids included; store false keeps nothing; DELETE */
+static void test_resp_stored(int port, const char *rtools)
+{
+    char body[4096], got[8192];
+    resp a, b, c;
+    snprintf(body, sizeof body, "{\"input\":\"Tell me a story.\",\"instructions\":\"Be brief.\",\"temperature\":0,"
+             "\"max_output_tokens\":12}");
+    ask_resp(port, body, 0, &a);
+    CHECK(a.status == 200 && a.n == 1 && a.rid[0]);
+    CHECKF(resp_by_id(port, a.rid, 0, got, sizeof got) == 200 && strstr(got, a.rid) && strstr(got, "\"store\":true"),
+           "GET %s: %s", a.rid, got);
+    cJSON *g = cJSON_Parse(got);
+    CHECKF(jstr(g, "output.0.content.0.text") && !strcmp(jstr(g, "output.0.content.0.text"), a.body[0]), "stored: %s", got);
+    cJSON_Delete(g);
+    /* continued: the instructions not carried (new ones given), the answer as the assistant's turn */
+    snprintf(body, sizeof body, "{\"input\":\"And then?\",\"previous_response_id\":\"%s\",\"instructions\":\"Be kind.\","
+             "\"temperature\":0,\"max_output_tokens\":12}", a.rid);
+    ask_resp(port, body, 0, &b);
+    char whole[4096];
+    cJSON *t = cJSON_CreateString(a.body[0]);
+    char *tq = cJSON_PrintUnformatted(t);
+    snprintf(whole, sizeof whole, "{\"input\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"},{\"role\":\"assistant\","
+             "\"content\":%s},{\"role\":\"user\",\"content\":\"And then?\"}],\"instructions\":\"Be kind.\",\"temperature\":0,"
+             "\"max_output_tokens\":12}", tq ? tq : "\"\"");
+    free(tq);
+    cJSON_Delete(t);
+    ask_resp(port, whole, 0, &c);
+    CHECKF(b.status == 200 && c.status == 200 && b.n == 1 && c.n == 1 && !strcmp(b.body[0], c.body[0]),
+           "continued '%s' / whole '%s'", b.body[0], c.body[0]);
+    /* a forced call, then its output by previous_response_id: as the whole conversation with the call */
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{\"input\":\"Weather in Oslo?\",\"tools\":%s,\"tool_choice\":\"required\","
+                 "\"parallel_tool_calls\":false,\"temperature\":0,\"max_output_tokens\":160,\"stream\":%s}", rtools,
+                 stream ? "true" : "false");
+        ask_resp(port, body, stream, &a);
+        CHECKF(a.status == 200 && a.n == 1 && !strcmp(a.type[0], "function_call"), "call%s: %d %s '%s'",
+               stream ? " (streamed)" : "", a.n, a.type[0], a.body[0]);
+    }
+    CHECK(resp_by_id(port, "resp_none", 0, got, sizeof got) == 404 && strstr(got, "not_found"));
+    snprintf(body, sizeof body, "{\"input\":\"Weather in Oslo?\",\"tools\":%s,\"tool_choice\":\"required\","
+             "\"parallel_tool_calls\":false,\"temperature\":0,\"max_output_tokens\":160}", rtools);
+    ask_resp(port, body, 0, &a);
+    snprintf(body, sizeof body, "{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"%s\",\"output\":\"Sunny\"}],"
+             "\"previous_response_id\":\"%s\",\"tools\":%s,\"tool_choice\":\"none\",\"temperature\":0,"
+             "\"max_output_tokens\":12}", a.id[0], a.rid, rtools);
+    ask_resp(port, body, 0, &b);
+    char args[2200];
+    t = cJSON_CreateString(a.body[0]);
+    tq = cJSON_PrintUnformatted(t);
+    snprintf(args, sizeof args, "%s", tq ? tq : "\"\"");
+    free(tq);
+    cJSON_Delete(t);
+    snprintf(whole, sizeof whole, "{\"input\":[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"},{\"type\":\"function_call\","
+             "\"call_id\":\"%s\",\"name\":\"%s\",\"arguments\":%s},{\"type\":\"function_call_output\",\"call_id\":\"%s\","
+             "\"output\":\"Sunny\"}],\"tools\":%s,\"tool_choice\":\"none\",\"temperature\":0,\"max_output_tokens\":12}",
+             a.id[0], a.name[0], args, a.id[0], rtools);
+    ask_resp(port, whole, 0, &c);
+    CHECKF(b.status == 200 && c.status == 200 && b.n == 1 && c.n == 1 && !strcmp(b.body[0], c.body[0]),
+           "call output continued '%s' / whole '%s' (%d, %d)", b.body[0], c.body[0], b.status, c.status);
+    /* a streamed answer is stored too: GET it by the id its events gave */
+    snprintf(body, sizeof body, "{\"input\":\"Hi\",\"temperature\":0,\"max_output_tokens\":8,\"stream\":true}");
+    http_res hr;
+    CHECK(http(port, "POST", "/v1/responses", body, NULL, &hr) == 0 && hr.status == 200);
+    const char *idp = hr.body ? strstr(hr.body, "\"id\":\"resp_") : NULL;
+    char sid[48] = "";
+    if (idp) sscanf(idp + 6, "%47[^\"]", sid);
+    http_res_free(&hr);
+    CHECKF(sid[0] && resp_by_id(port, sid, 0, got, sizeof got) == 200 && strstr(got, "\"status\":\"") &&
+               strstr(got, "\"output\":[{"),
+           "streamed %s: %s", sid, got);
+    /* store false: nothing kept */
+    snprintf(body, sizeof body, "{\"input\":\"Hi\",\"store\":false,\"temperature\":0,\"max_output_tokens\":4}");
+    ask_resp(port, body, 0, &a);
+    CHECKF(a.status == 200 && resp_by_id(port, a.rid, 0, got, sizeof got) == 404, "store false: %s", got);
+    /* delete: then gone, and previous_response_id no longer finds it */
+    CHECKF(resp_by_id(port, sid, 1, got, sizeof got) == 200 && strstr(got, "\"deleted\":true"), "DELETE: %s", got);
+    CHECK(resp_by_id(port, sid, 0, got, sizeof got) == 404 && resp_by_id(port, sid, 1, got, sizeof got) == 404);
+    snprintf(body, sizeof body, "{\"input\":\"x\",\"previous_response_id\":\"%s\"}", sid);
+    check_error(port, "POST", "/v1/responses", body, 400, "previous_response_id", "a deleted previous response");
+    check_error(port, "POST", "/v1/responses", "{\"input\":\"x\",\"store\":\"yes\"}", 400, "store", "store a string");
+    check_error(port, "POST", "/v1/responses/resp_1", "{}", 405, NULL, "POST to a stored response");
 }
 
 static void test_resp_server(int port)
@@ -1051,7 +1182,8 @@ static void test_resp_server(int port)
     check_error(port, "POST", "/v1/responses", "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search_preview\"}]}", 400,
                 "tools[0]", "a built-in tool");
     check_error(port, "POST", "/v1/responses", "{\"input\":\"x\",\"previous_response_id\":\"resp_0\"}", 400,
-                "previous_response_id", "previous_response_id");
+                "previous_response_id", "an unknown previous_response_id");
+    test_resp_stored(port, RTOOLS);
 }
 
 /* ---- 5. the reply reader and reasoning ---- */
@@ -1224,6 +1356,7 @@ int main(void)
     test_parse();
     test_anth_translate();
     test_resp_translate();
+    test_resp_store();
     tandem_status st;
     tandem_model *m = NULL;
     CHECKF(tandem_model_open(&m, "models/tiny-classics-llama", &st) == 0, "%s", st.msg);

@@ -228,8 +228,10 @@ static int thinking_of(const cJSON *t, cJSON *out, tm_oai_error *e)
     return kw && cJSON_AddBoolToObject(kw, "enable_thinking", on) ? 0 : -2;
 }
 
-static int anth_request(const char *body, size_t len, int counting, char **chat_json, char **echo, tm_oai_error *e)
+static int anth_request(const char *body, size_t len, int counting, tm_resp_store *store, char **chat_json, char **echo,
+                        tm_oai_error *e)
 {
+    (void)store;
     *chat_json = *echo = NULL;
     cJSON *in = cJSON_ParseWithLength(body, len), *out = cJSON_CreateObject(), *msgs = NULL;
     int rc = 0;
@@ -447,4 +449,4 @@ static char *anth_stream_error(tm_api_stream *s, const char *msg)
 static void anth_stream_free(tm_api_stream *s) { (void)s; }
 
 const tm_api_fmt tm_api_anthropic = {"msg_", anth_request, anth_json, anth_stream_start,
-                                     anth_stream_part, anth_stream_end, anth_stream_error, anth_stream_free};
+                                     anth_stream_part, anth_stream_end, anth_stream_error, anth_stream_free, NULL};

@@ -1,6 +1,8 @@
-/* serve/responses.c: OpenAI's Responses API (POST /v1/responses) over the chat machinery
- * (serve-impl.h: tm_api_fmt). Stateless: nothing is stored, so previous_response_id and item
- * references are refused.
+/* serve/responses.c: OpenAI's Responses API (POST /v1/responses, GET and DELETE /v1/responses/{id})
+ * over the chat machinery (serve-impl.h: tm_api_fmt). A response is stored unless the request says
+ * "store": false (serve/resp_store.c: in memory, bounded): previous_response_id continues the
+ * conversation it ends (its messages first, then this request's input; its instructions are not
+ * carried over, as OpenAI's are not). Item references are refused.
  *
  * Translation, Responses -> chat:
  *   instructions                                -> a system message, first
@@ -167,7 +169,7 @@ static int input_of(conv *cv, const cJSON *in, tm_oai_error *e)
         } else if (is_type(it, "reasoning")) {
             rc = reasoning_item(cv, it);
         } else if (is_type(it, "item_reference")) {
-            rc = BAD(param, "'%s': item references need stored responses, which this server does not keep", param);
+            rc = BAD(param, "'%s': item references are not supported: send the items themselves, or previous_response_id", param);
         } else {
             rc = BAD(param, "'%s': items may be message, function_call, function_call_output or reasoning (not "
                      "built-in tools' calls)", param);
@@ -238,13 +240,41 @@ static char *echo_of(const cJSON *in)
             o = NULL;
         }
     }
-    int ok = o && cJSON_AddNullToObject(o, "previous_response_id") && cJSON_AddFalseToObject(o, "store") &&
+    const cJSON *prev = cJSON_GetObjectItemCaseSensitive(in, "previous_response_id");
+    int ok = o && (cJSON_IsString(prev) ? cJSON_AddStringToObject(o, "previous_response_id", prev->valuestring) != NULL
+                                        : cJSON_AddNullToObject(o, "previous_response_id") != NULL) &&
+             cJSON_AddBoolToObject(o, "store", !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(in, "store"))) &&
              cJSON_AddStringToObject(o, "truncation", "disabled");
     if (!ok) cJSON_Delete(o);
     return ok ? tm_api_print_del(o) : NULL;
 }
 
-static int resp_request(const char *body, size_t len, int counting, char **chat_json, char **echo, tm_oai_error *e)
+/* the stored conversation of previous_response_id f appended to cv's messages: 0, or -1 with *e set
+ * (400 naming the field: not a string, no such response) */
+static int previous_of(conv *cv, const cJSON *f, tm_resp_store *store, tm_oai_error *e)
+{
+    char *prev = NULL;
+    if (!cJSON_IsString(f)) return BAD("previous_response_id", "'previous_response_id' must be a string");
+    int rc = store ? tm_resp_store_get(store, f->valuestring, &prev, NULL) : -1;
+    if (rc == -2) return tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    cJSON *msgs = rc == 0 ? cJSON_Parse(prev) : NULL, *m;
+    free(prev);
+    if (!cJSON_IsArray(msgs)) {
+        cJSON_Delete(msgs);
+        return BAD("previous_response_id", "Previous response with id '%.64s' not found", f->valuestring);
+    }
+    while ((m = cJSON_DetachItemFromArray(msgs, 0)))
+        if (!cJSON_AddItemToArray(cv->msgs, m)) {
+            cJSON_Delete(m);
+            cJSON_Delete(msgs);
+            return tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+        }
+    cJSON_Delete(msgs);
+    return 0;
+}
+
+static int resp_request(const char *body, size_t len, int counting, tm_resp_store *store, char **chat_json, char **echo,
+                        tm_oai_error *e)
 {
     (void)counting;
     *chat_json = *echo = NULL;
@@ -254,13 +284,15 @@ static int resp_request(const char *body, size_t len, int counting, char **chat_
     const cJSON *f;
     if (!cJSON_IsObject(in)) rc = BAD(NULL, "the request body must be a JSON object");
     else if (!cv.msgs) rc = -2;
-    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "previous_response_id")) && !cJSON_IsNull(f))
-        rc = BAD("previous_response_id", "responses are not stored here: send the whole conversation in 'input'");
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "store")) && !cJSON_IsNull(f) && !cJSON_IsBool(f))
+        rc = BAD("store", "'store' must be a boolean");
     if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "instructions")) && !cJSON_IsNull(f)) {
         cJSON *m = NULL;
         if (!cJSON_IsString(f)) rc = BAD("instructions", "'instructions' must be a string");
         else rc = (m = new_message(&cv, "system")) && cJSON_AddStringToObject(m, "content", f->valuestring) ? 0 : -2;
     }
+    if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "previous_response_id")) && !cJSON_IsNull(f))
+        rc = previous_of(&cv, f, store, e);
     if (rc == 0) rc = input_of(&cv, cJSON_GetObjectItemCaseSensitive(in, "input"), e);
     if (rc == 0 && cv.thought) { /* reasoning last: an assistant turn to carry it */
         cJSON *m = new_message(&cv, "assistant");
@@ -571,5 +603,85 @@ static void resp_stream_free(tm_api_stream *s)
     s->priv = NULL;
 }
 
-const tm_api_fmt tm_api_responses = {"resp_", resp_request, resp_json, resp_stream_start,
-                                     resp_stream_part, resp_stream_end, resp_stream_error, resp_stream_free};
+/* ---- stored responses ---- */
+
+/* msgs' tool calls' arguments back to strings of JSON, as a chat request writes them (the parsed
+ * request holds them as objects, for the template) */
+static int args_as_text(cJSON *msgs)
+{
+    const cJSON *m, *c;
+    cJSON_ArrayForEach(m, msgs)
+    {
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(m, "tool_calls"))
+        {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+            const cJSON *a = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            char *t = a && !cJSON_IsString(a) ? cJSON_PrintUnformatted(a) : NULL;
+            if (a && !cJSON_IsString(a) && (!t || !cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", cJSON_CreateString(t)))) {
+                free(t);
+                return 0;
+            }
+            free(t);
+        }
+    }
+    return 1;
+}
+
+/* the answer kept where the request asked ("store" in the echo): the conversation it ends (the
+ * request's messages, its instructions left out, then the answer as an assistant message) and the
+ * response object */
+static void resp_keep(tm_resp_store *store, const tm_api_meta *m, const char *messages, const tm_api_reply *r,
+                      const tm_oai_usage *u)
+{
+    cJSON *echo = m->echo ? cJSON_Parse(m->echo) : NULL;
+    int want = store && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(echo, "store"));
+    int instructions = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(echo, "instructions"));
+    cJSON_Delete(echo);
+    if (!want) return;
+    cJSON *msgs = cJSON_Parse(messages), *a = NULL, *calls = NULL;
+    if (instructions) cJSON_DeleteItemFromArray(msgs, 0);
+    int ok = cJSON_IsArray(msgs) && args_as_text(msgs) && (a = cJSON_CreateObject()) && cJSON_AddItemToArray(msgs, a) &&
+             cJSON_AddStringToObject(a, "role", "assistant") && tm_api_add_strn(a, "content", r->text, r->len) &&
+             (!r->reasoning_len || tm_api_add_strn(a, "reasoning_content", r->reasoning, r->reasoning_len)) &&
+             (!r->tc || !r->tc->n || (calls = cJSON_AddArrayToObject(a, "tool_calls")));
+    for (int i = 0; ok && calls && i < r->tc->n; i++) {
+        const tm_oai_tool_call *c = &r->tc->v[i];
+        cJSON *o = cJSON_CreateObject(), *fn;
+        ok = o && cJSON_AddItemToArray(calls, o) && cJSON_AddStringToObject(o, "id", c->id) &&
+             cJSON_AddStringToObject(o, "type", "function") && (fn = cJSON_AddObjectToObject(o, "function")) &&
+             cJSON_AddStringToObject(fn, "name", c->name) && cJSON_AddStringToObject(fn, "arguments", c->arguments);
+    }
+    char *text = ok ? cJSON_PrintUnformatted(msgs) : NULL, *resp = text ? resp_json(m, r, u) : NULL;
+    cJSON_Delete(msgs);
+    if (text && resp) tm_resp_store_put(store, m->id, text, resp); /* the store's bounds may refuse it */
+    else free(text), free(resp);
+}
+
+int tm_resp_lookup(tm_resp_store *store, int del, const char *id, int *status, char **body)
+{
+    *body = NULL;
+    int rc = !store ? -1 : del ? tm_resp_store_del(store, id) : tm_resp_store_get(store, id, NULL, body);
+    if (rc == -2) return -1;
+    *status = rc ? 404 : 200;
+    if (rc == 0 && !del) return 0;
+    cJSON *o = cJSON_CreateObject(), *er;
+    int ok = o != NULL;
+    if (rc == 0)
+        ok = ok && cJSON_AddStringToObject(o, "id", id) && cJSON_AddStringToObject(o, "object", "response") &&
+             cJSON_AddTrueToObject(o, "deleted");
+    else {
+        char msg[160];
+        snprintf(msg, sizeof msg, "Response with id '%.64s' not found.", id);
+        ok = ok && (er = cJSON_AddObjectToObject(o, "error")) && cJSON_AddStringToObject(er, "message", msg) &&
+             cJSON_AddStringToObject(er, "type", "invalid_request_error") && cJSON_AddNullToObject(er, "param") &&
+             cJSON_AddStringToObject(er, "code", "not_found");
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return -1;
+    }
+    return (*body = tm_api_print_del(o)) ? 0 : -1;
+}
+
+const tm_api_fmt tm_api_responses = {"resp_", resp_request, resp_json, resp_stream_start, resp_stream_part,
+                                     resp_stream_end, resp_stream_error, resp_stream_free, resp_keep};

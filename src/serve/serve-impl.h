@@ -63,11 +63,27 @@ typedef struct tm_api_stream {   /* a stream's writer state (zeroed by start; st
     void *priv;                  /* (Responses) the items' text so far, for their .done events */
 } tm_api_stream;
 
+/* The Responses API's stored responses (serve/resp_store.c has the design block): id -> the
+ * conversation it ends (chat messages, JSON) and the response object (JSON), in memory, bounded
+ * by entries and bytes (least recently used evicted). put takes both texts (freed on failure: -1);
+ * get copies them (either pointer may be NULL): 0, -1 not there, -2 out of memory; del: 0 or -1. */
+#define TM_RESP_ID_MAX 64
+#define TM_RESP_STORE_ITEMS 1024              /* the server's store: responses kept at most */
+#define TM_RESP_STORE_BYTES ((size_t)64 << 20) /* ... and their text */
+typedef struct tm_resp_store tm_resp_store;
+int tm_resp_store_new(tm_resp_store **out, size_t max_items, size_t max_bytes);
+void tm_resp_store_free(tm_resp_store *s);
+int tm_resp_store_put(tm_resp_store *s, const char *id, char *conv, char *resp);
+int tm_resp_store_get(tm_resp_store *s, const char *id, char **conv, char **resp);
+int tm_resp_store_del(tm_resp_store *s, const char *id);
+
 typedef struct tm_api_fmt {
     const char *id_prefix;       /* the answer's id: this and 16 hex digits */
     /* body -> *chat_json (and *echo, a JSON object of fields to repeat, or NULL); -1 with *e set (400
-       naming the field). counting: a token count's body (Anthropic's count_tokens: no max_tokens) */
-    int (*request)(const char *body, size_t len, int counting, char **chat_json, char **echo, tm_oai_error *e);
+       naming the field). counting: a token count's body (Anthropic's count_tokens: no max_tokens).
+       store: the server's stored responses (the Responses API's previous_response_id), or NULL */
+    int (*request)(const char *body, size_t len, int counting, tm_resp_store *store, char **chat_json, char **echo,
+                   tm_oai_error *e);
     char *(*json)(const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u);
     char *(*stream_start)(tm_api_stream *s, const tm_api_meta *m, const tm_oai_usage *u); /* u: prompt tokens */
     char *(*stream_part)(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
@@ -76,7 +92,15 @@ typedef struct tm_api_fmt {
     char *(*stream_end)(tm_api_stream *s, const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u);
     char *(*stream_error)(tm_api_stream *s, const char *msg);
     void (*stream_free)(tm_api_stream *s);
+    /* (optional) the finished answer kept in store where the request asked (m->echo), messages the
+       request's chat messages (JSON), r and u as for json */
+    void (*keep)(tm_resp_store *store, const tm_api_meta *m, const char *messages, const tm_api_reply *r,
+                 const tm_oai_usage *u);
 } tm_api_fmt;
+
+/* GET or DELETE /v1/responses/{id} (serve/responses.c): *status and *body (malloc'd JSON: the stored
+ * response, the deletion's answer, or a 404's error); -1 out of memory */
+int tm_resp_lookup(tm_resp_store *store, int del, const char *id, int *status, char **body);
 
 extern const tm_api_fmt tm_api_anthropic, tm_api_responses;
 

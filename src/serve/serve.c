@@ -90,7 +90,7 @@
 #include "text/toolcall.h"
 
 enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_MESSAGES,
-       R_EMBEDDINGS, R_COUNT_TOKENS, R_RESPONSES };
+       R_EMBEDDINGS, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE };
 
 static const struct {
     const char *path;
@@ -116,6 +116,7 @@ struct tm_server {
     tandem_model *m;
     tandem_session *s;
     char *model_name, *tpl, *api_key, *cors;
+    tm_resp_store *store;      /* the Responses API's stored responses (serve/resp_store.c) */
     int metrics;               /* GET /metrics answered (tm_server_opts.metrics) */
     size_t max_body;
     int n_predict, seed_set, ctx;
@@ -740,6 +741,7 @@ static int fill_choice(job *j, choice *ch, taken *t)
         tm_api_reply whole = api_reply(j, ch, &p);
         tm_oai_usage u = job_usage(j);
         out_add(j, j->fmt->stream_end(&j->fs, &am, &whole, &u));
+        if (j->fmt->keep) j->fmt->keep(j->srv->store, &am, j->req.messages_json, &whole, &u);
         return 0;
     }
     if (j->reads) stream_reply(j, ch, &m, t->text, t->len, t->finished, t->rc, lv ? &lp : NULL, &finish);
@@ -936,7 +938,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     tm_oai_req req;
     tm_oai_error e;
     char *fbody = NULL, *echo = NULL; /* another API's: the body as a chat request, the fields to repeat */
-    if (fmt && fmt->request(hr->body ? hr->body : "", hr->len, 0, &fbody, &echo, &e) != 0) return reply_error(srv, c, &e, NULL);
+    if (fmt && fmt->request(hr->body ? hr->body : "", hr->len, 0, srv->store, &fbody, &echo, &e) != 0) return reply_error(srv, c, &e, NULL);
     int prc = tm_oai_parse(&req, kind, fmt ? fbody : hr->body, fmt ? strlen(fbody) : hr->len, &e);
     free(fbody);
     if (prc != 0) {
@@ -1097,6 +1099,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             tm_api_meta am = api_meta(j);
             mr = reply(srv, c, 200, j->fmt ? j->fmt->json(&am, &ar, &u) : tm_oai_response_json(&j->meta, cv, j->n_ret, &u),
                        NULL);
+            if (j->fmt && j->fmt->keep) j->fmt->keep(srv->store, &am, j->req.messages_json, &ar, &u);
             job_log(j, 200);
         } else if (rc == TANDEM_E_CANCELLED) {
             int stopping;
@@ -1166,6 +1169,10 @@ static int route_of(const char *url, const char **canon, int *post)
         *canon = "/v1/models/";
         return R_MODEL;
     }
+    if (!strncmp(url, "/v1/responses/", 14) && url[14]) { /* GET or DELETE /v1/responses/{id} */
+        *canon = "/v1/responses/";
+        return R_RESPONSE;
+    }
     *canon = NULL;
     return R_NONE;
 }
@@ -1232,7 +1239,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_errorf(srv, c, 404, "invalid_request_error", "unknown_url", NULL, "Invalid URL (%s %s)", method,
                             url);
     }
-    int is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    int del = hr->route == R_RESPONSE && !strcmp(method, MHD_HTTP_METHOD_DELETE);
+    int is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD) || del;
     if (srv->cors && !strcmp(method, MHD_HTTP_METHOD_OPTIONS)) {
         srv_log(srv, "%s %s 204", method, url);
         return reply_preflight(srv, c, wants_post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
@@ -1263,6 +1271,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     case R_MODELS:
         return reply(srv, c, 200, tm_oai_models_json(srv->model_name, srv->created, srv->ctx), NULL);
+    case R_RESPONSE: { /* a stored response, or its deletion */
+        int st = 500;
+        char *js = NULL;
+        if (tm_resp_lookup(srv->store, del, url + 14, &st, &js)) return MHD_NO;
+        srv_log(srv, "%s %s %d", method, hr->canon, st);
+        return reply(srv, c, st, js, NULL);
+    }
     case R_MODEL: /* this server's one model, by its id */
         if (strcmp(url + 11, srv->model_name))
             return reply_errorf(srv, c, 404, "invalid_request_error", "model_not_found", NULL,
@@ -1355,6 +1370,7 @@ static int listen_on(const char *host, int port, int *fd_out, int *port_out, int
 
 static void srv_free(tm_server *srv)
 {
+    tm_resp_store_free(srv->store);
     free(srv->model_name);
     free(srv->tpl);
     free(srv->api_key);
@@ -1395,6 +1411,7 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (o->chat_template && !(srv->tpl = strdup(o->chat_template))) oom = 1;
     if (o->api_key && o->api_key[0] && !(srv->api_key = strdup(o->api_key))) oom = 1;
     if (o->cors_origin && o->cors_origin[0] && !(srv->cors = strdup(o->cors_origin))) oom = 1;
+    if (tm_resp_store_new(&srv->store, TM_RESP_STORE_ITEMS, TM_RESP_STORE_BYTES)) oom = 1;
     srv->metrics = o->metrics;
     const char *tpl_src = srv->tpl ? srv->tpl : tandem_model_chat_template(m);
     srv->fim = tm_serve_fim(m);

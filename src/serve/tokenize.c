@@ -90,7 +90,7 @@ char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const c
 {
     char *chat = NULL, *echo = NULL, *prompt = NULL, *js = NULL;
     tm_oai_req r;
-    if (tm_api_anthropic.request(body ? body : "", len, 1, &chat, &echo, e)) return NULL;
+    if (tm_api_anthropic.request(body ? body : "", len, 1, NULL, &chat, &echo, e)) return NULL;
     int rc = tm_oai_parse(&r, TM_OAI_CHAT, chat, strlen(chat), e);
     free(chat);
     free(echo);
