@@ -1339,6 +1339,10 @@ int main(void)
         CHECK(http(port, "OPTIONS", "/v1/models", NULL, NULL, &cr) == 0 && cr.status == 204 && cr.head &&
               strcasestr(cr.head, "Access-Control-Allow-Methods: GET, HEAD, OPTIONS"));
         http_res_free(&cr);
+        /* a stored response (the Responses API) is also deleted */
+        CHECK(http(port, "OPTIONS", "/v1/responses/resp_1", NULL, NULL, &cr) == 0 && cr.status == 204 && cr.head &&
+              strcasestr(cr.head, "Access-Control-Allow-Methods: GET, HEAD, DELETE, OPTIONS"));
+        http_res_free(&cr);
         CHECK(http(port, "OPTIONS", "/v1/nowhere", NULL, NULL, &cr) == 0 && cr.status == 404);
         http_res_free(&cr);
         CHECK(http(port, "GET", "/v1/models", NULL, NULL, &cr) == 0 && cr.status == 401 && cr.head &&

@@ -5,7 +5,7 @@ oracle tests/test_embed.c's section 6 checks tandem's against (tests/data/embed_
     python3 tools/gen_embed_refs.py CONFORMANCE_MODELS_DIR OUT.json
 
 Needs torch, transformers and sentence-transformers (the lent GPU machine's image has them; this
-machine has none, so the file is generated there and committed). For each dense conformance model
+machine has none, so the file is generated there and committed). For each conformance model
 (a tiny random-weight checkpoint of a real architecture) it builds a sentence-transformers model the
 library's own way (Transformer -> Pooling -> optional Normalize, rotating the pooling mode over the
 models), saves it, reloads it from disk as a user would, and encodes a few texts one at a time (no
@@ -33,7 +33,6 @@ TEXTS = [
 ]
 # (pooling mode, normalize) rotated over the models
 PLANS = [("mean", True), ("lasttoken", True), ("cls", False), ("mean", False), ("lasttoken", False)]
-SKIP = {"qwen3_moe"}  # tandem embeds dense models; the MoE one is left to test_engine_conf
 
 
 def main():
@@ -42,7 +41,7 @@ def main():
     res = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                         "sentence_transformers": st.__version__},
            "texts": TEXTS, "models": {}}
-    names = sorted(n for n in os.listdir(src) if os.path.isdir(os.path.join(src, n, "hf")) and n not in SKIP)
+    names = sorted(n for n in os.listdir(src) if os.path.isdir(os.path.join(src, n, "hf")))
     for i, name in enumerate(names):
         mode, norm = PLANS[i % len(PLANS)]
         hf = os.path.join(src, name, "hf")

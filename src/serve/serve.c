@@ -1243,13 +1243,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     int is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD) || del;
     if (srv->cors && !strcmp(method, MHD_HTTP_METHOD_OPTIONS)) {
         srv_log(srv, "%s %s 204", method, url);
-        return reply_preflight(srv, c, wants_post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+        return reply_preflight(srv, c, wants_post                 ? "POST, OPTIONS"
+                                       : hr->route == R_RESPONSE ? "GET, HEAD, DELETE, OPTIONS"
+                                                                 : "GET, HEAD, OPTIONS");
     }
     if (wants_post ? !is_post : !is_get) {
+        const char *allow = wants_post ? "POST" : hr->route == R_RESPONSE ? "GET, HEAD, DELETE" : "GET, HEAD";
         srv_log(srv, "%s %s 405", method, url);
-        return reply_errorf(srv, c, 405, "invalid_request_error", "method_not_allowed",
-                            wants_post ? "POST" : "GET, HEAD", "Method %s is not allowed for %s (use %s)", method, url,
-                            wants_post ? "POST" : "GET");
+        return reply_errorf(srv, c, 405, "invalid_request_error", "method_not_allowed", allow,
+                            "Method %s is not allowed for %s (use %s)", method, url, allow);
     }
     if (hr->route != R_HEALTH && !authorized(srv, c)) {
         srv_log(srv, "%s %s 401", method, url);
