@@ -234,6 +234,10 @@ typedef struct tandem_request {
                                      (the CPU engines; routed as for prompt_logprobs) */
     int embed_pooling;            /* TANDEM_POOL_*; 0: the model's (tandem_model_info.pooling) */
     int embed_normalize;          /* 1: the embedding scaled to unit L2 norm */
+    const char *const *keep_special; /* NULL-terminated texts of special tokens that stay in the output text,
+                                     which drops the others (a reply format's markup: harmony's channel
+                                     tokens); a grammar may then write them too. At most 16; a text that is
+                                     not one of the model's special tokens is ignored */
 } tandem_request;
 void tandem_request_default(tandem_request *r);
 

@@ -56,6 +56,7 @@ static void test_detect(void)
         {"tests/data/chat_templates/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "qwen3_coder"},
         {"tests/data/chat_templates/StepFun3.5-Flash.jinja", "qwen3_coder"},
         {"tests/data/chat_templates/HuggingFaceTB-SmolLM3-3B.jinja", NULL},
+        {"tests/data/chat_templates/openai-gpt-oss-120b.jinja", "harmony"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
@@ -76,8 +77,8 @@ static void test_detect(void)
     CHECK(!strcmp(tm_tool_dialect_detect("{{- '[TOOL_CALLS]' + tc['function']['name'] + '[ARGS]' + args }}")->name,
                   "mistral_args"));
     const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm",
-                           "seed_oss", "minimax"};
-    for (int i = 0; i < 9; i++) {
+                           "seed_oss", "minimax", "harmony"};
+    for (int i = 0; i < 10; i++) {
         const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
         CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
     }

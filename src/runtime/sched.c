@@ -81,6 +81,8 @@ struct tm_req {
     tm_sampler *smp;
     tm_stop *stop;
     tm_detok_stream *ds;
+    int32_t keep[TM_DETOK_KEEP]; /* request.keep_special's ids [n_keep]: kept in the text, a grammar may write them */
+    int n_keep;
     tandem_text_fn on_text;
     void *ud;
     struct tandem_logprob_cb on_lp;   /* request.on_logprob: NULL or called per token */
@@ -206,10 +208,16 @@ static int req_constrain(tm_req *q, float *logits)
         int32_t id = rm->eos_ids[i];
         keep[i] = id >= 0 && id < rm->decode->V ? logits[id] : -INFINITY;
     }
+    float kept[TM_DETOK_KEEP];
+    for (int i = 0; i < q->n_keep; i++) kept[i] = logits[q->keep[i]];
     int rc = q->gm ? tm_gmatch_mask(q->gm, q->trie, logits) : tm_json_mask(q->trie, &q->jsm, logits);
     if (rc) return req_fail(q, rc, rc == TM_E_LIMIT ? "constrained output: the grammar needs more states than "
                                                       "the matcher keeps at this point"
                                                     : "constrained output: out of memory");
+    for (int i = 0; q->gm && i < q->n_keep; i++) { /* a kept special token (not in the trie) where its text fits */
+        const char *t = tm_tok_id_to_piece(q->s->rm->tok, q->keep[i]);
+        if (t && tm_gmatch_would_take(q->gm, t, strlen(t)) > 0) logits[q->keep[i]] = kept[i];
+    }
     for (int i = 0; i < n_eos; i++) {
         int32_t id = rm->eos_ids[i];
         if (id >= 0 && id < rm->decode->V) logits[id] = eos_ok ? keep[i] : -INFINITY;
@@ -226,6 +234,14 @@ static int req_closed(const tm_req *q)
     return q->trie && tm_jsm_done(&q->jsm);
 }
 
+/* the text of tok where it is one of the request's kept special tokens (request.keep_special), else NULL */
+static const char *req_kept_text(const tm_req *q, int32_t tok)
+{
+    for (int i = 0; i < q->n_keep; i++)
+        if (q->keep[i] == tok) return tm_tok_id_to_piece(q->s->rm->tok, tok);
+    return NULL;
+}
+
 /* A lazy grammar (request.grammar_trigger) waiting for its trigger takes token tok: where the output
  * now holds the trigger, the matcher takes the text from the trigger's start and holds from here
  * (left free for good if it refuses those bytes); else the tail keeps the last trig_len - 1 bytes.
@@ -234,6 +250,8 @@ static int req_trigger(tm_req *q, int32_t tok)
 {
     uint32_t n = 0;
     const uint8_t *b = tm_vocab_token(q->trie, tok, &n);
+    const char *ks = req_kept_text(q, tok);
+    if (ks) b = (const uint8_t *)ks, n = (uint32_t)strlen(ks);
     char *t = realloc(q->tail, q->tail_len + n + 1);
     if (!t) return TM_E_NOMEM;
     q->tail = t;
@@ -345,7 +363,8 @@ static int req_take_token(tm_req *q, float *logits)
         int rc = req_trigger(q, tok);
         if (rc < 0) return req_fail(q, rc, "constrained output: out of memory");
     } else if (q->gm && !q->waiting && !tm_stop_is_eos(q->stop, tok)) {
-        int rc = tm_gmatch_advance(q->gm, q->trie, tok);
+        const char *ks = req_kept_text(q, tok);
+        int rc = ks ? tm_gmatch_feed(q->gm, ks, strlen(ks)) : tm_gmatch_advance(q->gm, q->trie, tok);
         if (rc < 0) return req_fail(q, rc, "constrained output: the grammar's tables ran out of memory");
     } else if (q->trie && !q->gm) {
         tm_json_advance(q->trie, &q->jsm, tok);
@@ -1016,7 +1035,16 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
         rc = err ? err->code : TM_E_INVALID;
         goto fail;
     }
+    for (int i = 0; r->keep_special && r->keep_special[i]; i++) {
+        int32_t id = tm_tok_piece_to_id(rm->tok, r->keep_special[i]);
+        if (i >= TM_DETOK_KEEP) {
+            rc = tm_errf(err, TM_E_INVALID, "request: keep_special holds more than %d tokens", TM_DETOK_KEEP);
+            goto fail;
+        }
+        if (id >= 0 && id < V && tm_tok_is_special(rm->tok, id)) q->keep[q->n_keep++] = id;
+    }
     q->ds = tm_detok_stream_new(rm->tok, 1);
+    if (q->ds) tm_detok_stream_keep(q->ds, q->keep, q->n_keep);
     q->itl = malloc(sizeof(double) * (size_t)(q->max_new + 1));
     if (pc_on(s)) q->fed = malloc(sizeof(int32_t) * (size_t)(q->max_new + 1));
     if (!q->ds || !q->itl || (pc_on(s) && !q->fed)) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }

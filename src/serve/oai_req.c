@@ -571,7 +571,9 @@ static int parse_messages(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
         if (ok && cJSON_IsString(name)) ok = cJSON_AddStringToObject(o, "name", name->valuestring) != NULL;
         if (!ok) { rc = NOMEM(); break; }
         const cJSON *rsn = assistant ? cJSON_GetObjectItemCaseSensitive(m, "reasoning_content") : NULL;
-        if (cJSON_IsString(rsn) && !cJSON_AddStringToObject(o, "reasoning_content", rsn->valuestring)) {
+        /* the reasoning under both names templates read: reasoning_content (Qwen3, GLM), thinking (gpt-oss) */
+        if (cJSON_IsString(rsn) && (!cJSON_AddStringToObject(o, "reasoning_content", rsn->valuestring) ||
+                                    !cJSON_AddStringToObject(o, "thinking", rsn->valuestring))) {
             rc = NOMEM();
             break;
         }

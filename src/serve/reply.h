@@ -4,7 +4,7 @@
  * once at the end. A pure object: no model, no sockets (tests/test_serve_tools.c drives it).
  *
  *   tm_reply r;
- *   tm_reply_init(&r, dialect, tools_json, think, opened);
+ *   tm_reply_init(&r, dialect, tools_json, think, opened, harmony);
  *   tm_reply_add(&r, prefix, strlen(prefix));       // a forced call's opening, already in the prompt
  *   while (piece) {
  *       tm_reply_add(&r, piece, n);
@@ -23,7 +23,11 @@
  * answer alone, so a model that thinks before it calls has its calls read after the thinking).
  * rsent and csent are where the stream's reasoning and answer have been sent up to; both spans
  * only grow (their functions' invariants), so what a stream sends adds up to what the JSON
- * answer holds, up to the whitespace the tool parser trims before a call. */
+ * answer holds, up to the whitespace the tool parser trims before a call.
+ *
+ * A harmony reply (gpt-oss, text/harmony.h) is read by its own parser instead: its reasoning and
+ * answer are the parser's buffers, which also only grow, so rsent and csent count their bytes
+ * sent; at the end its calls are held to the tools (tm_tool_harmony_calls). */
 #ifndef TM_SERVE_REPLY_H
 #define TM_SERVE_REPLY_H
 
@@ -31,15 +35,18 @@
 #include <stdint.h>
 
 #include "serve/oai.h"
+#include "text/harmony.h"
 #include "text/toolcall.h"
 
 typedef struct tm_reply {
     const tm_tool_dialect *d;   /* tool calls read in this dialect, or NULL */
     const char *tools_json;     /* the request's tools (with d) */
     int think, opened;          /* reasoning split off; the prompt left a think block open */
+    int harmony;                /* the reply is harmony: h reads it (think: analysis is reasoning) */
+    tm_harmony h;
     char *acc;                  /* the reply so far [len] */
     size_t len, cap;
-    size_t rsent, csent;        /* stream: acc sent up to, as reasoning and as content */
+    size_t rsent, csent;        /* stream: acc sent up to, as reasoning and as content (harmony: h's buffers) */
     /* after tm_reply_finish */
     int finished;
     size_t r0, r1, c0;          /* the reasoning span, where the answer starts */
@@ -59,7 +66,7 @@ typedef struct tm_reply_part {
     tm_oai_tool_calls tc;       /* none (n 0) but from tm_reply_rest / tm_reply_whole */
 } tm_reply_part;
 
-void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, int think, int opened);
+void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, int think, int opened, int harmony);
 int tm_reply_add(tm_reply *r, const char *s, size_t n);          /* -1 when out of memory */
 void tm_reply_delta(tm_reply *r, tm_reply_part *p);              /* marks it sent; "" for an empty part */
 int tm_reply_finish(tm_reply *r, int cut, uint64_t seed);         /* -1 when out of memory */

@@ -29,6 +29,10 @@ char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const c
  * <fim_prefix>, DeepSeek-Coder's, Code Llama's <PRE>); NULL where none is found. */
 const char *const *tm_serve_fim(const tandem_model *m);
 
+/* A listening socket on host:port (port 0: the kernel picks one): *fd_out, the port it has, whether
+ * it is IPv6. TM_OK or TM_E_IO naming host and port. */
+int tm_serve_listen(const char *host, int port, int *fd_out, int *port_out, int *ipv6, tm_err *err);
+
 /* A chat request's prompt (malloc'd): its messages through the template (add_gen: with the generation
  * prompt), then prefix (a forced call's opening; NULL: none). NULL with *e set (400 "messages"). */
 char *tm_serve_chat_prompt(const tm_serve_tok *t, const tm_oai_req *r, int add_gen, const char *prefix, tm_oai_error *e);

@@ -86,6 +86,7 @@
 #include "serve/reply.h"
 #include "serve/serve-impl.h"
 #include "serve/serve.h"
+#include "text/harmony.h"
 #include "text/reasoning.h"
 #include "text/toolcall.h"
 
@@ -130,6 +131,9 @@ struct tm_server {
     atomic_uint_fast64_t rand_ctr;
     const tm_tool_dialect *dialect; /* tool calls in the template's dialect, or NULL (opts.tool_parser) */
     int think;                 /* replies' <think> blocks go to reasoning_content (opts.reasoning) */
+    int harmony;               /* the template writes harmony (gpt-oss): chat replies keep its markers and are
+                                  read by text/harmony.h, analysis as reasoning_content unless reasoning is "none" */
+    int harmony_think;
     const char *const *fim;    /* the tokenizer's fill-in-the-middle tokens (prefix, suffix, middle), or NULL */
     pthread_mutex_t mu;        /* jobs, stopping, counts */
     job *jobs;
@@ -913,7 +917,8 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
      * dialect's, often a special token), no other constraint holds the reply, and the model does
      * not think first (its thinking may name the marker) */
     int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO;
-    if (lazy && (srv->dialect->bare || srv->think || q->grammar || q->json_schema || q->json_object)) return 0;
+    if (lazy && (srv->dialect->bare || srv->think || srv->harmony || q->grammar || q->json_schema || q->json_object))
+        return 0;
     tm_err err = {0};
     int rc = tm_tool_grammar(srv->dialect, r->tools_json, r->tool_choice == TM_OAI_TOOLS_NAMED ? r->tool_name : NULL,
                              r->parallel_tool_calls, lazy, &j->grammar, &err);
@@ -968,6 +973,10 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         job_free(j);
         return reply_error(srv, c, &e, NULL);
     }
+    if (kind == TM_OAI_CHAT && srv->harmony) { /* a constrained answer goes straight to the final channel */
+        q.keep_special = TM_HARMONY_MARKERS;
+        if (!j->prefix && (q.grammar || q.json_schema || q.json_object)) j->prefix = "<|channel|>final<|message|>";
+    }
     if (kind == TM_OAI_CHAT) {
         tm_serve_tok t = {srv->m, srv->tpl, srv->ctx};
         if (!(prompt = tm_serve_chat_prompt(&t, &j->req, 1, j->prefix, &e))) {
@@ -977,12 +986,13 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         /* the reply read into parts: calls (a dialect for this request), reasoning (a template
          * that shows it, unless a constraint holds the reply from its start: a forced call, a
          * grammar, a schema, JSON mode) */
-        int think = srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
-        if (j->calls || think || j->fmt) { /* (another API's writer takes the reply in parts) */
+        int think = srv->harmony ? srv->harmony_think
+                                 : srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
+        if (j->calls || think || j->fmt || srv->harmony) { /* (another API's writer takes the reply in parts) */
             j->reads = 1;
             int opened = think && tm_think_opened(prompt, strlen(prompt)), bad = 0;
             for (int i = 0; i < j->n; i++) {
-                tm_reply_init(&j->ch[i].reply, j->calls, j->req.tools_json, think, opened);
+                tm_reply_init(&j->ch[i].reply, j->calls, j->req.tools_json, think, opened, srv->harmony);
                 bad |= j->prefix && tm_reply_add(&j->ch[i].reply, j->prefix, strlen(j->prefix));
             }
             if (bad) {
@@ -1330,46 +1340,6 @@ void tm_server_opts_default(tm_server_opts *o)
     o->port = 8080;
 }
 
-/* A listening socket on host:port (port 0: the kernel picks one). */
-static int listen_on(const char *host, int port, int *fd_out, int *port_out, int *ipv6, tm_err *err)
-{
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int g = getaddrinfo(host, ps, &hints, &ai);
-    if (g != 0) return tm_errf(err, TM_E_IO, "serve: --host %s: %s", host, gai_strerror(g));
-    int fd = -1, e = 0;
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) { e = errno; continue; }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 128) == 0) {
-            *ipv6 = a->ai_family == AF_INET6;
-            break;
-        }
-        e = errno;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) return tm_errf(err, TM_E_IO, "serve: cannot listen on %s port %d: %s", host, port, strerror(e));
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        close(fd);
-        return tm_errf(err, TM_E_IO, "serve: getsockname: %s", strerror(errno));
-    }
-    *port_out = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                         : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    *fd_out = fd;
-    return TM_OK;
-}
-
 static void srv_free(tm_server *srv)
 {
     tm_resp_store_free(srv->store);
@@ -1433,6 +1403,8 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
         return tm_errf(err, TM_E_INVALID, "serve: --tool-parser '%s' is not one of auto, none, %s", o->tool_parser,
                        tm_tool_dialect_names());
     }
+    srv->harmony = tm_harmony_detect(tpl_src) || (srv->dialect && srv->dialect->harmony);
+    srv->harmony_think = !o->reasoning || strcmp(o->reasoning, "none") != 0;
     uint64_t seed = 0;
     if (getentropy(&seed, sizeof seed) != 0) seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)srv;
     srv->rand_base = seed;
@@ -1441,7 +1413,7 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
         return tm_errf(err, TM_E_NOMEM, "serve: out of memory");
     }
     int fd = -1, ipv6 = 0;
-    int rc = listen_on(o->host ? o->host : "127.0.0.1", o->port, &fd, &srv->port, &ipv6, err);
+    int rc = tm_serve_listen(o->host ? o->host : "127.0.0.1", o->port, &fd, &srv->port, &ipv6, err);
     if (rc != TM_OK) {
         srv_free(srv);
         return rc;

@@ -289,6 +289,19 @@ static int decode_strs(const tm_tokenizer *t, const char *const *s, const size_t
 int tm_tok_decode(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text, size_t *len,
                   tm_err *err)
 {
+    return tm_tok_decode_keep(t, ids, n, skip_special, NULL, 0, text, len, err);
+}
+
+static int kept(int32_t id, const int32_t *keep, int n_keep)
+{
+    for (int i = 0; i < n_keep; i++)
+        if (keep[i] == id) return 1;
+    return 0;
+}
+
+int tm_tok_decode_keep(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip_special, const int32_t *keep,
+                       int n_keep, char **text, size_t *len, tm_err *err)
+{
     *text = NULL;
     if (len) *len = 0;
     const char **s = malloc(sizeof *s * (n ? n : 1));
@@ -301,7 +314,7 @@ int tm_tok_decode(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip_
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || (size_t)id >= t->n_ids || !t->pieces[id]) continue; /* unknown ids are skipped */
-        if (skip_special && t->is_special[id]) continue;
+        if (skip_special && t->is_special[id] && !kept(id, keep, n_keep)) continue;
         s[k] = t->pieces[id];
         sl[k++] = t->piece_len[id];
     }

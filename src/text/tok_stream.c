@@ -40,6 +40,8 @@
 struct tm_detok_stream {
     const tm_tokenizer *t;
     int skip_special;
+    int32_t keep[TM_DETOK_KEEP]; /* special ids kept all the same [n_keep] */
+    int n_keep;
     int32_t *ids;        /* window [n] */
     size_t n, cap;
     size_t prefix_index; /* ids[0..prefix_index) decode to prefix */
@@ -65,6 +67,13 @@ tm_detok_stream *tm_detok_stream_new(const tm_tokenizer *t, int skip_special)
     s->skip_special = skip_special;
     s->full = !window_safe(t->decoder);
     return s;
+}
+
+void tm_detok_stream_keep(tm_detok_stream *s, const int32_t *ids, int n)
+{
+    s->n_keep = n < TM_DETOK_KEEP ? n : TM_DETOK_KEEP;
+    if (s->n_keep > 0) memcpy(s->keep, ids, sizeof *ids * (size_t)s->n_keep);
+    else s->n_keep = 0;
 }
 
 void tm_detok_stream_free(tm_detok_stream *s)
@@ -111,7 +120,7 @@ int tm_detok_stream_push(tm_detok_stream *s, int32_t id, char **piece, size_t *l
     s->ids[s->n++] = id;
     char *str;
     size_t sl;
-    int rc = tm_tok_decode(s->t, s->ids, s->n, s->skip_special, &str, &sl, err);
+    int rc = tm_tok_decode_keep(s->t, s->ids, s->n, s->skip_special, s->keep, s->n_keep, &str, &sl, err);
     if (rc) return rc;
     if (sl <= s->prefix_len || (ends_with_fffd(str, sl) && s->n - s->prefix_index < TOK_STREAM_MAX_HELD)) {
         free(str);
@@ -129,7 +138,7 @@ int tm_detok_stream_push(tm_detok_stream *s, int32_t id, char **piece, size_t *l
     s->n -= keep_from;
     free(s->prefix);
     s->prefix = NULL;
-    rc = tm_tok_decode(s->t, s->ids, s->n, s->skip_special, &s->prefix, &s->prefix_len, err);
+    rc = tm_tok_decode_keep(s->t, s->ids, s->n, s->skip_special, s->keep, s->n_keep, &s->prefix, &s->prefix_len, err);
     if (rc) {
         free(str);
         s->prefix_len = 0;
@@ -147,7 +156,7 @@ int tm_detok_stream_flush(tm_detok_stream *s, char **piece, size_t *len, tm_err 
     *len = 0;
     char *str = NULL;
     size_t sl = 0;
-    int rc = tm_tok_decode(s->t, s->ids, s->n, s->skip_special, &str, &sl, err);
+    int rc = tm_tok_decode_keep(s->t, s->ids, s->n, s->skip_special, s->keep, s->n_keep, &str, &sl, err);
     if (rc) return rc;
     if (sl > s->prefix_len) {
         size_t common = common_prefix(str, sl, s->prefix, s->prefix_len);

@@ -68,6 +68,11 @@ int tm_tok_encode(const tm_tokenizer *t, const char *text, size_t len, int add_s
 int tm_tok_decode(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip_special,
                   char **text, size_t *len, tm_err *err);
 
+/* tm_tok_decode_keep: tm_tok_decode, but with skip_special the special ids keep[n_keep] stay (a
+ * reply format's markup, such as harmony's channel tokens). */
+int tm_tok_decode_keep(const tm_tokenizer *t, const int32_t *ids, size_t n, int skip_special, const int32_t *keep,
+                       int n_keep, char **text, size_t *len, tm_err *err);
+
 /* tm_tok_token_bytes: the bytes id adds to a decoded text in the middle of it: the decoder's
  * rules for a text's first or last token do not apply, and bytes are kept as they are (a
  * byte-level or byte-fallback token that is part of a UTF-8 character gives that byte, not
@@ -93,6 +98,10 @@ int tm_tok_is_special(const tm_tokenizer *t, int32_t id);
 typedef struct tm_detok_stream tm_detok_stream;
 
 tm_detok_stream *tm_detok_stream_new(const tm_tokenizer *t, int skip_special); /* NULL on OOM */
+/* tm_detok_stream_keep: with skip_special, these special ids (at most TM_DETOK_KEEP) stay, as in
+ * tm_tok_decode_keep. Call it before the first push. */
+#define TM_DETOK_KEEP 16
+void tm_detok_stream_keep(tm_detok_stream *s, const int32_t *ids, int n);
 /* *piece: malloc'd NUL-terminated text (possibly ""), *len its length. */
 int tm_detok_stream_push(tm_detok_stream *s, int32_t id, char **piece, size_t *len, tm_err *err);
 /* tm_detok_stream_flush: whatever is held back (e.g. an incomplete byte sequence,

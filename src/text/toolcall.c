@@ -11,6 +11,7 @@
 
 #include "core/grow.h"
 #include "text/grammar.h"
+#include "text/harmony.h"
 #include "text/json_schema.h"
 
 static const tm_tool_xml qwen3_xml = {.fn_open = "<function=", .fn_close = ">", .fn_end = "</function>",
@@ -28,6 +29,9 @@ static const tm_tool_xml glm_xml = {.fn_open = "", .fn_close = "", .fn_end = "",
 /* The dialects, in the order detection tries them (a template showing "[TOOL_CALLS]" may also
  * mention the others' words; none of the later markers contains an earlier one). */
 static const tm_tool_dialect dialects[] = {
+    {.name = "harmony", .detect = {"<|channel|>commentary", NULL}, .open = "to=functions.", .close = "", .args_key = "arguments",
+     .gen_open = "<|channel|>commentary to=functions.", .gen_close = "", .gen_sep = "", .gen_end = "",
+     .args_marker = "<|message|>", .gen_args = " <|constrain|>json<|message|>", .harmony = 1},
     {.name = "mistral_args", .detect = {"[ARGS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .bare = 1,
      .args_key = "arguments", .gen_open = "[TOOL_CALLS]", .gen_close = "", .gen_sep = "", .gen_end = "", .id_len = 9,
      .args_marker = "[ARGS]", .id_marker = "[CALL_ID]"},
@@ -74,7 +78,7 @@ const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
 
 const char *tm_tool_dialect_names(void)
 {
-    return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax";
+    return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax, harmony";
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
@@ -565,10 +569,58 @@ static int split(const tm_tool_dialect *d, const char *text, size_t len, const c
     return c->n ? GOOD : BAD;
 }
 
+/* ---- harmony ---- */
+
+int tm_tool_harmony_calls(const tm_harmony *h, const char *tools_json, int cut, tm_tool_calls *out, tm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    calls c = {0};
+    text_t content = {0};
+    int rc = put(&content, h->content ? h->content : "", h->clen);
+    for (int i = 0; i < h->n_calls && rc == TM_OK; i++) {
+        const tm_harmony_call *hc = &h->calls[i];
+        if (cut && !hc->closed && i == h->n_calls - 1) break; /* the call the reply was cut inside */
+        cJSON *o = cJSON_CreateObject(), *args = hc->body ? cJSON_ParseWithLength(hc->body, hc->blen) : NULL;
+        int r = BAD;
+        if (o && args && cJSON_IsObject(args) && strlen(hc->to) <= TM_TOOL_MAX_NAME &&
+            cJSON_AddStringToObject(o, "name", hc->to) && cJSON_AddItemToObject(o, "arguments", args)) {
+            args = NULL;
+            r = tools ? add_call(o, tools, &c) : BAD;
+        } else if (!o) {
+            r = TM_E_NOMEM;
+        }
+        cJSON_Delete(o);
+        cJSON_Delete(args);
+        if (r == TM_E_NOMEM) rc = r;
+        else if (r == BAD && hc->blen) /* not a call: what the model wrote stays the answer's */
+            rc = (content.n && put(&content, "\n\n", 2)) || put(&content, hc->body, hc->blen) ? TM_E_NOMEM : TM_OK;
+    }
+    cJSON_Delete(tools);
+    if (rc != TM_OK) {
+        calls_clear(&c);
+        free(content.p);
+        return tm_errf(err, TM_E_NOMEM, "out of memory");
+    }
+    out->v = c.v;
+    out->n = (int)c.n;
+    out->content = content.p;
+    out->content_len = content.n;
+    return TM_OK;
+}
+
 int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
                   tm_tool_calls *out, tm_err *err)
 {
     memset(out, 0, sizeof *out);
+    if (d && d->harmony) {
+        tm_harmony h;
+        tm_harmony_init(&h, 1);
+        int rc = tm_harmony_feed(&h, text, len, 1) ? tm_errf(err, TM_E_NOMEM, "out of memory")
+                                                   : tm_tool_harmony_calls(&h, tools_json, cut, out, err);
+        tm_harmony_free(&h);
+        return rc;
+    }
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
     calls c = {0};
     text_t content = {0};
@@ -606,6 +658,7 @@ void tm_tool_calls_free(tm_tool_calls *c)
 
 size_t tm_tool_safe_prefix(const tm_tool_dialect *d, const char *text, size_t len)
 {
+    if (d->harmony) return 0; /* its text is markup: text/harmony.h reads the answer out of it */
     if (d->bare) {
         size_t i = skip_ws(text, 0, len);
         if (i == len || (!d->args_marker && text[i] == (d->list ? '[' : '{'))) return 0;
@@ -868,6 +921,7 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
     if (rc != TM_OK) return rc;
     cJSON *tools = cJSON_Parse(tools_json);
     if (!tools) return tm_errf(err, TM_E_NOMEM, "out of memory");
+    if (d->harmony) parallel = 0; /* a harmony reply ends with its call (<|call|>) */
     if (only && !declared(tools, only)) {
         cJSON_Delete(tools);
         return tm_errf(err, TM_E_INVALID, "tool_choice: the function '%.64s' is not among the tools", only);
@@ -904,7 +958,8 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
         }
         if (d->args_marker) { /* the bare form: the name, then the object */
             snprintf(rule, sizeof rule, "tc-%d ::= ", i);
-            bad = puts_(&t, rule) || put_lit(&t, tool_name(tool));
+            bad = puts_(&t, rule) || put_lit(&t, tool_name(tool)) ||
+                  (d->gen_args && (puts_(&t, " ") || put_lit(&t, d->gen_args)));
             snprintf(rule, sizeof rule, " t%d-root\n", i);
             bad = bad || puts_(&t, rule);
             if (!bad) rc = put_args(&t, tool_fn(tool), i, err);

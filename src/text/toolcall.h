@@ -13,6 +13,7 @@
  *   glm          <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>  (GLM-4.5 to 4.7)
  *   seed_oss     <seed:tool_call>\n<function=f>\n<parameter=k>v</parameter>\n</function>\n</seed:tool_call>
  *   minimax      <minimax:tool_call>\n<invoke name="f"><parameter name="k">v</parameter></invoke>\n...</minimax:tool_call>
+ *   harmony      <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>       (gpt-oss)
  *
  * The chat template says which: it shows the model its own past calls in the same form, so
  * tm_tool_dialect_detect finds a dialect by its marker in the template's source.
@@ -59,6 +60,13 @@
  * back to the text where it is not. Its forced grammar writes the declared properties in the
  * schema's order, the required ones present, a string value any text that does not contain the
  * closing tag, others held to their schema as JSON.
+ *
+ * harmony (gpt-oss) is a format of channels rather than a call syntax: text/harmony.h reads a reply
+ * into reasoning, answer and calls (messages to "functions.NAME"), and tm_tool_harmony_calls holds
+ * those calls to the tools (one that is not, its arguments not an object or its tool undeclared,
+ * leaves its text to the answer). Its forced grammar writes one call, the name after gen_open,
+ * then gen_args, then the arguments; its markers are special tokens the request keeps in its text
+ * (tandem_request.keep_special) and a grammar may write.
  *
  * A forced reply (tool_choice "required" or one function) is a grammar (text/grammar.h): the
  * dialect's form, each call to one declared tool with arguments held to its "parameters" schema
@@ -109,6 +117,8 @@ typedef struct tm_tool_dialect {
                                 text); NULL: calls are JSON objects with "name" */
     const char *id_marker;   /* ... and, optional, an id after this before args_marker */
     const tm_tool_xml *xml;  /* an XML dialect's tags (NULL: the calls are JSON) */
+    const char *gen_args;    /* a named dialect's forced call writes this between name and arguments (NULL: none) */
+    int harmony;             /* the reply is harmony (text/harmony.h): its channels, not the markers above */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
@@ -143,6 +153,14 @@ typedef struct tm_tool_calls {
 int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
                   tm_tool_calls *out, tm_err *err);
 void tm_tool_calls_free(tm_tool_calls *c);
+
+/* tm_tool_harmony_calls: a harmony reply's calls (h, fed to its end) held to tools_json (NULL: none
+ * are calls), and its answer (content) with the text of any message to a recipient that is not a
+ * call after it; cut: the reply was cut short, so an unclosed last call is dropped. TM_OK or
+ * TM_E_NOMEM. tm_tool_parse with the harmony dialect is this over tm_harmony_feed of the text. */
+struct tm_harmony;
+int tm_tool_harmony_calls(const struct tm_harmony *h, const char *tools_json, int cut, tm_tool_calls *out,
+                          tm_err *err);
 
 /* tm_tool_safe_prefix: of a reply generated so far, text [len], how many leading bytes are
  * content whatever follows (never fewer for a longer text of which text is a prefix). */
