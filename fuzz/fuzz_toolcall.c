@@ -1,5 +1,6 @@
 /* fuzz/fuzz_toolcall.c: tool calls (text/toolcall.h) on arbitrary bytes.
- * Input: a first byte choosing the dialect (mod 4; bits 6 and 7 both set: mistral_args, bit 6 alone qwen3_coder
+ * Input: a first byte choosing the dialect (mod 4; bits 6 and 7 both set: mistral_args, or with bit 0 harmony
+ * (gpt-oss: the reply read by text/harmony.h, its calls but no content required back), bit 6 alone qwen3_coder
  * or with bit 0 seed_oss, bit 7 alone glm or with bit 0 minimax), the cut flag (bit 2, also the grammar's
  * parallel flag), the lazy grammar's form (bit 3), thinking and an opened block for the reply
  * reader (bits 4, 5), then a tools array
@@ -26,10 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     static const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args",
-                                  "qwen3_coder", "seed_oss", "glm", "minimax"};
+                                  "qwen3_coder", "seed_oss", "glm", "minimax", "harmony"};
     int hi = data[0] & 0xC0, lo = data[0] & 1;
     const tm_tool_dialect *d =
-        tm_tool_dialect_named(names[hi == 0xC0 ? 4 : hi == 0x40 ? 5 + lo : hi == 0x80 ? 7 + lo : data[0] & 3]);
+        tm_tool_dialect_named(names[hi == 0xC0 ? 4 + 5 * lo : hi == 0x40 ? 5 + lo : hi == 0x80 ? 7 + lo : data[0] & 3]);
     int cut = (data[0] >> 2) & 1;
     data++;
     size--;
@@ -47,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!ok && !err.msg[0]) __builtin_trap();
     tm_tool_calls c;
     if (tm_tool_parse(d, reply, rl, tools, cut, &c, &err) == TM_OK) {
-        if (!c.content || c.content_len > rl || (c.n == 0 && (c.content_len != rl || memcmp(c.content, reply, rl))))
+        if (!c.content || c.content_len > rl ||
+            (c.n == 0 && !d->harmony && (c.content_len != rl || memcmp(c.content, reply, rl))))
             __builtin_trap();
         for (int i = 0; i < c.n; i++) {
             cJSON *a = cJSON_Parse(c.v[i].arguments);
@@ -72,8 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rl <= 512) {
         int think = (data[-1] >> 4) & 1, opened = (data[-1] >> 5) & 1;
         tm_reply a, b;
-        tm_reply_init(&a, d, tools, think, opened);
-        tm_reply_init(&b, d, tools, think, opened);
+        tm_reply_init(&a, d, tools, think, opened, d->harmony);
+        tm_reply_init(&b, d, tools, think, opened, d->harmony);
         char *rs = malloc(rl + 1), *cs = malloc(rl + 1);
         size_t rn = 0, cn = 0;
         int ok2 = rs && cs;

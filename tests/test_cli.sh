@@ -209,6 +209,14 @@ $T chat "$W/m.tdm" --template "$W/t.jinja" -n 8 --temp 0 < "$W/chat.in" > "$W/ou
 [ "$(grep -c . "$W/out")" -ge 3 ] && ok || bad "chat replies: $(cat "$W/out")"
 expect 1 $T chat "$W/m.tdm" < "$W/chat.in"
 grep -q "no chat template" "$W/err" && ok || bad "chat without a template: $(cat "$W/err")"
+# chat with a reasoning template that opens the think block: the thinking goes to stderr, stdout
+# keeps the answers (none: the block never closes in 8 tokens)
+printf '{%% for m in messages %%}<{{ m.role }}>{{ m.content.split("</think>")[-1] }}\n{%% endfor %%}{%% if add_generation_prompt %%}<assistant><think>\n{%% endif %%}' > "$W/tr.jinja"
+$T chat "$W/m.tdm" --template "$W/tr.jinja" -n 8 --temp 0 < "$W/chat1.in" > "$W/out" 2> "$W/err" && ok || bad "chat (think): $(cat "$W/err")"
+! grep -q '[[:alpha:]]' "$W/out" && grep -q '[[:alpha:]]' "$W/err" && ok || bad "chat thinking: out '$(cat "$W/out")' err '$(cat "$W/err")'"
+# gpt-oss's template (harmony): two turns answered on stdout
+$T chat "$W/m.tdm" --template tests/data/chat_templates/openai-gpt-oss-120b.jinja -n 8 --temp 0 < "$W/chat.in" > "$W/out" 2> "$W/err" \
+  && [ "$(grep -c . "$W/out")" -ge 2 ] && ok || bad "chat (harmony): out '$(cat "$W/out")' err '$(cat "$W/err")'"
 
 # bad input: one line naming the file, exit 1, no half-written output
 expect 1 $T run "$W/does-not-exist.tdm" -p hi

@@ -1,6 +1,10 @@
 /* cli/cmd_chat.c: `tandem chat MODEL`: an interactive, multi-turn chat.
  * Each turn renders the whole conversation with the chat template and
- * streams the reply; /reset starts over, /quit (or end of input) leaves. */
+ * streams the reply; /reset starts over, /quit (or end of input) leaves.
+ * The reply is read as the server reads it (serve/reply.h): a reasoning
+ * model's thinking (<think> blocks, gpt-oss's analysis channel) goes to
+ * stderr, dimmed on a terminal, and its answer to stdout; the conversation
+ * keeps the answer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +13,10 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "serve/reply.h"
 #include "tandem.h"
+#include "text/harmony.h"
+#include "text/reasoning.h"
 
 static void chat_usage(FILE *f)
 {
@@ -24,27 +31,29 @@ static void chat_usage(FILE *f)
     fputs(cli_gen_usage, f);
 }
 
-typedef struct reply {
-    char *buf;
-    size_t len, cap;
-} reply;
+typedef struct turn {
+    tm_reply r;
+    int dim;      /* stderr is a terminal: the reasoning dimmed */
+    int thinking; /* reasoning was printed last (the answer starts on a new line) */
+} turn;
 
 static int on_text(void *ud, const char *piece, size_t len, int32_t token)
 {
     (void)token;
-    reply *r = ud;
-    fwrite(piece, 1, len, stdout);
-    fflush(stdout);
-    if (r->len + len + 1 > r->cap) {
-        size_t cap = (r->cap + len + 1) * 2;
-        char *nb = realloc(r->buf, cap);
-        if (!nb) return 1;
-        r->buf = nb;
-        r->cap = cap;
+    turn *t = ud;
+    if (tm_reply_add(&t->r, piece, len)) return 1;
+    tm_reply_part p;
+    tm_reply_delta(&t->r, &p);
+    if (p.reasoning_len) {
+        fprintf(stderr, "%s%.*s%s", t->dim ? "\033[2m" : "", (int)p.reasoning_len, p.reasoning, t->dim ? "\033[0m" : "");
+        t->thinking = 1;
     }
-    memcpy(r->buf + r->len, piece, len);
-    r->len += len;
-    r->buf[r->len] = '\0';
+    if (p.content_len) {
+        if (t->thinking) fputc('\n', stderr);
+        t->thinking = 0;
+        fwrite(p.content, 1, p.content_len, stdout);
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -147,6 +156,9 @@ int cmd_chat(int argc, char **argv)
         return 1;
     }
     free(probe);
+    const char *tpl_src = tpl ? tpl : tandem_model_chat_template(m);
+    int think = tm_think_detect(tpl_src), harmony = tm_harmony_detect(tpl_src);
+    if (harmony) g.req.keep_special = TM_HARMONY_MARKERS; /* its channels are special tokens */
     int tty = isatty(0);
     if (tty) fprintf(stderr, "tandem chat (%s). /reset to start over, /quit to leave.\n", model);
     cJSON *msgs = fresh(system);
@@ -176,22 +188,36 @@ int cmd_chat(int argc, char **argv)
         tandem_request r = g.req;
         r.prompt = prompt;
         r.no_special = 1; /* the rendered template holds the special tokens */
-        reply rep = {0};
+        turn t = {.dim = isatty(2)};
+        tm_reply_init(&t.r, NULL, NULL, think, think && tm_think_opened(prompt, strlen(prompt)), harmony);
         tandem_stats stats;
-        int r2 = tandem_generate(s, &r, on_text, &rep, &stats, &st);
+        int r2 = tandem_generate(s, &r, on_text, &t, &stats, &st);
         free(prompt);
+        tm_reply_part p;
+        if (r2 == 0 && tm_reply_finish(&t.r, 0, 0) == 0) { /* what the stream held back (a harmony header's text) */
+            tm_reply_rest(&t.r, &p);
+            if (p.reasoning_len) fprintf(stderr, "%.*s", (int)p.reasoning_len, p.reasoning);
+            if (p.reasoning_len || t.thinking) fputc('\n', stderr);
+            fwrite(p.content, 1, p.content_len, stdout);
+        } else if (r2 == 0) {
+            r2 = TANDEM_E_NOMEM;
+            snprintf(st.msg, sizeof st.msg, "out of memory");
+        }
         fputc('\n', stdout);
         fflush(stdout);
         if (r2 != 0) {
             fprintf(stderr, "tandem chat: %s\n", st.msg);
             cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
-            free(rep.buf);
+            tm_reply_free(&t.r);
             if (r2 == TANDEM_E_LIMIT) continue; /* context full: the user may /reset */
             rc = 1;
             break;
         }
-        add_message(msgs, "assistant", rep.buf ? rep.buf : "");
-        free(rep.buf);
+        tm_reply_whole(&t.r, &p);
+        char *answer = strndup(p.content, p.content_len);
+        add_message(msgs, "assistant", answer ? answer : "");
+        free(answer);
+        tm_reply_free(&t.r);
         if (tty)
             fprintf(stderr, "[%d prompt tokens (%d reused), TTFT %.3f s, %.1f tok/s; %s]\n", stats.n_prompt,
                     stats.n_cached, stats.ttft, stats.t_decode > 0 ? stats.n_generated / stats.t_decode : 0.0,
