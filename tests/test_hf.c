@@ -15,7 +15,12 @@
 #include "hf/config.h"
 #include "hf/hf_model.h"
 #include "hf/safetensors.h"
+#include "hf/synth.h"
 #include "model/model.h"
+#include "tandem.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
 
 #define TMP "build/test_hf"
 
@@ -362,12 +367,12 @@ static int mxfp4_lookup(void *ctx, const char *name, tm_tensor *out, tm_err *err
     return tm_errf(err, TM_E_NOTFOUND, "tensor '%s' not found", name);
 }
 
-/* binding GPT-OSS's MXFP4 experts is refused, naming the tensor */
+/* MXFP4 blocks of the wrong dtype and shape (and no scales): refused, naming the tensor */
 static void gpt_oss_mxfp4(tm_model *m)
 {
     tm_err err = {0};
     tm_tensor_source src = {m, mxfp4_lookup, 0};
-    CHECK_EQ_INT(tm_model_bind(m, &src, &err), TM_E_UNSUPPORTED);
+    CHECK_EQ_INT(tm_model_bind(m, &src, &err), TM_E_INVALID);
     CHECKF(contains(err.msg, "model.layers.0.mlp.experts.gate_up_proj_blocks") && contains(err.msg, "MXFP4"), "%s",
            err.msg);
 }
@@ -1121,6 +1126,197 @@ static void test_bind(void)
     CHECK(contains(err.msg, "config.json"));
 }
 
+/* ---- GPT-OSS's MXFP4 experts, dequantized at bind ---- */
+
+typedef struct st_entry_out {
+    char name[128];
+    const char *dtype;
+    int ndim;
+    int64_t shape[4];
+    const void *data;
+    size_t nbytes;
+} st_entry_out;
+
+/* a safetensors file of e[n] at path (header JSON, 8-byte aligned, then the data in order) */
+static int st_write(const char *path, const st_entry_out *e, int n)
+{
+    cJSON *h = cJSON_CreateObject();
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        cJSON *t = cJSON_AddObjectToObject(h, e[i].name), *sh = cJSON_AddArrayToObject(t, "shape");
+        cJSON_AddStringToObject(t, "dtype", e[i].dtype);
+        for (int d = 0; d < e[i].ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e[i].shape[d]));
+        cJSON *o = cJSON_AddArrayToObject(t, "data_offsets");
+        cJSON_AddItemToArray(o, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(o, cJSON_CreateNumber((double)(off + e[i].nbytes)));
+        off += e[i].nbytes;
+    }
+    char *js = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    FILE *f = js ? fopen(path, "wb") : NULL;
+    if (!f) {
+        free(js);
+        return -1;
+    }
+    uint64_t hl = (strlen(js) + 7) / 8 * 8;
+    fwrite(&hl, 8, 1, f);
+    fputs(js, f);
+    for (size_t k = strlen(js); k < hl; k++) fputc(' ', f);
+    for (int i = 0; i < n; i++) fwrite(e[i].data, 1, e[i].nbytes, f);
+    free(js);
+    return fclose(f);
+}
+
+/* dir := src's files but its weights (config, tokenizer) */
+static void copy_side_files(const char *src, const char *dir)
+{
+    mkdir(dir, 0755);
+    DIR *d = opendir(src);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.' || strstr(de->d_name, ".safetensors")) continue;
+        char a[512], b[512];
+        snprintf(a, sizeof a, "%s/%s", src, de->d_name);
+        snprintf(b, sizeof b, "%s/%s", dir, de->d_name);
+        char *text = th_slurp(a);
+        FILE *f = text ? fopen(b, "wb") : NULL;
+        if (f) fputs(text, f), fclose(f);
+        free(text);
+    }
+    if (d) closedir(d);
+}
+
+static uint64_t mx_rng = 0x2545F4914F6CDD1Dull;
+static unsigned mx_rnd(unsigned n)
+{
+    mx_rng ^= mx_rng << 13, mx_rng ^= mx_rng >> 7, mx_rng ^= mx_rng << 17;
+    return (unsigned)(mx_rng % n);
+}
+
+/* transformers' convert_moe_packed_tensors, restated: blocks [E][R][G][16], scales [E][R][G] -> [E][R][G * 32]
+ * (lo nibble, hi nibble; times 2^(scale - 127)), then transposed to [E][G * 32][R], in bf16 */
+static void mx_dequant_t(const uint8_t *blk, const uint8_t *sc, int E, int R, int G, uint16_t *out)
+{
+    static const float lut[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    int K = G * 32;
+    for (int e = 0; e < E; e++)
+        for (int r = 0; r < R; r++)
+            for (int g = 0; g < G; g++)
+                for (int i = 0; i < 32; i++) {
+                    uint8_t v = blk[(((size_t)e * R + r) * G + g) * 16 + i / 2];
+                    float x = ldexpf(lut[i % 2 ? v >> 4 : v & 15], (int)sc[((size_t)e * R + r) * G + g] - 127);
+                    out[((size_t)e * K + g * 32 + i) * R + r] = tm_f32_to_bf16(x);
+                }
+}
+
+/* the prompt's last logits of the model in dir (fp32 reference), into out [V] */
+static int mx_logits(const char *dir, float *out, int V)
+{
+    tandem_model *m = NULL;
+    tandem_status st;
+    int32_t ids[12] = {5, 17, 301, 44, 9, 1000, 23, 77, 512, 8, 130, 61};
+    float *all = malloc(sizeof(float) * 12 * (size_t)V);
+    int rc = all ? tandem_model_open(&m, dir, &st) : -1;
+    CHECKF(rc == 0, "%s: %s", dir, all ? st.msg : "oom");
+    if (rc == 0) rc = tandem_logits(m, ids, 12, all, &st);
+    CHECKF(rc == 0, "%s: %s", dir, st.msg);
+    if (rc == 0) memcpy(out, all + 11 * (size_t)V, sizeof(float) * (size_t)V);
+    tandem_model_free(m);
+    free(all);
+    return rc;
+}
+
+/* The Hub's GPT-OSS checkpoints keep the experts in MXFP4: a synthetic GPT-OSS whose experts are random
+ * MXFP4 blocks gives the same logits (bit for bit) as the same model with those blocks dequantized as
+ * transformers does (Mxfp4Config(dequantize=True)) and saved in bf16; changing a scale changes them. */
+static void test_mxfp4(void)
+{
+    const char *A = TMP "/goss", *B = TMP "/goss-mx", *C = TMP "/goss-bf16";
+    enum { E = 8, D = 128, F = 64, L = 2, V = 1024 };
+    tm_err err = {0};
+    CHECKF(tm_synth_write("gpt-oss-tiny", A, 5, &err) == TM_OK, "%s", err.msg);
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", A);
+    tm_st_file *f = NULL;
+    CHECKF(tm_st_open(&f, path, &err) == TM_OK, "%s", err.msg);
+    if (!f) return;
+    copy_side_files(A, B);
+    copy_side_files(A, C);
+    int n = tm_st_count(f), nb = 0, nc = 0;
+    st_entry_out *eb = calloc((size_t)n + 8 * L, sizeof *eb), *ec = calloc((size_t)n + 8 * L, sizeof *ec);
+    for (int i = 0; i < n; i++) { /* everything but the per-expert tensors, as it is */
+        const char *nm = tm_st_name(f, i);
+        if (strstr(nm, ".mlp.experts.")) continue;
+        tm_tensor t;
+        CHECK(tm_st_find(f, nm, &t, &err) == TM_OK);
+        st_entry_out o = {.dtype = tm_st_dtype_str(f, i), .ndim = t.ndim, .data = t.data, .nbytes = t.nbytes};
+        snprintf(o.name, sizeof o.name, "%s", nm);
+        for (int d = 0; d < t.ndim; d++) o.shape[d] = t.shape[d];
+        eb[nb++] = ec[nc++] = o;
+    }
+    size_t gub = (size_t)E * 2 * F * (D / 32), dnb = (size_t)E * D * (F / 32);
+    uint8_t *blk[L][2], *sc[L][2];
+    uint16_t *deq[L][2], *bias[L][2];
+    for (int l = 0; l < L; l++) {
+        size_t nblk[2] = {gub * 16, dnb * 16}, nsc[2] = {gub, dnb}, nbias[2] = {(size_t)E * 2 * F, (size_t)E * D};
+        for (int k = 0; k < 2; k++) {
+            blk[l][k] = malloc(nblk[k]);
+            sc[l][k] = malloc(nsc[k]);
+            deq[l][k] = malloc(2 * nblk[k] * 2);
+            bias[l][k] = malloc(2 * nbias[k]);
+            for (size_t j = 0; j < nblk[k]; j++) blk[l][k][j] = (uint8_t)mx_rnd(256);
+            for (size_t j = 0; j < nsc[k]; j++) sc[l][k][j] = (uint8_t)(119 + mx_rnd(6)); /* 2^-8 .. 2^-3 */
+            for (size_t j = 0; j < nbias[k]; j++) bias[l][k][j] = tm_f32_to_bf16(0.01f * ((int)mx_rnd(201) - 100) / 100);
+        }
+        mx_dequant_t(blk[l][0], sc[l][0], E, 2 * F, D / 32, deq[l][0]); /* gate_up [E][D][2F] */
+        mx_dequant_t(blk[l][1], sc[l][1], E, D, F / 32, deq[l][1]);     /* down [E][F][D] */
+        static const char *const what[2] = {"gate_up_proj", "down_proj"};
+        int64_t R[2] = {2 * F, D}, K[2] = {D, F};
+        for (int k = 0; k < 2; k++) {
+            st_entry_out o = {.dtype = "U8", .ndim = 4, .shape = {E, R[k], K[k] / 32, 16}, .data = blk[l][k],
+                              .nbytes = nblk[k]};
+            snprintf(o.name, sizeof o.name, "model.layers.%d.mlp.experts.%s_blocks", l, what[k]);
+            eb[nb++] = o;
+            o = (st_entry_out){.dtype = "U8", .ndim = 3, .shape = {E, R[k], K[k] / 32}, .data = sc[l][k], .nbytes = nsc[k]};
+            snprintf(o.name, sizeof o.name, "model.layers.%d.mlp.experts.%s_scales", l, what[k]);
+            eb[nb++] = o;
+            o = (st_entry_out){.dtype = "BF16", .ndim = 3, .shape = {E, K[k], R[k]}, .data = deq[l][k], .nbytes = 2 * nblk[k] * 2};
+            snprintf(o.name, sizeof o.name, "model.layers.%d.mlp.experts.%s", l, what[k]);
+            ec[nc++] = o;
+            o = (st_entry_out){.dtype = "BF16", .ndim = 2, .shape = {E, R[k]}, .data = bias[l][k], .nbytes = 2 * (size_t)E * R[k]};
+            snprintf(o.name, sizeof o.name, "model.layers.%d.mlp.experts.%s_bias", l, what[k]);
+            eb[nb++] = ec[nc++] = o;
+        }
+    }
+    char pb[512], pc[512];
+    snprintf(pb, sizeof pb, "%s/model.safetensors", B);
+    snprintf(pc, sizeof pc, "%s/model.safetensors", C);
+    CHECK(st_write(pb, eb, nb) == 0 && st_write(pc, ec, nc) == 0);
+    float *lb = calloc(V, sizeof(float)), *lc = calloc(V, sizeof(float)), *ld = calloc(V, sizeof(float));
+    if (mx_logits(B, lb, V) == 0 && mx_logits(C, lc, V) == 0) {
+        int nz = 0;
+        for (int v = 0; v < V; v++) nz += isfinite(lb[v]) && lb[v] != 0;
+        CHECKF(!memcmp(lb, lc, sizeof(float) * V) && nz > V / 2, "MXFP4 and its bf16 dequantization: logits differ "
+               "(first %g / %g), %d nonzero", (double)lb[0], (double)lc[0], nz);
+        /* every scale of layer 0's gate_up one step up (its weights doubled): other logits */
+        for (size_t j = 0; j < gub; j++) sc[0][0][j]++;
+        CHECK(st_write(pb, eb, nb) == 0);
+        if (mx_logits(B, ld, V) == 0) CHECK(memcmp(lb, ld, sizeof(float) * V) != 0);
+    }
+    /* a shape that does not match the config: refused, naming the tensor */
+    eb[nb - 3].shape[2] = 1, eb[nb - 3].shape[3] = 32; /* layer 1's down_proj_blocks, the same bytes */
+    CHECK(st_write(pb, eb, nb) == 0);
+    tandem_model *m = NULL;
+    tandem_status st;
+    CHECKF(tandem_model_open(&m, B, &st) != 0 && strstr(st.msg, "down_proj_blocks") && strstr(st.msg, "MXFP4"), "%s",
+           st.msg);
+    tandem_model_free(m);
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < 2; k++) free(blk[l][k]), free(sc[l][k]), free(deq[l][k]), free(bias[l][k]);
+    free(lb), free(lc), free(ld), free(eb), free(ec);
+    tm_st_close(f);
+}
+
 int main(void)
 {
     mkdir("build", 0755);
@@ -1130,5 +1326,6 @@ int main(void)
     test_config();
     test_arch_rules();
     test_bind();
+    test_mxfp4();
     return th_done("test_hf");
 }

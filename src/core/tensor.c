@@ -3,7 +3,7 @@
 
 static const struct { tm_dtype t; const char *name; size_t size; } dtypes[] = {
     {TM_DT_F32, "f32", 4},     {TM_DT_F16, "f16", 2},     {TM_DT_BF16, "bf16", 2},
-    {TM_DT_I8, "i8", 1},       {TM_DT_I32, "i32", 4},     {TM_DT_Q8PC, "int8", 0},
+    {TM_DT_I8, "i8", 1},       {TM_DT_I32, "i32", 4},     {TM_DT_U8, "u8", 1},       {TM_DT_Q8PC, "int8", 0},
     {TM_DT_Q4PC, "int4pc", 0}, {TM_DT_Q4G64, "int4g64", 0}, {TM_DT_Q4G32, "int4g32", 0},
     {TM_DT_Q6G64, "int6g64", 0},
 };

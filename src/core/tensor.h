@@ -38,6 +38,7 @@ typedef enum tm_dtype {
     TM_DT_BF16 = 2,
     TM_DT_I8 = 3,
     TM_DT_I32 = 4,
+    TM_DT_U8 = 5,   /* raw bytes: the MXFP4 experts' blocks and scales, read at bind (model/bind.c) */
     TM_DT_Q8PC = 16,
     TM_DT_Q4PC = 17,
     TM_DT_Q4G64 = 18,

@@ -17,7 +17,7 @@ static const struct { const char *name; int bits; int tm; } st_dtypes[] = {
     {"F32", 32, TM_DT_F32},  {"F16", 16, TM_DT_F16},  {"BF16", 16, TM_DT_BF16},
     {"F64", 64, -1},         {"I64", 64, -1},         {"I32", 32, -1},
     {"I16", 16, -1},         {"I8", 8, -1},           {"U64", 64, -1},
-    {"U32", 32, -1},         {"U16", 16, -1},         {"U8", 8, -1},
+    {"U32", 32, -1},         {"U16", 16, -1},         {"U8", 8, TM_DT_U8},
     {"BOOL", 8, -1},         {"F8_E4M3", 8, -1},      {"F8_E5M2", 8, -1},
     {"F8_E8M0", 8, -1},      {"F6_E2M3", 6, -1},      {"F6_E3M2", 6, -1},
     {"F4", 4, -1},           {"C64", 64, -1},
@@ -321,7 +321,7 @@ int tm_st_find(const tm_st_file *f, const char *name, tm_tensor *out, tm_err *er
     if (i < 0) return tm_errf(err, TM_E_NOTFOUND, "%s: no tensor '%s'", f->fname, name);
     const st_entry *e = &f->e[i];
     if (st_dtypes[e->dt].tm < 0)
-        return tm_errf(err, TM_E_UNSUPPORTED, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16 are)",
+        return tm_errf(err, TM_E_UNSUPPORTED, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16 are; U8 as MXFP4 blocks)",
                        f->fname, name, st_dtypes[e->dt].name);
     if (e->ndim > TM_MAX_DIMS)
         return tm_errf(err, TM_E_UNSUPPORTED, "%s: tensor '%s': %d dimensions (at most %d supported)", f->fname,

@@ -1038,6 +1038,7 @@ void tm_model_free(tm_model *m)
     free(m->alibi);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    free(m->owned_bytes);
     if (m->owner_free) m->owner_free(m->owner);
     free(m);
 }

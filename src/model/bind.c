@@ -2,6 +2,7 @@
  * tensor specs, with shape and dtype checks; and the checkpoint layouts changed on the way (GPT-2's
  * Conv1D, interleaved RoPE pairs, CodeGen's qkv, StableLM's per-head norms, 3-D experts), into copies
  * or views the model owns. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,21 +61,30 @@ static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_ten
 
 /* A plain-dtype copy of t's bytes that m owns (freed with m), for a layout the binder changes; NULL
  * (error set) if t is not plain or memory runs out. */
+/* nbytes that m owns (freed with it), for tensor name's copy */
+static uint8_t *owned_alloc(tm_model *m, const char *name, size_t nbytes, tm_err *err)
+{
+    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
+    if (no) m->owned = no;
+    size_t *nb = no ? realloc(m->owned_bytes, (size_t)(m->n_owned + 1) * sizeof *nb) : NULL;
+    if (nb) m->owned_bytes = nb;
+    uint8_t *d = nb ? malloc(nbytes ? nbytes : 1) : NULL;
+    if (!d) {
+        tm_errf(err, TM_E_NOMEM, "out of memory for a copy of '%s'", name);
+        return NULL;
+    }
+    m->owned_bytes[m->n_owned] = nbytes;
+    m->owned[m->n_owned++] = d;
+    return d;
+}
+
 static uint8_t *owned_copy(tm_model *m, const tm_tensor_spec *s, const tm_tensor *t, tm_err *err)
 {
     if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16) {
         tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
         return NULL;
     }
-    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
-    uint8_t *d = no ? malloc(t->nbytes ? t->nbytes : 1) : NULL;
-    if (no) m->owned = no;
-    if (!d) {
-        tm_errf(err, TM_E_NOMEM, "out of memory for a copy of '%s'", s->name);
-        return NULL;
-    }
-    m->owned[m->n_owned++] = d;
-    return d;
+    return owned_alloc(m, s->name, t->nbytes, err);
 }
 
 /* t [K][N] (a Conv1D weight as the checkpoint stores it) -> a copy [N][K] that m owns, in t's dtype */
@@ -250,32 +260,89 @@ static int expert_copy(tm_model *m, tm_tensor *t, int64_t E, int64_t A, int64_t 
     return TM_OK;
 }
 
+/* MXFP4, as the Hub's GPT-OSS checkpoints store the experts (transformers' convert_moe_packed_tensors reads
+ * them): <rel>_blocks u8 [E][R][K/32][16], 32 e2m1 values a group, two a byte, the low nibble first;
+ * <rel>_scales u8 [E][R][K/32], each group's power of two biased by 127. Row r of expert e holds [K] of the
+ * matrix in [out][in] form (the bf16 checkpoint's x·W layout transposed). Dequantized (exactly: a 4-bit value
+ * times a power of two) into a bf16 copy m owns, t := [E][R][K], the bound layout; il: rows come in (gate,
+ * up) pairs, 2b and 2b + 1, put as rows b and R/2 + b. TM_E_NOTFOUND (err untouched) where the checkpoint
+ * has no such blocks. */
+static int mxfp4_experts(tm_model *m, const tm_tensor_source *src, int l, const char *rel, int64_t E, int64_t R,
+                         int64_t K, int il, tm_tensor *t, tm_err *err)
+{
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    const char *layers = tm_arch_names(tm_arch_info_of(m))->layers;
+    char bn[160], sn[160];
+    snprintf(bn, sizeof bn, "%s%s.%d.%s_blocks", m->prefix, layers, l, rel);
+    snprintf(sn, sizeof sn, "%s%s.%d.%s_scales", m->prefix, layers, l, rel);
+    tm_tensor b, sc;
+    if (src->lookup(src->ctx, bn, &b, NULL) != TM_OK) return TM_E_NOTFOUND;
+    int64_t G = K / 32;
+    if (K % 32 || (il && R % 2))
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': MXFP4 needs the input dim (%lld) a multiple of 32", bn,
+                       (long long)K);
+    if (b.dtype != TM_DT_U8 || b.ndim != 4 || b.shape[0] != E || b.shape[1] != R || b.shape[2] != G ||
+        b.shape[3] != 16 || b.nbytes != (size_t)(E * R * G * 16) || !b.data)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': MXFP4 blocks must be u8 [%lld][%lld][%lld][16] from the config",
+                       bn, (long long)E, (long long)R, (long long)G);
+    tm_err e2 = {0};
+    if (src->lookup(src->ctx, sn, &sc, &e2) != TM_OK)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': MXFP4 blocks without their scales: %s", bn, e2.msg);
+    if (sc.dtype != TM_DT_U8 || sc.ndim != 3 || sc.shape[0] != E || sc.shape[1] != R || sc.shape[2] != G ||
+        sc.nbytes != (size_t)(E * R * G) || !sc.data)
+        return tm_errf(err, TM_E_INVALID, "tensor '%s': MXFP4 scales must be u8 [%lld][%lld][%lld] from the config",
+                       sn, (long long)E, (long long)R, (long long)G);
+    uint16_t *d = (uint16_t *)owned_alloc(m, bn, (size_t)(E * R * K) * 2, err);
+    if (!d) return err->code;
+    const uint8_t *bp = b.data, *sp = sc.data;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = 0; r < R; r++) { /* destination row r of expert e */
+            int64_t c = !il ? r : r < R / 2 ? 2 * r : 2 * (r - R / 2) + 1;
+            const uint8_t *row = bp + (size_t)(e * R + c) * (size_t)G * 16, *srow = sp + (size_t)(e * R + c) * (size_t)G;
+            uint16_t *o = d + (size_t)(e * R + r) * (size_t)K;
+            for (int64_t g = 0; g < G; g++) {
+                int x = (int)srow[g] - 127;
+                for (int i = 0; i < 16; i++) {
+                    uint8_t v = row[g * 16 + i];
+                    o[g * 32 + 2 * i] = tm_f32_to_bf16(ldexpf(e2m1[v & 15], x));
+                    o[g * 32 + 2 * i + 1] = tm_f32_to_bf16(ldexpf(e2m1[v >> 4], x));
+                }
+            }
+        }
+    *t = (tm_tensor){b.name, TM_DT_BF16, 3, {E, R, K}, d, (size_t)(E * R * K) * 2, NULL};
+    return TM_OK;
+}
+
 /* GPT-OSS's experts as transformers saves them: <layer>.mlp.experts.gate_up_proj [E][D][2Fe] (x·W, gate and
  * up in alternate columns), gate_up_proj_bias [E][2Fe] (alternate too), down_proj [E][Fe][D], down_proj_bias
  * [E][D]: copied into the bound layout, gate_up [E][2Fe][D] (gate rows, then up rows) and down [E][D][Fe], then
- * viewed per expert. The Hub's MXFP4 checkpoints (gate_up_proj_blocks / _scales) are refused by name. */
+ * viewed per expert. The Hub's MXFP4 checkpoints (gate_up_proj_blocks / _scales, down_proj_blocks / _scales)
+ * are dequantized into the same layout (mxfp4_experts). */
 static int bind_oai_experts(tm_model *m, const tm_tensor_source *src, int l, tm_err *err)
 {
     tm_layer_weights *w = &m->w[l];
     int64_t E = m->n_experts, F = m->F_expert, D = m->D;
     tm_tensor gu, gub, dn, dnb;
-    int rc = fused_lookup(m, src, l, "mlp.experts.gate_up_proj", E, D, 2 * F, &gu, err);
-    if (rc == TM_E_NOTFOUND) {
-        tm_tensor_spec want = {0};
-        snprintf(want.name, sizeof want.name, "%s%s.%d.mlp.experts.gate_up_proj_blocks", m->prefix,
-                 tm_arch_names(tm_arch_info_of(m))->layers, l);
-        tm_tensor t;
-        if (src->lookup(src->ctx, want.name, &t, NULL) == TM_OK)
-            return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': MXFP4-quantized experts are not supported (convert "
-                           "from a bf16 checkpoint: transformers dequantizes with Mxfp4Config(dequantize=True))",
-                           want.name);
+    tm_err e2 = {0};
+    /* bf16 [E][D][2Fe] (x·W), else MXFP4 [E][2Fe][D] dequantized into the bound layout */
+    int rc = fused_lookup(m, src, l, "mlp.experts.gate_up_proj", E, D, 2 * F, &gu, err), mx_gu = 0, mx_dn = 0;
+    if (rc == TM_E_NOTFOUND && (mx_gu = mxfp4_experts(m, src, l, "mlp.experts.gate_up_proj", E, 2 * F, D, 1, &gu, &e2)) !=
+                                   TM_E_NOTFOUND) {
+        rc = mx_gu;
+        mx_gu = rc == TM_OK;
+        if (rc) *err = e2;
     }
-    if (rc || (rc = fused_lookup(m, src, l, "mlp.experts.gate_up_proj_bias", E, 2 * F, 0, &gub, err)) ||
-        (rc = fused_lookup(m, src, l, "mlp.experts.down_proj", E, F, D, &dn, err)) ||
-        (rc = fused_lookup(m, src, l, "mlp.experts.down_proj_bias", E, D, 0, &dnb, err)))
-        return rc;
-    if ((rc = expert_copy(m, &gu, E, D, 2 * F, 1, err)) || (rc = expert_copy(m, &gub, E, 1, 2 * F, 1, err)) ||
-        (rc = expert_copy(m, &dn, E, F, D, 0, err)))
+    if (rc || (rc = fused_lookup(m, src, l, "mlp.experts.gate_up_proj_bias", E, 2 * F, 0, &gub, err))) return rc;
+    rc = fused_lookup(m, src, l, "mlp.experts.down_proj", E, F, D, &dn, err);
+    if (rc == TM_E_NOTFOUND && (mx_dn = mxfp4_experts(m, src, l, "mlp.experts.down_proj", E, D, F, 0, &dn, &e2)) !=
+                                   TM_E_NOTFOUND) {
+        rc = mx_dn;
+        mx_dn = rc == TM_OK;
+        if (rc) *err = e2;
+    }
+    if (rc || (rc = fused_lookup(m, src, l, "mlp.experts.down_proj_bias", E, D, 0, &dnb, err))) return rc;
+    if ((!mx_gu && (rc = expert_copy(m, &gu, E, D, 2 * F, 1, err))) || (rc = expert_copy(m, &gub, E, 1, 2 * F, 1, err)) ||
+        (!mx_dn && (rc = expert_copy(m, &dn, E, F, D, 0, err))))
         return rc;
     for (int64_t e = 0; e < E; e++) {
         w->e_gate[e] = rows_view(&gu, e, 2 * F, 0, F, D);
@@ -360,8 +427,10 @@ static int gather_head_norms(tm_model *m, const tm_tensor_source *src, const tm_
 
 int tm_model_owns(const tm_model *m, const void *p)
 {
-    for (int i = 0; i < m->n_owned; i++)
-        if (m->owned[i] == p) return 1;
+    for (int i = 0; i < m->n_owned; i++) /* (a view of rows inside a copy counts: an expert's) */
+        if ((const uint8_t *)p >= (const uint8_t *)m->owned[i] &&
+            (const uint8_t *)p < (const uint8_t *)m->owned[i] + (m->owned_bytes[i] ? m->owned_bytes[i] : 1))
+            return 1;
     return 0;
 }
 
@@ -424,11 +493,8 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
         *s->slot = t;
     }
     if (m->norm_plain) { /* OLMo: every norm's weight is ones, a vector the model owns */
-        void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
-        float *ones = no ? malloc(sizeof(float) * (size_t)m->D) : NULL;
-        if (no) m->owned = no;
-        if (!ones) return tm_errf(err, TM_E_NOMEM, "out of memory");
-        m->owned[m->n_owned++] = ones;
+        float *ones = (float *)owned_alloc(m, "ones", sizeof(float) * (size_t)m->D, err);
+        if (!ones) return err->code;
         for (int i = 0; i < m->D; i++) ones[i] = 1.0f;
         tm_tensor one = {"ones", TM_DT_F32, 1, {m->D}, ones, sizeof(float) * (size_t)m->D, NULL};
         m->final_norm = one;

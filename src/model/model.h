@@ -361,6 +361,7 @@ typedef struct tm_model {
     int n_spec;
 
     void **owned;                /* [n_owned] tensors tm_model_bind made (transposed copies), freed with m */
+    size_t *owned_bytes;         /* [n_owned] their sizes (views may point inside them: per-expert rows) */
     int n_owned;
     void *owner;                 /* memory behind the tensors, released by owner_free */
     void (*owner_free)(void *owner);

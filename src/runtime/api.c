@@ -1,9 +1,11 @@
 /* runtime/api.c: the public API of include/tandem.h over the runtime. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/status.h"
+#include "engine/ref/ref.h"
 #include "model/model.h"
 #include "quant/quant.h"
 #include "runtime/bridge.h"
@@ -298,5 +300,22 @@ int tandem_handoff_cost(const tandem_model *m, int n_ctx, int reps, double *copy
     if (dec) tm_kv_seq_release(dec, &ds);
     tm_kv_cache_free(stage);
     tm_kv_cache_free(dec);
+    return rc == TM_OK ? ok(st) : fail(st, &e);
+}
+
+int tandem_logits(const tandem_model *m, const int32_t *ids, size_t n, float *out, tandem_status *st)
+{
+    tm_err e = {0};
+    const tm_model *mm = m->rm->prefill; /* the fp32 reference over the prefill stage's weights (as `tandem logits`) */
+    if (!ids || !out || n < 1 || n > (size_t)INT32_MAX) return fail(st, &(tm_err){TM_E_INVALID, "logits: no tokens"});
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= mm->V) {
+            tm_errf(&e, TM_E_INVALID, "logits: token id %d out of range (vocabulary %d)", ids[i], mm->V);
+            return fail(st, &e);
+        }
+    tm_ref *r = NULL;
+    int rc = tm_ref_init(&r, mm, (int)n, 1, &e);
+    if (rc == TM_OK) rc = tm_ref_forward(r, ids, (int)n, 0, out, 1, &e);
+    tm_ref_free(r);
     return rc == TM_OK ? ok(st) : fail(st, &e);
 }
