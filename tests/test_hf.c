@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "harness.h"
@@ -1302,6 +1303,27 @@ static void test_mxfp4(void)
         for (size_t j = 0; j < gub; j++) sc[0][0][j]++;
         CHECK(st_write(pb, eb, nb) == 0);
         if (mx_logits(B, ld, V) == 0) CHECK(memcmp(lb, ld, sizeof(float) * V) != 0);
+    }
+    /* a converter done with an expert's rows drops their whole pages, and nothing around them */
+    tm_model *hm = NULL;
+    CHECKF(tm_hf_model_open(&hm, B, NULL, &err) == TM_OK, "%s", err.msg);
+    if (hm) {
+        const tm_tensor *g0 = &hm->w[0].e_gate[0], *g1 = &hm->w[0].e_gate[1], *u0 = &hm->w[0].e_up[0];
+        uint8_t *keep1 = malloc(g1->nbytes), *keepu = malloc(u0->nbytes);
+        memcpy(keep1, g1->data, g1->nbytes);
+        memcpy(keepu, u0->data, u0->nbytes);
+        long pg = sysconf(_SC_PAGESIZE);
+        const uint8_t *p0 = g0->data, *in = (const uint8_t *)(((uintptr_t)p0 + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1));
+        int zero = 1;
+        for (long k = 0; k < pg; k++) zero &= in[k] == 0;
+        CHECK(g0->nbytes >= (size_t)(3 * pg) && !zero); /* a whole page inside, written */
+        tm_model_release(hm, g0->data, g0->nbytes);
+        zero = 1;
+        for (long k = 0; k < pg; k++) zero &= in[k] == 0;
+        CHECK(zero && !memcmp(keep1, g1->data, g1->nbytes) && !memcmp(keepu, u0->data, u0->nbytes));
+        free(keep1);
+        free(keepu);
+        tm_model_free(hm);
     }
     /* a shape that does not match the config: refused, naming the tensor */
     eb[nb - 3].shape[2] = 1, eb[nb - 3].shape[3] = 32; /* layer 1's down_proj_blocks, the same bytes */

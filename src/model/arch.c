@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "model/arch-impl.h"
 #include "quant/quant.h"
@@ -1036,9 +1037,8 @@ void tm_model_free(tm_model *m)
     free(m->layer);
     free(m->spec);
     free(m->alibi);
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    for (int i = 0; i < m->n_owned; i++) munmap(m->owned[i].p, m->owned[i].n ? m->owned[i].n : 1);
     free(m->owned);
-    free(m->owned_bytes);
     if (m->owner_free) m->owner_free(m->owner);
     free(m);
 }

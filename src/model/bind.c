@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/arch-impl.h"
 #include "quant/quant.h"
@@ -61,20 +63,20 @@ static int check_tensor(const tm_model *m, const tm_tensor_spec *s, const tm_ten
 
 /* A plain-dtype copy of t's bytes that m owns (freed with m), for a layout the binder changes; NULL
  * (error set) if t is not plain or memory runs out. */
-/* nbytes that m owns (freed with it), for tensor name's copy */
-static uint8_t *owned_alloc(tm_model *m, const char *name, size_t nbytes, tm_err *err)
+/* nbytes that m owns (freed with it), for tensor name's copy; once: each of its bytes is read by one
+ * spec (tm_model_release may drop them once converted). An anonymous mapping of its own, so that
+ * dropping its pages touches nothing else. */
+static uint8_t *owned_alloc(tm_model *m, const char *name, size_t nbytes, int once, tm_err *err)
 {
-    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
+    struct tm_owned *no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
     if (no) m->owned = no;
-    size_t *nb = no ? realloc(m->owned_bytes, (size_t)(m->n_owned + 1) * sizeof *nb) : NULL;
-    if (nb) m->owned_bytes = nb;
-    uint8_t *d = nb ? malloc(nbytes ? nbytes : 1) : NULL;
-    if (!d) {
+    void *d = no ? mmap(NULL, nbytes ? nbytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                 : MAP_FAILED;
+    if (d == MAP_FAILED) {
         tm_errf(err, TM_E_NOMEM, "out of memory for a copy of '%s'", name);
         return NULL;
     }
-    m->owned_bytes[m->n_owned] = nbytes;
-    m->owned[m->n_owned++] = d;
+    m->owned[m->n_owned++] = (struct tm_owned){d, nbytes, once};
     return d;
 }
 
@@ -84,7 +86,7 @@ static uint8_t *owned_copy(tm_model *m, const tm_tensor_spec *s, const tm_tensor
         tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", s->name, tm_dtype_name(t->dtype));
         return NULL;
     }
-    return owned_alloc(m, s->name, t->nbytes, err);
+    return owned_alloc(m, s->name, t->nbytes, 0, err);
 }
 
 /* t [K][N] (a Conv1D weight as the checkpoint stores it) -> a copy [N][K] that m owns, in t's dtype */
@@ -244,9 +246,10 @@ static tm_tensor rows_view(const tm_tensor *t, int64_t k, int64_t R, int64_t r0,
  * [E][B] is the case A = 1. */
 static int expert_copy(tm_model *m, tm_tensor *t, int64_t E, int64_t A, int64_t B, int il, tm_err *err)
 {
-    tm_tensor_spec named = {0};
-    snprintf(named.name, sizeof named.name, "%s", t->name ? t->name : "?");
-    uint8_t *d = owned_copy(m, &named, t, err);
+    if (t->dtype != TM_DT_F32 && t->dtype != TM_DT_F16 && t->dtype != TM_DT_BF16)
+        return tm_errf(err, TM_E_UNSUPPORTED, "tensor '%s': dtype %s is not accepted here", t->name ? t->name : "?",
+                       tm_dtype_name(t->dtype));
+    uint8_t *d = owned_alloc(m, t->name ? t->name : "?", t->nbytes, 1, err);
     if (!d) return err->code;
     size_t es = tm_dtype_size(t->dtype);
     const uint8_t *src = t->data;
@@ -292,7 +295,7 @@ static int mxfp4_experts(tm_model *m, const tm_tensor_source *src, int l, const 
         sc.nbytes != (size_t)(E * R * G) || !sc.data)
         return tm_errf(err, TM_E_INVALID, "tensor '%s': MXFP4 scales must be u8 [%lld][%lld][%lld] from the config",
                        sn, (long long)E, (long long)R, (long long)G);
-    uint16_t *d = (uint16_t *)owned_alloc(m, bn, (size_t)(E * R * K) * 2, err);
+    uint16_t *d = (uint16_t *)owned_alloc(m, bn, (size_t)(E * R * K) * 2, 1, err);
     if (!d) return err->code;
     const uint8_t *bp = b.data, *sp = sc.data;
     for (int64_t e = 0; e < E; e++)
@@ -425,14 +428,26 @@ static int gather_head_norms(tm_model *m, const tm_tensor_source *src, const tm_
     return TM_OK;
 }
 
-int tm_model_owns(const tm_model *m, const void *p)
+/* the copy p points into, or NULL */
+static const struct tm_owned *owner_of(const tm_model *m, const void *p)
 {
-    for (int i = 0; i < m->n_owned; i++) /* (a view of rows inside a copy counts: an expert's) */
-        if ((const uint8_t *)p >= (const uint8_t *)m->owned[i] &&
-            (const uint8_t *)p < (const uint8_t *)m->owned[i] + (m->owned_bytes[i] ? m->owned_bytes[i] : 1))
-            return 1;
-    return 0;
+    for (int i = 0; i < m->n_owned; i++) {
+        const uint8_t *b = m->owned[i].p;
+        if ((const uint8_t *)p >= b && (const uint8_t *)p < b + (m->owned[i].n ? m->owned[i].n : 1)) return &m->owned[i];
+    }
+    return NULL;
 }
+
+void tm_model_release(const tm_model *m, const void *p, size_t n)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, e = (uintptr_t)p + n;
+    const struct tm_owned *o = owner_of(m, p);
+    if (o && !o->once) return;
+    if (o) a = (a + pg - 1) & ~(pg - 1), e &= ~(pg - 1); /* the whole pages inside: the neighbours are not done */
+    else a &= ~(pg - 1), e = (e + pg - 1) & ~(pg - 1);  /* a file's pages: read again if touched */
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 
 int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
 {
@@ -493,7 +508,7 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
         *s->slot = t;
     }
     if (m->norm_plain) { /* OLMo: every norm's weight is ones, a vector the model owns */
-        float *ones = (float *)owned_alloc(m, "ones", sizeof(float) * (size_t)m->D, err);
+        float *ones = (float *)owned_alloc(m, "ones", sizeof(float) * (size_t)m->D, 0, err);
         if (!ones) return err->code;
         for (int i = 0; i < m->D; i++) ones[i] = 1.0f;
         tm_tensor one = {"ones", TM_DT_F32, 1, {m->D}, ones, sizeof(float) * (size_t)m->D, NULL};

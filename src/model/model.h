@@ -360,8 +360,11 @@ typedef struct tm_model {
     tm_tensor_spec *spec;        /* [n_spec] required tensors */
     int n_spec;
 
-    void **owned;                /* [n_owned] tensors tm_model_bind made (transposed copies), freed with m */
-    size_t *owned_bytes;         /* [n_owned] their sizes (views may point inside them: per-expert rows) */
+    struct tm_owned {            /* [n_owned] tensors tm_model_bind made (transposed copies, experts), freed with m */
+        void *p;                 /* anonymous mappings of n bytes: views may point inside them (per-expert rows) */
+        size_t n;
+        int once;                /* each byte is read by one spec only (experts): tm_model_release may drop it */
+    } *owned;
     int n_owned;
     void *owner;                 /* memory behind the tensors, released by owner_free */
     void (*owner_free)(void *owner);
@@ -388,9 +391,11 @@ int tm_model_init(tm_model **out, const tm_hf_config *cfg, tm_err *err);
  * tensors). Tensors in src that are not needed are ignored. */
 int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err);
 
-/* tm_model_owns: p is the data of a tensor tm_model_bind made (heap memory, not the
- * source's mapping: not to be madvise'd away). */
-int tm_model_owns(const tm_model *m, const void *p);
+/* tm_model_release: a converter done with the tensor data [p, p + n) hands back its memory: the
+ * source's mapped pages around it are dropped (a later touch reads the file again), and so are
+ * the whole pages inside it of a copy whose bytes one spec reads (an expert's rows; gpt-oss's
+ * dequantized experts would otherwise all stay resident); other copies stay. */
+void tm_model_release(const tm_model *m, const void *p, size_t n);
 
 /* tm_model_set_owner: m releases owner with owner_free in tm_model_free. */
 void tm_model_set_owner(tm_model *m, void *owner, void (*owner_free)(void *));

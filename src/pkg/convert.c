@@ -222,7 +222,7 @@ static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, t
     }
     c->st.tensors++;
     c->st.bytes_in += src->nbytes;
-    if (!tm_model_owns(m, src->data)) advise(src->data, src->nbytes, MADV_DONTNEED); /* not a transposed copy */
+    tm_model_release(m, src->data, src->nbytes); /* its pages dropped: RSS stays near one tensor */
     return rc;
 }
 
