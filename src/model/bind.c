@@ -76,7 +76,7 @@ static uint8_t *owned_alloc(tm_model *m, const char *name, size_t nbytes, int on
         tm_errf(err, TM_E_NOMEM, "out of memory for a copy of '%s'", name);
         return NULL;
     }
-    m->owned[m->n_owned++] = (struct tm_owned){d, nbytes, once};
+    m->owned[m->n_owned++] = (struct tm_owned){d, nbytes, once, {0}};
     return d;
 }
 
@@ -241,6 +241,49 @@ static tm_tensor rows_view(const tm_tensor *t, int64_t k, int64_t R, int64_t r0,
     return v;
 }
 
+/* An expert copy's writing (struct tm_fill), now or when a converter reaches it:
+ *   1: the source [E][A][B] (x·W, [in][out]) transposed to [E][B][A] ([out][in]) (R = A, K = B here);
+ *   2: MXFP4 blocks [E][R][K/32][16] and scales [E][R][K/32] dequantized to bf16 [E][R][K];
+ * il: the destination's rows come in (gate, up) pairs in the source, 2b and 2b + 1, put as rows b and
+ * (rows) / 2 + b. */
+static void run_fill(struct tm_owned *o)
+{
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    struct tm_fill *f = &o->fill;
+    int64_t E = f->E;
+    if (f->kind == 1) {
+        int64_t A = f->R, B = f->K;
+        size_t es = f->es;
+        uint8_t *d = o->p;
+        const uint8_t *src = f->a;
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t b = 0; b < B; b++) { /* destination row b of expert e */
+                int64_t c = !f->il ? b : b < B / 2 ? 2 * b : 2 * (b - B / 2) + 1;
+                for (int64_t a = 0; a < A; a++)
+                    memcpy(d + ((size_t)(e * B + b) * A + a) * es, src + ((size_t)(e * A + a) * B + c) * es, es);
+            }
+    } else if (f->kind == 2) {
+        int64_t R = f->R, K = f->K, G = K / 32;
+        uint16_t *d = o->p;
+        const uint8_t *bp = f->a, *sp = f->b;
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t r = 0; r < R; r++) { /* destination row r of expert e */
+                int64_t c = !f->il ? r : r < R / 2 ? 2 * r : 2 * (r - R / 2) + 1;
+                const uint8_t *row = bp + (size_t)(e * R + c) * (size_t)G * 16, *srow = sp + (size_t)(e * R + c) * (size_t)G;
+                uint16_t *out = d + (size_t)(e * R + r) * (size_t)K;
+                for (int64_t g = 0; g < G; g++) {
+                    int x = (int)srow[g] - 127;
+                    for (int i = 0; i < 16; i++) {
+                        uint8_t v = row[g * 16 + i];
+                        out[g * 32 + 2 * i] = tm_f32_to_bf16(ldexpf(e2m1[v & 15], x));
+                        out[g * 32 + 2 * i + 1] = tm_f32_to_bf16(ldexpf(e2m1[v >> 4], x));
+                    }
+                }
+            }
+    }
+    f->kind = 0;
+}
+
 /* t [E][A][B] (each expert's matrix stored as x·W, [in][out]) -> a copy m owns, [E][B][A] (the bound [out][in]),
  * in t's dtype; il: B's elements come in (gate, up) pairs, 2b and 2b + 1, put as rows b and B/2 + b. A bias
  * [E][B] is the case A = 1. */
@@ -251,14 +294,9 @@ static int expert_copy(tm_model *m, tm_tensor *t, int64_t E, int64_t A, int64_t 
                        tm_dtype_name(t->dtype));
     uint8_t *d = owned_alloc(m, t->name ? t->name : "?", t->nbytes, 1, err);
     if (!d) return err->code;
-    size_t es = tm_dtype_size(t->dtype);
-    const uint8_t *src = t->data;
-    for (int64_t e = 0; e < E; e++)
-        for (int64_t b = 0; b < B; b++) { /* destination row b of expert e */
-            int64_t c = !il ? b : b < B / 2 ? 2 * b : 2 * (b - B / 2) + 1;
-            for (int64_t a = 0; a < A; a++)
-                memcpy(d + ((size_t)(e * B + b) * A + a) * es, src + ((size_t)(e * A + a) * B + c) * es, es);
-        }
+    struct tm_owned *o = &m->owned[m->n_owned - 1];
+    o->fill = (struct tm_fill){1, t->data, NULL, E, A, B, il, tm_dtype_size(t->dtype)};
+    if (!m->lazy_copies) run_fill(o);
     t->data = d;
     return TM_OK;
 }
@@ -273,7 +311,6 @@ static int expert_copy(tm_model *m, tm_tensor *t, int64_t E, int64_t A, int64_t 
 static int mxfp4_experts(tm_model *m, const tm_tensor_source *src, int l, const char *rel, int64_t E, int64_t R,
                          int64_t K, int il, tm_tensor *t, tm_err *err)
 {
-    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
     const char *layers = tm_arch_names(tm_arch_info_of(m))->layers;
     char bn[160], sn[160];
     snprintf(bn, sizeof bn, "%s%s.%d.%s_blocks", m->prefix, layers, l, rel);
@@ -297,21 +334,9 @@ static int mxfp4_experts(tm_model *m, const tm_tensor_source *src, int l, const 
                        sn, (long long)E, (long long)R, (long long)G);
     uint16_t *d = (uint16_t *)owned_alloc(m, bn, (size_t)(E * R * K) * 2, 1, err);
     if (!d) return err->code;
-    const uint8_t *bp = b.data, *sp = sc.data;
-    for (int64_t e = 0; e < E; e++)
-        for (int64_t r = 0; r < R; r++) { /* destination row r of expert e */
-            int64_t c = !il ? r : r < R / 2 ? 2 * r : 2 * (r - R / 2) + 1;
-            const uint8_t *row = bp + (size_t)(e * R + c) * (size_t)G * 16, *srow = sp + (size_t)(e * R + c) * (size_t)G;
-            uint16_t *o = d + (size_t)(e * R + r) * (size_t)K;
-            for (int64_t g = 0; g < G; g++) {
-                int x = (int)srow[g] - 127;
-                for (int i = 0; i < 16; i++) {
-                    uint8_t v = row[g * 16 + i];
-                    o[g * 32 + 2 * i] = tm_f32_to_bf16(ldexpf(e2m1[v & 15], x));
-                    o[g * 32 + 2 * i + 1] = tm_f32_to_bf16(ldexpf(e2m1[v >> 4], x));
-                }
-            }
-        }
+    struct tm_owned *o = &m->owned[m->n_owned - 1];
+    o->fill = (struct tm_fill){2, b.data, sc.data, E, R, K, il, 2};
+    if (!m->lazy_copies) run_fill(o);
     *t = (tm_tensor){b.name, TM_DT_BF16, 3, {E, R, K}, d, (size_t)(E * R * K) * 2, NULL};
     return TM_OK;
 }
@@ -436,6 +461,12 @@ static const struct tm_owned *owner_of(const tm_model *m, const void *p)
         if ((const uint8_t *)p >= b && (const uint8_t *)p < b + (m->owned[i].n ? m->owned[i].n : 1)) return &m->owned[i];
     }
     return NULL;
+}
+
+void tm_model_fill(const tm_model *m, const void *p)
+{
+    const struct tm_owned *o = owner_of(m, p);
+    if (o && o->fill.kind) run_fill((struct tm_owned *)o); /* (m's copies are its own, const or not) */
 }
 
 void tm_model_release(const tm_model *m, const void *p, size_t n)

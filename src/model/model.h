@@ -364,8 +364,17 @@ typedef struct tm_model {
         void *p;                 /* anonymous mappings of n bytes: views may point inside them (per-expert rows) */
         size_t n;
         int once;                /* each byte is read by one spec only (experts): tm_model_release may drop it */
+        struct tm_fill {         /* an expert copy not yet written (lazy_copies): tm_model_fill writes it */
+            int kind;            /* 0: written; 1: a transposing copy; 2: MXFP4 dequantized (bind.c) */
+            const void *a, *b;   /* the source's data (MXFP4: blocks, scales) */
+            int64_t E, R, K;
+            int il;
+            size_t es;
+        } fill;
     } *owned;
     int n_owned;
+    int lazy_copies;             /* set before bind: expert copies are written when tm_model_fill asks (a
+                                    converter, one layer at a time), not all at bind */
     void *owner;                 /* memory behind the tensors, released by owner_free */
     void (*owner_free)(void *owner);
 } tm_model;
@@ -390,6 +399,10 @@ int tm_model_init(tm_model **out, const tm_hf_config *cfg, tm_err *err);
  * dtype (F32/F16/BF16, or a quantized encoding for TM_TK_MATRIX/EMBED
  * tensors). Tensors in src that are not needed are ignored. */
 int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err);
+
+/* tm_model_fill: with lazy_copies, the copy p points into written if it is not yet (a converter calls it
+ * before reading a tensor's data); else nothing. */
+void tm_model_fill(const tm_model *m, const void *p);
 
 /* tm_model_release: a converter done with the tensor data [p, p + n) hands back its memory: the
  * source's mapped pages around it are dropped (a later touch reads the file again), and so are

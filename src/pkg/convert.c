@@ -193,6 +193,7 @@ static void advise(const void *p, size_t n, int advice)
 static int convert_tensor(conv *c, const tm_model *m, const tm_tensor_spec *s, tm_err *err)
 {
     const tm_tensor *src = s->slot;
+    tm_model_fill(m, src->data);
     tm_tensor t = *src;
     t.name = s->name;
     tm_dtype plain = src->dtype == TM_DT_F16 ? TM_DT_F16 : TM_DT_BF16;
@@ -431,6 +432,7 @@ static int open_model(tm_model **out, const char *dir, int *n_ckpt, tm_err *err)
         tm_model_set_owner(*out, set, close_set);
         tm_tensor_source src = tm_st_set_source(set);
         (*out)->check_dtype = 0; /* every tensor is converted anyway */
+        (*out)->lazy_copies = 1; /* expert copies written as their layer is converted (tm_model_fill) */
         rc = tm_model_bind(*out, &src, err);
         *n_ckpt = 0;
         for (int f = 0; f < tm_st_set_nfiles(set); f++) *n_ckpt += tm_st_count(tm_st_set_file(set, f));
