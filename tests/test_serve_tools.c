@@ -1408,6 +1408,27 @@ static void test_harmony_server(tandem_model *m, tandem_session *s)
                "harmony text: '%s' / streamed '%s'", a.content, b.content);
         tm_server_stop(srv);
     }
+    /* OpenAI's reasoning_effort reaches the template (gpt-oss's system message); kwargs win; a wrong type: 400 */
+    static const struct {
+        const char *extra, *want;
+    } eff[] = {{",\"reasoning_effort\":\"high\"", "Reasoning: high"},
+               {",\"reasoning_effort\":\"low\",\"chat_template_kwargs\":{\"reasoning_effort\":\"high\"}", "Reasoning: high"},
+               {"", "Reasoning: medium"}};
+    for (size_t k = 0; k < sizeof eff / sizeof eff[0]; k++) {
+        char b[512];
+        snprintf(b, sizeof b, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]%s}", eff[k].extra);
+        tm_oai_req r;
+        tm_oai_error e;
+        CHECK(tm_oai_parse(&r, TM_OAI_CHAT, b, strlen(b), &e) == 0);
+        char *text = NULL;
+        tandem_status st;
+        CHECKF(tandem_chat_render(m, tpl, r.messages_json, 1, r.template_kwargs_json, &text, &st) == 0, "%s", st.msg);
+        CHECKF(text && strstr(text, eff[k].want), "%s: %s", b, text ? text : "");
+        free(text);
+        tm_oai_req_free(&r);
+    }
+    parse_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"reasoning_effort\":3}", "reasoning_effort",
+              "reasoning_effort a number");
     /* an assistant turn's reasoning_content reaches the template as its thinking */
     const char *msgs = "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"},{\"role\":\"assistant\",\"content\":\"\","
                        "\"reasoning_content\":\"Adding.\",\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","

@@ -583,11 +583,21 @@ static int parse_messages(tm_oai_req *r, const cJSON *root, tm_oai_error *e)
     if (rc == 0 && !(r->messages_json = cJSON_PrintUnformatted(out))) rc = NOMEM();
     cJSON_Delete(out);
     if (rc != 0) return rc;
-    const cJSON *kw = field(root, "chat_template_kwargs");
-    if (kw) {
-        if (!cJSON_IsObject(kw))
-            return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object, not %s", type_name(kw));
-        if (!(r->template_kwargs_json = cJSON_PrintUnformatted(kw))) return NOMEM();
+    const cJSON *kw = field(root, "chat_template_kwargs"), *eff = field(root, "reasoning_effort");
+    if (kw && !cJSON_IsObject(kw))
+        return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object, not %s", type_name(kw));
+    if (eff && !cJSON_IsNull(eff) && (!cJSON_IsString(eff) || !eff->valuestring[0]))
+        return BAD("reasoning_effort", "'reasoning_effort' must be a string (\"low\", \"medium\", \"high\"), not %s",
+                   type_name(eff));
+    /* OpenAI's reasoning_effort reaches the template as the kwarg its templates read (gpt-oss's) unless the
+     * kwargs set it themselves */
+    int add_eff = cJSON_IsString(eff) && !(kw && field(kw, "reasoning_effort"));
+    if (kw || add_eff) {
+        cJSON *k = kw ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
+        int bad = !k || (add_eff && !cJSON_AddStringToObject(k, "reasoning_effort", eff->valuestring));
+        if (!bad) r->template_kwargs_json = cJSON_PrintUnformatted(k);
+        cJSON_Delete(k);
+        if (bad || !r->template_kwargs_json) return NOMEM();
     }
     return 0;
 }
