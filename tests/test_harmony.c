@@ -25,6 +25,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "grammar_util.h"
 #include "text/grammar.h"
 #include "text/harmony.h"
 #include "text/jinja.h"
@@ -209,15 +210,6 @@ static void test_calls(void)
     CHECK(tm_tool_safe_prefix(tm_tool_dialect_named("harmony"), t, strlen(t)) == 0);
 }
 
-static int takes(const tm_grammar *g, const char *t)
-{
-    tm_gmatch *m = NULL;
-    tm_err e = {0};
-    if (tm_gmatch_new(&m, g, &e) != TM_OK) return -1;
-    int ok = tm_gmatch_feed(m, t, strlen(t)) == 1 && tm_gmatch_accepting(m);
-    tm_gmatch_free(m);
-    return ok;
-}
 
 static void test_grammar(void)
 {
@@ -229,11 +221,11 @@ static void test_grammar(void)
            "%s", e.msg);
     if (!g) return;
     const char *yes = "get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}";
-    CHECK(takes(g, yes) == 1);
-    CHECK(takes(g, "add <|constrain|>json<|message|>{\"a\":1,\"b\":2}") == 1);
-    CHECK(takes(g, "fly <|constrain|>json<|message|>{}") == 0);
-    CHECK(takes(g, "add <|constrain|>json<|message|>{\"a\":\"x\",\"b\":2}") == 0);
-    CHECK(takes(g, "get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}add <|constrain|>json<|message|>{\"a\":1,"
+    CHECK(th_takes(g, yes) == 1);
+    CHECK(th_takes(g, "add <|constrain|>json<|message|>{\"a\":1,\"b\":2}") == 1);
+    CHECK(th_takes(g, "fly <|constrain|>json<|message|>{}") == 0);
+    CHECK(th_takes(g, "add <|constrain|>json<|message|>{\"a\":\"x\",\"b\":2}") == 0);
+    CHECK(th_takes(g, "get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}add <|constrain|>json<|message|>{\"a\":1,"
                    "\"b\":2}") == 0); /* one call a reply, parallel or not */
     char full[256];
     snprintf(full, sizeof full, "%s%s", d->gen_open, yes);
@@ -242,7 +234,7 @@ static void test_grammar(void)
     free(src);
     /* one function named */
     CHECK(tm_tool_grammar(d, TOOLS, "add", 0, 0, &src, &e) == TM_OK && tm_grammar_parse(&g, src, strlen(src), &e) == TM_OK);
-    if (g) CHECK(takes(g, yes) == 0 && takes(g, "add <|constrain|>json<|message|>{\"a\":1,\"b\":2}") == 1);
+    if (g) CHECK(th_takes(g, yes) == 0 && th_takes(g, "add <|constrain|>json<|message|>{\"a\":1,\"b\":2}") == 1);
     tm_grammar_free(g);
     free(src);
 }

@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "grammar_util.h"
 #include "text/grammar.h"
 #include "text/jinja.h"
 #include "text/json_schema.h"
@@ -320,15 +321,6 @@ static void test_holdback(void)
 
 /* ---- forced replies ---- */
 
-static int takes(const tm_grammar *g, const char *t)
-{
-    tm_gmatch *m = NULL;
-    tm_err e = {0};
-    if (tm_gmatch_new(&m, g, &e) != TM_OK) return -1;
-    int ok = tm_gmatch_feed(m, t, strlen(t)) == 1 && tm_gmatch_accepting(m);
-    tm_gmatch_free(m);
-    return ok;
-}
 
 static tm_grammar *forced(const char *dn, const char *tools, const char *only, int parallel)
 {
@@ -346,7 +338,7 @@ static tm_grammar *forced(const char *dn, const char *tools, const char *only, i
 static void forced_yes(const char *tools, const char *dn, const tm_grammar *g, const char *text,
                        const char *want_calls)
 {
-    CHECKF(takes(g, text) == 1, "%s refuses %s", dn, text);
+    CHECKF(th_takes(g, text) == 1, "%s refuses %s", dn, text);
     const tm_tool_dialect *d = tm_tool_dialect_named(dn);
     char full[2048];
     snprintf(full, sizeof full, "%s%s", d->gen_open, text);
@@ -363,8 +355,8 @@ static void lazy_case(const char *dn, const char *with_marker, const char *witho
                tm_grammar_parse(&g, src, strlen(src), &e) == TM_OK,
            "%s: %s", dn, e.msg);
     if (g) {
-        CHECKF(takes(g, with_marker) == 1, "%s lazy: refuses %s", dn, with_marker);
-        CHECKF(takes(g, without) == 0, "%s lazy: takes %s", dn, without);
+        CHECKF(th_takes(g, with_marker) == 1, "%s lazy: refuses %s", dn, with_marker);
+        CHECKF(th_takes(g, without) == 0, "%s lazy: takes %s", dn, without);
     }
     tm_grammar_free(g);
     free(src);
@@ -382,13 +374,13 @@ static void test_grammar(void)
                    "add {\"a\":1,\"b\":-2}|now {}");
         forced_yes(TOOLS, "hermes", g, "{\"name\":\"now\",\"arguments\":{\"x\":[1,{\"y\":null}]}}\n</tool_call>",
                    "now {\"x\":[1,{\"y\":null}]}");
-        CHECK(takes(g, "{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>") == 0);
-        CHECK(takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>") == 0);           /* b required */
-        CHECK(takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 1.5, \"b\": 2}}\n</tool_call>") == 0); /* integers */
-        CHECK(takes(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"X\", \"unit\": \"k\"}}\n</tool_call>") == 0);
-        CHECK(takes(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"X\", \"z\": 1}}\n</tool_call>") == 0);
-        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}") == 0); /* not closed */
-        CHECK(takes(g, "{\"arguments\": {}, \"name\": \"now\"}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>") == 0);           /* b required */
+        CHECK(th_takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 1.5, \"b\": 2}}\n</tool_call>") == 0); /* integers */
+        CHECK(th_takes(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"X\", \"unit\": \"k\"}}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"X\", \"z\": 1}}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"now\", \"arguments\": {}}") == 0); /* not closed */
+        CHECK(th_takes(g, "{\"arguments\": {}, \"name\": \"now\"}\n</tool_call>") == 0);
         tm_grammar_free(g);
     }
     /* the lazy form (auto): from the marker on */
@@ -396,15 +388,15 @@ static void test_grammar(void)
               "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>");
     g = forced("hermes", TOOLS, NULL, 0);
     if (g) {
-        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 1);
-        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+        CHECK(th_takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 1);
+        CHECK(th_takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
                        "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 0);
         tm_grammar_free(g);
     }
     g = forced("hermes", TOOLS, "add", 1);
     if (g) {
-        CHECK(takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 0, \"b\": 0}}\n</tool_call>") == 1);
-        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"add\", \"arguments\": {\"a\": 0, \"b\": 0}}\n</tool_call>") == 1);
+        CHECK(th_takes(g, "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") == 0);
         tm_grammar_free(g);
     }
     g = forced("llama3_json", TOOLS, NULL, 1);
@@ -413,29 +405,29 @@ static void test_grammar(void)
                    "get_weather {\"city\":\"Rome\",\"unit\":\"f\"}");
         forced_yes(TOOLS, "llama3_json", g, "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"now\", \"parameters\": {}}",
                    "now {}|now {}");
-        CHECK(takes(g, "{\"name\": \"now\", \"arguments\": {}}") == 0);
+        CHECK(th_takes(g, "{\"name\": \"now\", \"arguments\": {}}") == 0);
         tm_grammar_free(g);
     }
     g = forced("mistral", TOOLS, NULL, 1);
     if (g) {
         forced_yes(TOOLS, "mistral", g, "{\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 4}}, {\"name\": \"now\", \"arguments\": {}}]",
                    "add {\"a\":3,\"b\":4}|now {}");
-        CHECK(takes(g, "]") == 0);
+        CHECK(th_takes(g, "]") == 0);
         tm_grammar_free(g);
     }
     g = forced("mistral_args", TOOLS, NULL, 1);
     if (g) {
         forced_yes(TOOLS, "mistral_args", g, "add{\"a\": 3, \"b\": 4}now{}", "add {\"a\":3,\"b\":4}|now {}");
         forced_yes(TOOLS, "mistral_args", g, "get_weather{\"city\": \"Lima\"}", "get_weather {\"city\":\"Lima\"}");
-        CHECK(takes(g, "now {}") == 0);
-        CHECK(takes(g, "rm{}") == 0);
-        CHECK(takes(g, "add{\"a\": 3}") == 0); /* b required */
+        CHECK(th_takes(g, "now {}") == 0);
+        CHECK(th_takes(g, "rm{}") == 0);
+        CHECK(th_takes(g, "add{\"a\": 3}") == 0); /* b required */
         tm_grammar_free(g);
     }
     g = forced("mistral_args", TOOLS, "now", 0);
     if (g) {
-        CHECK(takes(g, "now{}") == 1);
-        CHECK(takes(g, "now{}now{}") == 0);
+        CHECK(th_takes(g, "now{}") == 1);
+        CHECK(th_takes(g, "now{}now{}") == 0);
         tm_grammar_free(g);
     }
     g = forced("granite", TOOLS, NULL, 0);
@@ -457,8 +449,8 @@ static void test_grammar(void)
                    "tree {\"root\":{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}}");
         forced_yes(rec, "hermes", g, "{\"name\": \"list\", \"arguments\": {\"root\": [\"2024-02-29\"]}}\n</tool_call>",
                    "list {\"root\":[\"2024-02-29\"]}");
-        CHECK(takes(g, "{\"name\": \"tree\", \"arguments\": {\"root\": {\"v\": 10}}}\n</tool_call>") == 0);
-        CHECK(takes(g, "{\"name\": \"list\", \"arguments\": {\"root\": [\"a\"]}}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"tree\", \"arguments\": {\"root\": {\"v\": 10}}}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"list\", \"arguments\": {\"root\": [\"a\"]}}\n</tool_call>") == 0);
         tm_grammar_free(g);
     }
     /* a schema the converter refuses: loose tools take any object, strict ones are refused */
@@ -466,9 +458,9 @@ static void test_grammar(void)
                         "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}]";
     g = forced("hermes", loose, NULL, 0);
     if (g) {
-        CHECK(takes(g, "{\"name\": \"f\", \"arguments\": {\"s\": \"bbb\", \"t\": [true]}}\n</tool_call>") == 1);
-        CHECK(takes(g, "{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>") == 0);
-        CHECK(takes(g, "{\"name\": \"f\", \"arguments\": {\"s\": 5}}\n</tool_call>") == 0); /* s is a string */
+        CHECK(th_takes(g, "{\"name\": \"f\", \"arguments\": {\"s\": \"bbb\", \"t\": [true]}}\n</tool_call>") == 1);
+        CHECK(th_takes(g, "{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>") == 0);
+        CHECK(th_takes(g, "{\"name\": \"f\", \"arguments\": {\"s\": 5}}\n</tool_call>") == 0); /* s is a string */
         tm_grammar_free(g);
     }
     /* the lenient conversion by itself: what it ignores, what it keeps, what it still refuses */
@@ -500,7 +492,7 @@ static void test_grammar(void)
         tm_grammar *lg2 = NULL;
         CHECKF(rc2 == TM_OK && tm_grammar_parse(&lg2, src2, strlen(src2), &e2) == TM_OK, "lenient %s: %s",
                len[i].schema, e2.msg);
-        if (lg2) CHECKF(takes(lg2, len[i].yes) == 1 && takes(lg2, len[i].no) == 0, "lenient %s", len[i].schema);
+        if (lg2) CHECKF(th_takes(lg2, len[i].yes) == 1 && th_takes(lg2, len[i].no) == 0, "lenient %s", len[i].schema);
         tm_grammar_free(lg2);
         free(src2);
     }
@@ -703,7 +695,7 @@ static void test_xml_grammar(void)
             "<function=rm>\n</function>\n</tool_call>",
             "<function=now>\n</function>",                                                               /* not closed */
         };
-        for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) CHECKF(takes(g, no[i]) == 0, "takes %s", no[i]);
+        for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) CHECKF(th_takes(g, no[i]) == 0, "takes %s", no[i]);
         tm_grammar_free(g);
     }
     lazy_case("qwen3_coder", "<tool_call>\n<function=now>\n</function>\n</tool_call>",
@@ -718,7 +710,7 @@ static void test_xml_grammar(void)
                    "add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>2</arg_value>\n"
                    "</tool_call>\n<tool_call>now\n</tool_call>",
                    "add {\"a\":1,\"b\":2}|now {}");
-        CHECK(takes(g, "get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>B</arg_value>\n</tool_call>") == 0);
+        CHECK(th_takes(g, "get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>B</arg_value>\n</tool_call>") == 0);
         tm_grammar_free(g);
     }
     static const struct {
@@ -740,7 +732,7 @@ static void test_xml_grammar(void)
                    "<function=set>\n<parameter=flag>\ntrue\n</parameter>\n<parameter=tags>\n[\"x\"]\n</parameter>\n"
                    "<parameter=level>\n3\n</parameter>\n</function>\n</tool_call>",
                    "set {\"flag\":true,\"tags\":[\"x\"],\"level\":3}");
-        CHECK(takes(g, "<function=set>\n<parameter=level>\n4\n</parameter>\n</function>\n</tool_call>") == 0);
+        CHECK(th_takes(g, "<function=set>\n<parameter=level>\n4\n</parameter>\n</function>\n</tool_call>") == 0);
         tm_grammar_free(g);
     }
     /* a strict tool's string bound the raw form cannot hold: refused, naming it; not strict: ignored */
