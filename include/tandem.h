@@ -238,6 +238,7 @@ typedef struct tandem_request {
                                      which drops the others (a reply format's markup: harmony's channel
                                      tokens); a grammar may then write them too. At most 16; a text that is
                                      not one of the model's special tokens is ignored */
+    int show_special;             /* 1: the output text keeps every special token (llama.cpp's --special) */
 } tandem_request;
 void tandem_request_default(tandem_request *r);
 

@@ -209,6 +209,7 @@ $T chat "$W/m.tdm" --template "$W/t.jinja" -n 8 --temp 0 < "$W/chat.in" > "$W/ou
 [ "$(grep -c . "$W/out")" -ge 3 ] && ok || bad "chat replies: $(cat "$W/out")"
 expect 1 $T chat "$W/m.tdm" < "$W/chat.in"
 grep -q "no chat template" "$W/err" && ok || bad "chat without a template: $(cat "$W/err")"
+expect 0 $T run "$W/m.tdm" -p "Once upon a time" -n 4 --temp 0 --special
 # chat with a reasoning template that opens the think block: the thinking goes to stderr, stdout
 # keeps the answers (none: the block never closes in 8 tokens)
 printf '{%% for m in messages %%}<{{ m.role }}>{{ m.content.split("</think>")[-1] }}\n{%% endfor %%}{%% if add_generation_prompt %%}<assistant><think>\n{%% endif %%}' > "$W/tr.jinja"

@@ -359,6 +359,8 @@ static int on_text(void *ud, const char *piece, size_t len, int32_t token)
 }
 
 /* the demo model's <|begin_of_text|> (special, not an end of sequence) drawn by a logit bias */
+static int show_all; /* the next gen's request.show_special */
+
 static void gen(tandem_session *s, const char *const *keep, const char *grammar, out *o, tandem_stats *stats)
 {
     tandem_request r;
@@ -372,6 +374,7 @@ static void gen(tandem_session *s, const char *const *keep, const char *grammar,
     r.logit_bias = &bias;
     r.n_logit_bias = 1;
     r.keep_special = keep;
+    r.show_special = show_all;
     r.grammar = grammar;
     memset(o, 0, sizeof *o);
     tandem_status st;
@@ -399,6 +402,12 @@ static void test_session_keep(void)
         CHECKF(sa.n_generated == 3 && !strcmp(a.text, ""), "dropped: %d '%s'", sa.n_generated, a.text);
         CHECKF(sb.n_generated == 3 && !strcmp(b.text, "<|begin_of_text|><|begin_of_text|><|begin_of_text|>"),
                "kept: %d '%s'", sb.n_generated, b.text);
+        out e;
+        tandem_stats se;
+        show_all = 1; /* every special token shown (llama.cpp's --special) */
+        gen(s, NULL, NULL, &e, &se);
+        show_all = 0;
+        CHECKF(!strcmp(e.text, b.text), "shown: '%s'", e.text);
         /* a grammar writes the kept token's text as the token itself; else spelled out in pieces */
         const char *g = "root ::= \"<|begin_of_text|>\" \" the\"";
         gen(s, keep, g, &c, &sc);

@@ -22,6 +22,7 @@ static void run_usage(FILE *f)
           "      --suffix TEXT      fill in the middle: generate what goes between the prompt and TEXT, in\n"
           "                         the model's FIM form (Qwen2.5-Coder's <|fim_prefix|>, StarCoder's, ...)\n"
           "  -n, --n-predict N      new tokens to generate (default 128)\n"
+          "      --special          print special tokens too (<|end|>, <|channel|>, ...; dropped by default)\n"
           "      --logprobs N       each generated token's log-probability and its N (0-20) most likely\n"
           "                         alternatives, one JSON line a token on stderr\n", f);
     fputs(cli_gen_usage, f);
@@ -101,6 +102,7 @@ int cmd_run(int argc, char **argv)
         if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEEDV(); prompt = v; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { NEEDV(); file = v; }
         else if (!strcmp(a, "--suffix")) { NEEDV(); suffix = v; }
+        else if (!strcmp(a, "--special")) g.req.show_special = 1;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { NEEDV(); g.req.max_tokens = atoi(v); }
         else if (!strcmp(a, "--logprobs")) {
             NEEDV();

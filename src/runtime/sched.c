@@ -1043,7 +1043,7 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
         }
         if (id >= 0 && id < V && tm_tok_is_special(rm->tok, id)) q->keep[q->n_keep++] = id;
     }
-    q->ds = tm_detok_stream_new(rm->tok, 1);
+    q->ds = tm_detok_stream_new(rm->tok, !r->show_special);
     if (q->ds) tm_detok_stream_keep(q->ds, q->keep, q->n_keep);
     q->itl = malloc(sizeof(double) * (size_t)(q->max_new + 1));
     if (pc_on(s)) q->fed = malloc(sizeof(int32_t) * (size_t)(q->max_new + 1));
