@@ -68,6 +68,8 @@ static void hcase(const char *text, int reasons, const char *want_r, const char 
     tm_harmony_free(&h);
 }
 
+static void stream_check(const char *text, int bytewise);
+
 static void test_parse(void)
 {
     const char *af = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Four.";
@@ -98,6 +100,12 @@ static void test_parse(void)
     memset(big, 'a', 600);
     big[600] = '\0';
     hcase(big, 1, "", big, "");
+    /* a header past the limit is no header: all of it answer (once looped for ever) */
+    char lh[800], lc[800];
+    snprintf(lh, sizeof lh, "<|channel|>%s<|message|>x<|end|>", big);
+    snprintf(lc, sizeof lc, "<|channel|>%s<|message|>x", big); /* (the markers after it still end its message) */
+    hcase(lh, 1, "", lc, "");
+    stream_check(lh, 1);
 }
 
 /* random replies from pieces */
@@ -155,11 +163,12 @@ static void test_stream(void)
     static const char *const pieces[] = {"<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|call|>", "<|return|>",
                                          "<|constrain|>", "analysis", "final", "commentary", " to=functions.add",
                                          "assistant", " json", "{\"a\":1}", "<|", "<|mess", "<", "|", "word ", "\n",
-                                         "é", "<|en"};
-    char text[1024];
+                                         "é", "<|en", "a long run of words, longer than any header could be, ",
+                                         "and more words again, to pass the header's limit of five hundred and twelve"};
+    char text[2048];
     for (int r = 0; r < 3000; r++) {
         text[0] = '\0';
-        int n = (int)rnd(24);
+        int n = (int)rnd(40);
         for (int k = 0; k < n; k++) {
             const char *p = pieces[rnd(sizeof pieces / sizeof pieces[0])];
             if (strlen(text) + strlen(p) < sizeof text) strcat(text, p);

@@ -125,10 +125,11 @@ int tm_harmony_feed(tm_harmony *h, const char *text, size_t len, int final)
         const char *s = text + h->pos;
         size_t n = len - h->pos;
         if (!h->in_body) {
+            /* over: no <|message|> can start within the limit (one there would be whole by now) */
             const char *m = find(s, n, MSG);
-            if (!m && n > TM_HARMONY_MAX_HEADER) m = NULL;
-            else if (!m && !final) break;
-            if (m && (size_t)(m - s) <= TM_HARMONY_MAX_HEADER) {
+            int over = m ? (size_t)(m - s) > TM_HARMONY_MAX_HEADER : n >= TM_HARMONY_MAX_HEADER + strlen(MSG);
+            if (!m && !over && !final) break;
+            if (m && !over) {
                 if (header(h, s, (size_t)(m - s))) goto oom;
                 h->pos += (size_t)(m - s) + strlen(MSG);
                 h->in_body = 1;
@@ -137,13 +138,15 @@ int tm_harmony_feed(tm_harmony *h, const char *text, size_t len, int final)
             /* no header: a text over the limit, or the end of a reply that did not write one */
             int marked = 0;
             for (int i = 0; TM_HARMONY_MARKERS[i] && !marked; i++) marked = find(s, n, TM_HARMONY_MARKERS[i]) != NULL;
-            if (marked && n <= TM_HARMONY_MAX_HEADER) {
+            if (marked && !over) {
                 h->pos = len; /* cut short inside a header */
                 break;
             }
-            h->kind = 1;
+            h->kind = 1; /* answer text, its first byte taken now: a marker there no longer ends it */
             h->sep = h->clen > 0;
             h->in_body = 1;
+            if (body_add(h, s, 1)) goto oom;
+            h->pos++;
             continue;
         }
         const char *e = NULL;

@@ -35,8 +35,10 @@
  * channel), and a body's tail that may be the start of a marker ("<|en"). With final set nothing is
  * held: a body runs to the text's end, a header never given its <|message|> is dropped if it shows
  * a marker (a reply cut short inside it), else taken as answer text (a reply that never used the
- * format: nothing is lost). A header longer than TM_HARMONY_MAX_HEADER bytes is not a header: its
- * text is answer. Two messages of one kind are joined by a blank line. A recipient that is not
+ * format: nothing is lost). A header longer than TM_HARMONY_MAX_HEADER bytes (decided once no
+ * <|message|> can start within the limit: a stream and the whole reply decide alike) is not a
+ * header: its text is answer, from its first byte (taken at once, so a marker there does not end
+ * it) to the next marker that ends a message. Two messages of one kind are joined by a blank line. A recipient that is not
  * "functions.NAME" (gpt-oss's built-in browser and python tools) is kept under its whole name. */
 #ifndef TM_TEXT_HARMONY_H
 #define TM_TEXT_HARMONY_H
