@@ -1095,6 +1095,22 @@ static void test_resp_stored(int port, const char *rtools)
     ask_resp(port, whole, 0, &c);
     CHECKF(b.status == 200 && c.status == 200 && b.n == 1 && c.n == 1 && !strcmp(b.body[0], c.body[0]),
            "call output continued '%s' / whole '%s' (%d, %d)", b.body[0], c.body[0], b.status, c.status);
+    /* the call by an item_reference to the stored response's output item: the same answer */
+    CHECK(resp_by_id(port, a.rid, 0, got, sizeof got) == 200);
+    g = cJSON_Parse(got);
+    const char *fid = jstr(g, "output.0.id");
+    CHECKF(fid && !strncmp(fid, "fc_", 3), "stored call item: %s", got);
+    snprintf(body, sizeof body, "{\"input\":[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"},{\"type\":"
+             "\"item_reference\",\"id\":\"%s\"},{\"type\":\"function_call_output\",\"call_id\":\"%s\","
+             "\"output\":\"Sunny\"}],\"tools\":%s,\"tool_choice\":\"none\",\"temperature\":0,\"max_output_tokens\":12}",
+             fid ? fid : "", a.id[0], rtools);
+    cJSON_Delete(g);
+    resp d;
+    ask_resp(port, body, 0, &d);
+    CHECKF(d.status == 200 && d.n == 1 && !strcmp(d.body[0], c.body[0]), "by reference '%s' / whole '%s' (%d)", d.body[0],
+           c.body[0], d.status);
+    snprintf(body, sizeof body, "{\"input\":[{\"type\":\"item_reference\",\"id\":\"fc_%s99\"}]}", a.rid + 5);
+    check_error(port, "POST", "/v1/responses", body, 400, "input[0]", "a reference to no item of a stored response");
     /* a streamed answer is stored too: GET it by the id its events gave */
     snprintf(body, sizeof body, "{\"input\":\"Hi\",\"temperature\":0,\"max_output_tokens\":8,\"stream\":true}");
     http_res hr;

@@ -14,6 +14,8 @@
  *                                                  before, or a new one)
  *                function_call_output {call_id, output}  -> a tool message
  *                reasoning {content / summary texts}     -> the next assistant message's reasoning_content
+ *                item_reference {id}     -> the output item of that id of a stored response (its id names
+ *                                           the response), as if given; another's (input items, unknown): 400
  *   tools [{type function, name, description, parameters, strict}] -> chat tools
  *   tool_choice auto | none | required | {type function, name}, parallel_tool_calls -> the same
  *   text.format text | json_object | json_schema {name, schema, strict} -> response_format
@@ -131,7 +133,72 @@ static int call_item(conv *cv, const cJSON *it, const char *param, tm_oai_error 
                : -2;
 }
 
-static int input_of(conv *cv, const cJSON *in, tm_oai_error *e)
+static int item_of(conv *cv, const cJSON *it, const char *param, tm_resp_store *store, int ref, tm_oai_error *e);
+
+/* an item_reference: the output item of a stored response with that id (item ids name their response:
+ * msg_, fc_ or rs_, its 16 hex digits, the item's index), taken as if it were given */
+static int reference_of(conv *cv, const cJSON *it, const char *param, tm_resp_store *store, tm_oai_error *e)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+    if (!cJSON_IsString(id)) return BAD(param, "'%s': an item_reference needs a string \"id\"", param);
+    const char *u = strchr(id->valuestring, '_');
+    size_t n = u ? strlen(u + 1) : 0;
+    char rid[TM_RESP_ID_MAX], *resp = NULL;
+    int rc = u && n > 2 && n - 2 < sizeof rid - 6 ? 0 : -1;
+    if (rc == 0) {
+        snprintf(rid, sizeof rid, "resp_%.*s", (int)(n - 2), u + 1);
+        rc = store ? tm_resp_store_get(store, rid, NULL, &resp) : -1;
+    }
+    if (rc == -2) return tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    cJSON *r = rc == 0 ? cJSON_Parse(resp) : NULL;
+    free(resp);
+    const cJSON *found = NULL;
+    for (const cJSON *o = cJSON_GetObjectItemCaseSensitive(r, "output") ? cJSON_GetObjectItemCaseSensitive(r, "output")->child
+                                                                          : NULL;
+         o && !found; o = o->next) {
+        const cJSON *oid = cJSON_GetObjectItemCaseSensitive(o, "id");
+        if (cJSON_IsString(oid) && !strcmp(oid->valuestring, id->valuestring)) found = o;
+    }
+    rc = found ? item_of(cv, found, param, store, 1, e)
+               : BAD(param, "'%s': item '%.64s' is not an output item of a stored response", param, id->valuestring);
+    cJSON_Delete(r);
+    return rc;
+}
+
+/* one input item (ref: it came from an item_reference, which may not name another) */
+static int item_of(conv *cv, const cJSON *it, const char *param, tm_resp_store *store, int ref, tm_oai_error *e)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type"), *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+    if (!cJSON_IsObject(it)) return BAD(param, "'%s' must be an object", param);
+    if (!type || is_type(it, "message")) {
+        static const char *const roles[][2] = {
+            {"user", "user"}, {"assistant", "assistant"}, {"system", "system"}, {"developer", "system"}};
+        const char *r = NULL;
+        for (int i = 0; i < 4 && cJSON_IsString(role); i++)
+            if (!strcmp(role->valuestring, roles[i][0])) r = roles[i][1];
+        cJSON *m = NULL;
+        char cp[48];
+        snprintf(cp, sizeof cp, "%s.content", param);
+        if (!r) return BAD(param, "'%s.role' must be user, assistant, system or developer", param);
+        return (m = new_message(cv, r)) ? content_of(cJSON_GetObjectItemCaseSensitive(it, "content"), cp, m, e) : -2;
+    }
+    if (is_type(it, "function_call")) return call_item(cv, it, param, e);
+    if (is_type(it, "function_call_output")) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "call_id"), *out = cJSON_GetObjectItemCaseSensitive(it, "output");
+        cJSON *m = NULL;
+        char op[48];
+        snprintf(op, sizeof op, "%s.output", param);
+        if (!cJSON_IsString(id)) return BAD(param, "'%s': a function_call_output needs a string \"call_id\"", param);
+        if (!(m = new_message(cv, "tool")) || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) return -2;
+        return content_of(out, op, m, e);
+    }
+    if (is_type(it, "reasoning")) return reasoning_item(cv, it);
+    if (is_type(it, "item_reference") && !ref) return reference_of(cv, it, param, store, e);
+    return BAD(param, "'%s': items may be message, function_call, function_call_output, reasoning or item_reference "
+               "(not built-in tools' calls)", param);
+}
+
+static int input_of(conv *cv, const cJSON *in, tm_resp_store *store, tm_oai_error *e)
 {
     if (cJSON_IsString(in)) {
         cJSON *m = new_message(cv, "user");
@@ -142,38 +209,7 @@ static int input_of(conv *cv, const cJSON *in, tm_oai_error *e)
     for (const cJSON *it = in->child; it && rc == 0; it = it->next, k++) {
         char param[32];
         snprintf(param, sizeof param, "input[%d]", k);
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type"), *role = cJSON_GetObjectItemCaseSensitive(it, "role");
-        if (!cJSON_IsObject(it)) {
-            rc = BAD(param, "'%s' must be an object", param);
-        } else if (!type || is_type(it, "message")) {
-            static const char *const roles[][2] = {
-                {"user", "user"}, {"assistant", "assistant"}, {"system", "system"}, {"developer", "system"}};
-            const char *r = NULL;
-            for (int i = 0; i < 4 && cJSON_IsString(role); i++)
-                if (!strcmp(role->valuestring, roles[i][0])) r = roles[i][1];
-            cJSON *m = NULL;
-            char cp[48];
-            snprintf(cp, sizeof cp, "%s.content", param);
-            if (!r) rc = BAD(param, "'%s.role' must be user, assistant, system or developer", param);
-            else rc = (m = new_message(cv, r)) ? content_of(cJSON_GetObjectItemCaseSensitive(it, "content"), cp, m, e) : -2;
-        } else if (is_type(it, "function_call")) {
-            rc = call_item(cv, it, param, e);
-        } else if (is_type(it, "function_call_output")) {
-            const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "call_id"), *out = cJSON_GetObjectItemCaseSensitive(it, "output");
-            cJSON *m = NULL;
-            char op[48];
-            snprintf(op, sizeof op, "%s.output", param);
-            if (!cJSON_IsString(id)) rc = BAD(param, "'%s': a function_call_output needs a string \"call_id\"", param);
-            else if (!(m = new_message(cv, "tool")) || !cJSON_AddStringToObject(m, "tool_call_id", id->valuestring)) rc = -2;
-            else rc = content_of(out, op, m, e);
-        } else if (is_type(it, "reasoning")) {
-            rc = reasoning_item(cv, it);
-        } else if (is_type(it, "item_reference")) {
-            rc = BAD(param, "'%s': item references are not supported: send the items themselves, or previous_response_id", param);
-        } else {
-            rc = BAD(param, "'%s': items may be message, function_call, function_call_output or reasoning (not "
-                     "built-in tools' calls)", param);
-        }
+        rc = item_of(cv, it, param, store, 0, e);
     }
     return rc;
 }
@@ -293,7 +329,7 @@ static int resp_request(const char *body, size_t len, int counting, tm_resp_stor
     }
     if (rc == 0 && (f = cJSON_GetObjectItemCaseSensitive(in, "previous_response_id")) && !cJSON_IsNull(f))
         rc = previous_of(&cv, f, store, e);
-    if (rc == 0) rc = input_of(&cv, cJSON_GetObjectItemCaseSensitive(in, "input"), e);
+    if (rc == 0) rc = input_of(&cv, cJSON_GetObjectItemCaseSensitive(in, "input"), store, e);
     if (rc == 0 && cv.thought) { /* reasoning last: an assistant turn to carry it */
         cJSON *m = new_message(&cv, "assistant");
         rc = m && cJSON_AddStringToObject(m, "content", "") ? 0 : -2;
