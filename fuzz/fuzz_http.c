@@ -116,7 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tm_resp_store_put(store, "resp_0", strdup("[{\"role\":\"user\",\"content\":\"hi\"}]"), strdup("{}"));
     if (fmt) { /* another API: the body translated into a chat one, or refused */
         char *echo = NULL;
-        if (fmt->request(body, len, (data[0] & 4) != 0, store, &fbody, &echo, &e) != 0) {
+        tm_api_env env = {store, NULL, NULL};
+        if (fmt->request(body, len, (data[0] & 4) != 0, &env, &fbody, &echo, &e) != 0) {
             if (!(e.http == 400 || e.http == 500) || !e.msg[0] || fbody || echo) abort();
             return 0;
         }

@@ -19,10 +19,11 @@
 #include "tandem.h"
 
 static const char *DEMO = "models/tiny-classics-llama";
-static const char *FIM[3] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"};
+static const char *FIM[5] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>", "<|file_sep|>"};
 
-/* dir := the demo model with three vocabulary entries (ids V-3 .. V-1) renamed to FIM tokens */
-static int fim_dir(const char *dir)
+/* dir := the demo model with nt (3: the FIM tokens; 5: and Qwen2.5-Coder's repository tokens) vocabulary
+ * entries (ids V-nt .. V-1) renamed to those tokens */
+static int fim_dir(const char *dir, int nt)
 {
     char path[PATH_MAX], src[PATH_MAX];
     mkdir(dir, 0755);
@@ -33,8 +34,8 @@ static int fim_dir(const char *dir)
     cJSON *added = cJSON_GetObjectItem(t, "added_tokens");
     int ok = cJSON_IsObject(vocab) && cJSON_IsArray(merges) && cJSON_IsArray(added);
     int V = ok ? cJSON_GetArraySize(vocab) : 0;
-    for (int k = 0; ok && k < 3; k++) {
-        int id = V - 3 + k;
+    for (int k = 0; ok && k < nt; k++) {
+        int id = V - nt + k;
         char old[256] = "";
         for (cJSON *e = vocab->child; e; e = e->next)
             if ((int)e->valuedouble == id) snprintf(old, sizeof old, "%s", e->string);
@@ -65,12 +66,12 @@ static int fim_dir(const char *dir)
     return ok && th_link_files(dir, DEMO, files, sizeof files / sizeof files[0]) == 0 ? 0 : -1;
 }
 
-static tm_server *start(tandem_model *m, tandem_session **s)
+static tm_server *start_ctx(tandem_model *m, tandem_session **s, int ctx)
 {
     tandem_session_opts so;
     tandem_session_opts_default(&so);
     so.n_threads = 2;
-    so.max_ctx = 512;
+    so.max_ctx = ctx;
     so.route = TANDEM_ROUTE_HYBRID;
     tandem_status st;
     CHECKF(tandem_session_new(s, m, &so, &st) == 0, "%s", st.msg);
@@ -83,11 +84,129 @@ static tm_server *start(tandem_model *m, tandem_session **s)
     return srv;
 }
 
+static tm_server *start(tandem_model *m, tandem_session **s) { return start_ctx(m, s, 512); }
+
+/* ---- llama.cpp's /infill ---- */
+
+static void add_tok(tandem_model *m, int32_t *v, size_t *n, const char *text, int special)
+{
+    int32_t *t = NULL;
+    size_t k = 0;
+    tandem_status st;
+    CHECK(tandem_tokenize(m, text, strlen(text), special, &t, &k, &st) == 0);
+    for (size_t i = 0; i < k && *n < 4096; i++) v[(*n)++] = t[i];
+    free(t);
+}
+
+/* the prompt llama.cpp's format_infill makes (nt: the tokenizer's FIM tokens, 5 with the repository
+ * ones), extra context kept whole when keep */
+static size_t infill_prompt(tandem_model *m, int nt, const char *fn, const char *extra, int keep, const char *pre,
+                            const char *pr, const char *suf, int32_t *v)
+{
+    size_t n = 0;
+    if (keep) {
+        if (nt == 5) {
+            add_tok(m, v, &n, FIM[3], 0), add_tok(m, v, &n, "myproject\n", 0);
+            add_tok(m, v, &n, FIM[4], 0);
+            char line[128];
+            snprintf(line, sizeof line, "%s\n", fn);
+            add_tok(m, v, &n, line, 0), add_tok(m, v, &n, extra, 0);
+            add_tok(m, v, &n, FIM[4], 0), add_tok(m, v, &n, "filename\n", 0);
+        } else {
+            add_tok(m, v, &n, "\n\n--- snippet ---\n\n", 0), add_tok(m, v, &n, extra, 0);
+        }
+    }
+    add_tok(m, v, &n, "", 1);
+    add_tok(m, v, &n, FIM[0], 0), add_tok(m, v, &n, pre, 0), add_tok(m, v, &n, pr, 0);
+    add_tok(m, v, &n, FIM[1], 0), add_tok(m, v, &n, suf, 0), add_tok(m, v, &n, FIM[2], 0);
+    return n;
+}
+
+/* POST /infill on model dir (nt FIM tokens) at context ctx: the library's greedy answer to llama.cpp's
+ * prompt, as JSON and streamed; the extra context kept where the context leaves llama.cpp's room */
+static void test_infill(const char *dir, int nt, int ctx)
+{
+    tandem_model *m = NULL;
+    tandem_status st;
+    CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
+    tandem_session *s = NULL;
+    tm_server *srv = m ? start_ctx(m, &s, ctx) : NULL;
+    if (srv) {
+        const char *pre = "Once upon a time, there was a little", *pr = " girl", *suf = " and they lived happily ever after.";
+        const char *fn = "notes.txt", *extra = "It was a dark and stormy night.";
+        static int32_t v[4096];
+        int keep = ctx - 2048 - 2 * 12 > 40;
+        size_t n = infill_prompt(m, nt, fn, extra, keep, pre, pr, suf, v);
+        char want[TH_TEXT_CAP] = "";
+        tandem_request q;
+        tandem_request_default(&q);
+        q.prompt_ids = v;
+        q.n_prompt_ids = n;
+        q.max_tokens = 12;
+        q.temperature = 0;
+        tandem_stats stats;
+        CHECKF(tandem_generate(s, &q, th_collect, want, &stats, &st) == 0, "%s", st.msg);
+        char body[1024];
+        int port = tm_server_port(srv), status;
+        for (int stream = 0; stream < 2; stream++) {
+            snprintf(body, sizeof body, "{\"input_prefix\":\"%s\",\"input_suffix\":\"%s\",\"prompt\":\"%s\","
+                     "\"input_extra\":[{\"filename\":\"%s\",\"text\":\"%s\"}],\"n_predict\":12,\"temperature\":0,"
+                     "\"cache_prompt\":true,\"samplers\":[\"top_k\"],\"stream\":%s}", pre, suf, pr, fn, extra,
+                     stream ? "true" : "false");
+            if (!stream) {
+                cJSON *j = http_json(port, "POST", "/infill", body, NULL, &status);
+                CHECKF(status == 200 && jstr(j, "content") && !strcmp(jstr(j, "content"), want) &&
+                           jnum(j, "tokens_evaluated") == (double)n && jnum(j, "tokens_predicted") == 12 &&
+                           jstr(j, "stop_type") && !strcmp(jstr(j, "stop_type"), "limit") &&
+                           cJSON_IsTrue(cJSON_GetObjectItem(j, "stop")) && jnum(j, "timings.predicted_n") == 12 &&
+                           jnum(j, "timings.prompt_ms") >= 0 && jnum(j, "generation_settings.n_ctx") == ctx &&
+                           cJSON_IsBool(cJSON_GetObjectItem(j, "truncated")) &&
+                           cJSON_IsTrue(cJSON_GetObjectItem(j, "truncated")) == !keep,
+                       "/infill (%d tokens, ctx %d): %d '%s' / '%s', %g prompt tokens (want %zu)", nt, ctx, status,
+                       jstr(j, "content") ? jstr(j, "content") : "", want, jnum(j, "tokens_evaluated"), n);
+                cJSON_Delete(j);
+            } else { /* data: events, their contents adding up, the last one stop with the figures */
+                http_res hr;
+                CHECK(http(port, "POST", "/infill", body, NULL, &hr) == 0 && hr.status == 200);
+                char got[TH_TEXT_CAP] = "";
+                int events = 0, stops = 0, last_stop = 0, timings = 0;
+                for (const char *p = hr.body ? strstr(hr.body, "data: ") : NULL; p; p = strstr(p + 1, "data: ")) {
+                    const char *e = strstr(p, "\n\n");
+                    cJSON *o = e ? cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6)) : NULL;
+                    events++;
+                    if (jstr(o, "content") && strlen(got) + strlen(jstr(o, "content")) < sizeof got) strcat(got, jstr(o, "content"));
+                    last_stop = cJSON_IsTrue(cJSON_GetObjectItem(o, "stop"));
+                    stops += last_stop;
+                    timings = cJSON_GetObjectItem(o, "timings") != NULL;
+                    cJSON_Delete(o);
+                }
+                CHECKF(!strcmp(got, want) && events >= 2 && stops == 1 && last_stop && timings && !strstr(hr.body, "[DONE]"),
+                       "/infill streamed: '%s' / '%s', %d events, %d stops", got, want, events, stops);
+                http_res_free(&hr);
+            }
+        }
+        /* refusals by field */
+        check_error(port, "POST", "/infill", "{\"input_prefix\":3}", 400, NULL, "a number as the prefix");
+        check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"input_extra\":\"x\"}", 400, "input_extra",
+                    "input_extra a string");
+        check_error(port, "POST", "/infill", "{\"input_extra\":[{\"text\":7}]}", 400, "input_extra", "a number as text");
+        check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"n_predict\":\"x\"}", 400, "n_predict",
+                    "n_predict a string");
+        check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\xff\"}", 400, NULL, "a prefix not UTF-8");
+        check_error(port, "POST", "/infill", "[1]", 400, NULL, "not an object");
+        check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"temperature\":\"hot\"}", 400, "temperature",
+                    "temperature a string");
+        tm_server_stop(srv);
+    }
+    tandem_session_free(s);
+    tandem_model_free(m);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    const char *dir = "build/test_serve_fim";
-    CHECK(fim_dir(dir) == 0);
+    const char *dir = "build/test_serve_fim", *dir5 = "build/test_serve_fim5";
+    CHECK(fim_dir(dir, 3) == 0 && fim_dir(dir5, 5) == 0);
     tandem_model *m = NULL, *plain = NULL;
     tandem_status st;
     CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
@@ -169,10 +288,17 @@ int main(void)
         CHECKF(status == 400 && jstr(j, "error.message") && strstr(jstr(j, "error.message"), "fill-in-the-middle"),
                "no FIM tokens: %d", status);
         cJSON_Delete(j);
+        j = http_json(tm_server_port(srv), "POST", "/infill", "{\"input_prefix\":\"a\"}", NULL, &status);
+        CHECKF(status == 400 && jstr(j, "error.message") && strstr(jstr(j, "error.message"), "fill-in-the-middle"),
+               "/infill, no FIM tokens: %d", status);
+        cJSON_Delete(j);
         tm_server_stop(srv);
     }
     tandem_session_free(s);
     tandem_model_free(m);
     tandem_model_free(plain);
+    test_infill(dir, 3, 512);   /* no room for the extra context at 512: cut, truncated */
+    test_infill(dir, 3, 2200);  /* room: the snippet form */
+    test_infill(dir5, 5, 2200); /* the repository form */
     return th_done("test_serve_fim");
 }

@@ -228,10 +228,10 @@ static int thinking_of(const cJSON *t, cJSON *out, tm_oai_error *e)
     return kw && cJSON_AddBoolToObject(kw, "enable_thinking", on) ? 0 : -2;
 }
 
-static int anth_request(const char *body, size_t len, int counting, tm_resp_store *store, char **chat_json, char **echo,
+static int anth_request(const char *body, size_t len, int counting, const tm_api_env *env, char **chat_json, char **echo,
                         tm_oai_error *e)
 {
-    (void)store;
+    (void)env;
     *chat_json = *echo = NULL;
     cJSON *in = cJSON_ParseWithLength(body, len), *out = cJSON_CreateObject(), *msgs = NULL;
     int rc = 0;
@@ -448,5 +448,5 @@ static char *anth_stream_error(tm_api_stream *s, const char *msg)
 
 static void anth_stream_free(tm_api_stream *s) { (void)s; }
 
-const tm_api_fmt tm_api_anthropic = {"msg_", anth_request, anth_json, anth_stream_start,
+const tm_api_fmt tm_api_anthropic = {"msg_", TM_OAI_CHAT, anth_request, anth_json, anth_stream_start,
                                      anth_stream_part, anth_stream_end, anth_stream_error, anth_stream_free, NULL};

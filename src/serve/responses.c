@@ -309,10 +309,11 @@ static int previous_of(conv *cv, const cJSON *f, tm_resp_store *store, tm_oai_er
     return 0;
 }
 
-static int resp_request(const char *body, size_t len, int counting, tm_resp_store *store, char **chat_json, char **echo,
+static int resp_request(const char *body, size_t len, int counting, const tm_api_env *env, char **chat_json, char **echo,
                         tm_oai_error *e)
 {
     (void)counting;
+    tm_resp_store *store = env ? env->store : NULL;
     *chat_json = *echo = NULL;
     cJSON *in = cJSON_ParseWithLength(body, len), *out = cJSON_CreateObject();
     conv cv = {out ? cJSON_AddArrayToObject(out, "messages") : NULL, NULL, 0};
@@ -719,5 +720,5 @@ int tm_resp_lookup(tm_resp_store *store, int del, const char *id, int *status, c
     return (*body = tm_api_print_del(o)) ? 0 : -1;
 }
 
-const tm_api_fmt tm_api_responses = {"resp_", resp_request, resp_json, resp_stream_start, resp_stream_part,
+const tm_api_fmt tm_api_responses = {"resp_", TM_OAI_CHAT, resp_request, resp_json, resp_stream_start, resp_stream_part,
                                      resp_stream_end, resp_stream_error, resp_stream_free, resp_keep};

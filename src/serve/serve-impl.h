@@ -51,6 +51,7 @@ typedef struct tm_api_reply {
     const tm_oai_tool_calls *tc; /* the reply's calls, or NULL */
     const char *finish;          /* the choice's finish reason ("stop", "length", "tool_calls") */
     const char *stop_seq;        /* the stop sequence that ended it, or NULL */
+    const tandem_stats *stats;   /* its run's figures (timings, tokens reused), or NULL */
 } tm_api_reply;
 
 typedef struct tm_api_meta {
@@ -81,12 +82,19 @@ int tm_resp_store_put(tm_resp_store *s, const char *id, char *conv, char *resp);
 int tm_resp_store_get(tm_resp_store *s, const char *id, char **conv, char **resp);
 int tm_resp_store_del(tm_resp_store *s, const char *id);
 
+/* What an API's request translation may need of the server (any field NULL where there is none). */
+typedef struct tm_api_env {
+    tm_resp_store *store;        /* the stored responses (the Responses API's previous_response_id, item_reference) */
+    const tm_serve_tok *tok;     /* the model (llama.cpp's /infill builds the prompt's token ids) */
+    const char *const *fim;      /* the model's fill-in-the-middle tokens (tm_serve_fim) */
+} tm_api_env;
+
 typedef struct tm_api_fmt {
     const char *id_prefix;       /* the answer's id: this and 16 hex digits */
-    /* body -> *chat_json (and *echo, a JSON object of fields to repeat, or NULL); -1 with *e set (400
-       naming the field). counting: a token count's body (Anthropic's count_tokens: no max_tokens).
-       store: the server's stored responses (the Responses API's previous_response_id), or NULL */
-    int (*request)(const char *body, size_t len, int counting, tm_resp_store *store, char **chat_json, char **echo,
+    tm_oai_kind kind;            /* the request it makes: a chat (Anthropic's, the Responses API) or a completion */
+    /* body -> *json, a request of that kind (and *echo, a JSON object of fields to repeat, or NULL); -1 with
+       *e set (400 naming the field). counting: a token count's body (Anthropic's count_tokens: no max_tokens) */
+    int (*request)(const char *body, size_t len, int counting, const tm_api_env *env, char **json, char **echo,
                    tm_oai_error *e);
     char *(*json)(const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u);
     char *(*stream_start)(tm_api_stream *s, const tm_api_meta *m, const tm_oai_usage *u); /* u: prompt tokens */
@@ -107,6 +115,9 @@ typedef struct tm_api_fmt {
 int tm_resp_lookup(tm_resp_store *store, int del, const char *id, int *status, char **body);
 
 extern const tm_api_fmt tm_api_anthropic, tm_api_responses;
+/* llama.cpp's POST /infill (serve/infill.c): code completion in the model's fill-in-the-middle form, with
+ * repository context; its answers in llama.cpp's /completion shapes */
+extern const tm_api_fmt tm_api_infill;
 
 /* The writers' cJSON helpers (serve/api_util.c). tm_api_events: the events "event: TYPE\ndata:
  * JSON\n\n" of objs [n] (taken, freed; each named by its "type" member) in one string, NULL when any

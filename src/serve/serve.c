@@ -91,7 +91,7 @@
 #include "text/toolcall.h"
 
 enum { R_NONE, R_MODELS, R_MODEL, R_HEALTH, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_MESSAGES,
-       R_EMBEDDINGS, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE };
+       R_EMBEDDINGS, R_COUNT_TOKENS, R_RESPONSES, R_RESPONSE, R_INFILL };
 
 static const struct {
     const char *path;
@@ -107,6 +107,7 @@ static const struct {
     {"/v1/messages", R_MESSAGES, 1},       /* Anthropic's Messages API (serve/anthropic.c) */
     {"/v1/messages/count_tokens", R_COUNT_TOKENS, 1}, /* its prompt counted */
     {"/v1/responses", R_RESPONSES, 1},     /* OpenAI's Responses API (serve/responses.c) */
+    {"/infill", R_INFILL, 1},              /* llama.cpp's code completion (serve/infill.c) */
     {"/v1/embeddings", R_EMBEDDINGS, 1},   {"/embeddings", R_EMBEDDINGS, 1}, /* serve/embed.c */
 };
 
@@ -682,7 +683,8 @@ static tm_api_reply api_reply(const job *j, const choice *ch, const tm_reply_par
 {
     int k = ch->stats.stop_index;
     return (tm_api_reply){p->reasoning, p->reasoning_len, p->content, p->content_len, &p->tc,
-                          calls_finish(p, ch->stats.finish_reason), k >= 0 && k < j->req.n_stop ? j->req.stop[k] : NULL};
+                          calls_finish(p, ch->stats.finish_reason), k >= 0 && k < j->req.n_stop ? j->req.stop[k] : NULL,
+                          &ch->stats};
 }
 
 static tm_api_meta api_meta(const job *j)
@@ -938,12 +940,17 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
 
 static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, http_req *hr, const char *url)
 {
-    const tm_api_fmt *fmt = hr->route == R_MESSAGES ? &tm_api_anthropic : hr->route == R_RESPONSES ? &tm_api_responses : NULL;
-    tm_oai_kind kind = hr->route == R_CHAT || fmt ? TM_OAI_CHAT : TM_OAI_COMPLETION;
+    const tm_api_fmt *fmt = hr->route == R_MESSAGES    ? &tm_api_anthropic
+                            : hr->route == R_RESPONSES ? &tm_api_responses
+                            : hr->route == R_INFILL    ? &tm_api_infill
+                                                       : NULL;
+    tm_oai_kind kind = fmt ? fmt->kind : hr->route == R_CHAT ? TM_OAI_CHAT : TM_OAI_COMPLETION;
+    tm_serve_tok tok = {srv->m, srv->tpl, srv->ctx};
+    tm_api_env env = {srv->store, &tok, srv->fim};
     tm_oai_req req;
     tm_oai_error e;
     char *fbody = NULL, *echo = NULL; /* another API's: the body as a chat request, the fields to repeat */
-    if (fmt && fmt->request(hr->body ? hr->body : "", hr->len, 0, srv->store, &fbody, &echo, &e) != 0) return reply_error(srv, c, &e, NULL);
+    if (fmt && fmt->request(hr->body ? hr->body : "", hr->len, 0, &env, &fbody, &echo, &e) != 0) return reply_error(srv, c, &e, NULL);
     int prc = tm_oai_parse(&req, kind, fmt ? fbody : hr->body, fmt ? strlen(fbody) : hr->len, &e);
     free(fbody);
     if (prc != 0) {
@@ -978,8 +985,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         if (!j->prefix && (q.grammar || q.json_schema || q.json_object)) j->prefix = "<|channel|>final<|message|>";
     }
     if (kind == TM_OAI_CHAT) {
-        tm_serve_tok t = {srv->m, srv->tpl, srv->ctx};
-        if (!(prompt = tm_serve_chat_prompt(&t, &j->req, 1, j->prefix, &e))) {
+        if (!(prompt = tm_serve_chat_prompt(&tok, &j->req, 1, j->prefix, &e))) {
             job_free(j);
             return reply_error(srv, c, &e, NULL);
         }
@@ -1010,6 +1016,11 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             if (tandem_tokenize(srv->m, prompt, strlen(prompt), 0, &ids, &n, &st) == 0) j->fmt_in = (int)n;
             free(ids);
         }
+    }
+    if (kind == TM_OAI_COMPLETION && j->fmt) { /* (llama.cpp's /infill: its writer takes the text in parts) */
+        j->reads = 1;
+        j->fmt_in = (int)tm_oai_prompt_at(&j->req, 0).n_ids;
+        for (int i = 0; i < j->n; i++) tm_reply_init(&j->ch[i].reply, NULL, NULL, 0, 0, 0);
     }
     if (j->req.suffix) { /* fill in the middle: the model's prefix, suffix and middle tokens around the texts */
         const char *const *f = srv->fim;
