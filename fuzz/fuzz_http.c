@@ -4,7 +4,9 @@
  * translated into a chat one first: refused with 400 naming the field, or a chat body the rest
  * checks; its writers make valid JSON events; 13 mod 16: OpenAI's /v1/responses, the same way,
  * against a small store holding "resp_0" (previous_response_id), the answer kept there where its
- * echo asks and read back and deleted as JSON;
+ * echo asks and read back and deleted as JSON; 10 mod 16: llama.cpp's /infill, its prompt built on the
+ * demo model (three of its tokens standing in for the FIM ones) into a completions body, its writers'
+ * events valid JSON;
  * 6 mod 8: /v1/embeddings, its parser's request within
  * its bounds and its writer's answer valid JSON whatever the floats); the rest is the body.
  * Checked invariants:
@@ -29,6 +31,7 @@
 
 #include "serve/oai.h"
 #include "serve/serve-impl.h"
+#include "tandem.h"
 #include "text/toolcall.h"
 
 static void must_parse(const char *js, size_t skip)
@@ -110,13 +113,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static char *fbody; /* the last input's translated body (reachable, freed by the next input) */
     free(fbody);
     fbody = NULL;
-    const tm_api_fmt *fmt = (data[0] & 3) == 3 ? &tm_api_anthropic : (data[0] & 15) == 13 ? &tm_api_responses : NULL;
+    const tm_api_fmt *fmt = (data[0] & 3) == 3     ? &tm_api_anthropic
+                            : (data[0] & 15) == 13 ? &tm_api_responses
+                            : (data[0] & 15) == 10 ? &tm_api_infill
+                                                   : NULL;
+    /* /infill's: the demo model (where the fuzzer runs from the repository), three of its single tokens
+       standing in for FIM tokens, so that the prompt is built and cut for real */
+    static tandem_model *demo;
+    static int tried;
+    static const char *const fim[3] = {"<|begin_of_text|>", "<|end_of_text|>", "\n"};
+    if (fmt == &tm_api_infill && !tried) {
+        tandem_status st;
+        tried = 1;
+        if (tandem_model_open(&demo, "models/tiny-classics-llama", &st) != 0) demo = NULL;
+    }
+    tm_serve_tok tok = {demo, NULL, 2200};
     static tm_resp_store *store; /* the Responses API's: one conversation stored ("resp_0"), small bounds */
     if (!store && tm_resp_store_new(&store, 8, 1 << 16) == 0)
         tm_resp_store_put(store, "resp_0", strdup("[{\"role\":\"user\",\"content\":\"hi\"}]"), strdup("{}"));
     if (fmt) { /* another API: the body translated into a chat one, or refused */
         char *echo = NULL;
-        tm_api_env env = {store, NULL, NULL};
+        tm_api_env env = {store, demo ? &tok : NULL, demo ? fim : NULL};
+        kind = fmt->kind;
         if (fmt->request(body, len, (data[0] & 4) != 0, &env, &fbody, &echo, &e) != 0) {
             if (!(e.http == 400 || e.http == 500) || !e.msg[0] || fbody || echo) abort();
             return 0;
@@ -131,7 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tm_oai_tool_call calls[2] = {{"toolu_1", nm, args}, {"toolu_\"2", "f", "{\"a\":[1,{}]}"}};
         tm_oai_tool_calls tc = {calls, nm && args ? 2 : 0};
         static const char *const fins[] = {"stop", "length", "tool_calls"};
-        tm_api_reply ar = {body, h, body + h, len - h, &tc, fins[len % 3], (len & 4) ? body + h : NULL};
+        tandem_stats sts = {.n_prompt = 9, .n_cached = 2, .n_generated = 4, .t_prefill = 0.01, .t_decode = (len & 16) ? 0.02 : 0};
+        tm_api_reply ar = {body, h, body + h, len - h, &tc, fins[len % 3], (len & 4) ? body + h : NULL, (len & 2) ? &sts : NULL};
         tm_api_meta am = {fmt == &tm_api_anthropic ? "msg_1" : "resp_\"1", "m\"x", 7, echo};
         tm_oai_usage u = {3, 4, 1};
         tm_api_stream st;
@@ -155,9 +174,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (ev[0]) must_parse(ev[0], 0);
         for (int i = 1; i < 6; i++)
-            for (const char *d = ev[i]; d && (d = strstr(d, "\ndata: ")); d += 7) {
-                const char *nl = strchr(d + 7, '\n');
-                cJSON *o = cJSON_ParseWithLength(d + 7, nl ? (size_t)(nl - d - 7) : strlen(d + 7));
+            for (const char *d = ev[i]; d && (d = strstr(d, "data: ")); d += 6) {
+                const char *nl = strchr(d + 6, '\n');
+                cJSON *o = cJSON_ParseWithLength(d + 6, nl ? (size_t)(nl - d - 6) : strlen(d + 6));
                 if (!cJSON_IsObject(o)) abort();
                 cJSON_Delete(o);
             }
