@@ -174,7 +174,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (ev[0]) must_parse(ev[0], 0);
         for (int i = 1; i < 6; i++)
-            for (const char *d = ev[i]; d && (d = strstr(d, "data: ")); d += 6) {
+            for (const char *d = ev[i]; d && *d; d = strchr(d, '\n') ? strchr(d, '\n') + 1 : NULL) { /* each line */
+                if (strncmp(d, "data: ", 6)) continue;
                 const char *nl = strchr(d + 6, '\n');
                 cJSON *o = cJSON_ParseWithLength(d + 6, nl ? (size_t)(nl - d - 6) : strlen(d + 6));
                 if (!cJSON_IsObject(o)) abort();
