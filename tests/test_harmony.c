@@ -106,6 +106,10 @@ static void test_parse(void)
     snprintf(lc, sizeof lc, "<|channel|>%s<|message|>x", big); /* (the markers after it still end its message) */
     hcase(lh, 1, "", lc, "");
     stream_check(lh, 1);
+    /* text, a marker that only opens a header, text again: all answer as written, nothing added */
+    char two[1400];
+    snprintf(two, sizeof two, "%s<|start|>%s", big, big);
+    hcase(two, 1, "", two, "");
 }
 
 /* random replies from pieces */
@@ -124,6 +128,7 @@ static void stream_check(const char *text, int bytewise)
     tm_harmony_init(&one, 1);
     tm_harmony_init(&h, 1);
     CHECK(tm_harmony_feed(&one, text, len, 1) == 0);
+    CHECKF(one.clen + one.rlen <= len, "%s: %zu + %zu bytes out of %zu", text, one.clen, one.rlen, len);
     size_t at = 0;
     int ok = 1;
     while (at < len && ok) {

@@ -142,8 +142,9 @@ int tm_harmony_feed(tm_harmony *h, const char *text, size_t len, int final)
                 h->pos = len; /* cut short inside a header */
                 break;
             }
-            h->kind = 1; /* answer text, its first byte taken now: a marker there no longer ends it */
-            h->sep = h->clen > 0;
+            h->kind = 1; /* answer text as written (no blank line put before it), its first byte taken now: a
+                            marker there no longer ends it */
+            h->sep = 0;
             h->in_body = 1;
             if (body_add(h, s, 1)) goto oom;
             h->pos++;

@@ -38,7 +38,8 @@
  * format: nothing is lost). A header longer than TM_HARMONY_MAX_HEADER bytes (decided once no
  * <|message|> can start within the limit: a stream and the whole reply decide alike) is not a
  * header: its text is answer, from its first byte (taken at once, so a marker there does not end
- * it) to the next marker that ends a message. Two messages of one kind are joined by a blank line. A recipient that is not
+ * it) to the next marker that ends a message, joined to what came before as it stands (no blank
+ * line: the answer never holds more bytes than the reply). Two messages of one kind are joined by a blank line. A recipient that is not
  * "functions.NAME" (gpt-oss's built-in browser and python tools) is kept under its whole name. */
 #ifndef TM_TEXT_HARMONY_H
 #define TM_TEXT_HARMONY_H
