@@ -107,7 +107,7 @@ static void test_parse(void)
     hcase(lh, 1, "", lc, "");
     stream_check(lh, 1);
     /* text, a marker that only opens a header, text again: all answer as written, nothing added */
-    char two[1400];
+    char two[1600];
     snprintf(two, sizeof two, "%s<|start|>%s", big, big);
     hcase(two, 1, "", two, "");
 }
