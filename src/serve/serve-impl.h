@@ -1,6 +1,8 @@
 /* serve/serve-impl.h: the server's pieces besides serve.c: the /tokenize and /detokenize bodies
  * (serve/tokenize.c), pure functions of the model and the request body; the /metrics text
- * (serve/metrics.c); Anthropic's Messages API's request and reply shapes (serve/anthropic.c). */
+ * (serve/metrics.c); other APIs' request and reply shapes (Anthropic's serve/anthropic.c, the
+ * Responses API's serve/responses.c, llama.cpp's /infill serve/infill.c); embeddings
+ * (serve/embed.c); the listening socket (serve/listen.c). */
 #ifndef TM_SERVE_SERVE_IMPL_H
 #define TM_SERVE_SERVE_IMPL_H
 
