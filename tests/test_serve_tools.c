@@ -416,7 +416,7 @@ static void test_server(tandem_model *m, tandem_session *s)
         int qwen;
         size_t id_len;
     } by_hand[] = {{"hermes", 0, 29}, {"mistral", 1, 9}, {"mistral_args", 0, 9}, {"qwen3_coder", 0, 29}, {"glm", 1, 29},
-                     {"seed_oss", 0, 29}, {"minimax", 0, 29}, {"harmony", 0, 29}};
+                     {"seed_oss", 0, 29}, {"minimax", 0, 29}, {"harmony", 0, 29}, {"deepseek_v3", 0, 29}};
     for (size_t k = 0; k < sizeof by_hand / sizeof by_hand[0]; k++) {
         o.tool_parser = by_hand[k].parser;
         o.chat_template = by_hand[k].qwen ? qwen : plain;

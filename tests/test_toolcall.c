@@ -58,6 +58,7 @@ static void test_detect(void)
         {"tests/data/chat_templates/StepFun3.5-Flash.jinja", "qwen3_coder"},
         {"tests/data/chat_templates/HuggingFaceTB-SmolLM3-3B.jinja", NULL},
         {"tests/data/chat_templates/openai-gpt-oss-120b.jinja", "harmony"},
+        {"tests/data/chat_templates/deepseek-ai-DeepSeek-V3.1.jinja", "deepseek_v3"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
@@ -78,8 +79,8 @@ static void test_detect(void)
     CHECK(!strcmp(tm_tool_dialect_detect("{{- '[TOOL_CALLS]' + tc['function']['name'] + '[ARGS]' + args }}")->name,
                   "mistral_args"));
     const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm",
-                           "seed_oss", "minimax", "harmony"};
-    for (int i = 0; i < 10; i++) {
+                           "seed_oss", "minimax", "harmony", "deepseek_v3"};
+    for (int i = 0; i < 11; i++) {
         const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
         CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
     }
@@ -265,12 +266,13 @@ static void test_holdback(void)
         "[{\"name\": \"now\", \"arguments\": {}}]", "\n", " ", "Hello", "world.", "{", "[", ";", "}", "]",
         "[ARGS]", "[AR", "now", "now{}", "add[ARGS]{\"a\": 1, \"b\": 2}", "[CALL_ID]x9", "get_weather",
         "<function=now>", "<function=", "</function>", "<parameter=a>", "\n1\n", "</parameter>", "<arg_key>",
-        "b</arg_key>", "<arg_value>", "2</arg_value>", "</par",
+        "b</arg_key>", "<arg_value>", "2</arg_value>", "</par", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
+        "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁",
     };
-    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm"};
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm", "deepseek_v3"};
     long checked = 0;
     for (int round = 0; round < 4000; round++) {
-        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 7]);
+        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 8]);
         char text[1024];
         size_t n = 0;
         int np = 1 + (int)rnd(8);
@@ -764,6 +766,60 @@ static void test_xml_grammar(void)
     }
 }
 
+/* DeepSeek V3.1's calls: parsed (markers around each call and the block; content before), cut, refused;
+ * the calls its real template renders read back; the forced grammar's calls */
+static void test_deepseek(void)
+{
+    const char *B = "<｜tool▁calls▁begin｜>", *E = "<｜tool▁calls▁end｜>", *C0 = "<｜tool▁call▁begin｜>",
+               *C1 = "<｜tool▁call▁end｜>", *S = "<｜tool▁sep｜>";
+    char t[1024];
+    snprintf(t, sizeof t, "Checking.%s%sget_weather%s{\"city\": \"Paris\"}%s%sadd%s{\"a\": 1, \"b\": 2}%s%s", B, C0, S,
+             C1, C0, S, C1, E);
+    parse_case("deepseek_v3", t, "get_weather {\"city\":\"Paris\"}|add {\"a\":1,\"b\":2}", "Checking.");
+    snprintf(t, sizeof t, "%s%snow%s{}%s%sadd%s{\"a\": 1", B, C0, S, C1, C0, S);
+    parse_with(TOOLS, 1, "deepseek_v3", t, "now {}", ""); /* cut inside the second: the first kept */
+    snprintf(t, sizeof t, "%s%sfly%s{}%s%s", B, C0, S, C1, E);
+    parse_case("deepseek_v3", t, "", t); /* an undeclared tool: no calls, all content */
+    /* the real template's calls read back */
+    char *src = th_slurp("tests/data/chat_templates/deepseek-ai-DeepSeek-V3.1.jinja"), *out = NULL;
+    cJSON *m = cJSON_Parse("[{\"role\":\"user\",\"content\":\"Weather in Paris, and 1 + 2?\"},"
+                           "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":["
+                           "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris <FR>\"}}},"
+                           "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":-2}}}]},"
+                           "{\"role\":\"tool\",\"content\":\"18 C\"}]");
+    tm_err e = {0};
+    CHECKF(src && tm_chat_render(src, m, 1, NULL, NULL, NULL, NULL, &out, &e) == TM_OK, "%s", e.msg);
+    const char *from = out ? strstr(out, B) : NULL, *to = from ? strstr(from, E) : NULL;
+    CHECKF(from && to, "no calls in %s", out ? out : "");
+    if (from && to) {
+        tm_tool_calls c;
+        CHECK(tm_tool_parse(tm_tool_dialect_named("deepseek_v3"), from, (size_t)(to - from) + strlen(E), TOOLS, 0, &c, &e) ==
+              TM_OK);
+        char got[512] = "";
+        for (int k = 0; k < c.n; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", k ? "|" : "", c.v[k].name, c.v[k].arguments);
+        CHECKF(!strcmp(got, "get_weather {\"city\":\"Paris <FR>\"}|add {\"a\":1,\"b\":-2}") && !c.content[0], "read back: %s",
+               got);
+        tm_tool_calls_free(&c);
+    }
+    free(out);
+    free(src);
+    cJSON_Delete(m);
+    /* forced: one call, or several when parallel */
+    tm_grammar *g = forced("deepseek_v3", TOOLS, NULL, 1);
+    if (g) {
+        snprintf(t, sizeof t, "get_weather%s{\"city\": \"Oslo\"}%s%s", S, C1, E);
+        forced_yes(TOOLS, "deepseek_v3", g, t, "get_weather {\"city\":\"Oslo\"}");
+        snprintf(t, sizeof t, "now%s{}%s%sadd%s{\"a\": 1, \"b\": 2}%s%s", S, C1, C0, S, C1, E);
+        forced_yes(TOOLS, "deepseek_v3", g, t, "now {}|add {\"a\":1,\"b\":2}");
+        snprintf(t, sizeof t, "fly%s{}%s%s", S, C1, E);
+        CHECK(th_takes(g, t) == 0);
+    }
+    tm_grammar_free(g);
+    const tm_tool_dialect *d = tm_tool_dialect_named("deepseek_v3");
+    CHECK(d && d->keep && !strcmp(d->keep[0], B));
+}
+
 int main(void)
 {
     test_detect();
@@ -775,5 +831,6 @@ int main(void)
     test_xml_parse();
     test_xml_roundtrip();
     test_xml_grammar();
+    test_deepseek();
     return th_done("test_toolcall");
 }

@@ -980,6 +980,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         job_free(j);
         return reply_error(srv, c, &e, NULL);
     }
+    if (j->calls && j->calls->keep) q.keep_special = j->calls->keep; /* its markers are special tokens */
     if (kind == TM_OAI_CHAT && srv->harmony) { /* a constrained answer goes straight to the final channel */
         q.keep_special = TM_HARMONY_MARKERS;
         if (!j->prefix && (q.grammar || q.json_schema || q.json_object)) j->prefix = "<|channel|>final<|message|>";

@@ -28,10 +28,20 @@ static const tm_tool_xml glm_xml = {.fn_open = "", .fn_close = "", .fn_end = "",
 
 /* The dialects, in the order detection tries them (a template showing "[TOOL_CALLS]" may also
  * mention the others' words; none of the later markers contains an earlier one). */
+/* DeepSeek V3.1's markers: special tokens its replies keep in their text */
+static const char *const DS_KEEP[] = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+                                      "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", NULL};
+
 static const tm_tool_dialect dialects[] = {
+    {.name = "deepseek_v3", .detect = {"<｜tool▁sep｜>", NULL}, .open = "<｜tool▁calls▁begin｜>",
+     .close = "<｜tool▁calls▁end｜>", .args_key = "arguments", .gen_open = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>",
+     .gen_close = "<｜tool▁call▁end｜>", .gen_sep = "<｜tool▁call▁begin｜>", .gen_end = "<｜tool▁calls▁end｜>",
+     .args_marker = "<｜tool▁sep｜>", .gen_args = "<｜tool▁sep｜>", .call_open = "<｜tool▁call▁begin｜>",
+     .call_close = "<｜tool▁call▁end｜>", .keep = DS_KEEP},
     {.name = "harmony", .detect = {"<|channel|>commentary", NULL}, .open = "to=functions.", .close = "", .args_key = "arguments",
      .gen_open = "<|channel|>commentary to=functions.", .gen_close = "", .gen_sep = "", .gen_end = "",
-     .args_marker = "<|message|>", .gen_args = " <|constrain|>json<|message|>", .harmony = 1},
+     .args_marker = "<|message|>", .gen_args = " <|constrain|>json<|message|>", .harmony = 1,
+     .keep = TM_HARMONY_MARKERS},
     {.name = "mistral_args", .detect = {"[ARGS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .bare = 1,
      .args_key = "arguments", .gen_open = "[TOOL_CALLS]", .gen_close = "", .gen_sep = "", .gen_end = "", .id_len = 9,
      .args_marker = "[ARGS]", .id_marker = "[CALL_ID]"},
@@ -78,7 +88,8 @@ const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
 
 const char *tm_tool_dialect_names(void)
 {
-    return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax, harmony";
+    return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax, harmony, "
+           "deepseek_v3";
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
@@ -262,12 +273,16 @@ static int marker_at(const char *m, const char *text, size_t len, size_t p, int 
 static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools,
                          calls *c, size_t *end, int cut)
 {
+    int whole;
+    if (marker_at(d->call_open, text, len, p, &whole)) { /* (optional) */
+        if (!whole) return cut ? CUT : BAD;
+        p += strlen(d->call_open);
+    }
     size_t q = p;
     while (q < len && name_char(text[q])) q++;
     if (q == len) return cut ? CUT : BAD;
     if (q == p || q - p > TM_TOOL_MAX_NAME) return BAD;
     size_t nend = q;
-    int whole;
     if (marker_at(d->id_marker, text, len, q, &whole)) {
         if (!whole) return cut ? CUT : BAD;
         q += strlen(d->id_marker);
@@ -294,7 +309,13 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     }
     int rc = add_call(o, tools, c);
     cJSON_Delete(o);
-    if (rc == GOOD) *end = e;
+    if (rc != GOOD) return rc;
+    size_t k = skip_ws(text, e, len);
+    if (marker_at(d->call_close, text, len, k, &whole)) { /* (optional; a piece of it ends a cut reply) */
+        if (!whole) return cut ? CUT : BAD;
+        e = k + strlen(d->call_close);
+    }
+    *end = e;
     return rc;
 }
 
@@ -479,7 +500,8 @@ static int calls_at(const tm_tool_dialect *d, const char *text, size_t len, size
         int rc = named_call_at(d, text, len, p, tools, c, end, cut);
         while (rc == GOOD) {
             size_t q = skip_ws(text, *end, len);
-            if (q == len || !name_char(text[q])) break;
+            int whole;
+            if (q == len || (!name_char(text[q]) && !marker_at(d->call_open, text, len, q, &whole))) break;
             size_t e = 0;
             int r2 = named_call_at(d, text, len, q, tools, c, &e, cut);
             if (r2 == GOOD) *end = e;

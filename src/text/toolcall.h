@@ -14,6 +14,8 @@
  *   seed_oss     <seed:tool_call>\n<function=f>\n<parameter=k>v</parameter>\n</function>\n</seed:tool_call>
  *   minimax      <minimax:tool_call>\n<invoke name="f"><parameter name="k">v</parameter></invoke>\n...</minimax:tool_call>
  *   harmony      <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>       (gpt-oss)
+ *   deepseek_v3  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+ *                                                                             (DeepSeek V3.1, V3.2)
  *
  * The chat template says which: it shows the model its own past calls in the same form, so
  * tm_tool_dialect_detect finds a dialect by its marker in the template's source.
@@ -119,6 +121,10 @@ typedef struct tm_tool_dialect {
     const tm_tool_xml *xml;  /* an XML dialect's tags (NULL: the calls are JSON) */
     const char *gen_args;    /* a named dialect's forced call writes this between name and arguments (NULL: none) */
     int harmony;             /* the reply is harmony (text/harmony.h): its channels, not the markers above */
+    const char *call_open;   /* a named dialect: before each call (optional in the text), NULL: none */
+    const char *call_close;  /* ... and after each (optional) */
+    const char *const *keep; /* the special tokens its replies need in their text (NULL-terminated, for
+                                tandem_request.keep_special), or NULL */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
