@@ -267,7 +267,7 @@ static void test_holdback(void)
         "[ARGS]", "[AR", "now", "now{}", "add[ARGS]{\"a\": 1, \"b\": 2}", "[CALL_ID]x9", "get_weather",
         "<function=now>", "<function=", "</function>", "<parameter=a>", "\n1\n", "</parameter>", "<arg_key>",
         "b</arg_key>", "<arg_value>", "2</arg_value>", "</par", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
-        "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁",
+        "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁", "function", "\n```json\n", "\n```",
     };
     const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm", "deepseek_v3"};
     long checked = 0;
@@ -780,6 +780,14 @@ static void test_deepseek(void)
     parse_with(TOOLS, 1, "deepseek_v3", t, "now {}", ""); /* cut inside the second: the first kept */
     snprintf(t, sizeof t, "%s%sfly%s{}%s%s", B, C0, S, C1, E);
     parse_case("deepseek_v3", t, "", t); /* an undeclared tool: no calls, all content */
+    /* R1's and V3-0324's older form: "function", the marker, the name, the object in a json fence */
+    snprintf(t, sizeof t, "Let me check.%s%sfunction%sget_weather\n```json\n{\"city\": \"Oslo\"}\n```%s%sfunction%snow\n"
+             "```json\n{}\n```%s%s", B, C0, S, C1, C0, S, C1, E);
+    parse_case("deepseek_v3", t, "get_weather {\"city\":\"Oslo\"}|now {}", "Let me check.");
+    snprintf(t, sizeof t, "%s%sfunction%snow\n```json\n{}\n```%s%sfunction%sadd\n```js", B, C0, S, C1, C0, S);
+    parse_with(TOOLS, 1, "deepseek_v3", t, "now {}", ""); /* cut inside the second's fence: the first kept */
+    snprintf(t, sizeof t, "%s%sfunction%snow\n{}%s%s", B, C0, S, C1, E);
+    parse_case("deepseek_v3", t, "", t); /* the typed form without its fence: not a call */
     /* the real template's calls read back */
     char *src = th_slurp("tests/data/chat_templates/deepseek-ai-DeepSeek-V3.1.jinja"), *out = NULL;
     cJSON *m = cJSON_Parse("[{\"role\":\"user\",\"content\":\"Weather in Paris, and 1 + 2?\"},"

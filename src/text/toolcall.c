@@ -37,7 +37,7 @@ static const tm_tool_dialect dialects[] = {
      .close = "<｜tool▁calls▁end｜>", .args_key = "arguments", .gen_open = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>",
      .gen_close = "<｜tool▁call▁end｜>", .gen_sep = "<｜tool▁call▁begin｜>", .gen_end = "<｜tool▁calls▁end｜>",
      .args_marker = "<｜tool▁sep｜>", .gen_args = "<｜tool▁sep｜>", .call_open = "<｜tool▁call▁begin｜>",
-     .call_close = "<｜tool▁call▁end｜>", .keep = DS_KEEP},
+     .call_close = "<｜tool▁call▁end｜>", .keep = DS_KEEP, .fenced = 1},
     {.name = "harmony", .detect = {"<|channel|>commentary", NULL}, .open = "to=functions.", .close = "", .args_key = "arguments",
      .gen_open = "<|channel|>commentary to=functions.", .gen_close = "", .gen_sep = "", .gen_end = "",
      .args_marker = "<|message|>", .gen_args = " <|constrain|>json<|message|>", .harmony = 1,
@@ -273,16 +273,27 @@ static int marker_at(const char *m, const char *text, size_t len, size_t p, int 
 static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools,
                          calls *c, size_t *end, int cut)
 {
-    int whole;
+    int whole, fenced = 0;
     if (marker_at(d->call_open, text, len, p, &whole)) { /* (optional) */
         if (!whole) return cut ? CUT : BAD;
         p += strlen(d->call_open);
     }
+    /* the older typed form (fenced): "function" and the marker before the name, the object in a json fence */
+    size_t tl = d->fenced ? 8 + strlen(d->args_marker) : 0;
+    if (tl && len - p > tl && !memcmp(text + p, "function", 8) && !memcmp(text + p + 8, d->args_marker, tl - 8) &&
+        name_char(text[p + tl]))
+        p += tl, fenced = 1;
     size_t q = p;
     while (q < len && name_char(text[q])) q++;
     if (q == len) return cut ? CUT : BAD;
     if (q == p || q - p > TM_TOOL_MAX_NAME) return BAD;
     size_t nend = q;
+    if (fenced) { /* NAME\n```json\n{...}\n``` */
+        size_t k = skip_ws(text, q, len);
+        if (!marker_at("```json", text, len, k, &whole)) return BAD;
+        if (!whole) return cut ? CUT : BAD;
+        q = skip_ws(text, k + 7, len);
+    }
     if (marker_at(d->id_marker, text, len, q, &whole)) {
         if (!whole) return cut ? CUT : BAD;
         q += strlen(d->id_marker);
@@ -311,6 +322,11 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     cJSON_Delete(o);
     if (rc != GOOD) return rc;
     size_t k = skip_ws(text, e, len);
+    if (fenced && marker_at("```", text, len, k, &whole)) { /* the fence's end (optional) */
+        if (!whole) return cut ? CUT : BAD;
+        e = k + 3;
+        k = skip_ws(text, e, len);
+    }
     if (marker_at(d->call_close, text, len, k, &whole)) { /* (optional; a piece of it ends a cut reply) */
         if (!whole) return cut ? CUT : BAD;
         e = k + strlen(d->call_close);

@@ -16,6 +16,8 @@
  *   harmony      <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>       (gpt-oss)
  *   deepseek_v3  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
  *                                                                             (DeepSeek V3.1, V3.2)
+ *                and the older ...<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{...}\n```<｜tool▁call▁end｜>...
+ *                                                                (DeepSeek R1, V3-0324, R1's distills)
  *
  * The chat template says which: it shows the model its own past calls in the same form, so
  * tm_tool_dialect_detect finds a dialect by its marker in the template's source.
@@ -125,6 +127,8 @@ typedef struct tm_tool_dialect {
     const char *call_close;  /* ... and after each (optional) */
     const char *const *keep; /* the special tokens its replies need in their text (NULL-terminated, for
                                 tandem_request.keep_special), or NULL */
+    int fenced;              /* a named dialect also read in its older typed form: "function", args_marker,
+                                the name, then the object in a ```json fence (DeepSeek R1, V3-0324) */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
