@@ -3,11 +3,12 @@
 # tests on the GPU (STAGE=tests), then tandem bench (STAGE=bench): the GPU prefilling and decoding,
 # the GPU prefilling beside the CPU decoding, the CPU engines alone. Run from the repository root
 # there with tmp/cuda.tar.xz carried, made here by
-#   make CUDA=1 BUILD=build-cuda, then a tar of: bin/ (tandem and tests test_cuda, test_cuda_decode,
-#   test_cuda_gemv, test_engine_conf, stripped), lib/ (tools/devdeps.sh's libraries),
+#   make CUDA=1 BUILD=build-cuda, then a tar of: bin/ (tandem and tests test_cuda, test_cuda_attn,
+#   test_cuda_decode, test_cuda_gemv, test_engine_conf, stripped), lib/ (tools/devdeps.sh's libraries),
 #   shared/conformance/models (without qwen3_moe if the carry is too big: its 16 checks then fail)
 # (the tree is ~49 MiB of the 64 MiB a call carries, so the binaries travel built and compressed;
-# session 46's calls: docs/bench/scripts-s46/).
+# session 46's calls: docs/bench/scripts-s46/; session 48 built with CU_ARCH="-gencode arch=compute_90,code=sm_90",
+# no PTX, so that the binaries and the peer's source fit one call: docs/bench/scripts-s48/).
 # Writes $OUT/cuda.txt (the log) and $OUT/bench.tgz (tandem bench's JSON and markdown: a call brings
 # back at most 8 files).
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build; A=$OUT/cuda.txt
@@ -20,6 +21,7 @@ lscpu | grep -iE "model name|^CPU\(s\)" >> "$A"
 case "${STAGE:-tests,bench}" in *tests*)
 st tests
 ( cd "$R" && timeout 60 "$B/test_cuda_gemv" ) 2>&1 | grep -E "CHECK|passed|SKIP" >> "$A"
+( cd "$R" && timeout 120 "$B/test_cuda_attn" ) 2>&1 | grep -E "CHECK|passed|SKIP" >> "$A"
 ( cd "$R" && timeout 120 "$B/test_cuda_decode" ) >> "$A" 2>&1
 ( cd "$R" && timeout 120 "$B/test_cuda" ) 2>&1 | grep -E 'CHECK|passed|session|SKIP' >> "$A"
 ( cd "$R" && TM_CONF_ENGINE=cuda timeout 300 "$B/test_engine_conf" ) 2>&1 | grep -v ' fixture: ' >> "$A"
