@@ -13,7 +13,6 @@ mkdir -p $P && tar -C $P -xJf tmp/cuda48c.tar.xz
 export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512
 B=$P/bin
 ( timeout 100 $B/test_cuda_attn ) 2>&1 | tail -3 >> $A
-( timeout 100 $B/test_cuda ) 2>&1 | grep -E 'CHECK|passed|SPLIT' | head -20 >> $A
 st synth
 $B/tandem synth --like llama-3.2-1b -o /tmp/tb/l > /dev/null 2>> $A
 $B/tandem convert /tmp/tb/l -o $R/tmp/l.tdm --threads 16 > /dev/null 2>> $A
@@ -43,4 +42,5 @@ if [ -n "$NS" ] && [ $(( $(date +%s) - T0 )) -lt 150 ]; then
 fi
 st conf
 [ $(( $(date +%s) - T0 )) -lt 150 ] && ( TM_CONF_ENGINE=cuda timeout 120 $B/test_engine_conf ) > $OUT/conf.txt 2>&1; grep -v ' fixture: ' $OUT/conf.txt | grep -E "^cuda|^cpu|passed" | head -20 >> $A
+[ $(( $(date +%s) - T0 )) -lt 150 ] && ( timeout 60 $B/test_cuda ) 2>&1 | grep -E 'CHECK|passed|SPLIT' | head -20 >> $A
 st done
