@@ -5,7 +5,9 @@
 # CUDA runs); tandem's synthetic packages and the peer's GGUF models made in tmp/ for call 2.
 # Carried: tmp/cuda48.tar.xz (bin/: tandem and the four tests, sm_90 only; lib/; shared/conformance/models)
 # and tmp/peer.tar.xz (tools/device-peer-cuda.sh says how it is made).
-R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; A=$OUT/a.txt; L=$R/tmp/llb; P=$R/tmp/pk
+# build/ and /tmp/tb were missing in the run itself (test_cuda and the packages failed there; call 2 made
+# them): made here so that a rerun works
+R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/a.txt; L=$R/tmp/llb; P=$R/tmp/pk
 T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" >> "$A"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total,driver_version --format=csv >> "$A" 2>&1
 nproc >> "$A"; lscpu | grep -E "Model name" >> "$A"
