@@ -239,6 +239,16 @@ typedef struct tandem_request {
                                      tokens); a grammar may then write them too. At most 16; a text that is
                                      not one of the model's special tokens is ignored */
     int show_special;             /* 1: the output text keeps every special token (llama.cpp's --special) */
+    /* llama.cpp's limits for code completion (its /infill and /completion fields; an editor sends them). Both
+       end the request with finish "length" (llama.cpp's stop_type "limit"), and both judge the text as it is
+       released, after the stop strings, so on_text never sees text that is then cut */
+    int n_indent;                 /* 0: off. N > 0: after the output's first newline, a line indented by fewer
+                                     than N spaces and tabs ends the request just before its first other
+                                     character (a blank line's newline is one); the newline and the
+                                     indentation stay in the text. The first line is never judged */
+    int t_max_predict_ms;         /* 0: off. N > 0: a token whose released text holds a newline ends the
+                                     request (its text kept) once more than N ms have passed since the first
+                                     token was drawn */
 } tandem_request;
 void tandem_request_default(tandem_request *r);
 

@@ -696,6 +696,66 @@ static void test_logprobs(void)
     CHECK(tm_logprob_value(one[0], lse) == -INFINITY && tm_logprob_value(one[2], lse) == -INFINITY);
 }
 
+/* ---- the indentation limit (llama.cpp's n_indent) ---- */
+
+/* text fed to a fresh scanner (n_indent n) cut at the gaps in cuts (bitmask over len-1 gaps): what it
+ * lets through, and whether it cut */
+static size_t indent_split(int n, const char *text, unsigned cuts, char *out, int *cut)
+{
+    tm_indent in;
+    tm_indent_init(&in, n);
+    size_t len = strlen(text), start = 0, k = 0;
+    for (size_t i = 1; i <= len; i++) {
+        if (i < len && !(cuts & (1u << (i - 1)))) continue;
+        size_t ok = tm_indent_scan(&in, text + start, i - start);
+        memcpy(out + k, text + start, ok);
+        k += ok;
+        start = i;
+    }
+    out[k] = 0;
+    *cut = in.cut;
+    return k;
+}
+
+/* every split of text gives expect, cut or not */
+static void check_indent(int n, const char *text, const char *expect, int cut)
+{
+    size_t len = strlen(text);
+    int bad = 0;
+    for (unsigned c = 0; c < 1u << (len - 1); c++) {
+        char out[64];
+        int got;
+        indent_split(n, text, c, out, &got);
+        if (strcmp(out, expect) || got != cut) {
+            if (!bad) fprintf(stderr, "  n_indent %d, split %#x of \"%s\": \"%s\" cut %d\n", n, c, text, out, got);
+            bad++;
+        }
+    }
+    CHECKF(bad == 0, "n_indent %d, \"%s\": %d splits wrong", n, text, bad);
+}
+
+static void test_indent(void)
+{
+    check_indent(4, "foo\n    bar\n  baz", "foo\n    bar\n  ", 1);   /* the short line's text goes, its indent stays */
+    check_indent(4, "x\n\t\t\t\ty\n        z", "x\n\t\t\t\ty\n        z", 0); /* tabs count one each */
+    check_indent(3, "a\n \tb", "a\n \t", 1);
+    check_indent(2, "a\n \tb", "a\n \tb", 0);
+    check_indent(1, "the first line is never judged", "the first line is never judged", 0);
+    check_indent(1, "a\n\nb", "a\n", 1);                           /* a blank line is short (llama.cpp) */
+    check_indent(2, "a\n  \n  b", "a\n  \n  b", 0);                /* ... unless its whitespace is enough */
+    check_indent(1, "a\r\n\r\nb", "a\r\n", 1);                     /* "\r" is a line's character */
+    check_indent(4, "a\n      ", "a\n      ", 0);                  /* the indentation still open: kept */
+    check_indent(4, "a\n  ", "a\n  ", 0);
+    check_indent(2, "x\n  \xc3\xa9\n\xc3\xa9", "x\n  \xc3\xa9\n", 1);   /* UTF-8: whole characters */
+    check_indent(0, "a\nb\n\nc", "a\nb\n\nc", 0);                  /* 0: off */
+    /* after a cut nothing passes; an empty piece is harmless */
+    tm_indent in;
+    tm_indent_init(&in, 2);
+    CHECK(tm_indent_scan(&in, "", 0) == 0 && tm_indent_scan(&in, NULL, 0) == 0 && !in.cut);
+    CHECK(tm_indent_scan(&in, "a\n b", 4) == 3 && in.cut);
+    CHECK(tm_indent_scan(&in, "    more", 8) == 0 && in.cut);
+}
+
 int main(void)
 {
     test_rng();
@@ -706,6 +766,7 @@ int main(void)
     test_reproducible();
     test_large_vocab();
     test_stop_strings();
+    test_indent();
     test_logprobs();
     return th_done("test_sampler");
 }

@@ -858,6 +858,113 @@ static void logit_bias(tm_rt_model *rm)
     tm_session_free(s);
 }
 
+/* ---- llama.cpp's code-completion limits: n_indent, t_max_predict_ms ---- */
+
+/* a run's tokens: ends[i], the text's length once token i's text came (on_logprob counts the tokens,
+ * on_text appends); with nap, on_logprob sleeps 2 ms a token (so any check after the first token's
+ * text finds more than 1 ms gone) */
+typedef struct tok_log {
+    char text[4096];
+    size_t len, ends[256];
+    int n, nap;
+} tok_log;
+
+static int tl_token(void *ud, const tandem_logprob *lp)
+{
+    (void)lp;
+    tok_log *g = ud;
+    if (g->nap) usleep(2000);
+    if (g->n < 256) g->ends[g->n] = g->len, g->n++;
+    return 0;
+}
+
+static int tl_text(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)tok;
+    tok_log *g = ud;
+    if (g->len + len < sizeof g->text) memcpy(g->text + g->len, piece, len), g->len += len, g->text[g->len] = 0;
+    if (g->n > 0 && g->n <= 256) g->ends[g->n - 1] = g->len;
+    return 0;
+}
+
+/* llama.cpp's rule, line by line: the offset of the first character (past its spaces and tabs) of the
+ * first line after a newline whose indentation is less than n, or -1 */
+static long indent_cut(const char *t, size_t len, int n)
+{
+    for (const char *nl = memchr(t, '\n', len); nl;) {
+        size_t p = (size_t)(nl - t) + 1, w = 0;
+        while (p + w < len && (t[p + w] == ' ' || t[p + w] == '\t')) w++;
+        if (p + w >= len) return -1;
+        if ((int)w < n) return (long)(p + w);
+        nl = memchr(t + p, '\n', len - p);
+    }
+    return -1;
+}
+
+/* n_indent cuts the greedy text where llama.cpp's rule says, at the token that shows the short line
+ * (on_text never sees what is cut, stop strings or not); t_max_predict_ms ends the text at the first
+ * token whose text holds a newline once the time is gone, and not before; negative values refused */
+static void code_limits(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tm_session *s = open_session(rm, two_thread_opts());
+    if (!s) return;
+    tandem_request r = greedy_request(60);
+    r.prompt = "The Raven\n\nOnce upon a midnight dreary,\n"; /* verse: short lines */
+    r.logprobs = 0;
+    r.on_logprob.fn = tl_token;
+    static tok_log whole, got;
+    memset(&whole, 0, sizeof whole);
+    tandem_stats st;
+    CHECKF(tm_session_generate(s, &r, tl_text, &whole, &st, &err) == TM_OK, "%s", err.msg);
+    CHECK(whole.n == 60 && !strcmp(st.finish_reason, "length"));
+    for (int n = 1; n <= 8; n *= 8) {
+        long cut = indent_cut(whole.text, whole.len, n);
+        CHECKF(cut > 0, "n_indent %d: the greedy text has no line to judge: '%s'", n, whole.text);
+        if (cut <= 0) break;
+        int k = 0; /* the token that shows the short line's first character */
+        while (k < whole.n && whole.ends[k] <= (size_t)cut) k++;
+        const char *never[] = {"\n\x01", NULL}; /* holds each newline back a token: judged once released */
+        for (int stops = 0; stops < 2; stops++) {
+            memset(&got, 0, sizeof got);
+            r.n_indent = n;
+            r.stop = stops ? never : NULL;
+            CHECKF(tm_session_generate(s, &r, tl_text, &got, &st, &err) == TM_OK, "%s", err.msg);
+            CHECKF(got.len == (size_t)cut && !memcmp(got.text, whole.text, (size_t)cut) &&
+                       !strcmp(st.finish_reason, "length") && st.stop_index == -1 &&
+                       (stops || st.n_generated == k + 1),
+                   "n_indent %d%s: %d tokens (want %d), finish %s, '%s' of '%s'", n, stops ? " with a stop" : "",
+                   st.n_generated, k + 1, st.finish_reason, got.text, whole.text);
+        }
+        r.stop = NULL;
+    }
+    /* t_max_predict_ms: each token takes more than 1 ms (on_logprob naps) */
+    int k = 0;
+    while (k < whole.n && !memchr(whole.text + (k ? whole.ends[k - 1] : 0), '\n', whole.ends[k] - (k ? whole.ends[k - 1] : 0))) k++;
+    CHECKF(k < whole.n - 1, "no newline in the greedy text before its end: '%s'", whole.text);
+    r.n_indent = 0;
+    int limits[] = {1, 0, 60000};
+    for (int i = 0; i < 3 && k < whole.n - 1; i++) {
+        memset(&got, 0, sizeof got);
+        got.nap = 1;
+        r.t_max_predict_ms = limits[i];
+        CHECKF(tm_session_generate(s, &r, tl_text, &got, &st, &err) == TM_OK, "%s", err.msg);
+        int want = i == 0 ? k + 1 : 60;
+        CHECKF(st.n_generated == want && got.len == whole.ends[want - 1] && !memcmp(got.text, whole.text, got.len) &&
+                   !strcmp(st.finish_reason, "length"),
+               "t_max_predict_ms %d: %d tokens (want %d), '%s'", limits[i], st.n_generated, want, got.text);
+    }
+    /* negative: refused, naming the field */
+    r.t_max_predict_ms = 0;
+    r.n_indent = -1;
+    tm_req *q = NULL;
+    CHECK(tm_session_submit(s, &r, tl_text, &got, &q, &err) == TM_E_INVALID && strstr(err.msg, "n_indent"));
+    r.n_indent = 0;
+    r.t_max_predict_ms = -5;
+    CHECK(tm_session_submit(s, &r, tl_text, &got, &q, &err) == TM_E_INVALID && strstr(err.msg, "t_max_predict_ms"));
+    tm_session_free(s);
+}
+
 /* Invariant 5 (sched.c): which sessions let the decode side borrow the idle
  * prefill cores. The router state is set by hand so the answer does not
  * depend on a calibration cached on this machine. */
@@ -993,6 +1100,7 @@ int main(void)
     json_mode(rm);
     grammar_mode(rm);
     logit_bias(rm);
+    code_limits(rm);
     tm_rt_model_free(rm);
 
     /* a package converted with the default encodings generates exactly what the

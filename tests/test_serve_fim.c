@@ -5,7 +5,9 @@
  * finds them, and a completion with a suffix is the library's greedy answer to
  * <|fim_prefix|>PROMPT<|fim_suffix|>SUFFIX<|fim_middle|>, its prompt tokens counted as such. The
  * demo model as it is has none: a suffix is refused by name, as are a suffix beside token ids, a
- * batch, or a chat request. */
+ * batch, or a chat request. llama.cpp's /infill: its prompt built as llama.cpp builds it, the answer
+ * the library's greedy one, and its n_indent and t_max_predict_ms cutting that answer where
+ * llama.cpp's rules say. */
 #include "harness.h"
 #include "http_client.h"
 
@@ -202,6 +204,186 @@ static void test_infill(const char *dir, int nt, int ctx)
     tandem_model_free(m);
 }
 
+/* ---- llama.cpp's n_indent and t_max_predict_ms ---- */
+
+/* a reference run's tokens: ends[i], the text's length once token i's text came (on_logprob counts the
+ * tokens, on_text appends) */
+typedef struct tok_log {
+    char text[4096];
+    size_t len, ends[256];
+    int n;
+} tok_log;
+
+static int tl_token(void *ud, const tandem_logprob *lp)
+{
+    (void)lp;
+    tok_log *g = ud;
+    if (g->n < 256) g->ends[g->n] = g->len, g->n++;
+    return 0;
+}
+
+static int tl_text(void *ud, const char *piece, size_t len, int32_t tok)
+{
+    (void)tok;
+    tok_log *g = ud;
+    if (g->len + len < sizeof g->text) memcpy(g->text + g->len, piece, len), g->len += len, g->text[g->len] = 0;
+    if (g->n > 0 && g->n <= 256) g->ends[g->n - 1] = g->len;
+    return 0;
+}
+
+/* the library's greedy answer to ids [n] (or text, where ids is NULL), max tokens, token by token */
+static void reference(tandem_session *s, const int32_t *ids, size_t n, const char *text, int max, tok_log *g)
+{
+    memset(g, 0, sizeof *g);
+    tandem_request q;
+    tandem_request_default(&q);
+    q.prompt = text;
+    q.prompt_ids = ids;
+    q.n_prompt_ids = n;
+    q.max_tokens = max;
+    q.temperature = 0;
+    q.logprobs = 0;
+    q.on_logprob.fn = tl_token;
+    tandem_stats stats;
+    tandem_status st;
+    CHECKF(tandem_generate(s, &q, tl_text, g, &stats, &st) == 0, "%s", st.msg);
+}
+
+/* llama.cpp's n_indent rule, line by line: the offset of the first character (past its spaces and tabs)
+ * of the first line after a newline indented by less than n, or -1 */
+static long indent_cut(const char *t, size_t len, int n)
+{
+    for (const char *nl = memchr(t, '\n', len); nl;) {
+        size_t p = (size_t)(nl - t) + 1, w = 0;
+        while (p + w < len && (t[p + w] == ' ' || t[p + w] == '\t')) w++;
+        if (p + w >= len) return -1;
+        if ((int)w < n) return (long)(p + w);
+        nl = memchr(t + p, '\n', len - p);
+    }
+    return -1;
+}
+
+/* POST /infill body, as JSON or streamed: the content (the events' joined), tokens_predicted and stop_type
+ * (the last event's; a stream must have exactly one stop event, the last) */
+static void infill_answer(int port, const char *body, int stream, char *content, size_t cap, int *predicted,
+                          char *stop_type)
+{
+    content[0] = stop_type[0] = 0;
+    *predicted = -1;
+    if (!stream) {
+        int status;
+        cJSON *j = http_json(port, "POST", "/infill", body, NULL, &status);
+        CHECKF(status == 200 && jstr(j, "content") && jstr(j, "stop_type"), "/infill %s: %d", body, status);
+        snprintf(content, cap, "%s", jstr(j, "content") ? jstr(j, "content") : "");
+        snprintf(stop_type, 16, "%s", jstr(j, "stop_type") ? jstr(j, "stop_type") : "");
+        *predicted = (int)jnum(j, "tokens_predicted");
+        cJSON_Delete(j);
+        return;
+    }
+    http_res hr;
+    CHECK(http(port, "POST", "/infill", body, NULL, &hr) == 0 && hr.status == 200);
+    int stops = 0, last_stop = 0;
+    for (const char *p = hr.body ? strstr(hr.body, "data: ") : NULL; p; p = strstr(p + 1, "data: ")) {
+        const char *e = strstr(p, "\n\n");
+        cJSON *o = e ? cJSON_ParseWithLength(p + 6, (size_t)(e - p - 6)) : NULL;
+        if (jstr(o, "content") && strlen(content) + strlen(jstr(o, "content")) < cap) strcat(content, jstr(o, "content"));
+        last_stop = cJSON_IsTrue(cJSON_GetObjectItem(o, "stop"));
+        stops += last_stop;
+        if (last_stop && jstr(o, "stop_type")) snprintf(stop_type, 16, "%s", jstr(o, "stop_type"));
+        if (last_stop) *predicted = (int)jnum(o, "tokens_predicted");
+        cJSON_Delete(o);
+    }
+    CHECKF(stops == 1 && last_stop, "/infill streamed: %d stop events", stops);
+    http_res_free(&hr);
+}
+
+/* n_indent: the greedy answer cut where llama.cpp's rule cuts it, at the token that shows the short
+ * line, stop_type "limit" (streamed: no event holds text past the cut); t_max_predict_ms 1: the answer
+ * ends with a token whose text holds a newline, before n_predict (absent: n_predict tokens); on
+ * /v1/completions too; negative values refused by name */
+static void test_infill_limits(const char *dir)
+{
+    tandem_model *m = NULL;
+    tandem_status st;
+    CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
+    tandem_session *s = NULL;
+    tm_server *srv = m ? start(m, &s) : NULL;
+    if (!srv) {
+        tandem_session_free(s);
+        tandem_model_free(m);
+        return;
+    }
+    int port = tm_server_port(srv);
+    static int32_t v[4096];
+    static tok_log whole;
+    size_t n = infill_prompt(m, 3, NULL, NULL, 0, "I.\nII.\nIII.\n", "", "\n", v); /* verse: short lines */
+    reference(s, v, n, NULL, 64, &whole);
+    CHECKF(whole.n == 64, "the greedy answer ended early: %d tokens", whole.n);
+    long cut = indent_cut(whole.text, whole.len, 1);
+    CHECKF(cut > 0, "no line to judge in the greedy answer '%s'", whole.text);
+    int k = 0; /* the token that shows the short line's first character */
+    while (cut > 0 && k < whole.n && whole.ends[k] <= (size_t)cut) k++;
+    static char got[TH_TEXT_CAP];
+    char body[1024], stop_type[16];
+    for (int stream = 0; stream < 2 && cut > 0; stream++) {
+        const char *limits[] = {"\"n_indent\":1", "\"t_max_predict_ms\":1", "\"n_indent\":0"};
+        for (int l = 0; l < 3; l++) {
+            snprintf(body, sizeof body, "{\"input_prefix\":\"I.\\nII.\\nIII.\\n\",\"input_suffix\":\"\\n\","
+                     "\"n_predict\":64,\"temperature\":0,%s,\"stream\":%s}", limits[l], stream ? "true" : "false");
+            int p;
+            infill_answer(port, body, stream, got, sizeof got, &p, stop_type);
+            size_t want = l == 0 ? (size_t)cut : p >= 1 && p <= whole.n ? whole.ends[p - 1] : (size_t)-1;
+            int ok = strlen(got) == want && !memcmp(got, whole.text, want) && !strcmp(stop_type, "limit");
+            if (l == 0) ok = ok && p == k + 1;
+            if (l == 1) { /* ends with a token whose text holds a newline, before n_predict */
+                size_t from = p >= 2 ? whole.ends[p - 2] : 0;
+                ok = ok && p < 64 && memchr(whole.text + from, '\n', want - from);
+            }
+            if (l == 2) ok = ok && p == 64;
+            static const char *wants[] = {"the short line's", "< 64, a newline's", "64"};
+            CHECKF(ok, "/infill %s%s: %d tokens (want %s: %d), stop_type %s, '%s' of '%s'", limits[l],
+                   stream ? ", streamed" : "", p, wants[l], l == 0 ? k + 1 : 64, stop_type, got, whole.text);
+        }
+    }
+    /* /v1/completions takes them too */
+    const char *raven = "The Raven\n\nOnce upon a midnight dreary,\n";
+    reference(s, NULL, 0, raven, 40, &whole);
+    cut = indent_cut(whole.text, whole.len, 1);
+    CHECKF(cut > 0, "no line to judge in the greedy completion '%s'", whole.text);
+    for (int stream = 0; stream < 2 && cut > 0; stream++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"The Raven\\n\\nOnce upon a midnight dreary,\\n\",\"max_tokens\":40,"
+                 "\"temperature\":0,\"n_indent\":1,\"stream\":%s}", stream ? "true" : "false");
+        int status;
+        if (!stream) {
+            cJSON *j = http_json(port, "POST", "/v1/completions", body, NULL, &status);
+            const char *t = jstr(j, "choices.0.text"), *f = jstr(j, "choices.0.finish_reason");
+            CHECKF(status == 200 && t && strlen(t) == (size_t)cut && !memcmp(t, whole.text, (size_t)cut) && f &&
+                       !strcmp(f, "length"),
+                   "/v1/completions n_indent: %d '%s' of '%s'", status, t ? t : "", whole.text);
+            cJSON_Delete(j);
+        } else {
+            http_res hr;
+            sse ev;
+            CHECK(http(port, "POST", "/v1/completions", body, NULL, &hr) == 0 && hr.status == 200);
+            parse_sse(hr.body ? hr.body : "", 0, &ev);
+            CHECKF(strlen(ev.text) == (size_t)cut && !memcmp(ev.text, whole.text, (size_t)cut) &&
+                       !strcmp(ev.finish, "length"),
+                   "/v1/completions n_indent, streamed: '%s' of '%s'", ev.text, whole.text);
+            http_res_free(&hr);
+        }
+    }
+    check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"n_indent\":-1}", 400, "n_indent", "n_indent -1");
+    check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"n_indent\":\"4\"}", 400, "n_indent",
+                "n_indent a string");
+    check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"t_max_predict_ms\":-1}", 400, "t_max_predict_ms",
+                "t_max_predict_ms -1");
+    check_error(port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"n_indent\":2.5}", 400, "n_indent",
+                "n_indent a fraction");
+    tm_server_stop(srv);
+    tandem_session_free(s);
+    tandem_model_free(m);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -300,5 +482,6 @@ int main(void)
     test_infill(dir, 3, 512);   /* no room for the extra context at 512: cut, truncated */
     test_infill(dir, 3, 2200);  /* room: the snippet form */
     test_infill(dir5, 5, 2200); /* the repository form */
+    test_infill_limits(dir);
     return th_done("test_serve_fim");
 }

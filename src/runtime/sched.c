@@ -20,7 +20,7 @@
  *   | PREFILLING -> HANDOFF   | bridge thread, layer by layer  | tm_bridge_layer_done |
  *   | HANDOFF -> DECODING     | prefill worker: first token, push to join | req_take_token, join_push |
  *   | HANDOFF -> DONE         | prefill worker (decode worker for decode-only): the prompt's scores and embedding given, nothing to generate (max_tokens none) | req_prefilled |
- *   | DECODING -> DONE        | decode worker: EOS, stop, length | req_take_token   |
+ *   | DECODING -> DONE        | decode worker: EOS, stop, length (or llama.cpp's n_indent, t_max_predict_ms) | req_take_token |
  *   | any -> CANCELLED        | the worker that holds it sees req->cancel | req_finish |
  *   | any -> FAILED           | an engine error                 | req_finish        |
  *
@@ -80,6 +80,8 @@ struct tm_req {
     tm_router_pred pred;       /* the router's prediction (--explain compares it with the actual) */
     tm_sampler *smp;
     tm_stop *stop;
+    tm_indent indent;          /* request.n_indent: where the released text stops (text/sampler.h) */
+    double t_max_predict;      /* request.t_max_predict_ms in seconds (0: no limit) */
     tm_detok_stream *ds;
     int32_t keep[TM_DETOK_KEEP]; /* request.keep_special's ids [n_keep]: kept in the text, a grammar may write them */
     int n_keep;
@@ -158,8 +160,11 @@ static void pin_to(int cpu)
 
 /* ---- request helpers ------------------------------------------------------------ */
 
+/* Hand text the stop matcher released to on_text, up to where request.n_indent cuts it (which
+ * q->indent.cut then says). */
 static void req_emit(tm_req *q, const char *text, size_t len, int32_t tok)
 {
+    len = tm_indent_scan(&q->indent, text, len);
     if (len && q->on_text && q->on_text(q->ud, text, len, tok)) atomic_store(&q->cancel, 1);
 }
 
@@ -382,7 +387,7 @@ static int req_take_token(tm_req *q, float *logits)
     q->n_gen++;
     if (tm_stop_is_eos(q->stop, tok)) {
         req_flush(q);
-        q->finish = "stop";
+        q->finish = q->indent.cut ? "length" : "stop"; /* the held text's lines still judged */
         return 1;
     }
     char *piece = NULL;
@@ -393,14 +398,17 @@ static int req_take_token(tm_req *q, float *logits)
         return 1;
     }
     int matched = tm_stop_feed(q->stop, piece ? piece : "", plen, &emit, &elen);
+    int newline = elen && memchr(emit, '\n', elen); /* (llama.cpp's test: the text this token released) */
     req_emit(q, emit, elen, tok);
     free(piece); /* emit may point into piece */
     if (matched || req_closed(q)) { /* a stop string, or the constrained output is complete */
         if (!matched) req_flush(q);
-        q->finish = "stop";
+        q->finish = q->indent.cut ? "length" : "stop";
         return 1;
     }
-    if (q->n_gen >= q->max_new) {
+    /* the length, a line indented less than n_indent, or t_max_predict_ms run out at a newline */
+    if (q->n_gen >= q->max_new || q->indent.cut ||
+        (newline && q->t_max_predict > 0 && now_s() - q->t_first > q->t_max_predict)) {
         req_flush(q);
         q->finish = "length";
         return 1;
@@ -1010,6 +1018,14 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     if (q->on_plp.fn && !(q->plp = calloc(n, sizeof *q->plp))) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
     if (r->embedding && (rc = req_embedding(q, r, err)) != TM_OK) goto fail;
     q->max_new = r->max_tokens > 0 ? r->max_tokens : r->max_tokens == TANDEM_MAX_TOKENS_NONE ? 0 : 128;
+    if (r->n_indent < 0 || r->t_max_predict_ms < 0) {
+        int neg = r->n_indent < 0;
+        rc = tm_errf(err, TM_E_INVALID, "request: %s = %d is negative (0: off)", neg ? "n_indent" : "t_max_predict_ms",
+                     neg ? r->n_indent : r->t_max_predict_ms);
+        goto fail;
+    }
+    tm_indent_init(&q->indent, r->n_indent);
+    q->t_max_predict = 1e-3 * r->t_max_predict_ms;
     if (rm->prefill->headless && (q->max_new > 0 || q->on_plp.fn)) {
         rc = tm_errf(err, TM_E_UNSUPPORTED, "request: %s has no output head (its checkpoint holds no lm_head though "
                      "tie_word_embeddings is false: a base model's, as an embedding model's); it embeds "

@@ -5,8 +5,11 @@
  * after the prefix), input_extra ([{"filename", "text"}]: other files of the project), and
  * llama.cpp's sampling fields: n_predict (-1 or absent: to the context's end), temperature, top_k,
  * top_p, min_p, seed, stop, repeat_penalty, presence_penalty, frequency_penalty, ignore_eos,
- * stream. Others (cache_prompt, samplers, n_indent, t_max_*, id_slot, ...) are accepted and not
- * used.
+ * stream, and its limits for code completion, n_indent (a line after the first newline indented
+ * less ends the answer before its first other character) and t_max_predict_ms (past it, a newline
+ * ends the answer): the library's tandem_request fields of those names, which end the answer with
+ * stop_type "limit". Others (cache_prompt, samplers, t_max_prompt_ms, id_slot, ...) are accepted
+ * and not used.
  *
  * The prompt, token ids laid out as llama.cpp's format_infill lays them (Qwen2.5-Coder's
  * repository-level form where the tokenizer has <|repo_name|> and <|file_sep|>):
@@ -184,7 +187,8 @@ static int infill_request(const char *body, size_t len, int counting, const tm_a
                                           {"min_p", "min_p"}, {"seed", "seed"}, {"stop", "stop"},
                                           {"repeat_penalty", "repetition_penalty"}, {"presence_penalty", "presence_penalty"},
                                           {"frequency_penalty", "frequency_penalty"}, {"ignore_eos", "ignore_eos"},
-                                          {"stream", "stream"}};
+                                          {"stream", "stream"}, {"n_indent", "n_indent"},
+                                          {"t_max_predict_ms", "t_max_predict_ms"}};
     for (size_t i = 0; rc == 0 && i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, keys[i][0]);
         if (v && !cJSON_IsNull(v) && !cJSON_AddItemToObject(out, keys[i][1], cJSON_Duplicate(v, 1))) rc = -2;

@@ -106,6 +106,10 @@ typedef struct tm_oai_req {
     float repetition_penalty;       /* (0, inf) */
     uint64_t seed;                  /* a negative seed is taken modulo 2^64 */
     int ignore_eos;                 /* vLLM's extension */
+    int n_indent;                   /* llama.cpp's "n_indent": the least indentation of a line after the first
+                                       newline (tandem_request.n_indent); 0: off */
+    int t_max_predict_ms;           /* llama.cpp's "t_max_predict_ms": past it, a newline ends the answer
+                                       (tandem_request.t_max_predict_ms); 0: off */
     char *stop[TM_OAI_MAX_STOP + 1];/* NULL-terminated; empty strings are dropped */
     int n_stop;
     int want_logprobs;              /* chat "logprobs": true; completions "logprobs": N */

@@ -1,6 +1,7 @@
 /* serve/oai_req.c: OpenAI request bodies -> tm_oai_req (a pure function; the
  * rules are in serve/oai.h and docs/serve.md). */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -149,6 +150,11 @@ static int parse_sampling(tm_oai_req *r, const cJSON *root, tm_oai_kind kind, tm
     }
     if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e)) < 0) return -1;
     if (rc) r->set |= TM_OAI_SET_IGNORE_EOS;
+    /* llama.cpp's code-completion limits (its /infill's, its /completion's); negative: 400 */
+    if ((rc = get_int(root, "n_indent", 0, INT_MAX, &x, e)) < 0) return -1;
+    if (rc) r->n_indent = (int)x;
+    if ((rc = get_int(root, "t_max_predict_ms", 0, INT_MAX, &x, e)) < 0) return -1;
+    if (rc) r->t_max_predict_ms = (int)x;
     /* stop: a string or an array of strings */
     const cJSON *v = field(root, "stop");
     if (v) {
@@ -705,6 +711,8 @@ void tm_oai_apply(const tm_oai_req *r, tandem_request *q)
     q->json_object = r->json_object;
     q->json_schema = r->json_schema;
     q->grammar = r->grammar;
+    q->n_indent = r->n_indent;
+    q->t_max_predict_ms = r->t_max_predict_ms;
     q->logit_bias_ids = r->bias_ids;
     q->logit_bias = r->bias;
     q->n_logit_bias = r->n_bias;

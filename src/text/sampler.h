@@ -161,4 +161,35 @@ void tm_stop_flush(tm_stop *st, const char **emit, size_t *emit_len);
 /* tm_stop_matched: index of the stop string that matched, -1 if none. */
 int tm_stop_matched(const tm_stop *st);
 
+/* ---- the indentation limit (llama.cpp's n_indent, for code completion) ----
+ *
+ * After the output's first newline, a line indented by fewer than n_indent spaces and tabs ends
+ * the output just before the line's first other character (a blank line's newline, or "\r", is
+ * one: it ends it too). The newline and the indentation stay, as llama.cpp keeps them. The first
+ * line, the one the cursor is on, is never judged. Since the whitespace stays whether the line
+ * passes or not, the scanner holds nothing back: it only says where the text it is shown stops.
+ * It takes the text the stop matcher lets through, so the stop strings are judged first.
+ *
+ *   tm_indent in;
+ *   tm_indent_init(&in, 4);
+ *   size_t ok = tm_indent_scan(&in, out, n);   // show out[0, ok); ok < n: the output ends there
+ *
+ * State: judging is 1 from a newline until the next line's indentation reaches n_indent (the
+ * line passes) or a character other than a space or tab comes first (cut). Bytes are scanned one
+ * by one, so any split of the text into pieces gives the same cut; a cut lands before a byte that
+ * is not a space or tab, so a whole UTF-8 character in gives whole characters out. */
+typedef struct tm_indent {
+    int n_indent;       /* the least indentation of a line after the first newline; <= 0: off */
+    int judging;        /* 1: at the start of such a line, its indentation not yet decided */
+    int width;          /* its spaces and tabs so far (< n_indent while judging) */
+    int cut;            /* 1: a line fell short; the output ended (later scans pass nothing) */
+} tm_indent;
+
+void tm_indent_init(tm_indent *in, int n_indent);
+
+/* tm_indent_scan: the bytes of text [len] (more output, in order) that stand before the cut: len
+ * where no line falls short, else the offset of the short line's first character (in->cut is then
+ * set); 0 once the output was cut. */
+size_t tm_indent_scan(tm_indent *in, const char *text, size_t len);
+
 #endif

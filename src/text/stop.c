@@ -1,5 +1,5 @@
 /* text/stop.c: stop conditions: a set of EOS ids and stop strings that may
- * span token boundaries (see text/sampler.h for the contract).
+ * span token boundaries, and the indentation limit (see text/sampler.h for the contracts).
  *
  * State: buf [len] holds the text not yet emitted, which after each feed is
  * at most the longest proper prefix of a stop string (< TM_STOP_MAX_LEN
@@ -183,4 +183,28 @@ void tm_stop_flush(tm_stop *st, const char **emit, size_t *emit_len)
     *emit = st->buf ? st->buf : "";
     *emit_len = st->matched >= 0 ? 0 : st->len;
     st->emitted = st->len;
+}
+
+void tm_indent_init(tm_indent *in, int n_indent)
+{
+    memset(in, 0, sizeof *in);
+    in->n_indent = n_indent;
+}
+
+size_t tm_indent_scan(tm_indent *in, const char *text, size_t len)
+{
+    if (in->cut) return 0;
+    if (in->n_indent <= 0) return len;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (!in->judging) {
+            if (c == '\n') in->judging = 1, in->width = 0;
+        } else if (c == ' ' || c == '\t') {
+            if (++in->width >= in->n_indent) in->judging = 0; /* indented enough: the line passes */
+        } else { /* the line's first other character, and its indentation short */
+            in->cut = 1;
+            return i;
+        }
+    }
+    return len;
 }
