@@ -102,6 +102,7 @@ test-san:
 	@$(MAKE) --no-print-directory BUILD=build-san O=1 \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  build-san/libtandem.a $(TESTS:$(BUILD)/%=build-san/%)
+	@rm -f build-san/tandem # not built here: one left by an older build would be run by test_cli.sh stale
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TM_SANITIZER=1 sh tests/run.sh build-san/tests
 
 # The CUDA engine's sources compile warning-free wherever nvcc is (no GPU needed; make test runs this
