@@ -90,6 +90,14 @@ kbench-ab: $(BUILD)/libtandem.a
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libtandem.a
 	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
 
+ifeq ($(CUDA),1)
+all: $(BUILD)/cu_gemv_bench
+endif
+
+# the CUDA GEMV by shape (tools/cu_gemv_bench.c; CUDA=1 builds only, a GPU to run)
+$(BUILD)/cu_gemv_bench: tools/cu_gemv_bench.c $(BUILD)/libtandem.a
+	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c tests/harness.h $(BUILD)/libtandem.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
@@ -112,10 +120,10 @@ cuda-check:
 	@for f in $(sort $(wildcard src/engine/cuda/*.cu)); do \
 	  $(NVCC) -O3 -std=c++17 -Iinclude -Isrc $(CU_ARCH) -Xcompiler -Wall,-Wextra,-Werror \
 	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .cu).o || exit 1; done
-	@for f in $(sort $(wildcard src/engine/cuda/*.c)); do \
+	@for f in $(sort $(wildcard src/engine/cuda/*.c)) tools/cu_gemv_bench.c; do \
 	  $(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) \
 	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .c).o || exit 1; done
-	@echo "cuda-check: the CUDA engine's $$(ls src/engine/cuda/*.cu src/engine/cuda/*.c | wc -l) sources compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
+	@echo "cuda-check: the CUDA engine's $$(ls src/engine/cuda/*.cu src/engine/cuda/*.c | wc -l) sources and tools/cu_gemv_bench.c compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
 
 test: all kbench-ab
 	@if [ -x $(NVCC) ]; then $(MAKE) --no-print-directory cuda-check || exit 1; \

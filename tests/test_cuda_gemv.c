@@ -10,6 +10,7 @@
  *   - the FFN's activation fused into the GEMV (cu_mat_mul_act: gated SiLU over a stacked gate|up weight
  *     with biases, GELU not gated), and its fallback (the product, then the activation pass), against
  *     the reference's activation in double of the double sums, to bf16's rounding;
+ *   - long rows whose K the GEMV splits over several warps, each split forced (cu_gemv_force_ks);
  *   - what cannot stay packed: plain weights, parts of two encodings, int8 rows of K % 16 != 0.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. */
 #include "harness.h"
@@ -186,7 +187,7 @@ int main(void)
     cublasSetStream(mm.blas, mm.st);
     CHECK(cudaMalloc((void **)&mm.dq, (size_t)2 << 20) == cudaSuccess);
     tm_dtype encs[] = {TM_DT_Q4G64, TM_DT_Q4G32, TM_DT_Q4PC, TM_DT_Q8PC, TM_DT_Q6G64};
-    int shapes[][2] = {{1, 64}, {37, 128}, {129, 192}, {300, 320}, {17, 576}, {1031, 64}};
+    int shapes[][2] = {{1, 64}, {37, 128}, {129, 192}, {300, 320}, {17, 576}, {1031, 64}, {45, 448}, {33, 896}};
     int batches[] = {1, 2, 3, 5, 8, 9, 17};
     for (size_t e = 0; e < sizeof encs / sizeof encs[0]; e++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -214,6 +215,19 @@ int main(void)
         CHECK(cu_mat_mul_act(&mm, &ep, NULL, &m, 1, NULL, &err) == TM_E_INVALID && strstr(err.msg, "10 rows"));
         cu_mat_free(&m);
         free(d), free(sc);
+    }
+    /* K long enough that the GEMV splits it over warps (cu_gemv.cu's gemv_ks) and a lane's chunks run
+       out within a batch of loads: each warp count forced in turn, then the kernel's own choice */
+    int ks_list[] = {1, 2, 4, 8, 0}, big[][2] = {{67, 2112}, {6, 8192}, {130, 4864}}, bigb[] = {1, 2, 3, 8};
+    for (size_t k = 0; k < sizeof ks_list / sizeof ks_list[0]; k++) {
+        cu_gemv_force_ks(ks_list[k]);
+        for (size_t s = 0; s < sizeof big / sizeof big[0]; s++)
+            for (size_t b = 0; b < sizeof bigb / sizeof bigb[0]; b++) {
+                one_case(&mm, TM_DT_Q4G64, big[s][0], big[s][1], bigb[b]);
+                one_case(&mm, TM_DT_Q6G64, big[s][0], big[s][1], bigb[b]);
+            }
+        act_case(&mm, TM_DT_Q4G32, 70, 2048, 1 + (int)k, 1, TM_ACT_SILU, 1);
+        act_case(&mm, TM_DT_Q8PC, 45, 4096, 2, 0, TM_ACT_GELU_TANH, 1);
     }
     /* int4 rows of 32 (one chunk, no group of 64): g32 and per channel */
     one_case(&mm, TM_DT_Q4G32, 45, 32, 4);

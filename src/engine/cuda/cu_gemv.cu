@@ -9,26 +9,41 @@
  *   enc 8: int8 [N][K], 16 elements per 16 bytes; scales f32 [N][K/G] (int8 per channel: G = K;
  *          int6 g64 widened to int8 at bind: G = 64).
  *
- * The GEMV: a warp per R rows; lane l takes the row's 16-byte chunks l, l + 32, ... of all R rows at
- * once, so each x value it loads (bf16, from L1 / L2: x is a few KB that every block reads) serves R
- * rows, and each weight value it unpacks serves the B sequences. Per chunk the partial sums are f32
- * (weights as exact small integers, x widened from bf16), multiplied by the chunk's group scale, then
- * summed over the lanes by shuffles. Weights are read once per B <= 8 sequences; more sequences go in
- * groups of 8 (the host wrapper), the later groups mostly from L2.
+ * The GEMV. A row set is R = 2 rows (the FFN's fused form: the pair gate f, up F + f). A block of 8 warps
+ * takes 8 / KS row sets, KS warps on each, which split the row's 16-byte chunks: lane l of K slice s
+ * takes chunks s·32 + l, then every 32·KS-th. Each lane loads U chunks of its R rows before it unpacks
+ * any (U = 2 at B <= 2: 4 loads of 16 bytes in flight a lane; 4 measured slower, its 80 registers a
+ * thread leaving 3 blocks an SM). A matrix of few rows splits its K over more warps, so that it still
+ * fills the GPU (gemv_ks: under 2K warps a launch, each lane at least 2 chunks a row): the down products
+ * (2,048 rows of K = 8,192 in Llama-1B, 896 of 4,864 in Qwen2.5-0.5B) run 1.15x / 1.5x faster so.
+ * Each x value a lane loads (bf16, from L1 / L2: x is a few KB that every block reads) serves R rows,
+ * and each weight value it unpacks serves the B sequences. Per chunk the partial sums are f32 (weights
+ * as exact small integers, x widened from bf16), multiplied by the chunk's group scale, then summed over
+ * the lanes by shuffles and over the K slices through shared memory. Weights are read once per B <= 8
+ * sequences; more sequences go in groups of 8 (the host wrapper), the later groups mostly from L2.
+ *
+ * Unpacking without conversion instructions (an int-to-float conversion issues at a fraction of the FMA
+ * rate): int4, a mask puts two nibbles under a bf16 exponent, 0x4300 | q = 128 + q, which one bf16x2
+ * subtract of 136 makes q - 8 (exact); bf16 widens to f32 by a shift. int8: a byte permute puts the byte
+ * (its sign bit flipped) under an f32 exponent, 2^23 + 128 + v, from which one subtract leaves v. They
+ * give the same values, summed in the same order, as a conversion of each weight would. (At B = 1 the
+ * conversions were not what bound session 48's kernel: the layer matrices, 0.45-18 MB, are bound by the
+ * launch and the memory's latency, docs/benchmarks.md "Session 49".)
  *
  * Epilogues (cu_gemv_epi): the FFN's activation fused, so that the gate|up product writes the bf16
- * input of the down product directly (no f32 [B][2F] round trip, no pass of its own): gated, a warp
- * takes the pair of rows f (gate) and F + f (up) of the stacked weight and writes act(gate) * up; not
+ * input of the down product directly (no f32 [B][2F] round trip, no pass of its own): gated, a row set
+ * is the pair of rows f (gate) and F + f (up) of the stacked weight and writes act(gate) * up; not
  * gated, act(y). Biases are added first. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include "engine/cuda/cu_act.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define GEMV_WARPS 8 /* warps per block */
-#define GEMV_R 2     /* rows per warp */
+#define GEMV_R 2     /* rows per row set */
 
 __device__ __forceinline__ float bf_lo(uint32_t u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float bf_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
@@ -38,84 +53,146 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int k)
     return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
 }
 
-/* group scale of chunk c of row n */
-template <int ENC> __device__ __forceinline__ float chunk_scale(const cu_qmat &w, int n, int c)
+/* elements a 16-byte unit of encoding ENC holds */
+template <int ENC> struct unit {
+    static constexpr int E = ENC == 8 ? 16 : 32;
+};
+
+/* unit c of a row at row */
+template <int ENC> __device__ __forceinline__ uint4 unit_load(const uint8_t *row, int c)
 {
-    constexpr int E = ENC == 4 ? 32 : 16;
-    size_t i = (size_t)n * (w.K / w.G) + (size_t)c / (w.G / E);
-    return ENC == 4 ? __half2float(((const __half *)w.s)[i]) : ((const float *)w.s)[i];
+    return __ldg((const uint4 *)row + c);
 }
 
-/* y[j][n] (row stride ldy) for rows n of this warp, sequences j < B: x[j][K] bf16 (row stride ldx).
- * EPI 0: y f32; 1: the gated activation into ep.g (rows f and F + f); 2: the activation into ep.g */
+/* two nibbles of u (bits 0..3 and 16..19 of u >> sh) as a bf16 pair, q - 8 each: exact */
+__device__ __forceinline__ uint32_t nib2(uint32_t u, int sh)
+{
+    uint32_t m = ((u >> sh) & 0x000f000fu) | 0x43004300u; /* 128 + q */
+    __nv_bfloat162 v;
+    memcpy(&v, &m, 4);
+    v = __hsub2(v, __floats2bfloat162_rn(136.f, 136.f));
+    memcpy(&m, &v, 4);
+    return m;
+}
+
+/* byte i of u (u's bytes with their sign bits flipped) as the int8 value, exact */
+__device__ __forceinline__ float byte_s8(uint32_t u, int i)
+{
+    return __uint_as_float(__byte_perm(u, 0x4b000000u, 0x7440u + (uint32_t)i)) - 8388736.f; /* 2^23 + 128 */
+}
+
+/* word k of unit q as weights: int4, lo[i] = element 4k + i and hi[i] = element 16 + 4k + i; int8,
+ * lo[i] = element 4k + i */
+template <int ENC> __device__ __forceinline__ void word_vals(const uint4 &q, int k, float (&lo)[4], float (&hi)[4])
+{
+    const uint32_t u = word(q, k);
+    if (ENC == 8) {
+        const uint32_t t = u ^ 0x80808080u;
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo[i] = byte_s8(t, i);
+        return;
+    }
+    /* bytes 0, 2 then 1, 3: low nibbles (elements 4k + i), high (16 + 4k + i) */
+    const uint32_t l02 = nib2(u, 0), h02 = nib2(u, 4), l13 = nib2(u, 8), h13 = nib2(u, 12);
+    lo[0] = bf_lo(l02), lo[1] = bf_lo(l13), lo[2] = bf_hi(l02), lo[3] = bf_hi(l13);
+    hi[0] = bf_lo(h02), hi[1] = bf_lo(h13), hi[2] = bf_hi(h02), hi[3] = bf_hi(h13);
+}
+
+/* group scale of unit c of row n: f16 (int4) or f32 (int8) */
+template <int ENC> __device__ __forceinline__ float unit_scale(const cu_qmat &w, int n, int c)
+{
+    size_t i = (size_t)n * (w.K / w.G) + (size_t)c / (w.G / unit<ENC>::E);
+    return ENC == 8 ? ((const float *)w.s)[i] : __half2float(((const __half *)w.s)[i]);
+}
+
+/* chunks a lane loads before it unpacks, by the sequences its registers also hold */
+template <int B> struct gemv_u {
+    static constexpr int U = B <= 2 ? 2 : 1;
+};
+
+/* s[r][j] += unit c of the R rows (q[r]) times x's elements of it, for the B sequences */
+template <int ENC, int B>
+__device__ __forceinline__ void chunk_dot(const uint4 (&q)[GEMV_R], const uint16_t *__restrict__ xc, int ldx,
+                                          float (&s)[GEMV_R][B])
+{
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float xl[B][4], xh[B][4];
+#pragma unroll
+        for (int j = 0; j < B; j++) {
+            uint2 a = __ldg((const uint2 *)(xc + (size_t)j * ldx + 4 * k));
+            xl[j][0] = bf_lo(a.x), xl[j][1] = bf_hi(a.x), xl[j][2] = bf_lo(a.y), xl[j][3] = bf_hi(a.y);
+            if (ENC != 8) {
+                uint2 b = __ldg((const uint2 *)(xc + (size_t)j * ldx + 16 + 4 * k));
+                xh[j][0] = bf_lo(b.x), xh[j][1] = bf_hi(b.x), xh[j][2] = bf_lo(b.y), xh[j][3] = bf_hi(b.y);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < GEMV_R; r++) {
+            float lo[4], hi[4];
+            word_vals<ENC>(q[r], k, lo, hi);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                    s[r][j] = ENC == 8 ? fmaf(lo[i], xl[j][i], s[r][j]) : fmaf(lo[i], xl[j][i], fmaf(hi[i], xh[j][i], s[r][j]));
+        }
+    }
+}
+
+/* y[j][n] (row stride ldy) for the rows n of this block's row sets, sequences j < B: x[j][K] bf16 (row
+ * stride ldx); KS warps a row set (gemv_ks). EPI 0: y f32; 1: the gated activation into ep.g (rows f
+ * and F + f); 2: the activation into ep.g */
 template <int ENC, int B, int EPI>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint16_t *__restrict__ x, int ldx,
-                                                           float *__restrict__ y, int ldy, cu_gemv_epi ep)
+                                                           float *__restrict__ y, int ldy, cu_gemv_epi ep, int KS)
 {
-    constexpr int E = ENC == 4 ? 32 : 16;
-    const int lane = threadIdx.x & 31, wi = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    const int n0 = EPI == 1 ? wi : wi * GEMV_R;
-    if (EPI == 1 ? wi >= ep.F : n0 >= w.N) return;
-    const int nc = w.K / E;
+    constexpr int E = unit<ENC>::E, U = gemv_u<B>::U;
+    __shared__ float red[GEMV_WARPS][GEMV_R][B];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, ks = warp % KS;
+    const int rs = blockIdx.x * (GEMV_WARPS / KS) + warp / KS; /* the row set: f (EPI 1), rows rs R.. */
+    const int nrs = EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R;
+    const int nc = w.K / E, step = 32 * KS;
     const size_t rowb = (size_t)w.K * ENC / 8;
+    int n[GEMV_R];
+#pragma unroll
+    for (int r = 0; r < GEMV_R; r++) {
+        n[r] = EPI == 1 ? rs + r * ep.F /* gate, up */ : rs * GEMV_R + r;
+        n[r] = n[r] < w.N ? n[r] : w.N - 1; /* a row past the end repeats the last; not stored */
+    }
     float acc[GEMV_R][B];
 #pragma unroll
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
         for (int j = 0; j < B; j++) acc[r][j] = 0.f;
-#pragma unroll 2
-    for (int c = lane; c < nc; c += 32) {
-        uint4 q[GEMV_R];
-        float d[GEMV_R];
+    for (int c0 = rs < nrs ? ks * 32 + lane : nc; c0 < nc; c0 += U * step) {
+        uint4 q[U][GEMV_R];
+        float d[U][GEMV_R];
 #pragma unroll
-        for (int r = 0; r < GEMV_R; r++) {
-            int n = EPI == 1 ? wi + r * ep.F /* gate, up */ : n0 + r < w.N ? n0 + r : w.N - 1; /* a row past the end
-                                                                          repeats the last; not stored */
-            q[r] = __ldg((const uint4 *)(w.q + (size_t)n * rowb) + c);
-            d[r] = chunk_scale<ENC>(w, n, c);
-        }
-        float s[GEMV_R][B];
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * step;
 #pragma unroll
-        for (int r = 0; r < GEMV_R; r++)
-#pragma unroll
-            for (int j = 0; j < B; j++) s[r][j] = 0.f;
-        const uint16_t *xc = x + (size_t)c * E;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            /* enc 4: word k's bytes hold elements 4k..4k+3 (low nibbles) and 16+4k.. (high);
-               enc 8: elements 4k..4k+3 */
-            float xl[B][4], xh[B][4];
-#pragma unroll
-            for (int j = 0; j < B; j++) {
-                uint2 a = __ldg((const uint2 *)(xc + (size_t)j * ldx + 4 * k));
-                xl[j][0] = bf_lo(a.x), xl[j][1] = bf_hi(a.x), xl[j][2] = bf_lo(a.y), xl[j][3] = bf_hi(a.y);
-                if (ENC == 4) {
-                    uint2 b = __ldg((const uint2 *)(xc + (size_t)j * ldx + 16 + 4 * k));
-                    xh[j][0] = bf_lo(b.x), xh[j][1] = bf_hi(b.x), xh[j][2] = bf_lo(b.y), xh[j][3] = bf_hi(b.y);
+            for (int r = 0; r < GEMV_R; r++)
+                if (c < nc) {
+                    q[u][r] = unit_load<ENC>(w.q + (size_t)n[r] * rowb, c);
+                    d[u][r] = unit_scale<ENC>(w, n[r], c);
                 }
-            }
-#pragma unroll
-            for (int r = 0; r < GEMV_R; r++) {
-                uint32_t u = word(q[r], k);
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    uint32_t v = (u >> (8 * i)) & 0xffu;
-                    if (ENC == 4) {
-                        float lo = (float)((int)(v & 15u) - 8), hi = (float)((int)(v >> 4) - 8);
-#pragma unroll
-                        for (int j = 0; j < B; j++) s[r][j] = fmaf(lo, xl[j][i], fmaf(hi, xh[j][i], s[r][j]));
-                    } else {
-                        float q8 = (float)(int8_t)v;
-#pragma unroll
-                        for (int j = 0; j < B; j++) s[r][j] = fmaf(q8, xl[j][i], s[r][j]);
-                    }
-                }
-            }
         }
 #pragma unroll
-        for (int r = 0; r < GEMV_R; r++)
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * step;
+            if (c >= nc) break;
+            float s[GEMV_R][B];
 #pragma unroll
-            for (int j = 0; j < B; j++) acc[r][j] = fmaf(s[r][j], d[r], acc[r][j]);
+            for (int r = 0; r < GEMV_R; r++)
+#pragma unroll
+                for (int j = 0; j < B; j++) s[r][j] = 0.f;
+            chunk_dot<ENC, B>(q[u], x + (size_t)c * E, ldx, s);
+#pragma unroll
+            for (int r = 0; r < GEMV_R; r++)
+#pragma unroll
+                for (int j = 0; j < B; j++) acc[r][j] = fmaf(s[r][j], d[u][r], acc[r][j]);
+        }
     }
 #pragma unroll
     for (int r = 0; r < GEMV_R; r++)
@@ -126,31 +203,62 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
             acc[r][j] = v;
         }
-    if (lane != 0) return;
+    if (KS > 1) { /* the K slices' sums through shared memory, into the row set's first warp */
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < GEMV_R; r++)
+#pragma unroll
+                for (int j = 0; j < B; j++) red[warp][r][j] = acc[r][j];
+        __syncthreads();
+        if (ks != 0 || lane != 0) return;
+        for (int k = 1; k < KS; k++)
+#pragma unroll
+            for (int r = 0; r < GEMV_R; r++)
+#pragma unroll
+                for (int j = 0; j < B; j++) acc[r][j] += red[warp + k][r][j];
+    }
+    if (lane != 0 || rs >= nrs) return;
     if constexpr (EPI == 1) {
-        const float bg = ep.b ? ep.b[wi] : 0.f, bu = ep.b ? ep.b[ep.F + wi] : 0.f;
+        const float bg = ep.b ? ep.b[rs] : 0.f, bu = ep.b ? ep.b[ep.F + rs] : 0.f;
 #pragma unroll
         for (int j = 0; j < B; j++)
-            ep.g[(size_t)j * ep.ldg + wi] = __bfloat16_as_ushort(__float2bfloat16_rn(glu_f(ep.act, acc[0][j] + bg, acc[1][j] + bu)));
+            ep.g[(size_t)j * ep.ldg + rs] = __bfloat16_as_ushort(__float2bfloat16_rn(glu_f(ep.act, acc[0][j] + bg, acc[1][j] + bu)));
     } else {
 #pragma unroll
-        for (int r = 0; r < GEMV_R; r++)
-            if (n0 + r < w.N)
+        for (int r = 0; r < GEMV_R; r++) {
+            const int nr = rs * GEMV_R + r;
+            if (nr < w.N)
 #pragma unroll
                 for (int j = 0; j < B; j++) {
-                    if (EPI == 0) y[(size_t)j * ldy + n0 + r] = acc[r][j];
+                    if (EPI == 0) y[(size_t)j * ldy + nr] = acc[r][j];
                     else
-                        ep.g[(size_t)j * ep.ldg + n0 + r] = __bfloat16_as_ushort(
-                            __float2bfloat16_rn(act_f(ep.act, acc[r][j] + (ep.b ? ep.b[n0 + r] : 0.f))));
+                        ep.g[(size_t)j * ep.ldg + nr] = __bfloat16_as_ushort(
+                            __float2bfloat16_rn(act_f(ep.act, acc[r][j] + (ep.b ? ep.b[nr] : 0.f))));
                 }
+        }
     }
+}
+
+static int ks_forced; /* cu_gemv_force_ks */
+
+void cu_gemv_force_ks(int ks) { ks_forced = ks == 1 || ks == 2 || ks == 4 || ks == 8 ? ks : 0; }
+
+/* warps a row set: more while a lane keeps at least 2 chunks a row and the launch has under 2K warps
+ * (session 49's sweep on an H200, tools/cu_gemv_bench.c: the down products gain, the wide ones lose) */
+static int gemv_ks(int nrs, int nc)
+{
+    if (ks_forced) return ks_forced;
+    int ks = 1;
+    while (ks < GEMV_WARPS && nc >= 64 * ks && (long)nrs * ks < 2048) ks *= 2;
+    return ks;
 }
 
 template <int ENC, int B, int EPI>
 static void launch(cudaStream_t s, const cu_qmat &w, const uint16_t *x, int ldx, float *y, int ldy, const cu_gemv_epi &ep)
 {
-    int per = EPI == 1 ? GEMV_WARPS : GEMV_WARPS * GEMV_R, n = EPI == 1 ? ep.F : w.N;
-    k_gemv<ENC, B, EPI><<<(n + per - 1) / per, GEMV_WARPS * 32, 0, s>>>(w, x, ldx, y, ldy, ep);
+    const int nrs = EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R, ks = gemv_ks(nrs, w.K / unit<ENC>::E);
+    const int per = GEMV_WARPS / ks;
+    k_gemv<ENC, B, EPI><<<(nrs + per - 1) / per, GEMV_WARPS * 32, 0, s>>>(w, x, ldx, y, ldy, ep, ks);
 }
 
 template <int ENC, int EPI>
@@ -175,8 +283,10 @@ static void gemv_groups(cudaStream_t s, const cu_qmat *w, const uint16_t *x, int
         int b = B - j < 8 ? B - j : 8;
         const uint16_t *xj = x + (size_t)j * ldx;
         float *yj = y ? y + (size_t)j * ldy : NULL;
-        if (w->enc == 4) launch_b<4, EPI>(s, *w, xj, ldx, b, yj, ldy, ep);
-        else launch_b<8, EPI>(s, *w, xj, ldx, b, yj, ldy, ep);
+        switch (w->enc) {
+        case 4: launch_b<4, EPI>(s, *w, xj, ldx, b, yj, ldy, ep); break;
+        default: launch_b<8, EPI>(s, *w, xj, ldx, b, yj, ldy, ep);
+        }
         if (ep.g) ep.g += (size_t)8 * ep.ldg;
     }
 }
@@ -192,29 +302,25 @@ void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
     else gemv_groups<2>(s, w, x, ldx, B, NULL, 0, *ep);
 }
 
-/* out[N][K] bf16 = the weights, a thread per 16-byte chunk */
+/* out[N][K] bf16 = the weights, a thread per 16-byte unit */
 template <int ENC> __global__ void k_dequant(cu_qmat w, uint16_t *__restrict__ out)
 {
-    constexpr int E = ENC == 4 ? 32 : 16;
+    constexpr int E = unit<ENC>::E;
     const int nc = w.K / E;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)w.N * nc) return;
     int n = (int)(i / nc), c = (int)(i % nc);
-    uint4 q = __ldg((const uint4 *)(w.q + (size_t)n * w.K * ENC / 8) + c);
-    float d = chunk_scale<ENC>(w, n, c);
+    const uint4 q = unit_load<ENC>(w.q + (size_t)n * w.K * ENC / 8, c);
+    const float d = unit_scale<ENC>(w, n, c);
     uint16_t v[E];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        uint32_t u = word(q, k);
+        float lo[4], hi[4];
+        word_vals<ENC>(q, k, lo, hi);
 #pragma unroll
         for (int b = 0; b < 4; b++) {
-            uint32_t byte = (u >> (8 * b)) & 0xffu;
-            if (ENC == 4) {
-                v[4 * k + b] = __bfloat16_as_ushort(__float2bfloat16_rn((float)((int)(byte & 15u) - 8) * d));
-                v[16 + 4 * k + b] = __bfloat16_as_ushort(__float2bfloat16_rn((float)((int)(byte >> 4) - 8) * d));
-            } else {
-                v[4 * k + b] = __bfloat16_as_ushort(__float2bfloat16_rn((float)(int8_t)byte * d));
-            }
+            v[4 * k + b] = __bfloat16_as_ushort(__float2bfloat16_rn(lo[b] * d));
+            if (ENC != 8) v[16 + 4 * k + b] = __bfloat16_as_ushort(__float2bfloat16_rn(hi[b] * d));
         }
     }
     uint4 *o = (uint4 *)(out + (size_t)n * w.K + (size_t)c * E);
@@ -226,8 +332,10 @@ template <int ENC> __global__ void k_dequant(cu_qmat w, uint16_t *__restrict__ o
 
 void cu_dequant_q(cu_stream s, const cu_qmat *w, uint16_t *out)
 {
-    size_t n = (size_t)w->N * (w->K / (w->enc == 4 ? 32 : 16));
+    size_t n = (size_t)w->N * (w->K / (w->enc == 8 ? 16 : 32));
     unsigned blocks = (unsigned)((n + 255) / 256);
-    if (w->enc == 4) k_dequant<4><<<blocks, 256, 0, s>>>(*w, out);
-    else k_dequant<8><<<blocks, 256, 0, s>>>(*w, out);
+    switch (w->enc) {
+    case 4: k_dequant<4><<<blocks, 256, 0, s>>>(*w, out); break;
+    default: k_dequant<8><<<blocks, 256, 0, s>>>(*w, out);
+    }
 }

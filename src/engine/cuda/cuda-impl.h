@@ -171,6 +171,10 @@ typedef struct cu_gemv_epi {
 } cu_gemv_epi;
 void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);
 
+/* the GEMV's warps a row set (cu_gemv.cu: 1, 2, 4 or 8; anything else: its own choice by the shape), for
+ * the kernel's tests and tools/cu_gemv_bench.c; process-wide, not for the engine's use */
+void cu_gemv_force_ks(int ks);
+
 /* out[N][K] bf16 = w (rounded to nearest even) */
 void cu_dequant_q(cu_stream s, const cu_qmat *w, uint16_t *out);
 
