@@ -3,8 +3,8 @@
 # tests on the GPU (STAGE=tests), then tandem bench (STAGE=bench): the GPU prefilling and decoding,
 # the GPU prefilling beside the CPU decoding, the CPU engines alone. Run from the repository root
 # there with tmp/cuda.tar.xz carried, made here by
-#   make CUDA=1 BUILD=build-cuda, then a tar of: bin/ (tandem and tests test_cuda, test_cuda_attn,
-#   test_cuda_decode, test_cuda_gemv, test_engine_conf, stripped), lib/ (tools/devdeps.sh's libraries),
+#   make CUDA=1 BUILD=build-cuda, then a tar of: bin/ (tandem, cu_gemv_bench and tests test_cuda,
+#   test_cuda_attn, test_cuda_decode, test_cuda_gemv, test_engine_conf, stripped), lib/ (tools/devdeps.sh's libraries),
 #   shared/conformance/models (without qwen3_moe if the carry is too big: its 16 checks then fail)
 # (the tree is ~49 MiB of the 64 MiB a call carries, so the binaries travel built and compressed;
 # session 46's calls: docs/bench/scripts-s46/; session 48 built with CU_ARCH="-gencode arch=compute_90,code=sm_90",
@@ -27,6 +27,9 @@ st tests
 ( cd "$R" && TM_CONF_ENGINE=cuda timeout 300 "$B/test_engine_conf" ) 2>&1 | grep -v ' fixture: ' >> "$A"
 ;; esac
 case "${STAGE:-tests,bench}" in *bench*)
+st gemv
+# the decode GEMV by shape, from HBM (tools/cu_gemv_bench.c: the benchmark models' products, B = 1 and 8)
+[ -x "$B/cu_gemv_bench" ] && timeout 60 "$B/cu_gemv_bench" >> "$A" 2>&1
 st packages
 mkdir -p /tmp/tb
 for m in ${BENCH_MODELS:-l q}; do
