@@ -58,7 +58,7 @@ template <int ENC> struct unit {
     static constexpr int E = ENC == 8 ? 16 : 32;
 };
 
-/* unit c of a row at row */
+/* the 16-byte unit c of the row that starts at row */
 template <int ENC> __device__ __forceinline__ uint4 unit_load(const uint8_t *row, int c)
 {
     return __ldg((const uint4 *)row + c);
@@ -110,7 +110,7 @@ template <int B> struct gemv_u {
     static constexpr int U = B <= 2 ? 2 : 1;
 };
 
-/* s[r][j] += unit c of the R rows (q[r]) times x's elements of it, for the B sequences */
+/* s[r][j] += one unit of each of the R rows (q[r]) times x's elements under it (xc), for the B sequences */
 template <int ENC, int B>
 __device__ __forceinline__ void chunk_dot(const uint4 (&q)[GEMV_R], const uint16_t *__restrict__ xc, int ldx,
                                           float (&s)[GEMV_R][B])
