@@ -9,6 +9,7 @@
  * the library's greedy one, and its n_indent and t_max_predict_ms cutting that answer where
  * llama.cpp's rules say. */
 #include "harness.h"
+#include "toklog_util.h"
 #include "http_client.h"
 
 #include <limits.h>
@@ -206,31 +207,6 @@ static void test_infill(const char *dir, int nt, int ctx)
 
 /* ---- llama.cpp's n_indent and t_max_predict_ms ---- */
 
-/* a reference run's tokens: ends[i], the text's length once token i's text came (on_logprob counts the
- * tokens, on_text appends) */
-typedef struct tok_log {
-    char text[4096];
-    size_t len, ends[256];
-    int n;
-} tok_log;
-
-static int tl_token(void *ud, const tandem_logprob *lp)
-{
-    (void)lp;
-    tok_log *g = ud;
-    if (g->n < 256) g->ends[g->n] = g->len, g->n++;
-    return 0;
-}
-
-static int tl_text(void *ud, const char *piece, size_t len, int32_t tok)
-{
-    (void)tok;
-    tok_log *g = ud;
-    if (g->len + len < sizeof g->text) memcpy(g->text + g->len, piece, len), g->len += len, g->text[g->len] = 0;
-    if (g->n > 0 && g->n <= 256) g->ends[g->n - 1] = g->len;
-    return 0;
-}
-
 /* the library's greedy answer to ids [n] (or text, where ids is NULL), max tokens, token by token */
 static void reference(tandem_session *s, const int32_t *ids, size_t n, const char *text, int max, tok_log *g)
 {
@@ -247,20 +223,6 @@ static void reference(tandem_session *s, const int32_t *ids, size_t n, const cha
     tandem_stats stats;
     tandem_status st;
     CHECKF(tandem_generate(s, &q, tl_text, g, &stats, &st) == 0, "%s", st.msg);
-}
-
-/* llama.cpp's n_indent rule, line by line: the offset of the first character (past its spaces and tabs)
- * of the first line after a newline indented by less than n, or -1 */
-static long indent_cut(const char *t, size_t len, int n)
-{
-    for (const char *nl = memchr(t, '\n', len); nl;) {
-        size_t p = (size_t)(nl - t) + 1, w = 0;
-        while (p + w < len && (t[p + w] == ' ' || t[p + w] == '\t')) w++;
-        if (p + w >= len) return -1;
-        if ((int)w < n) return (long)(p + w);
-        nl = memchr(t + p, '\n', len - p);
-    }
-    return -1;
 }
 
 /* POST /infill body, as JSON or streamed: the content (the events' joined), tokens_predicted and stop_type
