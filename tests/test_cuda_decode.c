@@ -19,6 +19,7 @@
  *     int4 weights, and a batch of 10 (GEMV groups of 8 and 2) against each sequence alone; with graphs
  *     and bf16 pages, then launched one by one on int8 pages; with the bf16 copy kept beside the packed form
  *     (TANDEM_CUDA_BF16_COPY=1), a batch of 20 (cuBLAS over the copy) against each sequence alone (the GEMV);
+ *   - programmatic dependent launch on and off (TANDEM_CUDA_PDL=0): bit-identical logits;
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
  *     engine's context, pages that do not cover the step, a cache of another geometry.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
@@ -419,6 +420,62 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids, 
     tm_rt_model_free(rm);
 }
 
+/* Programmatic dependent launch (engine/cuda/cu_launch.cuh: on by default on sm_90 and later) against
+ * none (TANDEM_CUDA_PDL=0): the same CPU-prefilled sequences of 37, 20 and 600 positions (the long one's
+ * keys in segments, merged), then 8 steps as a batch of 3 and 4 of the short one alone, give bit-identical
+ * logits on both engines, with graphs and launched one by one. A kernel that read what its predecessor
+ * writes before its griddepcontrol.wait, or wrote what its predecessor reads, would race and differ. On a
+ * GPU before sm_90 both run without the attribute and agree trivially (printed). */
+static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const int32_t *ids, int graphs)
+{
+    enum { NS = 3, BSTEPS = 8, SSTEPS = 4 };
+    const int len[NS] = {NP, 20, NLONG};
+    int V = m->V, ok = 1;
+    tm_err err = {0};
+    tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
+    eng g[2] = {{vt, NULL}, {vt, NULL}};
+    tm_kv_cache *kv[2];
+    tm_kv_seq sq[2][NS];
+    float *lg[2];
+    memset(sq, 0, sizeof sq);
+    for (int e = 0; e < 2; e++) {
+        if (e) setenv("TANDEM_CUDA_PDL", "0", 1);
+        if (!graphs) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
+        CHECKF(vt->bind(&g[e].ctx, m, &o, &err) == TM_OK, "bind (PDL %s): %s", e ? "off" : "on", err.msg);
+        unsetenv("TANDEM_CUDA_PDL");
+        unsetenv("TANDEM_CUDA_GRAPHS");
+        kv[e] = cache_of(m, TM_DT_BF16, 64);
+        lg[e] = malloc(sizeof(float) * NS * V);
+        ok = ok && g[e].ctx && kv[e] && lg[e];
+        for (int b = 0; b < NS && ok; b++)
+            ok = prefill(cpu, kv[e], &sq[e][b], ids + 3 * b, len[b], BSTEPS + SSTEPS) == TM_OK;
+    }
+    long same = 0, differ = 0;
+    for (int s = 0; s < BSTEPS + SSTEPS && ok; s++) {
+        int B = s < BSTEPS ? NS : 1, pos[NS];
+        int32_t tok[NS];
+        for (int b = 0; b < B; b++) pos[b] = len[b] + s, tok[b] = ids[700 + 5 * s + b];
+        for (int e = 0; e < 2 && ok; e++) {
+            tm_kv_seq *ps[NS] = {&sq[e][0], &sq[e][1], &sq[e][2]};
+            ok = step(g[e], kv[e], ps, tok, pos, B, lg[e]) == TM_OK;
+        }
+        for (size_t i = 0; ok && i < (size_t)B * V; i++)
+            if (memcmp(&lg[0][i], &lg[1][i], sizeof(float))) differ++;
+            else same++;
+    }
+    CHECKF(ok, "PDL on / off (%s): the steps did not run", graphs ? "graphs" : "one by one");
+    CHECKF(ok && differ == 0 && same == (long)(BSTEPS * NS + SSTEPS) * V,
+           "PDL on / off (%s): %ld of %ld logits differ", graphs ? "graphs" : "one by one", differ, differ + same);
+    printf("PDL on / off (%s): %ld logits over %d steps, %ld bit-identical\n", graphs ? "graphs" : "one by one",
+           differ + same, BSTEPS + SSTEPS, same);
+    for (int e = 0; e < 2; e++) {
+        for (int b = 0; b < NS; b++) tm_kv_seq_release(kv[e], &sq[e][b]);
+        tm_kv_cache_free(kv[e]);
+        if (g[e].ctx) vt->unbind(g[e].ctx);
+        free(lg[e]);
+    }
+}
+
 int main(void)
 {
     const tm_engine_vt *vt = tm_engine_find("cuda"), *cvt = tm_engine_find("cpu-avx512");
@@ -457,6 +514,7 @@ int main(void)
         refusals(gpu, m, ids);
         vt->unbind(gpu.ctx);
         packed(vt, dir, ids, !g, g ? TM_DT_Q8PC : TM_DT_BF16);
+        pdl_exact(vt, cpu, m, ids, !g);
     }
     if (cpu.ctx) cvt->unbind(cpu.ctx);
     tm_model_free(m);

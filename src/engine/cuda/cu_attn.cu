@@ -30,6 +30,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
+#include "engine/cuda/cu_launch.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define WARPS 8 /* k_attn_combine: warps per block */
@@ -92,6 +93,7 @@ static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi)
 template <int DH>
 __global__ void __launch_bounds__(32 * FA_WARPS, DH <= 64 ? 4 : 1) k_attn_fa(cu_attn_args a, int S, float *po, float *pm, float *pl)
 {
+    pdl_enter();
     extern __shared__ __align__(128) unsigned char smem[];
     constexpr int LD = DH + 8, NO = DH / 8; /* NO: O's 16 x 8 accumulator tiles */
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)smem, *Ks = Qs + FA_ROWS * LD, *Vs = Ks + 2 * FA_TK * LD;
@@ -253,6 +255,7 @@ __global__ void __launch_bounds__(32 * FA_WARPS, DH <= 64 ? 4 : 1) k_attn_fa(cu_
  * (+ e^(sink - M) in the sum); one warp per (row, head); padding rows get zeros */
 __global__ void k_attn_combine(cu_attn_args a, int S, const float *po, const float *pm, const float *pl)
 {
+    pdl_enter();
     int lane = threadIdx.x & 31;
     long item = (long)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (item >= (long)a.T * a.H) return;
@@ -310,7 +313,7 @@ extern "C" void cu_attention(cu_stream s, const cu_attn_args *a, float *scratch,
     float *po = scratch, *pm = po + (size_t)S * a->T * a->H * a->Dh, *pl = pm + (size_t)S * a->T * a->H;
     switch (a->Dh) {
 #define FA_RUN(d)                                                                                                      \
-    case d: k_attn_fa<d><<<grid, 32 * FA_WARPS, fa_smem(d), s>>>(*a, S, po, pm, pl); break;
+    case d: cu_go(k_attn_fa<d>, grid, 32 * FA_WARPS, fa_smem(d), s, *a, S, po, pm, pl); break;
         FA_DIMS(FA_RUN)
 #undef FA_RUN
     }
@@ -321,5 +324,5 @@ extern "C" void cu_attention_combine(cu_stream s, const cu_attn_args *a, int S, 
 {
     float *po = scratch, *pm = po + (size_t)S * a->T * a->H * a->Dh, *pl = pm + (size_t)S * a->T * a->H;
     long items = (long)a->T * a->H;
-    k_attn_combine<<<(unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s>>>(*a, S, po, pm, pl);
+    cu_go(k_attn_combine, (unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s, *a, S, po, pm, pl);
 }

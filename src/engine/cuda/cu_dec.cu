@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "engine/cuda/cu_launch.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define NT 128 /* threads per block */
@@ -96,6 +97,7 @@ static __host__ __device__ size_t dec_smem(int Dh, int seglen)
 
 template <int DT> __global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, float *pm, float *pl)
 {
+    pdl_enter();
     extern __shared__ float sm[];
     const int Dh = a.Dh, b = blockIdx.x, h = blockIdx.y, seg = blockIdx.z, g = h / (a.H / a.Hk), tid = threadIdx.x;
     float *qs = sm, *sc = qs + Dh, *og = sc + seglen, *red = og + (size_t)(NT / (Dh / 8)) * Dh;
@@ -185,10 +187,10 @@ extern "C" void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, in
     float *po = scratch, *pm = po + (size_t)S * a->B * a->H * a->Dh, *pl = pm + (size_t)S * a->B * a->H;
     size_t sm = dec_smem(a->Dh, seglen);
     switch (a->dt) {
-    case 0: k_attn_dec<0><<<grid, NT, sm, s>>>(*a, S, seglen, po, pm, pl); break;
-    case 1: k_attn_dec<1><<<grid, NT, sm, s>>>(*a, S, seglen, po, pm, pl); break;
-    case 2: k_attn_dec<2><<<grid, NT, sm, s>>>(*a, S, seglen, po, pm, pl); break;
-    default: k_attn_dec<3><<<grid, NT, sm, s>>>(*a, S, seglen, po, pm, pl);
+    case 0: cu_go(k_attn_dec<0>, grid, NT, sm, s, *a, S, seglen, po, pm, pl); break;
+    case 1: cu_go(k_attn_dec<1>, grid, NT, sm, s, *a, S, seglen, po, pm, pl); break;
+    case 2: cu_go(k_attn_dec<2>, grid, NT, sm, s, *a, S, seglen, po, pm, pl); break;
+    default: cu_go(k_attn_dec<3>, grid, NT, sm, s, *a, S, seglen, po, pm, pl);
     }
     if (S > 1) {
         cu_attn_args c = {};

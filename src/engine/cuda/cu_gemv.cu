@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "engine/cuda/cu_act.cuh"
+#include "engine/cuda/cu_launch.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define GEMV_WARPS 8 /* warps per block */
@@ -165,6 +166,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
         for (int j = 0; j < B; j++) acc[r][j] = 0.f;
+    pdl_trigger();
+    bool waited = false; /* PDL (cu_launch.cuh): the first units' weights are in flight before x is read */
     for (int c0 = rs < nrs ? ks * 32 + lane : nc; c0 < nc; c0 += U * step) {
         uint4 q[U][GEMV_R];
         float d[U][GEMV_R];
@@ -177,6 +180,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
                     q[u][r] = unit_load<ENC>(w.q + (size_t)n[r] * rowb, c);
                     d[u][r] = unit_scale<ENC>(w, n[r], c);
                 }
+        }
+        if (!waited) {
+            pdl_wait();
+            waited = true;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -194,6 +201,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
                 for (int j = 0; j < B; j++) acc[r][j] = fmaf(s[r][j], d[u][r], acc[r][j]);
         }
     }
+    if (!waited) pdl_wait(); /* a thread with no units still waits before it stores */
 #pragma unroll
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
@@ -258,7 +266,7 @@ static void launch(cudaStream_t s, const cu_qmat &w, const uint16_t *x, int ldx,
 {
     const int nrs = EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R, ks = gemv_ks(nrs, w.K / unit<ENC>::E);
     const int per = GEMV_WARPS / ks;
-    k_gemv<ENC, B, EPI><<<(nrs + per - 1) / per, GEMV_WARPS * 32, 0, s>>>(w, x, ldx, y, ldy, ep, ks);
+    cu_go(k_gemv<ENC, B, EPI>, (nrs + per - 1) / per, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks);
 }
 
 template <int ENC, int EPI>
@@ -305,6 +313,7 @@ void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
 /* out[N][K] bf16 = the weights, a thread per 16-byte unit */
 template <int ENC> __global__ void k_dequant(cu_qmat w, uint16_t *__restrict__ out)
 {
+    pdl_enter();
     constexpr int E = unit<ENC>::E;
     const int nc = w.K / E;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -335,7 +344,7 @@ void cu_dequant_q(cu_stream s, const cu_qmat *w, uint16_t *out)
     size_t n = (size_t)w->N * (w->K / (w->enc == 8 ? 16 : 32));
     unsigned blocks = (unsigned)((n + 255) / 256);
     switch (w->enc) {
-    case 4: k_dequant<4><<<blocks, 256, 0, s>>>(*w, out); break;
-    default: k_dequant<8><<<blocks, 256, 0, s>>>(*w, out);
+    case 4: cu_go(k_dequant<4>, blocks, 256, 0, s, *w, out); break;
+    default: cu_go(k_dequant<8>, blocks, 256, 0, s, *w, out);
     }
 }

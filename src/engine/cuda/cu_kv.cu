@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "engine/cuda/cu_launch.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define WARPS 8
@@ -77,6 +78,7 @@ static __device__ void export_row(const cu_qkv_args &a, const float *buf, int kv
 
 __global__ void k_qkv_post(cu_qkv_args a)
 {
+    pdl_enter();
     __shared__ float sbuf[WARPS][CU_MAX_DH];
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     int slots = a.H + 2 * a.Hk;
@@ -123,12 +125,13 @@ __global__ void k_qkv_post(cu_qkv_args a)
 extern "C" void cu_qkv_post(cu_stream s, const cu_qkv_args *a)
 {
     long items = (long)a->T * (a->H + 2 * a->Hk);
-    k_qkv_post<<<(unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s>>>(*a);
+    cu_go(k_qkv_post, (unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s, *a);
 }
 
 __global__ void k_kv_ingest(uint16_t *kc, uint16_t *vc, const uint8_t *blk, size_t blk_bytes, int L, int np, int ps,
                             int Hk, int Dh, int cap, int n, int dt)
 {
+    pdl_enter();
     int lane = threadIdx.x & 31;
     long item = (long)blockIdx.x * WARPS + (threadIdx.x >> 5); /* (l, kv, g, pos) */
     if (item >= (long)L * 2 * Hk * n) return;
@@ -156,6 +159,6 @@ extern "C" void cu_kv_ingest(cu_stream s, uint16_t *kc, uint16_t *vc, const uint
 {
     long items = (long)L * 2 * Hk * n;
     if (items == 0) return;
-    k_kv_ingest<<<(unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s>>>(kc, vc, blk, blk_bytes, L, np, ps, Hk, Dh,
+    cu_go(k_kv_ingest, (unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s, kc, vc, blk, blk_bytes, L, np, ps, Hk, Dh,
                                                                                 cap, n, dt);
 }

@@ -7,9 +7,14 @@
 #include <math.h>
 
 #include "engine/cuda/cu_act.cuh"
+#include "engine/cuda/cu_launch.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define NT 256
+
+int cu_pdl; /* cu_launch.cuh */
+
+extern "C" void cu_set_pdl(int on) { cu_pdl = on != 0; }
 
 static __device__ __forceinline__ float bf(uint16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ uint16_t tobf(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
@@ -30,6 +35,7 @@ static __device__ float block_sum(float v)
 __global__ void k_embed(float *x, const uint16_t *embed, const int32_t *tok, int D, float scale, const float *pe,
                         int pos0, const int *pos, int off)
 {
+    pdl_enter();
     int t = blockIdx.x;
     const uint16_t *e = embed + (size_t)tok[t] * D;
     const float *p = pe ? pe + (size_t)((pos ? pos[t] : pos0 + t) + off) * D : NULL;
@@ -39,7 +45,7 @@ __global__ void k_embed(float *x, const uint16_t *embed, const int32_t *tok, int
 extern "C" void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int32_t *tok, int T, int D, float scale,
                          const float *pos_embed, int pos0, const int *pos, int pos_off)
 {
-    k_embed<<<T, NT, 0, s>>>(x, embed, tok, D, scale, pos_embed, pos0, pos, pos_off);
+    cu_go(k_embed, T, NT, 0, s, x, embed, tok, D, scale, pos_embed, pos0, pos, pos_off);
 }
 
 /* one row's norm (the block's): y32 (f32) or, where NULL, y16 (bf16) = norm(xr [n]) by w, b */
@@ -68,6 +74,7 @@ static __device__ void row_norm(int kind, int n, const float *xr, const float *w
 __global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w, const float *b, float eps, float *y32,
                        uint16_t *y16, int ldy)
 {
+    pdl_enter();
     size_t r = blockIdx.x;
     row_norm(kind, n, x + r * ldx, w, b, eps, y32 ? y32 + r * ldy : NULL, y32 ? NULL : y16 + r * ldy);
 }
@@ -75,23 +82,25 @@ __global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w,
 extern "C" void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const float *w, const float *b,
                         float eps, float *y32, uint16_t *y16, int ldy)
 {
-    k_norm<<<R, NT, 0, s>>>(kind, n, x, ldx, w, b, eps, y32, y16, ldy);
+    cu_go(k_norm, R, NT, 0, s, kind, n, x, ldx, w, b, eps, y32, y16, ldy);
 }
 
 __global__ void k_to_bf16(uint16_t *y, const float *x, size_t n)
 {
+    pdl_enter();
     for (size_t i = blockIdx.x * (size_t)NT + threadIdx.x; i < n; i += (size_t)gridDim.x * NT) y[i] = tobf(x[i]);
 }
 
 extern "C" void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n)
 {
     size_t blocks = (n + NT - 1) / NT;
-    k_to_bf16<<<blocks < 4096 ? (unsigned)blocks : 4096u, NT, 0, s>>>(y16, x, n);
+    cu_go(k_to_bf16, blocks < 4096 ? (unsigned)blocks : 4096u, NT, 0, s, y16, x, n);
 }
 
 __global__ void k_residual(float *x, const float *a, const float *bias, const float *pw, float eps, float scale, int D,
                            int nkind, const float *nw, const float *nb, uint16_t *y16)
 {
+    pdl_enter();
     float *xr = x + (size_t)blockIdx.x * D;
     const float *ar = a + (size_t)blockIdx.x * D;
     float r = 1.f;
@@ -114,13 +123,14 @@ __global__ void k_residual(float *x, const float *a, const float *bias, const fl
 extern "C" void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps,
                             float scale, int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16)
 {
-    k_residual<<<T, NT, 0, s>>>(x, a, bias, post_w, eps, scale, D, nkind, nw, nb, y16);
+    cu_go(k_residual, T, NT, 0, s, x, a, bias, post_w, eps, scale, D, nkind, nw, nb, y16);
 }
 
 /* the activations in float math on doubles, as the reference: the pass is memory-bound (T F elements
  * read twice, written once), so the H200's double rate costs nothing that shows */
 __global__ void k_glu(uint16_t *g, const float *gu, const float *b, int F, int gated, int act)
 {
+    pdl_enter();
     int t = blockIdx.y, nr = gated ? 2 * F : F;
     const float *row = gu + (size_t)t * nr;
     for (int f = blockIdx.x * NT + threadIdx.x; f < F; f += gridDim.x * NT) {
@@ -135,11 +145,12 @@ extern "C" void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b
 {
     int bx = (F + NT - 1) / NT;
     dim3 grid(bx < 64 ? bx : 64, T);
-    k_glu<<<grid, NT, 0, s>>>(g, gu, b, F, gated, act);
+    cu_go(k_glu, grid, NT, 0, s, g, gu, b, F, gated, act);
 }
 
 __global__ void k_logits(float *l, const float *b, size_t n, int V, float div, float mul, float cap)
 {
+    pdl_enter();
     for (size_t v = (size_t)blockIdx.x * NT + threadIdx.x; v < n; v += (size_t)gridDim.x * NT) {
         float x = l[v] + (b ? b[v % V] : 0.f);
         if (div != 1.f) x /= div;
@@ -152,5 +163,5 @@ __global__ void k_logits(float *l, const float *b, size_t n, int V, float div, f
 extern "C" void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, float div, float mul, float cap)
 {
     size_t n = (size_t)R * V, bx = (n + NT - 1) / NT;
-    k_logits<<<bx < 1024 ? (unsigned)bx : 1024u, NT, 0, s>>>(logits, b, n, V, div, mul, cap);
+    cu_go(k_logits, bx < 1024 ? (unsigned)bx : 1024u, NT, 0, s, logits, b, n, V, div, mul, cap);
 }

@@ -24,6 +24,9 @@ typedef struct CUstream_st *cu_stream;
 
 /* ---- cu_ops.cu ---- */
 
+/* kernels launched from now on carry programmatic dependent launch (cu_launch.cuh; sm_90 and later) or not */
+void cu_set_pdl(int on);
+
 /* x[T][D] = bf16 embed[tok[t]][D] * scale (+ pos_embed[p + pos_off][D] where pos_embed; p = pos[t] where pos
  * (device [T]: a decode step), else pos0 + t) */
 void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int32_t *tok, int T, int D, float scale,
