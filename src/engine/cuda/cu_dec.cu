@@ -14,7 +14,8 @@
  * (8-element column group) x (key group), each accumulating 8 columns over its keys, and the key
  * groups are summed through shared memory. No tensor cores: one query row per head is a GEMV, bound
  * by the bytes of K and V. Long contexts split the keys into S segments (the grid's z) whose
- * (O, max, sum) k_attn_combine (cu_attn.cu) merges, as the prefill's do. */
+ * (O, max, sum) the last block of each (b, h) to finish merges (merge_if_last), as k_attn_combine
+ * (cu_attn.cu) does the prefill's in a launch of its own. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -95,7 +96,40 @@ static __host__ __device__ size_t dec_smem(int Dh, int seglen)
     return sizeof(float) * ((size_t)Dh + (size_t)seglen + (size_t)(NT / (Dh / 8)) * Dh + NT / 32);
 }
 
-template <int DT> __global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, float *pm, float *pl)
+/* Where the keys are in S > 1 segments, the (b, h) row's last block to finish merges them (as
+ * k_attn_combine does, cu_attn.cu: M = max m_s and the sink, O = sum O_s e^(m_s - M) / sum l_s e^(m_s - M)),
+ * so no second launch a layer: each block's partials published (__threadfence), then one atomic count
+ * per row, cnt [b * H + h] (a.cnt), which the last block sets back to 0 for the next launch. */
+static __device__ void merge_if_last(const cu_dec_attn_args &a, int S, size_t row, int h, const float *po,
+                                     const float *pm, const float *pl, unsigned *cnt)
+{
+    __shared__ int last;
+    __threadfence(); /* this block's partials visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&cnt[row], 1u) == (unsigned)S - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const size_t BH = (size_t)a.B * a.H;
+    float M = a.sinks ? a.sinks[h] : -INFINITY;
+    for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(pm + s * BH + row));
+    float L = a.sinks ? expf(a.sinks[h] - M) : 0.f;
+    for (int d = threadIdx.x; d < a.Dh; d += NT) {
+        float o = 0.f, Ls = L;
+        for (int s = 0; s < S; s++) {
+            const float ms = __ldcg(pm + s * BH + row);
+            if (ms == -INFINITY) continue; /* an empty segment */
+            const float f = expf(ms - M);
+            Ls += __ldcg(pl + s * BH + row) * f;
+            o += __ldcg(po + (s * BH + row) * a.Dh + d) * f;
+        }
+        a.out[row * a.Dh + d] = __bfloat16_as_ushort(__float2bfloat16_rn(Ls > 0.f ? o / Ls : 0.f));
+    }
+    if (threadIdx.x == 0) cnt[row] = 0;
+}
+
+template <int DT>
+__global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, float *pm, float *pl, unsigned *cnt)
 {
     pdl_enter();
     extern __shared__ float sm[];
@@ -105,8 +139,9 @@ template <int DT> __global__ void k_attn_dec(cu_dec_attn_args a, int S, int segl
     const int jlo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0;
     const int ja = jlo + seg * seglen, jb = ja + seglen < i + 1 ? ja + seglen : i + 1;
     const size_t row = (size_t)b * a.H + h; /* the (b, h) row of the partials */
-    if (ja >= jb) { /* an empty segment (a shorter sequence of the batch) */
+    if (ja >= jb) { /* an empty segment (a shorter sequence of the batch, or past the position) */
         if (tid == 0 && S > 1) pm[(size_t)seg * a.B * a.H + row] = -INFINITY, pl[(size_t)seg * a.B * a.H + row] = 0.f;
+        if (S > 1) merge_if_last(a, S, row, h, po, pm, pl, cnt);
         return;
     }
     for (int d = tid; d < Dh; d += NT) qs[d] = a.qkv[(size_t)b * a.nqkv + (size_t)h * Dh + d];
@@ -177,6 +212,7 @@ template <int DT> __global__ void k_attn_dec(cu_dec_attn_args a, int S, int segl
         else po[((size_t)seg * a.B * a.H + row) * Dh + d] = o;
     }
     if (S > 1 && tid == 0) pm[(size_t)seg * a.B * a.H + row] = m, pl[(size_t)seg * a.B * a.H + row] = l;
+    if (S > 1) merge_if_last(a, S, row, h, po, pm, pl, cnt);
 }
 
 extern "C" size_t cu_attn_decode_smem(int Dh, int seglen) { return dec_smem(Dh, seglen); }
@@ -185,16 +221,13 @@ extern "C" void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, in
 {
     dim3 grid((unsigned)a->B, (unsigned)a->H, (unsigned)S);
     float *po = scratch, *pm = po + (size_t)S * a->B * a->H * a->Dh, *pl = pm + (size_t)S * a->B * a->H;
+    unsigned *cnt = a->cnt;
     size_t sm = dec_smem(a->Dh, seglen);
     switch (a->dt) {
-    case 0: cu_go(k_attn_dec<0>, grid, NT, sm, s, *a, S, seglen, po, pm, pl); break;
-    case 1: cu_go(k_attn_dec<1>, grid, NT, sm, s, *a, S, seglen, po, pm, pl); break;
-    case 2: cu_go(k_attn_dec<2>, grid, NT, sm, s, *a, S, seglen, po, pm, pl); break;
-    default: cu_go(k_attn_dec<3>, grid, NT, sm, s, *a, S, seglen, po, pm, pl);
-    }
-    if (S > 1) {
-        cu_attn_args c = {};
-        c.T = a->B, c.n_valid = a->B, c.H = a->H, c.Dh = a->Dh, c.sinks = a->sinks, c.out = a->out;
-        cu_attention_combine(s, &c, S, scratch);
+    case 0: cu_go(k_attn_dec<0>, grid, NT, sm, s, *a, S, seglen, po, pm, pl, cnt); break;
+    case 1: cu_go(k_attn_dec<1>, grid, NT, sm, s, *a, S, seglen, po, pm, pl, cnt); break;
+    case 2: cu_go(k_attn_dec<2>, grid, NT, sm, s, *a, S, seglen, po, pm, pl, cnt); break;
+    default: cu_go(k_attn_dec<3>, grid, NT, sm, s, *a, S, seglen, po, pm, pl, cnt);
     }
 }
+

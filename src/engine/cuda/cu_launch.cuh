@@ -23,7 +23,8 @@
 
 #include "engine/cuda/cuda-impl.h"
 
-extern int cu_pdl; /* cu_set_pdl (cu_ops.cu): launches carry the PDL attribute */
+extern int cu_pdl;       /* cu_set_pdl (cu_ops.cu): launches carry the PDL attribute */
+extern int cu_gemv_l2pf; /* and the GEMV prefetches its rows into L2 before its wait (cu_gemv.cu) */
 
 /* the previous grid complete and its writes visible (a no-op without PDL) */
 static __device__ __forceinline__ void pdl_wait(void)

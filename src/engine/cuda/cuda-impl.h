@@ -24,8 +24,10 @@ typedef struct CUstream_st *cu_stream;
 
 /* ---- cu_ops.cu ---- */
 
-/* kernels launched from now on carry programmatic dependent launch (cu_launch.cuh; sm_90 and later) or not */
-void cu_set_pdl(int on);
+/* kernels launched from now on carry programmatic dependent launch (cu_launch.cuh; sm_90 and later) or
+ * not, and the decode GEMV asks for its weight rows into L2 before it waits for the kernel before it
+ * (gemv_l2pf) or not */
+void cu_set_pdl(int on, int gemv_l2pf);
 
 /* x[T][D] = bf16 embed[tok[t]][D] * scale (+ pos_embed[p + pos_off][D] where pos_embed; p = pos[t] where pos
  * (device [T]: a decode step), else pos0 + t) */
@@ -139,15 +141,17 @@ typedef struct cu_dec_attn_args {
     uint16_t *out;         /* bf16 [B][H * Dh] */
     const uint8_t *rows;   /* the step's export rows [2][Hk][B] of Dh elements in the cache's dtype */
     const float *rscales;  /* int8: their scales [2][Hk][B] */
+    unsigned *cnt;         /* S > 1: a count per (b, h), [B][H], zero before the first launch (each leaves them zero) */
 } cu_dec_attn_args;
 
 /* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages (key
  * pos from the export rows, which the launch also writes into their pages at pos), the
- * keys in S segments of seglen (S * seglen >= the longest span; S > 1 merged through scratch of
- * cu_attention_scratch(B, H, Dh, S) bytes); shared memory per block cu_attn_decode_smem(Dh, seglen)
+ * keys in S segments of seglen (S * seglen >= the longest span; S > 1 merged by the last block of each
+ * row, through scratch of cu_attention_scratch(B, H, Dh, S) bytes and the counts a->cnt); shared memory per block cu_attn_decode_smem(Dh, seglen)
  * (the engine keeps it under 48 KB) */
 void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
 size_t cu_attn_decode_smem(int Dh, int seglen);
+
 
 /* ---- cu_gemv.cu: quantized weights ---- */
 

@@ -172,6 +172,7 @@ typedef struct cu_eng {
                                          of 4 bytes at most), made at the first step */
     float *dlogits;                   /* [CU_MAX_B][V] */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
+    unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
     size_t dpart_cap;
     double t_upload;                  /* seconds spent bringing pages up (the profile prints it) */
     int dseg_n, dseg_len;             /* the decode attention's key segments: fixed by the context (a captured
@@ -183,6 +184,8 @@ typedef struct cu_eng {
     int pdl;                          /* launches with programmatic dependent launch (cu_launch.cuh): sm_90 and
                                          later, unless TANDEM_CUDA_PDL=0 (a measurement switch); set for each
                                          call's launches, as the flag is the process's */
+    int l2pf;                         /* with it, the GEMV's rows asked into L2 before its wait (cu_gemv.cu);
+                                         TANDEM_CUDA_L2PF=0: not (a measurement switch) */
     int h_fused;                      /* a forward call: h16 holds the next layer's attention norm of x already */
     int packed;                       /* quantized stage weights stay packed (bound for decode; TANDEM_CUDA_PACKED=0:
                                          bf16, a measurement switch) */
@@ -419,7 +422,7 @@ static void cu_unbind(void *vctx)
     cudaFreeHost(e->meta_host);
     cudaFreeHost(e->dexp_host);
     graphs_drop(e);
-    void *dp[] = {e->arena, e->meta_dev, e->dexp_dev, e->dlogits, e->dpart};
+    void *dp[] = {e->arena, e->meta_dev, e->dexp_dev, e->dlogits, e->dpart, e->dcnt};
     for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
     for (int i = 0; i < CU_DSEQ; i++) free(e->ds[i].pages);
     for (int i = 0; i < 2; i++)
@@ -608,6 +611,8 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     const char *pdl = getenv("TANDEM_CUDA_PDL");
     if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
         e->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    const char *l2 = getenv("TANDEM_CUDA_L2PF");
+    e->l2pf = e->pdl && !(l2 && !strcmp(l2, "0"));
     *out = e;
     return TM_OK;
 fail:
@@ -668,6 +673,10 @@ typedef struct cu_call {
 static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
 {
     size_t need = cu_attention_scratch(B, e->H, e->Dh, S);
+    if (!e->dcnt) { /* the merge's counts (cu_dec_attn_args.cnt), for any batch */
+        CK(cudaMalloc((void **)&e->dcnt, sizeof(unsigned) * CU_MAX_B * e->H), "cudaMalloc (decode attention)");
+        CK(cudaMemset(e->dcnt, 0, sizeof(unsigned) * CU_MAX_B * e->H), "cudaMemset (decode attention)");
+    }
     if (need <= e->dpart_cap) return TM_OK;
     graphs_drop(e); /* they hold the old pointer */
     cudaFree(e->dpart); /* waits for the kernels that used it */
@@ -684,7 +693,7 @@ static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const 
     da.layer_off = (size_t)l * c->layer_bytes;
     da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
-    da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb);
+    da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), da.cnt = e->dcnt;
     prof_mark(e, PROF_ATTN, 0);
     cu_attn_decode(e->st, &da, e->dseg_n, e->dseg_len, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
@@ -863,7 +872,7 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
 {
     cu_eng *e = vctx;
     int T = a->T, rc;
-    cu_set_pdl(e->pdl);
+    cu_set_pdl(e->pdl, e->l2pf);
     if (T < 1 || T > CU_MAX_T || a->n_valid < 1 || a->n_valid > T || a->pos0 < 0)
         return tm_errf(err, TM_E_INVALID, "cuda prefill: chunk %d with %d valid tokens at %d", T, a->n_valid, a->pos0);
     if ((int64_t)a->pos0 + T > e->cap)
@@ -1065,7 +1074,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
 {
     cu_eng *e = vctx;
     int B = a->B, rc;
-    cu_set_pdl(e->pdl);
+    cu_set_pdl(e->pdl, e->l2pf);
     struct timespec t_in;
     clock_gettime(CLOCK_MONOTONIC, &t_in);
     if (B < 1 || B > CU_MAX_B) return tm_errf(err, TM_E_INVALID, "cuda decode: batch %d (1..%d)", B, CU_MAX_B);
