@@ -131,6 +131,38 @@ static void test_greedy(void)
     }
     CHECK_EQ_INT(bad, 0);
     tm_sampler_free(s);
+    /* the blocked argmax (blocks of 256 in lanes of 16) against the plain scan, on vocabularies of odd
+       sizes, a block's tail included: random values with ties, NaN, -inf and +inf sprinkled in, the
+       largest put in the last partial block, in a block's last lane, or nowhere (all NaN / -inf) */
+    static const int32_t sizes[] = {1, 15, 16, 63, 64, 65, 255, 256, 257, 511, 1000, 4097, 151936};
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    int wrong = 0, cases = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int32_t V = sizes[si];
+        float *lv = malloc(sizeof(float) * (size_t)V);
+        tm_sampler *g = mk(0.0f, 0, 1.0f, 0.0f, 1, V);
+        for (int t = 0; t < 24 && lv && g; t++) {
+            for (int32_t i = 0; i < V; i++) {
+                r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                int k = (int)(r % 64);
+                lv[i] = k == 0 ? NAN : k == 1 ? -INFINITY : (float)(int)(r >> 40 & 255) / 8.0f - 16.0f; /* ties */
+            }
+            if (t % 6 == 1) lv[V - 1] = 1e30f;                            /* the tail's last */
+            if (t % 6 == 2 && V >= 256) lv[255] = INFINITY, lv[V / 2] = INFINITY; /* +inf twice: the first */
+            if (t % 6 == 3)
+                for (int32_t i = 0; i < V; i++) lv[i] = i % 3 ? -INFINITY : NAN; /* nothing drawable */
+            if (t % 6 == 4)
+                for (int32_t i = 0; i < V; i++) lv[i] = -1e30f; /* all equal: index 0 */
+            int32_t want = -1;
+            for (int32_t i = 0; i < V; i++)
+                if (lv[i] > -INFINITY && (want < 0 || lv[i] > lv[want])) want = i;
+            wrong += tm_sampler_sample(g, lv) != want;
+            cases++;
+        }
+        tm_sampler_free(g);
+        free(lv);
+    }
+    CHECKF(wrong == 0, "blocked argmax: %d of %d cases differ from the plain scan", wrong, cases);
 }
 
 /* ---- penalties ---- */
