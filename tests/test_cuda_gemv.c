@@ -11,8 +11,8 @@
  *     with biases, GELU not gated), and its fallback (the product, then the activation pass), against
  *     the reference's activation in double of the double sums, to bf16's rounding;
  *   - long rows whose K the GEMV splits over several warps, each split forced (cu_gemv_force_ks);
- *   - on sm_90 and later, the products launched with programmatic dependent launch and the rows asked
- *     into L2 before the wait (cu_set_pdl(1, 1), the engine's default there);
+ *   - on sm_90 and later, the products launched with programmatic dependent launch (cu_set_pdl(1), the
+ *     engine's default there);
  *   - what cannot stay packed: plain weights, parts of two encodings, int8 rows of K % 16 != 0.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. */
 #include "harness.h"
@@ -232,11 +232,11 @@ int main(void)
         act_case(&mm, TM_DT_Q4G32, 70, 2048, 1 + (int)k, 1, TM_ACT_SILU, 1);
         act_case(&mm, TM_DT_Q8PC, 45, 4096, 2, 0, TM_ACT_GELU_TANH, 1);
     }
-    /* launched with programmatic dependent launch and each warp's rows asked into L2 before its wait
-       (engine/cuda/cu_launch.cuh, cu_gemv.cu's PF: the engine's default on sm_90 and later) */
+    /* launched with programmatic dependent launch (engine/cuda/cu_launch.cuh: the engine's default on
+       sm_90 and later; the first weight loads before the wait) */
     struct cudaDeviceProp dp;
     if (cudaGetDeviceProperties(&dp, 0) == cudaSuccess && dp.major >= 9) {
-        cu_set_pdl(1, 1);
+        cu_set_pdl(1);
         int pb[] = {1, 3, 8};
         for (size_t e = 0; e < sizeof encs / sizeof encs[0]; e++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -245,7 +245,7 @@ int main(void)
         cu_gemv_force_ks(4);
         one_case(&mm, TM_DT_Q4G64, 130, 4864, 2);
         cu_gemv_force_ks(0);
-        cu_set_pdl(0, 0);
+        cu_set_pdl(0);
     } else {
         printf("programmatic dependent launch: not on this GPU (sm_%d%d)\n", dp.major, dp.minor);
     }

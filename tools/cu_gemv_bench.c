@@ -3,15 +3,14 @@
  * rate measured beside it. The shapes a decode step of the two benchmark models runs (make CUDA=1 builds
  * it as build/cu_gemv_bench; a measurement tool, not a test: tests/test_cuda_gemv.c checks the results).
  *
- *   build/cu_gemv_bench [-b B,...] [-k KS,...] [-r REPS] [-p 0|1|2] [NAME:ENC:N:K[:gated] ...]
+ *   build/cu_gemv_bench [-b B,...] [-k KS,...] [-r REPS] [-p 0|1] [NAME:ENC:N:K[:gated] ...]
  *
  * ENC is the package's encoding name (int4g64, int4g32, int4pc, int8, int6g64); gated runs the FFN's
  * fused form (N = 2F rows of gate then up, the activation's bf16 out). KS forces the GEMV's warps a row
  * set (cu_gemv_force_ks; 0 = the kernel's own choice). Without shapes: Llama-3.2-1B's and Qwen2.5-0.5B's
  * (q|k|v, o, gate|up, down, the int6 head widened to int8 g64 as the engine binds it). -p 1 launches
  * with programmatic dependent launch (engine/cuda/cu_launch.cuh), so each product's first weight loads
- * overlap the one before, -p 2 also with each product's rows asked into L2 before its wait (default 0:
- * plain launches).
+ * overlap the one before (default 0: plain launches).
  *
  * Each product runs in a CUDA graph of 32 launches over copies of the matrix that together exceed
  * 256 MiB, so every launch reads its weight from HBM, as a decode step's layers do (an H200's L2 holds
@@ -119,10 +118,10 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "-b") && i + 1 < argc) nb = list(argv[++i], bs, 16);
         else if (!strcmp(argv[i], "-k") && i + 1 < argc) nks = list(argv[++i], kss, 8);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-p") && i + 1 < argc) pdl = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-p") && i + 1 < argc) pdl = atoi(argv[++i]) != 0;
         else if (ns < 64 && parse_shape(argv[i], &sh[ns]) == 0) ns++;
         else {
-            fprintf(stderr, "usage: cu_gemv_bench [-b B,...] [-k KS,...] [-r REPS] [-p 0|1|2] [NAME:ENC:N:K[:gated] ...]\n"
+            fprintf(stderr, "usage: cu_gemv_bench [-b B,...] [-k KS,...] [-r REPS] [-p 0|1] [NAME:ENC:N:K[:gated] ...]\n"
                             "cu_gemv_bench: not understood: '%s'\n", argv[i]);
             return 2;
         }
@@ -140,8 +139,8 @@ int main(int argc, char **argv)
     struct cudaDeviceProp p;
     cudaGetDeviceProperties(&p, 0);
     printf("device: %s, %d SMs; programmatic dependent launch %s\n", p.name, p.multiProcessorCount,
-           pdl > 1 ? "on, rows into L2 first" : pdl ? "on" : "off");
-    cu_set_pdl(pdl && p.major >= 9, pdl > 1 && p.major >= 9);
+           pdl ? "on" : "off");
+    cu_set_pdl(pdl && p.major >= 9);
     cudaStream_t st;
     cudaStreamCreate(&st);
     cu_mm mm = {.st = st, .gemv_max = 64};

@@ -144,7 +144,7 @@ __device__ __forceinline__ void chunk_dot(const uint4 (&q)[GEMV_R], const uint16
 /* y[j][n] (row stride ldy) for the rows n of this block's row sets, sequences j < B: x[j][K] bf16 (row
  * stride ldx); KS warps a row set (gemv_ks). EPI 0: y f32; 1: the gated activation into ep.g (rows f
  * and F + f); 2: the activation into ep.g */
-template <int ENC, int B, int EPI, int PF>
+template <int ENC, int B, int EPI>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint16_t *__restrict__ x, int ldx,
                                                            float *__restrict__ y, int ldy, cu_gemv_epi ep, int KS)
 {
@@ -167,12 +167,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
 #pragma unroll
         for (int j = 0; j < B; j++) acc[r][j] = 0.f;
     pdl_trigger();
-    if (PF && rs < nrs) /* this warp's share of its rows' lines into L2 before the wait (see cu_gemv_l2pf) */
-#pragma unroll
-        for (int r = 0; r < GEMV_R; r++)
-            for (size_t o = (size_t)(ks * 32 + lane) * 128; o < rowb; o += (size_t)step * 128)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(w.q + (size_t)n[r] * rowb + o));
-    bool waited = false; /* PDL (cu_launch.cuh): the first units' weights are in flight before x is read */
+    /* PDL (cu_launch.cuh): the first units' weights are in flight before x is read. H100, session 50:
+       tg128 1.03x (Llama-1B) and 1.10x (Qwen-0.5B) with PDL; each warp also asking its whole rows into
+       L2 before the wait read 0.99x / 1.01x on top of that and slowed the head (92.8 -> 103.3 us): not kept */
+    bool waited = false;
     for (int c0 = rs < nrs ? ks * 32 + lane : nc; c0 < nc; c0 += U * step) {
         uint4 q[U][GEMV_R];
         float d[U][GEMV_R];
@@ -254,11 +252,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
 
 static int ks_forced; /* cu_gemv_force_ks */
 
-/* PF: before its wait for the previous kernel (cu_launch.cuh), each warp asks for its rows' weight lines
- * into L2, so that where the block is scheduled early (PDL: once the previous kernel's blocks have all
- * started) the bytes come up during that kernel rather than after it. cu_set_pdl's second switch. */
-int cu_gemv_l2pf;
-
 void cu_gemv_force_ks(int ks) { ks_forced = ks == 1 || ks == 2 || ks == 4 || ks == 8 ? ks : 0; }
 
 /* warps a row set: more while a lane keeps at least 2 chunks a row and the launch has under 2K warps
@@ -276,9 +269,7 @@ static void launch(cudaStream_t s, const cu_qmat &w, const uint16_t *x, int ldx,
 {
     const int nrs = EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R, ks = gemv_ks(nrs, w.K / unit<ENC>::E);
     const int per = GEMV_WARPS / ks;
-    const unsigned blocks = (unsigned)((nrs + per - 1) / per);
-    if (cu_gemv_l2pf) cu_go(k_gemv<ENC, B, EPI, 1>, blocks, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks);
-    else cu_go(k_gemv<ENC, B, EPI, 0>, blocks, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks);
+    cu_go(k_gemv<ENC, B, EPI>, (unsigned)((nrs + per - 1) / per), GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks);
 }
 
 template <int ENC, int EPI>

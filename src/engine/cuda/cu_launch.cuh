@@ -23,8 +23,7 @@
 
 #include "engine/cuda/cuda-impl.h"
 
-extern int cu_pdl;       /* cu_set_pdl (cu_ops.cu): launches carry the PDL attribute */
-extern int cu_gemv_l2pf; /* and the GEMV prefetches its rows into L2 before its wait (cu_gemv.cu) */
+extern int cu_pdl; /* cu_set_pdl (cu_ops.cu): launches carry the PDL attribute */
 
 /* the previous grid complete and its writes visible (a no-op without PDL) */
 static __device__ __forceinline__ void pdl_wait(void)

@@ -14,11 +14,7 @@
 
 int cu_pdl; /* cu_launch.cuh */
 
-extern "C" void cu_set_pdl(int on, int gemv_l2pf)
-{
-    cu_pdl = on != 0;
-    cu_gemv_l2pf = gemv_l2pf != 0;
-}
+extern "C" void cu_set_pdl(int on) { cu_pdl = on != 0; }
 
 static __device__ __forceinline__ float bf(uint16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ uint16_t tobf(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }

@@ -24,10 +24,8 @@ typedef struct CUstream_st *cu_stream;
 
 /* ---- cu_ops.cu ---- */
 
-/* kernels launched from now on carry programmatic dependent launch (cu_launch.cuh; sm_90 and later) or
- * not, and the decode GEMV asks for its weight rows into L2 before it waits for the kernel before it
- * (gemv_l2pf) or not */
-void cu_set_pdl(int on, int gemv_l2pf);
+/* kernels launched from now on carry programmatic dependent launch (cu_launch.cuh; sm_90 and later) or not */
+void cu_set_pdl(int on);
 
 /* x[T][D] = bf16 embed[tok[t]][D] * scale (+ pos_embed[p + pos_off][D] where pos_embed; p = pos[t] where pos
  * (device [T]: a decode step), else pos0 + t) */

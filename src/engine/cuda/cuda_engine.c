@@ -184,8 +184,6 @@ typedef struct cu_eng {
     int pdl;                          /* launches with programmatic dependent launch (cu_launch.cuh): sm_90 and
                                          later, unless TANDEM_CUDA_PDL=0 (a measurement switch); set for each
                                          call's launches, as the flag is the process's */
-    int l2pf;                         /* with it, the GEMV's rows asked into L2 before its wait (cu_gemv.cu);
-                                         TANDEM_CUDA_L2PF=0: not (a measurement switch) */
     int h_fused;                      /* a forward call: h16 holds the next layer's attention norm of x already */
     int packed;                       /* quantized stage weights stay packed (bound for decode; TANDEM_CUDA_PACKED=0:
                                          bf16, a measurement switch) */
@@ -611,8 +609,6 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     const char *pdl = getenv("TANDEM_CUDA_PDL");
     if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
         e->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
-    const char *l2 = getenv("TANDEM_CUDA_L2PF");
-    e->l2pf = e->pdl && !(l2 && !strcmp(l2, "0"));
     *out = e;
     return TM_OK;
 fail:
@@ -872,7 +868,7 @@ static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
 {
     cu_eng *e = vctx;
     int T = a->T, rc;
-    cu_set_pdl(e->pdl, e->l2pf);
+    cu_set_pdl(e->pdl);
     if (T < 1 || T > CU_MAX_T || a->n_valid < 1 || a->n_valid > T || a->pos0 < 0)
         return tm_errf(err, TM_E_INVALID, "cuda prefill: chunk %d with %d valid tokens at %d", T, a->n_valid, a->pos0);
     if ((int64_t)a->pos0 + T > e->cap)
@@ -1074,7 +1070,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
 {
     cu_eng *e = vctx;
     int B = a->B, rc;
-    cu_set_pdl(e->pdl, e->l2pf);
+    cu_set_pdl(e->pdl);
     struct timespec t_in;
     clock_gettime(CLOCK_MONOTONIC, &t_in);
     if (B < 1 || B > CU_MAX_B) return tm_errf(err, TM_E_INVALID, "cuda decode: batch %d (1..%d)", B, CU_MAX_B);
