@@ -19,7 +19,8 @@
  *     int4 weights, and a batch of 10 (GEMV groups of 8 and 2) against each sequence alone; with graphs
  *     and bf16 pages, then launched one by one on int8 pages; with the bf16 copy kept beside the packed form
  *     (TANDEM_CUDA_BF16_COPY=1), a batch of 20 (cuBLAS over the copy) against each sequence alone (the GEMV);
- *   - programmatic dependent launch on and off (TANDEM_CUDA_PDL=0): bit-identical logits;
+ *   - programmatic dependent launch on and off (TANDEM_CUDA_PDL=0): bit-identical logits, the first
+ *     engine's into the engine's own page-locked host memory (host_alloc), the second's into malloc's;
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
  *     engine's context, pages that do not cover the step, a cache of another geometry.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
@@ -27,6 +28,9 @@
 #include "harness.h"
 
 #include <math.h>
+#ifdef TM_CUDA
+#include <cuda_runtime.h>
+#endif
 #include <string.h>
 
 #include "engine/engine.h"
@@ -445,11 +449,17 @@ static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const 
         unsetenv("TANDEM_CUDA_PDL");
         unsetenv("TANDEM_CUDA_GRAPHS");
         kv[e] = cache_of(m, TM_DT_BF16, 64);
-        lg[e] = malloc(sizeof(float) * NS * V);
+        /* engine 0 fills the engine's own host memory (page-locked: the runtime's logits buffer), 1 malloc's */
+        lg[e] = e ? malloc(sizeof(float) * NS * V) : vt->host_alloc(sizeof(float) * NS * V);
         ok = ok && g[e].ctx && kv[e] && lg[e];
         for (int b = 0; b < NS && ok; b++)
             ok = prefill(cpu, kv[e], &sq[e][b], ids + 3 * b, len[b], BSTEPS + SSTEPS) == TM_OK;
     }
+#ifdef TM_CUDA /* (without a CUDA build no engine reaches here) */
+    unsigned int fl = 0;
+    CHECKF(vt->host_alloc && vt->host_free && lg[0] && cudaHostGetFlags(&fl, lg[0]) == cudaSuccess,
+           "the cuda engine's host_alloc: not page-locked memory");
+#endif
     long same = 0, differ = 0;
     for (int s = 0; s < BSTEPS + SSTEPS && ok; s++) {
         int B = s < BSTEPS ? NS : 1, pos[NS];
@@ -472,7 +482,8 @@ static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const 
         for (int b = 0; b < NS; b++) tm_kv_seq_release(kv[e], &sq[e][b]);
         tm_kv_cache_free(kv[e]);
         if (g[e].ctx) vt->unbind(g[e].ctx);
-        free(lg[e]);
+        if (e) free(lg[e]);
+        else vt->host_free(lg[e]);
     }
 }
 

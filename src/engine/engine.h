@@ -32,9 +32,10 @@
 #include "core/tensor.h"
 #include "runtime/kvcache.h"
 
-#define TM_ENGINE_VERSION 5 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
+#define TM_ENGINE_VERSION 6 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
                                    (caps.row_logits, tm_prefill_args.on_row_logits); 5: every row's hidden
-                                   state (caps.row_hidden, tm_prefill_args.on_row_hidden) */
+                                   state (caps.row_hidden, tm_prefill_args.on_row_hidden); 6: host_alloc,
+                                   host_free */
 
 struct tm_model;
 struct tm_pool;
@@ -120,6 +121,12 @@ typedef struct tm_engine_vt {
     /* (optional) one decode step for a batch; NULL if no decode role */
     int (*decode)(void *ctx, const tm_decode_args *a, tm_err *err);
     void (*unbind)(void *ctx);
+    /* (optional) host memory for the buffers the runtime hands the engine's calls to fill (the decode
+     * steps' logits): page-locked where the engine copies them from a device, so that copy runs at the
+     * bus's rate. NULL: malloc and free. host_free takes only what host_alloc gave (any engine's may
+     * be used with any engine). */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
 } tm_engine_vt;
 
 /* The registry: every engine compiled in, best first, except the CUDA engine, listed last so that a

@@ -140,7 +140,8 @@ typedef struct tm_sched {
     int stop;
     pthread_t pre_thread, dec_thread;
     int threads_started;
-    float *batch_logits;       /* [max_batch][V] */
+    float *batch_logits;       /* [max_batch][V], from the decode engine's host_alloc where it has one */
+    void (*logits_free)(void *); /* and its free */
 } tm_sched;
 
 static double now_s(void)
@@ -828,7 +829,11 @@ int tm_sched_new(tm_sched **out, tm_session *s, tm_err *err)
     pthread_cond_init(&sc->work_cv, NULL);
     pthread_cond_init(&sc->join_cv, NULL);
     pthread_cond_init(&sc->room_cv, NULL);
-    sc->batch_logits = malloc(sizeof(float) * (size_t)tm_session_max_batch(s) * (size_t)s->rm->decode->V);
+    /* from the decode engine's allocator where it has one (page-locked for the CUDA engine's copies) */
+    const tm_engine_vt *dv = s->dec.vt;
+    sc->logits_free = dv && dv->host_alloc && dv->host_free ? dv->host_free : free;
+    size_t lbytes = sizeof(float) * (size_t)tm_session_max_batch(s) * (size_t)s->rm->decode->V;
+    sc->batch_logits = sc->logits_free == free ? malloc(lbytes) : dv->host_alloc(lbytes);
     if (!sc->batch_logits) {
         tm_sched_free(sc);
         return tm_errf(err, TM_E_NOMEM, "scheduler: out of memory");
@@ -843,7 +848,7 @@ int tm_sched_new(tm_sched **out, tm_session *s, tm_err *err)
         pthread_cond_broadcast(&sc->work_cv);
         pthread_mutex_unlock(&sc->mu);
         pthread_join(sc->pre_thread, NULL);
-        free(sc->batch_logits);
+        sc->logits_free(sc->batch_logits);
         free(sc);
         return tm_errf(err, TM_E_NOMEM, "scheduler: cannot start the decode worker");
     }
@@ -869,7 +874,7 @@ void tm_sched_free(tm_sched *sc)
     pthread_cond_destroy(&sc->work_cv);
     pthread_cond_destroy(&sc->join_cv);
     pthread_cond_destroy(&sc->room_cv);
-    free(sc->batch_logits);
+    if (sc->batch_logits) sc->logits_free(sc->batch_logits);
     free(sc);
 }
 

@@ -1462,8 +1462,9 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
     static int sym##_probe(tm_engine_caps *caps, tm_err *err) { return probe_common(&sym##_v, caps, err); } \
     static int sym##_bind(void **ctx, const struct tm_model *m, const tm_engine_opts *o, tm_err *err) \
     { return bind_common(ctx, m, o, &sym##_v, err); }                                              \
-    const tm_engine_vt tm_engine_##sym = {TM_ENGINE_VERSION, ename, sym##_probe, sym##_bind,        \
-                                          cpu_prefill, cpu_decode, cpu_unbind};
+    const tm_engine_vt tm_engine_##sym = {.version = TM_ENGINE_VERSION, .name = ename, .probe = sym##_probe, \
+                                          .bind = sym##_bind, .prefill = cpu_prefill, .decode = cpu_decode, \
+                                          .unbind = cpu_unbind};
 
 CPU_VARIANT(cpu_amx, "cpu-amx", "amx", TM_ROLE_PREFILL)
 /* cpu-amx over emulated tiles (kernels "amx-emu"): tests only, never picked */

@@ -1180,6 +1180,27 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     return TM_OK;
 }
 
+/* The runtime's logits buffers page-locked (cudaMallocHost): a step's logits, 0.5-0.6 MB a row at a
+ * 128K-152K vocabulary, then come down by DMA at the bus's rate instead of through the driver's staging
+ * copy of pageable memory. Plain malloc where that fails or TANDEM_CUDA_PINNED=0 (a measurement switch);
+ * cu_host_free tells the two apart by asking the driver. */
+static void *cu_host_alloc(size_t bytes)
+{
+    const char *v = getenv("TANDEM_CUDA_PINNED");
+    void *p = NULL;
+    if (!(v && !strcmp(v, "0")) && cudaMallocHost(&p, bytes) == cudaSuccess) return p;
+    cudaGetLastError();
+    return malloc(bytes);
+}
+
+static void cu_host_free(void *p)
+{
+    unsigned int flags;
+    if (!p) return;
+    if (cudaHostGetFlags(&flags, p) == cudaSuccess) cudaFreeHost(p);
+    else cudaGetLastError(), free(p);
+}
+
 const tm_engine_vt tm_engine_cuda = {
     .version = TM_ENGINE_VERSION,
     .name = "cuda",
@@ -1188,4 +1209,6 @@ const tm_engine_vt tm_engine_cuda = {
     .prefill = cu_prefill,
     .decode = cu_decode,
     .unbind = cu_unbind,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
 };
