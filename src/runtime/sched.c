@@ -831,9 +831,10 @@ int tm_sched_new(tm_sched **out, tm_session *s, tm_err *err)
     pthread_cond_init(&sc->room_cv, NULL);
     /* from the decode engine's allocator where it has one (page-locked for the CUDA engine's copies) */
     const tm_engine_vt *dv = s->dec.vt;
-    sc->logits_free = dv && dv->host_alloc && dv->host_free ? dv->host_free : free;
+    const int own = dv && dv->host_alloc && dv->host_free;
     size_t lbytes = sizeof(float) * (size_t)tm_session_max_batch(s) * (size_t)s->rm->decode->V;
-    sc->batch_logits = sc->logits_free == free ? malloc(lbytes) : dv->host_alloc(lbytes);
+    sc->logits_free = own ? dv->host_free : free;
+    sc->batch_logits = own ? dv->host_alloc(lbytes) : malloc(lbytes);
     if (!sc->batch_logits) {
         tm_sched_free(sc);
         return tm_errf(err, TM_E_NOMEM, "scheduler: out of memory");

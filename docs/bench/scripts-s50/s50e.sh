@@ -1,5 +1,5 @@
 #!/bin/sh
-# session 50, call 3 as it could run at the end of the session's device time (s50d.sh cut down): the
+# session 50, call 3 (the planned full call never got a machine; this is what fitted the last device time): the
 # GPU tests of the final build (test_cuda_decode: PDL on / off bit-identical and the page-locked logits;
 # test_cuda_gemv), then tandem bench tg128 on the Qwen2.5-0.5B shape: old (session 49, 843ed12), new
 # (the final build), new with TANDEM_CUDA_PINNED=0, one round.

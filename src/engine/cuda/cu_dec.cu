@@ -230,4 +230,3 @@ extern "C" void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, in
     default: cu_go(k_attn_dec<3>, grid, NT, sm, s, *a, S, seglen, po, pm, pl, cnt);
     }
 }
-

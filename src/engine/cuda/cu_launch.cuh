@@ -1,7 +1,7 @@
 /* engine/cuda/cu_launch.cuh: how the engine's kernels are launched, with programmatic dependent
  * launch (PDL, sm_90 and later) where it is on.
  *
- * A decode step is a chain of ~10 small kernels a layer, each reading what the one before wrote,
+ * A decode step is a chain of ~8 small kernels a layer, each reading what the one before wrote,
  * captured in a CUDA graph. Without PDL a kernel's blocks start only once the whole previous grid
  * has finished and its writes are flushed: every boundary costs the launch's latency with the GPU
  * idle. With PDL (cu_go launches with cudaLaunchAttributeProgrammaticStreamSerialization) a kernel

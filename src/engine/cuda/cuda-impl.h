@@ -145,11 +145,10 @@ typedef struct cu_dec_attn_args {
 /* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages (key
  * pos from the export rows, which the launch also writes into their pages at pos), the
  * keys in S segments of seglen (S * seglen >= the longest span; S > 1 merged by the last block of each
- * row, through scratch of cu_attention_scratch(B, H, Dh, S) bytes and the counts a->cnt); shared memory per block cu_attn_decode_smem(Dh, seglen)
- * (the engine keeps it under 48 KB) */
+ * row, through scratch of cu_attention_scratch(B, H, Dh, S) bytes and the counts a->cnt); shared memory
+ * per block cu_attn_decode_smem(Dh, seglen) (the engine keeps it under 48 KB) */
 void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
 size_t cu_attn_decode_smem(int Dh, int seglen);
-
 
 /* ---- cu_gemv.cu: quantized weights ---- */
 
