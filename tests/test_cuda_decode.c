@@ -21,6 +21,10 @@
  *     (TANDEM_CUDA_BF16_COPY=1), a batch of 20 (cuBLAS over the copy) against each sequence alone (the GEMV);
  *   - programmatic dependent launch on and off (TANDEM_CUDA_PDL=0): bit-identical logits, the first
  *     engine's into the engine's own page-locked host memory (host_alloc), the second's into malloc's;
+ *     each step's greedy tokens (tm_decode_args.argmax) beside the logits (the first engine) or alone
+ *     (the second, every other step), against tm_argmax_f32 of the logits;
+ *   - the argmax kernel (cu_argmax) alone on rows made to test its rule: NaN, -inf, +inf, ties within
+ *     and across its segments, rows with no finite logit, vocabularies of 1 to 200,003, up to 64 rows;
  *   - refusals: a batch of 0 or too many, a token outside the vocabulary, a position past the
  *     engine's context, pages that do not cover the step, a cache of another geometry.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_engine_conf
@@ -33,8 +37,12 @@
 #endif
 #include <string.h>
 
+#include "core/tensor.h"
 #include "engine/engine.h"
 #include "engine/ref/ref.h"
+#ifdef TM_CUDA
+#include "engine/cuda/cuda-impl.h"
+#endif
 #include "hf/hf_model.h"
 #include "model/model.h"
 #include "runtime/rt_model.h"
@@ -460,24 +468,35 @@ static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const 
     CHECKF(vt->host_alloc && vt->host_free && lg[0] && cudaHostGetFlags(&fl, lg[0]) == cudaSuccess,
            "the cuda engine's host_alloc: not page-locked memory");
 #endif
-    long same = 0, differ = 0;
+    long same = 0, differ = 0, n_logits = 0;
+    int picks = 0, pick_bad = 0;
     for (int s = 0; s < BSTEPS + SSTEPS && ok; s++) {
-        int B = s < BSTEPS ? NS : 1, pos[NS];
-        int32_t tok[NS];
+        int B = s < BSTEPS ? NS : 1, pos[NS], alone = s & 1; /* alone: engine 1 gives only its argmax */
+        int32_t tok[NS], am[2][NS];
         for (int b = 0; b < B; b++) pos[b] = len[b] + s, tok[b] = ids[700 + 5 * s + b];
         for (int e = 0; e < 2 && ok; e++) {
             tm_kv_seq *ps[NS] = {&sq[e][0], &sq[e][1], &sq[e][2]};
-            ok = step(g[e], kv[e], ps, tok, pos, B, lg[e]) == TM_OK;
+            tm_decode_args a = {.B = B, .tokens = tok, .pos = pos, .kv = kv[e], .seqs = ps,
+                                .logits = e && alone ? NULL : lg[e], .argmax = am[e]};
+            ok = vt->decode(g[e].ctx, &a, &err) == TM_OK;
+            CHECKF(ok, "decode (PDL %s, argmax%s): %s", e ? "off" : "on", e && alone ? " alone" : "", err.msg);
         }
-        for (size_t i = 0; ok && i < (size_t)B * V; i++)
+        for (size_t i = 0; ok && !alone && i < (size_t)B * V; i++)
             if (memcmp(&lg[0][i], &lg[1][i], sizeof(float))) differ++;
             else same++;
+        n_logits += alone ? 0 : (long)B * V;
+        for (int b = 0; ok && b < B; b++) {
+            int32_t want = tm_argmax_f32(lg[0] + (size_t)b * V, V);
+            picks += 2, pick_bad += (am[0][b] != want) + (am[1][b] != want);
+        }
     }
     CHECKF(ok, "PDL on / off (%s): the steps did not run", graphs ? "graphs" : "one by one");
-    CHECKF(ok && differ == 0 && same == (long)(BSTEPS * NS + SSTEPS) * V,
-           "PDL on / off (%s): %ld of %ld logits differ", graphs ? "graphs" : "one by one", differ, differ + same);
-    printf("PDL on / off (%s): %ld logits over %d steps, %ld bit-identical\n", graphs ? "graphs" : "one by one",
-           differ + same, BSTEPS + SSTEPS, same);
+    CHECKF(ok && differ == 0 && same == n_logits && n_logits > 0, "PDL on / off (%s): %ld of %ld logits differ",
+           graphs ? "graphs" : "one by one", differ, differ + same);
+    CHECKF(ok && pick_bad == 0 && picks == 2 * (BSTEPS * NS + SSTEPS),
+           "the engine's argmax: %d of %d picks differ from tm_argmax_f32's", pick_bad, picks);
+    printf("PDL on / off (%s): %ld logits, %d greedy picks over %d steps; %ld bit-identical, %d picks wrong\n",
+           graphs ? "graphs" : "one by one", differ + same, picks, BSTEPS + SSTEPS, same, pick_bad);
     for (int e = 0; e < 2; e++) {
         for (int b = 0; b < NS; b++) tm_kv_seq_release(kv[e], &sq[e][b]);
         tm_kv_cache_free(kv[e]);
@@ -485,6 +504,67 @@ static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const 
         if (e) free(lg[e]);
         else vt->host_free(lg[e]);
     }
+}
+
+/* cu_argmax on crafted rows against tm_argmax_f32 */
+static void argmax_kernel(void)
+{
+#ifdef TM_CUDA
+    enum { BMAX = 64 };
+    static const int Vs[] = {1, 5, 4096, 4097, 151936, 200003};
+    int bad = 0, rows = 0;
+    uint32_t r = 12345;
+    float *dl = NULL;
+    int32_t *dout = NULL, out[BMAX];
+    unsigned *cnt = NULL;
+    void *scr = NULL;
+    float *h = malloc(sizeof(float) * BMAX * 200003);
+    int ok = h && cudaMalloc((void **)&dl, sizeof(float) * BMAX * 200003) == cudaSuccess &&
+             cudaMalloc((void **)&dout, sizeof(int32_t) * BMAX) == cudaSuccess &&
+             cudaMalloc((void **)&cnt, sizeof(unsigned) * BMAX) == cudaSuccess &&
+             cudaMemset(cnt, 0, sizeof(unsigned) * BMAX) == cudaSuccess &&
+             cudaMalloc(&scr, cu_argmax_scratch(BMAX)) == cudaSuccess;
+    CHECK(ok);
+    for (size_t vi = 0; ok && vi < sizeof Vs / sizeof Vs[0]; vi++)
+        for (int B = 1; ok && B <= BMAX; B = B == 1 ? 3 : B == 3 ? BMAX : BMAX + 1) {
+            int V = Vs[vi];
+            for (int b = 0; b < B; b++) {
+                float *x = h + (size_t)b * V;
+                int kind = b % 8;
+                for (int i = 0; i < V; i++) {
+                    r = r * 1664525u + 1013904223u;
+                    x[i] = (float)(int)(r >> 8 & 0xffff) / 256.0f - 128.0f;
+                }
+                if (kind == 1) /* a tie of the largest in several segments: the first wins */
+                    for (int i = V / 3; i < V; i += V / 4 + 1) x[i] = 1000.0f;
+                if (kind == 2) /* NaN everywhere but a few, the largest of which is not the first */
+                    for (int i = 0; i < V; i++) x[i] = i % 97 == 5 ? (float)(i % 13) : NAN;
+                if (kind == 3) /* no finite logit: NaN and -inf */
+                    for (int i = 0; i < V; i++) x[i] = i & 1 ? NAN : -INFINITY;
+                if (kind == 4) /* +inf twice, NaN before them */
+                    x[V - 1] = INFINITY, x[V / 2] = INFINITY, x[0] = NAN;
+                if (kind == 5) /* every logit -inf but the last */
+                    for (int i = 0; i < V; i++) x[i] = i == V - 1 ? -1e30f : -INFINITY;
+                if (kind == 6) /* all equal: index 0 */
+                    for (int i = 0; i < V; i++) x[i] = 0.5f;
+            }
+            ok = cudaMemcpy(dl, h, sizeof(float) * (size_t)B * V, cudaMemcpyHostToDevice) == cudaSuccess;
+            for (int rep = 0; ok && rep < 2; rep++) { /* twice: the merge's counts reset themselves */
+                cu_argmax(NULL, dl, B, V, scr, cnt, dout);
+                ok = cudaMemcpy(out, dout, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost) == cudaSuccess;
+                for (int b = 0; ok && b < B; b++) {
+                    int32_t want = tm_argmax_f32(h + (size_t)b * V, V);
+                    rows++;
+                    if (out[b] != want && bad++ < 5) printf("argmax: V %d row %d: %d, want %d\n", V, b, out[b], want);
+                }
+            }
+        }
+    CHECKF(ok, "argmax kernel: a CUDA call failed");
+    CHECKF(bad == 0 && rows > 0, "argmax kernel: %d of %d rows wrong", bad, rows);
+    printf("argmax kernel: %d rows (NaN, -inf, +inf, ties, no finite logit), %d wrong\n", rows, bad);
+    cudaFree(dl), cudaFree(dout), cudaFree(cnt), cudaFree(scr);
+    free(h);
+#endif
 }
 
 int main(void)
@@ -500,7 +580,8 @@ int main(void)
         printf("SKIP cuda decode: %s\n", err.msg);
         return th_done("test_cuda_decode");
     }
-    CHECK(caps.roles & TM_ROLE_DECODE && caps.max_batch >= 8);
+    CHECK(caps.roles & TM_ROLE_DECODE && caps.max_batch >= 8 && caps.argmax);
+    argmax_kernel();
     CHECKF(cvt && cvt->probe(&caps, &err) == TM_OK, "cpu-avx512: %s", err.msg);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/conformance/models/llama3/hf", th_shared());

@@ -859,6 +859,50 @@ static void logit_bias(tm_rt_model *rm)
     tm_session_free(s);
 }
 
+/* Greedy requests take the decode engine's own argmax (tm_decode_args.argmax, no logits handed over;
+ * the CPU engines have it): on every route, alone and batched, the text is the one the sampler's path
+ * gives, which a logit bias of 0 (nothing changed but the path) forces; a batch that mixes the two
+ * takes the logits for all */
+static void engine_argmax(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    tm_session *s = open_session(rm, two_thread_opts());
+    if (!s) return;
+    CHECK(s->dec.caps.argmax && s->pre.caps.argmax); /* else this test would not reach the path */
+    static const tandem_route routes[] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_DECODE_ONLY, TANDEM_ROUTE_PREFILL_ONLY};
+    int32_t id = 7;
+    float zero = 0;
+    for (int ri = 0; ri < 3; ri++) {
+        s->o.route = routes[ri];
+        for (int i = 0; i < 3; i++) {
+            sink k[4];
+            memset(k, 0, sizeof k);
+            tm_req *q[4];
+            for (int j = 0; j < 4; j++) { /* j even: greedy only; odd: the same with the zero bias */
+                tandem_request r = greedy_request(24);
+                r.prompt = prompts[i];
+                if (j & 1) r.logit_bias_ids = &id, r.logit_bias = &zero, r.n_logit_bias = 1;
+                if (j < 2) { /* alone */
+                    tandem_stats st;
+                    CHECKF(tm_session_generate(s, &r, on_text, &k[j], &st, &err) == TM_OK, "%s", err.msg);
+                    CHECK_EQ_INT(st.n_generated, 24);
+                } else { /* the two at once (a batch of both kinds) */
+                    CHECKF(tm_session_submit(s, &r, on_text, &k[j], &q[j], &err) == TM_OK, "%s", err.msg);
+                }
+            }
+            for (int j = 2; j < 4; j++) {
+                tandem_stats st;
+                CHECKF(tm_req_wait(q[j], &st, &err) == TM_OK, "%s", err.msg);
+            }
+            CHECK(k[0].len > 10);
+            for (int j = 1; j < 4; j++)
+                CHECKF(strcmp(k[j].buf, k[0].buf) == 0, "%s, prompt %d, request %d:\n%s\nengine's argmax:\n%s",
+                       tm_route_name(routes[ri]), i, j, k[j].buf, k[0].buf);
+        }
+    }
+    tm_session_free(s);
+}
+
 /* ---- llama.cpp's code-completion limits: n_indent, t_max_predict_ms ---- */
 
 /* n_indent cuts the greedy text where llama.cpp's rule says, at the token that shows the short line
@@ -1060,6 +1104,7 @@ int main(void)
     json_mode(rm);
     grammar_mode(rm);
     logit_bias(rm);
+    engine_argmax(rm);
     code_limits(rm);
     tm_rt_model_free(rm);
 

@@ -1,5 +1,7 @@
-/* core/tensor.c: dtype names and scalar conversions. */
+/* core/tensor.c: dtype names, scalar conversions, the greedy argmax. */
 #include "core/tensor.h"
+
+#include <math.h>
 
 static const struct { tm_dtype t; const char *name; size_t size; } dtypes[] = {
     {TM_DT_F32, "f32", 4},     {TM_DT_F16, "f16", 2},     {TM_DT_BF16, "bf16", 2},
@@ -95,4 +97,38 @@ void tm_to_f32(float *dst, const void *src, tm_dtype t, size_t n)
     case TM_DT_F16: for (size_t i = 0; i < n; i++) dst[i] = tm_f16_to_f32(h[i]); break;
     default: break;
     }
+}
+
+/* tm_argmax_f32 (tensor.h). Greedy decoding (text/sampler.c, the CPU engines' tm_decode_args.argmax)
+ * runs it on every token over the whole vocabulary (128K-152K logits): the running index the plain loop kept cost ~12 instructions a logit, ~0.1 ms a token, a tenth of a GPU decode step.
+ * So blocks of 256 in two passes: each block's largest value in 16 lanes (`x > m ? x : m` is MAXPS's
+ * own rule, NaN x keeping m, so the compiler vectorizes it without reordering anything), the first
+ * block holding the overall largest, then the first index in that block that equals it. Dev (152K
+ * logits, in cache, the portable x86-64 build): 131 -> 25 us a call (blocks of 64: 37 us, the serial
+ * reduction of 16 lanes a block then showing). */
+int32_t tm_argmax_f32(const float *logits, int32_t V)
+{
+    enum { BLK = 256, LANES = 16 };
+    float best = -INFINITY;
+    int32_t bblk = -1;
+    for (int32_t b0 = 0; b0 < V; b0 += BLK) {
+        float m = -INFINITY;
+        if (V - b0 >= BLK) {
+            float lane[LANES];
+            for (int k = 0; k < LANES; k++) lane[k] = -INFINITY;
+#pragma GCC unroll 16 /* the lanes then stay in registers */
+            for (int j = 0; j < BLK; j += LANES)
+                for (int k = 0; k < LANES; k++) {
+                    const float x = logits[b0 + j + k];
+                    lane[k] = x > lane[k] ? x : lane[k];
+                }
+            for (int k = 0; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
+        } else {
+            for (int32_t i = b0; i < V; i++) m = logits[i] > m ? logits[i] : m;
+        }
+        if (m > best) best = m, bblk = b0; /* strictly: an earlier block keeps a tie */
+    }
+    if (bblk < 0) return -1; /* every logit NaN or -inf */
+    for (int32_t i = bblk;; i++)
+        if (logits[i] == best) return i;
 }

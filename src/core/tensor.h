@@ -89,4 +89,9 @@ uint16_t tm_f32_to_f16(float f);
 /* tm_to_f32: convert n plain elements (F32/F16/BF16) at src to float. */
 void tm_to_f32(float *dst, const void *src, tm_dtype t, size_t n);
 
+/* tm_argmax_f32: greedy decoding's pick from logits [V]: the lowest index of the largest value, NaN
+ * never (and -inf only where nothing is larger: then -1), +inf taken like any other. -1 where every
+ * value is NaN or -inf. */
+int32_t tm_argmax_f32(const float *logits, int32_t V);
+
 #endif

@@ -32,10 +32,11 @@
 #include "core/tensor.h"
 #include "runtime/kvcache.h"
 
-#define TM_ENGINE_VERSION 6 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
+#define TM_ENGINE_VERSION 7 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
                                    (caps.row_logits, tm_prefill_args.on_row_logits); 5: every row's hidden
                                    state (caps.row_hidden, tm_prefill_args.on_row_hidden); 6: host_alloc,
-                                   host_free */
+                                   host_free; 7: a decode step's greedy tokens (caps.argmax,
+                                   tm_decode_args.argmax) */
 
 struct tm_model;
 struct tm_pool;
@@ -56,6 +57,7 @@ typedef struct tm_engine_caps {
     int max_batch;             /* decode: most sequences per step */
     int row_logits;            /* prefill gives every valid row's logits (tm_prefill_args.on_row_logits) */
     int row_hidden;            /* prefill gives every valid row's hidden state (tm_prefill_args.on_row_hidden) */
+    int argmax;                /* decode gives each row's greedy token (tm_decode_args.argmax) */
 } tm_engine_caps;
 
 typedef struct tm_engine_opts {
@@ -103,8 +105,13 @@ typedef struct tm_decode_args {
     const int *pos;            /* [B] its position; KV holds [0, pos[b]) */
     tm_kv_cache *kv;
     tm_kv_seq *const *seqs;    /* [B] pages covering [0, pos[b] + 1) */
-    float *logits;             /* [B][V] */
+    float *logits;             /* [B][V], or NULL where argmax is given and the logits are not wanted */
     struct tm_pool *pool;      /* (optional) threads for this call; default: the bind pool */
+    /* (optional; engines with caps.argmax, others refuse it) [B] each row's greedy token, what
+     * tm_argmax_f32 (core/tensor.h) picks from its logits: the lowest id of the largest, never a NaN,
+     * -1 where no logit is above -inf. With logits NULL an engine whose logits live on a device need
+     * not bring them to the host (the CUDA engine: 4 bytes a row instead of 4 V) */
+    int32_t *argmax;
 } tm_decode_args;
 
 typedef struct tm_engine_vt {

@@ -339,21 +339,33 @@ static int req_prefilled(tm_req *q)
     return atomic_load(&q->cancel) || q->max_new == 0;
 }
 
-/* Sample the next token from logits [V] (modified), stream its text.
+/* Does q take each token as the plain argmax of the step's logits (no log-probabilities, logit bias,
+ * constrained output, temperature or penalty)? Then a decode engine with caps.argmax may pick it
+ * (tm_decode_args.argmax) and keep the logits where they are: the CUDA engine's stay on the GPU. */
+static int req_greedy_only(const tm_req *q)
+{
+    return !q->on_lp.fn && q->n_bias == 0 && !q->trie && !q->gm && tm_sampler_is_greedy(q->smp);
+}
+
+/* Sample the next token from logits [V] (modified), or take pick, the decode engine's argmax, where
+ * logits is NULL (req_greedy_only(q): the same token); stream its text.
  * Returns 1 when the request is finished (q->finish set), 0 to continue. */
-static int req_take_token(tm_req *q, float *logits)
+static int req_take_token(tm_req *q, float *logits, int32_t pick)
 {
     double t = now_s();
     tandem_logprob lp;
     double lse = 0;
-    if (q->on_lp.fn) { /* before the sampler's penalties change logits */
-        int V = q->s->rm->decode->V;
-        lp.n_top = tm_logprobs(logits, V, q->lp_n, lp.top_token, lp.top_logprob, &lse);
-        memcpy(q->lp_raw, logits, sizeof(float) * (size_t)V);
+    int32_t tok = pick;
+    if (logits) {
+        if (q->on_lp.fn) { /* before the sampler's penalties change logits */
+            int V = q->s->rm->decode->V;
+            lp.n_top = tm_logprobs(logits, V, q->lp_n, lp.top_token, lp.top_logprob, &lse);
+            memcpy(q->lp_raw, logits, sizeof(float) * (size_t)V);
+        }
+        for (int i = 0; i < q->n_bias; i++) logits[q->bias_ids[i]] += q->bias[i]; /* after the logprobs too */
+        if (q->trie && !q->waiting && req_constrain(q, logits)) return 1; /* after the logprobs: those are the model's */
+        tok = tm_sampler_sample(q->smp, logits);
     }
-    for (int i = 0; i < q->n_bias; i++) logits[q->bias_ids[i]] += q->bias[i]; /* after the logprobs too */
-    if (q->trie && !q->waiting && req_constrain(q, logits)) return 1; /* after the logprobs: those are the model's */
-    int32_t tok = tm_sampler_sample(q->smp, logits);
     if (tok < 0) { /* every logit NaN or -inf (or, in JSON mode, every token refused) */
         const char *why = !q->trie ? ""
                           : !q->gm ? " or breaks the JSON object"
@@ -578,12 +590,13 @@ static void run_prefill_only(tm_sched *sc, tm_req *q)
         if (tm_kv_seq_reserve(s->kv, &q->seq, q->pos + 1, &q->err) != TM_OK) break;
         tm_kv_seq *sp = &q->seq;
         req_feed(q);
+        int32_t pick = -1, amax = s->pre.caps.argmax && req_greedy_only(q);
         tm_decode_args a = {.B = 1, .tokens = &q->next_tok, .pos = &q->pos, .kv = s->kv, .seqs = &sp,
-                            .logits = s->logits, .pool = pre_pool(sc)};
+                            .logits = amax ? NULL : s->logits, .pool = pre_pool(sc), .argmax = amax ? &pick : NULL};
         if (s->pre.vt->decode(s->pre.ctx, &a, &q->err) != TM_OK) break;
         q->pos++;
         (void)V;
-        if (req_take_token(q, s->logits)) {
+        if (req_take_token(q, amax ? NULL : s->logits, pick)) {
             req_finish(sc, q, req_end_state(q));
             return;
         }
@@ -664,7 +677,7 @@ static void prefill_one(tm_sched *sc, tm_req *q)
     if (pc_on(s)) pc_publish(s, q, q->n_prompt);
     q->state = REQ_HANDOFF;
     q->pos = q->n_prompt;
-    if (req_prefilled(q) || req_take_token(q, s->logits)) {
+    if (req_prefilled(q) || req_take_token(q, s->logits, -1)) {
         req_finish(sc, q, req_end_state(q));
         return;
     }
@@ -748,7 +761,7 @@ static void *decode_main(void *arg)
                 }
                 q->pos = q->n_prompt;
                 q->state = REQ_DECODING;
-                if (req_prefilled(q) || req_take_token(q, sc->batch_logits)) {
+                if (req_prefilled(q) || req_take_token(q, sc->batch_logits, -1)) {
                     req_finish(sc, q, req_end_state(q));
                     decoding_done(sc);
                     continue;
@@ -789,9 +802,12 @@ static void *decode_main(void *arg)
             else pool = s->pool_all_dec;
         }
         tm_err e = {0};
+        int32_t picks[TM_MAX_BATCH];
+        int amax = s->dec.caps.argmax; /* the engine's greedy picks where every request takes those */
+        for (int b = 0; b < B && amax; b++) amax = req_greedy_only(batch[b]);
         if (ok) {
             tm_decode_args a = {.B = B, .tokens = toks, .pos = pos, .kv = s->kv, .seqs = seqs,
-                                .logits = sc->batch_logits, .pool = pool};
+                                .logits = amax ? NULL : sc->batch_logits, .pool = pool, .argmax = amax ? picks : NULL};
             ok = s->dec.vt->decode(s->dec.ctx, &a, &e) == TM_OK;
         }
         atomic_store(&s->dec_using_all, 0);
@@ -803,7 +819,7 @@ static void *decode_main(void *arg)
                 fin = REQ_FAILED;
             } else {
                 q->pos++;
-                fin = req_take_token(q, sc->batch_logits + (size_t)b * V)
+                fin = req_take_token(q, amax ? NULL : sc->batch_logits + (size_t)b * V, amax ? picks[b] : -1)
                           ? (atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE) : 0;
             }
             if (fin) {

@@ -14,6 +14,8 @@
  * min-p would remove afterwards, and top-p's total is the unfiltered one. */
 #include "text/sampler.h"
 
+#include "core/tensor.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -272,41 +274,6 @@ static int32_t select_top_k(const float *logits, int32_t V, cand *h, int32_t k)
     return n;
 }
 
-/* The first index of the largest logit, NaN and -inf skipped (-1 where every logit is one). Greedy
- * decoding runs it on every token over the whole vocabulary (128K-152K logits): the running index the
- * plain loop kept cost ~12 instructions a logit, ~0.1 ms a token, a tenth of a GPU decode step.
- * So blocks of 256 in two passes: each block's largest value in 16 lanes (`x > m ? x : m` is MAXPS's
- * own rule, NaN x keeping m, so the compiler vectorizes it without reordering anything), the first
- * block holding the overall largest, then the first index in that block that equals it. Dev (152K
- * logits, in cache, the portable x86-64 build): 131 -> 25 us a call (blocks of 64: 37 us, the serial
- * reduction of 16 lanes a block then showing). */
-static int32_t argmax(const float *logits, int32_t V)
-{
-    enum { BLK = 256, LANES = 16 };
-    float best = -INFINITY;
-    int32_t bblk = -1;
-    for (int32_t b0 = 0; b0 < V; b0 += BLK) {
-        float m = -INFINITY;
-        if (V - b0 >= BLK) {
-            float lane[LANES];
-            for (int k = 0; k < LANES; k++) lane[k] = -INFINITY;
-#pragma GCC unroll 16 /* the lanes then stay in registers */
-            for (int j = 0; j < BLK; j += LANES)
-                for (int k = 0; k < LANES; k++) {
-                    const float x = logits[b0 + j + k];
-                    lane[k] = x > lane[k] ? x : lane[k];
-                }
-            for (int k = 0; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
-        } else {
-            for (int32_t i = b0; i < V; i++) m = logits[i] > m ? logits[i] : m;
-        }
-        if (m > best) best = m, bblk = b0; /* strictly: an earlier block keeps a tie */
-    }
-    if (bblk < 0) return -1; /* every logit NaN or -inf */
-    for (int32_t i = bblk;; i++)
-        if (logits[i] == best) return i;
-}
-
 static void swap_cand(cand *a, cand *b)
 {
     cand t = *a;
@@ -415,12 +382,19 @@ static float nucleus_threshold(const cand *c, int32_t n, double target)
     return 0.0f;
 }
 
+int tm_sampler_is_greedy(const tm_sampler *s)
+{
+    const tm_sampler_params *p = &s->p;
+    return (p->temperature <= 0 || p->top_k == 1) && p->repetition_penalty == 1.0f && p->presence_penalty == 0 &&
+           p->frequency_penalty == 0;
+}
+
 int32_t tm_sampler_sample(tm_sampler *s, float *logits)
 {
     const tm_sampler_params *p = &s->p;
     const int32_t V = s->V;
     tm_sampler_penalize(s, logits);
-    int32_t top = argmax(logits, V);
+    int32_t top = tm_argmax_f32(logits, V);
     if (top < 0) return -1;
     if (p->temperature <= 0 || p->top_k == 1) return top;
 

@@ -107,6 +107,11 @@ int tm_sampler_accept(tm_sampler *s, int32_t id);
  * entries of tokens in the history change). tm_sampler_sample calls it. */
 void tm_sampler_penalize(const tm_sampler *s, float *logits /*[V]*/);
 
+/* tm_sampler_is_greedy: 1 where tm_sampler_sample is the argmax of the logits as given whatever the
+ * history (temperature 0 or top_k 1, no penalty): a caller may then take tm_argmax_f32's pick
+ * (core/tensor.h), or a decode engine's (engine.h, tm_decode_args.argmax), instead. */
+int tm_sampler_is_greedy(const tm_sampler *s);
+
 /* tm_sampler_sample: steps 1-7; returns the token id, or -1 if no logit is
  * finite (all NaN / -inf). logits [V] is modified (penalties). It does not
  * record the token: call tm_sampler_accept with the id you keep. */

@@ -91,6 +91,8 @@ typedef struct cpu_ctx {
     float *g, *u;                             /* [M][2F] gate (or gate_up), [M][F] up (dense layers) */
     float *f;                                 /* [M][D] */
     float *cs, *sn;                           /* [M][rot/2] gathered rope rows */
+    float *amax_logits;                       /* [TM_KGEMV_MAX_B][V] a decode step's logits where the caller
+                                                 wants only the argmax (allocated at the first such step) */
     /* TANDEM_PROFILE=1: seconds spent, [prefill, decode] x [forward, matmul,
      * attention, norm+prepare (and preparing a matmul's own input),
      * activation+prepare], the matmuls' operations (2 per multiply-add), and
@@ -224,6 +226,7 @@ static void cpu_unbind(void *vctx)
         free(c->layer);
     }
     tm_kpack_free(c->lm_head);
+    free(c->amax_logits);
     free(c->final_norm);
     free(c->final_norm_b);
     free(c->embed_norm);
@@ -1401,16 +1404,26 @@ static int cpu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
 {
     cpu_ctx *c = vctx;
     if (a->B < 1 || a->B > TM_KGEMV_MAX_B) return tm_errf(err, TM_E_INVALID, "decode: batch %d (1..%d)", a->B, TM_KGEMV_MAX_B);
+    float *logits = a->logits;
+    int V = c->m->V;
+    if (!logits && !a->argmax) return tm_errf(err, TM_E_INVALID, "decode: neither logits nor argmax to fill");
+    if (!logits) { /* the argmax only: the logits into the engine's own rows */
+        if (!c->amax_logits && !(c->amax_logits = malloc(sizeof(float) * TM_KGEMV_MAX_B * (size_t)V)))
+            return tm_errf(err, TM_E_NOMEM, "decode: out of memory (logits)");
+        logits = c->amax_logits;
+    }
     int rows[TM_KGEMV_MAX_B];
     for (int i = 0; i < a->B; i++) rows[i] = i;
     cpu_rows r = {
         .M = a->B, .tokens = a->tokens, .pos = a->pos, .seq = a->seqs, .kv = a->kv,
-        .logits = a->logits, .logit_rows = rows, .n_logit_rows = a->B, .pool = a->pool ? a->pool : c->pool,
+        .logits = logits, .logit_rows = rows, .n_logit_rows = a->B, .pool = a->pool ? a->pool : c->pool,
     };
     int rc = forward(c, &r, 1, err);
     if (rc == TM_OK)
-        for (int i = 0; i < a->B; i++)
+        for (int i = 0; i < a->B; i++) {
             if (a->seqs[i]->n_tokens < a->pos[i] + 1) a->seqs[i]->n_tokens = a->pos[i] + 1;
+            if (a->argmax) a->argmax[i] = tm_argmax_f32(logits + (size_t)i * V, V);
+        }
     return rc;
 }
 
@@ -1454,6 +1467,7 @@ static int probe_common(const cpu_variant *v, tm_engine_caps *caps, tm_err *err)
     caps->n_kv_dtypes = 3;
     caps->max_batch = TM_KGEMV_MAX_B;
     caps->row_logits = caps->row_hidden = (v->roles & TM_ROLE_PREFILL) != 0;
+    caps->argmax = 1; /* cpu_decode (every variant's, whatever its roles: the prefill-only route decodes on it) */
     return TM_OK;
 }
 

@@ -1,9 +1,10 @@
 /* engine/cuda/cu_ops.cu: the CUDA engine's row-wise passes (embedding, norms, residual adds, the gated
- * activation, the logits' last steps). One block of 256 threads per row where a row needs a reduction;
+ * activation, the logits' last steps and their greedy argmax). One block of 256 threads per row where a row needs a reduction;
  * sums in f32 over a block-wide tree (the reference sums in double; over D <= 16K elements of O(1) the
  * difference is far below the bf16 rounding of the GEMMs' inputs). Formulas: model.h's op sequence. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <limits.h>
 #include <math.h>
 
 #include "engine/cuda/cu_act.cuh"
@@ -162,6 +163,70 @@ __global__ void k_logits(float *l, const float *b, size_t n, int V, float div, f
 
 extern "C" void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, float div, float mul, float cap)
 {
+    if (!b && div == 1.f && mul == 1.f && cap == 0.f) return; /* nothing to do (most models): no launch */
     size_t n = (size_t)R * V, bx = (n + NT - 1) / NT;
     cu_go(k_logits, bx < 1024 ? (unsigned)bx : 1024u, NT, 0, s, logits, b, n, V, div, mul, cap);
+}
+
+/* ---- the greedy argmax (tm_argmax_f32's pick: the lowest index of the largest logit, NaN never, -1
+ * where none is above -inf) ---- */
+
+/* (v, i) for the pair that wins: the larger value, the lower index on a tie; "none" is (-inf, INT_MAX),
+ * and no logit enters unless it is above -inf, so none never wins */
+static __device__ __forceinline__ void amax_take(float &v, int &i, float v2, int i2)
+{
+    if (v2 > v || (v2 == v && i2 < i)) v = v2, i = i2;
+}
+
+/* the block's best pair; thread 0 gets it */
+static __device__ void amax_block(float &v, int &i)
+{
+    __shared__ float sv[NT / 32];
+    __shared__ int si[NT / 32];
+    for (int o = 16; o > 0; o >>= 1) amax_take(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
+    if ((threadIdx.x & 31) == 0) sv[threadIdx.x >> 5] = v, si[threadIdx.x >> 5] = i;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int w = 1; w < NT / 32; w++) amax_take(v, i, sv[w], si[w]);
+}
+
+/* grid (S, B): block (s, b) takes row b's segment s of per logits [V] to a pair in part; the row's last
+ * block to finish (cnt[b], reset by it) takes the S pairs to out[b] */
+__global__ void k_argmax(const float *l, int V, int per, float *pv, int *pi, unsigned *cnt, int32_t *out)
+{
+    pdl_enter();
+    __shared__ int last;
+    int b = blockIdx.y, S = gridDim.x, i0 = blockIdx.x * per, i1 = min(V, i0 + per);
+    const float *row = l + (size_t)b * V;
+    float v = -INFINITY;
+    int i = INT_MAX;
+    for (int k = i0 + threadIdx.x; k < i1; k += NT) { /* ascending in each thread: the strict > keeps the lowest */
+        float x = row[k];
+        if (x > v) v = x, i = k;
+    }
+    amax_block(v, i);
+    if (threadIdx.x == 0) {
+        pv[b * S + blockIdx.x] = v, pi[b * S + blockIdx.x] = i;
+        __threadfence();
+        last = atomicAdd(&cnt[b], 1u) == (unsigned)S - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    v = -INFINITY, i = INT_MAX;
+    for (int k = threadIdx.x; k < S; k += NT) amax_take(v, i, __ldcg(&pv[b * S + k]), __ldcg(&pi[b * S + k]));
+    amax_block(v, i);
+    if (threadIdx.x == 0) out[b] = i == INT_MAX ? -1 : i, cnt[b] = 0;
+}
+
+extern "C" size_t cu_argmax_scratch(int B) { return (size_t)B * CU_ARGMAX_SEG * (sizeof(float) + sizeof(int)); }
+
+extern "C" void cu_argmax(cu_stream s, const float *logits, int B, int V, void *scratch, unsigned *cnt, int32_t *out)
+{
+    int S = (V + 4095) / 4096;
+    S = S > CU_ARGMAX_SEG ? CU_ARGMAX_SEG : S;
+    int per = (V + S - 1) / S;
+    float *pv = (float *)scratch;
+    int *pi = (int *)(pv + (size_t)B * CU_ARGMAX_SEG);
+    cu_go(k_argmax, dim3(S, B), NT, 0, s, logits, V, per, pv, pi, cnt, out);
 }

@@ -53,6 +53,12 @@ void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, int T, in
 
 /* logits[R][V] = softcap((logits + b) / div * mul), b [V] may be NULL, cap 0: none */
 void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, float div, float mul, float cap);
+/* out [B] (device) := each row's greedy token from logits [B][V] (tm_argmax_f32's pick, -1 where no
+ * logit is above -inf): up to CU_ARGMAX_SEG blocks a row, the last to finish merging (cnt [B], zeroed
+ * once, left zeroed); scratch: cu_argmax_scratch(B) bytes */
+#define CU_ARGMAX_SEG 64
+size_t cu_argmax_scratch(int B);
+void cu_argmax(cu_stream s, const float *logits, int B, int V, void *scratch, unsigned *cnt, int32_t *out);
 
 /* ---- cu_kv.cu ---- */
 

@@ -171,6 +171,9 @@ typedef struct cu_eng {
     uint8_t *dexp_dev, *dexp_host;    /* a step's export rows, every layer: [L] regions of dexp_stride (CU_MAX_B rows
                                          of 4 bytes at most), made at the first step */
     float *dlogits;                   /* [CU_MAX_B][V] */
+    int32_t *amax_dev, *amax_host;    /* a step's greedy tokens [CU_MAX_B] (tm_decode_args.argmax) */
+    void *amax_scr;                   /* and cu_argmax's scratch (cu_argmax_scratch(CU_MAX_B) bytes) */
+    unsigned *amax_cnt;               /* and its merge's counts [CU_MAX_B] (zeroed once, left zeroed) */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
     unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
     size_t dpart_cap;
@@ -285,6 +288,8 @@ static int cu_probe(tm_engine_caps *c, tm_err *err)
     memcpy(c->kv_dtypes, kvd, sizeof kvd);
     c->n_kv_dtypes = 4;
     c->max_batch = CU_MAX_B;
+    const char *am = getenv("TANDEM_CUDA_ARGMAX"); /* =0: no argmax on the GPU (a measurement switch) */
+    c->argmax = !(am && !strcmp(am, "0"));
     return TM_OK;
 }
 
@@ -419,8 +424,9 @@ static void cu_unbind(void *vctx)
     cudaFreeHost(e->up_host);
     cudaFreeHost(e->meta_host);
     cudaFreeHost(e->dexp_host);
+    cudaFreeHost(e->amax_host);
     graphs_drop(e);
-    void *dp[] = {e->arena, e->meta_dev, e->dexp_dev, e->dlogits, e->dpart, e->dcnt};
+    void *dp[] = {e->arena, e->meta_dev, e->dexp_dev, e->dlogits, e->dpart, e->dcnt, e->amax_dev, e->amax_scr, e->amax_cnt};
     for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
     for (int i = 0; i < CU_DSEQ; i++) free(e->ds[i].pages);
     for (int i = 0; i < 2; i++)
@@ -1079,6 +1085,14 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     if (!e->dexp_dev) CK(cudaMalloc((void **)&e->dexp_dev, xcap), "cudaMalloc (decode)");
     if (!e->dlogits) CK(cudaMalloc((void **)&e->dlogits, (size_t)CU_MAX_B * e->V * sizeof(float)), "cudaMalloc (decode)");
     if (!e->dexp_host) CK(cudaMallocHost((void **)&e->dexp_host, xcap), "cudaMallocHost (decode)");
+    if (!a->logits && !a->argmax) return tm_errf(err, TM_E_INVALID, "cuda decode: neither logits nor argmax to fill");
+    if (a->argmax && !e->amax_host) {
+        CK(cudaMalloc((void **)&e->amax_dev, sizeof(int32_t) * CU_MAX_B), "cudaMalloc (decode)");
+        CK(cudaMalloc(&e->amax_scr, cu_argmax_scratch(CU_MAX_B)), "cudaMalloc (decode)");
+        CK(cudaMalloc((void **)&e->amax_cnt, sizeof(unsigned) * CU_MAX_B), "cudaMalloc (decode)");
+        CK(cudaMemset(e->amax_cnt, 0, sizeof(unsigned) * CU_MAX_B), "cudaMemset (decode)");
+        CK(cudaMallocHost((void **)&e->amax_host, sizeof(int32_t) * CU_MAX_B), "cudaMallocHost (decode)");
+    }
     const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
     if ((rc = check_cache(e, o, "cuda decode", err))) return rc;
     int ps = o->page_size, span = 0;
@@ -1143,9 +1157,19 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
         return rc;
     }
     if (e->prof) cudaEventRecord(e->prof->d1, e->st);
-    CK(cudaMemcpyAsync(a->logits, e->dlogits, sizeof(float) * (size_t)B * e->V, cudaMemcpyDeviceToHost, e->st), "logits");
+    if (a->argmax) { /* after the graph: launched plainly (PDL's attribute is for a kernel after a kernel) */
+        cu_set_pdl(0);
+        cu_argmax(e->st, e->dlogits, B, e->V, e->amax_scr, e->amax_cnt, e->amax_dev);
+        CK(cudaGetLastError(), "argmax");
+        CK(cudaMemcpyAsync(e->amax_host, e->amax_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, e->st),
+           "argmax");
+    }
+    if (a->logits)
+        CK(cudaMemcpyAsync(a->logits, e->dlogits, sizeof(float) * (size_t)B * e->V, cudaMemcpyDeviceToHost, e->st),
+           "logits");
     CK(cudaMemcpyAsync(e->dexp_host, e->dexp_dev, (size_t)e->L * c.dstride, cudaMemcpyDeviceToHost, e->st), "KV export");
     CK(cudaStreamSynchronize(e->st), "decode");
+    if (a->argmax) memcpy(a->argmax, e->amax_host, sizeof(int32_t) * (size_t)B);
     /* the host pages get the step's rows; the device now holds [0, pos[b] + 1) of each sequence */
     for (int l = 0; l < e->L; l++)
         scatter_rows(e, a->kv, l, e->dexp_host + (size_t)l * c.dstride, B, B, 0, a->pos, NULL, a->seqs);
