@@ -19,8 +19,10 @@
  *     int4 weights, and a batch of 10 (GEMV groups of 8 and 2) against each sequence alone; with graphs
  *     and bf16 pages, then launched one by one on int8 pages; with the bf16 copy kept beside the packed form
  *     (TANDEM_CUDA_BF16_COPY=1), a batch of 20 (cuBLAS over the copy) against each sequence alone (the GEMV);
- *   - programmatic dependent launch on and off (TANDEM_CUDA_PDL=0): bit-identical logits, the first
- *     engine's into the engine's own page-locked host memory (host_alloc), the second's into malloc's;
+ *   - programmatic dependent launch on and off (TANDEM_CUDA_PDL=0), on bf16 weights (cuBLAS) and packed
+ *     ones (the GEMV), and the GEMV's residual epilogue on and off (TANDEM_CUDA_FUSE_RES=0):
+ *     bit-identical logits, the first engine's into the engine's own page-locked host memory
+ *     (host_alloc), the second's into malloc's;
  *     each step's greedy tokens (tm_decode_args.argmax) beside the logits (the first engine) or alone
  *     (the second, every other step), against tm_argmax_f32 of the logits;
  *   - the argmax kernel (cu_argmax) alone on rows made to test its rule: NaN, -inf, +inf, ties within
@@ -432,29 +434,33 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids, 
     tm_rt_model_free(rm);
 }
 
-/* Programmatic dependent launch (engine/cuda/cu_launch.cuh: on by default on sm_90 and later) against
- * none (TANDEM_CUDA_PDL=0): the same CPU-prefilled sequences of 37, 20 and 600 positions (the long one's
- * keys in segments, merged), then 8 steps as a batch of 3 and 4 of the short one alone, give bit-identical
- * logits on both engines, with graphs and launched one by one. A kernel that read what its predecessor
- * writes before its griddepcontrol.wait, or wrote what its predecessor reads, would race and differ. On a
- * GPU before sm_90 both run without the attribute and agree trivially (printed). */
-static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const int32_t *ids, int graphs)
+/* An engine switch that must not change a bit (env=0 on the second engine against the default on the
+ * first): programmatic dependent launch (TANDEM_CUDA_PDL, cu_launch.cuh: on by default on sm_90 and later),
+ * the GEMV's residual epilogue (TANDEM_CUDA_FUSE_RES, res_step: packed weights only). The same
+ * CPU-prefilled sequences of 37, 20 and 600 positions (the long one's keys in segments, merged), then 8
+ * steps as a batch of 3 and 4 of the short one alone, give bit-identical logits on both engines, with
+ * graphs and launched one by one. A kernel that read what its predecessor writes before its
+ * griddepcontrol.wait, or wrote what its predecessor reads, would race and differ. On a GPU before sm_90
+ * both run without PDL's attribute and agree trivially (printed). m's weights bound in encoding enc. */
+static void switch_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, tm_dtype enc, const int32_t *ids, int graphs,
+                         const char *env)
 {
     enum { NS = 3, BSTEPS = 8, SSTEPS = 4 };
     const int len[NS] = {NP, 20, NLONG};
     int V = m->V, ok = 1;
     tm_err err = {0};
-    tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
+    tm_engine_opts o = {.weight_enc = enc, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
     eng g[2] = {{vt, NULL}, {vt, NULL}};
+    const char *how = graphs ? "graphs" : "one by one";
     tm_kv_cache *kv[2];
     tm_kv_seq sq[2][NS];
     float *lg[2];
     memset(sq, 0, sizeof sq);
     for (int e = 0; e < 2; e++) {
-        if (e) setenv("TANDEM_CUDA_PDL", "0", 1);
+        if (e) setenv(env, "0", 1);
         if (!graphs) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
-        CHECKF(vt->bind(&g[e].ctx, m, &o, &err) == TM_OK, "bind (PDL %s): %s", e ? "off" : "on", err.msg);
-        unsetenv("TANDEM_CUDA_PDL");
+        CHECKF(vt->bind(&g[e].ctx, m, &o, &err) == TM_OK, "bind (%s %s): %s", env, e ? "0" : "default", err.msg);
+        unsetenv(env);
         unsetenv("TANDEM_CUDA_GRAPHS");
         kv[e] = cache_of(m, TM_DT_BF16, 64);
         /* engine 0 fills the engine's own host memory (page-locked: the runtime's logits buffer), 1 malloc's */
@@ -479,7 +485,7 @@ static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const 
             tm_decode_args a = {.B = B, .tokens = tok, .pos = pos, .kv = kv[e], .seqs = ps,
                                 .logits = e && alone ? NULL : lg[e], .argmax = am[e]};
             ok = vt->decode(g[e].ctx, &a, &err) == TM_OK;
-            CHECKF(ok, "decode (PDL %s, argmax%s): %s", e ? "off" : "on", e && alone ? " alone" : "", err.msg);
+            CHECKF(ok, "decode (%s %s, argmax%s): %s", env, e ? "0" : "default", e && alone ? " alone" : "", err.msg);
         }
         for (size_t i = 0; ok && !alone && i < (size_t)B * V; i++)
             if (memcmp(&lg[0][i], &lg[1][i], sizeof(float))) differ++;
@@ -490,13 +496,13 @@ static void pdl_exact(const tm_engine_vt *vt, eng cpu, const tm_model *m, const 
             picks += 2, pick_bad += (am[0][b] != want) + (am[1][b] != want);
         }
     }
-    CHECKF(ok, "PDL on / off (%s): the steps did not run", graphs ? "graphs" : "one by one");
-    CHECKF(ok && differ == 0 && same == n_logits && n_logits > 0, "PDL on / off (%s): %ld of %ld logits differ",
-           graphs ? "graphs" : "one by one", differ, differ + same);
+    CHECKF(ok, "%s default / 0 (%s, %s): the steps did not run", env, tm_dtype_name(enc), how);
+    CHECKF(ok && differ == 0 && same == n_logits && n_logits > 0, "%s default / 0 (%s, %s): %ld of %ld logits differ",
+           env, tm_dtype_name(enc), how, differ, differ + same);
     CHECKF(ok && pick_bad == 0 && picks == 2 * (BSTEPS * NS + SSTEPS),
            "the engine's argmax: %d of %d picks differ from tm_argmax_f32's", pick_bad, picks);
-    printf("PDL on / off (%s): %ld logits, %d greedy picks over %d steps; %ld bit-identical, %d picks wrong\n",
-           graphs ? "graphs" : "one by one", differ + same, picks, BSTEPS + SSTEPS, same, pick_bad);
+    printf("%s default / 0 (%s weights, %s): %ld logits, %d greedy picks over %d steps; %ld bit-identical, %d "
+           "picks wrong\n", env, tm_dtype_name(enc), how, differ + same, picks, BSTEPS + SSTEPS, same, pick_bad);
     for (int e = 0; e < 2; e++) {
         for (int b = 0; b < NS; b++) tm_kv_seq_release(kv[e], &sq[e][b]);
         tm_kv_cache_free(kv[e]);
@@ -606,7 +612,12 @@ int main(void)
         refusals(gpu, m, ids);
         vt->unbind(gpu.ctx);
         packed(vt, dir, ids, !g, g ? TM_DT_Q8PC : TM_DT_BF16);
-        pdl_exact(vt, cpu, m, ids, !g);
+        switch_exact(vt, cpu, m, TM_DT_BF16, ids, !g, "TANDEM_CUDA_PDL");
+        tm_rt_model *rm = NULL; /* the decode stage converted (int4 g64 layers): the GEMV */
+        CHECKF(tm_rt_model_open(&rm, dir, &err) == TM_OK, "%s: %s", dir, err.msg);
+        for (int k = 0; rm && k < 2; k++)
+            switch_exact(vt, cpu, rm->decode, rm->decode_enc, ids, !g, k ? "TANDEM_CUDA_FUSE_RES" : "TANDEM_CUDA_PDL");
+        tm_rt_model_free(rm);
     }
     if (cpu.ctx) cvt->unbind(cpu.ctx);
     tm_model_free(m);

@@ -1,10 +1,12 @@
 #!/bin/sh
-# session 51, call 1: this session's CUDA build (the greedy argmax on the GPU: tm_decode_args.argmax) against
-# session 50's final build (bin/tandem_s50, the code of ea7a1d6), both beside llama.cpp's CUDA build on one GPU.
+# session 51, call 1: this session's CUDA build (the greedy argmax on the GPU, tm_decode_args.argmax; the GEMV's
+# residual epilogue, res_step) against session 50's final build (bin/tandem_s50, the code of ea7a1d6), both beside
+# llama.cpp's CUDA build on one GPU.
 # tmp/cuda50c.tar.xz holds this session's binaries here (the name the call was first set up with).
 #   1. llama.cpp's CUDA backend built in the background (tmp/llb), as in scripts-s50/s50a.sh;
 #   2. both packages (Llama-3.2-1B and Qwen2.5-0.5B shapes, default encodings) and the peer's GGUFs;
-#   3. while the peer builds: tg128 by build, interleaved: new, session 50's, new with TANDEM_CUDA_ARGMAX=0;
+#   3. while the peer builds: tg128 by build, interleaved: new, new with TANDEM_CUDA_FUSE_RES=0 (the argmax
+#      alone), session 50's;
 #      then the GPU tests: test_cuda_decode (with the argmax kernel and the engine's picks), test_cuda;
 #   4. tandem bench --peer llama.cpp (pp512, tg128, 3 reps): the new build, then session 50's, each model;
 #   5. a second round of 3 where time is left.
@@ -26,8 +28,8 @@ for m in l q; do case $m in l) like=llama-3.2-1b g=llama1b;; q) like=qwen2.5-0.5
   mkdir -p $L/models; PYTHONPATH=$L/gguf-py python3 $L/make_synth_gguf.py $L/models $g > /dev/null 2>> $A
 done
 st decode
-dec() { r=$1; for m in l q; do for v in new s50 noam; do
-  x=$B/tandem; e=""; case $v in s50) x=$B/tandem_s50;; noam) e="TANDEM_CUDA_ARGMAX=0";; esac
+dec() { r=$1; for m in l q; do for v in new nofuse s50; do
+  x=$B/tandem; e=""; case $v in s50) x=$B/tandem_s50;; nofuse) e="TANDEM_CUDA_FUSE_RES=0";; esac
   env $e timeout 60 $x bench $R/tmp/$m.tdm -t 2 --tests tg128 --reps 3 --prefill cuda --decode cuda \
     --md $W/d-$m-$v-$r.md > $W/d-$m-$v-$r.json 2>> $W/bench.err
   echo "$r $m $v $(grep -E '^\| tg128' $W/d-$m-$v-$r.md | cut -d'|' -f4)" >> $A
@@ -35,7 +37,7 @@ done; done; }
 dec 1
 st tests
 ( timeout 150 $B/test_cuda_decode ) > $W/test_cuda_decode.txt 2>&1
-grep -E "CHECK|passed|SKIP|argmax|picks" $W/test_cuda_decode.txt | head -20 >> $A
+grep -E "CHECK|passed|SKIP|argmax|picks|packed" $W/test_cuda_decode.txt | head -30 >> $A
 ( timeout 60 $B/test_cuda ) > $W/test_cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/test_cuda.txt | head -8 >> $A
 st wait
 wait

@@ -33,7 +33,10 @@
  * Epilogues (cu_gemv_epi): the FFN's activation fused, so that the gate|up product writes the bf16
  * input of the down product directly (no f32 [B][2F] round trip, no pass of its own): gated, a row set
  * is the pair of rows f (gate) and F + f (up) of the stacked weight and writes act(gate) * up; not
- * gated, act(y). Biases are added first. */
+ * gated, act(y). Biases are added first. The residual (cu_gemv_res): the output and down projections
+ * add their rows into the residual stream x, and the launch's last block to finish runs the next norm
+ * over whole rows of x into the next product's bf16 input (res_last): the residual pass of its own, a
+ * launch and a grid's drain twice a layer, goes. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -41,6 +44,7 @@
 
 #include "engine/cuda/cu_act.cuh"
 #include "engine/cuda/cu_launch.cuh"
+#include "engine/cuda/cu_rows.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define GEMV_WARPS 8 /* warps per block */
@@ -141,9 +145,27 @@ __device__ __forceinline__ void chunk_dot(const uint4 (&q)[GEMV_R], const uint16
     }
 }
 
+/* The residual epilogue's end (EPI 3): once every block of the launch has added its rows into x, the
+ * last one (ep.cnt counts them, and it resets the count) runs the next norm over the B rows of x, with
+ * k_residual's arithmetic (cu_rows.cuh), reading x from L2 (the other blocks wrote it) */
+template <int B> __device__ void res_last(const cu_gemv_epi &ep, int D)
+{
+    static_assert(GEMV_WARPS * 32 == CU_ROW_NT, "the norm's block is the GEMV's");
+    __shared__ int last;
+    if (!ep.nw) return;
+    __threadfence(); /* this thread's rows of x visible before the count says so */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(ep.cnt, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int j = 0; j < B; j++) row_norm<true>(ep.nkind, D, ep.x + (size_t)j * D, ep.nw, ep.nb, ep.eps, NULL, ep.h16 + (size_t)j * D);
+    if (threadIdx.x == 0) *ep.cnt = 0;
+}
+
 /* y[j][n] (row stride ldy) for the rows n of this block's row sets, sequences j < B: x[j][K] bf16 (row
  * stride ldx); KS warps a row set (gemv_ks). EPI 0: y f32; 1: the gated activation into ep.g (rows f
- * and F + f); 2: the activation into ep.g */
+ * and F + f); 2: the activation into ep.g; 3: the residual add into ep.x and the next norm (res_last) */
 template <int ENC, int B, int EPI>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint16_t *__restrict__ x, int ldx,
                                                            float *__restrict__ y, int ldy, cu_gemv_epi ep, int KS)
@@ -214,6 +236,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
             acc[r][j] = v;
         }
+    bool mine = lane == 0 && rs < nrs; /* this thread stores its row set's results */
     if (KS > 1) { /* the K slices' sums through shared memory, into the row set's first warp */
         if (lane == 0)
 #pragma unroll
@@ -221,14 +244,30 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
 #pragma unroll
                 for (int j = 0; j < B; j++) red[warp][r][j] = acc[r][j];
         __syncthreads();
-        if (ks != 0 || lane != 0) return;
-        for (int k = 1; k < KS; k++)
+        mine = mine && ks == 0;
+        if (mine)
+            for (int k = 1; k < KS; k++)
 #pragma unroll
-            for (int r = 0; r < GEMV_R; r++)
+                for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
-                for (int j = 0; j < B; j++) acc[r][j] += red[warp + k][r][j];
+                    for (int j = 0; j < B; j++) acc[r][j] += red[warp + k][r][j];
     }
-    if (lane != 0 || rs >= nrs) return;
+    if constexpr (EPI == 3) { /* every thread goes on to res_last */
+        if (mine)
+#pragma unroll
+            for (int r = 0; r < GEMV_R; r++) {
+                const int nr = rs * GEMV_R + r;
+                if (nr < w.N)
+#pragma unroll
+                    for (int j = 0; j < B; j++) {
+                        float *xp = ep.x + (size_t)j * w.N + nr;
+                        *xp = __fmaf_rn(acc[r][j] + (ep.b ? ep.b[nr] : 0.f), ep.scale, *xp); /* as k_residual */
+                    }
+            }
+        res_last<B>(ep, w.N);
+        return;
+    }
+    if (!mine) return;
     if constexpr (EPI == 1) {
         const float bg = ep.b ? ep.b[rs] : 0.f, bu = ep.b ? ep.b[ep.F + rs] : 0.f;
 #pragma unroll
@@ -299,6 +338,7 @@ static void gemv_groups(cudaStream_t s, const cu_qmat *w, const uint16_t *x, int
         default: launch_b<8, EPI>(s, *w, xj, ldx, b, yj, ldy, ep);
         }
         if (ep.g) ep.g += (size_t)8 * ep.ldg;
+        if (EPI == 3) ep.x += (size_t)8 * w->N, ep.h16 += ep.h16 ? (size_t)8 * w->N : 0, ep.cnt++;
     }
 }
 
@@ -311,6 +351,11 @@ void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
 {
     if (ep->gated) gemv_groups<1>(s, w, x, ldx, B, NULL, 0, *ep);
     else gemv_groups<2>(s, w, x, ldx, B, NULL, 0, *ep);
+}
+
+void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep)
+{
+    gemv_groups<3>(s, w, x, ldx, B, NULL, 0, *ep);
 }
 
 /* out[N][K] bf16 = the weights, a thread per 16-byte unit */

@@ -161,6 +161,18 @@ int cu_mat_mul_act(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, con
     return rc;
 }
 
+int cu_mat_mul_res(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, const cu_mat *m, int T, float *a, tm_err *err)
+{
+    if (m->q.q && T <= c->gemv_max && T <= 8 * CU_RES_GROUPS) {
+        cu_gemv_res(c->st, &m->q, x, m->K, T, ep);
+        return TM_OK;
+    }
+    int rc = cu_mat_mul(c, a, x, m, T, err);
+    if (rc == TM_OK)
+        cu_residual(c->st, ep->x, a, ep->b, NULL, ep->eps, ep->scale, T, m->N, ep->nkind, ep->nw, ep->nb, ep->h16);
+    return rc;
+}
+
 void cu_mat_free(cu_mat *m)
 {
     cudaFree(m->bf);

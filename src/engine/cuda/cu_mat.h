@@ -75,6 +75,11 @@ int cu_mat_mul(const cu_mm *c, float *y, const uint16_t *x, const cu_mat *m, int
  * (f32 [T][N] scratch) and cu_glu */
 int cu_mat_mul_act(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, const cu_mat *m, int T, float *gu, tm_err *err);
 
+/* the residual add (and the next norm) after the product (cuda-impl.h's cu_gemv_res, ep's residual
+ * fields: ep->x [T][N] += x · mᵀ + b, ...): the GEMV's epilogue where m is packed and T <= gemv_max,
+ * else the product into a (f32 [T][N] scratch) and cu_residual */
+int cu_mat_mul_res(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, const cu_mat *m, int T, float *a, tm_err *err);
+
 void cu_mat_free(cu_mat *m);
 
 #endif

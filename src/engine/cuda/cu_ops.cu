@@ -1,7 +1,6 @@
 /* engine/cuda/cu_ops.cu: the CUDA engine's row-wise passes (embedding, norms, residual adds, the gated
- * activation, the logits' last steps and their greedy argmax). One block of 256 threads per row where a row needs a reduction;
- * sums in f32 over a block-wide tree (the reference sums in double; over D <= 16K elements of O(1) the
- * difference is far below the bf16 rounding of the GEMMs' inputs). Formulas: model.h's op sequence. */
+ * activation, the logits' last steps and their greedy argmax). One block of 256 threads per row where a
+ * row needs a reduction (cu_rows.cuh). Formulas: model.h's op sequence. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <limits.h>
@@ -9,29 +8,16 @@
 
 #include "engine/cuda/cu_act.cuh"
 #include "engine/cuda/cu_launch.cuh"
+#include "engine/cuda/cu_rows.cuh"
 #include "engine/cuda/cuda-impl.h"
 
-#define NT 256
+#define NT CU_ROW_NT
 
 int cu_pdl; /* cu_launch.cuh */
 
 extern "C" void cu_set_pdl(int on) { cu_pdl = on != 0; }
 
 static __device__ __forceinline__ float bf(uint16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
-static __device__ __forceinline__ uint16_t tobf(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
-
-/* the sum of v over the block (NT threads); every thread gets it */
-static __device__ float block_sum(float v)
-{
-    __shared__ float part[NT / 32];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads(); /* part[] may still be read by a previous call */
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float s = 0;
-    for (int i = 0; i < NT / 32; i++) s += part[i];
-    return s;
-}
 
 __global__ void k_embed(float *x, const uint16_t *embed, const int32_t *tok, int D, float scale, const float *pe,
                         int pos0, const int *pos, int off)
@@ -47,29 +33,6 @@ extern "C" void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int
                          const float *pos_embed, int pos0, const int *pos, int pos_off)
 {
     cu_go(k_embed, T, NT, 0, s, x, embed, tok, D, scale, pos_embed, pos0, pos, pos_off);
-}
-
-/* one row's norm (the block's): y32 (f32) or, where NULL, y16 (bf16) = norm(xr [n]) by w, b */
-static __device__ void row_norm(int kind, int n, const float *xr, const float *w, const float *b, float eps, float *y32,
-                                uint16_t *y16)
-{
-    float mean = 0;
-    if (kind == 1) {
-        float s = 0;
-        for (int i = threadIdx.x; i < n; i += NT) s += xr[i];
-        mean = block_sum(s) / n;
-    }
-    float ss = 0;
-    for (int i = threadIdx.x; i < n; i += NT) {
-        float d = xr[i] - mean;
-        ss += d * d;
-    }
-    float r = (float)(1.0 / sqrt((double)(block_sum(ss) / n + eps)));
-    for (int i = threadIdx.x; i < n; i += NT) {
-        float v = ((xr[i] - mean) * r) * (w ? w[i] : 1.f) + (b ? b[i] : 0.f);
-        if (y32) y32[i] = v;
-        else y16[i] = tobf(v);
-    }
 }
 
 __global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w, const float *b, float eps, float *y32,
@@ -89,7 +52,7 @@ extern "C" void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int
 __global__ void k_to_bf16(uint16_t *y, const float *x, size_t n)
 {
     pdl_enter();
-    for (size_t i = blockIdx.x * (size_t)NT + threadIdx.x; i < n; i += (size_t)gridDim.x * NT) y[i] = tobf(x[i]);
+    for (size_t i = blockIdx.x * (size_t)NT + threadIdx.x; i < n; i += (size_t)gridDim.x * NT) y[i] = cu_tobf(x[i]);
 }
 
 extern "C" void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n)
@@ -116,7 +79,7 @@ __global__ void k_residual(float *x, const float *a, const float *bias, const fl
     for (int i = threadIdx.x; i < D; i += NT) {
         float v = ar[i] + (bias ? bias[i] : 0.f);
         if (pw) v = (v * r) * pw[i];
-        xr[i] = xr[i] + v * scale;
+        xr[i] = __fmaf_rn(v, scale, xr[i]); /* as cu_gemv.cu's residual epilogue */
     }
     if (nw) row_norm(nkind, D, xr, nw, nb, eps, NULL, y16 + (size_t)blockIdx.x * D); /* each thread reads back its own */
 }
@@ -138,7 +101,7 @@ __global__ void k_glu(uint16_t *g, const float *gu, const float *b, int F, int g
         float v;
         if (gated) v = glu_f(act, row[f] + (b ? b[f] : 0.f), row[F + f] + (b ? b[F + f] : 0.f));
         else v = act_f(act, row[f] + (b ? b[f] : 0.f));
-        g[(size_t)t * F + f] = tobf(v);
+        g[(size_t)t * F + f] = cu_tobf(v);
     }
 }
 

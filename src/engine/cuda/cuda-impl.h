@@ -178,8 +178,21 @@ typedef struct cu_gemv_epi {
     int gated, act, F, ldg;
     const float *b;
     uint16_t *g;
+    /* the residual's epilogue (cu_gemv_res) */
+    float *x;                  /* [B][N] the residual stream: x[b][n] += (y[b][n] + b[n]) * scale */
+    float scale, eps;
+    int nkind;                 /* then, where nw is not NULL, the next norm (kind as cu_norm's): */
+    const float *nw, *nb;      /* h16[b][N] = bf16(norm(x[b])) by nw, nb, run by the launch's last block */
+    uint16_t *h16;
+    unsigned *cnt;             /* [CU_RES_GROUPS] the blocks done, per group of 8 rows: zeroed once, left zeroed */
 } cu_gemv_epi;
 void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);
+
+/* The residual add and the next norm fused after the product (the attention's output projection, the
+ * FFN's down projection): cu_residual's arithmetic without a post-norm (bit for bit: cu_rows.cuh), with
+ * ep->x, b, scale, eps, nkind, nw, nb, h16, cnt (the others unused); w [N = D][K] */
+#define CU_RES_GROUPS 8
+void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);
 
 /* the GEMV's warps a row set (cu_gemv.cu: 1, 2, 4 or 8; anything else: its own choice by the shape), for
  * the kernel's tests and tools/cu_gemv_bench.c; process-wide, not for the engine's use */

@@ -174,6 +174,8 @@ typedef struct cu_eng {
     int32_t *amax_dev, *amax_host;    /* a step's greedy tokens [CU_MAX_B] (tm_decode_args.argmax) */
     void *amax_scr;                   /* and cu_argmax's scratch (cu_argmax_scratch(CU_MAX_B) bytes) */
     unsigned *amax_cnt;               /* and its merge's counts [CU_MAX_B] (zeroed once, left zeroed) */
+    unsigned *rcnt;                   /* the GEMV residual epilogue's counts [CU_RES_GROUPS] (res_step) */
+    int fuse_res;                     /* res_step fuses (unless TANDEM_CUDA_FUSE_RES=0, a measurement switch) */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
     unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
     size_t dpart_cap;
@@ -426,7 +428,8 @@ static void cu_unbind(void *vctx)
     cudaFreeHost(e->dexp_host);
     cudaFreeHost(e->amax_host);
     graphs_drop(e);
-    void *dp[] = {e->arena, e->meta_dev, e->dexp_dev, e->dlogits, e->dpart, e->dcnt, e->amax_dev, e->amax_scr, e->amax_cnt};
+    void *dp[] = {e->arena,    e->meta_dev, e->dexp_dev, e->dlogits, e->dpart,
+                  e->dcnt,     e->amax_dev, e->amax_scr, e->amax_cnt, e->rcnt};
     for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
     for (int i = 0; i < CU_DSEQ; i++) free(e->ds[i].pages);
     for (int i = 0; i < 2; i++)
@@ -609,6 +612,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     }
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
+    e->fuse_res = !getenv("TANDEM_CUDA_FUSE_RES") || strcmp(getenv("TANDEM_CUDA_FUSE_RES"), "0");
     /* programmatic dependent launch (cu_launch.cuh) on sm_90 and later; TANDEM_CUDA_PDL=0: none (a
        measurement switch) */
     int dev = 0, major = 0;
@@ -632,8 +636,9 @@ static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8P
  * to CU_GEMV_DUAL rows where w keeps its bf16 copy: a
  * decode step's products and the head, whose rows are at most CU_MAX_B; the GEMV in groups of 8 reads a
  * packed weight ceil(B / 8) times, the later ones mostly from L2, against 4.5 bytes a weight for the
- * dequantized copy and cuBLAS, which a prefill chunk of more than CU_GEMV_MAX rows takes). ep (the FFN's
- * first product): the activation after it into ep->g (cu_mat_mul_act; y is then its f32 scratch) */
+ * dequantized copy and cuBLAS, which a prefill chunk of more than CU_GEMV_MAX rows takes). ep: the FFN's
+ * first product's activation after it into ep->g (cu_mat_mul_act), or where ep->x is set the residual add
+ * and the next norm (cu_mat_mul_res: res_step); y is then the f32 scratch of their unfused forms */
 static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, int gemv, const cu_gemv_epi *ep,
                 tm_err *err)
 {
@@ -641,8 +646,28 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, 
     prof_mark(e, PROF_GEMM, 0);
     cu_mm mm = e->mm;
     if (gemv) mm.gemv_max = w->bf ? CU_GEMV_DUAL : CU_MAX_B;
-    int rc = ep ? cu_mat_mul_act(&mm, ep, x, w, T, y, err) : cu_mat_mul(&mm, y, x, w, T, err);
+    int rc = ep && ep->x ? cu_mat_mul_res(&mm, ep, x, w, T, y, err)
+             : ep        ? cu_mat_mul_act(&mm, ep, x, w, T, y, err)
+                         : cu_mat_mul(&mm, y, x, w, T, err);
     prof_mark(e, PROF_GEMM, 1);
+    return rc;
+}
+
+/* x += (in · wᵀ + bias) * residual_scale, post-normed by post_w (NULL: none), then, where nw is not NULL,
+ * h16 = the next norm of x by nw, nb: the product then cu_residual, or, in a decode step without a
+ * post-norm, one launch (the GEMV's residual epilogue, cu_gemv_res; bit-identical; TANDEM_CUDA_FUSE_RES=0:
+ * never, a measurement switch) */
+static int res_step(cu_eng *e, const uint16_t *in, const cu_mat *w, int T, int decode, const float *bias,
+                    const float *post_w, const float *nw, const float *nb, tm_err *err)
+{
+    if (decode && !post_w && e->fuse_res) {
+        cu_gemv_epi ep = {.b = bias, .x = e->x, .scale = e->residual_scale, .eps = e->eps, .nkind = e->norm_kind,
+                          .nw = nw, .nb = nb, .h16 = e->h16, .cnt = e->rcnt};
+        return gemm(e, e->a, in, w, T, 1, &ep, err);
+    }
+    int rc = gemm(e, e->a, in, w, T, decode, NULL, err);
+    if (rc == TM_OK)
+        cu_residual(e->st, e->x, e->a, bias, post_w, e->eps, e->residual_scale, T, e->D, e->norm_kind, nw, nb, e->h16);
     return rc;
 }
 
@@ -758,21 +783,21 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         cu_attention(e->st, &at, e->attn_part, S);
         prof_mark(e, PROF_ATTN, 1);
     }
-    if ((rc = gemm(e, e->a, e->att16, &w->wo, T, c->decode, NULL, err))) return rc;
     int ff = !e->parallel && w->ffn_norm; /* the FFN's norm fused into the residual pass */
-    cu_residual(e->st, e->x, e->a, w->bo, w->attn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
-                ff ? w->ffn_norm : NULL, w->ffn_norm_b, e->h16);
+    if ((rc = res_step(e, e->att16, &w->wo, T, c->decode, w->bo, w->attn_out_norm, ff ? w->ffn_norm : NULL,
+                       w->ffn_norm_b, err)))
+        return rc;
     const float *fin = e->parallel ? e->x0 : e->x;
     if (!ff && w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
     else if (!ff) cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
     /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
     cu_gemv_epi ep = {.gated = e->gated, .act = e->act, .F = F, .ldg = F, .b = w->bgu, .g = e->g16};
     if ((rc = gemm(e, e->gu, e->h16, &w->wgu, T, c->decode, &ep, err))) return rc;
-    if ((rc = gemm(e, e->a, e->g16, &w->wd, T, c->decode, NULL, err))) return rc;
     const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL; /* and the next layer's attention norm */
     e->h_fused = nx && nx->attn_norm;
-    cu_residual(e->st, e->x, e->a, w->bd, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
-                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16);
+    if ((rc = res_step(e, e->g16, &w->wd, T, c->decode, w->bd, w->ffn_out_norm, e->h_fused ? nx->attn_norm : NULL,
+                       e->h_fused ? nx->attn_norm_b : NULL, err)))
+        return rc;
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
 }
@@ -1085,6 +1110,10 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     if (!e->dexp_dev) CK(cudaMalloc((void **)&e->dexp_dev, xcap), "cudaMalloc (decode)");
     if (!e->dlogits) CK(cudaMalloc((void **)&e->dlogits, (size_t)CU_MAX_B * e->V * sizeof(float)), "cudaMalloc (decode)");
     if (!e->dexp_host) CK(cudaMallocHost((void **)&e->dexp_host, xcap), "cudaMallocHost (decode)");
+    if (!e->rcnt) {
+        CK(cudaMalloc((void **)&e->rcnt, sizeof(unsigned) * CU_RES_GROUPS), "cudaMalloc (decode)");
+        CK(cudaMemset(e->rcnt, 0, sizeof(unsigned) * CU_RES_GROUPS), "cudaMemset (decode)");
+    }
     if (!a->logits && !a->argmax) return tm_errf(err, TM_E_INVALID, "cuda decode: neither logits nor argmax to fill");
     if (a->argmax && !e->amax_host) {
         CK(cudaMalloc((void **)&e->amax_dev, sizeof(int32_t) * CU_MAX_B), "cudaMalloc (decode)");
