@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
         for (int j = 0; j < B; j++) acc[r][j] = 0.f;
-    pdl_trigger();
+    if (EPI != 3 || !ep.late) pdl_trigger();
     /* PDL (cu_launch.cuh): the first units' weights are in flight before x is read. H100, session 50:
        tg128 1.03x (Llama-1B) and 1.10x (Qwen-0.5B) with PDL; each warp also asking its whole rows into
        L2 before the wait read 0.99x / 1.01x on top of that and slowed the head (92.8 -> 103.3 us): not kept */
@@ -264,6 +264,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
                         *xp = __fmaf_rn(acc[r][j] + (ep.b ? ep.b[nr] : 0.f), ep.scale, *xp); /* as k_residual */
                     }
             }
+        if (ep.late) pdl_trigger(); /* the next kernel scheduled once every block has stored its rows */
         res_last<B>(ep, w.N);
         return;
     }
