@@ -359,6 +359,13 @@ void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
     gemv_groups<3>(s, w, x, ldx, B, NULL, 0, *ep);
 }
 
+int cu_gemv_blocks(const cu_qmat *w)
+{
+    const int nrs = (w->N + GEMV_R - 1) / GEMV_R, ks = gemv_ks(nrs, w->K / (w->enc == 8 ? 16 : 32));
+    const int per = GEMV_WARPS / ks;
+    return (nrs + per - 1) / per;
+}
+
 /* out[N][K] bf16 = the weights, a thread per 16-byte unit */
 template <int ENC> __global__ void k_dequant(cu_qmat w, uint16_t *__restrict__ out)
 {

@@ -176,8 +176,9 @@ typedef struct cu_eng {
     unsigned *amax_cnt;               /* and its merge's counts [CU_MAX_B] (zeroed once, left zeroed) */
     unsigned *rcnt;                   /* the GEMV residual epilogue's counts [CU_RES_GROUPS] (res_step) */
     int fuse_res;                     /* res_step fuses: bits 1 the output projection's, 2 the down projection's, 4
-                                         PDL's trigger late (TANDEM_CUDA_FUSE_RES=0 / o / down / late: measurement
-                                         switches) */
+                                         PDL's trigger late, 8 only launches of sms blocks or more (the default;
+                                         TANDEM_CUDA_FUSE_RES=1 / 0 / o / down / late: measurement switches) */
+    int sms;                          /* the GPU's multiprocessors */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
     unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
     size_t dpart_cap;
@@ -614,15 +615,16 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     }
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
-    const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* 0: off; late: PDL's trigger after the rows; o / down: that
-                                                         projection's only (measurement switches) */
-    e->fuse_res = !fr ? 3 : !strcmp(fr, "0") ? 0 : !strcmp(fr, "late") ? 7 : !strcmp(fr, "o") ? 1 : !strcmp(fr, "down") ? 2 : 3;
+    const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step; 1: everywhere, 0: never; late: PDL's trigger after
+                                                         the rows; o / down: that projection's only (measurement) */
+    e->fuse_res = !fr ? 11 : !strcmp(fr, "0") ? 0 : !strcmp(fr, "late") ? 7 : !strcmp(fr, "o") ? 1 : !strcmp(fr, "down") ? 2 : 3;
     /* programmatic dependent launch (cu_launch.cuh) on sm_90 and later; TANDEM_CUDA_PDL=0: none (a
        measurement switch) */
     int dev = 0, major = 0;
     const char *pdl = getenv("TANDEM_CUDA_PDL");
     if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
         e->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    if (cudaDeviceGetAttribute(&e->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) e->sms = 1 << 30;
     *out = e;
     return TM_OK;
 fail:
@@ -659,12 +661,16 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, 
 
 /* x += (in · wᵀ + bias) * residual_scale, post-normed by post_w (NULL: none), then, where nw is not NULL,
  * h16 = the next norm of x by nw, nb: the product then cu_residual, or, in a decode step without a
- * post-norm, one launch (the GEMV's residual epilogue, cu_gemv_res; bit-identical; TANDEM_CUDA_FUSE_RES=0:
- * never, a measurement switch) */
+ * post-norm, one launch (the GEMV's residual epilogue, cu_gemv_res; bit-identical). By default only where
+ * the GEMV's launch has a block for every SM at least: on an H100 (docs/benchmarks.md "Session 51") the
+ * fused form ran tg128 1.04x on the Llama-1B shape (o and down 256 blocks each) and 0.95x on Qwen-0.5B's
+ * (56 and 112 blocks, 132 SMs), so the rule is the measured split, why the small launches lose is not
+ * established. TANDEM_CUDA_FUSE_RES=1: wherever it can, 0: never (see cu_bind for the rest) */
 static int res_step(cu_eng *e, int which, const uint16_t *in, const cu_mat *w, int T, int decode, const float *bias,
                     const float *post_w, const float *nw, const float *nb, tm_err *err)
 {
-    if (decode && !post_w && (e->fuse_res & which)) {
+    if (decode && !post_w && (e->fuse_res & which) && w->q.q &&
+        (!(e->fuse_res & 8) || cu_gemv_blocks(&w->q) >= e->sms)) {
         cu_gemv_epi ep = {.b = bias, .x = e->x, .scale = e->residual_scale, .eps = e->eps, .nkind = e->norm_kind,
                           .nw = nw, .nb = nb, .h16 = e->h16, .cnt = e->rcnt, .late = (e->fuse_res & 4) != 0};
         return gemm(e, e->a, in, w, T, 1, &ep, err);
