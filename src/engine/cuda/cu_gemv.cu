@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
         for (int j = 0; j < B; j++) acc[r][j] = 0.f;
-    if (EPI != 3 || !ep.late) pdl_trigger();
+    pdl_trigger();
     /* PDL (cu_launch.cuh): the first units' weights are in flight before x is read. H100, session 50:
        tg128 1.03x (Llama-1B) and 1.10x (Qwen-0.5B) with PDL; each warp also asking its whole rows into
        L2 before the wait read 0.99x / 1.01x on top of that and slowed the head (92.8 -> 103.3 us): not kept */
@@ -252,42 +252,34 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
 #pragma unroll
                     for (int j = 0; j < B; j++) acc[r][j] += red[warp + k][r][j];
     }
-    if constexpr (EPI == 3) { /* every thread goes on to res_last */
-        if (mine)
+    if (mine) {
+        if constexpr (EPI == 1) {
+            const float bg = ep.b ? ep.b[rs] : 0.f, bu = ep.b ? ep.b[ep.F + rs] : 0.f;
+#pragma unroll
+            for (int j = 0; j < B; j++)
+                ep.g[(size_t)j * ep.ldg + rs] =
+                    __bfloat16_as_ushort(__float2bfloat16_rn(glu_f(ep.act, acc[0][j] + bg, acc[1][j] + bu)));
+        } else {
 #pragma unroll
             for (int r = 0; r < GEMV_R; r++) {
                 const int nr = rs * GEMV_R + r;
                 if (nr < w.N)
 #pragma unroll
                     for (int j = 0; j < B; j++) {
-                        float *xp = ep.x + (size_t)j * w.N + nr;
-                        *xp = __fmaf_rn(acc[r][j] + (ep.b ? ep.b[nr] : 0.f), ep.scale, *xp); /* as k_residual */
+                        const float bn = ep.b ? ep.b[nr] : 0.f;
+                        if (EPI == 0) y[(size_t)j * ldy + nr] = acc[r][j];
+                        else if (EPI == 2)
+                            ep.g[(size_t)j * ep.ldg + nr] =
+                                __bfloat16_as_ushort(__float2bfloat16_rn(act_f(ep.act, acc[r][j] + bn)));
+                        else { /* as k_residual */
+                            float *xp = ep.x + (size_t)j * w.N + nr;
+                            *xp = __fmaf_rn(acc[r][j] + bn, ep.scale, *xp);
+                        }
                     }
             }
-        if (ep.late) pdl_trigger(); /* the next kernel scheduled once every block has stored its rows */
-        res_last<B>(ep, w.N);
-        return;
-    }
-    if (!mine) return;
-    if constexpr (EPI == 1) {
-        const float bg = ep.b ? ep.b[rs] : 0.f, bu = ep.b ? ep.b[ep.F + rs] : 0.f;
-#pragma unroll
-        for (int j = 0; j < B; j++)
-            ep.g[(size_t)j * ep.ldg + rs] = __bfloat16_as_ushort(__float2bfloat16_rn(glu_f(ep.act, acc[0][j] + bg, acc[1][j] + bu)));
-    } else {
-#pragma unroll
-        for (int r = 0; r < GEMV_R; r++) {
-            const int nr = rs * GEMV_R + r;
-            if (nr < w.N)
-#pragma unroll
-                for (int j = 0; j < B; j++) {
-                    if (EPI == 0) y[(size_t)j * ldy + nr] = acc[r][j];
-                    else
-                        ep.g[(size_t)j * ep.ldg + nr] = __bfloat16_as_ushort(
-                            __float2bfloat16_rn(act_f(ep.act, acc[r][j] + (ep.b ? ep.b[nr] : 0.f))));
-                }
         }
     }
+    if constexpr (EPI == 3) res_last<B>(ep, w.N); /* every thread of the block, storing or not */
 }
 
 static int ks_forced; /* cu_gemv_force_ks */
@@ -304,12 +296,20 @@ static int gemv_ks(int nrs, int nc)
     return ks;
 }
 
+/* blocks of one launch over nrs row sets of nc chunks each; *ks := the warps a row set */
+static int gemv_blocks(int nrs, int nc, int *ks)
+{
+    *ks = gemv_ks(nrs, nc);
+    const int per = GEMV_WARPS / *ks;
+    return (nrs + per - 1) / per;
+}
+
 template <int ENC, int B, int EPI>
 static void launch(cudaStream_t s, const cu_qmat &w, const uint16_t *x, int ldx, float *y, int ldy, const cu_gemv_epi &ep)
 {
-    const int nrs = EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R, ks = gemv_ks(nrs, w.K / unit<ENC>::E);
-    const int per = GEMV_WARPS / ks;
-    cu_go(k_gemv<ENC, B, EPI>, (unsigned)((nrs + per - 1) / per), GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks);
+    int ks;
+    const int blocks = gemv_blocks(EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R, w.K / unit<ENC>::E, &ks);
+    cu_go(k_gemv<ENC, B, EPI>, (unsigned)blocks, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks);
 }
 
 template <int ENC, int EPI>
@@ -361,9 +361,8 @@ void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
 
 int cu_gemv_blocks(const cu_qmat *w)
 {
-    const int nrs = (w->N + GEMV_R - 1) / GEMV_R, ks = gemv_ks(nrs, w->K / (w->enc == 8 ? 16 : 32));
-    const int per = GEMV_WARPS / ks;
-    return (nrs + per - 1) / per;
+    int ks;
+    return gemv_blocks((w->N + GEMV_R - 1) / GEMV_R, w->K / (w->enc == 8 ? 16 : 32), &ks);
 }
 
 /* out[N][K] bf16 = the weights, a thread per 16-byte unit */

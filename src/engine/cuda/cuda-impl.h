@@ -185,7 +185,6 @@ typedef struct cu_gemv_epi {
     const float *nw, *nb;      /* h16[b][N] = bf16(norm(x[b])) by nw, nb, run by the launch's last block */
     uint16_t *h16;
     unsigned *cnt;             /* [CU_RES_GROUPS] the blocks done, per group of 8 rows: zeroed once, left zeroed */
-    int late;                  /* PDL's trigger once the block's rows are stored, not at its start */
 } cu_gemv_epi;
 void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);
 

@@ -175,9 +175,8 @@ typedef struct cu_eng {
     void *amax_scr;                   /* and cu_argmax's scratch (cu_argmax_scratch(CU_MAX_B) bytes) */
     unsigned *amax_cnt;               /* and its merge's counts [CU_MAX_B] (zeroed once, left zeroed) */
     unsigned *rcnt;                   /* the GEMV residual epilogue's counts [CU_RES_GROUPS] (res_step) */
-    int fuse_res;                     /* res_step fuses: bits 1 the output projection's, 2 the down projection's, 4
-                                         PDL's trigger late, 8 only launches of sms blocks or more (the default;
-                                         TANDEM_CUDA_FUSE_RES=1 / 0 / o / down / late: measurement switches) */
+    int fuse_res;                     /* res_step fuses: 2 where the GEMV's launch has sms blocks or more (the default),
+                                         1 wherever it can, 0 never (TANDEM_CUDA_FUSE_RES=1 / 0) */
     int sms;                          /* the GPU's multiprocessors */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
     unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
@@ -615,9 +614,8 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     }
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
-    const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step; 1: everywhere, 0: never; late: PDL's trigger after
-                                                         the rows; o / down: that projection's only (measurement) */
-    e->fuse_res = !fr ? 11 : !strcmp(fr, "0") ? 0 : !strcmp(fr, "late") ? 7 : !strcmp(fr, "o") ? 1 : !strcmp(fr, "down") ? 2 : 3;
+    const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step */
+    e->fuse_res = !fr ? 2 : !strcmp(fr, "0") ? 0 : 1;
     /* programmatic dependent launch (cu_launch.cuh) on sm_90 and later; TANDEM_CUDA_PDL=0: none (a
        measurement switch) */
     int dev = 0, major = 0;
@@ -665,14 +663,14 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, 
  * the GEMV's launch has a block for every SM at least: on an H100 (docs/benchmarks.md "Session 51") the
  * fused form ran tg128 1.04x on the Llama-1B shape (o and down 256 blocks each) and 0.95x on Qwen-0.5B's
  * (56 and 112 blocks, 132 SMs), so the rule is the measured split, why the small launches lose is not
- * established. TANDEM_CUDA_FUSE_RES=1: wherever it can, 0: never (see cu_bind for the rest) */
-static int res_step(cu_eng *e, int which, const uint16_t *in, const cu_mat *w, int T, int decode, const float *bias,
+ * established (call 2 of that session measured each projection fused alone, and the next kernel scheduled only
+ * after the rows: neither better). TANDEM_CUDA_FUSE_RES=1: wherever it can, 0: never */
+static int res_step(cu_eng *e, const uint16_t *in, const cu_mat *w, int T, int decode, const float *bias,
                     const float *post_w, const float *nw, const float *nb, tm_err *err)
 {
-    if (decode && !post_w && (e->fuse_res & which) && w->q.q &&
-        (!(e->fuse_res & 8) || cu_gemv_blocks(&w->q) >= e->sms)) {
+    if (decode && !post_w && w->q.q && (e->fuse_res == 1 || (e->fuse_res == 2 && cu_gemv_blocks(&w->q) >= e->sms))) {
         cu_gemv_epi ep = {.b = bias, .x = e->x, .scale = e->residual_scale, .eps = e->eps, .nkind = e->norm_kind,
-                          .nw = nw, .nb = nb, .h16 = e->h16, .cnt = e->rcnt, .late = (e->fuse_res & 4) != 0};
+                          .nw = nw, .nb = nb, .h16 = e->h16, .cnt = e->rcnt};
         return gemm(e, e->a, in, w, T, 1, &ep, err);
     }
     int rc = gemm(e, e->a, in, w, T, decode, NULL, err);
@@ -794,7 +792,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         prof_mark(e, PROF_ATTN, 1);
     }
     int ff = !e->parallel && w->ffn_norm; /* the FFN's norm fused into the residual pass */
-    if ((rc = res_step(e, 1, e->att16, &w->wo, T, c->decode, w->bo, w->attn_out_norm, ff ? w->ffn_norm : NULL,
+    if ((rc = res_step(e, e->att16, &w->wo, T, c->decode, w->bo, w->attn_out_norm, ff ? w->ffn_norm : NULL,
                        w->ffn_norm_b, err)))
         return rc;
     const float *fin = e->parallel ? e->x0 : e->x;
@@ -805,7 +803,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     if ((rc = gemm(e, e->gu, e->h16, &w->wgu, T, c->decode, &ep, err))) return rc;
     const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL; /* and the next layer's attention norm */
     e->h_fused = nx && nx->attn_norm;
-    if ((rc = res_step(e, 2, e->g16, &w->wd, T, c->decode, w->bd, w->ffn_out_norm, e->h_fused ? nx->attn_norm : NULL,
+    if ((rc = res_step(e, e->g16, &w->wd, T, c->decode, w->bd, w->ffn_out_norm, e->h_fused ? nx->attn_norm : NULL,
                        e->h_fused ? nx->attn_norm_b : NULL, err)))
         return rc;
     CK(cudaGetLastError(), "a kernel launch");
