@@ -1217,22 +1217,19 @@ static size_t rstrip(const char *s, size_t n)
     return n;
 }
 
-/* what a stream sends (a delta after every byte, then the rest) adds up to the whole reply's parts */
-static void test_reply(void)
+/* what a stream sends (a delta after every byte, then the rest) adds up to the whole reply's parts, in
+ * family m (or none) with dialect dn's calls (or none), the reply built from pieces */
+static void reply_family(const tm_think_markers *m, const char *dn, const char *const *pieces, size_t npieces)
 {
-    static const char *pieces[] = {
-        "<think>", "</think>", "\n", "Let me see.", " ", "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
-        "<tool_call>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}", "\n</tool_call>", "Done.",
-        "<th", "</tool", "<tool_c",
-    };
     long calls_seen = 0, thoughts_seen = 0;
     for (int round = 0; round < 3000; round++) {
-        int think = (int)rnd(2), opened = (int)rnd(2);
-        const tm_tool_dialect *d = rnd(3) ? tm_tool_dialect_named("hermes") : NULL;
+        const tm_think_markers *think = rnd(2) ? m : NULL;
+        int opened = (int)rnd(2);
+        const tm_tool_dialect *d = rnd(3) ? tm_tool_dialect_named(dn) : NULL;
         char text[1024];
         size_t n = 0;
         for (int i = 0, np = 1 + (int)rnd(7); i < np; i++) {
-            const char *p = pieces[rnd(sizeof pieces / sizeof pieces[0])];
+            const char *p = pieces[rnd((unsigned)npieces)];
             memcpy(text + n, p, strlen(p));
             n += strlen(p);
         }
@@ -1263,16 +1260,36 @@ static void test_reply(void)
         int ok = rl == w.reasoning_len && !memcmp(rs, w.reasoning, rl) && ncalls == w.tc.n;
         ok = ok && (w.tc.n ? rstrip(cs, cl) == rstrip(w.content, w.content_len) && !memcmp(cs, w.content, rstrip(cs, cl))
                            : cl == w.content_len && !memcmp(cs, w.content, cl));
-        CHECKF(ok, "think %d opened %d calls %d: '%s': streamed '%.*s' / '%.*s', whole '%.*s' / '%.*s' (%d calls)", think,
-               opened, d != NULL, text, (int)rl, rs, (int)cl, cs, (int)w.reasoning_len, w.reasoning, (int)w.content_len,
-               w.content, w.tc.n);
+        CHECKF(ok, "%s think %d opened %d calls %d: '%s': streamed '%.*s' / '%.*s', whole '%.*s' / '%.*s' (%d calls)",
+               m->name, think != NULL, opened, d != NULL, text, (int)rl, rs, (int)cl, cs, (int)w.reasoning_len,
+               w.reasoning, (int)w.content_len, w.content, w.tc.n);
         calls_seen += w.tc.n > 0;
         thoughts_seen += w.reasoning_len > 0;
         tm_reply_free(&a);
         tm_reply_free(&b);
     }
-    CHECKF(calls_seen > 200 && thoughts_seen > 200, "%ld replies with calls, %ld with reasoning", calls_seen,
-           thoughts_seen);
+    CHECKF(calls_seen > 200 && thoughts_seen > 200, "%s: %ld replies with calls, %ld with reasoning", m->name,
+           calls_seen, thoughts_seen);
+}
+
+static void test_reply(void)
+{
+    static const char *pieces[] = {
+        "<think>", "</think>", "\n", "Let me see.", " ", "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+        "<tool_call>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}", "\n</tool_call>", "Done.",
+        "<th", "</tool", "<tool_c",
+    };
+    reply_family(&tm_think_tags, "hermes", pieces, sizeof pieces / sizeof pieces[0]);
+    /* Command R7B: a plan, then calls, or an answer in its wrapper */
+    static const char *command[] = {
+        "<|START_THINKING|>", "<|END_THINKING|>", "\n", "I will look.", " ", "<|START_RESPONSE|>", "<|END_RESPONSE|>",
+        "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"now\", \"parameters\": {}}\n]<|END_ACTION|>",
+        "<|START_ACTION|>[", "{\"tool_call_id\": \"1\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+        "]", "<|END_ACTION|>", "<|START_", "<|END_", "Done.",
+    };
+    const tm_think_markers *cm = tm_think_detect("<|START_THINKING|><|END_THINKING|>");
+    CHECK(cm != NULL);
+    if (cm) reply_family(cm, "command_r", command, sizeof command / sizeof command[0]);
 }
 
 /* a template that opens the think block at the prompt's end (DeepSeek-R1's way): the demo model's
@@ -1341,6 +1358,29 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
                        strstr(a.content, thought),
                    "none: content '%s' / '%s', reasoning before '%s'", a.content, b.content, thought);
         }
+        tm_server_stop(srv);
+    }
+    /* another family's opened block (Command A Reasoning's markers), found with auto and with deepseek */
+    const char *r4 = "{%- for m in messages %}<|START_TEXT|>{{ m['content'] }}<|END_TEXT|>\n{% endfor %}"
+                     "<|CHATBOT_TOKEN|><|START_THINKING|>";
+    const char *r4_formats[] = {NULL, "deepseek"};
+    for (int k = 0; k < 2; k++) {
+        tm_server_opts o;
+        tm_server_opts_default(&o);
+        o.port = 0;
+        o.chat_template = r4;
+        o.reasoning = r4_formats[k];
+        tm_server *srv = NULL;
+        tm_err err = {0};
+        CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+        if (!srv) continue;
+        reply a, b;
+        ask(tm_server_port(srv), body, 0, &a);
+        ask(tm_server_port(srv), sbody, 1, &b);
+        CHECKF(a.status == 200 && a.has_reasoning && strlen(a.reasoning) > 0 && !a.has_content &&
+                   !strcmp(a.reasoning, b.reasoning) && !b.has_content,
+               "command4 (%s): reasoning '%s' / '%s', content %d '%s'", o.reasoning ? o.reasoning : "auto", a.reasoning,
+               b.reasoning, a.has_content, a.content);
         tm_server_stop(srv);
     }
     tm_server_opts o;

@@ -59,6 +59,8 @@ static void test_detect(void)
         {"tests/data/chat_templates/HuggingFaceTB-SmolLM3-3B.jinja", NULL},
         {"tests/data/chat_templates/openai-gpt-oss-120b.jinja", "harmony"},
         {"tests/data/chat_templates/deepseek-ai-DeepSeek-V3.1.jinja", "deepseek_v3"},
+        {"tests/data/chat_templates/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "command_r"},
+        {"tests/data/chat_templates/Cohere2MoE.jinja", "command_r"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
@@ -79,8 +81,8 @@ static void test_detect(void)
     CHECK(!strcmp(tm_tool_dialect_detect("{{- '[TOOL_CALLS]' + tc['function']['name'] + '[ARGS]' + args }}")->name,
                   "mistral_args"));
     const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm",
-                           "seed_oss", "minimax", "harmony", "deepseek_v3"};
-    for (int i = 0; i < 11; i++) {
+                           "seed_oss", "minimax", "harmony", "deepseek_v3", "command_r"};
+    for (int i = 0; i < 12; i++) {
         const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
         CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
     }
@@ -828,6 +830,91 @@ static void test_deepseek(void)
     CHECK(d && d->keep && !strcmp(d->keep[0], B));
 }
 
+/* the calls template file writes for an assistant turn with two calls: from its marker b to e (end
+ * included) in *from / *len; NULL where it renders none (the caller frees the returned render) */
+static char *rendered_calls(const char *file, const char *b, const char *e_mark, const char **from, size_t *len)
+{
+    char *src = th_slurp(file), *out = NULL;
+    cJSON *m = cJSON_Parse("[{\"role\":\"user\",\"content\":\"Weather in Paris, and 1 + 2?\"},"
+                           "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":["
+                           "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris <FR>\"}}},"
+                           "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":-2}}}]},"
+                           "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"18 C\"},"
+                           "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"-1\"}]");
+    tm_err e = {0};
+    CHECKF(src && tm_chat_render(src, m, 1, NULL, NULL, NULL, NULL, &out, &e) == TM_OK, "%s: %s", file, e.msg);
+    const char *f = out ? strstr(out, b) : NULL, *t = f ? strstr(f, e_mark) : NULL;
+    CHECKF(f && t, "%s: no calls in %s", file, out ? out : "");
+    *from = f;
+    *len = f && t ? (size_t)(t - f) + strlen(e_mark) : 0;
+    free(src);
+    cJSON_Delete(m);
+    if (!t) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Command R7B's and Command A's calls: a JSON list of {"tool_call_id", "tool_name", "parameters"} between
+ * <|START_ACTION|> and <|END_ACTION|>; parsed, cut, refused; both published templates' calls read back, and
+ * the forced grammar takes what the templates show the model */
+static void test_command(void)
+{
+    const char *B = "<|START_ACTION|>", *E = "<|END_ACTION|>";
+    char t[1024];
+    snprintf(t, sizeof t, "%s[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}},"
+             "\n    {\"tool_call_id\": \"1\", \"tool_name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}\n]%s", B, E);
+    parse_case("command_r", t, "get_weather {\"city\":\"Paris\"}|add {\"a\":1,\"b\":2}", "");
+    snprintf(t, sizeof t, "I will check.%s[{\"tool_call_id\": \"0\", \"tool_name\": \"now\", \"parameters\": {}}]%s", B, E);
+    parse_case("command_r", t, "now {}", "I will check.");
+    snprintf(t, sizeof t, "%s[{\"tool_name\": \"now\", \"parameters\": {}}, {\"tool_call_id\": \"1\", \"tool_name\": \"add\", "
+             "\"parameters\": {\"a\": 1", B);
+    parse_with(TOOLS, 1, "command_r", t, "now {}", ""); /* cut inside the second: the first kept */
+    snprintf(t, sizeof t, "%s[{\"tool_call_id\": \"0\", \"tool_name\": \"fly\", \"parameters\": {}}]%s", B, E);
+    parse_case("command_r", t, "", t); /* an undeclared tool: no calls, all content */
+    snprintf(t, sizeof t, "%s[{\"name\": \"now\", \"arguments\": {}}]%s", B, E);
+    parse_case("command_r", t, "now {}", ""); /* OpenAI's keys read too */
+    snprintf(t, sizeof t, "%s[{\"tool_call_id\": \"0\", \"tool_name\": \"now\", \"parameters\": {}}] and more", B);
+    parse_case("command_r", t, "", t); /* an unclosed list before more text */
+    const char *files[] = {"tests/data/chat_templates/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+                           "tests/data/chat_templates/Cohere2MoE.jinja"};
+    const tm_tool_dialect *d = tm_tool_dialect_named("command_r");
+    tm_grammar *g = forced("command_r", TOOLS, NULL, 1);
+    for (int i = 0; i < 2; i++) {
+        const char *from = NULL;
+        size_t len = 0;
+        char *out = rendered_calls(files[i], B, E, &from, &len);
+        if (!out) continue;
+        tm_tool_calls c;
+        tm_err e = {0};
+        CHECK(tm_tool_parse(d, from, len, TOOLS, 0, &c, &e) == TM_OK);
+        char got[512] = "";
+        for (int k = 0; k < c.n; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", k ? "|" : "", c.v[k].name, c.v[k].arguments);
+        CHECKF(!strcmp(got, "get_weather {\"city\":\"Paris <FR>\"}|add {\"a\":1,\"b\":-2}") && !c.content[0],
+               "%s: read back: %s", files[i], got);
+        tm_tool_calls_free(&c);
+        /* the forced reply's grammar takes the template's own form, from gen_open to the list's end */
+        size_t go = strlen(d->gen_open);
+        CHECKF(len > go + strlen(E) && !memcmp(from, d->gen_open, go), "%s: the calls open otherwise: %.*s", files[i],
+               (int)len, from);
+        if (g && len > go + strlen(E)) {
+            char body[1024];
+            snprintf(body, sizeof body, "%.*s", (int)(len - go - strlen(E)), from + go);
+            CHECKF(th_takes(g, body) == 1, "%s: the grammar refuses the template's calls: %s", files[i], body);
+        }
+        free(out);
+    }
+    if (g) {
+        forced_yes(TOOLS, "command_r", g, "{\"tool_call_id\": \"0\", \"tool_name\": \"now\", \"parameters\": {}}\n]", "now {}");
+        CHECK(th_takes(g, "{\"tool_name\": \"now\", \"parameters\": {}}\n]") == 0); /* its number first */
+        CHECK(th_takes(g, "{\"tool_call_id\": \"0\", \"tool_name\": \"fly\", \"parameters\": {}}\n]") == 0);
+    }
+    tm_grammar_free(g);
+    CHECK(d && d->keep && !strcmp(d->keep[0], B) && !strcmp(d->keep[1], E) && !d->keep[2]);
+}
+
 int main(void)
 {
     test_detect();
@@ -840,5 +927,6 @@ int main(void)
     test_xml_roundtrip();
     test_xml_grammar();
     test_deepseek();
+    test_command();
     return th_done("test_toolcall");
 }

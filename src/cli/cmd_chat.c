@@ -157,8 +157,10 @@ int cmd_chat(int argc, char **argv)
     }
     free(probe);
     const char *tpl_src = tpl ? tpl : tandem_model_chat_template(m);
-    int think = tm_think_detect(tpl_src), harmony = tm_harmony_detect(tpl_src);
+    const tm_think_markers *think = tm_think_detect(tpl_src);
+    int harmony = tm_harmony_detect(tpl_src);
     if (harmony) g.req.keep_special = TM_HARMONY_MARKERS; /* its channels are special tokens */
+    else if (think) g.req.keep_special = think->keep; /* its thinking's markers may be */
     int tty = isatty(0);
     if (tty) fprintf(stderr, "tandem chat (%s). /reset to start over, /quit to leave.\n", model);
     cJSON *msgs = fresh(system);
@@ -189,7 +191,7 @@ int cmd_chat(int argc, char **argv)
         r.prompt = prompt;
         r.no_special = 1; /* the rendered template holds the special tokens */
         turn t = {.dim = isatty(2)};
-        tm_reply_init(&t.r, NULL, NULL, think, think && tm_think_opened(prompt, strlen(prompt)), harmony);
+        tm_reply_init(&t.r, NULL, NULL, think, !harmony && tm_think_opened(think, prompt, strlen(prompt)), harmony);
         tandem_stats stats;
         int r2 = tandem_generate(s, &r, on_text, &t, &stats, &st);
         free(prompt);

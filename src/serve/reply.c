@@ -7,9 +7,9 @@
 
 #include "core/grow.h"
 #include "text/harmony.h"
-#include "text/reasoning.h"
 
-void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, int think, int opened, int harmony)
+void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, const tm_think_markers *think,
+                   int opened, int harmony)
 {
     memset(r, 0, sizeof *r);
     r->d = d;
@@ -17,7 +17,7 @@ void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json
     r->think = think;
     r->opened = think && opened;
     r->harmony = harmony;
-    if (harmony) tm_harmony_init(&r->h, think);
+    if (harmony) tm_harmony_init(&r->h, think != NULL);
 }
 
 int tm_reply_add(tm_reply *r, const char *s, size_t n)
@@ -31,7 +31,7 @@ int tm_reply_add(tm_reply *r, const char *s, size_t n)
 
 static void spans(const tm_reply *r, int final, tm_think_span *s)
 {
-    if (r->think) tm_think_split(r->acc ? r->acc : "", r->len, r->opened, final, s);
+    if (r->think) tm_think_split(r->think, r->acc ? r->acc : "", r->len, r->opened, final, s);
     else *s = (tm_think_span){0, 0, 0, r->len};
 }
 

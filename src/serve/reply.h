@@ -36,13 +36,15 @@
 
 #include "serve/oai.h"
 #include "text/harmony.h"
+#include "text/reasoning.h"
 #include "text/toolcall.h"
 
 typedef struct tm_reply {
     const tm_tool_dialect *d;   /* tool calls read in this dialect, or NULL */
     const char *tools_json;     /* the request's tools (with d) */
-    int think, opened;          /* reasoning split off; the prompt left a think block open */
-    int harmony;                /* the reply is harmony: h reads it (think: analysis is reasoning) */
+    const tm_think_markers *think; /* reasoning split off in this family (NULL: none) */
+    int opened;                 /* the prompt left a think block open */
+    int harmony;                /* the reply is harmony: h reads it (think not NULL: analysis is reasoning) */
     tm_harmony h;
     char *acc;                  /* the reply so far [len] */
     size_t len, cap;
@@ -66,7 +68,8 @@ typedef struct tm_reply_part {
     tm_oai_tool_calls tc;       /* none (n 0) but from tm_reply_rest / tm_reply_whole */
 } tm_reply_part;
 
-void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, int think, int opened, int harmony);
+void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, const tm_think_markers *think,
+                   int opened, int harmony);
 int tm_reply_add(tm_reply *r, const char *s, size_t n);          /* -1 when out of memory */
 void tm_reply_delta(tm_reply *r, tm_reply_part *p);              /* marks it sent; "" for an empty part */
 int tm_reply_finish(tm_reply *r, int cut, uint64_t seed);         /* -1 when out of memory */

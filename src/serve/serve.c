@@ -112,6 +112,7 @@ static const struct {
 };
 
 typedef struct job job;
+#define JOB_KEEP 16 /* special tokens a reply keeps in its text (text/tokenizer.h: TM_DETOK_KEEP) */
 
 struct tm_server {
     struct MHD_Daemon *d;
@@ -131,7 +132,7 @@ struct tm_server {
     uint64_t rand_base;
     atomic_uint_fast64_t rand_ctr;
     const tm_tool_dialect *dialect; /* tool calls in the template's dialect, or NULL (opts.tool_parser) */
-    int think;                 /* replies' <think> blocks go to reasoning_content (opts.reasoning) */
+    const tm_think_markers *think; /* replies' think blocks (in this family) go to reasoning_content (opts.reasoning) */
     int harmony;               /* the template writes harmony (gpt-oss): chat replies keep its markers and are
                                   read by text/harmony.h, analysis as reasoning_content unless reasoning is "none" */
     int harmony_think;
@@ -201,6 +202,7 @@ struct job {
     char *grammar;             /* tool_choice required / named / auto: the calls' grammar (the request's) */
     const char *prefix;        /* required / named: the dialect's gen_open, at the prompt's end: the reply's start */
     int reads;                 /* the choices' replies are in use: calls or reasoning are read */
+    const char *keep[JOB_KEEP + 1]; /* the request's keep_special: the calls' and the thinking's markers */
     const tm_api_fmt *fmt;     /* another API's shapes (serve-impl.h: Anthropic's, Responses; one choice), or NULL */
     char *fmt_echo;            /* its request's fields the answer repeats, or NULL */
     int fmt_in;                /* its prompt's tokens (a stream's first event tells them) */
@@ -899,6 +901,19 @@ static enum MHD_Result submit_error(tm_server *srv, struct MHD_Connection *c, jo
     return reply_error(srv, c, &e, NULL);
 }
 
+/* keep (NULL-terminated, JOB_KEEP at most) += the texts of add not in it yet */
+static void keep_add(const char **keep, const char *const *add)
+{
+    int n = 0;
+    while (keep[n]) n++;
+    for (int i = 0; add && add[i] && n < JOB_KEEP; i++) {
+        int have = 0;
+        for (int k = 0; k < n && !have; k++) have = !strcmp(keep[k], add[i]);
+        if (!have) keep[n++] = add[i];
+    }
+    keep[n] = NULL;
+}
+
 /* A chat request with tools: its reply is read for calls in the server's dialect; tool_choice
  * required or naming a function holds it to calls by a grammar, the dialect's gen_open at the
  * prompt's end; auto holds the calls to the same grammar from the dialect's marker on, where the
@@ -980,7 +995,16 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         job_free(j);
         return reply_error(srv, c, &e, NULL);
     }
-    if (j->calls && j->calls->keep) q.keep_special = j->calls->keep; /* its markers are special tokens */
+    /* the reply read into parts: calls (a dialect for this request), reasoning (a template that shows
+     * it, unless a constraint holds the reply from its start: a forced call, a grammar, a schema, JSON
+     * mode); the markers it is read by stay in its text where they are special tokens */
+    const tm_think_markers *think =
+        kind != TM_OAI_CHAT ? NULL
+        : srv->harmony      ? (srv->harmony_think ? &tm_think_tags : NULL)
+                            : (!j->prefix && !q.grammar && !q.json_schema && !q.json_object ? srv->think : NULL);
+    keep_add(j->keep, j->calls ? j->calls->keep : NULL);
+    if (think && !srv->harmony) keep_add(j->keep, think->keep);
+    if (j->keep[0]) q.keep_special = j->keep;
     if (kind == TM_OAI_CHAT && srv->harmony) { /* a constrained answer goes straight to the final channel */
         q.keep_special = TM_HARMONY_MARKERS;
         if (!j->prefix && (q.grammar || q.json_schema || q.json_object)) j->prefix = "<|channel|>final<|message|>";
@@ -990,14 +1014,9 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
             job_free(j);
             return reply_error(srv, c, &e, NULL);
         }
-        /* the reply read into parts: calls (a dialect for this request), reasoning (a template
-         * that shows it, unless a constraint holds the reply from its start: a forced call, a
-         * grammar, a schema, JSON mode) */
-        int think = srv->harmony ? srv->harmony_think
-                                 : srv->think && !j->prefix && !q.grammar && !q.json_schema && !q.json_object;
         if (j->calls || think || j->fmt || srv->harmony) { /* (another API's writer takes the reply in parts) */
             j->reads = 1;
-            int opened = think && tm_think_opened(prompt, strlen(prompt)), bad = 0;
+            int opened = !srv->harmony && tm_think_opened(think, prompt, strlen(prompt)), bad = 0;
             for (int i = 0; i < j->n; i++) {
                 tm_reply_init(&j->ch[i].reply, j->calls, j->req.tools_json, think, opened, srv->harmony);
                 bad |= j->prefix && tm_reply_add(&j->ch[i].reply, j->prefix, strlen(j->prefix));
@@ -1021,7 +1040,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     if (kind == TM_OAI_COMPLETION && j->fmt) { /* (llama.cpp's /infill: its writer takes the text in parts) */
         j->reads = 1;
         j->fmt_in = (int)tm_oai_prompt_at(&j->req, 0).n_ids;
-        for (int i = 0; i < j->n; i++) tm_reply_init(&j->ch[i].reply, NULL, NULL, 0, 0, 0);
+        for (int i = 0; i < j->n; i++) tm_reply_init(&j->ch[i].reply, NULL, NULL, NULL, 0, 0);
     }
     if (j->req.suffix) { /* fill in the middle: the model's prefix, suffix and middle tokens around the texts */
         const char *const *f = srv->fim;
@@ -1402,7 +1421,9 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (!o->reasoning || !strcmp(o->reasoning, "auto")) {
         srv->think = tm_think_detect(tpl_src);
     } else if (!strcmp(o->reasoning, "deepseek") || !strcmp(o->reasoning, "none")) {
-        srv->think = !strcmp(o->reasoning, "deepseek");
+        /* deepseek: the family the template shows, else <think> */
+        srv->think = !strcmp(o->reasoning, "none") ? NULL : tm_think_detect(tpl_src);
+        if (!strcmp(o->reasoning, "deepseek") && !srv->think) srv->think = &tm_think_tags;
     } else {
         srv_free(srv);
         return tm_errf(err, TM_E_INVALID, "serve: --reasoning-format '%s' is not one of auto, none, deepseek",

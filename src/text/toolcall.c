@@ -32,6 +32,9 @@ static const tm_tool_xml glm_xml = {.fn_open = "", .fn_close = "", .fn_end = "",
 static const char *const DS_KEEP[] = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
                                       "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", NULL};
 
+/* Command R7B's and Command A's markers: special tokens */
+static const char *const COMMAND_KEEP[] = {"<|START_ACTION|>", "<|END_ACTION|>", NULL};
+
 static const tm_tool_dialect dialects[] = {
     {.name = "deepseek_v3", .detect = {"<｜tool▁sep｜>", NULL}, .open = "<｜tool▁calls▁begin｜>",
      .close = "<｜tool▁calls▁end｜>", .args_key = "arguments", .gen_open = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>",
@@ -42,6 +45,9 @@ static const tm_tool_dialect dialects[] = {
      .gen_open = "<|channel|>commentary to=functions.", .gen_close = "", .gen_sep = "", .gen_end = "",
      .args_marker = "<|message|>", .gen_args = " <|constrain|>json<|message|>", .harmony = 1,
      .keep = TM_HARMONY_MARKERS},
+    {.name = "command_r", .detect = {"<|START_ACTION|>", NULL}, .open = "<|START_ACTION|>", .close = "<|END_ACTION|>",
+     .list = 1, .args_key = "parameters", .name_key = "tool_name", .id_key = "tool_call_id",
+     .gen_open = "<|START_ACTION|>[\n    ", .gen_close = "", .gen_sep = ",\n    ", .gen_end = "\n]", .keep = COMMAND_KEEP},
     {.name = "mistral_args", .detect = {"[ARGS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .bare = 1,
      .args_key = "arguments", .gen_open = "[TOOL_CALLS]", .gen_close = "", .gen_sep = "", .gen_end = "", .id_len = 9,
      .args_marker = "[ARGS]", .id_marker = "[CALL_ID]"},
@@ -89,7 +95,7 @@ const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
 const char *tm_tool_dialect_names(void)
 {
     return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax, harmony, "
-           "deepseek_v3";
+           "deepseek_v3, command_r";
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
@@ -222,10 +228,12 @@ static size_t skip_ws(const char *s, size_t i, size_t len)
 enum { GOOD = 1, BAD = 2, CUT = 3 }; /* beside TM_OK (0) and the negative statuses; CUT: an unfinished call ends
                                         a reply cut short */
 
-/* o as a call to a declared tool, appended to c: GOOD, BAD (not a call) or TM_E_NOMEM */
-static int add_call(const cJSON *o, const cJSON *tools, calls *c)
+/* o as a call to a declared tool, appended to c: GOOD, BAD (not a call) or TM_E_NOMEM. name_key: the
+ * key of the tool's name in the dialect's calls (NULL: "name", which is also read where it is absent) */
+static int add_call(const cJSON *o, const char *name_key, const cJSON *tools, calls *c)
 {
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    const cJSON *name = name_key ? cJSON_GetObjectItemCaseSensitive(o, name_key) : NULL;
+    if (!name) name = cJSON_GetObjectItemCaseSensitive(o, "name");
     if (!cJSON_IsObject(o) || !cJSON_IsString(name) || !declared(tools, name->valuestring)) return BAD;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
     if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
@@ -318,7 +326,7 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
         cJSON_Delete(o);
         return TM_E_NOMEM;
     }
-    int rc = add_call(o, tools, c);
+    int rc = add_call(o, NULL, tools, c);
     cJSON_Delete(o);
     if (rc != GOOD) return rc;
     size_t k = skip_ws(text, e, len);
@@ -489,7 +497,7 @@ static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, s
             break;
         }
     }
-    if (rc == GOOD) rc = add_call(o, tools, c);
+    if (rc == GOOD) rc = add_call(o, NULL, tools, c);
     cJSON_Delete(o);
     if (rc == GOOD) *end = q;
     return rc;
@@ -536,7 +544,7 @@ static int calls_at(const tm_tool_dialect *d, const char *text, size_t len, size
         size_t e = 0;
         cJSON *v = json_at(text, len, p, &e);
         if (!v) return cut && (p == len || text[p] == '{') ? CUT : BAD;
-        int rc = add_call(v, tools, c);
+        int rc = add_call(v, d->name_key, tools, c);
         cJSON_Delete(v);
         if (rc != GOOD) return rc;
         size_t q = skip_ws(text, e, len);
@@ -624,7 +632,7 @@ int tm_tool_harmony_calls(const tm_harmony *h, const char *tools_json, int cut, 
         if (o && args && cJSON_IsObject(args) && strlen(hc->to) <= TM_TOOL_MAX_NAME &&
             cJSON_AddStringToObject(o, "name", hc->to) && cJSON_AddItemToObject(o, "arguments", args)) {
             args = NULL;
-            r = tools ? add_call(o, tools, &c) : BAD;
+            r = tools ? add_call(o, NULL, tools, &c) : BAD;
         } else if (!o) {
             r = TM_E_NOMEM;
         }
@@ -989,7 +997,7 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
     i = 0;
     for (const cJSON *tool = tools->child; tool && !bad && rc == TM_OK; tool = tool->next, i++) {
         if (only && strcmp(tool_name(tool), only)) continue;
-        char key[64], nm[96], rule[32];
+        char key[64], nm[96], rule[32], nkey[40], ikey[40];
         if (d->xml) {
             rc = put_xml_call(&t, d->xml, tool, i, err);
             continue;
@@ -1006,7 +1014,11 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
         snprintf(rule, sizeof rule, "tc-%d ::= \"{\" tc-ws ", i);
         snprintf(key, sizeof key, "\"%s\"", d->args_key);
         snprintf(nm, sizeof nm, "\"%s\"", tool_name(tool));
-        bad = puts_(&t, rule) || put_lit(&t, "\"name\"") || puts_(&t, " tc-ws \":\" tc-ws ") || put_lit(&t, nm) ||
+        snprintf(nkey, sizeof nkey, "\"%s\"", d->name_key ? d->name_key : "name");
+        snprintf(ikey, sizeof ikey, "\"%s\"", d->id_key ? d->id_key : "");
+        bad = puts_(&t, rule) || /* the call's number first, where the dialect's calls have one: "0", "1", ... */
+              (d->id_key && (put_lit(&t, ikey) || puts_(&t, " tc-ws \":\" tc-ws \"\\\"\" [0-9]{1,6} \"\\\"\" tc-ws \",\" tc-ws "))) ||
+              put_lit(&t, nkey) || puts_(&t, " tc-ws \":\" tc-ws ") || put_lit(&t, nm) ||
               puts_(&t, " tc-ws \",\" tc-ws ") || put_lit(&t, key) || puts_(&t, " tc-ws \":\" tc-ws ");
         snprintf(rule, sizeof rule, "t%d-root tc-ws \"}\"\n", i);
         bad = bad || puts_(&t, rule);

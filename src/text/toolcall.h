@@ -14,6 +14,8 @@
  *   seed_oss     <seed:tool_call>\n<function=f>\n<parameter=k>v</parameter>\n</function>\n</seed:tool_call>
  *   minimax      <minimax:tool_call>\n<invoke name="f"><parameter name="k">v</parameter></invoke>\n...</minimax:tool_call>
  *   harmony      <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>       (gpt-oss)
+ *   command_r    <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {...}}, ...]<|END_ACTION|>
+ *                                                                             (Command R7B, Command A)
  *   deepseek_v3  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
  *                                                                             (DeepSeek V3.1, V3.2)
  *                and the older ...<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{...}\n```<｜tool▁call▁end｜>...
@@ -111,6 +113,8 @@ typedef struct tm_tool_dialect {
     int bare;                /* the calls may stand without open, as the whole reply */
     int semicolons;          /* calls one after another separated by ';' (Llama 3) */
     const char *args_key;    /* the key a forced call writes the arguments under */
+    const char *name_key;    /* a JSON call's key of the tool's name (NULL: "name", also read where it is absent) */
+    const char *id_key;      /* a forced JSON call writes this key first, the call's number as a string (NULL: none) */
     const char *gen_open;    /* a forced reply starts with this (appended to the prompt) */
     const char *gen_close;   /* ... ends each call with this */
     const char *gen_sep;     /* ... puts this between two calls */
