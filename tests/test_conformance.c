@@ -497,10 +497,10 @@ static void extra_refs(void)
     DIR *d = opendir(root);
     CHECKF(d != NULL, "cannot open %s", root);
     if (!d) return;
-    char *names[64];
+    char *names[128];
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < 64)
+    while ((e = readdir(d)) && n < 128)
         if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
     closedir(d);
     int models = 0;

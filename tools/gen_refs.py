@@ -378,6 +378,33 @@ def variants():
         "gate/up columns and biases, clamped SwiGLU (alpha 1.702, (up + 1)); the config's swiglu_limit 0.15 is not "
         "read by transformers 5.17 (GptOssExperts fixes the limit at 7, which these activations never reach), so "
         "an engine that reads it fails this fixture")
+    v["glm4_moe"] = ("Glm4MoeConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, attention_bias=True, first_k_dense_replace=1,
+        n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1,
+        routed_scaling_factor=2.5, norm_topk_prob=True, hidden_act="silu", max_position_embeddings=4096,
+        rms_norm_eps=1e-5, tie_word_embeddings=False), 2111,
+        "GLM-4.5 (Glm4MoeForCausalLM): Llama's attention with q/k/v biases and partial rotary 0.5 (halves, the "
+        "default), dense layer 0, 8 routed experts in 2 groups (top-1 group) with DeepSeek-V3's sigmoid router and "
+        "correction bias (perturbed N(0, 0.3^2)), 1 shared expert, scaling 2.5")
+    v["glm4_moe_qk"] = ("Glm4MoeConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, attention_bias=False, use_qk_norm=True,
+        first_k_dense_replace=0, n_routed_experts=4, n_shared_experts=2, num_experts_per_tok=2,
+        norm_topk_prob=False, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-5,
+        tie_word_embeddings=False), 2113,
+        "GLM-4.5 with use_qk_norm (q/k RMSNorm per head before RoPE), no biases, every layer MoE (4 experts, "
+        "one group, top-2 not renormalised, scaling 1), 2 shared experts")
+    v["seed_oss"] = ("SeedOssConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, attention_bias=True, attention_out_bias=False, mlp_bias=False,
+        hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=False), 2115,
+        "Seed-OSS: Llama with q/k/v biases (attention_bias) and none on o (attention_out_bias false)")
+    v["seed_oss_obias"] = ("SeedOssConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, head_dim=16, attention_bias=False, attention_out_bias=True, mlp_bias=True,
+        hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=True), 2117,
+        "Seed-OSS with a bias on o only (attention_out_bias), MLP biases, tied")
     v["deepseek_v3"] = ("DeepseekV3Config", dict(
         COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
         first_k_dense_replace=1, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2,
@@ -601,6 +628,10 @@ def build(name, cls_name, kwargs, seed, desc, root):
                      "(reloaded cleanly: no missing or unexpected keys)")
     if cls_name == "OlmoeConfig" and to_hub_moe_names(hf, cfg.intermediate_size, cfg.hidden_size, cfg.num_experts,
                                                       "qwen"):
+        notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
+                     "(reloaded cleanly: no missing or unexpected keys)")
+    if cls_name == "Glm4MoeConfig" and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,
+                                                        cfg.n_routed_experts, "qwen"):
         notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")
     if cls_name == "Qwen2MoeConfig" and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,

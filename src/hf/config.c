@@ -359,6 +359,7 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
         {"scale_attn_weights", &c->scale_attn_weights},
         {"scale_attn_by_inverse_layer_idx", &c->scale_attn_by_inverse_layer_idx},
         {"use_qk_norm", &c->use_qk_norm},
+        {"attention_out_bias", &c->attention_out_bias},
         {"do_layer_norm_before", &c->do_layer_norm_before},
         {"enable_bias", &c->enable_bias},
         {"_remove_final_layer_norm", &c->remove_final_layer_norm},

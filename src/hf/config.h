@@ -83,7 +83,8 @@ typedef struct tm_hf_config {
     char activation_function[32];
     tm_cfg_int rotary_dim;          /* GPT-J */
     tm_cfg_num logit_scale;         /* Cohere */
-    tm_cfg_bool use_qk_norm;        /* Cohere: refused when true */
+    tm_cfg_bool use_qk_norm;        /* Cohere's and GLM-4.5's q/k norms */
+    tm_cfg_bool attention_out_bias; /* Seed-OSS: a bias on o_proj (apart from attention_bias's q, k, v) */
     tm_cfg_int ffn_dim, word_embed_proj_dim;                          /* OPT */
     tm_cfg_bool do_layer_norm_before, enable_bias, remove_final_layer_norm, layer_norm_elementwise_affine;
     tm_cfg_int num_kv_heads, num_ln_in_parallel_attn, ffn_hidden_size;                     /* Falcon */

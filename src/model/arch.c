@@ -99,6 +99,8 @@ static const arch_info arch_table[] = {
     {"MixtralForCausalLM",             "mixtral",    TM_ARCH_MIXTRAL,   0, 1e-5, 1e6, 131072, 0,  AB_NONE,   0, 0, 0, 0, SW_ALL,    0,    MOE_MIXTRAL, "model.", NULL, NULL},
     {"DeepseekV2ForCausalLM",          "deepseek_v2", TM_ARCH_DEEPSEEK_V2, 0, 1e-6, 1e4, 2048, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
     {"DeepseekV3ForCausalLM",          "deepseek_v3", TM_ARCH_DEEPSEEK_V3, 0, 1e-6, 1e4, 4096, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
+    {"Glm4MoeForCausalLM",             "glm4_moe",   TM_ARCH_GLM4_MOE,  0, 1e-5, 1e4, 131072, 0,  AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
+    {"SeedOssForCausalLM",             "seed_oss",   TM_ARCH_SEED_OSS,  0, 1e-6, 1e4, 524288, 128, AB_QKV,  1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"GptOssForCausalLM",              "gpt_oss",    TM_ARCH_GPT_OSS,   0, 1e-5, 1.5e5, 131072, 64, AB_CONFIG, 0, 0, 0, 0, SW_GEMMA2, 128, MOE_GPT_OSS, "model.", NULL, NULL},
     {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
      &names_phi, &ln_phi},
@@ -648,20 +650,23 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
 
 /* DeepSeek-V2/V3's experts (model.h's "DeepSeek" routing), as their transformers config classes default them:
  * n_routed_experts routed experts of moe_intermediate_size on the layers from first_k_dense_replace on, plus
- * n_shared_experts x moe_intermediate_size shared on every token, without a gate */
+ * n_shared_experts x moe_intermediate_size shared on every token, without a gate. GLM-4.5 (Glm4Moe) routes as
+ * V3 does (its router is V3's), with its own defaults. */
 static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
 {
     const tm_hf_config *c = x->c;
-    int v3 = ai->arch == TM_ARCH_DEEPSEEK_V3, rc, shared = 0, dense = 0;
+    int glm = ai->arch == TM_ARCH_GLM4_MOE, v3 = ai->arch == TM_ARCH_DEEPSEEK_V3 || glm, rc, shared = 0, dense = 0;
     double rs = 1;
-    if ((rc = opt_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS, v3 ? 256 : 64, &m->n_experts)) ||
+    if ((rc = opt_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS, glm ? 128 : v3 ? 256 : 64,
+                      &m->n_experts)) ||
         (v3 ? (rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, 8, &m->top_k))
             : (rc = req_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, &m->top_k))) ||
-        (rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF, v3 ? 2048 : 1407,
-                      &m->F_expert)) ||
+        (rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF,
+                      glm ? 1408 : v3 ? 2048 : 1407, &m->F_expert)) ||
         (rc = opt_int(x, &c->n_shared_experts, "n_shared_experts", 0, 64, v3 ? 1 : 2, &shared)) ||
-        (rc = opt_int(x, &c->first_k_dense_replace, "first_k_dense_replace", 0, INT32_MAX, v3 ? 3 : 0, &dense)) ||
-        (rc = opt_pos_num(x, &c->routed_scaling_factor, "routed_scaling_factor", v3 ? 2.5 : 1.0, &rs)))
+        (rc = opt_int(x, &c->first_k_dense_replace, "first_k_dense_replace", 0, INT32_MAX, glm ? 1 : v3 ? 3 : 0,
+                      &dense)) ||
+        (rc = opt_pos_num(x, &c->routed_scaling_factor, "routed_scaling_factor", v3 && !glm ? 2.5 : 1.0, &rs)))
         return rc;
     m->F_shared = shared * m->F_expert;
     m->routed_scale = (float)rs;
@@ -675,9 +680,9 @@ static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
     m->n_group = m->topk_group = 1;
     if (grouped) {
         int gmax = m->n_experts < TM_MODEL_MAX_GROUPS ? m->n_experts : TM_MODEL_MAX_GROUPS;
-        if ((rc = (v3 ? opt_int(x, &c->n_group, "n_group", 1, gmax, 8, &m->n_group)
+        if ((rc = (v3 ? opt_int(x, &c->n_group, "n_group", 1, gmax, glm ? 1 : 8, &m->n_group)
                       : req_int(x, &c->n_group, "n_group", 1, gmax, &m->n_group))) ||
-            (rc = (v3 ? opt_int(x, &c->topk_group, "topk_group", 1, m->n_group, 4, &m->topk_group)
+            (rc = (v3 ? opt_int(x, &c->topk_group, "topk_group", 1, m->n_group, glm ? 1 : 4, &m->topk_group)
                       : req_int(x, &c->topk_group, "topk_group", 1, m->n_group, &m->topk_group))))
             return rc;
         if (m->n_experts % m->n_group || (v3 && m->n_experts / m->n_group < 2) ||
@@ -1082,8 +1087,9 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         if (cc.rope_theta.state != TM_CFG_SET && cc.rotary_emb_base.state == TM_CFG_SET) cc.rope_theta = cc.rotary_emb_base;
         if (cc.partial_rotary_factor.state != TM_CFG_SET) cc.partial_rotary_factor = (tm_cfg_num){TM_CFG_SET, ai->ln->prf};
     }
-    if ((ai->arch == TM_ARCH_GLM || ai->arch == TM_ARCH_GLM4) && cc.partial_rotary_factor.state != TM_CFG_SET)
-        cc.partial_rotary_factor = (tm_cfg_num){TM_CFG_SET, 0.5}; /* GlmConfig's default */
+    if ((ai->arch == TM_ARCH_GLM || ai->arch == TM_ARCH_GLM4 || ai->arch == TM_ARCH_GLM4_MOE) &&
+        cc.partial_rotary_factor.state != TM_CFG_SET)
+        cc.partial_rotary_factor = (tm_cfg_num){TM_CFG_SET, 0.5}; /* GlmConfig's default (and Glm4MoeConfig's) */
     c = &cc;
     ctx x = {c, c->text_config ? "text_config." : "", err, 0};
     tm_model *m = calloc(1, sizeof *m);
@@ -1119,7 +1125,7 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         }
         m->Dh = m->D / m->H;
     }
-    if (ai->moe == MOE_DEEPSEEK && (rc = resolve_mla(&x, ai, m))) goto fail;
+    if ((ai->arch == TM_ARCH_DEEPSEEK_V2 || ai->arch == TM_ARCH_DEEPSEEK_V3) && (rc = resolve_mla(&x, ai, m))) goto fail;
     if ((int64_t)m->H * m->Dh > TM_MODEL_MAX_HIDDEN * 4LL) {
         rc = tm_errf(err, TM_E_INVALID, "%s: num_attention_heads x head_dim = %lld is absurd", c->name,
                      (long long)m->H * m->Dh);
@@ -1156,6 +1162,15 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         m->qkv_bias = c->attention_bias.state == TM_CFG_SET ? c->attention_bias.v : 1;
         m->o_bias = 0;
         m->fused_gate_up = 1;
+    }
+    if (ai->arch == TM_ARCH_GLM4_MOE) { /* Llama's attention: q/k/v biases (attention_bias), none on o; use_qk_norm:
+                                           RMSNorm over each head's Dh before RoPE */
+        m->o_bias = 0;
+        m->qk_norm = c->use_qk_norm.state == TM_CFG_SET && c->use_qk_norm.v;
+    }
+    if (ai->arch == TM_ARCH_SEED_OSS) { /* q/k/v biases by attention_bias (default true), o's by attention_out_bias */
+        m->qkv_bias = c->attention_bias.state != TM_CFG_SET || c->attention_bias.v;
+        m->o_bias = c->attention_out_bias.state == TM_CFG_SET && c->attention_out_bias.v;
     }
     if (ai->arch == TM_ARCH_ERNIE4_5) /* use_bias: every linear but the head */
         m->qkv_bias = m->o_bias = m->mlp_bias = c->use_bias.state == TM_CFG_SET && c->use_bias.v;

@@ -170,6 +170,8 @@ typedef enum tm_arch {
     TM_ARCH_GPT_OSS,
     TM_ARCH_DEEPSEEK_V2,
     TM_ARCH_DEEPSEEK_V3,
+    TM_ARCH_GLM4_MOE,
+    TM_ARCH_SEED_OSS,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
