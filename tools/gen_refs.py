@@ -395,6 +395,16 @@ def variants():
         tie_word_embeddings=False), 2113,
         "GLM-4.5 with use_qk_norm (q/k RMSNorm per head before RoPE), no biases, every layer MoE (4 experts, "
         "one group, top-2 not renormalised, scaling 1), 2 shared experts")
+    v["glm4_moe_lite"] = ("Glm4MoeLiteConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+        n_group=1, topk_group=1, routed_scaling_factor=1.8, norm_topk_prob=True, q_lora_rank=32, kv_lora_rank=16,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=24, hidden_act="silu", max_position_embeddings=4096,
+        rms_norm_eps=1e-5, rope_interleave=True, mlp_layer_types=["dense", "sparse", "sparse"],
+        tie_word_embeddings=False), 2119,
+        "GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA (q_lora 32, kv_lora 16, nope 16 + rope 8, v 24, "
+        "interleaved pairs) with GLM-4.5's experts (8 routed, one group, top-2 renormalised x 1.8, 1 shared, "
+        "correction bias perturbed N(0, 0.3^2)), layer 0 dense by mlp_layer_types")
     v["seed_oss"] = ("SeedOssConfig", dict(
         COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, attention_bias=True, attention_out_bias=False, mlp_bias=False,
@@ -611,7 +621,16 @@ def build(name, cls_name, kwargs, seed, desc, root):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(hf)
     cls = getattr(transformers, cls_name)
-    cfg = cls(**kwargs)
+    try:
+        cfg = cls(**kwargs)
+    except (TypeError, ValueError) as e:  # a strict config class of a later transformers: its newer keys
+        if "first_k_dense_replace" not in kwargs:
+            raise
+        print(f"{name}: {e!r}; first_k_dense_replace given as mlp_layer_types")
+        kwargs = dict(kwargs)
+        k = kwargs.pop("first_k_dense_replace")
+        kwargs["mlp_layer_types"] = ["dense"] * k + ["sparse"] * (kwargs["num_hidden_layers"] - k)
+        cfg = cls(**kwargs)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
     perturbed = perturb(model, seed + 1)
@@ -630,7 +649,7 @@ def build(name, cls_name, kwargs, seed, desc, root):
                                                       "qwen"):
         notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")
-    if cls_name == "Glm4MoeConfig" and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,
+    if cls_name in ("Glm4MoeConfig", "Glm4MoeLiteConfig") and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,
                                                         cfg.n_routed_experts, "qwen"):
         notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")

@@ -145,6 +145,8 @@ void tm_hf_config_free(tm_hf_config *c)
     free_rope(&c->rope_full);
     free_rope(&c->rope_sliding);
     free(c->layer_sliding);
+    free(c->mlp_sparse);
+    c->mlp_sparse = NULL;
     free(c->mlp_only_layers);
     free(c->no_rope_layers);
     c->layer_sliding = NULL;
@@ -154,25 +156,26 @@ void tm_hf_config_free(tm_hf_config *c)
     c->no_rope_layers = NULL;
 }
 
-static int parse_layer_types(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
+/* a list of per-layer kinds, key: each yes (flag 1) or no (0), into *flags [*n] (absent or null: *n 0) */
+static int parse_kind_list(cfg_ctx *x, const cJSON *o, const char *key, const char *yes, const char *no,
+                           uint8_t **flags, int *n)
 {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!j || cJSON_IsNull(j)) return TM_OK;
-    if (!cJSON_IsArray(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types' must be a list", x->file, x->pre);
-    int n = cJSON_GetArraySize(j);
-    if (n > TM_CFG_MAX_LIST) return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types' has %d entries", x->file, x->pre, n);
-    c->layer_sliding = calloc((size_t)n + 1, 1);
-    if (!c->layer_sliding) return tm_errf(x->err, TM_E_NOMEM, "%s: out of memory", x->file);
+    if (!cJSON_IsArray(j)) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' must be a list", x->file, x->pre, key);
+    int len = cJSON_GetArraySize(j);
+    if (len > TM_CFG_MAX_LIST) return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s' has %d entries", x->file, x->pre, key, len);
+    if (!(*flags = calloc((size_t)len + 1, 1))) return tm_errf(x->err, TM_E_NOMEM, "%s: out of memory", x->file);
     int i = 0;
     for (const cJSON *e = j->child; e; e = e->next, i++) {
         if (!cJSON_IsString(e))
-            return tm_errf(x->err, TM_E_INVALID, "%s: '%slayer_types'[%d] must be a string", x->file, x->pre, i);
-        if (strcmp(e->valuestring, "sliding_attention") == 0) c->layer_sliding[i] = 1;
-        else if (strcmp(e->valuestring, "full_attention") != 0)
-            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%slayer_types'[%d] = '%.40s' is not supported "
-                           "(full_attention, sliding_attention are)", x->file, x->pre, i, e->valuestring);
+            return tm_errf(x->err, TM_E_INVALID, "%s: '%s%s'[%d] must be a string", x->file, x->pre, key, i);
+        if (strcmp(e->valuestring, yes) == 0) (*flags)[i] = 1;
+        else if (strcmp(e->valuestring, no) != 0)
+            return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%s%s'[%d] = '%.40s' is not supported (%s, %s are)", x->file,
+                           x->pre, key, i, e->valuestring, no, yes);
     }
-    c->n_layer_types = n;
+    *n = len;
     return TM_OK;
 }
 
@@ -420,7 +423,10 @@ static int parse_obj(cfg_ctx *x, const cJSON *o, tm_hf_config *c)
     } else if ((rc = parse_rope(x, rp, "rope_parameters", &c->rope_parameters))) {
         return rc;
     }
-    if ((rc = parse_layer_types(x, o, c))) return rc;
+    if ((rc = parse_kind_list(x, o, "layer_types", "sliding_attention", "full_attention", &c->layer_sliding,
+                              &c->n_layer_types)) ||
+        (rc = parse_kind_list(x, o, "mlp_layer_types", "sparse", "dense", &c->mlp_sparse, &c->n_mlp_layer_types)))
+        return rc;
     if ((rc = parse_neo_layers(x, o, c))) return rc;
     if ((rc = parse_int_list(x, o, "mlp_only_layers", &c->mlp_only_layers, &c->n_mlp_only))) return rc;
     if ((rc = parse_int_list(x, o, "no_rope_layers", &c->no_rope_layers, &c->n_no_rope))) return rc;

@@ -122,6 +122,8 @@ typedef struct tm_hf_config {
 
     int n_layer_types;              /* length of layer_types, 0 if absent */
     uint8_t *layer_sliding;         /* [n_layer_types] 1 = "sliding_attention" */
+    int n_mlp_layer_types;          /* length of mlp_layer_types, 0 if absent */
+    uint8_t *mlp_sparse;            /* [n_mlp_layer_types] 1 = "sparse" (the layer's MLP is experts), 0 = "dense" */
     int n_mlp_only;
     int *mlp_only_layers;           /* [n_mlp_only] */
     char sw_pattern_str[64];        /* EXAONE 4: sliding_window_pattern as "LLLG" ('L' local, 'G' global) */

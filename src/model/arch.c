@@ -100,6 +100,7 @@ static const arch_info arch_table[] = {
     {"DeepseekV2ForCausalLM",          "deepseek_v2", TM_ARCH_DEEPSEEK_V2, 0, 1e-6, 1e4, 2048, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
     {"DeepseekV3ForCausalLM",          "deepseek_v3", TM_ARCH_DEEPSEEK_V3, 0, 1e-6, 1e4, 4096, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
     {"Glm4MoeForCausalLM",             "glm4_moe",   TM_ARCH_GLM4_MOE,  0, 1e-5, 1e4, 131072, 0,  AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
+    {"Glm4MoeLiteForCausalLM",         "glm4_moe_lite", TM_ARCH_GLM4_MOE_LITE, 0, 1e-5, 1e4, 202752, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE, 0, MOE_DEEPSEEK, "model.", NULL, NULL},
     {"SeedOssForCausalLM",             "seed_oss",   TM_ARCH_SEED_OSS,  0, 1e-6, 1e4, 524288, 128, AB_QKV,  1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"GptOssForCausalLM",              "gpt_oss",    TM_ARCH_GPT_OSS,   0, 1e-5, 1.5e5, 131072, 64, AB_CONFIG, 0, 0, 0, 0, SW_GEMMA2, 128, MOE_GPT_OSS, "model.", NULL, NULL},
     {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
@@ -655,18 +656,21 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
 static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
 {
     const tm_hf_config *c = x->c;
-    int glm = ai->arch == TM_ARCH_GLM4_MOE, v3 = ai->arch == TM_ARCH_DEEPSEEK_V3 || glm, rc, shared = 0, dense = 0;
+    int lite = ai->arch == TM_ARCH_GLM4_MOE_LITE, glm = ai->arch == TM_ARCH_GLM4_MOE || lite;
+    int v3 = ai->arch == TM_ARCH_DEEPSEEK_V3 || glm, rc, shared = 0, dense = 0;
     double rs = 1;
-    if ((rc = opt_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS, glm ? 128 : v3 ? 256 : 64,
-                      &m->n_experts)) ||
-        (v3 ? (rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, 8, &m->top_k))
+    if ((rc = opt_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS,
+                      lite ? 64 : glm ? 128 : v3 ? 256 : 64, &m->n_experts)) ||
+        (v3 ? (rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, lite ? 4 : 8,
+                            &m->top_k))
             : (rc = req_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, &m->top_k))) ||
         (rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF,
-                      glm ? 1408 : v3 ? 2048 : 1407, &m->F_expert)) ||
+                      lite ? 1536 : glm ? 1408 : v3 ? 2048 : 1407, &m->F_expert)) ||
         (rc = opt_int(x, &c->n_shared_experts, "n_shared_experts", 0, 64, v3 ? 1 : 2, &shared)) ||
         (rc = opt_int(x, &c->first_k_dense_replace, "first_k_dense_replace", 0, INT32_MAX, glm ? 1 : v3 ? 3 : 0,
                       &dense)) ||
-        (rc = opt_pos_num(x, &c->routed_scaling_factor, "routed_scaling_factor", v3 && !glm ? 2.5 : 1.0, &rs)))
+        (rc = opt_pos_num(x, &c->routed_scaling_factor, "routed_scaling_factor", lite ? 1.8 : v3 && !glm ? 2.5 : 1.0,
+                          &rs)))
         return rc;
     m->F_shared = shared * m->F_expert;
     m->routed_scale = (float)rs;
@@ -691,7 +695,11 @@ static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
                            "cannot give 'num_experts_per_tok' = %d", c->name, m->n_experts, m->n_group, m->topk_group,
                            m->top_k);
     }
-    for (int l = 0; l < m->L; l++) m->layer[l].moe = l >= dense;
+    if (c->n_mlp_layer_types && c->n_mlp_layer_types != m->L)
+        return tm_errf(x->err, TM_E_INVALID, "%s: '%smlp_layer_types' has %d entries for %d layers", c->name, x->pre,
+                       c->n_mlp_layer_types, m->L);
+    /* mlp_layer_types ("dense" / "sparse"), where given, else the first first_k_dense_replace layers dense */
+    for (int l = 0; l < m->L; l++) m->layer[l].moe = c->n_mlp_layer_types ? c->mlp_sparse[l] : l >= dense;
     return TM_OK;
 }
 
@@ -700,13 +708,13 @@ static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
 static int resolve_mla(ctx *x, const arch_info *ai, tm_model *m)
 {
     const tm_hf_config *c = x->c;
-    const int MX = TM_MODEL_MAX_HEAD_DIM;
+    const int MX = TM_MODEL_MAX_HEAD_DIM, lite = ai->arch == TM_ARCH_GLM4_MOE_LITE; /* GLM-4.7-Flash's defaults */
     int rc;
-    if ((rc = opt_int(x, &c->q_lora_rank, "q_lora_rank", 1, TM_MODEL_MAX_HIDDEN, 1536, &m->q_lora)) ||
+    if ((rc = opt_int(x, &c->q_lora_rank, "q_lora_rank", 1, TM_MODEL_MAX_HIDDEN, lite ? 768 : 1536, &m->q_lora)) ||
         (rc = opt_int(x, &c->kv_lora_rank, "kv_lora_rank", 1, TM_MODEL_MAX_HIDDEN, 512, &m->kv_lora)) ||
-        (rc = opt_int(x, &c->qk_nope_head_dim, "qk_nope_head_dim", 1, MX, 128, &m->qk_nope)) ||
+        (rc = opt_int(x, &c->qk_nope_head_dim, "qk_nope_head_dim", 1, MX, lite ? 192 : 128, &m->qk_nope)) ||
         (rc = opt_int(x, &c->qk_rope_head_dim, "qk_rope_head_dim", 2, MX, 64, &m->qk_rope)) ||
-        (rc = opt_int(x, &c->v_head_dim, "v_head_dim", 1, MX, 128, &m->v_dim)))
+        (rc = opt_int(x, &c->v_head_dim, "v_head_dim", 1, MX, lite ? 256 : 128, &m->v_dim)))
         return rc;
     if (c->q_lora_rank.state == TM_CFG_NULL) m->q_lora = 0;
     if (m->qk_rope % 2 || (int64_t)m->kv_lora + m->qk_rope > MX)
@@ -1125,7 +1133,9 @@ int tm_model_init(tm_model **out, const tm_hf_config *c, tm_err *err)
         }
         m->Dh = m->D / m->H;
     }
-    if ((ai->arch == TM_ARCH_DEEPSEEK_V2 || ai->arch == TM_ARCH_DEEPSEEK_V3) && (rc = resolve_mla(&x, ai, m))) goto fail;
+    if ((ai->arch == TM_ARCH_DEEPSEEK_V2 || ai->arch == TM_ARCH_DEEPSEEK_V3 || ai->arch == TM_ARCH_GLM4_MOE_LITE) &&
+        (rc = resolve_mla(&x, ai, m)))
+        goto fail;
     if ((int64_t)m->H * m->Dh > TM_MODEL_MAX_HIDDEN * 4LL) {
         rc = tm_errf(err, TM_E_INVALID, "%s: num_attention_heads x head_dim = %lld is absurd", c->name,
                      (long long)m->H * m->Dh);

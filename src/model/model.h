@@ -171,6 +171,7 @@ typedef enum tm_arch {
     TM_ARCH_DEEPSEEK_V2,
     TM_ARCH_DEEPSEEK_V3,
     TM_ARCH_GLM4_MOE,
+    TM_ARCH_GLM4_MOE_LITE,
     TM_ARCH_SEED_OSS,
 } tm_arch;
 
