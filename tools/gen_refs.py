@@ -405,6 +405,14 @@ def variants():
         "GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA (q_lora 32, kv_lora 16, nope 16 + rope 8, v 24, "
         "interleaved pairs) with GLM-4.5's experts (8 routed, one group, top-2 renormalised x 1.8, 1 shared, "
         "correction bias perturbed N(0, 0.3^2)), layer 0 dense by mlp_layer_types")
+    v["ernie4_5_moe"] = ("Ernie4_5_MoeConfig", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, moe_num_experts=8, moe_k=2, moe_num_shared_experts=1,
+        moe_layer_start_index=1, moe_layer_interval=1, moe_layer_end_index=2, hidden_act="silu",
+        max_position_embeddings=4096, rms_norm_eps=1e-5, use_bias=False, tie_word_embeddings=True), 2121,
+        "ERNIE 4.5 MoE: RoPE on interleaved pairs, experts on layers 1-2 (8, top-2 by softmax + the correction "
+        "bias moe_statics.e_score_correction_bias [1][8] (perturbed N(0, 0.1^2)), renormalised), 1 shared, layers "
+        "0 and 3 dense, tied")
     v["seed_oss"] = ("SeedOssConfig", dict(
         COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, attention_bias=True, attention_out_bias=False, mlp_bias=False,
@@ -649,8 +657,9 @@ def build(name, cls_name, kwargs, seed, desc, root):
                                                       "qwen"):
         notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")
-    if cls_name in ("Glm4MoeConfig", "Glm4MoeLiteConfig") and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,
-                                                        cfg.n_routed_experts, "qwen"):
+    if cls_name in ("Glm4MoeConfig", "Glm4MoeLiteConfig", "Ernie4_5_MoeConfig") and to_hub_moe_names(
+            hf, cfg.moe_intermediate_size, cfg.hidden_size,
+            cfg.moe_num_experts if cls_name == "Ernie4_5_MoeConfig" else cfg.n_routed_experts, "qwen"):
         notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")
     if cls_name == "Qwen2MoeConfig" and to_hub_moe_names(hf, cfg.moe_intermediate_size, cfg.hidden_size,

@@ -103,6 +103,8 @@ typedef struct tm_hf_config {
     /* DeepSeek-V2/V3: multi-head latent attention and their MoE */
     tm_cfg_int q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
     tm_cfg_int n_routed_experts, n_shared_experts, first_k_dense_replace, n_group, topk_group;
+    tm_cfg_int moe_num_experts, moe_k, moe_num_shared_experts; /* ERNIE 4.5 MoE's names */
+    tm_cfg_int moe_layer_start_index, moe_layer_end_index, moe_layer_interval;
     tm_cfg_num routed_scaling_factor;
     tm_cfg_bool rope_interleave;
     char topk_method[32], scoring_func[16];

@@ -14,7 +14,7 @@ typedef enum {
     SW_COHERE2, /* layer_types, else sliding_window_pattern (default 4); only the sliding layers take RoPE */
 } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
-typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE, MOE_GRANITE, MOE_GPT_OSS, MOE_DEEPSEEK } moe_mode;
+typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE, MOE_GRANITE, MOE_GPT_OSS, MOE_DEEPSEEK, MOE_ERNIE } moe_mode;
 
 /* Tensor names under the decoder's prefix (head: next to the decoder, see build_specs). */
 typedef struct arch_names {

@@ -101,6 +101,7 @@ static const arch_info arch_table[] = {
     {"DeepseekV3ForCausalLM",          "deepseek_v3", TM_ARCH_DEEPSEEK_V3, 0, 1e-6, 1e4, 4096, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
     {"Glm4MoeForCausalLM",             "glm4_moe",   TM_ARCH_GLM4_MOE,  0, 1e-5, 1e4, 131072, 0,  AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
     {"Glm4MoeLiteForCausalLM",         "glm4_moe_lite", TM_ARCH_GLM4_MOE_LITE, 0, 1e-5, 1e4, 202752, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE, 0, MOE_DEEPSEEK, "model.", NULL, NULL},
+    {"Ernie4_5_MoeForCausalLM",        "ernie4_5_moe", TM_ARCH_ERNIE4_5_MOE, 1, 1e-5, 5e5, 131072, 0, AB_NONE, 0, 0, 0, 0, SW_NONE,   0,    MOE_ERNIE,   "model.", NULL, NULL},
     {"SeedOssForCausalLM",             "seed_oss",   TM_ARCH_SEED_OSS,  0, 1e-6, 1e4, 524288, 128, AB_QKV,  1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"GptOssForCausalLM",              "gpt_oss",    TM_ARCH_GPT_OSS,   0, 1e-5, 1.5e5, 131072, 64, AB_CONFIG, 0, 0, 0, 0, SW_GEMMA2, 128, MOE_GPT_OSS, "model.", NULL, NULL},
     {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
@@ -457,10 +458,13 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
             const char *blk = ai->moe == MOE_MIXTRAL || ai->moe == MOE_GRANITE ? "block_sparse_moe" : "mlp";
             const char *rt = ai->moe == MOE_GRANITE ? "router.layer" : ai->moe == MOE_GPT_OSS ? "router" : "gate";
             ADD(&w->router, TM_TK_MATRIX, E, D, "%s.%s.%s.weight", lp, blk, rt);
+            m->spec[m->n_spec - 1].any_float = ai->moe == MOE_ERNIE; /* ERNIE keeps its router in f32 */
             if (m->expert_bias) ADD(&w->router_b, TM_TK_VECTOR, E, 0, "%s.%s.%s.bias", lp, blk, rt);
-            if (m->router_sigmoid) { /* DeepSeek-V3's correction bias: kept in f32 in its checkpoints */
-                ADD(&w->router_corr, TM_TK_VECTOR, E, 0, "%s.mlp.gate.e_score_correction_bias", lp);
+            if (m->router_has_corr) { /* the correction bias, kept in f32 in the checkpoints (ERNIE's [1][E]) */
+                ADD(&w->router_corr, TM_TK_VECTOR, E, 0, ai->moe == MOE_ERNIE ? "%s.mlp.moe_statics.e_score_correction_bias"
+                                                                               : "%s.mlp.gate.e_score_correction_bias", lp);
                 m->spec[m->n_spec - 1].any_float = 1;
+                m->spec[m->n_spec - 1].hf_lead1 = ai->moe == MOE_ERNIE;
             }
             for (int e = 0; e < E; e++) {
                 if (ai->moe == MOE_MIXTRAL) {
@@ -481,7 +485,8 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
             if (m->F_shared) { /* Qwen2-MoE's shared expert and its gate; GraniteMoE's shared MLP */
                 int64_t Fs = m->F_shared;
                 const char *se = ai->moe == MOE_GRANITE    ? "shared_mlp"
-                                 : ai->moe == MOE_DEEPSEEK ? "mlp.shared_experts" : "mlp.shared_expert";
+                                 : ai->moe == MOE_DEEPSEEK || ai->moe == MOE_ERNIE ? "mlp.shared_experts"
+                                                                                   : "mlp.shared_expert";
                 ADD(&w->s_gate, TM_TK_MATRIX, Fs, D, "%s.%s.gate_proj.weight", lp, se);
                 ADD(&w->s_up, TM_TK_MATRIX, Fs, D, "%s.%s.up_proj.weight", lp, se);
                 ADD(&w->s_down, TM_TK_MATRIX, D, Fs, "%s.%s.down_proj.weight", lp, se);
@@ -521,7 +526,8 @@ int tm_arch_build_specs(tm_model *m, tm_err *err)
             for (int l = 0; l < m->L; l++)
                 if (m->spec[i].slot == &m->w[l].wqkv) m->spec[i].hf_codegen = 1;
     if (m->arch == TM_ARCH_GPTJ || m->arch == TM_ARCH_COHERE || m->arch == TM_ARCH_COHERE2 || m->arch == TM_ARCH_GLM ||
-        m->arch == TM_ARCH_GLM4 || m->arch == TM_ARCH_ERNIE4_5) /* RoPE on interleaved pairs */
+        m->arch == TM_ARCH_GLM4 || m->arch == TM_ARCH_ERNIE4_5 || m->arch == TM_ARCH_ERNIE4_5_MOE) /* RoPE on
+                                                                                                 interleaved pairs */
         for (int i = 0; i < m->n_spec; i++)
             for (int l = 0; l < m->L; l++) {
                 const tm_layer_weights *w = &m->w[l];
@@ -674,7 +680,7 @@ static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
         return rc;
     m->F_shared = shared * m->F_expert;
     m->routed_scale = (float)rs;
-    m->router_sigmoid = m->group_top2 = v3;
+    m->router_sigmoid = m->group_top2 = m->router_has_corr = v3;
     /* V2 reads neither norm_topk_prob nor scoring_func (softmax); V3 renormalises by default (sigmoid) */
     m->norm_topk_prob = v3 && (c->norm_topk_prob.state != TM_CFG_SET || c->norm_topk_prob.v);
     int grouped = v3 || strcmp(c->topk_method, "group_limited_greedy") == 0;
@@ -700,6 +706,32 @@ static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
                        c->n_mlp_layer_types, m->L);
     /* mlp_layer_types ("dense" / "sparse"), where given, else the first first_k_dense_replace layers dense */
     for (int l = 0; l < m->L; l++) m->layer[l].moe = c->n_mlp_layer_types ? c->mlp_sparse[l] : l >= dense;
+    return TM_OK;
+}
+
+/* ERNIE 4.5's experts (Ernie4_5_MoeConfig's defaults): moe_num_experts experts of moe_intermediate_size, the top
+ * moe_k by the softmax + moe_statics.e_score_correction_bias, weighted by their softmax renormalised, plus
+ * moe_num_shared_experts x moe_intermediate_size shared without a gate; on the layers l with (l + 1) a multiple
+ * of moe_layer_interval, from moe_layer_start_index to moe_layer_end_index (-1: the last) */
+static int resolve_ernie_moe(ctx *x, tm_model *m)
+{
+    const tm_hf_config *c = x->c;
+    int rc, shared = 0, start = 1, interval = 1;
+    if ((rc = opt_int(x, &c->moe_num_experts, "moe_num_experts", 1, TM_MODEL_MAX_EXPERTS, 64, &m->n_experts)) ||
+        (rc = opt_int(x, &c->moe_k, "moe_k", 1, m->n_experts, 6, &m->top_k)) ||
+        (rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF, 1536, &m->F_expert)) ||
+        (rc = opt_int(x, &c->moe_num_shared_experts, "moe_num_shared_experts", 0, 64, 2, &shared)) ||
+        (rc = opt_int(x, &c->moe_layer_start_index, "moe_layer_start_index", 0, INT32_MAX, 1, &start)) ||
+        (rc = opt_int(x, &c->moe_layer_interval, "moe_layer_interval", 1, INT32_MAX, 1, &interval)))
+        return rc;
+    int64_t end = c->moe_layer_end_index.state == TM_CFG_SET ? c->moe_layer_end_index.v : -1;
+    if (end == -1) end = m->L - 1; /* (another negative one: no expert layers, as in transformers) */
+    if (c->use_bias.state == TM_CFG_SET && c->use_bias.v)
+        return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%suse_bias' = true is not supported for ERNIE 4.5 MoE", c->name,
+                       x->pre);
+    m->F_shared = shared * m->F_expert;
+    m->norm_topk_prob = m->router_has_corr = 1;
+    for (int l = 0; l < m->L; l++) m->layer[l].moe = (l + 1) % interval == 0 && l >= start && l <= end;
     return TM_OK;
 }
 
@@ -737,6 +769,7 @@ static int resolve_moe(ctx *x, const arch_info *ai, tm_model *m)
     int rc;
     if (ai->moe == MOE_NONE) return TM_OK;
     if (ai->moe == MOE_DEEPSEEK) return resolve_deepseek_moe(x, ai, m);
+    if (ai->moe == MOE_ERNIE) return resolve_ernie_moe(x, m);
     const tm_cfg_int *ne = c->num_experts.state == TM_CFG_SET ? &c->num_experts : &c->num_local_experts;
     const char *nek = ne == &c->num_experts ? "num_experts" : "num_local_experts";
     int def_e = ai->moe == MOE_QWEN3 || ai->moe == MOE_GPT_OSS ? 128 : ai->moe == MOE_QWEN2 ? 60

@@ -522,6 +522,11 @@ int tm_model_bind(tm_model *m, const tm_tensor_source *src, tm_err *err)
             continue;
         }
         if (rc) return rc;
+        if (s->hf_lead1 && !src->canonical && t.ndim == 2 && t.shape[0] == 1) { /* [1][n] as the vector [n] */
+            t.ndim = 1;
+            t.shape[0] = t.shape[1];
+            t.shape[1] = 0;
+        }
         if (s->hf_rope_pairs && !src->canonical) { /* rotary pairs interleaved: checked, then reordered */
             if ((rc = check_tensor(m, s, &t, err)) || (rc = rope_pairs_into(m, s, &t, err))) return rc;
         } else if (s->hf_mla && !src->canonical) {

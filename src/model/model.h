@@ -173,6 +173,7 @@ typedef enum tm_arch {
     TM_ARCH_GLM4_MOE,
     TM_ARCH_GLM4_MOE_LITE,
     TM_ARCH_SEED_OSS,
+    TM_ARCH_ERNIE4_5_MOE,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
@@ -274,6 +275,7 @@ typedef struct tm_tensor_spec {
                                     q projection's (each head [nope | rope] -> [rope | nope]), 2 kv_a's (its rope
                                     rows); the rope pairs de-interleaved where m->mla_interleave */
     int any_float;               /* any of f32 / f16 / bf16, whatever the declared dtype (V3's correction bias) */
+    int hf_lead1;                /* a vector stored [1][n] in a HF checkpoint (ERNIE 4.5's correction bias) */
     int hf_codegen;              /* CodeGen's fused qkv_proj: rows in 4 blocks of (q, v, k) quarters; bound as rows
                                     Q, K, V (and q / k's rotary pairs as hf_rope_pairs) */
     tm_tensor *slot;             /* where tm_model_bind puts it */
@@ -338,6 +340,8 @@ typedef struct tm_model {
     int shared_gate;             /* 1: the shared expert is scaled by sigmoid(h·s_router) (Qwen2-MoE) */
     int expert_bias;             /* the router and every expert's three projections have biases (GPT-OSS) */
     int router_sigmoid;          /* DeepSeek-V3: sigmoid scores (+ router_corr for the choice), else softmax */
+    int router_has_corr;         /* router_corr is bound: the choice is by score + it (V3, GLM-4.5: sigmoid scores;
+                                    ERNIE 4.5: the softmax's) */
     int n_group, topk_group;     /* DeepSeek: experts chosen among the topk_group best of n_group groups (1, 1: all) */
     int group_top2;              /* a group's score: the sum of its 2 best (V3), else its best (V2) */
     float routed_scale;          /* the routed experts' weights x routed_scaling_factor (DeepSeek), else 1 */

@@ -98,7 +98,7 @@ int tm_moe_init(tm_moe_experts **out, const tm_model *m, int layer, tm_moe_pack_
     if (m->expert_bias && (rc = expert_biases(x, m, layer, err)) != TM_OK) goto fail;
     x->router_sigmoid = m->router_sigmoid, x->n_group = m->n_group, x->topk_group = m->topk_group;
     x->group_top2 = m->group_top2, x->routed_scale = m->routed_scale;
-    if (m->router_sigmoid && (!(x->router_corr = malloc(sizeof(float) * E)) ||
+    if (m->router_has_corr && (!(x->router_corr = malloc(sizeof(float) * E)) ||
                               (rc = bias_into(x->router_corr, &w->router_corr, (int64_t)E, layer, err)) != TM_OK)) {
         if (!rc) rc = tm_errf(err, TM_E_NOMEM, "moe layer %d: out of memory", layer);
         goto fail;

@@ -184,7 +184,7 @@ int tm_ref_layer_load(ref_layer *o, const tm_model *m, int l, tm_err *err)
     }
     int64_t E = m->n_experts, Fe = m->F_expert;
     if (!(o->router = tm_ref_to_f32(&w->router, E, D, err))) return err->code;
-    if (m->router_sigmoid && !(o->router_corr = tm_ref_to_f32(&w->router_corr, E, 1, err))) return err->code;
+    if (m->router_has_corr && !(o->router_corr = tm_ref_to_f32(&w->router_corr, E, 1, err))) return err->code;
     o->e_gu = malloc((size_t)(E * 2 * Fe * D) * sizeof(float));
     o->e_d = malloc((size_t)(E * D * Fe) * sizeof(float));
     if (!o->e_gu || !o->e_d) return tm_errf(err, TM_E_NOMEM, "reference engine: out of memory");
