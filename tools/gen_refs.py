@@ -413,6 +413,15 @@ def variants():
         "ERNIE 4.5 MoE: RoPE on interleaved pairs, experts on layers 1-2 (8, top-2 by softmax + the correction "
         "bias moe_statics.e_score_correction_bias [1][8] (perturbed N(0, 0.1^2)), renormalised), 1 shared, layers "
         "0 and 3 dense, tied")
+    v["dots1"] = ("Dots1Config", dict(
+        COMMON, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+        n_group=2, topk_group=1, first_k_dense_replace=1, norm_topk_prob=False, routed_scaling_factor=2.0,
+        sliding_window=16, max_window_layers=2, hidden_act="silu", max_position_embeddings=4096, rms_norm_eps=1e-6,
+        tie_word_embeddings=False), 2123,
+        "dots.llm1 (Dots1ForCausalLM): Qwen3's attention (q/k norms) with window 16 on layer 2 (max_window_layers 2), "
+        "DeepSeek-V3's experts: 8 in 2 groups (top-1 group), sigmoid + correction bias (perturbed N(0, 0.3^2)), top-2 "
+        "not renormalised x 2.0, 1 shared, layer 0 dense")
     v["seed_oss"] = ("SeedOssConfig", dict(
         COMMON, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, attention_bias=True, attention_out_bias=False, mlp_bias=False,
@@ -657,7 +666,7 @@ def build(name, cls_name, kwargs, seed, desc, root):
                                                       "qwen"):
         notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "
                      "(reloaded cleanly: no missing or unexpected keys)")
-    if cls_name in ("Glm4MoeConfig", "Glm4MoeLiteConfig", "Ernie4_5_MoeConfig") and to_hub_moe_names(
+    if cls_name in ("Glm4MoeConfig", "Glm4MoeLiteConfig", "Ernie4_5_MoeConfig", "Dots1Config") and to_hub_moe_names(
             hf, cfg.moe_intermediate_size, cfg.hidden_size,
             cfg.moe_num_experts if cls_name == "Ernie4_5_MoeConfig" else cfg.n_routed_experts, "qwen"):
         notes.append("experts rewritten to the Hub's per-expert mlp.experts.N.gate_proj/up_proj/down_proj tensors "

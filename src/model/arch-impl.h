@@ -12,6 +12,7 @@ typedef enum {
     SW_TYPES,   /* layer_types, else every layer (Ministral) */
     SW_OLMO3,   /* layer_types, else every 4th layer global */
     SW_COHERE2, /* layer_types, else sliding_window_pattern (default 4); only the sliding layers take RoPE */
+    SW_DOTS1,   /* layer_types, else the layers from max_window_layers (default 62) on; no use_sliding_window */
 } sw_mode;
 typedef enum { AB_CONFIG, AB_QKV, AB_NONE } bias_mode;
 typedef enum { MOE_NONE, MOE_QWEN3, MOE_MIXTRAL, MOE_QWEN2, MOE_OLMOE, MOE_GRANITE, MOE_GPT_OSS, MOE_DEEPSEEK, MOE_ERNIE } moe_mode;

@@ -102,6 +102,7 @@ static const arch_info arch_table[] = {
     {"Glm4MoeForCausalLM",             "glm4_moe",   TM_ARCH_GLM4_MOE,  0, 1e-5, 1e4, 131072, 0,  AB_CONFIG, 0, 0, 0, 0, SW_NONE,   0,    MOE_DEEPSEEK, "model.", NULL, NULL},
     {"Glm4MoeLiteForCausalLM",         "glm4_moe_lite", TM_ARCH_GLM4_MOE_LITE, 0, 1e-5, 1e4, 202752, 0, AB_CONFIG, 0, 0, 0, 0, SW_NONE, 0, MOE_DEEPSEEK, "model.", NULL, NULL},
     {"Ernie4_5_MoeForCausalLM",        "ernie4_5_moe", TM_ARCH_ERNIE4_5_MOE, 1, 1e-5, 5e5, 131072, 0, AB_NONE, 0, 0, 0, 0, SW_NONE,   0,    MOE_ERNIE,   "model.", NULL, NULL},
+    {"Dots1ForCausalLM",               "dots1",      TM_ARCH_DOTS1,     0, 1e-6, 1e4, 2048,   0,  AB_CONFIG, 0, 1, 0, 0, SW_DOTS1,  4096, MOE_DEEPSEEK, "model.", NULL, NULL},
     {"SeedOssForCausalLM",             "seed_oss",   TM_ARCH_SEED_OSS,  0, 1e-6, 1e4, 524288, 128, AB_QKV,  1, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.", NULL, NULL},
     {"GptOssForCausalLM",              "gpt_oss",    TM_ARCH_GPT_OSS,   0, 1e-5, 1.5e5, 131072, 64, AB_CONFIG, 0, 0, 0, 0, SW_GEMMA2, 128, MOE_GPT_OSS, "model.", NULL, NULL},
     {"PhiForCausalLM",                 "phi",        TM_ARCH_PHI,       0, 1e-5, 1e4, 2048,   0,  AB_NONE,   0, 0, 0, 0, SW_NONE,   0,    MOE_NONE,    "model.",
@@ -617,7 +618,8 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         if ((rc = opt_int(x, &c->no_rope_layer_interval, "no_rope_layer_interval", 1, INT32_MAX, 4, &interval))) return rc;
     }
     int mwl = 0, pattern = 6;
-    if ((rc = opt_int(x, &c->max_window_layers, "max_window_layers", 0, INT32_MAX, 28, &mwl))) return rc;
+    if ((rc = opt_int(x, &c->max_window_layers, "max_window_layers", 0, INT32_MAX, ai->sw == SW_DOTS1 ? 62 : 28, &mwl)))
+        return rc;
     if ((rc = opt_int(x, &c->sliding_window_pattern, "sliding_window_pattern", 1, INT32_MAX,
                       ai->sw == SW_EXAONE4 || ai->sw == SW_COHERE2 ? 4 : 6,
                       &pattern)))
@@ -628,7 +630,7 @@ static int resolve_sliding(ctx *x, const arch_info *ai, tm_model *m)
         switch (ai->sw) {
         case SW_NONE: s = 0; break;
         case SW_ALL: s = 1; break;
-        case SW_QWEN: s = c->n_layer_types ? c->layer_sliding[l] : l >= mwl; break;
+        case SW_QWEN: case SW_DOTS1: s = c->n_layer_types ? c->layer_sliding[l] : l >= mwl; break;
         case SW_GEMMA2: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % 2 != 0; break;
         case SW_GEMMA3: s = c->n_layer_types ? c->layer_sliding[l] : (l + 1) % pattern != 0; break;
         case SW_SMOLLM3: break; /* below, after the layer's RoPE */
@@ -663,26 +665,29 @@ static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
 {
     const tm_hf_config *c = x->c;
     int lite = ai->arch == TM_ARCH_GLM4_MOE_LITE, glm = ai->arch == TM_ARCH_GLM4_MOE || lite;
-    int v3 = ai->arch == TM_ARCH_DEEPSEEK_V3 || glm, rc, shared = 0, dense = 0;
+    int dots = ai->arch == TM_ARCH_DOTS1; /* Dots1Config: the expert counts have no default (null: required) */
+    int v3 = ai->arch == TM_ARCH_DEEPSEEK_V3 || glm || dots, rc, shared = 0, dense = 0;
     double rs = 1;
-    if ((rc = opt_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS,
-                      lite ? 64 : glm ? 128 : v3 ? 256 : 64, &m->n_experts)) ||
-        (v3 ? (rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, lite ? 4 : 8,
-                            &m->top_k))
-            : (rc = req_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, &m->top_k))) ||
+    if ((rc = (dots ? req_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS, &m->n_experts)
+                    : opt_int(x, &c->n_routed_experts, "n_routed_experts", 1, TM_MODEL_MAX_EXPERTS,
+                              lite ? 64 : glm ? 128 : v3 ? 256 : 64, &m->n_experts))) ||
+        (v3 && !dots ? (rc = opt_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, lite ? 4 : 8,
+                                     &m->top_k))
+                     : (rc = req_int(x, &c->num_experts_per_tok, "num_experts_per_tok", 1, m->n_experts, &m->top_k))) ||
         (rc = opt_int(x, &c->moe_intermediate_size, "moe_intermediate_size", 1, TM_MODEL_MAX_FF,
-                      lite ? 1536 : glm ? 1408 : v3 ? 2048 : 1407, &m->F_expert)) ||
-        (rc = opt_int(x, &c->n_shared_experts, "n_shared_experts", 0, 64, v3 ? 1 : 2, &shared)) ||
-        (rc = opt_int(x, &c->first_k_dense_replace, "first_k_dense_replace", 0, INT32_MAX, glm ? 1 : v3 ? 3 : 0,
-                      &dense)) ||
-        (rc = opt_pos_num(x, &c->routed_scaling_factor, "routed_scaling_factor", lite ? 1.8 : v3 && !glm ? 2.5 : 1.0,
-                          &rs)))
+                      lite ? 1536 : glm || dots ? 1408 : v3 ? 2048 : 1407, &m->F_expert)) ||
+        (rc = (dots ? req_int(x, &c->n_shared_experts, "n_shared_experts", 0, 64, &shared)
+                    : opt_int(x, &c->n_shared_experts, "n_shared_experts", 0, 64, v3 ? 1 : 2, &shared))) ||
+        (rc = opt_int(x, &c->first_k_dense_replace, "first_k_dense_replace", 0, INT32_MAX,
+                      glm ? 1 : v3 && !dots ? 3 : 0, &dense)) ||
+        (rc = opt_pos_num(x, &c->routed_scaling_factor, "routed_scaling_factor",
+                          lite ? 1.8 : v3 && !glm && !dots ? 2.5 : 1.0, &rs)))
         return rc;
     m->F_shared = shared * m->F_expert;
     m->routed_scale = (float)rs;
     m->router_sigmoid = m->group_top2 = m->router_has_corr = v3;
     /* V2 reads neither norm_topk_prob nor scoring_func (softmax); V3 renormalises by default (sigmoid) */
-    m->norm_topk_prob = v3 && (c->norm_topk_prob.state != TM_CFG_SET || c->norm_topk_prob.v);
+    m->norm_topk_prob = v3 && (c->norm_topk_prob.state == TM_CFG_SET ? c->norm_topk_prob.v : !dots);
     int grouped = v3 || strcmp(c->topk_method, "group_limited_greedy") == 0;
     if (!v3 && c->topk_method[0] && !grouped && strcmp(c->topk_method, "greedy") != 0)
         return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: '%stopk_method' = '%s' is not supported (greedy, "
@@ -690,9 +695,9 @@ static int resolve_deepseek_moe(ctx *x, const arch_info *ai, tm_model *m)
     m->n_group = m->topk_group = 1;
     if (grouped) {
         int gmax = m->n_experts < TM_MODEL_MAX_GROUPS ? m->n_experts : TM_MODEL_MAX_GROUPS;
-        if ((rc = (v3 ? opt_int(x, &c->n_group, "n_group", 1, gmax, glm ? 1 : 8, &m->n_group)
+        if ((rc = (v3 ? opt_int(x, &c->n_group, "n_group", 1, gmax, glm || dots ? 1 : 8, &m->n_group)
                       : req_int(x, &c->n_group, "n_group", 1, gmax, &m->n_group))) ||
-            (rc = (v3 ? opt_int(x, &c->topk_group, "topk_group", 1, m->n_group, glm ? 1 : 4, &m->topk_group)
+            (rc = (v3 ? opt_int(x, &c->topk_group, "topk_group", 1, m->n_group, glm || dots ? 1 : 4, &m->topk_group)
                       : req_int(x, &c->topk_group, "topk_group", 1, m->n_group, &m->topk_group))))
             return rc;
         if (m->n_experts % m->n_group || (v3 && m->n_experts / m->n_group < 2) ||

@@ -174,6 +174,7 @@ typedef enum tm_arch {
     TM_ARCH_GLM4_MOE_LITE,
     TM_ARCH_SEED_OSS,
     TM_ARCH_ERNIE4_5_MOE,
+    TM_ARCH_DOTS1,
 } tm_arch;
 
 typedef enum tm_norm_kind { TM_NORM_RMS, TM_NORM_LAYER } tm_norm_kind;
