@@ -156,7 +156,7 @@ static void test_conformance(void)
     /* feature-dense templates rendered by transformers itself (tools/gen_template_refs.py) */
     conformance_dir("tests/data/templates", 6, 48);
     /* real models' published templates, rendered by transformers with the same cases */
-    conformance_dir("tests/data/chat_templates", 18, 144);
+    conformance_dir("tests/data/chat_templates", 21, 168);
 }
 
 /* ------------------------------------------------------------------ 2. constructs */

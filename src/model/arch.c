@@ -758,6 +758,7 @@ static int resolve_mla(ctx *x, const arch_info *ai, tm_model *m)
         return tm_errf(x->err, TM_E_UNSUPPORTED, "%s: 'qk_rope_head_dim' = %d must be even and kv_lora_rank + "
                        "qk_rope_head_dim at most %d", c->name, m->qk_rope, MX);
     m->mla = 1;
+    m->mla_eps = 1e-6f;
     m->Dh = m->qk_rope + m->kv_lora; /* the latent's one kv head (model.h's absorbed form) */
     m->Hk = 1;
     x->rot_dim = m->qk_rope;

@@ -306,6 +306,8 @@ typedef struct tm_model {
                                     Dh = qk_rope + kv_lora, the latent's head) */
     int q_lora, kv_lora, qk_nope, qk_rope, v_dim; /* its sizes (q_lora 0: a plain q projection) */
     int mla_interleave;          /* the checkpoint's rope dims pair interleaved (2i, 2i + 1) */
+    float mla_eps;               /* q_a_norm's and kv_a_norm's epsilon: 1e-6 whatever rms_norm_eps says (transformers
+                                    builds them with DeepseekV3RMSNorm's default; GLM-4.7-Flash's config has 1e-5) */
     int qkv_bias, o_bias, mlp_bias;
     int qk_norm;                 /* 1: the model's norm on each q / k head (w [Dh]); 2: on the whole q / k
                                     projection (OLMo 2: w [H*Dh], [Hk*Dh]) */

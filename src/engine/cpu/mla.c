@@ -83,7 +83,7 @@ int tm_mla_init(tm_mla **out, const tm_model *m, int layer, tm_moe_pack_fn pack,
     tm_mla *x = calloc(1, sizeof *x);
     if (!x) return tm_errf(err, TM_E_NOMEM, "mla layer %d: out of memory", layer);
     x->D = m->D, x->H = m->H, x->Dh = m->Dh, x->ql = m->q_lora, x->kvl = m->kv_lora, x->nope = m->qk_nope;
-    x->rope = m->qk_rope, x->v = m->v_dim, x->max_rows = max_rows, x->eps = m->eps;
+    x->rope = m->qk_rope, x->v = m->v_dim, x->max_rows = max_rows, x->eps = m->mla_eps;
     int rc = TM_OK, bad = 0;
     if ((x->ql && (rc = pack(&x->q_a, &w->q_a, roles, err))) || (rc = pack(&x->q, &w->wq, roles, err)) ||
         (rc = pack(&x->kv_a, &w->kv_a, roles, err)) || (rc = absorb_weights(x, &w->kv_b, pack, roles, layer, err)))

@@ -34,7 +34,7 @@ struct tm_pool;
 
 typedef struct tm_mla {
     int D, H, Dh, ql, kvl, nope, rope, v, max_rows;
-    float eps;
+    float eps;                    /* q_a_norm's and kv_a_norm's (model.h's mla_eps) */
     tm_kweight *q_a;              /* [ql][D], or NULL (no q_lora) */
     tm_kweight *q;                /* [H*(rope + nope)][ql or D] */
     tm_kweight *kv_a;             /* [kvl + rope][D] */

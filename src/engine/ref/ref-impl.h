@@ -50,7 +50,7 @@ struct tm_ref {
     int mla, q_lora, kv_lora, qk_nope, qk_rope, v_dim;  /* multi-head latent attention (model.h) */
     int router_sigmoid, n_group, topk_group, group_top2; /* DeepSeek's routing (model.h) */
     float routed_scale;
-    float eps, embed_scale, attn_scale, attn_softcap, final_softcap;
+    float eps, mla_eps, embed_scale, attn_scale, attn_softcap, final_softcap; /* mla_eps: model.h's */
     float residual_scale, logits_div; /* Granite: branches scaled before their residual add; logits divided */
     float logits_mul;                 /* Cohere: logits multiplied */
     int qk_whole;                     /* q / k norms over the whole projection (OLMo 2), not per head */

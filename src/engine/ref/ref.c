@@ -281,7 +281,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     r->v_dim = m->v_dim;
     r->router_sigmoid = m->router_sigmoid, r->n_group = m->n_group, r->topk_group = m->topk_group;
     r->group_top2 = m->group_top2, r->routed_scale = m->routed_scale;
-    r->eps = m->eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
+    r->eps = m->eps, r->mla_eps = m->mla_eps, r->embed_scale = m->embed_scale, r->attn_scale = m->attn_scale;
     r->attn_softcap = m->attn_softcap, r->final_softcap = m->final_softcap, r->act = m->act;
     r->residual_scale = m->residual_scale, r->logits_div = m->logits_div, r->qk_whole = m->qk_norm == 2;
     r->qk_heads = m->qk_norm_heads;

@@ -105,14 +105,14 @@ static int mla_qkv(const tm_ref *r, const ref_layer *w, const float *h, int T, f
     }
     if (ql) {
         ref_matmul(r->n_threads, qa, h, w->q_a, w->q_a_b, T, ql, D);
-        for (int t = 0; t < T; t++) ref_rmsnorm(qa + (size_t)t * ql, qa + (size_t)t * ql, w->q_a_norm, ql, r->eps);
+        for (int t = 0; t < T; t++) ref_rmsnorm(qa + (size_t)t * ql, qa + (size_t)t * ql, w->q_a_norm, ql, r->mla_eps);
     }
     ref_matmul(r->n_threads, q, ql ? qa : h, w->wq, NULL, T, H * qd, ql ? ql : D);
     ref_matmul(r->n_threads, ckv, h, w->kv_a, w->kv_a_b, T, kvr, D);
     for (int t = 0; t < T; t++) {
         float *row = qkv + (size_t)t * nq, *k = row + (size_t)H * Dh, *v = k + Dh;
         memcpy(k, ckv + (size_t)t * kvr + kvl, sizeof(float) * (size_t)rope);
-        ref_rmsnorm(k + rope, ckv + (size_t)t * kvr, w->kv_a_norm, kvl, r->eps);
+        ref_rmsnorm(k + rope, ckv + (size_t)t * kvr, w->kv_a_norm, kvl, r->mla_eps);
         memcpy(v, k + rope, sizeof(float) * (size_t)kvl);
         memset(v + kvl, 0, sizeof(float) * (size_t)rope);
     }
