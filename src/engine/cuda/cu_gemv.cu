@@ -145,6 +145,21 @@ __device__ __forceinline__ void chunk_dot(const uint4 (&q)[GEMV_R], const uint16
     }
 }
 
+/* EPI 3: x under row set rs's rows (xr [GEMV_R][B]), read once the predecessors are done (after pdl_wait), long
+ * before the epilogue adds into them */
+template <int B, int EPI, int R1, int B1>
+__device__ __forceinline__ void res_load(float (&xr)[R1][B1], const cu_gemv_epi &ep, int rs, int nrs, int N)
+{
+    if constexpr (EPI == 3)
+#pragma unroll
+        for (int r = 0; r < GEMV_R; r++)
+#pragma unroll
+            for (int j = 0; j < B; j++) {
+                const int nr = rs * GEMV_R + r;
+                xr[r][j] = nr < N && rs < nrs ? ep.x[(size_t)j * N + nr] : 0.f;
+            }
+}
+
 /* The residual epilogue's end (EPI 3): once every block of the launch has added its rows into x, the
  * last one (ep.cnt counts them, and it resets the count) runs the next norm over the B rows of x, with
  * k_residual's arithmetic (cu_rows.cuh), reading x from L2 (the other blocks wrote it) */
@@ -153,8 +168,7 @@ template <int B> __device__ void res_last(const cu_gemv_epi &ep, int D)
     static_assert(GEMV_WARPS * 32 == CU_ROW_NT, "the norm's block is the GEMV's");
     __shared__ int last;
     if (!ep.nw) return;
-    __threadfence(); /* this thread's rows of x visible before the count says so */
-    __syncthreads();
+    __syncthreads(); /* every storing thread has fenced its rows (k_gemv) */
     if (threadIdx.x == 0) last = atomicAdd(ep.cnt, 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last) return;
@@ -193,6 +207,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
        tg128 1.03x (Llama-1B) and 1.10x (Qwen-0.5B) with PDL; each warp also asking its whole rows into
        L2 before the wait read 0.99x / 1.01x on top of that and slowed the head (92.8 -> 103.3 us): not kept */
     bool waited = false;
+    float xres[EPI == 3 ? GEMV_R : 1][EPI == 3 ? B : 1]; /* EPI 3: x under this row set's rows (res_load) */
     for (int c0 = rs < nrs ? ks * 32 + lane : nc; c0 < nc; c0 += U * step) {
         uint4 q[U][GEMV_R];
         float d[U][GEMV_R];
@@ -208,6 +223,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
         }
         if (!waited) {
             pdl_wait();
+            res_load<B, EPI>(xres, ep, rs, nrs, w.N);
             waited = true;
         }
 #pragma unroll
@@ -226,7 +242,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
                 for (int j = 0; j < B; j++) acc[r][j] = fmaf(s[r][j], d[u][r], acc[r][j]);
         }
     }
-    if (!waited) pdl_wait(); /* a thread with no units still waits before it stores */
+    if (!waited) { /* a thread with no units still waits before it stores */
+        pdl_wait();
+        res_load<B, EPI>(xres, ep, rs, nrs, w.N);
+    }
 #pragma unroll
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
@@ -271,12 +290,11 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
                         else if (EPI == 2)
                             ep.g[(size_t)j * ep.ldg + nr] =
                                 __bfloat16_as_ushort(__float2bfloat16_rn(act_f(ep.act, acc[r][j] + bn)));
-                        else { /* as k_residual */
-                            float *xp = ep.x + (size_t)j * w.N + nr;
-                            *xp = __fmaf_rn(acc[r][j] + bn, ep.scale, *xp);
-                        }
+                        else /* as k_residual */
+                            ep.x[(size_t)j * w.N + nr] = __fmaf_rn(acc[r][j] + bn, ep.scale, xres[r][j]);
                     }
             }
+            if (EPI == 3) __threadfence(); /* these rows of x visible before the block counts itself done */
         }
     }
     if constexpr (EPI == 3) res_last<B>(ep, w.N); /* every thread of the block, storing or not */
@@ -359,10 +377,9 @@ void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
     gemv_groups<3>(s, w, x, ldx, B, NULL, 0, *ep);
 }
 
-int cu_gemv_blocks(const cu_qmat *w)
+int cu_gemv_blocks(const cu_qmat *w, int *ks)
 {
-    int ks;
-    return gemv_blocks((w->N + GEMV_R - 1) / GEMV_R, w->K / (w->enc == 8 ? 16 : 32), &ks);
+    return gemv_blocks((w->N + GEMV_R - 1) / GEMV_R, w->K / (w->enc == 8 ? 16 : 32), ks);
 }
 
 /* out[N][K] bf16 = the weights, a thread per 16-byte unit */

@@ -194,8 +194,9 @@ void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
 #define CU_RES_GROUPS 8
 void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);
 
-/* blocks of one launch of the GEMV over w (a group of up to 8 sequences; cu_gemv_q's and cu_gemv_res's) */
-int cu_gemv_blocks(const cu_qmat *w);
+/* blocks of one launch of the GEMV over w (a group of up to 8 sequences; cu_gemv_q's and cu_gemv_res's), and in
+ * *ks the warps that split each row set's K */
+int cu_gemv_blocks(const cu_qmat *w, int *ks);
 
 /* the GEMV's warps a row set (cu_gemv.cu: 1, 2, 4 or 8; anything else: its own choice by the shape), for
  * the kernel's tests and tools/cu_gemv_bench.c; process-wide, not for the engine's use */

@@ -175,8 +175,8 @@ typedef struct cu_eng {
     void *amax_scr;                   /* and cu_argmax's scratch (cu_argmax_scratch(CU_MAX_B) bytes) */
     unsigned *amax_cnt;               /* and its merge's counts [CU_MAX_B] (zeroed once, left zeroed) */
     unsigned *rcnt;                   /* the GEMV residual epilogue's counts [CU_RES_GROUPS] (res_step) */
-    int fuse_res;                     /* res_step fuses: 2 where the GEMV's launch has sms blocks or more (the default),
-                                         1 wherever it can, 0 never (TANDEM_CUDA_FUSE_RES=1 / 0) */
+    int fuse_res;                     /* res_step fuses: 2 by the launch's shape (fuse_here; the default), 1 wherever
+                                         it can, 0 never (TANDEM_CUDA_FUSE_RES=1 / 0) */
     int sms;                          /* the GPU's multiprocessors */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
     unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
@@ -660,15 +660,21 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, 
 /* x += (in · wᵀ + bias) * residual_scale, post-normed by post_w (NULL: none), then, where nw is not NULL,
  * h16 = the next norm of x by nw, nb: the product then cu_residual, or, in a decode step without a
  * post-norm, one launch (the GEMV's residual epilogue, cu_gemv_res; bit-identical). By default only where
- * the GEMV's launch has a block for every SM at least: on an H100 (docs/benchmarks.md "Session 51") the
- * fused form ran tg128 1.04x on the Llama-1B shape (o and down 256 blocks each) and 0.95x on Qwen-0.5B's
- * (56 and 112 blocks, 132 SMs), so the rule is the measured split, why the small launches lose is not
- * established (call 2 of that session measured each projection fused alone, and the next kernel scheduled only
- * after the rows: neither better). TANDEM_CUDA_FUSE_RES=1: wherever it can, 0: never */
+ * the GEMV's launch has a block for every SM at least and splits each row set's K over at most 2 warps
+ * (fuse_here). On an H100 (docs/benchmarks.md "Session 52") the fused form ran tg128 1.03-1.07x on the
+ * Llama-1B shape (o and down: 256 blocks, 2 warps a row set) and 0.96-0.98x on Qwen-0.5B's down (224 blocks,
+ * 4 warps; its o has 56), with x read right after the PDL wait (session 52) as without: the rule is that
+ * measured split of two shapes, its cause not established. TANDEM_CUDA_FUSE_RES=1: wherever it can, 0: never */
+static int fuse_here(const cu_eng *e, const cu_qmat *q)
+{
+    int ks, blocks = cu_gemv_blocks(q, &ks);
+    return e->fuse_res == 1 || (e->fuse_res == 2 && blocks >= e->sms && ks <= 2);
+}
+
 static int res_step(cu_eng *e, const uint16_t *in, const cu_mat *w, int T, int decode, const float *bias,
                     const float *post_w, const float *nw, const float *nb, tm_err *err)
 {
-    if (decode && !post_w && w->q.q && (e->fuse_res == 1 || (e->fuse_res == 2 && cu_gemv_blocks(&w->q) >= e->sms))) {
+    if (decode && !post_w && w->q.q && fuse_here(e, &w->q)) {
         cu_gemv_epi ep = {.b = bias, .x = e->x, .scale = e->residual_scale, .eps = e->eps, .nkind = e->norm_kind,
                           .nw = nw, .nb = nb, .h16 = e->h16, .cnt = e->rcnt};
         return gemm(e, e->a, in, w, T, 1, &ep, err);
