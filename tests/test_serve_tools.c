@@ -1292,6 +1292,25 @@ static void test_reply(void)
     if (cm) reply_family(cm, "command_r", command, sizeof command / sizeof command[0]);
 }
 
+/* a server with template tpl and --reasoning-format fmt (NULL: auto), asked body (*a) and the streamed sbody
+ * (*b); NULL (a failed check) if it does not start. The caller stops it. */
+static tm_server *reasoning_pair(tandem_model *m, tandem_session *s, const char *tpl, const char *fmt, const char *body,
+                                 const char *sbody, reply *a, reply *b)
+{
+    tm_server_opts o;
+    tm_server_opts_default(&o);
+    o.port = 0;
+    o.chat_template = tpl;
+    o.reasoning = fmt;
+    tm_server *srv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (!srv) return NULL;
+    ask(tm_server_port(srv), body, 0, a);
+    ask(tm_server_port(srv), sbody, 1, b);
+    return srv;
+}
+
 /* a template that opens the think block at the prompt's end (DeepSeek-R1's way): the demo model's
  * reply is all reasoning; "none" leaves it in content; a template without </think> reads none */
 static void test_reasoning_server(tandem_model *m, tandem_session *s)
@@ -1306,18 +1325,9 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
     const char *formats[] = {NULL, "none"};
     char thought[4096] = "";
     for (int k = 0; k < 2; k++) {
-        tm_server_opts o;
-        tm_server_opts_default(&o);
-        o.port = 0;
-        o.chat_template = r1;
-        o.reasoning = formats[k];
-        tm_server *srv = NULL;
-        tm_err err = {0};
-        CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
-        if (!srv) continue;
         reply a, b;
-        ask(tm_server_port(srv), body, 0, &a);
-        ask(tm_server_port(srv), sbody, 1, &b);
+        tm_server *srv = reasoning_pair(m, s, r1, formats[k], body, sbody, &a, &b);
+        if (!srv) continue;
         if (k == 0) {
             /* a reply held to a constraint from its start is no thinking, even after an opened block */
             reply jm;
@@ -1365,22 +1375,13 @@ static void test_reasoning_server(tandem_model *m, tandem_session *s)
                      "<|CHATBOT_TOKEN|><|START_THINKING|>";
     const char *r4_formats[] = {NULL, "deepseek"};
     for (int k = 0; k < 2; k++) {
-        tm_server_opts o;
-        tm_server_opts_default(&o);
-        o.port = 0;
-        o.chat_template = r4;
-        o.reasoning = r4_formats[k];
-        tm_server *srv = NULL;
-        tm_err err = {0};
-        CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
-        if (!srv) continue;
         reply a, b;
-        ask(tm_server_port(srv), body, 0, &a);
-        ask(tm_server_port(srv), sbody, 1, &b);
+        tm_server *srv = reasoning_pair(m, s, r4, r4_formats[k], body, sbody, &a, &b);
+        if (!srv) continue;
         CHECKF(a.status == 200 && a.has_reasoning && strlen(a.reasoning) > 0 && !a.has_content &&
                    !strcmp(a.reasoning, b.reasoning) && !b.has_content,
-               "command4 (%s): reasoning '%s' / '%s', content %d '%s'", o.reasoning ? o.reasoning : "auto", a.reasoning,
-               b.reasoning, a.has_content, a.content);
+               "command4 (%s): reasoning '%s' / '%s', content %d '%s'", r4_formats[k] ? r4_formats[k] : "auto",
+               a.reasoning, b.reasoning, a.has_content, a.content);
         tm_server_stop(srv);
     }
     tm_server_opts o;
