@@ -28,10 +28,13 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
 
+#include "pkg/convert.h"
 #include "serve/oai.h"
 #include "serve/reply.h"
 #include "serve/serve-impl.h"
@@ -1202,6 +1205,117 @@ static void test_resp_server(int port)
     test_resp_stored(port, RTOOLS);
 }
 
+/* ---- 4b. a model with a "tool_use" template ---- */
+
+/* dir := the demo model's files (linked) with tokenizer_config.json's chat_template a list [default D, tool_use
+ * T] (layout 0), or D as chat_template.jinja and T as additional_chat_templates/tool_use.jinja (layout 1) */
+static void tool_template_dir(const char *dir, int layout, const char *D, const char *T)
+{
+    static const char *const LINKS[] = {"config.json", "model.safetensors", "tokenizer.json", "special_tokens_map.json",
+                                        "generation_config.json"};
+    char src[PATH_MAX], from[PATH_MAX + 64], to[PATH_MAX + 64];
+    CHECK(realpath("models/tiny-classics-llama", src) != NULL);
+    for (size_t i = 0; i < sizeof LINKS / sizeof LINKS[0]; i++) {
+        snprintf(from, sizeof from, "%s/%s", src, LINKS[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, LINKS[i]);
+        CHECK(symlink(from, to) == 0);
+    }
+    snprintf(from, sizeof from, "%s/tokenizer_config.json", src);
+    char *text = th_slurp(from);
+    cJSON *tc = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CHECK(tc != NULL);
+    if (!tc) return;
+    if (layout == 0) {
+        cJSON *list = cJSON_AddArrayToObject(tc, "chat_template");
+        const char *names[] = {"default", "tool_use"}, *srcs[] = {D, T};
+        for (int i = 0; i < 2; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", names[i]);
+            cJSON_AddStringToObject(e, "template", srcs[i]);
+            cJSON_AddItemToArray(list, e);
+        }
+    } else {
+        snprintf(to, sizeof to, "%s/chat_template.jinja", dir);
+        CHECK(th_write_file(to, D, strlen(D)) == 0);
+        snprintf(to, sizeof to, "%s/additional_chat_templates", dir);
+        CHECK(mkdir(to, 0755) == 0);
+        snprintf(to, sizeof to, "%s/additional_chat_templates/tool_use.jinja", dir);
+        CHECK(th_write_file(to, T, strlen(T)) == 0);
+    }
+    char *js = cJSON_Print(tc);
+    snprintf(to, sizeof to, "%s/tokenizer_config.json", dir);
+    CHECK(js && th_write_file(to, js, strlen(js)) == 0);
+    free(js);
+    cJSON_Delete(tc);
+}
+
+/* the model's "tool_use" template, as transformers picks it: a request with tools renders it (its call dialect,
+ * shown only there, found at the server's start), one without the default; from a model directory in both
+ * layouts, and from the package tandem convert makes of it */
+static void test_tool_template(void)
+{
+    const char *D = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
+    const char *T = "You may call {{ tools | length }} tools, each as <tool_call>\n{\"name\": ..., \"arguments\": "
+                    "...}\n</tool_call>.\n{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                    "assistant:";
+    for (int layout = 0; layout < 2; layout++) {
+        char dir[] = "/tmp/tm_tooltpl_XXXXXX", pkg[64];
+        CHECK(mkdtemp(dir) != NULL);
+        tool_template_dir(dir, layout, D, T);
+        snprintf(pkg, sizeof pkg, "%s.tdm", dir);
+        tandem_status st;
+        tm_convert_opts co;
+        tm_convert_opts_default(&co);
+        tm_err cerr = {0};
+        CHECKF(tm_convert(dir, pkg, &co, NULL, &cerr) == TM_OK, "layout %d: convert: %s", layout, cerr.msg);
+        const char *paths[] = {dir, pkg};
+        for (int p = 0; p < 2; p++) {
+            tandem_model *m = NULL;
+            CHECKF(tandem_model_open(&m, paths[p], &st) == 0, "%s: %s", paths[p], st.msg);
+            if (!m) continue;
+            const char *dt = tandem_model_chat_template(m), *tt = tandem_model_tool_template(m);
+            CHECKF(dt && !strcmp(dt, D) && tt && !strcmp(tt, T), "layout %d %s: default '%s', tool_use '%s'", layout,
+                   p ? "package" : "directory", dt ? dt : "(none)", tt ? tt : "(none)");
+            tm_serve_tok tk = {m, NULL, 1024};
+            CHECK(tm_serve_template_for(&tk, "{\"tools\":[{\"type\":\"function\"}]}") == tt);
+            CHECK(tm_serve_template_for(&tk, "{\"tools\":null}") == NULL && tm_serve_template_for(&tk, NULL) == NULL);
+            tk.tpl = D; /* an override wins */
+            CHECK(tm_serve_template_for(&tk, "{\"tools\":[{\"type\":\"function\"}]}") == D);
+            if (p == 1 && layout == 0) { /* through the server: required calls in the dialect only T shows */
+                tandem_session_opts so;
+                tandem_session_opts_default(&so);
+                so.n_threads = 2;
+                so.max_ctx = 1024;
+                tandem_session *s = NULL;
+                CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
+                tm_server_opts o;
+                tm_server_opts_default(&o);
+                o.port = 0;
+                tm_server *srv = NULL;
+                tm_err err = {0};
+                if (s) CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+                if (srv) {
+                    char body[2048];
+                    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"}],"
+                             "\"temperature\":0,\"max_tokens\":400,\"tools\":%s,\"tool_choice\":\"required\","
+                             "\"parallel_tool_calls\":false}", TOOLS);
+                    reply a;
+                    ask(tm_server_port(srv), body, 0, &a);
+                    CHECKF(a.status == 200 && a.n == 1 && args_ok(a.name[0], a.args[0]), "tool_use: status %d, %d calls, finish %s, content %s",
+                           a.status, a.n, a.finish, a.content);
+                    tm_server_stop(srv);
+                }
+                tandem_session_free(s);
+            }
+            tandem_model_free(m);
+        }
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, pkg);
+        CHECK(system(cmd) == 0);
+    }
+}
+
 /* ---- 5. the reply reader and reasoning ---- */
 
 static uint64_t rs_state = 7;
@@ -1526,6 +1640,7 @@ int main(void)
     CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
     if (s) test_server(m, s);
     test_reply();
+    test_tool_template();
     if (s) test_reasoning_server(m, s);
     if (s) test_messages_server(m, s);
     if (s) test_harmony_server(m, s);

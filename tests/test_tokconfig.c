@@ -151,6 +151,19 @@ static void test_inline(void)
     free(out);
     tm_tokconfig_free(c);
 
+    /* a package's: the list in its tokenizer_config.json and the default as chat_template.jinja: both kept, the
+       jinja text the default; a named one added (a package's additional_chat_templates/NAME.jinja) */
+    CHECK_EQ_INT(tm_tokconfig_parse(&c, tok, NULL, NULL, "J", &err), TM_OK);
+    check_str(tm_tokconfig_chat_template(c, NULL), "J", "the jinja default beside a list");
+    check_str(tm_tokconfig_chat_template(c, "default"), "J", "the jinja default by name");
+    check_str(tm_tokconfig_chat_template(c, "tool_use"), "T", "the list's tool_use beside the jinja default");
+    CHECK_EQ_INT(tm_tokconfig_add_template(c, "rag", "R", &err), TM_OK);
+    CHECK_EQ_INT(tm_tokconfig_add_template(c, "tool_use", "T2", &err), TM_OK);
+    check_str(tm_tokconfig_chat_template(c, "rag"), "R", "an added template");
+    check_str(tm_tokconfig_chat_template(c, "tool_use"), "T2", "a replaced template");
+    CHECK_EQ_INT(tm_tokconfig_n_templates(c), 3);
+    tm_tokconfig_free(c);
+
     /* a string template; chat_template.jinja text replaces it */
     CHECK_EQ_INT(tm_tokconfig_parse(&c, "{\"chat_template\": \"A\"}", NULL, NULL, "B", &err), TM_OK);
     check_str(tm_tokconfig_chat_template(c, NULL), "B", "chat_template.jinja wins");
@@ -245,6 +258,22 @@ static void test_model_dir_files(void)
     check_str(tm_tokconfig_chat_template(c, NULL), "{{ bos_token }}jinja file\n", "chat_template.jinja");
     check_str(tm_tokconfig_bos(c), "<b>", "bos beside the jinja file");
     tm_tokconfig_free(c);
+    /* transformers' layout for named templates: additional_chat_templates/NAME.jinja beside chat_template.jinja
+       (only .jinja files count) */
+    char sub[2100];
+    snprintf(sub, sizeof sub, "%s/additional_chat_templates", dir);
+    CHECK(mkdir(sub, 0755) == 0);
+    write_file(sub, "tool_use.jinja", "tools: {{ tools | length }}");
+    write_file(sub, "notes.txt", "not a template");
+    CHECK_EQ_INT(tm_tokconfig_load(&c, dir, &err), TM_OK);
+    check_str(tm_tokconfig_chat_template(c, NULL), "{{ bos_token }}jinja file\n", "the default beside named ones");
+    check_str(tm_tokconfig_chat_template(c, "tool_use"), "tools: {{ tools | length }}", "additional tool_use");
+    check_str(tm_tokconfig_chat_template(c, "notes"), NULL, "a file that is not .jinja");
+    CHECK_EQ_INT(tm_tokconfig_n_templates(c), 1);
+    tm_tokconfig_free(c);
+    remove_file(sub, "tool_use.jinja");
+    remove_file(sub, "notes.txt");
+    rmdir(sub);
     /* errors name the file path */
     write_file(dir, "generation_config.json", "{\"pad_token_id\": [0]}");
     CHECK_EQ_INT(tm_tokconfig_load(&c, dir, &err), TM_E_FORMAT);

@@ -159,6 +159,15 @@ int cmd_template(int argc, char **argv)
                                      tm_pkg_doc(p, TM_PKG_DOC_SPECIAL_TOKENS, &dn),
                                      tm_pkg_doc(p, TM_PKG_DOC_GENERATION_CONFIG, &dn),
                                      tm_pkg_doc(p, TM_PKG_DOC_CHAT_TEMPLATE, &dn), &err);
+        for (int i = 0; prc == TM_OK && i < tm_pkg_n_docs(p); i++) { /* additional_chat_templates/NAME.jinja */
+            const char *dname = tm_pkg_doc_name(p, i), *pre = TM_ADDITIONAL_TEMPLATES "/";
+            size_t pl = strlen(pre), nl = dname ? strlen(dname) : 0;
+            if (nl > pl + 6 && !strncmp(dname, pre, pl) && !strcmp(dname + nl - 6, ".jinja")) {
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int)(nl - pl - 6), dname + pl);
+                prc = tm_tokconfig_add_template(cfg, name, tm_pkg_doc(p, dname, &dn), &err);
+            }
+        }
         if (p) tm_pkg_close(p);
         if (prc != TM_OK) {
             fprintf(stderr, "tandem template: %s\n", err.msg);

@@ -10,6 +10,7 @@
 #include "pkg/convert.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "pkg/pkg-impl.h"
 #include "quant/quant.h"
 #include "tandem.h"
+#include "text/tokconfig.h"
 
 #define DOC_MAX_BYTES ((size_t)512 << 20)
 
@@ -274,8 +276,33 @@ static int add_st_modules(conv *c, const char *dir, tm_err *err)
     return rc;
 }
 
-/* the chat template: chat_template.jinja, chat_template.json, or tokenizer_config.json's
- * "chat_template" (a string, or a list of {name, template}: "default", else the first) */
+/* dir/additional_chat_templates/NAME.jinja (transformers' named templates beside chat_template.jinja), each as
+ * the document of that name */
+static int add_more_templates(conv *c, const char *dir, tm_err *err)
+{
+    char sub[4096];
+    if (tm_path_join(sub, sizeof sub, dir, TM_ADDITIONAL_TEMPLATES) != TM_OK || !tm_is_dir(sub)) return TM_OK;
+    DIR *d = opendir(sub);
+    if (!d) return TM_OK;
+    int rc = TM_OK;
+    struct dirent *e;
+    while (rc == TM_OK && (e = readdir(d))) {
+        size_t n = strlen(e->d_name), len;
+        if (n <= 6 || n > 200 || e->d_name[0] == '.' || strcmp(e->d_name + n - 6, ".jinja")) continue;
+        char path[4096], doc[256], *text = NULL;
+        if (tm_path_join(path, sizeof path, sub, e->d_name) != TM_OK) continue;
+        snprintf(doc, sizeof doc, "%s/%s", TM_ADDITIONAL_TEMPLATES, e->d_name);
+        if ((rc = tm_read_file(path, &text, &len, DOC_MAX_BYTES, err)) == TM_OK)
+            rc = tm_pkg_writer_add_doc(c->w, doc, text, len, err);
+        free(text);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* the chat template: chat_template.jinja (and additional_chat_templates/), chat_template.json, or
+ * tokenizer_config.json's "chat_template" (a string, or a list of {name, template}: "default", else the first;
+ * the list stays in the package's tokenizer_config.json, where the runtime finds the other names) */
 static int add_chat_template(conv *c, const char *dir, tm_err *err)
 {
     char path[4096];
@@ -285,7 +312,7 @@ static int add_chat_template(conv *c, const char *dir, tm_err *err)
         int rc = tm_read_file(path, &text, &n, DOC_MAX_BYTES, err);
         if (rc == TM_OK) rc = tm_pkg_writer_add_doc(c->w, TM_PKG_DOC_CHAT_TEMPLATE, text, n, err);
         free(text);
-        return rc;
+        return rc ? rc : add_more_templates(c, dir, err);
     }
     const char *files[] = {"chat_template.json", "tokenizer_config.json"};
     for (int f = 0; f < 2; f++) {

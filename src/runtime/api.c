@@ -166,6 +166,11 @@ const char *tandem_model_chat_template(const tandem_model *m)
     return m->rm->chat_template;
 }
 
+const char *tandem_model_tool_template(const tandem_model *m)
+{
+    return m->rm->tool_template;
+}
+
 void tandem_session_opts_default(tandem_session_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -27,6 +27,7 @@ void tm_rt_model_free(tm_rt_model *rm)
     tm_tok_free(rm->tok);
     if (rm->pkg) tm_pkg_close(rm->pkg);
     free(rm->chat_template);
+    free(rm->tool_template);
     free(rm->bos_token);
     free(rm->eos_token);
     tm_vocab_trie_free(rm->trie);
@@ -82,7 +83,13 @@ static int take_text_config(tm_rt_model *rm, tm_err *err)
                                 tm_pkg_doc(rm->pkg, TM_PKG_DOC_GENERATION_CONFIG, &n),
                                 tm_pkg_doc(rm->pkg, TM_PKG_DOC_CHAT_TEMPLATE, &n), err);
     if (rc != TM_OK) return tm_err_prefix(err, "%s", rm->path);
+    const char *more = tm_pkg_doc(rm->pkg, TM_ADDITIONAL_TEMPLATES "/tool_use.jinja", &n);
+    if (more && (rc = tm_tokconfig_add_template(tc, "tool_use", more, err)) != TM_OK) {
+        tm_tokconfig_free(tc);
+        return rc;
+    }
     rm->chat_template = dup_or_null(tm_tokconfig_chat_template(tc, NULL));
+    rm->tool_template = dup_or_null(tm_tokconfig_chat_template(tc, "tool_use"));
     rm->bos_token = dup_or_null(tm_tokconfig_bos(tc));
     rm->eos_token = dup_or_null(tm_tokconfig_eos(tc));
     const tm_gen_defaults *g = tm_tokconfig_gen(tc);

@@ -33,6 +33,8 @@ typedef struct tm_rt_model {
     struct tm_tokenizer *tok;
     tm_dtype prefill_enc, decode_enc;
     char *chat_template;             /* NULL if the model has none */
+    char *tool_template;             /* its template named "tool_use" (for conversations with tools, as transformers
+                                        picks it), or NULL */
     char *bos_token, *eos_token;     /* special-token strings for templates, or NULL */
     int eos_ids[16], n_eos;          /* generation stops on these */
     float temperature, top_p, min_p, repetition_penalty; /* generation_config defaults */

@@ -19,6 +19,11 @@ typedef struct tm_serve_tok {
     int ctx;             /* the session's context: "max_model_len" */
 } tm_serve_tok;
 
+/* The template a chat request's prompt is rendered with: the override, else, where the template gets tools
+ * (kwargs_json's "tools") and the model has a "tool_use" template, that one, as transformers picks it; NULL:
+ * the model's own. */
+const char *tm_serve_template_for(const tm_serve_tok *t, const char *kwargs_json);
+
 /* The JSON answer (malloc'd), or NULL with *e set (400 naming the field, 500). tm_serve_count_tokens:
  * Anthropic's POST /v1/messages/count_tokens, {"input_tokens"}: the prompt /v1/messages would feed
  * for the body (the template, the tools, and gen_open where the request forces a call). */

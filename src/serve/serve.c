@@ -1417,12 +1417,17 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
     if (tm_resp_store_new(&srv->store, TM_RESP_STORE_ITEMS, TM_RESP_STORE_BYTES)) oom = 1;
     srv->metrics = o->metrics;
     const char *tpl_src = srv->tpl ? srv->tpl : tandem_model_chat_template(m);
+    /* requests with tools render the model's "tool_use" template where it has one (tm_serve_template_for): the
+       calls' dialect is the one it shows, the thinking the family either shows */
+    const char *tool_src = srv->tpl ? NULL : tandem_model_tool_template(m);
     srv->fim = tm_serve_fim(m);
+    const tm_think_markers *shown = tm_think_detect(tpl_src);
+    if (!shown) shown = tm_think_detect(tool_src);
     if (!o->reasoning || !strcmp(o->reasoning, "auto")) {
-        srv->think = tm_think_detect(tpl_src);
+        srv->think = shown;
     } else if (!strcmp(o->reasoning, "deepseek") || !strcmp(o->reasoning, "none")) {
         /* deepseek: the family the template shows, else <think> */
-        srv->think = !strcmp(o->reasoning, "none") ? NULL : tm_think_detect(tpl_src);
+        srv->think = !strcmp(o->reasoning, "none") ? NULL : shown;
         if (!strcmp(o->reasoning, "deepseek") && !srv->think) srv->think = &tm_think_tags;
     } else {
         srv_free(srv);
@@ -1430,7 +1435,8 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
                        o->reasoning);
     }
     if (!o->tool_parser || !strcmp(o->tool_parser, "auto")) {
-        srv->dialect = tm_tool_dialect_detect(tpl_src);
+        srv->dialect = tm_tool_dialect_detect(tool_src);
+        if (!srv->dialect) srv->dialect = tm_tool_dialect_detect(tpl_src);
     } else if (strcmp(o->tool_parser, "none") != 0 && !(srv->dialect = tm_tool_dialect_named(o->tool_parser))) {
         srv_free(srv);
         return tm_errf(err, TM_E_INVALID, "serve: --tool-parser '%s' is not one of auto, none, %s", o->tool_parser,

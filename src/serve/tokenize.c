@@ -65,11 +65,29 @@ static int source(const tm_serve_tok *t, const cJSON *root, char **text, int *ad
     return (*text = strdup(s->valuestring)) ? 0 : (nomem(e), -1);
 }
 
+/* does the template get tools (kwargs_json's "tools", not null)? */
+static int kwargs_has_tools(const char *kwargs_json)
+{
+    if (!kwargs_json || !strstr(kwargs_json, "\"tools\"")) return 0;
+    cJSON *k = cJSON_Parse(kwargs_json);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(k, "tools");
+    int yes = t && !cJSON_IsNull(t);
+    cJSON_Delete(k);
+    return yes;
+}
+
+const char *tm_serve_template_for(const tm_serve_tok *t, const char *kwargs_json)
+{
+    const char *tool = t->tpl ? NULL : tandem_model_tool_template(t->m);
+    return tool && kwargs_has_tools(kwargs_json) ? tool : t->tpl;
+}
+
 char *tm_serve_chat_prompt(const tm_serve_tok *t, const tm_oai_req *r, int add_gen, const char *prefix, tm_oai_error *e)
 {
     char *prompt = NULL;
     tandem_status st;
-    if (tandem_chat_render(t->m, t->tpl, r->messages_json, add_gen, r->template_kwargs_json, &prompt, &st) != 0) {
+    const char *tpl = tm_serve_template_for(t, r->template_kwargs_json); /* tools: the model's "tool_use" one */
+    if (tandem_chat_render(t->m, tpl, r->messages_json, add_gen, r->template_kwargs_json, &prompt, &st) != 0) {
         int oom = st.code == TANDEM_E_NOMEM;
         tm_oai_error_set(e, oom ? 500 : 400, oom ? "server_error" : "invalid_request_error", NULL,
                          st.code == TANDEM_E_TEMPLATE || !oom ? "messages" : NULL, "chat template: %s", st.msg);

@@ -2,6 +2,7 @@
 #include "text/tokconfig.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,10 +309,8 @@ int tm_tokconfig_parse(tm_tokconfig **out, const char *tokenizer_config_json, co
     if (tokenizer_config_json) rc = tokenizer_config(c, tokenizer_config_json, "tokenizer_config.json", err);
     if (!rc && special_tokens_map_json) rc = special_tokens_map(c, special_tokens_map_json, "special_tokens_map.json", err);
     if (!rc && generation_config_json) rc = generation_config(c, generation_config_json, "generation_config.json", err);
-    if (!rc && chat_template_jinja) {
-        free_templates(c);
+    if (!rc && chat_template_jinja) /* the default; a list's other templates stay named (a package keeps both) */
         rc = set_str(&c->chat_template, chat_template_jinja, "chat_template.jinja", err);
-    }
     if (rc) {
         tm_tokconfig_free(c);
         return rc;
@@ -328,6 +327,53 @@ static int read_opt(const char *dir, const char *name, char *path, size_t pn, ch
         return tm_errf(err, TM_E_INVALID, "%s: model directory path too long", dir);
     if (!tm_file_exists(path)) return TM_OK;
     return tm_read_file(path, text, NULL, CONFIG_MAX_BYTES, err);
+}
+
+int tm_tokconfig_add_template(tm_tokconfig *c, const char *name, const char *src, tm_err *err)
+{
+    for (int i = 0; i < c->ntemplates; i++)
+        if (!strcmp(c->tnames[i], name)) { /* replaced */
+            char *s = strdup(src);
+            if (!s) return tm_errf(err, TM_E_NOMEM, "tokenizer config: out of memory");
+            free(c->tsrcs[i]);
+            c->tsrcs[i] = s;
+            return TM_OK;
+        }
+    char **names = realloc(c->tnames, sizeof *names * (size_t)(c->ntemplates + 1));
+    if (names) c->tnames = names;
+    char **srcs = names ? realloc(c->tsrcs, sizeof *srcs * (size_t)(c->ntemplates + 1)) : NULL;
+    if (srcs) c->tsrcs = srcs;
+    char *n = srcs ? strdup(name) : NULL, *s = n ? strdup(src) : NULL;
+    if (!s) {
+        free(n);
+        return tm_errf(err, TM_E_NOMEM, "tokenizer config: out of memory");
+    }
+    c->tnames[c->ntemplates] = n;
+    c->tsrcs[c->ntemplates++] = s;
+    return TM_OK;
+}
+
+/* model_dir/additional_chat_templates/NAME.jinja, each as the template NAME */
+static int additional_templates(tm_tokconfig *c, const char *model_dir, tm_err *err)
+{
+    char dir[4096];
+    if (tm_path_join(dir, sizeof dir, model_dir, TM_ADDITIONAL_TEMPLATES) != TM_OK || !tm_is_dir(dir)) return TM_OK;
+    DIR *d = opendir(dir);
+    if (!d) return TM_OK;
+    int rc = TM_OK;
+    struct dirent *e;
+    while (rc == TM_OK && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n <= 6 || n > 200 || e->d_name[0] == '.' || strcmp(e->d_name + n - 6, ".jinja")) continue;
+        char path[4096], name[256], *text = NULL;
+        if (tm_path_join(path, sizeof path, dir, e->d_name) != TM_OK) continue;
+        snprintf(name, sizeof name, "%.*s", (int)(n - 6), e->d_name);
+        if ((rc = tm_read_file(path, &text, NULL, CONFIG_MAX_BYTES, err)) == TM_OK)
+            rc = tm_tokconfig_add_template(c, name, text, err);
+        free(text);
+    }
+    closedir(d);
+    return rc;
 }
 
 int tm_tokconfig_load(tm_tokconfig **out, const char *model_dir, tm_err *err)
@@ -353,9 +399,10 @@ int tm_tokconfig_load(tm_tokconfig **out, const char *model_dir, tm_err *err)
         case 1: rc = special_tokens_map(c, text, path, err); break;
         case 2: rc = generation_config(c, text, path, err); break;
         case 3: rc = chat_template_json(c, text, path, err); break;
-        default:
+        default: /* transformers' own layout: chat_template.jinja, the others additional_chat_templates/NAME.jinja */
             free_templates(c);
             rc = set_str(&c->chat_template, text, path, err);
+            if (!rc) rc = additional_templates(c, model_dir, err);
             break;
         }
         free(text);
@@ -393,11 +440,9 @@ const char *tm_tokconfig_template_name(const tm_tokconfig *c, int i)
 
 const char *tm_tokconfig_chat_template(const tm_tokconfig *c, const char *name)
 {
-    if (!name) {
-        if (c->chat_template) return c->chat_template;
+    if (!name || !strcmp(name, "default")) {
+        if (c->chat_template) return c->chat_template; /* (beside a list: chat_template.jinja, the default) */
         name = "default";
-    } else if (c->chat_template && !c->ntemplates) {
-        return strcmp(name, "default") == 0 ? c->chat_template : NULL;
     }
     for (int i = 0; i < c->ntemplates; i++)
         if (strcmp(c->tnames[i], name) == 0) return c->tsrcs[i];

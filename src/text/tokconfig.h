@@ -58,6 +58,11 @@ int tm_tokconfig_parse(tm_tokconfig **out, const char *tokenizer_config_json,
 
 void tm_tokconfig_free(tm_tokconfig *c);
 
+/* transformers' folder of named templates beside chat_template.jinja (NAME.jinja each) */
+#define TM_ADDITIONAL_TEMPLATES "additional_chat_templates"
+/* tm_tokconfig_add_template: the template name := src (a package's additional_chat_templates/NAME.jinja). */
+int tm_tokconfig_add_template(tm_tokconfig *c, const char *name, const char *src, tm_err *err);
+
 /* special tokens as strings; NULL when the model has none */
 const char *tm_tokconfig_bos(const tm_tokconfig *c);
 const char *tm_tokconfig_eos(const tm_tokconfig *c);
@@ -72,7 +77,9 @@ int tm_tokconfig_add_eos(const tm_tokconfig *c);
 int64_t tm_tokconfig_model_max_length(const tm_tokconfig *c);
 
 /* tm_tokconfig_chat_template: the template source called `name`, or with name NULL the
- * model's template (the single one, or the one named "default"); NULL if there is none. */
+ * model's template (the single one, or the one named "default"); NULL if there is none. A single template
+ * (chat_template.jinja) may stand beside named ones (a list's others, additional_chat_templates/): it is the
+ * default. */
 const char *tm_tokconfig_chat_template(const tm_tokconfig *c, const char *name);
 /* the names of a template list, i in [0, n); a single template has no name (n = 0) */
 int tm_tokconfig_n_templates(const tm_tokconfig *c);

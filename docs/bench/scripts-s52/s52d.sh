@@ -12,7 +12,7 @@ export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512 LLB_MAX_FOR
 ( cd $L && cmake -S . -B b -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
-    -DGGML_CCACHE=OFF > b.log 2>&1 && timeout 400 nice -n 10 ninja -C b -j 12 llama >> b.log 2>&1; echo "ninja rc $?" >> b.log ) &
+    -DGGML_CCACHE=OFF > b.log 2>&1 && timeout 240 nice -n 10 ninja -C b -j 12 llama >> b.log 2>&1; echo "ninja rc $?" >> b.log ) &
 B=$P/bin
 st tests
 ( timeout 150 $B/test_cuda_decode ) > $W/test_cuda_decode.txt 2>&1
@@ -41,13 +41,13 @@ gcc -O2 -include "$R/tools/llbench_gpu.h" -I $L/include -I $L/ggml/include $L/ll
 for g in llama1b qwen05b; do [ -x $L/llbench ] && $L/llbench quantize $L/models/$g-bf16.gguf $L/models/$g-q4_0.gguf q4_0 16 > /dev/null 2>&1; done
 st peer
 for m in l q; do case $m in l) g=llama1b;; q) g=qwen05b;; esac
-  [ -x $L/llbench ] && [ $(el) -lt 500 ] || break
+  [ -x $L/llbench ] && [ $(el) -lt 290 ] || break
   timeout 70 $B/tandem bench $R/tmp/$m.tdm -t 2 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
     --peer llama.cpp --peer-model $L/models/$g-q4_0.gguf --peer-bin $L/llbench --md $W/p-$m.md > $W/p-$m.json 2>> $W/bench.err
   echo "-- $m: tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/p-$m.md >> $A
   st "peer $m"
 done
-if [ $(el) -lt 480 ]; then st "decode 2"; dec 2; fi
+if [ $(el) -lt 300 ]; then st "decode 2"; dec 2; fi
 grep -iE "error|dropped" $W/bench.err | head -10 | cut -c1-250 >> $A
 tar -C $W -czf $OUT/w.tgz .
 st done
