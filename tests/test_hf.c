@@ -995,7 +995,46 @@ static void test_arch_rules(void)
                  !m->norm_topk_prob && !m->router_sigmoid && m->n_group == 1 && m->F_shared == 2 * 1407 &&
                  m->layer[0].moe && m->mla_interleave && !spec_has(m, "model.layers.0.mlp.gate.e_score_correction_bias"));
     tm_model_free(m);
+    /* session 52's: each by its config class's defaults (Hub-style configs may leave any key out) */
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Glm4MoeForCausalLM\"]," SMALL ",\"attention_bias\":true}", &m, &err),
+                 TM_OK);
+    if (m) CHECK(!m->mla && m->qkv_bias && !m->o_bias && !m->qk_norm && m->rope[0].rot_dim == m->Dh / 2 &&
+                 m->n_experts == 128 && m->top_k == 8 && m->F_expert == 1408 && m->F_shared == 1408 &&
+                 m->n_group == 1 && m->router_sigmoid && m->router_has_corr && m->norm_topk_prob &&
+                 m->routed_scale == 1.0f && !m->layer[0].moe && m->layer[1].moe &&
+                 spec_has(m, "model.layers.1.mlp.gate.e_score_correction_bias") &&
+                 spec_has(m, "model.layers.0.self_attn.q_proj.bias") && !spec_has(m, "model.layers.0.self_attn.o_proj.bias"));
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Glm4MoeLiteForCausalLM\"]," SMALL ",\"rms_norm_eps\":1e-5}", &m, &err),
+                 TM_OK);
+    if (m) CHECK(m->mla && m->q_lora == 768 && m->qk_nope == 192 && m->v_dim == 256 && m->n_experts == 64 &&
+                 m->top_k == 4 && m->F_expert == 1536 && m->routed_scale == 1.8f && m->mla_eps == 1e-6f &&
+                 m->eps == 1e-5f && !m->layer[0].moe && m->layer[1].moe);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Ernie4_5_MoeForCausalLM\"]," SMALL ",\"moe_layer_start_index\":0,"
+                            "\"moe_layer_interval\":2}", &m, &err), TM_OK);
+    if (m) CHECK(m->n_experts == 64 && m->top_k == 6 && m->F_expert == 1536 && m->F_shared == 2 * 1536 &&
+                 !m->router_sigmoid && m->router_has_corr && m->norm_topk_prob && m->tied && !m->layer[0].moe &&
+                 m->layer[1].moe && spec_named(m, "model.layers.1.mlp.moe_statics.e_score_correction_bias") &&
+                 spec_named(m, "model.layers.1.mlp.moe_statics.e_score_correction_bias")->hf_lead1 &&
+                 spec_named(m, "model.layers.1.mlp.gate.weight")->any_float);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"Dots1ForCausalLM\"]," SMALL ",\"n_routed_experts\":8,"
+                            "\"n_shared_experts\":2,\"num_experts_per_tok\":2,\"mlp_layer_types\":[\"sparse\",\"dense\"]}",
+                            &m, &err), TM_OK);
+    if (m) CHECK(m->qk_norm && m->n_experts == 8 && !m->norm_topk_prob && m->router_sigmoid && m->layer[0].moe &&
+                 !m->layer[1].moe && !m->layer[0].sliding && !m->layer[1].sliding);
+    tm_model_free(m);
+    CHECK_EQ_INT(model_from("{\"architectures\":[\"SeedOssForCausalLM\"]," SMALL "}", &m, &err), TM_OK);
+    if (m) CHECK(m->qkv_bias && !m->o_bias && !m->mlp_bias && m->Dh == 128);
+    tm_model_free(m);
     struct { const char *cfg; int rc; const char *frag; } dsbad[] = {
+        {"\"architectures\":[\"Dots1ForCausalLM\"],\"num_experts_per_tok\":2", TM_E_INVALID, "'n_routed_experts' is missing"},
+        {"\"architectures\":[\"Glm4MoeForCausalLM\"],\"mlp_layer_types\":[\"dense\"]", TM_E_INVALID, "'mlp_layer_types' has 1"},
+        {"\"architectures\":[\"Glm4MoeForCausalLM\"],\"mlp_layer_types\":[\"dense\",\"moe\"]", TM_E_UNSUPPORTED,
+         "'mlp_layer_types'[1] = 'moe'"},
+        {"\"architectures\":[\"Ernie4_5_MoeForCausalLM\"],\"moe_k\":65", TM_E_INVALID, "'moe_k' = 65"},
+        {"\"architectures\":[\"Ernie4_5_MoeForCausalLM\"],\"use_bias\":true", TM_E_UNSUPPORTED, "'use_bias'"},
         {"\"architectures\":[\"DeepseekV2ForCausalLM\"]", TM_E_INVALID, "'num_experts_per_tok' is missing"},
         {"\"architectures\":[\"DeepseekV2ForCausalLM\"],\"num_experts_per_tok\":2,\"topk_method\":\"noaux_tc\"",
          TM_E_UNSUPPORTED, "'topk_method' = 'noaux_tc'"},
