@@ -253,6 +253,13 @@ static const struct {
     {"selectattr / rejectattr / map",
      "{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|list }} {{ messages|rejectattr('role', 'eq', 'user')|map(attribute='role')|join('+') }} {{ ['a', 'b']|map('upper')|list }} {{ [1, 2, 3, 4]|select('odd')|list }} {{ [0, 1, '', 'a']|reject|list }}",
      "['Hi'] system+assistant ['A', 'B'] [1, 3] [0, '']"},
+    {"generators (map, select, reject, unique, batch; reverse's iterator): true when empty, iterated once",
+     "{% if [1, 2]|select('equalto', 3) %}T{% else %}F{% endif %}{% if []|map('string') %}T{% endif %}{% if []|reverse %}R{% endif %}"
+     "|{% set g = [1, 2, 3]|select('odd') %}{{ g|list }}{{ g|list }}|{% set r = l|reverse %}{{ r|join }}{{ r|join }}"
+     "|{% set u = l|unique %}{% for x in u %}{{ x }}{% endfor %}{% for x in u %}again{% endfor %}"
+     "|{{ (l|map('string')|first) }} {{ l|batch(2)|list }} {{ 'ab'|reverse }} {{ (l|map('string')) is iterable }}"
+     " {{ (l|map('string')) is sequence }} [{{ (l|reverse)[0] }}]",
+     "TTR|[1, 3][]|213|312|3 [[3, 1], [2]] ba True False []"},
     {"default, int, float, abs, round",
      "{{ missing|default('D') }}{{ ''|default('E', true) }}{{ ''|d('F') }}|{{ '42'|int }} {{ '3.7'|int }} {{ 'x'|int(7) }} {{ '2.5'|float }} {{ -3|abs }} {{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 3|round }} {{ 2.1|round(0, 'ceil') }}",
      "DE|42 3 7 2.5 3 2.0 4.0 2.67 3 3.0"},
@@ -414,6 +421,11 @@ static void test_errors(void)
     expect_error("{{ 1 + 'a' }}", NULL, TM_E_TEMPLATE, "line 1: unsupported operand type(s) for +: 'int' and 'str'");
     expect_error("{{ 'a' + 1 }}", NULL, TM_E_TEMPLATE, "line 1: can only concatenate str (not \"int\") to str");
     expect_error("{{ x|tojson }}", NULL, TM_E_TEMPLATE, "line 1: Object of type Undefined is not JSON serializable");
+    /* a generator has no len() and no JSON (transformers' tojson of tools|map(...) fails so) */
+    expect_error("{{ [1]|map('string')|tojson }}", NULL, TM_E_TEMPLATE,
+                 "line 1: Object of type generator is not JSON serializable");
+    expect_error("{{ [1]|select|length }}", NULL, TM_E_TEMPLATE, "line 1: object of type 'generator' has no len()");
+
     /* ImmutableSandboxedEnvironment: no mutating methods */
     expect_error("{% set l = [1] %}{{ l.append(2) }}", NULL, TM_E_TEMPLATE,
                  "line 1: access to attribute 'append' of 'list' object is unsafe.");

@@ -45,6 +45,8 @@ typedef enum jkind {
     JV_LOOP,   /* o = jloop: the `loop` variable */
     JV_CYCLER, /* o = jlist-backed cycler() */
     JV_JOINER, /* o = jjoiner */
+    JV_GEN,    /* o = jlist: a generator (map, select, reject, ..., reverse's iterator): true whatever it holds,
+                  no len() or JSON, and iterated once (py_iter_list takes its items, leaving it empty) */
 } jkind;
 
 typedef struct jobj {
@@ -79,6 +81,7 @@ typedef struct jlist { /* list or tuple */
     jv *v;     /* [n] items (owned references) */
     int depth; /* nesting depth of containers inside, for the depth limit */
     uint8_t is_range;        /* made by range(): prints as range(start, stop[, step]) */
+    uint8_t gen_iter;        /* JV_GEN: 0 a generator, 1 reversed()'s iterator (its Python type's name) */
     int64_t r_start, r_stop, r_step;
 } jlist;
 

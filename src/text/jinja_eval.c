@@ -286,6 +286,19 @@ int py_iter_list(jrt *rt, jv v, jv *out)
         return 0;
     }
     case JV_LOOP: return py_iter_list(rt, ((jloop *)v.u.o)->items, out);
+    case JV_GEN: { /* its items, once: the generator is left empty (shared, as a Python generator is) */
+        jlist *g = (jlist *)v.u.o, *l = jlist_new(rt, JV_LIST, g->n);
+        if (!l) return JE;
+        if (g->n) memcpy(l->v, g->v, sizeof *g->v * g->n); /* the references move */
+        l->n = g->n;
+        g->n = 0;
+        if (jlist_set_depth(rt, l)) {
+            jv_decref(jv_obj(JV_LIST, l));
+            return JE;
+        }
+        *out = jv_obj(JV_LIST, l);
+        return 0;
+    }
     default: return jfail(rt, "'%s' object is not iterable", py_typename(v));
     }
 }

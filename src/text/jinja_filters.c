@@ -82,6 +82,17 @@ static jv new_list(jrt *rt, size_t cap, jlist **l)
     return *l ? jv_obj(JV_LIST, *l) : jv_missing();
 }
 
+/* a result list lv as what jinja2's filter returns: a generator (map, select, ..., unique, batch) or, iter 1,
+ * reversed()'s iterator: the same items, iterated once, true however many (JV_GEN) */
+static jv as_gen(jv lv, int iter)
+{
+    jlist *l = (jlist *)lv.u.o;
+    l->h.kind = JV_GEN;
+    l->gen_iter = (uint8_t)iter;
+    lv.kind = JV_GEN;
+    return lv;
+}
+
 /* jinja2's make_attrgetter: "a.b.0" looked up item by item (getitem semantics) */
 static int attr_path(jrt *rt, jv item, jv attribute, jv dflt, jv *out)
 {
@@ -250,7 +261,7 @@ static int select_reject(jrt *rt, jv seq, const jargs *a, int attr, int keep, jv
         jv_decref(lv);
         return JE;
     }
-    *out = lv;
+    *out = as_gen(lv, 0);
     return 0;
 }
 
@@ -306,7 +317,7 @@ static int f_map(jrt *rt, jv seq, const jargs *a, jv *out)
         jv_decref(lv);
         return JE;
     }
-    *out = lv;
+    *out = as_gen(lv, 0);
     return 0;
 }
 
@@ -821,7 +832,7 @@ static int f_unique(jrt *rt, jv seq, const jargs *a, jv *out)
         jv_decref(rv);
         return JE;
     }
-    *out = rv;
+    *out = as_gen(rv, 0);
     return 0;
 }
 
@@ -857,7 +868,7 @@ static int f_batch(jrt *rt, jv seq, const jargs *a, jv *out)
         jv_decref(rv);
         return JE;
     }
-    *out = rv;
+    *out = as_gen(rv, 0);
     return 0;
 }
 
@@ -1137,9 +1148,11 @@ int jfilter_apply(jrt *rt, int id, jv v, const jargs *a, jv *out)
         jv_decref(n);
         return rc;
     }
-    case F_REVERSE:
+    case F_REVERSE: /* reversed(v) where Python can (an iterator over a list or tuple), else a reversed list */
         if (v.kind == JV_STR) return py_slice(rt, v, jv_missing(), jv_missing(), jv_int(-1), out);
-        return list_copy(rt, v, 1, out);
+        if (list_copy(rt, v, 1, out)) return JE;
+        if (v.kind == JV_LIST || v.kind == JV_TUPLE) *out = as_gen(*out, 1);
+        return 0;
     case F_ROUND: BIND("round", N_ROUND, 0); return f_round(rt, v, p[0], p[1], out);
     case F_SAFE: {
         jv s;
@@ -1306,7 +1319,7 @@ int jtest_apply(jrt *rt, int id, jv v, const jargs *a, int *out)
         return 0;
     case T_ITERABLE:
         *out = v.kind == JV_STR || v.kind == JV_LIST || v.kind == JV_TUPLE || v.kind == JV_DICT ||
-               v.kind == JV_UNDEF || v.kind == JV_MISSING || v.kind == JV_LOOP;
+               v.kind == JV_UNDEF || v.kind == JV_MISSING || v.kind == JV_LOOP || v.kind == JV_GEN;
         return 0;
     case T_STRING: *out = v.kind == JV_STR; return 0;
     }

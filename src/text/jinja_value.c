@@ -101,7 +101,8 @@ static void jobj_free(jobj *o)
 {
     switch (o->kind) {
     case JV_LIST:
-    case JV_TUPLE: {
+    case JV_TUPLE:
+    case JV_GEN: {
         jlist *l = (jlist *)o;
         for (size_t i = 0; i < l->n; i++) jv_decref(l->v[i]);
         free(l->v);
@@ -243,7 +244,8 @@ static int jv_depth(jv v)
 {
     switch (v.kind) {
     case JV_LIST:
-    case JV_TUPLE: return jv_l(v)->depth;
+    case JV_TUPLE:
+    case JV_GEN: return jv_l(v)->depth;
     case JV_DICT:
     case JV_NS: return jv_d(v)->depth;
     default: return 0;
@@ -581,6 +583,7 @@ const char *py_typename(jv v)
     case JV_LOOP: return "LoopContext";
     case JV_CYCLER: return "Cycler";
     case JV_JOINER: return "Joiner";
+    case JV_GEN: return jv_l(v)->gen_iter ? "list_reverseiterator" : "generator";
     }
     return "object";
 }
@@ -602,6 +605,7 @@ const char *py_objrepr(jv v)
     case JV_LOOP: return "jinja2.runtime.LoopContext object";
     case JV_CYCLER: return "jinja2.utils.Cycler object";
     case JV_JOINER: return "jinja2.utils.Joiner object";
+    case JV_GEN: return jv_l(v)->gen_iter ? "list_reverseiterator object" : "generator object";
     default: return "jinja2.runtime.Undefined object";
     }
 }
@@ -906,6 +910,8 @@ static int repr_any(jrt *rt, jv v, jbuf *b, int depth, int as_str)
     }
     case JV_CYCLER: return jb_puts(rt, b, "<jinja2.utils.Cycler object>");
     case JV_JOINER: return jb_puts(rt, b, "<jinja2.utils.Joiner object>");
+    case JV_GEN: /* (Python prints the object's address too) */
+        return jb_puts(rt, b, jv_l(v)->gen_iter ? "<list_reverseiterator object>" : "<generator object>");
     }
     return 0;
 }

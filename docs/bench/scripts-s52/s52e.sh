@@ -1,0 +1,29 @@
+#!/bin/sh
+# session 52, call 2 as run (s52d.sh without llama.cpp: little device time was left): the shipped CUDA build's
+# GPU tests and tg128 by TANDEM_CUDA_FUSE_RES (the rule, 1, 0), two rounds, the second reversed.
+R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/a.txt; P=$R/tmp/pk; W=/tmp/w
+mkdir -p $W $P; T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" >> "$A"; }
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total,driver_version --format=csv >> "$A" 2>&1
+tar -C $P -xJf tmp/cuda52d.tar.xz
+export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512
+B=$P/bin
+st tests
+( timeout 150 $B/test_cuda_decode ) > $W/test_cuda_decode.txt 2>&1
+grep -E "CHECK|passed|SKIP|FUSE_RES|argmax kernel" $W/test_cuda_decode.txt | head -30 >> $A
+( timeout 60 $B/test_cuda ) > $W/test_cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/test_cuda.txt | head -8 >> $A
+st packages
+for m in l q; do case $m in l) like=llama-3.2-1b;; q) like=qwen2.5-0.5b;; esac
+  $B/tandem synth --like $like -o /tmp/tb/$m > /dev/null 2>> $A
+  $B/tandem convert /tmp/tb/$m -o /tmp/tb/$m.tdm --threads 8 > /dev/null 2>> $A
+done
+st decode
+for r in 1 2; do vs="new new1 new0"; [ $r = 2 ] && vs="new0 new1 new"
+  for m in l q; do for v in $vs; do
+  e=""; case $v in *1) e="TANDEM_CUDA_FUSE_RES=1";; *0) e="TANDEM_CUDA_FUSE_RES=0";; esac
+  env $e timeout 60 $B/tandem bench /tmp/tb/$m.tdm -t 2 --tests tg128 --reps 3 --prefill cuda --decode cuda \
+    --md $W/d-$m-$v-$r.md > $W/d-$m-$v-$r.json 2>> $W/bench.err
+  echo "$r $m $v $(grep -E '^\| tg128' $W/d-$m-$v-$r.md | cut -d'|' -f4)" >> $A
+done; done; done
+grep -iE "error" $W/bench.err | head -5 | cut -c1-250 >> $A
+tar -C $W -czf $OUT/w.tgz .
+st done
