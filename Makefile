@@ -125,7 +125,12 @@ cuda-check:
 	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .c).o || exit 1; done
 	@echo "cuda-check: the CUDA engine's $$(ls src/engine/cuda/*.cu src/engine/cuda/*.c | wc -l) sources and tools/cu_gemv_bench.c compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
 
-test: all kbench-ab
+# the fuzz targets' sources compile (libFuzzer builds them with clang: `make fuzz`); here gcc checks them
+fuzz-check: $(BUILD)/gen/build_id.h
+	@for f in $(FUZZ_SRC); do $(CC) $(CPPFLAGS) $(WFLAGS) -Werror -fsyntax-only $$f || exit 1; done
+	@echo "fuzz-check: the $(words $(FUZZ_SRC)) fuzz targets' sources compile"
+
+test: all kbench-ab fuzz-check
 	@if [ -x $(NVCC) ]; then $(MAKE) --no-print-directory cuda-check || exit 1; \
 	 else echo "cuda-check: no $(NVCC) here, the CUDA engine's sources not compiled"; fi
 	@echo "== tier 1: unit and conformance tests =="

@@ -105,7 +105,8 @@ static void fuzz_prefill(src *s, const tm_kernels *best)
     }
     int window = take(s) % 4 ? 0 : take(s) % 40;
     float softcap = take(s) % 4 ? 0.f : 1.f + take(s) % 50;
-    tm_kattn_prefill a = {T, H, Hk, Dh, P, q, k, v, dt, stride, out, 0.125f, softcap, window};
+    tm_kattn_prefill a = {.T = T, .H = H, .Hk = Hk, .Dh = Dh, .pos0 = P, .q = q, .k = k, .v = v, .kv_dtype = dt,
+                          .kv_stride = stride, .out = out, .scale = 0.125f, .softcap = softcap, .window = window};
     tm_kbuf ws = {0};
     int rc = best->attn_prefill(&a, &ws, NULL);
     if (rc == TM_OK && !all_finite(out, (size_t)T * H * Dh)) abort();
@@ -149,8 +150,12 @@ static void fuzz_decode(src *s, const tm_kernels *best)
         for (int i = 0; i < np; i++) tab[b][i] = (int32_t)(take(s) % (npages + 1)); /* sometimes out of range */
     }
     const int32_t *const tabs[3] = {tab[0], B > 1 ? tab[1] : NULL, B > 2 ? tab[2] : NULL};
-    tm_kattn_decode a = {B, H, Hk, Dh, q, kp, vp, page_bytes, ps, dt, npages, tabs, ctx, out,
-                         0.2f, take(s) % 3 ? 0.f : 30.f, take(s) % 3 ? 0 : 1 + take(s) % 30, 0};
+    float cap = take(s) % 3 ? 0.f : 30.f;
+    int win = take(s) % 3 ? 0 : 1 + take(s) % 30;
+    tm_kattn_decode a = {.B = B, .H = H, .Hk = Hk, .Dh = Dh, .q = q, .k_pages = kp, .v_pages = vp,
+                         .page_bytes = page_bytes, .page_size = ps, .kv_dtype = dt, .n_pages = npages,
+                         .page_table = tabs, .ctx_len = ctx, .out = out, .scale = 0.2f, .softcap = cap,
+                         .window = win};
     tm_kbuf ws = {0};
     int rc = best->attn_decode(&a, &ws, NULL);
     if (rc == TM_OK && !all_finite(out, (size_t)B * H * Dh)) abort();

@@ -1,10 +1,10 @@
 /* fuzz/fuzz_toolcall.c: tool calls (text/toolcall.h) on arbitrary bytes.
  * Input: a first byte choosing the dialect (mod 4; bits 6 and 7 both set: mistral_args, or with bit 0 harmony
  * (gpt-oss: the reply read by text/harmony.h, its calls but no content required back), with bit 1
- * deepseek_v3, bit 6 alone qwen3_coder
+ * deepseek_v3, with bits 1 and 0 command_r, bit 6 alone qwen3_coder
  * or with bit 0 seed_oss, bit 7 alone glm or with bit 0 minimax), the cut flag (bit 2, also the grammar's
  * parallel flag), the lazy grammar's form (bit 3), thinking and an opened block for the reply
- * reader (bits 4, 5), then a tools array
+ * reader (bits 4, 5; the reasoning family the one whose markers the reply shows, else <think>), then a tools array
  * (JSON), a NUL, then a reply (no NUL: the input is all tools, with a fixed reply). Checked
  * invariants: tm_tool_check accepts or refuses with a message; the parse never fails but for
  * memory, and gives content (all the reply when it finds no calls) and calls whose names are
@@ -28,10 +28,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     static const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args",
-                                  "qwen3_coder", "seed_oss", "glm", "minimax", "harmony", "deepseek_v3"};
+                                  "qwen3_coder", "seed_oss", "glm", "minimax", "harmony", "deepseek_v3", "command_r"};
     int hi = data[0] & 0xC0, lo = data[0] & 1;
     const tm_tool_dialect *d =
-        tm_tool_dialect_named(names[hi == 0xC0 ? ((data[0] & 2) ? 10 : 4 + 5 * lo) : hi == 0x40 ? 5 + lo : hi == 0x80 ? 7 + lo : data[0] & 3]);
+        tm_tool_dialect_named(names[hi == 0xC0 ? ((data[0] & 2) ? 10 + lo : 4 + 5 * lo) : hi == 0x40 ? 5 + lo : hi == 0x80 ? 7 + lo : data[0] & 3]);
     int cut = (data[0] >> 2) & 1;
     data++;
     size--;
@@ -43,6 +43,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tools[tl] = '\0';
     const char *reply = nul ? (const char *)nul + 1 : "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
     size_t rl = nul ? size - tl - 1 : strlen(reply);
+    char *rz = malloc(rl + 1); /* the reply NUL-terminated: its markers name the reasoning family */
+    if (!rz) {
+        free(tools);
+        return 0;
+    }
+    memcpy(rz, reply, rl);
+    rz[rl] = '\0';
+    const tm_think_markers *fam = tm_think_detect(rz);
+    free(rz);
+    if (!fam) fam = &tm_think_tags;
 
     tm_err err = {0};
     int ok = tm_tool_check(tools, &err) == TM_OK;
@@ -68,12 +78,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the reasoning split of the reply: spans in order and within it, for every prefix */
     for (size_t k = 0; k <= rl && k <= 512; k++) {
         tm_think_span sp;
-        tm_think_split(reply, k, cut, k == rl, &sp);
+        tm_think_split(fam, reply, k, cut, k == rl, &sp);
         if (sp.r0 > sp.r1 || sp.r1 > k || sp.c0 > sp.c1 || sp.c1 > k) __builtin_trap();
     }
     /* the server's reply reader: streamed byte by byte, its parts add up to the whole reply's */
     if (rl <= 512) {
-        int think = (data[-1] >> 4) & 1, opened = (data[-1] >> 5) & 1;
+        const tm_think_markers *think = (data[-1] >> 4) & 1 ? fam : NULL;
+        int opened = (data[-1] >> 5) & 1;
         tm_reply a, b;
         tm_reply_init(&a, d, tools, think, opened, d->harmony);
         tm_reply_init(&b, d, tools, think, opened, d->harmony);
