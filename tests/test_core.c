@@ -1,6 +1,7 @@
 /* tests/test_core.c: status, file I/O, dtype conversions. */
 #include "harness.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
@@ -55,10 +56,53 @@ static void test_atomic_write(void)
     CHECK(strstr(err.msg, "build/does-not-exist") != NULL);
 }
 
+/* tm_read_dir_files: the files of one suffix in name order, their stems and texts; a status from the
+ * callback stops the walk; a missing directory has no files */
+typedef struct {
+    char seen[256];
+    int calls, stop_at;
+} walk;
+
+static int on_file(void *ctx, const char *stem, const char *text, size_t len, tm_err *err)
+{
+    walk *w = ctx;
+    size_t k = strlen(w->seen);
+    snprintf(w->seen + k, sizeof w->seen - k, "%s=%s(%zu);", stem, text, len);
+    return ++w->calls == w->stop_at ? tm_errf(err, TM_E_INVALID, "stop at %s", stem) : TM_OK;
+}
+
+static void test_dir_files(void)
+{
+    char dir[] = "/tmp/tm_core_XXXXXX", p[128];
+    CHECK(mkdtemp(dir) != NULL);
+    const char *files[][2] = {{"b.jinja", "B"}, {"a.jinja", "AA"}, {"c.txt", "C"}, {".x.jinja", "hidden"}, {".jinja", "-"}};
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
+        CHECK(th_write_file(p, files[i][1], strlen(files[i][1])) == 0);
+    }
+    tm_err err = {0};
+    walk w = {"", 0, 0};
+    CHECK_EQ_INT(tm_read_dir_files(dir, ".jinja", 0, on_file, &w, &err), TM_OK);
+    CHECK_EQ_STR(w.seen, "a=AA(2);b=B(1);");
+    walk w2 = {"", 0, 1};
+    CHECK_EQ_INT(tm_read_dir_files(dir, ".jinja", 0, on_file, &w2, &err), TM_E_INVALID);
+    CHECK_EQ_STR(err.msg, "stop at a");
+    CHECK_EQ_INT(w2.calls, 1);
+    walk w3 = {"", 0, 0};
+    CHECK_EQ_INT(tm_read_dir_files("/nonexistent/dir", ".jinja", 0, on_file, &w3, &err), TM_OK);
+    CHECK_EQ_INT(w3.calls, 0);
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_f16_roundtrip();
     test_bf16();
     test_atomic_write();
+    test_dir_files();
     return th_done("test_core");
 }

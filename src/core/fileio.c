@@ -1,6 +1,7 @@
 /* core/fileio.c: see fileio.h. */
 #include "core/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -91,6 +92,43 @@ int tm_is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int tm_read_dir_files(const char *dir, const char *suffix, size_t max_bytes, tm_dir_file_fn fn, void *ctx, tm_err *err)
+{
+    enum { MAX_FILES = 256 };
+    DIR *d = tm_is_dir(dir) ? opendir(dir) : NULL;
+    if (!d) return TM_OK;
+    char *names[MAX_FILES];
+    int n = 0, rc = TM_OK;
+    size_t sl = strlen(suffix);
+    struct dirent *e;
+    while ((e = readdir(d)) && n < MAX_FILES) {
+        size_t len = strlen(e->d_name);
+        if (len <= sl || len > 200 || e->d_name[0] == '.' || strcmp(e->d_name + len - sl, suffix)) continue;
+        if (!(names[n] = strdup(e->d_name))) {
+            rc = tm_errf(err, TM_E_NOMEM, "%s: out of memory", dir);
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_names);
+    for (int i = 0; i < n && rc == TM_OK; i++) {
+        char path[4096], stem[256], *text = NULL;
+        size_t len = 0;
+        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(names[i]) - sl), names[i]);
+        if (tm_path_join(path, sizeof path, dir, names[i]) != TM_OK) continue;
+        if ((rc = tm_read_file(path, &text, &len, max_bytes, err)) == TM_OK) rc = fn(ctx, stem, text, len, err);
+        free(text);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    return rc;
 }
 
 int tm_afile_open(tm_afile *a, const char *path, tm_err *err)

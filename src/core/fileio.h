@@ -34,6 +34,12 @@ int tm_path_join(char *buf, size_t n, const char *dir, const char *name);
 int tm_file_exists(const char *path);
 int tm_is_dir(const char *path);
 
+/* tm_read_dir_files: for each file STEM + suffix in dir (in name order; at most 256, each of at most
+ * max_bytes, 0 = 1 GiB), fn(ctx, STEM, its text NUL-terminated, its length, err); the first status fn
+ * returns that is not TM_OK stops the walk and is returned. A dir that does not exist has no files. */
+typedef int (*tm_dir_file_fn)(void *ctx, const char *stem, const char *text, size_t len, tm_err *err);
+int tm_read_dir_files(const char *dir, const char *suffix, size_t max_bytes, tm_dir_file_fn fn, void *ctx, tm_err *err);
+
 typedef struct tm_afile {
     FILE *f;            /* write through this */
     char path[4096];    /* final name */

@@ -10,7 +10,6 @@
 #include "pkg/convert.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -276,28 +275,20 @@ static int add_st_modules(conv *c, const char *dir, tm_err *err)
     return rc;
 }
 
+static int add_named_doc(void *c, const char *name, const char *text, size_t len, tm_err *err)
+{
+    char doc[320];
+    snprintf(doc, sizeof doc, "%s/%s.jinja", TM_ADDITIONAL_TEMPLATES, name);
+    return tm_pkg_writer_add_doc(((conv *)c)->w, doc, text, len, err);
+}
+
 /* dir/additional_chat_templates/NAME.jinja (transformers' named templates beside chat_template.jinja), each as
  * the document of that name */
 static int add_more_templates(conv *c, const char *dir, tm_err *err)
 {
     char sub[4096];
-    if (tm_path_join(sub, sizeof sub, dir, TM_ADDITIONAL_TEMPLATES) != TM_OK || !tm_is_dir(sub)) return TM_OK;
-    DIR *d = opendir(sub);
-    if (!d) return TM_OK;
-    int rc = TM_OK;
-    struct dirent *e;
-    while (rc == TM_OK && (e = readdir(d))) {
-        size_t n = strlen(e->d_name), len;
-        if (n <= 6 || n > 200 || e->d_name[0] == '.' || strcmp(e->d_name + n - 6, ".jinja")) continue;
-        char path[4096], doc[256], *text = NULL;
-        if (tm_path_join(path, sizeof path, sub, e->d_name) != TM_OK) continue;
-        snprintf(doc, sizeof doc, "%s/%s", TM_ADDITIONAL_TEMPLATES, e->d_name);
-        if ((rc = tm_read_file(path, &text, &len, DOC_MAX_BYTES, err)) == TM_OK)
-            rc = tm_pkg_writer_add_doc(c->w, doc, text, len, err);
-        free(text);
-    }
-    closedir(d);
-    return rc;
+    if (tm_path_join(sub, sizeof sub, dir, TM_ADDITIONAL_TEMPLATES) != TM_OK) return TM_OK;
+    return tm_read_dir_files(sub, ".jinja", DOC_MAX_BYTES, add_named_doc, c, err);
 }
 
 /* the chat template: chat_template.jinja (and additional_chat_templates/), chat_template.json, or

@@ -2,7 +2,6 @@
 #include "text/tokconfig.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,27 +352,18 @@ int tm_tokconfig_add_template(tm_tokconfig *c, const char *name, const char *src
     return TM_OK;
 }
 
+static int add_named(void *c, const char *name, const char *text, size_t len, tm_err *err)
+{
+    (void)len;
+    return tm_tokconfig_add_template(c, name, text, err);
+}
+
 /* model_dir/additional_chat_templates/NAME.jinja, each as the template NAME */
 static int additional_templates(tm_tokconfig *c, const char *model_dir, tm_err *err)
 {
     char dir[4096];
-    if (tm_path_join(dir, sizeof dir, model_dir, TM_ADDITIONAL_TEMPLATES) != TM_OK || !tm_is_dir(dir)) return TM_OK;
-    DIR *d = opendir(dir);
-    if (!d) return TM_OK;
-    int rc = TM_OK;
-    struct dirent *e;
-    while (rc == TM_OK && (e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n <= 6 || n > 200 || e->d_name[0] == '.' || strcmp(e->d_name + n - 6, ".jinja")) continue;
-        char path[4096], name[256], *text = NULL;
-        if (tm_path_join(path, sizeof path, dir, e->d_name) != TM_OK) continue;
-        snprintf(name, sizeof name, "%.*s", (int)(n - 6), e->d_name);
-        if ((rc = tm_read_file(path, &text, NULL, CONFIG_MAX_BYTES, err)) == TM_OK)
-            rc = tm_tokconfig_add_template(c, name, text, err);
-        free(text);
-    }
-    closedir(d);
-    return rc;
+    if (tm_path_join(dir, sizeof dir, model_dir, TM_ADDITIONAL_TEMPLATES) != TM_OK) return TM_OK;
+    return tm_read_dir_files(dir, ".jinja", CONFIG_MAX_BYTES, add_named, c, err);
 }
 
 int tm_tokconfig_load(tm_tokconfig **out, const char *model_dir, tm_err *err)
