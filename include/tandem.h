@@ -96,6 +96,10 @@ int tandem_chat_render(const tandem_model *m, const char *template_src, const ch
                        int add_generation_prompt, const char *kwargs_json, char **text, tandem_status *st);
 /* The model's chat template (Jinja source, owned by m), or NULL if it has none. */
 const char *tandem_model_chat_template(const tandem_model *m);
+/* Its template for a conversation with tools: the one named "tool_use" where the model has a list of named
+ * templates (Command R, Hermes 2 Pro / 3: transformers' apply_chat_template picks it when given tools), else
+ * NULL (the chat template serves). Owned by m. */
+const char *tandem_model_tool_template(const tandem_model *m);
 
 /* ---- sessions: engines bound, KV cache, scheduler ---- */
 typedef enum tandem_route {
