@@ -638,16 +638,7 @@ def build(name, cls_name, kwargs, seed, desc, root):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(hf)
     cls = getattr(transformers, cls_name)
-    try:
-        cfg = cls(**kwargs)
-    except (TypeError, ValueError) as e:  # a strict config class of a later transformers: its newer keys
-        if "first_k_dense_replace" not in kwargs:
-            raise
-        print(f"{name}: {e!r}; first_k_dense_replace given as mlp_layer_types")
-        kwargs = dict(kwargs)
-        k = kwargs.pop("first_k_dense_replace")
-        kwargs["mlp_layer_types"] = ["dense"] * k + ["sparse"] * (kwargs["num_hidden_layers"] - k)
-        cfg = cls(**kwargs)
+    cfg = cls(**kwargs)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
     perturbed = perturb(model, seed + 1)

@@ -1,7 +1,9 @@
 #!/bin/sh
-# session 52, call 1 as run (s52a.sh without llama.cpp, to spend less of the device time left after a run of
-# refused starts): the GPU tests of ea477e4's mended GEMV and of res-preload.diff, tg128 by variant (2 rounds,
-# the second in the reverse order); s52b.sh (the transformers fixtures and template renders) beside it.
+# session 52, call 1: the GPU tests of ea477e4's mended GEMV (bin/tandem, test_cuda_decode) and of ea477e4 +
+# docs/bench/scripts-s51/res-preload.diff (bin/tandem_pre, test_cuda_decode_pre); tg128 by variant: new (the
+# blocks-per-SM rule), new1 / new0 (TANDEM_CUDA_FUSE_RES=1 / 0), pre, pre1, two rounds (the second reversed);
+# s52b.sh (the transformers fixtures and template renders) beside it. llama.cpp was left out: little device
+# time was left after a run of refused starts. Carried: tmp/cuda52a.tar.xz (bin/, lib/, shared/).
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/a.txt; P=$R/tmp/pk; W=/tmp/w
 mkdir -p $W $P; T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" >> "$A"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total,driver_version --format=csv >> "$A" 2>&1

@@ -1,6 +1,7 @@
 #!/bin/sh
-# session 52, call 2 as run (s52d.sh without llama.cpp: little device time was left): the shipped CUDA build's
-# GPU tests and tg128 by TANDEM_CUDA_FUSE_RES (the rule, 1, 0), two rounds, the second reversed.
+# session 52, call 2: the shipped CUDA build's GPU tests (test_cuda_decode, test_cuda) and tg128 by
+# TANDEM_CUDA_FUSE_RES (the rule fuse_here, 1, 0), two rounds, the second reversed. llama.cpp was left out:
+# little device time was left. Carried: tmp/cuda52d.tar.xz (bin/, lib/, shared/).
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/a.txt; P=$R/tmp/pk; W=/tmp/w
 mkdir -p $W $P; T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" >> "$A"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total,driver_version --format=csv >> "$A" 2>&1
