@@ -53,6 +53,8 @@ const char cli_gen_usage[] =
     "      --no-lend          neither side borrows the other's idle cores\n"
     "      --max-stall X      how much a new prompt may raise running streams' time per token (default 0.25);\n"
     "                         the decode side borrows idle prefill cores only within it (or 'off': always)\n"
+    "      --gpu-split F      with --prefill cuda --decode cuda: the prefill engine's share of the GPU's\n"
+    "                         multiprocessors, the decode engine the rest (default 0.5; 'off': both on all)\n"
     "  -t, --threads N        threads (default: every cpu this process may use, e.g. under taskset;\n"
     "                         fewer than that leave cpu 0 out)\n"
     "      --prefill-threads N  cores for the prefill side (default: half)\n"
@@ -91,7 +93,7 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     static const char *const with_value[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--prefill", "--decode", "--route", "-t", "--threads",
-                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", "--max-stall", "--parallel",
+                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", "--max-stall", "--gpu-split", "--parallel",
                                              "--json-schema", "--json-schema-file", "--grammar-file", NULL};
     int needs = 0;
     for (const char *const *w = with_value; *w; w++)
@@ -145,6 +147,16 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
         else if (end != v && !*end && x > 0 && x <= 100) so->max_stall = (float)x;
         else {
             fprintf(stderr, "tandem %s: --max-stall: '%s' is not a fraction in (0, 100] or 'off'\n", cmd, v);
+            return -2;
+        }
+    }
+    else if (!strcmp(a, "--gpu-split")) {
+        char *end;
+        double x = strtod(v, &end);
+        if (!strcmp(v, "off")) so->gpu_split = -1;
+        else if (end != v && !*end && x > 0 && x < 1) so->gpu_split = (float)x;
+        else {
+            fprintf(stderr, "tandem %s: --gpu-split: '%s' is not a share in (0, 1) or 'off'\n", cmd, v);
             return -2;
         }
     }

@@ -65,7 +65,7 @@ static const char bench_usage[] =
     "  --routes LIST       hybrid,prefill-only,decode-only,auto (default hybrid)\n"
     "  --reps N            timed repetitions per test and stall (default 3, at most 32)\n"
     "  -t, --threads N, --prefill ENGINE, --decode ENGINE, --stateful, --exact-tail,\n"
-    "  --prefill-threads N, -c N   as for tandem run (without -c, each scenario's context\n"
+    "  --prefill-threads N, --gpu-split F, -c N   as for tandem run (without -c, each scenario's context\n"
     "                      is raised to what it needs, up to the model's positions)\n"
     "  --peer llama.cpp    also run llama.cpp's llbench on --peer-model, interleaved\n"
     "  --peer-model F.gguf the peer's model (same shape; see ../shared/peers)\n"

@@ -32,11 +32,12 @@
 #include "core/tensor.h"
 #include "runtime/kvcache.h"
 
-#define TM_ENGINE_VERSION 7 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
+#define TM_ENGINE_VERSION 8 /* 2: tm_engine_opts.roles; 3: tm_prefill_args.gemm; 4: every row's logits
                                    (caps.row_logits, tm_prefill_args.on_row_logits); 5: every row's hidden
                                    state (caps.row_hidden, tm_prefill_args.on_row_hidden); 6: host_alloc,
                                    host_free; 7: a decode step's greedy tokens (caps.argmax,
-                                   tm_decode_args.argmax) */
+                                   tm_decode_args.argmax); 8: a share of the device (tm_engine_opts.part,
+                                   part_share; the calls' alone) */
 
 struct tm_model;
 struct tm_pool;
@@ -68,6 +69,15 @@ typedef struct tm_engine_opts {
                                   calls still work whatever it says: it picks what bind prepares,
                                   e.g. the CPU engines copy the rows decode streams every step
                                   into huge pages only for TM_ROLE_DECODE */
+    /* (v8) a share of the device, for engines on one (the CUDA engine: multiprocessors, through a
+     * green context), so that a prefill and a decode engine bound to the same device run side by side
+     * on disjoint parts of it. The device is split in two, the first part_share (0 < share < 1) of its
+     * compute units and the rest: part 1 takes the first, part 2 the rest, 0 the whole device. A call
+     * with alone set may run on the whole device (the other engine is idle: lending, as the CPU
+     * engines' pools do). CPU engines ignore it: their pool is their share. An engine that cannot
+     * split its device (an older driver) runs on the whole of it. */
+    int part;
+    double part_share;
 } tm_engine_opts;
 
 typedef struct tm_prefill_args {
@@ -97,6 +107,8 @@ typedef struct tm_prefill_args {
      * on_row_logits. Embeddings rest on it. */
     void (*on_row_hidden)(void *ud, int t, const float *hidden);
     void *row_ud;              /* ud of on_row_logits and on_row_hidden */
+    int alone;                 /* (v8) the other role's engine is idle for this call: an engine bound to a
+                                  part of its device (tm_engine_opts.part) may use all of it */
 } tm_prefill_args;
 
 typedef struct tm_decode_args {
@@ -112,6 +124,7 @@ typedef struct tm_decode_args {
      * -1 where no logit is above -inf. With logits NULL an engine whose logits live on a device need
      * not bring them to the host (the CUDA engine: 4 bytes a row instead of 4 V) */
     int32_t *argmax;
+    int alone;                 /* (v8) as tm_prefill_args.alone */
 } tm_decode_args;
 
 typedef struct tm_engine_vt {

@@ -1021,7 +1021,8 @@ static int time_steps(cal *c, tm_bound_engine *e, struct tm_pool *pool, int B, i
             toks[b] = c->ids[b];
             pos[b] = ctx + i;
         }
-        tm_decode_args a = {.B = B, .tokens = toks, .pos = pos, .kv = s->kv, .seqs = sp, .logits = logits, .pool = pool};
+        tm_decode_args a = {.B = B, .tokens = toks, .pos = pos, .kv = s->kv, .seqs = sp, .logits = logits, .pool = pool,
+                            .alone = tm_session_alone(s, pool)};
         double t0 = now_s();
         rc = e->vt->decode(e->ctx, &a, err);
         if (i > 0) t[i - 1] = now_s() - t0;

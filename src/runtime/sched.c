@@ -591,8 +591,10 @@ static void run_prefill_only(tm_sched *sc, tm_req *q)
         tm_kv_seq *sp = &q->seq;
         req_feed(q);
         int32_t pick = -1, amax = s->pre.caps.argmax && req_greedy_only(q);
+        struct tm_pool *pool = pre_pool(sc);
         tm_decode_args a = {.B = 1, .tokens = &q->next_tok, .pos = &q->pos, .kv = s->kv, .seqs = &sp,
-                            .logits = amax ? NULL : s->logits, .pool = pre_pool(sc), .argmax = amax ? &pick : NULL};
+                            .logits = amax ? NULL : s->logits, .pool = pool, .argmax = amax ? &pick : NULL,
+                            .alone = tm_session_alone(s, pool)};
         if (s->pre.vt->decode(s->pre.ctx, &a, &q->err) != TM_OK) break;
         q->pos++;
         (void)V;
@@ -807,7 +809,8 @@ static void *decode_main(void *arg)
         for (int b = 0; b < B && amax; b++) amax = req_greedy_only(batch[b]);
         if (ok) {
             tm_decode_args a = {.B = B, .tokens = toks, .pos = pos, .kv = s->kv, .seqs = seqs,
-                                .logits = amax ? NULL : sc->batch_logits, .pool = pool, .argmax = amax ? picks : NULL};
+                                .logits = amax ? NULL : sc->batch_logits, .pool = pool, .argmax = amax ? picks : NULL,
+                                .alone = tm_session_alone(s, pool)};
             ok = s->dec.vt->decode(s->dec.ctx, &a, &e) == TM_OK;
         }
         atomic_store(&s->dec_using_all, 0);

@@ -54,6 +54,13 @@ struct tm_session {
 /* The most sequences one decode step takes: the decode engine's caps.max_batch (TM_DEFAULT_BATCH where it
  * gives none), at most TM_MAX_BATCH and the session's max_seqs. The CPU engines take 8 (their GEMV
  * kernels' batch), the CUDA engine 64. */
+/* A call on pool runs with the other side idle (pool is an every-core pool): tm_prefill_args.alone, a
+ * device-partitioned engine then takes the whole device as a CPU engine takes every core. */
+static inline int tm_session_alone(const tm_session *s, const struct tm_pool *pool)
+{
+    return pool == s->pool_all_pre || pool == s->pool_all_dec;
+}
+
 #define TM_MAX_BATCH 64
 #define TM_DEFAULT_BATCH 8
 int tm_session_max_batch(const tm_session *s);

@@ -158,8 +158,16 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     /* engines get room for a padded last chunk past the session's context */
     tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx + 512,
                          .roles = TM_ROLE_PREFILL};
+    /* one device for both roles, and requests that may overlap: each engine its own part of it (engine.h) */
+    int split = o->gpu_split >= 0 && s->max_seqs > 1 && strcmp(s->pre.caps.device, "cpu") &&
+                !strcmp(s->pre.caps.device, s->dec.caps.device);
+    if (split) eo.part = 1, eo.part_share = o->gpu_split > 0 ? o->gpu_split : 0.5;
+    if (split && o->explain)
+        fprintf(stderr, "[route] %s: the prefill engine takes %.2f of its multiprocessors, the decode engine the rest; "
+                "the idle side's lent\n", s->pre.caps.device, eo.part_share);
     if ((rc = s->pre.vt->bind(&s->pre.ctx, rm->prefill, &eo, err)) != TM_OK) goto fail;
     eo.weight_enc = rm->decode_enc;
+    if (split) eo.part = 2;
     eo.pool = s->pool_all_dec;
     eo.roles = TM_ROLE_DECODE | TM_ROLE_PREFILL; /* it prefills the decode-only route's prompts (GEMM panels
                                                    where its encoding has them: int8, bf16) */
@@ -311,7 +319,8 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
         for (int i = nv; i < T; i++) buf[i] = ids[n - 1]; /* padding: real rows never attend to it */
         int last = pos + nv == n;
         tm_prefill_args a = {.tokens = buf, .T = T, .n_valid = nv, .pos0 = pos, .kv = kv, .seq = kseq,
-                             .logits = last ? logits : NULL, .pool = pool, .gemm = gemm};
+                             .logits = last ? logits : NULL, .pool = pool, .gemm = gemm,
+                             .alone = tm_session_alone(s, pool)};
         row_at at = {rows, pos};
         if (rows) a.row_ud = &at;
         if (rows && rows->fn) a.on_row_logits = row_to_sink;
@@ -356,7 +365,8 @@ int tm_session_score(tm_session *s, const int32_t *ids, int n, int n_prefill, ta
         if ((rc = tm_kv_seq_reserve(s->kv, &seq, p + 1, err)) != TM_OK) break;
         tm_kv_seq *sp = &seq;
         tm_decode_args a = {.B = 1, .tokens = &ids[p], .pos = &p, .kv = s->kv, .seqs = &sp,
-                            .logits = logits + (size_t)(p - n_prefill + 1) * V, .pool = s->pool_all_dec};
+                            .logits = logits + (size_t)(p - n_prefill + 1) * V, .pool = s->pool_all_dec,
+                            .alone = 1};
         rc = e->vt->decode(e->ctx, &a, err);
     }
     tm_kv_seq_release(s->kv, &seq);

@@ -193,3 +193,16 @@ extern "C" void cu_argmax(cu_stream s, const float *logits, int B, int V, void *
     int *pi = (int *)(pv + (size_t)B * CU_ARGMAX_SEG);
     cu_go(k_argmax, dim3(S, B), NT, 0, s, logits, V, per, pv, pi, cnt, out);
 }
+
+/* each block: its multiprocessor's id, after a short spin so that the blocks spread over the SMs they may use */
+__global__ void k_sm_ids(int *ids, long long spin)
+{
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    long long t0 = clock64();
+    while (clock64() - t0 < spin) {
+    }
+    if (threadIdx.x == 0) ids[blockIdx.x] = (int)smid;
+}
+
+extern "C" void cu_sm_ids(cu_stream s, int *ids, int n) { k_sm_ids<<<n, 32, 0, s>>>(ids, 200000); }

@@ -59,6 +59,8 @@ void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, 
 #define CU_ARGMAX_SEG 64
 size_t cu_argmax_scratch(int B);
 void cu_argmax(cu_stream s, const float *logits, int B, int V, void *scratch, unsigned *cnt, int32_t *out);
+/* ids [n] (device) := the multiprocessor each of n blocks ran on (the tests' check of a device part, cu_smset.h) */
+void cu_sm_ids(cu_stream s, int *ids, int n);
 
 /* ---- cu_kv.cu ---- */
 

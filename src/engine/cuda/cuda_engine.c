@@ -69,6 +69,7 @@
 #include <cuda_runtime.h>
 
 #include "engine/cuda/cu_mat.h"
+#include "engine/cuda/cu_smset.h"
 #include "engine/cuda/cuda-impl.h"
 #include "engine/engine.h"
 #include "engine/ref/ref-impl.h"
@@ -132,8 +133,13 @@ typedef struct cu_eng {
     cu_rope rope[2];
     cublasHandle_t blas;
     void *blas_ws;                    /* its workspace, BLAS_WS bytes */
-    cudaStream_t st;
-    cudaEvent_t ev[2];                /* export copy of layer l done: ev[l % 2] */
+    cudaStream_t st;                  /* the call's stream (lane_pick): st0, or part.st */
+    cudaEvent_t ev[2];                /* export copy of layer l done: ev[l % 2] (the call's: ev0 or part.ev) */
+    cudaStream_t st0;                 /* the engine's stream on the whole device, and its events */
+    cudaEvent_t ev0[2];
+    cu_smset part;                    /* its share of the device (tm_engine_opts.part; st NULL: none) */
+    int lane;                         /* the call runs on: 0 the whole device, 1 the part */
+    int sms0;                         /* the device's multiprocessors */
     uint16_t *embed;                  /* bf16 [V][D] */
     cu_mat lm_head;                   /* [V][D] (bf16: lm_head.bf == embed when tied and not packed) */
     cu_mm mm;                         /* the products' handles and scratch (cu_mat.h) */
@@ -177,7 +183,7 @@ typedef struct cu_eng {
     unsigned *rcnt;                   /* the GEMV residual epilogue's counts [CU_RES_GROUPS] (res_step) */
     int fuse_res;                     /* res_step fuses: 2 by the launch's shape (fuse_here; the default), 1 wherever
                                          it can, 0 never (TANDEM_CUDA_FUSE_RES=1 / 0) */
-    int sms;                          /* the GPU's multiprocessors */
+    int sms;                          /* the multiprocessors the call's stream runs on */
     float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
     unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
     size_t dpart_cap;
@@ -185,7 +191,8 @@ typedef struct cu_eng {
     int dseg_n, dseg_len;             /* the decode attention's key segments: fixed by the context (a captured
                                          step's launches do not change with it; empty segments return at once) */
     int ptw;                          /* page table entries per sequence: the context's pages */
-    cudaGraphExec_t graph[CU_MAX_B + 1][2]; /* decode steps captured, by batch and RoPE long factors (or not) */
+    cudaGraphExec_t graph[2][CU_MAX_B + 1][2]; /* decode steps captured, by lane (a graph runs where it was
+                                         captured), batch and RoPE long factors (or not) */
     int g_dt;                         /* the cache dtype code they were captured for */
     int use_graphs;                   /* TANDEM_CUDA_GRAPHS=0: none (a measurement switch) */
     int pdl;                          /* launches with programmatic dependent launch (cu_launch.cuh): sm_90 and
@@ -265,9 +272,10 @@ static void prof_init(cu_eng *e)
 /* the captured decode steps, all of them (a pointer they hold moved, or the cache's dtype) */
 static void graphs_drop(cu_eng *e)
 {
-    for (int b = 0; b <= CU_MAX_B; b++)
-        for (int f = 0; f < 2; f++)
-            if (e->graph[b][f]) cudaGraphExecDestroy(e->graph[b][f]), e->graph[b][f] = NULL;
+    for (int ln = 0; ln < 2; ln++)
+        for (int b = 0; b <= CU_MAX_B; b++)
+            for (int f = 0; f < 2; f++)
+                if (e->graph[ln][b][f]) cudaGraphExecDestroy(e->graph[ln][b][f]), e->graph[ln][b][f] = NULL;
 }
 
 static int cu_probe(tm_engine_caps *c, tm_err *err)
@@ -435,13 +443,27 @@ static void cu_unbind(void *vctx)
     for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
     for (int i = 0; i < CU_DSEQ; i++) free(e->ds[i].pages);
     for (int i = 0; i < 2; i++)
-        if (e->ev[i]) cudaEventDestroy(e->ev[i]);
+        if (e->ev0[i]) cudaEventDestroy(e->ev0[i]);
     if (e->blas) cublasDestroy(e->blas);
     cudaFree(e->blas_ws);
-    if (e->st) cudaStreamDestroy(e->st);
+    if (e->st0) cudaStreamDestroy(e->st0);
+    cu_smset_close(&e->part);
     free(e->layer);
     free(e->m_pages);
     free(e);
+}
+
+/* The call's stream (cu_smset.h): the engine's part of the device, or the whole device where it has no
+ * part or the other engine is idle (alone). The calls before have synchronised, so nothing is in flight. */
+static void lane_pick(cu_eng *e, int alone)
+{
+    int ln = e->part.st && !alone;
+    if (ln == e->lane) return;
+    e->lane = ln;
+    e->st = e->mm.st = ln ? e->part.st : e->st0;
+    for (int i = 0; i < 2; i++) e->ev[i] = ln ? e->part.ev[i] : e->ev0[i];
+    e->sms = ln ? e->part.sms : e->sms0;
+    cublasSetStream(e->blas, e->st);
 }
 
 /* what the engine cannot run, named */
@@ -499,13 +521,14 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     }
     memcpy(e->layer, m->layer, sizeof *e->layer * (size_t)m->L);
     cudaError_t ce;
-    if ((ce = cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking)) != cudaSuccess ||
-        (ce = cudaEventCreateWithFlags(&e->ev[0], cudaEventDisableTiming)) != cudaSuccess ||
-        (ce = cudaEventCreateWithFlags(&e->ev[1], cudaEventDisableTiming)) != cudaSuccess ||
+    if ((ce = cudaStreamCreateWithFlags(&e->st0, cudaStreamNonBlocking)) != cudaSuccess ||
+        (ce = cudaEventCreateWithFlags(&e->ev0[0], cudaEventDisableTiming)) != cudaSuccess ||
+        (ce = cudaEventCreateWithFlags(&e->ev0[1], cudaEventDisableTiming)) != cudaSuccess ||
         (ce = cudaMalloc((void **)&tmp, STAGE_FLOATS * sizeof(float))) != cudaSuccess) {
         rc = cu_err(err, ce, "setting up the device");
         goto fail;
     }
+    e->st = e->st0, e->ev[0] = e->ev0[0], e->ev[1] = e->ev0[1];
     /* cuBLAS's workspace is ours, so that a captured decode step allocates nothing */
     if ((ce = cudaMalloc(&e->blas_ws, BLAS_WS)) != cudaSuccess) {
         rc = cu_err(err, ce, "cudaMalloc (cuBLAS workspace)");
@@ -622,7 +645,14 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     const char *pdl = getenv("TANDEM_CUDA_PDL");
     if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
         e->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
-    if (cudaDeviceGetAttribute(&e->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) e->sms = 1 << 30;
+    if (cudaDeviceGetAttribute(&e->sms0, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) e->sms0 = 1 << 30;
+    e->sms = e->sms0;
+    /* a share of the device (cu_smset.h); where the driver cannot split it, the whole device. Not with the
+       profile, whose events are the primary context's */
+    if (opts->part && !e->prof) {
+        tm_err e2 = {0};
+        if (cu_smset_open(&e->part, dev, opts->part, opts->part_share, &e2) == TM_OK) e->lane = -1, lane_pick(e, 0);
+    }
     *out = e;
     return TM_OK;
 fail:
@@ -909,11 +939,9 @@ static int export_wait(cu_eng *e, int slot, tm_err *err)
     return TM_OK;
 }
 
-static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
+static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
 {
-    cu_eng *e = vctx;
     int T = a->T, rc;
-    cu_set_pdl(e->pdl);
     if (T < 1 || T > CU_MAX_T || a->n_valid < 1 || a->n_valid > T || a->pos0 < 0)
         return tm_errf(err, TM_E_INVALID, "cuda prefill: chunk %d with %d valid tokens at %d", T, a->n_valid, a->pos0);
     if ((int64_t)a->pos0 + T > e->cap)
@@ -1111,11 +1139,9 @@ static int dec_meta(cu_eng *e, const tm_decode_args *a, tm_err *err)
     return TM_OK;
 }
 
-static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
+static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
 {
-    cu_eng *e = vctx;
     int B = a->B, rc;
-    cu_set_pdl(e->pdl);
     struct timespec t_in;
     clock_gettime(CLOCK_MONOTONIC, &t_in);
     if (B < 1 || B > CU_MAX_B) return tm_errf(err, TM_E_INVALID, "cuda decode: batch %d (1..%d)", B, CU_MAX_B);
@@ -1172,7 +1198,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     int lf = 0;
     for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
     if (e->g_dt != kv_code(o->dtype)) graphs_drop(e), e->g_dt = kv_code(o->dtype);
-    cudaGraphExec_t *gx = e->use_graphs ? &e->graph[B][lf] : NULL;
+    cudaGraphExec_t *gx = e->use_graphs ? &e->graph[e->lane][B][lf] : NULL;
     if (e->prof) cudaEventRecord(e->prof->d0, e->st);
     if (gx && *gx) {
         CK(cudaGraphLaunch(*gx, e->st), "cudaGraphLaunch");
@@ -1266,6 +1292,27 @@ static void cu_host_free(void *p)
     if (!p) return;
     if (cudaHostGetFlags(&flags, p) == cudaSuccess) cudaFreeHost(p);
     else cudaGetLastError(), free(p);
+}
+
+/* a call: on the engine's part of the device with its context current, or on the whole device (lane_pick) */
+static int cu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
+{
+    cu_eng *e = vctx;
+    cu_set_pdl(e->pdl);
+    lane_pick(e, a->alone);
+    int in = e->lane && cu_smset_enter(&e->part), rc = prefill_call(e, a, err);
+    if (in) cu_smset_leave(&e->part);
+    return rc;
+}
+
+static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
+{
+    cu_eng *e = vctx;
+    cu_set_pdl(e->pdl);
+    lane_pick(e, a->alone);
+    int in = e->lane && cu_smset_enter(&e->part), rc = decode_call(e, a, err);
+    if (in) cu_smset_leave(&e->part);
+    return rc;
 }
 
 const tm_engine_vt tm_engine_cuda = {
