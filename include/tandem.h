@@ -145,11 +145,11 @@ typedef struct tandem_session_opts {
                                      costs less than this (the calibrated slowdown, router.md) or
                                      where no prompt can arrive while it decodes (max_seqs 1). */
     float gpu_split;              /* where the prefill and the decode engine are one GPU (--prefill cuda
-                                     --decode cuda) and requests may overlap (max_seqs > 1): the prefill
-                                     engine's share of its multiprocessors (0: 0.5), the decode engine
-                                     the rest, so that a prompt's prefill never holds the SMs a running
-                                     stream's step needs; the idle side's share is lent as idle cores
-                                     are (no_lend, max_stall). < 0: no split, both on the whole GPU */
+                                     --decode cuda) and requests may overlap (max_seqs > 1): in (0, 1), the
+                                     prefill engine's share of its multiprocessors, the decode engine the
+                                     rest (disjoint SMs; the idle side's share lent as idle cores are);
+                                     else (the default) both on the whole GPU, the decode engine's streams
+                                     at the greatest priority (docs/architecture.md has the measurements) */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
 /* The stall bound opts give: opts.max_stall, 0.25 when 0, or 0 for none (< 0). */

@@ -392,7 +392,7 @@ for p in tests sweep concurrency stall; do
 done
 for a in "--reps 0" "--sweep 16,x" "--sweep 16:0" "--concurrency 1,65" "--conc 448" "--gap -1" "--stall 8" \
          "--suite nope" "--routes hybrid,sideways" "--tests e64+" "--tests emb0" "--max-stall 0" "--max-stall x" \
-         "--parallel 0"; do
+         "--parallel 0" "--gpu-split 1" "--gpu-split 0" "--gpu-split x"; do
   expect 2 $T bench "$W/m.tdm" $a
   one_line
 done

@@ -6,6 +6,8 @@
  *   - a prompt in two chunks gives the one-chunk logits; with another sequence prefilled in between
  *     (the device mirror no longer holds the first chunk: it is read back from the pages) the same;
  *     with int8 pages, within int8's bound; on_layer reports every layer once, in order;
+ *   - every row's logits (against the reference's rows) and hidden states (against the AVX-512 engine's),
+ *     the hidden rows first, in order (caps.row_logits, row_hidden: prompt scores and embeddings);
  *   - refusals: a token outside the vocabulary, positions past the engine's context, a cache of
  *     another geometry, a mixture-of-experts model (tests/data/refs/mixtral);
  *   - a session with the GPU prefilling and the CPU decoding: the prefill-only route (the GPU does
@@ -54,6 +56,94 @@ static tm_kv_cache *cache_of(const tm_model *m, tm_dtype dt)
     tm_err err = {0};
     CHECKF(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, 16, 64, dt, 0}, &err) == TM_OK, "%s", err.msg);
     return kv;
+}
+
+/* every row's outputs (caps.row_logits, row_hidden), kept by the callbacks */
+typedef struct rows_got {
+    float *logits, *hidden;           /* [NTOK][V], [NTOK][D] */
+    int V, D, n_logits, n_hidden, in_order;
+} rows_got;
+static void got_logits(void *ud, int t, const float *l)
+{
+    rows_got *g = ud;
+    g->in_order &= t == g->n_logits && g->n_hidden == NTOK;
+    if (t >= 0 && t < NTOK) memcpy(g->logits + (size_t)t * g->V, l, sizeof(float) * (size_t)g->V);
+    g->n_logits++;
+}
+static void got_hidden(void *ud, int t, const float *h)
+{
+    rows_got *g = ud;
+    g->in_order &= t == g->n_hidden && g->n_logits == 0;
+    if (t >= 0 && t < NTOK) memcpy(g->hidden + (size_t)t * g->D, h, sizeof(float) * (size_t)g->D);
+    g->n_hidden++;
+}
+
+/* one chunk with every row's logits and hidden state: the logits against the reference's rows, the last
+ * against the chunk's own logits (last), the hidden rows against the AVX-512 engine's */
+static void rows_checks(const tm_engine_vt *vt, void *ctx, const tm_model *m, const int32_t *ids, tm_kv_cache *kv,
+                        const float *last)
+{
+    tm_err err = {0};
+    int V = m->V, D = m->D;
+    tm_engine_caps caps;
+    CHECK(vt->probe(&caps, &err) == TM_OK && caps.row_logits && caps.row_hidden);
+    float *ref = malloc(sizeof(float) * (size_t)NTOK * V);
+    tm_ref *r = NULL;
+    CHECK(tm_ref_init(&r, m, 128, 2, &err) == TM_OK);
+    CHECK(r && tm_ref_forward(r, ids, NTOK, 0, ref, 1, &err) == TM_OK);
+    tm_ref_free(r);
+    rows_got g[2];
+    const tm_engine_vt *cpu = tm_engine_find("cpu-avx512");
+    tm_engine_caps cc;
+    tm_err pe = {0};
+    int have_cpu = cpu && cpu->probe(&cc, &pe) == TM_OK;
+    for (int k = 0; k < 1 + have_cpu; k++) {
+        g[k] = (rows_got){malloc(sizeof(float) * (size_t)NTOK * V), malloc(sizeof(float) * (size_t)NTOK * D), V, D, 0, 0, 1};
+        const tm_engine_vt *e = k ? cpu : vt;
+        void *c = ctx;
+        tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = 256};
+        if (k) CHECK(cpu->bind(&c, m, &o, &err) == TM_OK);
+        tm_kv_seq s = {0};
+        int32_t buf[64];
+        for (int i = 0; i < 64; i++) buf[i] = ids[i < NTOK ? i : NTOK - 1];
+        CHECK(tm_kv_seq_reserve(kv, &s, 64, &err) == TM_OK);
+        tm_prefill_args a = {.tokens = buf, .T = 64, .n_valid = NTOK, .kv = kv, .seq = &s, .on_row_logits = got_logits,
+                             .on_row_hidden = got_hidden, .row_ud = &g[k]};
+        CHECKF(c && e->prefill(c, &a, &err) == TM_OK, "every row: %s", err.msg);
+        tm_kv_seq_release(kv, &s);
+        if (k && c) cpu->unbind(c);
+    }
+    CHECKF(g[0].n_logits == NTOK && g[0].n_hidden == NTOK && g[0].in_order, "rows: %d logits, %d hidden, in order %d",
+           g[0].n_logits, g[0].n_hidden, g[0].in_order);
+    double worst = 0, dl = th_max_diff(g[0].logits + (size_t)(NTOK - 1) * V, last, V);
+    int agree = 0;
+    for (int t = 0; t < NTOK; t++) {
+        int a;
+        worst = fmax(worst, th_kl_row(ref + (size_t)t * V, g[0].logits + (size_t)t * V, V, &a));
+        agree += a;
+    }
+    printf("every row's logits: worst KL %.2e against the reference's rows, top-1 %d of %d; the last row vs the "
+           "chunk's logits: max |diff| %.3e\n", worst, agree, NTOK, dl);
+    CHECKF(worst < 1e-3 && agree == NTOK, "row logits: KL %.3e, top-1 %d of %d", worst, agree, NTOK);
+    double lm = 0;
+    for (int v = 0; v < V; v++) lm = fmax(lm, fabs(last[v]));
+    CHECKF(dl < 1e-3 * lm, "the last row's logits differ from the chunk's by %.3e of %.3e", dl, lm); /* the head over
+                                                   16 rows may take another cuBLAS algorithm than over one */
+    if (have_cpu) {
+        double least = 1;
+        for (int t = 0; t < NTOK; t++) {
+            double ab = 0, aa = 0, bb = 0;
+            for (int d = 0; d < D; d++) {
+                double x = g[0].hidden[(size_t)t * D + d], y = g[1].hidden[(size_t)t * D + d];
+                ab += x * y, aa += x * x, bb += y * y;
+            }
+            least = fmin(least, ab / sqrt(aa * bb + 1e-30));
+        }
+        printf("every row's hidden state vs cpu-avx512's: least cosine %.6f\n", least);
+        CHECKF(least > 0.9999, "hidden rows: cosine %.6f", least);
+    }
+    for (int k = 0; k < 1 + have_cpu; k++) free(g[k].logits), free(g[k].hidden);
+    free(ref);
 }
 
 static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32_t *ids)
@@ -208,6 +298,8 @@ static void engine_checks(const tm_engine_vt *vt, const tm_model *m, const int32
         free(lg[0]);
         free(lg[1]);
     }
+
+    rows_checks(vt, ctx, m, ids, kv, one);
 
     /* refusals */
     int32_t bad[64];

@@ -54,7 +54,8 @@ const char cli_gen_usage[] =
     "      --max-stall X      how much a new prompt may raise running streams' time per token (default 0.25);\n"
     "                         the decode side borrows idle prefill cores only within it (or 'off': always)\n"
     "      --gpu-split F      with --prefill cuda --decode cuda: the prefill engine's share of the GPU's\n"
-    "                         multiprocessors, the decode engine the rest (default 0.5; 'off': both on all)\n"
+    "                         multiprocessors, the decode engine the rest (default off: both on all of it,\n"
+    "                         the decode's work first)\n"
     "  -t, --threads N        threads (default: every cpu this process may use, e.g. under taskset;\n"
     "                         fewer than that leave cpu 0 out)\n"
     "      --prefill-threads N  cores for the prefill side (default: half)\n"
@@ -153,7 +154,7 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     else if (!strcmp(a, "--gpu-split")) {
         char *end;
         double x = strtod(v, &end);
-        if (!strcmp(v, "off")) so->gpu_split = -1;
+        if (!strcmp(v, "off")) so->gpu_split = 0;
         else if (end != v && !*end && x > 0 && x < 1) so->gpu_split = (float)x;
         else {
             fprintf(stderr, "tandem %s: --gpu-split: '%s' is not a share in (0, 1) or 'off'\n", cmd, v);

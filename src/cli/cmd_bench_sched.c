@@ -596,7 +596,7 @@ static void stall_report(const bench_stall_res *o, const tandem_session_opts *so
                 o->quiet_s, a->reps, a->dropped, o->lend ? "true" : "false");
         fprintf(json, "\"lend_mode\": \"%s\", \"max_stall\": %.3g, \"gpu_split\": %.3g,\n    ", o->lend_mode,
                 so->max_stall < 0 ? -1.0 : (double)tandem_stall_bound(so),
-                so->gpu_split < 0 ? -1.0 : so->gpu_split > 0 ? (double)so->gpu_split : 0.5);
+                so->gpu_split > 0 && so->gpu_split < 1 ? (double)so->gpu_split : 0.0);
         stall_json(json, a);
         if (np) {
             fprintf(json, ",\n    \"peer\": \"llama.cpp\", \"peer_stall\": {\"reps\": %d, \"dropped\": %d, "

@@ -37,7 +37,7 @@
                                    state (caps.row_hidden, tm_prefill_args.on_row_hidden); 6: host_alloc,
                                    host_free; 7: a decode step's greedy tokens (caps.argmax,
                                    tm_decode_args.argmax); 8: a share of the device (tm_engine_opts.part,
-                                   part_share; the calls' alone) */
+                                   part_share; the calls' alone), urgent */
 
 struct tm_model;
 struct tm_pool;
@@ -78,6 +78,11 @@ typedef struct tm_engine_opts {
      * split its device (an older driver) runs on the whole of it. */
     int part;
     double part_share;
+    /* (v8) where it shares its device with another engine, this one's work goes first when both have
+     * work waiting (the CUDA engine: its streams at the device's greatest priority, so the block
+     * scheduler starts its blocks before a prefill's queued ones). The session sets it for the decode
+     * engine on the prefill engine's device: a step is short, and running streams wait on it. */
+    int urgent;
 } tm_engine_opts;
 
 typedef struct tm_prefill_args {

@@ -45,7 +45,10 @@
  *     time per token within opts.max_stall (lend_dec, its calibrated slowdown
  *     on its own cores beside a running prefill, is small enough), or where
  *     no prompt can arrive while it decodes (max_seqs 1: run, chat, bench's
- *     one-request tests).
+ *     one-request tests), or where both engines share one GPU in two parts
+ *     (gpu_split): the "cores" are then the prefill's part of the SMs, which
+ *     come back as soon as the borrowing step ends (each step is one call on
+ *     one stream), with nothing to migrate.
  *  6. A request that needs every prompt row (its scores: on_row_logits; its
  *     embedding: on_row_hidden) takes nothing from the prefix cache and, where
  *     the router picks, runs on the prefill side (rows_route), so one prompt
@@ -553,6 +556,7 @@ int tm_sched_lend_policy(const tm_session *s)
     if (s->o.no_lend) yes = 0, why = "never (no_lend)";
     else if (own >= all) yes = 1, why = "always (no cores to borrow)";
     else if (s->max_seqs == 1) yes = 1, why = "yes (one request at a time: no prompt arrives while it decodes)";
+    else if (s->gpu_split) yes = 1, why = "yes (the GPU's parts: the prefill's comes back after one step)";
     else if (bound <= 0) yes = 1, why = "yes (no stall bound)";
     else if (!s->router.calibrated) yes = 0, why = "no (uncalibrated: the cost of handing cores back is unknown)";
     else if (s->router.c.lend_dec <= 1 + bound) yes = 1, why = "yes (calibrated slowdown within the stall bound)";

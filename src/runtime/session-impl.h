@@ -49,6 +49,7 @@ struct tm_session {
     atomic_int pre_busy;       /* the prefill side has work */
     atomic_int dec_using_all;  /* the decode side is running a step on every core */
     int dec_borrows;           /* the decode side may borrow the idle prefill cores (tm_sched_lend_policy) */
+    int gpu_split;             /* the engines share one GPU, each on its own part (tandem_session_opts.gpu_split) */
 };
 
 /* The most sequences one decode step takes: the decode engine's caps.max_batch (TM_DEFAULT_BATCH where it

@@ -32,7 +32,9 @@ typedef struct drv {
     fn_pop pop;
 } drv;
 
-static int drv_load(drv *d)
+/* the entry points at the ABI of the headers this file was built with (CUDART_VERSION: cuGreenCtxStreamCreate
+ * is 12.5's, the CUdevResource layout changed in 13.0); 0, or the symbol that is missing */
+static const char *drv_load(drv *d)
 {
     struct { const char *sym; void **fn; } t[] = {
         {"cuDeviceGetDevResource", (void **)&d->get_res}, {"cuDevSmResourceSplitByCount", (void **)&d->split},
@@ -44,21 +46,23 @@ static int drv_load(drv *d)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         enum cudaDriverEntryPointQueryResult q;
         *t[i].fn = NULL;
-        if (cudaGetDriverEntryPointByVersion(t[i].sym, t[i].fn, 12040, cudaEnableDefault, &q) != cudaSuccess ||
+        if (cudaGetDriverEntryPointByVersion(t[i].sym, t[i].fn, CUDART_VERSION, cudaEnableDefault, &q) != cudaSuccess ||
             q != cudaDriverEntryPointSuccess || !*t[i].fn)
-            return 0;
+            return t[i].sym;
     }
-    return 1;
+    return NULL;
 }
 
-int cu_smset_open(cu_smset *s, int dev, int part, double share, tm_err *err)
+int cu_smset_open(cu_smset *s, int dev, int part, double share, int prio, tm_err *err)
 {
     memset(s, 0, sizeof *s);
     if (part != 1 && part != 2) return tm_errf(err, TM_E_INVALID, "cuda engine: device part %d (1 or 2)", part);
     if (!(share > 0 && share < 1)) return tm_errf(err, TM_E_INVALID, "cuda engine: device share %g (between 0 and 1)", share);
     drv d;
-    if (!drv_load(&d))
-        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: the driver has no green contexts (CUDA 12.4 or later)");
+    const char *miss = drv_load(&d);
+    if (miss)
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: the driver has no %s at CUDA %d.%d's interface (green contexts)",
+                       miss, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
     CUdevResource all, grp, rest;
     memset(&all, 0, sizeof all), memset(&grp, 0, sizeof grp), memset(&rest, 0, sizeof rest);
     CUresult r = d.get_res((CUdevice)dev, &all, CU_DEV_RESOURCE_TYPE_SM);
@@ -79,7 +83,7 @@ int cu_smset_open(cu_smset *s, int dev, int part, double share, tm_err *err)
                        part == 1 ? grp.sm.smCount : rest.sm.smCount, (int)r);
     CUstream st = NULL;
     CUcontext c = NULL, popped = NULL;
-    int ok = (r = d.gstream(&st, g, CU_STREAM_NON_BLOCKING, 0)) == CUDA_SUCCESS;
+    int ok = (r = d.gstream(&st, g, CU_STREAM_NON_BLOCKING, prio)) == CUDA_SUCCESS;
     /* events must be of the stream's context: made with the green context current */
     if (ok && (r = d.from_g(&c, g)) == CUDA_SUCCESS && (r = d.push(c)) == CUDA_SUCCESS) {
         for (int i = 0; i < 2 && ok; i++)
@@ -115,6 +119,6 @@ void cu_smset_close(cu_smset *s)
         if (s->ev[i]) cudaEventDestroy(s->ev[i]);
     if (s->st) cudaStreamDestroy(s->st);
     drv d;
-    if (s->gctx && drv_load(&d)) d.gdestroy((CUgreenCtx)s->gctx);
+    if (s->gctx && !drv_load(&d)) d.gdestroy((CUgreenCtx)s->gctx);
     memset(s, 0, sizeof *s);
 }

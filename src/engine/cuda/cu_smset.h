@@ -3,7 +3,8 @@
  * disjoint SMs: a long prompt's GEMMs then cannot hold every SM while a decode step waits.
  *
  *   cu_smset s;
- *   if (cu_smset_open(&s, dev, part, share, &err) == TM_OK) {   // part 1: the first share, 2: the rest
+ *   if (cu_smset_open(&s, dev, part, share, prio, &err) == TM_OK) { // part 1: the first share, 2: the rest;
+ *                                                                     // prio: its stream's priority
  *       ... launch on s.st (kernels, cuBLAS, copies); record s.ev[i] on it ...
  *       cu_smset_close(&s);
  *   }
@@ -38,7 +39,7 @@ typedef struct cu_smset {
 } cu_smset;
 
 /* TM_E_UNSUPPORTED (named) where the driver or device cannot split (nothing held then) */
-int cu_smset_open(cu_smset *s, int dev, int part, double share, tm_err *err);
+int cu_smset_open(cu_smset *s, int dev, int part, double share, int prio, tm_err *err);
 void cu_smset_close(cu_smset *s);
 /* around a call on the part: its context current on the calling thread (runtime calls that take no stream,
  * cuBLAS's and the lazy allocations, then act in it), the one before restored after; 0 where it is not */

@@ -140,6 +140,7 @@ typedef struct cu_eng {
     cu_smset part;                    /* its share of the device (tm_engine_opts.part; st NULL: none) */
     int lane;                         /* the call runs on: 0 the whole device, 1 the part */
     int sms0;                         /* the device's multiprocessors */
+    int prio;                         /* its streams' priority (tm_engine_opts.urgent: the greatest; else 0) */
     uint16_t *embed;                  /* bf16 [V][D] */
     cu_mat lm_head;                   /* [V][D] (bf16: lm_head.bf == embed when tied and not packed) */
     cu_mm mm;                         /* the products' handles and scratch (cu_mat.h) */
@@ -163,6 +164,8 @@ typedef struct cu_eng {
     int m_n, m_np, m_pcap;
     uint64_t m_epoch;
     cu_prof *prof;                    /* NULL unless TANDEM_CUDA_PROFILE=1 */
+    float *rows_host, *rows_dev;      /* every row's outputs (rows_out): pinned, rows_cap bytes; [ROWS_BLK][V] */
+    size_t rows_cap;
     float *attn_part;                 /* the attention's key segments (cu_attention_scratch), attn_smax of them */
     int attn_smax;
     int attn_split;                   /* TANDEM_CUDA_SPLIT=N: N segments whatever the context (tests); 0: by context */
@@ -302,6 +305,7 @@ static int cu_probe(tm_engine_caps *c, tm_err *err)
     c->max_batch = CU_MAX_B;
     const char *am = getenv("TANDEM_CUDA_ARGMAX"); /* =0: no argmax on the GPU (a measurement switch) */
     c->argmax = !(am && !strcmp(am, "0"));
+    c->row_logits = c->row_hidden = 1;
     return TM_OK;
 }
 
@@ -437,6 +441,8 @@ static void cu_unbind(void *vctx)
     cudaFreeHost(e->meta_host);
     cudaFreeHost(e->dexp_host);
     cudaFreeHost(e->amax_host);
+    cudaFreeHost(e->rows_host);
+    cudaFree(e->rows_dev);
     graphs_drop(e);
     void *dp[] = {e->arena,    e->meta_dev, e->dexp_dev, e->dlogits, e->dpart,
                   e->dcnt,     e->amax_dev, e->amax_scr, e->amax_cnt, e->rcnt};
@@ -521,7 +527,13 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     }
     memcpy(e->layer, m->layer, sizeof *e->layer * (size_t)m->L);
     cudaError_t ce;
-    if ((ce = cudaStreamCreateWithFlags(&e->st0, cudaStreamNonBlocking)) != cudaSuccess ||
+    /* urgent (engine.h): the device's greatest stream priority; TANDEM_CUDA_PRIORITY=0: none (a measurement switch) */
+    int prio_lo = 0, prio_hi = 0;
+    const char *pe = getenv("TANDEM_CUDA_PRIORITY");
+    if (opts->urgent && !(pe && !strcmp(pe, "0")) && cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi) != cudaSuccess)
+        prio_hi = 0;
+    e->prio = opts->urgent && !(pe && !strcmp(pe, "0")) ? prio_hi : 0;
+    if ((ce = cudaStreamCreateWithPriority(&e->st0, cudaStreamNonBlocking, e->prio)) != cudaSuccess ||
         (ce = cudaEventCreateWithFlags(&e->ev0[0], cudaEventDisableTiming)) != cudaSuccess ||
         (ce = cudaEventCreateWithFlags(&e->ev0[1], cudaEventDisableTiming)) != cudaSuccess ||
         (ce = cudaMalloc((void **)&tmp, STAGE_FLOATS * sizeof(float))) != cudaSuccess) {
@@ -651,7 +663,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
        profile, whose events are the primary context's */
     if (opts->part && !e->prof) {
         tm_err e2 = {0};
-        if (cu_smset_open(&e->part, dev, opts->part, opts->part_share, &e2) == TM_OK) e->lane = -1, lane_pick(e, 0);
+        if (cu_smset_open(&e->part, dev, opts->part, opts->part_share, e->prio, &e2) == TM_OK) e->lane = -1, lane_pick(e, 0);
     }
     *out = e;
     return TM_OK;
@@ -894,6 +906,40 @@ static void scatter_rows(const cu_eng *e, tm_kv_cache *kv, int l, const uint8_t 
 /* ---- prefill ----------------------------------------------------------------------------------- */
 
 /* does the mirror hold positions [0, pos0) of a->seq? (design block) */
+/* Every valid row's final hidden state, then its logits (tm_prefill_args.on_row_hidden, on_row_logits; caps
+ * row_hidden, row_logits): the final norm of rows [n_valid] into f32 scratch, copied down at once; the
+ * logits in blocks of ROWS_BLK rows through the head (rows_dev [ROWS_BLK][V]), each block copied down and
+ * handed over row by row on this thread while the next is not yet launched (the callbacks may take long) */
+#define ROWS_BLK 16
+static int rows_out(cu_eng *e, const tm_prefill_args *a, tm_err *err)
+{
+    int n = a->n_valid, D = e->D, V = e->V;
+    size_t hb = sizeof(float) * (size_t)n * D, lb = sizeof(float) * (size_t)ROWS_BLK * V, need = hb > lb ? hb : lb;
+    if (need > e->rows_cap) {
+        cudaFreeHost(e->rows_host);
+        e->rows_host = NULL, e->rows_cap = 0;
+        CK(cudaMallocHost((void **)&e->rows_host, need), "cudaMallocHost (every row's output)");
+        e->rows_cap = need;
+    }
+    if (a->on_row_hidden) {
+        cu_norm(e->st, e->norm_kind, n, D, e->x, D, e->final_norm, e->final_norm_b, e->eps, e->a, NULL, D);
+        CK(cudaMemcpyAsync(e->rows_host, e->a, hb, cudaMemcpyDeviceToHost, e->st), "hidden rows");
+        CK(cudaStreamSynchronize(e->st), "hidden rows");
+        for (int t = 0; t < n; t++) a->on_row_hidden(a->row_ud, t, e->rows_host + (size_t)t * D);
+    }
+    if (!a->on_row_logits) return TM_OK;
+    if (!e->rows_dev) CK(cudaMalloc((void **)&e->rows_dev, lb), "cudaMalloc (every row's logits)");
+    for (int r0 = 0; r0 < n; r0 += ROWS_BLK) {
+        int R = n - r0 < ROWS_BLK ? n - r0 : ROWS_BLK, rc = logits_rows(e, e->rows_dev, r0, R, err);
+        if (rc) return rc;
+        CK(cudaMemcpyAsync(e->rows_host, e->rows_dev, sizeof(float) * (size_t)R * V, cudaMemcpyDeviceToHost, e->st),
+           "row logits");
+        CK(cudaStreamSynchronize(e->st), "row logits");
+        for (int t = 0; t < R; t++) a->on_row_logits(a->row_ud, r0 + t, e->rows_host + (size_t)t * V);
+    }
+    return TM_OK;
+}
+
 static int mirror_valid(const cu_eng *e, const tm_prefill_args *a)
 {
     if (a->pos0 == 0) return 1;
@@ -950,10 +996,6 @@ static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
     if (e->pos_embed && (int64_t)a->pos0 + T > e->max_pos)
         return tm_errf(err, TM_E_LIMIT, "cuda prefill: positions up to %lld exceed the model's %d learned positions",
                        (long long)a->pos0 + T, e->max_pos);
-    if (a->on_row_logits || a->on_row_hidden) /* caps.row_logits, row_hidden 0: not yet (scores and embeddings
-                                                    run on a CPU engine) */
-        return tm_errf(err, TM_E_UNSUPPORTED, "cuda prefill: every row's %s not supported yet",
-                       a->on_row_logits ? "logits are" : "hidden state is");
     const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
     if ((rc = check_cache(e, o, "cuda prefill", err))) return rc;
     if (a->seq->n_pages * o->page_size < a->pos0 + a->n_valid)
@@ -984,6 +1026,7 @@ static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
     if ((rc = export_wait(e, (e->L - 1) & 1, err))) return rc;
     scatter_rows(e, a->kv, e->L - 1, e->exp_host[(e->L - 1) & 1], T, a->n_valid, a->pos0, NULL, a->seq, NULL);
     if (a->on_layer) a->on_layer(a->ud, e->L - 1);
+    if ((a->on_row_hidden || a->on_row_logits) && (rc = rows_out(e, a, err))) return rc;
     if (a->logits) {
         if ((rc = logits_rows(e, e->logits, a->n_valid - 1, 1, err))) return rc;
         CK(cudaMemcpyAsync(a->logits, e->logits, sizeof(float) * (size_t)e->V, cudaMemcpyDeviceToHost, e->st), "logits");
