@@ -149,7 +149,8 @@ typedef struct tandem_session_opts {
                                      prefill engine's share of its multiprocessors, the decode engine the
                                      rest (disjoint SMs; the idle side's share lent as idle cores are);
                                      else (the default) both on the whole GPU, the decode engine's streams
-                                     at the greatest priority (docs/architecture.md has the measurements) */
+                                     at the greatest priority unless max_stall < 0 (no bound: the prompts'
+                                     TTFT first; docs/benchmarks.md "Session 53" has the measurements) */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
 /* The stall bound opts give: opts.max_stall, 0.25 when 0, or 0 for none (< 0). */
@@ -227,7 +228,7 @@ typedef struct tandem_request {
                                      tokens before it (from the second on; OpenAI's echo, vLLM's
                                      prompt_logprobs) and this many (0..TANDEM_MAX_LOGPROBS) of the most likely
                                      tokens at its place. The prompt is then prefilled whole (no prefix cache)
-                                     by an engine that gives every row's logits (the CPU engines; a request
+                                     by an engine that gives every row's logits (the CPU and CUDA engines; a request
                                      routed to one that does not goes to the other side's, else fails) */
     struct tandem_prompt_logprob_cb {
         int (*fn)(void *ud, int index, const struct tandem_logprob *lp); /* NULL: none. Called with on_text's
@@ -241,7 +242,7 @@ typedef struct tandem_request {
                                      with embed_normalize scaled to unit length. max_tokens
                                      TANDEM_MAX_TOKENS_NONE: nothing generated. The prompt is then prefilled
                                      whole (no prefix cache) by an engine that gives every row's hidden state
-                                     (the CPU engines; routed as for prompt_logprobs) */
+                                     (the CPU and CUDA engines; routed as for prompt_logprobs) */
     int embed_pooling;            /* TANDEM_POOL_*; 0: the model's (tandem_model_info.pooling) */
     int embed_normalize;          /* 1: the embedding scaled to unit L2 norm */
     const char *const *keep_special; /* NULL-terminated texts of special tokens that stay in the output text,

@@ -192,7 +192,7 @@ static void session_tokens(tandem_model *tm, int V, float split, toks out[3])
         tandem_request_default(&q);
         q.prompt_ids = prompt[r], q.n_prompt_ids = (size_t)(30 + 35 * r), q.max_tokens = NG, q.ignore_eos = 1;
         q.temperature = 0;
-        q.on_logprob.fn = take_tok;
+        q.on_logprob.fn = take_tok, q.logprobs = 0; /* the callback, no top tokens */
         CHECKF(tandem_submit(s, &q, no_text, &out[r], &h[r], &ts) == 0, "submit %d: %s", r, ts.msg);
     }
     tandem_stats st;

@@ -158,8 +158,8 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     /* engines get room for a padded last chunk past the session's context */
     tm_engine_opts eo = {.weight_enc = rm->prefill_enc, .pool = s->pool_all_pre, .max_ctx = s->max_ctx + 512,
                          .roles = TM_ROLE_PREFILL};
-    /* one device for both roles: the decode engine's work first (engine.h's urgent) and, where asked and
-       requests may overlap, each engine its own part of it */
+    /* one device for both roles: the decode engine's work first (engine.h's urgent) where the stall bound
+       holds, and, where asked and requests may overlap, each engine its own part of it */
     int same = strcmp(s->pre.caps.device, "cpu") && !strcmp(s->pre.caps.device, s->dec.caps.device);
     int split = same && o->gpu_split > 0 && o->gpu_split < 1 && s->max_seqs > 1;
     if (split) eo.part = 1, eo.part_share = o->gpu_split, s->gpu_split = 1;
@@ -169,7 +169,7 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     if ((rc = s->pre.vt->bind(&s->pre.ctx, rm->prefill, &eo, err)) != TM_OK) goto fail;
     eo.weight_enc = rm->decode_enc;
     if (split) eo.part = 2;
-    eo.urgent = same;
+    eo.urgent = same && tandem_stall_bound(o) > 0; /* --max-stall off: no bound to keep, the prompt's TTFT first */
     eo.pool = s->pool_all_dec;
     eo.roles = TM_ROLE_DECODE | TM_ROLE_PREFILL; /* it prefills the decode-only route's prompts (GEMM panels
                                                    where its encoding has them: int8, bf16) */

@@ -26,6 +26,12 @@
  *              a = att · woᵀ; x += post(a + bo); h = norm(x or the layer's input); gu = h · wguᵀ;
  *              g = act(gate) ⊙ up bf16; a = g · wdᵀ; x += post(a + bd)
  *   logits: the last real row's final norm, · lm_headᵀ, the logit scalings; copied to the host.
+ *   every row's outputs where asked (rows_out): the final norms [n_valid][D], the logits by ROWS_BLK rows.
+ *
+ * Streams. A call runs on one stream: st0 (the whole device, at the greatest priority where bound urgent:
+ * the decode instance beside a prefill instance on the same GPU), or, bound to a part of the device
+ * (tm_engine_opts.part), its green context's stream (cu_smset.h) unless the call is alone (lane_pick). Every
+ * call ends synchronised, so the next may take the other stream; captured decode steps are kept per stream.
  *
  * KV. The engine keeps a device mirror of one sequence's KV, bf16 [L][Hk][cap][Dh], which its
  * attention reads. The paged cache (runtime/kvcache.h, host memory) stays the truth every engine
