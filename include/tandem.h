@@ -151,6 +151,12 @@ typedef struct tandem_session_opts {
                                      else (the default) both on the whole GPU, the decode engine's streams
                                      at the greatest priority unless max_stall < 0 (no bound: the prompts'
                                      TTFT first; docs/benchmarks.md "Session 53" has the measurements) */
+    int lookup;                   /* prompt lookup (speculative decoding drafted from the text so far, no
+                                     draft model): 0 off; N (1..15): a greedy request decoding alone feeds
+                                     up to N tokens that followed an earlier occurrence of its last 2-4
+                                     tokens with its next, in one engine call, and keeps those the model's
+                                     own picks confirm (tandem_stats.n_accepted; runtime/lookup.h). The
+                                     output is plain decoding's up to the prefill kernels' rounding */
 } tandem_session_opts;
 void tandem_session_opts_default(tandem_session_opts *o);
 /* The stall bound opts give: opts.max_stall, 0.25 when 0, or 0 for none (< 0). */
@@ -279,6 +285,8 @@ typedef struct tandem_stats {
     double prefill_gemm_ops;                 /* their operations (2 per multiply-add) */
     int stop_index;                          /* finish "stop" by one of tandem_request.stop: its index; else -1
                                                 (an end-of-sequence token, a closed constraint, "length") */
+    int n_drafted, n_accepted;               /* prompt lookup (tandem_session_opts.lookup): tokens drafted, and
+                                                those the model confirmed (each saved a decode step) */
 } tandem_stats;
 
 /* on_text receives each new piece of valid UTF-8 (never a partial character);

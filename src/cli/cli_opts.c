@@ -53,6 +53,8 @@ const char cli_gen_usage[] =
     "      --no-lend          neither side borrows the other's idle cores\n"
     "      --max-stall X      how much a new prompt may raise running streams' time per token (default 0.25);\n"
     "                         the decode side borrows idle prefill cores only within it (or 'off': always)\n"
+    "      --lookup N         prompt lookup: a greedy request decoding alone drafts up to N (1..15) tokens\n"
+    "                         from its earlier text, checked in one pass (speculative decoding, no draft model)\n"
     "      --gpu-split F      with --prefill cuda --decode cuda: the prefill engine's share of the GPU's\n"
     "                         multiprocessors, the decode engine the rest (default off: both on all of it,\n"
     "                         the decode's work first)\n"
@@ -94,7 +96,7 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
     static const char *const with_value[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                              "--presence-penalty", "--frequency-penalty", "--seed", "--stop",
                                              "--prefill", "--decode", "--route", "-t", "--threads",
-                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", "--max-stall", "--gpu-split", "--parallel",
+                                             "--prefill-threads", "-c", "--ctx", "--kv-dtype", "--max-stall", "--gpu-split", "--lookup", "--parallel",
                                              "--json-schema", "--json-schema-file", "--grammar-file", NULL};
     int needs = 0;
     for (const char *const *w = with_value; *w; w++)
@@ -150,6 +152,15 @@ int cli_gen_parse(cli_gen *g, const char *cmd, int argc, char **argv, int *i)
             fprintf(stderr, "tandem %s: --max-stall: '%s' is not a fraction in (0, 100] or 'off'\n", cmd, v);
             return -2;
         }
+    }
+    else if (!strcmp(a, "--lookup")) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || n < 0 || n > 15) {
+            fprintf(stderr, "tandem %s: --lookup: '%s' is not a number of drafted tokens in 0..15\n", cmd, v);
+            return -2;
+        }
+        so->lookup = (int)n;
     }
     else if (!strcmp(a, "--gpu-split")) {
         char *end;

@@ -198,6 +198,9 @@ int cmd_run(int argc, char **argv)
                 stats.t_prefill > 0 ? stats.n_prompt / stats.t_prefill : 0.0, stats.t_handoff * 1e3,
                 stats.n_generated, stats.t_decode, stats.t_decode > 0 ? stats.n_generated / stats.t_decode : 0.0,
                 stats.finish_reason);
+    if (rc == 0 && stats.n_drafted)
+        fprintf(stderr, "[lookup] %d tokens drafted, %d confirmed (%.0f%%)\n", stats.n_drafted, stats.n_accepted,
+                100.0 * stats.n_accepted / stats.n_drafted);
     tandem_session_free(s);
     tandem_model_free(m);
     free(fbuf);

@@ -63,6 +63,7 @@
 
 #include "core/threadpool.h"
 #include "model/model.h"
+#include "runtime/lookup.h"
 #include "runtime/session-impl.h"
 #include "text/grammar.h"
 #include "text/json_gate.h"
@@ -117,7 +118,9 @@ struct tm_req {
     tm_kv_seq seq, sseq;       /* decode pages, staging pages */
     int pos;                   /* position of next_tok */
     int32_t next_tok;          /* the token the next decode step feeds */
-    int32_t *fed;              /* [max_new] the tokens decode steps fed, at positions n_prompt.. */
+    int32_t *fed;              /* [max_new] the tokens decode steps fed, at positions n_prompt.. (prefix cache,
+                                  prompt lookup) */
+    int n_drafted, n_accepted; /* prompt lookup: drafted tokens, and those kept (spec_step) */
     int n_cached;              /* prompt positions taken from the prefix cache */
     int n_gen;
     double t_submit, t_first, t_prefill, t_handoff, t_last, t_done;
@@ -725,6 +728,57 @@ static void *prefill_main(void *arg)
 
 /* ---- the decode worker ------------------------------------------------------------ */
 
+/* Prompt lookup (runtime/lookup.h): where q decodes alone, greedy, on an engine that gives every row's
+ * logits, one call feeds next_tok and up to opts.lookup drafted tokens as an exact prefill chunk at q's
+ * position, and q takes the greedy pick of each row while the drafts match them. Returns -1 where no
+ * draft was found (the caller runs a plain step), else what the plain step's token taking gives: 0 to
+ * continue, or the request's end state. */
+typedef struct spec_rows {
+    int32_t pick[TM_LOOKUP_MAX + 1]; /* each row's greedy token (tm_argmax_f32, as a plain step's) */
+    int V;
+} spec_rows;
+
+static void spec_row(void *ud, int t, const float *logits)
+{
+    spec_rows *r = ud;
+    if (t >= 0 && t <= TM_LOOKUP_MAX) r->pick[t] = (int32_t)tm_argmax_f32(logits, r->V);
+}
+
+static int spec_step(tm_sched *sc, tm_req *q, struct tm_pool *pool)
+{
+    tm_session *s = sc->s;
+    int kmax = s->o.lookup < TM_LOOKUP_MAX ? s->o.lookup : TM_LOOKUP_MAX;
+    int left = q->max_new - q->n_gen - 1, room = s->max_ctx - q->pos - 1;
+    kmax = kmax < left ? kmax : left;
+    kmax = kmax < room ? kmax : room;
+    if (kmax < 1 || !q->fed || !req_greedy_only(q) || !s->dec.vt->prefill || !s->dec.caps.row_logits) return -1;
+    int n = q->pos + 1;
+    int32_t *hist = malloc(sizeof(int32_t) * (size_t)n), tok[TM_LOOKUP_MAX + 1];
+    if (!hist) return -1;
+    for (int p = 0; p < q->pos; p++) hist[p] = pc_token(q, p);
+    hist[q->pos] = q->next_tok;
+    int k = tm_lookup_draft(hist, n, TM_LOOKUP_NGRAM_MAX, TM_LOOKUP_NGRAM_MIN, tok + 1, kmax);
+    free(hist);
+    if (k < 1 || tm_kv_seq_reserve(s->kv, &q->seq, q->pos + k + 1, &q->err) != TM_OK) return -1;
+    tok[0] = q->next_tok;
+    req_feed(q);
+    spec_rows rows = {.V = s->rm->decode->V};
+    tm_prefill_args a = {.tokens = tok, .T = k + 1, .n_valid = k + 1, .pos0 = q->pos, .kv = s->kv, .seq = &q->seq,
+                         .pool = pool, .on_row_logits = spec_row, .row_ud = &rows, .alone = tm_session_alone(s, pool)};
+    if (s->dec.vt->prefill(s->dec.ctx, &a, &q->err) != TM_OK) return REQ_FAILED;
+    int m = 0; /* drafts kept: each the pick of the row before it */
+    while (m < k && rows.pick[m] == tok[m + 1]) m++;
+    q->n_drafted += k, q->n_accepted += m;
+    int fin = 0;
+    for (int i = 0; i <= m && !fin; i++) {
+        if (i > 0) req_feed(q); /* next_tok (the draft kept) was fed at this position by the chunk */
+        q->pos++;
+        if (req_take_token(q, NULL, rows.pick[i])) fin = atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE;
+    }
+    q->seq.n_tokens = q->pos; /* the rows past it were the rejected drafts' (written again before read) */
+    return fin;
+}
+
 static void *decode_main(void *arg)
 {
     tm_sched *sc = arg;
@@ -784,6 +838,23 @@ static void *decode_main(void *arg)
             } else i++;
         }
         if (n_active == 0) continue;
+        if (n_active == 1 && s->o.lookup > 0) { /* prompt lookup: a request decoding alone */
+            tm_req *q = active[0];
+            struct tm_pool *pool = s->pool_dec;
+            if (s->dec_borrows && !atomic_load(&s->pre_busy)) { /* invariants 4-5, as for a step */
+                atomic_store(&s->dec_using_all, 1);
+                if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
+                else pool = s->pool_all_dec;
+            }
+            int fin = spec_step(sc, q, pool);
+            atomic_store(&s->dec_using_all, 0);
+            if (fin > 0) {
+                req_finish(sc, q, fin);
+                decoding_done(sc);
+                n_active = 0;
+            }
+            if (fin >= 0) continue;
+        }
         /* one step for up to maxb sequences, round-robin when more are active */
         int B = n_active < maxb ? n_active : maxb;
         tm_req *batch[TM_MAX_BATCH];
@@ -1091,8 +1162,9 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     q->ds = tm_detok_stream_new(rm->tok, !r->show_special);
     if (q->ds) tm_detok_stream_keep(q->ds, q->keep, q->n_keep);
     q->itl = malloc(sizeof(double) * (size_t)(q->max_new + 1));
-    if (pc_on(s)) q->fed = malloc(sizeof(int32_t) * (size_t)(q->max_new + 1));
-    if (!q->ds || !q->itl || (pc_on(s) && !q->fed)) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
+    int need_fed = pc_on(s) || s->o.lookup > 0;
+    if (need_fed) q->fed = malloc(sizeof(int32_t) * (size_t)(q->max_new + 1));
+    if (!q->ds || !q->itl || (need_fed && !q->fed)) { rc = tm_errf(err, TM_E_NOMEM, "request: out of memory"); goto fail; }
     q->finish = "length";
     tm_sched *sc = s->sched;
     pthread_mutex_lock(&sc->mu);
@@ -1140,6 +1212,8 @@ int tm_req_wait(tm_req *q, tandem_stats *st, tm_err *err)
     st->decode_engine = q->route == TANDEM_ROUTE_PREFILL_ONLY ? q->s->pre.caps.name : q->s->dec.caps.name;
     st->finish_reason = q->finish;
     st->stop_index = q->stop && q->finish && !strcmp(q->finish, "stop") ? tm_stop_matched(q->stop) : -1;
+    st->n_drafted = q->n_drafted;
+    st->n_accepted = q->n_accepted;
     if (q->n_itl) {
         qsort(q->itl, (size_t)q->n_itl, sizeof(double), cmp_double);
         st->tpot_p50 = q->itl[q->n_itl / 2];

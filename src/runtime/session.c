@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "runtime/bridge.h"
 #include "runtime/kvcache.h"
+#include "runtime/lookup.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 
@@ -149,6 +150,11 @@ int tm_session_new(tm_session **out, tm_rt_model *rm, const tandem_session_opts 
     s->max_ctx = o->max_ctx > 0 ? o->max_ctx : (m->max_pos > 0 && m->max_pos < 4096 ? m->max_pos : 4096);
     s->max_seqs = o->max_seqs > 0 ? (o->max_seqs < 64 ? o->max_seqs : 64) : 8;
     int rc;
+    if (o->lookup < 0 || o->lookup > TM_LOOKUP_MAX) {
+        rc = tm_errf(err, TM_E_INVALID, "session: lookup %d (drafted tokens a step: 0 off, at most %d)", o->lookup,
+                     TM_LOOKUP_MAX);
+        goto fail;
+    }
     plan_cores(&s->plan, o);
     if ((rc = make_pools(s, err)) != TM_OK) goto fail;
     if ((rc = engine_pick(&s->pre, o->prefill_engine, TM_ROLE_PREFILL, err)) != TM_OK) goto fail;
