@@ -1,5 +1,7 @@
 #!/bin/sh
-# session 53, call 2 (call 1, s53a.sh, ran before the entry points were fetched at the build's CUDA version: no split opened): the GPU split between the roles (engine/cuda/cu_smset.h) on the lent GPU: its test
+# session 53, calls 1 and 2 (call 1 ran this script as s53a.sh with tmp/cuda53a.tar.xz, the build whose green-context
+# entry points were asked for at CUDA 12.4's interface: no split opened, every mode ran unsplit): the GPU split
+# between the roles (engine/cuda/cu_smset.h) on the lent GPU: its test
 # (test_cuda_split, with the part's context made current around calls and without:
 # TANDEM_CUDA_GREEN_CURRENT=0), the CUDA engine's tests (test_cuda, test_cuda_decode), then tandem bench's
 # stall scenario (4 streams decoding, a 4096-token prompt arrives) with --prefill cuda --decode cuda, the
