@@ -108,6 +108,9 @@ typedef struct tm_kv_seq {
                         reused by that cache), 0 again after tm_kv_seq_release. An engine that keeps a
                         copy of a sequence's KV elsewhere (the CUDA engine's device pages) keys it by
                         (tm_kv_cache_uid, uid): a struct reused for a new request is a new sequence */
+    uint32_t rewinds;/* times its valid length was set back below positions already written (prompt
+                        lookup's rejected drafts, whose rows are written again later): a copy of the
+                        sequence's rows kept elsewhere is trusted only while this stands */
 } tm_kv_seq;
 
 int tm_kv_cache_init(tm_kv_cache **out, const tm_kv_cache_opts *o, tm_err *err);

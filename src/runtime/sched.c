@@ -775,8 +775,65 @@ static int spec_step(tm_sched *sc, tm_req *q, struct tm_pool *pool)
         q->pos++;
         if (req_take_token(q, NULL, rows.pick[i])) fin = atomic_load(&q->cancel) ? REQ_CANCELLED : REQ_DONE;
     }
-    q->seq.n_tokens = q->pos; /* the rows past it were the rejected drafts' (written again before read) */
+    if (m < k) q->seq.rewinds++; /* rows past pos were the rejected drafts' (written again before read) */
+    q->seq.n_tokens = q->pos;
     return fin;
+}
+
+/* The pool a decode-side call runs on (invariants 4-5): its own cores, or every core where it may borrow
+ * and the prefill side is idle; then dec_using_all is raised, and the caller drops it after the call. */
+static struct tm_pool *dec_pool(tm_session *s)
+{
+    if (!s->dec_borrows || atomic_load(&s->pre_busy)) return s->pool_dec;
+    atomic_store(&s->dec_using_all, 1);
+    if (atomic_load(&s->pre_busy)) {
+        atomic_store(&s->dec_using_all, 0);
+        return s->pool_dec;
+    }
+    return s->pool_all_dec;
+}
+
+/* Whether prompt lookup pays here: moving averages of the seconds and the tokens of a plain one-sequence
+ * step and of a verify call, compared as seconds a token. A verify call costs about one step on the CPU
+ * engines (their GEMV reads the weights once for 8 rows) but several on the CUDA engine (its steps are
+ * captured graphs, a verify a prefill chunk), so lookup runs while its time a token is the lower, and is
+ * tried again after LOOK_RETRY plain steps (the text may have turned repetitive), twice as many after each
+ * retry that did not pay, up to LOOK_RETRY_MAX (so an engine whose verify costs many steps pays little for
+ * the retries). TANDEM_LOOKUP_PAY=0:
+ * a verify whenever there is a draft (tests and measurements: what runs then does not hang on timings). */
+#define LOOK_RETRY 16
+#define LOOK_RETRY_MAX 1024
+typedef struct look_pay {
+    double secs[2], toks[2]; /* [plain, verify]: moving averages a call */
+    int n[2], since;         /* calls seen; plain steps since the last verify */
+    int retry;               /* plain steps before the next try (0: LOOK_RETRY) */
+    int always;              /* TANDEM_LOOKUP_PAY=0 */
+} look_pay;
+
+static int look_cheaper(const look_pay *l) /* a verify's seconds a token at most a step's */
+{
+    return l->n[0] < 3 || l->n[1] < 3 || l->secs[1] * l->toks[0] <= l->secs[0] * l->toks[1];
+}
+
+static int look_pays(const look_pay *l)
+{
+    return l->always || look_cheaper(l) || l->since >= (l->retry ? l->retry : LOOK_RETRY);
+}
+
+static void look_note(look_pay *l, int spec, double secs, int tokens)
+{
+    if (tokens < 1) return;
+    double w = l->n[spec] ? 0.125 : 1;
+    l->secs[spec] += w * (secs - l->secs[spec]);
+    l->toks[spec] += w * (tokens - l->toks[spec]);
+    l->n[spec]++;
+    if (!spec) {
+        l->since++;
+        return;
+    }
+    int r = l->retry ? l->retry : LOOK_RETRY;
+    l->retry = look_cheaper(l) ? LOOK_RETRY : r < LOOK_RETRY_MAX ? 2 * r : LOOK_RETRY_MAX;
+    l->since = 0;
 }
 
 static void *decode_main(void *arg)
@@ -788,6 +845,7 @@ static void *decode_main(void *arg)
     int maxb = tm_session_max_batch(s);
     tm_req *active[64];
     int n_active = 0, rr = 0;
+    look_pay look = {.always = getenv("TANDEM_LOOKUP_PAY") && !strcmp(getenv("TANDEM_LOOKUP_PAY"), "0")};
     for (;;) {
         pthread_mutex_lock(&sc->mu);
         while (!sc->stop && n_active == 0 && !sc->join_head) pthread_cond_wait(&sc->join_cv, &sc->mu);
@@ -804,12 +862,7 @@ static void *decode_main(void *arg)
             joined = q->next;
             if (q->route == TANDEM_ROUTE_DECODE_ONLY && q->n_gen == 0) {
                 q->state = REQ_PREFILLING;
-                struct tm_pool *pool = s->pool_dec;
-                if (s->dec_borrows && !atomic_load(&s->pre_busy)) { /* invariants 4-5, as for a step */
-                    atomic_store(&s->dec_using_all, 1);
-                    if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
-                    else pool = s->pool_all_dec;
-                }
+                struct tm_pool *pool = dec_pool(s);
                 tm_row_sink rows;
                 int prc = tm_prefill_route(s, q->route, q->ids, q->n_prompt, &q->seq, &q->sseq, pool, sc->batch_logits,
                                            req_rows(q, &rows), &q->t_prefill, &q->t_handoff, q->gemm, &q->err);
@@ -840,14 +893,15 @@ static void *decode_main(void *arg)
         if (n_active == 0) continue;
         if (n_active == 1 && s->o.lookup > 0) { /* prompt lookup: a request decoding alone */
             tm_req *q = active[0];
-            struct tm_pool *pool = s->pool_dec;
-            if (s->dec_borrows && !atomic_load(&s->pre_busy)) { /* invariants 4-5, as for a step */
-                atomic_store(&s->dec_using_all, 1);
-                if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
-                else pool = s->pool_all_dec;
+            int fin = -1;
+            if (look_pays(&look)) {
+                struct tm_pool *pool = dec_pool(s);
+                double t0 = now_s();
+                int gen0 = q->n_gen;
+                fin = spec_step(sc, q, pool);
+                atomic_store(&s->dec_using_all, 0);
+                if (fin >= 0) look_note(&look, 1, now_s() - t0, q->n_gen - gen0);
             }
-            int fin = spec_step(sc, q, pool);
-            atomic_store(&s->dec_using_all, 0);
             if (fin > 0) {
                 req_finish(sc, q, fin);
                 decoding_done(sc);
@@ -872,12 +926,8 @@ static void *decode_main(void *arg)
             if (tm_kv_seq_reserve(s->kv, &q->seq, q->pos + 1, &q->err) != TM_OK) ok = 0;
         }
         rr = n_active > B ? (rr + B) % n_active : 0;
-        struct tm_pool *pool = s->pool_dec;
-        if (s->dec_borrows && !atomic_load(&s->pre_busy)) { /* invariants 4-5 */
-            atomic_store(&s->dec_using_all, 1);
-            if (atomic_load(&s->pre_busy)) atomic_store(&s->dec_using_all, 0);
-            else pool = s->pool_all_dec;
-        }
+        struct tm_pool *pool = dec_pool(s);
+        double t_step = now_s();
         tm_err e = {0};
         int32_t picks[TM_MAX_BATCH];
         int amax = s->dec.caps.argmax; /* the engine's greedy picks where every request takes those */
@@ -889,6 +939,7 @@ static void *decode_main(void *arg)
             ok = s->dec.vt->decode(s->dec.ctx, &a, &e) == TM_OK;
         }
         atomic_store(&s->dec_using_all, 0);
+        if (ok && B == 1 && s->o.lookup > 0) look_note(&look, 0, now_s() - t_step, 1);
         for (int b = 0; b < B; b++) {
             tm_req *q = batch[b];
             int fin;

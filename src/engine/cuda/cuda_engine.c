@@ -44,8 +44,10 @@
  * between, a reused prefix, pages let go: tm_kv_cache_epoch moved) first uploads them from the
  * pages: each (page, layer) region is one memcpy into pinned memory, then one copy up and a kernel
  * that widens them into the mirror (cu_kv_ingest). The mirror is trusted when: the same cache and
- * sequence, pos0 == where the last chunk ended, the same page ids, and no page of the cache let go
- * since (kvcache.h: while the epoch stands, held pages hold what their owner wrote).
+ * sequence, pos0 == where the last chunk ended, the same page ids, no page of the cache let go
+ * since (kvcache.h: while the epoch stands, held pages hold what their owner wrote), and the sequence not
+ * set back since (tm_kv_seq.rewinds: prompt lookup's rejected drafts, rows the mirror holds that decode
+ * steps then write again).
  *
  * Decode. One step runs B sequences' rows through the same layer code (T = B rows, row b at its own
  * position pos[b]). Its KV lives in a device copy of the paged cache's arena, page for page and byte
@@ -60,7 +62,10 @@
  * after the step all layers' rows come back with the logits and are scattered into the host pages,
  * which stay the truth every engine shares. The rule the tracking rests on: a position of a held
  * page, once written, is not rewritten by another writer while the sequence lives (sequences only
- * grow; kvcache.h's owner rule). The products are the GEMV over packed weights (the package's decode
+ * grow; kvcache.h's owner rule), but for the rows past a rewind (tm_kv_seq.rewinds): those a verify
+ * chunk wrote for drafts then rejected, which only the host pages and the prefill's mirror held; the
+ * device copy holds only positions steps wrote or pages brought up below a step's position, all of them
+ * kept tokens'. The products are the GEMV over packed weights (the package's decode
  * encoding: 4.25 bits a weight for int4 g64) or, for a bf16 stage, cuBLAS's; the attention reads the
  * pages directly (no tensor cores: one query row per head).
  *
@@ -169,6 +174,7 @@ typedef struct cu_eng {
     int32_t *m_pages;
     int m_n, m_np, m_pcap;
     uint64_t m_epoch;
+    uint32_t m_rewinds;               /* the sequence's tm_kv_seq.rewinds when the mirror was written */
     cu_prof *prof;                    /* NULL unless TANDEM_CUDA_PROFILE=1 */
     float *rows_host, *rows_dev;      /* every row's outputs (rows_out): pinned, rows_cap bytes; [ROWS_BLK][V] */
     size_t rows_cap;
@@ -951,7 +957,8 @@ static int mirror_valid(const cu_eng *e, const tm_prefill_args *a)
     if (a->pos0 == 0) return 1;
     int ps = tm_kv_cache_info(a->kv)->page_size, np = (a->pos0 + ps - 1) / ps;
     return e->m_kv == a->kv && e->m_kuid == tm_kv_cache_uid(a->kv) && e->m_seq == a->seq && e->m_suid == a->seq->uid &&
-           e->m_n == a->pos0 && e->m_epoch == tm_kv_cache_epoch(a->kv) && e->m_np >= np &&
+           e->m_n == a->pos0 && e->m_epoch == tm_kv_cache_epoch(a->kv) && e->m_rewinds == a->seq->rewinds &&
+           e->m_np >= np &&
            memcmp(e->m_pages, a->seq->pages, sizeof(int32_t) * (size_t)np) == 0;
 }
 
@@ -1051,6 +1058,7 @@ static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
     e->m_np = np, e->m_kv = a->kv, e->m_seq = a->seq, e->m_n = a->pos0 + a->n_valid;
     e->m_kuid = tm_kv_cache_uid(a->kv), e->m_suid = a->seq->uid;
     e->m_epoch = tm_kv_cache_epoch(a->kv);
+    e->m_rewinds = a->seq->rewinds;
     if (a->seq->n_tokens < a->pos0 + a->n_valid) a->seq->n_tokens = a->pos0 + a->n_valid;
     return TM_OK;
 }
