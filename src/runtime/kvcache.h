@@ -42,7 +42,10 @@
  * for, 2 MB at a time), and a large context does not make it resident.
  *
  * A sequence owns a page table: pages[i] holds positions
- * [i*page_size, (i+1)*page_size). n_tokens positions are valid.
+ * [i*page_size, (i+1)*page_size). n_tokens positions are valid. Its owner may set n_tokens back below
+ * rows it has written (prompt lookup's rejected drafts, runtime/lookup.h), counting it in rewinds: those
+ * rows are written again before anything reads them, and an engine keeping a copy of the sequence's
+ * rows elsewhere trusts it only while rewinds stands.
  *
  * Shared pages (the prefix cache, runtime/sched.c). A page a sequence has
  * filled (page_size positions, never written again) may be published under a
