@@ -759,7 +759,8 @@ static int spec_step(tm_sched *sc, tm_req *q, struct tm_pool *pool)
     hist[q->pos] = q->next_tok;
     int k = tm_lookup_draft(hist, n, TM_LOOKUP_NGRAM_MAX, TM_LOOKUP_NGRAM_MIN, tok + 1, kmax);
     free(hist);
-    if (k < 1 || tm_kv_seq_reserve(s->kv, &q->seq, q->pos + k + 1, &q->err) != TM_OK) return -1;
+    tm_err room_err = {0}; /* no room for the drafts: a plain step (which needs one position) instead */
+    if (k < 1 || tm_kv_seq_reserve(s->kv, &q->seq, q->pos + k + 1, &room_err) != TM_OK) return -1;
     tok[0] = q->next_tok;
     req_feed(q);
     spec_rows rows = {.V = s->rm->decode->V};
