@@ -781,8 +781,9 @@ int cmd_bench(int argc, char **argv)
             rc = 1;
         }
         if (jf) {
-            fprintf(jf, "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n%s%s", o.model, threads, scen ? scen : "",
-                    acc ? acc : "");
+            fprintf(jf, "{\n  \"model\": \"%s\",\n  \"threads\": %d,\n", o.model, threads);
+            if (so.lookup) fprintf(jf, "  \"lookup\": %d,\n", so.lookup); /* prompt lookup's drafts a step */
+            fprintf(jf, "%s%s", scen ? scen : "", acc ? acc : "");
             write_rows_json(jf, rows, nt);
             fprintf(jf, "}\n");
             if (o.json) fclose(jf);
