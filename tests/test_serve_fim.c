@@ -188,6 +188,14 @@ static void test_infill(const char *dir, int nt, int ctx)
                 http_res_free(&hr);
             }
         }
+        {   /* no prefix and no extra context (their token lists empty: fuzz_http found the empty lists' tails
+               taken at an offset from NULL) */
+            cJSON *j = http_json(port, "POST", "/infill", "{\"input_suffix\":\"x\",\"n_predict\":2,\"temperature\":0}", NULL,
+                                 &status);
+            CHECKF(status == 200 && jstr(j, "content") && jnum(j, "tokens_predicted") == 2, "/infill without a prefix: %d",
+                   status);
+            cJSON_Delete(j);
+        }
         /* refusals by field */
         check_error(port, "POST", "/infill", "{\"input_prefix\":3}", 400, NULL, "a number as the prefix");
         check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"input_extra\":\"x\"}", 400, "input_extra",

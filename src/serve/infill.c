@@ -44,6 +44,12 @@ typedef struct ids {
     size_t n, cap;
 } ids;
 
+/* the last n ids of a (NULL when n is 0: an empty list's v may be NULL, which takes no offset) */
+static const int32_t *ids_tail(const ids *a, size_t n)
+{
+    return n ? a->v + (a->n - n) : NULL;
+}
+
 static int ids_add(ids *a, const int32_t *v, size_t n)
 {
     if (a->n + n > a->cap) {
@@ -147,8 +153,8 @@ static int prompt_ids(const tm_api_env *env, const cJSON *in, int n_predict, ids
     size_t ns = sroom <= 0 ? 0 : s.n < (size_t)sroom ? s.n : (size_t)sroom;
     size_t nx = xroom <= 0 ? 0 : x.n < (size_t)xroom ? x.n : (size_t)xroom;
     *cut = np < p.n || ns < s.n || nx < x.n;
-    if (!rc) rc = ids_add(out, x.v + (x.n - nx), nx) || tok_add(m, out, "", 1) || ids_add(out, &fim[0], 1) ||
-                  ids_add(out, p.v + (p.n - np), np) || ids_add(out, t.v, t.n) || ids_add(out, &fim[1], 1) ||
+    if (!rc) rc = ids_add(out, ids_tail(&x, nx), nx) || tok_add(m, out, "", 1) || ids_add(out, &fim[0], 1) ||
+                  ids_add(out, ids_tail(&p, np), np) || ids_add(out, t.v, t.n) || ids_add(out, &fim[1], 1) ||
                   ids_add(out, s.v, ns) || ids_add(out, &fim[2], 1);
     free(x.v), free(p.v), free(s.v), free(t.v);
     if (rc > 0 || (rc && !e->http)) tm_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"), rc = -1;
