@@ -540,11 +540,9 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     memcpy(e->layer, m->layer, sizeof *e->layer * (size_t)m->L);
     cudaError_t ce;
     /* urgent (engine.h): the device's greatest stream priority; TANDEM_CUDA_PRIORITY=0: none (a measurement switch) */
-    int prio_lo = 0, prio_hi = 0;
     const char *pe = getenv("TANDEM_CUDA_PRIORITY");
-    if (opts->urgent && !(pe && !strcmp(pe, "0")) && cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi) != cudaSuccess)
-        prio_hi = 0;
-    e->prio = opts->urgent && !(pe && !strcmp(pe, "0")) ? prio_hi : 0;
+    int urgent = opts->urgent && !(pe && !strcmp(pe, "0")), prio_lo = 0, prio_hi = 0;
+    e->prio = urgent && cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi) == cudaSuccess ? prio_hi : 0;
     if ((ce = cudaStreamCreateWithPriority(&e->st0, cudaStreamNonBlocking, e->prio)) != cudaSuccess ||
         (ce = cudaEventCreateWithFlags(&e->ev0[0], cudaEventDisableTiming)) != cudaSuccess ||
         (ce = cudaEventCreateWithFlags(&e->ev0[1], cudaEventDisableTiming)) != cudaSuccess ||
