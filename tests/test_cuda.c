@@ -9,7 +9,7 @@
  *   - every row's logits (against the reference's rows) and hidden states (against the AVX-512 engine's),
  *     the hidden rows first, in order (caps.row_logits, row_hidden: prompt scores and embeddings);
  *   - refusals: a token outside the vocabulary, positions past the engine's context, a cache of
- *     another geometry, a mixture-of-experts model (tests/data/refs/mixtral);
+ *     another geometry, a latent-attention model (tests/data/refs/deepseek_v2_lite);
  *   - a session with the GPU prefilling and the CPU decoding: the prefill-only route (the GPU does
  *     both) scores what the hybrid route does.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_cuda_decode tests
@@ -350,13 +350,13 @@ int main(void)
     if (m) engine_checks(vt, m, ids);
     tm_model_free(m);
 
-    /* a mixture-of-experts model: refused at bind, by name */
-    tm_model *moe = NULL;
-    CHECK(tm_hf_model_open(&moe, "tests/data/refs/mixtral/hf", NULL, &err) == TM_OK);
+    /* a latent-attention model: refused at bind, by name (mixture-of-experts models run: test_cuda_moe) */
+    tm_model *mla = NULL;
+    CHECK(tm_hf_model_open(&mla, "tests/data/refs/deepseek_v2_lite/hf", NULL, &err) == TM_OK);
     void *ctx = NULL;
     tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = 64};
-    CHECK(moe && vt->bind(&ctx, moe, &o, &err) == TM_E_UNSUPPORTED && strstr(err.msg, "mixture-of-experts") && !ctx);
-    tm_model_free(moe);
+    CHECK(mla && vt->bind(&ctx, mla, &o, &err) == TM_E_UNSUPPORTED && strstr(err.msg, "latent") && !ctx);
+    tm_model_free(mla);
 
     /* a session: the prefill-only route (the GPU decodes too) against the hybrid one (the CPU decodes) */
     tm_convert_opts co;

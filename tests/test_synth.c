@@ -27,6 +27,14 @@ int main(void)
     CHECK(tm_synth_write("llama-tiny", "build/test_synth_a", 7, &err) == TM_OK);
     CHECK(tm_synth_write("llama-tiny", "build/test_synth_b", 7, &err) == TM_OK);
     CHECK_EQ_INT(tm_synth_write("no-such-model", "build/test_synth_c", 7, &err), TM_E_NOTFOUND);
+    /* --layers: the preset's first layers only; more than it has is refused, naming the count */
+    CHECK_EQ_INT(tm_synth_write_layers("llama-tiny", "build/test_synth_c", 7, 3, &err), TM_E_INVALID);
+    CHECK(strstr(err.msg, "--layers 3") != NULL);
+    tm_model *m1 = NULL;
+    CHECKF(tm_synth_write_layers("qwen2-moe-tiny", "build/test_synth_d", 7, 1, &err) == TM_OK, "%s", err.msg);
+    CHECKF(tm_hf_model_open(&m1, "build/test_synth_d", NULL, &err) == TM_OK, "%s", err.msg);
+    if (m1) CHECK(m1->L == 1 && m1->n_experts == 8 && m1->layer[0].moe);
+    tm_model_free(m1);
     tm_model *m = NULL, *m2 = NULL;
     CHECKF(tm_hf_model_open(&m, "build/test_synth_a", NULL, &err) == TM_OK, "%s", err.msg);
     CHECKF(tm_hf_model_open(&m2, "build/test_synth_b", NULL, &err) == TM_OK, "%s", err.msg);

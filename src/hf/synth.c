@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/fileio.h"
 #include "hf/config.h"
 #include "model/model.h"
@@ -437,22 +439,55 @@ static int write_safetensors(const char *dir, const tm_model *m, synth_rng *rng,
     return tm_afile_commit(&a, err);
 }
 
+/* the preset's config.json text with num_hidden_layers set to layers (a fresh string; NULL on error) */
+static char *with_layers(const synth_preset *p, int layers, tm_err *err)
+{
+    cJSON *j = cJSON_Parse(p->config);
+    cJSON *n = j ? cJSON_GetObjectItemCaseSensitive(j, "num_hidden_layers") : NULL;
+    char *out = NULL;
+    if (!cJSON_IsNumber(n)) tm_errf(err, TM_E_INVALID, "synth: preset '%s' has no num_hidden_layers to set", p->name);
+    else if (layers > n->valueint)
+        tm_errf(err, TM_E_INVALID, "synth: --layers %d is more than the %d of preset '%s'", layers, n->valueint, p->name);
+    else if (cJSON_SetNumberValue(n, layers), !(out = cJSON_PrintUnformatted(j)))
+        tm_errf(err, TM_E_NOMEM, "synth: out of memory");
+    cJSON_Delete(j);
+    return out;
+}
+
 int tm_synth_write(const char *preset, const char *out_dir, uint64_t seed, tm_err *err)
+{
+    return tm_synth_write_layers(preset, out_dir, seed, 0, err);
+}
+
+int tm_synth_write_layers(const char *preset, const char *out_dir, uint64_t seed, int layers, tm_err *err)
 {
     const synth_preset *p = find(preset);
     if (!p) return tm_errf(err, TM_E_NOTFOUND, "synth: unknown preset '%s' (tandem synth --list)", preset);
-    if (mkdir(out_dir, 0755) != 0 && !tm_is_dir(out_dir))
+    if (layers < 0) return tm_errf(err, TM_E_INVALID, "synth: --layers %d", layers);
+    char *text = layers ? with_layers(p, layers, err) : NULL;
+    if (layers && !text) return err->code;
+    const char *config = text ? text : p->config;
+    if (mkdir(out_dir, 0755) != 0 && !tm_is_dir(out_dir)) {
+        free(text);
         return tm_errf(err, TM_E_IO, "%s: cannot create the directory", out_dir);
+    }
     tm_hf_config cfg;
-    int rc = tm_hf_config_parse(&cfg, p->config, strlen(p->config), "synth config.json", err);
-    if (rc != TM_OK) return rc;
+    int rc = tm_hf_config_parse(&cfg, config, strlen(config), "synth config.json", err);
+    if (rc != TM_OK) {
+        free(text);
+        return rc;
+    }
     tm_model *m = NULL;
     rc = tm_model_init(&m, &cfg, err);
     tm_hf_config_free(&cfg);
-    if (rc != TM_OK) return rc;
+    if (rc != TM_OK) {
+        free(text);
+        return rc;
+    }
     synth_rng rng = {0};
     if (rng_init(&rng, seed) != TM_OK) {
         tm_model_free(m);
+        free(text);
         return tm_errf(err, TM_E_NOMEM, "synth: out of memory");
     }
     int bos = m->bos_id >= 0 ? m->bos_id : 1, eos = m->n_eos ? m->eos_ids[0] : 2;
@@ -463,12 +498,13 @@ int tm_synth_write(const char *preset, const char *out_dir, uint64_t seed, tm_er
              "{\"bos_token\": \"<|bos|>\", \"eos_token\": \"<|eos|>\", \"model_max_length\": %d, "
              "\"tokenizer_class\": \"PreTrainedTokenizerFast\"}\n",
              m->max_pos);
-    if ((rc = write_text(out_dir, "config.json", p->config, err)) == TM_OK &&
+    if ((rc = write_text(out_dir, "config.json", config, err)) == TM_OK &&
         (rc = write_text(out_dir, "generation_config.json", gen, err)) == TM_OK &&
         (rc = write_text(out_dir, "tokenizer_config.json", tcfg, err)) == TM_OK &&
         (rc = write_tokenizer(out_dir, m->V, bos, eos, err)) == TM_OK)
         rc = write_safetensors(out_dir, m, &rng, err);
     free(rng.gauss);
     tm_model_free(m);
+    free(text);
     return rc;
 }

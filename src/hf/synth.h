@@ -23,5 +23,8 @@ const char *const *tm_synth_presets(void);
 const char *tm_synth_describe(const char *preset);
 
 int tm_synth_write(const char *preset, const char *out_dir, uint64_t seed, tm_err *err);
+/* the same with the preset's first `layers` layers only (0: all of them; more than the preset has: TM_E_INVALID):
+ * a big model's shape at a size a measurement can write and hold, its per-layer figures unchanged */
+int tm_synth_write_layers(const char *preset, const char *out_dir, uint64_t seed, int layers, tm_err *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* model/moe_route.h: the experts a row of a mixture-of-experts layer goes to, and their weights (model.h's
- * "moe" line), one implementation for the reference and the CPU engines. The engine computes the row's
+ * "moe" line), one implementation for the reference, the CPU engines and the CUDA engine (moe_route.inc,
+ * compiled for the device too). The engine computes the row's
  * scores p[E] (the router's softmax, or DeepSeek-V3's sigmoid); then
  *
  *   choice = p + corr                          (corr: V3's e_score_correction_bias, else 0)
@@ -22,5 +23,10 @@ typedef struct tm_moe_route {
 } tm_moe_route;
 
 void tm_moe_pick(const tm_moe_route *r, const float *p, int *sel, float *w, float *choice, unsigned char *ok);
+
+/* tm_moe_group: M rows' choices sel[M][K] (weights w[M][K]) grouped by expert, a counting sort: expert e's
+ * slots are [start[e], start[e + 1]) of start[E + 1], slot s holds row order[s] (rows ascending within an
+ * expert) and weight[s] (weight NULL: not written); slot[M K], where not NULL, the slot of choice i */
+void tm_moe_group(const int *sel, const float *w, int M, int K, int E, int *start, int *order, float *weight, int *slot);
 
 #endif

@@ -216,17 +216,7 @@ static int route(const tm_moe_experts *x, const tm_kernels *k, const float *h, i
     tm_moe_route rt = {E, K, x->n_group, x->topk_group, x->group_top2, x->norm_topk, x->routed_scale, x->router_corr};
     for (int r = 0; r < M; r++)
         tm_moe_pick(&rt, s->prob + (size_t)r * E, s->sel + (size_t)r * K, s->wsel + (size_t)r * K, s->choice, s->ok);
-    /* group by expert: a counting sort keeps rows ascending within an expert */
-    memset(s->start, 0, sizeof(int) * (size_t)(E + 1));
-    for (int i = 0; i < M * K; i++) s->start[s->sel[i] + 1]++;
-    for (int e = 0; e < E; e++) s->start[e + 1] += s->start[e];
-    for (int i = 0; i < M * K; i++) {
-        int slot = s->start[s->sel[i]]++;
-        s->order[slot] = i / K;
-        s->weight[slot] = s->wsel[i];
-    }
-    for (int e = E; e > 0; e--) s->start[e] = s->start[e - 1]; /* undo the bumps */
-    s->start[0] = 0;
+    tm_moe_group(s->sel, s->wsel, M, K, E, s->start, s->order, s->weight, NULL);
     return TM_OK;
 }
 

@@ -180,11 +180,24 @@ template <int B> __device__ void res_last(const cu_gemv_epi &ep, int D)
 /* y[j][n] (row stride ldy) for the rows n of this block's row sets, sequences j < B: x[j][K] bf16 (row
  * stride ldx); KS warps a row set (gemv_ks). EPI 0: y f32; 1: the gated activation into ep.g (rows f
  * and F + f); 2: the activation into ep.g; 3: the residual add into ep.x and the next norm (res_last) */
-template <int ENC, int B, int EPI>
+template <int ENC, int B, int EPI, bool IX = false>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint16_t *__restrict__ x, int ldx,
-                                                           float *__restrict__ y, int ldy, cu_gemv_epi ep, int KS)
+                                                           float *__restrict__ y, int ldy, cu_gemv_epi ep, int KS,
+                                                           cu_gemv_ix ix)
 {
     constexpr int E = unit<ENC>::E, U = gemv_u<B>::U;
+    bool waited = false;
+    if constexpr (IX) { /* pair blockIdx.y: matrix ix.sel[p] of the stack (cu_gemv_ix), which the launch before wrote */
+        pdl_wait();
+        waited = true;
+        const int p = blockIdx.y, m = ix.sel[p];
+        w.q += (size_t)m * ix.qstride;
+        w.s = (const uint8_t *)w.s + (size_t)m * ix.sstride;
+        x += (size_t)(p / ix.xdiv) * ldx;
+        if (y) y += (size_t)p * ldy;
+        if (ep.g) ep.g += (size_t)p * ep.ldg;
+        if (ep.b) ep.b += (size_t)m * ix.bstride;
+    }
     __shared__ float red[GEMV_WARPS][GEMV_R][B];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, ks = warp % KS;
     const int rs = blockIdx.x * (GEMV_WARPS / KS) + warp / KS; /* the row set: f (EPI 1), rows rs R.. */
@@ -206,7 +219,6 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
     /* PDL (cu_launch.cuh): the first units' weights are in flight before x is read. H100, session 50:
        tg128 1.03x (Llama-1B) and 1.10x (Qwen-0.5B) with PDL; each warp also asking its whole rows into
        L2 before the wait read 0.99x / 1.01x on top of that and slowed the head (92.8 -> 103.3 us): not kept */
-    bool waited = false;
     float xres[EPI == 3 ? GEMV_R : 1][EPI == 3 ? B : 1]; /* EPI 3: x under this row set's rows (res_load) */
     for (int c0 = rs < nrs ? ks * 32 + lane : nc; c0 < nc; c0 += U * step) {
         uint4 q[U][GEMV_R];
@@ -327,7 +339,7 @@ static void launch(cudaStream_t s, const cu_qmat &w, const uint16_t *x, int ldx,
 {
     int ks;
     const int blocks = gemv_blocks(EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R, w.K / unit<ENC>::E, &ks);
-    cu_go(k_gemv<ENC, B, EPI>, (unsigned)blocks, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks);
+    cu_go(k_gemv<ENC, B, EPI>, (unsigned)blocks, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks, cu_gemv_ix{});
 }
 
 template <int ENC, int EPI>
@@ -375,6 +387,30 @@ void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
 void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep)
 {
     gemv_groups<3>(s, w, x, ldx, B, NULL, 0, *ep);
+}
+
+/* the indexed products (cu_gemv_ix): one x row a pair, P pairs on the grid's y */
+template <int EPI>
+static void launch_ix(cudaStream_t s, const cu_qmat *w, const cu_gemv_ix *ix, const uint16_t *x, int ldx, int P,
+                      float *y, int ldy, const cu_gemv_epi &ep)
+{
+    int ks;
+    const int blocks = gemv_blocks(EPI == 1 ? ep.F : (w->N + GEMV_R - 1) / GEMV_R, w->K / (w->enc == 8 ? 16 : 32), &ks);
+    const dim3 grid((unsigned)blocks, (unsigned)P);
+    if (w->enc == 4) cu_go(k_gemv<4, 1, EPI, true>, grid, GEMV_WARPS * 32, 0, s, *w, x, ldx, y, ldy, ep, ks, *ix);
+    else cu_go(k_gemv<8, 1, EPI, true>, grid, GEMV_WARPS * 32, 0, s, *w, x, ldx, y, ldy, ep, ks, *ix);
+}
+
+void cu_gemv_ix_q(cu_stream s, const cu_qmat *w, const cu_gemv_ix *ix, const uint16_t *x, int ldx, int P, float *y, int ldy)
+{
+    launch_ix<0>(s, w, ix, x, ldx, P, y, ldy, cu_gemv_epi{});
+}
+
+void cu_gemv_ix_act(cu_stream s, const cu_qmat *w, const cu_gemv_ix *ix, const uint16_t *x, int ldx, int P,
+                    const cu_gemv_epi *ep)
+{
+    if (ep->gated) launch_ix<1>(s, w, ix, x, ldx, P, NULL, 0, *ep);
+    else launch_ix<2>(s, w, ix, x, ldx, P, NULL, 0, *ep);
 }
 
 int cu_gemv_blocks(const cu_qmat *w, int *ks)

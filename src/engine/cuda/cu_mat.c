@@ -38,6 +38,49 @@ int cu_mat_up_f32(cu_mat *m, cudaStream_t st, const float *w, int N, int K, floa
     return cu_up_bf16_into(st, m->bf, w, (size_t)N * K, tmp, tmp_n, err);
 }
 
+#define PARTS_ROWS_MAX ((int64_t)1 << 16)
+
+int cu_mat_up_parts(cu_mat *m, cudaStream_t st, const cu_part *p, int n_parts, int64_t K, float *tmp, size_t tmp_n,
+                    tm_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int64_t N = 0;
+    for (int i = 0; i < n_parts; i++) N += p[i].n;
+    if (N < 1 || N > INT32_MAX || K < 1 || K > INT32_MAX)
+        return tm_errf(err, TM_E_INVALID, "cuda engine: a weight of %lld x %lld", (long long)N, (long long)K);
+    int64_t blk = (int64_t)(tmp_n / (size_t)K);
+    blk = blk < 1 ? 1 : blk > PARTS_ROWS_MAX ? PARTS_ROWS_MAX : blk;
+    float *h = malloc((size_t)(blk * K) * sizeof(float));
+    if (!h) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+    m->N = (int)N, m->K = (int)K;
+    cudaError_t ce = cudaMalloc((void **)&m->bf, (size_t)(N * K) * sizeof(uint16_t));
+    int rc = ce == cudaSuccess ? TM_OK : cu_err(err, ce, "cudaMalloc (weights)");
+    int64_t at = 0;
+    for (int i = 0; i < n_parts && rc == TM_OK; at += p[i].n, i++)
+        for (int64_t r = 0; r < p[i].n && rc == TM_OK; r += blk) {
+            int64_t n = p[i].n - r < blk ? p[i].n - r : blk;
+            rc = tm_ref_rows_f32(p[i].t, p[i].row + r, n, p[i].t->ndim ? p[i].t->shape[0] : 1, K, h, err);
+            if (rc == TM_OK) rc = cu_up_bf16_into(st, m->bf + (at + r) * K, h, (size_t)(n * K), tmp, tmp_n, err);
+        }
+    free(h);
+    if (rc != TM_OK) cu_mat_free(m);
+    return rc;
+}
+
+cu_mat cu_mat_view(const cu_mat *m, int i, int n)
+{
+    cu_mat v = {.N = n, .K = m->K};
+    if (m->bf) v.bf = m->bf + (size_t)i * n * m->K;
+    if (m->q.q) {
+        size_t rb = (size_t)m->K * m->q.enc / 8, sb = (size_t)(m->K / m->q.G) * (m->q.enc == 4 ? 2 : 4);
+        v.q = m->q;
+        v.q.N = n;
+        v.q.q = m->q.q + (size_t)i * n * rb;
+        v.q.s = (const uint8_t *)m->q.s + (size_t)i * n * sb;
+    }
+    return v;
+}
+
 int cu_mat_add_bf16(cu_mat *m, cudaStream_t st, const float *w, float *tmp, size_t tmp_n, tm_err *err)
 {
     CK(cudaMalloc((void **)&m->bf, (size_t)m->N * m->K * sizeof(uint16_t)), "cudaMalloc (weights' bf16 copy)");

@@ -57,6 +57,15 @@ int cu_up_bf16_into(cudaStream_t st, uint16_t *dst, const float *h, size_t n, fl
 /* m = w [N][K] (host f32; NULL: an empty matrix) as bf16 */
 int cu_mat_up_f32(cu_mat *m, cudaStream_t st, const float *w, int N, int K, float *tmp, size_t tmp_n, tm_err *err);
 
+/* m = the parts stacked ([Σ n][K]) as bf16, read a block of rows at a time (any encoding tm_ref_rows_f32 reads;
+ * the host never holds more than the staging's tmp_n values of them) */
+int cu_mat_up_parts(cu_mat *m, cudaStream_t st, const cu_part *p, int n_parts, int64_t K, float *tmp, size_t tmp_n,
+                    tm_err *err);
+
+/* the view of rows [i n, (i + 1) n) of m (one of a stack of equal matrices: a layer's experts), in m's
+ * forms; not owned (never cu_mat_free'd) */
+cu_mat cu_mat_view(const cu_mat *m, int i, int n);
+
 /* a packed m's bf16 copy beside it, from w [m->N][m->K] (host f32: the same weights dequantized) */
 int cu_mat_add_bf16(cu_mat *m, cudaStream_t st, const float *w, float *tmp, size_t tmp_n, tm_err *err);
 

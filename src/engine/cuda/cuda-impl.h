@@ -1,8 +1,8 @@
 /* engine/cuda/cuda-impl.h: the CUDA engine's kernels as the host code calls them (private to
  * engine/cuda). Each cu_* function launches one kernel on stream s and returns at once; the
  * kernels live in cu_ops.cu (row-wise passes), cu_kv.cu (q/k/v after their GEMM, the KV mirror
- * and its export), cu_attn.cu (attention), cu_dec.cu (decode attention over the pages) and cu_gemv.cu
- * (products with quantized weights). Pointers are device memory; bf16 is stored as
+ * and its export), cu_attn.cu (attention), cu_dec.cu (decode attention over the pages), cu_gemv.cu
+ * (products with quantized weights) and cu_route.cu (the mixture-of-experts layer's routing and sums). Pointers are device memory; bf16 is stored as
  * uint16_t on this side. A launch error surfaces at the next synchronisation (cuda_engine.c checks
  * cudaGetLastError after each layer and the chunk's final cudaStreamSynchronize).
  *
@@ -195,6 +195,36 @@ void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
  * ep->x, b, scale, eps, nkind, nw, nb, h16, cnt (the others unused); w [N = D][K] */
 #define CU_RES_GROUPS 8
 void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);
+
+/* Indexed products (the experts of a mixture-of-experts layer, a decode step's rows): P pairs, pair p the
+ * product of x row p / xdiv with matrix sel[p] (device [P]) of a stack of equal matrices [n][w->N][w->K]
+ * whose first is w: matrix i's units at w->q + i qstride bytes, its scales at w->s + i sstride bytes, its
+ * biases (ep->b) at ep->b + i bstride floats. Pair p writes row p of y (row stride ldy, f32) or, with the
+ * activation (cu_gemv_act's epilogue, gated or not), row p of ep->g (ep->ldg). One x row a pair (B = 1). */
+typedef struct cu_gemv_ix {
+    const int *sel;
+    int xdiv;
+    size_t qstride, sstride, bstride;
+} cu_gemv_ix;
+void cu_gemv_ix_q(cu_stream s, const cu_qmat *w, const cu_gemv_ix *ix, const uint16_t *x, int ldx, int P, float *y, int ldy);
+void cu_gemv_ix_act(cu_stream s, const cu_qmat *w, const cu_gemv_ix *ix, const uint16_t *x, int ldx, int P,
+                    const cu_gemv_epi *ep);
+
+/* ---- cu_route.cu: the mixture-of-experts layer's passes (cu_moe.h) ---- */
+
+#define CU_MOE_MAX_K 64 /* experts a row (top_k) */
+struct tm_moe_route;
+/* row t of T: p = softmax (sigmoid where sigmoid) of logit[t][0..E) + rb (rb [E] or NULL), then moe_route.h's pick
+ * (r: its corr a device pointer) into sel [T][K] and w [T][K]; where sg is not NULL, sg[t] = sigmoid(logit[t][E]) (the
+ * shared expert's gate). logit row stride ld; prob, choice [T][E] f32 and ok [T][E] bytes: scratch */
+void cu_moe_pick(cu_stream s, const float *logit, int ld, int T, const float *rb, const struct tm_moe_route *r,
+                 int sigmoid, float *prob, float *choice, unsigned char *ok, int *sel, float *w, float *sg);
+/* xe[j][D] = h[order[j]][D] for j < n (bf16) */
+void cu_moe_gather(cu_stream s, uint16_t *xe, const uint16_t *h, const int *order, int n, int D);
+/* f[t][D] = Σ over row t's K choices, in expert order, of w[t][k] (ye[slot[t K + k]] + db[sel[t][k]]) (slot NULL: the
+ * choice's own index t K + k; db [E][D] or NULL), plus g ys[t] where ys is not NULL (g = sg[t], or 1 where sg is NULL) */
+void cu_moe_combine(cu_stream s, float *f, const float *ye, const int *slot, const int *sel, const float *w, int T, int K,
+                    const float *db, const float *ys, const float *sg, int D);
 
 /* blocks of one launch of the GEMV over w (a group of up to 8 sequences; cu_gemv_q's and cu_gemv_res's), and in
  * *ks the warps that split each row set's K */

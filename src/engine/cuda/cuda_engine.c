@@ -69,8 +69,11 @@
  * encoding: 4.25 bits a weight for int4 g64) or, for a bf16 stage, cuBLAS's; the attention reads the
  * pages directly (no tensor cores: one query row per head).
  *
- * Not here (docs/status.md): multi-head latent attention and mixture-of-experts layers (bind refuses
- * them), head dims over 256, int8 tensor-core GEMMs for an int8 prefill stage (dequantized to bf16). */
+ * Mixture-of-experts layers: cu_moe.h (the router in f32, the experts stacked; a decode step's experts found
+ * by index on the device, a prefill chunk's grouped by expert on the host).
+ *
+ * Not here (docs/status.md): multi-head latent attention (bind refuses it), head dims over 256, int8
+ * tensor-core GEMMs for an int8 prefill stage (dequantized to bf16). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +83,7 @@
 #include <cuda_runtime.h>
 
 #include "engine/cuda/cu_mat.h"
+#include "engine/cuda/cu_moe.h"
 #include "engine/cuda/cu_smset.h"
 #include "engine/cuda/cuda-impl.h"
 #include "engine/engine.h"
@@ -109,6 +113,7 @@ typedef struct cu_layer {
     float *bqkv, *bo, *bgu, *bd;      /* biases or NULL */
     float *q_norm, *k_norm, *q_norm_b, *k_norm_b; /* [Dh] ([H][Dh] / [Hk][Dh] per head; whole: [H Dh]) */
     float *sinks;                     /* [H] or NULL */
+    cu_moe *moe;                      /* a mixture-of-experts FFN (cu_moe.h; wgu, wd empty), or NULL: dense */
 } cu_layer;
 
 typedef struct cu_rope {
@@ -218,6 +223,11 @@ typedef struct cu_eng {
                                          bf16, a measurement switch) */
     int dual;                         /* packed layer matrices keep their bf16 copy too, for steps of more than
                                          CU_GEMV_DUAL rows (where the weights fit twice; TANDEM_CUDA_BF16_COPY=0|1) */
+    cu_moe_ws mws;                    /* the mixture-of-experts layers' scratch, CU_MAX_T rows (none: dense) */
+    int moe_ix_rows;                  /* decode steps of up to this many rows run every MoE layer without a
+                                         synchronisation, so are captured (cu_moe_ix_rows; INT32_MAX: no MoE layer) */
+    int moe_ix;                       /* the indexed path on (cu_moe_forward; TANDEM_CUDA_MOE_IX=0: every call grouped,
+                                         a test and measurement switch) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -341,17 +351,10 @@ static int up_f32(cu_eng *e, float **d, const float *h, size_t n, tm_err *err)
 /* a [rows][K] tensor (any encoding tm_ref_rows_f32 reads) as bf16 on the device, by row blocks */
 static int up_rows(cu_eng *e, uint16_t **d, const tm_tensor *t, int64_t rows, int64_t K, float *tmp, tm_err *err)
 {
-    CK(cudaMalloc((void **)d, (size_t)(rows * K) * sizeof(uint16_t)), "cudaMalloc");
-    int64_t blk = (int64_t)(STAGE_FLOATS / (size_t)K) > 0 ? (int64_t)(STAGE_FLOATS / (size_t)K) : 1;
-    float *h = malloc((size_t)(blk * K) * sizeof(float));
-    if (!h) return tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
-    int rc = TM_OK;
-    for (int64_t r = 0; r < rows && rc == TM_OK; r += blk) {
-        int64_t n = rows - r < blk ? rows - r : blk;
-        rc = tm_ref_rows_f32(t, r, n, rows, K, h, err);
-        if (rc == TM_OK) rc = cu_up_bf16_into(e->st, *d + r * K, h, (size_t)(n * K), tmp, STAGE_FLOATS, err);
-    }
-    free(h);
+    cu_mat m;
+    cu_part p = {t, 0, rows};
+    int rc = cu_mat_up_parts(&m, e->st, &p, 1, K, tmp, STAGE_FLOATS, err);
+    *d = m.bf;
     return rc;
 }
 
@@ -382,7 +385,7 @@ static int up_layer(cu_eng *e, const tm_model *m, int l, float *tmp, tm_err *err
 {
     ref_layer o;
     memset(&o, 0, sizeof o);
-    int rc = tm_ref_layer_load(&o, m, l, err);
+    int rc = tm_ref_layer_load(&o, m, l, 0, err); /* a MoE layer's experts: cu_moe_up, expert by expert */
     cu_layer *w = &e->w[l];
     const tm_layer_weights *lw = &m->w[l];
     int64_t D = e->D, q = (int64_t)e->H * e->Dh, kv = (int64_t)e->Hk * e->Dh, F = e->F;
@@ -408,8 +411,12 @@ static int up_layer(cu_eng *e, const tm_model *m, int l, float *tmp, tm_err *err
     else if (!e->gated) gu[0] = gu[1];
     if (rc == TM_OK) rc = up_mat(e, &w->wqkv, qkv, nqkv, D, o.wqkv, tmp, err);
     if (rc == TM_OK) rc = up_mat(e, &w->wo, &wo, 1, q, o.wo, tmp, err);
-    if (rc == TM_OK) rc = up_mat(e, &w->wgu, gu, ngu, D, o.wgu, tmp, err);
-    if (rc == TM_OK) rc = up_mat(e, &w->wd, &wd, 1, F, o.wd, tmp, err);
+    if (rc == TM_OK && !m->layer[l].moe) rc = up_mat(e, &w->wgu, gu, ngu, D, o.wgu, tmp, err);
+    if (rc == TM_OK && !m->layer[l].moe) rc = up_mat(e, &w->wd, &wd, 1, F, o.wd, tmp, err);
+    if (rc == TM_OK && m->layer[l].moe) {
+        if (!(w->moe = calloc(1, sizeof *w->moe))) rc = tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+        else if ((rc = cu_moe_up(w->moe, e->st, m, l, e->packed, tmp, STAGE_FLOATS, err))) free(w->moe), w->moe = NULL;
+    }
     free(qkv);
     struct { float **d; const float *h; size_t n; } v[] = {
         {&w->attn_norm, o.attn_norm, D}, {&w->attn_norm_b, o.attn_norm_b, D}, {&w->ffn_norm, o.ffn_norm, D},
@@ -437,8 +444,10 @@ static void cu_unbind(void *vctx)
             void *p[] = {w->attn_norm, w->attn_norm_b, w->ffn_norm, w->ffn_norm_b, w->attn_out_norm, w->ffn_out_norm,
                          w->bqkv, w->bo, w->bgu, w->bd, w->q_norm, w->k_norm, w->q_norm_b, w->k_norm_b, w->sinks};
             for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
+            if (w->moe) cu_moe_free(w->moe), free(w->moe);
         }
     free(e->w);
+    cu_moe_ws_free(&e->mws);
     if (e->lm_head.bf != e->embed) cu_mat_free(&e->lm_head);
     cudaFree(e->mm.dq);
     void *p[] = {e->embed, e->final_norm, e->final_norm_b, e->lm_head_b, e->pos_embed, e->embed_norm, e->embed_norm_b,
@@ -489,10 +498,9 @@ static int cu_check_model(const tm_model *m, tm_err *err)
 {
     if (!m || !m->bound) return tm_errf(err, TM_E_INVALID, "cuda engine: the model has no weights bound");
     if (m->mla) return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: multi-head latent attention is not supported", m->arch_name);
-    for (int l = 0; l < m->L; l++)
-        if (m->layer[l].moe)
-            return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: mixture-of-experts layers are not supported",
-                           m->arch_name);
+    if (m->n_experts > 0 && (m->top_k < 1 || m->top_k > CU_MOE_MAX_K))
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: %d experts a token (at most %d)", m->arch_name, m->top_k,
+                       CU_MOE_MAX_K);
     if (m->Dh > CU_MAX_DH || m->Dh < 16 || m->Dh % 16)
         return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: head_dim %d (a multiple of 16, at most %d: the tensor-core "
                        "attention's tiles)", m->Dh, CU_MAX_DH);
@@ -607,10 +615,19 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
        head: its rows are a step's, at most CU_MAX_B, and it always runs the GEMV, so that no scratch of
        V x D bf16 is needed) */
     size_t dq = 0;
+    const char *mix = getenv("TANDEM_CUDA_MOE_IX");
+    e->moe_ix = !(mix && !strcmp(mix, "0"));
+    e->moe_ix_rows = INT32_MAX;
     for (int l = 0; l < m->L; l++) {
         const cu_mat *mats[] = {&e->w[l].wqkv, &e->w[l].wo, &e->w[l].wgu, &e->w[l].wd};
         for (int i = 0; i < 4; i++) dq = cu_mat_dq_bytes(mats[i]) > dq ? cu_mat_dq_bytes(mats[i]) : dq;
+        const cu_moe *mo = e->w[l].moe;
+        if (!mo) continue;
+        dq = cu_moe_dq_bytes(mo) > dq ? cu_moe_dq_bytes(mo) : dq;
+        int ixr = e->moe_ix ? cu_moe_ix_rows(mo) : 0;
+        e->moe_ix_rows = ixr < e->moe_ix_rows ? ixr : e->moe_ix_rows;
     }
+    if (m->n_experts > 0 && (rc = cu_moe_ws_init(&e->mws, m, CU_MAX_T, err))) goto fail;
     const char *gm = getenv("TANDEM_CUDA_GEMV_MAX");
     e->mm = (cu_mm){.blas = e->blas, .st = e->st, .gemv_max = gm && atoi(gm) >= 0 ? atoi(gm) : CU_GEMV_MAX};
     if (dq && (rc = cu_alloc((void **)&e->mm.dq, dq, err))) goto fail;
@@ -792,6 +809,30 @@ static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const 
     prof_mark(e, PROF_ATTN, 1);
 }
 
+/* layer l's mixture-of-experts FFN (cu_moe.h) of its input fin [T][D]: the norm in f32 (the router's input) and
+ * bf16 (the experts'), the block's output into a, then the residual add with the next layer's norm fused */
+static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, tm_err *err)
+{
+    const cu_layer *w = &e->w[l];
+    int T = c->T, D = e->D;
+    float *h32 = e->mws.h32;
+    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, h32, NULL, D);
+    else CK(cudaMemcpyAsync(h32, fin, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
+    cu_to_bf16(e->st, e->h16, h32, (size_t)T * D);
+    cu_mm mm = e->mm;
+    if (c->decode) mm.gemv_max = CU_MAX_B; /* as gemm() for a decode step's products over packed weights */
+    prof_mark(e, PROF_GEMM, 0);
+    int rc = cu_moe_forward(w->moe, &e->mws, &mm, e->h16, h32, T, e->moe_ix, e->a, err);
+    prof_mark(e, PROF_GEMM, 1);
+    if (rc) return rc;
+    const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL;
+    e->h_fused = nx && nx->attn_norm;
+    cu_residual(e->st, e->x, e->a, NULL, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16);
+    CK(cudaGetLastError(), "a kernel launch");
+    return TM_OK;
+}
+
 static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
 {
     const cu_layer *w = &e->w[l];
@@ -849,11 +890,12 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         cu_attention(e->st, &at, e->attn_part, S);
         prof_mark(e, PROF_ATTN, 1);
     }
-    int ff = !e->parallel && w->ffn_norm; /* the FFN's norm fused into the residual pass */
+    int ff = !e->parallel && w->ffn_norm && !w->moe; /* the FFN's norm fused into the residual pass */
     if ((rc = res_step(e, e->att16, &w->wo, T, c->decode, w->bo, w->attn_out_norm, ff ? w->ffn_norm : NULL,
                        w->ffn_norm_b, err)))
         return rc;
     const float *fin = e->parallel ? e->x0 : e->x;
+    if (w->moe) return moe_ffn(e, c, l, fin, err);
     if (!ff && w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
     else if (!ff) cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
     /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
@@ -1253,7 +1295,8 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     int lf = 0;
     for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
     if (e->g_dt != kv_code(o->dtype)) graphs_drop(e), e->g_dt = kv_code(o->dtype);
-    cudaGraphExec_t *gx = e->use_graphs ? &e->graph[e->lane][B][lf] : NULL;
+    /* (a step of more rows than the MoE layers run without a synchronisation is launched one by one) */
+    cudaGraphExec_t *gx = e->use_graphs && B <= e->moe_ix_rows ? &e->graph[e->lane][B][lf] : NULL;
     if (e->prof) cudaEventRecord(e->prof->d0, e->st);
     if (gx && *gx) {
         CK(cudaGraphLaunch(*gx, e->st), "cudaGraphLaunch");

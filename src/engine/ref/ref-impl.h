@@ -84,12 +84,13 @@ struct tm_ref {
  * tm_ref_rows_f32: rows [row0, row0 + n) of tensor t [N][K] (K = 1 for vectors; plain or quantized) into
  * dst [n][K]; tm_ref_to_f32: all of it into a fresh array (NULL on error); tm_ref_norm_w: a norm weight
  * [n], 1 + w where add_one (Gemma); tm_ref_layer_load: layer l's weights as ref_layer holds them (fused
- * qkv in Q, K, V row order, gate rows then up rows, effective norms); tm_ref_layer_free frees and zeroes
- * one. */
+ * qkv in Q, K, V row order, gate rows then up rows, effective norms; a mixture-of-experts layer's router
+ * and experts only where experts is set: engine/cuda uploads them expert by expert); tm_ref_layer_free frees
+ * and zeroes one. */
 int tm_ref_rows_f32(const tm_tensor *t, int64_t row0, int64_t n, int64_t N, int64_t K, float *dst, tm_err *err);
 float *tm_ref_to_f32(const tm_tensor *t, int64_t N, int64_t K, tm_err *err);
 float *tm_ref_norm_w(const tm_tensor *t, int n, int add_one, tm_err *err);
-int tm_ref_layer_load(ref_layer *o, const tm_model *m, int l, tm_err *err);
+int tm_ref_layer_load(ref_layer *o, const tm_model *m, int l, int experts, tm_err *err);
 void tm_ref_layer_free(ref_layer *o);
 
 /* ref_parallel: fn(ctx, i0, i1) over [0, n) split into n_threads ranges

@@ -96,7 +96,7 @@ static int deinterleave(const tm_model *m, float *w, int64_t K, tm_err *err)
     return TM_OK;
 }
 
-int tm_ref_layer_load(ref_layer *o, const tm_model *m, int l, tm_err *err)
+int tm_ref_layer_load(ref_layer *o, const tm_model *m, int l, int experts, tm_err *err)
 {
     const tm_layer_weights *w = &m->w[l];
     int64_t D = m->D, q = (int64_t)m->H * m->Dh, kv = (int64_t)m->Hk * m->Dh;
@@ -182,6 +182,7 @@ int tm_ref_layer_load(ref_layer *o, const tm_model *m, int l, tm_err *err)
         o->bd = opt_vec(&w->b_down, m->D, err, &irc);
         return irc;
     }
+    if (!experts) return TM_OK;
     int64_t E = m->n_experts, Fe = m->F_expert;
     if (!(o->router = tm_ref_to_f32(&w->router, E, D, err))) return err->code;
     if (m->router_has_corr && !(o->router_corr = tm_ref_to_f32(&w->router_corr, E, 1, err))) return err->code;
@@ -320,7 +321,7 @@ int tm_ref_init(tm_ref **out, const tm_model *m, int max_ctx, int n_threads, tm_
     if (!rc) r->lm_head_b = opt_vec(&m->lm_head_b, m->V, err, &rc);
     if (rc) goto fail;
     for (int l = 0; l < m->L; l++)
-        if ((rc = tm_ref_layer_load(&r->w[l], m, l, err))) goto fail;
+        if ((rc = tm_ref_layer_load(&r->w[l], m, l, 1, err))) goto fail;
     *out = r;
     return TM_OK;
 fail_code:

@@ -1,0 +1,219 @@
+/* tests/test_cuda_moe.c: the CUDA engine's mixture-of-experts layers (engine/cuda/cu_moe.h), bound for
+ * decode on packages whose decode stage keeps the experts packed: the conformance Qwen3-MoE
+ * (../shared/conformance/models/qwen3_moe, int4 g64) and four fixtures of tests/data/refs in int8 per
+ * channel (their experts' 32-wide rows): Qwen2-MoE (a shared expert behind a sigmoid gate), GraniteMoE
+ * (an ungated shared expert), GPT-OSS (router and expert biases, the clamped SwiGLU) and GLM-4.5
+ * (sigmoid scores, the choice's bias, groups). For each:
+ *   - one sequence: a prompt prefilled (its experts grouped by the host, dequantized for cuBLAS), then
+ *     steps whose experts are found by index on the device, captured as CUDA graphs, against the same
+ *     engine with the indexed path off (TANDEM_CUDA_MOE_IX=0: grouped, launched one by one): the same
+ *     logits bit for bit; against cpu-avx512 over the same weights (its own prefill and steps): KL and
+ *     top-1; the last step against the f32 reference over those weights;
+ *   - batches of 3 (indexed) and 20 (past CU_MOE_IX_ROWS: grouped, launched one by one) of sequences of
+ *     different lengths: each row of the last step against its sequence alone.
+ * test_engine_conf runs the CUDA engine's both roles on every MoE fixture and the conformance Qwen3-MoE
+ * against transformers' logits (bf16: the grouped path). Without a CUDA build or a GPU it prints SKIP. */
+#include "harness.h"
+
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/ref/ref.h"
+#include "model/model.h"
+#include "pkg/convert.h"
+#include "runtime/rt_model.h"
+
+enum { NP = 21, STEPS = 6, NB = 20, BSTEPS = 2, CTX = 256, NIDS = 512 };
+
+typedef struct eng {
+    const tm_engine_vt *vt;
+    void *ctx;
+} eng;
+
+static double max_abs(const float *a, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+static tm_kv_cache *cache_of(const tm_model *m, int pages)
+{
+    tm_kv_cache *kv = NULL;
+    tm_err err = {0};
+    CHECKF(tm_kv_cache_init(&kv, &(tm_kv_cache_opts){m->L, m->Hk, m->Dh, 16, pages, TM_DT_BF16, 0}, &err) == TM_OK, "%s",
+           err.msg);
+    return kv;
+}
+
+/* ids[0, n) prefilled by e in one exact chunk into (kv, seq), with room for `more` positions */
+static int prefill(eng e, tm_kv_cache *kv, tm_kv_seq *seq, const int32_t *ids, int n, int more)
+{
+    tm_err err = {0};
+    if (tm_kv_seq_reserve(kv, seq, n + more, &err) != TM_OK) return err.code;
+    tm_prefill_args a = {.tokens = ids, .T = n, .n_valid = n, .kv = kv, .seq = seq};
+    int rc = e.vt->prefill(e.ctx, &a, &err);
+    CHECKF(rc == TM_OK, "%s prefill: %s", e.vt->name, err.msg);
+    return rc;
+}
+
+static int step(eng e, tm_kv_cache *kv, tm_kv_seq **seqs, const int32_t *tok, const int *pos, int B, float *logits)
+{
+    tm_err err = {0};
+    tm_decode_args a = {.B = B, .tokens = tok, .pos = pos, .kv = kv, .seqs = seqs, .logits = logits};
+    int rc = e.vt->decode(e.ctx, &a, &err);
+    CHECKF(rc == TM_OK, "%s decode (B = %d): %s", e.vt->name, B, err.msg);
+    return rc;
+}
+
+/* one sequence on the indexed engine (g[0]), the grouped one (g[1]) and cpu-avx512 (g[2]) */
+static void one_sequence(const char *name, eng *g, const tm_model *m, const int32_t *ids)
+{
+    int V = m->V, ok = 1, flips = 0;
+    float *lg[3];
+    tm_kv_cache *kv[3];
+    tm_kv_seq sq[3], *ps[3];
+    memset(sq, 0, sizeof sq);
+    for (int i = 0; i < 3; i++) {
+        lg[i] = malloc(sizeof(float) * V);
+        kv[i] = cache_of(m, 16), ps[i] = &sq[i];
+        ok = ok && kv[i] && prefill(g[i], kv[i], &sq[i], ids, NP, STEPS) == TM_OK;
+    }
+    double d_ix = 0, kl_sum = 0, kl_max = 0;
+    for (int s = 0; s < STEPS && ok; s++) {
+        int pos = NP + s;
+        for (int i = 0; i < 3 && ok; i++) ok = step(g[i], kv[i], &ps[i], &ids[pos], &pos, 1, lg[i]) == TM_OK;
+        if (!ok) break;
+        d_ix = fmax(d_ix, th_max_diff(lg[0], lg[1], V));
+        int agree;
+        double kl = th_kl_row(lg[2], lg[0], V, &agree);
+        kl_sum += kl, kl_max = fmax(kl_max, kl), flips += !agree;
+    }
+    printf("%s: %d steps: indexed vs grouped max |diff| %.3g; vs cpu-avx512 mean KL %.2e (max %.2e), %d top-1 flips\n",
+           name, STEPS, d_ix, kl_sum / STEPS, kl_max, flips);
+    CHECKF(ok, "%s: the steps ran", name);
+    CHECKF(d_ix == 0, "%s: the indexed experts' logits differ from the grouped ones' by %.3g", name, d_ix);
+    CHECKF(kl_sum / STEPS < 1e-3 && flips <= STEPS / 3, "%s: vs cpu-avx512 mean KL %.3e, %d flips", name, kl_sum / STEPS,
+           flips);
+    if (ok) { /* the last step against the f32 reference over the same weights */
+        tm_ref *r = NULL;
+        tm_err err = {0};
+        float *ref = malloc(sizeof(float) * V);
+        CHECK(tm_ref_init(&r, m, 128, 2, &err) == TM_OK);
+        CHECK(r && tm_ref_forward(r, ids, NP + STEPS, 0, ref, 0, &err) == TM_OK);
+        tm_ref_free(r);
+        int agree;
+        double kl = th_kl_row(ref, lg[0], V, &agree), d = th_max_diff(ref, lg[0], V) / max_abs(ref, V);
+        printf("%s: the last step vs the f32 reference over the same weights: KL %.2e, max diff %.2e of the row's max, "
+               "top-1 %s\n", name, kl, d, agree ? "agrees" : "differs");
+        CHECKF(kl < 1e-2, "%s: vs the reference KL %.3e", name, kl);
+        free(ref);
+    }
+    for (int i = 0; i < 3; i++) {
+        tm_kv_seq_release(kv[i], &sq[i]);
+        tm_kv_cache_free(kv[i]);
+        free(lg[i]);
+    }
+}
+
+/* B sequences of different lengths decoded together on e, the last step's rows against each alone */
+static void batch(const char *name, eng e, const tm_model *m, const int32_t *ids, int B)
+{
+    int V = m->V, ok = 1, len[NB];
+    tm_kv_cache *kv = cache_of(m, NB * 4), *k1 = cache_of(m, 4);
+    tm_kv_seq sq[NB], *ps[NB], s1;
+    memset(sq, 0, sizeof sq);
+    memset(&s1, 0, sizeof s1);
+    float *lg = malloc(sizeof(float) * (size_t)B * V), *l1 = malloc(sizeof(float) * V);
+    for (int b = 0; b < B && ok; b++) {
+        len[b] = 5 + (b * 7) % 40, ps[b] = &sq[b];
+        ok = kv && prefill(e, kv, &sq[b], ids + 3 * b, len[b], BSTEPS) == TM_OK;
+    }
+    for (int s = 0; s < BSTEPS && ok; s++) {
+        int32_t tok[NB];
+        int pos[NB];
+        for (int b = 0; b < B; b++) pos[b] = len[b] + s, tok[b] = ids[3 * b + pos[b]];
+        ok = step(e, kv, ps, tok, pos, B, lg) == TM_OK;
+    }
+    double d = 0;
+    for (int b = 0; b < B && ok && k1; b++) { /* sequence b alone: its prompt and first steps, then the last step */
+        int last = len[b] + BSTEPS - 1;
+        tm_kv_seq *q = &s1;
+        ok = prefill(e, k1, q, ids + 3 * b, last, 1) == TM_OK && step(e, k1, &q, &ids[3 * b + last], &last, 1, l1) == TM_OK;
+        if (ok) d = fmax(d, th_max_diff(l1, lg + (size_t)b * V, V) / max_abs(l1, V));
+        tm_kv_seq_release(k1, q);
+    }
+    printf("%s: a batch of %d (%s) vs each sequence alone: max diff %.2e of the row's max\n", name, B,
+           B > 16 ? "grouped" : "indexed", d);
+    CHECKF(ok && d < 1e-2, "%s: a batch of %d: rows differ from the sequences alone by %.3e", name, B, d);
+    for (int b = 0; b < B; b++) tm_kv_seq_release(kv, &sq[b]);
+    tm_kv_cache_free(kv);
+    tm_kv_cache_free(k1);
+    free(lg);
+    free(l1);
+}
+
+static void moe_case(const char *name, const char *dir, tm_dtype enc)
+{
+    tm_err err = {0};
+    char pkg[256];
+    snprintf(pkg, sizeof pkg, "build/test_cuda_moe_%s.tdm", name);
+    tm_convert_opts co;
+    tm_convert_opts_default(&co);
+    co.prefill_enc = TM_DT_BF16, co.decode_enc = enc;
+    tm_convert_stats cs;
+    CHECKF(tm_convert(dir, pkg, &co, &cs, &err) == TM_OK, "%s: %s", dir, err.msg);
+    tm_rt_model *rm = NULL;
+    CHECKF(tm_rt_model_open(&rm, pkg, &err) == TM_OK, "%s: %s", pkg, err.msg);
+    unlink(pkg);
+    if (!rm) return;
+    const tm_model *m = rm->decode;
+    int l = 0;
+    while (l < m->L && !m->layer[l].moe) l++;
+    CHECKF(l < m->L && m->w[l].e_gate[0].dtype == enc && m->w[l].e_down[0].dtype == enc, "%s: experts in %s", name,
+           l < m->L ? tm_dtype_name(m->w[l].e_gate[0].dtype) : "no layer");
+    const tm_engine_vt *vt = tm_engine_find("cuda"), *cvt = tm_engine_find("cpu-avx512");
+    tm_engine_opts o = {.weight_enc = rm->decode_enc, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
+    eng g[3] = {{vt, NULL}, {vt, NULL}, {cvt, NULL}};
+    CHECKF(vt->bind(&g[0].ctx, m, &o, &err) == TM_OK, "%s: bind: %s", name, err.msg);
+    setenv("TANDEM_CUDA_MOE_IX", "0", 1);
+    CHECKF(vt->bind(&g[1].ctx, m, &o, &err) == TM_OK, "%s: bind (grouped): %s", name, err.msg);
+    unsetenv("TANDEM_CUDA_MOE_IX");
+    CHECKF(cvt->bind(&g[2].ctx, m, &o, &err) == TM_OK, "%s: bind cpu-avx512: %s", name, err.msg);
+    int32_t ids[NIDS];
+    for (int i = 0; i < NIDS; i++) ids[i] = (int32_t)((i * 2654435761u + 17) % (unsigned)m->V);
+    if (g[0].ctx && g[1].ctx && g[2].ctx) {
+        one_sequence(name, g, m, ids);
+        batch(name, g[0], m, ids, 3);
+        batch(name, g[0], m, ids, NB);
+    }
+    for (int i = 0; i < 3; i++)
+        if (g[i].ctx) g[i].vt->unbind(g[i].ctx);
+    tm_rt_model_free(rm);
+}
+
+int main(void)
+{
+    const tm_engine_vt *vt = tm_engine_find("cuda");
+    tm_engine_caps caps;
+    tm_err err = {0};
+    if (!vt) {
+        printf("SKIP cuda moe: not in this build (make CUDA=1)\n");
+        return th_done("test_cuda_moe");
+    }
+    if (vt->probe(&caps, &err) != TM_OK) {
+        printf("SKIP cuda moe: %s\n", err.msg);
+        return th_done("test_cuda_moe");
+    }
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/conformance/models/qwen3_moe/hf", th_shared());
+    moe_case("qwen3_moe", dir, TM_DT_Q4G64);
+    const char *fx[] = {"qwen2_moe", "granitemoe_shared", "gpt_oss", "glm4_moe"};
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        snprintf(dir, sizeof dir, "tests/data/refs/%s/hf", fx[i]);
+        moe_case(fx[i], dir, TM_DT_Q8PC);
+    }
+    return th_done("test_cuda_moe");
+}
