@@ -12,9 +12,12 @@
  * expert two plain matrices. Uploaded expert by expert: the host holds one block of rows at a time.
  *
  * One call (cu_moe_forward), T rows, K = top_k choices each, all on the engine's stream:
- *   logit[T][E(+1)] = h32 · routerᵀ      cuBLAS SGEMM in f32, over the norm's f32 output (not the bf16 copy)
- *   sel, w [T][K]; sg [T]                cu_moe_pick: the scores and model/moe_route.inc's pick, the source
- *                                        the CPU engines run, one thread a row
+ *   logit[T][E(+1)] = h32 · routerᵀ      f32, over the norm's f32 output (not the bf16 copy): cu_moe_router up
+ *                                        to CU_MOE_ROUTER_ROWS (a row's sums in one order whatever the batch:
+ *                                        a request's experts do not depend on the others in its step), else
+ *                                        cuBLAS SGEMM
+ *   sel, w [T][K]; sg [T]                cu_moe_pick: the scores and moe_route.h's pick, a warp a row (a
+ *                                        warp argmax a choice; DeepSeek's groups by moe_route.inc's code)
  *   indexed (packed experts, T <= CU_MOE_IX_ROWS: a decode step): one GEMV launch a product, a pair
  *        (t, k) a row of blocks, the expert's units found on the device (cu_gemv_ix):
  *        ge[t K + k] = act(h16[t] · gu_selᵀ) bf16, ye[t K + k] = ge · dn_selᵀ f32. Nothing comes to the
@@ -22,9 +25,16 @@
  *        that share an expert read it again (mostly from L2).
  *   grouped (otherwise: a prefill chunk, a large batch, bf16 experts): sel comes down (the call's one
  *        synchronisation), tm_moe_group sorts the pairs by expert on the host (the CPU engines' counting
- *        sort), the order and each pair's slot go up; xe = the rows of h16 gathered in that order; each
- *        expert with n rows runs its two products over its slots (cu_mat_mul: the GEMV up to gemv_max
- *        rows where packed, else cuBLAS over bf16, a packed expert dequantized into the scratch first).
+ *        sort), the order, each pair's slot and each slot's expert go up; xe = the rows of h16 gathered in
+ *        that order. bf16 experts: each product one batched GEMM (cublasGemmBatchedEx) over the active
+ *        experts of at most cap rows, every one padded to cap (its B read on into the next expert's rows,
+ *        its outputs a block of cap rows), cap the largest that keeps them within 2 P rows; the few larger
+ *        experts one GEMM each; the activation one pass (each row's expert for its biases). An expert's
+ *        GEMM alone is a few dozen rows (P / E) and fills a tenth of the GPU, and a loop of them, or
+ *        cuBLAS's grouped call, which ran them one after another, left the prefill at a tenth of the GPU
+ *        (H100, call 2 of session 54). Packed experts: each expert with n rows runs its two products over
+ *        its slots (cu_mat_mul: the GEMV up to gemv_max rows, else cuBLAS over the expert dequantized into
+ *        the scratch).
  *   shared expert: ge = act(h16 · s_guᵀ), ys = ge · s_dnᵀ
  *   f[T][D] = Σ over the row's choices in expert order of w (ye + db), + sg ys (cu_moe_combine)
  * The engine then adds f into the residual stream as it adds a dense FFN's output. */
@@ -34,7 +44,8 @@
 #include "engine/cuda/cu_mat.h"
 #include "model/model.h"
 
-#define CU_MOE_IX_ROWS 16 /* rows up to which packed experts run indexed (no synchronisation) */
+#define CU_MOE_IX_ROWS 16     /* rows up to which packed experts run indexed (no synchronisation) */
+#define CU_MOE_ROUTER_ROWS 64 /* rows up to which the router's product is cu_moe_router's (batch-invariant) */
 
 typedef struct cu_moe {
     int D, E, Fe, K, Fs, act;
@@ -53,19 +64,26 @@ typedef struct cu_moe_ws {
     int rows, pairs, E1;              /* sized for: rows, rows x K choices, router rows */
     float *h32;                       /* [rows][D] the FFN norm's f32 output (the engine writes it) */
     float *logit;                     /* [rows][E1] */
-    float *prob, *choice;             /* [rows][E] */
-    unsigned char *ok;                /* [rows][E] */
     int *sel;                         /* [pairs] */
     float *w, *sg;                    /* [pairs], [rows] */
-    int *ord;                         /* [2][pairs]: the grouped order, then each choice's slot */
-    uint16_t *xe, *ge;                /* [pairs][D], [pairs][max(Fe, Fs)] bf16 */
-    float *gu, *ye, *ys;              /* [pairs][2 max(Fe, Fs)], [pairs][D], [rows][D] */
-    int *h_sel, *h_ord;               /* pinned: [pairs], [2][pairs] */
+    int *ord;                         /* [5][pairs]: the grouped order, each choice's slot, each slot's expert ([3]) */
+    void **ptr;                       /* [6][E] the batched GEMMs' operands (device) */
+    int batched;                      /* bf16 experts' batched GEMMs: their padded rows at most batched / 8 x pairs (16,
+                                         2 P; TANDEM_CUDA_MOE_BATCHED=N: N in 0..16, 0 or a cuBLAS refusal: a loop) */
+    uint16_t *xe, *ge;                /* [2 pairs][D] (rows past the gathered ones zero), [3 pairs][max(Fe, Fs)] bf16 */
+    float *gu, *ye, *ys;              /* [3 pairs][2 max(Fe, Fs)], [3 pairs][D], [rows][D] */
+    int *h_sel, *h_ord;               /* pinned: [pairs], [5][pairs] */
+    void **h_ptr;                     /* pinned: [6][E] */
     int *h_start;                     /* [E + 1] */
+    int *h_gi;                        /* [2][E]: the active experts by rows, each one's first padded row */
+    int times;                        /* TANDEM_CUDA_MOE_TIMES=1 (a measurement switch): each call's phases timed
+                                         (the stream synchronised between them), the totals printed when freed */
+    double t_last, t[5];              /* route, group, experts, shared expert, combine: seconds */
+    long calls, rows_seen;
 } cu_moe_ws;
 
 /* layer l's router and experts (m->layer[l].moe) up; packed: keep quantized experts packed. Errors: TM_E_NOMEM,
- * TM_E_UNSUPPORTED (top_k past CU_MOE_MAX_K), the loader's naming the tensor */
+ * TM_E_UNSUPPORTED (top_k past CU_MOE_MAX_K, experts past CU_MOE_MAX_E), the loader's naming the tensor */
 int cu_moe_up(cu_moe *mo, cudaStream_t st, const tm_model *m, int l, int packed, float *tmp, size_t tmp_n, tm_err *err);
 void cu_moe_free(cu_moe *mo);
 /* bytes of the product scratch (cu_mm.dq) its matrices may need */

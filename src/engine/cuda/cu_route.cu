@@ -1,6 +1,7 @@
 /* engine/cuda/cu_route.cu: the mixture-of-experts layer's passes on the device (cu_moe.h has the design):
- * the routing of each row (a thread a row: the router's scores, then moe_route.inc's pick, the same source
- * the host runs), the gather of the rows grouped by expert, and the combine of the experts' outputs. */
+ * the routing of each row (a warp a row: the router's scores, then the pick by moe_route.h's rule), the gather
+ * of the rows grouped by expert, and the combine of the experts' outputs. */
+#include <limits.h>
 #include <math.h>
 
 #include "engine/cuda/cu_launch.cuh"
@@ -14,33 +15,103 @@
 
 #define NT 256
 
-/* row t: p = softmax (or sigmoid) of logit[t][0..E) + rb; sel[t][K], w[t][K] by moe_pick; sg[t] = the shared
- * expert's gate sigmoid(logit[t][E]) where sg is not NULL. prob, choice [T][E] f32, ok [T][E]: scratch */
-__global__ void k_moe_pick(const float *logit, int ld, int T, const float *rb, tm_moe_route r, int sigmoid, float *prob,
-                           float *choice, unsigned char *ok, int *sel, float *w, float *sg)
+/* logit[t][e] = h[t] · router[e] for e < E1, a warp a (t, e), the lanes over D in a fixed order and a fixed tree: a
+ * row's logits do not depend on the other rows of the call (cuBLAS's kernel choice does, by T: so a decode step's
+ * choices would depend on its batch) */
+#define RW 8 /* warps a block */
+__global__ void __launch_bounds__(RW * 32) k_moe_router(float *logit, int ld, const float *h, const float *router, int E1,
+                                                         int D)
 {
     pdl_enter();
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T) return;
-    const int E = r.E;
+    const int lane = threadIdx.x & 31, e = blockIdx.x * RW + (threadIdx.x >> 5), t = blockIdx.y;
+    if (e >= E1) return;
+    const float *x = h + (size_t)t * D, *r = router + (size_t)e * D;
+    float acc = 0.f;
+    if ((D & 3) == 0)
+        for (int d = 4 * lane; d < D; d += 128) {
+            const float4 a = *(const float4 *)(x + d), b = __ldg((const float4 *)(r + d));
+            acc = fmaf(a.x, b.x, fmaf(a.y, b.y, fmaf(a.z, b.z, fmaf(a.w, b.w, acc))));
+        }
+    else
+        for (int d = lane; d < D; d += 32) acc = fmaf(x[d], r[d], acc);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) logit[(size_t)t * ld + e] = acc;
+}
+
+extern "C" void cu_moe_router(cu_stream s, float *logit, int ld, const float *h, const float *router, int T, int E1, int D)
+{
+    cu_go(k_moe_router, dim3((unsigned)((E1 + RW - 1) / RW), (unsigned)T), RW * 32, 0, s, logit, ld, h, router, E1, D);
+}
+
+/* Row t's routing, one warp a row (PW rows a block), its scores in shared memory:
+ *   p[e] = softmax (or sigmoid) of logit[t][e] + rb[e], c[e] = p[e] + corr[e] (the choice), sg[t] = the shared
+ *   expert's gate sigmoid(logit[t][E]) where sg is not NULL;
+ *   groups (DeepSeek's n_group / topk_group): lane 0 marks the allowed experts with moe_route.inc's
+ *   moe_allowed_groups, the host's own code;
+ *   K rounds of a warp argmax over the choices not yet taken (and allowed): the larger, the lower index on a tie,
+ *   which is moe_top_next's rule (the host's pick; test_cuda_moe checks the two agree on rows with ties);
+ *   w[k] = p[sel[k]] (over their sum, in double, where norm_topk) x scale, as moe_pick. */
+#define PW 4                        /* rows (warps) a block */
+__global__ void __launch_bounds__(PW * 32) k_moe_pick(const float *logit, int ld, int T, const float *rb, tm_moe_route r,
+                                                       int sigmoid, int *sel, float *w, float *sg)
+{
+    pdl_enter();
+    __shared__ float sp[PW][CU_MOE_MAX_E], sc[PW][CU_MOE_MAX_E];
+    __shared__ unsigned char ok[PW][CU_MOE_MAX_E];
+    __shared__ double sum[PW];
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, t = blockIdx.x * PW + wp, E = r.E;
+    if (t >= T) return; /* a whole warp: no block-wide barrier below */
     const float *l = logit + (size_t)t * ld;
-    float *p = prob + (size_t)t * E;
-    if (sigmoid) {
-        for (int e = 0; e < E; e++) p[e] = 1.f / (1.f + expf(-(l[e] + (rb ? rb[e] : 0.f))));
-    } else {
-        float mx = -INFINITY, sum = 0.f;
-        for (int e = 0; e < E; e++) p[e] = l[e] + (rb ? rb[e] : 0.f), mx = fmaxf(mx, p[e]);
-        for (int e = 0; e < E; e++) p[e] = expf(p[e] - mx), sum += p[e];
-        for (int e = 0; e < E; e++) p[e] /= sum;
+    float *p = sp[wp], *c = sc[wp];
+    float mx = -INFINITY, tot = 0.f;
+    for (int e = lane; e < E; e += 32) {
+        p[e] = l[e] + (rb ? rb[e] : 0.f);
+        mx = fmaxf(mx, p[e]);
     }
-    moe_pick(&r, p, sel + (size_t)t * r.K, w + (size_t)t * r.K, choice + (size_t)t * E, ok + (size_t)t * E);
-    if (sg) sg[t] = 1.f / (1.f + expf(-l[E]));
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    for (int e = lane; e < E; e += 32) {
+        p[e] = sigmoid ? 1.f / (1.f + expf(-p[e])) : expf(p[e] - mx);
+        tot += p[e];
+    }
+    for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+    for (int e = lane; e < E; e += 32) {
+        if (!sigmoid) p[e] /= tot;
+        c[e] = p[e] + (r.corr ? r.corr[e] : 0.f);
+        ok[wp][e] = 1;
+    }
+    __syncwarp();
+    const int grouped = r.n_group > 1 && r.topk_group < r.n_group;
+    if (grouped && lane == 0) moe_allowed_groups(&r, c, ok[wp]);
+    if (lane == 0) sum[wp] = 0;
+    __syncwarp();
+    for (int k = 0; k < r.K; k++) {
+        float bv = -INFINITY;
+        int bi = INT_MAX;
+        for (int e = lane; e < E; e += 32) /* this lane's best: ascending e, so the lower index wins a tie */
+            if (ok[wp][e] && (bi == INT_MAX || c[e] > bv)) bv = c[e], bi = e;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi != INT_MAX && (bi == INT_MAX || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+        }
+        if (lane == 0) {
+            sel[(size_t)t * r.K + k] = bi;
+            ok[wp][bi] = 0; /* taken */
+            sum[wp] += p[bi];
+        }
+        __syncwarp();
+    }
+    if (lane < r.K) {
+        const int e = sel[(size_t)t * r.K + lane];
+        w[(size_t)t * r.K + lane] = (r.norm_topk ? (float)(p[e] / sum[wp]) : p[e]) * r.scale;
+    }
+    if (sg && lane == 0) sg[t] = 1.f / (1.f + expf(-l[E]));
 }
 
 extern "C" void cu_moe_pick(cu_stream s, const float *logit, int ld, int T, const float *rb, const tm_moe_route *r,
-                            int sigmoid, float *prob, float *choice, unsigned char *ok, int *sel, float *w, float *sg)
+                            int sigmoid, int *sel, float *w, float *sg)
 {
-    cu_go(k_moe_pick, (unsigned)((T + 63) / 64), 64, 0, s, logit, ld, T, rb, *r, sigmoid, prob, choice, ok, sel, w, sg);
+    cu_go(k_moe_pick, (unsigned)((T + PW - 1) / PW), PW * 32, 0, s, logit, ld, T, rb, *r, sigmoid, sel, w, sg);
 }
 
 /* xe[j][D] = h[order[j]][D] (bf16), a block a row */

@@ -48,8 +48,9 @@ void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const
                  int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16);
 
 /* g[T][F] = bf16(gated ? glu(act, gu[t][f] + b[f], gu[t][F + f] + b[F + f]) : act(gu[t][f] + b[f])),
- * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas) */
-void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, int T, int F, int gated, int act);
+ * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas). bsel [T] (device), where not
+ * NULL: row t's bias is the row bsel[t] of b ([n][2F] or [n][F]: the experts' biases of rows grouped by expert) */
+void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, const int *bsel, int T, int F, int gated, int act);
 
 /* logits[R][V] = softcap((logits + b) / div * mul), b [V] may be NULL, cap 0: none */
 void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, float div, float mul, float cap);
@@ -212,13 +213,17 @@ void cu_gemv_ix_act(cu_stream s, const cu_qmat *w, const cu_gemv_ix *ix, const u
 
 /* ---- cu_route.cu: the mixture-of-experts layer's passes (cu_moe.h) ---- */
 
-#define CU_MOE_MAX_K 64 /* experts a row (top_k) */
+#define CU_MOE_MAX_K 32  /* experts a row (top_k: a lane of the pick's warp each) */
+#define CU_MOE_MAX_E 512 /* experts a layer */
 struct tm_moe_route;
 /* row t of T: p = softmax (sigmoid where sigmoid) of logit[t][0..E) + rb (rb [E] or NULL), then moe_route.h's pick
  * (r: its corr a device pointer) into sel [T][K] and w [T][K]; where sg is not NULL, sg[t] = sigmoid(logit[t][E]) (the
- * shared expert's gate). logit row stride ld; prob, choice [T][E] f32 and ok [T][E] bytes: scratch */
+ * shared expert's gate). logit row stride ld. E <= CU_MOE_MAX_E, K <= 32 */
 void cu_moe_pick(cu_stream s, const float *logit, int ld, int T, const float *rb, const struct tm_moe_route *r,
-                 int sigmoid, float *prob, float *choice, unsigned char *ok, int *sel, float *w, float *sg);
+                 int sigmoid, int *sel, float *w, float *sg);
+/* logit[t][e] (row stride ld) = h[t] · router[e] for t < T, e < E1 (h [T][D], router [E1][D], f32), each a fixed
+ * order of sums whatever T (a decode step's routing independent of its batch) */
+void cu_moe_router(cu_stream s, float *logit, int ld, const float *h, const float *router, int T, int E1, int D);
 /* xe[j][D] = h[order[j]][D] for j < n (bf16) */
 void cu_moe_gather(cu_stream s, uint16_t *xe, const uint16_t *h, const int *order, int n, int D);
 /* f[t][D] = Σ over row t's K choices, in expert order, of w[t][k] (ye[slot[t K + k]] + db[sel[t][k]]) (slot NULL: the

@@ -498,9 +498,9 @@ static int cu_check_model(const tm_model *m, tm_err *err)
 {
     if (!m || !m->bound) return tm_errf(err, TM_E_INVALID, "cuda engine: the model has no weights bound");
     if (m->mla) return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: multi-head latent attention is not supported", m->arch_name);
-    if (m->n_experts > 0 && (m->top_k < 1 || m->top_k > CU_MOE_MAX_K))
-        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: %d experts a token (at most %d)", m->arch_name, m->top_k,
-                       CU_MOE_MAX_K);
+    if (m->n_experts > 0 && (m->top_k < 1 || m->top_k > CU_MOE_MAX_K || m->n_experts > CU_MOE_MAX_E))
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: %d experts a token of %d (at most %d of %d)", m->arch_name,
+                       m->top_k, m->n_experts, CU_MOE_MAX_K, CU_MOE_MAX_E);
     if (m->Dh > CU_MAX_DH || m->Dh < 16 || m->Dh % 16)
         return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: head_dim %d (a multiple of 16, at most %d: the tensor-core "
                        "attention's tiles)", m->Dh, CU_MAX_DH);
