@@ -200,7 +200,7 @@ int cu_mat_mul_act(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, con
         return TM_OK;
     }
     int rc = cu_mat_mul(c, gu, x, m, T, err);
-    if (rc == TM_OK) cu_glu(c->st, ep->g, gu, ep->b, NULL, T, ep->F, ep->gated, ep->act);
+    if (rc == TM_OK) cu_glu(c->st, ep->g, gu, ep->b, T, ep->F, ep->gated, ep->act);
     return rc;
 }
 

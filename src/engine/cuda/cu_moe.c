@@ -132,14 +132,12 @@ void cu_moe_ws_free(cu_moe_ws *ws)
         fprintf(stderr, "cuda moe times: %ld calls, %ld rows: route %.2f ms, group %.2f ms, experts %.2f ms, shared "
                 "expert %.2f ms, combine %.2f ms\n", ws->calls, ws->rows_seen, ws->t[0] * 1e3, ws->t[1] * 1e3,
                 ws->t[2] * 1e3, ws->t[3] * 1e3, ws->t[4] * 1e3);
-    void *d[] = {ws->h32, ws->logit, ws->sel, ws->ptr, ws->w, ws->sg, ws->ord, ws->xe, ws->ge,
+    void *d[] = {ws->h32, ws->logit, ws->sel, ws->w, ws->sg, ws->ord, ws->xe, ws->ge,
                  ws->gu, ws->ye, ws->ys};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) cudaFree(d[i]);
     cudaFreeHost(ws->h_sel);
     cudaFreeHost(ws->h_ord);
-    cudaFreeHost(ws->h_ptr);
     free(ws->h_start);
-    free(ws->h_gi);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -152,24 +150,17 @@ int cu_moe_ws_init(cu_moe_ws *ws, const tm_model *m, int rows, tm_err *err)
     struct { void **p; size_t bytes; } a[] = {
         {(void **)&ws->h32, R * D * 4}, {(void **)&ws->logit, R * (size_t)ws->E1 * 4}, {(void **)&ws->sel, P * 4},
         {(void **)&ws->w, P * 4},
-        {(void **)&ws->sg, R * 4}, {(void **)&ws->ord, 5 * P * 4}, {(void **)&ws->ptr, 6 * E * sizeof(void *)},
-        {(void **)&ws->xe, 2 * P * D * 2}, {(void **)&ws->ge, 3 * P * F * 2}, {(void **)&ws->gu, 3 * P * 2 * F * 4},
-        {(void **)&ws->ye, 3 * P * D * 4},
+        {(void **)&ws->sg, R * 4}, {(void **)&ws->ord, 2 * P * 4}, {(void **)&ws->xe, P * D * 2},
+        {(void **)&ws->ge, P * F * 2}, {(void **)&ws->gu, P * 2 * F * 4}, {(void **)&ws->ye, P * D * 4},
         {(void **)&ws->ys, R * D * 4},
     };
     cudaError_t ce = cudaSuccess;
     for (size_t i = 0; i < sizeof a / sizeof a[0] && ce == cudaSuccess; i++) ce = cudaMalloc(a[i].p, a[i].bytes);
     if (ce == cudaSuccess) ce = cudaMallocHost((void **)&ws->h_sel, P * 4);
-    if (ce == cudaSuccess) ce = cudaMemset(ws->xe, 0, 2 * P * D * 2); /* rows past the gathered ones: read, never used */
-    if (ce == cudaSuccess) ce = cudaMallocHost((void **)&ws->h_ord, 5 * P * 4);
-    if (ce == cudaSuccess) ce = cudaMallocHost((void **)&ws->h_ptr, 6 * E * sizeof(void *));
-    if (ce == cudaSuccess && (!(ws->h_start = malloc((E + 1) * sizeof(int))) || !(ws->h_gi = malloc(2 * E * sizeof(int)))))
-        ce = cudaErrorMemoryAllocation;
+    if (ce == cudaSuccess) ce = cudaMallocHost((void **)&ws->h_ord, 2 * P * 4);
+    if (ce == cudaSuccess && !(ws->h_start = malloc((E + 1) * sizeof(int)))) ce = cudaErrorMemoryAllocation;
     const char *tv = getenv("TANDEM_CUDA_MOE_TIMES");
     ws->times = tv && !strcmp(tv, "1");
-    const char *g = getenv("TANDEM_CUDA_MOE_BATCHED"); /* a test and measurement switch (cu_moe.h) */
-    ws->batched = g && *g ? atoi(g) : 16;
-    ws->batched = ws->batched < 0 ? 0 : ws->batched > 16 ? 16 : ws->batched;
     if (ce == cudaSuccess) return TM_OK;
     cu_moe_ws_free(ws);
     return cu_err(err, ce, "the mixture-of-experts scratch");
@@ -205,75 +196,6 @@ static void experts_indexed(const cu_moe *mo, cu_moe_ws *ws, cudaStream_t st, co
     cu_gemv_ix_q(st, &d0.q, &di, ws->ge, Fe, P, ws->ye, D);
 }
 
-/* The bf16 experts' products in the grouped path (design block): the active experts with at most `cap` rows, cap
- * the largest for which they fit 2P padded rows, in one batched GEMM a product (cublasGemmBatchedEx, n = cap: an
- * expert's rows read on into the next expert's, its outputs a block of cap rows of which the first n are its own);
- * the larger experts one cu_mat_mul each after them; the activation one pass over every row. slot[i] := the padded
- * row of choice i (its sorted slot sl[i] in expert order on entry). 1 where cuBLAS refuses the batched call (the
- * caller loops instead, from then on). */
-static int batched_gemms(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, int P, int *sl, tm_err *err)
-{
-    int E = mo->E, Fe = mo->Fe, D = mo->D, G = 0, *st = ws->h_start;
-    int *act = ws->h_gi, *base = act + E, *ex = sl + P; /* active experts by rows ascending; each one's first row */
-    for (int e = 0; e < E; e++) {
-        int c = st[e + 1] - st[e], i = G++;
-        if (!c) { G--; continue; }
-        for (; i > 0 && st[act[i - 1] + 1] - st[act[i - 1]] > c; i--) act[i] = act[i - 1];
-        act[i] = e;
-    }
-    int gs = 0, cap = 0, rows = 0;
-    for (int i = G - 1; i >= 0 && !gs; i--) {
-        int c = st[act[i] + 1] - st[act[i]];
-        if ((size_t)(i + 1) * c * 8 <= (size_t)ws->batched * P) gs = i + 1, cap = c;
-    }
-    void **pa = ws->h_ptr;
-    for (int i = 0; i < G; i++) {
-        int e = act[i], n = st[e + 1] - st[e];
-        base[e] = i < gs ? i * cap : rows;
-        rows = i < gs ? (i + 1) * cap : rows + n;
-        for (int r = base[e]; r < base[e] + (i < gs ? cap : n); r++) ex[r] = e;
-        if (i >= gs) continue;
-        pa[i] = mo->gu.bf + (size_t)e * 2 * Fe * D, pa[E + i] = ws->xe + (size_t)st[e] * D;
-        pa[2 * E + i] = ws->gu + (size_t)i * cap * 2 * Fe, pa[3 * E + i] = mo->dn.bf + (size_t)e * D * Fe;
-        pa[4 * E + i] = ws->ge + (size_t)i * cap * Fe, pa[5 * E + i] = ws->ye + (size_t)i * cap * D;
-    }
-    for (int i = 0; i < P; i++) { /* choice i: its expert's block, its row in it */
-        int e = ws->h_sel[i];
-        sl[i] = base[e] + sl[i] - st[e];
-    }
-    CK(cudaMemcpyAsync(ws->ord + P, sl, sizeof(int) * (size_t)(P + rows), cudaMemcpyHostToDevice, mm->st), "expert order");
-    CK(cudaMemcpyAsync(ws->ptr, pa, 6 * (size_t)E * sizeof(void *), cudaMemcpyHostToDevice, mm->st), "expert operands");
-    void *const *d = ws->ptr;
-    const float one = 1.f, zero = 0.f;
-    /* gu[cap rows][2Fe] = xe[expert's rows] · gu_eᵀ, column-major as cu_mat_mul's: (2Fe x cap) = gu_e(op T) · xe */
-    cublasStatus_t s = gs ? cublasGemmBatchedEx(mm->blas, CUBLAS_OP_T, CUBLAS_OP_N, 2 * Fe, cap, D, &one,
-                                                (const void *const *)d, CUDA_R_16BF, D, (const void *const *)d + E,
-                                                CUDA_R_16BF, D, &zero, d + 2 * E, CUDA_R_32F, 2 * Fe, gs, CUBLAS_COMPUTE_32F,
-                                                CUBLAS_GEMM_DEFAULT)
-                          : CUBLAS_STATUS_SUCCESS;
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED) return ws->batched = 0, 1;
-    int rc = s == CUBLAS_STATUS_SUCCESS ? TM_OK : tm_errf(err, TM_E_IO, "cuda engine: the experts' batched GEMM failed (status %d)", (int)s);
-    for (int i = gs; i < G && rc == TM_OK; i++) { /* the experts past cap, alone */
-        cu_mat g = cu_mat_view(&mo->gu, act[i], 2 * Fe);
-        rc = cu_mat_mul(mm, ws->gu + (size_t)base[act[i]] * 2 * Fe, ws->xe + (size_t)st[act[i]] * D, &g,
-                        st[act[i] + 1] - st[act[i]], err);
-    }
-    if (rc) return rc;
-    cu_glu(mm->st, ws->ge, ws->gu, mo->gub, mo->gub ? ws->ord + 2 * (size_t)P : NULL, rows, Fe, 1, mo->act);
-    s = gs ? cublasGemmBatchedEx(mm->blas, CUBLAS_OP_T, CUBLAS_OP_N, D, cap, Fe, &one, (const void *const *)d + 3 * E,
-                                 CUDA_R_16BF, Fe, (const void *const *)d + 4 * E, CUDA_R_16BF, Fe, &zero, d + 5 * E,
-                                 CUDA_R_32F, D, gs, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-           : CUBLAS_STATUS_SUCCESS;
-    if (s != CUBLAS_STATUS_SUCCESS)
-        return tm_errf(err, TM_E_IO, "cuda engine: the experts' batched GEMM failed (status %d)", (int)s);
-    for (int i = gs; i < G && rc == TM_OK; i++) {
-        cu_mat dn = cu_mat_view(&mo->dn, act[i], D);
-        rc = cu_mat_mul(mm, ws->ye + (size_t)base[act[i]] * D, ws->ge + (size_t)base[act[i]] * Fe, &dn,
-                        st[act[i] + 1] - st[act[i]], err);
-    }
-    return rc;
-}
-
 /* the experts' products over their rows grouped on the host (design block: grouped); *slot := each choice's
  * slot (device) */
 static int experts_grouped(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint16_t *h16, int T,
@@ -286,11 +208,9 @@ static int experts_grouped(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, con
     tm_moe_group(ws->h_sel, NULL, T, K, mo->E, ws->h_start, order, NULL, sl);
     CK(cudaMemcpyAsync(ws->ord, order, sizeof(int) * (size_t)P, cudaMemcpyHostToDevice, mm->st), "expert order");
     cu_moe_gather(mm->st, ws->xe, h16, ws->ord, P, D);
+    CK(cudaMemcpyAsync(ws->ord + P, sl, sizeof(int) * (size_t)P, cudaMemcpyHostToDevice, mm->st), "expert order");
     *slot = ws->ord + P;
     phase(ws, mm->st, 1);
-    if (ws->batched && mo->gu.bf && mo->dn.bf && (rc = batched_gemms(mo, ws, mm, P, sl, err)) != 1) return rc;
-    CK(cudaMemcpyAsync(ws->ord + P, sl, sizeof(int) * (size_t)P, cudaMemcpyHostToDevice, mm->st), "expert order");
-    rc = TM_OK;
     for (int e = 0; e < mo->E && rc == TM_OK; e++) { /* one expert at a time, its rows' slots contiguous */
         int j0 = ws->h_start[e], n = ws->h_start[e + 1] - j0;
         if (!n) continue;

@@ -26,15 +26,13 @@
  *   grouped (otherwise: a prefill chunk, a large batch, bf16 experts): sel comes down (the call's one
  *        synchronisation), tm_moe_group sorts the pairs by expert on the host (the CPU engines' counting
  *        sort), the order, each pair's slot and each slot's expert go up; xe = the rows of h16 gathered in
- *        that order. bf16 experts: each product one batched GEMM (cublasGemmBatchedEx) over the active
- *        experts of at most cap rows, every one padded to cap (its B read on into the next expert's rows,
- *        its outputs a block of cap rows), cap the largest that keeps them within 2 P rows; the few larger
- *        experts one GEMM each; the activation one pass (each row's expert for its biases). An expert's
- *        GEMM alone is a few dozen rows (P / E) and fills a tenth of the GPU, and a loop of them, or
- *        cuBLAS's grouped call, which ran them one after another, left the prefill at a tenth of the GPU
- *        (H100, call 2 of session 54). Packed experts: each expert with n rows runs its two products over
- *        its slots (cu_mat_mul: the GEMV up to gemv_max rows, else cuBLAS over the expert dequantized into
- *        the scratch).
+ *        that order; each expert with n rows runs its two products over its slots (cu_mat_mul: cuBLAS over
+ *        bf16, a packed expert's GEMV up to gemv_max rows, else cuBLAS over it dequantized into the scratch).
+ *        Measured on an H100 (docs/benchmarks.md "Session 54"): a prefill chunk's experts spend ~6 ms a layer
+ *        here at 512 rows (an expert's product is P / E, a few dozen, rows), and neither cuBLAS's grouped GEMM
+ *        (cublasGemmGroupedBatchedEx) nor one batched GEMM over the experts padded to a common row count
+ *        (cublasGemmBatchedEx) did better than this loop (0.65-1.0x), so the loop stays; TANDEM_CUDA_MOE_TIMES=1
+ *        times the phases. What bounds it is not established.
  *   shared expert: ge = act(h16 · s_guᵀ), ys = ge · s_dnᵀ
  *   f[T][D] = Σ over the row's choices in expert order of w (ye + db), + sg ys (cu_moe_combine)
  * The engine then adds f into the residual stream as it adds a dense FFN's output. */
@@ -66,16 +64,11 @@ typedef struct cu_moe_ws {
     float *logit;                     /* [rows][E1] */
     int *sel;                         /* [pairs] */
     float *w, *sg;                    /* [pairs], [rows] */
-    int *ord;                         /* [5][pairs]: the grouped order, each choice's slot, each slot's expert ([3]) */
-    void **ptr;                       /* [6][E] the batched GEMMs' operands (device) */
-    int batched;                      /* bf16 experts' batched GEMMs: their padded rows at most batched / 8 x pairs (16,
-                                         2 P; TANDEM_CUDA_MOE_BATCHED=N: N in 0..16, 0 or a cuBLAS refusal: a loop) */
-    uint16_t *xe, *ge;                /* [2 pairs][D] (rows past the gathered ones zero), [3 pairs][max(Fe, Fs)] bf16 */
-    float *gu, *ye, *ys;              /* [3 pairs][2 max(Fe, Fs)], [3 pairs][D], [rows][D] */
-    int *h_sel, *h_ord;               /* pinned: [pairs], [5][pairs] */
-    void **h_ptr;                     /* pinned: [6][E] */
+    int *ord;                         /* [2][pairs]: the grouped order, then each choice's slot */
+    uint16_t *xe, *ge;                /* [pairs][D], [pairs][max(Fe, Fs)] bf16 */
+    float *gu, *ye, *ys;              /* [pairs][2 max(Fe, Fs)], [pairs][D], [rows][D] */
+    int *h_sel, *h_ord;               /* pinned: [pairs], [2][pairs] */
     int *h_start;                     /* [E + 1] */
-    int *h_gi;                        /* [2][E]: the active experts by rows, each one's first padded row */
     int times;                        /* TANDEM_CUDA_MOE_TIMES=1 (a measurement switch): each call's phases timed
                                          (the stream synchronised between them), the totals printed when freed */
     double t_last, t[5];              /* route, group, experts, shared expert, combine: seconds */

@@ -92,12 +92,11 @@ extern "C" void cu_residual(cu_stream s, float *x, const float *a, const float *
 
 /* the activations in float math on doubles, as the reference: the pass is memory-bound (T F elements
  * read twice, written once), so the H200's double rate costs nothing that shows */
-__global__ void k_glu(uint16_t *g, const float *gu, const float *b, const int *bsel, int F, int gated, int act)
+__global__ void k_glu(uint16_t *g, const float *gu, const float *b, int F, int gated, int act)
 {
     pdl_enter();
     int t = blockIdx.y, nr = gated ? 2 * F : F;
     const float *row = gu + (size_t)t * nr;
-    if (b && bsel) b += (size_t)bsel[t] * nr;
     for (int f = blockIdx.x * NT + threadIdx.x; f < F; f += gridDim.x * NT) {
         float v;
         if (gated) v = glu_f(act, row[f] + (b ? b[f] : 0.f), row[F + f] + (b ? b[F + f] : 0.f));
@@ -106,12 +105,11 @@ __global__ void k_glu(uint16_t *g, const float *gu, const float *b, const int *b
     }
 }
 
-extern "C" void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, const int *bsel, int T, int F, int gated,
-                       int act)
+extern "C" void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, int T, int F, int gated, int act)
 {
     int bx = (F + NT - 1) / NT;
     dim3 grid(bx < 64 ? bx : 64, T);
-    cu_go(k_glu, grid, NT, 0, s, g, gu, b, bsel, F, gated, act);
+    cu_go(k_glu, grid, NT, 0, s, g, gu, b, F, gated, act);
 }
 
 __global__ void k_logits(float *l, const float *b, size_t n, int V, float div, float mul, float cap)

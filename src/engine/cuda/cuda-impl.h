@@ -48,9 +48,8 @@ void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const
                  int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16);
 
 /* g[T][F] = bf16(gated ? glu(act, gu[t][f] + b[f], gu[t][F + f] + b[F + f]) : act(gu[t][f] + b[f])),
- * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas). bsel [T] (device), where not
- * NULL: row t's bias is the row bsel[t] of b ([n][2F] or [n][F]: the experts' biases of rows grouped by expert) */
-void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, const int *bsel, int T, int F, int gated, int act);
+ * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas) */
+void cu_glu(cu_stream s, uint16_t *g, const float *gu, const float *b, int T, int F, int gated, int act);
 
 /* logits[R][V] = softcap((logits + b) / div * mul), b [V] may be NULL, cap 0: none */
 void cu_logits_finish(cu_stream s, float *logits, const float *b, int R, int V, float div, float mul, float cap);
