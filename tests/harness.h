@@ -100,6 +100,14 @@ static inline int th_link_files(const char *dir, const char *src_dir, const char
     return 0;
 }
 
+/* th_max_abs: the largest |a[i]| of a row [n] */
+static inline double th_max_abs(const float *a, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
 /* th_max_diff: the largest |a[i] - b[i]| of two rows [n] */
 static inline double th_max_diff(const float *a, const float *b, int n)
 {

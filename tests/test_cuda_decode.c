@@ -57,13 +57,6 @@ typedef struct eng {
     void *ctx;
 } eng;
 
-static double max_abs(const float *a, int n)
-{
-    double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
-    return m;
-}
-
 static tm_kv_cache *cache_of(const tm_model *m, tm_dtype dt, int pages)
 {
     tm_kv_cache *kv = NULL;
@@ -102,7 +95,7 @@ static void close_rows(const char *what, const float *cpu, const float *gpu, int
                        double *d_max)
 {
     int agree;
-    double kl = th_kl_row(cpu, gpu, V, &agree), d = th_max_diff(cpu, gpu, V) / max_abs(cpu, V);
+    double kl = th_kl_row(cpu, gpu, V, &agree), d = th_max_diff(cpu, gpu, V) / th_max_abs(cpu, V);
     if (kl > *kl_max) *kl_max = kl;
     if (d > *d_max) *d_max = d;
     *flips += !agree;
@@ -229,7 +222,7 @@ static void batch(eng gpu, eng cpu, const tm_model *m, const int32_t *ids)
         tm_kv_seq *q = &s1[b];
         int last = len[b] + BSTEPS - 1;
         CHECK(prefill(cpu, k1, q, p[b], last, 1) == TM_OK && step(gpu, k1, &q, &p[b][last], &last, 1, l1) == TM_OK);
-        d_alone = fmax(d_alone, th_max_diff(l1, lg + (size_t)b * V, V) / max_abs(l1, V));
+        d_alone = fmax(d_alone, th_max_diff(l1, lg + (size_t)b * V, V) / th_max_abs(l1, V));
         tm_kv_seq_release(k1, q);
     }
     printf("batched vs alone on the GPU: max diff %.2e of the row's max\n", d_alone);
@@ -356,7 +349,7 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids, 
         tm_ref_free(r);
         for (int i = 0; i < 3; i++) {
             int agree;
-            double kl = th_kl_row(ref, lg[i], V, &agree), d = th_max_diff(ref, lg[i], V) / max_abs(ref, V);
+            double kl = th_kl_row(ref, lg[i], V, &agree), d = th_max_diff(ref, lg[i], V) / th_max_abs(ref, V);
             printf("%s: last step vs the f32 reference over the same weights: KL %.2e, max diff %.2e of the row's max, "
                    "top-1 %s\n", name[i], kl, d, agree ? "agrees" : "DIFFERS");
             CHECKF(kl < 1e-3 && agree && d < 0.05, "%s vs the reference: KL %.3e, max diff %.3e", name[i], kl, d);
@@ -380,7 +373,7 @@ static void packed(const tm_engine_vt *vt, const char *dir, const int32_t *ids, 
     for (int b = 0; b < NB && ok; b++) {
         memset(&s1, 0, sizeof s1);
         ok = prefill(g[0], k1, &s1, ids + 3 * b, pos[b], 1) == TM_OK && step(g[0], k1, &p1, &tok[b], &pos[b], 1, lg[0]) == TM_OK;
-        double d = ok ? th_max_diff(lg[0], lb + (size_t)b * V, V) / max_abs(lg[0], V) : 1;
+        double d = ok ? th_max_diff(lg[0], lb + (size_t)b * V, V) / th_max_abs(lg[0], V) : 1;
         dworst = d > dworst ? d : dworst;
         tm_kv_seq_release(k1, &s1);
     }

@@ -40,13 +40,6 @@ typedef struct eng {
     void *ctx;
 } eng;
 
-static double max_abs(const float *a, int n)
-{
-    double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
-    return m;
-}
-
 static tm_kv_cache *cache_of(const tm_model *m, int pages)
 {
     tm_kv_cache *kv = NULL;
@@ -113,7 +106,7 @@ static void one_sequence(const char *name, eng *g, const tm_model *m, const int3
         CHECK(r && tm_ref_forward(r, ids, NP + STEPS, 0, ref, 0, &err) == TM_OK);
         tm_ref_free(r);
         int agree;
-        double kl = th_kl_row(ref, lg[0], V, &agree), d = th_max_diff(ref, lg[0], V) / max_abs(ref, V);
+        double kl = th_kl_row(ref, lg[0], V, &agree), d = th_max_diff(ref, lg[0], V) / th_max_abs(ref, V);
         printf("%s: the last step vs the f32 reference over the same weights: KL %.2e, max diff %.2e of the row's max, "
                "top-1 %s\n", name, kl, d, agree ? "agrees" : "differs");
         CHECKF(kl < 1e-2, "%s: vs the reference KL %.3e", name, kl);
@@ -151,7 +144,7 @@ static void batch(const char *name, eng e, const tm_model *m, const int32_t *ids
         int last = len[b] + BSTEPS - 1, agree = 1;
         tm_kv_seq *q = &s1;
         ok = prefill(e, k1, q, ids + 3 * b, last, 1) == TM_OK && step(e, k1, &q, &ids[3 * b + last], &last, 1, l1) == TM_OK;
-        if (ok) d = fmax(d, th_max_diff(l1, lg + (size_t)b * V, V) / max_abs(l1, V));
+        if (ok) d = fmax(d, th_max_diff(l1, lg + (size_t)b * V, V) / th_max_abs(l1, V));
         if (ok) kl_max = fmax(kl_max, th_kl_row(l1, lg + (size_t)b * V, V, &agree));
         flips += !agree;
         tm_kv_seq_release(k1, q);
