@@ -1,6 +1,6 @@
 /* model/moe_route.h: the experts a row of a mixture-of-experts layer goes to, and their weights (model.h's
- * "moe" line), one implementation for the reference, the CPU engines and the CUDA engine (moe_route.inc,
- * compiled for the device too). The engine computes the row's
+ * "moe" line), one implementation for the reference and the CPU engines (moe_route.inc; the CUDA engine's
+ * warp-a-row pick keeps the same rule and compiles its group mask from it). The engine computes the row's
  * scores p[E] (the router's softmax, or DeepSeek-V3's sigmoid); then
  *
  *   choice = p + corr                          (corr: V3's e_score_correction_bias, else 0)
