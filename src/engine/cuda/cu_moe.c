@@ -47,10 +47,7 @@ int cu_moe_up(cu_moe *mo, cudaStream_t st, const tm_model *m, int l, int packed,
 {
     memset(mo, 0, sizeof *mo);
     const tm_layer_weights *w = &m->w[l];
-    int E = m->n_experts, D = m->D, Fe = m->F_expert, rc = TM_OK;
-    if (m->top_k < 1 || m->top_k > CU_MOE_MAX_K || E > CU_MOE_MAX_E)
-        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: %d experts a token of %d (at most %d of %d)", m->arch_name,
-                       m->top_k, E, CU_MOE_MAX_K, CU_MOE_MAX_E);
+    int E = m->n_experts, D = m->D, Fe = m->F_expert, rc = TM_OK; /* top_k, E within the kernels' bounds: cu_check_model */
     mo->D = D, mo->E = E, mo->Fe = Fe, mo->K = m->top_k, mo->Fs = m->F_shared, mo->act = m->act;
     mo->sigmoid = m->router_sigmoid, mo->n_group = m->n_group, mo->topk_group = m->topk_group;
     mo->group_top2 = m->group_top2, mo->norm_topk = m->norm_topk_prob, mo->scale = m->routed_scale;
@@ -132,8 +129,7 @@ void cu_moe_ws_free(cu_moe_ws *ws)
         fprintf(stderr, "cuda moe times: %ld calls, %ld rows: route %.2f ms, group %.2f ms, experts %.2f ms, shared "
                 "expert %.2f ms, combine %.2f ms\n", ws->calls, ws->rows_seen, ws->t[0] * 1e3, ws->t[1] * 1e3,
                 ws->t[2] * 1e3, ws->t[3] * 1e3, ws->t[4] * 1e3);
-    void *d[] = {ws->h32, ws->logit, ws->sel, ws->w, ws->sg, ws->ord, ws->xe, ws->ge,
-                 ws->gu, ws->ye, ws->ys};
+    void *d[] = {ws->h32, ws->logit, ws->sel, ws->w, ws->sg, ws->ord, ws->xe, ws->ge, ws->gu, ws->ye, ws->ys};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) cudaFree(d[i]);
     cudaFreeHost(ws->h_sel);
     cudaFreeHost(ws->h_ord);
@@ -149,10 +145,9 @@ int cu_moe_ws_init(cu_moe_ws *ws, const tm_model *m, int rows, tm_err *err)
     ws->rows = rows, ws->pairs = (int)P, ws->E1 = (int)E + (m->F_shared > 0 && m->shared_gate);
     struct { void **p; size_t bytes; } a[] = {
         {(void **)&ws->h32, R * D * 4}, {(void **)&ws->logit, R * (size_t)ws->E1 * 4}, {(void **)&ws->sel, P * 4},
-        {(void **)&ws->w, P * 4},
-        {(void **)&ws->sg, R * 4}, {(void **)&ws->ord, 2 * P * 4}, {(void **)&ws->xe, P * D * 2},
-        {(void **)&ws->ge, P * F * 2}, {(void **)&ws->gu, P * 2 * F * 4}, {(void **)&ws->ye, P * D * 4},
-        {(void **)&ws->ys, R * D * 4},
+        {(void **)&ws->w, P * 4},       {(void **)&ws->sg, R * 4},       {(void **)&ws->ord, 2 * P * 4},
+        {(void **)&ws->xe, P * D * 2},  {(void **)&ws->ge, P * F * 2},   {(void **)&ws->gu, P * 2 * F * 4},
+        {(void **)&ws->ye, P * D * 4},  {(void **)&ws->ys, R * D * 4},
     };
     cudaError_t ce = cudaSuccess;
     for (size_t i = 0; i < sizeof a / sizeof a[0] && ce == cudaSuccess; i++) ce = cudaMalloc(a[i].p, a[i].bytes);
@@ -179,7 +174,6 @@ static void phase(cu_moe_ws *ws, cudaStream_t st, int i)
     if (i >= 0) ws->t[i] += now - ws->t_last;
     ws->t_last = now;
 }
-
 
 /* the experts' products, pair by pair on the device (design block: indexed) */
 static void experts_indexed(const cu_moe *mo, cu_moe_ws *ws, cudaStream_t st, const uint16_t *h16, int T)

@@ -75,8 +75,9 @@ typedef struct cu_moe_ws {
     long calls, rows_seen;
 } cu_moe_ws;
 
-/* layer l's router and experts (m->layer[l].moe) up; packed: keep quantized experts packed. Errors: TM_E_NOMEM,
- * TM_E_UNSUPPORTED (top_k past CU_MOE_MAX_K, experts past CU_MOE_MAX_E), the loader's naming the tensor */
+/* layer l's router and experts (m->layer[l].moe) up; packed: keep quantized experts packed. The model's top_k and
+ * experts within CU_MOE_MAX_K / CU_MOE_MAX_E (the engine's bind checks). Errors: TM_E_NOMEM, the loader's naming
+ * the tensor */
 int cu_moe_up(cu_moe *mo, cudaStream_t st, const tm_model *m, int l, int packed, float *tmp, size_t tmp_n, tm_err *err);
 void cu_moe_free(cu_moe *mo);
 /* bytes of the product scratch (cu_mm.dq) its matrices may need */
