@@ -1,6 +1,7 @@
 /* engine/cuda/cu_moe.c: a mixture-of-experts layer on the CUDA engine (cu_moe.h has the design). */
 #include "engine/cuda/cu_moe.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +97,11 @@ int cu_moe_up(cu_moe *mo, cudaStream_t st, const tm_model *m, int l, int packed,
         rc = up_stack(&mo->sgu, st, sp, 2, D, packed, tmp, tmp_n, err);
         if (rc == TM_OK) rc = up_stack(&mo->sdn, st, &sd, 1, mo->Fs, packed, tmp, tmp_n, err);
     }
-    if (rc == TM_OK) return TM_OK;
+    if (rc == TM_OK) {
+        cu_stack g = {&mo->gu.q, mo->gu.bf, 2 * Fe, D}, d = {&mo->dn.q, mo->dn.bf, D, Fe};
+        mo->mm = cu_moe_mm_ok(&g) && cu_moe_mm_ok(&d);
+        return TM_OK;
+    }
 fail:
     cu_moe_free(mo);
     return rc;
@@ -119,7 +124,15 @@ size_t cu_moe_dq_bytes(const cu_moe *mo)
     return mx;
 }
 
-int cu_moe_ix_rows(const cu_moe *mo) { return mo->gu.q.q && mo->dn.q.q ? CU_MOE_IX_ROWS : 0; }
+/* the indexed path's rows: packed experts only */
+static int ix_rows(const cu_moe *mo) { return mo->gu.q.q && mo->dn.q.q ? CU_MOE_IX_ROWS : 0; }
+
+int cu_moe_capture_rows(const cu_moe *mo, int paths)
+{
+    int ix = paths & CU_MOE_PATH_IX ? ix_rows(mo) : 0, mm = (paths & CU_MOE_PATH_MM) && mo->mm;
+    if (ix_rows(mo) && !ix) return 0; /* a decode step's few rows over packed experts grouped on the host */
+    return mm ? INT32_MAX : ix;
+}
 
 /* ---- working memory ---------------------------------------------------------------------------- */
 
@@ -129,7 +142,7 @@ void cu_moe_ws_free(cu_moe_ws *ws)
         fprintf(stderr, "cuda moe times: %ld calls, %ld rows: route %.2f ms, group %.2f ms, experts %.2f ms, shared "
                 "expert %.2f ms, combine %.2f ms\n", ws->calls, ws->rows_seen, ws->t[0] * 1e3, ws->t[1] * 1e3,
                 ws->t[2] * 1e3, ws->t[3] * 1e3, ws->t[4] * 1e3);
-    void *d[] = {ws->h32, ws->logit, ws->sel, ws->w, ws->sg, ws->ord, ws->xe, ws->ge, ws->gu, ws->ye, ws->ys};
+    void *d[] = {ws->h32, ws->logit, ws->sel, ws->w, ws->sg, ws->ord, ws->tiles, ws->xe, ws->ge, ws->gu, ws->ye, ws->ys};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) cudaFree(d[i]);
     cudaFreeHost(ws->h_sel);
     cudaFreeHost(ws->h_ord);
@@ -143,9 +156,11 @@ int cu_moe_ws_init(cu_moe_ws *ws, const tm_model *m, int rows, tm_err *err)
     size_t R = (size_t)rows, P = R * (size_t)m->top_k, E = (size_t)m->n_experts, D = (size_t)m->D;
     size_t F = (size_t)(m->F_shared > m->F_expert ? m->F_shared : m->F_expert);
     ws->rows = rows, ws->pairs = (int)P, ws->E1 = (int)E + (m->F_shared > 0 && m->shared_gate);
+    ws->max_tiles = cu_moe_max_tiles((int)P, (int)E);
     struct { void **p; size_t bytes; } a[] = {
         {(void **)&ws->h32, R * D * 4}, {(void **)&ws->logit, R * (size_t)ws->E1 * 4}, {(void **)&ws->sel, P * 4},
         {(void **)&ws->w, P * 4},       {(void **)&ws->sg, R * 4},       {(void **)&ws->ord, 2 * P * 4},
+        {(void **)&ws->tiles, (1 + 3 * (size_t)ws->max_tiles) * 4},
         {(void **)&ws->xe, P * D * 2},  {(void **)&ws->ge, P * F * 2},   {(void **)&ws->gu, P * 2 * F * 4},
         {(void **)&ws->ye, P * D * 4},  {(void **)&ws->ys, R * D * 4},
     };
@@ -190,6 +205,21 @@ static void experts_indexed(const cu_moe *mo, cu_moe_ws *ws, cudaStream_t st, co
     cu_gemv_ix_q(st, &d0.q, &di, ws->ge, Fe, P, ws->ye, D);
 }
 
+/* the experts' products over their rows grouped on the device (design block: tiled); *slot := each choice's slot */
+static void experts_tiled(const cu_moe *mo, cu_moe_ws *ws, cudaStream_t st, const uint16_t *h16, int T, const int **slot)
+{
+    int Fe = mo->Fe, D = mo->D, P = T * mo->K;
+    cu_moe_sort(st, ws->sel, P, mo->K, mo->E, ws->ord, ws->ord + P, ws->tiles);
+    cu_moe_gather(st, ws->xe, h16, ws->ord, P, D);
+    *slot = ws->ord + P;
+    phase(ws, st, 1);
+    int mt = cu_moe_max_tiles(P, mo->E);
+    cu_stack g = {&mo->gu.q, mo->gu.bf, 2 * Fe, D}, d = {&mo->dn.q, mo->dn.bf, D, Fe};
+    cu_gemv_epi ep = {.gated = 1, .act = mo->act, .F = Fe, .ldg = Fe, .b = mo->gub, .g = ws->ge};
+    cu_moe_mm(st, &g, ws->tiles, mt, ws->xe, NULL, 0, &ep);
+    cu_moe_mm(st, &d, ws->tiles, mt, ws->ge, ws->ye, D, NULL);
+}
+
 /* the experts' products over their rows grouped on the host (design block: grouped); *slot := each choice's
  * slot (device) */
 static int experts_grouped(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint16_t *h16, int T,
@@ -218,7 +248,7 @@ static int experts_grouped(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, con
 }
 
 int cu_moe_forward(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint16_t *h16, const float *h32, int T,
-                   int ix, float *f, tm_err *err)
+                   int paths, float *f, tm_err *err)
 {
     if (T < 1 || T > ws->rows) return tm_errf(err, TM_E_INVALID, "cuda engine: a mixture-of-experts call of %d rows", T);
     phase(ws, mm->st, -1);
@@ -236,9 +266,12 @@ int cu_moe_forward(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint1
     cu_moe_pick(mm->st, ws->logit, E1, T, mo->rb, &r, mo->sigmoid, ws->sel, ws->w, mo->s_gate ? ws->sg : NULL);
     phase(ws, mm->st, 0);
     const int *slot = NULL;
-    if (ix && T <= cu_moe_ix_rows(mo)) experts_indexed(mo, ws, mm->st, h16, T);
+    /* packed experts over a decode step's few rows: the GEMV, indexed or (the indexed path off) grouped on the host */
+    int gemv = T <= ix_rows(mo);
+    if (gemv && (paths & CU_MOE_PATH_IX)) experts_indexed(mo, ws, mm->st, h16, T);
+    else if (!gemv && (paths & CU_MOE_PATH_MM) && mo->mm) experts_tiled(mo, ws, mm->st, h16, T, &slot);
     else rc = experts_grouped(mo, ws, mm, h16, T, &slot, err);
-    phase(ws, mm->st, 2); /* (experts_grouped marks its grouping as phase 1) */
+    phase(ws, mm->st, 2); /* (the tiled and grouped paths mark their grouping as phase 1) */
     if (rc == TM_OK && mo->Fs) { /* the shared expert, every row */
         cu_gemv_epi ep = {.gated = 1, .act = mo->act, .F = mo->Fs, .ldg = mo->Fs, .g = ws->ge};
         rc = cu_mat_mul_act(mm, &ep, h16, &mo->sgu, T, ws->gu, err);

@@ -23,16 +23,22 @@
  *        ge[t K + k] = act(h16[t] · gu_selᵀ) bf16, ye[t K + k] = ge · dn_selᵀ f32. Nothing comes to the
  *        host, so a decode step stays one CUDA graph. A pair reads its expert's weights whole, so rows
  *        that share an expert read it again (mostly from L2).
- *   grouped (otherwise: a prefill chunk, a large batch, bf16 experts): sel comes down (the call's one
- *        synchronisation), tm_moe_group sorts the pairs by expert on the host (the CPU engines' counting
- *        sort), the order, each pair's slot and each slot's expert go up; xe = the rows of h16 gathered in
- *        that order; each expert with n rows runs its two products over its slots (cu_mat_mul: cuBLAS over
+ *   tiled (otherwise, where cu_moe_mm takes both stacks: a prefill chunk, a decode batch past 16 rows):
+ *        cu_moe_sort puts the pairs in slots grouped by expert and lists each expert's row tiles (64 slots),
+ *        all on the device; xe = the rows of h16 gathered in slot order; cu_moe_mm runs each product once
+ *        over every tile, on tensor cores (the packed weights unpacked to bf16 on their way to shared memory):
+ *        ge[slot] = act of the gate|up product (fused), ye[slot] = ge · dn_eᵀ. Two launches for all the
+ *        experts and no synchronisation, so a large decode batch is captured too.
+ *   grouped (the tiled path off (TANDEM_CUDA_MOE_MM=0) or not possible, or the indexed one off for a decode
+ *        step): sel comes down (the call's one synchronisation), tm_moe_group sorts the pairs by expert on
+ *        the host (the CPU engines' counting sort), the order, each pair's slot and each slot's expert go up;
+ *        xe as above; each expert with n rows runs its two products over its slots (cu_mat_mul: cuBLAS over
  *        bf16, a packed expert's GEMV up to gemv_max rows, else cuBLAS over it dequantized into the scratch).
  *        Measured on an H100 (docs/benchmarks.md "Session 54"): a prefill chunk's experts spend ~6 ms a layer
- *        here at 512 rows (an expert's product is P / E, a few dozen, rows), and neither cuBLAS's grouped GEMM
- *        (cublasGemmGroupedBatchedEx) nor one batched GEMM over the experts padded to a common row count
- *        (cublasGemmBatchedEx) did better than this loop (0.65-1.0x), so the loop stays; TANDEM_CUDA_MOE_TIMES=1
- *        times the phases. What bounds it is not established.
+ *        here at 512 rows (a few hundred launches a layer: an expert's product is P / E, a few dozen, rows);
+ *        neither cuBLAS's grouped GEMM (cublasGemmGroupedBatchedEx) nor one batched GEMM over the experts
+ *        padded to a common row count (cublasGemmBatchedEx) did better (0.65-1.0x). TANDEM_CUDA_MOE_TIMES=1
+ *        times the phases.
  *   shared expert: ge = act(h16 · s_guᵀ), ys = ge · s_dnᵀ
  *   f[T][D] = Σ over the row's choices in expert order of w (ye + db), + sg ys (cu_moe_combine)
  * The engine then adds f into the residual stream as it adds a dense FFN's output. */
@@ -43,6 +49,8 @@
 #include "model/model.h"
 
 #define CU_MOE_IX_ROWS 16     /* rows up to which packed experts run indexed (no synchronisation) */
+#define CU_MOE_PATH_IX 1      /* cu_moe_forward's paths: the indexed one for decode steps (TANDEM_CUDA_MOE_IX=0: off) */
+#define CU_MOE_PATH_MM 2      /* the tiled one (TANDEM_CUDA_MOE_MM=0: off) */
 #define CU_MOE_ROUTER_ROWS 64 /* rows up to which the router's product is cu_moe_router's (batch-invariant) */
 
 typedef struct cu_moe {
@@ -55,6 +63,7 @@ typedef struct cu_moe {
     cu_mat gu, dn;                    /* [E][2Fe][D], [E][D][Fe] */
     float *gub, *db;                  /* [E][2Fe], [E][D] or NULL */
     cu_mat sgu, sdn;                  /* the shared expert [2Fs][D], [D][Fs] (Fs 0: none) */
+    int mm;                           /* cu_moe_mm takes both stacks (the tiled path) */
 } cu_moe;
 
 /* Working memory for up to `rows` rows, shared by the layers (cuda_engine.c: one per engine) */
@@ -65,6 +74,7 @@ typedef struct cu_moe_ws {
     int *sel;                         /* [pairs] */
     float *w, *sg;                    /* [pairs], [rows] */
     int *ord;                         /* [2][pairs]: the grouped order, then each choice's slot */
+    int *tiles, max_tiles;            /* [1 + 3 max_tiles]: cu_moe_sort's row tiles */
     uint16_t *xe, *ge;                /* [pairs][D], [pairs][max(Fe, Fs)] bf16 */
     float *gu, *ye, *ys;              /* [pairs][2 max(Fe, Fs)], [pairs][D], [rows][D] */
     int *h_sel, *h_ord;               /* pinned: [pairs], [2][pairs] */
@@ -82,16 +92,18 @@ int cu_moe_up(cu_moe *mo, cudaStream_t st, const tm_model *m, int l, int packed,
 void cu_moe_free(cu_moe *mo);
 /* bytes of the product scratch (cu_mm.dq) its matrices may need */
 size_t cu_moe_dq_bytes(const cu_moe *mo);
-/* rows up to which a call runs without a synchronisation (capturable): CU_MOE_IX_ROWS where packed, else 0 */
-int cu_moe_ix_rows(const cu_moe *mo);
+/* rows up to which a call by the paths (CU_MOE_PATH_*) runs without a synchronisation (so may be captured):
+ * over packed experts, 0 without the indexed path, else INT32_MAX with the tiled one, else CU_MOE_IX_ROWS; over bf16
+ * experts INT32_MAX with the tiled path, else 0 */
+int cu_moe_capture_rows(const cu_moe *mo, int paths);
 
 int cu_moe_ws_init(cu_moe_ws *ws, const tm_model *m, int rows, tm_err *err);
 void cu_moe_ws_free(cu_moe_ws *ws);
 
 /* f[T][D] = the layer's MoE FFN of the rows h16 [T][D] (bf16) / h32 [T][D] (the same rows, f32), T in 1..ws->rows.
- * mm: the call's products (its stream, cuBLAS, scratch, gemv_max); ix: the indexed path where T <=
- * cu_moe_ix_rows(mo) (0: grouped whatever T) */
+ * mm: the call's products (its stream, cuBLAS, scratch, gemv_max); paths: CU_MOE_PATH_* allowed (the design block
+ * says which runs) */
 int cu_moe_forward(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint16_t *h16, const float *h32, int T,
-                   int ix, float *f, tm_err *err);
+                   int paths, float *f, tm_err *err);
 
 #endif

@@ -1,6 +1,7 @@
 /* engine/cuda/cu_route.cu: the mixture-of-experts layer's passes on the device (cu_moe.h has the design):
- * the routing of each row (a warp a row: the router's scores, then the pick by moe_route.h's rule), the gather
- * of the rows grouped by expert, and the combine of the experts' outputs. */
+ * the routing of each row (a warp a row: the router's scores, then the pick by moe_route.h's rule), the choices
+ * sorted by expert (their slots and the experts' row tiles for cu_moe_mm), the gather of the rows grouped
+ * by expert, and the combine of the experts' outputs. */
 #include <limits.h>
 #include <math.h>
 
@@ -112,6 +113,65 @@ extern "C" void cu_moe_pick(cu_stream s, const float *logit, int ld, int T, cons
                             int sigmoid, int *sel, float *w, float *sg)
 {
     cu_go(k_moe_pick, (unsigned)((T + PW - 1) / PW), PW * 32, 0, s, logit, ld, T, rb, *r, sigmoid, sel, w, sg);
+}
+
+/* The choices sorted by expert on the device (cu_moe_sort), one block of SORT_NT threads:
+ *   cnt[e]                  the pairs that chose e (shared-memory atomics: a count does not depend on their order);
+ *   base[e], tb[e]          exclusive sums of cnt and of its row tiles (ceil(cnt / tm)), by warp 0: each lane a
+ *                           run of E / 32 experts, then a warp scan of the runs' totals;
+ *   tiles                   each expert's row tiles, a thread an expert;
+ *   slot[p], order[j]       warp 0 walks the pairs in order, 32 at a time: the lanes that chose the same expert
+ *                           (__match_any_sync) take consecutive slots from base[e] by their lane order, so an
+ *                           expert's pairs keep the pairs' order (tm_moe_group's, the host's counting sort). */
+#define SORT_NT 1024
+__global__ void __launch_bounds__(SORT_NT) k_moe_sort(const int *sel, int P, int K, int E, int tm, int *order, int *slot,
+                                                       int *tiles)
+{
+    pdl_enter();
+    __shared__ int cnt[CU_MOE_MAX_E], base[CU_MOE_MAX_E], tb[CU_MOE_MAX_E];
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int e = tid; e < E; e += SORT_NT) cnt[e] = 0;
+    __syncthreads();
+    for (int p = tid; p < P; p += SORT_NT) atomicAdd(&cnt[sel[p]], 1);
+    __syncthreads();
+    if (tid < 32) {
+        const int per = (E + 31) / 32, lo = lane * per < E ? lane * per : E, hi = lo + per < E ? lo + per : E;
+        int s = 0, st = 0;
+        for (int e = lo; e < hi; e++) s += cnt[e], st += (cnt[e] + tm - 1) / tm;
+        int is = s, ist = st; /* inclusive scans over the lanes */
+        for (int o = 1; o < 32; o <<= 1) {
+            const int a = __shfl_up_sync(0xffffffffu, is, o), b = __shfl_up_sync(0xffffffffu, ist, o);
+            if (lane >= o) is += a, ist += b;
+        }
+        int b0 = is - s, t0 = ist - st;
+        for (int e = lo; e < hi; e++) base[e] = b0, tb[e] = t0, b0 += cnt[e], t0 += (cnt[e] + tm - 1) / tm;
+        if (lane == 31) tiles[0] = ist;
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += SORT_NT)
+        for (int i = 0; i * tm < cnt[e]; i++) {
+            int *t = tiles + 1 + 3 * (tb[e] + i);
+            t[0] = e, t[1] = base[e] + i * tm, t[2] = cnt[e] - i * tm < tm ? cnt[e] - i * tm : tm;
+        }
+    __syncthreads(); /* the tiles have read base; warp 0 now moves it */
+    if (tid >= 32) return;
+    for (int p0 = 0; p0 < P; p0 += 32) {
+        const int p = p0 + lane, e = p < P ? sel[p] : -1;
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        const int lead = __ffs(peers) - 1, rank = __popc(peers & ((1u << lane) - 1));
+        int b = lane == lead && e >= 0 ? base[e] : 0;
+        b = __shfl_sync(0xffffffffu, b, lead);
+        if (e >= 0) {
+            slot[p] = b + rank, order[b + rank] = p / K;
+            if (lane == lead) base[e] = b + __popc(peers);
+        }
+        __syncwarp();
+    }
+}
+
+extern "C" void cu_moe_sort(cu_stream s, const int *sel, int P, int K, int E, int *order, int *slot, int *tiles)
+{
+    cu_go(k_moe_sort, 1u, SORT_NT, 0, s, sel, P, K, E, (int)CU_MOE_TM, order, slot, tiles);
 }
 
 /* xe[j][D] = h[order[j]][D] (bf16), a block a row */

@@ -230,6 +230,34 @@ void cu_moe_gather(cu_stream s, uint16_t *xe, const uint16_t *h, const int *orde
 void cu_moe_combine(cu_stream s, float *f, const float *ye, const int *slot, const int *sel, const float *w, int T, int K,
                     const float *db, const float *ys, const float *sg, int D);
 
+/* The choices sorted by expert on the device (no synchronisation), for cu_moe_mm: P = T K choices sel [P] (each in
+ * [0, E), E <= CU_MOE_MAX_E) in slots grouped by expert, an expert's pairs in pair order (tm_moe_group's order):
+ * slot[p] = pair p's slot, order[j] = the row (p / K) of the pair in slot j; tiles[0] = n, the experts' row tiles,
+ * and tiles[1 + 3 i ..] = tile i's expert, first slot and rows (1..CU_MOE_TM), by expert. tiles: 1 + 3
+ * cu_moe_max_tiles(P, E) ints */
+#define CU_MOE_TM 64 /* rows of a tile of cu_moe_mm */
+static inline int cu_moe_max_tiles(int P, int E) { return (P + CU_MOE_TM - 1) / CU_MOE_TM + (E < P ? E : P); }
+void cu_moe_sort(cu_stream s, const int *sel, int P, int K, int E, int *order, int *slot, int *tiles);
+
+/* ---- cu_moe_mm.cu: the experts' products over their row tiles, on tensor cores ---- */
+
+/* A stack of E equal matrices [E][Ne][K] in one form: packed (q: the whole stack, q->N = E Ne rows, enc 4 or 8)
+ * or bf16 (bf [E Ne][K]; q NULL or q->q NULL) */
+typedef struct cu_stack {
+    const cu_qmat *q;
+    const uint16_t *bf;
+    int Ne, K;
+} cu_stack;
+/* whether cu_moe_mm takes the stack: K a multiple of 64, packed groups whole in a unit */
+int cu_moe_mm_ok(const cu_stack *w);
+/* For each tile (cu_moe_sort's tiles, at most max_tiles) of expert e, slots j of x [slots][K] bf16:
+ *   ep->gated: ep->g[j][f] (row stride ep->ldg) = bf16(glu(act, x[j] · W_e[f] + b[e][f], x[j] · W_e[F + f] +
+ *              b[e][F + f])) for f < F = ep->F (Ne = 2F; ep->b [E][2F] or NULL);
+ *   else:      y[j][n] (row stride ldy, f32) = x[j] · W_e[n] for n < Ne.
+ * Sums in f32 over the bf16 weights (a packed weight dequantized as cu_dequant_q rounds it). sm_80 and later. */
+void cu_moe_mm(cu_stream s, const cu_stack *w, const int *tiles, int max_tiles, const uint16_t *x, float *y, int ldy,
+               const cu_gemv_epi *ep);
+
 /* blocks of one launch of the GEMV over w (a group of up to 8 sequences; cu_gemv_q's and cu_gemv_res's), and in
  * *ks the warps that split each row set's K */
 int cu_gemv_blocks(const cu_qmat *w, int *ks);

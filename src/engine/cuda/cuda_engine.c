@@ -70,7 +70,7 @@
  * pages directly (no tensor cores: one query row per head).
  *
  * Mixture-of-experts layers: cu_moe.h (the router in f32, the experts stacked; a decode step's experts found
- * by index on the device, a prefill chunk's grouped by expert on the host).
+ * by index on the device, a prefill chunk's sorted by expert on the device and run as tiles on tensor cores).
  *
  * Not here (docs/status.md): multi-head latent attention (bind refuses it), head dims over 256, int8
  * tensor-core GEMMs for an int8 prefill stage (dequantized to bf16). */
@@ -224,10 +224,10 @@ typedef struct cu_eng {
     int dual;                         /* packed layer matrices keep their bf16 copy too, for steps of more than
                                          CU_GEMV_DUAL rows (where the weights fit twice; TANDEM_CUDA_BF16_COPY=0|1) */
     cu_moe_ws mws;                    /* the mixture-of-experts layers' scratch, CU_MAX_T rows (none: dense) */
-    int moe_ix_rows;                  /* decode steps of up to this many rows run every MoE layer without a
-                                         synchronisation, so are captured (cu_moe_ix_rows; INT32_MAX: no MoE layer) */
-    int moe_ix;                       /* the indexed path on (cu_moe_forward; TANDEM_CUDA_MOE_IX=0: every call grouped,
-                                         a test and measurement switch) */
+    int moe_capture_rows;             /* decode steps of up to this many rows run every MoE layer without a
+                                         synchronisation, so are captured (cu_moe_capture_rows; INT32_MAX: no MoE layer) */
+    int moe_paths;                    /* cu_moe_forward's paths (CU_MOE_PATH_*; TANDEM_CUDA_MOE_IX=0 and
+                                         TANDEM_CUDA_MOE_MM=0 take one off: test and measurement switches) */
 } cu_eng;
 
 static void prof_mark(cu_eng *e, int cat, int end)
@@ -615,17 +615,17 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
        head: its rows are a step's, at most CU_MAX_B, and it always runs the GEMV, so that no scratch of
        V x D bf16 is needed) */
     size_t dq = 0;
-    const char *mix = getenv("TANDEM_CUDA_MOE_IX");
-    e->moe_ix = !(mix && !strcmp(mix, "0"));
-    e->moe_ix_rows = INT32_MAX;
+    const char *mix = getenv("TANDEM_CUDA_MOE_IX"), *mmm = getenv("TANDEM_CUDA_MOE_MM");
+    e->moe_paths = (mix && !strcmp(mix, "0") ? 0 : CU_MOE_PATH_IX) | (mmm && !strcmp(mmm, "0") ? 0 : CU_MOE_PATH_MM);
+    e->moe_capture_rows = INT32_MAX;
     for (int l = 0; l < m->L; l++) {
         const cu_mat *mats[] = {&e->w[l].wqkv, &e->w[l].wo, &e->w[l].wgu, &e->w[l].wd};
         for (int i = 0; i < 4; i++) dq = cu_mat_dq_bytes(mats[i]) > dq ? cu_mat_dq_bytes(mats[i]) : dq;
         const cu_moe *mo = e->w[l].moe;
         if (!mo) continue;
         dq = cu_moe_dq_bytes(mo) > dq ? cu_moe_dq_bytes(mo) : dq;
-        int ixr = e->moe_ix ? cu_moe_ix_rows(mo) : 0;
-        e->moe_ix_rows = ixr < e->moe_ix_rows ? ixr : e->moe_ix_rows;
+        int cr = cu_moe_capture_rows(mo, e->moe_paths);
+        e->moe_capture_rows = cr < e->moe_capture_rows ? cr : e->moe_capture_rows;
     }
     if (m->n_experts > 0 && (rc = cu_moe_ws_init(&e->mws, m, CU_MAX_T, err))) goto fail;
     const char *gm = getenv("TANDEM_CUDA_GEMV_MAX");
@@ -822,7 +822,7 @@ static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, tm_err 
     cu_mm mm = e->mm;
     if (c->decode) mm.gemv_max = CU_MAX_B; /* as gemm() for a decode step's products over packed weights */
     prof_mark(e, PROF_GEMM, 0);
-    int rc = cu_moe_forward(w->moe, &e->mws, &mm, e->h16, h32, T, e->moe_ix, e->a, err);
+    int rc = cu_moe_forward(w->moe, &e->mws, &mm, e->h16, h32, T, e->moe_paths, e->a, err);
     prof_mark(e, PROF_GEMM, 1);
     if (rc) return rc;
     const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL;
@@ -1296,7 +1296,7 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
     if (e->g_dt != kv_code(o->dtype)) graphs_drop(e), e->g_dt = kv_code(o->dtype);
     /* (a step of more rows than the MoE layers run without a synchronisation is launched one by one) */
-    cudaGraphExec_t *gx = e->use_graphs && B <= e->moe_ix_rows ? &e->graph[e->lane][B][lf] : NULL;
+    cudaGraphExec_t *gx = e->use_graphs && B <= e->moe_capture_rows ? &e->graph[e->lane][B][lf] : NULL;
     if (e->prof) cudaEventRecord(e->prof->d0, e->st);
     if (gx && *gx) {
         CK(cudaGraphLaunch(*gx, e->st), "cudaGraphLaunch");
