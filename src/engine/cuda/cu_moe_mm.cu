@@ -31,11 +31,20 @@
 #include "engine/cuda/cu_unpack.cuh"
 #include "engine/cuda/cuda-impl.h"
 
+#ifndef CU_MOE_MM_TK
+#define CU_MOE_MM_TK 64 /* K a step (a measurement build may set 128) */
+#endif
+#ifndef CU_MOE_MM_STAGES
+#define CU_MOE_MM_STAGES 1 /* shared-memory buffers (2: the next step's units stored while this one's run) */
+#endif
 #define MM_TM CU_MOE_TM /* slots a tile */
 #define MM_TN 128       /* W rows a tile */
-#define MM_TK 64        /* K a step */
+#define MM_TK CU_MOE_MM_TK
 #define MM_LD (MM_TK + 8)
 #define MM_NT 256
+#define MM_XU (MM_TM * MM_TK / 8 / MM_NT)                       /* x units a thread loads a K step */
+#define MM_STAGE ((MM_TN + MM_TM) * MM_LD)                      /* bf16 elements of a buffer: W, then x */
+#define MM_SMEM (CU_MOE_MM_STAGES * MM_STAGE * 2)               /* bytes of shared memory a block */
 
 /* elements a 16-byte unit holds: ENC 4 (int4), 8 (int8), 16 (bf16) */
 template <int ENC> struct mm_unit {
@@ -80,8 +89,8 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
 {
     using U_ = mm_unit<ENC>;
     constexpr int E = U_::E, PER_ROW = U_::PER_ROW, U = U_::U;
-    __shared__ __align__(16) uint16_t sw[MM_TN][MM_LD];
-    __shared__ __align__(16) uint16_t sx[MM_TM][MM_LD];
+    extern __shared__ __align__(16) uint16_t mm_smem[];
+    typedef uint16_t row_t[MM_LD];
     pdl_enter();
     const int ti = blockIdx.y;
     if (ti >= a.tiles[0]) return; /* the whole block */
@@ -103,16 +112,16 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
         wr[u] = r, wc[u] = i % PER_ROW, grow[u] = (size_t)e * a.Ne + n;
         wp[u] = (ENC == 16 ? (const uint8_t *)a.bf : a.q.q) + grow[u] * rowb;
     }
-    const uint16_t *xp[2];
-    int xr[2], xc[2];
+    const uint16_t *xp[MM_XU];
+    int xr[MM_XU], xc[MM_XU];
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < MM_XU; i++) {
         const int v = tid + i * MM_NT;
-        xr[i] = v / 8, xc[i] = v % 8;
+        xr[i] = v / (MM_TK / 8), xc[i] = v % (MM_TK / 8);
         xp[i] = xr[i] < rows ? a.x + (size_t)(j0 + xr[i]) * K + xc[i] * 8 : NULL;
     }
 
-    uint4 wq[U], xq[2];
+    uint4 wq[U], xq[MM_XU];
     float wd[U];
     auto load = [&](int k0) {
 #pragma unroll
@@ -122,9 +131,10 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
             if (ENC != 16) wd[u] = unit_scale<ENC == 16 ? 4 : ENC>(a.q, (int)grow[u], c);
         }
 #pragma unroll
-        for (int i = 0; i < 2; i++) xq[i] = xp[i] ? *(const uint4 *)(xp[i] + k0) : make_uint4(0, 0, 0, 0);
+        for (int i = 0; i < MM_XU; i++) xq[i] = xp[i] ? *(const uint4 *)(xp[i] + k0) : make_uint4(0, 0, 0, 0);
     };
-    auto store = [&]() {
+    auto store = [&](int s) { /* into buffer s */
+        row_t *sw = (row_t *)(mm_smem + s * MM_STAGE), *sx = sw + MM_TN;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             uint4 *d = (uint4 *)&sw[wr[u]][wc[u] * E];
@@ -139,7 +149,7 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
             }
         }
 #pragma unroll
-        for (int i = 0; i < 2; i++) *(uint4 *)&sx[xr[i]][xc[i] * 8] = xq[i];
+        for (int i = 0; i < MM_XU; i++) *(uint4 *)&sx[xr[i]][xc[i] * 8] = xq[i];
     };
 
     float acc[2][4][4];
@@ -153,11 +163,12 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
     const int b0 = GATED ? 16 * wn : 32 * wn, b1 = GATED ? MM_TN / 2 + 16 * wn : 32 * wn + 16;
 
     load(0);
-    store();
+    store(0);
     __syncthreads();
-    for (int k0 = 0; k0 < K; k0 += MM_TK) {
+    for (int k0 = 0, s = 0; k0 < K; k0 += MM_TK) {
         const bool more = k0 + MM_TK < K;
         if (more) load(k0 + MM_TK);
+        const row_t *sw = (const row_t *)(mm_smem + s * MM_STAGE), *sx = sw + MM_TN;
 #pragma unroll
         for (int kk = 0; kk < MM_TK; kk += 16) {
             uint32_t af[2][4], bq[2][4];
@@ -172,11 +183,14 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++) mma_bf16(acc[mi][ni], af[mi], bq[ni >> 1][2 * (ni & 1)], bq[ni >> 1][2 * (ni & 1) + 1]);
         }
-        __syncthreads();
-        if (more) {
-            store();
+        if (CU_MOE_MM_STAGES == 1) { /* all done reading before the buffer is overwritten */
             __syncthreads();
+            if (more) store(0);
+        } else if (more) {
+            store(s ^ 1); /* the other buffer: its last readers passed the barrier that ended the step before */
+            s ^= 1;
         }
+        __syncthreads();
     }
 
     /* accumulator c of (mi, ni): slot 32 wm + 16 mi + g (+ 8 for c >= 2), column 2 t + (c & 1) of n-tile ni */
@@ -214,7 +228,7 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
 
 int cu_moe_mm_ok(const cu_stack *w)
 {
-    if (w->K < 64 || w->K % MM_TK || w->Ne < 1) return 0;
+    if (w->K < MM_TK || w->K % MM_TK || w->Ne < 1) return 0;
     if (w->q && w->q->q) { /* a unit (32 int4 / 16 int8 elements) within one scale group */
         const cu_qmat *q = w->q;
         return (q->enc == 4 || q->enc == 8) && q->G > 0 && q->G % (q->enc == 4 ? 32 : 16) == 0 && q->K == w->K;
@@ -227,11 +241,13 @@ static void launch(cudaStream_t s, const mm_args &a, int enc, int max_tiles)
 {
     const int cols = GATED ? a.ep.F : a.Ne, tn = GATED ? MM_TN / 2 : MM_TN;
     const dim3 grid((unsigned)((cols + tn - 1) / tn), (unsigned)max_tiles);
-    switch (enc) {
-    case 4: cu_go(k_moe_mm<4, GATED>, grid, MM_NT, 0, s, a); break;
-    case 8: cu_go(k_moe_mm<8, GATED>, grid, MM_NT, 0, s, a); break;
-    default: cu_go(k_moe_mm<16, GATED>, grid, MM_NT, 0, s, a);
+    void (*k)(mm_args) = enc == 4 ? k_moe_mm<4, GATED> : enc == 8 ? k_moe_mm<8, GATED> : k_moe_mm<16, GATED>;
+    if (MM_SMEM > 48 * 1024) { /* past the default: once a kernel (a process-wide attribute, set again harmlessly) */
+        static int set[3];
+        int i = enc == 4 ? 0 : enc == 8 ? 1 : 2;
+        if (!set[i]) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, MM_SMEM), set[i] = 1;
     }
+    cu_go(k, grid, MM_NT, MM_SMEM, s, a);
 }
 
 void cu_moe_mm(cu_stream s, const cu_stack *w, const int *tiles, int max_tiles, const uint16_t *x, float *y, int ldy,
