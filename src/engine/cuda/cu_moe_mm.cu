@@ -20,9 +20,10 @@
  * 8 warps, 2 x 4: warp (wm, wn) owns slots 32 wm.. x 32 of the 128 W rows, as 2 x 4 mma.m16n8k16 tiles (bf16 in,
  * f32 accumulate); a K step of 64 is 4 x 8 mma a warp, fed by ldmatrix.x4.
  * Pipeline: one buffer, register-staged: the next K step's units are loaded into registers before the tensor
- * cores run this one, and go to shared memory (unpacked) after it.
- * Out of range: W rows past N (or F) repeat the last row and are not stored; K must be a multiple of 64
- * (cu_moe_mm_ok; the engine keeps the host-grouped path otherwise). */
+ * cores run this one, and go to shared memory (unpacked) after it. (Two buffers, CU_MOE_MM_STAGES=2, measured
+ * the same on an H100, docs/benchmarks.md "Session 55"; a K step of 128 needs ~165 registers.)
+ * Out of range: W rows past N (or F) repeat the last row and are not stored; K must be a multiple of the K step
+ * (cu_moe_mm_ok; the engine keeps the host-grouped path otherwise). The shapes above are the default build's. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
