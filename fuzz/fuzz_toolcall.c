@@ -2,7 +2,7 @@
  * Input: a first byte choosing the dialect (mod 4; bits 6 and 7 both set: mistral_args, or with bit 0 harmony
  * (gpt-oss: the reply read by text/harmony.h, its calls but no content required back), with bit 1
  * deepseek_v3, with bits 1 and 0 command_r, bit 6 alone qwen3_coder
- * or with bit 0 seed_oss, bit 7 alone glm or with bit 0 minimax), the cut flag (bit 2, also the grammar's
+ * or with bit 0 seed_oss or with bit 1 kimi_k2, bit 7 alone glm or with bit 0 minimax), the cut flag (bit 2, also the grammar's
  * parallel flag), the lazy grammar's form (bit 3), thinking and an opened block for the reply
  * reader (bits 4, 5; the reasoning family the one whose markers the reply shows, else <think>), then a tools array
  * (JSON), a NUL, then a reply (no NUL: the input is all tools, with a fixed reply). Checked
@@ -28,10 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     static const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args",
-                                  "qwen3_coder", "seed_oss", "glm", "minimax", "harmony", "deepseek_v3", "command_r"};
-    int hi = data[0] & 0xC0, lo = data[0] & 1;
-    const tm_tool_dialect *d =
-        tm_tool_dialect_named(names[hi == 0xC0 ? ((data[0] & 2) ? 10 + lo : 4 + 5 * lo) : hi == 0x40 ? 5 + lo : hi == 0x80 ? 7 + lo : data[0] & 3]);
+                                  "qwen3_coder", "seed_oss", "glm", "minimax", "harmony", "deepseek_v3", "command_r",
+                                  "kimi_k2"};
+    int hi = data[0] & 0xC0, lo = data[0] & 1, b1 = data[0] & 2;
+    const tm_tool_dialect *d = tm_tool_dialect_named(names[hi == 0xC0 ? (b1 ? 10 + lo : 4 + 5 * lo)
+                                                           : hi == 0x40 ? (b1 ? 12 : 5 + lo)
+                                                           : hi == 0x80 ? 7 + lo
+                                                                        : data[0] & 3]);
     int cut = (data[0] >> 2) & 1;
     data++;
     size--;

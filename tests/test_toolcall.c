@@ -59,6 +59,7 @@ static void test_detect(void)
         {"tests/data/chat_templates/HuggingFaceTB-SmolLM3-3B.jinja", NULL},
         {"tests/data/chat_templates/openai-gpt-oss-120b.jinja", "harmony"},
         {"tests/data/chat_templates/deepseek-ai-DeepSeek-V3.1.jinja", "deepseek_v3"},
+        {"tests/data/chat_templates/moonshotai-Kimi-K2.jinja", "kimi_k2"},
         {"tests/data/chat_templates/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "command_r"},
         {"tests/data/chat_templates/Cohere2MoE.jinja", "command_r"},
     };
@@ -81,8 +82,8 @@ static void test_detect(void)
     CHECK(!strcmp(tm_tool_dialect_detect("{{- '[TOOL_CALLS]' + tc['function']['name'] + '[ARGS]' + args }}")->name,
                   "mistral_args"));
     const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm",
-                           "seed_oss", "minimax", "harmony", "deepseek_v3", "command_r"};
-    for (int i = 0; i < 12; i++) {
+                           "seed_oss", "minimax", "harmony", "deepseek_v3", "command_r", "kimi_k2"};
+    for (int i = 0; i < 13; i++) {
         const tm_tool_dialect *d = tm_tool_dialect_named(names[i]);
         CHECKF(d && !strcmp(d->name, names[i]) && strstr(tm_tool_dialect_names(), names[i]), "%s", names[i]);
     }
@@ -270,11 +271,14 @@ static void test_holdback(void)
         "<function=now>", "<function=", "</function>", "<parameter=a>", "\n1\n", "</parameter>", "<arg_key>",
         "b</arg_key>", "<arg_value>", "2</arg_value>", "</par", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
         "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁", "function", "\n```json\n", "\n```",
+        "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "functions.now:0", "functions.add:1", ":2",
+        "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>", "<|tool_", "functions.",
     };
-    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm", "deepseek_v3"};
+    const char *names[] = {"hermes", "llama3_json", "mistral", "granite", "mistral_args", "qwen3_coder", "glm", "deepseek_v3",
+                           "kimi_k2"};
     long checked = 0;
-    for (int round = 0; round < 4000; round++) {
-        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 8]);
+    for (int round = 0; round < 4500; round++) {
+        const tm_tool_dialect *d = tm_tool_dialect_named(names[round % 9]);
         char text[1024];
         size_t n = 0;
         int np = 1 + (int)rnd(8);
@@ -347,6 +351,19 @@ static void forced_yes(const char *tools, const char *dn, const tm_grammar *g, c
     char full[2048];
     snprintf(full, sizeof full, "%s%s", d->gen_open, text);
     parse_with(tools, 0, dn, full, want_calls, "");
+}
+
+/* dialect dn's forced grammar (parallel) takes one (a call to get_weather, Oslo) and two (now, then add 1 + 2), each
+ * read back as those calls, and refuses bad; the grammar (NULL where it failed, a check failed) for more checks */
+static tm_grammar *forced_three(const char *dn, const char *one, const char *two, const char *bad)
+{
+    tm_grammar *g = forced(dn, TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, dn, g, one, "get_weather {\"city\":\"Oslo\"}");
+        forced_yes(TOOLS, dn, g, two, "now {}|add {\"a\":1,\"b\":2}");
+        CHECK(th_takes(g, bad) == 0);
+    }
+    return g;
 }
 
 /* dialect dn's lazy grammar (from its marker on) takes with_marker and not without */
@@ -816,18 +833,73 @@ static void test_deepseek(void)
     free(src);
     cJSON_Delete(m);
     /* forced: one call, or several when parallel */
-    tm_grammar *g = forced("deepseek_v3", TOOLS, NULL, 1);
-    if (g) {
-        snprintf(t, sizeof t, "get_weather%s{\"city\": \"Oslo\"}%s%s", S, C1, E);
-        forced_yes(TOOLS, "deepseek_v3", g, t, "get_weather {\"city\":\"Oslo\"}");
-        snprintf(t, sizeof t, "now%s{}%s%sadd%s{\"a\": 1, \"b\": 2}%s%s", S, C1, C0, S, C1, E);
-        forced_yes(TOOLS, "deepseek_v3", g, t, "now {}|add {\"a\":1,\"b\":2}");
-        snprintf(t, sizeof t, "fly%s{}%s%s", S, C1, E);
-        CHECK(th_takes(g, t) == 0);
-    }
-    tm_grammar_free(g);
+    char t2[256], t3[256];
+    snprintf(t, sizeof t, "get_weather%s{\"city\": \"Oslo\"}%s%s", S, C1, E);
+    snprintf(t2, sizeof t2, "now%s{}%s%sadd%s{\"a\": 1, \"b\": 2}%s%s", S, C1, C0, S, C1, E);
+    snprintf(t3, sizeof t3, "fly%s{}%s%s", S, C1, E);
+    tm_grammar_free(forced_three("deepseek_v3", t, t2, t3));
     const tm_tool_dialect *d = tm_tool_dialect_named("deepseek_v3");
     CHECK(d && d->keep && !strcmp(d->keep[0], B));
+}
+
+static char *rendered_calls(const char *file, const char *b, const char *e_mark, const char **from, size_t *len);
+
+/* Kimi K2's calls: "functions.NAME:INDEX" between a call's markers, the arguments after their own; parsed (the ids
+ * kept as written), with and without the "functions." prefix, cut, refused; the calls its published template renders
+ * read back; the forced grammar's calls, ids included; the stream held back at a marker's start */
+static void test_kimi(void)
+{
+    const char *B = "<|tool_calls_section_begin|>", *E = "<|tool_calls_section_end|>", *C0 = "<|tool_call_begin|>",
+               *C1 = "<|tool_call_end|>", *A = "<|tool_call_argument_begin|>";
+    const tm_tool_dialect *d = tm_tool_dialect_named("kimi_k2");
+    char t[1024];
+    snprintf(t, sizeof t, "Checking.%s%sfunctions.get_weather:0%s{\"city\": \"Paris\"}%s%sfunctions.add:1%s{\"a\": 1, "
+             "\"b\": 2}%s%s", B, C0, A, C1, C0, A, C1, E);
+    parse_case("kimi_k2", t, "get_weather {\"city\":\"Paris\"}|add {\"a\":1,\"b\":2}", "Checking.");
+    tm_tool_calls c;
+    tm_err e = {0};
+    CHECK(tm_tool_parse(d, t, strlen(t), TOOLS, 0, &c, &e) == TM_OK);
+    CHECKF(c.n == 2 && c.v[0].id && !strcmp(c.v[0].id, "functions.get_weather:0") && c.v[1].id &&
+               !strcmp(c.v[1].id, "functions.add:1"),
+           "ids %s %s", c.n > 0 && c.v[0].id ? c.v[0].id : "-", c.n > 1 && c.v[1].id ? c.v[1].id : "-");
+    tm_tool_calls_free(&c);
+    snprintf(t, sizeof t, "%s%snow:3%s{}%s%s", B, C0, A, C1, E); /* no prefix: the name as it stands */
+    parse_case("kimi_k2", t, "now {}", "");
+    snprintf(t, sizeof t, "%s%sfunctions.now:0%s{}%s%sfunctions.add:1%s{\"a\": 1", B, C0, A, C1, C0, A);
+    parse_with(TOOLS, 1, "kimi_k2", t, "now {}", ""); /* cut inside the second: the first kept */
+    snprintf(t, sizeof t, "%s%sfunctions.fly:0%s{}%s%s", B, C0, A, C1, E);
+    parse_case("kimi_k2", t, "", t); /* an undeclared tool: no calls, all content */
+    snprintf(t, sizeof t, "%s%sfunctions.now:0%s[1]%s%s", B, C0, A, C1, E);
+    parse_case("kimi_k2", t, "", t); /* arguments not an object */
+    /* the published template's calls read back */
+    const char *from = NULL;
+    size_t n = 0;
+    char *out = rendered_calls("tests/data/chat_templates/moonshotai-Kimi-K2.jinja", B, E, &from, &n);
+    if (out) {
+        CHECK(tm_tool_parse(d, from, n, TOOLS, 0, &c, &e) == TM_OK);
+        char got[512] = "";
+        for (int k = 0; k < c.n; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s %s", k ? "|" : "", c.v[k].id ? c.v[k].id : "-",
+                     c.v[k].name, c.v[k].arguments);
+        CHECKF(!strcmp(got, "functions.get_weather:0 get_weather {\"city\":\"Paris <FR>\"}|functions.add:1 add "
+                            "{\"a\":1,\"b\":-2}") && !c.content[0],
+               "read back: %s", got);
+        tm_tool_calls_free(&c);
+        free(out);
+    }
+    /* forced: one call, or several when parallel; the index is the model's */
+    char t2[256], t3[256];
+    snprintf(t, sizeof t, "get_weather:0%s{\"city\": \"Oslo\"}%s%s", A, C1, E);
+    snprintf(t2, sizeof t2, "now:0%s{}%s%sfunctions.add:1%s{\"a\": 1, \"b\": 2}%s%s", A, C1, C0, A, C1, E);
+    snprintf(t3, sizeof t3, "fly:0%s{}%s%s", A, C1, E);
+    tm_grammar *g = forced_three("kimi_k2", t, t2, t3);
+    snprintf(t, sizeof t, "now%s{}%s%s", A, C1, E); /* the index is part of the form */
+    CHECK(!g || th_takes(g, t) == 0);
+    tm_grammar_free(g);
+    CHECK(d && d->keep && !strcmp(d->keep[0], B));
+    /* streaming: content goes out up to where the section's marker may begin */
+    snprintf(t, sizeof t, "Sure.%.12s", B);
+    CHECKF(tm_tool_safe_prefix(d, t, strlen(t)) == 5, "safe prefix %zu", tm_tool_safe_prefix(d, t, strlen(t)));
 }
 
 /* the calls template file writes for an assistant turn with two calls: from its marker b to e (end
@@ -927,6 +999,7 @@ int main(void)
     test_xml_roundtrip();
     test_xml_grammar();
     test_deepseek();
+    test_kimi();
     test_command();
     return th_done("test_toolcall");
 }

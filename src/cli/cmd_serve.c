@@ -29,7 +29,7 @@ static void serve_usage(FILE *f)
           "      --tool-parser D    how replies to requests with \"tools\" are read for calls: auto (the\n"
           "                         dialect the chat template shows: default), none, hermes,\n"
           "                         llama3_json, mistral, mistral_args, granite, qwen3_coder, glm,\n"
-          "                         seed_oss, minimax, harmony, deepseek_v3 or command_r\n"
+          "                         seed_oss, minimax, harmony, deepseek_v3, command_r or kimi_k2\n"
           "      --reasoning-format F  where a reply's thinking goes: auto (to \"reasoning_content\"\n"
           "                         when the chat template shows its markers: </think>, </seed:think>,\n"
           "                         <|END_THINKING|>, [/THINK]: default), deepseek (always there),\n"

@@ -105,7 +105,10 @@ int tm_reply_finish(tm_reply *r, int cut, uint64_t seed)
     if (!r->tv || !r->ids) return -1;
     for (int i = 0; i < r->calls.n; i++) {
         tm_tool_call_id(r->d, seed + (uint64_t)i * 0x9E3779B97F4A7C15ull, r->ids[i], sizeof r->ids[i]);
-        r->tv[i] = (tm_oai_tool_call){r->ids[i], r->calls.v[i].name, r->calls.v[i].arguments};
+        const char *id = r->calls.v[i].id; /* the reply's own id (Kimi K2's "functions.f:0") where it is new */
+        for (int j = 0; id && j < i; j++)
+            if (!strcmp(id, r->tv[j].id)) id = NULL;
+        r->tv[i] = (tm_oai_tool_call){id ? id : r->ids[i], r->calls.v[i].name, r->calls.v[i].arguments};
     }
     return 0;
 }

@@ -32,6 +32,10 @@ static const tm_tool_xml glm_xml = {.fn_open = "", .fn_close = "", .fn_end = "",
 static const char *const DS_KEEP[] = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
                                       "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", NULL};
 
+/* Kimi K2's markers: special tokens */
+static const char *const KIMI_KEEP[] = {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                                        "<|tool_call_argument_begin|>", "<|tool_call_end|>", NULL};
+
 /* Command R7B's and Command A's markers: special tokens */
 static const char *const COMMAND_KEEP[] = {"<|START_ACTION|>", "<|END_ACTION|>", NULL};
 
@@ -41,6 +45,13 @@ static const tm_tool_dialect dialects[] = {
      .gen_close = "<｜tool▁call▁end｜>", .gen_sep = "<｜tool▁call▁begin｜>", .gen_end = "<｜tool▁calls▁end｜>",
      .args_marker = "<｜tool▁sep｜>", .gen_args = "<｜tool▁sep｜>", .call_open = "<｜tool▁call▁begin｜>",
      .call_close = "<｜tool▁call▁end｜>", .keep = DS_KEEP, .fenced = 1},
+    {.name = "kimi_k2", .detect = {"<|tool_call_argument_begin|>", NULL}, .open = "<|tool_calls_section_begin|>",
+     .close = "<|tool_calls_section_end|>", .args_key = "arguments",
+     .gen_open = "<|tool_calls_section_begin|><|tool_call_begin|>functions.", .gen_close = "<|tool_call_end|>",
+     .gen_sep = "<|tool_call_begin|>functions.", .gen_end = "<|tool_calls_section_end|>",
+     .args_marker = "<|tool_call_argument_begin|>", .id_marker = ":", .gen_args = "<|tool_call_argument_begin|>",
+     .call_open = "<|tool_call_begin|>", .call_close = "<|tool_call_end|>", .keep = KIMI_KEEP,
+     .name_prefix = "functions.", .text_ids = 1, .gen_id = "\":\" [0-9]{1,4}"},
     {.name = "harmony", .detect = {"<|channel|>commentary", NULL}, .open = "to=functions.", .close = "", .args_key = "arguments",
      .gen_open = "<|channel|>commentary to=functions.", .gen_close = "", .gen_sep = "", .gen_end = "",
      .args_marker = "<|message|>", .gen_args = " <|constrain|>json<|message|>", .harmony = 1,
@@ -95,7 +106,7 @@ const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src)
 const char *tm_tool_dialect_names(void)
 {
     return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax, harmony, "
-           "deepseek_v3, command_r";
+           "deepseek_v3, command_r, kimi_k2";
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
@@ -209,6 +220,7 @@ static void calls_clear(calls *c)
     for (size_t i = 0; i < c->n; i++) {
         free(c->v[i].name);
         free(c->v[i].arguments);
+        free(c->v[i].id);
     }
     free(c->v);
     memset(c, 0, sizeof *c);
@@ -254,7 +266,7 @@ static int add_call(const cJSON *o, const char *name_key, const cJSON *tools, ca
         free(nm);
         return TM_E_NOMEM;
     }
-    c->v[c->n++] = (tm_tool_call){nm, text};
+    c->v[c->n++] = (tm_tool_call){nm, text, NULL};
     return GOOD;
 }
 
@@ -276,8 +288,9 @@ static int marker_at(const char *m, const char *text, size_t len, size_t p, int 
     return !memcmp(text + p, m, *whole ? k : len - p);
 }
 
-/* One call of a named dialect at text[p..len): name, [id_marker id], [args_marker], object, no space
- * between. GOOD (*end past the object), BAD, CUT, or TM_E_NOMEM. */
+/* One call of a named dialect at text[p..len): [name_prefix] name, [id_marker id], [args_marker], object, no
+ * space between (where d->text_ids, the text from the prefix to the id is the call's id). GOOD (*end past the
+ * object), BAD, CUT, or TM_E_NOMEM. */
 static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools,
                          calls *c, size_t *end, int cut)
 {
@@ -291,6 +304,8 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     if (tl && len - p > tl && !memcmp(text + p, "function", 8) && !memcmp(text + p + 8, d->args_marker, tl - 8) &&
         name_char(text[p + tl]))
         p += tl, fenced = 1;
+    size_t id0 = p; /* where the call's text id starts (text_ids) */
+    if (marker_at(d->name_prefix, text, len, p, &whole) && whole) p += strlen(d->name_prefix);
     size_t q = p;
     while (q < len && name_char(text[q])) q++;
     if (q == len) return cut ? CUT : BAD;
@@ -308,6 +323,7 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
         while (q < len && name_char(text[q])) q++;
         if (q == len) return cut ? CUT : BAD;
     }
+    size_t idend = q;
     if (marker_at(d->args_marker, text, len, q, &whole)) {
         if (!whole) return cut ? CUT : BAD;
         q += strlen(d->args_marker);
@@ -329,6 +345,14 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     int rc = add_call(o, NULL, tools, c);
     cJSON_Delete(o);
     if (rc != GOOD) return rc;
+    if (d->text_ids) { /* the id as written: prefix, name, id marker and id (up to the arguments' marker) */
+        size_t n = idend - id0;
+        char *id = malloc(n + 1);
+        if (!id) return TM_E_NOMEM;
+        memcpy(id, text + id0, n);
+        id[n] = '\0';
+        c->v[c->n - 1].id = id;
+    }
     size_t k = skip_ws(text, e, len);
     if (fenced && marker_at("```", text, len, k, &whole)) { /* the fence's end (optional) */
         if (!whole) return cut ? CUT : BAD;
@@ -1004,7 +1028,7 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
         }
         if (d->args_marker) { /* the bare form: the name, then the object */
             snprintf(rule, sizeof rule, "tc-%d ::= ", i);
-            bad = puts_(&t, rule) || put_lit(&t, tool_name(tool)) ||
+            bad = puts_(&t, rule) || put_lit(&t, tool_name(tool)) || (d->gen_id && (puts_(&t, " ") || puts_(&t, d->gen_id))) ||
                   (d->gen_args && (puts_(&t, " ") || put_lit(&t, d->gen_args)));
             snprintf(rule, sizeof rule, " t%d-root\n", i);
             bad = bad || puts_(&t, rule);

@@ -20,6 +20,8 @@
  *                                                                             (DeepSeek V3.1, V3.2)
  *                and the older ...<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{...}\n```<｜tool▁call▁end｜>...
  *                                                                (DeepSeek R1, V3-0324, R1's distills)
+ *   kimi_k2      <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}
+ *                <|tool_call_end|>...<|tool_calls_section_end|>   (Kimi K2; "functions.f:0", the call's id, is kept as it)
  *
  * The chat template says which: it shows the model its own past calls in the same form, so
  * tm_tool_dialect_detect finds a dialect by its marker in the template's source.
@@ -133,6 +135,9 @@ typedef struct tm_tool_dialect {
                                 tandem_request.keep_special), or NULL */
     int fenced;              /* a named dialect also read in its older typed form: "function", args_marker,
                                 the name, then the object in a ```json fence (DeepSeek R1, V3-0324) */
+    const char *name_prefix; /* a named dialect: before the name ("functions."), optional in the text */
+    int text_ids;            /* a named call's text from its prefix to its id ("functions.f:0") is the call's id */
+    const char *gen_id;      /* a forced named call writes this after the name (a grammar fragment: the id) */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
@@ -151,6 +156,7 @@ int tm_tool_check(const char *tools_json, tm_err *err);
 typedef struct tm_tool_call {
     char *name;
     char *arguments;         /* compact JSON text of an object */
+    char *id;                /* the id the reply gave the call (a dialect with text_ids), or NULL */
 } tm_tool_call;
 
 typedef struct tm_tool_calls {
