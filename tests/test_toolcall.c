@@ -865,6 +865,12 @@ static void test_kimi(void)
     tm_tool_calls_free(&c);
     snprintf(t, sizeof t, "%s%snow:3%s{}%s%s", B, C0, A, C1, E); /* no prefix: the name as it stands */
     parse_case("kimi_k2", t, "now {}", "");
+    char longid[200]; /* an id past TM_TOOL_MAX_NAME + 32 bytes: the call read, its id not kept */
+    memset(longid, '7', sizeof longid - 1), longid[sizeof longid - 1] = '\0';
+    snprintf(t, sizeof t, "%s%sfunctions.now:%s%s{}%s%s", B, C0, longid, A, C1, E);
+    CHECK(tm_tool_parse(d, t, strlen(t), TOOLS, 0, &c, &e) == TM_OK);
+    CHECKF(c.n == 1 && !c.v[0].id, "a long id: %d calls, id %s", c.n, c.n && c.v[0].id ? "kept" : "-");
+    tm_tool_calls_free(&c);
     snprintf(t, sizeof t, "%s%sfunctions.now:0%s{}%s%sfunctions.add:1%s{\"a\": 1", B, C0, A, C1, C0, A);
     parse_with(TOOLS, 1, "kimi_k2", t, "now {}", ""); /* cut inside the second: the first kept */
     snprintf(t, sizeof t, "%s%sfunctions.fly:0%s{}%s%s", B, C0, A, C1, E);

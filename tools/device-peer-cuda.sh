@@ -13,18 +13,14 @@
 # layers offloaded), writes the synthetic GGUF models and quantizes them, then runs tandem bench on
 # tandem's synthetic packages of the same shapes with the peer beside it.
 # Writes $OUT/peer.txt (the log) and $OUT/*.md (tandem bench).
+. tools/device-lib.sh
 R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; A=$OUT/peer.txt
 P=/tmp/pk; L=/tmp/pp; mkdir -p $P $L && tar -C $P -xJf tmp/cuda.tar.xz && tar -C $L -xJf tmp/peer.tar.xz
 export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512 LLB_MAX_FOREIGN=1
 st() { echo "== $1 at $(date +%s)" >> "$A"; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total,driver_version --format=csv >> "$A" 2>&1
 st build
-( cd $L && cmake -S . -B b -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
-    -DGGML_CCACHE=OFF > b.log 2>&1 && ninja -C b -j 16 llama >> b.log 2>&1 ) || { tail -20 $L/b.log >> $A; exit 1; }
-gcc -O2 -include "$R/tools/llbench_gpu.h" -I $L/include -I $L/ggml/include $L/llbench.c -o $L/llbench \
-    -L $L/b/bin -lllama -lggml -lggml-base -Wl,-rpath,$L/b/bin >> $A 2>&1 || exit 1
+dev_peer_build $L 16 || { tail -20 $L/b.log >> $A; exit 1; }
 st models
 mkdir -p $L/models /tmp/tb
 for m in ${PEER_MODELS:-l q}; do

@@ -345,8 +345,9 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     int rc = add_call(o, NULL, tools, c);
     cJSON_Delete(o);
     if (rc != GOOD) return rc;
-    if (d->text_ids) { /* the id as written: prefix, name, id marker and id (up to the arguments' marker) */
-        size_t n = idend - id0;
+    size_t n = idend - id0;
+    if (d->text_ids && n <= TM_TOOL_MAX_NAME + 32) { /* the id as written: prefix, name, id marker and id (up to the
+                                                        arguments' marker); a longer one is not kept: the server's */
         char *id = malloc(n + 1);
         if (!id) return TM_E_NOMEM;
         memcpy(id, text + id0, n);

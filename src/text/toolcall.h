@@ -156,7 +156,8 @@ int tm_tool_check(const char *tools_json, tm_err *err);
 typedef struct tm_tool_call {
     char *name;
     char *arguments;         /* compact JSON text of an object */
-    char *id;                /* the id the reply gave the call (a dialect with text_ids), or NULL */
+    char *id;                /* the id the reply gave the call (a dialect with text_ids; at most TM_TOOL_MAX_NAME + 32
+                                bytes), or NULL */
 } tm_tool_call;
 
 typedef struct tm_tool_calls {

@@ -3,15 +3,11 @@
 # synchronisation). test_cuda_moe (the kernels against the host, then the models), test_engine_conf's CUDA runs
 # (llama3, qwen3, qwen3_moe carried), then the Qwen3-30B-A3B shape cut to 8 layers: pp512 / tg128 with the tiled
 # path on and off (TANDEM_CUDA_MOE_MM=0: session 54's loop over the experts), interleaved, and a phase timing of
-# each. Carried: tmp/cuda55a.tar.xz (bin/, lib/, shared/).
-R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/a.txt; P=$R/tmp/pk; W=/tmp/w
-mkdir -p $W $P; T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" >> "$A"; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$A" 2>&1
-tar -C $P -xJf tmp/${PK:-cuda55a}.tar.xz
-export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512
-B=$P/bin
-( $B/tandem synth --like qwen3-30b-a3b --layers 8 -o /tmp/tb/q > /dev/null 2>> $A; \
-  $B/tandem convert /tmp/tb/q -o /tmp/tb/q.tdm --threads 8 > $W/convert.txt 2>&1 ) &
+# each. Carried: tmp/cuda55a.tar.xz (bin/, lib/, shared/). (Rewritten over tools/device-lib.sh after the call: the
+# same commands.)
+. tools/device-lib.sh
+dev_init a.txt ${PK:-cuda55a}
+dev_moe_shape /tmp/tb &
 SP=$!
 st test_cuda_moe
 ( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -vE "^ok " $W/moe.txt | head -60 >> $A

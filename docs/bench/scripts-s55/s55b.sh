@@ -3,21 +3,14 @@
 # 8 layers, tools/make_moe_gguf.py), three rounds of pp512 / tg128 in one invocation each, a profiled pp512
 # (TANDEM_CUDA_PROFILE=1); and a measurement build (bin2/: cu_moe_mm with two shared-memory buffers,
 # -DCU_MOE_MM_STAGES=2): its test_cuda_moe, and its pp512 after each round. Carried: tmp/cuda55b.tar.xz (bin/,
-# bin2/, lib/, shared/), tmp/peer.tar.xz.
-R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/a.txt; L=$R/tmp/llb; P=$R/tmp/pk; W=/tmp/w
-mkdir -p $W $L $P; T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" >> "$A"; }
+# bin2/, lib/, shared/), tmp/peer.tar.xz. (Rewritten over tools/device-lib.sh after the call: the same commands.)
+. tools/device-lib.sh
+dev_init a.txt ${PK:-cuda55b}
+L=$R/tmp/llb; mkdir -p $L && tar -C $L -xJf tmp/peer.tar.xz
 el() { echo $(( $(date +%s) - T0 )); }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$A" 2>&1
-tar -C $P -xJf tmp/${PK:-cuda55b}.tar.xz && tar -C $L -xJf tmp/peer.tar.xz
-export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512 LLB_MAX_FOREIGN=100
-( cd $L && cmake -S . -B b -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
-    -DGGML_CCACHE=OFF > b.log 2>&1 && timeout 420 nice -n 10 ninja -C b -j 14 llama >> b.log 2>&1; echo "ninja rc $?" >> b.log ) &
+( dev_peer_build $L 14; echo "peer build rc $?" >> $L/b.log ) &
 BP=$!
-B=$P/bin
-( $B/tandem synth --like qwen3-30b-a3b --layers 8 -o /tmp/tb/q > /dev/null 2>> $A; \
-  $B/tandem convert /tmp/tb/q -o /tmp/tb/q.tdm --threads 4 > $W/convert.txt 2>&1 ) &
+dev_moe_shape /tmp/tb 4 &
 SP=$!
 ( PYTHONPATH=$L/gguf-py python3 $R/tools/make_moe_gguf.py /tmp/tb/q-bf16.gguf 8 > $W/gguf.txt 2>&1 ) &
 GP=$!
@@ -27,8 +20,6 @@ wait $SP; st "converted"; tail -1 $W/convert.txt >> $A
 TANDEM_CUDA_PROFILE=1 timeout 60 $B/tandem bench /tmp/tb/q.tdm -t 4 --tests pp512 --reps 2 --prefill cuda \
     --decode cuda > /dev/null 2> $W/prof.txt; grep "cuda profile" $W/prof.txt | cut -c1-600 >> $A
 wait $GP; st "wait peer build"; wait $BP; tail -1 $L/b.log | cut -c1-200 >> $A
-gcc -O2 -include "$R/tools/llbench_gpu.h" -I $L/include -I $L/ggml/include $L/llbench.c -o $L/llbench \
-    -L $L/b/bin -lllama -lggml -lggml-base -Wl,-rpath,$L/b/bin >> $A 2>&1
 st quantize
 [ -x $L/llbench ] && timeout 120 $L/llbench quantize /tmp/tb/q-bf16.gguf /tmp/tb/q-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
 rm -f /tmp/tb/q-bf16.gguf

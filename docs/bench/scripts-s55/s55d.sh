@@ -5,14 +5,10 @@
 # (test_cuda_moe, test_engine_conf's CUDA runs on llama3 / qwen3 / qwen3_moe, test_cuda, test_cuda_decode), then the
 # Qwen3-30B-A3B shape cut to 8 layers: pp512 / tg128 of this build (bin/) and call 2's (bin2/), interleaved, two
 # rounds; then where nsys is on the machine, a kernel summary of a tg128 run. Carried: tmp/cuda55c.tar.xz.
-R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/a.txt; P=$R/tmp/pk; W=/tmp/w
-mkdir -p $W $P; T0=$(date +%s); st() { echo "== $1 at $(( $(date +%s) - T0 )) s" >> "$A"; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$A" 2>&1
-tar -C $P -xJf tmp/${PK:-cuda55c}.tar.xz
-export LD_LIBRARY_PATH=$P/lib TM_SHARED=$P/shared TANDEM_GEMV=avx512
-B=$P/bin
-( $B/tandem synth --like qwen3-30b-a3b --layers 8 -o /tmp/tb/q > /dev/null 2>> $A; \
-  $B/tandem convert /tmp/tb/q -o /tmp/tb/q.tdm --threads 8 > $W/convert.txt 2>&1 ) &
+# (Rewritten over tools/device-lib.sh after the call: the same commands.)
+. tools/device-lib.sh
+dev_init a.txt ${PK:-cuda55c}
+dev_moe_shape /tmp/tb &
 SP=$!
 st tests
 ( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed|qwen3_moe" $W/moe.txt | head -20 >> $A
