@@ -582,7 +582,7 @@ static void test_xml_parse(void)
                "add {\"a\":\"x\"}", ""); /* not JSON: the text (the schema is the tool's to enforce) */
     parse_case("qwen3_coder",
                "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=a>\n2\n</parameter>\n</function>\n"
-               "</tool_call>", "add {\"a\":2}", ""); /* the last of a repeated key */
+               "</tool_call>", "add {\"a\":1,\"a\":2}", ""); /* a repeated key stays twice, as in a JSON call */
     static const char *bad[] = {
         "<tool_call>\n<function=rm>\n</function>\n</tool_call>",                                /* undeclared */
         "<tool_call>\n<function=now>\n</tool_call>",                                             /* no </function> */
@@ -993,6 +993,206 @@ static void test_command(void)
     CHECK(d && d->keep && !strcmp(d->keep[0], B) && !strcmp(d->keep[1], E) && !d->keep[2]);
 }
 
+/* ---- 9. a reply still being written (tm_tool_parse_partial) ---- */
+
+/* what a prefix of a reply reports agrees with the whole reply's calls c: each whole call is c's of the same
+ * number, and the call the prefix ends inside names c's next one, with the start of its arguments and its id */
+static int partial_agrees(const tm_tool_dialect *d, const char *tools, const char *text, size_t k, const tm_tool_calls *c)
+{
+    tm_tool_calls p;
+    tm_tool_call part;
+    tm_err e = {0};
+    if (tm_tool_parse_partial(d, text, k, tools, &p, &part, &e) != TM_OK) return 0;
+    int ok = p.n <= c->n;
+    for (int i = 0; ok && i < p.n; i++)
+        ok = !strcmp(p.v[i].name, c->v[i].name) && !strcmp(p.v[i].arguments, c->v[i].arguments) &&
+             !p.v[i].id == !c->v[i].id && (!p.v[i].id || !strcmp(p.v[i].id, c->v[i].id));
+    if (ok && part.name) {
+        const tm_tool_call *w = p.n < c->n ? &c->v[p.n] : NULL;
+        ok = w && !strcmp(part.name, w->name) && !strncmp(w->arguments, part.arguments, strlen(part.arguments)) &&
+             (!part.id || (w->id && !strcmp(part.id, w->id)));
+    }
+    if (!ok)
+        fprintf(stderr, "%s: prefix %zu of\n%s\n  reads %d calls%s%s %s\n", d->name, k, text, p.n, part.name ? ", then " : "",
+                part.name ? part.name : "", part.arguments ? part.arguments : "");
+    tm_tool_calls_free(&p);
+    tm_tool_call_free(&part);
+    return ok;
+}
+
+/* one random text of g's language (bytes drawn among those it takes; ASCII first, closing bytes favoured so
+ * that it ends), into buf [cap] after what it holds; 0 where it ran too long */
+static int grammar_walk(const tm_grammar *g, char *buf, size_t cap)
+{
+    tm_gmatch *m = NULL;
+    tm_err e = {0};
+    if (tm_gmatch_new(&m, g, &e) != TM_OK) return 0;
+    size_t n = strlen(buf);
+    int ok = 0;
+    while (n + 1 < cap) {
+        if (tm_gmatch_accepting(m) && (!tm_gmatch_can_continue(m) || rnd(3) == 0)) {
+            ok = 1;
+            break;
+        }
+        unsigned char take[256], close[16];
+        int nt = 0, nc = 0;
+        for (int b = 1; b < 256; b++) {
+            unsigned char c = (unsigned char)b;
+            if ((b >= 0x80 && nt) || !tm_gmatch_would_take(m, &c, 1)) continue;
+            if (strchr("\"}]<>\n", b) && nc < 16) close[nc++] = c;
+            if (b < 0x80 || !nt) take[nt++] = c;
+        }
+        if (!nt) break;
+        unsigned char c = nc && rnd(3) == 0 ? close[rnd((unsigned)nc)] : take[rnd((unsigned)nt)];
+        tm_gmatch_feed(m, &c, 1);
+        buf[n++] = (char)c;
+        buf[n] = '\0';
+    }
+    tm_gmatch_free(m);
+    return ok;
+}
+
+static void test_partial(void)
+{
+    /* every dialect's forced replies (parallel calls), cut at every byte */
+    const char *names[] = {"hermes", "llama3_json", "mistral", "mistral_args", "granite", "qwen3_coder", "glm",
+                           "seed_oss", "minimax", "harmony", "deepseek_v3", "command_r", "kimi_k2"};
+    for (size_t di = 0; di < sizeof names / sizeof names[0]; di++) {
+        const tm_tool_dialect *d = tm_tool_dialect_named(names[di]);
+        tm_grammar *g = forced(names[di], TOOLS, NULL, 1);
+        int walks = 0, good = 0, with_part = 0;
+        for (int it = 0; g && it < 60 && walks < 25; it++) {
+            char text[1024];
+            snprintf(text, sizeof text, "%s", d->gen_open);
+            size_t open = strlen(text);
+            if (!grammar_walk(g, text, sizeof text)) continue;
+            walks++;
+            tm_tool_calls c;
+            tm_err e = {0};
+            if (tm_tool_parse(d, text, strlen(text), TOOLS, 0, &c, &e) != TM_OK) continue;
+            int ok = c.n >= 1;
+            if (!ok) fprintf(stderr, "%s: a forced reply read as no calls:\n%s\n", d->name, text);
+            for (size_t k = open; ok && k <= strlen(text); k++) {
+                ok = partial_agrees(d, TOOLS, text, k, &c);
+                tm_tool_calls p;
+                tm_tool_call part;
+                if (ok && tm_tool_parse_partial(d, text, k, TOOLS, &p, &part, &e) == TM_OK) {
+                    with_part += part.name && *part.arguments;
+                    tm_tool_calls_free(&p);
+                    tm_tool_call_free(&part);
+                }
+            }
+            good += ok;
+            tm_tool_calls_free(&c);
+        }
+        CHECKF(walks >= 10 && good == walks, "%s: %d of %d forced replies read alike cut anywhere", names[di], good, walks);
+        CHECKF(with_part > 0, "%s: no prefix streamed arguments", names[di]);
+        tm_grammar_free(g);
+    }
+    /* written by hand in every dialect's forms (spacing, key order, strings holding the arguments, null, the older
+     * and optional markers), alone, with text around, and two in a row: where that reads as calls, each prefix agrees */
+    static const struct {
+        const char *dn, *text;
+    } forms[] = {
+        {"hermes", "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"},
+        {"hermes", "<tool_call>{\"arguments\": {\"city\": \"Oslo\"}, \"name\": \"get_weather\"}</tool_call>"},
+        {"hermes", "<tool_call>\n{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1, \\\"b\\\": 2}\"}\n</tool_call>"},
+        {"hermes", "<tool_call>{\"name\":\"now\",\"arguments\":null}</tool_call>"},
+        {"hermes", "<tool_call>\n{\"name\": \"add\", \"parameters\": {\"a\": 1.0, \"b\": 2e0}, \"arguments\": {\"b\": 2}}\n</tool_call>"},
+        {"hermes", "<tool_call>\n{ \"name\" : \"get_weather\" ,\n \"arguments\" : { \"city\" : \"S\\u00e3o Paulo \\\"SP\\\"\" } }"},
+        {"llama3_json", "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}"},
+        {"llama3_json", "<|python_tag|>{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 3, \"b\": 4}}"},
+        {"mistral", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\", \"unit\": \"c\"}}, {\"name\": \"now\", \"arguments\": {}}]"},
+        {"mistral", "[{\"name\": \"add\", \"arguments\": {\"a\": -1, \"b\": 0.5}}]"},
+        {"mistral_args", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}[TOOL_CALLS]now[ARGS]{}"},
+        {"mistral_args", "get_weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Kyiv\"}"},
+        {"mistral_args", "add{\"a\": 1, \"b\": 2}now{}"},
+        {"granite", "<|tool_call|>[{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"add\", \"arguments\": {\"a\": 5, \"b\": 6}}]"},
+        {"qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew\nYork\n</parameter>\n<parameter=unit>\nf\n</parameter>\n"
+                        "</function>\n</tool_call>"},
+        {"qwen3_coder", "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>"},
+        {"glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome</arg_value>\n</tool_call>"},
+        {"glm", "<tool_call>now\n</tool_call>"},
+        {"seed_oss", "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Seoul</parameter>\n</function>\n</seed:tool_call>"},
+        {"minimax", "<minimax:tool_call>\n<invoke name=\"get_weather\"><parameter name=\"city\">Lima</parameter></invoke>\n"
+                    "<invoke name=\"now\"></invoke>\n</minimax:tool_call>"},
+        {"deepseek_v3", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Nice\"}<｜tool▁call▁end｜>"
+                        "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+        {"deepseek_v3", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{\"a\": 1, \"b\": 2}\n```"
+                        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+        {"kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+                    "{\"city\": \"Bern\"}<|tool_call_end|><|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}"
+                    "<|tool_call_end|><|tool_calls_section_end|>"},
+        {"command_r", "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}},\n"
+                      "    {\"tool_call_id\": \"1\", \"tool_name\": \"now\", \"parameters\": {}}\n]<|END_ACTION|>"},
+        {"harmony", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Quito\"}<|call|>"},
+    };
+    static const char *around[] = {"", "", "Sure. ", "Let me check.\n\n", " "};
+    int agreed = 0, read = 0;
+    size_t nf = sizeof forms / sizeof forms[0];
+    for (size_t i = 0; i < nf; i++)
+        for (size_t j = 0; j <= nf; j++) {
+            if (j < nf && strcmp(forms[i].dn, forms[j].dn)) continue;
+            const tm_tool_dialect *d = tm_tool_dialect_named(forms[i].dn);
+            char text[2048];
+            snprintf(text, sizeof text, "%s%s%s%s", j < nf ? around[rnd(5)] : "", forms[i].text,
+                     j < nf ? around[rnd(5)] : "", j < nf ? forms[j].text : "");
+            size_t n = strlen(text);
+            tm_tool_calls c;
+            tm_err e = {0};
+            CHECK(tm_tool_parse(d, text, n, TOOLS, 0, &c, &e) == TM_OK);
+            if (j == nf) CHECKF(c.n > 0, "%s: no calls in %s", d->name, text); /* each form alone is calls */
+            if (c.n) {
+                read++;
+                int ok = 1;
+                for (size_t k = 0; k <= n && ok; k++) ok = partial_agrees(d, TOOLS, text, k, &c);
+                agreed += ok;
+            }
+            tm_tool_calls_free(&c);
+        }
+    CHECKF(read >= 40 && agreed == read, "%d of %d texts read as calls agree with every prefix", agreed, read);
+    /* by hand: the first of "arguments" / "parameters" is read (so a stream that read one knows), a string
+     * holding the arguments goes whole, a name still being written is no call yet */
+    parse_case("hermes", "<tool_call>{\"name\": \"add\", \"parameters\": {\"a\": 1}, \"arguments\": {\"b\": 2}}</tool_call>",
+               "add {\"a\":1}", "");
+    struct {
+        const char *dn, *text, *name, *args;
+    } cases[] = {
+        {"hermes", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par", "get_weather", "{\"city\":\"Par"},
+        {"hermes", "<tool_call>\n{\"name\": \"get_wea", NULL, NULL},
+        {"hermes", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"city", "get_weather", ""},
+        {"hermes", "<tool_call>\n{\"name\": \"nope\", \"arguments\": {", NULL, NULL},
+        {"hermes", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 12", "add", "{\"a\":"},
+        {"mistral_args", "[TOOL_CALLS]get_weather", NULL, NULL},
+        {"mistral_args", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"P", "get_weather", "{\"city\":\"P"},
+        {"qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Fran", "get_weather", "{\"city\":\"San Fran"},
+        {"qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</para", "get_weather", "{\"city\":\"Oslo"},
+        {"qwen3_coder", "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2", "add", "{\"a\":1"},
+        {"glm", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Ro", "get_weather", "{\"city\":\"Ro"},
+        {"kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:3", NULL, NULL},
+        {"kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:3<|tool_call_argument_begin|>{\"ci",
+         "get_weather", "{\"ci"},
+        {"harmony", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Ly", "get_weather",
+         "{\"city\":\"Ly"},
+        {"command_r", "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"add\", \"parameters\": {\"a\": 1,", "add",
+         "{\"a\":1,"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tm_tool_calls p;
+        tm_tool_call part;
+        tm_err e = {0};
+        const tm_tool_dialect *d = tm_tool_dialect_named(cases[i].dn);
+        CHECK(tm_tool_parse_partial(d, cases[i].text, strlen(cases[i].text), TOOLS, &p, &part, &e) == TM_OK);
+        CHECKF(p.n == 0 && (cases[i].name ? part.name && !strcmp(part.name, cases[i].name) && !strcmp(part.arguments, cases[i].args)
+                                          : !part.name),
+               "%s: %s: %d calls, part %s %s", cases[i].dn, cases[i].text, p.n, part.name ? part.name : "-",
+               part.arguments ? part.arguments : "-");
+        if (!strcmp(cases[i].dn, "kimi_k2") && part.name) CHECK(part.id && !strcmp(part.id, "functions.get_weather:3"));
+        tm_tool_calls_free(&p);
+        tm_tool_call_free(&part);
+    }
+}
+
 int main(void)
 {
     test_detect();
@@ -1007,5 +1207,6 @@ int main(void)
     test_deepseek();
     test_kimi();
     test_command();
+    test_partial();
     return th_done("test_toolcall");
 }

@@ -12,6 +12,7 @@
 #include "core/grow.h"
 #include "text/grammar.h"
 #include "text/harmony.h"
+#include "text/json_compact.h"
 #include "text/json_schema.h"
 
 static const tm_tool_xml qwen3_xml = {.fn_open = "<function=", .fn_close = ">", .fn_end = "</function>",
@@ -213,16 +214,23 @@ static const cJSON *declared(const cJSON *tools, const char *name)
 typedef struct calls {
     tm_tool_call *v;
     size_t n, cap;
+    int want_part;           /* tm_tool_parse_partial: keep the call the text ends inside in part */
+    tm_tool_call part;       /* its name (NULL: none begun), the start of its arguments, its text id */
 } calls;
+
+static void call_free(tm_tool_call *t)
+{
+    free(t->name);
+    free(t->arguments);
+    free(t->id);
+    memset(t, 0, sizeof *t);
+}
 
 static void calls_clear(calls *c)
 {
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->v[i].name);
-        free(c->v[i].arguments);
-        free(c->v[i].id);
-    }
+    for (size_t i = 0; i < c->n; i++) call_free(&c->v[i]);
     free(c->v);
+    call_free(&c->part);
     memset(c, 0, sizeof *c);
 }
 
@@ -240,15 +248,29 @@ static size_t skip_ws(const char *s, size_t i, size_t len)
 enum { GOOD = 1, BAD = 2, CUT = 3 }; /* beside TM_OK (0) and the negative statuses; CUT: an unfinished call ends
                                         a reply cut short */
 
+/* a JSON call's keys: its name under the dialect's name_key or "name", its arguments under "arguments" or
+ * "parameters"; where a call has both of a pair, the first written is read (so a stream that has read
+ * one knows it is the one) */
+static int is_name_key(const char *k, const char *name_key)
+{
+    return k && (!strcmp(k, "name") || (name_key && !strcmp(k, name_key)));
+}
+
+static int is_args_key(const char *k)
+{
+    return k && (!strcmp(k, "arguments") || !strcmp(k, "parameters"));
+}
+
 /* o as a call to a declared tool, appended to c: GOOD, BAD (not a call) or TM_E_NOMEM. name_key: the
- * key of the tool's name in the dialect's calls (NULL: "name", which is also read where it is absent) */
+ * key of the tool's name in the dialect's calls (NULL: "name" only; else also "name") */
 static int add_call(const cJSON *o, const char *name_key, const cJSON *tools, calls *c)
 {
-    const cJSON *name = name_key ? cJSON_GetObjectItemCaseSensitive(o, name_key) : NULL;
-    if (!name) name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    const cJSON *name = NULL, *args = NULL;
+    for (const cJSON *m = cJSON_IsObject(o) ? o->child : NULL; m; m = m->next) { /* the first of either key */
+        if (!name && (is_name_key(m->string, name_key))) name = m;
+        if (!args && is_args_key(m->string)) args = m;
+    }
     if (!cJSON_IsObject(o) || !cJSON_IsString(name) || !declared(tools, name->valuestring)) return BAD;
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
-    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
     cJSON *parsed = NULL;
     if (cJSON_IsString(args)) /* some models write the arguments as a string holding the object */
         args = parsed = cJSON_Parse(args->valuestring);
@@ -277,6 +299,105 @@ static cJSON *json_at(const char *text, size_t len, size_t p, size_t *end)
     cJSON *v = p < len ? cJSON_ParseWithLengthOpts(text + p, len - p, &e, 0) : NULL;
     if (v) *end = (size_t)(e - text);
     return v;
+}
+
+/* ---- the call a reply being written ends inside (tm_tool_parse_partial) ---- */
+
+/* cJSON's whitespace between tokens: any byte up to 32 */
+static size_t skip_jws(const char *s, size_t i, size_t len)
+{
+    while (i < len && (unsigned char)s[i] <= 32) i++;
+    return i;
+}
+
+/* c->part := a call to nm [nl] where that is a declared tool (else none), its arguments so far args
+ * [alen], its text id id [idl] (NULL: none). CUT (the caller's status: the text ends inside the call)
+ * or TM_E_NOMEM. */
+static int set_part(calls *c, const cJSON *tools, const char *nm, size_t nl, const char *args, size_t alen,
+                    const char *id, size_t idl)
+{
+    if (!c->want_part) return CUT;
+    call_free(&c->part);
+    char name[TM_TOOL_MAX_NAME + 1];
+    if (!nl || nl > TM_TOOL_MAX_NAME) return CUT;
+    memcpy(name, nm, nl);
+    name[nl] = '\0';
+    if (!declared(tools, name)) return CUT;
+    c->part.name = strdup(name);
+    c->part.arguments = strndup(args ? args : "", alen);
+    c->part.id = id ? strndup(id, idl) : NULL;
+    if (!c->part.name || !c->part.arguments || (id && !c->part.id)) {
+        call_free(&c->part);
+        return TM_E_NOMEM;
+    }
+    return CUT;
+}
+
+/* set_part with the arguments the compact start of the object at text[a..len) (text/json_compact.h;
+ * none yet where a is len, or where no object starts there: a string holding one is read whole) */
+static int part_json(calls *c, const cJSON *tools, const char *nm, size_t nl, const char *text, size_t len, size_t a,
+                     const char *id, size_t idl)
+{
+    if (!c->want_part) return CUT;
+    tm_jbuf args = {0};
+    size_t used = 0;
+    if (a < len && text[a] == '{' && tm_json_compact(text + a, len - a, &args, &used) == TM_E_NOMEM) {
+        free(args.p);
+        return TM_E_NOMEM;
+    }
+    int rc = set_part(c, tools, nm, nl, args.p, args.n, id, idl);
+    free(args.p);
+    return rc;
+}
+
+/* The JSON call object at text[p..len) ('{') that the text ends inside: its members read in turn while
+ * they are whole; the first name key's string names it, the first arguments key's value is its arguments
+ * (add_call's rule). CUT or TM_E_NOMEM. */
+static int part_object(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools, calls *c)
+{
+    char name[TM_TOOL_MAX_NAME + 1];
+    size_t nl = 0, a = len, q = p + 1;
+    int have_name = 0, have_args = 0, rc = CUT;
+    if (!c->want_part) return CUT;
+    while ((q = skip_jws(text, q, len)) < len && text[q] == '"') {
+        size_t used = 0;
+        tm_jbuf kb = {0};
+        int k = tm_json_compact(text + q, len - q, &kb, &used);
+        cJSON *key = k == TM_JC_WHOLE ? cJSON_ParseWithLength(text + q, used) : NULL;
+        free(kb.p);
+        if (k == TM_E_NOMEM) return TM_E_NOMEM;
+        if (!cJSON_IsString(key)) {
+            cJSON_Delete(key);
+            break;
+        }
+        int is_name = !have_name && is_name_key(key->valuestring, d->name_key);
+        int is_args = !have_args && is_args_key(key->valuestring);
+        cJSON_Delete(key);
+        q = skip_jws(text, q + used, len);
+        if (q == len || text[q] != ':') break;
+        q = skip_jws(text, q + 1, len);
+        if (is_args) have_args = 1, a = q;
+        tm_jbuf vb = {0};
+        k = q < len ? tm_json_compact(text + q, len - q, &vb, &used) : TM_JC_MORE;
+        cJSON *v = is_name && k == TM_JC_WHOLE ? cJSON_ParseWithLength(text + q, used) : NULL;
+        free(vb.p);
+        if (k == TM_E_NOMEM) return TM_E_NOMEM;
+        if (is_name) { /* the first name key decides: a string naming a tool, or no call */
+            have_name = 1;
+            if (cJSON_IsString(v) && strlen(v->valuestring) <= TM_TOOL_MAX_NAME) {
+                nl = strlen(v->valuestring);
+                memcpy(name, v->valuestring, nl + 1);
+            }
+            cJSON_Delete(v);
+            if (!nl) return CUT;
+        }
+        if (k != TM_JC_WHOLE) break;
+        q = skip_jws(text, q + used, len);
+        if (q == len || text[q] != ',') break;
+        q++;
+    }
+    if (nl) rc = part_json(c, tools, name, nl, text, len, a, NULL, 0);
+    return rc;
 }
 
 /* does text[p..len) start with marker m (*whole = 1), or is it a proper prefix of m (*whole = 0)? */
@@ -311,10 +432,13 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     if (q == len) return cut ? CUT : BAD;
     if (q == p || q - p > TM_TOOL_MAX_NAME) return BAD;
     size_t nend = q;
+    /* the text ends inside the call past its name: CUT, with the call as far as it goes (part_json) */
+#define NAMED_CUT(a, id, idl) (cut ? part_json(c, tools, text + p, nend - p, text, len, a, id, idl) : BAD)
     if (fenced) { /* NAME\n```json\n{...}\n``` */
         size_t k = skip_ws(text, q, len);
+        if (k == len) return NAMED_CUT(len, NULL, 0);
         if (!marker_at("```json", text, len, k, &whole)) return BAD;
-        if (!whole) return cut ? CUT : BAD;
+        if (!whole) return NAMED_CUT(len, NULL, 0);
         q = skip_ws(text, k + 7, len);
     }
     if (marker_at(d->id_marker, text, len, q, &whole)) {
@@ -324,15 +448,17 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
         if (q == len) return cut ? CUT : BAD;
     }
     size_t idend = q;
+    const char *tid = d->text_ids && idend - id0 <= TM_TOOL_MAX_NAME + 32 ? text + id0 : NULL; /* (below) */
     if (marker_at(d->args_marker, text, len, q, &whole)) {
-        if (!whole) return cut ? CUT : BAD;
+        if (!whole) return NAMED_CUT(len, tid, idend - id0);
         q += strlen(d->args_marker);
     }
-    if (q == len) return cut ? CUT : BAD;
+    if (q == len) return NAMED_CUT(len, tid, idend - id0);
     if (text[q] != '{') return BAD; /* the object right after (cJSON would skip a space) */
     size_t e = 0;
     cJSON *args = json_at(text, len, q, &e);
-    if (!args) return cut ? CUT : BAD;
+    if (!args) return NAMED_CUT(q, tid, idend - id0);
+#undef NAMED_CUT
     cJSON *o = cJSON_CreateObject();
     char nm[TM_TOOL_MAX_NAME + 1];
     memcpy(nm, text + p, nend - p);
@@ -345,14 +471,9 @@ static int named_call_at(const tm_tool_dialect *d, const char *text, size_t len,
     int rc = add_call(o, NULL, tools, c);
     cJSON_Delete(o);
     if (rc != GOOD) return rc;
-    size_t n = idend - id0;
-    if (d->text_ids && n <= TM_TOOL_MAX_NAME + 32) { /* the id as written: prefix, name, id marker and id (up to the
-                                                        arguments' marker); a longer one is not kept: the server's */
-        char *id = malloc(n + 1);
-        if (!id) return TM_E_NOMEM;
-        memcpy(id, text + id0, n);
-        id[n] = '\0';
-        c->v[c->n - 1].id = id;
+    if (tid) { /* the id as written: prefix, name, id marker and id (up to the arguments' marker); a longer one
+                  is not kept: the server's */
+        if (!(c->v[c->n - 1].id = strndup(tid, idend - id0))) return TM_E_NOMEM;
     }
     size_t k = skip_ws(text, e, len);
     if (fenced && marker_at("```", text, len, k, &whole)) { /* the fence's end (optional) */
@@ -431,6 +552,35 @@ static cJSON *xml_value(const cJSON *schema, const char *v, size_t n)
     return j;
 }
 
+/* The XML call to nm the text ends inside: its arguments so far are the object args of its whole ones,
+ * open, and where the text ends inside a string argument (*pkey), that one's value from text[pv] on,
+ * less what may yet turn out to be its closing tag (and, with trim_nl, the newline before it). CUT or
+ * TM_E_NOMEM. */
+static int part_xml(const tm_tool_xml *x, const char *text, size_t len, const char *nm, const cJSON *args,
+                    const char *pkey, size_t pv, const cJSON *tools, calls *c)
+{
+    char *whole = cJSON_PrintUnformatted(args); /* "{...}" */
+    tm_jbuf b = {0};
+    int rc = whole && !tm_jbuf_put(&b, whole, strlen(whole) - 1) ? TM_OK : TM_E_NOMEM;
+    if (rc == TM_OK && *pkey) {
+        size_t end = len, vl = strlen(x->val_close);
+        for (size_t k = vl - 1 < len - pv ? vl - 1 : len - pv; k > 0; k--)
+            if (!memcmp(text + len - k, x->val_close, k)) {
+                end = len - k;
+                break;
+            }
+        if (x->trim_nl && end > pv && text[end - 1] == '\n') end--;
+        if ((args->child && tm_jbuf_put(&b, ",", 1)) || tm_jbuf_put(&b, "\"", 1) ||
+            tm_json_escape_put(&b, pkey, strlen(pkey)) || tm_jbuf_put(&b, "\":\"", 3) ||
+            tm_json_escape_put(&b, text + pv, end - pv))
+            rc = TM_E_NOMEM;
+    }
+    if (rc == TM_OK) rc = set_part(c, tools, nm, strlen(nm), b.p, b.n, NULL, 0);
+    free(whole);
+    free(b.p);
+    return rc;
+}
+
 /* One call of an XML dialect at text[p..len): GOOD (*end past it), BAD, CUT or TM_E_NOMEM. A tag the
  * text ends inside, or a value without its closing tag, is CUT in a reply cut short. */
 static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, size_t p, const cJSON *tools,
@@ -450,11 +600,13 @@ static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, s
     char nm[TM_TOOL_MAX_NAME + 1];
     memcpy(nm, text + n0, q - n0);
     nm[q - n0] = '\0';
-    if ((t = tag_at(x->fn_close, text, len, q)) < 0) return more;
+    if ((t = tag_at(x->fn_close, text, len, q)) < 0) return cut ? set_part(c, tools, nm, strlen(nm), "", 0, NULL, 0) : BAD;
     if (*x->fn_close && !t) return BAD;
     q += strlen(x->fn_close);
     const cJSON *tool = declared(tools, nm);
     if (!tool) return BAD;
+    char pkey[257] = "";     /* a string argument the text ends inside: its key and where its value starts */
+    size_t pv = len;
     cJSON *o = cJSON_CreateObject(), *args = cJSON_CreateObject();
     if (!o || !args || !cJSON_AddStringToObject(o, "name", nm) || !cJSON_AddItemToObject(o, "arguments", args)) {
         if (!cJSON_GetObjectItemCaseSensitive(o, "arguments")) cJSON_Delete(args);
@@ -503,6 +655,10 @@ static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, s
         }
         const char *vc = memmem(text + q, len - q, x->val_close, vl);
         if (!vc) {
+            if (cut && string_typed(param_schema(tool, key))) {
+                memcpy(pkey, key, strlen(key) + 1);
+                pv = x->trim_nl && q < len && text[q] == '\n' ? q + 1 : q;
+            }
             rc = more;
             break;
         }
@@ -515,14 +671,14 @@ static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, s
             rc = TM_E_NOMEM;
             break;
         }
-        if (cJSON_GetObjectItemCaseSensitive(args, key) ? !cJSON_ReplaceItemInObjectCaseSensitive(args, key, val)
-                                                       : !cJSON_AddItemToObject(args, key, val)) {
+        if (!cJSON_AddItemToObject(args, key, val)) { /* a key written twice stays twice, as in a JSON call */
             cJSON_Delete(val);
             rc = TM_E_NOMEM;
             break;
         }
     }
     if (rc == GOOD) rc = add_call(o, NULL, tools, c);
+    else if (rc == CUT && c->want_part) rc = part_xml(x, text, len, nm, args, pkey, pv, tools, c);
     cJSON_Delete(o);
     if (rc == GOOD) *end = q;
     return rc;
@@ -568,7 +724,7 @@ static int calls_at(const tm_tool_dialect *d, const char *text, size_t len, size
     for (;;) {
         size_t e = 0;
         cJSON *v = json_at(text, len, p, &e);
-        if (!v) return cut && (p == len || text[p] == '{') ? CUT : BAD;
+        if (!v) return !cut || (p < len && text[p] != '{') ? BAD : p < len ? part_object(d, text, len, p, tools, c) : CUT;
         int rc = add_call(v, d->name_key, tools, c);
         cJSON_Delete(v);
         if (rc != GOOD) return rc;
@@ -616,8 +772,11 @@ static int split(const tm_tool_dialect *d, const char *text, size_t len, const c
     int bare_start = i < len && (d->args_marker ? name_char(text[i]) && !memmem(text, len, d->open, olen)
                                                 : text[i] == (d->list ? '[' : '{'));
     if (d->bare && bare_start && !(len - i >= olen && !memcmp(text + i, d->open, olen))) {
+        /* named calls stand bare only where no marker comes anywhere: a reply still being written cannot
+           know that yet */
+        if (c->want_part && d->args_marker) return BAD;
         int rc = calls_at(d, text, len, i, tools, c, &e, cut);
-        if (rc == CUT) return c->n ? GOOD : BAD;
+        if (rc == CUT) return c->n || c->part.name ? GOOD : BAD;
         return rc == GOOD && skip_ws(text, e, len) < len ? BAD : rc;
     }
     while (pos < len) {
@@ -637,7 +796,7 @@ static int split(const tm_tool_dialect *d, const char *text, size_t len, const c
             else pos = len;
         }
     }
-    return c->n ? GOOD : BAD;
+    return c->n || c->part.name ? GOOD : BAD;
 }
 
 /* ---- harmony ---- */
@@ -680,20 +839,36 @@ int tm_tool_harmony_calls(const tm_harmony *h, const char *tools_json, int cut, 
     return TM_OK;
 }
 
-int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
-                  tm_tool_calls *out, tm_err *err)
+/* A harmony reply's call the parser h (fed so far) ends inside, into *part (tm_tool_parse_partial) */
+static int harmony_part(const tm_harmony *h, const char *tools_json, tm_tool_call *part)
+{
+    const tm_harmony_call *hc = h->n_calls ? &h->calls[h->n_calls - 1] : NULL;
+    if (!hc || hc->closed || !tools_json) return TM_OK;
+    cJSON *tools = cJSON_Parse(tools_json);
+    calls c = {.want_part = 1};
+    size_t a = skip_jws(hc->body ? hc->body : "", 0, hc->blen);
+    int rc = part_json(&c, tools, hc->to, strlen(hc->to), hc->body ? hc->body : "", hc->blen, a, NULL, 0);
+    cJSON_Delete(tools);
+    *part = c.part;
+    return rc == TM_E_NOMEM ? rc : TM_OK;
+}
+
+/* tm_tool_parse, and with part (tm_tool_parse_partial) the call the text ends inside */
+static int parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
+                 tm_tool_calls *out, tm_tool_call *part, tm_err *err)
 {
     memset(out, 0, sizeof *out);
+    if (part) memset(part, 0, sizeof *part), cut = 1;
     if (d && d->harmony) {
         tm_harmony h;
         tm_harmony_init(&h, 1);
-        int rc = tm_harmony_feed(&h, text, len, 1) ? tm_errf(err, TM_E_NOMEM, "out of memory")
-                                                   : tm_tool_harmony_calls(&h, tools_json, cut, out, err);
+        int rc = tm_harmony_feed(&h, text, len, !part) ? TM_E_NOMEM : tm_tool_harmony_calls(&h, tools_json, cut, out, err);
+        if (rc == TM_OK && part && (rc = harmony_part(&h, tools_json, part)) != TM_OK) tm_tool_calls_free(out);
         tm_harmony_free(&h);
-        return rc;
+        return rc == TM_OK ? rc : tm_errf(err, TM_E_NOMEM, "out of memory");
     }
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
-    calls c = {0};
+    calls c = {.want_part = part != NULL};
     text_t content = {0};
     int rc = d && tools ? split(d, text, len, tools, cut, &c, &content) : BAD;
     cJSON_Delete(tools);
@@ -712,6 +887,8 @@ int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const 
         return tm_errf(err, TM_E_NOMEM, "out of memory");
     }
     content.p[content.n] = '\0';
+    if (part) *part = c.part;
+    else call_free(&c.part);
     out->v = c.v;
     out->n = (int)c.n;
     out->content = content.p;
@@ -719,9 +896,26 @@ int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const 
     return TM_OK;
 }
 
+int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
+                  tm_tool_calls *out, tm_err *err)
+{
+    return parse(d, text, len, tools_json, cut, out, NULL, err);
+}
+
+int tm_tool_parse_partial(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+                          tm_tool_calls *out, tm_tool_call *part, tm_err *err)
+{
+    return parse(d, text, len, tools_json, 1, out, part, err);
+}
+
+void tm_tool_call_free(tm_tool_call *t)
+{
+    call_free(t);
+}
+
 void tm_tool_calls_free(tm_tool_calls *c)
 {
-    calls cc = {c->v, (size_t)c->n, (size_t)c->n};
+    calls cc = {.v = c->v, .n = (size_t)c->n, .cap = (size_t)c->n};
     calls_clear(&cc);
     free(c->content);
     memset(c, 0, sizeof *c);

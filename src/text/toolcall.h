@@ -175,6 +175,19 @@ int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const 
                   tm_tool_calls *out, tm_err *err);
 void tm_tool_calls_free(tm_tool_calls *c);
 
+/* tm_tool_parse_partial: a reply still being written, text [len]: out as tm_tool_parse with cut
+ * gives it (the whole calls so far), and *part the call the text ends inside, as far as it is
+ * read: its name once it is whole and a declared tool (NULL: no call begun), its arguments the start
+ * of the compact text the whole call's will have (text/json_compact.h; "" while none is certain: a
+ * string holding the object is read whole), its text id (text_ids) once whole, or NULL. Where the
+ * text grows into a reply that tm_tool_parse reads as calls, each call here is that reply's call of
+ * the same number, and part's name is the next one's and its arguments the start of that one's
+ * (tests/test_toolcall.c checks it on every dialect's replies cut at every byte). TM_OK or
+ * TM_E_NOMEM. Free part with tm_tool_call_free. */
+int tm_tool_parse_partial(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+                          tm_tool_calls *out, tm_tool_call *part, tm_err *err);
+void tm_tool_call_free(tm_tool_call *t);
+
 /* tm_tool_harmony_calls: a harmony reply's calls (h, fed to its end) held to tools_json (NULL: none
  * are calls), and its answer (content) with the text of any message to a recipient that is not a
  * call after it; cut: the reply was cut short, so an unclosed last call is dropped. TM_OK or
