@@ -155,8 +155,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tm_oai_usage u = {3, 4, 1};
         tm_api_stream st;
         char *ev[6] = {fmt->json(&am, &ar, &u), fmt->stream_start(&st, &am, &u), NULL, NULL, NULL, NULL};
-        ev[2] = fmt->stream_part(&st, &am, body, h, body + h, len - h);
-        ev[3] = fmt->stream_part(&st, &am, "", 0, body, h);
+        /* the calls as a stream's pieces: the first named, then its arguments in two, then the second whole */
+        size_t ah = args ? strlen(args) / 2 : 0;
+        tm_oai_call_delta cd[3] = {{0, calls[0].id, nm, args, ah}, {0, NULL, NULL, args ? args + ah : "", args ? strlen(args) - ah : 0},
+                                   {1, calls[1].id, calls[1].name, calls[1].arguments, strlen(calls[1].arguments)}};
+        ev[2] = fmt->stream_part(&st, &am, body, h, body + h, len - h, NULL, 0);
+        ev[3] = fmt->stream_part(&st, &am, "", 0, body, h, cd, tc.n ? 3 : 0);
         ev[4] = (len & 8) ? fmt->stream_error(&st, body) : fmt->stream_end(&st, &am, &ar, &u);
         fmt->stream_free(&st);
         if (fmt->keep && store) { /* kept where the echo asks, then read back and deleted: JSON */

@@ -10,7 +10,10 @@
  * memory, and gives content (all the reply when it finds no calls) and calls whose names are
  * declared and whose arguments are JSON objects; the hold-back never exceeds the text and never
  * shrinks as the text grows; the reasoning split's spans lie in order within every prefix; the
- * server's reply reader streamed byte by byte adds up to the whole reply (up to trimmed whitespace);
+ * server's reply reader streamed byte by byte adds up to the whole reply (up to trimmed whitespace),
+ * and with its calls streamed as they are written (tm_reply_stream_calls), their pieces add up to the
+ * whole reply's calls wherever that reads as calls and was not cut; every prefix's partial reading
+ * (tm_tool_parse_partial) agrees with those calls;
  * a grammar is made for well-formed tools or refused with a message,
  * and a grammar made compiles. */
 #include <stdint.h>
@@ -23,6 +26,28 @@
 #include "text/grammar.h"
 #include "text/reasoning.h"
 #include "text/toolcall.h"
+
+/* a stream's call pieces put together: n calls, each name, id and arguments (NULL where out of memory) */
+typedef struct pieced {
+    int n;
+    char *name[16], *id[16], *args[16];
+} pieced;
+
+static void piece_up(pieced *c, const tm_reply_part *p)
+{
+    for (int i = 0; i < p->n_cd; i++) {
+        const tm_oai_call_delta *d = &p->cd[i];
+        if (d->index != c->n - 1 + (d->name != NULL) || (d->name && !d->id)) __builtin_trap(); /* in order, first named */
+        if (d->index >= 16) continue;
+        if (d->name) c->n++, c->name[d->index] = strdup(d->name), c->id[d->index] = strdup(d->id), c->args[d->index] = strdup("");
+        char *a = c->args[d->index];
+        size_t l = a ? strlen(a) : 0;
+        char *na = a ? realloc(a, l + d->args_len + 1) : NULL;
+        if (na) memcpy(na + l, d->args, d->args_len), na[l + d->args_len] = '\0';
+        c->args[d->index] = na;
+        if (!na) free(a);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -91,19 +116,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tm_reply a, b;
         tm_reply_init(&a, d, tools, think, opened, d->harmony);
         tm_reply_init(&b, d, tools, think, opened, d->harmony);
+        tm_reply_stream_calls(&a, 5);
+        pieced pc = {0};
         char *rs = malloc(rl + 1), *cs = malloc(rl + 1);
         size_t rn = 0, cn = 0;
         int ok2 = rs && cs;
         tm_reply_part p;
         for (size_t k = 0; k < rl && ok2; k++) {
-            ok2 = tm_reply_add(&a, reply + k, 1) == 0;
-            tm_reply_delta(&a, &p);
+            ok2 = tm_reply_add(&a, reply + k, 1) == 0 && tm_reply_delta(&a, &p) == 0;
+            if (ok2) piece_up(&pc, &p);
             if (rn + p.reasoning_len > rl || cn + p.content_len > rl) __builtin_trap();
             memcpy(rs + rn, p.reasoning, p.reasoning_len), rn += p.reasoning_len;
             memcpy(cs + cn, p.content, p.content_len), cn += p.content_len;
         }
-        if (ok2 && tm_reply_finish(&a, cut, 1) == 0 && tm_reply_add(&b, reply, rl) == 0 && tm_reply_finish(&b, cut, 1) == 0) {
-            tm_reply_rest(&a, &p);
+        if (ok2 && tm_reply_finish(&a, cut, 1) == 0 && tm_reply_add(&b, reply, rl) == 0 && tm_reply_finish(&b, cut, 1) == 0 &&
+            tm_reply_rest(&a, &p) == 0) {
+            piece_up(&pc, &p);
+            /* the calls' pieces: the whole reply's calls, where it reads as calls and was not cut */
+            if (p.tc.n && !cut && !d->harmony) { /* (harmony's calls are each read alone: one read in part may
+                                                     turn out not to be one, and the next takes its number) */
+                if (pc.n != p.tc.n) __builtin_trap();
+                for (int i = 0; i < pc.n && i < 16; i++)
+                    if (pc.name[i] && pc.id[i] && pc.args[i] &&
+                        (strcmp(pc.name[i], p.tc.v[i].name) || strcmp(pc.id[i], p.tc.v[i].id) ||
+                         strcmp(pc.args[i], p.tc.v[i].arguments)))
+                        __builtin_trap();
+            }
             if (rn + p.reasoning_len > rl || cn + p.content_len > rl) __builtin_trap();
             memcpy(rs + rn, p.reasoning, p.reasoning_len), rn += p.reasoning_len;
             memcpy(cs + cn, p.content, p.content_len), cn += p.content_len;
@@ -118,6 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         free(rs);
         free(cs);
+        for (int i = 0; i < pc.n && i < 16; i++) free(pc.name[i]), free(pc.id[i]), free(pc.args[i]);
         tm_reply_free(&a);
         tm_reply_free(&b);
     }

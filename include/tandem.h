@@ -222,6 +222,15 @@ typedef struct tandem_request {
                                      the output is free until the model writes it, and the text from its
                                      start must then be in the grammar's language); an output whose next
                                      bytes after it the grammar refuses is left free */
+    const char *grammar_skip_open;  /* with grammar_trigger and grammar_skip_close: a block the output may
+                                     open with, in which the trigger is not looked for (a reasoning model's
+                                     thinking, which may name the trigger): where the output starts (past
+                                     whitespace) with grammar_skip_open, or at once where it is "" (the
+                                     prompt left the block open), the trigger is looked for only after the
+                                     first grammar_skip_close; an output that does not start so is looked
+                                     through from its start (text/reasoning.h's rules). NULL: none */
+    const char *grammar_skip_close; /* the block's closing text: set with grammar_skip_open (NULL: none; one
+                                     without the other, or without grammar_trigger, is refused) */
     int logprobs;                 /* with on_logprob: each generated token's log-probability and this
                                      many (0..TANDEM_MAX_LOGPROBS) of the most likely tokens at its step */
     struct tandem_logprob_cb {    /* (a struct so that a zeroed request has none) */

@@ -19,6 +19,7 @@
 #include "text/grammar.h"
 #include "text/json_gate.h"
 #include "text/tokenizer.h"
+#include "text/vocab_trie.h"
 
 typedef struct sink {
     char buf[4096];
@@ -821,6 +822,191 @@ static void grammar_mode(tm_rt_model *rm)
     tm_session_free(s);
 }
 
+/* A greedy run's tokens (on_logprob: every one drawn, with text or without) and their bytes as the
+ * scheduler's lazy grammar sees them (the vocabulary trie's) */
+typedef struct tok_run {
+    int32_t ids[160];
+    int n;
+    int ends[160];  /* [n] where token i's bytes end in b */
+    char b[2048];   /* [len] */
+    size_t len;
+} tok_run;
+
+static int tr_lp(void *ud, const tandem_logprob *lp)
+{
+    tok_run *g = ud;
+    if (g->n < 160) g->ids[g->n++] = lp->token;
+    return 0;
+}
+
+static void tr_generate(tm_session *s, tandem_request r, const struct tm_vocab_trie *trie, tok_run *g,
+                        tandem_stats *st)
+{
+    tm_err err = {0};
+    memset(g, 0, sizeof *g);
+    r.on_logprob.fn = tr_lp;
+    CHECKF(tm_session_generate(s, &r, NULL, g, st, &err) == TM_OK, "%s", err.msg);
+    for (int i = 0; i < g->n; i++) {
+        uint32_t n = 0;
+        const uint8_t *t = tm_vocab_token(trie, g->ids[i], &n);
+        if (g->len + n < sizeof g->b && n) memcpy(g->b + g->len, t, n);
+        g->len += g->len + n < sizeof g->b ? n : 0;
+        g->ends[i] = (int)g->len;
+    }
+}
+
+/* a lazy grammar: the trigger's n bytes, then up to 40 bytes but '.', then '.' (where it ends) */
+static void lazy_gbnf(const char *trig, size_t n, char *out, size_t cap)
+{
+    char lit[32];
+    size_t w = 0;
+    for (size_t i = 0; i < n && w + 3 < sizeof lit; i++) {
+        if (trig[i] == '"' || trig[i] == '\\') lit[w++] = '\\';
+        if (trig[i] == '\n') { lit[w++] = '\\'; lit[w++] = 'n'; continue; }
+        lit[w++] = trig[i];
+    }
+    lit[w] = '\0';
+    snprintf(out, cap, "root ::= \"%s\" [^.]{0,40} \".\"", lit);
+}
+
+/* k is the free run f up to byte a, and from there a whole match of gram, where it stopped */
+static int held_from(const tok_run *f, const tok_run *k, const tandem_stats *st, size_t a, const char *gram)
+{
+    return k->len >= a && !memcmp(k->b, f->b, a) && !strcmp(st->finish_reason, "stop") &&
+           matches(gram, k->b + a, k->len - a);
+}
+
+/* A block and a trigger taken from a free run's bytes f (so that the same greedy run writes them):
+ * the block opens with the output's first bytes past whitespace, through 2 bytes of its second
+ * token; it closes with 3 or 4 bytes that run over a token boundary, there for the first time, and
+ * end inside a token, which goes on with the trigger (2 or 3 bytes) that the block also holds
+ * earlier, more than 60 bytes before (where a grammar held from there has ended) */
+typedef struct skip_pick {
+    char open[24], close[8], trig[8];
+    size_t p;       /* the output's first byte past whitespace */
+    size_t a1, a2;  /* the trigger's first place, and its first past the close */
+} skip_pick;
+
+static int skip_find(const tok_run *f, skip_pick *k)
+{
+    const char *b = f->b;
+    size_t p = 0;
+    while (p < f->len && (b[p] == ' ' || b[p] == '\n')) p++;
+    int t0 = 0;
+    while (t0 < f->n && (size_t)f->ends[t0] <= p) t0++;
+    if (t0 + 1 >= f->n || f->ends[t0 + 1] - f->ends[t0] < 2) return 0;
+    size_t oend = (size_t)f->ends[t0] + 2;
+    if (oend - p >= sizeof k->open) return 0;
+    for (int j = t0 + 1; j + 1 < f->n; j++) {
+        for (size_t lc = 3; lc <= 4; lc++)
+            for (size_t back = 1; back < lc; back++) {
+                size_t c = (size_t)f->ends[j] - back, ce = c + lc;
+                if (c < oend || ce >= (size_t)f->ends[j + 1] || memmem(b, c + lc - 1, b + c, lc)) continue;
+                for (size_t lt = 2; lt <= 3 && ce + lt <= f->len; lt++) {
+                    const char *a1 = memmem(b, c, b + ce, lt);
+                    if (!a1 || ce - (size_t)(a1 - b) <= 60) continue;
+                    memcpy(k->open, b + p, oend - p);
+                    k->open[oend - p] = '\0';
+                    memcpy(k->close, b + c, lc);
+                    k->close[lc] = '\0';
+                    memcpy(k->trig, b + ce, lt);
+                    k->trig[lt] = '\0';
+                    k->p = p, k->a1 = (size_t)(a1 - b), k->a2 = ce;
+                    return 1;
+                }
+            }
+    }
+    return 0;
+}
+
+/* A lazy grammar that skips a leading block (grammar_skip_open / _close, a reasoning model's
+ * thinking): the trigger written inside the block leaves the output free, and the grammar holds
+ * from its first place past the close; an output that does not open the block (or opens with a
+ * piece of the marker, then leaves it) is held from the trigger's first place, as without one; ""
+ * opens the block at once. The markers come from free runs, so their bytes fall over token
+ * boundaries as the model's do: the opening marker runs from the first token (whitespace and a
+ * piece of the marker) into the second, the close over two tokens, and the trigger starts in the
+ * token that ends the close. Blocks named wrong are refused at submit. */
+static void lazy_skip(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    struct tm_vocab_trie *trie = NULL;
+    CHECKF(tm_rt_model_trie(rm, &trie, &err) == TM_OK, "%s", err.msg);
+    tandem_session_opts o = two_thread_opts();
+    o.route = TANDEM_ROUTE_HYBRID; /* (one route: the router's choice could change the numerics) */
+    tm_session *s = open_session(rm, o);
+    if (!s || !trie) {
+        tm_session_free(s);
+        return;
+    }
+    static tok_run f, k; /* (large) */
+    int found = 0;
+    for (int pi = 0; pi < 4; pi++) {
+        tandem_request r = greedy_request(120);
+        r.prompt = prompts[pi];
+        tandem_stats st;
+        tr_generate(s, r, trie, &f, &st);
+        skip_pick sp;
+        if (!skip_find(&f, &sp)) continue;
+        found++;
+        if (getenv("LAZY_SHOW"))
+            fprintf(stderr, "prompt %d: open '%s' close '%s' trigger '%s' at %zu, %zu (first token '%.*s'): '%s'\n", pi,
+                    sp.open, sp.close, sp.trig, sp.a1, sp.a2, f.ends[0], f.b, f.b);
+        char gram[128];
+        lazy_gbnf(sp.trig, strlen(sp.trig), gram, sizeof gram);
+        r.grammar = gram;
+        r.grammar_trigger = sp.trig;
+        /* no block; one the output opens; one the prompt opened; one the output does not open */
+        const char *opens[4] = {NULL, sp.open, "", "#@#"}, *whats[4] = {"no block", "thinks", "opened", "no thinking"};
+        for (int ci = 0; ci < 4; ci++) {
+            r.grammar_skip_open = opens[ci];
+            r.grammar_skip_close = opens[ci] ? sp.close : NULL;
+            tr_generate(s, r, trie, &k, &st);
+            size_t a = ci == 1 || ci == 2 ? sp.a2 : sp.a1;
+            CHECKF(held_from(&f, &k, &st, a, gram), "prompt %d, %s: close '%s' trigger '%s' from %zu: %s: '%.*s'", pi,
+                   whats[ci], sp.close, sp.trig, a, st.finish_reason, (int)k.len, k.b);
+        }
+        /* an output that starts with a piece of the opening marker and leaves it, in its first token or
+         * its second: those bytes are looked through, for a trigger that shares them with the marker
+         * (whole, in the second case, before the output leaves the marker) */
+        size_t ol = strlen(sp.open); /* (3 or more) */
+        for (size_t piece = 2; piece < ol; piece = piece < ol - 1 ? ol - 1 : ol) {
+            char open[32], trig[4];
+            memcpy(open, sp.open, piece);
+            memcpy(open + piece, "#@", 3);
+            memcpy(trig, sp.open, 3);
+            trig[3] = '\0';
+            lazy_gbnf(trig, 3, gram, sizeof gram);
+            r.grammar_trigger = trig;
+            r.grammar_skip_open = open;
+            tr_generate(s, r, trie, &k, &st);
+            CHECKF(sp.open[piece] != '#' && held_from(&f, &k, &st, sp.p, gram),
+                   "prompt %d, leaves '%s': trigger '%s': %s: '%.*s'", pi, open, trig, st.finish_reason, (int)k.len,
+                   k.b);
+        }
+    }
+    CHECKF(found >= 2, "%d of 4 free runs give a block and trigger", found);
+    /* refusals at submit: the block's markers go together, with a trigger */
+    static const struct {
+        const char *trig, *open, *close, *field;
+    } bad[] = {
+        {NULL, NULL, "</b>", "grammar_skip_close"}, {"a", "<b>", NULL, "grammar_skip_open"},
+        {"a", "", NULL, "grammar_skip_open"},      {"a", NULL, "</b>", "grammar_skip_close"},
+    };
+    for (int i = 0; i < 4; i++) {
+        tandem_request r = greedy_request(4);
+        r.prompt = prompts[0];
+        r.grammar = "root ::= \"a\"";
+        r.grammar_trigger = bad[i].trig;
+        r.grammar_skip_open = bad[i].open;
+        r.grammar_skip_close = bad[i].close;
+        tm_req *q = NULL;
+        CHECKF(tm_session_submit(s, &r, on_text, NULL, &q, &err) == TM_E_INVALID && !q && strstr(err.msg, bad[i].field),
+               "%d: %s", i, err.msg);
+    }
+    tm_session_free(s);
+}
+
 /* logit_bias: -100 keeps the greedy token out, +100 brings any token in; the log-probabilities
  * reported stay the model's; ids outside the vocabulary are refused */
 static void logit_bias(tm_rt_model *rm)
@@ -1103,6 +1289,7 @@ int main(void)
     prompt_scores(rm);
     json_mode(rm);
     grammar_mode(rm);
+    lazy_skip(rm);
     logit_bias(rm);
     engine_argmax(rm);
     code_limits(rm);

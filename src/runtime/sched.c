@@ -101,10 +101,15 @@ struct tm_req {
     tm_gmatch *gm;             /* its matcher after the tokens so far */
     char *trig;                /* request.grammar_trigger: the matcher holds only once the output has it */
     size_t trig_len;
-    char *tail;                /* while waiting for it: the output's last trig_len - 1 bytes and the new ones */
+    char *tail;                /* while waiting for it: the window of the output's bytes the state
+                                  (skip) looks through, the new ones appended (req_trigger) */
     size_t tail_len;
     int waiting;               /* 1: trig not yet written (the output is free); 2: the grammar refused what
                                   followed it (free for good) */
+    char *skip_open, *skip_close; /* request.grammar_skip_open / _close, or NULL: the block in which trig is not
+                                  looked for */
+    size_t so_len, sc_len;
+    int skip;                  /* while waiting, what tail holds (enum trig_skip) */
     int lp_n;                  /* alternatives per token */
     float *lp_raw;             /* [V] the step's logits before the sampler's penalties (on_lp only) */
     struct tandem_prompt_logprob_cb on_plp; /* request.on_prompt_logprob: NULL or called per prompt token */
@@ -254,10 +259,66 @@ static const char *req_kept_text(const tm_req *q, int32_t tok)
     return NULL;
 }
 
-/* A lazy grammar (request.grammar_trigger) waiting for its trigger takes token tok: where the output
- * now holds the trigger, the matcher takes the text from the trigger's start and holds from here
- * (left free for good if it refuses those bytes); else the tail keeps the last trig_len - 1 bytes.
- * A special token (not in the trie) has no text. Returns TM_OK or TM_E_NOMEM. */
+/* A lazy grammar (request.grammar_trigger) waits for its trigger, looking through a window of the
+ * output (tail). Where the request names a block to skip (grammar_skip_open / _close: a reasoning
+ * model's thinking, which may name the trigger), the wait first follows text/reasoning.h's rules:
+ * the output opens the block if, past leading whitespace, it starts with skip_open (or at once where
+ * skip_open is "": the prompt left it open), and the trigger is looked for only after the first
+ * skip_close; an output that does not open it is looked through from its start.
+ *
+ *   SKIP_DECIDE --past whitespace, skip_open whole--> SKIP_IN --skip_close--> SKIP_NONE
+ *        \--------past whitespace, not skip_open's start (the window kept)------^
+ *   (skip_open "": SKIP_IN at submit; no block: SKIP_NONE)
+ *
+ *   | skip        | tail holds                                  | looked for           |
+ *   | SKIP_DECIDE | the output so far: whitespace (its last     | skip_open, or where  |
+ *   |             | trig_len - 1 bytes) and a piece of skip_open | the text leaves it   |
+ *   | SKIP_IN     | the last sc_len - 1 bytes and the new ones  | skip_close           |
+ *   | SKIP_NONE   | the last trig_len - 1 bytes and the new ones | trig                 |
+ *
+ * A state that decides hands the next the bytes past the point decided (the whole window where
+ * the output leaves skip_open: a trigger may start in its whitespace, or in a piece of skip_open it
+ * shares), so one token's text may pass through every state. */
+enum trig_skip { SKIP_NONE, SKIP_DECIDE, SKIP_IN };
+
+/* (text/reasoning.c's whitespace) */
+static int trig_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* the window loses its first n bytes */
+static void tail_drop(tm_req *q, size_t n)
+{
+    memmove(q->tail, q->tail + n, q->tail_len - n);
+    q->tail_len -= n;
+    q->tail[q->tail_len] = '\0';
+}
+
+/* SKIP_DECIDE: does the window open the block, leave it, or not tell yet? An undecided window's
+ * leading whitespace is cut to the last trig_len - 1 bytes, those a trigger that goes on past it
+ * may start in; a trigger all whitespace, already in it, keeps it from its first place. */
+static void trig_decide(tm_req *q)
+{
+    size_t p = 0;
+    while (p < q->tail_len && trig_ws(q->tail[p])) p++;
+    size_t k = q->tail_len - p < q->so_len ? q->tail_len - p : q->so_len;
+    if (memcmp(q->tail + p, q->skip_open, k)) {
+        q->skip = SKIP_NONE; /* no block: the whole window is looked through */
+    } else if (k == q->so_len) {
+        tail_drop(q, p + q->so_len);
+        q->skip = SKIP_IN;
+    } else { /* blank so far, or a piece of skip_open */
+        const char *f = memmem(q->tail, p, q->trig, q->trig_len);
+        size_t cut = f ? (size_t)(f - q->tail) : p > q->trig_len - 1 ? p - (q->trig_len - 1) : 0;
+        tail_drop(q, cut);
+    }
+}
+
+/* A lazy grammar waiting for its trigger takes token tok: its text goes through the states above;
+ * where the output now holds the trigger past any block, the matcher takes the text from the
+ * trigger's start and holds from here (left free for good if it refuses those bytes). A special
+ * token (not in the trie) has no text, unless the request keeps it. Returns TM_OK or TM_E_NOMEM. */
 static int req_trigger(tm_req *q, int32_t tok)
 {
     uint32_t n = 0;
@@ -270,6 +331,17 @@ static int req_trigger(tm_req *q, int32_t tok)
     if (n) memcpy(t + q->tail_len, b, n);
     q->tail_len += n;
     t[q->tail_len] = '\0';
+    if (q->skip == SKIP_DECIDE) trig_decide(q);
+    if (q->skip == SKIP_DECIDE) return TM_OK;
+    if (q->skip == SKIP_IN) {
+        const char *c = memmem(t, q->tail_len, q->skip_close, q->sc_len);
+        if (!c) {
+            if (q->tail_len >= q->sc_len) tail_drop(q, q->tail_len - (q->sc_len - 1));
+            return TM_OK;
+        }
+        tail_drop(q, (size_t)(c - t) + q->sc_len); /* the block closed: what follows is looked through */
+        q->skip = SKIP_NONE;
+    }
     const char *at = memmem(t, q->tail_len, q->trig, q->trig_len);
     if (at) {
         size_t k = q->tail_len - (size_t)(at - t);
@@ -278,11 +350,7 @@ static int req_trigger(tm_req *q, int32_t tok)
         q->waiting = rc == 1 ? 0 : 2;
         return TM_OK;
     }
-    size_t keep = q->trig_len - 1;
-    if (q->tail_len > keep) {
-        memmove(t, t + q->tail_len - keep, keep);
-        q->tail_len = keep;
-    }
+    if (q->tail_len >= q->trig_len) tail_drop(q, q->tail_len - (q->trig_len - 1));
     return TM_OK;
 }
 
@@ -1043,6 +1111,8 @@ static void req_free(tm_req *q)
     tm_grammar_free(q->gram);
     free(q->trig);
     free(q->tail);
+    free(q->skip_open);
+    free(q->skip_close);
     pthread_cond_destroy(&q->done_cv);
     free(q);
 }
@@ -1052,8 +1122,15 @@ static void req_free(tm_req *q)
 static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
 {
     int n = !!r->json_object + !!r->json_schema + !!r->grammar;
-    if (r->grammar_trigger && *r->grammar_trigger && !r->grammar && !r->json_schema)
+    int trig = r->grammar_trigger && *r->grammar_trigger, skip = r->grammar_skip_close && *r->grammar_skip_close;
+    if (trig && !r->grammar && !r->json_schema)
         return tm_errf(err, TM_E_INVALID, "request: grammar_trigger without a grammar");
+    /* the skipped block: both markers or neither, with a trigger to skip for */
+    if (skip && !trig) return tm_errf(err, TM_E_INVALID, "request: grammar_skip_close without a grammar_trigger");
+    if (r->grammar_skip_open && !skip)
+        return tm_errf(err, TM_E_INVALID, "request: grammar_skip_open without a grammar_skip_close");
+    if (skip && !r->grammar_skip_open)
+        return tm_errf(err, TM_E_INVALID, "request: grammar_skip_close without a grammar_skip_open");
     if (n == 0) return TM_OK;
     if (n > 1) return tm_errf(err, TM_E_INVALID, "request: at most one of json_object, json_schema and grammar");
     int rc = TM_OK;
@@ -1068,10 +1145,17 @@ static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
     if (rc) return tm_err_prefix(err, "request: %s", r->json_schema ? "json_schema" : "grammar");
     if (q->gram && (rc = tm_gmatch_new(&q->gm, q->gram, err)) != TM_OK) return rc;
     if ((rc = tm_rt_model_trie(q->s->rm, &q->trie, err)) != TM_OK) return rc;
-    if (r->grammar_trigger && *r->grammar_trigger) {
+    if (trig) {
         if (!(q->trig = strdup(r->grammar_trigger))) return tm_errf(err, TM_E_NOMEM, "out of memory");
         q->trig_len = strlen(q->trig);
         q->waiting = 1;
+    }
+    if (skip) { /* (skip_open "": the output starts inside the block) */
+        if (!(q->skip_open = strdup(r->grammar_skip_open)) || !(q->skip_close = strdup(r->grammar_skip_close)))
+            return tm_errf(err, TM_E_NOMEM, "out of memory");
+        q->so_len = strlen(q->skip_open);
+        q->sc_len = strlen(q->skip_close);
+        q->skip = q->so_len ? SKIP_DECIDE : SKIP_IN;
     }
     tm_jsm_init(&q->jsm);
     return TM_OK;

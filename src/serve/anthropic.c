@@ -295,7 +295,7 @@ static cJSON *text_block(int thinking, const char *s, size_t n)
     return NULL;
 }
 
-/* {"type": "tool_use", "id", "name", "input"}; input {} where whole (a stream sends it as deltas) */
+/* {"type": "tool_use", "id", "name", "input"}; input {} where not whole (a stream sends it as deltas) */
 static cJSON *tool_block(const tm_oai_tool_call *c, int whole)
 {
     cJSON *b = tm_api_typed("tool_use"), *in = whole ? cJSON_Parse(c->arguments) : cJSON_CreateObject();
@@ -373,7 +373,7 @@ static cJSON *block_delta(const tm_api_stream *s, const char *type, const char *
     return tm_api_attach(ev, "delta", ok ? d : (cJSON_Delete(d), NULL)) ? ev : (cJSON_Delete(ev), NULL);
 }
 
-enum { OPEN_NONE, OPEN_THINKING, OPEN_TEXT };
+enum { OPEN_NONE, OPEN_THINKING, OPEN_TEXT, OPEN_TOOL };
 
 static char *anth_stream_start(tm_api_stream *s, const tm_api_meta *m, const tm_oai_usage *u)
 {
@@ -392,11 +392,12 @@ static int close_open(tm_api_stream *s, cJSON **objs)
 }
 
 static char *anth_stream_part(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
-                              const char *text, size_t len)
+                              const char *text, size_t len, const tm_oai_call_delta *cd, int ncd)
 {
     (void)m;
-    cJSON *objs[6];
+    cJSON **objs = calloc((size_t)(6 + 3 * ncd), sizeof *objs);
     int n = 0;
+    if (!objs) return NULL;
     for (int kind = OPEN_THINKING; kind <= OPEN_TEXT; kind++) {
         const char *v = kind == OPEN_THINKING ? reasoning : text;
         size_t vn = kind == OPEN_THINKING ? rlen : len;
@@ -408,23 +409,24 @@ static char *anth_stream_part(tm_api_stream *s, const tm_api_meta *m, const char
         objs[n++] = kind == OPEN_THINKING ? block_delta(s, "thinking_delta", "thinking", v, vn)
                                           : block_delta(s, "text_delta", "text", v, vn);
     }
-    return n ? tm_api_events(n, objs) : strdup("");
+    for (int i = 0; i < ncd; i++) { /* a call's first piece opens its tool_use block; each adds input */
+        if (cd[i].name) {
+            n += close_open(s, objs + n);
+            objs[n++] = block_start(s, tool_block(&(tm_oai_tool_call){cd[i].id, cd[i].name, "{}"}, 0), OPEN_TOOL);
+        }
+        if (cd[i].args_len) objs[n++] = block_delta(s, "input_json_delta", "partial_json", cd[i].args, cd[i].args_len);
+    }
+    char *out = n ? tm_api_events(n, objs) : strdup("");
+    free(objs);
+    return out;
 }
 
 static char *anth_stream_end(tm_api_stream *s, const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u)
 {
     (void)m;
-    int out_tok = u->completion;
-    int nc = r->tc ? r->tc->n : 0, n = 0;
-    cJSON **objs = calloc((size_t)(3 * nc + 3), sizeof *objs);
-    if (!objs) return NULL;
-    n += close_open(s, objs);
-    for (int i = 0; i < nc; i++) { /* each call: its block, its input whole in one delta, its stop */
-        const tm_oai_tool_call *c = &r->tc->v[i];
-        objs[n++] = block_start(s, tool_block(c, 0), OPEN_NONE);
-        objs[n++] = block_delta(s, "input_json_delta", "partial_json", c->arguments, strlen(c->arguments));
-        objs[n++] = indexed("content_block_stop", s->next - 1);
-    }
+    int out_tok = u->completion, n = 0;
+    cJSON *objs[3];
+    n += close_open(s, objs); /* (the calls went out as pieces, stream_part) */
     cJSON *md = tm_api_typed("message_delta"), *d = cJSON_CreateObject();
     int ok = d && add_end(d, r, -1, out_tok);
     /* add_end put usage inside the delta: Anthropic has it beside it */
@@ -432,9 +434,7 @@ static char *anth_stream_end(tm_api_stream *s, const tm_api_meta *m, const tm_ap
     ok = tm_api_attach(md, "delta", ok ? d : (cJSON_Delete(d), NULL)) & tm_api_attach(md, "usage", use);
     objs[n++] = ok ? md : (cJSON_Delete(md), NULL);
     objs[n++] = tm_api_typed("message_stop");
-    char *out = tm_api_events(n, objs);
-    free(objs);
-    return out;
+    return tm_api_events(n, objs);
 }
 
 static char *anth_stream_error(tm_api_stream *s, const char *msg)

@@ -277,9 +277,9 @@ static char *infill_stream_start(tm_api_stream *s, const tm_api_meta *m, const t
 }
 
 static char *infill_stream_part(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
-                                const char *text, size_t len)
+                                const char *text, size_t len, const tm_oai_call_delta *cd, int ncd)
 {
-    (void)s, (void)reasoning, (void)rlen;
+    (void)s, (void)reasoning, (void)rlen, (void)cd, (void)ncd; /* (a completion: no reasoning, no calls) */
     return len ? event(answer(m, text, len, 0, NULL, NULL)) : calloc(1, 1);
 }
 

@@ -220,13 +220,25 @@ typedef struct tm_oai_tool_calls {
     int n;
 } tm_oai_tool_calls;
 
+/* A stream's piece of a tool call (a chunk's "delta": {"tool_calls": [{"index", "id", "type": "function",
+ * "function": {"name", "arguments"}}]}): a call's first piece names it (id and name), every piece carries
+ * its arguments' next bytes; the pieces of a call's arguments add up to the whole call's. */
+typedef struct tm_oai_call_delta {
+    int index;                  /* the call's number in the reply */
+    const char *id, *name;      /* its first piece's; NULL in the later ones */
+    const char *args;           /* the arguments' next bytes [args_len] */
+    size_t args_len;
+} tm_oai_call_delta;
+
 /* What a chat reply holds besides its content: the model's reasoning ("reasoning_content", as
  * vLLM and llama.cpp write it; none where reasoning_len is 0) and its tool calls (tc NULL or
  * empty: none). */
 typedef struct tm_oai_extra {
     const char *reasoning;
     size_t reasoning_len;
-    const tm_oai_tool_calls *tc;
+    const tm_oai_tool_calls *tc;    /* (a whole response's) */
+    const tm_oai_call_delta *cd;    /* (a stream's chunk) the calls' pieces [n_cd] */
+    int n_cd;
 } tm_oai_extra;
 
 /* One choice of a response: text [len] (chat: and x's reasoning_content and tool_calls, content
@@ -257,7 +269,7 @@ char *tm_oai_response_json(const tm_oai_meta *m, const tm_oai_choice *c, int n, 
 
 /* One Server-Sent Event "data: {...}\n\n" of a stream: choices[0] (its "index" m->index) holds text
  * [len] (a chat chunk's delta also holds "role":"assistant" when role is 1,
- * and x's reasoning_content and tool calls where it has them), the logprobs of
+ * and x's reasoning_content and call pieces (x->cd) where it has them), the logprobs of
  * the tokens since the last chunk (lp; NULL: JSON null) and finish_reason
  * (NULL: JSON null). x may be NULL. */
 char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_extra *x,

@@ -267,20 +267,43 @@ static void usage(sb *b, const tm_oai_usage *u)
               u->prompt, u->completion, u->prompt + u->completion, u->cached);
 }
 
-/* ,"tool_calls":[{["index":i,]"id","type":"function","function":{"name","arguments"}}, ...] */
-static void tool_calls(sb *b, const tm_oai_tool_calls *tc, int indexed)
+/* ,"tool_calls":[{"id","type":"function","function":{"name","arguments"}}, ...] */
+static void tool_calls(sb *b, const tm_oai_tool_calls *tc)
 {
     sb_puts(b, ",\"tool_calls\":[");
     for (int i = 0; i < tc->n; i++) {
         const tm_oai_tool_call *c = &tc->v[i];
         sb_puts(b, i ? ",{" : "{");
-        if (indexed) sb_printf(b, "\"index\":%d,", i);
         sb_puts(b, "\"id\":");
         sb_cstr_or_null(b, c->id);
         sb_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
         sb_cstr_or_null(b, c->name);
         sb_puts(b, ",\"arguments\":");
         sb_cstr_or_null(b, c->arguments);
+        sb_puts(b, "}}");
+    }
+    sb_puts(b, "]");
+}
+
+/* ,"tool_calls":[{"index":i[,"id","type":"function"],"function":{["name",]"arguments"}}, ...]: a stream's pieces */
+static void call_deltas(sb *b, const tm_oai_call_delta *cd, int n)
+{
+    sb_puts(b, ",\"tool_calls\":[");
+    for (int i = 0; i < n; i++) {
+        sb_printf(b, "%s{\"index\":%d,", i ? "," : "", cd[i].index);
+        if (cd[i].id) {
+            sb_puts(b, "\"id\":");
+            sb_cstr_or_null(b, cd[i].id);
+            sb_puts(b, ",\"type\":\"function\",");
+        }
+        sb_puts(b, "\"function\":{");
+        if (cd[i].name) {
+            sb_puts(b, "\"name\":");
+            sb_cstr_or_null(b, cd[i].name);
+            sb_puts(b, ",");
+        }
+        sb_puts(b, "\"arguments\":");
+        sb_str(b, cd[i].args ? cd[i].args : "", cd[i].args_len);
         sb_puts(b, "}}");
     }
     sb_puts(b, "]");
@@ -341,7 +364,7 @@ char *tm_oai_response_json(const tm_oai_meta *m, const tm_oai_choice *c, int n, 
                 sb_puts(&b, ",\"reasoning_content\":");
                 sb_str(&b, x->reasoning, x->reasoning_len);
             }
-            if (calls) tool_calls(&b, tc, 0);
+            if (calls) tool_calls(&b, tc);
             sb_puts(&b, "}");
         } else {
             sb_puts(&b, "\"text\":");
@@ -364,7 +387,7 @@ char *tm_oai_response_json(const tm_oai_meta *m, const tm_oai_choice *c, int n, 
 char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int role, const tm_oai_extra *x,
                        const tm_oai_logprobs *lp, const char *finish)
 {
-    const tm_oai_tool_calls *tc = x ? x->tc : NULL;
+    int ncd = x && x->cd ? x->n_cd : 0;
     size_t rl = x && x->reasoning ? x->reasoning_len : 0;
     sb b = {0};
     int chat = m->kind == TM_OAI_CHAT;
@@ -387,9 +410,9 @@ char *tm_oai_chunk_sse(const tm_oai_meta *m, const char *text, size_t len, int r
             sb_str(&b, x->reasoning, rl);
             any = 1;
         }
-        if (tc && tc->n > 0) {
+        if (ncd > 0) {
             if (!any) sb_puts(&b, "\"content\":null");
-            tool_calls(&b, tc, 1);
+            call_deltas(&b, x->cd, ncd);
         }
         sb_puts(&b, "}");
     } else {

@@ -11,7 +11,7 @@
  *       tm_reply_delta(&r, &part);                   // stream: reasoning and content not yet sent
  *   }
  *   tm_reply_finish(&r, cut, seed);                  // the reply parsed: calls, ids
- *   tm_reply_rest(&r, &part);                        // stream: what is left, and the calls
+ *   tm_reply_rest(&r, &part);                        // stream: what is left, and the calls' pieces left
  *   tm_reply_whole(&r, &part);                       // JSON: every part
  *   tm_reply_free(&r);
  *
@@ -24,6 +24,17 @@
  * rsent and csent are where the stream's reasoning and answer have been sent up to; both spans
  * only grow (their functions' invariants), so what a stream sends adds up to what the JSON
  * answer holds, up to the whitespace the tool parser trims before a call.
+ *
+ * A stream's calls go out as pieces (tm_oai_call_delta: the first names the call, each carries its
+ * arguments' next bytes). By default they all go at the end, whole, from tm_reply_rest: a reply read
+ * freely may yet turn out not to be calls at all (text/toolcall.h: parsing is all or nothing). A
+ * reply held to the calls' form by a grammar (a forced call, or auto's lazy grammar from the marker
+ * on) cannot, so with tm_reply_stream_calls each step also reads the answer so far with
+ * tm_tool_parse_partial and sends what it adds: a call once its name is read (its id fixed then),
+ * then its arguments as their compact text grows. sc holds what went out of each call; the
+ * partial reading's invariant (each call's arguments only grow, as a prefix of the whole call's)
+ * makes the pieces add up to the JSON answer's calls, whose ids are the ones sent. A call that
+ * max_tokens cuts short keeps the pieces it sent (the JSON answer drops it); finish "length".
  *
  * A harmony reply (gpt-oss, text/harmony.h) is read by its own parser instead: its reasoning and
  * answer are the parser's buffers, which also only grow, so rsent and csent count their bytes
@@ -39,6 +50,13 @@
 #include "text/reasoning.h"
 #include "text/toolcall.h"
 
+/* what a stream sent of one call */
+typedef struct tm_reply_call {
+    char *name, *id;
+    char *args;                 /* its arguments sent so far [sent] */
+    size_t sent;
+} tm_reply_call;
+
 typedef struct tm_reply {
     const tm_tool_dialect *d;   /* tool calls read in this dialect, or NULL */
     const char *tools_json;     /* the request's tools (with d) */
@@ -49,6 +67,16 @@ typedef struct tm_reply {
     char *acc;                  /* the reply so far [len] */
     size_t len, cap;
     size_t rsent, csent;        /* stream: acc sent up to, as reasoning and as content (harmony: h's buffers) */
+    int stream_calls;           /* tm_reply_stream_calls: the calls go out as they are written */
+    uint64_t seed;              /* ... and their ids' seed */
+    tm_reply_call *sc;          /* [n_sc] the calls the stream has begun */
+    int n_sc;
+    size_t cap_sc;
+    tm_oai_call_delta *cd;      /* [n_cd] the last step's call pieces (views into sc and the reading) */
+    int n_cd;
+    size_t cap_cd;
+    tm_tool_calls pc;           /* the last partial reading: its calls, and the one it ends inside */
+    tm_tool_call pp;
     /* after tm_reply_finish */
     int finished;
     size_t r0, r1, c0;          /* the reasoning span, where the answer starts */
@@ -66,14 +94,20 @@ typedef struct tm_reply_part {
     const char *reasoning;
     size_t reasoning_len;
     tm_oai_tool_calls tc;       /* none (n 0) but from tm_reply_rest / tm_reply_whole */
+    const tm_oai_call_delta *cd; /* a stream's call pieces [n_cd] (tm_reply_delta, tm_reply_rest) */
+    int n_cd;
 } tm_reply_part;
 
 void tm_reply_init(tm_reply *r, const tm_tool_dialect *d, const char *tools_json, const tm_think_markers *think,
                    int opened, int harmony);
+/* the calls stream as they are written (only for a reply a grammar holds to their form); seed: their ids' */
+void tm_reply_stream_calls(tm_reply *r, uint64_t seed);
 int tm_reply_add(tm_reply *r, const char *s, size_t n);          /* -1 when out of memory */
-void tm_reply_delta(tm_reply *r, tm_reply_part *p);              /* marks it sent; "" for an empty part */
-int tm_reply_finish(tm_reply *r, int cut, uint64_t seed);         /* -1 when out of memory */
-void tm_reply_rest(tm_reply *r, tm_reply_part *p);
+int tm_reply_delta(tm_reply *r, tm_reply_part *p);               /* marks it sent; "" for an empty part; -1 when
+                                                                    out of memory */
+int tm_reply_finish(tm_reply *r, int cut, uint64_t seed);         /* -1 when out of memory; seed: the calls' ids' (a
+                                                                    stream's calls keep tm_reply_stream_calls's) */
+int tm_reply_rest(tm_reply *r, tm_reply_part *p);                /* -1 when out of memory */
 void tm_reply_whole(const tm_reply *r, tm_reply_part *p);
 void tm_reply_free(tm_reply *r);
 

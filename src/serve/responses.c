@@ -414,6 +414,8 @@ static cJSON *text_item(const tm_api_meta *m, int kind, int index, const char *t
     return NULL;
 }
 
+/* a function_call item: done 1 completed, 0 in progress (arguments ""), -1 incomplete (a call max_output_tokens
+ * cut, its arguments as far as they went out) */
 static cJSON *call_item_json(const tm_api_meta *m, int index, const tm_oai_tool_call *c, int done)
 {
     char id[64];
@@ -421,16 +423,17 @@ static cJSON *call_item_json(const tm_api_meta *m, int index, const tm_oai_tool_
     cJSON *it = tm_api_typed("function_call");
     if (it && cJSON_AddStringToObject(it, "id", id) && cJSON_AddStringToObject(it, "call_id", c->id) &&
         cJSON_AddStringToObject(it, "name", c->name) && cJSON_AddStringToObject(it, "arguments", done ? c->arguments : "") &&
-        cJSON_AddStringToObject(it, "status", done ? "completed" : "in_progress"))
+        cJSON_AddStringToObject(it, "status", done > 0 ? "completed" : done < 0 ? "incomplete" : "in_progress"))
         return it;
     cJSON_Delete(it);
     return NULL;
 }
 
 /* the response object: status in_progress (r NULL: a stream's start, no output, usage null), else
- * completed or incomplete, with the output items of texts rt [2] (reasoning, answer; [n]) and r's calls */
+ * completed or incomplete, with the output items of texts rt [2] (reasoning, answer; [n]) and r's calls,
+ * then cut (a stream's call that max_output_tokens cut, as it went out; NULL: none) */
 static cJSON *response(const tm_api_meta *m, const tm_api_reply *r, const char *const rt[2], const size_t rn[2],
-                       const tm_oai_usage *u)
+                       const tm_oai_tool_call *cut_call, const tm_oai_usage *u)
 {
     cJSON *o = cJSON_CreateObject(), *echo = m->echo ? cJSON_Parse(m->echo) : NULL, *out = NULL, *us, *d;
     int cut = r && r->finish && !strcmp(r->finish, "length");
@@ -448,6 +451,7 @@ static cJSON *response(const tm_api_meta *m, const tm_api_reply *r, const char *
     for (int k = 0; ok && r && k < 2; k++)
         if (rn[k]) ok = cJSON_AddItemToArray(out, text_item(m, k ? ITEM_MESSAGE : ITEM_REASONING, idx++, rt[k], rn[k], 1));
     for (int i = 0; ok && r && r->tc && i < r->tc->n; i++) ok = cJSON_AddItemToArray(out, call_item_json(m, idx++, &r->tc->v[i], 1));
+    if (ok && r && cut_call) ok = cJSON_AddItemToArray(out, call_item_json(m, idx++, cut_call, -1));
     if (ok && !r) {
         ok = cJSON_AddNullToObject(o, "usage") != NULL;
     } else if (ok) {
@@ -467,7 +471,7 @@ static char *resp_json(const tm_api_meta *m, const tm_api_reply *r, const tm_oai
 {
     const char *rt[2] = {r->reasoning, r->text};
     size_t rn[2] = {r->reasoning_len, r->len};
-    return tm_api_print_del(response(m, r, rt, rn, u));
+    return tm_api_print_del(response(m, r, rt, rn, NULL, u));
 }
 
 /* ---- the stream ---- */
@@ -476,7 +480,21 @@ typedef struct resp_stream {
     char *text[2];     /* the reasoning and the answer as streamed [len] */
     size_t len[2], cap[2];
     int index[2];      /* their items' output index, or -1 */
+    tm_oai_tool_call call; /* the open call item's id, name and arguments so far [alen] (malloc'd) */
+    size_t alen, acap;
+    int call_index;    /* its output index */
+    int calls;         /* call items opened */
 } resp_stream;
+
+static void call_clear(resp_stream *rs)
+{
+    free((char *)rs->call.id), free((char *)rs->call.name), free((char *)rs->call.arguments);
+    rs->call = (tm_oai_tool_call){0};
+    rs->alen = rs->acap = 0;
+}
+
+/* part_event without content_index: a call item's events' fields */
+static cJSON *call_event(const tm_api_meta *m, const char *type, int index);
 
 /* ev, numbered, into objs [*n] */
 static void push(tm_api_stream *s, cJSON **objs, int *n, cJSON *ev)
@@ -525,11 +543,23 @@ static cJSON *text_event(const tm_api_meta *m, const char *type, int kind, int i
     return NULL;
 }
 
-/* the open item's closing events (its text whole) into objs */
-static void close_item(tm_api_stream *s, const tm_api_meta *m, cJSON **objs, int *n)
+/* the open item's closing events (its text, or a call's arguments, whole) into objs; cut: a call's item was
+ * cut by max_output_tokens (status incomplete) */
+static void close_item(tm_api_stream *s, const tm_api_meta *m, cJSON **objs, int *n, int cut)
 {
     resp_stream *rs = s->priv;
     if (!s->open) return;
+    if (s->open == ITEM_CALL) {
+        int idx = rs->call_index;
+        tm_oai_tool_call c = rs->call;
+        if (!c.arguments) c.arguments = "";
+        cJSON *ev = call_event(m, "response.function_call_arguments.done", idx);
+        push(s, objs, n, ev && cJSON_AddStringToObject(ev, "arguments", c.arguments) ? ev : (cJSON_Delete(ev), NULL));
+        push(s, objs, n, item_event("response.output_item.done", idx, call_item_json(m, idx, &c, cut ? -1 : 1)));
+        if (!cut) call_clear(rs); /* (a cut one stays for the response's output) */
+        s->open = 0;
+        return;
+    }
     int kind = s->open, k = kind == ITEM_MESSAGE, idx = rs->index[k];
     const char *t = rs->text[k] ? rs->text[k] : "";
     push(s, objs, n, text_event(m, k ? "response.output_text.done" : "response.reasoning_text.done", kind, idx, "text", t,
@@ -554,25 +584,62 @@ static char *resp_stream_start(tm_api_stream *s, const tm_api_meta *m, const tm_
     static const char *const names[] = {"response.created", "response.in_progress"};
     for (int i = 0; i < 2; i++) {
         cJSON *ev = tm_api_typed(names[i]);
-        push(s, objs, &n, tm_api_attach(ev, "response", response(m, NULL, NULL, NULL, NULL)) ? ev : (cJSON_Delete(ev), NULL));
+        push(s, objs, &n, tm_api_attach(ev, "response", response(m, NULL, NULL, NULL, NULL, NULL)) ? ev : (cJSON_Delete(ev), NULL));
     }
     return tm_api_events(n, objs);
 }
 
+static cJSON *call_event(const tm_api_meta *m, const char *type, int index)
+{
+    cJSON *ev = part_event(m, type, ITEM_CALL, index);
+    if (ev) cJSON_DeleteItemFromObjectCaseSensitive(ev, "content_index");
+    return ev;
+}
+
+/* a call's piece: its first opens its item (the open one closed), each adds to its arguments */
+static void call_piece(tm_api_stream *s, const tm_api_meta *m, const tm_oai_call_delta *d, cJSON **objs, int *n)
+{
+    resp_stream *rs = s->priv;
+    if (d->name) {
+        close_item(s, m, objs, n, 0);
+        rs->calls++;
+        rs->call_index = s->next++;
+        s->open = ITEM_CALL;
+        rs->call = (tm_oai_tool_call){strdup(d->id), strdup(d->name), strdup("")};
+        push(s, objs, n, item_event("response.output_item.added", rs->call_index,
+                                    rs->call.id && rs->call.name && rs->call.arguments ? call_item_json(m, rs->call_index, &rs->call, 0) : NULL));
+    }
+    if (!d->args_len || s->open != ITEM_CALL) return;
+    char *a = (char *)rs->call.arguments;
+    if (tm_grow((void **)&a, &rs->acap, rs->alen + d->args_len + 1, 1)) {
+        push(s, objs, n, NULL); /* (tm_api_events fails the whole step on a NULL) */
+        return;
+    }
+    memcpy(a + rs->alen, d->args, d->args_len);
+    rs->alen += d->args_len;
+    a[rs->alen] = '\0';
+    rs->call.arguments = a;
+    cJSON *ev = call_event(m, "response.function_call_arguments.delta", rs->call_index);
+    push(s, objs, n, ev && tm_api_add_strn(ev, "delta", d->args, d->args_len) ? ev : (cJSON_Delete(ev), NULL));
+}
+
 static char *resp_stream_part(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
-                              const char *text, size_t len)
+                              const char *text, size_t len, const tm_oai_call_delta *cd, int ncd)
 {
     resp_stream *rs = s->priv;
     if (!rs) return NULL;
-    cJSON *objs[12]; /* per kind at most: the open item's 3 closing events, 2 opening ones, a delta */
+    /* per kind at most: the open item's 3 closing events, 2 opening ones, a delta; per call piece 2 closing, 1
+       opening and a delta */
+    cJSON **objs = calloc((size_t)(12 + 4 * ncd), sizeof *objs);
     int n = 0;
+    if (!objs) return NULL;
     for (int k = 0; k < 2; k++) {
         int kind = k ? ITEM_MESSAGE : ITEM_REASONING;
         const char *v = k ? text : reasoning;
         size_t vn = k ? len : rlen;
         if (!vn) continue;
         if (s->open != kind) { /* a new item: the open one closed, this one added with its (empty) part */
-            close_item(s, m, objs, &n);
+            close_item(s, m, objs, &n, 0);
             int idx = rs->index[k] = s->next++;
             s->open = kind;
             push(s, objs, &n, item_event("response.output_item.added", idx, text_item(m, kind, idx, "", 0, 0)));
@@ -581,45 +648,37 @@ static char *resp_stream_part(tm_api_stream *s, const tm_api_meta *m, const char
             push(s, objs, &n, tm_api_attach(ev, "part", ok ? part : (cJSON_Delete(part), NULL)) ? ev : (cJSON_Delete(ev), NULL));
         }
         if (tm_grow((void **)&rs->text[k], &rs->cap[k], rs->len[k] + vn + 1, 1)) {
-            for (int i = 0; i < n; i++) cJSON_Delete(objs[i]);
-            return NULL;
+            push(s, objs, &n, NULL); /* (tm_api_events fails the whole step on a NULL) */
+            break;
         }
         memcpy(rs->text[k] + rs->len[k], v, vn);
         rs->len[k] += vn;
         push(s, objs, &n, text_event(m, k ? "response.output_text.delta" : "response.reasoning_text.delta", kind,
                                      rs->index[k], "delta", v, vn));
     }
-    return tm_api_events(n, objs);
+    for (int i = 0; i < ncd; i++) call_piece(s, m, &cd[i], objs, &n);
+    char *out = tm_api_events(n, objs);
+    free(objs);
+    return out;
 }
 
 static char *resp_stream_end(tm_api_stream *s, const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u)
 {
     resp_stream *rs = s->priv;
-    int nc = r->tc ? r->tc->n : 0, n = 0;
-    cJSON **objs = rs ? calloc((size_t)(4 * nc + 4), sizeof *objs) : NULL;
-    if (!objs) return NULL;
-    close_item(s, m, objs, &n);
-    /* the whole response as streamed: its items' texts as their deltas said, then the calls */
+    cJSON *objs[4];
+    int n = 0;
+    if (!rs) return NULL;
+    /* the calls went out as pieces (stream_part); one more than the reply's was cut by max_output_tokens */
+    int cut_call = s->open == ITEM_CALL && rs->calls > (r->tc ? r->tc->n : 0);
+    close_item(s, m, objs, &n, cut_call);
+    /* the whole response as streamed: its items' texts as their deltas said, the calls, the cut one */
     const char *rt[2] = {rs->text[0], rs->text[1]};
     size_t rn[2] = {rs->len[0], rs->len[1]};
-    for (int i = 0; i < nc; i++) { /* each call: added, its arguments whole in one delta, done */
-        const tm_oai_tool_call *c = &r->tc->v[i];
-        int idx = s->next++;
-        push(s, objs, &n, item_event("response.output_item.added", idx, call_item_json(m, idx, c, 0)));
-        cJSON *ev = part_event(m, "response.function_call_arguments.delta", ITEM_CALL, idx);
-        if (ev) cJSON_DeleteItemFromObjectCaseSensitive(ev, "content_index");
-        push(s, objs, &n, ev && cJSON_AddStringToObject(ev, "delta", c->arguments) ? ev : (cJSON_Delete(ev), NULL));
-        ev = part_event(m, "response.function_call_arguments.done", ITEM_CALL, idx);
-        if (ev) cJSON_DeleteItemFromObjectCaseSensitive(ev, "content_index");
-        push(s, objs, &n, ev && cJSON_AddStringToObject(ev, "arguments", c->arguments) ? ev : (cJSON_Delete(ev), NULL));
-        push(s, objs, &n, item_event("response.output_item.done", idx, call_item_json(m, idx, c, 1)));
-    }
     int cut = r->finish && !strcmp(r->finish, "length");
     cJSON *ev = tm_api_typed(cut ? "response.incomplete" : "response.completed");
-    push(s, objs, &n, tm_api_attach(ev, "response", response(m, r, rt, rn, u)) ? ev : (cJSON_Delete(ev), NULL));
-    char *out = tm_api_events(n, objs);
-    free(objs);
-    return out;
+    push(s, objs, &n, tm_api_attach(ev, "response", response(m, r, rt, rn, cut_call ? &rs->call : NULL, u)) ? ev
+                                                                                                           : (cJSON_Delete(ev), NULL));
+    return tm_api_events(n, objs);
 }
 
 static char *resp_stream_error(tm_api_stream *s, const char *msg)
@@ -635,7 +694,7 @@ static char *resp_stream_error(tm_api_stream *s, const char *msg)
 static void resp_stream_free(tm_api_stream *s)
 {
     resp_stream *rs = s->priv;
-    if (rs) free(rs->text[0]), free(rs->text[1]);
+    if (rs) free(rs->text[0]), free(rs->text[1]), call_clear(rs);
     free(rs);
     s->priv = NULL;
 }

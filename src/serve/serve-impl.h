@@ -105,9 +105,11 @@ typedef struct tm_api_fmt {
                    tm_oai_error *e);
     char *(*json)(const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u);
     char *(*stream_start)(tm_api_stream *s, const tm_api_meta *m, const tm_oai_usage *u); /* u: prompt tokens */
+    /* the reply's next parts: reasoning, text, then the calls' pieces cd [ncd] (serve/reply.h: each call's
+       first piece names it; stream_end sends no call again) */
     char *(*stream_part)(tm_api_stream *s, const tm_api_meta *m, const char *reasoning, size_t rlen,
-                         const char *text, size_t len);
-    /* r: the whole reply (its text, reasoning and calls), u: the final counts */
+                         const char *text, size_t len, const tm_oai_call_delta *cd, int ncd);
+    /* r: the whole reply (its text, reasoning and calls, for what the end repeats), u: the final counts */
     char *(*stream_end)(tm_api_stream *s, const tm_api_meta *m, const tm_api_reply *r, const tm_oai_usage *u);
     char *(*stream_error)(tm_api_stream *s, const char *msg);
     void (*stream_free)(tm_api_stream *s);

@@ -652,16 +652,11 @@ static const char *calls_finish(const tm_reply_part *p, const char *finish)
 static int reply_step(job *j, choice *ch, const char *text, size_t len, int finished, int rc, tm_reply_part *p)
 {
     if (tm_reply_add(&ch->reply, text ? text : "", len)) return -1;
-    if (finished && rc == 0) {
-        if (job_finish_reply(j, ch)) return -1;
-        tm_reply_rest(&ch->reply, p);
-    } else {
-        tm_reply_delta(&ch->reply, p);
-    }
-    return 0;
+    if (finished && rc == 0) return job_finish_reply(j, ch) || tm_reply_rest(&ch->reply, p) ? -1 : 0;
+    return tm_reply_delta(&ch->reply, p);
 }
 
-/* That step as OpenAI's chunks: reasoning and content, then the calls in a chunk of their own. */
+/* That step as OpenAI's chunks: reasoning and content, then the calls' pieces in a chunk of their own. */
 static void stream_reply(job *j, choice *ch, const tm_oai_meta *m, const char *text, size_t len, int finished, int rc,
                          const tm_oai_logprobs *lp, const char **finish)
 {
@@ -670,13 +665,13 @@ static void stream_reply(job *j, choice *ch, const tm_oai_meta *m, const char *t
         j->oom = 1;
         return;
     }
-    tm_oai_extra x = {p.reasoning, p.reasoning_len, NULL};
+    tm_oai_extra x = {p.reasoning, p.reasoning_len, NULL, NULL, 0};
     if (p.content_len || p.reasoning_len || lp) out_add(j, tm_oai_chunk_sse(m, p.content, p.content_len, 0, &x, lp, NULL));
-    if (p.tc.n) {
-        x = (tm_oai_extra){NULL, 0, &p.tc};
+    if (p.n_cd) {
+        x = (tm_oai_extra){NULL, 0, NULL, p.cd, p.n_cd};
         out_add(j, tm_oai_chunk_sse(m, "", 0, 0, &x, NULL, NULL));
-        *finish = calls_finish(&p, *finish);
     }
+    if (finished && rc == 0) *finish = calls_finish(&p, *finish);
 }
 
 /* Another API's view of choice ch's reply, its parts p: text, reasoning, calls, how it ended (the stop
@@ -737,8 +732,8 @@ static int fill_choice(job *j, choice *ch, taken *t)
             return 0;
         }
         tm_api_meta am = api_meta(j);
-        if (p.content_len || p.reasoning_len)
-            out_add(j, j->fmt->stream_part(&j->fs, &am, p.reasoning, p.reasoning_len, p.content, p.content_len));
+        if (p.content_len || p.reasoning_len || p.n_cd)
+            out_add(j, j->fmt->stream_part(&j->fs, &am, p.reasoning, p.reasoning_len, p.content, p.content_len, p.cd, p.n_cd));
         if (!t->finished) return 0;
         ch->ended = 1;
         if (t->rc) {
@@ -931,11 +926,11 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
     }
     j->calls = srv->dialect;
     /* auto: a lazy grammar, triggered by the dialect's marker where the text shows it (not a bare
-     * dialect's, often a special token), no other constraint holds the reply, and the model does
-     * not think first (its thinking may name the marker) */
+     * dialect's, often a special token) and no other constraint holds the reply; a reasoning
+     * template's thinking block, which may name the marker, is left free (the trigger is looked
+     * for after it: serve_generate makes the opening marker "" where the prompt opens the block) */
     int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO;
-    if (lazy && (srv->dialect->bare || srv->think || srv->harmony || q->grammar || q->json_schema || q->json_object))
-        return 0;
+    if (lazy && (srv->dialect->bare || srv->harmony || q->grammar || q->json_schema || q->json_object)) return 0;
     tm_err err = {0};
     int rc = tm_tool_grammar(srv->dialect, r->tools_json, r->tool_choice == TM_OAI_TOOLS_NAMED ? r->tool_name : NULL,
                              r->parallel_tool_calls, lazy, &j->grammar, &err);
@@ -947,6 +942,7 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
     q->grammar = j->grammar;
     if (lazy) {
         q->grammar_trigger = srv->dialect->open;
+        if (srv->think) q->grammar_skip_open = srv->think->open, q->grammar_skip_close = srv->think->close;
         return 0;
     }
     j->prefix = srv->dialect->gen_open;
@@ -996,12 +992,12 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         return reply_error(srv, c, &e, NULL);
     }
     /* the reply read into parts: calls (a dialect for this request), reasoning (a template that shows
-     * it, unless a constraint holds the reply from its start: a forced call, a grammar, a schema, JSON
-     * mode); the markers it is read by stay in its text where they are special tokens */
+     * it, unless a constraint holds the reply from its start: a forced call, a grammar but a lazy one,
+     * a schema, JSON mode); the markers it is read by stay in its text where they are special tokens */
     const tm_think_markers *think =
         kind != TM_OAI_CHAT ? NULL
         : srv->harmony      ? (srv->harmony_think ? &tm_think_tags : NULL)
-                            : (!j->prefix && !q.grammar && !q.json_schema && !q.json_object ? srv->think : NULL);
+        : !j->prefix && (!q.grammar || q.grammar_trigger) && !q.json_schema && !q.json_object ? srv->think : NULL;
     keep_add(j->keep, j->calls ? j->calls->keep : NULL);
     if (think && !srv->harmony) keep_add(j->keep, think->keep);
     if (j->keep[0]) q.keep_special = j->keep;
@@ -1017,8 +1013,11 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
         if (j->calls || think || j->fmt || srv->harmony) { /* (another API's writer takes the reply in parts) */
             j->reads = 1;
             int opened = !srv->harmony && tm_think_opened(think, prompt, strlen(prompt)), bad = 0;
+            if (opened && q.grammar_skip_open) q.grammar_skip_open = ""; /* the reply starts inside the block */
             for (int i = 0; i < j->n; i++) {
                 tm_reply_init(&j->ch[i].reply, j->calls, j->req.tools_json, think, opened, srv->harmony);
+                if (j->calls && j->grammar) /* held to the calls' form: they stream as they are written */
+                    tm_reply_stream_calls(&j->ch[i].reply, next_random(srv));
                 bad |= j->prefix && tm_reply_add(&j->ch[i].reply, j->prefix, strlen(j->prefix));
             }
             if (bad) {
@@ -1125,7 +1124,7 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
                 else tm_reply_whole(&ch->reply, &part[i]);
             }
             lp[i] = (tm_oai_logprobs){lv[i], ch->n_lps, 0};
-            x[i] = (tm_oai_extra){part[i].reasoning, part[i].reasoning_len, &part[i].tc};
+            x[i] = (tm_oai_extra){part[i].reasoning, part[i].reasoning_len, &part[i].tc, NULL, 0};
             cv[i] = (tm_oai_choice){part[i].content, part[i].content_len, &x[i], j->req.want_logprobs ? &lp[i] : NULL,
                                     calls_finish(&part[i], ch->stats.finish_reason), NULL};
             if (j->req.prompt_logprobs >= 0 && !j->oom) { /* vLLM's */

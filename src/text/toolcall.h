@@ -182,8 +182,10 @@ void tm_tool_calls_free(tm_tool_calls *c);
  * string holding the object is read whole), its text id (text_ids) once whole, or NULL. Where the
  * text grows into a reply that tm_tool_parse reads as calls, each call here is that reply's call of
  * the same number, and part's name is the next one's and its arguments the start of that one's
- * (tests/test_toolcall.c checks it on every dialect's replies cut at every byte). TM_OK or
- * TM_E_NOMEM. Free part with tm_tool_call_free. */
+ * (tests/test_toolcall.c checks it on every dialect's replies cut at every byte); but for harmony,
+ * whose calls are each read alone (not all or nothing), where a call read in part turns out not to
+ * be one, its text then the answer's and the next call taking its number. TM_OK or TM_E_NOMEM.
+ * Free part with tm_tool_call_free. */
 int tm_tool_parse_partial(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
                           tm_tool_calls *out, tm_tool_call *part, tm_err *err);
 void tm_tool_call_free(tm_tool_call *t);
