@@ -298,7 +298,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         z[tl] = '\0';
         tm_oai_tool_call tv[2] = {{"call_1", z, z}, {NULL, "f", "{}"}};
         tm_oai_tool_calls tc = {tv, 2};
-        tm_oai_extra x = {text + tl / 2, tl - tl / 2, &tc}; /* and the rest of the text as reasoning */
+        /* (a stream's pieces: the first call named, then more of its arguments, the second with no id) */
+        tm_oai_call_delta cd[3] = {{0, "call_1", z, z, tl / 2}, {0, NULL, NULL, z + tl / 2, tl - tl / 2}, {1, NULL, "f", "{}", 2}};
+        tm_oai_extra x = {text + tl / 2, tl - tl / 2, &tc, cd, 3}; /* and the rest of the text as reasoning */
         tm_oai_choice cc = {text, tl / 2, &x, NULL, "tool_calls", NULL};
         js = tm_oai_response_json(&m, &cc, 1, &(tm_oai_usage){1, 2, 0});
         must_parse(js, 0);
@@ -307,7 +309,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (js) js[strlen(js) - 2] = '\0';
         must_parse(js, 6);
         free(js);
-        x.tc = NULL;
+        x.tc = NULL, x.n_cd = 0;
         js = tm_oai_chunk_sse(&m, "", 0, 0, &x, NULL, NULL);
         if (js) js[strlen(js) - 2] = '\0';
         must_parse(js, 6);
