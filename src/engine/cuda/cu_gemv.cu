@@ -114,7 +114,9 @@ template <int B> __device__ void res_last(const cu_gemv_epi &ep, int D)
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int j = 0; j < B; j++) row_norm<true>(ep.nkind, D, ep.x + (size_t)j * D, ep.nw, ep.nb, ep.eps, NULL, ep.h16 + (size_t)j * D);
+    for (int j = 0; j < B; j++)
+        row_norm<true>(ep.nkind, D, ep.x + (size_t)j * D, ep.nw, ep.nb, ep.eps, ep.h32 ? ep.h32 + (size_t)j * D : NULL,
+                       ep.h16 + (size_t)j * D);
     if (threadIdx.x == 0) *ep.cnt = 0;
 }
 

@@ -212,7 +212,7 @@ int cu_mat_mul_res(const cu_mm *c, const cu_gemv_epi *ep, const uint16_t *x, con
     }
     int rc = cu_mat_mul(c, a, x, m, T, err);
     if (rc == TM_OK)
-        cu_residual(c->st, ep->x, a, ep->b, NULL, ep->eps, ep->scale, T, m->N, ep->nkind, ep->nw, ep->nb, ep->h16);
+        cu_residual(c->st, ep->x, a, ep->b, NULL, ep->eps, ep->scale, T, m->N, ep->nkind, ep->nw, ep->nb, ep->h16, ep->h32);
     return rc;
 }
 

@@ -40,7 +40,7 @@ __global__ void k_norm(int kind, int n, const float *x, int ldx, const float *w,
 {
     pdl_enter();
     size_t r = blockIdx.x;
-    row_norm(kind, n, x + r * ldx, w, b, eps, y32 ? y32 + r * ldy : NULL, y32 ? NULL : y16 + r * ldy);
+    row_norm(kind, n, x + r * ldx, w, b, eps, y32 ? y32 + r * ldy : NULL, y16 ? y16 + r * ldy : NULL);
 }
 
 extern "C" void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const float *w, const float *b,
@@ -62,7 +62,7 @@ extern "C" void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n)
 }
 
 __global__ void k_residual(float *x, const float *a, const float *bias, const float *pw, float eps, float scale, int D,
-                           int nkind, const float *nw, const float *nb, uint16_t *y16)
+                           int nkind, const float *nw, const float *nb, uint16_t *y16, float *y32)
 {
     pdl_enter();
     float *xr = x + (size_t)blockIdx.x * D;
@@ -81,13 +81,15 @@ __global__ void k_residual(float *x, const float *a, const float *bias, const fl
         if (pw) v = (v * r) * pw[i];
         xr[i] = __fmaf_rn(v, scale, xr[i]); /* as cu_gemv.cu's residual epilogue */
     }
-    if (nw) row_norm(nkind, D, xr, nw, nb, eps, NULL, y16 + (size_t)blockIdx.x * D); /* each thread reads back its own */
+    if (nw) /* each thread reads back its own */
+        row_norm(nkind, D, xr, nw, nb, eps, y32 ? y32 + (size_t)blockIdx.x * D : NULL, y16 + (size_t)blockIdx.x * D);
 }
 
 extern "C" void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps,
-                            float scale, int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16)
+                            float scale, int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16,
+                            float *y32)
 {
-    cu_go(k_residual, T, NT, 0, s, x, a, bias, post_w, eps, scale, D, nkind, nw, nb, y16);
+    cu_go(k_residual, T, NT, 0, s, x, a, bias, post_w, eps, scale, D, nkind, nw, nb, y16, y32);
 }
 
 /* the activations in float math on doubles, as the reference: the pass is memory-bound (T F elements

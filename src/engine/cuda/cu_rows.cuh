@@ -29,8 +29,8 @@ static __device__ float block_sum(float v)
 /* xr[i]: a plain load, or (CG) one from L2, for rows other blocks of the grid wrote */
 template <bool CG> static __device__ __forceinline__ float row_ld(const float *p) { return CG ? __ldcg(p) : *p; }
 
-/* one row's norm (kind 1: LayerNorm, else RMSNorm) by the block: y32 (f32) or, where NULL, y16 (bf16) =
- * norm(xr [n]) by w, b (either may be NULL) */
+/* one row's norm (kind 1: LayerNorm, else RMSNorm) by the block: y32 (f32) and y16 (bf16) = norm(xr [n])
+ * by w, b (either may be NULL; either output may be NULL) */
 template <bool CG = false>
 static __device__ void row_norm(int kind, int n, const float *xr, const float *w, const float *b, float eps, float *y32,
                                 uint16_t *y16)
@@ -50,7 +50,7 @@ static __device__ void row_norm(int kind, int n, const float *xr, const float *w
     for (int i = threadIdx.x; i < n; i += CU_ROW_NT) {
         float v = ((row_ld<CG>(xr + i) - mean) * r) * (w ? w[i] : 1.f) + (b ? b[i] : 0.f);
         if (y32) y32[i] = v;
-        else y16[i] = cu_tobf(v);
+        if (y16) y16[i] = cu_tobf(v);
     }
 }
 

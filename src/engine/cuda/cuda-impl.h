@@ -33,8 +33,8 @@ void cu_embed(cu_stream s, float *x, const uint16_t *embed, const int32_t *tok, 
               const float *pos_embed, int pos0, const int *pos, int pos_off);
 
 /* Row norm of rows [R] of n elements: x row r at x + r * ldx (f32); kind 0 RMS, 1 LayerNorm (b may be
- * NULL); w NULL: weight 1. Output row r to y32 + r * ldy (f32, may be x) or, where y32 is NULL, to
- * y16 + r * ldy (bf16). */
+ * NULL); w NULL: weight 1. Output row r to y32 + r * ldy (f32, may be x) and to y16 + r * ldy (bf16), either
+ * NULL for none. */
 void cu_norm(cu_stream s, int kind, int R, int n, const float *x, int ldx, const float *w, const float *b, float eps,
              float *y32, uint16_t *y16, int ldy);
 
@@ -43,9 +43,9 @@ void cu_to_bf16(cu_stream s, uint16_t *y16, const float *x, size_t n);
 
 /* x[T][D] += post(a[T][D] + bias[D]) * scale, post = RMSNorm by post_w (NULL: none); bias may be NULL.
  * Then, where nw is not NULL, the next norm fused: y16[T][D] = bf16(norm(x)) by nw, nb (kind nkind, as
- * cu_norm; the same eps) */
+ * cu_norm; the same eps), and where y32 is not NULL the same in f32 (a mixture-of-experts router's input) */
 void cu_residual(cu_stream s, float *x, const float *a, const float *bias, const float *post_w, float eps, float scale,
-                 int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16);
+                 int T, int D, int nkind, const float *nw, const float *nb, uint16_t *y16, float *y32);
 
 /* g[T][F] = bf16(gated ? glu(act, gu[t][f] + b[f], gu[t][F + f] + b[F + f]) : act(gu[t][f] + b[f])),
  * gu [T][2F] (gated) or [T][F]; b may be NULL; act a tm_act (model.h's formulas) */
@@ -186,6 +186,7 @@ typedef struct cu_gemv_epi {
     int nkind;                 /* then, where nw is not NULL, the next norm (kind as cu_norm's): */
     const float *nw, *nb;      /* h16[b][N] = bf16(norm(x[b])) by nw, nb, run by the launch's last block */
     uint16_t *h16;
+    float *h32;                /* ... and, where not NULL, h32[b][N] = norm(x[b]) in f32 (a router's input) */
     unsigned *cnt;             /* [CU_RES_GROUPS] the blocks done, per group of 8 rows: zeroed once, left zeroed */
 } cu_gemv_epi;
 void cu_gemv_act(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int B, const cu_gemv_epi *ep);

@@ -123,10 +123,11 @@ typedef struct cu_rope {
     int64_t long_from;                /* a call reaching past this many positions uses inv_long */
 } cu_rope;
 
-/* TANDEM_CUDA_PROFILE=1 (a measurement switch): CUDA events around every GEMM and attention launch
- * and the q/k/v pass, summed per chunk after its synchronisation; unbind prints the totals (stderr) */
+/* TANDEM_CUDA_PROFILE=1 (a measurement switch): CUDA events around every GEMM and attention launch,
+ * the q/k/v pass, the mixture-of-experts block and the head's product, summed per chunk after its
+ * synchronisation; unbind prints the totals (stderr) */
 #define PROF_EV 1024
-enum { PROF_GEMM, PROF_ATTN, PROF_QKV, PROF_NCAT };
+enum { PROF_GEMM, PROF_ATTN, PROF_QKV, PROF_MOE, PROF_HEAD, PROF_NCAT };
 typedef struct cu_prof {
     int on, n;                        /* events recorded in this chunk */
     cudaEvent_t ev[PROF_EV], t0, t1;  /* pairs; the chunk's first and last */
@@ -138,6 +139,7 @@ typedef struct cu_prof {
     long steps, step_rows;
     double dms[PROF_NCAT];            /* decode steps launched one by one: the categories' GPU time */
     int decoding;                     /* such a step's launches are being made (its GEMMs' flops are not the prefill's) */
+    int gemm_cat;                     /* the category gemm() counts its product in (PROF_GEMM, the head's PROF_HEAD) */
     long dsteps;                      /* and how many such steps */
 } cu_prof;
 
@@ -257,10 +259,12 @@ static void prof_free(cu_eng *e)
     if (p->chunks)
         fprintf(stderr,
                 "cuda profile: %ld chunks, %ld rows: GPU %.2f ms: GEMMs %.2f ms (%.1f TFLOP/s), attention %.2f ms, "
-                "q/k/v pass %.2f ms, the rest %.2f ms; host waiting on the KV export %.2f ms\n",
+                "q/k/v pass %.2f ms, mixture of experts %.2f ms, head %.2f ms, the rest %.2f ms; host waiting on the KV "
+                "export %.2f ms\n",
                 p->chunks, p->rows, p->total_ms, p->ms[PROF_GEMM],
                 p->ms[PROF_GEMM] > 0 ? p->gemm_flop / (p->ms[PROF_GEMM] * 1e-3) / 1e12 : 0, p->ms[PROF_ATTN],
-                p->ms[PROF_QKV], p->total_ms - p->ms[PROF_GEMM] - p->ms[PROF_ATTN] - p->ms[PROF_QKV],
+                p->ms[PROF_QKV], p->ms[PROF_MOE], p->ms[PROF_HEAD],
+                p->total_ms - p->ms[PROF_GEMM] - p->ms[PROF_ATTN] - p->ms[PROF_QKV] - p->ms[PROF_MOE] - p->ms[PROF_HEAD],
                 p->host_wait_s * 1e3);
     if (p->steps)
         fprintf(stderr, "cuda profile: %ld decode steps (%.2f sequences each, %s): GPU %.3f ms a step, the call %.3f ms; "
@@ -269,8 +273,9 @@ static void prof_free(cu_eng *e)
                 p->dec_host_s * 1e3 / p->steps, e->t_upload * 1e3);
     if (p->dsteps)
         fprintf(stderr, "cuda profile: %ld decode steps launched one by one: GEMMs %.3f ms, attention %.3f ms, q/k/v pass "
-                "%.3f ms a step\n", p->dsteps, p->dms[PROF_GEMM] / p->dsteps, p->dms[PROF_ATTN] / p->dsteps,
-                p->dms[PROF_QKV] / p->dsteps);
+                "%.3f ms, mixture of experts %.3f ms, head %.3f ms a step\n", p->dsteps, p->dms[PROF_GEMM] / p->dsteps,
+                p->dms[PROF_ATTN] / p->dsteps, p->dms[PROF_QKV] / p->dsteps, p->dms[PROF_MOE] / p->dsteps,
+                p->dms[PROF_HEAD] / p->dsteps);
     cudaEventDestroy(p->d0);
     cudaEventDestroy(p->d1);
     for (int i = 0; i < PROF_EV; i++) cudaEventDestroy(p->ev[i]);
@@ -715,14 +720,15 @@ static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8P
 static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, int gemv, const cu_gemv_epi *ep,
                 tm_err *err)
 {
-    if (e->prof && !e->prof->decoding) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
-    prof_mark(e, PROF_GEMM, 0);
+    int cat = e->prof ? e->prof->gemm_cat : PROF_GEMM;
+    if (e->prof && !e->prof->decoding && cat == PROF_GEMM) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
+    prof_mark(e, cat, 0);
     cu_mm mm = e->mm;
     if (gemv) mm.gemv_max = w->bf ? CU_GEMV_DUAL : CU_MAX_B;
     int rc = ep && ep->x ? cu_mat_mul_res(&mm, ep, x, w, T, y, err)
              : ep        ? cu_mat_mul_act(&mm, ep, x, w, T, y, err)
                          : cu_mat_mul(&mm, y, x, w, T, err);
-    prof_mark(e, PROF_GEMM, 1);
+    prof_mark(e, cat, 1);
     return rc;
 }
 
@@ -741,16 +747,17 @@ static int fuse_here(const cu_eng *e, const cu_qmat *q)
 }
 
 static int res_step(cu_eng *e, const uint16_t *in, const cu_mat *w, int T, int decode, const float *bias,
-                    const float *post_w, const float *nw, const float *nb, tm_err *err)
+                    const float *post_w, const float *nw, const float *nb, float *h32, tm_err *err)
 {
     if (decode && !post_w && w->q.q && fuse_here(e, &w->q)) {
         cu_gemv_epi ep = {.b = bias, .x = e->x, .scale = e->residual_scale, .eps = e->eps, .nkind = e->norm_kind,
-                          .nw = nw, .nb = nb, .h16 = e->h16, .cnt = e->rcnt};
+                          .nw = nw, .nb = nb, .h16 = e->h16, .h32 = h32, .cnt = e->rcnt};
         return gemm(e, e->a, in, w, T, 1, &ep, err);
     }
     int rc = gemm(e, e->a, in, w, T, decode, NULL, err);
     if (rc == TM_OK)
-        cu_residual(e->st, e->x, e->a, bias, post_w, e->eps, e->residual_scale, T, e->D, e->norm_kind, nw, nb, e->h16);
+        cu_residual(e->st, e->x, e->a, bias, post_w, e->eps, e->residual_scale, T, e->D, e->norm_kind, nw, nb, e->h16,
+                    h32);
     return rc;
 }
 
@@ -810,25 +817,29 @@ static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const 
 }
 
 /* layer l's mixture-of-experts FFN (cu_moe.h) of its input fin [T][D]: the norm in f32 (the router's input) and
- * bf16 (the experts'), the block's output into a, then the residual add with the next layer's norm fused */
-static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, tm_err *err)
+ * bf16 (the experts'), unless the attention's residual pass wrote both (normed: the layer_fwd's ff), the block's
+ * output into a, then the residual add with the next layer's norm fused */
+static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, int normed, tm_err *err)
 {
     const cu_layer *w = &e->w[l];
     int T = c->T, D = e->D;
     float *h32 = e->mws.h32;
-    if (w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, h32, NULL, D);
-    else CK(cudaMemcpyAsync(h32, fin, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
-    cu_to_bf16(e->st, e->h16, h32, (size_t)T * D);
+    if (!normed && w->ffn_norm) {
+        cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, h32, e->h16, D);
+    } else if (!normed) {
+        CK(cudaMemcpyAsync(h32, fin, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
+        cu_to_bf16(e->st, e->h16, h32, (size_t)T * D);
+    }
     cu_mm mm = e->mm;
     if (c->decode) mm.gemv_max = CU_MAX_B; /* as gemm() for a decode step's products over packed weights */
-    prof_mark(e, PROF_GEMM, 0);
+    prof_mark(e, PROF_MOE, 0);
     int rc = cu_moe_forward(w->moe, &e->mws, &mm, e->h16, h32, T, e->moe_paths, e->a, err);
-    prof_mark(e, PROF_GEMM, 1);
+    prof_mark(e, PROF_MOE, 1);
     if (rc) return rc;
     const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL;
     e->h_fused = nx && nx->attn_norm;
     cu_residual(e->st, e->x, e->a, NULL, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
-                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16);
+                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16, NULL);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
 }
@@ -890,12 +901,13 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         cu_attention(e->st, &at, e->attn_part, S);
         prof_mark(e, PROF_ATTN, 1);
     }
-    int ff = !e->parallel && w->ffn_norm && !w->moe; /* the FFN's norm fused into the residual pass */
+    /* the FFN's norm fused into the residual pass (a mixture of experts' in f32 too: the router's input) */
+    int ff = !e->parallel && w->ffn_norm;
     if ((rc = res_step(e, e->att16, &w->wo, T, c->decode, w->bo, w->attn_out_norm, ff ? w->ffn_norm : NULL,
-                       w->ffn_norm_b, err)))
+                       w->ffn_norm_b, ff && w->moe ? e->mws.h32 : NULL, err)))
         return rc;
     const float *fin = e->parallel ? e->x0 : e->x;
-    if (w->moe) return moe_ffn(e, c, l, fin, err);
+    if (w->moe) return moe_ffn(e, c, l, fin, ff, err);
     if (!ff && w->ffn_norm) cu_norm(e->st, e->norm_kind, T, D, fin, D, w->ffn_norm, w->ffn_norm_b, e->eps, NULL, e->h16, D);
     else if (!ff) cu_to_bf16(e->st, e->h16, fin, (size_t)T * D);
     /* g = act(gate) ⊙ up (or act(up)), fused into the GEMV over packed weights */
@@ -904,7 +916,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
     const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL; /* and the next layer's attention norm */
     e->h_fused = nx && nx->attn_norm;
     if ((rc = res_step(e, e->g16, &w->wd, T, c->decode, w->bd, w->ffn_out_norm, e->h_fused ? nx->attn_norm : NULL,
-                       e->h_fused ? nx->attn_norm_b : NULL, err)))
+                       e->h_fused ? nx->attn_norm_b : NULL, NULL, err)))
         return rc;
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
@@ -924,7 +936,9 @@ static int logits_rows(cu_eng *e, float *dev, int row0, int R, tm_err *err)
 {
     cu_norm(e->st, e->norm_kind, R, e->D, e->x + (size_t)row0 * e->D, e->D, e->final_norm, e->final_norm_b, e->eps, NULL,
             e->h16, e->D);
+    if (e->prof) e->prof->gemm_cat = PROF_HEAD;
     int rc = gemm(e, dev, e->h16, &e->lm_head, R, 1, NULL, err);
+    if (e->prof) e->prof->gemm_cat = PROF_GEMM;
     if (rc) return rc;
     cu_logits_finish(e->st, dev, e->lm_head_b, R, e->V, e->logits_div, e->logits_mul, e->final_softcap);
     return TM_OK;
