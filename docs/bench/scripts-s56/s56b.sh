@@ -36,7 +36,7 @@ st quantize
 rm -f /tmp/tb/q-bf16.gguf
 st peer
 for r in 1 2 3; do
-  [ -f /tmp/tb/q-q4_0.gguf ] && [ $(el) -lt 500 ] || break
+  [ -f /tmp/tb/q-q4_0.gguf ] && [ $(el) -lt 440 ] || break
   timeout 75 $B/tandem bench /tmp/tb/q.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
     --peer llama.cpp --peer-model /tmp/tb/q-q4_0.gguf --peer-bin $L/llbench --md $W/peer$r.md > $W/peer$r.json 2>> $W/bench.err
   echo "-- round $r: tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer$r.md >> $A
