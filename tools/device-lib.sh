@@ -7,6 +7,11 @@
 #                          DIR/llbench (tools/llbench_gpu.h: every layer on the GPU); its log DIR/b.log
 #   dev_moe_shape DIR [N]  the Qwen3-30B-A3B shape cut to 8 layers (tandem synth) and its default package DIR/q.tdm
 #                          (converted by N threads, default 8; its log $W/convert.txt)
+#   dev_gpu_tests          the GPU tests of $B (test_cuda_moe, test_engine_conf's CUDA runs on the three conformance
+#                          models carried, test_cuda, test_cuda_decode): their counts and failures into the log
+#   dev_peer_start J       llama.cpp's CUDA build (J jobs) in L := $R/tmp/llb and the shape's bf16 GGUF
+#                          (/tmp/tb/q-bf16.gguf, tools/make_moe_gguf.py), both in the background (BP, GP)
+#   dev_peer_q4            waits for those, then /tmp/tb/q-q4_0.gguf (llbench quantize), the bf16 one removed
 dev_init() {
     R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/$1; P=$R/tmp/pk; W=/tmp/w
     mkdir -p $W $P; T0=$(date +%s)
@@ -27,4 +32,24 @@ dev_peer_build() {
 dev_moe_shape() {
     $B/tandem synth --like qwen3-30b-a3b --layers 8 -o $1/q > /dev/null 2>> $A &&
         $B/tandem convert $1/q -o $1/q.tdm --threads ${2:-8} > $W/convert.txt 2>&1
+}
+dev_gpu_tests() {
+    ( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed|kernel:" $W/moe.txt | head -20 >> $A
+    ( TM_CONF_MODELS=llama3,qwen3_moe,qwen3 TM_CONF_ENGINE=cuda timeout 200 $B/test_engine_conf ) > $W/conf.txt 2>&1
+    grep -E "CHECK|passed" $W/conf.txt | head -12 >> $A
+    ( timeout 60 $B/test_cuda ) > $W/cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/cuda.txt | head -8 >> $A
+    ( timeout 90 $B/test_cuda_decode ) > $W/dec.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/dec.txt | head -8 >> $A
+}
+dev_peer_start() {
+    L=$R/tmp/llb; mkdir -p $L && tar -C $L -xJf tmp/peer.tar.xz
+    ( dev_peer_build $L $1; echo "peer build rc $?" >> $L/b.log ) &
+    BP=$!
+    ( PYTHONPATH=$L/gguf-py python3 $R/tools/make_moe_gguf.py /tmp/tb/q-bf16.gguf 8 > $W/gguf.txt 2>&1 ) &
+    GP=$!
+}
+dev_peer_q4() {
+    wait $GP; st "wait peer build"; wait $BP; tail -1 $L/b.log | cut -c1-200 >> $A
+    st quantize
+    [ -x $L/llbench ] && timeout 120 $L/llbench quantize /tmp/tb/q-bf16.gguf /tmp/tb/q-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
+    rm -f /tmp/tb/q-bf16.gguf
 }

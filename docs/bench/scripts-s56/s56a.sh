@@ -4,17 +4,14 @@
 # cu_moe_route). The GPU tests of this build (bin/), then the Qwen3-30B-A3B shape cut to 8 layers: pp512 / tg128 of
 # this build, of this build with the routing in two launches (TANDEM_CUDA_MOE_ROUTE1=0) and of the build before
 # (bin2/, HEAD 7a2dde3's), interleaved, three rounds; then the decode step profiled (TANDEM_CUDA_PROFILE=1, CUDA
-# graphs, and launched one by one) for both builds. Carried: tmp/cuda56a.tar.xz.
+# graphs, and launched one by one) for both builds. Carried: tmp/cuda56a.tar.xz. (Rewritten over tools/device-lib.sh
+# after the call: the same commands.)
 . tools/device-lib.sh
 dev_init a.txt ${PK:-cuda56a}
 dev_moe_shape /tmp/tb &
 SP=$!
 st tests
-( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed|route kernel|pick kernel" $W/moe.txt | head -20 >> $A
-( TM_CONF_MODELS=llama3,qwen3_moe,qwen3 TM_CONF_ENGINE=cuda timeout 200 $B/test_engine_conf ) > $W/conf.txt 2>&1
-grep -E "CHECK|passed|all [0-9]+ fixtures" $W/conf.txt | head -12 >> $A
-( timeout 60 $B/test_cuda ) > $W/cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/cuda.txt | head -8 >> $A
-( timeout 90 $B/test_cuda_decode ) > $W/dec.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/dec.txt | head -8 >> $A
+dev_gpu_tests
 wait $SP; st bench; tail -1 $W/convert.txt >> $A
 bn() { env $4 timeout 90 $1/tandem bench /tmp/tb/q.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
     --md $W/b-$2-$3.md > $W/b-$2-$3.json 2>> $W/bench.err

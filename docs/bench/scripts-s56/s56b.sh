@@ -5,23 +5,16 @@
 # of pp512 / tg128 in one invocation each (the build before was measured beside this one's code in call 1; the
 # carry limit leaves it out here); its GPU tests; a decode
 # step's profile launched one by one and the MoE phases (TANDEM_CUDA_MOE_TIMES=1); the decode GEMV alone on
-# the shape's products (cu_gemv_bench). Carried: tmp/cuda56b.tar.xz, tmp/peer.tar.xz.
+# the shape's products (cu_gemv_bench). Carried: tmp/cuda56b.tar.xz, tmp/peer.tar.xz. (Rewritten over
+# tools/device-lib.sh after the call: the same commands.)
 . tools/device-lib.sh
 dev_init a.txt ${PK:-cuda56b}
-L=$R/tmp/llb; mkdir -p $L && tar -C $L -xJf tmp/peer.tar.xz
 el() { echo $(( $(date +%s) - T0 )); }
-( dev_peer_build $L 12; echo "peer build rc $?" >> $L/b.log ) &
-BP=$!
+dev_peer_start 12
 dev_moe_shape /tmp/tb 4 &
 SP=$!
-( PYTHONPATH=$L/gguf-py python3 $R/tools/make_moe_gguf.py /tmp/tb/q-bf16.gguf 8 > $W/gguf.txt 2>&1 ) &
-GP=$!
 st tests
-( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed" $W/moe.txt | head -10 >> $A
-( TM_CONF_MODELS=llama3,qwen3_moe,qwen3 TM_CONF_ENGINE=cuda timeout 200 $B/test_engine_conf ) > $W/conf.txt 2>&1
-grep -E "CHECK|passed" $W/conf.txt | head -6 >> $A
-( timeout 60 $B/test_cuda ) > $W/cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/cuda.txt | head -4 >> $A
-( timeout 90 $B/test_cuda_decode ) > $W/dec.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/dec.txt | head -4 >> $A
+dev_gpu_tests
 st gemv
 $B/cu_gemv_bench -b 1 -p 1 qkv:int4g64:5120:2048 o:int4g64:2048:4096 egu:int4g64:1536:2048:gated edn:int4g64:2048:768 \
     head4:int4g64:151936:2048 head8:int8:151936:2048 > $W/gemv.txt 2>&1; cut -c1-160 $W/gemv.txt | head -20 >> $A
@@ -30,10 +23,7 @@ $B/tandem inspect /tmp/tb/q.tdm 2>/dev/null | grep -iE "head|output\.|lm_head|de
 pf() { env $3 timeout 60 $1/tandem bench /tmp/tb/q.tdm -t 4 --tests tg128 --reps 2 --prefill cuda \
     --decode cuda > /dev/null 2> $W/prof-$2.txt; echo "-- $2 $3:" >> $A; grep -E "cuda (profile|moe)" $W/prof-$2.txt | cut -c1-400 >> $A; }
 pf $B 1by1 "TANDEM_CUDA_PROFILE=1 TANDEM_CUDA_GRAPHS=0"; pf $B moe "TANDEM_CUDA_MOE_TIMES=1 TANDEM_CUDA_GRAPHS=0"
-wait $GP; st "wait peer build"; wait $BP; tail -1 $L/b.log | cut -c1-200 >> $A
-st quantize
-[ -x $L/llbench ] && timeout 120 $L/llbench quantize /tmp/tb/q-bf16.gguf /tmp/tb/q-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
-rm -f /tmp/tb/q-bf16.gguf
+dev_peer_q4
 st peer
 for r in 1 2 3; do
   [ -f /tmp/tb/q-q4_0.gguf ] && [ $(el) -lt 440 ] || break
