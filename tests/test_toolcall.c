@@ -997,7 +997,7 @@ static void test_command(void)
 
 /* what a prefix of a reply reports agrees with the whole reply's calls c: each whole call is c's of the same
  * number, and the call the prefix ends inside names c's next one, with the start of its arguments and its id */
-static int partial_agrees(const tm_tool_dialect *d, const char *tools, const char *text, size_t k, const tm_tool_calls *c)
+static int partial_agrees(const tm_tool_dialect *d, const cJSON *tools, const char *text, size_t k, const tm_tool_calls *c)
 {
     tm_tool_calls p;
     tm_tool_call part;
@@ -1054,6 +1054,7 @@ static int grammar_walk(const tm_grammar *g, char *buf, size_t cap)
 
 static void test_partial(void)
 {
+    cJSON *tools = cJSON_Parse(TOOLS); /* (the partial reading takes the tools parsed) */
     /* every dialect's forced replies (parallel calls), cut at every byte */
     const char *names[] = {"hermes", "llama3_json", "mistral", "mistral_args", "granite", "qwen3_coder", "glm",
                            "seed_oss", "minimax", "harmony", "deepseek_v3", "command_r", "kimi_k2"};
@@ -1073,10 +1074,10 @@ static void test_partial(void)
             int ok = c.n >= 1;
             if (!ok) fprintf(stderr, "%s: a forced reply read as no calls:\n%s\n", d->name, text);
             for (size_t k = open; ok && k <= strlen(text); k++) {
-                ok = partial_agrees(d, TOOLS, text, k, &c);
+                ok = partial_agrees(d, tools, text, k, &c);
                 tm_tool_calls p;
                 tm_tool_call part;
-                if (ok && tm_tool_parse_partial(d, text, k, TOOLS, &p, &part, &e) == TM_OK) {
+                if (ok && tm_tool_parse_partial(d, text, k, tools, &p, &part, &e) == TM_OK) {
                     with_part += part.name && *part.arguments;
                     tm_tool_calls_free(&p);
                     tm_tool_call_free(&part);
@@ -1145,7 +1146,7 @@ static void test_partial(void)
             if (c.n) {
                 read++;
                 int ok = 1;
-                for (size_t k = 0; k <= n && ok; k++) ok = partial_agrees(d, TOOLS, text, k, &c);
+                for (size_t k = 0; k <= n && ok; k++) ok = partial_agrees(d, tools, text, k, &c);
                 agreed += ok;
             }
             tm_tool_calls_free(&c);
@@ -1182,7 +1183,7 @@ static void test_partial(void)
         tm_tool_call part;
         tm_err e = {0};
         const tm_tool_dialect *d = tm_tool_dialect_named(cases[i].dn);
-        CHECK(tm_tool_parse_partial(d, cases[i].text, strlen(cases[i].text), TOOLS, &p, &part, &e) == TM_OK);
+        CHECK(tm_tool_parse_partial(d, cases[i].text, strlen(cases[i].text), tools, &p, &part, &e) == TM_OK);
         CHECKF(p.n == 0 && (cases[i].name ? part.name && !strcmp(part.name, cases[i].name) && !strcmp(part.arguments, cases[i].args)
                                           : !part.name),
                "%s: %s: %d calls, part %s %s", cases[i].dn, cases[i].text, p.n, part.name ? part.name : "-",
@@ -1191,6 +1192,7 @@ static void test_partial(void)
         tm_tool_calls_free(&p);
         tm_tool_call_free(&part);
     }
+    cJSON_Delete(tools);
 }
 
 int main(void)

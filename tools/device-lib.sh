@@ -12,6 +12,8 @@
 #   dev_peer_start J       llama.cpp's CUDA build (J jobs) in L := $R/tmp/llb and the shape's bf16 GGUF
 #                          (/tmp/tb/q-bf16.gguf, tools/make_moe_gguf.py), both in the background (BP, GP)
 #   dev_peer_q4            waits for those, then /tmp/tb/q-q4_0.gguf (llbench quantize), the bf16 one removed
+#   dev_peer_round N       round N of pp512 / tg128, $B's tandem beside that Q4_0 in one invocation (--peer
+#                          llama.cpp), into $W/peerN.md / .json and the log
 dev_init() {
     R=$(pwd); OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" build /tmp/tb; A=$OUT/$1; P=$R/tmp/pk; W=/tmp/w
     mkdir -p $W $P; T0=$(date +%s)
@@ -52,4 +54,9 @@ dev_peer_q4() {
     st quantize
     [ -x $L/llbench ] && timeout 120 $L/llbench quantize /tmp/tb/q-bf16.gguf /tmp/tb/q-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
     rm -f /tmp/tb/q-bf16.gguf
+}
+dev_peer_round() {
+    timeout 75 $B/tandem bench /tmp/tb/q.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
+        --peer llama.cpp --peer-model /tmp/tb/q-q4_0.gguf --peer-bin $L/llbench --md $W/peer$1.md > $W/peer$1.json 2>> $W/bench.err
+    echo "-- round $1: tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer$1.md >> $A
 }

@@ -109,7 +109,7 @@ struct tm_req {
     char *skip_open, *skip_close; /* request.grammar_skip_open / _close, or NULL: the block in which trig is not
                                   looked for */
     size_t so_len, sc_len;
-    int skip;                  /* while waiting, what tail holds (enum trig_skip) */
+    int block;                 /* while waiting, where the output stands about that block (enum trig_block) */
     int lp_n;                  /* alternatives per token */
     float *lp_raw;             /* [V] the step's logits before the sampler's penalties (on_lp only) */
     struct tandem_prompt_logprob_cb on_plp; /* request.on_prompt_logprob: NULL or called per prompt token */
@@ -266,20 +266,20 @@ static const char *req_kept_text(const tm_req *q, int32_t tok)
  * skip_open is "": the prompt left it open), and the trigger is looked for only after the first
  * skip_close; an output that does not open it is looked through from its start.
  *
- *   SKIP_DECIDE --past whitespace, skip_open whole--> SKIP_IN --skip_close--> SKIP_NONE
+ *   BLOCK_DECIDE --past whitespace, skip_open whole--> BLOCK_IN --skip_close--> BLOCK_PAST
  *        \--------past whitespace, not skip_open's start (the window kept)------^
- *   (skip_open "": SKIP_IN at submit; no block: SKIP_NONE)
+ *   (skip_open "": BLOCK_IN at submit; no block: BLOCK_PAST)
  *
- *   | skip        | tail holds                                  | looked for           |
- *   | SKIP_DECIDE | the output so far: whitespace (its last     | skip_open, or where  |
- *   |             | trig_len - 1 bytes) and a piece of skip_open | the text leaves it   |
- *   | SKIP_IN     | the last sc_len - 1 bytes and the new ones  | skip_close           |
- *   | SKIP_NONE   | the last trig_len - 1 bytes and the new ones | trig                 |
+ *   | skip         | tail holds                                  | looked for           |
+ *   | BLOCK_DECIDE | the output so far: whitespace (its last     | skip_open, or where  |
+ *   |              | trig_len - 1 bytes) and a piece of skip_open | the text leaves it   |
+ *   | BLOCK_IN     | the last sc_len - 1 bytes and the new ones  | skip_close           |
+ *   | BLOCK_PAST   | the last trig_len - 1 bytes and the new ones | trig                 |
  *
  * A state that decides hands the next the bytes past the point decided (the whole window where
  * the output leaves skip_open: a trigger may start in its whitespace, or in a piece of skip_open it
  * shares), so one token's text may pass through every state. */
-enum trig_skip { SKIP_NONE, SKIP_DECIDE, SKIP_IN };
+enum trig_block { BLOCK_PAST, BLOCK_DECIDE, BLOCK_IN };
 
 /* (text/reasoning.c's whitespace) */
 static int trig_ws(char c)
@@ -295,7 +295,7 @@ static void tail_drop(tm_req *q, size_t n)
     q->tail[q->tail_len] = '\0';
 }
 
-/* SKIP_DECIDE: does the window open the block, leave it, or not tell yet? An undecided window's
+/* BLOCK_DECIDE: does the window open the block, leave it, or not tell yet? An undecided window's
  * leading whitespace is cut to the last trig_len - 1 bytes, those a trigger that goes on past it
  * may start in; a trigger all whitespace, already in it, keeps it from its first place. */
 static void trig_decide(tm_req *q)
@@ -304,10 +304,10 @@ static void trig_decide(tm_req *q)
     while (p < q->tail_len && trig_ws(q->tail[p])) p++;
     size_t k = q->tail_len - p < q->so_len ? q->tail_len - p : q->so_len;
     if (memcmp(q->tail + p, q->skip_open, k)) {
-        q->skip = SKIP_NONE; /* no block: the whole window is looked through */
+        q->block = BLOCK_PAST; /* no block: the whole window is looked through */
     } else if (k == q->so_len) {
         tail_drop(q, p + q->so_len);
-        q->skip = SKIP_IN;
+        q->block = BLOCK_IN;
     } else { /* blank so far, or a piece of skip_open */
         const char *f = memmem(q->tail, p, q->trig, q->trig_len);
         size_t cut = f ? (size_t)(f - q->tail) : p > q->trig_len - 1 ? p - (q->trig_len - 1) : 0;
@@ -331,16 +331,16 @@ static int req_trigger(tm_req *q, int32_t tok)
     if (n) memcpy(t + q->tail_len, b, n);
     q->tail_len += n;
     t[q->tail_len] = '\0';
-    if (q->skip == SKIP_DECIDE) trig_decide(q);
-    if (q->skip == SKIP_DECIDE) return TM_OK;
-    if (q->skip == SKIP_IN) {
+    if (q->block == BLOCK_DECIDE) trig_decide(q);
+    if (q->block == BLOCK_DECIDE) return TM_OK;
+    if (q->block == BLOCK_IN) {
         const char *c = memmem(t, q->tail_len, q->skip_close, q->sc_len);
         if (!c) {
             if (q->tail_len >= q->sc_len) tail_drop(q, q->tail_len - (q->sc_len - 1));
             return TM_OK;
         }
         tail_drop(q, (size_t)(c - t) + q->sc_len); /* the block closed: what follows is looked through */
-        q->skip = SKIP_NONE;
+        q->block = BLOCK_PAST;
     }
     const char *at = memmem(t, q->tail_len, q->trig, q->trig_len);
     if (at) {
@@ -1155,7 +1155,7 @@ static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
             return tm_errf(err, TM_E_NOMEM, "out of memory");
         q->so_len = strlen(q->skip_open);
         q->sc_len = strlen(q->skip_close);
-        q->skip = q->so_len ? SKIP_DECIDE : SKIP_IN;
+        q->block = q->so_len ? BLOCK_DECIDE : BLOCK_IN;
     }
     tm_jsm_init(&q->jsm);
     return TM_OK;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/grow.h"
 #include "text/harmony.h"
 
@@ -24,6 +26,8 @@ void tm_reply_stream_calls(tm_reply *r, uint64_t seed)
 {
     r->stream_calls = r->d != NULL;
     r->seed = seed;
+    /* read after every token: parsed once (unparsable, or out of memory: no call reads until the end, whole) */
+    if (r->stream_calls && !r->tools) r->tools = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
 }
 
 int tm_reply_add(tm_reply *r, const char *s, size_t n)
@@ -125,7 +129,7 @@ static int stream_pieces(tm_reply *r, const char *text, size_t n)
     tm_err err = {0};
     tm_tool_calls_free(&r->pc);
     tm_tool_call_free(&r->pp);
-    if (tm_tool_parse_partial(r->d, text, n, r->tools_json, &r->pc, &r->pp, &err) != TM_OK) return -1;
+    if (tm_tool_parse_partial(r->d, text, n, r->tools, &r->pc, &r->pp, &err) != TM_OK) return -1;
     for (int i = 0; i < r->pc.n; i++)
         if (call_piece(r, i, r->pc.v[i].name, r->pc.v[i].arguments, r->pc.v[i].id, NULL, 1)) return -1;
     if (r->pp.name && call_piece(r, r->pc.n, r->pp.name, r->pp.arguments, r->pp.id, NULL, 0)) return -1;
@@ -253,5 +257,6 @@ void tm_reply_free(tm_reply *r)
     free(r->cd);
     tm_tool_calls_free(&r->pc);
     tm_tool_call_free(&r->pp);
+    cJSON_Delete(r->tools);
     memset(r, 0, sizeof *r);
 }

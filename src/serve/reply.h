@@ -69,6 +69,7 @@ typedef struct tm_reply {
     size_t rsent, csent;        /* stream: acc sent up to, as reasoning and as content (harmony: h's buffers) */
     int stream_calls;           /* tm_reply_stream_calls: the calls go out as they are written */
     uint64_t seed;              /* ... and their ids' seed */
+    struct cJSON *tools;        /* ... and tools_json parsed, once */
     tm_reply_call *sc;          /* [n_sc] the calls the stream has begun */
     int n_sc;
     size_t cap_sc;

@@ -801,10 +801,10 @@ static int split(const tm_tool_dialect *d, const char *text, size_t len, const c
 
 /* ---- harmony ---- */
 
-int tm_tool_harmony_calls(const tm_harmony *h, const char *tools_json, int cut, tm_tool_calls *out, tm_err *err)
+/* tm_tool_harmony_calls over the tools parsed (NULL: none) */
+static int harmony_calls(const tm_harmony *h, const cJSON *tools, int cut, tm_tool_calls *out, tm_err *err)
 {
     memset(out, 0, sizeof *out);
-    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
     calls c = {0};
     text_t content = {0};
     int rc = put(&content, h->content ? h->content : "", h->clen);
@@ -826,7 +826,6 @@ int tm_tool_harmony_calls(const tm_harmony *h, const char *tools_json, int cut, 
         else if (r == BAD && hc->blen) /* not a call: what the model wrote stays the answer's */
             rc = (content.n && put(&content, "\n\n", 2)) || put(&content, hc->body, hc->blen) ? TM_E_NOMEM : TM_OK;
     }
-    cJSON_Delete(tools);
     if (rc != TM_OK) {
         calls_clear(&c);
         free(content.p);
@@ -839,22 +838,29 @@ int tm_tool_harmony_calls(const tm_harmony *h, const char *tools_json, int cut, 
     return TM_OK;
 }
 
+int tm_tool_harmony_calls(const tm_harmony *h, const char *tools_json, int cut, tm_tool_calls *out, tm_err *err)
+{
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    int rc = harmony_calls(h, tools, cut, out, err);
+    cJSON_Delete(tools);
+    return rc;
+}
+
 /* A harmony reply's call the parser h (fed so far) ends inside, into *part (tm_tool_parse_partial) */
-static int harmony_part(const tm_harmony *h, const char *tools_json, tm_tool_call *part)
+static int harmony_part(const tm_harmony *h, const cJSON *tools, tm_tool_call *part)
 {
     const tm_harmony_call *hc = h->n_calls ? &h->calls[h->n_calls - 1] : NULL;
-    if (!hc || hc->closed || !tools_json) return TM_OK;
-    cJSON *tools = cJSON_Parse(tools_json);
+    if (!hc || hc->closed || !tools) return TM_OK;
     calls c = {.want_part = 1};
     size_t a = skip_jws(hc->body ? hc->body : "", 0, hc->blen);
     int rc = part_json(&c, tools, hc->to, strlen(hc->to), hc->body ? hc->body : "", hc->blen, a, NULL, 0);
-    cJSON_Delete(tools);
     *part = c.part;
     return rc == TM_E_NOMEM ? rc : TM_OK;
 }
 
-/* tm_tool_parse, and with part (tm_tool_parse_partial) the call the text ends inside */
-static int parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
+/* tm_tool_parse over the tools parsed (NULL: none), and with part (tm_tool_parse_partial) the call the text
+ * ends inside */
+static int parse(const tm_tool_dialect *d, const char *text, size_t len, const cJSON *tools, int cut,
                  tm_tool_calls *out, tm_tool_call *part, tm_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -862,16 +868,14 @@ static int parse(const tm_tool_dialect *d, const char *text, size_t len, const c
     if (d && d->harmony) {
         tm_harmony h;
         tm_harmony_init(&h, 1);
-        int rc = tm_harmony_feed(&h, text, len, !part) ? TM_E_NOMEM : tm_tool_harmony_calls(&h, tools_json, cut, out, err);
-        if (rc == TM_OK && part && (rc = harmony_part(&h, tools_json, part)) != TM_OK) tm_tool_calls_free(out);
+        int rc = tm_harmony_feed(&h, text, len, !part) ? TM_E_NOMEM : harmony_calls(&h, tools, cut, out, err);
+        if (rc == TM_OK && part && (rc = harmony_part(&h, tools, part)) != TM_OK) tm_tool_calls_free(out);
         tm_harmony_free(&h);
         return rc == TM_OK ? rc : tm_errf(err, TM_E_NOMEM, "out of memory");
     }
-    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
     calls c = {.want_part = part != NULL};
     text_t content = {0};
     int rc = d && tools ? split(d, text, len, tools, cut, &c, &content) : BAD;
-    cJSON_Delete(tools);
     if (rc == GOOD) {
         while (content.n && is_ws(content.p[content.n - 1])) content.n--;
         rc = TM_OK;
@@ -899,13 +903,16 @@ static int parse(const tm_tool_dialect *d, const char *text, size_t len, const c
 int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json, int cut,
                   tm_tool_calls *out, tm_err *err)
 {
-    return parse(d, text, len, tools_json, cut, out, NULL, err);
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    int rc = parse(d, text, len, tools, cut, out, NULL, err);
+    cJSON_Delete(tools);
+    return rc;
 }
 
-int tm_tool_parse_partial(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+int tm_tool_parse_partial(const tm_tool_dialect *d, const char *text, size_t len, const struct cJSON *tools,
                           tm_tool_calls *out, tm_tool_call *part, tm_err *err)
 {
-    return parse(d, text, len, tools_json, 1, out, part, err);
+    return parse(d, text, len, tools, 1, out, part, err);
 }
 
 void tm_tool_call_free(tm_tool_call *t)

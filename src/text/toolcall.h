@@ -175,8 +175,9 @@ int tm_tool_parse(const tm_tool_dialect *d, const char *text, size_t len, const 
                   tm_tool_calls *out, tm_err *err);
 void tm_tool_calls_free(tm_tool_calls *c);
 
-/* tm_tool_parse_partial: a reply still being written, text [len]: out as tm_tool_parse with cut
- * gives it (the whole calls so far), and *part the call the text ends inside, as far as it is
+/* tm_tool_parse_partial: a reply still being written, text [len], to a request with tools (the "tools"
+ * array parsed once by the caller: a stream reads its reply after every token): out as tm_tool_parse
+ * with cut gives it (the whole calls so far), and *part the call the text ends inside, as far as it is
  * read: its name once it is whole and a declared tool (NULL: no call begun), its arguments the start
  * of the compact text the whole call's will have (text/json_compact.h; "" while none is certain: a
  * string holding the object is read whole), its text id (text_ids) once whole, or NULL. Where the
@@ -186,7 +187,8 @@ void tm_tool_calls_free(tm_tool_calls *c);
  * whose calls are each read alone (not all or nothing), where a call read in part turns out not to
  * be one, its text then the answer's and the next call taking its number. TM_OK or TM_E_NOMEM.
  * Free part with tm_tool_call_free. */
-int tm_tool_parse_partial(const tm_tool_dialect *d, const char *text, size_t len, const char *tools_json,
+struct cJSON;
+int tm_tool_parse_partial(const tm_tool_dialect *d, const char *text, size_t len, const struct cJSON *tools,
                           tm_tool_calls *out, tm_tool_call *part, tm_err *err);
 void tm_tool_call_free(tm_tool_call *t);
 

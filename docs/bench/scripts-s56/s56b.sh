@@ -27,9 +27,7 @@ dev_peer_q4
 st peer
 for r in 1 2 3; do
   [ -f /tmp/tb/q-q4_0.gguf ] && [ $(el) -lt 440 ] || break
-  timeout 75 $B/tandem bench /tmp/tb/q.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
-    --peer llama.cpp --peer-model /tmp/tb/q-q4_0.gguf --peer-bin $L/llbench --md $W/peer$r.md > $W/peer$r.json 2>> $W/bench.err
-  echo "-- round $r: tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer$r.md >> $A
+  dev_peer_round $r
 done
 grep -iE "error|dropped|fail" $W/bench.err | head -10 | cut -c1-250 >> $A
 cp $W/peer*.md $W/peer*.json $W/prof-*.txt $W/gemv.txt $OUT/ 2>/dev/null
