@@ -11,6 +11,8 @@
  *     with biases, GELU not gated), and its fallback (the product, then the activation pass), against
  *     the reference's activation in double of the double sums, to bf16's rounding;
  *   - long rows whose K the GEMV splits over several warps, each split forced (cu_gemv_force_ks);
+ *   - the indexed launches of a mixture-of-experts step (cu_gemv_ix: each pair's expert from a stack), the
+ *     f32 product and the gated activation, every lane split (cu_gemv_force_lg) and K split forced;
  *   - on sm_90 and later, the products launched with programmatic dependent launch (cu_set_pdl(1), the
  *     engine's default there);
  *   - what cannot stay packed: plain weights, parts of two encodings, int8 rows of K % 16 != 0.
@@ -178,6 +180,90 @@ static void act_case(const cu_mm *mm, tm_dtype enc, int F, int K, int B, int gat
     free(w), free(bias), free(x), free(g), free(d), free(sc);
 }
 
+/* The indexed launches (cu_gemv_ix, a mixture-of-experts decode step): a stack of E experts [E][Ne][K], P pairs,
+ * pair p expert sel[p] (repeats allowed) over x row p / xdiv: the f32 product (cu_gemv_ix_q) and the gated
+ * activation with biases (cu_gemv_ix_act), against the double sums, each lane split and K split forced */
+static void ix_case(cudaStream_t st, tm_dtype enc, int E, int F, int K, int P, int xdiv)
+{
+    const int Ne = 2 * F, X = (P + xdiv - 1) / xdiv;
+    void *d, *sc;
+    tm_tensor t = qtensor(enc, E * Ne, K, &d, &sc);
+    cu_part part = {&t, 0, E * Ne};
+    cu_mat m;
+    tm_err err = {0};
+    CHECK(cu_mat_up_packed(&m, st, &part, 1, K, &err) == TM_OK);
+    float *w = malloc(sizeof(float) * (size_t)E * Ne * K), *bias = malloc(sizeof(float) * (size_t)E * Ne);
+    float *y = malloc(sizeof(float) * (size_t)P * Ne);
+    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)X * K), *g = malloc(sizeof(uint16_t) * (size_t)P * F);
+    int sel[64];
+    for (int r = 0; r < E * Ne; r++)
+        tm_quant_dequant_row(enc, t.data, t.scales, K, r, w + (size_t)r * K), bias[r] = (float)(urand() - 0.5);
+    for (size_t i = 0; i < (size_t)X * K; i++) x[i] = tm_f32_to_bf16((float)(urand() * 4 - 2));
+    for (int p = 0; p < P; p++) sel[p] = (int)(urand() * E) % E;
+    uint16_t *dx, *dg;
+    float *dy, *db;
+    int *dsel;
+    CHECK(cudaMalloc((void **)&dx, sizeof(uint16_t) * (size_t)X * K) == cudaSuccess &&
+          cudaMalloc((void **)&dg, sizeof(uint16_t) * (size_t)P * F) == cudaSuccess &&
+          cudaMalloc((void **)&dy, sizeof(float) * (size_t)P * Ne) == cudaSuccess &&
+          cudaMalloc((void **)&db, sizeof(float) * (size_t)E * Ne) == cudaSuccess &&
+          cudaMalloc((void **)&dsel, sizeof(int) * (size_t)P) == cudaSuccess);
+    cudaMemcpy(dx, x, sizeof(uint16_t) * (size_t)X * K, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, bias, sizeof(float) * (size_t)E * Ne, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsel, sel, sizeof(int) * (size_t)P, cudaMemcpyHostToDevice);
+    cu_mat e0 = cu_mat_view(&m, 0, Ne), e1 = cu_mat_view(&m, 1, Ne);
+    cu_gemv_ix ix = {.sel = dsel, .xdiv = xdiv, .qstride = (size_t)(e1.q.q - e0.q.q),
+                     .sstride = (size_t)((const uint8_t *)e1.q.s - (const uint8_t *)e0.q.s), .bstride = (size_t)Ne};
+    /* ref [P][Ne] double sums and sum |w x| */
+    double *ref = malloc(sizeof(double) * (size_t)P * Ne), *mag = malloc(sizeof(double) * (size_t)P * Ne);
+    for (int p = 0; p < P; p++)
+        for (int n = 0; n < Ne; n++) {
+            double s = 0, a = 0;
+            for (int k = 0; k < K; k++) {
+                double v = (double)w[((size_t)sel[p] * Ne + n) * K + k] * tm_bf16_to_f32(x[(size_t)(p / xdiv) * K + k]);
+                s += v, a += fabs(v);
+            }
+            ref[(size_t)p * Ne + n] = s, mag[(size_t)p * Ne + n] = a;
+        }
+    int kss[] = {0, 1, 2, 4}, lgs[] = {0, 8, 16, 32};
+    for (int ki = 0; ki < 4; ki++)
+        for (int li = 0; li < 4; li++) {
+            cu_gemv_force_ks(kss[ki]);
+            cu_gemv_force_lg(lgs[li]);
+            cudaMemset(dy, 0xff, sizeof(float) * (size_t)P * Ne);
+            cudaMemset(dg, 0xff, sizeof(uint16_t) * (size_t)P * F);
+            cu_gemv_ix_q(st, &e0.q, &ix, dx, K, P, dy, Ne);
+            cu_gemv_epi ep = {.gated = 1, .act = TM_ACT_SILU, .F = F, .ldg = F, .b = db, .g = dg};
+            cu_gemv_ix_act(st, &e0.q, &ix, dx, K, P, &ep);
+            CHECK(cudaStreamSynchronize(st) == cudaSuccess);
+            cudaMemcpy(y, dy, sizeof(float) * (size_t)P * Ne, cudaMemcpyDeviceToHost);
+            cudaMemcpy(g, dg, sizeof(uint16_t) * (size_t)P * F, cudaMemcpyDeviceToHost);
+            double worst = 0, worst_g = 0, big = 1e-3;
+            for (size_t i = 0; i < (size_t)P * Ne; i++) {
+                double e = fabs(y[i] - ref[i]) / (mag[i] + 1e-30);
+                worst = e != e ? INFINITY : fmax(worst, e); /* a NaN (an unwritten row) fails */
+            }
+            for (int p = 0; p < P; p++)
+                for (int f = 0; f < F; f++) {
+                    const float *b = bias + (size_t)sel[p] * Ne;
+                    double r = ref_glu(TM_ACT_SILU, (float)(ref[(size_t)p * Ne + f] + b[f]),
+                                       (float)(ref[(size_t)p * Ne + F + f] + b[F + f]));
+                    double e = fabs(tm_bf16_to_f32(g[(size_t)p * F + f]) - r) - fabs(r) / 256;
+                    big = fabs(r) > big ? fabs(r) : big;
+                    worst_g = e != e ? INFINITY : fmax(worst_g, e);
+                }
+            CHECKF(worst <= 1e-5, "indexed %s F %d K %d P %d (ks %d, lanes %d): worst error %.3e of sum |w x|",
+                   tm_dtype_name(enc), F, K, P, kss[ki], lgs[li], worst);
+            CHECKF(worst_g <= 1e-4 * big, "indexed gated %s F %d K %d P %d (ks %d, lanes %d): error past bf16's "
+                   "rounding %.3e of %.3e", tm_dtype_name(enc), F, K, P, kss[ki], lgs[li], worst_g, big);
+        }
+    cu_gemv_force_ks(0);
+    cu_gemv_force_lg(0);
+    cu_mat_free(&m);
+    cudaFree(dx), cudaFree(dg), cudaFree(dy), cudaFree(db), cudaFree(dsel);
+    free(w), free(bias), free(y), free(x), free(g), free(d), free(sc), free(ref), free(mag);
+}
+
 int main(void)
 {
     int n = 0;
@@ -232,6 +318,12 @@ int main(void)
         act_case(&mm, TM_DT_Q4G32, 70, 2048, 1 + (int)k, 1, TM_ACT_SILU, 1);
         act_case(&mm, TM_DT_Q8PC, 45, 4096, 2, 0, TM_ACT_GELU_TANH, 1);
     }
+    /* the indexed launches: rows of 1 to 64 chunks (a lane group's chunks running out mid-batch), odd F */
+    ix_case(mm.st, TM_DT_Q4G64, 5, 37, 768, 8, 8);
+    ix_case(mm.st, TM_DT_Q4G64, 4, 24, 2048, 6, 1);
+    ix_case(mm.st, TM_DT_Q4G32, 3, 9, 96, 5, 2);
+    ix_case(mm.st, TM_DT_Q8PC, 6, 17, 400, 7, 1);
+    ix_case(mm.st, TM_DT_Q6G64, 3, 33, 1344, 4, 4);
     /* launched with programmatic dependent launch (engine/cuda/cu_launch.cuh: the engine's default on
        sm_90 and later; the first weight loads before the wait) */
     struct cudaDeviceProp dp;
@@ -245,6 +337,7 @@ int main(void)
         cu_gemv_force_ks(4);
         one_case(&mm, TM_DT_Q4G64, 130, 4864, 2);
         cu_gemv_force_ks(0);
+        ix_case(mm.st, TM_DT_Q4G64, 5, 37, 768, 8, 8);
         cu_set_pdl(0);
     } else {
         printf("programmatic dependent launch: not on this GPU (sm_%d%d)\n", dp.major, dp.minor);

@@ -8,7 +8,7 @@
  *   - one sequence: a prompt prefilled (its experts sorted by expert and run as tiles, cu_moe_mm), then
  *     steps whose experts are found by index on the device, captured as CUDA graphs, against the same
  *     engine with the indexed path off (TANDEM_CUDA_MOE_IX=0: the steps grouped on the host, launched one
- *     by one): the same logits bit for bit; against the engine with the tiled path off
+ *     by one): the same logits to f32's rounding (the sums' order differs) and the same top 1; against the engine with the tiled path off
  *     (TANDEM_CUDA_MOE_MM=0: the prefill grouped on the host, cuBLAS over dequantized experts) and against
  *     cpu-avx512 over the same weights (its own prefill and steps): KL and top-1; the last step against the
  *     f32 reference over those weights;
@@ -76,7 +76,7 @@ static int step(eng e, tm_kv_cache *kv, tm_kv_seq **seqs, const int32_t *tok, co
  * (g[1]), cpu-avx512 (g[2]) and the one with the tiled path off (g[3]: prefill grouped on the host) */
 static void one_sequence(const char *name, eng *g, const tm_model *m, const int32_t *ids)
 {
-    int V = m->V, ok = 1, flips = 0, flips_mm = 0;
+    int V = m->V, ok = 1, flips = 0, flips_mm = 0, flips_ix = 0;
     float *lg[4];
     tm_kv_cache *kv[4];
     tm_kv_seq sq[4], *ps[4];
@@ -91,20 +91,25 @@ static void one_sequence(const char *name, eng *g, const tm_model *m, const int3
         int pos = NP + s;
         for (int i = 0; i < 4 && ok; i++) ok = step(g[i], kv[i], &ps[i], &ids[pos], &pos, 1, lg[i]) == TM_OK;
         if (!ok) break;
-        d_ix = fmax(d_ix, th_max_diff(lg[0], lg[1], V));
         int agree;
+        d_ix = fmax(d_ix, th_max_diff(lg[0], lg[1], V) / th_max_abs(lg[1], V));
+        th_kl_row(lg[1], lg[0], V, &agree);
+        flips_ix += !agree;
         double kl = th_kl_row(lg[2], lg[0], V, &agree);
         kl_sum += kl, kl_max = fmax(kl_max, kl), flips += !agree;
         kl_mm = fmax(kl_mm, th_kl_row(lg[3], lg[0], V, &agree));
         flips_mm += !agree;
     }
-    printf("%s: %d steps: indexed vs grouped max |diff| %.3g; vs cpu-avx512 mean KL %.2e (max %.2e), %d top-1 flips; "
+    printf("%s: %d steps: indexed vs grouped max |diff| %.3g of the row's max; vs cpu-avx512 mean KL %.2e (max %.2e), %d top-1 flips; "
            "prefill tiled vs grouped on the host: max KL %.2e, %d flips\n", name, STEPS, d_ix, kl_sum / STEPS, kl_max,
            flips, kl_mm, flips_mm);
     CHECKF(kl_mm < 1e-3 && flips_mm <= STEPS / 3, "%s: the tiled prefill vs the host-grouped one: KL %.3e, %d flips",
            name, kl_mm, flips_mm);
     CHECKF(ok, "%s: the steps ran", name);
-    CHECKF(d_ix == 0, "%s: the indexed experts' logits differ from the grouped ones' by %.3g", name, d_ix);
+    /* not bit for bit: the indexed launch splits a short row's K over fewer lanes than one expert's GEMV
+       (cu_gemv.cu's gemv_ix_shape), so its f32 sums run in another order */
+    CHECKF(d_ix < 1e-3 && !flips_ix, "%s: the indexed experts' logits differ from the grouped ones' by %.3g of the "
+           "row's max (%d top-1 flips)", name, d_ix, flips_ix);
     CHECKF(kl_sum / STEPS < 1e-3 && flips <= STEPS / 3, "%s: vs cpu-avx512 mean KL %.3e, %d flips", name, kl_sum / STEPS,
            flips);
     if (ok) { /* the last step against the f32 reference over the same weights */

@@ -3,11 +3,13 @@
  * rate measured beside it. The shapes a decode step of the two benchmark models runs (make CUDA=1 builds
  * it as build/cu_gemv_bench; a measurement tool, not a test: tests/test_cuda_gemv.c checks the results).
  *
- *   build/cu_gemv_bench [-b B,...] [-k KS,...] [-r REPS] [-p 0|1] [NAME:ENC:N:K[:gated] ...]
+ *   build/cu_gemv_bench [-b B,...] [-k KS,...] [-l LG,...] [-r REPS] [-p 0|1] [NAME:ENC:N:K[:gated][:ixP] ...]
  *
  * ENC is the package's encoding name (int4g64, int4g32, int4pc, int8, int6g64); gated runs the FFN's
- * fused form (N = 2F rows of gate then up, the activation's bf16 out). KS forces the GEMV's warps a row
- * set (cu_gemv_force_ks; 0 = the kernel's own choice). Without shapes: Llama-3.2-1B's and Qwen2.5-0.5B's
+ * fused form (N = 2F rows of gate then up, the activation's bf16 out); ixP the indexed launch of a
+ * mixture-of-experts layer (cu_gemv_ix: P pairs, each one expert of a stack of 128 drawn at random, one x
+ * row each; B is then P). KS forces the GEMV's warps a row set (cu_gemv_force_ks; 0 = the kernel's own
+ * choice), LG an indexed launch's lanes a row set (cu_gemv_force_lg: 8, 16, 32; 0 = its own choice). Without shapes: Llama-3.2-1B's and Qwen2.5-0.5B's
  * (q|k|v, o, gate|up, down, the int6 head widened to int8 g64 as the engine binds it). -p 1 launches
  * with programmatic dependent launch (engine/cuda/cu_launch.cuh), so each product's first weight loads
  * overlap the one before (default 0: plain launches).
@@ -29,6 +31,7 @@
 #include "quant/quant.h"
 
 #define LAUNCHES 32
+#define IX_E 128 /* experts in an indexed shape's stack */
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -67,18 +70,21 @@ static int make_weight(tm_dtype enc, int N, int K, tm_tensor *t, void **data, vo
 typedef struct shape {
     char name[32];
     tm_dtype enc;
-    int N, K, gated;
+    int N, K, gated, P; /* P > 0: indexed, P of IX_E experts a launch */
 } shape;
 
 static int parse_shape(const char *s, shape *o)
 {
-    char enc[32] = "";
-    char g[16] = "";
+    char enc[32] = "", rest[64] = "";
     memset(o, 0, sizeof *o);
-    if (sscanf(s, "%31[^:]:%31[^:]:%d:%d:%15s", o->name, enc, &o->N, &o->K, g) < 4 || o->N < 1 || o->K < 1) return -1;
+    if (sscanf(s, "%31[^:]:%31[^:]:%d:%d%63s", o->name, enc, &o->N, &o->K, rest) < 4 || o->N < 1 || o->K < 1) return -1;
     int e = tm_dtype_from_name(enc);
     o->enc = (tm_dtype)e;
-    o->gated = strcmp(g, "gated") == 0;
+    for (char *t = strtok(rest, ":"); t; t = strtok(NULL, ":")) {
+        if (!strcmp(t, "gated")) o->gated = 1;
+        else if (t[0] == 'i' && t[1] == 'x' && (o->P = atoi(t + 2)) >= 1 && o->P <= IX_E) continue;
+        else return -1;
+    }
     return e < 0 || (o->gated && o->N % 2) ? -1 : 0;
 }
 
@@ -112,16 +118,18 @@ static double time_graph(cudaStream_t st, cudaGraphExec_t gx, int reps)
 
 int main(int argc, char **argv)
 {
-    int bs[16] = {1, 8}, nb = 2, kss[8] = {0}, nks = 1, reps = 15, ns = 0, pdl = 0;
+    int bs[16] = {1, 8}, nb = 2, kss[8] = {0}, nks = 1, lgs[4] = {0}, nlg = 1, reps = 15, ns = 0, pdl = 0;
     shape sh[64];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-b") && i + 1 < argc) nb = list(argv[++i], bs, 16);
         else if (!strcmp(argv[i], "-k") && i + 1 < argc) nks = list(argv[++i], kss, 8);
+        else if (!strcmp(argv[i], "-l") && i + 1 < argc) nlg = list(argv[++i], lgs, 4);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-p") && i + 1 < argc) pdl = atoi(argv[++i]) != 0;
         else if (ns < 64 && parse_shape(argv[i], &sh[ns]) == 0) ns++;
         else {
-            fprintf(stderr, "usage: cu_gemv_bench [-b B,...] [-k KS,...] [-r REPS] [-p 0|1] [NAME:ENC:N:K[:gated] ...]\n"
+            fprintf(stderr, "usage: cu_gemv_bench [-b B,...] [-k KS,...] [-l LG,...] [-r REPS] [-p 0|1] "
+                            "[NAME:ENC:N:K[:gated][:ixP] ...]\n"
                             "cu_gemv_bench: not understood: '%s'\n", argv[i]);
             return 2;
         }
@@ -161,12 +169,13 @@ int main(int argc, char **argv)
         cudaGraphExecDestroy(gx), cudaGraphDestroy(g);
         cudaFree(a), cudaFree(b);
     }
-    printf("%-8s %-8s %4s %7s %6s %3s %3s %9s %8s\n", "shape", "enc", "form", "N", "K", "B", "ks", "us", "GB/s");
+    printf("%-8s %-8s %4s %7s %6s %3s %3s %3s %9s %8s\n", "shape", "enc", "form", "N", "K", "B", "ks", "lg", "us", "GB/s");
     for (int s = 0; s < ns; s++) {
         tm_tensor t;
         void *d, *sc;
-        if (make_weight(sh[s].enc, sh[s].N, sh[s].K, &t, &d, &sc)) return 1;
-        cu_part part = {&t, 0, sh[s].N};
+        const int P = sh[s].P, rows = P ? sh[s].N * IX_E : sh[s].N; /* indexed: a stack of IX_E experts */
+        if (make_weight(sh[s].enc, rows, sh[s].K, &t, &d, &sc)) return 1;
+        cu_part part = {&t, 0, rows};
         cu_mat m[64];
         tm_err err = {0};
         if (cu_mat_up_packed(&m[0], st, &part, 1, sh[s].K, &err) != TM_OK) return die(err.msg);
@@ -174,12 +183,27 @@ int main(int argc, char **argv)
         size_t rowb = (size_t)sh[s].K * enc / 8;
         size_t bytes = (size_t)m[0].N * (rowb + (size_t)(m[0].K / m[0].q.G) * (enc == 8 ? 4 : 2));
         int copies = (int)(((size_t)256 << 20) / bytes) + 1;
+        if (P) bytes = bytes / IX_E * P; /* what one launch reads */
         copies = copies > 64 ? 64 : copies;
         for (int c = 1; c < copies; c++)
             if (cu_mat_up_packed(&m[c], st, &part, 1, sh[s].K, &err) != TM_OK) return die(err.msg);
         free(d), free(sc);
-        int Bmax = 0;
-        for (int i = 0; i < nb; i++) Bmax = bs[i] > Bmax ? bs[i] : Bmax;
+        int Bmax = P; /* indexed: one x row a pair */
+        for (int i = 0; i < nb && !P; i++) Bmax = bs[i] > Bmax ? bs[i] : Bmax;
+        int *sel = NULL; /* indexed: each launch's P distinct experts, drawn at random */
+        if (P) {
+            int hs[LAUNCHES * IX_E];
+            for (int l = 0; l < LAUNCHES; l++) {
+                int *o = hs + l * P, perm[IX_E];
+                for (int e = 0; e < IX_E; e++) perm[e] = e;
+                for (int e = 0; e < P; e++) {
+                    int r = e + rand() % (IX_E - e), v = perm[r];
+                    perm[r] = perm[e], perm[e] = v, o[e] = v;
+                }
+            }
+            if (cudaMalloc((void **)&sel, sizeof(int) * LAUNCHES * P) != cudaSuccess) return die("cudaMalloc");
+            cudaMemcpy(sel, hs, sizeof(int) * LAUNCHES * P, cudaMemcpyHostToDevice);
+        }
         uint16_t *x = NULL, *g16 = NULL;
         float *y = NULL;
         if (cudaMalloc((void **)&x, (size_t)Bmax * sh[s].K * 2) != cudaSuccess ||
@@ -187,16 +211,24 @@ int main(int argc, char **argv)
             cudaMalloc((void **)&g16, (size_t)Bmax * sh[s].N * 2) != cudaSuccess)
             return die("cudaMalloc");
         cudaMemset(x, 0x3f, (size_t)Bmax * sh[s].K * 2);
-        for (int bi = 0; bi < nb; bi++)
-            for (int ki = 0; ki < nks; ki++) {
-                int B = bs[bi] < 1 ? 1 : bs[bi];
-                cu_gemv_force_ks(kss[ki]);
+        for (int bi = 0; bi < (P ? 1 : nb); bi++)
+            for (int ki = 0; ki < nks * (P ? nlg : 1); ki++) {
+                int B = P ? P : bs[bi] < 1 ? 1 : bs[bi], lg = P ? lgs[ki / nks] : 0;
+                cu_gemv_force_ks(kss[ki % nks]);
+                cu_gemv_force_lg(lg);
                 cudaGraph_t g;
                 cudaGraphExec_t gx;
                 cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
                 for (int l = 0; l < LAUNCHES; l++) {
                     const cu_mat *w = &m[l % copies];
-                    if (sh[s].gated) {
+                    if (P) { /* the engine's experts_indexed, over one stack */
+                        cu_mat e0 = cu_mat_view(w, 0, sh[s].N), e1 = cu_mat_view(w, 1, sh[s].N);
+                        cu_gemv_ix ix = {.sel = sel + l * P, .xdiv = 1, .qstride = (size_t)(e1.q.q - e0.q.q),
+                                         .sstride = (size_t)((const uint8_t *)e1.q.s - (const uint8_t *)e0.q.s)};
+                        cu_gemv_epi ep = {.gated = 1, .act = TM_ACT_SILU, .F = sh[s].N / 2, .ldg = sh[s].N / 2, .g = g16};
+                        if (sh[s].gated) cu_gemv_ix_act(st, &e0.q, &ix, x, sh[s].K, P, &ep);
+                        else cu_gemv_ix_q(st, &e0.q, &ix, x, sh[s].K, P, y, sh[s].N);
+                    } else if (sh[s].gated) {
                         cu_gemv_epi ep = {.gated = 1, .act = TM_ACT_SILU, .F = sh[s].N / 2, .ldg = sh[s].N / 2, .g = g16};
                         cu_mat_mul_act(&mm, &ep, x, w, B, y, &err);
                     } else {
@@ -208,14 +240,15 @@ int main(int argc, char **argv)
                 double tt = time_graph(st, gx, reps) / LAUNCHES;
                 cudaError_t ce = cudaStreamSynchronize(st);
                 if (ce != cudaSuccess) return die(cudaGetErrorString(ce));
-                printf("%-8s %-8s %4d %7d %6d %3d %3d %9.2f %8.0f\n", sh[s].name, tm_dtype_name(sh[s].enc), enc, sh[s].N,
-                       sh[s].K, B, kss[ki], tt * 1e6, bytes / tt * 1e-9);
+                printf("%-8s %-8s %4d %7d %6d %3d %3d %3d %9.2f %8.0f\n", sh[s].name, tm_dtype_name(sh[s].enc), enc,
+                       sh[s].N, sh[s].K, B, kss[ki % nks], lg, tt * 1e6, bytes / tt * 1e-9);
                 fflush(stdout);
                 cudaGraphExecDestroy(gx), cudaGraphDestroy(g);
             }
         cu_gemv_force_ks(0);
+        cu_gemv_force_lg(0);
         for (int c = 0; c < copies; c++) cu_mat_free(&m[c]);
-        cudaFree(x), cudaFree(y), cudaFree(g16);
+        cudaFree(x), cudaFree(y), cudaFree(g16), cudaFree(sel);
     }
     cudaStreamDestroy(st);
     return 0;

@@ -8,7 +8,8 @@
 #   dev_moe_shape DIR [N]  the Qwen3-30B-A3B shape cut to 8 layers (tandem synth) and its default package DIR/q.tdm
 #                          (converted by N threads, default 8; its log $W/convert.txt)
 #   dev_gpu_tests          the GPU tests of $B (test_cuda_moe, test_engine_conf's CUDA runs on the three conformance
-#                          models carried, test_cuda, test_cuda_decode): their counts and failures into the log
+#                          models carried, test_cuda, test_cuda_decode, test_cuda_gemv where carried): their counts
+#                          and failures into the log
 #   dev_peer_start J       llama.cpp's CUDA build (J jobs) in L := $R/tmp/llb and the shape's bf16 GGUF
 #                          (/tmp/tb/q-bf16.gguf, tools/make_moe_gguf.py), both in the background (BP, GP)
 #   dev_peer_q4            waits for those, then /tmp/tb/q-q4_0.gguf (llbench quantize), the bf16 one removed
@@ -41,6 +42,8 @@ dev_gpu_tests() {
     grep -E "CHECK|passed" $W/conf.txt | head -12 >> $A
     ( timeout 60 $B/test_cuda ) > $W/cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/cuda.txt | head -8 >> $A
     ( timeout 90 $B/test_cuda_decode ) > $W/dec.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/dec.txt | head -8 >> $A
+    [ ! -x $B/test_cuda_gemv ] || { ( timeout 120 $B/test_cuda_gemv ) > $W/gemv-t.txt 2>&1
+        grep -E "CHECK|passed|SKIP" $W/gemv-t.txt | head -8 >> $A; }
 }
 dev_peer_start() {
     L=$R/tmp/llb; mkdir -p $L && tar -C $L -xJf tmp/peer.tar.xz

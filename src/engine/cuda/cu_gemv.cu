@@ -40,6 +40,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cuda/cu_act.cuh"
@@ -121,9 +122,10 @@ template <int B> __device__ void res_last(const cu_gemv_epi &ep, int D)
 }
 
 /* y[j][n] (row stride ldy) for the rows n of this block's row sets, sequences j < B: x[j][K] bf16 (row
- * stride ldx); KS warps a row set (gemv_ks). EPI 0: y f32; 1: the gated activation into ep.g (rows f
- * and F + f); 2: the activation into ep.g; 3: the residual add into ep.x and the next norm (res_last) */
-template <int ENC, int B, int EPI, bool IX = false>
+ * stride ldx); KS warps a row set (gemv_ks), or, LG < 32 (the indexed launches' short rows, gemv_ix_shape),
+ * 32 / LG row sets a warp, LG lanes each. EPI 0: y f32; 1: the gated activation into ep.g (rows f and F + f);
+ * 2: the activation into ep.g; 3: the residual add into ep.x and the next norm (res_last) */
+template <int ENC, int B, int EPI, bool IX = false, int LG = 32>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint16_t *__restrict__ x, int ldx,
                                                            float *__restrict__ y, int ldy, cu_gemv_epi ep, int KS,
                                                            cu_gemv_ix ix)
@@ -141,11 +143,12 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
         if (ep.g) ep.g += (size_t)p * ep.ldg;
         if (ep.b) ep.b += (size_t)m * ix.bstride;
     }
-    __shared__ float red[GEMV_WARPS][GEMV_R][B];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, ks = warp % KS;
-    const int rs = blockIdx.x * (GEMV_WARPS / KS) + warp / KS; /* the row set: f (EPI 1), rows rs R.. */
+    constexpr int G = 32 / LG; /* row sets a warp: lane group sub (LG lanes) takes row set rs */
+    __shared__ float red[GEMV_WARPS][G][GEMV_R][B];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, ks = warp % KS, sub = lane / LG, gl = lane % LG;
+    const int rs = (blockIdx.x * (GEMV_WARPS / KS) + warp / KS) * G + sub; /* the row set: f (EPI 1), rows rs R.. */
     const int nrs = EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R;
-    const int nc = w.K / E, step = 32 * KS;
+    const int nc = w.K / E, step = LG * KS;
     const size_t rowb = (size_t)w.K * ENC / 8;
     int n[GEMV_R];
 #pragma unroll
@@ -163,7 +166,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
        tg128 1.03x (Llama-1B) and 1.10x (Qwen-0.5B) with PDL; each warp also asking its whole rows into
        L2 before the wait read 0.99x / 1.01x on top of that and slowed the head (92.8 -> 103.3 us): not kept */
     float xres[EPI == 3 ? GEMV_R : 1][EPI == 3 ? B : 1]; /* EPI 3: x under this row set's rows (res_load) */
-    for (int c0 = rs < nrs ? ks * 32 + lane : nc; c0 < nc; c0 += U * step) {
+    for (int c0 = rs < nrs ? ks * LG + gl : nc; c0 < nc; c0 += U * step) {
         uint4 q[U][GEMV_R];
         float d[U][GEMV_R];
 #pragma unroll
@@ -207,16 +210,16 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
         for (int j = 0; j < B; j++) {
             float v = acc[r][j];
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            for (int o = LG / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); /* within the group */
             acc[r][j] = v;
         }
-    bool mine = lane == 0 && rs < nrs; /* this thread stores its row set's results */
+    bool mine = gl == 0 && rs < nrs; /* this thread stores its row set's results */
     if (KS > 1) { /* the K slices' sums through shared memory, into the row set's first warp */
-        if (lane == 0)
+        if (gl == 0)
 #pragma unroll
             for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
-                for (int j = 0; j < B; j++) red[warp][r][j] = acc[r][j];
+                for (int j = 0; j < B; j++) red[warp][sub][r][j] = acc[r][j];
         __syncthreads();
         mine = mine && ks == 0;
         if (mine)
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(cu_qmat w, const uint1
 #pragma unroll
                 for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
-                    for (int j = 0; j < B; j++) acc[r][j] += red[warp + k][r][j];
+                    for (int j = 0; j < B; j++) acc[r][j] += red[warp + k][sub][r][j];
     }
     if (mine) {
         if constexpr (EPI == 1) {
@@ -332,16 +335,52 @@ void cu_gemv_res(cu_stream s, const cu_qmat *w, const uint16_t *x, int ldx, int 
     gemv_groups<3>(s, w, x, ldx, B, NULL, 0, *ep);
 }
 
+static int lg_forced; /* cu_gemv_force_lg */
+
+void cu_gemv_force_lg(int lg) { lg_forced = lg == 8 || lg == 16 || lg == 32 ? lg : 0; }
+
+/* An indexed launch's shape: *lg lanes a row set (32 / lg row sets a warp), *ks warps a row set; its blocks
+ * (of one pair). A function of the expert's shape alone, so that a row's sums do not depend on the batch.
+ * The launch holds P experts' rows, so K is not split over warps (one matrix's GEMV splits it to fill the
+ * GPU, gemv_ks), and rows of few chunks (a down product's K = 768 int4 is 24 chunks: 8 of 32 lanes idle)
+ * share a warp, each lane keeping at least 2 chunks a row */
+static int gemv_ix_shape(int nrs, int nc, int *ks, int *lg)
+{
+    static int legacy = -1; /* TANDEM_CUDA_IX_SHAPE=0 (a measurement switch): one matrix's shape, as before */
+    if (legacy < 0) legacy = getenv("TANDEM_CUDA_IX_SHAPE") && !strcmp(getenv("TANDEM_CUDA_IX_SHAPE"), "0");
+    if (legacy && !lg_forced) {
+        *lg = 32;
+        return gemv_blocks(nrs, nc, ks);
+    }
+    int l = 32;
+    while (l > 8 && nc < 2 * l) l /= 2;
+    *lg = lg_forced ? lg_forced : l;
+    *ks = ks_forced ? ks_forced : 1;
+    const int per = GEMV_WARPS / *ks * (32 / *lg);
+    return (nrs + per - 1) / per;
+}
+
+template <int ENC, int EPI>
+static void launch_ix_enc(cudaStream_t s, const cu_qmat &w, const cu_gemv_ix &ix, const uint16_t *x, int ldx, int P,
+                          float *y, int ldy, const cu_gemv_epi &ep)
+{
+    int ks, lg;
+    const int blocks = gemv_ix_shape(EPI == 1 ? ep.F : (w.N + GEMV_R - 1) / GEMV_R, w.K / unit<ENC>::E, &ks, &lg);
+    const dim3 grid((unsigned)blocks, (unsigned)P);
+    switch (lg) {
+    case 8: cu_go(k_gemv<ENC, 1, EPI, true, 8>, grid, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks, ix); break;
+    case 16: cu_go(k_gemv<ENC, 1, EPI, true, 16>, grid, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks, ix); break;
+    default: cu_go(k_gemv<ENC, 1, EPI, true, 32>, grid, GEMV_WARPS * 32, 0, s, w, x, ldx, y, ldy, ep, ks, ix);
+    }
+}
+
 /* the indexed products (cu_gemv_ix): one x row a pair, P pairs on the grid's y */
 template <int EPI>
 static void launch_ix(cudaStream_t s, const cu_qmat *w, const cu_gemv_ix *ix, const uint16_t *x, int ldx, int P,
                       float *y, int ldy, const cu_gemv_epi &ep)
 {
-    int ks;
-    const int blocks = gemv_blocks(EPI == 1 ? ep.F : (w->N + GEMV_R - 1) / GEMV_R, w->K / (w->enc == 8 ? 16 : 32), &ks);
-    const dim3 grid((unsigned)blocks, (unsigned)P);
-    if (w->enc == 4) cu_go(k_gemv<4, 1, EPI, true>, grid, GEMV_WARPS * 32, 0, s, *w, x, ldx, y, ldy, ep, ks, *ix);
-    else cu_go(k_gemv<8, 1, EPI, true>, grid, GEMV_WARPS * 32, 0, s, *w, x, ldx, y, ldy, ep, ks, *ix);
+    if (w->enc == 4) launch_ix_enc<4, EPI>(s, *w, *ix, x, ldx, P, y, ldy, ep);
+    else launch_ix_enc<8, EPI>(s, *w, *ix, x, ldx, P, y, ldy, ep);
 }
 
 void cu_gemv_ix_q(cu_stream s, const cu_qmat *w, const cu_gemv_ix *ix, const uint16_t *x, int ldx, int P, float *y, int ldy)

@@ -266,6 +266,8 @@ int cu_gemv_blocks(const cu_qmat *w, int *ks);
 /* the GEMV's warps a row set (cu_gemv.cu: 1, 2, 4 or 8; anything else: its own choice by the shape), for
  * the kernel's tests and tools/cu_gemv_bench.c; process-wide, not for the engine's use */
 void cu_gemv_force_ks(int ks);
+/* the indexed launches' lanes a row set (8, 16 or 32; anything else: their own choice), as cu_gemv_force_ks */
+void cu_gemv_force_lg(int lg);
 
 /* out[N][K] bf16 = w (rounded to nearest even) */
 void cu_dequant_q(cu_stream s, const cu_qmat *w, uint16_t *out);
