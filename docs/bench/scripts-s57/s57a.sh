@@ -4,7 +4,10 @@
 # indexed launch alone (cu_gemv_bench :ix8) on MoE shapes, every lanes / K-split pair forced, and as before
 # (TANDEM_CUDA_IX_SHAPE=0); the Qwen3-30B-A3B shape cut to 8 layers, tg128 of the new shape against the old one in
 # the same binary, interleaved, three rounds; then one decode run of tandem and one of llama.cpp under ncu
-# (kernel time by kernel name). Carried: tmp/cuda57a.tar.xz, tmp/peer.tar.xz.
+# (kernel time by kernel name). The build also runs the experts' combine over a block per 256 columns (was one block a
+# row) and, in a decode step, adds into the residual stream and runs the next norm there (TANDEM_CUDA_MOE_FUSE_RES=0:
+# apart, as before): tg128 of four forms interleaved (new; the old indexed shape; the residual apart; both as before).
+# Carried: tmp/cuda57a.tar.xz, tmp/peer.tar.xz.
 . tools/device-lib.sh
 dev_init a.txt ${PK:-cuda57a}
 el() { echo $(( $(date +%s) - T0 )); }
@@ -24,7 +27,8 @@ wait $SP; st "converted"; tail -1 $W/convert.txt >> $A
 bn() { env $3 timeout 60 $B/tandem bench /tmp/tb/q.tdm -t 4 --tests tg128 --reps 3 --prefill cuda --decode cuda \
     --md $W/b-$1-$2.md > $W/b-$1-$2.json 2>> $W/bench.err
   echo "$1 round $2: $(grep -E '^\| (pp|tg)' $W/b-$1-$2.md | cut -d'|' -f2,4,5 | tr '\n' ' ')" >> $A; }
-for r in 1 2 3; do bn new $r X=1; bn old $r TANDEM_CUDA_IX_SHAPE=0; done
+for r in 1 2 3; do bn new $r X=1; bn ixold $r TANDEM_CUDA_IX_SHAPE=0; bn resapart $r TANDEM_CUDA_MOE_FUSE_RES=0
+  bn base $r "TANDEM_CUDA_IX_SHAPE=0 TANDEM_CUDA_MOE_FUSE_RES=0"; done
 st ncu
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: ${NCU:-none}" >> $A
@@ -48,14 +52,14 @@ for n, (c, s) in sorted(t.items(), key=lambda e: -e[1][1])[:30]:
 PY
 }
 if [ -n "$NCU" ]; then
-  timeout 200 $NCU --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+  timeout 200 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
     $B/tandem bench /tmp/tb/q.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
   echo "-- tandem (rc $?)" >> $A; agg $W/ncu-t.csv; tail -3 $W/ncu-t.err | cut -c1-200 >> $A
 fi
 dev_peer_q4
 st peer
 if [ -n "$NCU" ] && [ -f /tmp/tb/q-q4_0.gguf ]; then
-  timeout 150 $NCU --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+  timeout 150 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
     $L/llbench bench /tmp/tb/q-q4_0.gguf 4 1 tg16 > $W/ncu-l.csv 2> $W/ncu-l.err
   echo "-- llama.cpp (rc $?)" >> $A; agg $W/ncu-l.csv; tail -3 $W/ncu-l.err | cut -c1-200 >> $A
 fi

@@ -16,6 +16,10 @@
  * thread leaving 3 blocks an SM). A matrix of few rows splits its K over more warps, so that it still
  * fills the GPU (gemv_ks: under 2K warps a launch, each lane at least 2 chunks a row): the down products
  * (2,048 rows of K = 8,192 in Llama-1B, 896 of 4,864 in Qwen2.5-0.5B) run 1.15x / 1.5x faster so.
+ * The indexed launches (a mixture-of-experts step: P experts' matrices in one launch) do not split K, and
+ * a row of few chunks shares its warp: 32 / LG row sets a warp, LG = 8 or 16 lanes each (gemv_ix_shape),
+ * so that the down product of Qwen3-30B-A3B's experts (K = 768 int4: 24 chunks a row) keeps every lane
+ * busy rather than 24 of 32 with one chunk each.
  * Each x value a lane loads (bf16, from L1 / L2: x is a few KB that every block reads) serves R rows,
  * and each weight value it unpacks serves the B sequences. Per chunk the partial sums are f32 (weights
  * as exact small integers, x widened from bf16), multiplied by the chunk's group scale, then summed over

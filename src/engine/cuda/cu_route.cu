@@ -15,6 +15,7 @@
 #include "model/moe_route.inc"
 
 #define NT 256
+static_assert(NT == CU_ROW_NT, "the combine's norm runs on its block");
 
 /* logit[t][e] = h[t] · router[e] for e < E1, a warp a (t, e), the lanes over D in a fixed order and a fixed tree: a
  * row's logits do not depend on the other rows of the call (cuBLAS's kernel choice does, by T: so a decode step's
@@ -189,13 +190,19 @@ extern "C" void cu_moe_gather(cu_stream s, uint16_t *xe, const uint16_t *h, cons
 }
 
 /* f[t][d] = Σ over row t's K choices in expert order of w · (ye[slot] + db[expert]) (+ g · ys[t][d], g =
- * sg[t] or 1): the order the CPU engines and transformers add in. A block a row. */
+ * sg[t] or 1): the order the CPU engines and transformers add in. A block a row (grid y) and NT of its
+ * columns (grid x): a decode step's few rows would otherwise leave all but a few SMs idle. RES (res not
+ * NULL): instead of f, the residual add x[t][d] += sum · scale, with cu_residual's arithmetic (no bias,
+ * no post-norm), and where res->nw is not NULL the row's last block to finish (res->cnt[t] counts them
+ * and resets) writes the next norm of the row into h16 (h32), as the GEMV's residual epilogue does */
+template <bool RES>
 __global__ void k_moe_combine(float *f, const float *ye, const int *slot, const int *sel, const float *w, int K,
-                              const float *db, const float *ys, const float *sg, int D)
+                              const float *db, const float *ys, const float *sg, int D, cu_gemv_epi res)
 {
     pdl_enter();
     __shared__ int ks[CU_MOE_MAX_K];
-    const int t = blockIdx.x;
+    __shared__ int last;
+    const int t = blockIdx.y;
     if (threadIdx.x == 0) { /* row t's choices by expert index (K is small) */
         for (int k = 0; k < K; k++) ks[k] = k;
         for (int i = 1; i < K; i++)
@@ -206,7 +213,8 @@ __global__ void k_moe_combine(float *f, const float *ye, const int *slot, const 
     }
     __syncthreads();
     const float g = ys && sg ? sg[t] : 1.f;
-    for (int d = threadIdx.x; d < D; d += NT) {
+    const int d = blockIdx.x * NT + threadIdx.x;
+    if (d < D) {
         float acc = 0.f;
         for (int i = 0; i < K; i++) {
             const size_t c = (size_t)t * K + ks[i];
@@ -214,12 +222,25 @@ __global__ void k_moe_combine(float *f, const float *ye, const int *slot, const 
             acc += w[c] * (ye[(size_t)s * D + d] + (db ? db[(size_t)sel[c] * D + d] : 0.f));
         }
         if (ys) acc += g * ys[(size_t)t * D + d];
-        f[(size_t)t * D + d] = acc;
+        if (!RES) f[(size_t)t * D + d] = acc;
+        else res.x[(size_t)t * D + d] = __fmaf_rn(acc + 0.f, res.scale, res.x[(size_t)t * D + d]); /* as k_residual */
     }
+    if (!RES || !res.nw) return;
+    __threadfence(); /* this block's columns of x visible before it counts itself done */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(res.cnt + t, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    row_norm<true>(res.nkind, D, res.x + (size_t)t * D, res.nw, res.nb, res.eps, res.h32 ? res.h32 + (size_t)t * D : NULL,
+                   res.h16 + (size_t)t * D);
+    if (threadIdx.x == 0) res.cnt[t] = 0;
 }
 
 extern "C" void cu_moe_combine(cu_stream s, float *f, const float *ye, const int *slot, const int *sel, const float *w,
-                               int T, int K, const float *db, const float *ys, const float *sg, int D)
+                               int T, int K, const float *db, const float *ys, const float *sg, int D, const cu_gemv_epi *res)
 {
-    cu_go(k_moe_combine, (unsigned)T, NT, 0, s, f, ye, slot, sel, w, K, db, ys, sg, D);
+    const dim3 grid((unsigned)((D + NT - 1) / NT), (unsigned)T);
+    if (res) cu_go(k_moe_combine<true>, grid, NT, 0, s, f, ye, slot, sel, w, K, db, ys, sg, D, *res);
+    else cu_go(k_moe_combine<false>, grid, NT, 0, s, f, ye, slot, sel, w, K, db, ys, sg, D, cu_gemv_epi{});
 }
