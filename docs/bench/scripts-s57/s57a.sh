@@ -43,7 +43,8 @@ for r in rows[h + 1:]:
     if len(r) <= v: continue
     try: x = float(r[v].replace(",", ""))
     except ValueError: continue
-    x = x / 1000 if r[u] == "nsecond" else x * 1000 if r[u] == "msecond" else x
+    x = x / 1000 if r[u] in ("ns", "nsecond") else x * 1000 if r[u] in ("ms", "msecond") else x  # (call 1 read the
+    # unit wrong: its "us" figures are ns)
     t[r[k][:90]][0] += 1; t[r[k][:90]][1] += x
 tot = sum(a[1] for a in t.values())
 print("kernels %d, total %.1f us" % (sum(a[0] for a in t.values()), tot))

@@ -16,10 +16,10 @@
  * thread leaving 3 blocks an SM). A matrix of few rows splits its K over more warps, so that it still
  * fills the GPU (gemv_ks: under 2K warps a launch, each lane at least 2 chunks a row): the down products
  * (2,048 rows of K = 8,192 in Llama-1B, 896 of 4,864 in Qwen2.5-0.5B) run 1.15x / 1.5x faster so.
- * The indexed launches (a mixture-of-experts step: P experts' matrices in one launch) do not split K, and
- * a row of few chunks shares its warp: 32 / LG row sets a warp, LG = 8 or 16 lanes each (gemv_ix_shape),
- * so that the down product of Qwen3-30B-A3B's experts (K = 768 int4: 24 chunks a row) keeps every lane
- * busy rather than 24 of 32 with one chunk each.
+ * The indexed launches (a mixture-of-experts step: P experts' matrices in one launch) give a row set 8
+ * lanes of a warp (4 row sets a warp) and split K over up to 4 warps (gemv_ix_shape), so that the down
+ * product of Qwen3-30B-A3B's experts (K = 768 int4: 24 chunks a row) keeps every lane busy (32 lanes a
+ * row set left 8 of them idle) and each warp has 4 rows' loads in flight.
  * Each x value a lane loads (bf16, from L1 / L2: x is a few KB that every block reads) serves R rows,
  * and each weight value it unpacks serves the B sequences. Per chunk the partial sums are f32 (weights
  * as exact small integers, x widened from bf16), multiplied by the chunk's group scale, then summed over
@@ -345,9 +345,10 @@ void cu_gemv_force_lg(int lg) { lg_forced = lg == 8 || lg == 16 || lg == 32 ? lg
 
 /* An indexed launch's shape: *lg lanes a row set (32 / lg row sets a warp), *ks warps a row set; its blocks
  * (of one pair). A function of the expert's shape alone, so that a row's sums do not depend on the batch.
- * The launch holds P experts' rows, so K is not split over warps (one matrix's GEMV splits it to fill the
- * GPU, gemv_ks), and rows of few chunks (a down product's K = 768 int4 is 24 chunks: 8 of 32 lanes idle)
- * share a warp, each lane keeping at least 2 chunks a row */
+ * Measured on an H100 (cu_gemv_bench :ixP, session 57: Qwen3-30B-A3B's, OLMoE's, Qwen1.5-MoE's and gpt-oss-20b's
+ * expert shapes, every pair of 8 / 16 / 32 lanes and 1 / 2 / 4 warps): 8 lanes a row set everywhere (4 row sets a
+ * warp), and K split over as many warps (up to 4) as leave each lane 2 chunks a row: the gate|up products 1.10-1.34x
+ * over one matrix's shape (32 lanes, gemv_ks's split), the down products 1.14-1.31x (int8 1.17x) */
 static int gemv_ix_shape(int nrs, int nc, int *ks, int *lg)
 {
     static int legacy = -1; /* TANDEM_CUDA_IX_SHAPE=0 (a measurement switch): one matrix's shape, as before */
@@ -356,10 +357,10 @@ static int gemv_ix_shape(int nrs, int nc, int *ks, int *lg)
         *lg = 32;
         return gemv_blocks(nrs, nc, ks);
     }
-    int l = 32;
-    while (l > 8 && nc < 2 * l) l /= 2;
-    *lg = lg_forced ? lg_forced : l;
-    *ks = ks_forced ? ks_forced : 1;
+    int k = 1;
+    while (k < 4 && nc >= 2 * 8 * 2 * k) k *= 2;
+    *lg = lg_forced ? lg_forced : 8;
+    *ks = ks_forced ? ks_forced : k;
     const int per = GEMV_WARPS / *ks * (32 / *lg);
     return (nrs + per - 1) / per;
 }

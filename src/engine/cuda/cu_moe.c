@@ -142,8 +142,7 @@ void cu_moe_ws_free(cu_moe_ws *ws)
         fprintf(stderr, "cuda moe times: %ld calls, %ld rows: route %.2f ms, group %.2f ms, experts %.2f ms, shared "
                 "expert %.2f ms, combine %.2f ms\n", ws->calls, ws->rows_seen, ws->t[0] * 1e3, ws->t[1] * 1e3,
                 ws->t[2] * 1e3, ws->t[3] * 1e3, ws->t[4] * 1e3);
-    void *d[] = {ws->h32, ws->logit, ws->sel, ws->w, ws->sg, ws->ord, ws->tiles, ws->xe, ws->ge, ws->gu, ws->ye, ws->ys,
-                 ws->rcnt};
+    void *d[] = {ws->h32, ws->logit, ws->sel, ws->w, ws->sg, ws->ord, ws->tiles, ws->xe, ws->ge, ws->gu, ws->ye, ws->ys};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) cudaFree(d[i]);
     cudaFreeHost(ws->h_sel);
     cudaFreeHost(ws->h_ord);
@@ -163,11 +162,10 @@ int cu_moe_ws_init(cu_moe_ws *ws, const tm_model *m, int rows, tm_err *err)
         {(void **)&ws->w, P * 4},       {(void **)&ws->sg, R * 4},       {(void **)&ws->ord, 2 * P * 4},
         {(void **)&ws->tiles, (1 + 3 * (size_t)ws->max_tiles) * 4},
         {(void **)&ws->xe, P * D * 2},  {(void **)&ws->ge, P * F * 2},   {(void **)&ws->gu, P * 2 * F * 4},
-        {(void **)&ws->ye, P * D * 4},  {(void **)&ws->ys, R * D * 4},  {(void **)&ws->rcnt, CU_MOE_IX_ROWS * 4},
+        {(void **)&ws->ye, P * D * 4},  {(void **)&ws->ys, R * D * 4},
     };
     cudaError_t ce = cudaSuccess;
     for (size_t i = 0; i < sizeof a / sizeof a[0] && ce == cudaSuccess; i++) ce = cudaMalloc(a[i].p, a[i].bytes);
-    if (ce == cudaSuccess) ce = cudaMemset(ws->rcnt, 0, CU_MOE_IX_ROWS * 4);
     if (ce == cudaSuccess) ce = cudaMallocHost((void **)&ws->h_sel, P * 4);
     if (ce == cudaSuccess) ce = cudaMallocHost((void **)&ws->h_ord, 2 * P * 4);
     if (ce == cudaSuccess && !(ws->h_start = malloc((E + 1) * sizeof(int)))) ce = cudaErrorMemoryAllocation;
@@ -250,10 +248,9 @@ static int experts_grouped(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, con
 }
 
 int cu_moe_forward(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint16_t *h16, const float *h32, int T,
-                   int paths, float *f, const cu_gemv_epi *res, tm_err *err)
+                   int paths, float *f, tm_err *err)
 {
-    if (T < 1 || T > ws->rows || (res && T > CU_MOE_IX_ROWS))
-        return tm_errf(err, TM_E_INVALID, "cuda engine: a mixture-of-experts call of %d rows%s", T, res ? " (residual fused)" : "");
+    if (T < 1 || T > ws->rows) return tm_errf(err, TM_E_INVALID, "cuda engine: a mixture-of-experts call of %d rows", T);
     phase(ws, mm->st, -1);
     ws->calls++, ws->rows_seen += T;
     int D = mo->D, E1 = mo->E + mo->s_gate, rc = TM_OK;
@@ -282,10 +279,8 @@ int cu_moe_forward(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint1
     }
     if (rc != TM_OK) return rc;
     phase(ws, mm->st, 3);
-    cu_gemv_epi fr = res ? *res : (cu_gemv_epi){0};
-    fr.cnt = ws->rcnt;
     cu_moe_combine(mm->st, f, ws->ye, slot, ws->sel, ws->w, T, mo->K, mo->db, mo->Fs ? ws->ys : NULL,
-                   mo->s_gate ? ws->sg : NULL, D, res ? &fr : NULL);
+                   mo->s_gate ? ws->sg : NULL, D);
     phase(ws, mm->st, 4);
     return TM_OK;
 }

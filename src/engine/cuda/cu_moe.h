@@ -41,10 +41,7 @@
  *        times the phases.
  *   shared expert: ge = act(h16 · s_guᵀ), ys = ge · s_dnᵀ
  *   f[T][D] = Σ over the row's choices in expert order of w (ye + db), + sg ys (cu_moe_combine)
- * The engine then adds f into the residual stream as it adds a dense FFN's output; in a decode step (T <=
- * CU_MOE_IX_ROWS) without a post-norm the combine does that itself, with the next layer's norm (cu_moe_forward's
- * res): a block a row and 256 columns adds its sums into x, and the row's last block to finish runs the norm,
- * so the residual pass's launch goes (TANDEM_CUDA_MOE_FUSE_RES=0: apart, a measurement switch). */
+ * The engine then adds f into the residual stream as it adds a dense FFN's output. */
 #ifndef TM_ENGINE_CUDA_CU_MOE_H
 #define TM_ENGINE_CUDA_CU_MOE_H
 
@@ -79,7 +76,6 @@ typedef struct cu_moe_ws {
     int *ord;                         /* [2][pairs]: the grouped order, then each choice's slot */
     int *tiles, max_tiles;            /* [1 + 3 max_tiles]: cu_moe_sort's row tiles */
     uint16_t *xe, *ge;                /* [pairs][D], [pairs][max(Fe, Fs)] bf16 */
-    unsigned *rcnt;                   /* [CU_MOE_IX_ROWS] the fused combine's counts (cu_moe_combine's res->cnt) */
     float *gu, *ye, *ys;              /* [pairs][2 max(Fe, Fs)], [pairs][D], [rows][D] */
     int *h_sel, *h_ord;               /* pinned: [pairs], [2][pairs] */
     int *h_start;                     /* [E + 1] */
@@ -106,9 +102,8 @@ void cu_moe_ws_free(cu_moe_ws *ws);
 
 /* f[T][D] = the layer's MoE FFN of the rows h16 [T][D] (bf16) / h32 [T][D] (the same rows, f32), T in 1..ws->rows.
  * mm: the call's products (its stream, cuBLAS, scratch, gemv_max); paths: CU_MOE_PATH_* allowed (the design block
- * says which runs). res (NULL: none; T <= CU_MOE_IX_ROWS): f is not written; the combine adds it into the residual
- * stream and writes the next norm instead (cu_moe_combine's res: x, scale, eps, nkind, nw, nb, h16, h32) */
+ * says which runs) */
 int cu_moe_forward(const cu_moe *mo, cu_moe_ws *ws, const cu_mm *mm, const uint16_t *h16, const float *h32, int T,
-                   int paths, float *f, const cu_gemv_epi *res, tm_err *err);
+                   int paths, float *f, tm_err *err);
 
 #endif

@@ -15,27 +15,45 @@
 #include "model/moe_route.inc"
 
 #define NT 256
-static_assert(NT == CU_ROW_NT, "the combine's norm runs on its block");
 
 /* logit[t][e] = h[t] · router[e] for e < E1, a warp a (t, e), the lanes over D in a fixed order and a fixed tree: a
  * row's logits do not depend on the other rows of the call (cuBLAS's kernel choice does, by T: so a decode step's
- * choices would depend on its batch) */
-#define RW 8 /* warps a block */
+ * choices would depend on its batch). A lane asks for its first RU float4s of the router's row (all of it to D =
+ * 2,048) before the PDL wait, so they are in flight together and overlap the previous kernel's tail (the loop's
+ * loads one after another left the launch bound by the memory's latency); the sums in the same order as the loop's */
+#define RW 8  /* warps a block */
+#define RU 16 /* float4s a lane loads at once */
 __global__ void __launch_bounds__(RW * 32) k_moe_router(float *logit, int ld, const float *h, const float *router, int E1,
                                                          int D)
 {
-    pdl_enter();
     const int lane = threadIdx.x & 31, e = blockIdx.x * RW + (threadIdx.x >> 5), t = blockIdx.y;
-    if (e >= E1) return;
+    if (e >= E1) {
+        pdl_enter();
+        return;
+    }
     const float *x = h + (size_t)t * D, *r = router + (size_t)e * D;
+    const bool v4 = (D & 3) == 0;
+    float4 b[RU];
+    if (v4)
+#pragma unroll
+        for (int u = 0; u < RU; u++)
+            if (4 * lane + 128 * u < D) b[u] = __ldg((const float4 *)(r + 4 * lane + 128 * u));
+    pdl_enter();
     float acc = 0.f;
-    if ((D & 3) == 0)
-        for (int d = 4 * lane; d < D; d += 128) {
-            const float4 a = *(const float4 *)(x + d), b = __ldg((const float4 *)(r + d));
-            acc = fmaf(a.x, b.x, fmaf(a.y, b.y, fmaf(a.z, b.z, fmaf(a.w, b.w, acc))));
+    if (v4) {
+#pragma unroll
+        for (int u = 0; u < RU; u++)
+            if (4 * lane + 128 * u < D) {
+                const float4 a = *(const float4 *)(x + 4 * lane + 128 * u);
+                acc = fmaf(a.x, b[u].x, fmaf(a.y, b[u].y, fmaf(a.z, b[u].z, fmaf(a.w, b[u].w, acc))));
+            }
+        for (int d = 4 * lane + 128 * RU; d < D; d += 128) {
+            const float4 a = *(const float4 *)(x + d), c = __ldg((const float4 *)(r + d));
+            acc = fmaf(a.x, c.x, fmaf(a.y, c.y, fmaf(a.z, c.z, fmaf(a.w, c.w, acc))));
         }
-    else
+    } else {
         for (int d = lane; d < D; d += 32) acc = fmaf(x[d], r[d], acc);
+    }
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane == 0) logit[(size_t)t * ld + e] = acc;
 }
@@ -191,17 +209,14 @@ extern "C" void cu_moe_gather(cu_stream s, uint16_t *xe, const uint16_t *h, cons
 
 /* f[t][d] = Σ over row t's K choices in expert order of w · (ye[slot] + db[expert]) (+ g · ys[t][d], g =
  * sg[t] or 1): the order the CPU engines and transformers add in. A block a row (grid y) and NT of its
- * columns (grid x): a decode step's few rows would otherwise leave all but a few SMs idle. RES (res not
- * NULL): instead of f, the residual add x[t][d] += sum · scale, with cu_residual's arithmetic (no bias,
- * no post-norm), and where res->nw is not NULL the row's last block to finish (res->cnt[t] counts them
- * and resets) writes the next norm of the row into h16 (h32), as the GEMV's residual epilogue does */
-template <bool RES>
+ * columns (grid x): a decode step's few rows would otherwise leave all but a few SMs idle. (Session 57 also
+ * measured this launch adding into the residual stream and running the next norm in each row's last block,
+ * the residual pass's launch gone: tg128 0.99x on the H100, not kept.) */
 __global__ void k_moe_combine(float *f, const float *ye, const int *slot, const int *sel, const float *w, int K,
-                              const float *db, const float *ys, const float *sg, int D, cu_gemv_epi res)
+                              const float *db, const float *ys, const float *sg, int D)
 {
     pdl_enter();
     __shared__ int ks[CU_MOE_MAX_K];
-    __shared__ int last;
     const int t = blockIdx.y;
     if (threadIdx.x == 0) { /* row t's choices by expert index (K is small) */
         for (int k = 0; k < K; k++) ks[k] = k;
@@ -214,33 +229,19 @@ __global__ void k_moe_combine(float *f, const float *ye, const int *slot, const 
     __syncthreads();
     const float g = ys && sg ? sg[t] : 1.f;
     const int d = blockIdx.x * NT + threadIdx.x;
-    if (d < D) {
-        float acc = 0.f;
-        for (int i = 0; i < K; i++) {
-            const size_t c = (size_t)t * K + ks[i];
-            const int s = slot ? slot[c] : (int)c;
-            acc += w[c] * (ye[(size_t)s * D + d] + (db ? db[(size_t)sel[c] * D + d] : 0.f));
-        }
-        if (ys) acc += g * ys[(size_t)t * D + d];
-        if (!RES) f[(size_t)t * D + d] = acc;
-        else res.x[(size_t)t * D + d] = __fmaf_rn(acc + 0.f, res.scale, res.x[(size_t)t * D + d]); /* as k_residual */
+    if (d >= D) return;
+    float acc = 0.f;
+    for (int i = 0; i < K; i++) {
+        const size_t c = (size_t)t * K + ks[i];
+        const int s = slot ? slot[c] : (int)c;
+        acc += w[c] * (ye[(size_t)s * D + d] + (db ? db[(size_t)sel[c] * D + d] : 0.f));
     }
-    if (!RES || !res.nw) return;
-    __threadfence(); /* this block's columns of x visible before it counts itself done */
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(res.cnt + t, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    row_norm<true>(res.nkind, D, res.x + (size_t)t * D, res.nw, res.nb, res.eps, res.h32 ? res.h32 + (size_t)t * D : NULL,
-                   res.h16 + (size_t)t * D);
-    if (threadIdx.x == 0) res.cnt[t] = 0;
+    if (ys) acc += g * ys[(size_t)t * D + d];
+    f[(size_t)t * D + d] = acc;
 }
 
 extern "C" void cu_moe_combine(cu_stream s, float *f, const float *ye, const int *slot, const int *sel, const float *w,
-                               int T, int K, const float *db, const float *ys, const float *sg, int D, const cu_gemv_epi *res)
+                               int T, int K, const float *db, const float *ys, const float *sg, int D)
 {
-    const dim3 grid((unsigned)((D + NT - 1) / NT), (unsigned)T);
-    if (res) cu_go(k_moe_combine<true>, grid, NT, 0, s, f, ye, slot, sel, w, K, db, ys, sg, D, *res);
-    else cu_go(k_moe_combine<false>, grid, NT, 0, s, f, ye, slot, sel, w, K, db, ys, sg, D, cu_gemv_epi{});
+    cu_go(k_moe_combine, dim3((unsigned)((D + NT - 1) / NT), (unsigned)T), NT, 0, s, f, ye, slot, sel, w, K, db, ys, sg, D);
 }

@@ -227,12 +227,9 @@ void cu_moe_router(cu_stream s, float *logit, int ld, const float *h, const floa
 /* xe[j][D] = h[order[j]][D] for j < n (bf16) */
 void cu_moe_gather(cu_stream s, uint16_t *xe, const uint16_t *h, const int *order, int n, int D);
 /* f[t][D] = Σ over row t's K choices, in expert order, of w[t][k] (ye[slot[t K + k]] + db[sel[t][k]]) (slot NULL: the
- * choice's own index t K + k; db [E][D] or NULL), plus g ys[t] where ys is not NULL (g = sg[t], or 1 where sg is NULL).
- * res not NULL: that sum is added into the residual stream instead (cu_residual's arithmetic without bias and
- * post-norm: res->x [T][D] += f · res->scale), then, where res->nw is not NULL, res->h16 (res->h32) = the next norm
- * of each row (res->nkind, nb, eps); res->cnt [T] zeroed, left zeroed (f unused) */
+ * choice's own index t K + k; db [E][D] or NULL), plus g ys[t] where ys is not NULL (g = sg[t], or 1 where sg is NULL) */
 void cu_moe_combine(cu_stream s, float *f, const float *ye, const int *slot, const int *sel, const float *w, int T, int K,
-                    const float *db, const float *ys, const float *sg, int D, const cu_gemv_epi *res);
+                    const float *db, const float *ys, const float *sg, int D);
 
 /* The choices sorted by expert on the device (no synchronisation), for cu_moe_mm: P = T K choices sel [P] (each in
  * [0, E), E <= CU_MOE_MAX_E) in slots grouped by expert, an expert's pairs in pair order (tm_moe_group's order):

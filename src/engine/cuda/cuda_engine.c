@@ -228,8 +228,6 @@ typedef struct cu_eng {
     cu_moe_ws mws;                    /* the mixture-of-experts layers' scratch, CU_MAX_T rows (none: dense) */
     int moe_capture_rows;             /* decode steps of up to this many rows run every MoE layer without a
                                          synchronisation, so are captured (cu_moe_capture_rows; INT32_MAX: no MoE layer) */
-    int moe_fuse_res;                 /* a decode step's residual add in the experts' combine (cu_moe.h;
-                                         TANDEM_CUDA_MOE_FUSE_RES=0: apart, a measurement switch) */
     int moe_paths;                    /* cu_moe_forward's paths (CU_MOE_PATH_*; TANDEM_CUDA_MOE_IX=0 and
                                          TANDEM_CUDA_MOE_MM=0 take one off: test and measurement switches) */
 } cu_eng;
@@ -624,8 +622,6 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     size_t dq = 0;
     const char *mix = getenv("TANDEM_CUDA_MOE_IX"), *mmm = getenv("TANDEM_CUDA_MOE_MM");
     e->moe_paths = (mix && !strcmp(mix, "0") ? 0 : CU_MOE_PATH_IX) | (mmm && !strcmp(mmm, "0") ? 0 : CU_MOE_PATH_MM);
-    const char *mfr = getenv("TANDEM_CUDA_MOE_FUSE_RES");
-    e->moe_fuse_res = !(mfr && !strcmp(mfr, "0"));
     e->moe_capture_rows = INT32_MAX;
     for (int l = 0; l < m->L; l++) {
         const cu_mat *mats[] = {&e->w[l].wqkv, &e->w[l].wo, &e->w[l].wgu, &e->w[l].wd};
@@ -836,19 +832,14 @@ static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, int nor
     }
     cu_mm mm = e->mm;
     if (c->decode) mm.gemv_max = CU_MAX_B; /* as gemm() for a decode step's products over packed weights */
-    const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL;
-    e->h_fused = nx && nx->attn_norm;
-    /* a decode step's residual add and next norm in the experts' combine (cu_moe.h) */
-    int fuse = e->moe_fuse_res && c->decode && T <= CU_MOE_IX_ROWS && !w->ffn_out_norm;
-    cu_gemv_epi res = {.x = e->x, .scale = e->residual_scale, .eps = e->eps, .nkind = e->norm_kind,
-                       .nw = e->h_fused ? nx->attn_norm : NULL, .nb = e->h_fused ? nx->attn_norm_b : NULL, .h16 = e->h16};
     prof_mark(e, PROF_MOE, 0);
-    int rc = cu_moe_forward(w->moe, &e->mws, &mm, e->h16, h32, T, e->moe_paths, e->a, fuse ? &res : NULL, err);
+    int rc = cu_moe_forward(w->moe, &e->mws, &mm, e->h16, h32, T, e->moe_paths, e->a, err);
     prof_mark(e, PROF_MOE, 1);
     if (rc) return rc;
-    if (!fuse)
-        cu_residual(e->st, e->x, e->a, NULL, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
-                    e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16, NULL);
+    const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL;
+    e->h_fused = nx && nx->attn_norm;
+    cu_residual(e->st, e->x, e->a, NULL, w->ffn_out_norm, e->eps, e->residual_scale, T, D, e->norm_kind,
+                e->h_fused ? nx->attn_norm : NULL, e->h_fused ? nx->attn_norm_b : NULL, e->h16, NULL);
     CK(cudaGetLastError(), "a kernel launch");
     return TM_OK;
 }
