@@ -222,6 +222,11 @@ typedef struct tandem_request {
                                      the output is free until the model writes it, and the text from its
                                      start must then be in the grammar's language); an output whose next
                                      bytes after it the grammar refuses is left free */
+    int grammar_trigger_anchored; /* with grammar_trigger: 1: it counts only where the output, past leading
+                                     whitespace (and past the skipped block below, where one is set),
+                                     starts with it (a bare tool call, which has no marker: Llama 3's
+                                     {"name": ...}); an output that starts otherwise stays free for good.
+                                     A trigger that starts with whitespace is refused */
     const char *grammar_skip_open;  /* with grammar_trigger and grammar_skip_close: a block the output may
                                      open with, in which the trigger is not looked for (a reasoning model's
                                      thinking, which may name the trigger): where the output starts (past

@@ -919,6 +919,22 @@ static int skip_find(const tok_run *f, skip_pick *k)
     return 0;
 }
 
+/* the lazy-trigger tests' session (two threads, one route: the router's choice could change the numerics)
+ * and the model's vocabulary trie (*trie); NULL (a failed check) if either cannot be had */
+static tm_session *lazy_session(tm_rt_model *rm, struct tm_vocab_trie **trie)
+{
+    tm_err err = {0};
+    CHECKF(tm_rt_model_trie(rm, trie, &err) == TM_OK, "%s", err.msg);
+    tandem_session_opts o = two_thread_opts();
+    o.route = TANDEM_ROUTE_HYBRID;
+    tm_session *s = open_session(rm, o);
+    if (!s || !*trie) {
+        tm_session_free(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* A lazy grammar that skips a leading block (grammar_skip_open / _close, a reasoning model's
  * thinking): the trigger written inside the block leaves the output free, and the grammar holds
  * from its first place past the close; an output that does not open the block (or opens with a
@@ -931,14 +947,8 @@ static void lazy_skip(tm_rt_model *rm)
 {
     tm_err err = {0};
     struct tm_vocab_trie *trie = NULL;
-    CHECKF(tm_rt_model_trie(rm, &trie, &err) == TM_OK, "%s", err.msg);
-    tandem_session_opts o = two_thread_opts();
-    o.route = TANDEM_ROUTE_HYBRID; /* (one route: the router's choice could change the numerics) */
-    tm_session *s = open_session(rm, o);
-    if (!s || !trie) {
-        tm_session_free(s);
-        return;
-    }
+    tm_session *s = lazy_session(rm, &trie);
+    if (!s) return;
     static tok_run f, k; /* (large) */
     int found = 0;
     for (int pi = 0; pi < 4; pi++) {
@@ -1002,6 +1012,142 @@ static void lazy_skip(tm_rt_model *rm)
         r.grammar_skip_close = bad[i].close;
         tm_req *q = NULL;
         CHECKF(tm_session_submit(s, &r, on_text, NULL, &q, &err) == TM_E_INVALID && !q && strstr(err.msg, bad[i].field),
+               "%d: %s", i, err.msg);
+    }
+    tm_session_free(s);
+}
+
+/* k is the free run f byte for byte: the lazy grammar never took hold */
+static int stayed_free(const tok_run *f, const tok_run *k)
+{
+    return k->len == f->len && !memcmp(k->b, f->b, f->len);
+}
+
+/* An anchored lazy grammar (grammar_trigger_anchored: a bare call, Llama 3's {"name": ...}) counts its
+ * trigger only as the output's start past whitespace, or past a skipped block. Triggers from free runs'
+ * bytes, so the same greedy run writes them: the output's first bytes (inside the first token, or over it
+ * and into the second; past the whitespace it starts with, where it does) hold the grammar from there; a
+ * trigger the run writes only later, or one that starts as the output does and then leaves it (in the first
+ * token, or in the second after waiting on a piece), leaves the output free for good, byte for byte, where
+ * the same trigger unanchored holds it from its first place; with a block (skip_open / _close from the run),
+ * the bytes past the close and its whitespace hold it, and others leave it free. Refused at submit: anchored
+ * without a trigger, a trigger that starts with whitespace. */
+static void lazy_anchored(tm_rt_model *rm)
+{
+    tm_err err = {0};
+    struct tm_vocab_trie *trie = NULL;
+    tm_session *s = lazy_session(rm, &trie);
+    if (!s) return;
+    static tok_run f, k; /* (large) */
+    int ws_start = 0, blocks = 0;
+    for (int pi = 0; pi < 4; pi++) {
+        tandem_request r = greedy_request(120);
+        r.prompt = prompts[pi];
+        tandem_stats st;
+        tr_generate(s, r, trie, &f, &st);
+        size_t p = 0;
+        while (p < f.len && (f.b[p] == ' ' || f.b[p] == '\n')) p++;
+        int t0 = 0; /* the token the output's first byte past whitespace is in */
+        while (t0 < f.n && (size_t)f.ends[t0] <= p) t0++;
+        if (t0 + 2 >= f.n || f.len < p + 40) {
+            CHECKF(0, "prompt %d: a free run too short: '%.*s'", pi, (int)f.len, f.b);
+            continue;
+        }
+        ws_start += p > 0;
+        size_t e0 = (size_t)f.ends[t0], e1 = (size_t)f.ends[t0 + 1];
+        if (getenv("LAZY_SHOW"))
+            fprintf(stderr, "prompt %d: start %zu, first token '%.*s', second '%.*s': '%.*s'\n", pi, p, (int)(e0 - p),
+                    f.b + p, (int)(e1 - e0), f.b + e0, (int)f.len, f.b);
+        char trig[32], gram[128];
+        r.grammar = gram;
+        r.grammar_trigger = trig;
+        r.grammar_trigger_anchored = 1;
+        /* the output's start: within its first token, and over it into the second */
+        size_t lens[2] = {e0 - p < 6 ? e0 - p : 6, e0 - p + (e1 - e0 < 2 ? e1 - e0 : 2)};
+        for (int c = 0; c < 2; c++) {
+            if (lens[c] >= sizeof trig) continue;
+            memcpy(trig, f.b + p, lens[c]);
+            trig[lens[c]] = '\0';
+            lazy_gbnf(trig, lens[c], gram, sizeof gram);
+            tr_generate(s, r, trie, &k, &st);
+            CHECKF(held_from(&f, &k, &st, p, gram), "prompt %d, anchored '%s' at the start: %s: '%.*s'", pi, trig,
+                   st.finish_reason, (int)k.len, k.b);
+        }
+        /* the output starts as the trigger does, then leaves it: in the first token, or in the second after
+           the first token's bytes waited as a piece of it */
+        size_t cut[2] = {1, e0 - p};
+        for (int c = 0; c < 2; c++) {
+            if (cut[c] + 3 >= sizeof trig || (c == 1 && f.b[e0] == '#')) continue;
+            memcpy(trig, f.b + p, cut[c]);
+            memcpy(trig + cut[c], "#@", 3);
+            lazy_gbnf(trig, strlen(trig), gram, sizeof gram);
+            tr_generate(s, r, trie, &k, &st);
+            CHECKF(stayed_free(&f, &k), "prompt %d, anchored '%s', the output leaves it: '%.*s'", pi, trig, (int)k.len,
+                   k.b);
+        }
+        /* a trigger the run writes only later (3 bytes first found past byte p + 12): free for good anchored,
+           held from there unanchored */
+        size_t a = 0;
+        for (size_t i = p + 12; i + 3 <= f.len && !a; i++)
+            if (f.b[i] != ' ' && f.b[i] != '\n' && memmem(f.b, i + 3, f.b + i, 3) == f.b + i && i + 50 < f.len) a = i;
+        CHECKF(a, "prompt %d: no later trigger", pi);
+        if (a) {
+            memcpy(trig, f.b + a, 3);
+            trig[3] = '\0';
+            lazy_gbnf(trig, 3, gram, sizeof gram);
+            tr_generate(s, r, trie, &k, &st);
+            CHECKF(stayed_free(&f, &k), "prompt %d, anchored '%s' written later: '%.*s'", pi, trig, (int)k.len, k.b);
+            r.grammar_trigger_anchored = 0;
+            tr_generate(s, r, trie, &k, &st);
+            CHECKF(held_from(&f, &k, &st, a, gram), "prompt %d, unanchored '%s' at %zu: %s: '%.*s'", pi, trig, a,
+                   st.finish_reason, (int)k.len, k.b);
+            r.grammar_trigger_anchored = 1;
+        }
+        /* past a block: the bytes after the close and its whitespace; not at the output's start any more */
+        skip_pick sp;
+        if (!skip_find(&f, &sp)) continue;
+        blocks++;
+        size_t q = sp.a2;
+        while (q < f.len && (f.b[q] == ' ' || f.b[q] == '\n')) q++;
+        if (q + 3 > f.len) continue;
+        memcpy(trig, f.b + q, 3);
+        trig[3] = '\0';
+        lazy_gbnf(trig, 3, gram, sizeof gram);
+        r.grammar_skip_open = sp.open;
+        r.grammar_skip_close = sp.close;
+        tr_generate(s, r, trie, &k, &st);
+        CHECKF(held_from(&f, &k, &st, q, gram), "prompt %d, block '%s'..'%s', anchored '%s' at %zu: %s: '%.*s'", pi,
+               sp.open, sp.close, trig, q, st.finish_reason, (int)k.len, k.b);
+        r.grammar_skip_open = ""; /* the prompt opened the block: the same */
+        tr_generate(s, r, trie, &k, &st);
+        CHECKF(held_from(&f, &k, &st, q, gram), "prompt %d, opened block, anchored '%s': %s: '%.*s'", pi, trig,
+               st.finish_reason, (int)k.len, k.b);
+        memcpy(trig, f.b + p, 3); /* the output's start, inside the block: free */
+        lazy_gbnf(trig, 3, gram, sizeof gram);
+        r.grammar_skip_open = sp.open;
+        tr_generate(s, r, trie, &k, &st);
+        CHECKF(!memcmp(f.b + q, trig, 3) ? held_from(&f, &k, &st, q, gram) : stayed_free(&f, &k),
+               "prompt %d, block, anchored '%s' inside it: '%.*s'", pi, trig, (int)k.len, k.b);
+        r.grammar_skip_open = "#@#"; /* a block the output does not open: the start counts */
+        tr_generate(s, r, trie, &k, &st);
+        CHECKF(held_from(&f, &k, &st, p, gram), "prompt %d, no block, anchored '%s': %s: '%.*s'", pi, trig,
+               st.finish_reason, (int)k.len, k.b);
+    }
+    CHECKF(ws_start > 0 && blocks >= 2, "%d runs start with whitespace, %d give a block", ws_start, blocks);
+    /* refusals at submit */
+    static const struct {
+        const char *trig, *why;
+    } bad[] = {{NULL, "without a grammar_trigger"}, {"", "without a grammar_trigger"}, {" {", "whitespace"},
+               {"\n{", "whitespace"}};
+    for (int i = 0; i < 4; i++) {
+        tandem_request r = greedy_request(4);
+        r.prompt = prompts[0];
+        r.grammar = "root ::= \"a\"";
+        r.grammar_trigger = bad[i].trig;
+        r.grammar_trigger_anchored = 1;
+        tm_req *q = NULL;
+        CHECKF(tm_session_submit(s, &r, on_text, NULL, &q, &err) == TM_E_INVALID && !q &&
+                   strstr(err.msg, "grammar_trigger_anchored") && strstr(err.msg, bad[i].why),
                "%d: %s", i, err.msg);
     }
     tm_session_free(s);
@@ -1290,6 +1436,7 @@ int main(void)
     json_mode(rm);
     grammar_mode(rm);
     lazy_skip(rm);
+    lazy_anchored(rm);
     logit_bias(rm);
     engine_argmax(rm);
     code_limits(rm);

@@ -10,6 +10,7 @@
  * llama.cpp's rules say. */
 #include "harness.h"
 #include "toklog_util.h"
+#include "vocab_util.h"
 #include "http_client.h"
 
 #include <limits.h>
@@ -28,45 +29,7 @@ static const char *FIM[5] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>
  * entries (ids V-nt .. V-1) renamed to those tokens */
 static int fim_dir(const char *dir, int nt)
 {
-    char path[PATH_MAX], src[PATH_MAX];
-    mkdir(dir, 0755);
-    snprintf(src, sizeof src, "%s/tokenizer.json", DEMO);
-    char *text = th_slurp(src);
-    cJSON *t = text ? cJSON_Parse(text) : NULL, *model = cJSON_GetObjectItem(t, "model");
-    cJSON *vocab = cJSON_GetObjectItem(model, "vocab"), *merges = cJSON_GetObjectItem(model, "merges");
-    cJSON *added = cJSON_GetObjectItem(t, "added_tokens");
-    int ok = cJSON_IsObject(vocab) && cJSON_IsArray(merges) && cJSON_IsArray(added);
-    int V = ok ? cJSON_GetArraySize(vocab) : 0;
-    for (int k = 0; ok && k < nt; k++) {
-        int id = V - nt + k;
-        char old[256] = "";
-        for (cJSON *e = vocab->child; e; e = e->next)
-            if ((int)e->valuedouble == id) snprintf(old, sizeof old, "%s", e->string);
-        ok = old[0] != 0;
-        cJSON_DeleteItemFromObject(vocab, old);
-        ok = ok && cJSON_AddNumberToObject(vocab, FIM[k], id);
-        for (cJSON *mg = merges->child, *next; ok && mg; mg = next) { /* merges that make or use it go */
-            next = mg->next;
-            const char *a = cJSON_GetArrayItem(mg, 0) ? cJSON_GetArrayItem(mg, 0)->valuestring : "";
-            const char *b = cJSON_GetArrayItem(mg, 1) ? cJSON_GetArrayItem(mg, 1)->valuestring : "";
-            char ab[512];
-            snprintf(ab, sizeof ab, "%s%s", a, b);
-            if (!strcmp(a, old) || !strcmp(b, old) || !strcmp(ab, old)) cJSON_Delete(cJSON_DetachItemViaPointer(merges, mg));
-        }
-        cJSON *at = cJSON_CreateObject();
-        ok = ok && at && cJSON_AddItemToArray(added, at) && cJSON_AddNumberToObject(at, "id", id) &&
-             cJSON_AddStringToObject(at, "content", FIM[k]) && cJSON_AddFalseToObject(at, "single_word") &&
-             cJSON_AddFalseToObject(at, "lstrip") && cJSON_AddFalseToObject(at, "rstrip") &&
-             cJSON_AddFalseToObject(at, "normalized") && cJSON_AddTrueToObject(at, "special");
-    }
-    char *out = ok ? cJSON_PrintUnformatted(t) : NULL;
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    ok = out && th_write_file(path, out, strlen(out)) == 0;
-    free(out);
-    free(text);
-    cJSON_Delete(t);
-    static const char *files[] = {"config.json", "model.safetensors", "tokenizer_config.json", "special_tokens_map.json"};
-    return ok && th_link_files(dir, DEMO, files, sizeof files / sizeof files[0]) == 0 ? 0 : -1;
+    return tv_model_dir(dir, DEMO, FIM, NULL, nt);
 }
 
 static tm_server *start_ctx(tandem_model *m, tandem_session **s, int ctx)

@@ -26,9 +26,12 @@
  *    the stream's events numbered, in order and agreeing with the final response (a call's arguments
  *    in deltas as written; a cut one incomplete); refusals by field;
  *    stored responses: GET as answered, previous_response_id answering as the same conversation sent
- *    whole (a call's output by its call_id too), store false, DELETE, the store's LRU bounds. */
+ *    whole (a call's output by its call_id too), store false, DELETE, the store's LRU bounds.
+ * 5. Reasoning through the server. (The reply reader's streamed calls and auto in the bare dialects:
+ *    tests/test_serve_calls.c.) */
 #include "harness.h"
 #include "http_client.h"
+#include "serve_util.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -44,23 +47,6 @@
 #include "serve/serve-impl.h"
 #include "serve/serve.h"
 #include "tandem.h"
-
-static const char *TOOLS =
-    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The weather in a city\","
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Oslo\",\"Rome\"]},"
-    "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\"],"
-    "\"additionalProperties\":false}}},"
-    "{\"type\":\"function\",\"function\":{\"name\":\"now\",\"parameters\":{\"type\":\"object\",\"properties\":{},"
-    "\"additionalProperties\":false}}}]";
-
-static char *shared_template(const char *name)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/conformance/chat_templates/%s", th_shared(), name);
-    char *s = th_slurp(path);
-    CHECKF(s != NULL, "%s", path);
-    return s;
-}
 
 /* ---- 1. the parser ---- */
 
@@ -193,112 +179,6 @@ static void test_render(tandem_model *m)
 }
 
 /* ---- 3. the server ---- */
-
-typedef struct reply {
-    int status;
-    char reasoning[4096];
-    int has_reasoning;
-    char content[4096];
-    int has_content;         /* content not null */
-    char finish[16];
-    int n;                   /* calls */
-    char name[4][72], args[4][512], id[4][48];
-    int pieces[4];           /* a stream's pieces of each call */
-} reply;
-
-static void read_calls(const cJSON *calls, reply *out, int stream)
-{
-    for (const cJSON *c = calls ? calls->child : NULL; c; c = c->next) {
-        int i = stream ? (int)jnum(c, "index") : out->n;
-        if (i < 0 || i >= 4) {
-            CHECKF(0, "call index %d", i);
-            continue;
-        }
-        const char *nm = jstr(c, "function.name"), *a = jstr(c, "function.arguments"), *id = jstr(c, "id");
-        /* a call's first piece names it (id, type, name), the later ones only add to its arguments */
-        int first = i >= out->n;
-        CHECKF(first ? id && nm && !strcmp(jstr(c, "type") ? jstr(c, "type") : "", "function") : !id && !nm && !jstr(c, "type"),
-               "call %d's %s piece", i, first ? "first" : "later");
-        CHECK(a != NULL);
-        if (first) out->n = i + 1, out->pieces[i] = 0;
-        out->pieces[i]++;
-        if (nm) snprintf(out->name[i], sizeof out->name[i], "%s", nm);
-        if (id) snprintf(out->id[i], sizeof out->id[i], "%s", id);
-        if (a) strncat(out->args[i], a, sizeof out->args[i] - strlen(out->args[i]) - 1);
-    }
-}
-
-static void ask(int port, const char *body, int stream, reply *out)
-{
-    memset(out, 0, sizeof *out);
-    http_res hr;
-    CHECK(http(port, "POST", "/v1/chat/completions", body, NULL, &hr) == 0);
-    out->status = hr.status;
-    if (!stream || hr.status != 200) {
-        cJSON *j = cJSON_Parse(hr.body ? hr.body : "");
-        const cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
-        const cJSON *c = cJSON_GetObjectItem(msg, "content"), *rc = cJSON_GetObjectItem(msg, "reasoning_content");
-        out->has_content = cJSON_IsString(c);
-        out->has_reasoning = cJSON_IsString(rc);
-        if (cJSON_IsString(rc)) snprintf(out->reasoning, sizeof out->reasoning, "%s", rc->valuestring);
-        if (cJSON_IsString(c)) snprintf(out->content, sizeof out->content, "%s", c->valuestring);
-        const char *f = jstr(j, "choices.0.finish_reason");
-        snprintf(out->finish, sizeof out->finish, "%s", f ? f : "");
-        read_calls(cJSON_GetObjectItem(msg, "tool_calls"), out, 0);
-        cJSON_Delete(j);
-        http_res_free(&hr);
-        return;
-    }
-    for (const char *p = hr.body; p && *p;) {
-        const char *e = strstr(p, "\n\n");
-        if (!e) break;
-        if (!strncmp(p, "data: {", 7)) {
-            char *ev = strndup(p + 6, (size_t)(e - p - 6));
-            cJSON *j = cJSON_Parse(ev);
-            CHECKF(j != NULL, "event %s", ev);
-            const char *t = jstr(j, "choices.0.delta.content"), *f = jstr(j, "choices.0.finish_reason");
-            const char *rs = jstr(j, "choices.0.delta.reasoning_content");
-            if (rs) {
-                strncat(out->reasoning, rs, sizeof out->reasoning - strlen(out->reasoning) - 1);
-                out->has_reasoning = 1;
-            }
-            if (t) {
-                strncat(out->content, t, sizeof out->content - strlen(out->content) - 1);
-                out->has_content |= t[0] != 0;
-            }
-            if (f) snprintf(out->finish, sizeof out->finish, "%s", f);
-            read_calls(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
-                                                               "delta"),
-                                           "tool_calls"),
-                       out, 1);
-            cJSON_Delete(j);
-            free(ev);
-        }
-        p = e + 2;
-    }
-    http_res_free(&hr);
-}
-
-/* a call's arguments hold to its tool's schema */
-static int args_ok(const char *name, const char *args)
-{
-    cJSON *a = cJSON_Parse(args);
-    int ok = cJSON_IsObject(a);
-    if (ok && !strcmp(name, "get_weather")) {
-        const cJSON *city = cJSON_GetObjectItem(a, "city"), *days = cJSON_GetObjectItem(a, "days");
-        ok = cJSON_IsString(city) && (!strcmp(city->valuestring, "Paris") || !strcmp(city->valuestring, "Oslo") ||
-                                      !strcmp(city->valuestring, "Rome"));
-        ok = ok && (!days || (cJSON_IsNumber(days) && days->valuedouble == (int)days->valuedouble &&
-                              days->valuedouble >= 1 && days->valuedouble <= 7));
-        int n = 0;
-        for (const cJSON *c = a->child; c; c = c->next) n++;
-        ok = ok && n == 1 + (days != NULL);
-    } else if (ok) {
-        ok = !strcmp(name, "now") && !a->child;
-    }
-    cJSON_Delete(a);
-    return ok;
-}
 
 static void test_anth_server(int port); /* sections 4 and 4b, on this server */
 static void test_resp_server(int port);
@@ -472,8 +352,6 @@ static void test_server(tandem_model *m, tandem_session *s)
     CHECK(tm_server_start(&srv, m, s, &o, &err) == TM_E_INVALID && !srv && strstr(err.msg, "bogus"));
     free(qwen);
 }
-
-/* ---- 4. Anthropic's Messages API ---- */
 
 static const char *ANTH_TOOLS =
     "[{\"name\":\"get_weather\",\"description\":\"The weather in a city\",\"input_schema\":{\"type\":\"object\","
@@ -1354,140 +1232,7 @@ static void test_tool_template(void)
     }
 }
 
-/* ---- 5. the reply reader and reasoning ---- */
-
-static uint64_t rs_state = 7;
-static unsigned rnd(unsigned n)
-{
-    rs_state = rs_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (unsigned)((rs_state >> 33) % n);
-}
-
-static size_t rstrip(const char *s, size_t n)
-{
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
-    return n;
-}
-
-/* a stream's call pieces, put together: each call's name and id (its first piece's) and its arguments */
-typedef struct pieced {
-    int n, bad;              /* calls; pieces out of order (a later call before an earlier one began, a first
-                                piece without a name or id, a later one with them) */
-    char name[8][72], id[8][112], args[8][1024];
-} pieced;
-
-static void piece_up(pieced *c, const tm_reply_part *p)
-{
-    for (int i = 0; i < p->n_cd; i++) {
-        const tm_oai_call_delta *d = &p->cd[i];
-        int first = d->index == c->n;
-        if (d->index < 0 || d->index >= 8 || d->index > c->n || first != (d->name && d->id)) {
-            c->bad++;
-            continue;
-        }
-        if (first) {
-            c->n++;
-            snprintf(c->name[d->index], sizeof c->name[0], "%s", d->name);
-            snprintf(c->id[d->index], sizeof c->id[0], "%s", d->id);
-            c->args[d->index][0] = '\0';
-        }
-        size_t l = strlen(c->args[d->index]);
-        if (l + d->args_len < sizeof c->args[0]) memcpy(c->args[d->index] + l, d->args, d->args_len), c->args[d->index][l + d->args_len] = 0;
-    }
-}
-
-/* what a stream sends (a delta after every byte, then the rest) adds up to the whole reply's parts, in
- * family m (or none) with dialect dn's calls (or none), the reply built from pieces; where the stream
- * sends calls as they are written (tm_reply_stream_calls), its pieces add up to the whole reply's calls
- * wherever that reads as calls (a reply no grammar holds may yet turn out not to be calls: the server
- * streams a grammar's replies only) */
-static void reply_family(const tm_think_markers *m, const char *dn, const char *const *pieces, size_t npieces)
-{
-    long calls_seen = 0, thoughts_seen = 0, streamed = 0;
-    for (int round = 0; round < 3000; round++) {
-        const tm_think_markers *think = rnd(2) ? m : NULL;
-        int opened = (int)rnd(2);
-        const tm_tool_dialect *d = rnd(3) ? tm_tool_dialect_named(dn) : NULL;
-        char text[1024];
-        size_t n = 0;
-        for (int i = 0, np = 1 + (int)rnd(7); i < np; i++) {
-            const char *p = pieces[rnd((unsigned)npieces)];
-            memcpy(text + n, p, strlen(p));
-            n += strlen(p);
-        }
-        text[n] = '\0';
-        tm_reply a, b;
-        tm_reply_init(&a, d, TOOLS, think, opened, 0);
-        tm_reply_init(&b, d, TOOLS, think, opened, 0);
-        int live = rnd(2);
-        if (live) tm_reply_stream_calls(&a, 77);
-        char rs[1024], cs[1024];
-        size_t rl = 0, cl = 0;
-        tm_reply_part p;
-        pieced pc = {0};
-        int fed = 1;
-        for (size_t k = 0; k < n; k++) {
-            fed &= tm_reply_add(&a, text + k, 1) == 0;
-            fed &= tm_reply_delta(&a, &p) == 0;
-            memcpy(rs + rl, p.reasoning, p.reasoning_len), rl += p.reasoning_len;
-            memcpy(cs + cl, p.content, p.content_len), cl += p.content_len;
-            fed &= p.tc.n == 0 && (live || p.n_cd == 0); /* calls go out before the end only when live */
-            piece_up(&pc, &p);
-        }
-        CHECK(fed);
-        int early = pc.n; /* calls begun before the end */
-        CHECK(tm_reply_finish(&a, 0, 1) == 0);
-        CHECK(tm_reply_rest(&a, &p) == 0);
-        piece_up(&pc, &p);
-        memcpy(rs + rl, p.reasoning, p.reasoning_len), rl += p.reasoning_len;
-        memcpy(cs + cl, p.content, p.content_len), cl += p.content_len;
-        int ncalls = p.tc.n;
-        /* the pieces add up to the calls, with the ids the whole answer gives them */
-        int pok = !pc.bad && (live && !ncalls ? 1 : pc.n == ncalls);
-        for (int i = 0; pok && i < ncalls && i < 8; i++)
-            pok = !strcmp(pc.name[i], p.tc.v[i].name) && !strcmp(pc.args[i], p.tc.v[i].arguments) &&
-                  !strcmp(pc.id[i], p.tc.v[i].id);
-        CHECKF(pok, "%s live %d: '%s': %d calls pieced (%d bad), %d whole; call 0 %s(%s) / %s(%s)", dn, live, text, pc.n,
-               pc.bad, ncalls, pc.name[0], pc.args[0], ncalls ? p.tc.v[0].name : "", ncalls ? p.tc.v[0].arguments : "");
-        streamed += live && ncalls && early;
-        CHECK(tm_reply_add(&b, text, n) == 0 && tm_reply_finish(&b, 0, 1) == 0);
-        tm_reply_part w;
-        tm_reply_whole(&b, &w);
-        int ok = rl == w.reasoning_len && !memcmp(rs, w.reasoning, rl) && ncalls == w.tc.n;
-        ok = ok && (w.tc.n ? rstrip(cs, cl) == rstrip(w.content, w.content_len) && !memcmp(cs, w.content, rstrip(cs, cl))
-                           : cl == w.content_len && !memcmp(cs, w.content, cl));
-        CHECKF(ok, "%s think %d opened %d calls %d: '%s': streamed '%.*s' / '%.*s', whole '%.*s' / '%.*s' (%d calls)",
-               m->name, think != NULL, opened, d != NULL, text, (int)rl, rs, (int)cl, cs, (int)w.reasoning_len,
-               w.reasoning, (int)w.content_len, w.content, w.tc.n);
-        calls_seen += w.tc.n > 0;
-        thoughts_seen += w.reasoning_len > 0;
-        tm_reply_free(&a);
-        tm_reply_free(&b);
-    }
-    CHECKF(calls_seen > 200 && thoughts_seen > 200 && (!dn || streamed > 50),
-           "%s: %ld replies with calls (%ld streamed as written), %ld with reasoning", m->name, calls_seen, streamed,
-           thoughts_seen);
-}
-
-static void test_reply(void)
-{
-    static const char *pieces[] = {
-        "<think>", "</think>", "\n", "Let me see.", " ", "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
-        "<tool_call>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}", "\n</tool_call>", "Done.",
-        "<th", "</tool", "<tool_c",
-    };
-    reply_family(&tm_think_tags, "hermes", pieces, sizeof pieces / sizeof pieces[0]);
-    /* Command R7B: a plan, then calls, or an answer in its wrapper */
-    static const char *command[] = {
-        "<|START_THINKING|>", "<|END_THINKING|>", "\n", "I will look.", " ", "<|START_RESPONSE|>", "<|END_RESPONSE|>",
-        "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"now\", \"parameters\": {}}\n]<|END_ACTION|>",
-        "<|START_ACTION|>[", "{\"tool_call_id\": \"1\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
-        "]", "<|END_ACTION|>", "<|START_", "<|END_", "Done.",
-    };
-    const tm_think_markers *cm = tm_think_detect("<|START_THINKING|><|END_THINKING|>");
-    CHECK(cm != NULL);
-    if (cm) reply_family(cm, "command_r", command, sizeof command / sizeof command[0]);
-}
+/* ---- 5. reasoning ---- */
 
 /* a server with template tpl and --reasoning-format fmt (NULL: auto), asked body (*a) and the streamed sbody
  * (*b); NULL (a failed check) if it does not start. The caller stops it. */
@@ -1723,7 +1468,6 @@ int main(void)
     tandem_session *s = NULL;
     CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
     if (s) test_server(m, s);
-    test_reply();
     test_tool_template();
     if (s) test_reasoning_server(m, s);
     if (s) test_messages_server(m, s);

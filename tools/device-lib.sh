@@ -13,6 +13,8 @@
 #   dev_peer_start J       llama.cpp's CUDA build (J jobs) in L := $R/tmp/llb and the shape's bf16 GGUF
 #                          (/tmp/tb/q-bf16.gguf, tools/make_moe_gguf.py), both in the background (BP, GP)
 #   dev_peer_q4            waits for those, then /tmp/tb/q-q4_0.gguf (llbench quantize), the bf16 one removed
+#   dev_ncu_agg CSV        an ncu --csv run's gpu__time_duration.sum by kernel name into the log: launches, total
+#                          and mean microseconds, the 30 largest totals
 #   dev_peer_round N       round N of pp512 / tg128, $B's tandem beside that Q4_0 in one invocation (--peer
 #                          llama.cpp), into $W/peerN.md / .json and the log
 dev_init() {
@@ -62,4 +64,23 @@ dev_peer_round() {
     timeout 75 $B/tandem bench /tmp/tb/q.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
         --peer llama.cpp --peer-model /tmp/tb/q-q4_0.gguf --peer-bin $L/llbench --md $W/peer$1.md > $W/peer$1.json 2>> $W/bench.err
     echo "-- round $1: tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer$1.md >> $A
+}
+dev_ncu_agg() { python3 - "$1" >> $A <<'PY'
+import csv, sys, collections
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+h = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+if h is None: print("no ncu table"); sys.exit()
+H = rows[h]; k = H.index("Kernel Name"); v = H.index("Metric Value"); u = H.index("Metric Unit")
+t = collections.defaultdict(lambda: [0, 0.0])
+for r in rows[h + 1:]:
+    if len(r) <= v: continue
+    try: x = float(r[v].replace(",", ""))
+    except ValueError: continue
+    x = x / 1000 if r[u] in ("ns", "nsecond") else x * 1000 if r[u] in ("ms", "msecond") else x
+    t[r[k][:90]][0] += 1; t[r[k][:90]][1] += x
+tot = sum(a[1] for a in t.values())
+print("kernels %d, total %.1f us" % (sum(a[0] for a in t.values()), tot))
+for n, (c, s) in sorted(t.items(), key=lambda e: -e[1][1])[:30]:
+    print("%6d %10.1f us %8.2f us/launch  %s" % (c, s, s / c, n))
+PY
 }

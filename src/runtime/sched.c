@@ -105,7 +105,8 @@ struct tm_req {
                                   (skip) looks through, the new ones appended (req_trigger) */
     size_t tail_len;
     int waiting;               /* 1: trig not yet written (the output is free); 2: the grammar refused what
-                                  followed it (free for good) */
+                                  followed it, or (anchored) the output starts otherwise (free for good) */
+    int anchored;              /* request.grammar_trigger_anchored: trig counts only at the output's start */
     char *skip_open, *skip_close; /* request.grammar_skip_open / _close, or NULL: the block in which trig is not
                                   looked for */
     size_t so_len, sc_len;
@@ -278,7 +279,12 @@ static const char *req_kept_text(const tm_req *q, int32_t tok)
  *
  * A state that decides hands the next the bytes past the point decided (the whole window where
  * the output leaves skip_open: a trigger may start in its whitespace, or in a piece of skip_open it
- * shares), so one token's text may pass through every state. */
+ * shares), so one token's text may pass through every state.
+ *
+ * An anchored trigger (grammar_trigger_anchored: a bare call, which has no marker) counts only
+ * where BLOCK_PAST's window, the output from its start or from just past the block's close, starts
+ * with it past whitespace (trig_anchored): the window then holds that whitespace, dropped as it
+ * comes, and a piece of trig; a byte that leaves trig frees the output for good. */
 enum trig_block { BLOCK_PAST, BLOCK_DECIDE, BLOCK_IN };
 
 /* (text/reasoning.c's whitespace) */
@@ -315,6 +321,26 @@ static void trig_decide(tm_req *q)
     }
 }
 
+/* BLOCK_PAST, anchored: the window past its leading whitespace is a piece of trig (wait), starts with
+ * the whole of it (the matcher takes the window and holds from here, or frees the output for good if
+ * it refuses those bytes), or leaves it (free for good). Returns TM_OK or TM_E_NOMEM. */
+static int trig_anchored(tm_req *q)
+{
+    size_t p = 0;
+    while (p < q->tail_len && trig_ws(q->tail[p])) p++;
+    tail_drop(q, p);
+    size_t k = q->tail_len < q->trig_len ? q->tail_len : q->trig_len;
+    if (memcmp(q->tail, q->trig, k)) {
+        q->waiting = 2;
+        return TM_OK;
+    }
+    if (k < q->trig_len) return TM_OK;
+    int rc = tm_gmatch_feed(q->gm, q->tail, q->tail_len);
+    if (rc < 0) return rc;
+    q->waiting = rc == 1 ? 0 : 2;
+    return TM_OK;
+}
+
 /* A lazy grammar waiting for its trigger takes token tok: its text goes through the states above;
  * where the output now holds the trigger past any block, the matcher takes the text from the
  * trigger's start and holds from here (left free for good if it refuses those bytes). A special
@@ -342,6 +368,7 @@ static int req_trigger(tm_req *q, int32_t tok)
         tail_drop(q, (size_t)(c - t) + q->sc_len); /* the block closed: what follows is looked through */
         q->block = BLOCK_PAST;
     }
+    if (q->anchored) return trig_anchored(q);
     const char *at = memmem(t, q->tail_len, q->trig, q->trig_len);
     if (at) {
         size_t k = q->tail_len - (size_t)(at - t);
@@ -1125,6 +1152,10 @@ static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
     int trig = r->grammar_trigger && *r->grammar_trigger, skip = r->grammar_skip_close && *r->grammar_skip_close;
     if (trig && !r->grammar && !r->json_schema)
         return tm_errf(err, TM_E_INVALID, "request: grammar_trigger without a grammar");
+    if (r->grammar_trigger_anchored && !trig)
+        return tm_errf(err, TM_E_INVALID, "request: grammar_trigger_anchored without a grammar_trigger");
+    if (r->grammar_trigger_anchored && trig_ws(r->grammar_trigger[0])) /* (the output's whitespace is skipped) */
+        return tm_errf(err, TM_E_INVALID, "request: grammar_trigger_anchored: the trigger starts with whitespace");
     /* the skipped block: both markers or neither, with a trigger to skip for */
     if (skip && !trig) return tm_errf(err, TM_E_INVALID, "request: grammar_skip_close without a grammar_trigger");
     if (r->grammar_skip_open && !skip)
@@ -1149,6 +1180,7 @@ static int req_constraint(tm_req *q, const tandem_request *r, tm_err *err)
         if (!(q->trig = strdup(r->grammar_trigger))) return tm_errf(err, TM_E_NOMEM, "out of memory");
         q->trig_len = strlen(q->trig);
         q->waiting = 1;
+        q->anchored = r->grammar_trigger_anchored;
     }
     if (skip) { /* (skip_open "": the output starts inside the block) */
         if (!(q->skip_open = strdup(r->grammar_skip_open)) || !(q->skip_close = strdup(r->grammar_skip_close)))

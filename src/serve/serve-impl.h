@@ -36,6 +36,10 @@ char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const c
  * <fim_prefix>, DeepSeek-Coder's, Code Llama's <PRE>); NULL where none is found. */
 const char *const *tm_serve_fim(const tandem_model *m);
 
+/* Is text one special token of model m's vocabulary (tokenized alone, one token that a decode skipping
+ * special tokens drops)? 1 or 0. (void *: text/toolcall.h's tm_tool_dialect_kept asks it.) */
+int tm_serve_special(void *m, const char *text);
+
 /* A listening socket on host:port (port 0: the kernel picks one): *fd_out, the port it has, whether
  * it is IPv6. TM_OK or TM_E_IO naming host and port. */
 int tm_serve_listen(const char *host, int port, int *fd_out, int *port_out, int *ipv6, tm_err *err);

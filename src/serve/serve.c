@@ -132,6 +132,7 @@ struct tm_server {
     uint64_t rand_base;
     atomic_uint_fast64_t rand_ctr;
     const tm_tool_dialect *dialect; /* tool calls in the template's dialect, or NULL (opts.tool_parser) */
+    tm_tool_dialect kept;      /* a bare dialect's form with its special-token markers kept (dialect points here) */
     const tm_think_markers *think; /* replies' think blocks (in this family) go to reasoning_content (opts.reasoning) */
     int harmony;               /* the template writes harmony (gpt-oss): chat replies keep its markers and are
                                   read by text/harmony.h, analysis as reasoning_content unless reasoning is "none" */
@@ -925,12 +926,13 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
         return -1;
     }
     j->calls = srv->dialect;
-    /* auto: a lazy grammar, triggered by the dialect's marker where the text shows it (not a bare
-     * dialect's, often a special token) and no other constraint holds the reply; a reasoning
-     * template's thinking block, which may name the marker, is left free (the trigger is looked
-     * for after it: serve_generate makes the opening marker "" where the prompt opens the block) */
-    int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO;
-    if (lazy && (srv->dialect->bare || srv->harmony || q->grammar || q->json_schema || q->json_object)) return 0;
+    /* auto: a lazy grammar where no other constraint holds the reply, triggered by the dialect's marker
+     * (tm_tool_lazy_trigger: none where the text lacks it) or a bare call's start; a reasoning template's
+     * thinking block, which may name it, is left free (the trigger is looked for after it: serve_generate
+     * makes the opening marker "" where the prompt opens the block) */
+    int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO, anchored = 0;
+    const char *trigger = tm_tool_lazy_trigger(srv->dialect, &anchored);
+    if (lazy && (!trigger || srv->harmony || q->grammar || q->json_schema || q->json_object)) return 0;
     tm_err err = {0};
     int rc = tm_tool_grammar(srv->dialect, r->tools_json, r->tool_choice == TM_OAI_TOOLS_NAMED ? r->tool_name : NULL,
                              r->parallel_tool_calls, lazy, &j->grammar, &err);
@@ -941,7 +943,7 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
     }
     q->grammar = j->grammar;
     if (lazy) {
-        q->grammar_trigger = srv->dialect->open;
+        q->grammar_trigger = trigger, q->grammar_trigger_anchored = anchored;
         if (srv->think) q->grammar_skip_open = srv->think->open, q->grammar_skip_close = srv->think->close;
         return 0;
     }
@@ -1441,6 +1443,8 @@ int tm_server_start(tm_server **out, tandem_model *m, tandem_session *s, const t
         return tm_errf(err, TM_E_INVALID, "serve: --tool-parser '%s' is not one of auto, none, %s", o->tool_parser,
                        tm_tool_dialect_names());
     }
+    if (tm_tool_dialect_kept(srv->dialect, tool_src ? tool_src : tpl_src, tm_serve_special, m, &srv->kept))
+        srv->dialect = &srv->kept; /* its markers are the vocabulary's special tokens: kept in the replies */
     srv->harmony = tm_harmony_detect(tpl_src) || (srv->dialect && srv->dialect->harmony);
     srv->harmony_think = !o->reasoning || strcmp(o->reasoning, "none") != 0;
     uint64_t seed = 0;

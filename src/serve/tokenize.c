@@ -132,6 +132,21 @@ char *tm_serve_count_tokens(const tm_serve_tok *t, const char *gen_open, const c
     return js;
 }
 
+int tm_serve_special(void *m, const char *text)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char *skip = NULL, *kept = NULL;
+    tandem_status st;
+    int one = tandem_tokenize(m, text, strlen(text), 0, &ids, &n, &st) == 0 && n == 1 &&
+              tandem_detokenize(m, ids, 1, 1, &skip, &st) == 0 && tandem_detokenize(m, ids, 1, 0, &kept, &st) == 0 &&
+              !skip[0] && !strcmp(kept, text);
+    free(ids);
+    free(skip);
+    free(kept);
+    return one;
+}
+
 const char *const *tm_serve_fim(const tandem_model *m)
 {
     /* prefix, suffix, middle, in the order the prompt takes them (prefix-suffix-middle) */

@@ -40,6 +40,11 @@ static const char *const KIMI_KEEP[] = {"<|tool_calls_section_begin|>", "<|tool_
 /* Command R7B's and Command A's markers: special tokens */
 static const char *const COMMAND_KEEP[] = {"<|START_ACTION|>", "<|END_ACTION|>", NULL};
 
+/* The bare dialects' markers that their models write as special tokens (tm_tool_dialect_kept) */
+static const char *const MISTRAL_ARGS_TOKENS[] = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", NULL};
+static const char *const MISTRAL_TOKENS[] = {"[TOOL_CALLS]", NULL};
+static const char *const GRANITE_TOKENS[] = {"<|tool_call|>", NULL};
+
 static const tm_tool_dialect dialects[] = {
     {.name = "deepseek_v3", .detect = {"<｜tool▁sep｜>", NULL}, .open = "<｜tool▁calls▁begin｜>",
      .close = "<｜tool▁calls▁end｜>", .args_key = "arguments", .gen_open = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>",
@@ -62,13 +67,14 @@ static const tm_tool_dialect dialects[] = {
      .gen_open = "<|START_ACTION|>[\n    ", .gen_close = "", .gen_sep = ",\n    ", .gen_end = "\n]", .keep = COMMAND_KEEP},
     {.name = "mistral_args", .detect = {"[ARGS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .bare = 1,
      .args_key = "arguments", .gen_open = "[TOOL_CALLS]", .gen_close = "", .gen_sep = "", .gen_end = "", .id_len = 9,
-     .args_marker = "[ARGS]", .id_marker = "[CALL_ID]"},
+     .args_marker = "[ARGS]", .id_marker = "[CALL_ID]", .tokens = MISTRAL_ARGS_TOKENS,
+     .tokens_id = "( \"[CALL_ID]\" [a-zA-Z0-9]{9} )?"},
     {.name = "mistral", .detect = {"[TOOL_CALLS]", NULL}, .open = "[TOOL_CALLS]", .close = "", .list = 1,
      .bare = 1, .args_key = "arguments", .gen_open = "[TOOL_CALLS][", .gen_close = "", .gen_sep = ", ",
-     .gen_end = "]", .id_len = 9},
+     .gen_end = "]", .id_len = 9, .tokens = MISTRAL_TOKENS},
     {.name = "granite", .detect = {"<|tool_call|>", NULL}, .open = "<|tool_call|>", .close = "", .list = 1,
      .bare = 1, .args_key = "arguments", .gen_open = "<|tool_call|>[", .gen_close = "", .gen_sep = ", ",
-     .gen_end = "]"},
+     .gen_end = "]", .tokens = GRANITE_TOKENS},
     {.name = "seed_oss", .detect = {"<seed:tool_call>", NULL}, .open = "<seed:tool_call>", .close = "</seed:tool_call>",
      .args_key = "arguments", .gen_open = "<seed:tool_call>\n", .gen_close = "</seed:tool_call>",
      .gen_sep = "\n<seed:tool_call>\n", .gen_end = "", .xml = &seed_xml},
@@ -85,7 +91,7 @@ static const tm_tool_dialect dialects[] = {
      .gen_sep = "\n<tool_call>\n", .gen_end = ""},
     {.name = "llama3_json", .detect = {"<|python_tag|>", "\"parameters\": dictionary"}, .open = "<|python_tag|>",
      .close = "", .bare = 1, .semicolons = 1, .args_key = "parameters", .gen_open = "", .gen_close = "",
-     .gen_sep = "; ", .gen_end = ""},
+     .gen_sep = "; ", .gen_end = "", .trigger = "{\"name\"", .anchored = 1},
 };
 #define N_DIALECTS (sizeof dialects / sizeof dialects[0])
 
@@ -108,6 +114,33 @@ const char *tm_tool_dialect_names(void)
 {
     return "hermes, llama3_json, mistral, mistral_args, granite, qwen3_coder, glm, seed_oss, minimax, harmony, "
            "deepseek_v3, command_r, kimi_k2";
+}
+
+int tm_tool_dialect_kept(const tm_tool_dialect *d, const char *template_src, int (*special)(void *ud, const char *text),
+                         void *ud, tm_tool_dialect *out)
+{
+    if (!d || !d->tokens || !special(ud, d->open) || (d->args_marker && !special(ud, d->args_marker))) return 0;
+    *out = *d;
+    out->bare = 0; /* the marker is in the text: the calls start there, as hermes' do at <tool_call> */
+    out->keep = d->tokens;
+    if (d->args_marker) { /* [TOOL_CALLS]f[ARGS]{...}[TOOL_CALLS]g[ARGS]{...}, a [CALL_ID] and an id in some */
+        out->gen_sep = d->open;
+        out->gen_args = d->args_marker;
+        int id = d->id_marker && template_src && strstr(template_src, d->id_marker) && special(ud, d->id_marker);
+        out->gen_id = id ? d->tokens_id : NULL;
+    }
+    return 1;
+}
+
+const char *tm_tool_lazy_trigger(const tm_tool_dialect *d, int *anchored)
+{
+    *anchored = 0;
+    if (!d || d->harmony) return NULL;
+    if (d->trigger) {
+        *anchored = d->anchored;
+        return d->trigger;
+    }
+    return d->bare ? NULL : d->open;
 }
 
 /* ---- the tools array ---------------------------------------------------------------------- */
@@ -1199,8 +1232,13 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
         return tm_errf(err, TM_E_INVALID, "tool_choice: the function '%.64s' is not among the tools", only);
     }
     text_t t = {0};
-    /* root ::= call close (sep call close)* end */
-    int bad = puts_(&t, "root ::= ") || (with_open && (put_lit(&t, d->gen_open) || puts_(&t, " "))) ||
+    /* root ::= [gen_open] call close (sep call close)* end; where gen_open starts with a marker that is a special
+       token kept in the text (the kept forms), a space may follow the marker: a SentencePiece tokenizer's next
+       word starts with one (Mistral 7B v0.3 writes "[TOOL_CALLS] [") */
+    int kept = with_open && d->tokens && !d->bare;
+    size_t ol = kept && !strncmp(d->gen_open, d->open, strlen(d->open)) ? strlen(d->open) : 0;
+    int bad = puts_(&t, "root ::= ") || (ol && (put_lit(&t, d->open) || puts_(&t, " \" \"? "))) ||
+              (with_open && (put_lit(&t, d->gen_open + ol) || puts_(&t, " "))) ||
               puts_(&t, "tc-call ") || put_lit(&t, d->gen_close);
     if (parallel && !bad)
         bad = puts_(&t, " ( ") || put_lit(&t, d->gen_sep) || puts_(&t, " tc-call ") || put_lit(&t, d->gen_close) ||

@@ -30,6 +30,9 @@
  *   // tool_choice "required" or a named function: the reply is held to calls
  *   char *gbnf;
  *   tm_tool_grammar(d, tools_json, NULL, 1, 0, &gbnf, &err); // request.grammar; prompt += d->gen_open
+ *   // tool_choice "auto": the same from d->gen_open on (with_open 1), a lazy grammar where d has a trigger
+ *   int anchored;
+ *   const char *trig = tm_tool_lazy_trigger(d, &anchored);   // request.grammar_trigger (_anchored), or NULL
  *   // streaming: send text[0 .. tm_tool_safe_prefix(d, text, n)) as content, hold the rest
  *   tm_tool_calls c;
  *   tm_tool_parse(d, text, n, tools_json, 0, &c, &err);   // c.n calls, c.content the text around them
@@ -75,6 +78,12 @@
  * leaves its text to the answer). Its forced grammar writes one call, the name after gen_open,
  * then gen_args, then the arguments; its markers are special tokens the request keeps in its text
  * (tandem_request.keep_special) and a grammar may write.
+ *
+ * Bare dialects whose markers are special tokens (mistral, mistral_args, granite) have a second form
+ * for a model whose vocabulary has them (tm_tool_dialect_kept): the request keeps the markers in the
+ * reply's text, so it is parsed, held back and lazily constrained by them as hermes' is by <tool_call>.
+ * llama3_json stays bare (its calls have no marker): its lazy grammar starts at a reply that opens
+ * with a call's first bytes ({"name"), an anchored trigger (tandem_request.grammar_trigger_anchored).
  *
  * A forced reply (tool_choice "required" or one function) is a grammar (text/grammar.h): the
  * dialect's form, each call to one declared tool with arguments held to its "parameters" schema
@@ -138,6 +147,12 @@ typedef struct tm_tool_dialect {
     const char *name_prefix; /* a named dialect: before the name ("functions."), optional in the text */
     int text_ids;            /* a named call's text from its prefix to its id ("functions.f:0") is the call's id */
     const char *gen_id;      /* a forced named call writes this after the name (a grammar fragment: the id) */
+    const char *const *tokens; /* a bare dialect whose markers its models write as special tokens: those markers,
+                                open first (NULL-terminated; tm_tool_dialect_kept), or NULL */
+    const char *tokens_id;   /* ... a named one's id where its template writes id_marker (a grammar fragment) */
+    const char *trigger;     /* auto's lazy grammar: the text that starts the calls where open does not (a bare
+                                dialect's), or NULL (tm_tool_lazy_trigger) */
+    int anchored;            /* ... and it counts only at the reply's start (tandem_request.grammar_trigger_anchored) */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
@@ -146,6 +161,22 @@ const tm_tool_dialect *tm_tool_dialect_named(const char *name);
 const tm_tool_dialect *tm_tool_dialect_detect(const char *template_src);
 /* The names of every dialect, comma-separated (for messages). */
 const char *tm_tool_dialect_names(void);
+
+/* tm_tool_dialect_kept: where d's markers are special tokens of its models (d->tokens: mistral's,
+ * mistral_args' and granite's) and special(ud, text) says the model's vocabulary has each marker a call
+ * writes as one, *out := d as a reply that keeps them in its text writes it (tandem_request.keep_special:
+ * out->keep), and returns 1: not bare (a call opens with its marker, so auto's lazy grammar starts there,
+ * tm_tool_lazy_trigger), and a named dialect's calls written in full, the marker before each, args_marker
+ * between name and arguments, and (optional) id_marker and an id where template_src shows id_marker.
+ * Else 0, *out untouched: d stays as it is. */
+int tm_tool_dialect_kept(const tm_tool_dialect *d, const char *template_src, int (*special)(void *ud, const char *text),
+                         void *ud, tm_tool_dialect *out);
+
+/* tm_tool_lazy_trigger: the trigger of auto's lazy grammar in d (tandem_request.grammar_trigger over
+ * tm_tool_grammar's with_open form): its open marker where a reply's text shows it; d->trigger for a bare
+ * dialect that has one (llama3_json: {"name", *anchored = 1: only as the reply's start); NULL where there is
+ * none (a bare dialect whose marker the text does not show, harmony). */
+const char *tm_tool_lazy_trigger(const tm_tool_dialect *d, int *anchored);
 
 /* tm_tool_check: tools_json is OpenAI's "tools" array: [{"type": "function", "function": {"name",
  * "description"?, "parameters"?: an object, "strict"?: a boolean}}], 1 to TM_TOOL_MAX_TOOLS of them,

@@ -7,7 +7,9 @@
 # (kernel time by kernel name). The build also runs the experts' combine over a block per 256 columns (was one block a
 # row) and, in a decode step, adds into the residual stream and runs the next norm there (TANDEM_CUDA_MOE_FUSE_RES=0:
 # apart, as before): tg128 of four forms interleaved (new; the old indexed shape; the residual apart; both as before).
-# Carried: tmp/cuda57a.tar.xz, tmp/peer.tar.xz.
+# Carried: tmp/cuda57a.tar.xz, tmp/peer.tar.xz. (Its ncu table's reader was moved into tools/device-lib.sh,
+# dev_ncu_agg, after the call; the call's copy read ncu's "ns" unit as microseconds, so call 1's log shows
+# nanoseconds under "us".)
 . tools/device-lib.sh
 dev_init a.txt ${PK:-cuda57a}
 el() { echo $(( $(date +%s) - T0 )); }
@@ -32,37 +34,17 @@ for r in 1 2 3; do bn new $r X=1; bn ixold $r TANDEM_CUDA_IX_SHAPE=0; bn resapar
 st ncu
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: ${NCU:-none}" >> $A
-agg() { python3 - "$1" >> $A <<'PY'
-import csv, sys, collections
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-h = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
-if h is None: print("no ncu table"); sys.exit()
-H = rows[h]; k = H.index("Kernel Name"); v = H.index("Metric Value"); u = H.index("Metric Unit")
-t = collections.defaultdict(lambda: [0, 0.0])
-for r in rows[h + 1:]:
-    if len(r) <= v: continue
-    try: x = float(r[v].replace(",", ""))
-    except ValueError: continue
-    x = x / 1000 if r[u] in ("ns", "nsecond") else x * 1000 if r[u] in ("ms", "msecond") else x  # (call 1 read the
-    # unit wrong: its "us" figures are ns)
-    t[r[k][:90]][0] += 1; t[r[k][:90]][1] += x
-tot = sum(a[1] for a in t.values())
-print("kernels %d, total %.1f us" % (sum(a[0] for a in t.values()), tot))
-for n, (c, s) in sorted(t.items(), key=lambda e: -e[1][1])[:30]:
-    print("%6d %10.1f us %8.2f us/launch  %s" % (c, s, s / c, n))
-PY
-}
 if [ -n "$NCU" ]; then
   timeout 200 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
     $B/tandem bench /tmp/tb/q.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
-  echo "-- tandem (rc $?)" >> $A; agg $W/ncu-t.csv; tail -3 $W/ncu-t.err | cut -c1-200 >> $A
+  echo "-- tandem (rc $?)" >> $A; dev_ncu_agg $W/ncu-t.csv; tail -3 $W/ncu-t.err | cut -c1-200 >> $A
 fi
 dev_peer_q4
 st peer
 if [ -n "$NCU" ] && [ -f /tmp/tb/q-q4_0.gguf ]; then
   timeout 150 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
     $L/llbench bench /tmp/tb/q-q4_0.gguf 4 1 tg16 > $W/ncu-l.csv 2> $W/ncu-l.err
-  echo "-- llama.cpp (rc $?)" >> $A; agg $W/ncu-l.csv; tail -3 $W/ncu-l.err | cut -c1-200 >> $A
+  echo "-- llama.cpp (rc $?)" >> $A; dev_ncu_agg $W/ncu-l.csv; tail -3 $W/ncu-l.err | cut -c1-200 >> $A
 fi
 [ $(el) -lt 470 ] && [ -f /tmp/tb/q-q4_0.gguf ] && dev_peer_round 1
 grep -iE "error|dropped|fail" $W/bench.err | head -10 | cut -c1-250 >> $A

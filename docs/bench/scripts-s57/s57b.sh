@@ -28,30 +28,11 @@ bn() { env $3 timeout 60 $B/tandem bench /tmp/tb/q.tdm -t 4 --tests tg128 --reps
 for r in 1 2 3; do bn new $r X=1; bn ixold $r TANDEM_CUDA_IX_SHAPE=0; bn resapart $r TANDEM_CUDA_MOE_FUSE_RES=0
   bn both $r "TANDEM_CUDA_IX_SHAPE=0 TANDEM_CUDA_MOE_FUSE_RES=0"; done
 st ncu
-agg() { python3 - "$1" >> $A <<'PY'
-import csv, sys, collections
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-h = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
-if h is None: print("no ncu table"); sys.exit()
-H = rows[h]; k = H.index("Kernel Name"); v = H.index("Metric Value"); u = H.index("Metric Unit")
-t = collections.defaultdict(lambda: [0, 0.0])
-for r in rows[h + 1:]:
-    if len(r) <= v: continue
-    try: x = float(r[v].replace(",", ""))
-    except ValueError: continue
-    x = x / 1000 if r[u] in ("ns", "nsecond") else x * 1000 if r[u] in ("ms", "msecond") else x
-    t[r[k][:90]][0] += 1; t[r[k][:90]][1] += x
-tot = sum(a[1] for a in t.values())
-print("kernels %d, total %.1f us" % (sum(a[0] for a in t.values()), tot))
-for n, (c, s) in sorted(t.items(), key=lambda e: -e[1][1])[:30]:
-    print("%6d %10.1f us %8.2f us/launch  %s" % (c, s, s / c, n))
-PY
-}
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 if [ -n "$NCU" ] && [ $(el) -lt 300 ]; then
   timeout 120 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
     $B/tandem bench /tmp/tb/q.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
-  echo "-- tandem under ncu (rc $?)" >> $A; agg $W/ncu-t.csv
+  echo "-- tandem under ncu (rc $?)" >> $A; dev_ncu_agg $W/ncu-t.csv
 fi
 dev_peer_q4
 st peer
