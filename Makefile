@@ -98,7 +98,7 @@ endif
 $(BUILD)/cu_gemv_bench: tools/cu_gemv_bench.c $(BUILD)/libtandem.a
 	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/harness.h tests/toklog_util.h $(BUILD)/libtandem.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtandem.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WFLAGS) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libtandem.a $(LDLIBS)
 

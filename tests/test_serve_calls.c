@@ -5,7 +5,10 @@
  * 2. auto in the bare dialects (mistral, mistral_args, granite, llama3_json) through the server, on the demo
  *    model given their markers as special tokens (and Llama 3's call start as a token): a reply made to write
  *    the marker first (a logit bias) is held to the schemas and streams its calls in pieces; text before the
- *    marker streams as content; a reply without it is text (test_auto_bare). */
+ *    marker streams as content; a reply without it is text (test_auto_bare).
+ * 3. auto in harmony (gpt-oss's template) on the demo model given harmony's markers as special tokens and a
+ *    call's recipient as a token: a reply made to write the recipient (a logit bias) is held to the schema from
+ *    there and streams its call in pieces; a reply without it is text (test_auto_harmony). */
 #include "harness.h"
 #include "http_client.h"
 #include "serve_util.h"
@@ -166,6 +169,19 @@ static void test_reply(void)
  * each one first */
 static const char *const MARKS[5] = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|tool_call|>", "{\"name\""};
 static const int MARK_SPECIAL[5] = {1, 1, 1, 1, 0};
+
+/* removes the model directory tv_model_dir made */
+static void model_dir_rm(const char *dir)
+{
+    static const char *const files[] = {"tokenizer.json", "config.json", "model.safetensors", "tokenizer_config.json",
+                                        "special_tokens_map.json"};
+    char path[PATH_MAX];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
 
 /* the id of the vocabulary entry with text t among m's last entries (where tv_model_dir put MARKS), or -1 */
 static int32_t mark_id(const tandem_model *m, const char *t)
@@ -362,22 +378,126 @@ out:
     tandem_session_free(s);
     tandem_model_free(m);
     tandem_model_free(demo);
-    static const char *const files[] = {"tokenizer.json", "config.json", "model.safetensors", "tokenizer_config.json",
-                                        "special_tokens_map.json"};
-    char path[PATH_MAX];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        unlink(path);
-    }
-    rmdir(dir);
+    model_dir_rm(dir);
 }
 
-/* ---- 4. Anthropic's Messages API ---- */
+/* ---- 3. auto held once a call starts, in harmony (gpt-oss) ---- */
+
+/* harmony's markers as special tokens and a call's recipient, "to=functions.", as an ordinary one (no text
+ * tokenizes to it), in the demo model's vocabulary; and an analysis message's opening that names the recipient */
+#define AN_OPEN "<|channel|>analysis<|message|>"
+static const char *const HMARKS[9] = {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>",
+                                      "<|return|>", "to=functions.", AN_OPEN "to=functions."};
+static const int HMARK_SPECIAL[9] = {1, 1, 1, 1, 1, 1, 1, 0, 0};
+/* TOOLS with a description each (gpt-oss's template prints them) */
+static const char *HTOOLS =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The weather in a city\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Oslo\",\"Rome\"]},"
+    "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\"],"
+    "\"additionalProperties\":false}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"now\",\"description\":\"The time\",\"parameters\":{\"type\":"
+    "\"object\",\"properties\":{},\"additionalProperties\":false}}}]";
+
+/* gpt-oss's template, auto: the demo model made to write a call's recipient first (a logit bias of +100 on it;
+ * the rest is the model's) writes a call held to the tool's schema from there (the header in a form the reader
+ * takes, the arguments the schema's), read as the call, JSON and streamed alike, the stream's in pieces that add
+ * up to the JSON answer's, the markers written as their special tokens; a reply without the recipient is text, as
+ * before, streamed the same; a recipient named in the analysis message the reply opens with starts no grammar (the
+ * model made to write that opening and the recipient, again and again: reasoning, free, no tool's name after it). */
+static void test_auto_harmony(void)
+{
+    char dir[] = "/tmp/tm_harmony_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(tv_model_dir(dir, "models/tiny-classics-llama", HMARKS, HMARK_SPECIAL, 9) == 0);
+    tandem_status st;
+    tandem_model *m = NULL;
+    CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
+    tandem_session_opts so;
+    tandem_session_opts_default(&so);
+    so.n_threads = 2;
+    so.max_ctx = 1024;
+    so.route = TANDEM_ROUTE_HYBRID;
+    tandem_session *s = NULL;
+    if (m) CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
+    char *tpl = th_slurp("tests/data/chat_templates/openai-gpt-oss-120b.jinja");
+    tm_server *srv = NULL;
+    if (!s || !tpl) goto out;
+    CHECK(tm_serve_special(m, "<|message|>") && tm_serve_special(m, "<|call|>") && !tm_serve_special(m, "to=functions."));
+    tm_server_opts o;
+    tm_server_opts_default(&o);
+    o.port = 0;
+    o.chat_template = tpl;
+    tm_err err = {0};
+    CHECKF(tm_server_start(&srv, m, s, &o, &err) == TM_OK, "%s", err.msg);
+    if (!srv) goto out;
+    int port = tm_server_port(srv);
+    int32_t id = mark_id(m, "to=functions."), *gw = NULL;
+    size_t ngw = 0;
+    CHECKF(id >= 0, "no token to=functions.");
+    /* (and get_weather's first token, a smaller bias: a call with arguments; where the grammar allows it, only as
+       the tool's name) */
+    CHECK(tandem_tokenize(m, "get_weather", 11, 0, &gw, &ngw, &st) == 0 && ngw >= 1);
+    int32_t g0 = gw ? gw[0] : 0;
+    free(gw);
+    const char *U = "\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Oslo?\"}],\"temperature\":0";
+    char body[4096];
+    reply a, b;
+    for (int stream = 0; stream < 3; stream++) {
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"logit_bias\":{\"%d\":100,\"%d\":30},\"max_tokens\":64,"
+                 "\"stream\":%s%s}", U, HTOOLS, id, g0, stream == 1 ? "true" : "false",
+                 stream == 2 ? ",\"logprobs\":true" : "");
+        if (stream < 2) {
+            ask(port, body, stream, stream ? &b : &a);
+            continue;
+        }
+        /* the tokens the reply wrote: the recipient first, <|message|> as its special token */
+        int status, has_msg = 0;
+        cJSON *j = http_json(port, "POST", "/v1/chat/completions", body, NULL, &status);
+        const cJSON *t, *lp = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j,
+                                                  "choices"), 0), "logprobs"), "content");
+        const char *first = jstr(cJSON_GetArrayItem(lp, 0), "token");
+        cJSON_ArrayForEach(t, lp) has_msg |= !strcmp(jstr(t, "token") ? jstr(t, "token") : "", "<|message|>");
+        CHECKF(status == 200 && first && !strcmp(first, "to=functions.") && has_msg, "harmony auto: status %d, first %s, "
+               "<|message|> %d", status, first ? first : "-", has_msg);
+        cJSON_Delete(j);
+    }
+    same_reply_calls(&a, &b, "harmony auto");
+    CHECKF(a.n == 1 && !strcmp(a.name[0], "get_weather") && !strcmp(a.finish, "tool_calls") && !a.has_content &&
+               !b.has_content && !a.has_reasoning,
+           "harmony auto: %d calls (%s), finish %s, content '%s' / '%s'", a.n, a.name[0], a.finish, a.content, b.content);
+    /* the recipient inside the opening analysis: left free (the bias's token, never a name after the recipient) */
+    int32_t an = mark_id(m, AN_OPEN "to=functions.");
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"logit_bias\":{\"%d\":100},\"max_tokens\":6,\"stream\":%s}", U,
+                 HTOOLS, an, stream ? "true" : "false");
+        ask(port, body, stream, stream ? &b : &a);
+    }
+    CHECKF(an >= 0 && a.status == 200 && a.n == 0 && b.n == 0 && !strcmp(a.finish, "length") &&
+               !strncmp(a.reasoning, "to=functions.\n\nto=functions.", 28) && !strstr(a.reasoning, "functions.get") &&
+               !strstr(a.reasoning, "functions.now") && !strcmp(a.reasoning, b.reasoning) && !a.has_content,
+           "harmony auto, analysis: %d calls (%s), reasoning '%s' / '%s', content '%s'", a.n, a.finish, a.reasoning,
+           b.reasoning, a.content);
+    /* no bias: text, as before (this model never writes the format: all answer), the same streamed */
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24}", U, HTOOLS);
+    ask(port, body, 0, &a);
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24,\"stream\":true}", U, HTOOLS);
+    ask(port, body, 1, &b);
+    CHECKF(a.status == 200 && a.n == 0 && a.has_content && strcmp(a.finish, "tool_calls") && b.status == 200 &&
+               b.n == 0 && !strcmp(a.content, b.content) && !strcmp(a.finish, b.finish),
+           "harmony auto, text: %d calls '%s' (%s) / streamed %d '%s'", a.n, a.content, a.finish, b.n, b.content);
+out:
+    if (srv) tm_server_stop(srv);
+    free(tpl);
+    tandem_session_free(s);
+    tandem_model_free(m);
+    model_dir_rm(dir);
+}
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     test_reply();
     test_auto_bare();
+    test_auto_harmony();
     return th_done("test_serve_calls");
 }

@@ -20,7 +20,9 @@
  *    string; a strict tool's string pattern refused).
  * 7. The bare dialects' forms with their special-token markers kept (tm_tool_dialect_kept: made only where
  *    the vocabulary has them; their grammars, parse, hold-back and partial reading) and auto's lazy trigger
- *    of every dialect (llama3_json's anchored), each a start of its lazy grammar's language. */
+ *    of every dialect (llama3_json's anchored), each a start of its lazy grammar's language; harmony's lazy
+ *    grammar from the recipient on (every header form the reader takes, fed byte by byte, read back as the
+ *    call; wrong tools, arguments and channels refused), its random replies read alike cut at every byte. */
 #include "harness.h"
 
 #include <cjson/cJSON.h>
@@ -683,8 +685,8 @@ static void test_kept(void)
     CHECK_EQ_INT(tm_tool_safe_prefix(m, "[1, 2] are", 10), 0);
     CHECK_EQ_INT(tm_tool_safe_prefix(&kept_g, "Hi <|tool", 9), 3);
 
-    /* auto's lazy triggers: the marker where the text shows it; llama3_json's call start, anchored; none for the
-     * bare dialects' special tokens not kept and harmony. Each is a start of the lazy grammar's language */
+    /* auto's lazy triggers: the marker where the text shows it (harmony's recipient); llama3_json's call start,
+     * anchored; none for the bare dialects' special tokens not kept. Each is a start of the lazy grammar's language */
     static const struct {
         const char *dn, *trig;
         int anchored;
@@ -701,7 +703,7 @@ static void test_kept(void)
         {"mistral", NULL, 0},
         {"mistral_args", NULL, 0},
         {"granite", NULL, 0},
-        {"harmony", NULL, 0},
+        {"harmony", "to=functions.", 0},
     };
     for (size_t i = 0; i < sizeof trig / sizeof trig[0] + 4; i++) {
         const tm_tool_dialect *kd[4] = {&kept_m, &kept_ma, &kept_ma_id, &kept_g};
@@ -723,6 +725,79 @@ static void test_kept(void)
     lazy_case("llama3_json",
               "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}",
               "{\"names\": []}");
+}
+
+/* what a harmony reply writes before a call's recipient (auto's lazy grammar starts there): nothing or a space (the
+ * reply's first message, its "<|start|>assistant" the prompt's), the channel, the start marker, an analysis before */
+static const char *const HARMONY_BEFORE[] = {"", " ", "<|channel|>commentary ", "<|start|>assistant<|channel|>commentary ",
+                                             "<|start|>assistant ",
+                                             "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+                                             "<|channel|>commentary "};
+#define N_HARMONY_BEFORE (sizeof HARMONY_BEFORE / sizeof HARMONY_BEFORE[0])
+
+/* harmony's lazy grammar (auto), from the recipient on: every header form text/harmony.c reads after it (the channel
+ * after the recipient or none, the content type bare, constrained or none), the arguments held to the tool's schema,
+ * then <|call|> or the reply's end, and nothing after <|call|>; each form, after what a reply writes before the
+ * recipient, reads as the call. An undeclared tool, arguments the schema refuses, another channel: refused */
+static void test_harmony_lazy(void)
+{
+    const tm_tool_dialect *d = tm_tool_dialect_named("harmony");
+    int anchored = -1;
+    const char *trig = tm_tool_lazy_trigger(d, &anchored);
+    CHECK(trig && !strcmp(trig, "to=functions.") && anchored == 0);
+    CHECK(d->skip_open && !strcmp(d->skip_open, "<|channel|>analysis<|message|>") && !strcmp(d->skip_close, "<|end|>"));
+    tm_grammar *g = grammar_of(d, TOOLS, NULL, 1, 1);
+    if (!g) return;
+    static const char *const heads[] = {
+        " <|constrain|>json<|message|>", "<|channel|>commentary json<|message|>",
+        "<|channel|>commentary <|constrain|>json<|message|>", " <|channel|>commentary<|message|>", " json<|message|>",
+        "<|constrain|>json<|message|>", "<|message|>",
+    };
+    static const char *const args[] = {"{\"city\": \"Oslo\"}", "{\"city\":\"Oslo\"}", "{ \"city\" : \"Oslo\" }"};
+    int n = 0;
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (size_t a = 0; a < 3; a++)
+            for (int call = 0; call < 2; call++, n++) {
+                char form[256], full[512];
+                snprintf(form, sizeof form, "to=functions.get_weather%s%s%s", heads[h], args[a], call ? "<|call|>" : "");
+                /* byte by byte: each prefix a start of the language, the whole a match; after <|call|> nothing more */
+                tm_gmatch *m = NULL;
+                tm_err e = {0};
+                int fed = tm_gmatch_new(&m, g, &e) == TM_OK;
+                for (size_t k = 0; fed && form[k]; k++) fed = tm_gmatch_feed(m, form + k, 1) == 1;
+                CHECKF(fed && tm_gmatch_accepting(m) && tm_gmatch_can_continue(m) == !call, "harmony lazy: %s", form);
+                tm_gmatch_free(m);
+                snprintf(full, sizeof full, "%s%s", HARMONY_BEFORE[n % N_HARMONY_BEFORE], form);
+                parse_d(TOOLS, 0, d, full, "get_weather {\"city\":\"Oslo\"}", "");
+            }
+    CHECK(th_takes(g, "to=functions.now<|message|>{}") == 1);
+    CHECK(th_takes(g, "to=functions.add <|constrain|>json<|message|>{\"a\": 1, \"b\": 2}<|call|>") == 1);
+    static const char *const bad[] = {
+        "to=functions.nope<|message|>{}",                                   /* not declared */
+        "to=functions.get<|message|>{\"city\": \"Oslo\"}",                  /* a piece of a name */
+        "to=functions.get_weatherX<|message|>{\"city\": \"Oslo\"}",
+        "to=functions.add<|message|>{\"a\": 1}",                            /* b required */
+        "to=functions.add<|message|>{\"a\": 1.5, \"b\": 2}",                /* integers */
+        "to=functions.get_weather<|message|>{\"city\": \"Oslo\", \"z\": 1}", /* no other properties */
+        "to=functions.get_weather<|message|>{\"city\": \"X\", \"unit\": \"k\"}",
+        "to=functions.get_weather<|message|>[1]",
+        "to=functions.get_weather<|channel|>analysis<|message|>{\"city\": \"Oslo\"}",
+        "to=functions.get_weather <|constrain|>yaml<|message|>{\"city\": \"Oslo\"}",
+        "to=functions.get_weather<|message|>{\"city\": \"Oslo\"}<|call|><|start|>",
+        "to=functions.get_weather<|message|>{\"city\": \"Oslo\"} Done.",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECKF(th_takes(g, bad[i]) == 0, "harmony lazy takes %s", bad[i]);
+    CHECKF(n == 42, "%d forms", n);
+    tm_grammar_free(g);
+    /* the forced grammar is as it was: after gen_open, one call in gen_args' form */
+    g = forced("harmony", TOOLS, NULL, 1);
+    if (g) {
+        forced_yes(TOOLS, "harmony", g, "get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}",
+                   "get_weather {\"city\":\"Oslo\"}");
+        CHECK(th_takes(g, "get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}") == 0);
+        CHECK(th_takes(g, "to=functions.now <|constrain|>json<|message|>{}") == 0);
+        tm_grammar_free(g);
+    }
 }
 
 static void test_ids(void)
@@ -1248,15 +1323,16 @@ static void test_partial(void)
     /* every dialect's forced replies (parallel calls), cut at every byte */
     const char *names[] = {"hermes", "llama3_json", "mistral", "mistral_args", "granite", "qwen3_coder", "glm",
                            "seed_oss", "minimax", "harmony", "deepseek_v3", "command_r", "kimi_k2"};
-    const tm_tool_dialect *kd[4] = {&kept_m, &kept_ma, &kept_ma_id, &kept_g}; /* and the kept forms' lazy replies */
+    /* and the lazy replies of the kept forms and harmony (after what a reply writes before the recipient) */
+    const tm_tool_dialect *kd[5] = {&kept_m, &kept_ma, &kept_ma_id, &kept_g, tm_tool_dialect_named("harmony")};
     size_t nn = sizeof names / sizeof names[0];
-    for (size_t di = 0; di < nn + 4; di++) {
+    for (size_t di = 0; di < nn + 5; di++) {
         const tm_tool_dialect *d = di < nn ? tm_tool_dialect_named(names[di]) : kd[di - nn];
         tm_grammar *g = grammar_of(d, TOOLS, NULL, 1, di >= nn);
         int walks = 0, good = 0, with_part = 0;
         for (int it = 0; g && it < 60 && walks < 25; it++) {
             char text[1024];
-            snprintf(text, sizeof text, "%s", di < nn ? d->gen_open : "");
+            snprintf(text, sizeof text, "%s", di < nn ? d->gen_open : d->harmony ? HARMONY_BEFORE[rnd(N_HARMONY_BEFORE)] : "");
             size_t open = strlen(text);
             if (!grammar_walk(g, text, sizeof text)) continue;
             walks++;
@@ -1320,6 +1396,10 @@ static void test_partial(void)
         {"command_r", "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}},\n"
                       "    {\"tool_call_id\": \"1\", \"tool_name\": \"now\", \"parameters\": {}}\n]<|END_ACTION|>"},
         {"harmony", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Quito\"}<|call|>"},
+        {"harmony", "<|start|>assistant to=functions.add<|channel|>commentary json<|message|>{\"a\": 1, \"b\": 2}<|call|>"},
+        {"harmony", " to=functions.now<|channel|>commentary <|constrain|>json<|message|>{}<|call|>"},
+        {"harmony", "<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant<|channel|>commentary "
+                    "to=functions.get_weather json<|message|>{\"city\": \"Lima\"}"},
     };
     static const char *around[] = {"", "", "Sure. ", "Let me check.\n\n", " "};
     int agreed = 0, read = 0;
@@ -1368,6 +1448,11 @@ static void test_partial(void)
          "get_weather", "{\"ci"},
         {"harmony", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Ly", "get_weather",
          "{\"city\":\"Ly"},
+        {"harmony", " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Ly", "get_weather",
+         "{\"city\":\"Ly"},
+        {"harmony", "<|start|>assistant to=functions.add<|channel|>commentary <|constrain|>json<|message|>{\"a\": 12", "add",
+         "{\"a\":"},
+        {"harmony", " to=functions.get_weather<|channel|>commentary json", NULL, NULL},
         {"command_r", "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"add\", \"parameters\": {\"a\": 1,", "add",
          "{\"a\":1,"},
     };
@@ -1397,6 +1482,7 @@ int main(void)
     test_holdback();
     test_grammar();
     test_kept();
+    test_harmony_lazy();
     test_ids();
     test_xml_parse();
     test_xml_roundtrip();

@@ -35,7 +35,7 @@ static inline int tv_model_dir(const char *dir, const char *src_dir, const char 
         for (cJSON *e = vocab->child; e; e = e->next)
             if ((int)e->valuedouble == id) snprintf(old, sizeof old, "%s", e->string);
         ok = old[0] != 0;
-        cJSON_DeleteItemFromObject(vocab, old);
+        cJSON_DeleteItemFromObjectCaseSensitive(vocab, old); /* (names differing in case only are distinct) */
         ok = ok && cJSON_AddNumberToObject(vocab, names[k], id);
         for (cJSON *mg = merges->child, *next; ok && mg; mg = next) { /* merges that make or use it go */
             next = mg->next;

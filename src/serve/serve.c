@@ -926,13 +926,13 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
         return -1;
     }
     j->calls = srv->dialect;
-    /* auto: a lazy grammar where no other constraint holds the reply, triggered by the dialect's marker
-     * (tm_tool_lazy_trigger: none where the text lacks it) or a bare call's start; a reasoning template's
-     * thinking block, which may name it, is left free (the trigger is looked for after it: serve_generate
-     * makes the opening marker "" where the prompt opens the block) */
+    /* auto: a lazy grammar where no other constraint holds the reply (nor harmony's reader another dialect's calls),
+     * triggered by the dialect's marker (none where the text lacks it) or a bare call's start; a block the reply opens
+     * with is left free: the dialect's (harmony's analysis), else the template's thinking ("" open: serve_generate) */
     int lazy = r->tool_choice == TM_OAI_TOOLS_AUTO, anchored = 0;
     const char *trigger = tm_tool_lazy_trigger(srv->dialect, &anchored);
-    if (lazy && (!trigger || srv->harmony || q->grammar || q->json_schema || q->json_object)) return 0;
+    if (lazy && (!trigger || srv->harmony != srv->dialect->harmony || q->grammar || q->json_schema || q->json_object))
+        return 0;
     tm_err err = {0};
     int rc = tm_tool_grammar(srv->dialect, r->tools_json, r->tool_choice == TM_OAI_TOOLS_NAMED ? r->tool_name : NULL,
                              r->parallel_tool_calls, lazy, &j->grammar, &err);
@@ -944,7 +944,9 @@ static int tools_setup(tm_server *srv, job *j, tandem_request *q, tm_oai_error *
     q->grammar = j->grammar;
     if (lazy) {
         q->grammar_trigger = trigger, q->grammar_trigger_anchored = anchored;
-        if (srv->think) q->grammar_skip_open = srv->think->open, q->grammar_skip_close = srv->think->close;
+        const tm_tool_dialect *d = srv->dialect;
+        if (d->skip_close) q->grammar_skip_open = d->skip_open, q->grammar_skip_close = d->skip_close;
+        else if (srv->think) q->grammar_skip_open = srv->think->open, q->grammar_skip_close = srv->think->close;
         return 0;
     }
     j->prefix = srv->dialect->gen_open;
@@ -1005,7 +1007,8 @@ static enum MHD_Result serve_generate(tm_server *srv, struct MHD_Connection *c, 
     if (j->keep[0]) q.keep_special = j->keep;
     if (kind == TM_OAI_CHAT && srv->harmony) { /* a constrained answer goes straight to the final channel */
         q.keep_special = TM_HARMONY_MARKERS;
-        if (!j->prefix && (q.grammar || q.json_schema || q.json_object)) j->prefix = "<|channel|>final<|message|>";
+        if (!j->prefix && ((q.grammar && !q.grammar_trigger) || q.json_schema || q.json_object))
+            j->prefix = "<|channel|>final<|message|>";
     }
     if (kind == TM_OAI_CHAT) {
         if (!(prompt = tm_serve_chat_prompt(&tok, &j->req, 1, j->prefix, &e))) {

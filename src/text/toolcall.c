@@ -45,6 +45,12 @@ static const char *const MISTRAL_ARGS_TOKENS[] = {"[TOOL_CALLS]", "[ARGS]", "[CA
 static const char *const MISTRAL_TOKENS[] = {"[TOOL_CALLS]", NULL};
 static const char *const GRANITE_TOKENS[] = {"<|tool_call|>", NULL};
 
+/* harmony's lazy form: a call's header after its recipient's name, in the forms text/harmony.c reads (the
+ * channel after the recipient, as gpt-oss's template writes it, or before; the content type bare or
+ * constrained), to its <|message|> */
+#define HARMONY_HEAD \
+    "( \" \"? \"<|channel|>commentary\" )? ( \" \" \"<|constrain|>\"? \"json\" | \"<|constrain|>json\" )? \"<|message|>\""
+
 static const tm_tool_dialect dialects[] = {
     {.name = "deepseek_v3", .detect = {"<｜tool▁sep｜>", NULL}, .open = "<｜tool▁calls▁begin｜>",
      .close = "<｜tool▁calls▁end｜>", .args_key = "arguments", .gen_open = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>",
@@ -61,7 +67,8 @@ static const tm_tool_dialect dialects[] = {
     {.name = "harmony", .detect = {"<|channel|>commentary", NULL}, .open = "to=functions.", .close = "", .args_key = "arguments",
      .gen_open = "<|channel|>commentary to=functions.", .gen_close = "", .gen_sep = "", .gen_end = "",
      .args_marker = "<|message|>", .gen_args = " <|constrain|>json<|message|>", .harmony = 1,
-     .keep = TM_HARMONY_MARKERS},
+     .keep = TM_HARMONY_MARKERS, .lazy_args = HARMONY_HEAD, .lazy_end = "\"<|call|>\"?",
+     .skip_open = "<|channel|>analysis<|message|>", .skip_close = "<|end|>"},
     {.name = "command_r", .detect = {"<|START_ACTION|>", NULL}, .open = "<|START_ACTION|>", .close = "<|END_ACTION|>",
      .list = 1, .args_key = "parameters", .name_key = "tool_name", .id_key = "tool_call_id",
      .gen_open = "<|START_ACTION|>[\n    ", .gen_close = "", .gen_sep = ",\n    ", .gen_end = "\n]", .keep = COMMAND_KEEP},
@@ -135,7 +142,7 @@ int tm_tool_dialect_kept(const tm_tool_dialect *d, const char *template_src, int
 const char *tm_tool_lazy_trigger(const tm_tool_dialect *d, int *anchored)
 {
     *anchored = 0;
-    if (!d || d->harmony) return NULL;
+    if (!d) return NULL;
     if (d->trigger) {
         *anchored = d->anchored;
         return d->trigger;
@@ -1234,16 +1241,19 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
     text_t t = {0};
     /* root ::= [gen_open] call close (sep call close)* end; where gen_open starts with a marker that is a special
        token kept in the text (the kept forms), a space may follow the marker: a SentencePiece tokenizer's next
-       word starts with one (Mistral 7B v0.3 writes "[TOOL_CALLS] [") */
+       word starts with one (Mistral 7B v0.3 writes "[TOOL_CALLS] [") (with_open: from open on, where gen_open
+       holds it later: harmony's recipient) */
     int kept = with_open && d->tokens && !d->bare;
-    size_t ol = kept && !strncmp(d->gen_open, d->open, strlen(d->open)) ? strlen(d->open) : 0;
+    const char *go = with_open && *d->open && strstr(d->gen_open, d->open) ? strstr(d->gen_open, d->open) : d->gen_open;
+    size_t ol = kept && !strncmp(go, d->open, strlen(d->open)) ? strlen(d->open) : 0;
     int bad = puts_(&t, "root ::= ") || (ol && (put_lit(&t, d->open) || puts_(&t, " \" \"? "))) ||
-              (with_open && (put_lit(&t, d->gen_open + ol) || puts_(&t, " "))) ||
+              (with_open && (put_lit(&t, go + ol) || puts_(&t, " "))) ||
               puts_(&t, "tc-call ") || put_lit(&t, d->gen_close);
     if (parallel && !bad)
         bad = puts_(&t, " ( ") || put_lit(&t, d->gen_sep) || puts_(&t, " tc-call ") || put_lit(&t, d->gen_close) ||
               puts_(&t, " )*");
-    bad = bad || puts_(&t, " ") || put_lit(&t, d->gen_end) || puts_(&t, "\ntc-call ::=");
+    bad = bad || puts_(&t, " ") || put_lit(&t, d->gen_end) ||
+          (with_open && d->lazy_end && (puts_(&t, " ") || puts_(&t, d->lazy_end))) || puts_(&t, "\ntc-call ::=");
     int i = 0, first = 1;
     for (const cJSON *tool = tools->child; tool && !bad; tool = tool->next, i++) {
         if (only && strcmp(tool_name(tool), only)) continue;
@@ -1269,7 +1279,8 @@ int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char
         if (d->args_marker) { /* the bare form: the name, then the object */
             snprintf(rule, sizeof rule, "tc-%d ::= ", i);
             bad = puts_(&t, rule) || put_lit(&t, tool_name(tool)) || (d->gen_id && (puts_(&t, " ") || puts_(&t, d->gen_id))) ||
-                  (d->gen_args && (puts_(&t, " ") || put_lit(&t, d->gen_args)));
+                  (d->gen_args && (puts_(&t, " ") || (with_open && d->lazy_args ? puts_(&t, d->lazy_args)
+                                                                                  : put_lit(&t, d->gen_args))));
             snprintf(rule, sizeof rule, " t%d-root\n", i);
             bad = bad || puts_(&t, rule);
             if (!bad) rc = put_args(&t, tool_fn(tool), i, err);

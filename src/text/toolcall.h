@@ -77,7 +77,19 @@
  * those calls to the tools (one that is not, its arguments not an object or its tool undeclared,
  * leaves its text to the answer). Its forced grammar writes one call, the name after gen_open,
  * then gen_args, then the arguments; its markers are special tokens the request keeps in its text
- * (tandem_request.keep_special) and a grammar may write.
+ * (tandem_request.keep_special) and a grammar may write. auto's lazy grammar starts at the recipient
+ * (open, "to=functions.": a call's header is free up to it, and a reply's first message may lack
+ * "<|start|>assistant" and put the recipient before its channel) and holds the rest of the call as
+ * the reader takes it (lazy_args):
+ *
+ *   to=functions. NAME [" "? "<|channel|>commentary"] [" " "<|constrain|>"? "json" | "<|constrain|>json"]
+ *       "<|message|>" ARGUMENTS ["<|call|>"]
+ *
+ * <|call|> is optional: gpt-oss's vocabulary makes it an end-of-sequence token, which a grammar never
+ * takes (the request ends there, allowed once the arguments close). The reply's opening analysis
+ * message (<|channel|>analysis<|message|> ... <|end|>) is skipped (skip_open / _close): a recipient
+ * named in that reasoning starts no grammar; one named in a later analysis or final message does
+ * (the text from it on is then held to a call's form, which the reader takes as text, not a call).
  *
  * Bare dialects whose markers are special tokens (mistral, mistral_args, granite) have a second form
  * for a model whose vocabulary has them (tm_tool_dialect_kept): the request keeps the markers in the
@@ -153,6 +165,11 @@ typedef struct tm_tool_dialect {
     const char *trigger;     /* auto's lazy grammar: the text that starts the calls where open does not (a bare
                                 dialect's), or NULL (tm_tool_lazy_trigger) */
     int anchored;            /* ... and it counts only at the reply's start (tandem_request.grammar_trigger_anchored) */
+    const char *lazy_args;   /* ... a named dialect's lazy grammar writes this (a grammar fragment) between name and
+                                arguments, where the text may take several forms (NULL: gen_args) */
+    const char *lazy_end;    /* ... and this (a grammar fragment) after the last call (NULL: nothing) */
+    const char *skip_open, *skip_close; /* ... a block its replies may open with in which the trigger is not looked
+                                for (tandem_request.grammar_skip_open / _close), or NULL */
 } tm_tool_dialect;
 
 /* The dialect named name (as above), or NULL. */
@@ -173,9 +190,10 @@ int tm_tool_dialect_kept(const tm_tool_dialect *d, const char *template_src, int
                          void *ud, tm_tool_dialect *out);
 
 /* tm_tool_lazy_trigger: the trigger of auto's lazy grammar in d (tandem_request.grammar_trigger over
- * tm_tool_grammar's with_open form): its open marker where a reply's text shows it; d->trigger for a bare
- * dialect that has one (llama3_json: {"name", *anchored = 1: only as the reply's start); NULL where there is
- * none (a bare dialect whose marker the text does not show, harmony). */
+ * tm_tool_grammar's with_open form): its open marker where a reply's text shows it (harmony: the recipient,
+ * "to=functions."; d->skip_open / _close the block to skip); d->trigger for a bare dialect that has one
+ * (llama3_json: {"name", *anchored = 1: only as the reply's start); NULL where there is none (a bare dialect
+ * whose marker the text does not show). */
 const char *tm_tool_lazy_trigger(const tm_tool_dialect *d, int *anchored);
 
 /* tm_tool_check: tools_json is OpenAI's "tools" array: [{"type": "function", "function": {"name",
@@ -237,8 +255,9 @@ size_t tm_tool_safe_prefix(const tm_tool_dialect *d, const char *text, size_t le
 
 /* tm_tool_grammar: *gbnf (malloc'd) := a grammar whose language is the replies of calls only, in
  * d's form after d->gen_open (with_open: from d->gen_open on, for a lazy grammar that d->open
- * triggers): one call (parallel 0) or one or more, each to a tool of tools_json (only one: the
- * tool named only, which must be declared). TM_E_INVALID: only is not declared; TM_E_UNSUPPORTED:
+ * triggers; from d->open on where gen_open holds it later, harmony's recipient, then d->lazy_args
+ * and d->lazy_end where set): one call (parallel 0) or one or more, each to a tool of tools_json
+ * (only one: the tool named only, which must be declared). TM_E_INVALID: only is not declared; TM_E_UNSUPPORTED:
  * a strict tool's schema the converter refuses (err names "tools[i]"); TM_E_LIMIT, TM_E_NOMEM. */
 int tm_tool_grammar(const tm_tool_dialect *d, const char *tools_json, const char *only, int parallel, int with_open,
                     char **gbnf, tm_err *err);
