@@ -1360,6 +1360,24 @@ static void test_refusals(void)
         CHECKF(rc == bad[i].code && strstr(e.msg, bad[i].msg) && !src, "%s: %d '%s', want %d '%s'", bad[i].schema, rc,
                e.msg, bad[i].code, bad[i].msg);
     }
+    /* counts far outside a long's range (minItems -1e30 was cast to long before its bound): a grammar or a clear
+       refusal, the same as for the count the bound clamps it to */
+    static const char *const huge[][2] = {
+        {"{\"type\":\"array\",\"minItems\":-1e30}", "{\"type\":\"array\",\"minItems\":-2000000000}"},
+        {"{\"type\":\"string\",\"maxLength\":-1e300}", "{\"type\":\"string\",\"maxLength\":-2000000000}"},
+        {"{\"type\":\"array\",\"maxItems\":1e300}", "{\"type\":\"array\",\"maxItems\":2000000000}"},
+    };
+    for (size_t i = 0; i < sizeof huge / sizeof *huge; i++) {
+        char *g[2] = {NULL, NULL};
+        int rc[2];
+        for (int k = 0; k < 2; k++) {
+            tm_err e = {0};
+            rc[k] = tm_json_schema_gbnf(huge[i][k], strlen(huge[i][k]), &g[k], &e);
+            CHECKF(rc[k] == TM_OK ? g[k] != NULL : e.msg[0] != 0, "%s: %d '%s'", huge[i][k], rc[k], e.msg);
+        }
+        CHECKF(rc[0] == rc[1] && (rc[0] != TM_OK || !strcmp(g[0], g[1])), "%s: %d, clamped %d", huge[i][0], rc[0], rc[1]);
+        free(g[0]), free(g[1]);
+    }
     /* deep nesting: a clear limit, no crash */
     buf b = {0};
     for (int i = 0; i < 500; i++) bput(&b, "{\"items\":");

@@ -162,6 +162,24 @@ static void test_reply(void)
     if (cm) reply_family(cm, "command_r", command, sizeof command / sizeof command[0]);
 }
 
+/* the demo model with its last n vocabulary entries renamed to names (special where special[i]: vocab_util.h) in
+ * dir, opened (*m) with a session of two threads on one route; NULL (a failed check) where it cannot be had */
+static tandem_session *marked_session(const char *dir, const char *const *names, const int *special, int n,
+                                      tandem_model **m)
+{
+    tandem_status st;
+    CHECK(tv_model_dir(dir, "models/tiny-classics-llama", names, special, n) == 0);
+    CHECKF(tandem_model_open(m, dir, &st) == 0, "%s", st.msg);
+    tandem_session_opts so;
+    tandem_session_opts_default(&so);
+    so.n_threads = 2;
+    so.max_ctx = 1024;
+    so.route = TANDEM_ROUTE_HYBRID;
+    tandem_session *s = NULL;
+    if (*m) CHECKF(tandem_session_new(&s, *m, &so, &st) == 0, "%s", st.msg);
+    return s;
+}
+
 /* ---- 2. auto held once a call starts, in the bare dialects ---- */
 
 /* tool-call markers a vocabulary has as special tokens, and Llama 3's call start as an ordinary token (one no
@@ -233,18 +251,10 @@ static void test_auto_bare(void)
 {
     char dir[] = "/tmp/tm_bare_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    CHECK(tv_model_dir(dir, "models/tiny-classics-llama", MARKS, MARK_SPECIAL, 5) == 0);
     tandem_status st;
     tandem_model *m = NULL, *demo = NULL;
-    CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
+    tandem_session *s = marked_session(dir, MARKS, MARK_SPECIAL, 5, &m);
     CHECKF(tandem_model_open(&demo, "models/tiny-classics-llama", &st) == 0, "%s", st.msg);
-    tandem_session_opts so;
-    tandem_session_opts_default(&so);
-    so.n_threads = 2;
-    so.max_ctx = 1024;
-    so.route = TANDEM_ROUTE_HYBRID;
-    tandem_session *s = NULL;
-    if (m) CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
     char *nemo = shared_template("mistralai-Mistral-Nemo-Instruct-2407.jinja");
     char *llama = shared_template("meta-llama-Llama-3.1-8B-Instruct.jinja");
     char *small = th_slurp("tests/data/chat_templates/Mistral-Small-3.2-24B-Instruct-2506.jinja");
@@ -408,17 +418,9 @@ static void test_auto_harmony(void)
 {
     char dir[] = "/tmp/tm_harmony_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    CHECK(tv_model_dir(dir, "models/tiny-classics-llama", HMARKS, HMARK_SPECIAL, 9) == 0);
     tandem_status st;
     tandem_model *m = NULL;
-    CHECKF(tandem_model_open(&m, dir, &st) == 0, "%s", st.msg);
-    tandem_session_opts so;
-    tandem_session_opts_default(&so);
-    so.n_threads = 2;
-    so.max_ctx = 1024;
-    so.route = TANDEM_ROUTE_HYBRID;
-    tandem_session *s = NULL;
-    if (m) CHECKF(tandem_session_new(&s, m, &so, &st) == 0, "%s", st.msg);
+    tandem_session *s = marked_session(dir, HMARKS, HMARK_SPECIAL, 9, &m);
     char *tpl = th_slurp("tests/data/chat_templates/openai-gpt-oss-120b.jinja");
     tm_server *srv = NULL;
     if (!s || !tpl) goto out;

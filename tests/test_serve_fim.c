@@ -166,6 +166,11 @@ static void test_infill(const char *dir, int nt, int ctx)
         check_error(port, "POST", "/infill", "{\"input_extra\":[{\"text\":7}]}", 400, "input_extra", "a number as text");
         check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"n_predict\":\"x\"}", 400, "n_predict",
                     "n_predict a string");
+        /* (past long long's range: fuzz_http found the integer test casting it before the range test) */
+        check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"n_predict\":-6.6e24}", 400, "n_predict",
+                    "n_predict far below -2");
+        check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"n_predict\":1e300}", 400, "n_predict",
+                    "n_predict far past the bound");
         check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\xff\"}", 400, NULL, "a prefix not UTF-8");
         check_error(port, "POST", "/infill", "[1]", 400, NULL, "not an object");
         check_error(port, "POST", "/infill", "{\"input_prefix\":\"a\",\"temperature\":\"hot\"}", 400, "temperature",

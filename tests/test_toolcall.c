@@ -1470,6 +1470,26 @@ static void test_partial(void)
         tm_tool_calls_free(&p);
         tm_tool_call_free(&part);
     }
+    /* an XML argument key the text ends inside, at and past the 256 bytes a key may have (fuzz_toolcall found a
+       reply ending 256 bytes into a key read past its end): still open up to 256, then not a call */
+    for (int xd = 0; xd < 2; xd++)
+        for (int kn = 254; kn <= 258; kn++) {
+            char text[512];
+            int n = snprintf(text, sizeof text, "%s", xd ? "<tool_call>get_weather\n<arg_key>"
+                                                         : "<tool_call>\n<function=get_weather>\n<parameter=");
+            memset(text + n, 'k', (size_t)kn);
+            text[n + kn] = '\0';
+            tm_tool_calls p;
+            tm_tool_call part;
+            tm_err e = {0};
+            const tm_tool_dialect *d = tm_tool_dialect_named(xd ? "glm" : "qwen3_coder");
+            CHECK(tm_tool_parse_partial(d, text, strlen(text), tools, &p, &part, &e) == TM_OK);
+            CHECKF(p.n == 0 && (kn <= 256 ? part.name && !strcmp(part.name, "get_weather") : !part.name),
+                   "%s: a key of %d bytes the text ends inside: %d calls, part %s", d->name, kn, p.n,
+                   part.name ? part.name : "-");
+            tm_tool_calls_free(&p);
+            tm_tool_call_free(&part);
+        }
     cJSON_Delete(tools);
 }
 

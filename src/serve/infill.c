@@ -177,8 +177,8 @@ static int infill_request(const char *body, size_t len, int counting, const tm_a
     if (!cJSON_IsObject(in)) rc = bad(e, NULL, "the request body must be a JSON object");
     else if (!out) rc = -2;
     else if (np && !cJSON_IsNull(np) &&
-             (!cJSON_IsNumber(np) || np->valuedouble != (double)(long long)np->valuedouble || np->valuedouble > TM_OAI_MAX_TOKENS ||
-              np->valuedouble < -2))
+             (!cJSON_IsNumber(np) || np->valuedouble > TM_OAI_MAX_TOKENS || np->valuedouble < -2 ||
+              np->valuedouble != (double)(long long)np->valuedouble)) /* (the range first: the cast needs it) */
         rc = bad(e, "n_predict", "'n_predict' must be an integer up to the server's bound (-1: to the end of the context)");
     else if (np && cJSON_IsNumber(np)) n_predict = np->valueint;
     if (rc == 0) rc = prompt_ids(env, in, n_predict, &pi, &cut, e);

@@ -566,7 +566,7 @@ static int constraints(const cJSON *s, const char *skip)
 static long count_of(const cJSON *s, const char *key, long dflt)
 {
     const cJSON *v = get(s, key);
-    return !v ? dflt : v->valuedouble > 2e9 ? 2000000000L : (long)v->valuedouble;
+    return !v ? dflt : v->valuedouble > 2e9 ? 2000000000L : v->valuedouble < -2e9 ? -2000000000L : (long)v->valuedouble;
 }
 
 /* ---- $ref ---- */

@@ -673,7 +673,7 @@ static int xml_call_at(const tm_tool_dialect *d, const char *text, size_t len, s
         q += strlen(x->key_open);
         const char *kc = memmem(text + q, len - q, x->key_close, kl);
         size_t k1 = kc ? (size_t)(kc - text) : len;
-        if (!kc && len - q < 256) {
+        if (!kc && len - q <= 256) { /* (a key of up to 256 bytes may still close; past that it is not one) */
             rc = more;
             break;
         }
