@@ -3,7 +3,8 @@
  * (gpt-oss: the reply read by text/harmony.h, its calls but no content required back), with bit 1
  * deepseek_v3, with bits 1 and 0 command_r, bit 6 alone qwen3_coder
  * or with bit 0 seed_oss or with bit 1 kimi_k2, bit 7 alone glm or with bit 0 minimax), the cut flag (bit 2, also the grammar's
- * parallel flag), the lazy grammar's form (bit 3), thinking and an opened block for the reply
+ * parallel flag), the lazy grammar's form (bit 3; for mistral, mistral_args and granite also their form with
+ * the markers kept as special tokens, tm_tool_dialect_kept, with [CALL_ID] where bit 5), thinking and an opened block for the reply
  * reader (bits 4, 5; the reasoning family the one whose markers the reply shows, else <think>), then a tools array
  * (JSON), a NUL, then a reply (no NUL: the input is all tools, with a fixed reply). Checked
  * invariants: tm_tool_check accepts or refuses with a message; the parse never fails but for
@@ -49,6 +50,13 @@ static void piece_up(pieced *c, const tm_reply_part *p)
     }
 }
 
+/* every marker a special token of the (imagined) vocabulary */
+static int all_special(void *ud, const char *text)
+{
+    (void)ud, (void)text;
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
@@ -60,6 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                            : hi == 0x40 ? (b1 ? 12 : 5 + lo)
                                                            : hi == 0x80 ? 7 + lo
                                                                         : data[0] & 3]);
+    tm_tool_dialect kd; /* mistral's, mistral_args' and granite's form with their markers kept (bit 3; bit 5: a
+                           template that shows [CALL_ID]) */
+    if ((data[0] >> 3) & 1 && tm_tool_dialect_kept(d, (data[0] >> 5) & 1 ? "[CALL_ID]" : "", all_special, NULL, &kd))
+        d = &kd;
     int cut = (data[0] >> 2) & 1;
     data++;
     size--;
