@@ -162,11 +162,15 @@ static void test_reply(void)
     if (cm) reply_family(cm, "command_r", command, sizeof command / sizeof command[0]);
 }
 
-/* the demo model with its last n vocabulary entries renamed to names (special where special[i]: vocab_util.h) in
- * dir, opened (*m) with a session of two threads on one route; NULL (a failed check) where it cannot be had */
-static tandem_session *marked_session(const char *dir, const char *const *names, const int *special, int n,
+/* a fresh directory /tmp/tm_NAME_ plus mkdtemp's six letters (dir [64]) holding the demo model with its last n
+ * vocabulary entries renamed to names (special where special[i]: vocab_util.h), opened (*m) with a session of two
+ * threads on one route; NULL (a failed check) where it cannot be had */
+static tandem_session *marked_session(char *dir, const char *name, const char *const *names, const int *special, int n,
                                       tandem_model **m)
 {
+    int l = snprintf(dir, 64, "/tmp/tm_%.40s_", name);
+    memset(dir + l, 'X', 6), dir[l + 6] = '\0'; /* mkdtemp's template */
+    CHECK(mkdtemp(dir) != NULL);
     tandem_status st;
     CHECK(tv_model_dir(dir, "models/tiny-classics-llama", names, special, n) == 0);
     CHECKF(tandem_model_open(m, dir, &st) == 0, "%s", st.msg);
@@ -178,6 +182,21 @@ static tandem_session *marked_session(const char *dir, const char *const *names,
     tandem_session *s = NULL;
     if (*m) CHECKF(tandem_session_new(&s, *m, &so, &st) == 0, "%s", st.msg);
     return s;
+}
+
+/* auto with tools and no bias on the server at port: a text reply (no call, content, not finished by calls), the
+ * same streamed */
+static void plain_text(int port, const char *msgs, const char *tools, const char *what)
+{
+    char body[4096];
+    reply a, b;
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24}", msgs, tools);
+    ask(port, body, 0, &a);
+    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24,\"stream\":true}", msgs, tools);
+    ask(port, body, 1, &b);
+    CHECKF(a.status == 200 && a.n == 0 && a.has_content && strcmp(a.finish, "tool_calls") && b.status == 200 &&
+               b.n == 0 && !strcmp(a.content, b.content) && !strcmp(a.finish, b.finish),
+           "%s, text: %d calls '%s' (%s) / streamed %d '%s'", what, a.n, a.content, a.finish, b.n, b.content);
 }
 
 /* ---- 2. auto held once a call starts, in the bare dialects ---- */
@@ -249,11 +268,10 @@ static void same_reply_calls(const reply *a, const reply *b, const char *what)
  * text. */
 static void test_auto_bare(void)
 {
-    char dir[] = "/tmp/tm_bare_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+    char dir[64];
     tandem_status st;
     tandem_model *m = NULL, *demo = NULL;
-    tandem_session *s = marked_session(dir, MARKS, MARK_SPECIAL, 5, &m);
+    tandem_session *s = marked_session(dir, "bare", MARKS, MARK_SPECIAL, 5, &m);
     CHECKF(tandem_model_open(&demo, "models/tiny-classics-llama", &st) == 0, "%s", st.msg);
     char *nemo = shared_template("mistralai-Mistral-Nemo-Instruct-2407.jinja");
     char *llama = shared_template("meta-llama-Llama-3.1-8B-Instruct.jinja");
@@ -373,14 +391,8 @@ static void test_auto_bare(void)
             }
         }
         /* no bias: text, the same streamed */
-        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24}", U, TOOLS);
-        ask(port, body, 0, &a);
-        snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24,\"stream\":true}", U, TOOLS);
-        ask(port, body, 1, &b);
-        CHECKF(a.status == 200 && a.n == 0 && a.has_content && strcmp(a.finish, "tool_calls") && b.status == 200 &&
-                   b.n == 0 && !strcmp(a.content, b.content) && !strcmp(a.finish, b.finish),
-               "template %d, text: %d calls '%s' (%s) / streamed %d '%s'", cases[c].tpl, a.n, a.content, a.finish, b.n,
-               b.content);
+        snprintf(what, sizeof what, "template %d", cases[c].tpl);
+        plain_text(port, U, TOOLS, what);
         tm_server_stop(srv);
     }
 out:
@@ -416,11 +428,10 @@ static const char *HTOOLS =
  * model made to write that opening and the recipient, again and again: reasoning, free, no tool's name after it). */
 static void test_auto_harmony(void)
 {
-    char dir[] = "/tmp/tm_harmony_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+    char dir[64];
     tandem_status st;
     tandem_model *m = NULL;
-    tandem_session *s = marked_session(dir, HMARKS, HMARK_SPECIAL, 9, &m);
+    tandem_session *s = marked_session(dir, "harmony", HMARKS, HMARK_SPECIAL, 9, &m);
     char *tpl = th_slurp("tests/data/chat_templates/openai-gpt-oss-120b.jinja");
     tm_server *srv = NULL;
     if (!s || !tpl) goto out;
@@ -480,13 +491,7 @@ static void test_auto_harmony(void)
            "harmony auto, analysis: %d calls (%s), reasoning '%s' / '%s', content '%s'", a.n, a.finish, a.reasoning,
            b.reasoning, a.content);
     /* no bias: text, as before (this model never writes the format: all answer), the same streamed */
-    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24}", U, HTOOLS);
-    ask(port, body, 0, &a);
-    snprintf(body, sizeof body, "{%s,\"tools\":%s,\"max_tokens\":24,\"stream\":true}", U, HTOOLS);
-    ask(port, body, 1, &b);
-    CHECKF(a.status == 200 && a.n == 0 && a.has_content && strcmp(a.finish, "tool_calls") && b.status == 200 &&
-               b.n == 0 && !strcmp(a.content, b.content) && !strcmp(a.finish, b.finish),
-           "harmony auto, text: %d calls '%s' (%s) / streamed %d '%s'", a.n, a.content, a.finish, b.n, b.content);
+    plain_text(port, U, HTOOLS, "harmony auto");
 out:
     if (srv) tm_server_stop(srv);
     free(tpl);
