@@ -9,7 +9,9 @@
  *   - every row's logits (against the reference's rows) and hidden states (against the AVX-512 engine's),
  *     the hidden rows first, in order (caps.row_logits, row_hidden: prompt scores and embeddings);
  *   - refusals: a token outside the vocabulary, positions past the engine's context, a cache of
- *     another geometry, a latent-attention model (tests/data/refs/deepseek_v2_lite);
+ *     another geometry;
+ *   - all of the above on three latent-attention fixtures (tests/data/refs: deepseek_v2_lite, deepseek_v3_yarn,
+ *     glm4_moe_lite);
  *   - a session with the GPU prefilling and the CPU decoding: the prefill-only route (the GPU does
  *     both) scores what the hybrid route does.
  * Without a CUDA build (make CUDA=1) or a GPU it prints SKIP and checks nothing. test_cuda_decode tests
@@ -350,13 +352,22 @@ int main(void)
     if (m) engine_checks(vt, m, ids);
     tm_model_free(m);
 
-    /* a latent-attention model: refused at bind, by name (mixture-of-experts models run: test_cuda_moe) */
-    tm_model *mla = NULL;
-    CHECK(tm_hf_model_open(&mla, "tests/data/refs/deepseek_v2_lite/hf", NULL, &err) == TM_OK);
-    void *ctx = NULL;
-    tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = 64};
-    CHECK(mla && vt->bind(&ctx, mla, &o, &err) == TM_E_UNSUPPORTED && strstr(err.msg, "latent") && !ctx);
-    tm_model_free(mla);
+    /* latent-attention models (engine/cuda/cu_mla.h): the same checks on three fixtures: DeepSeek-V2-Lite's form
+       (no q_lora), DeepSeek-V3's with q/kv_a biases, GLM-4.7-Flash's (q_lora; values narrower than the latent) */
+    const char *mla_dirs[] = {"deepseek_v2_lite", "deepseek_v3_yarn", "glm4_moe_lite"};
+    for (size_t i = 0; i < sizeof mla_dirs / sizeof mla_dirs[0]; i++) {
+        char mdir[256];
+        snprintf(mdir, sizeof mdir, "tests/data/refs/%s/hf", mla_dirs[i]);
+        tm_model *mla = NULL;
+        CHECKF(tm_hf_model_open(&mla, mdir, NULL, &err) == TM_OK, "%s: %s", mdir, err.msg);
+        if (!mla) continue;
+        CHECK(mla->mla && mla->Hk == 1);
+        int32_t mids[64];
+        for (int k = 0; k < 64; k++) mids[k] = (int32_t)((k * 2654435761u + 17) % (unsigned)mla->V);
+        printf("== %s (latent attention, head_dim %d)\n", mla_dirs[i], mla->Dh);
+        engine_checks(vt, mla, mids);
+        tm_model_free(mla);
+    }
 
     /* a session: the prefill-only route (the GPU decodes too) against the hybrid one (the CPU decodes) */
     tm_convert_opts co;

@@ -41,63 +41,61 @@ typedef struct conf_run {
     tm_dtype head_enc;         /* --head-enc (0: the default, int6g64 behind int4 and int6, int8 behind int8) */
     const char *decode_engine; /* NULL: engine does both; else the decode engine beside a prefill-only one */
     int stateful;              /* the hybrid hand-off: prefill writes the decode pages (0: the bridge's stateless one) */
-    int no_mla;                /* the engine refuses latent-attention models (by name, at bind): their refusal is
-                                  checked instead of their logits */
 } conf_run;
 
 static const conf_run runs[] = {
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0},
-    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0}, {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
+    {"cpu-scalar", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0}, {"cpu-amx", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
     /* the AMX path over emulated tiles (amx_emu.h): wherever AVX-512 runs */
-    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 0},
+    {"cpu-amx-emu", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
     /* int8 per channel: ~0.9% relative weight error (docs/encodings.md);
      * measured: 97.2% top-1, mean KL 6.3e-6 */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
     /* int8 in both stages (the default prefill encoding), every route: W8A8
      * prefill GEMMs (per-token activation scales) and the prefill-only route
      * decoding with them */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
-    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
-    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0}, {"cpu-amx", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
+    {"cpu-amx-emu", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q8PC, 0.95, 1e-4, 0, 0, NULL, 0},
     /* int4 group 64: ~9.5% relative weight error; these random models have
      * top-1/top-2 margins down to 5e-4 and nearly flat logits, so argmax flips
      * while KL stays small (measured with an int8 head: 76.9% top-1, mean KL
      * 5.2e-4) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0},
     /* the default package: int8 prefill, int4g64 decode, its head in int6
      * (measured: 76.6%, 4.3e-4) */
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0, 0},
-    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0},
     /* int6 group 64 (~2.4% relative weight error): the decode stage and its
      * head in int6, on both ISAs' int6 GEMV (measured: 94.8% top-1, mean KL
      * 3.9e-5); and an int8 head behind the int4g64 decode stage */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0, 0},
-    {"cpu-avx2", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0, 0},
-    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_Q6G64, 0.90, 1e-4, 0, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, TM_DT_Q8PC, NULL, 0},
     /* int8 KV (bf16 weights), on the 300-token case (200 prefilled in two
      * chunks, then 100 decode steps over int8 pages; gemma2's 32-token
      * window): about 0.8% relative error per K/V element, through scores
      * that are O(0.1) here, so KL moves little while argmax still flips on
      * the flat logits (measured: top-1 ~99%, mean KL ~1e-6, 3-4x bf16 KV's;
      * docs/quality.md) */
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0, 0},
-    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0},
+    {"cpu-avx2", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, NULL, 0},
     /* the CUDA engine (make CUDA=1, a GPU) as the prefill engine beside the AVX-512 decode engine: the
        same bf16 bounds, through the bridge's stateless hand-off and the stateful one; the default
        package's int8 prefill weights (dequantized to bf16 on the GPU) before an int4 decode stage; and
        int8 KV pages written by the GPU. Then its decode role: the GPU alone on every route (bf16, and the
        default package with its int4 decode stage dequantized to bf16), and the GPU decoding behind the
        AVX-512 prefill (stateful; int8 KV stateless). Mixture-of-experts models run on every one of these (the bf16
-       decode stage's experts grouped on the host, the int4 one's found by index on the device: cu_moe.h);
-       latent-attention models: their refusal by name is checked instead. */
-    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 0, 1},
-    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 1, 1},
-    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, "cpu-avx512", 0, 1},
-    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cpu-avx512", 1, 1},
-    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0, 1},
-    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0, 1},
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cuda", 1, 1},
-    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cuda", 0, 1},
+       decode stage's experts grouped on the host, the int4 one's found by index on the device: cu_moe.h), and
+       latent-attention ones (the fixtures of DeepSeek-V2 / V3, GLM-4.7-Flash: cu_mla.h). */
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 0},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cpu-avx512", 1},
+    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, "cpu-avx512", 0},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cpu-avx512", 1},
+    {"cuda", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, NULL, 0},
+    {"cuda", TM_DT_Q8PC, TM_DT_Q4G64, 0.70, 5e-3, 0, 0, NULL, 0},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.99, 1e-3, 0, 0, "cuda", 1},
+    {"cpu-avx512", TM_DT_BF16, TM_DT_BF16, 0.97, 1e-5, TANDEM_KV_INT8, 0, "cuda", 0},
 };
 
 /* the run's engines probe here (else SKIP printed, 0); *split: a separate decode engine (the hybrid route
@@ -153,23 +151,6 @@ static void conformance_models(void)
             CHECKF(tm_rt_model_open(&rm, pkg, &err) == TM_OK, "%s: %s", models[mi], err.msg);
             unlink(pkg);
             if (!rm) continue;
-            if (runs[e].no_mla && rm->prefill->mla) { /* refused by name */
-                tandem_session_opts ro;
-                memset(&ro, 0, sizeof ro);
-                ro.prefill_engine = runs[e].engine;
-                ro.decode_engine = runs[e].decode_engine;
-                ro.n_threads = 2;
-                ro.max_ctx = 128;
-                tm_session *rs = NULL;
-                int rc = tm_session_new(&rs, rm, &ro, &err);
-                CHECKF(rc == TM_E_UNSUPPORTED && strstr(err.msg, "latent") && !rs,
-                       "%s %s: rc %d, %s",
-                       runs[e].engine, models[mi], rc, err.msg);
-                printf("  %-10s refused: %s\n", models[mi], err.msg);
-                tm_session_free(rs);
-                tm_rt_model_free(rm);
-                continue;
-            }
             snprintf(path, sizeof path, "%s/conformance/models/%s/manifest.json", sh, models[mi]);
             char *text = NULL;
             size_t len;
@@ -301,22 +282,6 @@ static void ref_fixture(const char *dir, const char *name)
         const tm_engine_vt *vt = tm_engine_find(runs[e].engine);
         /* a separate decode engine: the prefill engine's prefill, then its decode over the pages written */
         const tm_engine_vt *dvt = runs[e].decode_engine ? tm_engine_find(runs[e].decode_engine) : vt;
-        if (runs[e].no_mla && m->mla) { /* refused at bind, by name, as documented */
-            void *rctx = NULL;
-            tm_engine_opts ro = {.weight_enc = TM_DT_BF16, .pool = pool, .max_ctx = 512};
-            int rc = vt->bind(&rctx, m, &ro, &err);
-            if (rc == TM_OK && dvt != vt) { /* the decode engine is the one that refuses */
-                vt->unbind(rctx);
-                rctx = NULL;
-                rc = dvt->bind(&rctx, m, &ro, &err);
-                if (rc == TM_OK) dvt->unbind(rctx), rctx = NULL;
-            }
-            CHECKF(rc == TM_E_UNSUPPORTED && strstr(err.msg, "latent") && !rctx,
-                   "%s %s fixture: rc %d, %s",
-                   runs[e].engine, name, rc, err.msg);
-            if (rctx) vt->unbind(rctx);
-            continue;
-        }
         tm_engine_opts o = {.weight_enc = TM_DT_BF16, .pool = pool, .max_ctx = 512};
         void *ctx = NULL, *dctx = NULL;
         tm_kv_cache *kv = NULL;

@@ -235,6 +235,19 @@ static const synth_preset presets[] = {
      "\"num_experts_per_tok\":8,\"norm_topk_prob\":true,\"decoder_sparse_step\":1,\"max_position_embeddings\":40960,"
      "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"tie_word_embeddings\":false,\"hidden_act\":\"silu\","
      "\"bos_token_id\":151643,\"eos_token_id\":151645,\"torch_dtype\":\"bfloat16\"}"},
+    {"deepseek-v2-lite", "DeepSeek-V2-Lite shape: 15.7 B params, MLA (kv_lora 512, 128 + 64 q/k dims, values 128: a "
+     "latent head of 576), 64 experts top-6 and 2 shared, YaRN x40 (31 GB of bf16)",
+     "{\"architectures\":[\"DeepseekV2ForCausalLM\"],\"model_type\":\"deepseek_v2\",\"vocab_size\":102400,"
+     "\"hidden_size\":2048,\"intermediate_size\":10944,\"moe_intermediate_size\":1408,\"num_hidden_layers\":27,"
+     "\"first_k_dense_replace\":1,\"n_routed_experts\":64,\"num_experts_per_tok\":6,\"n_shared_experts\":2,"
+     "\"topk_method\":\"greedy\",\"scoring_func\":\"softmax\",\"norm_topk_prob\":false,"
+     "\"routed_scaling_factor\":1.0,\"n_group\":1,\"topk_group\":1,\"q_lora_rank\":null,\"kv_lora_rank\":512,"
+     "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,\"num_attention_heads\":16,"
+     "\"num_key_value_heads\":16,\"max_position_embeddings\":163840,\"rope_scaling\":{\"type\":\"yarn\","
+     "\"factor\":40,\"original_max_position_embeddings\":4096,\"beta_fast\":32,\"beta_slow\":1,"
+     "\"mscale\":0.707,\"mscale_all_dim\":0.707},\"rope_theta\":10000,\"rms_norm_eps\":1e-6,"
+     "\"tie_word_embeddings\":false,\"hidden_act\":\"silu\",\"bos_token_id\":100000,\"eos_token_id\":100001,"
+     "\"torch_dtype\":\"bfloat16\"}"},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])

@@ -79,14 +79,14 @@ static __device__ void export_row(const cu_qkv_args &a, const float *buf, int kv
 __global__ void k_qkv_post(cu_qkv_args a)
 {
     pdl_enter();
-    __shared__ float sbuf[WARPS][CU_MAX_DH];
+    extern __shared__ float sbuf[]; /* [WARPS][Dh] */
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     int slots = a.H + 2 * a.Hk;
     long item = (long)blockIdx.x * WARPS + wid;
     if (item >= (long)a.T * slots) return;
     int t = (int)(item / slots), slot = (int)(item % slots), Dh = a.Dh;
     int part = slot < a.H ? 0 : slot < a.H + a.Hk ? 1 : 2, head = part == 0 ? slot : part == 1 ? slot - a.H : slot - a.H - a.Hk;
-    float *buf = sbuf[wid];
+    float *buf = sbuf + (size_t)wid * Dh;
     float *x = a.qkv + (size_t)t * slots * Dh + (size_t)slot * Dh;
     for (int d = lane; d < Dh; d += 32) {
         float v = x[d] + (a.bias ? a.bias[(size_t)slot * Dh + d] : 0.f);
@@ -125,7 +125,7 @@ __global__ void k_qkv_post(cu_qkv_args a)
 extern "C" void cu_qkv_post(cu_stream s, const cu_qkv_args *a)
 {
     long items = (long)a->T * (a->H + 2 * a->Hk);
-    cu_go(k_qkv_post, (unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, 0, s, *a);
+    cu_go(k_qkv_post, (unsigned)((items + WARPS - 1) / WARPS), WARPS * 32, WARPS * (size_t)a->Dh * sizeof(float), s, *a);
 }
 
 __global__ void k_kv_ingest(uint16_t *kc, uint16_t *vc, const uint8_t *blk, size_t blk_bytes, int L, int np, int ps,

@@ -29,6 +29,23 @@ int cu_up_bf16_into(cudaStream_t st, uint16_t *dst, const float *h, size_t n, fl
     return TM_OK;
 }
 
+int cu_up_f32(float **d, cudaStream_t st, const float *h, size_t n, tm_err *err)
+{
+    *d = NULL;
+    if (!h) return TM_OK;
+    CK(cudaMalloc((void **)d, n * sizeof(float)), "cudaMalloc");
+    CK(cudaMemcpyAsync(*d, h, n * sizeof(float), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
+    CK(cudaStreamSynchronize(st), "copying weights up");
+    return TM_OK;
+}
+
+int cu_mat_up_stage(cu_mat *m, cudaStream_t st, const cu_part *p, int n_parts, int64_t K, int packed, float *tmp,
+                    size_t tmp_n, tm_err *err)
+{
+    int rc = packed ? cu_mat_up_packed(m, st, p, n_parts, K, err) : 1;
+    return rc == 1 ? cu_mat_up_parts(m, st, p, n_parts, K, tmp, tmp_n, err) : rc;
+}
+
 int cu_mat_up_f32(cu_mat *m, cudaStream_t st, const float *w, int N, int K, float *tmp, size_t tmp_n, tm_err *err)
 {
     memset(m, 0, sizeof *m);

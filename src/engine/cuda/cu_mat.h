@@ -73,6 +73,14 @@ int cu_mat_add_bf16(cu_mat *m, cudaStream_t st, const float *w, float *tmp, size
  * encoding, parts of different encodings, int8 rows of K % 16 != 0): the caller uploads bf16 */
 int cu_mat_up_packed(cu_mat *m, cudaStream_t st, const cu_part *p, int n_parts, int64_t K, tm_err *err);
 
+/* m = the parts stacked: packed where `packed` and their encoding allow (cu_mat_up_packed), else bf16
+ * (cu_mat_up_parts) */
+int cu_mat_up_stage(cu_mat *m, cudaStream_t st, const cu_part *p, int n_parts, int64_t K, int packed, float *tmp,
+                    size_t tmp_n, tm_err *err);
+
+/* *d = a device copy of h [n] f32 (h NULL: *d = NULL), landed before the call returns */
+int cu_up_f32(float **d, cudaStream_t st, const float *h, size_t n, tm_err *err);
+
 /* bytes of scratch (cu_mm.dq) a product over m may need: N K bf16 if packed only, else 0 */
 size_t cu_mat_dq_bytes(const cu_mat *m);
 

@@ -15,13 +15,9 @@
 /* *d = a device copy of h [n] f32 (h NULL: *d = NULL); h is freed either way */
 static int up_vec(float **d, cudaStream_t st, float *h, size_t n, tm_err *err)
 {
-    *d = NULL;
-    if (!h) return TM_OK;
-    cudaError_t ce = cudaMalloc((void **)d, n * sizeof(float));
-    if (ce == cudaSuccess && (ce = cudaMemcpyAsync(*d, h, n * sizeof(float), cudaMemcpyHostToDevice, st)) == cudaSuccess)
-        ce = cudaStreamSynchronize(st);
+    int rc = cu_up_f32(d, st, h, n, err);
     free(h);
-    return ce == cudaSuccess ? TM_OK : cu_err(err, ce, "copying the router up");
+    return rc;
 }
 
 /* n vectors t[i] of len values each, stacked [n][stride] at offset off of a fresh host array (*out; NULL: none) */
@@ -34,14 +30,6 @@ static int stack_vecs(float **out, const tm_tensor *t, int n, int len, size_t st
         if (rc) return rc;
     }
     return TM_OK;
-}
-
-/* a stack of parts up: packed where asked and possible (cu_mat_up_packed), else bf16 */
-static int up_stack(cu_mat *m, cudaStream_t st, const cu_part *p, int np, int64_t K, int packed, float *tmp, size_t tmp_n,
-                    tm_err *err)
-{
-    int rc = packed ? cu_mat_up_packed(m, st, p, np, K, err) : 1;
-    return rc == 1 ? cu_mat_up_parts(m, st, p, np, K, tmp, tmp_n, err) : rc;
 }
 
 int cu_moe_up(cu_moe *mo, cudaStream_t st, const tm_model *m, int l, int packed, float *tmp, size_t tmp_n, tm_err *err)
@@ -88,14 +76,14 @@ int cu_moe_up(cu_moe *mo, cudaStream_t st, const tm_model *m, int l, int packed,
         goto fail;
     }
     for (int e = 0; e < E; e++) p[2 * e] = (cu_part){&w->e_gate[e], 0, Fe}, p[2 * e + 1] = (cu_part){&w->e_up[e], 0, Fe};
-    rc = up_stack(&mo->gu, st, p, 2 * E, D, packed, tmp, tmp_n, err);
+    rc = cu_mat_up_stage(&mo->gu, st, p, 2 * E, D, packed, tmp, tmp_n, err);
     for (int e = 0; e < E; e++) p[e] = (cu_part){&w->e_down[e], 0, D};
-    if (rc == TM_OK) rc = up_stack(&mo->dn, st, p, E, Fe, packed, tmp, tmp_n, err);
+    if (rc == TM_OK) rc = cu_mat_up_stage(&mo->dn, st, p, E, Fe, packed, tmp, tmp_n, err);
     free(p);
     if (rc == TM_OK && mo->Fs) {
         cu_part sp[2] = {{&w->s_gate, 0, mo->Fs}, {&w->s_up, 0, mo->Fs}}, sd = {&w->s_down, 0, D};
-        rc = up_stack(&mo->sgu, st, sp, 2, D, packed, tmp, tmp_n, err);
-        if (rc == TM_OK) rc = up_stack(&mo->sdn, st, &sd, 1, mo->Fs, packed, tmp, tmp_n, err);
+        rc = cu_mat_up_stage(&mo->sgu, st, sp, 2, D, packed, tmp, tmp_n, err);
+        if (rc == TM_OK) rc = cu_mat_up_stage(&mo->sdn, st, &sd, 1, mo->Fs, packed, tmp, tmp_n, err);
     }
     if (rc == TM_OK) {
         cu_stack g = {&mo->gu.q, mo->gu.bf, 2 * Fe, D}, d = {&mo->dn.q, mo->dn.bf, D, Fe};

@@ -20,7 +20,9 @@ extern "C" {
 
 typedef struct CUstream_st *cu_stream;
 
-#define CU_MAX_DH 256 /* the q/k pass keeps a head row in shared memory; the attention wants Dh % 16 == 0 */
+#define CU_MAX_DH 256      /* the prefill attention's tiles (Dh % 16 == 0) */
+#define CU_MLA_MAX_DH 1024 /* latent attention's one head (cu_mla.h; Dh % 8 == 0): the decode attention's value
+                              columns (8 a thread of its block) and the q/k pass's rows in shared memory */
 
 /* ---- cu_ops.cu ---- */
 
@@ -157,6 +159,32 @@ typedef struct cu_dec_attn_args {
  * per block cu_attn_decode_smem(Dh, seglen) (the engine keeps it under 48 KB) */
 void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
 size_t cu_attn_decode_smem(int Dh, int seglen);
+
+/* ---- cu_mla_rows.cu: multi-head latent attention's row passes (cu_mla.h) ---- */
+
+/* row r of x [R][n] += b (NULL: none), then y16[r][n] = bf16(rmsnorm(x[r]) by w, eps) */
+void cu_mla_norm(cu_stream s, int R, int n, float *x, const float *b, const float *w, float eps, uint16_t *y16);
+
+/* row t < T of the q and kv_a products into the engine's q|k|v rows (Hk = 1, Dh = rope + kvl; cu_mla.h):
+ * ckv[t] += b; c = rmsnorm(ckv[t][:kvl]) by w; q'_h[:rope] = qf[t][h][:rope], k' = [ckv[t][kvl:] | c],
+ * v' = [c | 0]; qn16[t][h] = bf16(qf[t][h][rope:]) (what UK_h takes into the latent) */
+typedef struct cu_mla_split_args {
+    const float *qf;      /* [T][H][rope + nope] */
+    float *ckv;           /* [T][kvl + rope] (the bias added in place) */
+    const float *b, *w;   /* kv_a's bias [kvl + rope] (or NULL), kv_a_norm [kvl] */
+    float eps;
+    int H, rope, nope, kvl;
+    float *qkv;           /* [T][(H + 2) Dh] */
+    uint16_t *qn16;       /* [T][H][nope] */
+} cu_mla_split_args;
+void cu_mla_split(cu_stream s, int T, const cu_mla_split_args *a);
+
+/* q16[t][H][Dh] = bf16 of the query heads of qkv rows t < T (row stride nqkv) */
+void cu_mla_q16(cu_stream s, const float *qkv, int nqkv, int T, int H, int Dh, uint16_t *q16);
+
+/* rows r < R of scores S [R][ld] (row r: query position qpos0 + r / H): P [R][ld] bf16 = softmax over keys
+ * j <= that position of S * scale, 0 for the keys past it up to nk */
+void cu_mla_softmax(cu_stream s, const float *S, int ld, int R, int H, int qpos0, int nk, float scale, uint16_t *P);
 
 /* ---- cu_gemv.cu: quantized weights ---- */
 

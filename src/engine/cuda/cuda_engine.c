@@ -72,8 +72,11 @@
  * Mixture-of-experts layers: cu_moe.h (the router in f32, the experts stacked; a decode step's experts found
  * by index on the device, a prefill chunk's sorted by expert on the device and run as tiles on tensor cores).
  *
- * Not here (docs/status.md): multi-head latent attention (bind refuses it), head dims over 256, int8
- * tensor-core GEMMs for an int8 prefill stage (dequantized to bf16). */
+ * Multi-head latent attention (DeepSeek-V2 / V3 and kin): cu_mla.h (one latent kv head of Dh = rope + kvl; its
+ * own projections and, for a prefill chunk, its own attention over the mirror; a decode step's is cu_dec.cu's).
+ *
+ * Not here (docs/status.md): head dims over 256 (but latent attention's), int8 tensor-core GEMMs for an int8
+ * prefill stage (dequantized to bf16). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +86,7 @@
 #include <cuda_runtime.h>
 
 #include "engine/cuda/cu_mat.h"
+#include "engine/cuda/cu_mla.h"
 #include "engine/cuda/cu_moe.h"
 #include "engine/cuda/cu_smset.h"
 #include "engine/cuda/cuda-impl.h"
@@ -114,6 +118,7 @@ typedef struct cu_layer {
     float *q_norm, *k_norm, *q_norm_b, *k_norm_b; /* [Dh] ([H][Dh] / [Hk][Dh] per head; whole: [H Dh]) */
     float *sinks;                     /* [H] or NULL */
     cu_moe *moe;                      /* a mixture-of-experts FFN (cu_moe.h; wgu, wd empty), or NULL: dense */
+    cu_mla *mla;                      /* latent attention (cu_mla.h; wqkv empty, wo [D][H v]), or NULL */
 } cu_layer;
 
 typedef struct cu_rope {
@@ -226,6 +231,7 @@ typedef struct cu_eng {
     int dual;                         /* packed layer matrices keep their bf16 copy too, for steps of more than
                                          CU_GEMV_DUAL rows (where the weights fit twice; TANDEM_CUDA_BF16_COPY=0|1) */
     cu_moe_ws mws;                    /* the mixture-of-experts layers' scratch, CU_MAX_T rows (none: dense) */
+    cu_mla_ws lws;                    /* the latent attention layers' scratch, CU_MAX_T rows (none: not MLA) */
     int moe_capture_rows;             /* decode steps of up to this many rows run every MoE layer without a
                                          synchronisation, so are captured (cu_moe_capture_rows; INT32_MAX: no MoE layer) */
     int moe_paths;                    /* cu_moe_forward's paths (CU_MOE_PATH_*; TANDEM_CUDA_MOE_IX=0 and
@@ -341,15 +347,7 @@ static int cu_probe(tm_engine_caps *c, tm_err *err)
 /* Copies up wait for their stream before the host buffer goes (cu_mat.c says why). */
 
 /* *d = a device copy of the f32 vector h [n] (h NULL: *d = NULL) */
-static int up_f32(cu_eng *e, float **d, const float *h, size_t n, tm_err *err)
-{
-    *d = NULL;
-    if (!h) return TM_OK;
-    CK(cudaMalloc((void **)d, n * sizeof(float)), "cudaMalloc");
-    CK(cudaMemcpyAsync(*d, h, n * sizeof(float), cudaMemcpyHostToDevice, e->st), "cudaMemcpyAsync");
-    CK(cudaStreamSynchronize(e->st), "copying weights up");
-    return TM_OK;
-}
+static int up_f32(cu_eng *e, float **d, const float *h, size_t n, tm_err *err) { return cu_up_f32(d, e->st, h, n, err); }
 
 #define STAGE_FLOATS ((size_t)16 << 20) /* 64 MB of f32 per copy up */
 
@@ -383,6 +381,7 @@ static int up_mat(cu_eng *e, cu_mat *m, const cu_part *p, int np, int64_t K, con
     for (int i = 0; i < np; i++) N += p[i].n;
     int rc = e->packed ? cu_mat_up_packed(m, e->st, p, np, K, err) : 1;
     if (rc == TM_OK && e->dual) rc = cu_mat_add_bf16(m, e->st, w, tmp, STAGE_FLOATS, err);
+    /* (not cu_mat_up_stage: the bf16 form from w, which the loader has already read) */
     return rc == 1 ? cu_mat_up_f32(m, e->st, w, (int)N, (int)K, tmp, STAGE_FLOATS, err) : rc;
 }
 
@@ -414,8 +413,13 @@ static int up_layer(cu_eng *e, const tm_model *m, int l, float *tmp, tm_err *err
     int ngu = e->gated ? 2 : 1;
     if (m->fused_gate_up) gu[0] = (cu_part){&lw->w_gate_up, 0, 2 * F}, ngu = 1;
     else if (!e->gated) gu[0] = gu[1];
-    if (rc == TM_OK) rc = up_mat(e, &w->wqkv, qkv, nqkv, D, o.wqkv, tmp, err);
-    if (rc == TM_OK) rc = up_mat(e, &w->wo, &wo, 1, q, o.wo, tmp, err);
+    if (rc == TM_OK && m->mla) { /* its projections (cu_mla.h); the o projection reads H v */
+        if (!(w->mla = calloc(1, sizeof *w->mla))) rc = tm_errf(err, TM_E_NOMEM, "cuda engine: out of memory");
+        else rc = cu_mla_up(w->mla, e->st, m, l, &o, e->packed, tmp, STAGE_FLOATS, err);
+    } else if (rc == TM_OK) {
+        rc = up_mat(e, &w->wqkv, qkv, nqkv, D, o.wqkv, tmp, err);
+    }
+    if (rc == TM_OK) rc = up_mat(e, &w->wo, &wo, 1, m->mla ? (int64_t)e->H * m->v_dim : q, o.wo, tmp, err);
     if (rc == TM_OK && !m->layer[l].moe) rc = up_mat(e, &w->wgu, gu, ngu, D, o.wgu, tmp, err);
     if (rc == TM_OK && !m->layer[l].moe) rc = up_mat(e, &w->wd, &wd, 1, F, o.wd, tmp, err);
     if (rc == TM_OK && m->layer[l].moe) {
@@ -450,9 +454,11 @@ static void cu_unbind(void *vctx)
                          w->bqkv, w->bo, w->bgu, w->bd, w->q_norm, w->k_norm, w->q_norm_b, w->k_norm_b, w->sinks};
             for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
             if (w->moe) cu_moe_free(w->moe), free(w->moe);
+            if (w->mla) cu_mla_free(w->mla), free(w->mla);
         }
     free(e->w);
     cu_moe_ws_free(&e->mws);
+    cu_mla_ws_free(&e->lws);
     if (e->lm_head.bf != e->embed) cu_mat_free(&e->lm_head);
     cudaFree(e->mm.dq);
     void *p[] = {e->embed, e->final_norm, e->final_norm_b, e->lm_head_b, e->pos_embed, e->embed_norm, e->embed_norm_b,
@@ -502,11 +508,17 @@ static void lane_pick(cu_eng *e, int alone)
 static int cu_check_model(const tm_model *m, tm_err *err)
 {
     if (!m || !m->bound) return tm_errf(err, TM_E_INVALID, "cuda engine: the model has no weights bound");
-    if (m->mla) return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: multi-head latent attention is not supported", m->arch_name);
+    if (m->mla && (m->Dh > CU_MLA_MAX_DH || m->Dh % 8 || m->Hk != 1))
+        return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: latent attention of head_dim %d over %d kv heads (one, "
+                       "a multiple of 8, at most %d)", m->arch_name, m->Dh, m->Hk, CU_MLA_MAX_DH);
+    for (int l = 0; m->mla && l < m->L; l++)
+        if (m->layer[l].sliding || m->attn_softcap != 0.f || m->alibi || m->w[l].sinks.data)
+            return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: latent attention with a sliding window, softcap, "
+                           "ALiBi or sinks", m->arch_name);
     if (m->n_experts > 0 && (m->top_k < 1 || m->top_k > CU_MOE_MAX_K || m->n_experts > CU_MOE_MAX_E))
         return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: %s: %d experts a token of %d (at most %d of %d)", m->arch_name,
                        m->top_k, m->n_experts, CU_MOE_MAX_K, CU_MOE_MAX_E);
-    if (m->Dh > CU_MAX_DH || m->Dh < 16 || m->Dh % 16)
+    if (!m->mla && (m->Dh > CU_MAX_DH || m->Dh < 16 || m->Dh % 16))
         return tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: head_dim %d (a multiple of 16, at most %d: the tensor-core "
                        "attention's tiles)", m->Dh, CU_MAX_DH);
     if (m->Hk < 1 || m->H % m->Hk)
@@ -626,6 +638,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     for (int l = 0; l < m->L; l++) {
         const cu_mat *mats[] = {&e->w[l].wqkv, &e->w[l].wo, &e->w[l].wgu, &e->w[l].wd};
         for (int i = 0; i < 4; i++) dq = cu_mat_dq_bytes(mats[i]) > dq ? cu_mat_dq_bytes(mats[i]) : dq;
+        if (e->w[l].mla) dq = cu_mla_dq_bytes(e->w[l].mla) > dq ? cu_mla_dq_bytes(e->w[l].mla) : dq;
         const cu_moe *mo = e->w[l].moe;
         if (!mo) continue;
         dq = cu_moe_dq_bytes(mo) > dq ? cu_moe_dq_bytes(mo) : dq;
@@ -633,6 +646,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         e->moe_capture_rows = cr < e->moe_capture_rows ? cr : e->moe_capture_rows;
     }
     if (m->n_experts > 0 && (rc = cu_moe_ws_init(&e->mws, m, CU_MAX_T, err))) goto fail;
+    if (m->mla && (rc = cu_mla_ws_init(&e->lws, m, CU_MAX_T, e->cap, err))) goto fail;
     const char *gm = getenv("TANDEM_CUDA_GEMV_MAX");
     e->mm = (cu_mm){.blas = e->blas, .st = e->st, .gemv_max = gm && atoi(gm) >= 0 ? atoi(gm) : CU_GEMV_MAX};
     if (dq && (rc = cu_alloc((void **)&e->mm.dq, dq, err))) goto fail;
@@ -653,7 +667,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         (rc = cu_alloc(&e->exp_dev, e->exp_bytes, err)))
         goto fail;
     /* up to 16 key segments, within 256 MB of scratch */
-    e->attn_smax = 16;
+    e->attn_smax = m->mla ? 1 : 16; /* (latent attention: cu_mla_attention's scratch instead) */
     while (e->attn_smax > 1 && cu_attention_scratch(CU_MAX_T, m->H, m->Dh, e->attn_smax) > ((size_t)256 << 20))
         e->attn_smax--;
     if (e->attn_smax > 1 &&
@@ -666,7 +680,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         }
     cudaFree(tmp);
     prof_init(e);
-    if (!cu_attention_setup(m->Dh)) {
+    if (!m->mla && !cu_attention_setup(m->Dh)) {
         rc = tm_errf(err, TM_E_UNSUPPORTED, "cuda engine: the attention's shared memory for head_dim %d", m->Dh);
         goto fail;
     }
@@ -844,6 +858,17 @@ static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, int nor
     return TM_OK;
 }
 
+/* the latent attention's products (cu_mla.h's mul): gemm() with the call's rule for packed weights */
+typedef struct mla_call {
+    cu_eng *e;
+    int decode;
+} mla_call;
+static int mla_mul(void *ctx, float *y, const uint16_t *x, const cu_mat *w, int T, tm_err *err)
+{
+    const mla_call *mc = ctx;
+    return gemm(mc->e, y, x, w, T, mc->decode, NULL, err);
+}
+
 static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
 {
     const cu_layer *w = &e->w[l];
@@ -855,7 +880,10 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         else cu_to_bf16(e->st, e->h16, e->x, (size_t)T * D);
     }
     if (e->parallel) CK(cudaMemcpyAsync(e->x0, e->x, sizeof(float) * (size_t)T * D, cudaMemcpyDeviceToDevice, e->st), "copy");
-    if ((rc = gemm(e, e->qkv, e->h16, &w->wqkv, T, c->decode, NULL, err))) return rc;
+    mla_call mc = {e, c->decode};
+    if ((rc = w->mla ? cu_mla_qkv(w->mla, &e->lws, mla_mul, &mc, e->blas, e->st, e->h16, T, e->qkv, err)
+                     : gemm(e, e->qkv, e->h16, &w->wqkv, T, c->decode, NULL, err)))
+        return rc;
     size_t rb = (size_t)Dh * kv_esz(c->kv_dt);
     uint8_t *exp = c->decode ? e->dexp_dev + (size_t)l * c->dstride : (uint8_t *)e->exp_dev;
     cu_qkv_args q = {.qkv = e->qkv, .T = T, .n_valid = c->n_valid, .pos0 = c->pos0, .pos = c->dpos, .H = H, .Hk = Hk,
@@ -898,12 +926,18 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
         /* keys in segments of ~1024 per block (cu_attn.cu): enough blocks for the GPU at long contexts */
         int S = e->attn_split > 0 ? e->attn_split : (c->pos0 + T) / 1024;
         S = S < 1 ? 1 : S > e->attn_smax ? e->attn_smax : S;
-        cu_attention(e->st, &at, e->attn_part, S);
+        if (w->mla) rc = cu_mla_attention(w->mla, &e->lws, e->blas, e->st, e->qkv, T, c->n_valid, c->pos0, at.kc, at.vc,
+                                          e->attn_scale, e->att16, err);
+        else cu_attention(e->st, &at, e->attn_part, S);
         prof_mark(e, PROF_ATTN, 1);
+        if (rc) return rc;
     }
+    const uint16_t *att = e->att16; /* the o projection's input: latent attention's heads taken out of the latent */
+    if (w->mla && (rc = cu_mla_out(w->mla, &e->lws, e->blas, e->att16, T, err))) return rc;
+    if (w->mla) att = e->lws.o16;
     /* the FFN's norm fused into the residual pass (a mixture of experts' in f32 too: the router's input) */
     int ff = !e->parallel && w->ffn_norm;
-    if ((rc = res_step(e, e->att16, &w->wo, T, c->decode, w->bo, w->attn_out_norm, ff ? w->ffn_norm : NULL,
+    if ((rc = res_step(e, att, &w->wo, T, c->decode, w->bo, w->attn_out_norm, ff ? w->ffn_norm : NULL,
                        w->ffn_norm_b, ff && w->moe ? e->mws.h32 : NULL, err)))
         return rc;
     const float *fin = e->parallel ? e->x0 : e->x;
