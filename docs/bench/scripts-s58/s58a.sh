@@ -6,6 +6,7 @@
 # roles and hybrid (GPU prefill, AVX-512 decode), two rounds. Carried: tmp/cuda58a.tar.xz.
 . tools/device-lib.sh
 dev_init a.txt ${PK:-cuda58a}
+rm -f $B/test_cuda_gemv # (the GEMV kernels are unchanged: its time goes to the new path)
 st tests
 dev_gpu_tests
 grep -E "latent|==|KL" $W/cuda.txt | head -40 >> $A
