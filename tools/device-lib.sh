@@ -40,7 +40,7 @@ dev_moe_shape() {
 }
 dev_gpu_tests() {
     ( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed|kernel:" $W/moe.txt | head -20 >> $A
-    ( TM_CONF_MODELS=llama3,qwen3_moe,qwen3 TM_CONF_ENGINE=cuda timeout 200 $B/test_engine_conf ) > $W/conf.txt 2>&1
+    ( TM_CONF_MODELS=${TM_CONF_MODELS:-llama3,qwen3_moe,qwen3} TM_CONF_ENGINE=cuda timeout 200 $B/test_engine_conf ) > $W/conf.txt 2>&1
     grep -E "CHECK|passed" $W/conf.txt | head -12 >> $A
     ( timeout 60 $B/test_cuda ) > $W/cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/cuda.txt | head -8 >> $A
     ( timeout 90 $B/test_cuda_decode ) > $W/dec.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/dec.txt | head -8 >> $A
