@@ -1,5 +1,8 @@
 #!/bin/sh
-# session 58, call 3 (s58c.sh cut to the device time left): the decode attention's key segments by the batch
+# Prepared in session 58 and NOT run there (the session's device time ran out: two starts failed). To run: apply
+# dec-segs.diff (beside this script) to the tree, build the CUDA binaries, pack them as tmp/cuda58c.tar.xz with the
+# build without the diff as bin/tandem-old (the attention as committed), carry that and tmp/peer.tar.xz.
+# The call: the decode attention's key segments by the batch
 # (cu_dec.cu: each row splits its own keys, at least 64 a segment, chunks of 256 with the running rescale; was: the
 # context's capacity cut in segments of 256, most of them empty at short contexts) and the latent split over
 # several blocks. The GPU tests (test_cuda_decode also with TANDEM_CUDA_DEC_SEGS=0: one segment a row); tg128 and
