@@ -10,8 +10,9 @@
 #   dev_gpu_tests          the GPU tests of $B (test_cuda_moe, test_engine_conf's CUDA runs on the three conformance
 #                          models carried, test_cuda, test_cuda_decode, test_cuda_gemv where carried): their counts
 #                          and failures into the log
-#   dev_peer_start J       llama.cpp's CUDA build (J jobs) in L := $R/tmp/llb and the shape's bf16 GGUF
-#                          (/tmp/tb/q-bf16.gguf, tools/make_moe_gguf.py), both in the background (BP, GP)
+#   dev_peer_start J [N SHAPE GGUF]  llama.cpp's CUDA build (J jobs) in L := $R/tmp/llb and a bf16 GGUF of SHAPE cut
+#                          to N layers (tools/make_moe_gguf.py; default qwen3-30b-a3b, 8, /tmp/tb/q-bf16.gguf), both in
+#                          the background (BP, GP)
 #   dev_peer_q4            waits for those, then /tmp/tb/q-q4_0.gguf (llbench quantize), the bf16 one removed
 #   dev_ncu_agg CSV        an ncu --csv run's gpu__time_duration.sum by kernel name into the log: launches, total
 #                          and mean microseconds, the 30 largest totals
@@ -51,7 +52,8 @@ dev_peer_start() {
     L=$R/tmp/llb; mkdir -p $L && tar -C $L -xJf tmp/peer.tar.xz
     ( dev_peer_build $L $1; echo "peer build rc $?" >> $L/b.log ) &
     BP=$!
-    ( PYTHONPATH=$L/gguf-py python3 $R/tools/make_moe_gguf.py /tmp/tb/q-bf16.gguf 8 > $W/gguf.txt 2>&1 ) &
+    ( PYTHONPATH=$L/gguf-py python3 $R/tools/make_moe_gguf.py ${4:-/tmp/tb/q-bf16.gguf} ${2:-8} ${3:-qwen3-30b-a3b} \
+        > $W/gguf.txt 2>&1 ) &
     GP=$!
 }
 dev_peer_q4() {

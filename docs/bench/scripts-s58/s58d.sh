@@ -12,10 +12,7 @@
 . tools/device-lib.sh
 dev_init c.txt ${PK:-cuda58c}
 el() { echo $(( $(date +%s) - T0 )); }
-L=$R/tmp/llb; mkdir -p $L && tar -C $L -xJf tmp/peer.tar.xz
-( dev_peer_build $L 12; echo "peer build rc $?" >> $L/b.log ) &
-BP=$!
-( PYTHONPATH=$L/gguf-py python3 tools/make_moe_gguf.py /tmp/tb/d-bf16.gguf 4 deepseek-v2-lite > $W/gguf.txt 2>&1 ) &
+dev_peer_start 12 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
 st tests
 TM_CONF_MODELS=llama3,qwen3_moe dev_gpu_tests
 grep -E "^--" $W/dec.txt | head -4 >> $A
