@@ -6,8 +6,9 @@
  *     against the reference's, and the K/V rows the GPU wrote back into the host pages;
  *   - the same sequence continued by 3 CPU steps (rows the device does not have: part of a page
  *     comes up again) and 3 more GPU steps, against the CPU alone;
- *   - a batch of three sequences of 37, 20 and 600 positions (the long one's keys in 3 segments,
- *     merged), batched against the CPU's batch and against each sequence alone on the GPU;
+ *   - a batch of three sequences of 37, 20 and 600 positions (each row's keys in segments of at least 64,
+ *     merged; and, TANDEM_CUDA_DEC_SEGS=0, in one segment of three chunks with the running rescale), batched
+ *     against the CPU's batch and against each sequence alone on the GPU;
  *   - a sequence released and another reserved in the same struct, on the same page ids, with
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
@@ -598,14 +599,18 @@ int main(void)
     eng cpu = {cvt, NULL};
     tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
     if (m) CHECKF(cvt->bind(&cpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
-    /* the steps captured as CUDA graphs and replayed (the default), then launched one by one */
-    for (int g = 0; m && cpu.ctx && g < 2; g++) {
+    /* the steps captured as CUDA graphs and replayed (the default), then launched one by one; then (graphs)
+       each row's keys in one segment of the decode attention, in chunks of 256 with the running rescale */
+    for (int g = 0; m && cpu.ctx && g < 3; g++) {
         eng gpu = {vt, NULL};
-        if (g) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
+        if (g == 1) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
+        if (g == 2) setenv("TANDEM_CUDA_DEC_SEGS", "0", 1);
         CHECKF(vt->bind(&gpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
         unsetenv("TANDEM_CUDA_GRAPHS");
+        unsetenv("TANDEM_CUDA_DEC_SEGS");
         if (!gpu.ctx) continue;
-        printf("-- %s\n", g ? "TANDEM_CUDA_GRAPHS=0: launched one by one" : "CUDA graphs");
+        printf("-- %s\n", g == 1 ? "TANDEM_CUDA_GRAPHS=0: launched one by one"
+                          : g   ? "TANDEM_CUDA_DEC_SEGS=0: one segment a row" : "CUDA graphs");
         int32_t ids[1024];
         for (int i = 0; i < 1024; i++) ids[i] = (int32_t)((i * 2654435761u + 17) % (unsigned)m->V);
         one_sequence(gpu, cpu, m, ids, TM_DT_BF16);
@@ -613,6 +618,7 @@ int main(void)
         batch(gpu, cpu, m, ids);
         refusals(gpu, m, ids);
         vt->unbind(gpu.ctx);
+        if (g == 2) continue;
         packed(vt, dir, ids, !g, g ? TM_DT_Q8PC : TM_DT_BF16);
         switch_exact(vt, cpu, m, TM_DT_BF16, ids, !g, "TANDEM_CUDA_PDL");
         tm_rt_model *rm = NULL; /* the decode stage converted (int4 g64 layers): the GEMV */

@@ -8,14 +8,17 @@
  * so no block of the launch reads a slot another is writing (one launch fewer per layer than a
  * separate copy).
  *
- * k_attn_dec: one block per (sequence b, query head h, key segment). The query row (f32) sits in
- * shared memory. Keys: a thread per key computes q·k over Dh (8 elements a load), then the block's
- * max and sum (softmax over the segment's scores in shared memory); values: threads split as
- * (8-element column group) x (key group), each accumulating 8 columns over its keys, and the key
- * groups are summed through shared memory. No tensor cores: one query row per head is a GEMV, bound
- * by the bytes of K and V. Long contexts split the keys into S segments (the grid's z) whose
- * (O, max, sum) the last block of each (b, h) to finish merges (merge_if_last), as k_attn_combine
- * (cu_attn.cu) does the prefill's in a launch of its own. */
+ * k_attn_dec: one block per (sequence b, query head h, key segment). The S segments (the grid's z, a
+ * function of the batch: cuda_engine.c's dec_segs) split each row's own keys [jlo, pos] evenly, at least
+ * SEG_MIN keys a segment, so a short context leaves the later segments empty (they return at once) and
+ * no block waits on keys past its row's position. The query row (f32) sits in shared memory. A segment's
+ * keys go in chunks of up to `seglen` (the scores' room in shared memory), with the online softmax across
+ * them (the running max, sum and O rescaled when the max moves): keys: a thread per key computes q·k over
+ * Dh (8 elements a load), then the chunk's max and sum; values: threads split as (8-element column
+ * group) x (key group), each accumulating 8 columns over its keys, and the key groups are summed through
+ * shared memory at the end. No tensor cores: one query row per head is a GEMV, bound by the bytes of K and
+ * V. With S > 1 the segments' (O, max, sum) are merged by the last block of each (b, h) to finish
+ * (merge_if_last), as k_attn_combine (cu_attn.cu) does the prefill's in a launch of its own. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -23,7 +26,8 @@
 #include "engine/cuda/cu_launch.cuh"
 #include "engine/cuda/cuda-impl.h"
 
-#define NT 128 /* threads per block */
+#define NT 128      /* threads per block */
+#define SEG_MIN 64  /* keys a segment at least */
 
 /* 8 elements d .. d + 7 (d % 8 == 0) of a K or V row of dtype DT starting at row (0 bf16, 1 f16, 2 f32,
  * 3 int8: the raw q, the caller applies the row's scale) */
@@ -136,10 +140,11 @@ __global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, flo
     const int Dh = a.Dh, b = blockIdx.x, h = blockIdx.y, seg = blockIdx.z, g = h / (a.H / a.Hk), tid = threadIdx.x;
     float *qs = sm, *sc = qs + Dh, *og = sc + seglen, *red = og + (size_t)(NT / (Dh / 8)) * Dh;
     const int i = a.pos[b]; /* the query's position: keys [jlo, i] */
-    const int jlo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0;
-    const int ja = jlo + seg * seglen, jb = ja + seglen < i + 1 ? ja + seglen : i + 1;
+    const int jlo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, span = i - jlo + 1;
+    const int per = max(SEG_MIN, (span + S - 1) / S); /* this row's keys a segment */
+    const int ja = jlo + min(seg * per, span), jb = jlo + min((seg + 1) * per, span);
     const size_t row = (size_t)b * a.H + h; /* the (b, h) row of the partials */
-    if (ja >= jb) { /* an empty segment (a shorter sequence of the batch, or past the position) */
+    if (ja >= jb) { /* an empty segment (a short context, or a shorter sequence of the batch) */
         if (tid == 0 && S > 1) pm[(size_t)seg * a.B * a.H + row] = -INFINITY, pl[(size_t)seg * a.B * a.H + row] = 0.f;
         if (S > 1) merge_if_last(a, S, row, h, po, pm, pl, cnt);
         return;
@@ -157,44 +162,51 @@ __global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, flo
         if (DT == 3 && lane == 0) ((float *)blk)[slot] = a.rscales[kg * a.B + b];
     }
     __syncthreads();
-    float mx = -INFINITY;
-    for (int j = ja + tid; j < jb; j += NT) {
-        float ks = 1.f, s = 0.f, v[8];
-        const uint8_t *kr = kv_row<DT>(a, pt, b, g, 0, i, j, &ks);
-        for (int d = 0; d < Dh; d += 8) {
-            load8<DT>(kr, d, v);
-#pragma unroll
-            for (int k = 0; k < 8; k++) s += qs[d + k] * v[k];
-        }
-        if (DT == 3) s *= ks;
-        s *= a.scale;
-        if (a.softcap != 0.f) s = tanhf(s / a.softcap) * a.softcap;
-        if (a.alibi) s += a.alibi[h] * (float)(j - i);
-        sc[j - ja] = s;
-        mx = fmaxf(mx, s);
-    }
-    const float m = block_reduce(mx, 0, red);
-    float sum = 0.f;
-    for (int j = ja + tid; j < jb; j += NT) {
-        float p = expf(sc[j - ja] - m);
-        sum += p;
-        if (DT == 3) { /* the value row's scale goes with its weight */
-            float vs = 1.f;
-            kv_row<DT>(a, pt, b, g, 1, i, j, &vs);
-            p *= vs;
-        }
-        sc[j - ja] = p;
-    }
-    const float l = block_reduce(sum, 1, red); /* its barrier also publishes sc */
     const int ncg = Dh / 8, ngr = NT / ncg, cg = tid % ncg, gr = tid / ncg;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (gr < ngr)
-        for (int j = ja + gr; j < jb; j += ngr) {
-            float v[8], p = sc[j - ja], vs;
-            load8<DT>(kv_row<DT>(a, pt, b, g, 1, i, j, &vs), cg * 8, v);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, m = -INFINITY, l = 0.f;
+    for (int c0 = ja; c0 < jb; c0 += seglen) { /* a chunk of the segment's keys: [c0, c1) */
+        const int c1 = min(c0 + seglen, jb);
+        float mx = -INFINITY;
+        for (int j = c0 + tid; j < c1; j += NT) {
+            float ks = 1.f, s = 0.f, v[8];
+            const uint8_t *kr = kv_row<DT>(a, pt, b, g, 0, i, j, &ks);
+            for (int d = 0; d < Dh; d += 8) {
+                load8<DT>(kr, d, v);
 #pragma unroll
-            for (int k = 0; k < 8; k++) acc[k] += p * v[k];
+                for (int k = 0; k < 8; k++) s += qs[d + k] * v[k];
+            }
+            if (DT == 3) s *= ks;
+            s *= a.scale;
+            if (a.softcap != 0.f) s = tanhf(s / a.softcap) * a.softcap;
+            if (a.alibi) s += a.alibi[h] * (float)(j - i);
+            sc[j - c0] = s;
+            mx = fmaxf(mx, s);
         }
+        const float mn = fmaxf(m, block_reduce(mx, 0, red)), f = expf(m - mn); /* f: 0 at the first chunk */
+        float sum = 0.f;
+        for (int j = c0 + tid; j < c1; j += NT) {
+            float p = expf(sc[j - c0] - mn);
+            sum += p;
+            if (DT == 3) { /* the value row's scale goes with its weight */
+                float vs = 1.f;
+                kv_row<DT>(a, pt, b, g, 1, i, j, &vs);
+                p *= vs;
+            }
+            sc[j - c0] = p;
+        }
+        l = l * f + block_reduce(sum, 1, red); /* its barrier also publishes sc */
+        m = mn;
+#pragma unroll
+        for (int k = 0; k < 8; k++) acc[k] *= f;
+        if (gr < ngr)
+            for (int j = c0 + gr; j < c1; j += ngr) {
+                float v[8], p = sc[j - c0], vs;
+                load8<DT>(kv_row<DT>(a, pt, b, g, 1, i, j, &vs), cg * 8, v);
+#pragma unroll
+                for (int k = 0; k < 8; k++) acc[k] += p * v[k];
+            }
+        __syncthreads(); /* sc is the next chunk's */
+    }
     if (gr < ngr)
 #pragma unroll
         for (int k = 0; k < 8; k++) og[(size_t)gr * Dh + cg * 8 + k] = acc[k];

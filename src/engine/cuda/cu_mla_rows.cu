@@ -26,19 +26,26 @@ extern "C" void cu_mla_norm(cu_stream s, int R, int n, float *x, const float *b,
     cu_go(k_mla_norm, (unsigned)R, CU_ROW_NT, 0, s, n, x, b, w, eps, y16);
 }
 
-/* row t: ckv[t] += b; c = rmsnorm(ckv[t][:kvl]) by w; q|k|v row t (f32, [H + 2][Dh]):
- * q'_h[:rope] = qf[t][h][:rope], k' = [ckv[t][kvl:] | c], v' = [c | 0]; qn16[t][h] = bf16(qf[t][h][rope:]) */
+/* row t = blockIdx.x: block y 0 the latent, ckv[t] += b; c = rmsnorm(ckv[t][:kvl]) by w; k' = [ckv[t][kvl:] | c],
+ * v' = [c | 0]; blocks y >= 1 the queries, QCHUNK elements of qf[t] each: q'_h[:rope] = qf[t][h][:rope],
+ * qn16[t][h] = bf16(qf[t][h][rope:]) (a decode step's one row over several blocks: the latency is the rows') */
+#define QCHUNK (4 * CU_ROW_NT)
 __global__ void k_mla_split(cu_mla_split_args a)
 {
     pdl_enter();
     const int t = blockIdx.x, Dh = a.rope + a.kvl, qd = a.rope + a.nope, kvr = a.kvl + a.rope;
-    float *ck = a.ckv + (size_t)t * kvr, *row = a.qkv + (size_t)t * (a.H + 2) * Dh, *k = row + (size_t)a.H * Dh, *v = k + Dh;
-    const float *qf = a.qf + (size_t)t * a.H * qd;
-    for (int i = threadIdx.x; i < a.H * qd; i += CU_ROW_NT) {
-        const int h = i / qd, d = i % qd;
-        if (d < a.rope) row[(size_t)h * Dh + d] = qf[i];
-        else a.qn16[((size_t)t * a.H + h) * a.nope + d - a.rope] = cu_tobf(qf[i]);
+    float *row = a.qkv + (size_t)t * (a.H + 2) * Dh, *k = row + (size_t)a.H * Dh, *v = k + Dh;
+    if (blockIdx.y > 0) {
+        const float *qf = a.qf + (size_t)t * a.H * qd;
+        const int i0 = (blockIdx.y - 1) * QCHUNK, i1 = min(i0 + QCHUNK, a.H * qd);
+        for (int i = i0 + threadIdx.x; i < i1; i += CU_ROW_NT) {
+            const int h = i / qd, d = i % qd;
+            if (d < a.rope) row[(size_t)h * Dh + d] = qf[i];
+            else a.qn16[((size_t)t * a.H + h) * a.nope + d - a.rope] = cu_tobf(qf[i]);
+        }
+        return;
     }
+    float *ck = a.ckv + (size_t)t * kvr;
     if (a.b) {
         for (int i = threadIdx.x; i < kvr; i += CU_ROW_NT) ck[i] += a.b[i];
         __syncthreads();
@@ -51,7 +58,8 @@ __global__ void k_mla_split(cu_mla_split_args a)
 
 extern "C" void cu_mla_split(cu_stream s, int T, const cu_mla_split_args *a)
 {
-    cu_go(k_mla_split, (unsigned)T, CU_ROW_NT, 0, s, *a);
+    const int nq = (a->H * (a->rope + a->nope) + QCHUNK - 1) / QCHUNK;
+    cu_go(k_mla_split, dim3((unsigned)T, (unsigned)(1 + nq)), CU_ROW_NT, 0, s, *a);
 }
 
 /* q16[t][h][d] = bf16(qkv[t][h Dh + d]) for t < T, the H query heads (qkv rows of nqkv) */

@@ -97,7 +97,7 @@
 #define CU_MAX_T 512 /* rows per chunk (the runtime's largest) */
 #define CU_MAX_B 64  /* sequences per decode step */
 #define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
-#define CU_SEG 256   /* decode attention: keys per segment, about */
+#define CU_SEG 256   /* decode attention: keys a chunk (the scores' room in shared memory) */
 #define CU_GEMV_MAX 16 /* prefill rows up to which a packed weight runs the GEMV (more: dequantized, cuBLAS) */
 #define CU_GEMV_DUAL 16 /* decode rows up to which a packed weight with a bf16 copy runs the GEMV (more: cuBLAS) */
 #define BLAS_WS ((size_t)32 << 20)
@@ -215,8 +215,8 @@ typedef struct cu_eng {
     unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
     size_t dpart_cap;
     double t_upload;                  /* seconds spent bringing pages up (the profile prints it) */
-    int dseg_n, dseg_len;             /* the decode attention's key segments: fixed by the context (a captured
-                                         step's launches do not change with it; empty segments return at once) */
+    int dseg_force;                   /* the decode attention's key segments a row: TANDEM_CUDA_DEC_SEGS=N (0: one),
+                                         a test and measurement switch; -1: by the batch (dec_segs) */
     int ptw;                          /* page table entries per sequence: the context's pages */
     cudaGraphExec_t graph[2][CU_MAX_B + 1][2]; /* decode steps captured, by lane (a graph runs where it was
                                          captured), batch and RoPE long factors (or not) */
@@ -685,14 +685,8 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
         goto fail;
     }
     e->attn_split = getenv("TANDEM_CUDA_SPLIT") ? atoi(getenv("TANDEM_CUDA_SPLIT")) : 0;
-    e->dseg_n = (e->cap + CU_SEG - 1) / CU_SEG;
-    e->dseg_n = e->dseg_n > 1024 ? 1024 : e->dseg_n;
-    e->dseg_len = (e->cap + e->dseg_n - 1) / e->dseg_n;
-    if (cu_attn_decode_smem(m->Dh, e->dseg_len) > 48 * 1024) {
-        rc = tm_errf(err, TM_E_LIMIT, "cuda engine: a context of %d is past the decode attention's %d positions",
-                     e->cap, 1024 * 8192);
-        goto fail;
-    }
+    const char *ds = getenv("TANDEM_CUDA_DEC_SEGS");
+    e->dseg_force = ds ? (atoi(ds) < 1 ? 1 : atoi(ds) > 256 ? 256 : atoi(ds)) : -1;
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
     const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step */
@@ -817,6 +811,18 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
     return TM_OK;
 }
 
+/* the decode attention's key segments a (sequence, head) in a step of B rows (cu_dec.cu): enough blocks for two
+ * waves of the call's multiprocessors, at most one a 64 keys of the context (each row splits its own keys; a short
+ * context leaves the later segments empty). A function of B and the stream's part only, so a captured step keeps
+ * its launches whatever the positions. */
+static int dec_segs(const cu_eng *e, int B)
+{
+    if (e->dseg_force > 0) return e->dseg_force;
+    int bh = B * e->H, S = (2 * e->sms + bh - 1) / bh, most = (e->cap + 63) / 64;
+    S = S > most ? most : S;
+    return S < 1 ? 1 : S > 256 ? 256 : S;
+}
+
 /* the decode attention of layer l's step (which also puts the export rows exp into the pages) */
 static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb)
 {
@@ -826,7 +832,7 @@ static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const 
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
     da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), da.cnt = e->dcnt;
     prof_mark(e, PROF_ATTN, 0);
-    cu_attn_decode(e->st, &da, e->dseg_n, e->dseg_len, e->dpart);
+    cu_attn_decode(e->st, &da, dec_segs(e, c->T), CU_SEG, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
 }
 
@@ -1331,7 +1337,7 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     e->clock++;
     cu_dseq *st[CU_MAX_B];
     if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, err))) return rc;
-    if (e->dseg_n > 1 && (rc = dpart_need(e, B, e->dseg_n, err))) return rc;
+    if (dec_segs(e, B) > 1 && (rc = dpart_need(e, B, dec_segs(e, B), err))) return rc;
     const int *dpos = e->meta_dev + B;
     cu_call c = {.T = B, .n_valid = B, .span = span, .kv_dt = o->dtype, .decode = 1, .dpos = dpos, .layer_bytes = lb,
                  .dstride = dexp_stride(e, B, kv_esz(o->dtype))};
