@@ -7,8 +7,10 @@
  *   - the same sequence continued by 3 CPU steps (rows the device does not have: part of a page
  *     comes up again) and 3 more GPU steps, against the CPU alone;
  *   - a batch of three sequences of 37, 20 and 600 positions (each row's keys in segments of at least 64,
- *     merged; and, TANDEM_CUDA_DEC_SEGS=0, in one segment of three chunks with the running rescale), batched
+ *     merged; and, TANDEM_CUDA_DEC_SEGS=0, in one segment of chunks with the running rescale), batched
  *     against the CPU's batch and against each sequence alone on the GPU;
+ *   - these (CUDA graphs) with the decode attention of a kv head's query heads together on tensor cores
+ *     (TANDEM_CUDA_DEC_MMA=1, bf16 and int8 pages) as well as a block a query head (the default);
  *   - a sequence released and another reserved in the same struct, on the same page ids, with
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
@@ -600,17 +602,22 @@ int main(void)
     tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
     if (m) CHECKF(cvt->bind(&cpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
     /* the steps captured as CUDA graphs and replayed (the default), then launched one by one; then (graphs)
-       each row's keys in one segment of the decode attention, in chunks of 256 with the running rescale */
-    for (int g = 0; m && cpu.ctx && g < 3; g++) {
+       each row's keys in one segment of the decode attention, in chunks with the running rescale; then the
+       decode attention of a kv head's query heads together on tensor cores (k_attn_dec_mma, opt-in) */
+    static const char *const name[] = {"CUDA graphs", "TANDEM_CUDA_GRAPHS=0: launched one by one",
+                                       "TANDEM_CUDA_DEC_SEGS=0: one segment a row",
+                                       "TANDEM_CUDA_DEC_MMA=1: a kv head's query heads a block, on tensor cores"};
+    for (int g = 0; m && cpu.ctx && g < 4; g++) {
         eng gpu = {vt, NULL};
         if (g == 1) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
         if (g == 2) setenv("TANDEM_CUDA_DEC_SEGS", "0", 1);
+        if (g == 3) setenv("TANDEM_CUDA_DEC_MMA", "1", 1);
         CHECKF(vt->bind(&gpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
         unsetenv("TANDEM_CUDA_GRAPHS");
         unsetenv("TANDEM_CUDA_DEC_SEGS");
+        unsetenv("TANDEM_CUDA_DEC_MMA");
         if (!gpu.ctx) continue;
-        printf("-- %s\n", g == 1 ? "TANDEM_CUDA_GRAPHS=0: launched one by one"
-                          : g   ? "TANDEM_CUDA_DEC_SEGS=0: one segment a row" : "CUDA graphs");
+        printf("-- %s\n", name[g]);
         int32_t ids[1024];
         for (int i = 0; i < 1024; i++) ids[i] = (int32_t)((i * 2654435761u + 17) % (unsigned)m->V);
         one_sequence(gpu, cpu, m, ids, TM_DT_BF16);
@@ -618,7 +625,7 @@ int main(void)
         batch(gpu, cpu, m, ids);
         refusals(gpu, m, ids);
         vt->unbind(gpu.ctx);
-        if (g == 2) continue;
+        if (g >= 2) continue;
         packed(vt, dir, ids, !g, g ? TM_DT_Q8PC : TM_DT_BF16);
         switch_exact(vt, cpu, m, TM_DT_BF16, ids, !g, "TANDEM_CUDA_PDL");
         tm_rt_model *rm = NULL; /* the decode stage converted (int4 g64 layers): the GEMV */

@@ -31,6 +31,7 @@
 #include <math.h>
 
 #include "engine/cuda/cu_launch.cuh"
+#include "engine/cuda/cu_mma.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define WARPS 8 /* k_attn_combine: warps per block */
@@ -45,11 +46,6 @@
 /* bytes of shared memory k_attn_fa<DH> uses: Q, then K[2], V[2], rows of DH + 8 bf16 */
 static __host__ __device__ constexpr size_t fa_smem(int DH) { return (size_t)(FA_ROWS + 4 * FA_TK) * (DH + 8) * 2; }
 
-static __device__ __forceinline__ unsigned smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /* 16 bytes global -> shared, asynchronously; n < 16 copies n bytes and zero-fills the rest (n 0: zeros) */
 static __device__ __forceinline__ void cp16(void *dst, const void *src, int n)
 {
@@ -57,35 +53,6 @@ static __device__ __forceinline__ void cp16(void *dst, const void *src, int n)
 }
 static __device__ __forceinline__ void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 static __device__ __forceinline__ void cp_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::); }
-
-/* four 8 x 8 b16 matrices; lane i gives row i % 8 of matrix i / 8 */
-static __device__ __forceinline__ void ldm4(unsigned r[4], const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-static __device__ __forceinline__ void ldm4t(unsigned r[4], const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-/* d[16][8] += a[16][16] · b[16][8] */
-static __device__ __forceinline__ void mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi)
-{
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(unsigned *)&v;
-}
 
 /* Block (64 rows from blockIdx.x * 64, head blockIdx.y, key segment blockIdx.z of S). With S == 1 it
  * writes the output rows (bf16 [T][H][DH]; padding rows 0); else its segment's unnormalised O, running
@@ -164,8 +131,8 @@ __global__ void __launch_bounds__(32 * FA_WARPS, DH <= 64 ? 4 : 1) k_attn_fa(cu_
                 for (int np = 0; np < 4; np++) { /* keys 16 np .. + 15: two B fragments */
                     unsigned kf[4];
                     ldm4(kf, kt + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + (lane >> 3 & 1) * 8);
-                    mma(s[2 * np], qa, kf[0], kf[1]);
-                    mma(s[2 * np + 1], qa, kf[2], kf[3]);
+                    mma_bf16(s[2 * np], qa, kf[0], kf[1]);
+                    mma_bf16(s[2 * np + 1], qa, kf[2], kf[3]);
                 }
             }
             /* no mask needed where every key is at or before the first row and within the last row's window */
@@ -217,8 +184,8 @@ __global__ void __launch_bounds__(32 * FA_WARPS, DH <= 64 ? 4 : 1) k_attn_fa(cu_
                 for (int dp = 0; dp < DH / 16; dp++) { /* columns 16 dp .. + 15: two B fragments */
                     unsigned vf[4];
                     ldm4t(vf, vt + (ks * 16 + (lane & 7) + (lane >> 3 & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8);
-                    mma(o[2 * dp], pa, vf[0], vf[1]);
-                    mma(o[2 * dp + 1], pa, vf[2], vf[3]);
+                    mma_bf16(o[2 * dp], pa, vf[0], vf[1]);
+                    mma_bf16(o[2 * dp + 1], pa, vf[2], vf[3]);
                 }
             }
         }

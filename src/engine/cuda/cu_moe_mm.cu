@@ -29,6 +29,7 @@
 
 #include "engine/cuda/cu_act.cuh"
 #include "engine/cuda/cu_launch.cuh"
+#include "engine/cuda/cu_mma.cuh"
 #include "engine/cuda/cu_unpack.cuh"
 #include "engine/cuda/cuda-impl.h"
 
@@ -64,27 +65,6 @@ typedef struct mm_args {
     int ldy;
     cu_gemv_epi ep;
 } mm_args;
-
-static __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const uint16_t *p)
-{
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-/* c[16 x 8] += a[16 x 16] · b[16 x 8] (bf16, f32 accumulate) */
-static __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap(); /* cu_moe_mm is for sm_80 and later (the engine builds for sm_90) */
-#endif
-}
 
 template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm(mm_args a)
 {
@@ -174,11 +154,11 @@ template <int ENC, bool GATED> __global__ void __launch_bounds__(MM_NT) k_moe_mm
         for (int kk = 0; kk < MM_TK; kk += 16) {
             uint32_t af[2][4], bq[2][4];
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++) ldsm4(af[mi], &sx[32 * wm + 16 * mi + (lane & 15)][kk + (lane >> 4) * 8]);
+            for (int mi = 0; mi < 2; mi++) ldm4(af[mi], &sx[32 * wm + 16 * mi + (lane & 15)][kk + (lane >> 4) * 8]);
             /* matrices: rows b..b+7 k lo, k hi; rows b+8..b+15 k lo, k hi */
             const int br = (lane & 7) + ((lane >> 4) << 3), bk = kk + ((lane >> 3) & 1) * 8;
-            ldsm4(bq[0], &sw[b0 + br][bk]);
-            ldsm4(bq[1], &sw[b1 + br][bk]);
+            ldm4(bq[0], &sw[b0 + br][bk]);
+            ldm4(bq[1], &sw[b1 + br][bk]);
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
 #pragma unroll

@@ -150,15 +150,19 @@ typedef struct cu_dec_attn_args {
     const uint8_t *rows;   /* the step's export rows [2][Hk][B] of Dh elements in the cache's dtype */
     const float *rscales;  /* int8: their scales [2][Hk][B] */
     unsigned *cnt;         /* S > 1: a count per (b, h), [B][H], zero before the first launch (each leaves them zero) */
+    int mma;               /* bf16 and int8 pages: a kv head's query heads a block, the scores on tensor cores
+                              (k_attn_dec_mma); 0: a block a query head (k_attn_dec) */
 } cu_dec_attn_args;
 
 /* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages (key
- * pos from the export rows, which the launch also writes into their pages at pos), the
- * keys in S segments of seglen (S * seglen >= the longest span; S > 1 merged by the last block of each
+ * pos from the export rows, which the launch also writes into their pages at pos), each row's
+ * keys in S segments (chunks of seglen in k_attn_dec; S > 1 merged by the last block of each
  * row, through scratch of cu_attention_scratch(B, H, Dh, S) bytes and the counts a->cnt); shared memory
  * per block cu_attn_decode_smem(Dh, seglen) (the engine keeps it under 48 KB) */
 void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
 size_t cu_attn_decode_smem(int Dh, int seglen);
+/* the launch's blocks a (sequence, segment) for these heads, head dim, page dtype and a->mma */
+int cu_attn_decode_blocks(int H, int Hk, int Dh, int dt, int mma);
 
 /* ---- cu_mla_rows.cu: multi-head latent attention's row passes (cu_mla.h) ---- */
 

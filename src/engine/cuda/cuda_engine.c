@@ -217,6 +217,10 @@ typedef struct cu_eng {
     double t_upload;                  /* seconds spent bringing pages up (the profile prints it) */
     int dseg_force;                   /* the decode attention's key segments a row: TANDEM_CUDA_DEC_SEGS=N (0: one),
                                          a test and measurement switch; -1: by the batch (dec_segs) */
+    int dec_mma;                      /* the decode attention's grouped tensor-core kernel on bf16 / int8 pages
+                                         (cu_dec_attn_args.mma), TANDEM_CUDA_DEC_MMA=1; off by default: correct on
+                                         the GPU tests but slower end to end as it stands (its one-block merge of up
+                                         to 256 segments; docs/benchmarks.md "Session 59") */
     int ptw;                          /* page table entries per sequence: the context's pages */
     cudaGraphExec_t graph[2][CU_MAX_B + 1][2]; /* decode steps captured, by lane (a graph runs where it was
                                          captured), batch and RoPE long factors (or not) */
@@ -687,6 +691,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     e->attn_split = getenv("TANDEM_CUDA_SPLIT") ? atoi(getenv("TANDEM_CUDA_SPLIT")) : 0;
     const char *ds = getenv("TANDEM_CUDA_DEC_SEGS");
     e->dseg_force = ds ? (atoi(ds) < 1 ? 1 : atoi(ds) > 256 ? 256 : atoi(ds)) : -1;
+    e->dec_mma = getenv("TANDEM_CUDA_DEC_MMA") && strcmp(getenv("TANDEM_CUDA_DEC_MMA"), "0"); /* opt-in: see dec_mma */
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
     const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step */
@@ -811,14 +816,15 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
     return TM_OK;
 }
 
-/* the decode attention's key segments a (sequence, head) in a step of B rows (cu_dec.cu): enough blocks for two
- * waves of the call's multiprocessors, at most one a 64 keys of the context (each row splits its own keys; a short
- * context leaves the later segments empty). A function of B and the stream's part only, so a captured step keeps
- * its launches whatever the positions. */
-static int dec_segs(const cu_eng *e, int B)
+/* the decode attention's key segments a (sequence, head tile) in a step of B rows on pages of dtype code dt
+ * (cu_dec.cu): enough blocks for two waves of the call's multiprocessors, at most one a 64 keys of the context (each
+ * row splits its own keys; a short context leaves the later segments empty). A function of B, dt and the stream's
+ * part only, so a captured step keeps its launches whatever the positions. */
+static int dec_segs(const cu_eng *e, int B, int dt)
 {
     if (e->dseg_force > 0) return e->dseg_force;
-    int bh = B * e->H, S = (2 * e->sms + bh - 1) / bh, most = (e->cap + 63) / 64;
+    int bh = B * cu_attn_decode_blocks(e->H, e->Hk, e->Dh, dt, e->dec_mma);
+    int S = (2 * e->sms + bh - 1) / bh, most = (e->cap + 63) / 64;
     S = S > most ? most : S;
     return S < 1 ? 1 : S > 256 ? 256 : S;
 }
@@ -832,7 +838,7 @@ static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const 
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
     da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), da.cnt = e->dcnt;
     prof_mark(e, PROF_ATTN, 0);
-    cu_attn_decode(e->st, &da, dec_segs(e, c->T), CU_SEG, e->dpart);
+    cu_attn_decode(e->st, &da, dec_segs(e, c->T, da.dt), CU_SEG, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
 }
 
@@ -1337,13 +1343,14 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     e->clock++;
     cu_dseq *st[CU_MAX_B];
     if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, err))) return rc;
-    if (dec_segs(e, B) > 1 && (rc = dpart_need(e, B, dec_segs(e, B), err))) return rc;
+    const int ds = dec_segs(e, B, kv_code(o->dtype));
+    if (ds > 1 && (rc = dpart_need(e, B, ds, err))) return rc;
     const int *dpos = e->meta_dev + B;
     cu_call c = {.T = B, .n_valid = B, .span = span, .kv_dt = o->dtype, .decode = 1, .dpos = dpos, .layer_bytes = lb,
                  .dstride = dexp_stride(e, B, kv_esz(o->dtype))};
     c.da = (cu_dec_attn_args){.B = B, .H = e->H, .Hk = e->Hk, .Dh = e->Dh, .arena = e->arena, .page_bytes = pb,
                               .blk_bytes = blk, .ps = ps, .dt = kv_code(o->dtype), .pt = e->meta_dev + 2 * B,
-                              .ptw = e->ptw, .pos = dpos};
+                              .ptw = e->ptw, .pos = dpos, .mma = e->dec_mma};
     /* the step's launches: captured once per (batch, RoPE frequencies) and replayed after (its inputs
        are in meta_dev); TANDEM_CUDA_GRAPHS=0 or a capture that fails: launched one by one */
     int lf = 0;

@@ -1,0 +1,48 @@
+#!/bin/sh
+# Session 59, call 2 (PK=cuda59b: the build committed, the grouped kernel then on by default), and call 3 prepared,
+# not run (its start failed, the device time ran out): apply dec-mma-merge.diff (beside this script: the merge
+# reading only the segments that hold keys, the grouped kernel's segments at most 32, default on), build, pack as
+# tmp/cuda59c.tar.xz, run with PK=cuda59c NCU_BY=190 PEER_BY=262. Call 2: the decode attention of a kv head's query heads together, the scores on tensor cores
+# (k_attn_dec_mma, cu_dec.cu), against the kernel a block a query head (TANDEM_CUDA_DEC_MMA=0, the same binary).
+# The GPU tests (test_cuda_decode runs both kernels); tg128 and e4000+96 of both, interleaved, two rounds, on the
+# DeepSeek-V2-Lite shape (4 layers: one latent kv head of 576 dims, 16 query heads) and the Llama-3.2-1B shape
+# (GQA 32/8, head dim 64); ncu of a tg16 step (DeepSeek shape); then, where llama.cpp's CUDA build is done in time,
+# the DeepSeek shape beside it. Carried: tmp/cuda59b.tar.xz, tmp/peer.tar.xz.
+. tools/device-lib.sh
+dev_init d.txt ${PK:-cuda59b}
+el() { echo $(( $(date +%s) - T0 )); }
+dev_peer_start 14 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
+st tests
+TM_CONF_MODELS=llama3,qwen3_moe; export TM_CONF_MODELS
+dev_gpu_tests
+grep -E "^--" $W/dec.txt | head -5 >> $A
+st models
+$B/tandem synth --like deepseek-v2-lite --layers 4 -o /tmp/tb/d > /dev/null 2>> $A
+$B/tandem convert /tmp/tb/d -o /tmp/tb/d.tdm --threads 4 > $W/convert.txt 2>&1; tail -1 $W/convert.txt >> $A
+rm -rf /tmp/tb/d
+$B/tandem synth --like llama-3.2-1b -o /tmp/tb/l > /dev/null 2>> $A
+$B/tandem convert /tmp/tb/l -o /tmp/tb/l.tdm --threads 4 > $W/convert-l.txt 2>&1; tail -1 $W/convert-l.txt >> $A
+rm -rf /tmp/tb/l
+st ab
+for r in 1 2; do for m in d l; do for k in 1 0; do
+  TANDEM_CUDA_DEC_MMA=$k timeout 40 $B/tandem bench /tmp/tb/$m.tdm -t 4 --tests tg128,e4000+96 --reps 3 --prefill cuda \
+    --decode cuda --md $W/ab-$m-$k-$r.md > /dev/null 2>> $W/bench.err
+  echo "$m mma=$k round $r: $(grep -E '^\| (tg|e)' $W/ab-$m-$k-$r.md | cut -d'|' -f2,4,5 | tr '\n' ' ')" >> $A
+done; done; done
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ] && [ $(el) -lt ${NCU_BY:-999} ]; then
+  timeout 100 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
+    $B/tandem bench /tmp/tb/d.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
+  st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
+fi
+cd $W && tar -czf $OUT/d.tar.gz ab-*.md dec.txt cuda.txt conf.txt moe.txt 2>/dev/null; cd $R
+while [ $(el) -lt ${PEER_BY:-330} ] && kill -0 $BP 2>/dev/null; do sleep 5; done
+st "peer build"; tail -1 $L/b.log | cut -c1-200 >> $A
+if [ -x $L/llbench ] && [ $(el) -lt $(( ${PEER_BY:-330} + 15 )) ]; then
+  timeout 40 $L/llbench quantize /tmp/tb/d-bf16.gguf /tmp/tb/d-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
+  timeout 50 $B/tandem bench /tmp/tb/d.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
+    --peer llama.cpp --peer-model /tmp/tb/d-q4_0.gguf --peer-bin $L/llbench --md $W/peer1.md > /dev/null 2>> $W/bench.err
+  echo "-- tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer1.md >> $A
+fi
+grep -iE "error|fail" $W/bench.err | head -6 | cut -c1-250 >> $A
+st done
