@@ -16,6 +16,9 @@
 #   dev_peer_q4            waits for those, then /tmp/tb/q-q4_0.gguf (llbench quantize), the bf16 one removed
 #   dev_ncu_agg CSV        an ncu --csv run's gpu__time_duration.sum by kernel name into the log: launches, total
 #                          and mean microseconds, the 30 largest totals
+#   dev_peer_tail BY M     waits for llama.cpp's build until BY s into the call; if built by BY + 15 s, M's GGUF
+#                          (/tmp/tb/M-bf16.gguf) quantized to Q4_0 and /tmp/tb/M.tdm's pp512 / tg128 beside it in
+#                          one invocation (into $W/peer1.md and the log); then the bench errors, and "done"
 #   dev_peer_round N       round N of pp512 / tg128, $B's tandem beside that Q4_0 in one invocation (--peer
 #                          llama.cpp), into $W/peerN.md / .json and the log
 dev_init() {
@@ -85,4 +88,16 @@ print("kernels %d, total %.1f us" % (sum(a[0] for a in t.values()), tot))
 for n, (c, s) in sorted(t.items(), key=lambda e: -e[1][1])[:30]:
     print("%6d %10.1f us %8.2f us/launch  %s" % (c, s, s / c, n))
 PY
+}
+dev_peer_tail() {
+    while [ $(( $(date +%s) - T0 )) -lt $1 ] && kill -0 $BP 2>/dev/null; do sleep 5; done
+    st "peer build"; tail -1 $L/b.log | cut -c1-200 >> $A
+    if [ -x $L/llbench ] && [ $(( $(date +%s) - T0 )) -lt $(( $1 + 15 )) ]; then
+        timeout 40 $L/llbench quantize /tmp/tb/$2-bf16.gguf /tmp/tb/$2-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
+        timeout 50 $B/tandem bench /tmp/tb/$2.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
+            --peer llama.cpp --peer-model /tmp/tb/$2-q4_0.gguf --peer-bin $L/llbench --md $W/peer1.md > /dev/null 2>> $W/bench.err
+        echo "-- tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer1.md >> $A
+    fi
+    grep -iE "error|fail" $W/bench.err | head -6 | cut -c1-250 >> $A
+    st done
 }

@@ -1,11 +1,12 @@
 #!/bin/sh
-# Session 59, call 1: session 58's prepared decode-attention call (scripts-s58/s58d.sh, its header says what it
-# measures), run with dec-segs.diff applied to the tree (now
-# in the engine: the commit that added this script), plus an ncu of a tg16 decode (kernel time by name) on the
-# new build. Carried: tmp/cuda59a.tar.xz (bin/tandem with the diff, bin/tandem-old without), tmp/peer.tar.xz.
+# Session 59, call 1: session 58's prepared decode-attention call (its s58d.sh, folded into this one and removed),
+# run with dec-segs.diff applied to the tree (now in the engine: the commit that added this script): the decode
+# attention's key segments by each row's own keys and the latent split over several blocks. The GPU tests
+# (test_cuda_decode also with TANDEM_CUDA_DEC_SEGS=0); tg128 and e4000+96 of this build against the previous one
+# (bin/tandem-old), interleaved, two rounds, on the DeepSeek-V2-Lite shape (4 layers); an ncu of a tg16 decode
+# (kernel time by name) on the new build; then, where llama.cpp's CUDA build is done in time, one round beside it. Carried: tmp/cuda59a.tar.xz (bin/tandem with the diff, bin/tandem-old without), tmp/peer.tar.xz.
 . tools/device-lib.sh
 dev_init c.txt ${PK:-cuda59a}
-el() { echo $(( $(date +%s) - T0 )); }
 dev_peer_start 12 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
 st tests
 TM_CONF_MODELS=llama3,qwen3_moe dev_gpu_tests
@@ -27,13 +28,4 @@ if [ -n "$NCU" ]; then
   st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
 fi
 cd $W && tar -czf $OUT/c.tar.gz ab-*.md dec.txt cuda.txt conf.txt moe.txt 2>/dev/null; cd $R
-while [ $(el) -lt 330 ] && kill -0 $BP 2>/dev/null; do sleep 5; done
-st "peer build"; tail -1 $L/b.log | cut -c1-200 >> $A
-if [ -x $L/llbench ] && [ $(el) -lt 360 ]; then
-  timeout 40 $L/llbench quantize /tmp/tb/d-bf16.gguf /tmp/tb/d-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
-  timeout 45 $B/tandem bench /tmp/tb/d.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
-    --peer llama.cpp --peer-model /tmp/tb/d-q4_0.gguf --peer-bin $L/llbench --md $W/peer1.md > /dev/null 2>> $W/bench.err
-  echo "-- tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer1.md >> $A
-fi
-grep -iE "error|fail" $W/bench.err | head -6 | cut -c1-250 >> $A
-st done
+dev_peer_tail 330 d

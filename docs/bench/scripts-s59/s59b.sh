@@ -36,13 +36,4 @@ if [ -n "$NCU" ] && [ $(el) -lt ${NCU_BY:-999} ]; then
   st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
 fi
 cd $W && tar -czf $OUT/d.tar.gz ab-*.md dec.txt cuda.txt conf.txt moe.txt 2>/dev/null; cd $R
-while [ $(el) -lt ${PEER_BY:-330} ] && kill -0 $BP 2>/dev/null; do sleep 5; done
-st "peer build"; tail -1 $L/b.log | cut -c1-200 >> $A
-if [ -x $L/llbench ] && [ $(el) -lt $(( ${PEER_BY:-330} + 15 )) ]; then
-  timeout 40 $L/llbench quantize /tmp/tb/d-bf16.gguf /tmp/tb/d-q4_0.gguf q4_0 16 > $W/quant.txt 2>&1
-  timeout 50 $B/tandem bench /tmp/tb/d.tdm -t 4 --tests pp512,tg128 --reps 3 --prefill cuda --decode cuda \
-    --peer llama.cpp --peer-model /tmp/tb/d-q4_0.gguf --peer-bin $L/llbench --md $W/peer1.md > /dev/null 2>> $W/bench.err
-  echo "-- tandem int4 vs llama.cpp Q4_0, both CUDA" >> $A; grep -E '^\| ' $W/peer1.md >> $A
-fi
-grep -iE "error|fail" $W/bench.err | head -6 | cut -c1-250 >> $A
-st done
+dev_peer_tail ${PEER_BY:-330} d
