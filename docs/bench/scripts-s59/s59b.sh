@@ -1,8 +1,7 @@
 #!/bin/sh
-# Session 59, call 2 (PK=cuda59b: the build committed, the grouped kernel then on by default), and call 3 prepared,
-# not run (its start failed, the device time ran out): apply dec-mma-merge.diff (beside this script: the merge
-# reading only the segments that hold keys, the grouped kernel's segments at most 32, default on), build, pack as
-# tmp/cuda59c.tar.xz, run with PK=cuda59c NCU_BY=190 PEER_BY=262. Call 2: the decode attention of a kv head's query heads together, the scores on tensor cores
+# Session 59, call 2 (PK=cuda59b: the build committed, the grouped kernel then on by default). With
+# dec-mma-merge.diff applied (beside this script) and packed as PK=cuda59c, with NCU_BY=190 PEER_BY=262, it is also
+# the fuller form of the prepared call 3 (s59c.sh, the short one). Call 2: the decode attention of a kv head's query heads together, the scores on tensor cores
 # (k_attn_dec_mma, cu_dec.cu), against the kernel a block a query head (TANDEM_CUDA_DEC_MMA=0, the same binary).
 # The GPU tests (test_cuda_decode runs both kernels); tg128 and e4000+96 of both, interleaved, two rounds, on the
 # DeepSeek-V2-Lite shape (4 layers: one latent kv head of 576 dims, 16 query heads) and the Llama-3.2-1B shape
