@@ -25,6 +25,7 @@
 
 #include "engine/cuda/cu_launch.cuh"
 #include "engine/cuda/cu_mma.cuh"
+#include "engine/cuda/cu_rows.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define NT 128      /* threads per block */
@@ -298,17 +299,6 @@ template <int DT> static __device__ __forceinline__ uint4 load8_bf(const uint8_t
     const uint2 u = *(const uint2 *)(row + d);
     const int8_t *q = (const int8_t *)&u;
     return make_uint4(pack_bf16(q[0], q[1]), pack_bf16(q[2], q[3]), pack_bf16(q[4], q[5]), pack_bf16(q[6], q[7]));
-}
-
-static __device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 template <int DT>

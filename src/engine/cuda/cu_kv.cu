@@ -8,24 +8,13 @@
 #include <math.h>
 
 #include "engine/cuda/cu_launch.cuh"
+#include "engine/cuda/cu_rows.cuh"
 #include "engine/cuda/cuda-impl.h"
 
 #define WARPS 8
 
 static __device__ __forceinline__ float bf(uint16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
 static __device__ __forceinline__ uint16_t tobf(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
-
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-static __device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
 
 /* a row of Dh elements in buf (the warp's lanes), normed in place (kind 0 RMS, 1 LayerNorm) */
 static __device__ void row_norm(float *buf, int Dh, int kind, const float *w, const float *b, float eps, int lane)

@@ -13,6 +13,19 @@
 
 static __device__ __forceinline__ uint16_t cu_tobf(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 
+/* the sum (the max) of v over the warp; every lane gets it */
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 /* the sum of v over the block (CU_ROW_NT threads); every thread gets it */
 static __device__ float block_sum(float v)
 {
