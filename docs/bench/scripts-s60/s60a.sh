@@ -1,0 +1,38 @@
+#!/bin/sh
+# Session 60, call 1 (PK=cuda60b: dec-mma-pv.diff applied and built; tandem-old: scripts-s59/dec-mma-merge.diff): the grouped decode attention (k_attn_dec_mma, cu_dec.cu) with P·V on tensor cores
+# (bin/tandem) and session 59's merge fix alone, P·V on CUDA cores (bin/tandem-old, dec-mma-merge.diff), both on by
+# default, against the kernel a block a query head (TANDEM_CUDA_DEC_MMA=0). The GPU tests of the P·V build
+# (test_cuda_decode runs both kernels); tg128 and e4000+96 of the three, interleaved, two rounds, on the
+# DeepSeek-V2-Lite shape (4 layers: one latent kv head of 576 dims, 16 query heads) and the Llama-3.2-1B shape
+# (GQA 32/8, head dim 64); ncu of a tg16 step (DeepSeek shape, P·V build); then, where llama.cpp's CUDA build is
+# done in time, the DeepSeek shape beside it. Carried: tmp/cuda60b.tar.xz, tmp/peer.tar.xz.
+. tools/device-lib.sh
+dev_init d.txt ${PK:-cuda60b}
+el() { echo $(( $(date +%s) - T0 )); }
+dev_peer_start 14 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
+st tests
+TM_CONF_MODELS=llama3,qwen3_moe; export TM_CONF_MODELS
+dev_gpu_tests
+grep -E "^--" $W/dec.txt | head -5 >> $A
+st models
+$B/tandem synth --like deepseek-v2-lite --layers 4 -o /tmp/tb/d > /dev/null 2>> $A
+$B/tandem convert /tmp/tb/d -o /tmp/tb/d.tdm --threads 4 > $W/convert.txt 2>&1; tail -1 $W/convert.txt >> $A
+rm -rf /tmp/tb/d
+$B/tandem synth --like llama-3.2-1b -o /tmp/tb/l > /dev/null 2>> $A
+$B/tandem convert /tmp/tb/l -o /tmp/tb/l.tdm --threads 4 > $W/convert-l.txt 2>&1; tail -1 $W/convert-l.txt >> $A
+rm -rf /tmp/tb/l
+st ab
+for r in 1 2; do for m in d l; do for v in new:1 new:0 old:1; do
+  k=${v#*:}; x=$B/tandem; [ ${v%:*} = new ] || x=$B/tandem-old
+  TANDEM_CUDA_DEC_MMA=$k timeout 40 $x bench /tmp/tb/$m.tdm -t 4 --tests tg128,e4000+96 --reps 3 --prefill cuda \
+    --decode cuda --md $W/ab-$m-${v%:*}$k-$r.md > /dev/null 2>> $W/bench.err
+  echo "$m ${v%:*} mma=$k round $r: $(grep -E '^\| (tg|e)' $W/ab-$m-${v%:*}$k-$r.md | cut -d'|' -f2,4,5 | tr '\n' ' ')" >> $A
+done; done; done
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ] && [ $(el) -lt ${NCU_BY:-230} ]; then
+  timeout 100 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
+    $B/tandem bench /tmp/tb/d.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
+  st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
+fi
+cd $W && tar -czf $OUT/d.tar.gz ab-*.md dec.txt cuda.txt conf.txt moe.txt 2>/dev/null; cd $R
+dev_peer_tail ${PEER_BY:-300} d
