@@ -487,9 +487,12 @@ static void test_hybrid_quantized(void)
  * pages) and stateful (prefill quantizes straight into the decode pages),
  * scored on held-out text against the fp32 reference. A 160-token prompt
  * runs as two chunks (128 + 32), so in stateful mode the second chunk's
- * attention reads the first's int8 pages. Bounds (docs/quality.md): top-1
- * >= 95% and mean KL <= 1e-3; measured: top-1 65/65, mean KL 1.2-1.6e-4
- * (bf16 KV, printed beside it on the SIMD engines: 2-4e-5). */
+ * attention reads the first's int8 pages (dequantized to bf16 for the flash
+ * kernel; and, TANDEM_Q8_ROWS=1, a row at a time through attn_decode, whose
+ * logits the first must match within Q8_CHUNK_KL mean KL). Bounds
+ * (docs/quality.md): top-1 >= 95% and mean KL <= 1e-3; measured: top-1 65/65,
+ * mean KL 1.2-1.6e-4 (bf16 KV, printed beside it on the SIMD engines: 2-4e-5). */
+#define Q8_CHUNK_KL 5e-4
 static void test_kv_int8(void)
 {
     tm_rt_model *rm = open_bf16("models/tiny-classics-llama", "build/test_engine_kv8.tdm");
@@ -507,6 +510,7 @@ static void test_kv_int8(void)
     tm_ref *ref = NULL;
     CHECKF(n >= N && tm_ref_init(&ref, rm->decode, 256, 2, &err) == TM_OK, "%zu tokens: %s", n, err.msg);
     float *want = malloc(sizeof(float) * (size_t)N * V), *got = malloc(sizeof(float) * (size_t)(N - NP + 1) * V);
+    float *chunk = malloc(sizeof(float) * (size_t)(N - NP + 1) * V); /* the stateful int8 run's logits */
     CHECK(ref && tm_ref_forward(ref, ids, N, 0, want, 1, &err) == TM_OK);
     tm_ref_free(ref);
     for (size_t e = 0; ref && e < sizeof engines / sizeof engines[0]; e++) {
@@ -515,8 +519,10 @@ static void test_kv_int8(void)
         /* san_slow: a shorter prefix under the sanitizers */
         int np = san_slow(engines[e]) ? 48 : NP, ntok = san_slow(engines[e]) ? SAN_SLOW_N : N;
         int rows = ntok - np + 1;
-        for (int kvi = scalar; kvi < 2; kvi++) /* the bf16 KV baseline, for comparison, on the SIMD engines */
-            for (int stateless = 0; stateless < 2; stateless++) {
+        /* kvi 0: the bf16 KV baseline, for comparison, on the SIMD engines; 2: int8, stateful, a row at a time */
+        for (int kvi = scalar; kvi < 3; kvi++)
+            for (int stateless = 0; stateless < 2 - (kvi == 2); stateless++) {
+                if (kvi == 2) setenv("TANDEM_Q8_ROWS", "1", 1);
                 tandem_session_opts o;
                 memset(&o, 0, sizeof o);
                 o.prefill_engine = o.decode_engine = engines[e];
@@ -526,6 +532,7 @@ static void test_kv_int8(void)
                 o.kv_dtype = kvi ? TANDEM_KV_INT8 : TANDEM_KV_BF16;
                 tm_session *s = NULL;
                 CHECKF(tm_session_new(&s, rm, &o, &err) == TM_OK, "%s", err.msg);
+                unsetenv("TANDEM_Q8_ROWS");
                 if (!s) continue;
                 CHECKF(tm_session_score(s, ids, ntok, np, TANDEM_ROUTE_HYBRID, got, &err) == TM_OK, "%s", err.msg);
                 int agree = 0;
@@ -537,7 +544,17 @@ static void test_kv_int8(void)
                 }
                 kl /= rows;
                 printf("%s, %s KV, %s hand-off: top-1 %d/%d, mean KL %.2e vs fp32\n", engines[e],
-                       kvi ? "int8" : "bf16", stateless ? "stateless" : "stateful", agree, rows, kl);
+                       kvi == 2 ? "int8 (a row at a time)" : kvi ? "int8" : "bf16", stateless ? "stateless" : "stateful",
+                       agree, rows, kl);
+                if (kvi == 1 && !stateless) memcpy(chunk, got, sizeof(float) * (size_t)rows * V);
+                if (kvi == 2) { /* the chunk through kv16 against attn_decode a row at a time */
+                    double d = 0;
+                    for (int i = 0, same; i < rows; i++) d += th_kl_row(got + (size_t)i * V, chunk + (size_t)i * V, V, &same);
+                    d /= rows;
+                    printf("%s, int8 KV, stateful: the chunk's flash attention over bf16 rows against attn_decode a "
+                           "row at a time: mean KL %.2e\n", engines[e], d);
+                    CHECKF(d <= Q8_CHUNK_KL, "%s: int8 chunk vs rows mean KL %.3g", engines[e], d);
+                }
                 CHECKF(agree >= rows * 95 / 100 && kl <= 1e-3, "%s %s KV stateless %d: top-1 %d/%d, mean KL %.3g",
                        engines[e], kvi ? "int8" : "bf16", stateless, agree, rows, kl);
                 tm_session_free(s);
@@ -553,6 +570,7 @@ static void test_kv_int8(void)
     CHECKF(strstr(err.msg, "KV cache dtype 99") != NULL, "%s", err.msg);
     free(want);
     free(got);
+    free(chunk);
     free(ids);
     tm_rt_model_free(rm);
 }

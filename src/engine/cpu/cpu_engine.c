@@ -23,9 +23,12 @@
  *     sequence's page table, over the stateless staging cache (one page
  *     holds the whole sequence) or its bf16/f16/f32 decode pages (stateful
  *     hand-off, the single-engine routes);
- *   - otherwise (decode, a prefill chunk over int8 pages) every row attends
- *     over its sequence's pages with attn_decode, ctx = pos + 1, which is
- *     causal by construction.
+ *   - a prefill chunk over int8 pages (--kv-dtype int8: a stateful hand-off,
+ *     a single-engine route's later chunks) dequantizes the sequence's rows
+ *     (s · q rounded to bf16) into a contiguous scratch (kv16) and runs the
+ *     same flash kernel over it (attention_q8_chunk);
+ *   - a decode step: every row attends over its sequence's pages with
+ *     attn_decode, ctx = pos + 1.
  *
  * Mixture of experts (Qwen3-MoE, Mixtral): a layer with m->layer[l].moe
  * replaces the dense FFN by engine/cpu/moe.h's block: f32 router, top-k,
@@ -122,6 +125,9 @@ typedef struct cpu_ctx {
     float *xs;                                /* [M] its row scales */
     const int32_t **ptab;                     /* [M] page tables for attn_decode */
     int *ctxlen;                              /* [M] */
+    tm_kbuf kv16;                             /* a prefill chunk over int8 pages: K, V [2][Hk][n][Dh] bf16 */
+    int q8_chunk;                             /* 1: such a chunk through kv16 (attention_q8_chunk); 0:
+                                                 TANDEM_Q8_ROWS=1, a row at a time through attn_decode */
     tm_moe_scratch moe;                       /* routing and expert rows (MoE models) */
     tm_kbuf ws;
 } cpu_ctx;
@@ -245,6 +251,7 @@ static void cpu_unbind(void *vctx)
     free(c->xs);
     tm_moe_scratch_free(&c->moe);
     tm_kbuf_free(&c->ws);
+    tm_kbuf_free(&c->kv16);
     free(c);
 }
 
@@ -497,6 +504,8 @@ static int bind_common(void **out, const tm_model *m, const tm_engine_opts *o, c
     c->profile = !prof || !*prof || !strcmp(prof, "0") ? 0 : !strcmp(prof, "warm") ? 2 : 1;
     const char *fb = getenv("TANDEM_FFN_BF16");
     c->ffn_bf16 = !(fb && !strcmp(fb, "0"));
+    const char *q8r = getenv("TANDEM_Q8_ROWS");
+    c->q8_chunk = !(q8r && strcmp(q8r, "0"));
     const char *yb = getenv("TANDEM_Y_BF16");
     if (y16_parse(yb, &c->y_bf16)) {
         rc = tm_errf(err, TM_E_INVALID, "TANDEM_Y_BF16=\"%s\": not 0, 1 or a comma list of qkv, o, down", yb);
@@ -564,6 +573,7 @@ typedef struct cpu_rows {
     tm_kv_seq *const *seq;     /* [M] the sequence of each row */
     tm_kv_cache *kv;
     int flash_prefill;         /* rows are one chunk of one sequence in a bf16/f16/f32 cache */
+    int chunk;                 /* rows are one chunk of one sequence (any cache dtype) */
     float *logits;             /* [n_logit_rows][V], or (on_row) [TM_KGEMV_MAX_B][V] reused per block of rows */
     const int *logit_rows;     /* [n_logit_rows] which rows need logits */
     int n_logit_rows;
@@ -1136,6 +1146,55 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
     par_rows(&ch.job, M, (size_t)(HD + 2 * KD) * 2);
 }
 
+/* A prefill chunk over int8 pages, T queries at pos0 .. pos0 + T - 1: the sequence's K and V rows 0 .. n - 1
+ * (n = pos0 + T, the chunk's own just stored) dequantized into kv16 [2][Hk][n][Dh] bf16, each element s · q in
+ * f32 (the int8 numerics' value, runtime/kvcache.h) rounded to nearest even, then the flash-style attn_prefill
+ * over that contiguous copy. attn_decode a row at a time would read every earlier key once per query and run
+ * the scores on vector units (a stateful pp4096 at int8 took 2.3x the time of bf16 pages); here the keys come in
+ * blocks for the whole chunk, on the prefill engine's tiles. The scores then use the bf16 keys with the query
+ * unquantized (attn_decode: integer dots of the int8 key and an int8 query), within the int8 KV bounds of
+ * docs/quality.md. kv16 holds 4 n Hk Dh bytes (32k tokens of 8 kv heads of 128: 128 MB), reused by every layer;
+ * TANDEM_Q8_ROWS=1 runs the chunk a row at a time through attn_decode instead (a test switch). */
+typedef struct kv16_job {
+    const tm_kv_view *v;
+    const tm_kernels *k;
+    uint16_t *dst;             /* [2][Hk][n][Dh] */
+    int n, Hk, Dh, per;        /* rows, kv heads, head dim, rows a task */
+} kv16_job;
+
+static void kv16_task(void *ctx, int t, int worker)
+{
+    (void)worker;
+    const kv16_job *j = ctx;
+    int parts = (j->n + j->per - 1) / j->per, hs = t / parts, p0 = t % parts * j->per;
+    int side = hs / j->Hk, h = hs % j->Hk, p1 = p0 + j->per < j->n ? p0 + j->per : j->n;
+    float row[TM_KATTN_MAX_DH];
+    for (int p = p0; p < p1; p++) {
+        const int8_t *q = side ? tm_kv_view_v(j->v, h, p) : tm_kv_view_k(j->v, h, p);
+        float s = side ? tm_kv_view_v_scale(j->v, h, p) : tm_kv_view_k_scale(j->v, h, p);
+        for (int d = 0; d < j->Dh; d++) row[d] = s * (float)q[d];
+        j->k->f32_to_bf16(j->dst + (((size_t)side * j->Hk + h) * j->n + p) * j->Dh, row, (size_t)j->Dh);
+    }
+}
+
+static int attention_q8_chunk(cpu_ctx *c, const cpu_rows *r, const tm_kv_view *v, int window, int l, float *out)
+{
+    const tm_model *m = c->m;
+    int n = r->pos[0] + r->M, Hk = m->Hk, Dh = m->Dh;
+    if (Dh > TM_KATTN_MAX_DH) return TM_E_INVALID;
+    int rc = tm_kbuf_reserve(&c->kv16, (size_t)4 * n * Hk * Dh);
+    if (rc) return rc;
+    kv16_job j = {.v = v, .k = &c->k, .dst = c->kv16.p, .n = n, .Hk = Hk, .Dh = Dh, .per = 256};
+    if ((rc = tm_pool_run(r->pool, 2 * Hk * ((n + j.per - 1) / j.per), kv16_task, &j))) return rc;
+    const uint16_t *k16 = c->kv16.p;
+    tm_kattn_prefill a = {
+        .T = r->M, .H = m->H, .Hk = Hk, .Dh = Dh, .pos0 = r->pos[0], .q = c->q, .k = k16,
+        .v = k16 + (size_t)Hk * n * Dh, .kv_dtype = TM_DT_BF16, .kv_stride = n, .out = out, .scale = m->attn_scale,
+        .softcap = m->attn_softcap, .window = window, .alibi = m->alibi, .sinks = c->layer[l].sinks,
+    };
+    return c->k.attn_prefill(&a, &c->ws, r->pool);
+}
+
 static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
 {
     const tm_model *m = c->m;
@@ -1154,6 +1213,7 @@ static int attention(cpu_ctx *c, const cpu_rows *r, int l, float *out)
         };
         return c->k.attn_prefill(&a, &c->ws, r->pool);
     }
+    if (r->chunk && o->dtype == TM_DT_Q8PC && c->q8_chunk) return attention_q8_chunk(c, r, &v, window, l, out);
     for (int i = 0; i < r->M; i++) {
         c->ptab[i] = r->seq[i]->pages;
         c->ctxlen[i] = r->pos[i] + 1;
@@ -1381,7 +1441,7 @@ static int cpu_prefill(void *vctx, const tm_prefill_args *a, tm_err *err)
     int last = a->n_valid - 1, rows[CPU_MAX_ROWS];
     cpu_rows r = {
         .M = T, .tokens = a->tokens, .pos = pos, .seq = seqs, .kv = a->kv,
-        .flash_prefill = o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F16 || o->dtype == TM_DT_F32,
+        .flash_prefill = o->dtype == TM_DT_BF16 || o->dtype == TM_DT_F16 || o->dtype == TM_DT_F32, .chunk = 1,
         .logits = a->logits, .logit_rows = &last, .n_logit_rows = a->logits ? 1 : 0,
         .on_layer = a->on_layer, .ud = a->ud, .pool = a->pool ? a->pool : c->pool, .gemm = a->gemm,
     };
