@@ -5,11 +5,16 @@
 # (test_cuda_decode runs both kernels); tg128 and e4000+96 of the three, interleaved, two rounds, on the
 # DeepSeek-V2-Lite shape (4 layers: one latent kv head of 576 dims, 16 query heads) and the Llama-3.2-1B shape
 # (GQA 32/8, head dim 64); ncu of a tg16 step (DeepSeek shape, P·V build); then, where llama.cpp's CUDA build is
-# done in time, the DeepSeek shape beside it. Carried: tmp/cuda60b.tar.xz, tmp/peer.tar.xz.
+# done in time (and NOPEER is unset), the DeepSeek shape beside it. Carried: tmp/cuda60b.tar.xz, tmp/peer.tar.xz.
+# NOT YET RUN: in session 60 no device machine could be started (nine tries; the session's device time went to the
+# failed starts). To rebuild its package where tmp/cuda60b.tar.xz is gone: build-cu with scripts-s59/dec-mma-merge.diff
+# applied, copy build-cu/tandem aside, then with dec-mma-pv.diff instead (it holds both changes), and
+# `OLD=<the copy> MODELS="llama3 qwen3_moe" EXTRA= sh /work/mkpk.sh cuda60b` (the dev machine's packing script). A short form:
+# NOPEER=1 ROUNDS=1 NCU_BY=0 (about 200 s).
 . tools/device-lib.sh
 dev_init d.txt ${PK:-cuda60b}
 el() { echo $(( $(date +%s) - T0 )); }
-dev_peer_start 14 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
+[ -n "$NOPEER" ] || dev_peer_start 14 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
 st tests
 TM_CONF_MODELS=llama3,qwen3_moe; export TM_CONF_MODELS
 dev_gpu_tests
@@ -22,7 +27,7 @@ $B/tandem synth --like llama-3.2-1b -o /tmp/tb/l > /dev/null 2>> $A
 $B/tandem convert /tmp/tb/l -o /tmp/tb/l.tdm --threads 4 > $W/convert-l.txt 2>&1; tail -1 $W/convert-l.txt >> $A
 rm -rf /tmp/tb/l
 st ab
-for r in 1 2; do for m in d l; do for v in new:1 new:0 old:1; do
+for r in $(seq 1 ${ROUNDS:-2}); do for m in d l; do for v in ${VARIANTS:-new:1 new:0 old:1}; do
   k=${v#*:}; x=$B/tandem; [ ${v%:*} = new ] || x=$B/tandem-old
   TANDEM_CUDA_DEC_MMA=$k timeout 40 $x bench /tmp/tb/$m.tdm -t 4 --tests tg128,e4000+96 --reps 3 --prefill cuda \
     --decode cuda --md $W/ab-$m-${v%:*}$k-$r.md > /dev/null 2>> $W/bench.err
@@ -35,4 +40,5 @@ if [ -n "$NCU" ] && [ $(el) -lt ${NCU_BY:-230} ]; then
   st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
 fi
 cd $W && tar -czf $OUT/d.tar.gz ab-*.md dec.txt cuda.txt conf.txt moe.txt 2>/dev/null; cd $R
-dev_peer_tail ${PEER_BY:-300} d
+if [ -z "$NOPEER" ]; then dev_peer_tail ${PEER_BY:-300} d
+else grep -iE "error|fail" $W/bench.err | head -6 | cut -c1-250 >> $A; st done; fi
