@@ -50,6 +50,7 @@
 #include "engine/cpu/vec_exp.inc"
 
 #define AKB 64  /* keys per block: 4 tiles of 16 */
+_Static_assert(TM_KATTN_KEY_BLOCK % AKB == 0, "key blocks start within TM_KATTN_KEY_BLOCK");
 #ifndef AQB
 #define AQB 32  /* queries per task, or twice that where the tasks stay at least 4 a worker (aqb below) */
 #endif

@@ -1153,20 +1153,20 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
  * the scores on vector units (a stateful pp4096 at int8 took 2.3x the time of bf16 pages); here the keys come in
  * blocks for the whole chunk, on the prefill engine's tiles. The scores then use the bf16 keys with the query
  * unquantized (attn_decode: integer dots of the int8 key and an int8 query), within the int8 KV bounds of
- * docs/quality.md. kv16 holds 4 n Hk Dh bytes (32k tokens of 8 kv heads of 128: 128 MB), reused by every layer;
+ * docs/quality.md. Under a sliding window only the rows the chunk can see are converted. kv16 holds 4 n Hk Dh bytes (32k tokens of 8 kv heads of 128: 128 MB), reused by every layer;
  * TANDEM_Q8_ROWS=1 runs the chunk a row at a time through attn_decode instead (a test switch). */
 typedef struct kv16_job {
     const tm_kv_view *v;
     const tm_kernels *k;
     uint16_t *dst;             /* [2][Hk][n][Dh] */
-    int n, Hk, Dh, per;        /* rows, kv heads, head dim, rows a task */
+    int lo, n, Hk, Dh, per;    /* rows lo .. n - 1 converted; kv heads, head dim, rows a task */
 } kv16_job;
 
 static void kv16_task(void *ctx, int t, int worker)
 {
     (void)worker;
     const kv16_job *j = ctx;
-    int parts = (j->n + j->per - 1) / j->per, hs = t / parts, p0 = t % parts * j->per;
+    int parts = (j->n - j->lo + j->per - 1) / j->per, hs = t / parts, p0 = j->lo + t % parts * j->per;
     int side = hs / j->Hk, h = hs % j->Hk, p1 = p0 + j->per < j->n ? p0 + j->per : j->n;
     float row[TM_KATTN_MAX_DH];
     for (int p = p0; p < p1; p++) {
@@ -1184,8 +1184,11 @@ static int attention_q8_chunk(cpu_ctx *c, const cpu_rows *r, const tm_kv_view *v
     if (Dh > TM_KATTN_MAX_DH) return TM_E_INVALID;
     int rc = tm_kbuf_reserve(&c->kv16, (size_t)4 * n * Hk * Dh);
     if (rc) return rc;
-    kv16_job j = {.v = v, .k = &c->k, .dst = c->kv16.p, .n = n, .Hk = Hk, .Dh = Dh, .per = 256};
-    if ((rc = tm_pool_run(r->pool, 2 * Hk * ((n + j.per - 1) / j.per), kv16_task, &j))) return rc;
+    /* a sliding window: no query of the chunk sees a key before pos0 - window + 1, and the kernels' key blocks
+       start no earlier than that rounded down to TM_KATTN_KEY_BLOCK: the rows under it are left unconverted */
+    int lo = window > 0 && r->pos[0] - window + 1 > 0 ? (r->pos[0] - window + 1) / TM_KATTN_KEY_BLOCK * TM_KATTN_KEY_BLOCK : 0;
+    kv16_job j = {.v = v, .k = &c->k, .dst = c->kv16.p, .lo = lo, .n = n, .Hk = Hk, .Dh = Dh, .per = 256};
+    if ((rc = tm_pool_run(r->pool, 2 * Hk * ((n - lo + j.per - 1) / j.per), kv16_task, &j))) return rc;
     const uint16_t *k16 = c->kv16.p;
     tm_kattn_prefill a = {
         .T = r->M, .H = m->H, .Hk = Hk, .Dh = Dh, .pos0 = r->pos[0], .q = c->q, .k = k16,

@@ -154,6 +154,10 @@ static inline int tm_kact_ld(int K) { return (K + 63) & ~63; }
 
 /* The widest head the attention kernels take (DeepSeek's absorbed latent head is 576) */
 #define TM_KATTN_MAX_DH 1024
+/* The flash prefill kernels read keys in blocks that start at multiples of a divisor of this, from the block
+ * holding the first key a chunk's first query sees: a caller may leave the rows before
+ * (pos0 - window + 1) / TM_KATTN_KEY_BLOCK * TM_KATTN_KEY_BLOCK unwritten (cpu_engine.c's int8 chunk copy) */
+#define TM_KATTN_KEY_BLOCK 64
 
 /* Prefill attention for one sequence: T queries at positions pos0 .. pos0+T-1
  * over keys at positions 0 .. pos0+T-1 (P = pos0 earlier keys, then the
