@@ -7,6 +7,8 @@
 #                          DIR/llbench (tools/llbench_gpu.h: every layer on the GPU); its log DIR/b.log
 #   dev_moe_shape DIR [N]  the Qwen3-30B-A3B shape cut to 8 layers (tandem synth) and its default package DIR/q.tdm
 #                          (converted by N threads, default 8; its log $W/convert.txt)
+#   dev_dec_shapes         the decode measurements' packages: /tmp/tb/d.tdm (DeepSeek-V2-Lite cut to 4 layers) and
+#                          /tmp/tb/l.tdm (Llama-3.2-1B), default conversions by 4 threads (logs $W/convert*.txt)
 #   dev_gpu_tests          the GPU tests of $B (test_cuda_moe, test_engine_conf's CUDA runs on the three conformance
 #                          models carried, test_cuda, test_cuda_decode, test_cuda_gemv where carried): their counts
 #                          and failures into the log
@@ -41,6 +43,14 @@ dev_peer_build() {
 dev_moe_shape() {
     $B/tandem synth --like qwen3-30b-a3b --layers 8 -o $1/q > /dev/null 2>> $A &&
         $B/tandem convert $1/q -o $1/q.tdm --threads ${2:-8} > $W/convert.txt 2>&1
+}
+dev_dec_shapes() {
+    for m in d:deepseek-v2-lite:convert l:llama-3.2-1b:convert-l; do
+        x=${m%%:*}; y=${m#*:}
+        $B/tandem synth --like ${y%:*} $([ $x = d ] && echo --layers 4) -o /tmp/tb/$x > /dev/null 2>> $A
+        $B/tandem convert /tmp/tb/$x -o /tmp/tb/$x.tdm --threads 4 > $W/${y#*:}.txt 2>&1; tail -1 $W/${y#*:}.txt >> $A
+        rm -rf /tmp/tb/$x
+    done
 }
 dev_gpu_tests() {
     ( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed|kernel:" $W/moe.txt | head -20 >> $A

@@ -20,12 +20,7 @@ TM_CONF_MODELS=llama3,qwen3_moe; export TM_CONF_MODELS
 dev_gpu_tests
 grep -E "^--" $W/dec.txt | head -5 >> $A
 st models
-$B/tandem synth --like deepseek-v2-lite --layers 4 -o /tmp/tb/d > /dev/null 2>> $A
-$B/tandem convert /tmp/tb/d -o /tmp/tb/d.tdm --threads 4 > $W/convert.txt 2>&1; tail -1 $W/convert.txt >> $A
-rm -rf /tmp/tb/d
-$B/tandem synth --like llama-3.2-1b -o /tmp/tb/l > /dev/null 2>> $A
-$B/tandem convert /tmp/tb/l -o /tmp/tb/l.tdm --threads 4 > $W/convert-l.txt 2>&1; tail -1 $W/convert-l.txt >> $A
-rm -rf /tmp/tb/l
+dev_dec_shapes
 st ab
 for r in $(seq 1 ${ROUNDS:-2}); do for m in d l; do for v in ${VARIANTS:-new:1 new:0 old:1}; do
   k=${v#*:}; x=$B/tandem; [ ${v%:*} = new ] || x=$B/tandem-old
