@@ -9,6 +9,8 @@
 #                          (converted by N threads, default 8; its log $W/convert.txt)
 #   dev_dec_shapes         the decode measurements' packages: /tmp/tb/d.tdm (DeepSeek-V2-Lite cut to 4 layers) and
 #                          /tmp/tb/l.tdm (Llama-3.2-1B), default conversions by 4 threads (logs $W/convert*.txt)
+#   dev_ncu_tg BY          where ncu is found and the call is under BY s: ncu of a tg16 bench of /tmp/tb/d.tdm (CUDA
+#                          prefill and decode) into the log by kernel (dev_ncu_agg), the CSV into $OUT/ncu-t.csv.gz
 #   dev_gpu_tests          the GPU tests of $B (test_cuda_moe, test_engine_conf's CUDA runs on the three conformance
 #                          models carried, test_cuda, test_cuda_decode, test_cuda_gemv where carried): their counts
 #                          and failures into the log
@@ -51,6 +53,13 @@ dev_dec_shapes() {
         $B/tandem convert /tmp/tb/$x -o /tmp/tb/$x.tdm --threads 4 > $W/${y#*:}.txt 2>&1; tail -1 $W/${y#*:}.txt >> $A
         rm -rf /tmp/tb/$x
     done
+}
+dev_ncu_tg() {
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    [ -n "$NCU" ] && [ $(( $(date +%s) - T0 )) -lt $1 ] || return 0
+    timeout 100 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
+        $B/tandem bench /tmp/tb/d.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
+    st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
 }
 dev_gpu_tests() {
     ( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed|kernel:" $W/moe.txt | head -20 >> $A

@@ -9,7 +9,6 @@
 # the DeepSeek shape beside it. Carried: tmp/cuda59b.tar.xz, tmp/peer.tar.xz.
 . tools/device-lib.sh
 dev_init d.txt ${PK:-cuda59b}
-el() { echo $(( $(date +%s) - T0 )); }
 dev_peer_start 14 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
 st tests
 TM_CONF_MODELS=llama3,qwen3_moe; export TM_CONF_MODELS
@@ -23,11 +22,6 @@ for r in 1 2; do for m in d l; do for k in 1 0; do
     --decode cuda --md $W/ab-$m-$k-$r.md > /dev/null 2>> $W/bench.err
   echo "$m mma=$k round $r: $(grep -E '^\| (tg|e)' $W/ab-$m-$k-$r.md | cut -d'|' -f2,4,5 | tr '\n' ' ')" >> $A
 done; done; done
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$NCU" ] && [ $(el) -lt ${NCU_BY:-999} ]; then
-  timeout 100 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
-    $B/tandem bench /tmp/tb/d.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
-  st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
-fi
+dev_ncu_tg ${NCU_BY:-999}
 cd $W && tar -czf $OUT/d.tar.gz ab-*.md dec.txt cuda.txt conf.txt moe.txt 2>/dev/null; cd $R
 dev_peer_tail ${PEER_BY:-330} d

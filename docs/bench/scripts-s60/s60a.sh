@@ -13,7 +13,6 @@
 # NOPEER=1 ROUNDS=1 NCU_BY=0 (about 200 s).
 . tools/device-lib.sh
 dev_init d.txt ${PK:-cuda60b}
-el() { echo $(( $(date +%s) - T0 )); }
 [ -n "$NOPEER" ] || dev_peer_start 14 4 deepseek-v2-lite /tmp/tb/d-bf16.gguf
 st tests
 TM_CONF_MODELS=llama3,qwen3_moe; export TM_CONF_MODELS
@@ -28,12 +27,7 @@ for r in $(seq 1 ${ROUNDS:-2}); do for m in d l; do for v in ${VARIANTS:-new:1 n
     --decode cuda --md $W/ab-$m-${v%:*}$k-$r.md > /dev/null 2>> $W/bench.err
   echo "$m ${v%:*} mma=$k round $r: $(grep -E '^\| (tg|e)' $W/ab-$m-${v%:*}$k-$r.md | cut -d'|' -f2,4,5 | tr '\n' ' ')" >> $A
 done; done; done
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$NCU" ] && [ $(el) -lt ${NCU_BY:-230} ]; then
-  timeout 100 $NCU --clock-control none --metrics gpu__time_duration.sum --csv \
-    $B/tandem bench /tmp/tb/d.tdm -t 4 --tests tg16 --reps 1 --prefill cuda --decode cuda > $W/ncu-t.csv 2> $W/ncu-t.err
-  st "ncu (rc $?)"; dev_ncu_agg $W/ncu-t.csv; gzip -c $W/ncu-t.csv > $OUT/ncu-t.csv.gz
-fi
+dev_ncu_tg ${NCU_BY:-230}
 cd $W && tar -czf $OUT/d.tar.gz ab-*.md dec.txt cuda.txt conf.txt moe.txt 2>/dev/null; cd $R
 if [ -z "$NOPEER" ]; then dev_peer_tail ${PEER_BY:-300} d
 else grep -iE "error|fail" $W/bench.err | head -6 | cut -c1-250 >> $A; st done; fi
