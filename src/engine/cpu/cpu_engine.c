@@ -1150,11 +1150,12 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
  * (n = pos0 + T, the chunk's own just stored) dequantized into kv16 [2][Hk][n][Dh] bf16, each element s · q in
  * f32 (the int8 numerics' value, runtime/kvcache.h) rounded to nearest even, then the flash-style attn_prefill
  * over that contiguous copy. attn_decode a row at a time would read every earlier key once per query and run
- * the scores on vector units (a stateful pp4096 at int8 took 2.3x the time of bf16 pages); here the keys come in
+ * the scores on vector units (a stateful pp4096 at int8 took 2.5x the time it takes now); here the keys come in
  * blocks for the whole chunk, on the prefill engine's tiles. The scores then use the bf16 keys with the query
  * unquantized (attn_decode: integer dots of the int8 key and an int8 query), within the int8 KV bounds of
- * docs/quality.md. Under a sliding window only the rows the chunk can see are converted. kv16 holds 4 n Hk Dh bytes (32k tokens of 8 kv heads of 128: 128 MB), reused by every layer;
- * TANDEM_Q8_ROWS=1 runs the chunk a row at a time through attn_decode instead (a test switch). */
+ * docs/quality.md. Under a sliding window only the rows the chunk can see are converted. kv16 holds 4 n Hk Dh
+ * bytes (32k tokens of 8 kv heads of 128: 128 MB), reused by every layer; TANDEM_Q8_ROWS=1 runs the chunk a row
+ * at a time through attn_decode instead (a test switch). */
 typedef struct kv16_job {
     const tm_kv_view *v;
     const tm_kernels *k;
@@ -1186,7 +1187,8 @@ static int attention_q8_chunk(cpu_ctx *c, const cpu_rows *r, const tm_kv_view *v
     if (rc) return rc;
     /* a sliding window: no query of the chunk sees a key before pos0 - window + 1, and the kernels' key blocks
        start no earlier than that rounded down to TM_KATTN_KEY_BLOCK: the rows under it are left unconverted */
-    int lo = window > 0 && r->pos[0] - window + 1 > 0 ? (r->pos[0] - window + 1) / TM_KATTN_KEY_BLOCK * TM_KATTN_KEY_BLOCK : 0;
+    int first = r->pos[0] - window + 1;
+    int lo = window > 0 && first > 0 ? first / TM_KATTN_KEY_BLOCK * TM_KATTN_KEY_BLOCK : 0;
     kv16_job j = {.v = v, .k = &c->k, .dst = c->kv16.p, .lo = lo, .n = n, .Hk = Hk, .Dh = Dh, .per = 256};
     if ((rc = tm_pool_run(r->pool, 2 * Hk * ((n - lo + j.per - 1) / j.per), kv16_task, &j))) return rc;
     const uint16_t *k16 = c->kv16.p;
