@@ -24,7 +24,8 @@
  *     holds the whole sequence) or its bf16/f16/f32 decode pages (stateful
  *     hand-off, the single-engine routes);
  *   - a prefill chunk over int8 pages (--kv-dtype int8: a stateful hand-off,
- *     a single-engine route's later chunks) dequantizes the sequence's rows
+ *     a reused prefix's continuation, a single-engine route's later chunks)
+ *     dequantizes the sequence's rows
  *     (s · q rounded to bf16) into a contiguous scratch (kv16) and runs the
  *     same flash kernel over it (attention_q8_chunk);
  *   - a decode step: every row attends over its sequence's pages with
