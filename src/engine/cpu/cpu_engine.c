@@ -25,9 +25,9 @@
  *     hand-off, the single-engine routes);
  *   - a prefill chunk over int8 pages (--kv-dtype int8: a stateful hand-off,
  *     a reused prefix's continuation, a single-engine route's later chunks)
- *     dequantizes the sequence's rows
- *     (s · q rounded to bf16) into a contiguous scratch (kv16) and runs the
- *     same flash kernel over it (attention_q8_chunk);
+ *     dequantizes the sequence's rows (s · q rounded to bf16) into a
+ *     contiguous scratch (kv16) and runs the same flash kernel over it
+ *     (attention_q8_chunk);
  *   - a decode step: every row attends over its sequence's pages with
  *     attn_decode, ctx = pos + 1.
  *
