@@ -1158,6 +1158,7 @@ static void qkv_post(cpu_ctx *c, const cpu_rows *r, const cpu_layer *y, int l, i
  * bytes (32k tokens of 8 kv heads of 128: 128 MB), reused by every layer; TANDEM_Q8_ROWS=1 runs the chunk a row
  * at a time through attn_decode instead (a test switch). */
 typedef struct kv16_job {
+    const tm_kv_cache *kv;
     const tm_kv_view *v;
     const tm_kernels *k;
     uint16_t *dst;             /* [2][Hk][n][Dh] */
@@ -1172,9 +1173,7 @@ static void kv16_task(void *ctx, int t, int worker)
     int side = hs / j->Hk, h = hs % j->Hk, p1 = p0 + j->per < j->n ? p0 + j->per : j->n;
     float row[TM_KATTN_MAX_DH];
     for (int p = p0; p < p1; p++) {
-        const int8_t *q = side ? tm_kv_view_v(j->v, h, p) : tm_kv_view_k(j->v, h, p);
-        float s = side ? tm_kv_view_v_scale(j->v, h, p) : tm_kv_view_k_scale(j->v, h, p);
-        for (int d = 0; d < j->Dh; d++) row[d] = s * (float)q[d];
+        tm_kv_row_load(j->kv, tm_kv_view_block(j->v, h, p) + (side ? j->v->v_offset : 0), p % j->v->page_size, row);
         j->k->f32_to_bf16(j->dst + (((size_t)side * j->Hk + h) * j->n + p) * j->Dh, row, (size_t)j->Dh);
     }
 }
@@ -1190,7 +1189,7 @@ static int attention_q8_chunk(cpu_ctx *c, const cpu_rows *r, const tm_kv_view *v
        start no earlier than that rounded down to TM_KATTN_KEY_BLOCK: the rows under it are left unconverted */
     int first = r->pos[0] - window + 1;
     int lo = window > 0 && first > 0 ? first / TM_KATTN_KEY_BLOCK * TM_KATTN_KEY_BLOCK : 0;
-    kv16_job j = {.v = v, .k = &c->k, .dst = c->kv16.p, .lo = lo, .n = n, .Hk = Hk, .Dh = Dh, .per = 256};
+    kv16_job j = {.kv = r->kv, .v = v, .k = &c->k, .dst = c->kv16.p, .lo = lo, .n = n, .Hk = Hk, .Dh = Dh, .per = 256};
     if ((rc = tm_pool_run(r->pool, 2 * Hk * ((n - lo + j.per - 1) / j.per), kv16_task, &j))) return rc;
     const uint16_t *k16 = c->kv16.p;
     tm_kattn_prefill a = {
