@@ -9,8 +9,8 @@
  *   - a batch of three sequences of 37, 20 and 600 positions (each row's keys in segments of at least 64,
  *     merged; and, TANDEM_CUDA_DEC_SEGS=0, in one segment of chunks with the running rescale), batched
  *     against the CPU's batch and against each sequence alone on the GPU;
- *   - these (CUDA graphs) with the decode attention of a kv head's query heads together on tensor cores
- *     (TANDEM_CUDA_DEC_MMA=1, bf16 and int8 pages) as well as a block a query head (the default);
+ *   - these with the decode attention of a kv head's query heads together on tensor cores (the default on bf16
+ *     and int8 pages) and, TANDEM_CUDA_DEC_MMA=0, a block a query head;
  *   - a sequence released and another reserved in the same struct, on the same page ids, with
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
@@ -603,15 +603,15 @@ int main(void)
     if (m) CHECKF(cvt->bind(&cpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
     /* the steps captured as CUDA graphs and replayed (the default), then launched one by one; then (graphs)
        each row's keys in one segment of the decode attention, in chunks with the running rescale; then the
-       decode attention of a kv head's query heads together on tensor cores (k_attn_dec_mma, opt-in) */
+       decode attention a block a query head (k_attn_dec) rather than a kv head's query heads on tensor cores */
     static const char *const name[] = {"CUDA graphs", "TANDEM_CUDA_GRAPHS=0: launched one by one",
                                        "TANDEM_CUDA_DEC_SEGS=0: one segment a row",
-                                       "TANDEM_CUDA_DEC_MMA=1: a kv head's query heads a block, on tensor cores"};
+                                       "TANDEM_CUDA_DEC_MMA=0: the decode attention a block a query head"};
     for (int g = 0; m && cpu.ctx && g < 4; g++) {
         eng gpu = {vt, NULL};
         if (g == 1) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
         if (g == 2) setenv("TANDEM_CUDA_DEC_SEGS", "0", 1);
-        if (g == 3) setenv("TANDEM_CUDA_DEC_MMA", "1", 1);
+        if (g == 3) setenv("TANDEM_CUDA_DEC_MMA", "0", 1);
         CHECKF(vt->bind(&gpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
         unsetenv("TANDEM_CUDA_GRAPHS");
         unsetenv("TANDEM_CUDA_DEC_SEGS");

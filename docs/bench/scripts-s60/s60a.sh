@@ -6,8 +6,8 @@
 # DeepSeek-V2-Lite shape (4 layers: one latent kv head of 576 dims, 16 query heads) and the Llama-3.2-1B shape
 # (GQA 32/8, head dim 64); ncu of a tg16 step (DeepSeek shape, P·V build); then, where llama.cpp's CUDA build is
 # done in time (and NOPEER is unset), the DeepSeek shape beside it. Carried: tmp/cuda60b.tar.xz, tmp/peer.tar.xz.
-# NOT YET RUN: in session 60 no device machine could be started (nine tries; the session's device time went to the
-# failed starts). To rebuild its package where tmp/cuda60b.tar.xz is gone: build-cu with scripts-s59/dec-mma-merge.diff
+# Written in session 60 (no device machine could be started then); run as session 61's call 1 with NOPEER=1 ROUNDS=2
+# (docs/bench/gpu-s61/call1; dec-mma-pv.diff is in the tree since). To rebuild its package where tmp/cuda60b.tar.xz is gone: build-cu with scripts-s59/dec-mma-merge.diff
 # applied, copy build-cu/tandem aside, then with dec-mma-pv.diff instead (it holds both changes), and
 # `OLD=<the copy> MODELS="llama3 qwen3_moe" EXTRA= sh /work/mkpk.sh cuda60b` (the dev machine's packing script). A short form:
 # NOPEER=1 ROUNDS=1 NCU_BY=0 (about 200 s).

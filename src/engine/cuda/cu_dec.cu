@@ -106,36 +106,52 @@ static __host__ __device__ size_t dec_smem(int Dh, int seglen)
 /* Where the keys are in S > 1 segments, the last block of a (b, head tile) to finish merges them for the tile's nh
  * heads h0 .. h0 + nh - 1 (as k_attn_combine does, cu_attn.cu: M = max m_s and the sink, O = sum O_s e^(m_s - M) /
  * sum l_s e^(m_s - M)), so no second launch a layer: each block's partials published (__threadfence), then one
- * atomic count per tile, cnt [b * H + h0] (a.cnt), which the last block sets back to 0 for the next launch. */
-static __device__ void merge_if_last(const cu_dec_attn_args &a, int S, int b, int h0, int nh, const float *po,
+ * atomic count per tile, cnt [b * H + h0] (a.cnt), which the last block sets back to 0 for the next launch. Only
+ * the row's first `used` segments hold keys (seg_keys), so only they are read: their weights e^(m_s - M) and the
+ * sums first, a warp a head with its lanes over the segments (MERGE_W of shared memory: used * nh, which dec_segs
+ * keeps within it), then O by (head, 4 columns) items over all the threads, 16-byte loads. */
+#define MERGE_W 512
+static __device__ void merge_if_last(const cu_dec_attn_args &a, int S, int used, int b, int h0, int nh, const float *po,
                                      const float *pm, const float *pl, unsigned *cnt)
 {
     __shared__ int last;
-    const size_t c = (size_t)b * a.H + h0;
+    __shared__ float wt[MERGE_W], inv[MT_HEADS];
+    const size_t c = (size_t)b * a.H + h0, BH = (size_t)a.B * a.H;
     __threadfence(); /* this block's partials visible before its count */
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(&cnt[c], 1u) == (unsigned)S - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const size_t BH = (size_t)a.B * a.H;
-    for (int hh = 0; hh < nh; hh++) {
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int hh = threadIdx.x >> 5; hh < nh; hh += nw) { /* a warp a head, its lanes over the segments */
         const int h = h0 + hh;
-        const size_t row = c + hh;
-        float M = a.sinks ? a.sinks[h] : -INFINITY;
-        for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(pm + s * BH + row));
-        float L = a.sinks ? expf(a.sinks[h] - M) : 0.f;
-        for (int d = threadIdx.x; d < a.Dh; d += blockDim.x) {
-            float o = 0.f, Ls = L;
-            for (int s = 0; s < S; s++) {
-                const float ms = __ldcg(pm + s * BH + row);
-                if (ms == -INFINITY) continue; /* an empty segment */
-                const float f = expf(ms - M);
-                Ls += __ldcg(pl + s * BH + row) * f;
-                o += __ldcg(po + (s * BH + row) * a.Dh + d) * f;
-            }
-            a.out[row * a.Dh + d] = __bfloat16_as_ushort(__float2bfloat16_rn(Ls > 0.f ? o / Ls : 0.f));
+        float M = -INFINITY, L = 0.f;
+        for (int s = lane; s < used; s += 32) M = fmaxf(M, __ldcg(pm + s * BH + c + hh));
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        if (a.sinks) M = fmaxf(M, a.sinks[h]);
+        for (int s = lane; s < used; s += 32) {
+            const float f = expf(__ldcg(pm + s * BH + c + hh) - M);
+            wt[s * nh + hh] = f, L += __ldcg(pl + s * BH + c + hh) * f;
         }
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        L += a.sinks ? expf(a.sinks[h] - M) : 0.f;
+        if (lane == 0) inv[hh] = L > 0.f ? 1.f / L : 0.f;
+    }
+    __syncthreads();
+    const int d4 = a.Dh / 4;
+    for (int it = threadIdx.x; it < nh * d4; it += blockDim.x) {
+        const int hh = it / d4, d = 4 * (it % d4);
+        const float *p = po + (c + hh) * a.Dh + d;
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+        for (int s = 0; s < used; s++) {
+            const float4 x = __ldcg((const float4 *)(p + s * BH * a.Dh));
+            const float f = wt[s * nh + hh];
+            o.x += x.x * f, o.y += x.y * f, o.z += x.z * f, o.w += x.w * f;
+        }
+        const float r = inv[hh];
+        *(uint2 *)(a.out + (c + hh) * a.Dh + d) = make_uint2(pack_bf16(o.x * r, o.y * r), pack_bf16(o.z * r, o.w * r));
     }
     if (threadIdx.x == 0) cnt[c] = 0;
 }
@@ -154,12 +170,12 @@ template <int DT> static __device__ void put_step_rows(const cu_dec_attn_args &a
 }
 
 /* the keys [ja, jb) of segment seg of S of a row whose query is at position i (keys [jlo, i]): each row splits its
- * own keys, at least SEG_MIN a segment */
-static __device__ __forceinline__ void seg_keys(const cu_dec_attn_args &a, int i, int S, int seg, int *ja, int *jb)
+ * own keys, at least SEG_MIN a segment; the segments that hold keys: the first *used */
+static __device__ __forceinline__ void seg_keys(const cu_dec_attn_args &a, int i, int S, int seg, int *ja, int *jb, int *used)
 {
     const int jlo = a.window > 0 && i - a.window + 1 > 0 ? i - a.window + 1 : 0, span = i - jlo + 1;
     const int per = max(SEG_MIN, (span + S - 1) / S);
-    *ja = jlo + min(seg * per, span), *jb = jlo + min((seg + 1) * per, span);
+    *ja = jlo + min(seg * per, span), *jb = jlo + min((seg + 1) * per, span), *used = (span + per - 1) / per;
 }
 
 template <int DT>
@@ -170,12 +186,11 @@ __global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, flo
     const int Dh = a.Dh, b = blockIdx.x, h = blockIdx.y, seg = blockIdx.z, g = h / (a.H / a.Hk), tid = threadIdx.x;
     float *qs = sm, *sc = qs + Dh, *og = sc + seglen, *red = og + (size_t)(NT / (Dh / 8)) * Dh;
     const int i = a.pos[b]; /* the query's position */
-    int ja, jb;
-    seg_keys(a, i, S, seg, &ja, &jb);
+    int ja, jb, used;
+    seg_keys(a, i, S, seg, &ja, &jb, &used);
     const size_t row = (size_t)b * a.H + h; /* the (b, h) row of the partials */
-    if (ja >= jb) { /* an empty segment (a short context, or a shorter sequence of the batch) */
-        if (tid == 0 && S > 1) pm[(size_t)seg * a.B * a.H + row] = -INFINITY, pl[(size_t)seg * a.B * a.H + row] = 0.f;
-        if (S > 1) merge_if_last(a, S, b, h, 1, po, pm, pl, cnt);
+    if (ja >= jb) { /* an empty segment (a short context, or a shorter sequence of the batch): merged past */
+        if (S > 1) merge_if_last(a, S, used, b, h, 1, po, pm, pl, cnt);
         return;
     }
     for (int d = tid; d < Dh; d += NT) qs[d] = a.qkv[(size_t)b * a.nqkv + (size_t)h * Dh + d];
@@ -244,14 +259,15 @@ __global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, flo
         else po[((size_t)seg * a.B * a.H + row) * Dh + d] = o;
     }
     if (S > 1 && tid == 0) pm[(size_t)seg * a.B * a.H + row] = m, pl[(size_t)seg * a.B * a.H + row] = l;
-    if (S > 1) merge_if_last(a, S, b, h, 1, po, pm, pl, cnt);
+    if (S > 1) merge_if_last(a, S, used, b, h, 1, po, pm, pl, cnt);
 }
 
 /* ---- k_attn_dec_mma: the query heads of a kv group together, their scores on tensor cores ----
  *
  * One block per (sequence b, kv head g's tile of up to MT_HEADS query heads, key segment). The tile's heads share
  * every K and V row, so a row comes from memory once for them all (k_attn_dec reads it once a head: 16 times for
- * DeepSeek's latent head). Where it runs: bf16 and int8 pages, head dims (multiples of 8) up to 640 (mt_on).
+ * DeepSeek's latent head). Where it runs (mt_on): bf16 and int8 pages, head dims (multiples of 8) whose Q planes,
+ * scores and merge weights fit the default 48 KB of shared memory (up to 608).
  *   Q:      [2][16][ld] bf16 in shared memory, the tile's heads (rows past nh zero) as two planes, hi = bf16(q)
  *           and lo = bf16(q - hi), both multiplied in: the scores as exact as q in f32 (K is bf16 or int8, both
  *           exact in bf16), as the per-head kernel's. ld = Dh rounded up to 32 and made 32 mod 64 elements, so
@@ -263,34 +279,37 @@ __global__ void k_attn_dec(cu_dec_attn_args a, int S, int seglen, float *po, flo
  *           16 bytes of rows g4 and g4 + 8) is loaded in the same order, so each slot pairs one dim of Q with
  *           the same dim of K (cu_mma.cuh's layouts). Into sc [16][MT_CH] f32 (scaled, soft-capped, ALiBi).
  *   softmax: a warp a head: the chunk's max, the running max m, sum l and the factor f its O is rescaled by.
- *   values: CUDA cores. The items (8-column unit u, head hh) of O [nh][Dh], unit-major, split evenly over the
- *           threads (at most MT_IPT a thread, held in registers) or, where there are fewer items than
- *           threads, the keys split over NT / items key groups, summed through shared memory at the end.
- *           Each key's V row is read once a unit a thread, each weight from sc.
+ *   values: tensor cores. O [16 heads][Dh] += P [16][16 keys] · V [16 keys][Dh] a 16-key step, P (sc) as hi + lo
+ *           bf16 planes like Q. The dims in groups of 64: group gi's n-tile t (of 8) column n holds dim
+ *           64 gi + 8 n + t, so lane (g4, c4)'s B fragments for the group's 8 n-tiles come from one 16-byte load
+ *           (dims 64 gi + 8 g4 .. + 7) of each of its four key rows (kb + 2 c4, + 1, + 8, + 9), paired by byte
+ *           permutes, and its C fragments hold the 16 contiguous dims 64 gi + 16 c4 .. + 15 of heads g4, g4 + 8.
+ *           Warp w takes groups w, w + 4, w + 8 (at most MT_VG); with fewer than 4 groups (Dh <= 192) the warps
+ *           also split the chunk's 16-key steps, their partial O summed through shared memory at the end.
  * S > 1: the (O, m, l) partials of each head merged by the tile's last block (merge_if_last). */
-#define MT_CH 64    /* keys a chunk: 16 a warp */
-#define MT_IPT 9    /* value items a thread at most: mt_heads keeps nh * Dh / 8 <= MT_IPT * NT */
-
-/* query heads a block for head dim Dh */
-static __host__ __device__ int mt_heads(int Dh)
-{
-    const int h = MT_IPT * NT * 8 / Dh;
-    return h > MT_HEADS ? MT_HEADS : h;
-}
+#define MT_CH 64            /* keys a chunk: 16 a warp */
+#define MT_SCLD (MT_CH + 8) /* sc's row stride: the P fragments' 8-byte loads two-way at most */
+#define MT_VG 3             /* 64-dim value groups a warp at most: Dh <= 64 * 4 * MT_VG */
 static __host__ __device__ int mt_ld(int Dh)
 {
     const int d = (Dh + 31) / 32 * 32;
     return d % 64 ? d : d + 32;
 }
-/* shared memory: Q's two planes (or, at the end, the key groups' O: NT x 8 floats), sc, m, l, f */
+/* shared memory: Q's two planes (or, at the end, the key-splitting warps' partial O: 3 warps x 32 C registers x
+ * 32 lanes floats), sc [16][MT_SCLD], m, l, f */
 static __host__ __device__ size_t mt_qbytes(int Dh)
 {
-    const size_t q = (size_t)2 * MT_HEADS * mt_ld(Dh) * 2, o = (size_t)NT * 8 * sizeof(float);
+    const size_t q = (size_t)2 * MT_HEADS * mt_ld(Dh) * 2, o = (size_t)3 * 32 * 32 * sizeof(float);
     return q > o ? q : o;
 }
-static __host__ __device__ size_t mt_smem(int Dh) { return mt_qbytes(Dh) + sizeof(float) * (MT_HEADS * MT_CH + 3 * MT_HEADS); }
-/* k_attn_dec_mma takes the launch: bf16 or int8 pages, within the default 48 KB of shared memory (head dims to 640) */
-static bool mt_on(int dt, int Dh, int mma) { return mma && (dt == 0 || dt == 3) && mt_smem(Dh) <= 48 * 1024; }
+static __host__ __device__ size_t mt_smem(int Dh) { return mt_qbytes(Dh) + sizeof(float) * (MT_HEADS * MT_SCLD + 3 * MT_HEADS); }
+/* k_attn_dec_mma takes the launch: bf16 or int8 pages, within the default 48 KB of shared memory with the merge's
+ * (head dims to 608) */
+static bool mt_on(int dt, int Dh, int mma)
+{
+    return mma && (dt == 0 || dt == 3) && Dh <= 64 * 4 * MT_VG &&
+           mt_smem(Dh) + sizeof(float) * (MERGE_W + MT_HEADS) + 16 <= 48 * 1024;
+}
 
 /* 8 elements d .. d + 7 of a bf16 (DT 0) or int8 (DT 3: the raw q, exact in bf16) row as 8 bf16 */
 template <int DT> static __device__ __forceinline__ uint4 load8_bf(const uint8_t *row, int d)
@@ -306,18 +325,17 @@ __global__ void __launch_bounds__(NT) k_attn_dec_mma(cu_dec_attn_args a, int S, 
 {
     pdl_enter();
     extern __shared__ __align__(16) unsigned char smb[];
-    const int Dh = a.Dh, b = blockIdx.x, G = a.H / a.Hk, HT = mt_heads(Dh), tiles = (G + HT - 1) / HT;
+    const int Dh = a.Dh, b = blockIdx.x, G = a.H / a.Hk, HT = MT_HEADS, tiles = (G + HT - 1) / HT;
     const int g = blockIdx.y / tiles, tile = blockIdx.y % tiles, h0 = g * G + tile * HT, nh = min(HT, G - tile * HT);
     const int seg = blockIdx.z, tid = threadIdx.x, lane = tid & 31, w = tid >> 5, ld = mt_ld(Dh);
     uint16_t *qs = (uint16_t *)smb;
-    float *sc = (float *)(smb + mt_qbytes(Dh)), *mm = sc + MT_HEADS * MT_CH, *ll = mm + MT_HEADS, *ff = ll + MT_HEADS;
+    float *sc = (float *)(smb + mt_qbytes(Dh)), *mm = sc + MT_HEADS * MT_SCLD, *ll = mm + MT_HEADS, *ff = ll + MT_HEADS;
     const size_t BH = (size_t)a.B * a.H;
     const int i = a.pos[b];
-    int ja, jb;
-    seg_keys(a, i, S, seg, &ja, &jb);
-    if (ja >= jb) { /* an empty segment */
-        if (S > 1 && tid < nh) pm[seg * BH + (size_t)b * a.H + h0 + tid] = -INFINITY, pl[seg * BH + (size_t)b * a.H + h0 + tid] = 0.f;
-        if (S > 1) merge_if_last(a, S, b, h0, nh, po, pm, pl, cnt);
+    int ja, jb, used;
+    seg_keys(a, i, S, seg, &ja, &jb, &used);
+    if (ja >= jb) { /* an empty segment: merged past */
+        if (S > 1) merge_if_last(a, S, used, b, h0, nh, po, pm, pl, cnt);
         return;
     }
     const float *q = a.qkv + (size_t)b * a.nqkv + (size_t)h0 * Dh;
@@ -333,19 +351,13 @@ __global__ void __launch_bounds__(NT) k_attn_dec_mma(cu_dec_attn_args a, int S, 
     if (tid < MT_HEADS) mm[tid] = -INFINITY, ll[tid] = 0.f;
     const int32_t *pt = a.pt + (size_t)b * a.ptw;
     if (jb == i + 1 && tile == 0 && tid < 64) put_step_rows<DT>(a, pt, b, g, i);
-    /* the value items: it = u * nh + hh */
-    const int nu = Dh / 8, I = nh * nu, KG = I >= NT ? 1 : NT / I, TPG = NT / KG, kg = tid / TPG, tl = tid % TPG;
-    const int ipt = (I + TPG - 1) / TPG, it0 = tl * ipt;
-    int uk[MT_IPT], hk[MT_IPT];
-    float acc[MT_IPT][8];
+    /* the value groups: warp w's wg, wg + 4, ... (< ng), its 16-key steps ks = wk, wk + KSP, ... (< 4) */
+    const int ng = (Dh + 63) / 64, KSP = ng >= 4 ? 1 : 4 / ng, wg = ng >= 4 ? w : w % ng, wk = ng >= 4 ? 0 : w / ng;
+    float o[MT_VG][8][4];
 #pragma unroll
-    for (int k = 0; k < MT_IPT; k++) {
-        const int it = it0 + k;
-        const bool on = kg < KG && k < ipt && it < I;
-        uk[k] = on ? it / nh : -1, hk[k] = on ? it % nh : 0;
+    for (int v = 0; v < MT_VG; v++)
 #pragma unroll
-        for (int e = 0; e < 8; e++) acc[k][e] = 0.f;
-    }
+        for (int t = 0; t < 8; t++) o[v][t][0] = o[v][t][1] = o[v][t][2] = o[v][t][3] = 0.f;
     __syncthreads();
     const int g4 = lane >> 2, c4 = lane & 3;
     for (int c0 = ja; c0 < jb; c0 += MT_CH) {
@@ -385,12 +397,12 @@ __global__ void __launch_bounds__(NT) k_attn_dec_mma(cu_dec_attn_args a, int S, 
                     v *= ks * a.scale;
                     if (a.softcap != 0.f) v = tanhf(v / a.softcap) * a.softcap;
                     if (a.alibi) v += a.alibi[h0 + hh] * (float)(j - i);
-                    sc[hh * MT_CH + j - c0] = v;
+                    sc[hh * MT_SCLD + j - c0] = v;
                 }
         }
         __syncthreads();
         for (int hh = w; hh < nh; hh += NT / 32) { /* the online softmax, a warp a head */
-            float *r = sc + hh * MT_CH;
+            float *r = sc + hh * MT_SCLD;
             const float x0 = lane < n ? r[lane] : -INFINITY, x1 = lane + 32 < n ? r[lane + 32] : -INFINITY;
             const float mo = mm[hh], mn = fmaxf(mo, warp_max(fmaxf(x0, x1))), f = expf(mo - mn); /* 0 at the first */
             float p0 = lane < n ? expf(x0 - mn) : 0.f, p1 = lane + 32 < n ? expf(x1 - mn) : 0.f;
@@ -405,69 +417,118 @@ __global__ void __launch_bounds__(NT) k_attn_dec_mma(cu_dec_attn_args a, int S, 
             if (lane == 0) mm[hh] = mn, ll[hh] = ll[hh] * f + sum, ff[hh] = f;
         }
         __syncthreads();
+        { /* O rescaled by each head's factor, then P·V over this warp's steps and groups */
+            const float f0 = g4 < nh ? ff[g4] : 0.f, f1 = g4 + 8 < nh ? ff[g4 + 8] : 0.f;
 #pragma unroll
-        for (int k = 0; k < MT_IPT; k++)
-            if (uk[k] >= 0) {
-                const float f = ff[hk[k]];
+            for (int v = 0; v < MT_VG; v++)
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc[k][e] *= f;
+                for (int t = 0; t < 8; t++) o[v][t][0] *= f0, o[v][t][1] *= f0, o[v][t][2] *= f1, o[v][t][3] *= f1;
+        }
+        for (int ks = wk; ks < 4 && wk < KSP && c0 + 16 * ks < c1; ks += KSP) {
+            const int kb = c0 + 16 * ks, kl = 16 * ks + 2 * c4; /* this lane's keys kb + 2 c4 (+ 1, + 8, + 9) */
+            unsigned ph[4], pq[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) { /* A: rows g4 (r even) / g4 + 8, keys kl (r < 2) / kl + 8, as hi + lo */
+                const int hh = g4 + 8 * (r & 1), kk = kl + 8 * (r >> 1);
+                float2 x = make_float2(0.f, 0.f);
+                if (hh < nh) x = *(const float2 *)(sc + hh * MT_SCLD + kk);
+                x.x = c0 + kk < c1 ? x.x : 0.f, x.y = c0 + kk + 1 < c1 ? x.y : 0.f;
+                ph[r] = pack_bf16(x.x, x.y);
+                const __nv_bfloat162 h2 = *(const __nv_bfloat162 *)&ph[r];
+                pq[r] = pack_bf16(x.x - __low2float(h2), x.y - __high2float(h2));
             }
-        if (kg < KG)
-            for (int j = c0 + kg; j < c1; j += KG) {
-                float vs, v[8];
-                const uint8_t *vr = kv_row<DT>(a, pt, b, g, 1, i, j, &vs);
-                int ul = -1;
+            float unused;
+            const uint8_t *vr[4];
 #pragma unroll
-                for (int k = 0; k < MT_IPT; k++)
-                    if (uk[k] >= 0) {
-                        if (uk[k] != ul) load8<DT>(vr, uk[k] * 8, v), ul = uk[k];
-                        const float p = sc[hk[k] * MT_CH + j - c0];
-#pragma unroll
-                        for (int e = 0; e < 8; e++) acc[k][e] += p * v[e];
-                    }
+            for (int r = 0; r < 4; r++) {
+                const int j = kb + 2 * c4 + (r & 1) + 8 * (r >> 1);
+                vr[r] = j < c1 ? kv_row<DT>(a, pt, b, g, 1, i, j, &unused) : NULL;
             }
+#pragma unroll
+            for (int v = 0; v < MT_VG; v++) {
+                const int gi = wg + 4 * v, d = 64 * gi + 8 * g4;
+                if ((v > 0 && ng < 4) || gi >= ng) break;
+                uint4 x[4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) x[r] = vr[r] && d < Dh ? load8_bf<DT>(vr[r], d) : make_uint4(0u, 0u, 0u, 0u);
+                const unsigned *x0 = (const unsigned *)&x[0], *x1 = (const unsigned *)&x[1];
+                const unsigned *x8 = (const unsigned *)&x[2], *x9 = (const unsigned *)&x[3];
+#pragma unroll
+                for (int t = 0; t < 8; t++) { /* n-tile t: dim d + t of keys (2 c4, 2 c4 + 1), then (+ 8, + 9) */
+                    const unsigned sel = t & 1 ? 0x7632u : 0x5410u;
+                    const unsigned b0 = __byte_perm(x0[t >> 1], x1[t >> 1], sel);
+                    const unsigned b1 = __byte_perm(x8[t >> 1], x9[t >> 1], sel);
+                    mma_bf16(o[v][t], ph, b0, b1);
+                    mma_bf16(o[v][t], pq, b0, b1);
+                }
+            }
+        }
         __syncthreads(); /* sc is the next chunk's */
     }
-    if (KG > 1) { /* one item a thread; the key groups' sums through shared memory (over Q, done with) */
-        float *og = (float *)smb;
-        if (kg < KG && kg > 0 && uk[0] >= 0)
-#pragma unroll
-            for (int e = 0; e < 8; e++) og[((size_t)(kg - 1) * I + it0) * 8 + e] = acc[0][e];
+    if (KSP > 1) { /* the key-splitting warps' partial O (one group each) summed into the warps wk == 0 */
+        float *og = (float *)smb; /* [w - ng][t][e][lane], over Q (done with) */
         __syncthreads();
-        if (kg == 0 && uk[0] >= 0)
-            for (int r = 1; r < KG; r++)
+        if (wk > 0 && wk < KSP)
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc[0][e] += og[((size_t)(r - 1) * I + it0) * 8 + e];
+            for (int t = 0; t < 8; t++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) og[(((w - ng) * 8 + t) * 4 + e) * 32 + lane] = o[0][t][e];
+        __syncthreads();
+        if (wk == 0)
+            for (int r = 1; r < KSP; r++)
+#pragma unroll
+                for (int t = 0; t < 8; t++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) o[0][t][e] += og[(((w + (r - 1) * ng) * 8 + t) * 4 + e) * 32 + lane];
     }
-    if (kg == 0 || KG == 1)
+    if (wk == 0)
 #pragma unroll
-        for (int k = 0; k < MT_IPT; k++) {
-            if (uk[k] < 0) continue;
-            const int hh = hk[k], h = h0 + hh;
-            const size_t row = (size_t)b * a.H + h;
-            if (S == 1) { /* the sink's logit in the sum; the row normalised */
-                const float m = mm[hh], M = a.sinks ? fmaxf(m, a.sinks[h]) : m, f = expf(m - M);
-                const float den = ll[hh] * f + (a.sinks ? expf(a.sinks[h] - M) : 0.f), fo = den > 0.f ? f / den : 0.f;
-                *(uint4 *)(a.out + row * Dh + uk[k] * 8) =
-                    make_uint4(pack_bf16(acc[k][0] * fo, acc[k][1] * fo), pack_bf16(acc[k][2] * fo, acc[k][3] * fo),
-                               pack_bf16(acc[k][4] * fo, acc[k][5] * fo), pack_bf16(acc[k][6] * fo, acc[k][7] * fo));
-            } else {
-                float *o = po + (seg * BH + row) * Dh + uk[k] * 8;
+        for (int v = 0; v < MT_VG; v++) {
+            const int gi = wg + 4 * v, d = 64 * gi + 16 * c4; /* this lane's dims d .. d + 15 */
+            if ((v > 0 && ng < 4) || gi >= ng) break;
 #pragma unroll
-                for (int e = 0; e < 8; e++) o[e] = acc[k][e];
+            for (int hr = 0; hr < 2; hr++) { /* heads g4, g4 + 8: C registers 2 hr, 2 hr + 1 */
+                const int hh = g4 + 8 * hr, h = h0 + hh;
+                if (hh >= nh) continue;
+                const size_t row = (size_t)b * a.H + h;
+                float fo = 1.f;
+                if (S == 1) { /* the sink's logit in the sum; the row normalised */
+                    const float m = mm[hh], M = a.sinks ? fmaxf(m, a.sinks[h]) : m, f = expf(m - M);
+                    const float den = ll[hh] * f + (a.sinks ? expf(a.sinks[h] - M) : 0.f);
+                    fo = den > 0.f ? f / den : 0.f;
+                }
+#pragma unroll
+                for (int e = 0; e < 2; e++) { /* dims d + 8 e + t, t = 0 .. 7 */
+                    if (d + 8 * e >= Dh) continue;
+                    float y[8];
+#pragma unroll
+                    for (int t = 0; t < 8; t++) y[t] = o[v][t][2 * hr + e] * fo;
+                    if (S == 1)
+                        *(uint4 *)(a.out + row * Dh + d + 8 * e) = make_uint4(pack_bf16(y[0], y[1]), pack_bf16(y[2], y[3]),
+                                                                             pack_bf16(y[4], y[5]), pack_bf16(y[6], y[7]));
+                    else {
+                        float4 *p4 = (float4 *)(po + (seg * BH + row) * Dh + d + 8 * e);
+                        p4[0] = make_float4(y[0], y[1], y[2], y[3]), p4[1] = make_float4(y[4], y[5], y[6], y[7]);
+                    }
+                }
             }
         }
     if (S > 1) {
         if (tid < nh) pm[seg * BH + (size_t)b * a.H + h0 + tid] = mm[tid], pl[seg * BH + (size_t)b * a.H + h0 + tid] = ll[tid];
-        merge_if_last(a, S, b, h0, nh, po, pm, pl, cnt);
+        merge_if_last(a, S, used, b, h0, nh, po, pm, pl, cnt);
     }
 }
 
-/* blocks a (sequence, segment): query heads (k_attn_dec) or kv heads' tiles (k_attn_dec_mma) */
-extern "C" int cu_attn_decode_blocks(int H, int Hk, int Dh, int dt, int mma)
+/* blocks a (sequence, segment): query heads (k_attn_dec) or kv heads' tiles (k_attn_dec_mma); the most segments
+ * the merge takes (MERGE_W weights: a segment's for each head of a block) */
+extern "C" int cu_attn_decode_blocks(int H, int Hk, int Dh, int dt, int mma, int *max_segs)
 {
-    if (!mt_on(dt, Dh, mma)) return H;
-    const int G = H / Hk, HT = mt_heads(Dh);
+    if (!mt_on(dt, Dh, mma)) {
+        *max_segs = MERGE_W;
+        return H;
+    }
+    const int G = H / Hk, HT = MT_HEADS;
+    *max_segs = MERGE_W / MT_HEADS;
     return Hk * ((G + HT - 1) / HT);
 }
 
@@ -478,7 +539,8 @@ extern "C" void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, in
     float *po = scratch, *pm = po + (size_t)S * a->B * a->H * a->Dh, *pl = pm + (size_t)S * a->B * a->H;
     unsigned *cnt = a->cnt;
     if (mt_on(a->dt, a->Dh, a->mma)) {
-        dim3 grid((unsigned)a->B, (unsigned)cu_attn_decode_blocks(a->H, a->Hk, a->Dh, a->dt, 1), (unsigned)S);
+        int most;
+        dim3 grid((unsigned)a->B, (unsigned)cu_attn_decode_blocks(a->H, a->Hk, a->Dh, a->dt, 1, &most), (unsigned)S);
         size_t sm = mt_smem(a->Dh);
         if (a->dt == 0) cu_go(k_attn_dec_mma<0>, grid, NT, sm, s, *a, S, po, pm, pl, cnt);
         else cu_go(k_attn_dec_mma<3>, grid, NT, sm, s, *a, S, po, pm, pl, cnt);

@@ -151,7 +151,7 @@ typedef struct cu_dec_attn_args {
     const float *rscales;  /* int8: their scales [2][Hk][B] */
     unsigned *cnt;         /* S > 1: a count per (b, h), [B][H], zero before the first launch (each leaves them zero) */
     int mma;               /* bf16 and int8 pages: a kv head's query heads a block, the scores on tensor cores
-                              (k_attn_dec_mma); 0: a block a query head (k_attn_dec) */
+                              (k_attn_dec_mma); 0: a block a query head (TANDEM_CUDA_DEC_MMA=0, a test switch) */
 } cu_dec_attn_args;
 
 /* attention of each sequence's one query over keys [max(0, pos - window + 1), pos] of its pages (key
@@ -161,8 +161,9 @@ typedef struct cu_dec_attn_args {
  * per block cu_attn_decode_smem(Dh, seglen) (the engine keeps it under 48 KB) */
 void cu_attn_decode(cu_stream s, const cu_dec_attn_args *a, int S, int seglen, float *scratch);
 size_t cu_attn_decode_smem(int Dh, int seglen);
-/* the launch's blocks a (sequence, segment) for these heads, head dim, page dtype and a->mma */
-int cu_attn_decode_blocks(int H, int Hk, int Dh, int dt, int mma);
+/* the launch's blocks a (sequence, segment) for these heads, head dim, page dtype and a->mma; *max_segs: the most
+ * segments S it takes */
+int cu_attn_decode_blocks(int H, int Hk, int Dh, int dt, int mma, int *max_segs);
 
 /* ---- cu_mla_rows.cu: multi-head latent attention's row passes (cu_mla.h) ---- */
 

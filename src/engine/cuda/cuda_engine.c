@@ -218,9 +218,7 @@ typedef struct cu_eng {
     int dseg_force;                   /* the decode attention's key segments a row: TANDEM_CUDA_DEC_SEGS=N (0: one),
                                          a test and measurement switch; -1: by the batch (dec_segs) */
     int dec_mma;                      /* the decode attention's grouped tensor-core kernel on bf16 / int8 pages
-                                         (cu_dec_attn_args.mma), TANDEM_CUDA_DEC_MMA=1; off by default: correct on
-                                         the GPU tests but slower end to end as it stands (its one-block merge of up
-                                         to 256 segments; docs/benchmarks.md "Session 59") */
+                                         (cu_dec_attn_args.mma); TANDEM_CUDA_DEC_MMA=0: off (a test switch) */
     int ptw;                          /* page table entries per sequence: the context's pages */
     cudaGraphExec_t graph[2][CU_MAX_B + 1][2]; /* decode steps captured, by lane (a graph runs where it was
                                          captured), batch and RoPE long factors (or not) */
@@ -691,7 +689,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     e->attn_split = getenv("TANDEM_CUDA_SPLIT") ? atoi(getenv("TANDEM_CUDA_SPLIT")) : 0;
     const char *ds = getenv("TANDEM_CUDA_DEC_SEGS");
     e->dseg_force = ds ? (atoi(ds) < 1 ? 1 : atoi(ds) > 256 ? 256 : atoi(ds)) : -1;
-    e->dec_mma = getenv("TANDEM_CUDA_DEC_MMA") && strcmp(getenv("TANDEM_CUDA_DEC_MMA"), "0"); /* opt-in: see dec_mma */
+    e->dec_mma = !getenv("TANDEM_CUDA_DEC_MMA") || strcmp(getenv("TANDEM_CUDA_DEC_MMA"), "0");
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
     const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step */
@@ -822,11 +820,12 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
  * part only, so a captured step keeps its launches whatever the positions. */
 static int dec_segs(const cu_eng *e, int B, int dt)
 {
-    if (e->dseg_force > 0) return e->dseg_force;
-    int bh = B * cu_attn_decode_blocks(e->H, e->Hk, e->Dh, dt, e->dec_mma);
+    int cap_s, bh = B * cu_attn_decode_blocks(e->H, e->Hk, e->Dh, dt, e->dec_mma, &cap_s);
+    if (e->dseg_force > 0) return e->dseg_force < cap_s ? e->dseg_force : cap_s;
     int S = (2 * e->sms + bh - 1) / bh, most = (e->cap + 63) / 64;
     S = S > most ? most : S;
-    return S < 1 ? 1 : S > 256 ? 256 : S;
+    S = S > cap_s ? cap_s : S;
+    return S < 1 ? 1 : S;
 }
 
 /* the decode attention of layer l's step (which also puts the export rows exp into the pages) */
