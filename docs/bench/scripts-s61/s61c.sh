@@ -12,7 +12,7 @@
 . tools/device-lib.sh
 dev_init d.txt ${PK:-cuda61c}
 st tests
-( timeout 90 $B/test_cuda_decode ) > $W/dec.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/dec.txt | head -8 >> $A
+dev_gpu_tests # the package holds test_cuda_decode only: the others are not there to run
 st packages
 for m in l:llama-3.2-1b q:qwen2.5-0.5b; do x=${m%%:*}
   $B/tandem synth --like ${m#*:} -o /tmp/tb/$x > /dev/null 2>> $A
