@@ -137,7 +137,7 @@ static int sim_step(sim *m)
         seq *q = &m->s[i];
         if (q->out < 0) continue;
         q->last = argmax(m->ctx, q->out, m->n_vocab);
-        if (q->n < MAX_TOK) q->t[q->n++] = bc_now_s();
+        if (q->n < MAX_TOK) q->t[q->n++] = tm_now_s();
         q->state = SEQ_GENERATE;
     }
     return 0;
@@ -251,14 +251,14 @@ int main(int argc, char **argv)
         if (ready) break;
         if ((rc = sim_step(m))) break;
     }
-    double q0 = bc_now_s(), q1 = q0 + quiet_s, a1 = q1, b0 = bc_sys_busy_s(), o0 = bc_own_cpu_s();
+    double q0 = tm_now_s(), q1 = q0 + quiet_s, a1 = q1, b0 = bc_sys_busy_s(), o0 = bc_own_cpu_s();
     /* quiet window; the prompt arrives at q1 and joins at the next step */
-    while (rc == 0 && bc_now_s() < q1) rc = sim_step(m);
+    while (rc == 0 && tm_now_s() < q1) rc = sim_step(m);
     seq *nq = &m->s[streams];
     if (rc == 0) seq_arrive(m, streams, P, &seed);
     while (rc == 0 && nq->n == 0) rc = sim_step(m);
     if (rc == 0) a1 = nq->t[0];
-    double foreign = (bc_sys_busy_s() - b0) - (bc_own_cpu_s() - o0), wall = bc_now_s() - q0;
+    double foreign = (bc_sys_busy_s() - b0) - (bc_own_cpu_s() - o0), wall = tm_now_s() - q0;
     int n0 = nq->n;
     for (int k = 0; rc == 0 && k < after; k++) rc = sim_step(m);
     for (int i = 0; i < m->n_seq; i++)

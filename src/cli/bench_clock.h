@@ -10,12 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static inline double bc_now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "core/clock.h"
 
 /* CPU seconds used by every process on the machine since boot (/proc/stat) */
 static inline double bc_sys_busy_s(void)

@@ -96,9 +96,9 @@ double bench_generate(tandem_session *s, const int32_t *ids, int P, int G, tande
     r.max_tokens = G;
     r.temperature = 0;
     r.ignore_eos = 1;
-    double t0 = bc_now_s();
+    double t0 = tm_now_s();
     if (tandem_generate(s, &r, NULL, NULL, stats, st) != 0) return -1;
-    return bc_now_s() - t0;
+    return tm_now_s() - t0;
 }
 
 double bench_embed(tandem_session *s, const int32_t *ids, int P, float *emb, tandem_stats *stats, tandem_status *st)
@@ -109,9 +109,9 @@ double bench_embed(tandem_session *s, const int32_t *ids, int P, float *emb, tan
     r.n_prompt_ids = (size_t)P;
     r.max_tokens = TANDEM_MAX_TOKENS_NONE;
     r.embedding = emb;
-    double t0 = bc_now_s();
+    double t0 = tm_now_s();
     if (tandem_generate(s, &r, NULL, NULL, stats, st) != 0) return -1;
-    return bc_now_s() - t0;
+    return tm_now_s() - t0;
 }
 
 static double e2e_once(tandem_session *s, const int32_t *ids, int P, int G, tandem_stats *stats)
@@ -245,13 +245,13 @@ int bench_concurrency(tandem_model *m, const tandem_session_opts *so, const int 
         int n = cs[i] < 1 ? 1 : cs[i] > BENCH_MAX_CLIENTS ? BENCH_MAX_CLIENTS : cs[i];
         client c[BENCH_MAX_CLIENTS];
         pthread_t th[BENCH_MAX_CLIENTS];
-        double t0 = bc_now_s();
+        double t0 = tm_now_s();
         for (int j = 0; j < n; j++) {
             c[j] = (client){.s = s, .P = P, .G = G, .V = info.vocab, .n_req = 2, .gap_s = gap_s, .seed = 7u + 31u * j};
             pthread_create(&th[j], NULL, client_main, &c[j]);
         }
         for (int j = 0; j < n; j++) pthread_join(th[j], NULL);
-        double wall = bc_now_s() - t0;
+        double wall = tm_now_s() - t0;
         double ttft[2 * BENCH_MAX_CLIENTS], p50[2 * BENCH_MAX_CLIENTS], p99[2 * BENCH_MAX_CLIENTS];
         int nr = 0, gen = 0;
         for (int j = 0; j < n; j++) {
@@ -323,7 +323,7 @@ static int rec_token(void *ud, const char *piece, size_t len, int32_t tok)
     (void)piece;
     (void)len;
     stream_rec *r = ud;
-    if (tok >= 0 && r->n < STALL_MAX_TOKENS) r->t[r->n++] = bc_now_s();
+    if (tok >= 0 && r->n < STALL_MAX_TOKENS) r->t[r->n++] = tm_now_s();
     return 0;
 }
 
@@ -380,11 +380,11 @@ static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *se
     if (rc == 0) {
         /* let the streams settle, measure a quiet window, then a prompt arrives */
         while (rec[streams - 1].n < STALL_SETTLE) usleep(1000);
-        q0 = bc_now_s();
+        q0 = tm_now_s();
         b0 = bc_sys_busy_s();
         o0 = bc_own_cpu_s();
         usleep((useconds_t)(STALL_QUIET_S * 1e6));
-        q1 = bc_now_s();
+        q1 = tm_now_s();
         big = random_ids(P, V, seed);
         r.prompt_ids = big;
         r.n_prompt_ids = (size_t)P;
@@ -392,7 +392,7 @@ static int stall_once(tandem_session *s, int V, int streams, int P, unsigned *se
         tandem_stats bs;
         tandem_handle *hb;
         rc = tandem_submit(s, &r, NULL, NULL, &hb, &st) || tandem_wait(hb, &bs, &st);
-        a1 = bc_now_s();
+        a1 = tm_now_s();
         res->foreign = ((bc_sys_busy_s() - b0) - (bc_own_cpu_s() - o0)) / (a1 - q0);
     }
     if (rc) fprintf(stderr, "tandem bench: %s\n", st.msg);
@@ -728,13 +728,13 @@ int bench_tokenizer(tandem_model *m, const char *path, FILE *json, FILE *md)
     tandem_status st;
     for (int r = 0; r < 5; r++) {
         int32_t *ids = NULL;
-        double t0 = bc_now_s();
+        double t0 = tm_now_s();
         if (tandem_tokenize(m, text, (size_t)n, 1, &ids, &n_ids, &st) != 0) {
             fprintf(stderr, "tandem bench: %s\n", st.msg);
             free(text);
             return 1;
         }
-        t[r] = bc_now_s() - t0;
+        t[r] = tm_now_s() - t0;
         free(ids);
     }
     double med = bc_pct(t, 5, 0.5), mbs = n / med / 1e6;

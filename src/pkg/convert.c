@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/threadpool.h"
 #include "hf/config.h"
@@ -462,18 +463,11 @@ static int open_model(tm_model **out, const char *dir, int *n_ckpt, tm_err *err)
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int tm_convert(const char *hf_dir, const char *out_path, const tm_convert_opts *o, tm_convert_stats *st, tm_err *err)
 {
     int rc = tm_convert_check_opts(o, err);
     if (rc) return rc;
-    double t0 = now_s();
+    double t0 = tm_now_s();
     conv c;
     memset(&c, 0, sizeof c);
     c.o = o;
@@ -506,7 +500,7 @@ int tm_convert(const char *hf_dir, const char *out_path, const tm_convert_opts *
         if (rc == TM_OK && o->progress) {
             pr.tensors_done = i + 1;
             pr.bytes_done = c.st.bytes_in;
-            pr.seconds = now_s() - t0;
+            pr.seconds = tm_now_s() - t0;
             pr.current = m->spec[i].name;
             o->progress(o->progress_ctx, &pr);
         }
@@ -526,7 +520,7 @@ done:
     tm_pool_free(c.pool);
     free(c.buf);
     tm_model_free(m);
-    c.st.seconds = now_s() - t0;
+    c.st.seconds = tm_now_s() - t0;
     if (st) *st = c.st;
     return rc;
 }

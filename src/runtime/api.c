@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/status.h"
 #include "engine/ref/ref.h"
 #include "model/model.h"
@@ -251,13 +252,6 @@ int tandem_wait(tandem_handle *h, tandem_stats *stats, tandem_status *st)
     return ok(st);
 }
 
-static double api_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -286,13 +280,13 @@ int tandem_handoff_cost(const tandem_model *m, int n_ctx, int reps, double *copy
                 memset(tm_kv_page_k(stage, ss.pages[0], l, h), r + 1, (size_t)n_ctx * d->Dh * 2);
                 memset(tm_kv_page_v(stage, ss.pages[0], l, h), r + 1, (size_t)n_ctx * d->Dh * 2);
             }
-        double t0 = api_now(), tlast = 0;
+        double t0 = tm_now_s(), tlast = 0;
         for (int l = 0; l < d->L; l++) {
-            double a = api_now();
+            double a = tm_now_s();
             tm_kv_copy_layer(stage, &ss, dec, &ds, l, 0, n_ctx);
-            tlast = api_now() - a;
+            tlast = tm_now_s() - a;
         }
-        t[r] = api_now() - t0;
+        t[r] = tm_now_s() - t0;
         tl[r] = tlast;
     }
     if (rc == TM_OK) {

@@ -7,12 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "core/clock.h"
 
 /* Copy rows [sr, sr + n) of a source block to rows [dr, dr + n) of a
  * destination block (same Hk, Dh). Same dtype: the bytes (int8: the rows
@@ -89,9 +84,9 @@ static void copy_one(tm_bridge *b)
     b->head++;
     b->busy++;
     pthread_mutex_unlock(&b->mu);
-    double t0 = now_s();
+    double t0 = tm_now_s();
     tm_kv_copy_layer(b->src, b->ss, b->dst, b->ds, layer, b->p0, b->p1);
-    double dt = now_s() - t0;
+    double dt = tm_now_s() - t0;
     pthread_mutex_lock(&b->mu);
     b->busy_s += dt;
     b->busy--;
@@ -174,7 +169,7 @@ void tm_bridge_layer_done(void *bridge, int layer)
 
 double tm_bridge_finish(tm_bridge *b)
 {
-    double t0 = now_s();
+    double t0 = tm_now_s();
     pthread_mutex_lock(&b->mu);
     while (b->head != b->tail) copy_one(b); /* help: copy what is still queued here */
     while (b->busy) pthread_cond_wait(&b->done_cv, &b->mu);
@@ -182,7 +177,7 @@ double tm_bridge_finish(tm_bridge *b)
     b->ds = NULL; /* the hand-off is over: forget the sequence */
     b->ss = NULL;
     pthread_mutex_unlock(&b->mu);
-    return now_s() - t0;
+    return tm_now_s() - t0;
 }
 
 double tm_bridge_busy_seconds(const tm_bridge *b) { return b->busy_s; }

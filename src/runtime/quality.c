@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/cpu.h"
 #include "core/fileio.h"
 #include "engine/ref/ref-impl.h" /* for ref_kv_transplant only: see there */
@@ -47,13 +48,6 @@ struct tm_qual {
     double ref_nll;                /* mean NLL of the reference */
     qual_pair cur;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- metrics -------------------------------------------------------------------- */
 
@@ -458,7 +452,7 @@ int tm_qual_run(tm_qual *q, const tm_qual_case *c, tm_qual_result *res, tm_err *
             (rc = ensure_ref(&q->cur.rdec, rm->decode, N, q->n_threads, err)) != TM_OK)
             return rc;
     }
-    double t0 = now_s(), nll = 0, kl = 0, kl_max = 0;
+    double t0 = tm_now_s(), nll = 0, kl = 0, kl_max = 0;
     long agree = 0;
     for (int w = 0; w < q->W; w++) {
         const int32_t *win = q->win + (size_t)w * N;
@@ -481,7 +475,7 @@ int tm_qual_run(tm_qual *q, const tm_qual_case *c, tm_qual_result *res, tm_err *
         }
     }
     double rows = (double)q->W * S;
-    res->seconds = now_s() - t0;
+    res->seconds = tm_now_s() - t0;
     res->nll = nll / rows;
     res->ppl = exp(res->nll);
     res->kl = kl / rows;

@@ -22,6 +22,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/clock.h"
 #include "core/cpu.h"
 #include "core/fileio.h"
 #include "core/threadpool.h"
@@ -32,13 +33,6 @@
 
 
 static const tandem_route k_routes[3] = {TANDEM_ROUTE_HYBRID, TANDEM_ROUTE_PREFILL_ONLY, TANDEM_ROUTE_DECODE_ONLY};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -802,7 +796,7 @@ tandem_route tm_router_pick(const tm_session *s, int n_prompt, int n_out, const 
         p->forced = 1;
         p->pick = s->o.route;
     }
-    p->t_pick = now_s();
+    p->t_pick = tm_now_s();
     return p->pick;
 }
 
@@ -1023,9 +1017,9 @@ static int time_steps(cal *c, tm_bound_engine *e, struct tm_pool *pool, int B, i
         }
         tm_decode_args a = {.B = B, .tokens = toks, .pos = pos, .kv = s->kv, .seqs = sp, .logits = logits, .pool = pool,
                             .alone = tm_session_alone(s, pool)};
-        double t0 = now_s();
+        double t0 = tm_now_s();
         rc = e->vt->decode(e->ctx, &a, err);
-        if (i > 0) t[i - 1] = now_s() - t0;
+        if (i > 0) t[i - 1] = tm_now_s() - t0;
     }
     for (int b = 0; b < B; b++) tm_kv_seq_release(s->kv, &seqs[b]);
     if (rc == TM_OK) *t_step = median(t, steps);

@@ -61,6 +61,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/threadpool.h"
 #include "model/model.h"
 #include "runtime/lookup.h"
@@ -155,13 +156,6 @@ typedef struct tm_sched {
     float *batch_logits;       /* [max_batch][V], from the decode engine's host_alloc where it has one */
     void (*logits_free)(void *); /* and its free */
 } tm_sched;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void pin_to(int cpu)
 {
@@ -453,7 +447,7 @@ static int req_greedy_only(const tm_req *q)
  * Returns 1 when the request is finished (q->finish set), 0 to continue. */
 static int req_take_token(tm_req *q, float *logits, int32_t pick)
 {
-    double t = now_s();
+    double t = tm_now_s();
     tandem_logprob lp;
     double lse = 0;
     int32_t tok = pick;
@@ -522,7 +516,7 @@ static int req_take_token(tm_req *q, float *logits, int32_t pick)
     }
     /* the length, a line indented less than n_indent, or t_max_predict_ms run out at a newline */
     if (q->n_gen >= q->max_new || q->indent.cut ||
-        (newline && q->t_max_predict > 0 && now_s() - q->t_first > q->t_max_predict)) {
+        (newline && q->t_max_predict > 0 && tm_now_s() - q->t_first > q->t_max_predict)) {
         req_flush(q);
         q->finish = "length";
         return 1;
@@ -615,7 +609,7 @@ static void req_finish(tm_sched *sc, tm_req *q, int state)
     pthread_mutex_lock(&sc->mu);
     q->state = state;
     if (state == REQ_CANCELLED) q->finish = "cancelled";
-    q->t_done = now_s();
+    q->t_done = tm_now_s();
     if (s->o.explain && q->pred.t_pick > 0) tm_router_explain_done(stderr, &q->pred, q->t_first, q->t_done, q->n_gen);
     q->done = 1;
     pthread_cond_broadcast(&q->done_cv);
@@ -992,11 +986,11 @@ static void *decode_main(void *arg)
             int fin = -1;
             if (look_pays(&look)) {
                 struct tm_pool *pool = dec_pool(s);
-                double t0 = now_s();
+                double t0 = tm_now_s();
                 int gen0 = q->n_gen;
                 fin = spec_step(sc, q, pool);
                 atomic_store(&s->dec_using_all, 0);
-                if (fin >= 0) look_note(&look, 1, now_s() - t0, q->n_gen - gen0);
+                if (fin >= 0) look_note(&look, 1, tm_now_s() - t0, q->n_gen - gen0);
             }
             if (fin > 0) {
                 req_finish(sc, q, fin);
@@ -1023,7 +1017,7 @@ static void *decode_main(void *arg)
         }
         rr = n_active > B ? (rr + B) % n_active : 0;
         struct tm_pool *pool = dec_pool(s);
-        double t_step = now_s();
+        double t_step = tm_now_s();
         tm_err e = {0};
         int32_t picks[TM_MAX_BATCH];
         int amax = s->dec.caps.argmax; /* the engine's greedy picks where every request takes those */
@@ -1035,7 +1029,7 @@ static void *decode_main(void *arg)
             ok = s->dec.vt->decode(s->dec.ctx, &a, &e) == TM_OK;
         }
         atomic_store(&s->dec_using_all, 0);
-        if (ok && B == 1 && s->o.lookup > 0) look_note(&look, 0, now_s() - t_step, 1);
+        if (ok && B == 1 && s->o.lookup > 0) look_note(&look, 0, tm_now_s() - t_step, 1);
         for (int b = 0; b < B; b++) {
             tm_req *q = batch[b];
             int fin;
@@ -1228,7 +1222,7 @@ int tm_session_submit(tm_session *s, const tandem_request *r, tandem_text_fn on_
     if (!q) return tm_errf(err, TM_E_NOMEM, "request: out of memory");
     pthread_cond_init(&q->done_cv, NULL);
     q->s = s;
-    q->t_submit = now_s();
+    q->t_submit = tm_now_s();
     q->on_text = on_text;
     q->ud = ud;
     if (r->on_logprob.fn && r->logprobs >= 0) {

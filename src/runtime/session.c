@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/engine.h"
@@ -20,13 +21,6 @@
 
 #define DECODE_PAGE 16
 #define KV_PREFAULT 4608 /* positions of KV faulted in at session creation: a 4K-token prompt and its padding */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Pick the first engine of the registry (best first) with `role` that probes
  * here, or the named one. */
@@ -318,7 +312,7 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
     tm_engine_caps plan;
     tm_route_chunk_caps(s, route, &plan);
     if (gemm) gemm[0] = gemm[1] = 0;
-    double t0 = now_s();
+    double t0 = tm_now_s();
     for (int pos = pos0; pos < n;) {
         int T = tm_plan_chunk(&plan, n - pos);
         int nv = n - pos < T ? n - pos : T;
@@ -345,7 +339,7 @@ int tm_prefill_route(tm_session *s, tandem_route route, const int32_t *ids, int 
         }
         pos += nv;
     }
-    double t1 = now_s();
+    double t1 = tm_now_s();
     /* stateless: wait for the copies not hidden behind later layers; stateful: ownership moves, no bytes */
     *t_handoff = stateless ? tm_bridge_finish(s->bridge) : 0.0;
     kseq->n_tokens = seq->n_tokens = n;

@@ -81,6 +81,7 @@
 
 #include <microhttpd.h>
 
+#include "core/clock.h"
 #include "core/grow.h"
 #include "serve/oai.h"
 #include "serve/reply.h"
@@ -210,13 +211,6 @@ struct job {
     tm_api_stream fs;          /* its stream's writer state */
     job *next;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t splitmix64(uint64_t x)
 {
@@ -550,7 +544,7 @@ static void job_log(job *j, int status)
     if (j->n > 1) snprintf(n, sizeof n, " (%d choices)", j->n);
     srv_log(srv, "POST %s %d%s: prompt %d, completion %d tokens%s, finish %s, %.3f s", j->url, status,
             j->req.stream ? " (stream)" : "", u.prompt, u.completion, n,
-            c->finished ? (c->stats.finish_reason ? c->stats.finish_reason : "error") : "-", now_s() - j->t0);
+            c->finished ? (c->stats.finish_reason ? c->stats.finish_reason : "error") : "-", tm_now_s() - j->t0);
 }
 
 static void job_free(job *j)
@@ -1249,7 +1243,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(hr = calloc(1, sizeof *hr))) return MHD_NO;
         hr->route = route_of(url, &hr->canon, &hr->post);
         if (hr->route == R_METRICS && !srv->metrics) hr->route = R_NONE, hr->canon = NULL;
-        hr->t0 = now_s();
+        hr->t0 = tm_now_s();
         *con_cls = hr;
         return MHD_YES;
     }

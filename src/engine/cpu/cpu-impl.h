@@ -7,6 +7,7 @@
 
 #include <time.h>
 
+#include "core/clock.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/mla.h"
 #include "engine/cpu/moe.h"
@@ -104,13 +105,5 @@ typedef struct cpu_variant {
  * (the engine vtable's unbind; TANDEM_PROFILE's report printed first) */
 int cpu_bind(void **out, const tm_model *m, const tm_engine_opts *o, const cpu_variant *var, tm_err *err);
 void cpu_unbind(void *vctx);
-
-/* seconds on the monotonic clock (TANDEM_PROFILE, the GEMV autotune) */
-static inline double cpu_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 #endif

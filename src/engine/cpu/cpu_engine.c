@@ -316,7 +316,7 @@ static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *
     tm_dtype dt = tm_kweight_dtype(w);
     int prep = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && tm_kweight_k(w) == F;
     *a = (tm_kact){.M = M, .K = F, .f32 = prep ? NULL : out};
-    double t0 = c->profile ? cpu_now_s() : 0;
+    double t0 = c->profile ? tm_now_s() : 0;
     par_job j = {.fn = prep ? rows_act_prep : rows_act, .c = c, .r = r, .y = prep ? gate : out, .x = gate, .w = up,
                  .n = F, .l = (int)dt, .ld = ld};
     if (bf16) {
@@ -326,7 +326,7 @@ static void act_prep(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, float *
     }
     par_rows(&j, M, (size_t)F);
     if (prep) set_prepared(c, a, dt);
-    if (c->profile) c->prof[c->prof_kind][4] += cpu_now_s() - t0;
+    if (c->profile) c->prof[c->prof_kind][4] += tm_now_s() - t0;
 }
 
 /* a = the input of the matmuls with weights w0 (and w1, w2 if given): the
@@ -342,7 +342,7 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
     tm_dtype dt = tm_kweight_dtype(w0);
     int fused = (dt == TM_DT_BF16 || dt == TM_DT_Q8PC) && (!w1 || tm_kweight_dtype(w1) == dt) &&
                 (!w2 || tm_kweight_dtype(w2) == dt) && tm_kweight_k(w0) == D && c->m->norm == TM_NORM_RMS;
-    double t0 = c->profile ? cpu_now_s() : 0;
+    double t0 = c->profile ? tm_now_s() : 0;
     if (!nw) {
         prep_act(c, r, w0, x, M, a);
     } else if (!fused) {
@@ -354,7 +354,7 @@ static void norm_prep(cpu_ctx *c, const cpu_rows *r, float *h, const float *x, c
         *a = (tm_kact){.M = M, .K = D};
         set_prepared(c, a, dt);
     }
-    if (c->profile) c->prof[c->prof_kind][3] += cpu_now_s() - t0;
+    if (c->profile) c->prof[c->prof_kind][3] += tm_now_s() - t0;
 }
 
 /* one matmul of w on M rows took s seconds: its time and operations (2 per
@@ -425,16 +425,16 @@ static int matmul_to(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const f
                      uint16_t *yb, tm_err *err)
 {
     int timed = c->profile || r->gemm;
-    double t0 = timed ? cpu_now_s() : 0;
+    double t0 = timed ? tm_now_s() : 0;
     tm_kact a;
     prep_act(c, r, w, x, M, &a);
     if (timed) {
-        double t1 = cpu_now_s();
+        double t1 = tm_now_s();
         if (c->profile) c->prof[c->prof_kind][3] += t1 - t0;
         t0 = t1;
     }
     int rc = kmatmul_to(c, r, w, &a, y, yb, err);
-    if (timed) matmul_done(c, r, w, M, cpu_now_s() - t0);
+    if (timed) matmul_done(c, r, w, M, tm_now_s() - t0);
     return rc;
 }
 
@@ -451,9 +451,9 @@ static int matmul_a_to(cpu_ctx *c, const cpu_rows *r, const tm_kweight *w, const
     if ((a->bf16 && dt != TM_DT_BF16) || (a->q8 && dt != TM_DT_Q8PC))
         return matmul_to(c, r, w, a->f32, a->M, y, yb, err);
     int timed = c->profile || r->gemm;
-    double t0 = timed ? cpu_now_s() : 0;
+    double t0 = timed ? tm_now_s() : 0;
     int rc = kmatmul_to(c, r, w, a, y, yb, err);
-    if (timed) matmul_done(c, r, w, a->M, cpu_now_s() - t0);
+    if (timed) matmul_done(c, r, w, a->M, tm_now_s() - t0);
     return rc;
 }
 
@@ -830,9 +830,9 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
             if ((rc = matmul_a(c, r, y->wv, &a, c->vv, err))) return rc;
         }
         qkv_post(c, r, y, l, M, qkv16);
-        double t0 = c->profile ? cpu_now_s() : 0;
+        double t0 = c->profile ? tm_now_s() : 0;
         if ((rc = attention(c, r, l, c->h))) return tm_errf(err, rc, "cpu engine: attention failed (layer %d)", l);
-        if (c->profile) c->prof[c->prof_kind][2] += cpu_now_s() - t0;
+        if (c->profile) c->prof[c->prof_kind][2] += tm_now_s() - t0;
         if (y->mla && (rc = tm_mla_out(y->mla, &c->k, c->h, M, &c->ws, r->pool, err))) return rc; /* [M][H*v] */
         f16 = !y->bo && !y->attn_out_norm && y16(c, Y16_O, y->wo, M);
         if ((rc = matmul_to(c, r, y->wo, y->mla ? y->mla->o : c->h, M, c->f, f16 ? (uint16_t *)c->f : NULL, err)))
@@ -891,10 +891,10 @@ static int forward_rows(cpu_ctx *c, const cpu_rows *r, tm_err *err)
 static int forward(cpu_ctx *c, const cpu_rows *r, int decode, tm_err *err)
 {
     if (!c->profile) return forward_rows(c, r, err);
-    double t0 = cpu_now_s();
+    double t0 = tm_now_s();
     c->prof_kind = decode;
     int rc = forward_rows(c, r, err);
-    c->prof[decode][0] += cpu_now_s() - t0;
+    c->prof[decode][0] += tm_now_s() - t0;
     c->prof_calls[decode]++;
     if (c->profile == 2 && !c->prof_warm[decode]) { /* the first call: left out */
         c->prof_warm[decode] = 1;

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <sys/mman.h>
 
+#include "core/clock.h"
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kmeasure.h"
@@ -13,13 +14,6 @@ uint64_t tm_kavx2_read_sum(const void *p, size_t bytes); /* kmeasure_avx2.c */
 uint64_t tm_kavx512_read_sum(const void *p, size_t bytes); /* kmeasure_avx512.c */
 double tm_kamx_peak_run(int int8, int loaded, long iters); /* kmeasure_amx.c */
 double tm_kavx512_peak_run(int int8, long iters);         /* kmeasure_avx512.c */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static double cpu_s(void)
 {
@@ -120,12 +114,12 @@ int tm_kmeasure_gemv(const tm_kernels *k, tm_dtype dt, int N, int K, int B, size
     if (rc == TM_OK)
         for (int i = 0; i < nw && rc == TM_OK; i++) rc = f(s[i].w, &a, y, &ws, pool); /* warm-up */
     if (rc == TM_OK) {
-        double t0 = now_s(), c0 = cpu_s(), t;
+        double t0 = tm_now_s(), c0 = cpu_s(), t;
         long calls = 0;
         do {
             for (int i = 0; i < nw; i++) f(s[i].w, &a, y, &ws, pool);
             calls += nw;
-            t = now_s() - t0;
+            t = tm_now_s() - t0;
         } while (t < seconds);
         out->seconds = t;
         out->cpu_seconds = cpu_s() - c0;
@@ -248,13 +242,13 @@ static int set_pass(tm_kgemm_set *g, const tm_kernels *k)
 int tm_kgemm_set_time(tm_kgemm_set *g, const tm_kernels *k, double seconds, tm_kmeasure *out, tm_err *err)
 {
     memset(out, 0, sizeof *out);
-    double t0 = now_s(), c0 = cpu_s(), t;
+    double t0 = tm_now_s(), c0 = cpu_s(), t;
     long calls = 0;
     do { /* whole passes: every weight as often */
         int rc = set_pass(g, k);
         if (rc) return tm_errf(err, rc, "kmeasure gemm %s: op failed", tm_dtype_name(g->dt));
         calls += g->nw;
-        t = now_s() - t0;
+        t = tm_now_s() - t0;
     } while (t < seconds);
     out->seconds = t;
     out->cpu_seconds = cpu_s() - c0;
@@ -355,13 +349,13 @@ int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double
         for (int r = 0; r < ways * rounds && rc == TM_OK; r++) {
             int way = r % ways, fused = way == TM_KFFN_FUSED || way == TM_KFFN_FUSED_BF16Y;
             ffn_rows j = {k, g, fused ? F : 2 * F, F, way, ldq, q, qs, M};
-            double t0 = now_s(), t;
+            double t0 = tm_now_s(), t;
             long calls = 0;
             do {
                 if ((rc = ffn_gemm(k, way, gu.w, glu, &a, g, &ws, pool))) break;
                 tm_pool_run(pool, M / 16, ffn_rows_task, &j);
                 calls++;
-                t = now_s() - t0;
+                t = tm_now_s() - t0;
             } while (t < seconds);
             if (rc) tm_errf(err, rc, "kmeasure ffn: the %s GEMM failed (way %d)", fused ? "glu" : "gate/up", way);
             else gops[way * rounds + r / ways] = 2.0 * M * 2.0 * F * D * (double)calls / t / 1e9;
@@ -418,12 +412,12 @@ int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_k
     const tm_cpu *c = tm_cpu_get();
     read_job j = {p, n, tm_pool_size(pool), tm_cpu_has_avx512(c) ? 2 : tm_cpu_has_avx2(c), {0}};
     tm_pool_run(pool, j.parts, read_task, &j);
-    double t0 = now_s(), c0 = cpu_s(), t;
+    double t0 = tm_now_s(), c0 = cpu_s(), t;
     long calls = 0;
     do {
         tm_pool_run(pool, j.parts, read_task, &j);
         calls++;
-        t = now_s() - t0;
+        t = tm_now_s() - t0;
     } while (t < seconds);
     out->seconds = t;
     out->cpu_seconds = cpu_s() - c0;
@@ -445,9 +439,9 @@ static void peak_task(void *ctx, int i, int worker)
 {
     (void)i;
     peak_job *j = ctx;
-    double t0 = now_s(), ops = 0;
+    double t0 = tm_now_s(), ops = 0;
     do ops += j->amx ? tm_kamx_peak_run(j->int8, j->loaded, 4096) : tm_kavx512_peak_run(j->int8, 65536);
-    while (now_s() - t0 < j->seconds);
+    while (tm_now_s() - t0 < j->seconds);
     j->ops[worker & 63] += ops;
 }
 
@@ -467,9 +461,9 @@ int tm_kmeasure_peak(const char *variant, tm_dtype dt, double seconds, struct tm
     tm_pool_run(pool, nw, peak_task, &j); /* warm-up: clocks and, for AMX, the tile unit's power-up */
     memset(j.ops, 0, sizeof j.ops);
     j.seconds = seconds;
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = tm_now_s(), c0 = cpu_s();
     tm_pool_run(pool, nw, peak_task, &j);
-    double t = now_s() - t0, ops = 0;
+    double t = tm_now_s() - t0, ops = 0;
     for (int w = 0; w < 64; w++) ops += j.ops[w];
     out->seconds = t;
     out->cpu_seconds = cpu_s() - c0;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "engine/ref/ref-impl.h"
 #include "model/moe_route.h"
 
@@ -170,10 +171,8 @@ int cu_moe_ws_init(cu_moe_ws *ws, const tm_model *m, int rows, tm_err *err)
 static void phase(cu_moe_ws *ws, cudaStream_t st, int i)
 {
     if (!ws->times) return;
-    struct timespec ts;
     cudaStreamSynchronize(st);
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    double now = tm_now_s();
     if (i >= 0) ws->t[i] += now - ws->t_last;
     ws->t_last = now;
 }
