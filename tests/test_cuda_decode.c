@@ -9,8 +9,11 @@
  *   - a batch of three sequences of 37, 20 and 600 positions (each row's keys in segments of at least 64,
  *     merged; and, TANDEM_CUDA_DEC_SEGS=0, in one segment of chunks with the running rescale), batched
  *     against the CPU's batch and against each sequence alone on the GPU;
- *   - these with the decode attention of a kv head's query heads together on tensor cores (the default on bf16
- *     and int8 pages) and, TANDEM_CUDA_DEC_MMA=0, a block a query head;
+ *   - these with the decode attention of a kv head's query heads together on tensor cores (on bf16 and int8
+ *     pages; TANDEM_CUDA_DEC_MMA_FROM=0: at every span, where the default keeps it to long contexts on this
+ *     model's groups), with TANDEM_CUDA_DEC_MMA=0 a block a query head, and by the step's span (FROM=44: the
+ *     single sequence changes kernel between its steps, each under its own captured graph; the batch of
+ *     600 positions runs the grouped kernel, its rows alone the per-head one);
  *   - a sequence released and another reserved in the same struct, on the same page ids, with
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
@@ -602,20 +605,24 @@ int main(void)
     tm_engine_opts o = {.weight_enc = TM_DT_BF16, .max_ctx = CTX, .roles = TM_ROLE_DECODE};
     if (m) CHECKF(cvt->bind(&cpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
     /* the steps captured as CUDA graphs and replayed (the default), then launched one by one; then (graphs)
-       each row's keys in one segment of the decode attention, in chunks with the running rescale; then the
-       decode attention a block a query head (k_attn_dec) rather than a kv head's query heads on tensor cores */
+       each row's keys in one segment of the decode attention, in chunks with the running rescale: these three
+       with the decode attention of a kv head's query heads on tensor cores (k_attn_dec_mma) at every span; then
+       the decode attention a block a query head (k_attn_dec); then the kernel by the step's span */
     static const char *const name[] = {"CUDA graphs", "TANDEM_CUDA_GRAPHS=0: launched one by one",
                                        "TANDEM_CUDA_DEC_SEGS=0: one segment a row",
-                                       "TANDEM_CUDA_DEC_MMA=0: the decode attention a block a query head"};
-    for (int g = 0; m && cpu.ctx && g < 4; g++) {
+                                       "TANDEM_CUDA_DEC_MMA=0: the decode attention a block a query head",
+                                       "TANDEM_CUDA_DEC_MMA_FROM=44: the decode attention's kernel by the step's span"};
+    for (int g = 0; m && cpu.ctx && g < 5; g++) {
         eng gpu = {vt, NULL};
         if (g == 1) setenv("TANDEM_CUDA_GRAPHS", "0", 1);
         if (g == 2) setenv("TANDEM_CUDA_DEC_SEGS", "0", 1);
         if (g == 3) setenv("TANDEM_CUDA_DEC_MMA", "0", 1);
+        setenv("TANDEM_CUDA_DEC_MMA_FROM", g == 4 ? "44" : "0", 1);
         CHECKF(vt->bind(&gpu.ctx, m, &o, &err) == TM_OK, "bind: %s", err.msg);
         unsetenv("TANDEM_CUDA_GRAPHS");
         unsetenv("TANDEM_CUDA_DEC_SEGS");
         unsetenv("TANDEM_CUDA_DEC_MMA");
+        unsetenv("TANDEM_CUDA_DEC_MMA_FROM");
         if (!gpu.ctx) continue;
         printf("-- %s\n", name[g]);
         int32_t ids[1024];

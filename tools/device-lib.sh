@@ -12,7 +12,7 @@
 #   dev_ncu_tg BY          where ncu is found and the call is under BY s: ncu of a tg16 bench of /tmp/tb/d.tdm (CUDA
 #                          prefill and decode) into the log by kernel (dev_ncu_agg), the CSV into $OUT/ncu-t.csv.gz
 #   dev_gpu_tests          the GPU tests of $B (test_cuda_moe, test_engine_conf's CUDA runs on the three conformance
-#                          models carried, test_cuda, test_cuda_decode, test_cuda_gemv where carried): their counts
+#                          models carried (twice: by default and TANDEM_CUDA_DEC_MMA_FROM=0), test_cuda, test_cuda_decode, test_cuda_gemv where carried): their counts
 #                          and failures into the log
 #   dev_peer_start J [N SHAPE GGUF]  llama.cpp's CUDA build (J jobs) in L := $R/tmp/llb and a bf16 GGUF of SHAPE cut
 #                          to N layers (tools/make_moe_gguf.py; default qwen3-30b-a3b, 8, /tmp/tb/q-bf16.gguf), both in
@@ -65,6 +65,12 @@ dev_gpu_tests() {
     ( timeout 150 $B/test_cuda_moe ) > $W/moe.txt 2>&1; grep -E "CHECK|passed|kernel:" $W/moe.txt | head -20 >> $A
     ( TM_CONF_MODELS=${TM_CONF_MODELS:-llama3,qwen3_moe,qwen3} TM_CONF_ENGINE=cuda timeout 200 $B/test_engine_conf ) > $W/conf.txt 2>&1
     grep -E "CHECK|passed" $W/conf.txt | head -12 >> $A
+    # again with the grouped decode attention at every span (the default keeps it to long contexts on dense
+    # GQA models, and the conformance prompts are short): both kernels over every conformance model
+    echo "test_engine_conf, TANDEM_CUDA_DEC_MMA_FROM=0:" >> $A
+    ( TANDEM_CUDA_DEC_MMA_FROM=0 TM_CONF_MODELS=${TM_CONF_MODELS:-llama3,qwen3_moe,qwen3} TM_CONF_ENGINE=cuda \
+      timeout 200 $B/test_engine_conf ) > $W/conf0.txt 2>&1
+    grep -E "CHECK|passed" $W/conf0.txt | head -12 >> $A
     ( timeout 60 $B/test_cuda ) > $W/cuda.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/cuda.txt | head -8 >> $A
     ( timeout 90 $B/test_cuda_decode ) > $W/dec.txt 2>&1; grep -E "CHECK|passed|SKIP" $W/dec.txt | head -8 >> $A
     [ ! -x $B/test_cuda_gemv ] || { ( timeout 120 $B/test_cuda_gemv ) > $W/gemv-t.txt 2>&1

@@ -219,9 +219,12 @@ typedef struct cu_eng {
                                          a test and measurement switch; -1: by the batch (dec_segs) */
     int dec_mma;                      /* the decode attention's grouped tensor-core kernel on bf16 / int8 pages
                                          (cu_dec_attn_args.mma); TANDEM_CUDA_DEC_MMA=0: off (a test switch) */
+    int dec_mma_from;                 /* ... for steps whose longest row spans this many positions or more, the
+                                         kernel a block a query head below (dec_mma_span) */
     int ptw;                          /* page table entries per sequence: the context's pages */
-    cudaGraphExec_t graph[2][CU_MAX_B + 1][2]; /* decode steps captured, by lane (a graph runs where it was
-                                         captured), batch and RoPE long factors (or not) */
+    cudaGraphExec_t graph[2][CU_MAX_B + 1][2][2]; /* decode steps captured, by lane (a graph runs where it
+                                         was captured), batch, RoPE long factors (or not) and the decode
+                                         attention's kernel (grouped or not) */
     int g_dt;                         /* the cache dtype code they were captured for */
     int use_graphs;                   /* TANDEM_CUDA_GRAPHS=0: none (a measurement switch) */
     int pdl;                          /* launches with programmatic dependent launch (cu_launch.cuh): sm_90 and
@@ -312,8 +315,30 @@ static void graphs_drop(cu_eng *e)
 {
     for (int ln = 0; ln < 2; ln++)
         for (int b = 0; b <= CU_MAX_B; b++)
-            for (int f = 0; f < 2; f++)
-                if (e->graph[ln][b][f]) cudaGraphExecDestroy(e->graph[ln][b][f]), e->graph[ln][b][f] = NULL;
+            for (int f = 0; f < 4; f++) {
+                cudaGraphExec_t *g = &e->graph[ln][b][f >> 1][f & 1];
+                if (*g) cudaGraphExecDestroy(*g), *g = NULL;
+            }
+}
+
+/* The span (the step's longest row, in positions) from which the decode attention runs the grouped kernel
+ * (k_attn_dec_mma) rather than a block a query head (k_attn_dec). Where a kv head has fewer than 16 query heads
+ * (the grouped kernel's tile: dense GQA models) its tile is part empty and it has Hk blocks a segment against the
+ * per-head kernel's H, so on short contexts the per-head kernel is the faster; the grouped one gains as the keys
+ * grow, sooner the more kv heads there are. Measured on an H100 (session 62, docs/benchmarks.md; TPOT p50, grouped
+ * over per-head): Llama-3.2-1B's shape (8 kv heads of 4) 0.98x at 128 positions, 1.02x at 1,000, 1.06x at 2,000;
+ * Qwen2.5-0.5B's (2 kv heads of 7) 0.94x at 128, 1.00x at 3,000, 1.04x at 5,000, 1.11x at 8,000. So from
+ * DEC_MMA_KV_SPAN / Hk positions: 1,024 and 4,096 there. Full tiles (DeepSeek's latent attention, 16 heads on
+ * one latent) from the first position. TANDEM_CUDA_DEC_MMA_FROM=N sets the span (a measurement and test
+ * switch). */
+#ifndef DEC_MMA_KV_SPAN
+#define DEC_MMA_KV_SPAN 8192
+#endif
+static int dec_mma_span(int H, int Hk)
+{
+    const char *f = getenv("TANDEM_CUDA_DEC_MMA_FROM");
+    if (f) return atoi(f) < 0 ? 0 : atoi(f);
+    return H / Hk >= 16 ? 0 : DEC_MMA_KV_SPAN / Hk;
 }
 
 static int cu_probe(tm_engine_caps *c, tm_err *err)
@@ -690,6 +715,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     const char *ds = getenv("TANDEM_CUDA_DEC_SEGS");
     e->dseg_force = ds ? (atoi(ds) < 1 ? 1 : atoi(ds) > 256 ? 256 : atoi(ds)) : -1;
     e->dec_mma = !getenv("TANDEM_CUDA_DEC_MMA") || strcmp(getenv("TANDEM_CUDA_DEC_MMA"), "0");
+    e->dec_mma_from = dec_mma_span(e->H, e->Hk);
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
     const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step */
@@ -818,9 +844,9 @@ static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
  * (cu_dec.cu): enough blocks for two waves of the call's multiprocessors, at most one a 64 keys of the context (each
  * row splits its own keys; a short context leaves the later segments empty). A function of B, dt and the stream's
  * part only, so a captured step keeps its launches whatever the positions. */
-static int dec_segs(const cu_eng *e, int B, int dt)
+static int dec_segs(const cu_eng *e, int B, int dt, int mma)
 {
-    int cap_s, bh = B * cu_attn_decode_blocks(e->H, e->Hk, e->Dh, dt, e->dec_mma, &cap_s);
+    int cap_s, bh = B * cu_attn_decode_blocks(e->H, e->Hk, e->Dh, dt, mma, &cap_s);
     if (e->dseg_force > 0) return e->dseg_force < cap_s ? e->dseg_force : cap_s;
     int S = (2 * e->sms + bh - 1) / bh, most = (e->cap + 63) / 64;
     S = S > most ? most : S;
@@ -837,7 +863,7 @@ static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const 
     da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
     da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), da.cnt = e->dcnt;
     prof_mark(e, PROF_ATTN, 0);
-    cu_attn_decode(e->st, &da, dec_segs(e, c->T, da.dt), CU_SEG, e->dpart);
+    cu_attn_decode(e->st, &da, dec_segs(e, c->T, da.dt, da.mma), CU_SEG, e->dpart);
     prof_mark(e, PROF_ATTN, 1);
 }
 
@@ -1342,21 +1368,22 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     e->clock++;
     cu_dseq *st[CU_MAX_B];
     if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, err))) return rc;
-    const int ds = dec_segs(e, B, kv_code(o->dtype));
+    const int mma = e->dec_mma && span >= e->dec_mma_from;
+    const int ds = dec_segs(e, B, kv_code(o->dtype), mma);
     if (ds > 1 && (rc = dpart_need(e, B, ds, err))) return rc;
     const int *dpos = e->meta_dev + B;
     cu_call c = {.T = B, .n_valid = B, .span = span, .kv_dt = o->dtype, .decode = 1, .dpos = dpos, .layer_bytes = lb,
                  .dstride = dexp_stride(e, B, kv_esz(o->dtype))};
     c.da = (cu_dec_attn_args){.B = B, .H = e->H, .Hk = e->Hk, .Dh = e->Dh, .arena = e->arena, .page_bytes = pb,
                               .blk_bytes = blk, .ps = ps, .dt = kv_code(o->dtype), .pt = e->meta_dev + 2 * B,
-                              .ptw = e->ptw, .pos = dpos, .mma = e->dec_mma};
+                              .ptw = e->ptw, .pos = dpos, .mma = mma};
     /* the step's launches: captured once per (batch, RoPE frequencies) and replayed after (its inputs
        are in meta_dev); TANDEM_CUDA_GRAPHS=0 or a capture that fails: launched one by one */
     int lf = 0;
     for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
     if (e->g_dt != kv_code(o->dtype)) graphs_drop(e), e->g_dt = kv_code(o->dtype);
     /* (a step of more rows than the MoE layers run without a synchronisation is launched one by one) */
-    cudaGraphExec_t *gx = e->use_graphs && B <= e->moe_capture_rows ? &e->graph[e->lane][B][lf] : NULL;
+    cudaGraphExec_t *gx = e->use_graphs && B <= e->moe_capture_rows ? &e->graph[e->lane][B][lf][mma] : NULL;
     if (e->prof) cudaEventRecord(e->prof->d0, e->st);
     if (gx && *gx) {
         CK(cudaGraphLaunch(*gx, e->st), "cudaGraphLaunch");
