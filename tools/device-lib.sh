@@ -7,8 +7,10 @@
 #                          DIR/llbench (tools/llbench_gpu.h: every layer on the GPU); its log DIR/b.log
 #   dev_moe_shape DIR [N]  the Qwen3-30B-A3B shape cut to 8 layers (tandem synth) and its default package DIR/q.tdm
 #                          (converted by N threads, default 8; its log $W/convert.txt)
+#   dev_shapes N X:LIKE[:LAYERS] ...  /tmp/tb/X.tdm: `tandem synth --like LIKE` (cut to LAYERS), the default conversion
+#                          by N threads (logs $W/convert-X.txt)
 #   dev_dec_shapes         the decode measurements' packages: /tmp/tb/d.tdm (DeepSeek-V2-Lite cut to 4 layers) and
-#                          /tmp/tb/l.tdm (Llama-3.2-1B), default conversions by 4 threads (logs $W/convert*.txt)
+#                          /tmp/tb/l.tdm (Llama-3.2-1B), by 4 threads
 #   dev_ncu_tg BY          where ncu is found and the call is under BY s: ncu of a tg16 bench of /tmp/tb/d.tdm (CUDA
 #                          prefill and decode) into the log by kernel (dev_ncu_agg), the CSV into $OUT/ncu-t.csv.gz
 #   dev_gpu_tests          the GPU tests of $B (test_cuda_moe, test_engine_conf's CUDA runs on the three conformance
@@ -46,14 +48,16 @@ dev_moe_shape() {
     $B/tandem synth --like qwen3-30b-a3b --layers 8 -o $1/q > /dev/null 2>> $A &&
         $B/tandem convert $1/q -o $1/q.tdm --threads ${2:-8} > $W/convert.txt 2>&1
 }
-dev_dec_shapes() {
-    for m in d:deepseek-v2-lite:convert l:llama-3.2-1b:convert-l; do
-        x=${m%%:*}; y=${m#*:}
-        $B/tandem synth --like ${y%:*} $([ $x = d ] && echo --layers 4) -o /tmp/tb/$x > /dev/null 2>> $A
-        $B/tandem convert /tmp/tb/$x -o /tmp/tb/$x.tdm --threads 4 > $W/${y#*:}.txt 2>&1; tail -1 $W/${y#*:}.txt >> $A
+dev_shapes() { # dev_shapes N X:LIKE[:LAYERS] ...: /tmp/tb/X.tdm for each, converted by N threads
+    n=$1; shift
+    for m in "$@"; do
+        x=${m%%:*}; y=${m#*:}; k=${y#*:}; [ "$k" = "$y" ] && k=
+        $B/tandem synth --like ${y%%:*} ${k:+--layers $k} -o /tmp/tb/$x > /dev/null 2>> $A
+        $B/tandem convert /tmp/tb/$x -o /tmp/tb/$x.tdm --threads $n > $W/convert-$x.txt 2>&1; tail -1 $W/convert-$x.txt >> $A
         rm -rf /tmp/tb/$x
     done
 }
+dev_dec_shapes() { dev_shapes 4 d:deepseek-v2-lite:4 l:llama-3.2-1b; }
 dev_ncu_tg() {
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
     [ -n "$NCU" ] && [ $(( $(date +%s) - T0 )) -lt $1 ] || return 0

@@ -10,11 +10,7 @@ dev_init d.txt ${PK:-cuda62a}
 st tests
 TM_CONF_MODELS=llama3,qwen2,qwen3,mistral,gemma2,phi3,qwen3_moe dev_gpu_tests
 st packages
-for m in l:llama-3.2-1b q:qwen2.5-0.5b; do x=${m%%:*}
-  $B/tandem synth --like ${m#*:} -o /tmp/tb/$x > /dev/null 2>> $A
-  $B/tandem convert /tmp/tb/$x -o /tmp/tb/$x.tdm --threads 8 > $W/convert-$x.txt 2>&1; tail -1 $W/convert-$x.txt >> $A
-  rm -rf /tmp/tb/$x
-done
+dev_shapes 8 l:llama-3.2-1b q:qwen2.5-0.5b # (as run: the same steps spelled out here)
 st ab
 T=tg128,e500+64,e1000+64,e2000+64,e4000+64
 ab() { # ab M V ROUND: FROM=V (def: unset)
