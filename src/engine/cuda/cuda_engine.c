@@ -1377,7 +1377,7 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     c.da = (cu_dec_attn_args){.B = B, .H = e->H, .Hk = e->Hk, .Dh = e->Dh, .arena = e->arena, .page_bytes = pb,
                               .blk_bytes = blk, .ps = ps, .dt = kv_code(o->dtype), .pt = e->meta_dev + 2 * B,
                               .ptw = e->ptw, .pos = dpos, .mma = mma};
-    /* the step's launches: captured once per (batch, RoPE frequencies) and replayed after (its inputs
+    /* the step's launches: captured once per (batch, RoPE frequencies, attention kernel) and replayed after (its inputs
        are in meta_dev); TANDEM_CUDA_GRAPHS=0 or a capture that fails: launched one by one */
     int lf = 0;
     for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
