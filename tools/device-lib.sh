@@ -70,7 +70,7 @@ dev_gpu_tests() {
     ( TM_CONF_MODELS=${TM_CONF_MODELS:-llama3,qwen3_moe,qwen3} TM_CONF_ENGINE=cuda timeout 200 $B/test_engine_conf ) > $W/conf.txt 2>&1
     grep -E "CHECK|passed" $W/conf.txt | head -12 >> $A
     # again with the grouped decode attention at every span (the default keeps it to long contexts on dense
-    # GQA models, and the conformance prompts are short): both kernels over every conformance model
+    # GQA models, and the conformance prompts are short): both kernels over the conformance models carried
     echo "test_engine_conf, TANDEM_CUDA_DEC_MMA_FROM=0:" >> $A
     ( TANDEM_CUDA_DEC_MMA_FROM=0 TM_CONF_MODELS=${TM_CONF_MODELS:-llama3,qwen3_moe,qwen3} TM_CONF_ENGINE=cuda \
       timeout 200 $B/test_engine_conf ) > $W/conf0.txt 2>&1
