@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 static int th_pass, th_fail;
 
 #define CHECK(cond) do { \
@@ -140,14 +142,6 @@ static inline double th_kl_row(const float *ref, const float *got, int V, int *a
 }
 
 /* th_done: print the summary line and return the exit status. */
-/* seconds on the monotonic clock (a part's wall time, for the logs) */
-static inline double th_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static inline int th_done(const char *name)
 {
     printf("%s: %d passed, %d failed\n", name, th_pass, th_fail);

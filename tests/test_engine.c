@@ -171,7 +171,7 @@ static void routes_exact(tm_rt_model *rm, const int32_t *ids, int n, int np, dou
                    rm->decode->arch_name);
             continue;
         }
-        double worst = 0, t0 = th_now();
+        double worst = 0, t0 = tm_now_s();
         /* the rows scored stay the prompt's last n - np + 1 (or its shortened prefix's) */
         const int ne = san_slow(engines[e]) && n > SAN_SLOW_N ? SAN_SLOW_N : n, npe = np - (n - ne);
         for (int stateless = 0; stateless < 2; stateless++) {
@@ -227,7 +227,7 @@ static void routes_exact(tm_rt_model *rm, const int32_t *ids, int n, int np, dou
             tm_session_free(s);
         }
         printf("%s, %s: every route, max |logit diff| %.4f (bound %.3g; %.1f s)\n", engines[e], rm->decode->arch_name,
-               worst, tol, th_now() - t0);
+               worst, tol, tm_now_s() - t0);
     }
     free(got);
     free(want);
@@ -920,10 +920,10 @@ static void test_prefill_head(void)
 #define PART(on, feat, fn)                                                                                     \
     do {                                                                                                       \
         if (on) {                                                                                              \
-            double t0_ = th_now();                                                                             \
+            double t0_ = tm_now_s();                                                                             \
             feature_part = feat;                                                                               \
             fn();                                                                                              \
-            fprintf(stderr, "part %s: %.1f s\n", #fn, th_now() - t0_);                                         \
+            fprintf(stderr, "part %s: %.1f s\n", #fn, tm_now_s() - t0_);                                         \
         }                                                                                                      \
     } while (0)
 

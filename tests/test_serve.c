@@ -116,14 +116,12 @@ static void *streamer_main(void *arg)
 
 static int wait_idle(tm_server *srv, long cancelled, double timeout_s)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = tm_now_s();
     for (;;) {
         tm_server_counts c;
         tm_server_get_counts(srv, &c);
         if (c.active == 0 && c.cancelled >= cancelled) return 1;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > timeout_s) return 0;
+        if (tm_now_s() - t0 > timeout_s) return 0;
         usleep(5000);
     }
 }

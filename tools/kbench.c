@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "engine/cpu/kernels-impl.h"
@@ -122,13 +123,6 @@ static double validate(const tm_kernels *k, int gemm, tm_dtype dt, int M, int N,
 
 /* ---- decode attention over a paged KV cache ------------------------------------- */
 
-static double kb_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct attn_bench {
     int B, H, Hk, Dh, ctx, L;
     tm_kv_cache *kv;
@@ -204,12 +198,12 @@ static int attn_main(tm_dtype dt, int ctx, int B, int H, int Hk, int Dh, int mib
                tm_dtype_name(dt), ctx, B, H, Hk, Dh, tm_pool_size(pool), rel, rel < 0 || rel > 1e-3 ? "INVALID" : "ok");
         fflush(stdout);
         long calls = 0;
-        double t0 = kb_now(), t;
+        double t0 = tm_now_s(), t;
         do {
             attn_args(&ab, (int)(calls % ab.L), ab.out, &a);
             k.attn_decode(&a, &ws, pool);
             calls++;
-            t = kb_now() - t0;
+            t = tm_now_s() - t0;
         } while (t < secs || calls < 2 * ab.L);
         printf("  %.2f GB/s of KV (%.1f us per layer, %d layers cycled)\n", (double)layer_bytes * calls / t / 1e9,
                1e6 * t / calls, ab.L);
@@ -264,11 +258,11 @@ static int attnp_main(int T, int H, int Hk, int Dh, int P, double secs, const ch
                Hk, Dh, P, tm_pool_size(pool), rel, rel < 0 || rel > 1e-2 ? "INVALID" : "ok");
         fflush(stdout);
         long calls = 0;
-        double t0 = kb_now(), t;
+        double t0 = tm_now_s(), t;
         do {
             k.attn_prefill(&a, &ws, pool);
             calls++;
-            t = kb_now() - t0;
+            t = tm_now_s() - t0;
         } while (t < secs || calls < 2);
         printf("  %.1f GFLOP/s (%.1f us per call)\n", flops * calls / t / 1e9, 1e6 * t / calls);
     }

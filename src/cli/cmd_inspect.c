@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "pkg/pkg.h"
 
 enum { CLS_EMBED, CLS_ATTN, CLS_MLP, CLS_NORM, CLS_OUTPUT, CLS_OTHER, N_CLS };
@@ -349,11 +350,9 @@ int cmd_inspect(int argc, char **argv)
     int rc = 0;
     double secs = 0;
     if (verify) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = tm_now_s();
         rc = tm_pkg_verify_flags(p, TM_PKG_VERIFY_RELEASE, &err) == TM_OK ? 0 : 1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        secs = tm_now_s() - t0;
     }
     uint64_t all = s.stage_bytes[0] + s.stage_bytes[1] - s.shared_bytes;
     if (json) {

@@ -77,14 +77,15 @@
  *
  * Not here (docs/status.md): head dims over 256 (but latent attention's), int8 tensor-core GEMMs for an int8
  * prefill stage (dequantized to bf16). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "core/clock.h"
 #include "engine/cuda/cu_mat.h"
 #include "engine/cuda/cu_mla.h"
 #include "engine/cuda/cu_moe.h"
@@ -217,10 +218,10 @@ typedef struct cu_eng {
     double t_upload;                  /* seconds spent bringing pages up (the profile prints it) */
     int dseg_force;                   /* the decode attention's key segments a row: TANDEM_CUDA_DEC_SEGS=N (0: one),
                                          a test and measurement switch; -1: by the batch (dec_segs) */
-    int dec_mma;                      /* the decode attention's grouped tensor-core kernel on bf16 / int8 pages
-                                         (cu_dec_attn_args.mma); TANDEM_CUDA_DEC_MMA=0: off (a test switch) */
-    int dec_mma_from;                 /* ... for steps whose longest row spans this many positions or more, the
-                                         kernel a block a query head below (dec_mma_span) */
+    int dec_mma_from;                 /* the decode attention's grouped tensor-core kernel on bf16 / int8 pages
+                                         (cu_dec_attn_args.mma) for steps whose longest row spans this many
+                                         positions or more, a block a query head below (dec_mma_span);
+                                         TANDEM_CUDA_DEC_MMA=0: never (INT_MAX, a test switch) */
     int ptw;                          /* page table entries per sequence: the context's pages */
     cudaGraphExec_t graph[2][CU_MAX_B + 1][2][2]; /* decode steps captured, by lane (a graph runs where it
                                          was captured), batch, RoPE long factors (or not) and the decode
@@ -714,8 +715,8 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     e->attn_split = getenv("TANDEM_CUDA_SPLIT") ? atoi(getenv("TANDEM_CUDA_SPLIT")) : 0;
     const char *ds = getenv("TANDEM_CUDA_DEC_SEGS");
     e->dseg_force = ds ? (atoi(ds) < 1 ? 1 : atoi(ds) > 256 ? 256 : atoi(ds)) : -1;
-    e->dec_mma = !getenv("TANDEM_CUDA_DEC_MMA") || strcmp(getenv("TANDEM_CUDA_DEC_MMA"), "0");
-    e->dec_mma_from = dec_mma_span(e->H, e->Hk);
+    const char *dm = getenv("TANDEM_CUDA_DEC_MMA");
+    e->dec_mma_from = dm && !strcmp(dm, "0") ? INT_MAX : dec_mma_span(e->H, e->Hk);
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
     const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step */
@@ -1113,13 +1114,9 @@ static int ingest(cu_eng *e, const tm_prefill_args *a, tm_err *err)
 /* wait for a layer's export copy (slot = its parity) */
 static int export_wait(cu_eng *e, int slot, tm_err *err)
 {
-    struct timespec t0, t1;
-    if (e->prof) clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = e->prof ? tm_now_s() : 0;
     CK(cudaEventSynchronize(e->ev[slot]), "KV export");
-    if (e->prof) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        e->prof->host_wait_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    }
+    if (e->prof) e->prof->host_wait_s += tm_now_s() - t0;
     return TM_OK;
 }
 
@@ -1278,8 +1275,7 @@ static int dec_sync(cu_eng *e, const tm_decode_args *a, size_t pb, cu_dseq **st,
         total += need > 0 ? (need - 1) / ps + 1 - from[b] : 0;
     }
     if (total == 0) return TM_OK; /* the usual step */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = tm_now_s();
     size_t want = (size_t)total * pb < UP_STAGE ? (size_t)total * pb : UP_STAGE;
     if (want < pb) want = pb;
     if (e->up_cap < want) {
@@ -1299,8 +1295,7 @@ static int dec_sync(cu_eng *e, const tm_decode_args *a, size_t pb, cu_dseq **st,
         }
     if (rc == TM_OK && n) rc = up_flush(e, ids, n, pb, err);
     free(ids);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    e->t_upload += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    e->t_upload += tm_now_s() - t0;
     return rc;
 }
 
@@ -1324,8 +1319,7 @@ static int dec_meta(cu_eng *e, const tm_decode_args *a, tm_err *err)
 static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
 {
     int B = a->B, rc;
-    struct timespec t_in;
-    clock_gettime(CLOCK_MONOTONIC, &t_in);
+    const double t_in = tm_now_s();
     if (B < 1 || B > CU_MAX_B) return tm_errf(err, TM_E_INVALID, "cuda decode: batch %d (1..%d)", B, CU_MAX_B);
     /* the first step (whatever roles bind was told): export rows of every layer, logits */
     size_t xcap = (size_t)e->L * dexp_stride(e, CU_MAX_B, 4);
@@ -1368,7 +1362,7 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     e->clock++;
     cu_dseq *st[CU_MAX_B];
     if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, err))) return rc;
-    const int mma = e->dec_mma && span >= e->dec_mma_from;
+    const int mma = span >= e->dec_mma_from;
     const int ds = dec_segs(e, B, kv_code(o->dtype), mma);
     if (ds > 1 && (rc = dpart_need(e, B, ds, err))) return rc;
     const int *dpos = e->meta_dev + B;
@@ -1443,8 +1437,7 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
     }
     if (e->prof) {
         float ms;
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double t1 = tm_now_s();
         if (cudaEventElapsedTime(&ms, e->prof->d0, e->prof->d1) == cudaSuccess) e->prof->dec_gpu_ms += ms;
         cu_prof *p = e->prof;
         if (p->n) { /* launched one by one, with the events (dec_forward) */
@@ -1452,7 +1445,7 @@ static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
                 if (cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]) == cudaSuccess) p->dms[p->cat[i / 2]] += ms;
             p->n = 0, p->dsteps++;
         }
-        e->prof->dec_host_s += (double)(t1.tv_sec - t_in.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t_in.tv_nsec);
+        e->prof->dec_host_s += t1 - t_in;
         e->prof->steps++, e->prof->step_rows += B;
     }
     return TM_OK;
