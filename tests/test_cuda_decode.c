@@ -13,7 +13,8 @@
  *     pages; TANDEM_CUDA_DEC_MMA_FROM=0: at every span, where the default keeps it to long contexts on this
  *     model's groups), with TANDEM_CUDA_DEC_MMA=0 a block a query head, and by the step's span (FROM=44: the
  *     single sequence changes kernel between its steps, each under its own captured graph; the batch of
- *     600 positions runs the grouped kernel, its rows alone the per-head one);
+ *     600 positions runs the grouped kernel, its rows alone the per-head one); each section's steps counted by
+ *     the kernel that ran them (cu_eng.dec_kernel_steps), the single bf16 sequence's exactly;
  *   - a sequence released and another reserved in the same struct, on the same page ids, with
  *     another prompt (the device's copy of those pages is stale: it must come up again);
  *   - int8 pages;
@@ -50,7 +51,7 @@
 #include "engine/engine.h"
 #include "engine/ref/ref.h"
 #ifdef TM_CUDA
-#include "engine/cuda/cuda-impl.h"
+#include "engine/cuda/cu_eng.h"
 #endif
 #include "hf/hf_model.h"
 #include "model/model.h"
@@ -62,6 +63,18 @@ typedef struct eng {
     const tm_engine_vt *vt;
     void *ctx;
 } eng;
+
+/* the decode steps the CUDA engine has run by its attention kernel: [0] a block a query head, [1] grouped */
+static void kernel_steps(eng gpu, long out[2])
+{
+#ifdef TM_CUDA
+    const cu_eng *e = gpu.ctx;
+    out[0] = e->dec_kernel_steps[0], out[1] = e->dec_kernel_steps[1];
+#else
+    (void)gpu;
+    out[0] = out[1] = 0;
+#endif
+}
 
 static tm_kv_cache *cache_of(const tm_model *m, tm_dtype dt, int pages)
 {
@@ -627,10 +640,28 @@ int main(void)
         printf("-- %s\n", name[g]);
         int32_t ids[1024];
         for (int i = 0; i < 1024; i++) ids[i] = (int32_t)((i * 2654435761u + 17) % (unsigned)m->V);
+        long k0[2], k1[2], want[2] = {0, 0};
+        kernel_steps(gpu, k0);
         one_sequence(gpu, cpu, m, ids, TM_DT_BF16);
+        kernel_steps(gpu, k1);
+        /* one_sequence's GPU steps: positions NP .. NP + STEPS - 1, then the last 3 of its mixed part; each a step
+           of span pos + 1, by kernel as the section's rule has it */
+        for (int pos = NP; pos < NP + STEPS + 6; pos++) {
+            if (pos >= NP + STEPS && pos < NP + STEPS + 3) continue; /* the CPU's */
+            want[g == 3 ? 0 : g == 4 ? pos + 1 >= 44 : 1]++;
+        }
+        printf("the bf16 sequence's steps by the attention's kernel: %ld a block a query head, %ld grouped (want %ld, "
+               "%ld)\n", k1[0] - k0[0], k1[1] - k0[1], want[0], want[1]);
+        CHECKF(k1[0] - k0[0] == want[0] && k1[1] - k0[1] == want[1], "%s: steps by kernel %ld / %ld, want %ld / %ld",
+               name[g], k1[0] - k0[0], k1[1] - k0[1], want[0], want[1]);
         one_sequence(gpu, cpu, m, ids, TM_DT_Q8PC);
         batch(gpu, cpu, m, ids);
         refusals(gpu, m, ids);
+        kernel_steps(gpu, k1);
+        /* the section's every step: one kernel, the other, or both (FROM=44: the batch of 600 positions grouped,
+           its short rows alone a block a query head) */
+        CHECKF(g == 3 ? k1[1] == 0 : g == 4 ? k1[0] > want[0] && k1[1] > want[1] : k1[0] == 0,
+               "%s: %ld steps a block a query head, %ld grouped", name[g], k1[0], k1[1]);
         vt->unbind(gpu.ctx);
         if (g >= 2) continue;
         packed(vt, dir, ids, !g, g ? TM_DT_Q8PC : TM_DT_BF16);

@@ -9,7 +9,7 @@
  * separate copy).
  *
  * k_attn_dec: one block per (sequence b, query head h, key segment). The S segments (the grid's z, a
- * function of the batch: cuda_engine.c's dec_segs) split each row's own keys [jlo, pos] evenly, at least
+ * function of the batch: cu_step.c's dec_segs) split each row's own keys [jlo, pos] evenly, at least
  * SEG_MIN keys a segment, so a short context leaves the later segments empty (they return at once) and
  * no block waits on keys past its row's position. The query row (f32) sits in shared memory. A segment's
  * keys go in chunks of up to `seglen` (the scores' room in shared memory), with the online softmax across

@@ -49,25 +49,9 @@
  * set back since (tm_kv_seq.rewinds: prompt lookup's rejected drafts, rows the mirror holds that decode
  * steps then write again).
  *
- * Decode. One step runs B sequences' rows through the same layer code (T = B rows, row b at its own
- * position pos[b]). Its KV lives in a device copy of the paged cache's arena, page for page and byte
- * for byte in the cache's dtype (cu_dec.cu), allocated at the first step on a cache (the whole arena,
- * tm_kv_cache_bytes) and dropped when a step comes with another cache (tm_kv_cache_uid). What the
- * copy holds is tracked per sequence (cu_dseq, keyed by tm_kv_seq.uid: a struct reused for a new
- * request is a new sequence): positions [0, n) of these page ids. A step needs [0, pos[b]): what is
- * missing (the prompt a CPU prefill engine wrote, positions another engine appended) comes up as
- * whole pages (staged in pinned memory; a page's bytes are one copy: the host-to-device half of the
- * KV bridge, paid once per prompt). Each layer's new K/V rows (export rows in the cache's dtype, as
- * the prefill makes them) go into the device pages in the attention's launch (cu_dec.cu), and
- * after the step all layers' rows come back with the logits and are scattered into the host pages,
- * which stay the truth every engine shares. The rule the tracking rests on: a position of a held
- * page, once written, is not rewritten by another writer while the sequence lives (sequences only
- * grow; kvcache.h's owner rule), but for the rows past a rewind (tm_kv_seq.rewinds): those a verify
- * chunk wrote for drafts then rejected, which only the host pages and the prefill's mirror held; the
- * device copy holds only positions steps wrote or pages brought up below a step's position, all of them
- * kept tokens'. The products are the GEMV over packed weights (the package's decode
- * encoding: 4.25 bits a weight for int4 g64) or, for a bf16 stage, cuBLAS's; the attention reads the
- * pages directly (no tensor cores: one query row per head).
+ *
+ * Decode: one step runs B sequences' rows through the same layer code over a device copy of the paged
+ * cache's arena (cu_step.c has its design block).
  *
  * Mixture-of-experts layers: cu_moe.h (the router in f32, the experts stacked; a decode step's experts found
  * by index on the device, a prefill chunk's sorted by expert on the device and run as tiles on tensor cores).
@@ -82,169 +66,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
 #include "core/clock.h"
-#include "engine/cuda/cu_mat.h"
-#include "engine/cuda/cu_mla.h"
-#include "engine/cuda/cu_moe.h"
-#include "engine/cuda/cu_smset.h"
-#include "engine/cuda/cuda-impl.h"
-#include "engine/engine.h"
+#include "engine/cuda/cu_eng.h"
 #include "engine/ref/ref-impl.h"
-#include "model/model.h"
 
-#define CU_MAX_T 512 /* rows per chunk (the runtime's largest) */
-#define CU_MAX_B 64  /* sequences per decode step */
-#define CU_DSEQ 256  /* sequences whose device KV the engine tracks (the least recently used goes) */
-#define CU_SEG 256   /* decode attention: keys a chunk (the scores' room in shared memory) */
-#define CU_GEMV_MAX 16 /* prefill rows up to which a packed weight runs the GEMV (more: dequantized, cuBLAS) */
-#define CU_GEMV_DUAL 16 /* decode rows up to which a packed weight with a bf16 copy runs the GEMV (more: cuBLAS) */
-#define BLAS_WS ((size_t)32 << 20)
-
-/* what the device arena holds of one sequence (design block "Decode") */
-typedef struct cu_dseq {
-    uint64_t uid;                     /* tm_kv_seq.uid; 0: a free slot */
-    int n;                            /* positions [0, n) are on the device */
-    int np, pcap;                     /* pages[np]: the ids covering [0, n) */
-    int32_t *pages;
-    uint64_t used;                    /* last step (LRU) */
-} cu_dseq;
-
-typedef struct cu_layer {
-    cu_mat wqkv, wo, wgu, wd;         /* [(H+2Hk)Dh][D], [D][H Dh], [2F or F][D], [D][F] (cu_mat.h: bf16 or packed) */
-    float *attn_norm, *attn_norm_b, *ffn_norm, *ffn_norm_b, *attn_out_norm, *ffn_out_norm; /* [D] or NULL */
-    float *bqkv, *bo, *bgu, *bd;      /* biases or NULL */
-    float *q_norm, *k_norm, *q_norm_b, *k_norm_b; /* [Dh] ([H][Dh] / [Hk][Dh] per head; whole: [H Dh]) */
-    float *sinks;                     /* [H] or NULL */
-    cu_moe *moe;                      /* a mixture-of-experts FFN (cu_moe.h; wgu, wd empty), or NULL: dense */
-    cu_mla *mla;                      /* latent attention (cu_mla.h; wqkv empty, wo [D][H v]), or NULL */
-} cu_layer;
-
-typedef struct cu_rope {
-    float *inv, *inv_long;            /* device [rot_dim / 2] */
-    int rot_dim;
-    float scale;
-    int64_t long_from;                /* a call reaching past this many positions uses inv_long */
-} cu_rope;
-
-/* TANDEM_CUDA_PROFILE=1 (a measurement switch): CUDA events around every GEMM and attention launch,
- * the q/k/v pass, the mixture-of-experts block and the head's product, summed per chunk after its
- * synchronisation; unbind prints the totals (stderr) */
-#define PROF_EV 1024
-enum { PROF_GEMM, PROF_ATTN, PROF_QKV, PROF_MOE, PROF_HEAD, PROF_NCAT };
-typedef struct cu_prof {
-    int on, n;                        /* events recorded in this chunk */
-    cudaEvent_t ev[PROF_EV], t0, t1;  /* pairs; the chunk's first and last */
-    int cat[PROF_EV / 2];
-    double ms[PROF_NCAT], total_ms, host_wait_s, gemm_flop;
-    long chunks, rows;
-    cudaEvent_t d0, d1;               /* a decode step's launches on the GPU */
-    double dec_gpu_ms, dec_host_s;    /* decode steps: their GPU time, the calls' wall time */
-    long steps, step_rows;
-    double dms[PROF_NCAT];            /* decode steps launched one by one: the categories' GPU time */
-    int decoding;                     /* such a step's launches are being made (its GEMMs' flops are not the prefill's) */
-    int gemm_cat;                     /* the category gemm() counts its product in (PROF_GEMM, the head's PROF_HEAD) */
-    long dsteps;                      /* and how many such steps */
-} cu_prof;
-
-typedef struct cu_eng {
-    int V, D, L, H, Hk, Dh, F, gated, parallel, qk_whole, qk_heads, norm_kind, act, cap;
-    float eps, embed_scale, attn_scale, attn_softcap, final_softcap, residual_scale, logits_div, logits_mul, clip;
-    int pos_off, max_pos;
-    tm_layer_desc *layer;             /* [L] host */
-    cu_rope rope[2];
-    cublasHandle_t blas;
-    void *blas_ws;                    /* its workspace, BLAS_WS bytes */
-    cudaStream_t st;                  /* the call's stream (lane_pick): st0, or part.st */
-    cudaEvent_t ev[2];                /* export copy of layer l done: ev[l % 2] (the call's: ev0 or part.ev) */
-    cudaStream_t st0;                 /* the engine's stream on the whole device, and its events */
-    cudaEvent_t ev0[2];
-    cu_smset part;                    /* its share of the device (tm_engine_opts.part; st NULL: none) */
-    int lane;                         /* the call runs on: 0 the whole device, 1 the part */
-    int sms0;                         /* the device's multiprocessors */
-    int prio;                         /* its streams' priority (tm_engine_opts.urgent: the greatest; else 0) */
-    uint16_t *embed;                  /* bf16 [V][D] */
-    cu_mat lm_head;                   /* [V][D] (bf16: lm_head.bf == embed when tied and not packed) */
-    cu_mm mm;                         /* the products' handles and scratch (cu_mat.h) */
-    float *final_norm, *final_norm_b, *lm_head_b, *pos_embed, *embed_norm, *embed_norm_b, *alibi;
-    cu_layer *w;                      /* [L] */
-    uint16_t *kc, *vc;                /* the mirror [L][Hk][cap][Dh] bf16 */
-    /* scratch for CU_MAX_T rows */
-    int32_t *tok;
-    float *x, *x0, *qkv, *a, *gu, *logits;
-    uint16_t *h16, *att16, *g16;
-    void *exp_dev;                    /* export rows [2][Hk][T][Dh] of the cache dtype (<= 4 bytes), then scales */
-    uint8_t *exp_host[2];             /* pinned copies of it, by layer parity */
-    size_t exp_bytes;
-    uint8_t *in_host, *in_dev;        /* ingest: pinned and device blocks, in_cap bytes each */
-    size_t in_cap;
-    /* what the mirror holds: positions [0, m_n) of sequence m_seq (uid m_suid) of cache m_kv (m_kuid; pages m_pages) */
-    const tm_kv_cache *m_kv;
-    const tm_kv_seq *m_seq;
-    uint64_t m_kuid, m_suid;
-    int32_t *m_pages;
-    int m_n, m_np, m_pcap;
-    uint64_t m_epoch;
-    uint32_t m_rewinds;               /* the sequence's tm_kv_seq.rewinds when the mirror was written */
-    cu_prof *prof;                    /* NULL unless TANDEM_CUDA_PROFILE=1 */
-    float *rows_host, *rows_dev;      /* every row's outputs (rows_out): pinned, rows_cap bytes; [ROWS_BLK][V] */
-    size_t rows_cap;
-    float *attn_part;                 /* the attention's key segments (cu_attention_scratch), attn_smax of them */
-    int attn_smax;
-    int attn_split;                   /* TANDEM_CUDA_SPLIT=N: N segments whatever the context (tests); 0: by context */
-    /* decode (design block "Decode") */
-    uint8_t *arena;                   /* the device copy of cache a_uid's arena (tm_kv_cache_bytes) */
-    uint64_t a_uid;
-    cu_dseq ds[CU_DSEQ];
-    uint64_t clock;                   /* steps so far */
-    uint8_t *up_host;                 /* pinned staging of page uploads, up_cap bytes */
-    size_t up_cap;
-    int32_t *meta_host, *meta_dev;    /* tokens [B], pos [B], page tables [B][ptw]: CU_MAX_B rows' room */
-    uint8_t *dexp_dev, *dexp_host;    /* a step's export rows, every layer: [L] regions of dexp_stride (CU_MAX_B rows
-                                         of 4 bytes at most), made at the first step */
-    float *dlogits;                   /* [CU_MAX_B][V] */
-    int32_t *amax_dev, *amax_host;    /* a step's greedy tokens [CU_MAX_B] (tm_decode_args.argmax) */
-    void *amax_scr;                   /* and cu_argmax's scratch (cu_argmax_scratch(CU_MAX_B) bytes) */
-    unsigned *amax_cnt;               /* and its merge's counts [CU_MAX_B] (zeroed once, left zeroed) */
-    unsigned *rcnt;                   /* the GEMV residual epilogue's counts [CU_RES_GROUPS] (res_step) */
-    int fuse_res;                     /* res_step fuses: 2 by the launch's shape (fuse_here; the default), 1 wherever
-                                         it can, 0 never (TANDEM_CUDA_FUSE_RES=1 / 0) */
-    int sms;                          /* the multiprocessors the call's stream runs on */
-    float *dpart;                     /* decode attention's key segments, dpart_cap bytes */
-    unsigned *dcnt;                   /* and their merge's counts [CU_MAX_B][H] (cu_dec_attn_args.cnt) */
-    size_t dpart_cap;
-    double t_upload;                  /* seconds spent bringing pages up (the profile prints it) */
-    int dseg_force;                   /* the decode attention's key segments a row: TANDEM_CUDA_DEC_SEGS=N (0: one),
-                                         a test and measurement switch; -1: by the batch (dec_segs) */
-    int dec_mma_from;                 /* the decode attention's grouped tensor-core kernel on bf16 / int8 pages
-                                         (cu_dec_attn_args.mma) for steps whose longest row spans this many
-                                         positions or more, a block a query head below (dec_mma_span);
-                                         TANDEM_CUDA_DEC_MMA=0: never (INT_MAX, a test switch) */
-    int ptw;                          /* page table entries per sequence: the context's pages */
-    cudaGraphExec_t graph[2][CU_MAX_B + 1][2][2]; /* decode steps captured, by lane (a graph runs where it
-                                         was captured), batch, RoPE long factors (or not) and the decode
-                                         attention's kernel (grouped or not) */
-    int g_dt;                         /* the cache dtype code they were captured for */
-    int use_graphs;                   /* TANDEM_CUDA_GRAPHS=0: none (a measurement switch) */
-    int pdl;                          /* launches with programmatic dependent launch (cu_launch.cuh): sm_90 and
-                                         later, unless TANDEM_CUDA_PDL=0 (a measurement switch); set for each
-                                         call's launches, as the flag is the process's */
-    int h_fused;                      /* a forward call: h16 holds the next layer's attention norm of x already */
-    int packed;                       /* quantized stage weights stay packed (bound for decode; TANDEM_CUDA_PACKED=0:
-                                         bf16, a measurement switch) */
-    int dual;                         /* packed layer matrices keep their bf16 copy too, for steps of more than
-                                         CU_GEMV_DUAL rows (where the weights fit twice; TANDEM_CUDA_BF16_COPY=0|1) */
-    cu_moe_ws mws;                    /* the mixture-of-experts layers' scratch, CU_MAX_T rows (none: dense) */
-    cu_mla_ws lws;                    /* the latent attention layers' scratch, CU_MAX_T rows (none: not MLA) */
-    int moe_capture_rows;             /* decode steps of up to this many rows run every MoE layer without a
-                                         synchronisation, so are captured (cu_moe_capture_rows; INT32_MAX: no MoE layer) */
-    int moe_paths;                    /* cu_moe_forward's paths (CU_MOE_PATH_*; TANDEM_CUDA_MOE_IX=0 and
-                                         TANDEM_CUDA_MOE_MM=0 take one off: test and measurement switches) */
-} cu_eng;
-
-static void prof_mark(cu_eng *e, int cat, int end)
+void cu_prof_mark(cu_eng *e, int cat, int end)
 {
     cu_prof *p = e->prof;
     if (!p || p->n >= PROF_EV) return;
@@ -311,36 +137,7 @@ static void prof_init(cu_eng *e)
     e->prof = p;
 }
 
-/* the captured decode steps, all of them (a pointer they hold moved, or the cache's dtype) */
-static void graphs_drop(cu_eng *e)
-{
-    for (int ln = 0; ln < 2; ln++)
-        for (int b = 0; b <= CU_MAX_B; b++)
-            for (int f = 0; f < 4; f++) {
-                cudaGraphExec_t *g = &e->graph[ln][b][f >> 1][f & 1];
-                if (*g) cudaGraphExecDestroy(*g), *g = NULL;
-            }
-}
 
-/* The span (the step's longest row, in positions) from which the decode attention runs the grouped kernel
- * (k_attn_dec_mma) rather than a block a query head (k_attn_dec). Where a kv head has fewer than 16 query heads
- * (the grouped kernel's tile: dense GQA models) its tile is part empty and it has Hk blocks a segment against the
- * per-head kernel's H, so on short contexts the per-head kernel is the faster; the grouped one gains as the keys
- * grow, sooner the more kv heads there are. Measured on an H100 (session 62, docs/benchmarks.md; TPOT p50, grouped
- * over per-head): Llama-3.2-1B's shape (8 kv heads of 4) 0.98x at 128 positions, 1.02x at 1,000, 1.06x at 2,000;
- * Qwen2.5-0.5B's (2 kv heads of 7) 0.94x at 128, 1.00x at 3,000, 1.04x at 5,000, 1.11x at 8,000. So from
- * DEC_MMA_KV_SPAN / Hk positions: 1,024 and 4,096 there. Full tiles (DeepSeek's latent attention, 16 heads on
- * one latent) from the first position. TANDEM_CUDA_DEC_MMA_FROM=N sets the span (a measurement and test
- * switch). */
-#ifndef DEC_MMA_KV_SPAN
-#define DEC_MMA_KV_SPAN 8192
-#endif
-static int dec_mma_span(int H, int Hk)
-{
-    const char *f = getenv("TANDEM_CUDA_DEC_MMA_FROM");
-    if (f) return atoi(f) < 0 ? 0 : atoi(f);
-    return H / Hk >= 16 ? 0 : DEC_MMA_KV_SPAN / Hk;
-}
 
 static int cu_probe(tm_engine_caps *c, tm_err *err)
 {
@@ -503,7 +300,7 @@ static void cu_unbind(void *vctx)
     cudaFreeHost(e->amax_host);
     cudaFreeHost(e->rows_host);
     cudaFree(e->rows_dev);
-    graphs_drop(e);
+    cu_step_graphs_drop(e);
     void *dp[] = {e->arena,    e->meta_dev, e->dexp_dev, e->dlogits, e->dpart,
                   e->dcnt,     e->amax_dev, e->amax_scr, e->amax_cnt, e->rcnt};
     for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
@@ -562,7 +359,7 @@ static int cu_alloc(void **p, size_t bytes, tm_err *err)
 
 /* bytes of one layer's export region in a decode step of B rows of esz-byte elements: rows [2][Hk][B][Dh],
  * then scales [2][Hk][B] f32 (cu_qkv_post's layout), rounded up to 256 */
-static size_t dexp_stride(const cu_eng *e, int B, size_t esz)
+size_t cu_eng_dexp_stride(const cu_eng *e, int B, size_t esz)
 {
     size_t n = 2 * (size_t)e->Hk * B * ((size_t)e->Dh * esz + sizeof(float));
     return (n + 255) & ~(size_t)255;
@@ -716,7 +513,7 @@ static int cu_bind(void **out, const tm_model *m, const tm_engine_opts *opts, tm
     const char *ds = getenv("TANDEM_CUDA_DEC_SEGS");
     e->dseg_force = ds ? (atoi(ds) < 1 ? 1 : atoi(ds) > 256 ? 256 : atoi(ds)) : -1;
     const char *dm = getenv("TANDEM_CUDA_DEC_MMA");
-    e->dec_mma_from = dm && !strcmp(dm, "0") ? INT_MAX : dec_mma_span(e->H, e->Hk);
+    e->dec_mma_from = dm && !strcmp(dm, "0") ? INT_MAX : cu_step_mma_span(e->H, e->Hk);
     e->g_dt = -1;
     e->use_graphs = !getenv("TANDEM_CUDA_GRAPHS") || strcmp(getenv("TANDEM_CUDA_GRAPHS"), "0");
     const char *fr = getenv("TANDEM_CUDA_FUSE_RES"); /* res_step */
@@ -745,8 +542,6 @@ fail:
 
 /* ---- one forward call: a prefill chunk or a decode step ---------------------------------------- */
 
-static int kv_code(tm_dtype dt) { return dt == TM_DT_BF16 ? 0 : dt == TM_DT_F16 ? 1 : dt == TM_DT_F32 ? 2 : 3; }
-static size_t kv_esz(tm_dtype dt) { return dt == TM_DT_F32 ? 4 : dt == TM_DT_Q8PC ? 1 : 2; }
 
 /* y[T][N] = x[T][K] · wᵀ (cu_mat.h picks cuBLAS or the GEMV; gemv 1: the GEMV whatever T if packed only, up
  * to CU_GEMV_DUAL rows where w keeps its bf16 copy: a
@@ -760,13 +555,13 @@ static int gemm(cu_eng *e, float *y, const uint16_t *x, const cu_mat *w, int T, 
 {
     int cat = e->prof ? e->prof->gemm_cat : PROF_GEMM;
     if (e->prof && !e->prof->decoding && cat == PROF_GEMM) e->prof->gemm_flop += 2.0 * T * w->N * w->K;
-    prof_mark(e, cat, 0);
+    cu_prof_mark(e, cat, 0);
     cu_mm mm = e->mm;
     if (gemv) mm.gemv_max = w->bf ? CU_GEMV_DUAL : CU_MAX_B;
     int rc = ep && ep->x ? cu_mat_mul_res(&mm, ep, x, w, T, y, err)
              : ep        ? cu_mat_mul_act(&mm, ep, x, w, T, y, err)
                          : cu_mat_mul(&mm, y, x, w, T, err);
-    prof_mark(e, cat, 1);
+    cu_prof_mark(e, cat, 1);
     return rc;
 }
 
@@ -800,7 +595,7 @@ static int res_step(cu_eng *e, const uint16_t *in, const cu_mat *w, int T, int d
 }
 
 /* the cache geometry and dtype a call may use */
-static int check_cache(const cu_eng *e, const tm_kv_cache_opts *o, const char *who, tm_err *err)
+int cu_eng_check_cache(const cu_eng *e, const tm_kv_cache_opts *o, const char *who, tm_err *err)
 {
     if (o->n_layers != e->L || o->n_kv_heads != e->Hk || o->head_dim != e->Dh)
         return tm_errf(err, TM_E_INVALID, "%s: the KV cache is %d layers x %d heads x %d, the model %d x %d x %d", who,
@@ -810,66 +605,12 @@ static int check_cache(const cu_eng *e, const tm_kv_cache_opts *o, const char *w
     return TM_OK;
 }
 
-/* A call's shape for layer_fwd: a prefill chunk (row t at pos0 + t; K/V into the mirror, out through the
- * export slots a layer at a time) or a decode step (row b at dpos[b]; K/V into the device arena, out
- * with the step's end) */
-typedef struct cu_call {
-    int T, n_valid, pos0;
-    int64_t span;                     /* the call's last position + 1: which RoPE frequencies */
-    tm_dtype kv_dt;                   /* the cache's */
-    int decode;
-    const int *dpos;                  /* decode: device [B] positions */
-    cu_dec_attn_args da;              /* decode: the arena's view, layer_off set per layer */
-    size_t layer_bytes;               /* decode: the arena's (page, layer) region */
-    size_t dstride;                   /* decode: export bytes per layer */
-} cu_call;
 
-/* decode attention scratch for S key segments of B rows */
-static int dpart_need(cu_eng *e, int B, int S, tm_err *err)
-{
-    size_t need = cu_attention_scratch(B, e->H, e->Dh, S);
-    if (!e->dcnt) { /* the merge's counts (cu_dec_attn_args.cnt), for any batch */
-        CK(cudaMalloc((void **)&e->dcnt, sizeof(unsigned) * CU_MAX_B * e->H), "cudaMalloc (decode attention)");
-        CK(cudaMemset(e->dcnt, 0, sizeof(unsigned) * CU_MAX_B * e->H), "cudaMemset (decode attention)");
-    }
-    if (need <= e->dpart_cap) return TM_OK;
-    graphs_drop(e); /* they hold the old pointer */
-    cudaFree(e->dpart); /* waits for the kernels that used it */
-    e->dpart = NULL, e->dpart_cap = 0;
-    CK(cudaMalloc((void **)&e->dpart, need), "cudaMalloc (decode attention)");
-    e->dpart_cap = need;
-    return TM_OK;
-}
 
-/* the decode attention's key segments a (sequence, head tile) in a step of B rows on pages of dtype code dt
- * (cu_dec.cu): enough blocks for two waves of the call's multiprocessors, at most one a 64 keys of the context (each
- * row splits its own keys; a short context leaves the later segments empty). A function of B, dt and the stream's
- * part only, so a captured step keeps its launches whatever the positions. */
-static int dec_segs(const cu_eng *e, int B, int dt, int mma)
-{
-    int cap_s, bh = B * cu_attn_decode_blocks(e->H, e->Hk, e->Dh, dt, mma, &cap_s);
-    if (e->dseg_force > 0) return e->dseg_force < cap_s ? e->dseg_force : cap_s;
-    int S = (2 * e->sms + bh - 1) / bh, most = (e->cap + 63) / 64;
-    S = S > most ? most : S;
-    S = S > cap_s ? cap_s : S;
-    return S < 1 ? 1 : S;
-}
 
-/* the decode attention of layer l's step (which also puts the export rows exp into the pages) */
-static void dec_attention(cu_eng *e, const cu_call *c, int l, int window, const float *sinks, uint8_t *exp, size_t rb)
-{
-    cu_dec_attn_args da = c->da;
-    da.layer_off = (size_t)l * c->layer_bytes;
-    da.qkv = e->qkv, da.nqkv = (e->H + 2 * e->Hk) * e->Dh, da.window = window, da.scale = e->attn_scale;
-    da.softcap = e->attn_softcap, da.alibi = e->alibi, da.sinks = sinks, da.out = e->att16;
-    da.rows = exp, da.rscales = (const float *)(exp + 2 * (size_t)e->Hk * c->T * rb), da.cnt = e->dcnt;
-    prof_mark(e, PROF_ATTN, 0);
-    cu_attn_decode(e->st, &da, dec_segs(e, c->T, da.dt, da.mma), CU_SEG, e->dpart);
-    prof_mark(e, PROF_ATTN, 1);
-}
 
 /* layer l's mixture-of-experts FFN (cu_moe.h) of its input fin [T][D]: the norm in f32 (the router's input) and
- * bf16 (the experts'), unless the attention's residual pass wrote both (normed: the layer_fwd's ff), the block's
+ * bf16 (the experts'), unless the attention's residual pass wrote both (normed: the cu_eng_layer's ff), the block's
  * output into a, then the residual add with the next layer's norm fused */
 static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, int normed, tm_err *err)
 {
@@ -884,9 +625,9 @@ static int moe_ffn(cu_eng *e, const cu_call *c, int l, const float *fin, int nor
     }
     cu_mm mm = e->mm;
     if (c->decode) mm.gemv_max = CU_MAX_B; /* as gemm() for a decode step's products over packed weights */
-    prof_mark(e, PROF_MOE, 0);
+    cu_prof_mark(e, PROF_MOE, 0);
     int rc = cu_moe_forward(w->moe, &e->mws, &mm, e->h16, h32, T, e->moe_paths, e->a, err);
-    prof_mark(e, PROF_MOE, 1);
+    cu_prof_mark(e, PROF_MOE, 1);
     if (rc) return rc;
     const cu_layer *nx = l + 1 < e->L ? &e->w[l + 1] : NULL;
     e->h_fused = nx && nx->attn_norm;
@@ -907,7 +648,7 @@ static int mla_mul(void *ctx, float *y, const uint16_t *x, const cu_mat *w, int 
     return gemm(mc->e, y, x, w, T, mc->decode, NULL, err);
 }
 
-static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
+int cu_eng_layer(cu_eng *e, const cu_call *c, int l, tm_err *err)
 {
     const cu_layer *w = &e->w[l];
     const tm_layer_desc *ld = &e->layer[l];
@@ -945,12 +686,12 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
                 e->qkv + (size_t)H * Dh, NULL, nq);
         q.bias = NULL, q.clip = 0, q.qn = q.kn = NULL;
     }
-    prof_mark(e, PROF_QKV, 0);
+    cu_prof_mark(e, PROF_QKV, 0);
     cu_qkv_post(e->st, &q);
-    prof_mark(e, PROF_QKV, 1);
+    cu_prof_mark(e, PROF_QKV, 1);
     int window = ld->sliding ? ld->window : 0;
     if (c->decode) {
-        dec_attention(e, c, l, window, w->sinks, exp, rb);
+        cu_step_attention(e, c, l, window, w->sinks, exp, rb);
     } else {
         /* the rows leave for the pages while the attention and the FFN run */
         CK(cudaMemcpyAsync(e->exp_host[l & 1], e->exp_dev, 2 * (size_t)Hk * T * (rb + sizeof(float)),
@@ -960,14 +701,14 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
                            .Hk = Hk, .Dh = Dh, .kc = e->kc + lay, .vc = e->vc + lay, .cap = e->cap, .window = window,
                            .scale = e->attn_scale, .softcap = e->attn_softcap, .alibi = e->alibi, .sinks = w->sinks,
                            .out = e->att16};
-        prof_mark(e, PROF_ATTN, 0);
+        cu_prof_mark(e, PROF_ATTN, 0);
         /* keys in segments of ~1024 per block (cu_attn.cu): enough blocks for the GPU at long contexts */
         int S = e->attn_split > 0 ? e->attn_split : (c->pos0 + T) / 1024;
         S = S < 1 ? 1 : S > e->attn_smax ? e->attn_smax : S;
         if (w->mla) rc = cu_mla_attention(w->mla, &e->lws, e->blas, e->st, e->qkv, T, c->n_valid, c->pos0, at.kc, at.vc,
                                           e->attn_scale, e->att16, err);
         else cu_attention(e->st, &at, e->attn_part, S);
-        prof_mark(e, PROF_ATTN, 1);
+        cu_prof_mark(e, PROF_ATTN, 1);
         if (rc) return rc;
     }
     const uint16_t *att = e->att16; /* the o projection's input: latent attention's heads taken out of the latent */
@@ -995,7 +736,7 @@ static int layer_fwd(cu_eng *e, const cu_call *c, int l, tm_err *err)
 }
 
 /* the embedding of the call's T tokens (already up in e->tok) into x */
-static void embed(cu_eng *e, int T, int pos0, const int *dpos)
+void cu_eng_embed(cu_eng *e, int T, int pos0, const int *dpos)
 {
     e->h_fused = 0;
     cu_embed(e->st, e->x, e->embed, e->tok, T, e->D, e->embed_scale, e->pos_embed, pos0, dpos, e->pos_off);
@@ -1004,7 +745,7 @@ static void embed(cu_eng *e, int T, int pos0, const int *dpos)
 }
 
 /* logits [R][V] into dev of the rows x + rows[r] * D (consecutive from row0 when R rows follow) */
-static int logits_rows(cu_eng *e, float *dev, int row0, int R, tm_err *err)
+int cu_eng_logits(cu_eng *e, float *dev, int row0, int R, tm_err *err)
 {
     cu_norm(e->st, e->norm_kind, R, e->D, e->x + (size_t)row0 * e->D, e->D, e->final_norm, e->final_norm_b, e->eps, NULL,
             e->h16, e->D);
@@ -1018,7 +759,7 @@ static int logits_rows(cu_eng *e, float *dev, int row0, int R, tm_err *err)
 
 /* Export rows of layer l (layout [2][Hk][T] rows of the cache's dtype, then their scales) into the host
  * pages: row t < n at position pos ? pos[t] : pos0 + t of sequence seqs ? seqs[t] : seq */
-static void scatter_rows(const cu_eng *e, tm_kv_cache *kv, int l, const uint8_t *rows, int T, int n, int pos0,
+void cu_eng_scatter(const cu_eng *e, tm_kv_cache *kv, int l, const uint8_t *rows, int T, int n, int pos0,
                          const int *pos, const tm_kv_seq *seq, tm_kv_seq *const *seqs)
 {
     const tm_kv_cache_opts *o = tm_kv_cache_info(kv);
@@ -1068,7 +809,7 @@ static int rows_out(cu_eng *e, const tm_prefill_args *a, tm_err *err)
     if (!a->on_row_logits) return TM_OK;
     if (!e->rows_dev) CK(cudaMalloc((void **)&e->rows_dev, lb), "cudaMalloc (every row's logits)");
     for (int r0 = 0; r0 < n; r0 += ROWS_BLK) {
-        int R = n - r0 < ROWS_BLK ? n - r0 : ROWS_BLK, rc = logits_rows(e, e->rows_dev, r0, R, err);
+        int R = n - r0 < ROWS_BLK ? n - r0 : ROWS_BLK, rc = cu_eng_logits(e, e->rows_dev, r0, R, err);
         if (rc) return rc;
         CK(cudaMemcpyAsync(e->rows_host, e->rows_dev, sizeof(float) * (size_t)R * V, cudaMemcpyDeviceToHost, e->st),
            "row logits");
@@ -1132,7 +873,7 @@ static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
         return tm_errf(err, TM_E_LIMIT, "cuda prefill: positions up to %lld exceed the model's %d learned positions",
                        (long long)a->pos0 + T, e->max_pos);
     const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
-    if ((rc = check_cache(e, o, "cuda prefill", err))) return rc;
+    if ((rc = cu_eng_check_cache(e, o, "cuda prefill", err))) return rc;
     if (a->seq->n_pages * o->page_size < a->pos0 + a->n_valid)
         return tm_errf(err, TM_E_INVALID, "cuda prefill: KV pages cover %d positions, the chunk needs %d",
                        a->seq->n_pages * o->page_size, a->pos0 + a->n_valid);
@@ -1144,13 +885,13 @@ static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
     e->m_kv = NULL; /* until this chunk is done */
     if (e->prof) cudaEventRecord(e->prof->t0, e->st);
     CK(cudaMemcpyAsync(e->tok, a->tokens, sizeof(int32_t) * (size_t)T, cudaMemcpyHostToDevice, e->st), "token upload");
-    embed(e, T, a->pos0, NULL);
+    cu_eng_embed(e, T, a->pos0, NULL);
     cu_call c = {.T = T, .n_valid = a->n_valid, .pos0 = a->pos0, .span = (int64_t)a->pos0 + T, .kv_dt = o->dtype};
     for (int l = 0; l < e->L; l++) {
-        if ((rc = layer_fwd(e, &c, l, err))) break;
+        if ((rc = cu_eng_layer(e, &c, l, err))) break;
         if (l > 0) { /* layer l - 1's rows are up: into the pages while the GPU runs layer l */
             if ((rc = export_wait(e, (l - 1) & 1, err))) break;
-            scatter_rows(e, a->kv, l - 1, e->exp_host[(l - 1) & 1], T, a->n_valid, a->pos0, NULL, a->seq, NULL);
+            cu_eng_scatter(e, a->kv, l - 1, e->exp_host[(l - 1) & 1], T, a->n_valid, a->pos0, NULL, a->seq, NULL);
             if (a->on_layer) a->on_layer(a->ud, l - 1);
         }
     }
@@ -1159,11 +900,11 @@ static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
         return rc;
     }
     if ((rc = export_wait(e, (e->L - 1) & 1, err))) return rc;
-    scatter_rows(e, a->kv, e->L - 1, e->exp_host[(e->L - 1) & 1], T, a->n_valid, a->pos0, NULL, a->seq, NULL);
+    cu_eng_scatter(e, a->kv, e->L - 1, e->exp_host[(e->L - 1) & 1], T, a->n_valid, a->pos0, NULL, a->seq, NULL);
     if (a->on_layer) a->on_layer(a->ud, e->L - 1);
     if ((a->on_row_hidden || a->on_row_logits) && (rc = rows_out(e, a, err))) return rc;
     if (a->logits) {
-        if ((rc = logits_rows(e, e->logits, a->n_valid - 1, 1, err))) return rc;
+        if ((rc = cu_eng_logits(e, e->logits, a->n_valid - 1, 1, err))) return rc;
         CK(cudaMemcpyAsync(a->logits, e->logits, sizeof(float) * (size_t)e->V, cudaMemcpyDeviceToHost, e->st), "logits");
     }
     if (e->prof) cudaEventRecord(e->prof->t1, e->st);
@@ -1185,271 +926,6 @@ static int prefill_call(cu_eng *e, const tm_prefill_args *a, tm_err *err)
     return TM_OK;
 }
 
-/* ---- decode (design block "Decode") ------------------------------------------------------------ */
-
-/* one step's launches (c: its shape): tokens, layers, logits into dlogits. marks: the profile's events
- * around the launches (not while a graph is captured; cu_decode sums them) */
-static int dec_forward(cu_eng *e, const cu_call *c, int marks, tm_err *err)
-{
-    cu_prof *prof = e->prof;
-    if (!marks) e->prof = NULL;
-    else if (prof) prof->n = 0, prof->decoding = 1; /* a failed step may have left events */
-    int B = c->T, rc = TM_OK;
-    cudaError_t ce = cudaMemcpyAsync(e->tok, e->meta_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToDevice, e->st);
-    if (ce != cudaSuccess) rc = cu_err(err, ce, "tokens");
-    if (rc == TM_OK) embed(e, B, 0, c->dpos);
-    for (int l = 0; l < e->L && rc == TM_OK; l++) rc = layer_fwd(e, c, l, err);
-    if (rc == TM_OK) rc = logits_rows(e, e->dlogits, 0, B, err);
-    if (prof) prof->decoding = 0;
-    e->prof = prof;
-    return rc;
-}
-
-/* the device arena for cache kv: made at its first step; another cache's step drops it, and with it
- * what the engine tracked */
-static int arena_for(cu_eng *e, const tm_kv_cache *kv, tm_err *err)
-{
-    uint64_t uid = tm_kv_cache_uid(kv);
-    if (e->arena && e->a_uid == uid) return TM_OK;
-    graphs_drop(e);
-    cudaFree(e->arena);
-    cudaFree(e->meta_dev);
-    cudaFreeHost(e->meta_host);
-    e->arena = NULL, e->a_uid = 0, e->meta_dev = NULL, e->meta_host = NULL;
-    for (int i = 0; i < CU_DSEQ; i++) e->ds[i].uid = 0, e->ds[i].used = 0;
-    size_t bytes = tm_kv_cache_bytes(kv);
-    cudaError_t ce = cudaMalloc((void **)&e->arena, bytes);
-    if (ce != cudaSuccess)
-        return tm_errf(err, ce == cudaErrorMemoryAllocation ? TM_E_NOMEM : TM_E_IO,
-                       "cuda decode: a device copy of the %zu MB KV cache: %s", bytes >> 20, cudaGetErrorString(ce));
-    /* tokens [B], positions [B], page tables [B][ptw] of the context's pages: one buffer whatever the batch,
-       so a captured step's pointers hold */
-    int ps = tm_kv_cache_info(kv)->page_size;
-    e->ptw = (e->cap + ps - 1) / ps;
-    size_t n = (size_t)CU_MAX_B * (2 + (size_t)e->ptw) * sizeof(int32_t);
-    CK(cudaMalloc((void **)&e->meta_dev, n), "cudaMalloc (decode)");
-    CK(cudaMallocHost((void **)&e->meta_host, n), "cudaMallocHost (decode)");
-    e->a_uid = uid;
-    return TM_OK;
-}
-
-/* the tracking slot of sequence uid (a new one: the least recently used slot, emptied); NULL for uid 0 */
-static cu_dseq *dseq_slot(cu_eng *e, uint64_t uid)
-{
-    if (!uid) return NULL;
-    cu_dseq *lru = &e->ds[0];
-    for (int i = 0; i < CU_DSEQ; i++) {
-        if (e->ds[i].uid == uid) return &e->ds[i];
-        if (e->ds[i].used < lru->used) lru = &e->ds[i];
-    }
-    lru->uid = uid, lru->n = 0, lru->np = 0;
-    return lru;
-}
-
-/* the staged pages [n] (ids) up into the arena, and the staging free again */
-static int up_flush(cu_eng *e, const int32_t *ids, int n, size_t pb, tm_err *err)
-{
-    for (int i = 0; i < n; i++)
-        CK(cudaMemcpyAsync(e->arena + (size_t)ids[i] * pb, e->up_host + (size_t)i * pb, pb, cudaMemcpyHostToDevice,
-                           e->st), "KV page upload");
-    CK(cudaStreamSynchronize(e->st), "KV page upload");
-    return TM_OK;
-}
-
-#define UP_STAGE ((size_t)64 << 20) /* bytes of pinned staging, or one page if larger */
-
-/* what the device lacks of each sequence's [0, pos[b]) comes up as whole pages; st[b] its slot */
-static int dec_sync(cu_eng *e, const tm_decode_args *a, size_t pb, cu_dseq **st, tm_err *err)
-{
-    int ps = tm_kv_cache_info(a->kv)->page_size, from[CU_MAX_B], total = 0;
-    for (int b = 0; b < a->B; b++) {
-        const tm_kv_seq *q = a->seqs[b];
-        int need = a->pos[b], have = 0;
-        if ((st[b] = dseq_slot(e, q->uid))) {
-            st[b]->used = e->clock;
-            have = st[b]->n < need ? st[b]->n : need;
-            int np = (have + ps - 1) / ps;
-            if (np > st[b]->np || memcmp(st[b]->pages, q->pages, sizeof(int32_t) * (size_t)np)) have = 0;
-        }
-        from[b] = have / ps;
-        total += need > 0 ? (need - 1) / ps + 1 - from[b] : 0;
-    }
-    if (total == 0) return TM_OK; /* the usual step */
-    const double t0 = tm_now_s();
-    size_t want = (size_t)total * pb < UP_STAGE ? (size_t)total * pb : UP_STAGE;
-    if (want < pb) want = pb;
-    if (e->up_cap < want) {
-        cudaFreeHost(e->up_host);
-        e->up_host = NULL, e->up_cap = 0;
-        CK(cudaMallocHost((void **)&e->up_host, want), "cudaMallocHost (KV page upload)");
-        e->up_cap = want;
-    }
-    int cap = (int)(e->up_cap / pb), n = 0, rc = TM_OK;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!ids) return tm_errf(err, TM_E_NOMEM, "cuda decode: out of memory");
-    for (int b = 0; b < a->B && rc == TM_OK; b++)
-        for (int i = from[b]; a->pos[b] > 0 && i <= (a->pos[b] - 1) / ps && rc == TM_OK; i++) {
-            ids[n] = a->seqs[b]->pages[i];
-            memcpy(e->up_host + (size_t)n * pb, tm_kv_page_k(a->kv, ids[n], 0, 0), pb);
-            if (++n == cap) rc = up_flush(e, ids, n, pb, err), n = 0;
-        }
-    if (rc == TM_OK && n) rc = up_flush(e, ids, n, pb, err);
-    free(ids);
-    e->t_upload += tm_now_s() - t0;
-    return rc;
-}
-
-/* tokens [B], positions [B] and the page tables [B][ptw] up (meta_dev) */
-static int dec_meta(cu_eng *e, const tm_decode_args *a, tm_err *err)
-{
-    int B = a->B, ptw = e->ptw;
-    size_t n = (size_t)B * (2 + (size_t)ptw);
-    int32_t *m = e->meta_host;
-    for (int b = 0; b < B; b++) {
-        m[b] = a->tokens[b], m[B + b] = a->pos[b];
-        int32_t *pt = m + 2 * B + (size_t)b * ptw;
-        int have = a->seqs[b]->n_pages < ptw ? a->seqs[b]->n_pages : ptw;
-        memcpy(pt, a->seqs[b]->pages, sizeof(int32_t) * (size_t)have);
-        for (int i = have; i < ptw; i++) pt[i] = 0; /* past this sequence's keys: never read */
-    }
-    CK(cudaMemcpyAsync(e->meta_dev, m, n * sizeof(int32_t), cudaMemcpyHostToDevice, e->st), "decode upload");
-    return TM_OK;
-}
-
-static int decode_call(cu_eng *e, const tm_decode_args *a, tm_err *err)
-{
-    int B = a->B, rc;
-    const double t_in = tm_now_s();
-    if (B < 1 || B > CU_MAX_B) return tm_errf(err, TM_E_INVALID, "cuda decode: batch %d (1..%d)", B, CU_MAX_B);
-    /* the first step (whatever roles bind was told): export rows of every layer, logits */
-    size_t xcap = (size_t)e->L * dexp_stride(e, CU_MAX_B, 4);
-    if (!e->dexp_dev) CK(cudaMalloc((void **)&e->dexp_dev, xcap), "cudaMalloc (decode)");
-    if (!e->dlogits) CK(cudaMalloc((void **)&e->dlogits, (size_t)CU_MAX_B * e->V * sizeof(float)), "cudaMalloc (decode)");
-    if (!e->dexp_host) CK(cudaMallocHost((void **)&e->dexp_host, xcap), "cudaMallocHost (decode)");
-    if (!e->rcnt) {
-        CK(cudaMalloc((void **)&e->rcnt, sizeof(unsigned) * CU_RES_GROUPS), "cudaMalloc (decode)");
-        CK(cudaMemset(e->rcnt, 0, sizeof(unsigned) * CU_RES_GROUPS), "cudaMemset (decode)");
-    }
-    if (!a->logits && !a->argmax) return tm_errf(err, TM_E_INVALID, "cuda decode: neither logits nor argmax to fill");
-    if (a->argmax && !e->amax_host) {
-        CK(cudaMalloc((void **)&e->amax_dev, sizeof(int32_t) * CU_MAX_B), "cudaMalloc (decode)");
-        CK(cudaMalloc(&e->amax_scr, cu_argmax_scratch(CU_MAX_B)), "cudaMalloc (decode)");
-        CK(cudaMalloc((void **)&e->amax_cnt, sizeof(unsigned) * CU_MAX_B), "cudaMalloc (decode)");
-        CK(cudaMemset(e->amax_cnt, 0, sizeof(unsigned) * CU_MAX_B), "cudaMemset (decode)");
-        CK(cudaMallocHost((void **)&e->amax_host, sizeof(int32_t) * CU_MAX_B), "cudaMallocHost (decode)");
-    }
-    const tm_kv_cache_opts *o = tm_kv_cache_info(a->kv);
-    if ((rc = check_cache(e, o, "cuda decode", err))) return rc;
-    int ps = o->page_size, span = 0;
-    for (int b = 0; b < B; b++) {
-        int p = a->pos[b];
-        if (a->tokens[b] < 0 || a->tokens[b] >= e->V)
-            return tm_errf(err, TM_E_INVALID, "cuda decode: token %d of sequence %d is outside the vocabulary [0, %d)",
-                           (int)a->tokens[b], b, e->V);
-        if (p < 0 || p >= e->cap)
-            return tm_errf(err, p < 0 ? TM_E_INVALID : TM_E_LIMIT, "cuda decode: position %d of sequence %d (the "
-                           "engine's context is %d)", p, b, e->cap);
-        if (e->pos_embed && p >= e->max_pos)
-            return tm_errf(err, TM_E_LIMIT, "cuda decode: position %d exceeds the model's %d learned positions", p,
-                           e->max_pos);
-        if (a->seqs[b]->n_pages * ps < p + 1)
-            return tm_errf(err, TM_E_INVALID, "cuda decode: KV pages of sequence %d cover %d positions, the step needs %d",
-                           b, a->seqs[b]->n_pages * ps, p + 1);
-        span = p + 1 > span ? p + 1 : span;
-    }
-    size_t blk = tm_kv_block_bytes(o->dtype, ps, o->head_dim), lb = 2 * (size_t)e->Hk * blk, pb = (size_t)e->L * lb;
-    if ((rc = arena_for(e, a->kv, err))) return rc;
-    e->clock++;
-    cu_dseq *st[CU_MAX_B];
-    if ((rc = dec_sync(e, a, pb, st, err)) || (rc = dec_meta(e, a, err))) return rc;
-    const int mma = span >= e->dec_mma_from;
-    const int ds = dec_segs(e, B, kv_code(o->dtype), mma);
-    if (ds > 1 && (rc = dpart_need(e, B, ds, err))) return rc;
-    const int *dpos = e->meta_dev + B;
-    cu_call c = {.T = B, .n_valid = B, .span = span, .kv_dt = o->dtype, .decode = 1, .dpos = dpos, .layer_bytes = lb,
-                 .dstride = dexp_stride(e, B, kv_esz(o->dtype))};
-    c.da = (cu_dec_attn_args){.B = B, .H = e->H, .Hk = e->Hk, .Dh = e->Dh, .arena = e->arena, .page_bytes = pb,
-                              .blk_bytes = blk, .ps = ps, .dt = kv_code(o->dtype), .pt = e->meta_dev + 2 * B,
-                              .ptw = e->ptw, .pos = dpos, .mma = mma};
-    /* the step's launches: captured once per (batch, RoPE frequencies, attention kernel) and replayed after (its inputs
-       are in meta_dev); TANDEM_CUDA_GRAPHS=0 or a capture that fails: launched one by one */
-    int lf = 0;
-    for (int i = 0; i < 2; i++) lf |= e->rope[i].inv && span > e->rope[i].long_from;
-    if (e->g_dt != kv_code(o->dtype)) graphs_drop(e), e->g_dt = kv_code(o->dtype);
-    /* (a step of more rows than the MoE layers run without a synchronisation is launched one by one) */
-    cudaGraphExec_t *gx = e->use_graphs && B <= e->moe_capture_rows ? &e->graph[e->lane][B][lf][mma] : NULL;
-    if (e->prof) cudaEventRecord(e->prof->d0, e->st);
-    if (gx && *gx) {
-        CK(cudaGraphLaunch(*gx, e->st), "cudaGraphLaunch");
-    } else {
-        cudaGraph_t g = NULL;
-        if (gx && cudaStreamBeginCapture(e->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) gx = NULL;
-        rc = dec_forward(e, &c, !gx, err);
-        if (gx) {
-            cudaError_t ce = cudaStreamEndCapture(e->st, &g);
-            if (rc == TM_OK && ce == cudaSuccess && cudaGraphInstantiate(gx, g, 0) == cudaSuccess) {
-                ce = cudaGraphLaunch(*gx, e->st);
-            } else { /* not capturable here: one by one from now on (an error of the step's own shows again) */
-                *gx = NULL, e->use_graphs = 0;
-                cudaGetLastError();
-                rc = dec_forward(e, &c, 0, err);
-                ce = cudaSuccess;
-            }
-            if (g) cudaGraphDestroy(g);
-            if (rc == TM_OK && ce != cudaSuccess) rc = cu_err(err, ce, "cudaGraphLaunch");
-        }
-    }
-    if (rc) {
-        cudaStreamSynchronize(e->st);
-        if (e->prof) e->prof->n = 0;
-        return rc;
-    }
-    if (e->prof) cudaEventRecord(e->prof->d1, e->st);
-    if (a->argmax) { /* after the graph: launched plainly (PDL's attribute is for a kernel after a kernel) */
-        cu_set_pdl(0);
-        cu_argmax(e->st, e->dlogits, B, e->V, e->amax_scr, e->amax_cnt, e->amax_dev);
-        CK(cudaGetLastError(), "argmax");
-        CK(cudaMemcpyAsync(e->amax_host, e->amax_dev, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, e->st),
-           "argmax");
-    }
-    if (a->logits)
-        CK(cudaMemcpyAsync(a->logits, e->dlogits, sizeof(float) * (size_t)B * e->V, cudaMemcpyDeviceToHost, e->st),
-           "logits");
-    CK(cudaMemcpyAsync(e->dexp_host, e->dexp_dev, (size_t)e->L * c.dstride, cudaMemcpyDeviceToHost, e->st), "KV export");
-    CK(cudaStreamSynchronize(e->st), "decode");
-    if (a->argmax) memcpy(a->argmax, e->amax_host, sizeof(int32_t) * (size_t)B);
-    /* the host pages get the step's rows; the device now holds [0, pos[b] + 1) of each sequence */
-    for (int l = 0; l < e->L; l++)
-        scatter_rows(e, a->kv, l, e->dexp_host + (size_t)l * c.dstride, B, B, 0, a->pos, NULL, a->seqs);
-    for (int b = 0; b < B; b++) {
-        tm_kv_seq *q = a->seqs[b];
-        if (q->n_tokens < a->pos[b] + 1) q->n_tokens = a->pos[b] + 1;
-        cu_dseq *d = st[b];
-        if (!d) continue;
-        int np = a->pos[b] / ps + 1;
-        if (np > d->pcap) {
-            int32_t *p = realloc(d->pages, sizeof(int32_t) * (size_t)np);
-            if (!p) { d->uid = 0; continue; } /* untracked: its next step brings it all up again */
-            d->pages = p, d->pcap = np;
-        }
-        memcpy(d->pages, q->pages, sizeof(int32_t) * (size_t)np);
-        d->np = np, d->n = a->pos[b] + 1;
-    }
-    if (e->prof) {
-        float ms;
-        const double t1 = tm_now_s();
-        if (cudaEventElapsedTime(&ms, e->prof->d0, e->prof->d1) == cudaSuccess) e->prof->dec_gpu_ms += ms;
-        cu_prof *p = e->prof;
-        if (p->n) { /* launched one by one, with the events (dec_forward) */
-            for (int i = 0; i + 1 < p->n; i += 2)
-                if (cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]) == cudaSuccess) p->dms[p->cat[i / 2]] += ms;
-            p->n = 0, p->dsteps++;
-        }
-        e->prof->dec_host_s += t1 - t_in;
-        e->prof->steps++, e->prof->step_rows += B;
-    }
-    return TM_OK;
-}
 
 /* The runtime's logits buffers page-locked (cudaMallocHost): a step's logits, 0.5-0.6 MB a row at a
  * 128K-152K vocabulary, then come down by DMA at the bus's rate instead of through the driver's staging
@@ -1488,7 +964,7 @@ static int cu_decode(void *vctx, const tm_decode_args *a, tm_err *err)
     cu_eng *e = vctx;
     cu_set_pdl(e->pdl);
     lane_pick(e, a->alone);
-    int in = e->lane && cu_smset_enter(&e->part), rc = decode_call(e, a, err);
+    int in = e->lane && cu_smset_enter(&e->part), rc = cu_step_decode(e, a, err);
     if (in) cu_smset_leave(&e->part);
     return rc;
 }
