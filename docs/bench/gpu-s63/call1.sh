@@ -3,16 +3,17 @@
 # conformance models, and tmp/peer.tar.xz): the GPU tests on the split engine (cu_step.c) with test_cuda_decode's
 # steps counted by kernel; then llama.cpp's CUDA build beside tandem's CUDA engine, pp512 / tg128 and a long context (e2000+64 on
 # Llama, e5000+64 on Qwen: past the grouped decode attention's span), three rounds on the Llama-3.2-1B and Qwen2.5-0.5B
-# shapes (tandem's default packages: int4 g64 decode; Q4_0 for the peer).
+# shapes (tandem's default packages: int4 g64 decode; Q4_0 for the peer). NOPEER=1: the tests only.
 . tools/device-lib.sh
 dev_init d.txt cuda63
 L=$R/tmp/llb; mkdir -p $L && tar -C $L -xJf tmp/peer.tar.xz
-( dev_peer_build $L 12; echo "peer build rc $?" >> $L/b.log ) &
+[ -n "$NOPEER" ] || { ( dev_peer_build $L 12; echo "peer build rc $?" >> $L/b.log ) & }
 BP=$!
 st tests
 TM_CONF_MODELS=llama3,qwen3_moe,qwen3,qwen2,gemma2,mistral,phi3 dev_gpu_tests
 cat $W/dec.txt > $OUT/dec.txt
 grep -E "by the attention|^--" $W/dec.txt >> $A
+[ -z "$NOPEER" ] || { st done; exit 0; } # NOPEER=1: the tests only (a short device budget)
 st packages
 dev_shapes 4 l:llama-3.2-1b q:qwen2.5-0.5b
 for g in llama1b qwen05b; do PYTHONPATH=$L/gguf-py python3 $L/make_synth_gguf.py /tmp/tb $g > $W/gguf-$g.txt 2>&1; done
