@@ -123,7 +123,7 @@ typedef struct cu_eng {
     uint8_t *up_host;                 /* pinned staging of page uploads, up_cap bytes */
     size_t up_cap;
     int32_t *meta_host, *meta_dev;    /* tokens [B], pos [B], page tables [B][ptw]: CU_MAX_B rows' room */
-    uint8_t *dexp_dev, *dexp_host;    /* a step's export rows, every layer: [L] regions of dexp_stride (CU_MAX_B rows
+    uint8_t *dexp_dev, *dexp_host;    /* a step's export rows, every layer: [L] regions of cu_eng_dexp_stride (CU_MAX_B rows
                                          of 4 bytes at most), made at the first step */
     float *dlogits;                   /* [CU_MAX_B][V] */
     int32_t *amax_dev, *amax_host;    /* a step's greedy tokens [CU_MAX_B] (tm_decode_args.argmax) */

@@ -760,7 +760,7 @@ int cu_eng_logits(cu_eng *e, float *dev, int row0, int R, tm_err *err)
 /* Export rows of layer l (layout [2][Hk][T] rows of the cache's dtype, then their scales) into the host
  * pages: row t < n at position pos ? pos[t] : pos0 + t of sequence seqs ? seqs[t] : seq */
 void cu_eng_scatter(const cu_eng *e, tm_kv_cache *kv, int l, const uint8_t *rows, int T, int n, int pos0,
-                         const int *pos, const tm_kv_seq *seq, tm_kv_seq *const *seqs)
+                    const int *pos, const tm_kv_seq *seq, tm_kv_seq *const *seqs)
 {
     const tm_kv_cache_opts *o = tm_kv_cache_info(kv);
     int Dh = e->Dh, ps = o->page_size, q8 = o->dtype == TM_DT_Q8PC;
