@@ -500,7 +500,7 @@ static void test_choices(int port)
     CHECK_EQ_INT(status, 200);
     char want[2][2048];
     for (int k = 0; k < 2; k++) {
-        char path[32];
+        char path[48];
         snprintf(path, sizeof path, "choices.%d.message.content", k);
         snprintf(want[k], sizeof want[k], "%s", jstr(j, path) ? jstr(j, path) : "?");
     }
