@@ -115,14 +115,20 @@ test-san:
 
 # The CUDA engine's sources compile warning-free wherever nvcc is (no GPU needed; make test runs this
 # when it finds $(NVCC), else says so): its tests need a GPU and print SKIP without one.
-cuda-check:
-	@mkdir -p $(BUILD)/cuda-check
-	@for f in $(sort $(wildcard src/engine/cuda/*.cu)); do \
-	  $(NVCC) -O3 -std=c++17 -Iinclude -Isrc $(CU_ARCH) -Xcompiler -Wall,-Wextra,-Werror \
-	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .cu).o || exit 1; done
-	@for f in $(sort $(wildcard src/engine/cuda/*.c)) tools/cu_gemv_bench.c; do \
-	  $(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) \
-	    -c $$f -o $(BUILD)/cuda-check/$$(basename $$f .c).o || exit 1; done
+# (one object per source, so make -j compiles them side by side; FORCE: every run compiles them all, as the
+# headers they include elsewhere in src/ are not tracked here)
+CUDA_CHECK := $(patsubst src/engine/cuda/%,$(BUILD)/cuda-check/%.o,$(sort $(wildcard src/engine/cuda/*.cu src/engine/cuda/*.c))) \
+              $(BUILD)/cuda-check/cu_gemv_bench.c.o
+$(BUILD)/cuda-check/%.cu.o: src/engine/cuda/%.cu FORCE
+	@mkdir -p $(dir $@)
+	@$(NVCC) -O3 -std=c++17 -Iinclude -Isrc $(CU_ARCH) -Xcompiler -Wall,-Wextra,-Werror -c $< -o $@
+$(BUILD)/cuda-check/%.c.o: src/engine/cuda/%.c FORCE
+	@mkdir -p $(dir $@)
+	@$(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) -c $< -o $@
+$(BUILD)/cuda-check/cu_gemv_bench.c.o: tools/cu_gemv_bench.c FORCE
+	@mkdir -p $(dir $@)
+	@$(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) -c $< -o $@
+cuda-check: $(CUDA_CHECK)
 	@echo "cuda-check: the CUDA engine's $$(ls src/engine/cuda/*.cu src/engine/cuda/*.c | wc -l) sources and tools/cu_gemv_bench.c compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
 
 # the fuzz targets' sources compile (libFuzzer builds them with clang: `make fuzz`); here gcc checks them
@@ -131,7 +137,7 @@ fuzz-check: $(BUILD)/gen/build_id.h
 	@echo "fuzz-check: the $(words $(FUZZ_SRC)) fuzz targets' sources compile"
 
 test: all kbench-ab fuzz-check
-	@if [ -x $(NVCC) ]; then $(MAKE) --no-print-directory cuda-check || exit 1; \
+	@if [ -x $(NVCC) ]; then $(MAKE) --no-print-directory -j$$(nproc) cuda-check || exit 1; \
 	 else echo "cuda-check: no $(NVCC) here, the CUDA engine's sources not compiled"; fi
 	@echo "== tier 1: unit and conformance tests =="
 	@sh tests/run.sh $(BUILD)/tests > $(BUILD)/test-quick.log 2>&1; rc=$$?; cat $(BUILD)/test-quick.log; \
