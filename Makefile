@@ -105,11 +105,12 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtandem.a
 test-quick: all
 	@BUILD=$(BUILD) sh tests/run.sh $(BUILD)/tests
 
-# The sanitizer tier: the same unit tests, built with ASan+UBSan into build-san/.
+# The sanitizer tier: the same unit tests, built with ASan+UBSan into build-san/ (on every CPU: make test
+# runs without -j; its time in build-san/build-secs).
 test-san:
-	@$(MAKE) --no-print-directory BUILD=build-san O=1 \
+	@t0=$$(date +%s); $(MAKE) --no-print-directory -j$$(nproc) BUILD=build-san O=1 \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  build-san/libtandem.a $(TESTS:$(BUILD)/%=build-san/%)
+	  build-san/libtandem.a $(TESTS:$(BUILD)/%=build-san/%) && echo $$(($$(date +%s) - t0)) > build-san/build-secs
 	@rm -f build-san/tandem # not built here: one left by an older build would be run by test_cli.sh stale
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TM_SANITIZER=1 sh tests/run.sh build-san/tests
 
@@ -122,12 +123,11 @@ CUDA_CHECK := $(patsubst src/engine/cuda/%,$(BUILD)/cuda-check/%.o,$(sort $(wild
 $(BUILD)/cuda-check/%.cu.o: src/engine/cuda/%.cu FORCE
 	@mkdir -p $(dir $@)
 	@$(NVCC) -O3 -std=c++17 -Iinclude -Isrc $(CU_ARCH) -Xcompiler -Wall,-Wextra,-Werror -c $< -o $@
+CUDA_CHECK_CC = @mkdir -p $(dir $@) && $(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) -c $< -o $@
 $(BUILD)/cuda-check/%.c.o: src/engine/cuda/%.c FORCE
-	@mkdir -p $(dir $@)
-	@$(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) -c $< -o $@
+	$(CUDA_CHECK_CC)
 $(BUILD)/cuda-check/cu_gemv_bench.c.o: tools/cu_gemv_bench.c FORCE
-	@mkdir -p $(dir $@)
-	@$(CC) $(CPPFLAGS) -DTM_CUDA -I$(CUDA_HOME)/include $(WFLAGS) -Werror $(CFLAGS) -c $< -o $@
+	$(CUDA_CHECK_CC)
 cuda-check: $(CUDA_CHECK)
 	@echo "cuda-check: the CUDA engine's $$(ls src/engine/cuda/*.cu src/engine/cuda/*.c | wc -l) sources and tools/cu_gemv_bench.c compile (nvcc $$($(NVCC) --version | grep -o 'release [0-9.]*'))"
 
@@ -140,9 +140,10 @@ test: all kbench-ab fuzz-check
 	@if [ -x $(NVCC) ]; then $(MAKE) --no-print-directory -j$$(nproc) cuda-check || exit 1; \
 	 else echo "cuda-check: no $(NVCC) here, the CUDA engine's sources not compiled"; fi
 	@echo "== tier 1: unit and conformance tests =="
-	@sh tests/run.sh $(BUILD)/tests > $(BUILD)/test-quick.log 2>&1; rc=$$?; cat $(BUILD)/test-quick.log; \
-	 echo "== tier 2: ASan+UBSan =="; \
+	@t0=$$(date +%s); sh tests/run.sh $(BUILD)/tests > $(BUILD)/test-quick.log 2>&1; rc=$$?; cat $(BUILD)/test-quick.log; \
+	 t1=$$(date +%s); echo "(tier 1: $$((t1 - t0)) s)"; echo "== tier 2: ASan+UBSan =="; \
 	 $(MAKE) --no-print-directory test-san > $(BUILD)/test-san.log 2>&1; rc2=$$?; grep -vE '^(gcc|cc|ar) ' $(BUILD)/test-san.log | grep -v '^make' ; \
+	 t2=$$(date +%s); echo "(tier 2: $$((t2 - t1)) s, its build included: $$(cat build-san/build-secs 2>/dev/null || echo '?') s)"; \
 	 p=$$(tail -n1 $(BUILD)/test-quick.log | cut -d' ' -f1); f=$$(tail -n1 $(BUILD)/test-quick.log | cut -d' ' -f3); \
 	 p2=$$(tail -n1 $(BUILD)/test-san.log | cut -d' ' -f1); f2=$$(tail -n1 $(BUILD)/test-san.log | cut -d' ' -f3); \
 	 case "$$p2" in ''|*[!0-9]*) p2=0; f2=1;; esac; \

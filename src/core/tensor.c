@@ -57,15 +57,14 @@ float tm_f16_to_f32(uint16_t h)
     } else {
         u = sign | ((exp + 112u) << 23) | (man << 13);
     }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    tm_f32_bits b = {.u = u};
+    return b.f;
 }
 
 uint16_t tm_f32_to_f16(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
+    tm_f32_bits b = {.f = f};
+    uint32_t u = b.u;
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t absu = u & 0x7fffffffu;
     if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);     /* NaN */

@@ -22,10 +22,8 @@
 /* tm_q_round_clamp: clamp(round_half_even(x), lo, hi) for |x| < 2^22 */
 static inline int32_t tm_q_round_clamp(float x, int32_t lo, int32_t hi)
 {
-    float y = x + 12582912.0f;   /* 1.5 * 2^23: y's ulp is 1 */
-    int32_t i;
-    memcpy(&i, &y, 4);
-    i = (i & 0x7fffff) - 0x400000;
+    tm_f32_bits y = {.f = x + 12582912.0f};   /* 1.5 * 2^23: y's ulp is 1 */
+    int32_t i = (int32_t)(y.u & 0x7fffff) - 0x400000;
     i = i < lo ? lo : i;
     return i > hi ? hi : i;
 }

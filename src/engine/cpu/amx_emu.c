@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/tensor.h"
 #include "engine/cpu/amx_emu.h"
 
 static _Thread_local struct {
@@ -40,12 +41,22 @@ void tm_amx_emu_store(int t, void *base, size_t stride)
     for (int r = 0; r < T.rows[t]; r++) memcpy((uint8_t *)base + (size_t)r * stride, T.data[t][r], T.colsb[t]);
 }
 
+/* a tile cell's 4 bytes as a little-endian word, and back (byte by byte rather than through memcpy into a
+ * local, which under ASan costs a poisoned stack slot per cell, see tm_f32_bits) */
+static uint32_t cell_get(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void cell_put(uint8_t *p, uint32_t u)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(u >> 8 * i);
+}
+
 static float bf16_at(const uint8_t *p)
 {
-    uint32_t u = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    tm_f32_bits b = {.u = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24};
+    return b.f;
 }
 
 /* C[m][n] += the dot of A's row m and B's column n over K = colsb(A)/4 rows
@@ -61,19 +72,17 @@ static void tile_dot(int c, int a, int b, int bf16)
         for (int n = 0; n < N; n++) {
             uint8_t *cell = &T.data[c][m][4 * n];
             if (bf16) {
-                float acc;
-                memcpy(&acc, cell, 4);
+                tm_f32_bits acc = {.u = cell_get(cell)};
                 for (int k = 0; k < K; k++)
                     for (int i = 0; i < 4; i += 2)
-                        acc += bf16_at(&T.data[a][m][4 * k + i]) * bf16_at(&T.data[b][k][4 * n + i]);
-                memcpy(cell, &acc, 4);
+                        acc.f += bf16_at(&T.data[a][m][4 * k + i]) * bf16_at(&T.data[b][k][4 * n + i]);
+                cell_put(cell, acc.u);
             } else {
-                uint32_t acc;
-                memcpy(&acc, cell, 4);
+                uint32_t acc = cell_get(cell);
                 for (int k = 0; k < K; k++)
                     for (int i = 0; i < 4; i++)
                         acc += (uint32_t)((int32_t)T.data[a][m][4 * k + i] * (int32_t)(int8_t)T.data[b][k][4 * n + i]);
-                memcpy(cell, &acc, 4);
+                cell_put(cell, acc);
             }
         }
 }

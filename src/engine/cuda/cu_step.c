@@ -25,7 +25,6 @@
  * heads together on tensor cores. A step's launches are captured as a CUDA graph once per (stream, batch,
  * RoPE frequencies, attention kernel) and replayed after; their inputs (tokens, positions, page tables)
  * are in meta_dev, one buffer whatever the batch, so the captured pointers hold. */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
