@@ -141,6 +141,15 @@ static inline double th_kl_row(const float *ref, const float *got, int V, int *a
     return kl;
 }
 
+/* TH_PART(stmt): run stmt and print its wall time on stderr ("part stmt: 1.2 s"): where a long test's time goes
+ * (tests/run.sh shows a failed test's output; CI-time work reads them from a run by hand) */
+#define TH_PART(stmt)                                                                                           \
+    do {                                                                                                        \
+        double th_t0_ = tm_now_s();                                                                             \
+        stmt;                                                                                                   \
+        fprintf(stderr, "part %s: %.1f s\n", #stmt, tm_now_s() - th_t0_);                                       \
+    } while (0)
+
 /* th_done: print the summary line and return the exit status. */
 static inline int th_done(const char *name)
 {

@@ -36,21 +36,17 @@ TAB=$(printf '\t')
 add() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$res/list"; }
 
 : > "$res/list"
-# Longest first, so the lanes end together: test_engine, the tests measured as the next longest (sessions 61-62,
-# both tiers), test_engine's second run (after those, so the two seldom run at once: beside each other under the
-# sanitizers the second took 361 s rather than 207), test_cli.sh, then the rest in name order. Session 62's model
-# of the schedule from session 61's times: tier 1 357 -> 322 s, tier 2 842 -> 761 s on 2 cores.
-[ -x "$dir/test_engine" ] && case test_engine in $pat) add test_engine "$root" "'$adir/test_engine'" ;; esac
-long="test_engine_conf test_sched test_attn test_kernels test_serve_tools test_serve_calls"
-for name in $long; do
-  [ -x "$dir/$name" ] || continue
-  case $name in $pat) add "$name" "$root" "'$adir/$name'" ;; esac
-done
+# Longest first, so the lanes end together: test_engine, the tests measured as the next longest, test_engine's
+# second run (below), test_cli.sh, then the rest in name order. The second run goes second in tier 1 (session 64's
+# CI: 258 s beside the first's 288, the next longest 136; placed after the long tests it ended tier 1 alone at
+# 507 s), and after the long tests in tier 2, where beside the first it took 361 s rather than 207 (session 62)
+# and is 94 s since it leaves out the slow engines (session 64).
 # the engines again without huge pages: weights streamed from the package's mapping, and q|k|v,
 # gate|up bound apart (cpu_engine.c's pack_cat needs the copy huge pages make). Under the sanitizers
 # only the parts that bind every engine on every route (TM_ENGINE_BINDING). In a scratch directory
 # (the demo model linked in) so it runs beside the first run without sharing its files.
-if [ -x "$dir/test_engine" ] && [ "$pat" = "test_*" ]; then
+add_nohuge() {
+  [ -x "$dir/test_engine" ] && [ "$pat" = "test_*" ] || return 0
   scratch="$res/engine-nohuge"
   mkdir -p "$scratch/build" && ln -s "$root/models" "$scratch/models"
   if [ -n "$TM_SANITIZER" ]; then
@@ -59,7 +55,19 @@ if [ -x "$dir/test_engine" ] && [ "$pat" = "test_*" ]; then
   else
     add "test_engine (TANDEM_HUGEPAGES=0)" "$scratch" "TANDEM_HUGEPAGES=0 '$adir/test_engine'"
   fi
+}
+[ -x "$dir/test_engine" ] && case test_engine in $pat) add test_engine "$root" "'$adir/test_engine'" ;; esac
+if [ -n "$TM_SANITIZER" ]; then
+  long="test_engine_conf test_sched test_attn test_serve_tools test_serve_calls test_kernels"
+else
+  add_nohuge
+  long="test_kernels test_engine_conf test_attn test_sched test_serve_tools test_serve_calls"
 fi
+for name in $long; do
+  [ -x "$dir/$name" ] || continue
+  case $name in $pat) add "$name" "$root" "'$adir/$name'" ;; esac
+done
+[ -n "$TM_SANITIZER" ] && add_nohuge
 bdir=$(dirname "$adir")
 if [ -x "$bdir/tandem" ] && [ -f tests/test_cli.sh ]; then
   add test_cli.sh "$root" "sh tests/test_cli.sh '$bdir'"

@@ -935,14 +935,12 @@ static void test_prefill_head(void)
     }
 }
 
-/* run part fn where on (feat: a feature part, feature_part), its wall time on stderr (where CI's time goes: tests/run.sh shows it on a failure) */
+/* run part fn where on (feat: a feature part, feature_part), timed (TH_PART) */
 #define PART(on, feat, fn)                                                                                     \
     do {                                                                                                       \
         if (on) {                                                                                              \
-            double t0_ = tm_now_s();                                                                             \
             feature_part = feat;                                                                               \
-            fn();                                                                                              \
-            fprintf(stderr, "part %s: %.1f s\n", #fn, tm_now_s() - t0_);                                         \
+            TH_PART(fn());                                                                                     \
         }                                                                                                      \
     } while (0)
 

@@ -1427,19 +1427,19 @@ int main(void)
     CHECK(strstr(err.msg, "does not fit") != NULL);
     free(big);
     tm_session_free(s);
-    lend_policy(rm);
-    core_plan(rm);
-    prefix_cache(rm);
-    prefix_shared(rm);
-    logprobs(rm);
-    prompt_scores(rm);
-    json_mode(rm);
-    grammar_mode(rm);
-    lazy_skip(rm);
-    lazy_anchored(rm);
-    logit_bias(rm);
-    engine_argmax(rm);
-    code_limits(rm);
+    TH_PART(lend_policy(rm));
+    TH_PART(core_plan(rm));
+    TH_PART(prefix_cache(rm));
+    TH_PART(prefix_shared(rm));
+    TH_PART(logprobs(rm));
+    TH_PART(prompt_scores(rm));
+    TH_PART(json_mode(rm));
+    TH_PART(grammar_mode(rm));
+    TH_PART(lazy_skip(rm));
+    TH_PART(lazy_anchored(rm));
+    TH_PART(logit_bias(rm));
+    TH_PART(engine_argmax(rm));
+    TH_PART(code_limits(rm));
     tm_rt_model_free(rm);
 
     /* a package converted with the default encodings generates exactly what the
