@@ -108,7 +108,7 @@ test-quick: all
 # The sanitizer tier: the same unit tests, built with ASan+UBSan into build-san/ (on every CPU: make test
 # runs without -j; its time in build-san/build-secs).
 test-san:
-	@t0=$$(date +%s); $(MAKE) --no-print-directory -j$$(nproc) BUILD=build-san O=1 \
+	@rm -f build-san/build-secs; t0=$$(date +%s); $(MAKE) --no-print-directory -j$$(nproc) BUILD=build-san O=1 \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  build-san/libtandem.a $(TESTS:$(BUILD)/%=build-san/%) && echo $$(($$(date +%s) - t0)) > build-san/build-secs
 	@rm -f build-san/tandem # not built here: one left by an older build would be run by test_cli.sh stale
