@@ -130,11 +130,17 @@ case $? in
 1) grep -q "amx-emu" "$W/err" && one_line || bad "no amx-emu: $(cat "$W/err")" ;;
 *) bad "--prefill cpu-amx-emu: unexpected exit" ;;
 esac
-# engines by short name (the issue's `--prefill amx --decode avx512`): where AMX is absent,
-# a one-line error naming it and exit 1; otherwise the same greedy text
-expect 0 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \
-  --prefill avx512 --decode avx512
-grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "short engine names: $(cat "$W/out")"
+# engines by short name (the issue's `--prefill amx --decode avx512`): where the CPU lacks the ISA
+# (AMX; AVX-512 on an AVX2-only CPU), a one-line error naming it and exit 1; otherwise the same greedy text
+for isa in avx512 avx2; do
+  $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \
+    --prefill $isa --decode $isa > "$W/out" 2> "$W/err"
+  case $? in
+  0) grep -q "was a little girl, and who was a little girl" "$W/out" && ok || bad "short engine names ($isa): $(cat "$W/out")" ;;
+  1) grep -q "'$isa' cannot run here" "$W/err" && one_line || bad "no $isa: $(cat "$W/err")" ;;
+  *) bad "--prefill $isa: unexpected exit" ;;
+  esac
+done
 $T run "$W/m.tdm" -p "Once upon a time, there was a little girl who" -n 24 --temp 0 --route hybrid \
   --prefill amx --decode avx512 > "$W/out" 2> "$W/err"
 case $? in

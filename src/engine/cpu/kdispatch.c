@@ -51,8 +51,8 @@ static const char *miss_avx512(const tm_cpu *c)
 }
 static const char *miss_amx(const tm_cpu *c)
 {
-    if (miss_avx512(c)) return miss_avx512(c);
-    return c->amx_usable ? NULL : c->amx_note;
+    if (!c->amx_usable) return c->amx_note; /* says why: no AMX, or the kernel refused its tiles */
+    return miss_avx512(c);
 }
 
 static const variant variants[] = {
@@ -120,11 +120,17 @@ const char *tm_kernels_op_source(const tm_kernels *k, int i)
 {
     if (i < 0 || i >= TM_KOP_COUNT) return "?";
     any_fn f = op_get(k, i);
-    tm_kernels emu;
-    memset(&emu, 0, sizeof emu);
-    tm_kvariant_amx_emu(&emu);
-    if (f && op_get(&emu, i) == f) return "amx-emu";
+    /* a variant's fill runs code built for its ISA (the compiler may vectorize the table's stores with
+       it), so only the variants this CPU runs are asked; a table built here holds no other */
+    const tm_cpu *c = tm_cpu_get();
+    if (!miss_avx512(c)) {
+        tm_kernels emu;
+        memset(&emu, 0, sizeof emu);
+        tm_kvariant_amx_emu(&emu);
+        if (f && op_get(&emu, i) == f) return "amx-emu";
+    }
     for (int v = N_VARIANTS - 1; v >= 0; v--) {
+        if (variants[v].missing(c)) continue;
         tm_kernels only;
         memset(&only, 0, sizeof only);
         variants[v].fill(&only);
