@@ -256,10 +256,100 @@ static void test_gemv_q4(const tm_kernels *k, tm_pool *pool)
     mm_case(k, pool, TM_DT_Q4G32, 0, 1, 2, 1056);
 }
 
+/* The int4 / int6 GEMV's x quantization takes a NaN as the reference does (q 0, never the block's max),
+ * so a NaN in x gives the bits of a 0 there; the AVX2 kernel's int16 partial sums at their bound (every
+ * code at its top, 15 or 63, against x at 127) do not overflow */
+static void test_gemv_q4_edges(const tm_kernels *k)
+{
+    static const tm_dtype dts[] = {TM_DT_Q4G64, TM_DT_Q6G64, TM_DT_Q4G32, TM_DT_Q4PC};
+    for (int d = 0; d < 4; d++)
+        for (int B = 1; B <= 3; B += 2) {
+            int N = 7, K = 896;
+            char what[120];
+            snprintf(what, sizeof what, "%s gemv %s B=%d", k->name, dtn(dts[d]), B);
+            wbuf w;
+            wbuf_make(&w, dts[d], N, K);
+            tm_err err = {0};
+            tm_kweight *kw;
+            CHECKF(tm_kpack_init(&kw, &w.t, TM_KPACK_GEMV, &err) == TM_OK, "%s: pack: %s", what, err.msg);
+            float *x = rand_vec((size_t)B * K, 1.0f), *x0 = malloc(sizeof(float) * B * K);
+            float y[3 * 7], y0[3 * 7];
+            for (int i = 0; i < B * K; i += 37) x[i] = (i / 37) % 3 == 2 ? -NAN : NAN;
+            for (int i = 0; i < B * K; i++) x0[i] = x[i] == x[i] ? x[i] : 0.f;
+            tm_kbuf ws = {0};
+            tm_kact a = {.M = B, .K = K, .f32 = x}, a0 = {.M = B, .K = K, .f32 = x0};
+            CHECK_EQ_INT(k->gemv_q4(kw, &a, y, &ws, NULL), TM_OK);
+            CHECK_EQ_INT(k->gemv_q4(kw, &a0, y0, &ws, NULL), TM_OK);
+            CHECKF(memcmp(y, y0, sizeof(float) * B * N) == 0, "%s: NaN in x differs from 0 there", what);
+            tm_kbuf_free(&ws);
+            free(x);
+            free(x0);
+            tm_kpack_free(kw);
+            wbuf_free(&w);
+        }
+    /* the AVX2 quantization gives the reference's bytes: ties (a block's max 127, so x * inv is x itself, and
+       halves round to even), NaN, infinities, zeros, subnormals */
+    if (strcmp(k->name, "avx2") == 0) {
+        enum { KQ = 8 * 32 };
+        float xq[KQ], s1[KQ / 32], s2[KQ / 32];
+        int8_t q1[KQ], q2[KQ];
+        int32_t b1[KQ / 32], b2[KQ / 32];
+        for (int i = 0; i < KQ; i++) xq[i] = (float)(i % 64) - 31.5f; /* ..., -0.5, 0.5, 1.5, ... */
+        for (int b = 0; b < 4; b++) xq[32 * b + 5] = b % 2 ? -127.f : 127.f;
+        xq[32 * 4 + 1] = NAN;
+        xq[32 * 4 + 9] = 127.f;
+        xq[32 * 5 + 3] = INFINITY;
+        for (int i = 32 * 6; i < 32 * 7; i++) xq[i] = i % 2 ? 1e-45f : -0.f;
+        for (int i = 32 * 7; i < KQ; i++) xq[i] = NAN;
+        tm_kref_quant_b32(xq, KQ, q1, s1, b1);
+        tm_kavx2_quant_b32(xq, KQ, q2, s2, b2);
+        CHECK(memcmp(q1, q2, sizeof q1) == 0);
+        CHECK(memcmp(s1, s2, sizeof s1) == 0);
+        CHECK(memcmp(b1, b2, sizeof b1) == 0);
+        for (int t = 0; t < 20; t++) { /* random blocks */
+            float *xr = rand_vec(KQ, 2.0f);
+            tm_kref_quant_b32(xr, KQ, q1, s1, b1);
+            tm_kavx2_quant_b32(xr, KQ, q2, s2, b2);
+            CHECK(memcmp(q1, q2, sizeof q1) == 0 && memcmp(s1, s2, sizeof s1) == 0 && memcmp(b1, b2, sizeof b1) == 0);
+            free(xr);
+        }
+    }
+    /* the extreme codes: weights all at the codes' top (u = 15 / 63) against x at +127 (a block's max 1):
+       each output is the exact sum, 127 K * q_max * scales */
+    for (int q6 = 0; q6 < 2; q6++) {
+        int N = 3, K = 1024, qmax = q6 ? 31 : 7;
+        tm_dtype dt = q6 ? TM_DT_Q6G64 : TM_DT_Q4G64;
+        float *wf = malloc(sizeof(float) * N * K), x[1024], y[3];
+        for (int i = 0; i < N * K; i++) wf[i] = (float)qmax;
+        for (int i = 0; i < K; i++) x[i] = 1.f;
+        wbuf w;
+        memset(&w, 0, sizeof w);
+        w.data = malloc(tm_quant_data_bytes(dt, N, K));
+        w.scales = malloc(tm_quant_scale_count(dt, N, K) * tm_quant_scale_bytes(dt));
+        tm_err err = {0};
+        CHECKF(tm_quant_quantize(dt, wf, N, K, w.data, w.scales, NULL, &err) == TM_OK, "quantize: %s", err.msg);
+        w.t = (tm_tensor){.name = "test.weight", .dtype = dt, .ndim = 2, .shape = {N, K}, .data = w.data,
+                          .scales = w.scales, .nbytes = tm_quant_data_bytes(dt, N, K)};
+        tm_kweight *kw;
+        CHECKF(tm_kpack_init(&kw, &w.t, TM_KPACK_GEMV, &err) == TM_OK, "pack: %s", err.msg);
+        tm_kbuf ws = {0};
+        tm_kact a = {.M = 1, .K = K, .f32 = x};
+        CHECK_EQ_INT(k->gemv_q4(kw, &a, y, &ws, NULL), TM_OK);
+        for (int n = 0; n < N; n++)
+            CHECKF(fabsf(y[n] - (float)qmax * K) <= 1e-5f * qmax * K, "%s %s codes at the top: y[%d] = %.9g, want %d",
+                   k->name, dtn(dt), n, y[n], qmax * K); /* f32 scale products; an int16 overflow is off by 2^16 a block */
+        tm_kbuf_free(&ws);
+        tm_kpack_free(kw);
+        wbuf_free(&w);
+        free(wf);
+    }
+}
+
 static void test_matmul(const tm_kernels *k, tm_pool *pool)
 {
     int big = !sanitizer() && strcmp(k->name, "scalar") != 0;
     test_gemv_q4(k, pool);
+    test_gemv_q4_edges(k);
     /* GEMV: B = 1..8, odd N, K with tails */
     static const int q8_shapes[][2] = {{1, 1}, {3, 17}, {19, 64}, {33, 100}, {7, 130}, {48, 1000}};
     for (size_t s = 0; s < sizeof q8_shapes / sizeof q8_shapes[0]; s++)
@@ -488,6 +578,14 @@ static void test_small_ops(const tm_kernels *k)
         CHECK(memcmp(q, qr, (size_t)T * ld) == 0);
         CHECK(memcmp(s, sr, sizeof s) == 0);
         CHECK_EQ_INT(q[2 * ld], 128);
+        /* a row whose max is subnormal (127 / max overflows to inf: each product +-inf, or NaN for a 0), with a
+           NaN: the same bytes too */
+        for (int i = 0; i < D; i++) x[2 * D + i] = i % 4 == 0 ? 1e-45f : i % 4 == 1 ? -1e-45f : i % 4 == 2 ? -0.f : 0.f;
+        x[2 * D + 3] = NAN;
+        k->quant_q8(q, s, ld, x, T, D);
+        tm_kref_quant_q8(qr, sr, ld, x, T, D);
+        CHECKF(memcmp(q, qr, (size_t)T * ld) == 0 && memcmp(s, sr, sizeof s) == 0, "%s quant_q8 of a subnormal row", v);
+        x[2 * D + 3] = 0.f;
         /* and the quantization is what it claims: |x - s q| <= s / 2 */
         int bad = 0;
         for (int t = 0; t < T; t++)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/cpu/kernels-impl.h"
+#include "engine/cpu/vec_avx2.h"
 
 #include <immintrin.h>
 
@@ -33,16 +34,23 @@ typedef struct q4_ctx {
 
 /* half h (blocks 8 h .. 8 h + nl - 1) of the window at wp (its chunks cb
  * bytes each; int6: its crumb chunks after them), x's window xw (B rows),
- * the 8 lanes' weight scales wsl */
-AI void q4_half(const uint8_t *wp, int cb, int h, int nl, __m256 wsl, const tm_kq4x *xw, const int B, const int Q6,
-                __m256 *fs)
+ * the 8 lanes' weight scales wsl. A maddubs(u, x) lane is at most 2 * 15 *
+ * 127 = 3810 in magnitude for int4 codes (2 * 63 * 127 = 16002 for int6's),
+ * so int4's eight of a half (4 chunks, low and high nibbles) add up in
+ * int16 (30480 < 32767) and int6's two of a chunk (32004): one madd(1) a
+ * half (int6: a chunk) widens them into the lanes' int32, where the VNNI
+ * form needs none (AVX2 has no VNNI). nl is 8 at every call but a row's
+ * last window's: full halves get the plain loads. */
+AI void q4_half(const uint8_t *wp, int cb, int h, const int nl, __m256 wsl, const tm_kq4x *xw, const int B,
+                const int Q6, __m256 *fs)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-    const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), one = _mm256_set1_epi16(1);
+    const __m256i lm = nl == 8 ? one : _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
 #define Q4_LOAD(p) (nl == 8 ? _mm256_loadu_si256((const __m256i *)(p)) : _mm256_maskload_epi32((const int *)(p), lm))
-    __m256i acc[TM_KGEMV_MAX_B];
+    __m256i acc[TM_KGEMV_MAX_B]; /* int4: the int16 sums; int6: the int32 lanes */
     #pragma GCC unroll 8
-    for (int b = 0; b < B; b++) acc[b] = _mm256_loadu_si256((const __m256i *)(xw[b].corr + 8 * h));
+    for (int b = 0; b < B; b++)
+        acc[b] = Q6 ? _mm256_loadu_si256((const __m256i *)(xw[b].corr + 8 * h)) : _mm256_setzero_si256();
     #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m256i wv = Q4_LOAD(wp + cb * j + 32 * h);
@@ -55,14 +63,42 @@ AI void q4_half(const uint8_t *wp, int cb, int h, int nl, __m256 wsl, const tm_k
         }
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) {
-            acc[b] = _mm256_add_epi32(acc[b], dot_i8(wlo, _mm256_loadu_si256((const __m256i *)(xw[b].lo[j] + 32 * h))));
-            acc[b] = _mm256_add_epi32(acc[b], dot_i8(whi, _mm256_loadu_si256((const __m256i *)(xw[b].hi[j] + 32 * h))));
+            __m256i p = _mm256_add_epi16(
+                _mm256_maddubs_epi16(wlo, _mm256_loadu_si256((const __m256i *)(xw[b].lo[j] + 32 * h))),
+                _mm256_maddubs_epi16(whi, _mm256_loadu_si256((const __m256i *)(xw[b].hi[j] + 32 * h))));
+            acc[b] = Q6 ? _mm256_add_epi32(acc[b], _mm256_madd_epi16(p, one)) : _mm256_add_epi16(acc[b], p);
         }
     }
 #undef Q4_LOAD
     #pragma GCC unroll 8
-    for (int b = 0; b < B; b++)
-        fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[b]), _mm256_mul_ps(wsl, _mm256_loadu_ps(xw[b].s + 8 * h)), fs[b]);
+    for (int b = 0; b < B; b++) {
+        __m256i a = Q6 ? acc[b]
+                       : _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xw[b].corr + 8 * h)), _mm256_madd_epi16(acc[b], one));
+        fs[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(wsl, _mm256_loadu_ps(xw[b].s + 8 * h)), fs[b]);
+    }
+}
+
+/* keep16 + 8 - n: n lanes of ones, then zeros */
+static const uint16_t keep16[16] = {0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff};
+
+/* the scales of half h of window wi of row n (its f16 scales at ws, ng of them): 8 (G = 32) or 4 widened
+ * to pairs (G = 64), 0 past the row */
+AI __m256 q4_wscale(const tm_kweight *w, int n, const uint16_t *ws, int ng, int wi, int h, const int G)
+{
+    if (!G) return _mm256_set1_ps(1.f);
+    int per = G == 32 ? 8 : 4, g0 = 16 * wi * 32 / G + per * h, ngh = ng - g0 < per ? ng - g0 : per;
+    __m128i hv;
+    if (ngh == per || n + 1 < w->N) { /* short (a row's last window): the next row's scales, zeroed */
+        hv = G == 32 ? _mm_loadu_si128((const __m128i *)(ws + g0)) : _mm_loadl_epi64((const __m128i *)(ws + g0));
+        if (ngh < per) hv = _mm_and_si128(hv, _mm_loadu_si128((const __m128i *)(keep16 + 8 - ngh)));
+    } else { /* the matrix's last row may end the allocation: only its own scales, element by element
+                (a copy through memory would stall on store forwarding every row, so only here) */
+        uint16_t t[8] = {0};
+        for (int g = 0; g < ngh; g++) t[g] = ws[g0 + g];
+        hv = _mm_loadu_si128((const __m128i *)t);
+    }
+    __m256 v = _mm256_cvtph_ps(hv);
+    return G == 32 ? v : _mm256_permutevar8x32_ps(v, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
 }
 
 /* row n in the GEMV layout, window by window, its lane sums into fs[B] */
@@ -80,21 +116,9 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G, const int Q6, _
         }
         for (int h = 0; h < 2 && 8 * h < nbw; h++) {
             int nl = nbw - 8 * h < 8 ? nbw - 8 * h : 8;
-            __m256 wsl = _mm256_set1_ps(1.f);
-            if (G) { /* the half's blocks' scales: 8 (G = 32) or 4 widened to pairs (G = 64), 0 past the row */
-                int per = G == 32 ? 8 : 4, g0 = 16 * wi * 32 / G + per * h, ngh = ng - g0 < per ? ng - g0 : per;
-                __m128i hv;
-                if (ngh == per) {
-                    hv = G == 32 ? _mm_loadu_si128((const __m128i *)(ws + g0)) : _mm_loadl_epi64((const __m128i *)(ws + g0));
-                } else { /* a row's last window: only its own scales (the row may end the allocation) */
-                    uint16_t t[8] = {0};
-                    for (int g = 0; g < ngh; g++) t[g] = ws[g0 + g];
-                    hv = _mm_loadu_si128((const __m128i *)t);
-                }
-                __m256 v = _mm256_cvtph_ps(hv);
-                wsl = G == 32 ? v : _mm256_permutevar8x32_ps(v, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
-            }
-            q4_half(wp, cb, h, nl, wsl, c->xq + (size_t)wi * B, B, Q6, fs);
+            __m256 wsl = q4_wscale(w, n, ws, ng, wi, h, G);
+            if (nl == 8) q4_half(wp, cb, h, 8, wsl, c->xq + (size_t)wi * B, B, Q6, fs);
+            else q4_half(wp, cb, h, nl, wsl, c->xq + (size_t)wi * B, B, Q6, fs);
         }
         wp += (Q6 ? 6 : 4) * cb;
     }
@@ -119,12 +143,13 @@ static int32_t hsum8i(__m256i a)
 AI void q4_rows_t(const q4_ctx *c, int n0, int n1, const int B, const int G, const int Q6)
 {
     const tm_kweight *w = c->w;
+    const uint16_t *sc = w->scales; /* per channel (G = 0): the row's f16 scale, applied to its sum */
     for (int n = n0; n < n1; n++) {
         __m256 fs[TM_KGEMV_MAX_B];
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) fs[b] = _mm256_setzero_ps();
         q4_row(c, n, B, G, Q6, fs);
-        float rs = G ? 1.f : _cvtsh_ss(((const uint16_t *)w->scales)[n]); /* per channel: the row's scale */
+        float rs = G ? 1.f : _cvtsh_ss(sc[n]);
         #pragma GCC unroll 8
         for (int b = 0; b < B; b++) c->y[(size_t)b * w->N + n] = hsum8(fs[b]) * rs;
     }
@@ -154,6 +179,30 @@ static void q4_rows(void *ctx, int n0, int n1, int worker)
     }
 }
 
+void tm_kavx2_quant_b32(const float *xr, int K, int8_t *q, float *s, int32_t *bsum)
+{
+    const __m256 sign = _mm256_set1_ps(-0.f);
+    for (int blk = 0; blk < K / 32; blk++) {
+        const float *p = xr + 32 * blk;
+        __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8), v2 = _mm256_loadu_ps(p + 16), v3 = _mm256_loadu_ps(p + 24);
+        /* max(a, m) is m where a is NaN: a NaN never wins, as in the reference */
+        __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_setzero_ps());
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, v1), m);
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, v2), m);
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, v3), m);
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+        float inv = amax > 0.f ? 127.f / amax : 0.f;
+        __m256 iv = _mm256_set1_ps(inv);
+        __m256i q0 = vf_q8(v0, iv), q1 = vf_q8(v1, iv), q2 = vf_q8(v2, iv), q3 = vf_q8(v3, iv);
+        __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3)); /* 4-lane groups */
+        _mm256_storeu_si256((__m256i *)(q + 32 * blk), _mm256_permutevar8x32_epi32(b8, _mm256_set_epi32(7, 3, 6, 2, 5, 1, 4, 0)));
+        bsum[blk] = hsum8i(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
+        s[blk] = amax / 127.f;
+    }
+}
+
 static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws, struct tm_pool *pool)
 {
     if (tm_kcheck_gemv(w, x, 4)) return TM_E_INVALID;
@@ -166,7 +215,7 @@ static int gemv_q4(const tm_kweight *w, const tm_kact *x, float *y, tm_kbuf *ws,
     float *s = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K));
     int32_t *bs = tm_kbuf_at(ws, xbytes + tm_kalign64((size_t)K) + tm_kalign64((size_t)nb * 4));
     for (int b = 0; b < x->M; b++) {
-        tm_kref_quant_b32(x->f32 + (size_t)b * K, K, q, s, bs);
+        tm_kavx2_quant_b32(x->f32 + (size_t)b * K, K, q, s, bs);
         tm_kq4x_fill(xq + b, (size_t)x->M, q, s, bs, K, w->dtype == TM_DT_Q6G64 ? 32 : 8);
     }
     q4_ctx c = {w, xq, x->M, y};

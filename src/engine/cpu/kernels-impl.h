@@ -242,6 +242,9 @@ int tm_kattn_prefill_avx512(const tm_kattn_prefill *a, tm_kbuf *ws, struct tm_po
 /* Each ISA's row conversions, for its GEMV/GEMM activation preparation. */
 void tm_kavx2_f32_to_bf16(uint16_t *y, const float *x, size_t n);
 void tm_kavx2_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
+/* tm_kref_quant_b32 vectorized (the same f32 operations, rounding half to even as its magic-number form does,
+ * a NaN never the block's max: the same bytes), for the AVX2 int4 / int6 GEMV */
+void tm_kavx2_quant_b32(const float *x, int K, int8_t *q, float *s, int32_t *bsum);
 void tm_kavx512_f32_to_bf16(uint16_t *y, const float *x, size_t n);
 void tm_kavx512_quant_q8(uint8_t *yq, float *ys, int ld, const float *x, int T, int D);
 

@@ -74,12 +74,13 @@ static inline void vf_st_f16(uint16_t *p, VF v)
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+/* int32 q = round_half_even(v * inv) clamped to [-127, 127], 0 for NaN (tm_kq8): clamped in f32, so that an
+ * infinite product (a block's max subnormal: inv overflows) is +-127, not the conversion's 0x80000000 */
 static inline __m256i vf_q8(VF v, VF inv)
 {
     VF p = _mm256_mul_ps(v, inv);
-    __m256i q = _mm256_cvtps_epi32(p);
-    q = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(p, p, _CMP_UNORD_Q)), q);
-    return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(-127)), _mm256_set1_epi32(127));
+    __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(p, _mm256_set1_ps(-127.f)), _mm256_set1_ps(127.f)));
+    return _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(p, p, _CMP_UNORD_Q)), q);
 }
 
 static inline void vf_st_q8(uint8_t *o, VF v, VF inv)

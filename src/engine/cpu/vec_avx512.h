@@ -58,13 +58,13 @@ static inline void vf_st_f16(uint16_t *p, VF v)
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-/* int32 q = round_half_even(v * inv) clamped to [-127, 127], 0 for NaN */
+/* int32 q = round_half_even(v * inv) clamped to [-127, 127], 0 for NaN (tm_kq8): clamped in f32, so that an
+ * infinite product (a block's max subnormal: inv overflows) is +-127, not the conversion's 0x80000000 */
 static inline __m512i vf_q8(VF v, VF inv)
 {
     VF p = _mm512_mul_ps(v, inv);
-    __m512i q = _mm512_cvtps_epi32(p);
-    q = _mm512_mask_mov_epi32(q, _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q), _mm512_setzero_si512());
-    return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+    __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(p, _mm512_set1_ps(-127.f)), _mm512_set1_ps(127.f)));
+    return _mm512_mask_mov_epi32(q, _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q), _mm512_setzero_si512());
 }
 
 /* 16 offset-binary bytes q + 128 */
