@@ -332,6 +332,8 @@ AI void bf_rows_t(const bf_ctx *c, int n0, int n1, const int B)
         for (int ch = 0; ch <= nfull; ch++) {
             __m256i h;
             if (ch < nfull) {
+                _mm_prefetch((const char *)(wp + 16 * ch) + 2048, _MM_HINT_T0); /* as int8's: 1.04-1.19x (Zen 3) */
+                _mm_prefetch((const char *)(wp + 16 * ch) + 8192, _MM_HINT_T1);
                 h = _mm256_loadu_si256((const __m256i *)(wp + 16 * ch));
             } else {
                 if (!tail) break;
