@@ -429,7 +429,8 @@ assert abs(tg["fraction"] - tg["gbps"] / max(c["read_gbps"])) < 1e-2, tg
 assert tg["read_reps"] == 1 and tg["read_share"] > 0, tg
 assert tg["read_share_range"][0] == tg["read_share"] == tg["read_share_range"][1], tg
 pp = [t for t in c["tests"] if t["test"] == "pp32"]
-if pp:  # only where the prefill engine has a measured matrix peak (amx or avx512)
+assert all(k in c["peak_gops"] for k in ("amx_bf16", "avx512_int8", "amx_loaded_int8", "avx2_bf16", "avx2_int8")), c
+if pp:  # only where the prefill engine has a measured matrix peak (amx, avx512 or avx2)
     p = pp[0]
     assert abs(p["useful_gops"] - rows["pp32"]["tokens_per_s"] * c["prefill_ops_per_token"] / 1e9) <= 0.01 * p["useful_gops"] + 0.01
     assert 0 < p["fraction"] < 1.5, p

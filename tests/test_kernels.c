@@ -878,16 +878,16 @@ static void test_peak(tm_pool *pool)
     const tm_cpu *cpu = tm_cpu_get();
     tm_kmeasure r;
     tm_err err = {0};
-    static const char *const unit[3] = {"amx", "avx512", "amx-loaded"};
-    for (int v = 0; v < 3; v++) {
-        int have = v == 1 ? tm_cpu_has_avx512(cpu) : cpu->amx_usable;
+    static const char *const unit[4] = {"amx", "avx512", "amx-loaded", "avx2"};
+    for (int v = 0; v < 4; v++) {
+        int have = v == 1 ? tm_cpu_has_avx512(cpu) : v == 3 ? tm_cpu_has_avx2(cpu) : cpu->amx_usable;
         for (int d = 0; d < 2; d++) {
             int rc = tm_kmeasure_peak(unit[v], d ? TM_DT_Q8PC : TM_DT_BF16, 0.02, pool, &r, &err);
             CHECK_EQ_INT(rc, have ? TM_OK : TM_E_UNSUPPORTED);
             if (have) CHECKF(r.gflops > 1.0 && r.gflops < 1e6, "peak %d %d: %g GOP/s", v, d, r.gflops);
         }
     }
-    CHECK_EQ_INT(tm_kmeasure_peak("avx2", TM_DT_BF16, 0.02, pool, &r, &err), TM_E_INVALID);
+    CHECK_EQ_INT(tm_kmeasure_peak("scalar", TM_DT_BF16, 0.02, pool, &r, &err), TM_E_INVALID);
     CHECK_EQ_INT(tm_kmeasure_peak("avx512", TM_DT_Q4G64, 0.02, pool, &r, &err), TM_E_INVALID);
 }
 

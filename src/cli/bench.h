@@ -167,7 +167,7 @@ int bench_acceptance(const bench_report *r, FILE *json, FILE *md);
 typedef struct bench_ceil {
     int threads;
     double read_gbps[2];
-    double peak_gops[3][2][2];   /* [amx, avx512, amx-loaded][bf16, int8][before, after]; 0: not on this CPU */
+    double peak_gops[4][2][2];   /* [amx, avx512, amx-loaded, avx2][bf16, int8][before, after]; 0: not on this CPU */
     int64_t decode_bytes;        /* tandem_model_info.decode_bytes_per_token */
     double prefill_ops;          /* tandem_model_info.prefill_ops_per_token */
 } bench_ceil;

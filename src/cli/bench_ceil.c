@@ -6,7 +6,7 @@
  *        the read bandwidth;
  *   ppN: useful GOP/s = prefill ops per token x tokens/s (attention not
  *        counted), over the peak of the prefill engine's matrix unit at the
- *        prefill encoding (AMX or AVX-512; bf16 or int8).
+ *        prefill encoding (AMX, AVX-512 or AVX2; bf16 or int8).
  * The ceiling used is the higher of the two measurements (the conservative
  * fraction); both are reported. The machine is shared: the spread between
  * them is part of the result. On hosts whose matrix unit a neighbour shares
@@ -31,7 +31,8 @@
 #include "core/threadpool.h"
 #include "engine/cpu/kmeasure.h"
 
-static const char *const peak_variant[3] = {"amx", "avx512", "amx-loaded"};
+static const char *const peak_variant[4] = {"amx", "avx512", "amx-loaded", "avx2"};
+#define N_PEAKS 4
 static const tm_dtype peak_dtype[2] = {TM_DT_BF16, TM_DT_Q8PC};
 
 /* A pool on the CPUs a session of `threads` threads takes, the calling
@@ -57,7 +58,11 @@ static tm_pool *measure_pool(int threads, int *n)
    peak cannot be measured without it) */
 static int unit_of(const char *prefill_engine)
 {
-    return !prefill_engine ? -1 : strstr(prefill_engine, "amx") ? 0 : strstr(prefill_engine, "avx512") ? 1 : -1;
+    return !prefill_engine                   ? -1
+           : strstr(prefill_engine, "amx")    ? 0
+           : strstr(prefill_engine, "avx512") ? 1
+           : strstr(prefill_engine, "avx2")   ? 3
+                                              : -1;
 }
 
 static int dtype_of(const char *enc)
@@ -97,15 +102,16 @@ int bench_ceilings_measure(bench_ceil *c, int threads, int which)
     c->threads = n;
     tm_kmeasure r;
     if (tm_kmeasure_memread((size_t)512 << 20, 1.0, pool, &r, &err) == TM_OK) c->read_gbps[which] = r.gbps;
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < N_PEAKS; v++)
         for (int d = 0; d < 2; d++)
             if (tm_kmeasure_peak(peak_variant[v], peak_dtype[d], 0.5, pool, &r, &err) == TM_OK)
                 c->peak_gops[v][d][which] = r.gflops;
     tm_pool_free(pool);
     fprintf(stderr, "bench ceilings (%s, %d threads): read %.1f GB/s; peaks GOP/s amx bf16 %.0f int8 %.0f, "
-                    "avx512 bf16 %.0f int8 %.0f, amx with tile loads bf16 %.0f int8 %.0f\n", which ? "after" : "before", n,
-            c->read_gbps[which], c->peak_gops[0][0][which], c->peak_gops[0][1][which], c->peak_gops[1][0][which],
-            c->peak_gops[1][1][which], c->peak_gops[2][0][which], c->peak_gops[2][1][which]);
+                    "avx512 bf16 %.0f int8 %.0f, amx with tile loads bf16 %.0f int8 %.0f, avx2 bf16 (FMA) %.0f int8 %.0f\n",
+            which ? "after" : "before", n, c->read_gbps[which], c->peak_gops[0][0][which], c->peak_gops[0][1][which],
+            c->peak_gops[1][0][which], c->peak_gops[1][1][which], c->peak_gops[2][0][which], c->peak_gops[2][1][which],
+            c->peak_gops[3][0][which], c->peak_gops[3][1][which]);
     return 0;
 }
 
@@ -142,7 +148,7 @@ void bench_ceilings_json(FILE *f, const bench_ceil *c, const bench_row *rows, in
     fprintf(f, "  \"ceilings\": {\"threads\": %d, \"read_gbps\": [%.2f, %.2f], \"decode_bytes_per_token\": %.0f, "
                "\"prefill_ops_per_token\": %.0f,\n    \"peak_gops\": {",
             c->threads, c->read_gbps[0], c->read_gbps[1], (double)c->decode_bytes, c->prefill_ops);
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < N_PEAKS; v++)
         for (int d = 0; d < 2; d++)
             fprintf(f, "%s\"%s_%s\": [%.0f, %.0f]", v + d ? ", " : "", v == 2 ? "amx_loaded" : peak_variant[v],
                     d ? "int8" : "bf16", c->peak_gops[v][d][0], c->peak_gops[v][d][1]);
@@ -173,12 +179,14 @@ void bench_ceilings_md(FILE *f, const bench_ceil *c, const bench_row *rows, int 
 {
     fprintf(f, "\nCeilings measured in this run (%d threads, before / after the tests): read %.1f / %.1f GB/s; "
                "AMX bf16 %.2f / %.2f TFLOP/s, int8 %.2f / %.2f TOP/s (with a 2 x 2 block's tile loads: bf16 %.2f / %.2f, "
-               "int8 %.2f / %.2f); AVX-512 bf16 %.2f / %.2f, int8 %.2f / %.2f.\n",
+               "int8 %.2f / %.2f); AVX-512 bf16 %.2f / %.2f, int8 %.2f / %.2f; AVX2 bf16 (f32 FMA) %.2f / %.2f, "
+               "int8 %.2f / %.2f.\n",
             c->threads, c->read_gbps[0], c->read_gbps[1], c->peak_gops[0][0][0] / 1e3, c->peak_gops[0][0][1] / 1e3,
             c->peak_gops[0][1][0] / 1e3, c->peak_gops[0][1][1] / 1e3, c->peak_gops[2][0][0] / 1e3,
             c->peak_gops[2][0][1] / 1e3, c->peak_gops[2][1][0] / 1e3, c->peak_gops[2][1][1] / 1e3,
             c->peak_gops[1][0][0] / 1e3, c->peak_gops[1][0][1] / 1e3, c->peak_gops[1][1][0] / 1e3,
-            c->peak_gops[1][1][1] / 1e3);
+            c->peak_gops[1][1][1] / 1e3, c->peak_gops[3][0][0] / 1e3, c->peak_gops[3][0][1] / 1e3,
+            c->peak_gops[3][1][0] / 1e3, c->peak_gops[3][1][1] / 1e3);
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
         double ceil = row_ceiling(c, r, prefill_enc), rate = row_rate(c, r);

@@ -14,6 +14,7 @@ uint64_t tm_kavx2_read_sum(const void *p, size_t bytes); /* kmeasure_avx2.c */
 uint64_t tm_kavx512_read_sum(const void *p, size_t bytes); /* kmeasure_avx512.c */
 double tm_kamx_peak_run(int int8, int loaded, long iters); /* kmeasure_amx.c */
 double tm_kavx512_peak_run(int int8, long iters);         /* kmeasure_avx512.c */
+double tm_kavx2_peak_run(int int8, long iters);           /* kmeasure_avx2.c */
 
 static double cpu_s(void)
 {
@@ -430,7 +431,7 @@ int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_k
 /* ---- the matrix unit's peak ------------------------------------------------- */
 
 typedef struct peak_job {
-    int amx, int8, loaded;
+    int amx, int8, loaded, avx2;
     double seconds;
     double ops[64];  /* per worker */
 } peak_job;
@@ -440,7 +441,9 @@ static void peak_task(void *ctx, int i, int worker)
     (void)i;
     peak_job *j = ctx;
     double t0 = tm_now_s(), ops = 0;
-    do ops += j->amx ? tm_kamx_peak_run(j->int8, j->loaded, 4096) : tm_kavx512_peak_run(j->int8, 65536);
+    do ops += j->amx    ? tm_kamx_peak_run(j->int8, j->loaded, 4096)
+              : j->avx2 ? tm_kavx2_peak_run(j->int8, 65536)
+                        : tm_kavx512_peak_run(j->int8, 65536);
     while (tm_now_s() - t0 < j->seconds);
     j->ops[worker & 63] += ops;
 }
@@ -451,13 +454,14 @@ int tm_kmeasure_peak(const char *variant, tm_dtype dt, double seconds, struct tm
     memset(out, 0, sizeof *out);
     const tm_cpu *c = tm_cpu_get();
     int loaded = !strcmp(variant, "amx-loaded"), amx = loaded || !strcmp(variant, "amx"), int8 = dt == TM_DT_Q8PC;
-    if ((dt != TM_DT_BF16 && dt != TM_DT_Q8PC) || (!amx && strcmp(variant, "avx512")))
-        return tm_errf(err, TM_E_INVALID, "kmeasure peak: %s %s (amx, amx-loaded or avx512; bf16 or int8)", variant,
-                       tm_dtype_name(dt));
-    if (amx ? !c->amx_usable : !tm_cpu_has_avx512(c))
+    int avx2 = !strcmp(variant, "avx2");
+    if ((dt != TM_DT_BF16 && dt != TM_DT_Q8PC) || (!amx && !avx2 && strcmp(variant, "avx512")))
+        return tm_errf(err, TM_E_INVALID, "kmeasure peak: %s %s (amx, amx-loaded, avx512 or avx2; bf16 or int8)",
+                       variant, tm_dtype_name(dt));
+    if (amx ? !c->amx_usable : avx2 ? !tm_cpu_has_avx2(c) : !tm_cpu_has_avx512(c))
         return tm_errf(err, TM_E_UNSUPPORTED, "kmeasure peak: %s cannot run on this CPU", variant);
     int nw = tm_pool_size(pool);
-    peak_job j = {amx, int8, loaded, seconds / 10, {0}};
+    peak_job j = {amx, int8, loaded, avx2, seconds / 10, {0}};
     tm_pool_run(pool, nw, peak_task, &j); /* warm-up: clocks and, for AMX, the tile unit's power-up */
     memset(j.ops, 0, sizeof j.ops);
     j.seconds = seconds;

@@ -71,7 +71,8 @@ int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_k
 /* The matrix unit's peak on every thread of the pool: out->gflops (GFLOP/s
  * for bf16, GOP/s for int8) of back-to-back products with operands in
  * registers, the ceiling GEMM figures are compared with. variant "amx"
- * (TDPBF16PS / TDPBUSD tiles) or "avx512" (vdpbf16ps / vpdpbusd); or
+ * (TDPBF16PS / TDPBUSD tiles), "avx512" (vdpbf16ps / vpdpbusd) or "avx2"
+ * (f32 FMA for bf16, whose GEMM widens it; maddubs + madd + add for int8); or
  * "amx-loaded": the same products with a 2 x 2 block's four operand tiles
  * loaded from L1 before every four (kmeasure_amx.c), the most a GEMM can
  * reach where tile loads cost; dt TM_DT_BF16 or TM_DT_Q8PC. TM_E_UNSUPPORTED
