@@ -581,11 +581,12 @@ static void test_small_ops(const tm_kernels *k)
         /* a row whose max is subnormal (127 / max overflows to inf: each product +-inf, or NaN for a 0), with a
            NaN: the same bytes too */
         for (int i = 0; i < D; i++) x[2 * D + i] = i % 4 == 0 ? 1e-45f : i % 4 == 1 ? -1e-45f : i % 4 == 2 ? -0.f : 0.f;
-        x[2 * D + 3] = NAN;
+        x[2 * D + (D > 3 ? 3 : 0)] = NAN; /* in the first vector, and the row's last element (in the last vector */
+        x[3 * D - 1] = NAN;                /* where D is a multiple of the vector length) */
         k->quant_q8(q, s, ld, x, T, D);
         tm_kref_quant_q8(qr, sr, ld, x, T, D);
         CHECKF(memcmp(q, qr, (size_t)T * ld) == 0 && memcmp(s, sr, sizeof s) == 0, "%s quant_q8 of a subnormal row", v);
-        x[2 * D + 3] = 0.f;
+        x[2 * D + (D > 3 ? 3 : 0)] = x[3 * D - 1] = 0.f;
         /* and the quantization is what it claims: |x - s q| <= s / 2 */
         int bad = 0;
         for (int t = 0; t < T; t++)
