@@ -78,25 +78,38 @@ AI void q4_half(const uint8_t *wp, int cb, int h, const int nl, __m256 wsl, cons
     }
 }
 
-/* keep16 + 8 - n: n lanes of ones, then zeros */
-static const uint16_t keep16[16] = {0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff};
+/* the first n (< 8) of p's uint16 in a vector, the rest 0, reading only those: element by element into
+ * the register (a copy through memory would stall on store forwarding, once a row) */
+static inline __m128i load_u16_part(const uint16_t *p, int n)
+{
+    __m128i v = _mm_setzero_si128();
+    switch (n) {
+    case 7: v = _mm_insert_epi16(v, p[6], 6); /* fall through */
+    case 6: v = _mm_insert_epi16(v, p[5], 5); /* fall through */
+    case 5: v = _mm_insert_epi16(v, p[4], 4); /* fall through */
+    case 4: v = _mm_insert_epi16(v, p[3], 3); /* fall through */
+    case 3: v = _mm_insert_epi16(v, p[2], 2); /* fall through */
+    case 2: v = _mm_insert_epi16(v, p[1], 1); /* fall through */
+    case 1: v = _mm_insert_epi16(v, p[0], 0); /* fall through */
+    default: break;
+    }
+    return v;
+}
 
-/* the scales of half h of window wi of row n (its f16 scales at ws, ng of them): 8 (G = 32) or 4 widened
- * to pairs (G = 64), 0 past the row */
-AI __m256 q4_wscale(const tm_kweight *w, int n, const uint16_t *ws, int ng, int wi, int h, const int G)
+/* the scales of half h of window wi of a row (its f16 scales at ws, ng of them): 8 (G = 32) or 4 widened
+ * to pairs (G = 64), 0 past the row (only a row's last window is short); never a byte past the row's
+ * scales (a concatenated weight's last row ends its allocation) */
+AI __m256 q4_wscale(const uint16_t *ws, int ng, int wi, int h, const int G)
 {
     if (!G) return _mm256_set1_ps(1.f);
     int per = G == 32 ? 8 : 4, g0 = 16 * wi * 32 / G + per * h, ngh = ng - g0 < per ? ng - g0 : per;
     __m128i hv;
-    if (ngh == per || n + 1 < w->N) { /* short (a row's last window): the next row's scales, zeroed */
+    if (ngh == per)
         hv = G == 32 ? _mm_loadu_si128((const __m128i *)(ws + g0)) : _mm_loadl_epi64((const __m128i *)(ws + g0));
-        if (ngh < per) hv = _mm_and_si128(hv, _mm_loadu_si128((const __m128i *)(keep16 + 8 - ngh)));
-    } else { /* the matrix's last row may end the allocation: only its own scales, element by element
-                (a copy through memory would stall on store forwarding every row, so only here) */
-        uint16_t t[8] = {0};
-        for (int g = 0; g < ngh; g++) t[g] = ws[g0 + g];
-        hv = _mm_loadu_si128((const __m128i *)t);
-    }
+    else if (G == 64 && ng >= 4) /* the row's last 4 scales, shifted down to its last ngh */
+        hv = _mm_srl_epi64(_mm_loadl_epi64((const __m128i *)(ws + ng - 4)), _mm_cvtsi32_si128(16 * (4 - ngh)));
+    else
+        hv = load_u16_part(ws + g0, ngh);
     __m256 v = _mm256_cvtph_ps(hv);
     return G == 32 ? v : _mm256_permutevar8x32_ps(v, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
 }
@@ -116,7 +129,7 @@ AI void q4_row(const q4_ctx *c, int n, const int B, const int G, const int Q6, _
         }
         for (int h = 0; h < 2 && 8 * h < nbw; h++) {
             int nl = nbw - 8 * h < 8 ? nbw - 8 * h : 8;
-            __m256 wsl = q4_wscale(w, n, ws, ng, wi, h, G);
+            __m256 wsl = q4_wscale(ws, ng, wi, h, G);
             if (nl == 8) q4_half(wp, cb, h, 8, wsl, c->xq + (size_t)wi * B, B, Q6, fs);
             else q4_half(wp, cb, h, nl, wsl, c->xq + (size_t)wi * B, B, Q6, fs);
         }
