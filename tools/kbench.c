@@ -473,8 +473,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "peak")) { /* the tile / FMA peaks the GEMMs are measured against */
-        static const char *const vn[] = {"amx", "amx-loaded", "avx512"};
-        for (int a = 0; a < 3; a++)
+        static const char *const vn[] = {"amx", "amx-loaded", "avx512", "avx2"};
+        for (int a = 0; a < 4; a++)
             for (int d = 0; d < 2; d++) {
                 tm_dtype dt = d ? TM_DT_Q8PC : TM_DT_BF16;
                 if (tm_kmeasure_peak(vn[a], dt, secs, pool, &r, &err) == TM_OK)
