@@ -3,9 +3,10 @@
  *  int4, int6: the GEMV layout (kernels-impl.h): a 32-byte load is half a
  *        chunk, int32 lane l holding 8 nibbles of block 8 h + l of the
  *        window (half h; int6: their top bits from the crumb chunk, shifted
- *        into bits 4-5); maddubs(u8 code, s8 x) then madd(1) add 4 products
- *        per lane, into an accumulator started at -off sum(x_block) (off 8
- *        or 32): per half window one conversion and one fma.
+ *        into bits 4-5); maddubs(u8 code, s8 x) pairs summed in int16 over
+ *        the half window (int6: the chunk; bounds at q4_half), then madd(1)
+ *        into int32 lanes started at -off sum(x_block) (off 8 or 32): per
+ *        half window one conversion and one fma.
  *  int8: x back to s8, then maddubs(|w|, sign(x, w)) (no saturation: |x| <=
  *        127, |w| <= 128) and madd(1).
  *  bf16: widen to f32 (a shift), FMA. */
