@@ -926,7 +926,8 @@ static void test_huge_alloc(void)
 }
 
 /* tm_kmeasure_gemm over cycled weights (every call another weight: each is
- * timed at least once) and tm_kmeasure_ffn's four ways, in turn, on a
+ * timed at least once) and tm_kmeasure_ffn's four ways (five with an
+ * alternative's), in turn, on a
  * variant with gemm_glu (the emulated AMX tiles where AVX-512 runs, the
  * real ones where AMX does); "unsupported" without gemm_glu, "invalid" for
  * shapes it does not take */
@@ -966,18 +967,23 @@ static void test_measure(tm_pool *pool)
     tm_kgemm_set_close(set);
     CHECK_EQ_INT(tm_kgemm_set_open(&set, &k, TM_DT_Q4G64, 24, 64, 96, 0, pool, &err), TM_E_INVALID);
     CHECK(set == NULL);
-    double w[TM_KFFN_WAYS * 3] = {0};
+    double w[(TM_KFFN_ALT_BF16Y + 1) * 3] = {0};
     tm_kernels g;
     if (tm_kernels_select("amx", &g, &err) != TM_OK && tm_kernels_select("amx-emu", &g, &err) != TM_OK) {
         printf("SKIP: tm_kmeasure_ffn: no AMX, and no AVX-512 for the emulated tiles, on this CPU (%s)\n", err.msg);
     } else {
-        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 32, 96, 128, 3, 0.002, pool, w, &err), TM_OK);
+        CHECK_EQ_INT(tm_kmeasure_ffn(&g, NULL, 32, 96, 128, 3, 0.002, pool, w, &err), TM_OK);
         for (int i = 0; i < TM_KFFN_WAYS * 3; i++) CHECKF(w[i] > 0, "ffn way %d round %d: %g GOP/s", i / 3, i % 3, w[i]);
-        CHECK_EQ_INT(tm_kmeasure_ffn(&g, 24, 96, 128, 3, 0.002, pool, w, &err), TM_E_INVALID); /* M % 16 */
+        CHECK_EQ_INT(tm_kmeasure_ffn(&g, NULL, 24, 96, 128, 3, 0.002, pool, w, &err), TM_E_INVALID); /* M % 16 */
+        /* kbench-ab's fifth way, the alternative build's fused GEMM (here the same kernels) */
+        memset(w, 0, sizeof w);
+        CHECK_EQ_INT(tm_kmeasure_ffn(&g, &g, 32, 96, 128, 3, 0.002, pool, w, &err), TM_OK);
+        for (int i = 0; i < (TM_KFFN_ALT_BF16Y + 1) * 3; i++)
+            CHECKF(w[i] > 0, "ffn with the alternative: way %d round %d: %g GOP/s", i / 3, i % 3, w[i]);
     }
     tm_kernels n;
     CHECK_EQ_INT(tm_kernels_select("avx2", &n, &err), TM_OK);
-    CHECK_EQ_INT(tm_kmeasure_ffn(&n, 32, 96, 128, 1, 0.002, pool, w, &err), TM_E_UNSUPPORTED);
+    CHECK_EQ_INT(tm_kmeasure_ffn(&n, NULL, 32, 96, 128, 1, 0.002, pool, w, &err), TM_E_UNSUPPORTED);
 }
 
 /* every test of one kernel table */

@@ -29,7 +29,7 @@
  * do; default 0: one y, warm), -g 0|1 (the avx512 and amx variants' int4
  * GEMV in its build without / with GFNI; default: the one the CPU picks), -a 1
  * (kbench-ab only: with -p, each round also times the alternative AMX GEMM
- * build linked in, and the A/B ratio is printed), -Y 1 (with -p: the alternative is the same
+ * build linked in, and the A/B ratio is printed; with ffn, its fused gate/up GEMM with a bf16 y), -Y 1 (with -p: the alternative is the same
  * build's GEMM storing y in bf16, gemm_bf16y; with -a 1 as well: both builds store y in bf16, as
  * the engine's int8 projections do). attn cycles through as many layers of a
  * paged KV cache (runtime/kvcache.h, 16-token pages, the engines' layout)
@@ -353,8 +353,10 @@ static void paired_peak(const tm_kernels *k, const tm_kernels *alt, tm_dtype dt,
 
 /* ffn M F D: tm_kmeasure_ffn on the chosen variant (default: the first that
  * has gemm_glu, the best first); per round each way's rate, then the medians
- * and the median of the rounds' ratios to apart (f32 y) */
-static int ffn_main(int M, int F, int D, int rounds, double secs, const char *only, tm_pool *pool)
+ * and the median of the rounds' ratios to apart (f32 y). With -a 1 (kbench-ab,
+ * on the amx variant) a fifth way, the alternative build's fused GEMM with a
+ * bf16 y, and the median of its rounds' ratios to this build's */
+static int ffn_main(int M, int F, int D, int rounds, double secs, const char *only, int ab, tm_pool *pool)
 {
     const char *const *v = tm_kernels_variants();
     tm_kernels k;
@@ -371,15 +373,24 @@ static int ffn_main(int M, int F, int D, int rounds, double secs, const char *on
                 only ? only : "");
         return 1;
     }
+    tm_kernels ka = k;
+    if (ab) {
+        if (strcmp(k.name, "amx")) {
+            fprintf(stderr, "kbench ffn: -a compares the amx variant's builds, not %s\n", k.name);
+            return 1;
+        }
+        tm_kvariant_amx_alt(&ka);
+    }
     if (rounds > 64) rounds = 64;
-    static const char *names[TM_KFFN_WAYS] = {"apart", "fused", "apart, bf16 y", "fused, bf16 y"};
-    double g[TM_KFFN_WAYS * 64], r[64];
+    static const char *names[TM_KFFN_ALT_BF16Y + 1] = {"apart", "fused", "apart, bf16 y", "fused, bf16 y",
+                                                       "alternative build fused, bf16 y"};
+    double g[(TM_KFFN_ALT_BF16Y + 1) * 64], r[64];
     tm_err err = {0};
-    if (tm_kmeasure_ffn(&k, M, F, D, rounds, secs, pool, g, &err)) {
+    if (tm_kmeasure_ffn(&k, ab ? &ka : NULL, M, F, D, rounds, secs, pool, g, &err)) {
         fprintf(stderr, "kbench ffn: %s\n", err.msg);
         return 1;
     }
-    int ways = k.gemm_bf16y ? TM_KFFN_WAYS : TM_KFFN_APART_BF16Y;
+    int ways = ab ? TM_KFFN_ALT_BF16Y + 1 : k.gemm_bf16y ? TM_KFFN_WAYS : TM_KFFN_APART_BF16Y;
     printf("ffn %s int8 M=%d F=%d D=%d, gate/up step GOP/s by round (", k.name, M, F, D);
     for (int w = 0; w < ways; w++) printf("%s%s", w ? " / " : "", names[w]);
     printf("):");
@@ -398,6 +409,12 @@ static int ffn_main(int M, int F, int D, int rounds, double secs, const char *on
         if (w) printf(" = %.3fx apart (range %.3f-%.3f)", ratio, lo, hi);
     }
     printf("\n");
+    if (ab) { /* alternative / this build, round by round */
+        for (int i = 0; i < rounds; i++) r[i] = g[TM_KFFN_ALT_BF16Y * rounds + i] / g[TM_KFFN_FUSED_BF16Y * rounds + i];
+        qsort(r, rounds, sizeof r[0], cmp_double);
+        printf("  alternative / shipped (fused, bf16 y) over %d rounds: median %.3fx (range %.3f-%.3f)\n", rounds,
+               r[rounds / 2], r[0], r[rounds - 1]);
+    }
     return 0;
 }
 
@@ -496,7 +513,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "ffn")) { /* the FFN's gate/up step, apart and fused, alternating */
         if (i + 3 >= argc) { usage(); return 2; }
         int rc = ffn_main(atoi(argv[i + 1]), atoi(argv[i + 2]), atoi(argv[i + 3]), paired > 0 ? paired : 3, secs, only,
-                          pool);
+                          ab, pool);
         tm_pool_free(pool);
         return rc;
     }

@@ -108,9 +108,16 @@
 #ifndef AMX_ACT_LP
 #define AMX_ACT_LP 1 /* the fused gate/up's SiLU and GELU-tanh for a bf16 y to ~1e-4 (vgate_lp), 0: vec_exp.inc's */
 #endif
+#ifndef AMX_SILU_LEAN
+#define AMX_SILU_LEAN 1 /* the fused gate/up's SiLU for int8 weights and a bf16 y from C in fewer vector
+                           instructions (silu_row, session 66); 0: dq_row twice and vsilu_mul_lp */
+#endif
 #ifndef AMX_GLU_MEASURE
 #define AMX_GLU_MEASURE 0 /* a measurement build (its y wrong): the fused gate/up's act(g) * u as g * u */
 #endif
+/* the lean SiLU (silu_row) applies: int8 weights, the fused gate/up's SiLU, a bf16 y */
+#define SILU_LEAN(q8, glu, bf16y) \
+    (AMX_SILU_LEAN && AMX_ACT_LP && !AMX_GLU_MEASURE && (q8) && (glu) == TM_KGLU_SILU && (bf16y))
 #ifndef AMX_EPI_SLOTS
 #define AMX_EPI_SLOTS 1 /* scratch slots for the blocks' C (epi_state): 1, each block's C stored over its predecessor's,
                           whose rows all ran during the block's steps; 2 (until session 33) alternated, 4 KB more of
@@ -508,7 +515,8 @@ static inline __attribute__((always_inline)) void dq_row(int q8, const dq32 *d, 
  * rows run in one go or a few at a time in the next block's shadow
  * (epi_rows, AMX_SPREAD). */
 typedef struct epi_pend {
-    dq32 dg, du;         /* the columns' int8 corrections: gate (or the panel's), up */
+    dq32 dg, du;         /* the columns' int8 corrections: gate (or the panel's), up; for the lean SiLU
+                            (SILU_LEAN) their scales times -log2 e and -ln 2, see silu_row */
     const float *c, *cu; /* its C in a scratch slot (glu: gate, up; else cu NULL) */
     int m0, n0;
     int rows, done;      /* rows in all (0: nothing pending) and rows already stored */
@@ -521,6 +529,13 @@ static inline void epi_set(const gemm_ctx *g, epi_pend *e, int m0, int rows, int
     int n0 = 32 * (cu ? p / 2 : p), nc = g->N - n0 < 32 ? g->N - n0 : 32;
     e->dg = dq_load(g, 32 * p);
     e->du = cu ? dq_load(g, 32 * p + 32) : e->dg;
+    if (cu && SILU_LEAN(g->is_q8, g->glu, g->yb != NULL)) {
+        const __m512 lg = _mm512_set1_ps(-1.44269504088896341f), ln = _mm512_set1_ps(-0.693147180559945309f);
+        e->dg.s0 = _mm512_mul_ps(e->dg.s0, lg);
+        e->dg.s1 = _mm512_mul_ps(e->dg.s1, lg);
+        e->du.s0 = _mm512_mul_ps(e->du.s0, ln);
+        e->du.s1 = _mm512_mul_ps(e->du.s1, ln);
+    }
     e->c = c;
     e->cu = cu;
     e->m0 = m0;
@@ -533,23 +548,26 @@ static inline void epi_set(const gemm_ctx *g, epi_pend *e, int m0, int rows, int
 
 /* The fused gate/up's activations for a bf16 result (gemm_bf16y), to ~1e-4
  * relative where bf16 keeps 2^-8, in about half the instructions of
- * vec_exp.inc's (a ~2 ulp exp and a divide). 2^t: 2^f (f = t - round(t) in
- * [-0.5, 0.5]) by a degree-4 polynomial fitted for relative error (2.7e-6),
- * scaled by 2^round(t) with vscalefps (inf or 0 past f32's range, so no
- * clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf). For finite x (an
- * infinite one gives NaN; the GEMM's C is finite). attn_amx.c's
- * vexp2 is the same scheme at degree 5 (1.5e-7), for the softmax, whose P
- * enters the tiles as two bf16 terms. docs/kernels.md "Numerics" has the
- * measurements. */
+ * vec_exp.inc's (a ~2 ulp exp and a divide). 2^t = 2^f 2^floor(t): f = t -
+ * floor(t) in [0, 1) by vreduceps (exact), 2^f by a degree-4 polynomial
+ * fitted for relative error (a Remez fit: 2.6e-6 with the coefficients in
+ * f32), scaled by vscalefps, which takes floor(t) itself (inf or 0 past
+ * f32's range, so no clamp); 1 / (1 + e) by vrcp14ps (6.1e-5; 0 for inf).
+ * For finite t (an infinite one gives NaN; the GEMM's C is finite). Until
+ * session 66 f was t - round(t), by vroundscaleps and a subtraction. (A
+ * degree-3 polynomial, 7.5e-5, would save one FMA more, but more of the
+ * bf16 results would round the other way than test_kernels allows.)
+ * attn_amx.c's vexp2 is the round(t) scheme at degree 5 (1.5e-7), for the
+ * softmax, whose P enters the tiles as two bf16 terms. docs/kernels.md
+ * "Numerics" has the measurements. */
 static inline __m512 vexp2_lp(__m512 t)
 {
-    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(t, n);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.009570101276040077f), f, _mm512_set1_ps(0.05591785907745361f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.240247443318367f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931217908859253f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.9999992847442627f));
-    return _mm512_scalef_ps(p, n);
+    __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.0135341678f), f, _mm512_set1_ps(0.0520114601f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.241442755f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.693003833f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.00000262f));
+    return _mm512_scalef_ps(p, t);
 }
 
 /* x u / (1 + 2^t): silu(x) u with t = -x log2 e, gelu_tanh(x) u = 0.5 x (1 + tanh z) u with t = -2 z log2 e */
@@ -570,6 +588,30 @@ static inline __m512 vgelu_tanh_mul_lp(__m512 x, __m512 u)
     __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
                              _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), _mm512_mul_ps(x, x)), x, x));
     return vgate_lp(x, u, _mm512_mul_ps(z, _mm512_set1_ps(-2.88539008177792681f)));
+}
+
+/* The lean SiLU (AMX_SILU_LEAN): one row's 32 outputs silu(g) u from the gate's and up's C (cg, cu),
+ * g = a sg x and u = b su x (a, b: C less 128 colsum, as floats; x the row's scale, broadcast; sg, su
+ * the columns' scales). With t = -g log2 e = a (sg (-log2 e)) x, so g = -t ln 2,
+ *   silu(g) u = g u / (1 + 2^t) = (t b) ((su (-ln 2)) x) / (1 + 2^t),
+ * the column factors set once a block (epi_set puts them in dg's and du's scales): 38 vector
+ * instructions a row where dq_row twice and session 32's vsilu_mul_lp took 42 (2 of the 4 are
+ * vexp2_lp's, which both take now). x enters each factor once, so nothing overflows that g u itself
+ * would not; the f32 roundings add ~5e-7 to vexp2_lp's and vrcp14ps's errors (7.2e-5 at most in
+ * all, a scalar model of the instructions over 2M random C, scales and x). */
+static inline __attribute__((always_inline)) void silu_row(const dq32 *dg, const dq32 *du, const float *cg,
+                                                           const float *cu, __m512 x, __m512 *v0, __m512 *v1)
+{
+    const __m512 one = _mm512_set1_ps(1.f);
+    __m512 a0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(cg), dg->c0));
+    __m512 a1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(cg + 16), dg->c1));
+    __m512 b0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(cu), du->c0));
+    __m512 b1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(cu + 16), du->c1));
+    __m512 t0 = _mm512_mul_ps(a0, _mm512_mul_ps(dg->s0, x)), t1 = _mm512_mul_ps(a1, _mm512_mul_ps(dg->s1, x));
+    __m512 r0 = _mm512_rcp14_ps(_mm512_add_ps(vexp2_lp(t0), one));
+    __m512 r1 = _mm512_rcp14_ps(_mm512_add_ps(vexp2_lp(t1), one));
+    *v0 = _mm512_mul_ps(_mm512_mul_ps(t0, b0), _mm512_mul_ps(_mm512_mul_ps(du->s0, x), r0));
+    *v1 = _mm512_mul_ps(_mm512_mul_ps(t1, b1), _mm512_mul_ps(_mm512_mul_ps(du->s1, x), r1));
 }
 
 /* act(gate) * up for one row's 32 columns, by the weight's activation (glu: TM_KGLU_*); for a bf16 y
@@ -618,11 +660,15 @@ static inline __attribute__((always_inline)) void epi_loop(const gemm_ctx *g, co
     for (int i = i0; i < i1; i++) {
         const __m512 x = q8 ? _mm512_set1_ps(xs[i]) : _mm512_setzero_ps();
         __m512 v0, v1;
-        dq_row(q8, &dg, c + i * 32, x, &v0, &v1);
-        if (glu) {
-            __m512 u0, u1;
-            dq_row(q8, &du, cu + i * 32, x, &u0, &u1);
-            glu_apply(glu, bf16y, &v0, &v1, u0, u1);
+        if (SILU_LEAN(q8, glu, bf16y)) {
+            silu_row(&dg, &du, c + i * 32, cu + i * 32, x, &v0, &v1);
+        } else {
+            dq_row(q8, &dg, c + i * 32, x, &v0, &v1);
+            if (glu) {
+                __m512 u0, u1;
+                dq_row(q8, &du, cu + i * 32, x, &u0, &u1);
+                glu_apply(glu, bf16y, &v0, &v1, u0, u1);
+            }
         }
 #if AMX_EPI_MEASURE == 1 || AMX_EPI_MEASURE == 9 || AMX_EPI_MEASURE == 10
         static _Thread_local _Alignas(64) float sink[32][32];

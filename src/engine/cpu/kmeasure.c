@@ -296,7 +296,7 @@ static void ffn_rows_task(void *ctx, int t, int worker)
         if (j->way >= TM_KFFN_APART_BF16Y) { /* as the engine's rows_act_prep_bf16 */
             g = j->g + (size_t)j->M * j->F + (size_t)t * j->F; /* past the bf16 rows */
             const uint16_t *gu = (const uint16_t *)j->g + (size_t)i * j->ld;
-            if (j->way == TM_KFFN_FUSED_BF16Y) j->k->bf16_to_f32(g, gu, (size_t)j->F);
+            if (j->way >= TM_KFFN_FUSED_BF16Y) j->k->bf16_to_f32(g, gu, (size_t)j->F);
             else tm_kglu_row_bf16(j->k, TM_KGLU_SILU, g, gu, gu + j->F, j->F);
         } else if (j->way == TM_KFFN_APART) {
             j->k->silu_mul(g, g, g + j->F, (size_t)j->F);
@@ -305,21 +305,25 @@ static void ffn_rows_task(void *ctx, int t, int worker)
     }
 }
 
-/* one call of way's GEMM: gate|up (gu) or the fused pair (glu), y f32 or bf16 */
-static int ffn_gemm(const tm_kernels *k, int way, const tm_kweight *gu, const tm_kweight *glu, const tm_kact *a,
-                    float *g, tm_kbuf *ws, struct tm_pool *pool)
+/* one call of way's GEMM: gate|up (gu) or the fused pair (glu), y f32 or bf16; TM_KFFN_ALT_BF16Y:
+   the fused pair by alt's gemm_bf16y */
+static int ffn_gemm(const tm_kernels *k, const tm_kernels *alt, int way, const tm_kweight *gu, const tm_kweight *glu,
+                    const tm_kact *a, float *g, tm_kbuf *ws, struct tm_pool *pool)
 {
+    if (way == TM_KFFN_ALT_BF16Y) return alt->gemm_bf16y(glu, a, (uint16_t *)g, ws, pool);
     const tm_kweight *w = way == TM_KFFN_FUSED || way == TM_KFFN_FUSED_BF16Y ? glu : gu;
     if (way >= TM_KFFN_APART_BF16Y) return k->gemm_bf16y(w, a, (uint16_t *)g, ws, pool);
     return way == TM_KFFN_FUSED ? k->gemm_glu(w, a, g, ws, pool) : k->gemm_q8(w, a, g, ws, pool);
 }
 
-int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double seconds, struct tm_pool *pool,
-                    double *gops, tm_err *err)
+int tm_kmeasure_ffn(const tm_kernels *k, const tm_kernels *alt, int M, int F, int D, int rounds, double seconds,
+                    struct tm_pool *pool, double *gops, tm_err *err)
 {
     if (M < 16 || M % 16 || F < 32 || D < 64 || rounds < 1)
         return tm_errf(err, TM_E_INVALID, "kmeasure ffn: M %d F %d D %d rounds %d", M, F, D, rounds);
     if (!k->gemm_glu) return tm_errf(err, TM_E_UNSUPPORTED, "kmeasure ffn: the %s kernels have no gemm_glu", k->name);
+    if (alt && (!alt->gemm_bf16y || !k->gemm_bf16y))
+        return tm_errf(err, TM_E_UNSUPPORTED, "kmeasure ffn: the alternative needs gemm_bf16y in both kernels");
     synth gu, gate, up;
     int rc = synth_init(&gu, TM_DT_Q8PC, 2 * F, D, TM_KPACK_GEMM, 11, err);
     if (rc) return rc;
@@ -345,15 +349,15 @@ int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double
         k->quant_q8(xq, xs, ld, x, M, D);
         tm_kact a = {.M = M, .K = D, .ld = ld, .q8 = xq, .q8_scale = xs};
         /* in turn, each way for `seconds`: the host's drift falls on all */
-        int ways = k->gemm_bf16y ? TM_KFFN_WAYS : TM_KFFN_APART_BF16Y;
-        for (size_t i = 0; i < (size_t)TM_KFFN_WAYS * rounds; i++) gops[i] = 0;
+        int ways = alt ? TM_KFFN_ALT_BF16Y + 1 : k->gemm_bf16y ? TM_KFFN_WAYS : TM_KFFN_APART_BF16Y;
+        for (size_t i = 0; i < (size_t)ways * rounds; i++) gops[i] = 0;
         for (int r = 0; r < ways * rounds && rc == TM_OK; r++) {
-            int way = r % ways, fused = way == TM_KFFN_FUSED || way == TM_KFFN_FUSED_BF16Y;
+            int way = r % ways, fused = way == TM_KFFN_FUSED || way >= TM_KFFN_FUSED_BF16Y;
             ffn_rows j = {k, g, fused ? F : 2 * F, F, way, ldq, q, qs, M};
             double t0 = tm_now_s(), t;
             long calls = 0;
             do {
-                if ((rc = ffn_gemm(k, way, gu.w, glu, &a, g, &ws, pool))) break;
+                if ((rc = ffn_gemm(k, alt, way, gu.w, glu, &a, g, &ws, pool))) break;
                 tm_pool_run(pool, M / 16, ffn_rows_task, &j);
                 calls++;
                 t = tm_now_s() - t0;

@@ -62,9 +62,12 @@ void tm_kgemm_set_close(tm_kgemm_set *g);
  * gops[way * rounds + r]: GOP/s of round r (gate and up's 4 M F D operations
  * over the whole step; 0 for the bf16 ways without gemm_bf16y).
  * TM_E_UNSUPPORTED where the kernels have no gemm_glu. */
-enum { TM_KFFN_APART, TM_KFFN_FUSED, TM_KFFN_APART_BF16Y, TM_KFFN_FUSED_BF16Y, TM_KFFN_WAYS };
-int tm_kmeasure_ffn(const tm_kernels *k, int M, int F, int D, int rounds, double seconds, struct tm_pool *pool,
-                    double *gops, tm_err *err);
+/* With alt (kbench-ab: the alternative AMX build's kernels, or NULL), a fifth way, TM_KFFN_ALT_BF16Y:
+ * fused with a bf16 y by alt's gemm_bf16y, in turn with the others (gops then holds 5 x rounds). */
+enum { TM_KFFN_APART, TM_KFFN_FUSED, TM_KFFN_APART_BF16Y, TM_KFFN_FUSED_BF16Y, TM_KFFN_WAYS,
+       TM_KFFN_ALT_BF16Y = TM_KFFN_WAYS };
+int tm_kmeasure_ffn(const tm_kernels *k, const tm_kernels *alt, int M, int F, int D, int rounds, double seconds,
+                    struct tm_pool *pool, double *gops, tm_err *err);
 /* Plain read bandwidth over `bytes` of memory, split across the pool (the
  * ceiling GEMV figures are compared with). */
 int tm_kmeasure_memread(size_t bytes, double seconds, struct tm_pool *pool, tm_kmeasure *out, tm_err *err);
