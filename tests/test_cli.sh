@@ -428,6 +428,9 @@ assert abs(tg["fraction"] - tg["gbps"] / max(c["read_gbps"])) < 1e-2, tg
 # weights stream from the caches, so no upper bound)
 assert tg["read_reps"] == 1 and tg["read_share"] > 0, tg
 assert tg["read_share_range"][0] == tg["read_share"] == tg["read_share_range"][1], tg
+# a steady rep (the bandwidths before and after within 10%) also counts in read_share_steady
+assert tg["read_steady_reps"] in (0, 1) and (tg["read_steady_reps"] == 0) == ("read_share_steady" not in tg), tg
+assert tg["read_steady_reps"] == 0 or tg["read_share_steady"] == tg["read_share"], tg
 pp = [t for t in c["tests"] if t["test"] == "pp32"]
 assert all(k in c["peak_gops"] for k in ("amx_bf16", "avx512_int8", "amx_loaded_int8", "avx2_bf16", "avx2_int8")), c
 if pp:  # only where the prefill engine has a measured matrix peak (amx, avx512 or avx2)
@@ -437,6 +440,8 @@ if pp:  # only where the prefill engine has a measured matrix peak (amx, avx512 
     # the prefill's GEMM kernels against the peak measured right before and after the rep
     assert p["gemm_reps"] == 1 and 0 < p["gemm_share"] < 1.5 and p["gemm_gops"] > 0, p
     assert p["gemm_share_range"][0] <= p["gemm_share"] <= p["gemm_share_range"][1], p
+    assert p["gemm_steady_reps"] in (0, 1) and (p["gemm_steady_reps"] == 0) == ("gemm_share_steady" not in p), p
+    assert p["gemm_steady_reps"] == 0 or p["gemm_share_steady"] == p["gemm_share"], p
     # on AMX, also over the tile peak with a 2 x 2 block's tile loads (the ceilings' loaded / peak)
     pk = c["peak_gops"]
     if rows["pp32"]["prefill_engine"] == "cpu-amx" and min(pk["amx_loaded_int8"] + pk["amx_int8"]) > 0:

@@ -39,12 +39,27 @@ typedef struct bench_row {
        that rep (mean of the two), and the shares' range; gemm_reps 0: not measured */
     int gemm_reps;
     double gemm_gops, gemm_share, gemm_share_lo, gemm_share_hi;
+    /* of those, the steady reps (BENCH_STEADY: the two peaks beside within 10% of each other) and their
+       shares' median (gemm_steady_reps 0: none was) */
+    int gemm_steady_reps;
+    double gemm_share_steady;
     /* tg with --ceilings: the decode's weight stream (decode bytes per token x that rep's tokens/s) over
        the read bandwidth measured right before and after the rep (mean of the two): median and range;
        read_reps 0: not measured */
     int read_reps;
     double read_share, read_share_lo, read_share_hi;
+    int read_steady_reps; /* as gemm_steady_reps, for the read bandwidths beside */
+    double read_share_steady;
 } bench_row;
+
+/* A rep's paired measurement (--ceilings: the peak or read bandwidth right before and after it) is
+   steady where the two agree within this fraction of the larger: the host did not change under it */
+#define BENCH_STEADY 0.10
+static inline int bench_steady(double before, double after)
+{
+    double hi = before > after ? before : after, d = before > after ? before - after : after - before;
+    return hi > 0 && d <= BENCH_STEADY * hi;
+}
 
 /* One prompt length of the sweep: e2e prompt + gen on every route. */
 typedef struct bench_sweep_point {

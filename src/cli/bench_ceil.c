@@ -22,7 +22,12 @@
  * block's four tile loads before every four products ("amx-loaded",
  * kmeasure_amx.c), what any GEMM must do; where the prefill runs on AMX,
  * the GEMM share is also given over that ceiling (the paired share divided
- * by loaded / peak as measured in the ceilings: "gemm_share_loaded"). */
+ * by loaded / peak as measured in the ceilings: "gemm_share_loaded"). Where
+ * the two measurements beside a rep differ by more than BENCH_STEADY (10%) of
+ * the larger, the host changed under it (a lent Xeon's tile peak swung 4-9
+ * TOP/s within reps, session 66): the shares are also given over the steady
+ * reps alone ("gemm_share_steady", "gemm_steady_reps"; "read_share_steady"),
+ * beside the median over all, which stays the headline. */
 #include <stdio.h>
 #include <string.h>
 
@@ -167,9 +172,16 @@ void bench_ceilings_json(FILE *f, const bench_ceil *c, const bench_row *rows, in
                     rows[i].gemm_share_hi, rows[i].gemm_reps);
         if (rows[i].gemm_reps && lf > 0)
             fprintf(f, ", \"loaded_over_peak\": %.3f, \"gemm_share_loaded\": %.3f", lf, rows[i].gemm_share / lf);
+        if (rows[i].gemm_reps) {
+            fprintf(f, ", \"gemm_steady_reps\": %d", rows[i].gemm_steady_reps);
+            if (rows[i].gemm_steady_reps) fprintf(f, ", \"gemm_share_steady\": %.3f", rows[i].gemm_share_steady);
+        }
         if (rows[i].read_reps)
-            fprintf(f, ", \"read_share\": %.3f, \"read_share_range\": [%.3f, %.3f], \"read_reps\": %d",
-                    rows[i].read_share, rows[i].read_share_lo, rows[i].read_share_hi, rows[i].read_reps);
+            fprintf(f, ", \"read_share\": %.3f, \"read_share_range\": [%.3f, %.3f], \"read_reps\": %d, "
+                       "\"read_steady_reps\": %d",
+                    rows[i].read_share, rows[i].read_share_lo, rows[i].read_share_hi, rows[i].read_reps,
+                    rows[i].read_steady_reps);
+        if (rows[i].read_steady_reps) fprintf(f, ", \"read_share_steady\": %.3f", rows[i].read_share_steady);
         fputc('}', f);
     }
     fprintf(f, "]},\n");
@@ -202,11 +214,19 @@ void bench_ceilings_md(FILE *f, const bench_ceil *c, const bench_row *rows, int 
             fprintf(f, "- %s (%s): **%.0f%%** of the read bandwidth measured right before and after each rep "
                        "(median of %d reps, range %.0f-%.0f%%)\n", r->name, bench_route_name(r->route),
                     100 * r->read_share, r->read_reps, 100 * r->read_share_lo, 100 * r->read_share_hi);
+        if (r->kind == 'g' && r->read_steady_reps)
+            fprintf(f, "- %s (%s): over the %d of those reps whose two read bandwidths agreed within %.0f%%: **%.0f%%** "
+                       "(median)\n", r->name, bench_route_name(r->route), r->read_steady_reps, 100 * BENCH_STEADY,
+                    100 * r->read_share_steady);
         if (r->kind == 'p' && r->gemm_reps)
             fprintf(f, "- %s (%s): its GEMM kernels ran %.2f TOP/s = **%.0f%%** of the peak measured right before and "
                        "after each rep (median of %d reps, range %.0f-%.0f%%)\n", r->name, bench_route_name(r->route),
                     r->gemm_gops / 1e3, 100 * r->gemm_share, r->gemm_reps, 100 * r->gemm_share_lo,
                     100 * r->gemm_share_hi);
+        if (r->kind == 'p' && r->gemm_steady_reps)
+            fprintf(f, "- %s (%s): over the %d of those reps whose two peaks agreed within %.0f%%: **%.0f%%** (median)\n",
+                    r->name, bench_route_name(r->route), r->gemm_steady_reps, 100 * BENCH_STEADY,
+                    100 * r->gemm_share_steady);
         double lf = loaded_factor(c, r, prefill_enc);
         if (r->kind == 'p' && r->gemm_reps && lf > 0)
             fprintf(f, "- %s (%s): the tile peak with a 2 x 2 block's tile loads is %.0f%% of the peak; over it the GEMMs "

@@ -50,6 +50,8 @@ typedef struct bench_test {
     int n_gemm;
     double read_share[BENCH_MAX_REPS]; /* tg with --ceilings (bench_row) */
     int n_read;
+    double gemm_steady[BENCH_MAX_REPS], read_steady[BENCH_MAX_REPS]; /* the steady reps' shares */
+    int n_gemm_steady, n_read_steady;
     double last_gemm;            /* the last run's GEMM GOP/s (0: none ran) */
     int n;
     double peak_mb;
@@ -483,15 +485,19 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
             fprintf(stderr, "bench rep %d: %s %s: tandem %.2f", k + 1, t->name, bench_route_name(t->route), t->tps[k]);
             if (bw0 > 0 && bw1 > 0 && info.decode_bytes_per_token > 0) {
                 double gbps = t->tps[k] * (double)info.decode_bytes_per_token / 1e9;
+                int steady = bench_steady(bw0, bw1);
                 t->read_share[t->n_read++] = 2 * gbps / (bw0 + bw1);
-                fprintf(stderr, " (%.1f GB/s, %.1f%% of the read bandwidth %.1f / %.1f beside)", gbps,
-                        200 * gbps / (bw0 + bw1), bw0, bw1);
+                if (steady) t->read_steady[t->n_read_steady++] = 2 * gbps / (bw0 + bw1);
+                fprintf(stderr, " (%.1f GB/s, %.1f%% of the read bandwidth %.1f / %.1f beside%s)", gbps,
+                        200 * gbps / (bw0 + bw1), bw0, bw1, steady ? "" : ", unsteady");
             }
             if (pk0 > 0 && pk1 > 0 && t->last_gemm > 0) {
+                int steady = bench_steady(pk0, pk1);
                 t->gemm_gops[t->n_gemm] = t->last_gemm;
                 t->gemm_share[t->n_gemm++] = 2 * t->last_gemm / (pk0 + pk1);
-                fprintf(stderr, " (GEMMs %.0f GOP/s, %.1f%% of the peak %.0f / %.0f beside)", t->last_gemm,
-                        200 * t->last_gemm / (pk0 + pk1), pk0, pk1);
+                if (steady) t->gemm_steady[t->n_gemm_steady++] = 2 * t->last_gemm / (pk0 + pk1);
+                fprintf(stderr, " (GEMMs %.0f GOP/s, %.1f%% of the peak %.0f / %.0f beside%s)", t->last_gemm,
+                        200 * t->last_gemm / (pk0 + pk1), pk0, pk1, steady ? "" : ", unsteady");
             }
             if (o->peer && t->peer_beside) {
                 if (run_peer(o->peer_bin, o->peer_model, threads, t, k) == 0)
@@ -541,6 +547,10 @@ static void make_rows(const bench_test *ts, int nt, bench_row *rows)
         }
         if ((r->read_reps = t->n_read) > 0)
             median_range(t->read_share, t->n_read, &r->read_share, &r->read_share_lo, &r->read_share_hi);
+        if ((r->gemm_steady_reps = t->n_gemm_steady) > 0)
+            r->gemm_share_steady = bench_median(t->gemm_steady, t->n_gemm_steady);
+        if ((r->read_steady_reps = t->n_read_steady) > 0)
+            r->read_share_steady = bench_median(t->read_steady, t->n_read_steady);
         for (int j = 0; j < nt; j++) {
             const bench_test *p = &ts[j];
             if (!p->peer_beside || !p->n_peer || strcmp(p->name, t->name)) continue;
