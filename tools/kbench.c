@@ -439,7 +439,8 @@ static void usage(void)
                     "       kbench [options] gemm DTYPE M N K\n"
                     "       kbench [options] mem\n"
                     "       kbench [options] peak\n"
-                    "       kbench [options] ffn M F D   (gate/up GEMM + activation pass against the fused GEMM, y f32 / bf16; -p rounds)\n"
+                    "       kbench [options] ffn M F D   (gate/up GEMM + activation pass against the fused GEMM, y f32 / bf16; -p rounds;\n"
+                    "                                     -a 1: also the alternative build's fused GEMM)\n"
                     "       kbench [options] attn KVDTYPE CTX [B H Hk Dh]   (default 1 32 8 64)\n"
                     "       kbench [options] attnp T [H Hk Dh [P]]   (prefill chunk at position P, bf16 KV; default 32 8 64 0)\n"
                     "DTYPE: int4g32 int4g64 int4pc int6g64 int8 bf16 (gemm: bf16, int8)\n");
