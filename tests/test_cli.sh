@@ -406,12 +406,27 @@ done
 # fraction of them, recomputed here from the JSON's own figures
 expect 0 $T bench "$W/m.tdm" --tests pp32,tg8 --reps 1 --ceilings --md "$W/c.md"
 cp "$W/out" "$W/bench.json"
+cp "$W/err" "$W/bench.err"
 expect 0 $T inspect "$W/m.tdm" --json --tensors
 if command -v python3 > /dev/null; then
-  python3 - "$W/bench.json" "$W/out" > "$W/py" 2>&1 <<'PY' && ok || bad "bench --ceilings JSON: $(head -c 600 "$W/py")"
-import json, sys
+  python3 - "$W/bench.json" "$W/out" "$W/bench.err" > "$W/py" 2>&1 <<'PY' && ok || bad "bench --ceilings JSON: $(head -c 600 "$W/py")"
+import json, re, sys
 j = json.load(open(sys.argv[1]))
 c = j["ceilings"]
+# each rep's stderr line gives the two measurements beside it: "unsteady" exactly where they differ by more
+# than 10% of the larger (a case within the printed figures' rounding of the bound is not judged), and the
+# JSON's steady counts are the steady lines
+steady = {}
+for line in open(sys.argv[3]):
+    m = re.search(r"bench rep \d+: (\S+) .*?(?:peak|read bandwidth) ([\d.]+) / ([\d.]+) beside(, unsteady)?\)", line)
+    if not m:
+        continue
+    a, b = float(m.group(2)), float(m.group(3))
+    d = abs(a - b) / max(a, b)
+    if abs(d - 0.10) > 0.01:
+        assert (d > 0.10) == bool(m.group(4)), line
+    steady[m.group(1)] = steady.get(m.group(1), 0) + (not m.group(4))
+assert set(steady) == {"pp32", "tg8"} or set(steady) == {"tg8"}, steady
 assert min(c["read_gbps"]) > 0.1, c["read_gbps"]
 assert c["decode_bytes_per_token"] > 0 and c["prefill_ops_per_token"] > 0
 # the bytes a decode step streams are the decode stage's records (data and scales, as stored),
@@ -431,6 +446,7 @@ assert tg["read_share_range"][0] == tg["read_share"] == tg["read_share_range"][1
 # a steady rep (the bandwidths before and after within 10%) also counts in read_share_steady
 assert tg["read_steady_reps"] in (0, 1) and (tg["read_steady_reps"] == 0) == ("read_share_steady" not in tg), tg
 assert tg["read_steady_reps"] == 0 or tg["read_share_steady"] == tg["read_share"], tg
+assert tg["read_steady_reps"] == steady["tg8"], (tg, steady)
 pp = [t for t in c["tests"] if t["test"] == "pp32"]
 assert all(k in c["peak_gops"] for k in ("amx_bf16", "avx512_int8", "amx_loaded_int8", "avx2_bf16", "avx2_int8")), c
 if pp:  # only where the prefill engine has a measured matrix peak (amx, avx512 or avx2)
@@ -442,6 +458,7 @@ if pp:  # only where the prefill engine has a measured matrix peak (amx, avx512 
     assert p["gemm_share_range"][0] <= p["gemm_share"] <= p["gemm_share_range"][1], p
     assert p["gemm_steady_reps"] in (0, 1) and (p["gemm_steady_reps"] == 0) == ("gemm_share_steady" not in p), p
     assert p["gemm_steady_reps"] == 0 or p["gemm_share_steady"] == p["gemm_share"], p
+    assert p["gemm_steady_reps"] == steady["pp32"], (p, steady)
     # on AMX, also over the tile peak with a 2 x 2 block's tile loads (the ceilings' loaded / peak)
     pk = c["peak_gops"]
     if rows["pp32"]["prefill_engine"] == "cpu-amx" and min(pk["amx_loaded_int8"] + pk["amx_int8"]) > 0:

@@ -485,19 +485,21 @@ static int run_tests(tandem_model *m, const bench_opts *o, tandem_session_opts s
             fprintf(stderr, "bench rep %d: %s %s: tandem %.2f", k + 1, t->name, bench_route_name(t->route), t->tps[k]);
             if (bw0 > 0 && bw1 > 0 && info.decode_bytes_per_token > 0) {
                 double gbps = t->tps[k] * (double)info.decode_bytes_per_token / 1e9;
+                double share = 2 * gbps / (bw0 + bw1);
                 int steady = bench_steady(bw0, bw1);
-                t->read_share[t->n_read++] = 2 * gbps / (bw0 + bw1);
-                if (steady) t->read_steady[t->n_read_steady++] = 2 * gbps / (bw0 + bw1);
-                fprintf(stderr, " (%.1f GB/s, %.1f%% of the read bandwidth %.1f / %.1f beside%s)", gbps,
-                        200 * gbps / (bw0 + bw1), bw0, bw1, steady ? "" : ", unsteady");
+                t->read_share[t->n_read++] = share;
+                if (steady) t->read_steady[t->n_read_steady++] = share;
+                fprintf(stderr, " (%.1f GB/s, %.1f%% of the read bandwidth %.1f / %.1f beside%s)", gbps, 100 * share,
+                        bw0, bw1, steady ? "" : ", unsteady");
             }
             if (pk0 > 0 && pk1 > 0 && t->last_gemm > 0) {
+                double share = 2 * t->last_gemm / (pk0 + pk1);
                 int steady = bench_steady(pk0, pk1);
                 t->gemm_gops[t->n_gemm] = t->last_gemm;
-                t->gemm_share[t->n_gemm++] = 2 * t->last_gemm / (pk0 + pk1);
-                if (steady) t->gemm_steady[t->n_gemm_steady++] = 2 * t->last_gemm / (pk0 + pk1);
+                t->gemm_share[t->n_gemm++] = share;
+                if (steady) t->gemm_steady[t->n_gemm_steady++] = share;
                 fprintf(stderr, " (GEMMs %.0f GOP/s, %.1f%% of the peak %.0f / %.0f beside%s)", t->last_gemm,
-                        200 * t->last_gemm / (pk0 + pk1), pk0, pk1, steady ? "" : ", unsteady");
+                        100 * share, pk0, pk1, steady ? "" : ", unsteady");
             }
             if (o->peer && t->peer_beside) {
                 if (run_peer(o->peer_bin, o->peer_model, threads, t, k) == 0)
